@@ -1,0 +1,405 @@
+/* sonde.h - the whole public API of libsonde, a profiler for ML inference and training pipelines.
+ *
+ * ABOUT
+ *   libsonde times the stages and steps of a C or C++ program: sessions, nested sections with
+ *   metadata, metrics, throughput, FLOP counts, instant events and counters. A section edge costs
+ *   one clock read and one 16-byte store into the calling thread's buffer; full buffers stream to
+ *   an append-only OUTDIR/NAME.sonde file from a writer thread, and at the end of the run the
+ *   library reads that file back and writes the configured reports (NAME.json, NAME.csv,
+ *   NAME.txt, NAME.trace.json.gz for Perfetto).
+ *
+ * USAGE
+ *   sonde_config cfg = sonde_config_default();
+ *   sonde_config_from_env(&cfg);                 // SONDE_ENABLED, SONDE_OUTPUT_DIR, SONDE_NAME
+ *   sonde_profiler *p = sonde_create(&cfg);
+ *   sonde_session_begin(p, "inference");
+ *   {
+ *       SONDE_SCOPE(p, "decode");                 // ends with the enclosing block
+ *       sonde_metadata(p, "batch", "8");
+ *       run_decode();
+ *       sonde_throughput(p, 512, 0);              // 512 tokens over this section's own duration
+ *   }
+ *   sonde_session_end(p);
+ *   sonde_destroy(p);                             // flush and write the reports
+ *
+ * ERRORS
+ *   Every int-returning function returns 0 on success or a negative SONDE_E* code;
+ *   sonde_strerror() names the code and sonde_last_error() gives the calling thread's detailed
+ *   message for the last failure. The library never aborts and never exits the host.
+ *
+ * OWNERSHIP
+ *   Every string the caller passes is copied (or interned) before the call returns; every object
+ *   sonde returns is freed with the function named next to it.
+ *
+ * THREADS
+ *   Recording calls (sections, metrics, events, counters, steps) may be made from any number of
+ *   threads at once; each thread nests its own sections. sonde_create, sonde_destroy,
+ *   sonde_export, sonde_summary and sonde_clear must not race with sonde_destroy on the same
+ *   profiler.
+ *
+ * COMPILED OUT
+ *   With -DSONDE_DISABLE, SONDE_SCOPE and SONDE_FUNCTION expand to nothing.
+ */
+#ifndef SONDE_SONDE_H
+#define SONDE_SONDE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SONDE_VERSION_MAJOR 0
+#define SONDE_VERSION_MINOR 1
+#define SONDE_VERSION_PATCH 0
+#define SONDE_VERSION_STRING "0.1.0"
+
+/* The runtime version of the library, "MAJOR.MINOR.PATCH". */
+const char *sonde_version(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------------------------- */
+#define SONDE_ERRNO_MAP(X)                                                                      \
+    X(EINVAL, -1, "invalid argument")                                                          \
+    X(ENOMEM, -2, "out of memory")                                                             \
+    X(EIO, -3, "input/output error")                                                           \
+    X(EUNBALANCED, -4, "section end without a matching begin")                                 \
+    X(EOPEN, -5, "sections were still open")                                                   \
+    X(EDISABLED, -6, "profiler is disabled")                                                   \
+    X(EFORMAT, -7, "malformed or unsupported file")                                            \
+    X(ENOTFOUND, -8, "not found")                                                              \
+    X(EDROPPED, -9, "events were dropped")                                                     \
+    X(ESTATE, -10, "call not valid in the profiler's current state")                           \
+    X(EUNSUPPORTED, -11, "not supported")
+
+#define SONDE__ERR_ENUM(name, val, msg) SONDE_##name = (val),
+enum sonde_error { SONDE_OK = 0, SONDE_ERRNO_MAP(SONDE__ERR_ENUM) SONDE__ERR_LAST };
+#undef SONDE__ERR_ENUM
+
+/* A short description of an error code ("invalid argument"); never NULL. */
+const char *sonde_strerror(int err);
+/* The symbolic name of an error code ("SONDE_EINVAL"); never NULL. */
+const char *sonde_err_name(int err);
+/* The calling thread's message for its most recent failed sonde call (naming the file, key or
+ * call that failed), or "" when none. Valid until the next sonde call on this thread. */
+const char *sonde_last_error(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Configuration
+ * ------------------------------------------------------------------------------------------- */
+/* Output formats, a bit mask in sonde_config.formats. The .sonde file is always written. */
+#define SONDE_FORMAT_JSON 0x1u  /* NAME.json: the full report (docs/formats.md) */
+#define SONDE_FORMAT_CSV 0x2u   /* NAME.csv: one row per section name (+ NAME.instances.csv) */
+#define SONDE_FORMAT_TXT 0x4u   /* NAME.txt: aligned summary table, sorted by total time */
+#define SONDE_FORMAT_TRACE 0x8u /* NAME.trace.json.gz: Chrome trace for Perfetto */
+#define SONDE_FORMAT_ALL 0xfu
+
+typedef struct sonde_config {
+    int enabled;             /* 0: every call is a cheap no-op and no file is written (default 1) */
+    const char *name;        /* run name, the stem of every file; NULL: PROGRAM-YYYYmmdd-HHMMSS */
+    const char *output_dir;  /* directory for every file, created if missing (default ./sonde-out) */
+    unsigned formats;        /* SONDE_FORMAT_* bits written at sonde_destroy (default ALL) */
+    double buffer_mb;        /* bound on event buffer memory in MiB, 1..65536 (default 64) */
+    const char *unit;        /* unit of sonde_throughput, e.g. "tokens", "frames" (default tokens) */
+    double peak_flops;       /* device peak FLOP/s for utilization (MFU); 0: unknown (default 0) */
+    double flush_interval_s; /* the writer persists recorded events at least this often (1.0) */
+    int signal_handlers;     /* 1: flush on fatal signals, SIGTERM, SIGINT (default 1) */
+    int print_summary;       /* 1: print the text summary to stderr at sonde_destroy (default 0) */
+    void *reserved[8];       /* zero; room for later fields without breaking the ABI */
+} sonde_config;
+
+/* The defaults documented on each field. */
+sonde_config sonde_config_default(void);
+
+/* Overrides fields from the environment: SONDE_ENABLED (1/0/true/false/yes/no/on/off),
+ * SONDE_OUTPUT_DIR, SONDE_NAME, SONDE_FORMATS (comma list of json,csv,txt,trace or all),
+ * SONDE_BUFFER_MB, SONDE_UNIT, SONDE_PEAK_FLOPS, SONDE_FLUSH_INTERVAL_S.
+ * String fields point into the environment. On a bad value returns SONDE_EINVAL, names the
+ * variable in sonde_last_error() and leaves cfg unchanged. */
+int sonde_config_from_env(sonde_config *cfg);
+
+/* ---------------------------------------------------------------------------------------------
+ * Profiler lifetime
+ * ------------------------------------------------------------------------------------------- */
+typedef struct sonde_profiler sonde_profiler;
+
+/* Creates a profiler and opens OUTDIR/NAME.sonde (a -N suffix is added when that name is taken).
+ * cfg NULL means the defaults. Returns NULL only when out of memory; a profiler that cannot write
+ * (bad directory, disk full) still records nothing harmful, and the reason is available from
+ * sonde_status() and in sonde_last_error(). */
+sonde_profiler *sonde_create(const sonde_config *cfg);
+
+/* Stops recording, flushes every thread's buffer, writes the configured reports, frees p.
+ * Returns SONDE_EOPEN when sections were still open (they are closed at this instant and listed
+ * as warnings in the report), SONDE_EIO when a file could not be written, else 0. p is freed in
+ * every case. p NULL: SONDE_EINVAL. */
+int sonde_destroy(sonde_profiler *p);
+
+/* The run name and the path of the .sonde file (NULL when none could be opened). Owned by p. */
+const char *sonde_name(const sonde_profiler *p);
+const char *sonde_file_path(const sonde_profiler *p);
+/* 0 when the profiler is recording normally, else the first internal error it met. */
+int sonde_status(const sonde_profiler *p);
+
+/* ---------------------------------------------------------------------------------------------
+ * Recording. Each returns 0, or a negative code (nothing recorded). With the profiler disabled
+ * each returns 0 at the cost of one branch.
+ * ------------------------------------------------------------------------------------------- */
+/* A session groups the stages of one piece of work ("inference", "epoch 3"). Sessions follow
+ * one another; beginning one while another is open ends the earlier one. */
+int sonde_session_begin(sonde_profiler *p, const char *name);
+int sonde_session_end(sonde_profiler *p);
+
+/* Opens a section on the calling thread, nested in the thread's innermost open section. name
+ * need not outlive the call. */
+int sonde_begin(sonde_profiler *p, const char *name);
+/* Closes the calling thread's innermost open section; SONDE_EUNBALANCED when none is open. */
+int sonde_end(sonde_profiler *p);
+
+/* Metadata, metrics, throughput and FLOPs attach to the calling thread's innermost open section,
+ * or to the session (or the run) when none is open. */
+int sonde_metadata(sonde_profiler *p, const char *key, const char *value);
+/* A metric recorded many times keeps count, mean, min and max. value must be finite. */
+int sonde_metric(sonde_profiler *p, const char *name, double value);
+/* units processed (in cfg.unit) over seconds; seconds <= 0: the open section's own duration. */
+int sonde_throughput(sonde_profiler *p, double units, double seconds);
+/* Floating-point operations done by the open section; the report gives achieved FLOP/s. */
+int sonde_flops(sonde_profiler *p, double flops);
+/* An instant event on the calling thread's track. */
+int sonde_event(sonde_profiler *p, const char *name);
+/* A sample of a named counter (a process-wide track in the trace). value must be finite. */
+int sonde_counter(sonde_profiler *p, const char *name, double value);
+/* Marks the end of one step (a training iteration, a denoising step); the report gives the
+ * step count, per-step durations and steps/s. */
+int sonde_step(sonde_profiler *p);
+
+/* ---------------------------------------------------------------------------------------------
+ * Reading back
+ * ------------------------------------------------------------------------------------------- */
+typedef struct sonde_section_stats {
+    const char *name;        /* section name */
+    uint64_t count;          /* completed instances */
+    double total_s;          /* sum of durations */
+    double self_s;           /* total less the time in nested sections on the same thread */
+    double mean_s, min_s, max_s, stddev_s;
+    double p50_s, p90_s, p99_s;
+    double share;            /* total_s / the run's (or session's) duration, 0..1 per thread */
+    double units;            /* throughput units recorded in it (0: none) */
+    double units_per_s;      /* units / their seconds (0: none) */
+    double flops;            /* FLOPs recorded in it (0: none) */
+    double flops_per_s;      /* flops / total_s of the instances that recorded FLOPs */
+    double mfu;              /* flops_per_s / cfg.peak_flops (0 when the peak is unknown) */
+} sonde_section_stats;
+
+typedef struct sonde_summary {
+    double total_duration_s;   /* first to last event of the run (after any sonde_clear) */
+    uint64_t sections;         /* section instances */
+    uint64_t steps;            /* sonde_step calls */
+    double units;              /* throughput units in all */
+    double units_per_s;        /* units over the seconds they were measured in */
+    const char *unit;          /* cfg.unit */
+    double flops;              /* FLOPs in all */
+    double flops_per_s;        /* achieved FLOP/s over the sections that recorded FLOPs */
+    uint64_t dropped_events;   /* events lost because buffers were full or the disk failed */
+    uint64_t warnings;         /* misuse or faults listed in the report */
+    size_t n_stats;            /* entries in stats, sorted by total_s, largest first */
+    sonde_section_stats *stats;
+} sonde_summary_t;
+
+/* Flushes what was recorded so far and computes the summary of the whole run. Returns NULL on
+ * failure (out of memory, nothing readable was written; see sonde_last_error()). Free the result
+ * with sonde_summary_free. */
+struct sonde_summary *sonde_summary(sonde_profiler *p);
+void sonde_summary_free(struct sonde_summary *s);
+
+/* Writes a report of what was recorded so far. path NULL: every configured format into
+ * OUTDIR/NAME.*; else one file whose format follows the extension (.json, .csv, .txt,
+ * .trace.json.gz or .json.gz). Files are written to a temporary name and renamed. */
+int sonde_export(sonde_profiler *p, const char *path);
+
+/* Discards everything recorded so far: later reports start from this instant. */
+int sonde_clear(sonde_profiler *p);
+
+/* ---------------------------------------------------------------------------------------------
+ * Macros: SONDE_SCOPE(p, "literal") opens a section that ends with the enclosing block;
+ * SONDE_FUNCTION(p) one named after the enclosing function. The name is registered once per
+ * call site; each use then costs a clock read and a store.
+ * ------------------------------------------------------------------------------------------- */
+/* Private interface below: don't call these directly; their layout may change. */
+typedef struct sonde_site {
+    const char *name;   /* section name */
+    const char *file;   /* __FILE__ */
+    const char *func;   /* __func__ */
+    int line;           /* __LINE__ */
+    uint32_t id;        /* 0 until registered */
+} sonde_site;
+
+typedef struct sonde__ev {   /* one 16-byte slot of a thread buffer */
+    uint64_t ts;
+    uint32_t tag;            /* kind in the low 4 bits, id above */
+    uint32_t arg;
+} sonde__ev;
+
+typedef struct sonde__tbuf { /* hot part of a per-thread buffer */
+    sonde__ev *cur;          /* next free slot; published with release order */
+    sonde__ev *end;          /* end of the current chunk */
+    int32_t depth;           /* open sections on this thread */
+    uint32_t stack[64];      /* ids of the innermost open sections */
+} sonde__tbuf;
+
+typedef struct sonde__hot {  /* first member of every profiler */
+    volatile int recording;  /* read by the macros */
+    int use_tsc;             /* 1: timestamps are rdtsc ticks */
+    uint64_t serial;         /* unique per profiler in the process */
+} sonde__hot;
+
+typedef struct sonde__tls {
+    uint64_t serial;         /* profiler whose buffer is cached */
+    sonde__tbuf *tb;
+} sonde__tls;
+
+#if defined(__GNUC__) || defined(__clang__)
+#define SONDE__LIKELY(x) __builtin_expect(!!(x), 1)
+#define SONDE__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define SONDE__TLS_MODEL __attribute__((tls_model("initial-exec")))
+#else
+#define SONDE__LIKELY(x) (x)
+#define SONDE__UNLIKELY(x) (x)
+#define SONDE__TLS_MODEL
+#endif
+
+#ifdef __cplusplus
+extern thread_local sonde__tls sonde__tl SONDE__TLS_MODEL;
+#else
+extern _Thread_local sonde__tls sonde__tl SONDE__TLS_MODEL;
+#endif
+
+enum { SONDE__K_BEGIN = 0, SONDE__K_END = 1 };
+
+uint64_t sonde__now_slow(void);
+sonde__tbuf *sonde__scope_begin_slow(sonde_profiler *p, sonde_site *s);
+void sonde__scope_end_slow(sonde__tbuf *tb, uint32_t id);
+
+static inline uint64_t sonde__now(const sonde__hot *h)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (SONDE__LIKELY(h->use_tsc)) {
+        uint32_t lo, hi;
+        __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+        return ((uint64_t)hi << 32) | lo;
+    }
+#else
+    (void)h;
+#endif
+    return sonde__now_slow();
+}
+
+static inline void sonde__publish(sonde__tbuf *tb, sonde__ev *next)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    __atomic_store_n(&tb->cur, next, __ATOMIC_RELEASE);
+#else
+    tb->cur = next;
+#endif
+}
+
+/* Opens a section for a call site; returns the thread buffer to pass to sonde__scope_end, or
+ * NULL when nothing was recorded. */
+static inline sonde__tbuf *sonde__scope_begin(sonde_profiler *p, sonde_site *s)
+{
+    const sonde__hot *h = (const sonde__hot *)(const void *)p;
+    if (SONDE__UNLIKELY(!p) || SONDE__UNLIKELY(!h->recording))
+        return NULL;
+    sonde__tbuf *tb = sonde__tl.tb;
+#if defined(__GNUC__) || defined(__clang__)
+    uint32_t id = __atomic_load_n(&s->id, __ATOMIC_RELAXED);
+#else
+    uint32_t id = s->id;
+#endif
+    if (SONDE__UNLIKELY(sonde__tl.serial != h->serial || id == 0 || tb->cur >= tb->end ||
+                        (uint32_t)tb->depth >= 64u))
+        return sonde__scope_begin_slow(p, s);
+    sonde__ev *e = tb->cur;
+    e->ts = sonde__now(h);
+    e->tag = (id << 4) | SONDE__K_BEGIN;
+    e->arg = 0;
+    tb->stack[tb->depth++] = id;
+    sonde__publish(tb, e + 1);
+    return tb;
+}
+
+static inline void sonde__scope_end(sonde__tbuf *tb, uint32_t id, int use_tsc)
+{
+    if (!tb)
+        return;
+    if (SONDE__UNLIKELY(tb->cur >= tb->end) || SONDE__UNLIKELY(tb->depth <= 0)) {
+        sonde__scope_end_slow(tb, id);
+        return;
+    }
+    sonde__hot h;
+    h.use_tsc = use_tsc;
+    sonde__ev *e = tb->cur;
+    e->ts = sonde__now(&h);
+    e->tag = (id << 4) | SONDE__K_END;
+    e->arg = 0;
+    tb->depth--;
+    sonde__publish(tb, e + 1);
+}
+
+typedef struct sonde__scope {
+    sonde__tbuf *tb;
+    uint32_t id;
+    int use_tsc;
+} sonde__scope;
+
+static inline sonde__scope sonde__scope_open(sonde_profiler *p, sonde_site *s)
+{
+    sonde__scope sc;
+    sc.tb = sonde__scope_begin(p, s);
+    sc.id = s->id;
+    sc.use_tsc = p ? ((const sonde__hot *)(const void *)p)->use_tsc : 0;
+    return sc;
+}
+
+static inline void sonde__scope_close(sonde__scope *sc)
+{
+    sonde__scope_end(sc->tb, sc->id, sc->use_tsc);
+}
+
+#define SONDE__CAT2(a, b) a##b
+#define SONDE__CAT(a, b) SONDE__CAT2(a, b)
+
+#if defined(SONDE_DISABLE)
+#define SONDE_SCOPE(p, name) ((void)0)
+#define SONDE_FUNCTION(p) ((void)0)
+#elif defined(__cplusplus)
+} /* extern "C" */
+struct sonde__scope_guard {
+    sonde__scope sc;
+    sonde__scope_guard(sonde_profiler *p, sonde_site *s) : sc(sonde__scope_open(p, s)) {}
+    ~sonde__scope_guard() { sonde__scope_close(&sc); }
+    sonde__scope_guard(const sonde__scope_guard &) = delete;
+    sonde__scope_guard &operator=(const sonde__scope_guard &) = delete;
+};
+extern "C" {
+#define SONDE__SCOPE_SITE(p, nm, fn)                                                            \
+    static sonde_site SONDE__CAT(sonde__site_, __LINE__) = {nm, __FILE__, fn, __LINE__, 0};    \
+    sonde__scope_guard SONDE__CAT(sonde__guard_, __LINE__)((p), &SONDE__CAT(sonde__site_, __LINE__))
+#define SONDE_SCOPE(p, name) SONDE__SCOPE_SITE(p, name, __func__)
+#define SONDE_FUNCTION(p) SONDE__SCOPE_SITE(p, __func__, __func__)
+#else
+#define SONDE__SCOPE_SITE(p, nm, fn)                                                            \
+    static sonde_site SONDE__CAT(sonde__site_, __LINE__) = {nm, __FILE__, fn, __LINE__, 0};    \
+    sonde__scope SONDE__CAT(sonde__scope_, __LINE__) __attribute__((cleanup(sonde__scope_close))) = \
+        sonde__scope_open((p), &SONDE__CAT(sonde__site_, __LINE__))
+#define SONDE_SCOPE(p, name) SONDE__SCOPE_SITE(p, name, __func__)
+#define SONDE_FUNCTION(p) SONDE__SCOPE_SITE(p, __func__, __func__)
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SONDE_SONDE_H */

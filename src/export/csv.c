@@ -1,0 +1,59 @@
+/* csv.c - NAME.csv (one row per section name) and NAME.instances.csv (one row per instance). */
+#define _GNU_SOURCE
+#include "export.h"
+
+int sx_csv(const sm_model *m, sbuf *b)
+{
+    sbuf_puts(b, "name,count,total_s,self_s,mean_s,min_s,max_s,stddev_s,p50_s,p90_s,p99_s,"
+                 "share,threads,units,units_per_s,flops,flops_per_s,mfu\n");
+    for (size_t i = 0; i < m->n_stats; i++) {
+        const sm_stat *s = &m->stats[i];
+        double fps = s->flops_time_s > 0 ? s->flops / s->flops_time_s : 0;
+        sbuf_csv_str(b, s->name);
+        sbuf_printf(b, ",%llu,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.6f,%u,%.6g,%.6g,%.6g,"
+                       "%.6g,%.6g\n",
+                    (unsigned long long)s->count, s->total_s, s->self_s, s->mean_s, s->min_s,
+                    s->max_s, s->stddev_s, s->p50_s, s->p90_s, s->p99_s, s->share, s->threads,
+                    s->units, s->units_s > 0 ? s->units / s->units_s : 0, s->flops, fps,
+                    m->peak_flops > 0 ? fps / m->peak_flops : 0);
+    }
+    return b->oom ? -1 : 0;
+}
+
+int sx_csv_instances(const sm_model *m, sbuf *b)
+{
+    sbuf_puts(b, "thread,thread_name,name,depth,start_s,end_s,duration_s,session,units,flops,"
+                 "flags,metadata\n");
+    for (size_t i = 0; i < m->n_spans && !b->oom; i++) {
+        const sm_span *s = &m->spans[i];
+        sbuf_printf(b, "%u,", m->threads[s->thread].index);
+        sbuf_csv_str(b, m->threads[s->thread].name);
+        sbuf_putc(b, ',');
+        sbuf_csv_str(b, sm_str(m, s->site));
+        sbuf_printf(b, ",%u,%.9f,%.9f,%.9f,", s->depth, (double)s->start_ns / 1e9,
+                    (double)s->end_ns / 1e9, (double)(s->end_ns - s->start_ns) / 1e9);
+        if (s->session >= 0)
+            sbuf_csv_str(b, sm_str(m, m->sessions[s->session].name));
+        sbuf_printf(b, ",%.6g,%.6g,%s,", s->units, s->flops,
+                    s->flags & SM_SPAN_UNTERMINATED     ? "unterminated"
+                    : s->flags & SM_SPAN_CLOSED_BY_OUTER ? "closed_by_outer"
+                                                         : "");
+        /* metadata as key=value pairs separated by ';' in one field */
+        sbuf meta;
+        sbuf_init(&meta);
+        for (int32_t k = s->meta; k >= 0; k = m->meta[k].next) {
+            if (meta.len)
+                sbuf_putc(&meta, ';');
+            sbuf_puts(&meta, sm_str(m, m->meta[k].key));
+            sbuf_putc(&meta, '=');
+            sbuf_puts(&meta, sm_str(m, m->meta[k].value));
+        }
+        if (meta.oom)
+            b->oom = 1;
+        else if (meta.len)
+            sbuf_csv_str(b, meta.data);
+        sbuf_free(&meta);
+        sbuf_putc(b, '\n');
+    }
+    return b->oom ? -1 : 0;
+}

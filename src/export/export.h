@@ -1,0 +1,32 @@
+/* export.h - the exporters: each turns the model into one format. One file per format; the
+ * table in export.c drives which are written and under which name. */
+#ifndef SONDE_EXPORT_H
+#define SONDE_EXPORT_H
+
+#include "../model/model.h"
+#include "../util/buf.h"
+
+#define SONDE_JSON_SCHEMA_VERSION 1
+
+/* Each appends its format to out; 0, or -1 when out of memory. */
+int sx_json(const sm_model *m, sbuf *out);
+int sx_csv(const sm_model *m, sbuf *out);
+int sx_csv_instances(const sm_model *m, sbuf *out);
+int sx_txt(const sm_model *m, sbuf *out);
+
+/* The Chrome trace (JSON array form), handed to sink in pieces of about 1 MiB. */
+typedef int (*sx_sink)(void *ctx, const char *data, size_t n);
+int sx_trace(const sm_model *m, sx_sink sink, void *ctx);
+
+/* Writes the formats in the SONDE_FORMAT_* mask as DIR/NAME.ext, each through a temporary
+ * file. Prints nothing. 0, or a negative SONDE_E* code naming the failing file in
+ * sonde_last_error() (the other formats are still written). */
+int sx_write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats);
+/* Writes one file whose format follows the extension of path. */
+int sx_write_path(const sm_model *m, const char *path);
+
+/* Human-readable durations and rates ("12.3 ms", "4.56 GFLOP/s"). */
+void sx_fmt_dur(char *out, size_t cap, double s);
+void sx_fmt_si(char *out, size_t cap, double v, const char *unit);
+
+#endif

@@ -1,0 +1,290 @@
+/* json.c - NAME.json, the full report (schema in docs/formats.md, "sonde-report" version 1). */
+#define _GNU_SOURCE
+#include <string.h>
+#include <time.h>
+
+#include "export.h"
+
+static void key(sbuf *b, const char *k)
+{
+    sbuf_json_str(b, k);
+    sbuf_putc(b, ':');
+}
+
+static void kv_num(sbuf *b, const char *k, double v, int comma)
+{
+    key(b, k);
+    sbuf_json_num(b, v);
+    if (comma)
+        sbuf_putc(b, ',');
+}
+
+static void kv_str(sbuf *b, const char *k, const char *v, int comma)
+{
+    key(b, k);
+    sbuf_json_str(b, v);
+    if (comma)
+        sbuf_putc(b, ',');
+}
+
+/* Metadata as an object; a key set several times keeps every distinct value in an array. */
+static void meta_obj(sbuf *b, const sm_model *m, int32_t head)
+{
+    sbuf_putc(b, '{');
+    int first = 1;
+    for (int32_t i = head; i >= 0; i = m->meta[i].next) {
+        int seen = 0; /* this key was already printed by a later entry */
+        for (int32_t j = head; j != i; j = m->meta[j].next)
+            if (!strcmp(sm_str(m, m->meta[j].key), sm_str(m, m->meta[i].key)))
+                seen = 1;
+        if (seen)
+            continue;
+        if (!first)
+            sbuf_putc(b, ',');
+        first = 0;
+        key(b, sm_str(m, m->meta[i].key));
+        sbuf_json_str(b, sm_str(m, m->meta[i].value));
+    }
+    sbuf_putc(b, '}');
+}
+
+void sx_stat_json(sbuf *b, const sm_stat *s, double peak)
+{
+    sbuf_putc(b, '{');
+    kv_str(b, "name", s->name, 1);
+    kv_num(b, "count", (double)s->count, 1);
+    kv_num(b, "total_s", s->total_s, 1);
+    kv_num(b, "self_s", s->self_s, 1);
+    kv_num(b, "mean_s", s->mean_s, 1);
+    kv_num(b, "min_s", s->min_s, 1);
+    kv_num(b, "max_s", s->max_s, 1);
+    kv_num(b, "stddev_s", s->stddev_s, 1);
+    kv_num(b, "p50_s", s->p50_s, 1);
+    kv_num(b, "p90_s", s->p90_s, 1);
+    kv_num(b, "p99_s", s->p99_s, 1);
+    kv_num(b, "share", s->share, 1);
+    kv_num(b, "threads", s->threads, 1);
+    kv_num(b, "depth", s->min_depth, 1);
+    kv_num(b, "units", s->units, 1);
+    kv_num(b, "units_per_s", s->units_s > 0 ? s->units / s->units_s : 0, 1);
+    double fps = s->flops_time_s > 0 ? s->flops / s->flops_time_s : 0;
+    kv_num(b, "flops", s->flops, 1);
+    kv_num(b, "flops_per_s", fps, 1);
+    kv_num(b, "mfu", peak > 0 ? fps / peak : 0, 0);
+    sbuf_putc(b, '}');
+}
+
+typedef struct sess_filter {
+    int32_t session;
+} sess_filter;
+
+static int in_session(const sm_span *s, void *ctx)
+{
+    return s->session == ((sess_filter *)ctx)->session;
+}
+
+int sx_json(const sm_model *m, sbuf *b)
+{
+    double units, units_s, flops, flops_s;
+    sm_totals(m, &units, &units_s, &flops, &flops_s);
+    double dur = (double)m->duration_ns / 1e9;
+    char iso[64] = "";
+    time_t secs = (time_t)(m->start_real_ns / 1000000000u);
+    struct tm tm;
+    if (gmtime_r(&secs, &tm))
+        strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
+
+    sbuf_putc(b, '{');
+    kv_str(b, "schema", "sonde-report", 1);
+    kv_num(b, "schema_version", SONDE_JSON_SCHEMA_VERSION, 1);
+    key(b, "run");
+    sbuf_putc(b, '{');
+    kv_str(b, "name", m->name, 1);
+    kv_str(b, "host", m->host, 1);
+    kv_num(b, "pid", m->pid, 1);
+    kv_str(b, "program", m->program, 1);
+    kv_str(b, "cmdline", m->cmdline, 1);
+    kv_str(b, "sonde_version", m->sonde_version, 1);
+    kv_str(b, "start_time", iso, 1);
+    key(b, "start_unix_ns");
+    sbuf_u64(b, m->start_real_ns);
+    sbuf_putc(b, ',');
+    kv_num(b, "duration_s", dur, 1);
+    kv_str(b, "clock", m->clock, 1);
+    kv_str(b, "unit", m->unit, 1);
+    kv_num(b, "peak_flops", m->peak_flops, 1);
+    key(b, "clean_end");
+    sbuf_puts(b, m->clean_end ? "true," : "false,");
+    kv_str(b, "file", m->path, 1);
+    key(b, "metadata");
+    meta_obj(b, m, m->run_meta);
+    sbuf_puts(b, "},");
+
+    key(b, "summary");
+    sbuf_putc(b, '{');
+    kv_num(b, "total_duration_s", dur, 1);
+    kv_num(b, "sections", (double)m->n_spans, 1);
+    kv_num(b, "section_names", (double)m->n_stats, 1);
+    kv_num(b, "steps", (double)m->n_steps, 1);
+    kv_num(b, "units", units, 1);
+    kv_str(b, "unit", m->unit, 1);
+    kv_num(b, "units_per_s", units_s > 0 ? units / units_s : 0, 1);
+    kv_num(b, "flops", flops, 1);
+    double fps = flops_s > 0 ? flops / flops_s : 0;
+    kv_num(b, "flops_per_s", fps, 1);
+    kv_num(b, "mfu", m->peak_flops > 0 ? fps / m->peak_flops : 0, 1);
+    kv_num(b, "dropped_events", (double)m->dropped_events, 1);
+    kv_num(b, "warnings", (double)m->n_warnings, 0);
+    sbuf_puts(b, "},");
+
+    key(b, "sections");
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < m->n_stats; i++) {
+        if (i)
+            sbuf_putc(b, ',');
+        sx_stat_json(b, &m->stats[i], m->peak_flops);
+    }
+    sbuf_puts(b, "],");
+
+    key(b, "sessions");
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < m->n_sessions; i++) {
+        const sm_session *s = &m->sessions[i];
+        double sd = (double)(s->end_ns - s->start_ns) / 1e9;
+        if (i)
+            sbuf_putc(b, ',');
+        sbuf_putc(b, '{');
+        kv_str(b, "name", sm_str(m, s->name), 1);
+        kv_num(b, "start_s", (double)s->start_ns / 1e9, 1);
+        kv_num(b, "end_s", (double)s->end_ns / 1e9, 1);
+        kv_num(b, "duration_s", sd, 1);
+        kv_num(b, "units", s->units, 1);
+        kv_num(b, "units_per_s", s->units_s > 0 ? s->units / s->units_s : 0, 1);
+        kv_num(b, "flops", s->flops, 1);
+        key(b, "metadata");
+        meta_obj(b, m, s->meta);
+        sbuf_putc(b, ',');
+        key(b, "sections");
+        sbuf_putc(b, '[');
+        sess_filter f = {(int32_t)i};
+        size_t n = 0;
+        sm_stat *st = sm_stats(m, in_session, &f, sd, &n);
+        for (size_t k = 0; k < n; k++) {
+            if (k)
+                sbuf_putc(b, ',');
+            sx_stat_json(b, &st[k], m->peak_flops);
+        }
+        sm_stats_free(st, n);
+        sbuf_puts(b, "]}");
+    }
+    sbuf_puts(b, "],");
+
+    sm_steps_summary ss;
+    sm_steps(m, &ss);
+    key(b, "steps");
+    sbuf_putc(b, '{');
+    kv_num(b, "count", (double)ss.count, 1);
+    kv_num(b, "steps_per_s", ss.per_s, 1);
+    kv_num(b, "mean_s", ss.mean_s, 1);
+    kv_num(b, "min_s", ss.min_s, 1);
+    kv_num(b, "max_s", ss.max_s, 1);
+    kv_num(b, "p50_s", ss.p50_s, 1);
+    kv_num(b, "p90_s", ss.p90_s, 1);
+    kv_num(b, "p99_s", ss.p99_s, 1);
+    kv_num(b, "first_s", ss.first_s, 1);
+    key(b, "durations_s");
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < m->n_steps; i++) {
+        if (i)
+            sbuf_putc(b, ',');
+        int64_t prev = i ? m->steps[i - 1].t_ns : 0;
+        sbuf_json_num(b, (double)(m->steps[i].t_ns - prev) / 1e9);
+    }
+    sbuf_puts(b, "]},");
+
+    key(b, "counters");
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < m->n_counters; i++) {
+        const sm_counter *c = &m->counters[i];
+        if (i)
+            sbuf_putc(b, ',');
+        sbuf_putc(b, '{');
+        kv_str(b, "name", c->name, 1);
+        kv_num(b, "samples", (double)c->n, 1);
+        kv_num(b, "min", c->min, 1);
+        kv_num(b, "mean", c->n ? c->sum / (double)c->n : 0, 1);
+        kv_num(b, "max", c->max, 1);
+        kv_num(b, "last", c->last, 0);
+        sbuf_putc(b, '}');
+    }
+    sbuf_puts(b, "],");
+
+    key(b, "metrics");
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < m->n_metrics; i++) {
+        const sm_metric *x = &m->metrics[i];
+        if (i)
+            sbuf_putc(b, ',');
+        sbuf_putc(b, '{');
+        kv_str(b, "owner", x->owner, 1);
+        kv_str(b, "name", x->name, 1);
+        kv_num(b, "count", (double)x->count, 1);
+        kv_num(b, "mean", x->count ? x->sum / (double)x->count : 0, 1);
+        kv_num(b, "min", x->min, 1);
+        kv_num(b, "max", x->max, 1);
+        kv_num(b, "sum", x->sum, 1);
+        kv_num(b, "last", x->last, 0);
+        sbuf_putc(b, '}');
+    }
+    sbuf_puts(b, "],");
+
+    /* Instant events, counted per name. */
+    key(b, "events");
+    sbuf_putc(b, '[');
+    {
+        int first = 1;
+        for (size_t i = 0; i < m->n_instants; i++) {
+            uint32_t id = m->instants[i].name;
+            size_t j;
+            for (j = 0; j < i && m->instants[j].name != id; j++) {
+            }
+            if (j < i)
+                continue;
+            size_t count = 0;
+            for (j = i; j < m->n_instants; j++)
+                count += m->instants[j].name == id;
+            if (!first)
+                sbuf_putc(b, ',');
+            first = 0;
+            sbuf_putc(b, '{');
+            kv_str(b, "name", sm_str(m, id), 1);
+            kv_num(b, "count", (double)count, 0);
+            sbuf_putc(b, '}');
+        }
+    }
+    sbuf_puts(b, "],");
+
+    key(b, "threads");
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < m->n_threads; i++) {
+        if (i)
+            sbuf_putc(b, ',');
+        sbuf_putc(b, '{');
+        kv_num(b, "index", m->threads[i].index, 1);
+        kv_num(b, "tid", m->threads[i].tid, 1);
+        kv_str(b, "name", m->threads[i].name, 1);
+        kv_num(b, "sections", (double)m->threads[i].spans, 0);
+        sbuf_putc(b, '}');
+    }
+    sbuf_puts(b, "],");
+
+    key(b, "warnings");
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < m->n_warnings; i++) {
+        if (i)
+            sbuf_putc(b, ',');
+        sbuf_json_str(b, m->warnings[i]);
+    }
+    sbuf_puts(b, "]}\n");
+    return b->oom ? -1 : 0;
+}

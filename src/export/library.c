@@ -1,0 +1,125 @@
+/* library.c - the library's side of reporting: sonde_destroy and sonde_export write their reports
+#define _GNU_SOURCE
+ * by reading the .sonde file back through the same reader the CLI uses, and sonde_summary fills
+ * the public summary struct from it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../record/record.h"
+#include "export.h"
+
+static int read_back(sonde_profiler *p, sm_model *m)
+{
+    if (!p->path)
+        return sonde__fail(SONDE_ESTATE, "nothing was recorded: %s",
+                           p->status_msg[0] ? p->status_msg : "the profiler is disabled");
+    return sm_read_file(p->path, m);
+}
+
+int sonde__write_reports(sonde_profiler *p, const char *path)
+{
+    sm_model m;
+    int rc = read_back(p, &m);
+    if (rc)
+        return rc;
+    if (path)
+        rc = sx_write_path(&m, path);
+    else
+        rc = sx_write_formats(&m, p->output_dir, p->name, p->cfg.formats);
+    if (!path && p->cfg.print_summary) {
+        sbuf b;
+        sbuf_init(&b);
+        if (sx_txt(&m, &b) == 0)
+            fputs(b.data, stderr);
+        sbuf_free(&b);
+    }
+    sm_free(&m);
+    return rc;
+}
+
+struct sonde_summary *sonde_summary(sonde_profiler *p)
+{
+    if (!p) {
+        sonde__fail(SONDE_EINVAL, "sonde_summary: profiler is NULL");
+        return NULL;
+    }
+    if (p->fd >= 0) {
+        pthread_mutex_lock(&p->wlock);
+        sonde__writer_pass(p, 1);
+        pthread_mutex_unlock(&p->wlock);
+    }
+    sm_model m;
+    if (read_back(p, &m))
+        return NULL;
+    sonde_summary_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        sm_free(&m);
+        sonde__fail(SONDE_ENOMEM, "sonde_summary: out of memory");
+        return NULL;
+    }
+    double units, units_s, flops, flops_s;
+    sm_totals(&m, &units, &units_s, &flops, &flops_s);
+    s->total_duration_s = (double)m.duration_ns / 1e9;
+    s->sections = m.n_spans;
+    s->steps = m.n_steps;
+    s->units = units;
+    s->units_per_s = units_s > 0 ? units / units_s : 0;
+    s->unit = p->unit;
+    s->flops = flops;
+    s->flops_per_s = flops_s > 0 ? flops / flops_s : 0;
+    s->dropped_events = m.dropped_events;
+    uint64_t live_dropped = atomic_load(&p->dropped_io);
+    for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next))
+        live_dropped += atomic_load(&tb->dropped);
+    if (live_dropped > s->dropped_events)
+        s->dropped_events = live_dropped;
+    s->warnings = m.n_warnings;
+    s->n_stats = m.n_stats;
+    /* One block: the stats array, then the names. */
+    size_t names = 0;
+    for (size_t i = 0; i < m.n_stats; i++)
+        names += strlen(m.stats[i].name) + 1;
+    s->stats = calloc(1, m.n_stats * sizeof *s->stats + names + 1);
+    if (!s->stats) {
+        free(s);
+        sm_free(&m);
+        sonde__fail(SONDE_ENOMEM, "sonde_summary: out of memory");
+        return NULL;
+    }
+    char *np = (char *)(s->stats + m.n_stats);
+    for (size_t i = 0; i < m.n_stats; i++) {
+        const sm_stat *x = &m.stats[i];
+        sonde_section_stats *o = &s->stats[i];
+        size_t l = strlen(x->name) + 1;
+        memcpy(np, x->name, l);
+        o->name = np;
+        np += l;
+        o->count = x->count;
+        o->total_s = x->total_s;
+        o->self_s = x->self_s;
+        o->mean_s = x->mean_s;
+        o->min_s = x->min_s;
+        o->max_s = x->max_s;
+        o->stddev_s = x->stddev_s;
+        o->p50_s = x->p50_s;
+        o->p90_s = x->p90_s;
+        o->p99_s = x->p99_s;
+        o->share = x->share;
+        o->units = x->units;
+        o->units_per_s = x->units_s > 0 ? x->units / x->units_s : 0;
+        o->flops = x->flops;
+        o->flops_per_s = x->flops_time_s > 0 ? x->flops / x->flops_time_s : 0;
+        o->mfu = p->cfg.peak_flops > 0 ? o->flops_per_s / p->cfg.peak_flops : 0;
+    }
+    sm_free(&m);
+    return s;
+}
+
+void sonde_summary_free(struct sonde_summary *s)
+{
+    if (!s)
+        return;
+    free(s->stats);
+    free(s);
+}

@@ -1,0 +1,214 @@
+/* trace.c - the Chrome Trace Event format (JSON array form) that Perfetto and chrome://tracing
+#define _GNU_SOURCE
+ * open: process and thread names, sections as complete ("X") events with their metadata as
+ * args, instants, counters, steps and sessions. Written without printf on the per-event path. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "export.h"
+
+#define FLUSH_AT (1u << 20)
+
+typedef struct tctx {
+    sbuf b;
+    sx_sink sink;
+    void *ctx;
+    int err;
+    int first;
+} tctx;
+
+static void flush(tctx *t, int force)
+{
+    if (t->b.oom)
+        t->err = -1;
+    if (t->err || (!force && t->b.len < FLUSH_AT))
+        return;
+    if (t->b.len && t->sink(t->ctx, t->b.data, t->b.len) != 0)
+        t->err = -1;
+    sbuf_reset(&t->b);
+}
+
+static void sep(tctx *t)
+{
+    if (!t->first)
+        sbuf_add(&t->b, ",\n", 2);
+    t->first = 0;
+}
+
+static void pid_tid(tctx *t, int pid, uint64_t tid)
+{
+    sbuf_add(&t->b, ",\"pid\":", 7);
+    sbuf_u64(&t->b, (uint64_t)pid);
+    sbuf_add(&t->b, ",\"tid\":", 7);
+    sbuf_u64(&t->b, tid);
+}
+
+static void name_meta(tctx *t, const char *what, int pid, uint64_t tid, const char *name)
+{
+    sep(t);
+    sbuf_puts(&t->b, "{\"ph\":\"M\",\"name\":\"");
+    sbuf_puts(&t->b, what);
+    sbuf_putc(&t->b, '"');
+    pid_tid(t, pid, tid);
+    sbuf_puts(&t->b, ",\"args\":{\"name\":");
+    sbuf_json_str(&t->b, name);
+    sbuf_puts(&t->b, "}}");
+}
+
+static uint64_t tid_of(const sm_model *m, uint32_t thread)
+{
+    /* kernel tid when known; otherwise a number that cannot collide with the sessions track */
+    return m->threads[thread].tid ? m->threads[thread].tid : 1000000000u + thread;
+}
+
+int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
+{
+    tctx t;
+    memset(&t, 0, sizeof t);
+    sbuf_init(&t.b);
+    t.sink = sink;
+    t.ctx = ctx;
+    t.first = 1;
+    int pid = m->pid > 0 ? m->pid : 1;
+    const uint64_t sess_tid = 0;
+
+    /* Escaped names, once per site. */
+    char **esc = calloc(m->n_sites ? m->n_sites : 1, sizeof *esc);
+    if (!esc)
+        return -1;
+    for (size_t i = 0; i < m->n_sites; i++) {
+        sbuf e;
+        sbuf_init(&e);
+        sbuf_json_str(&e, m->sites[i].name);
+        if (e.oom) {
+            t.err = -1;
+            break;
+        }
+        esc[i] = e.data;
+    }
+
+    sbuf_puts(&t.b, "[\n");
+    name_meta(&t, "process_name", pid, 0, m->name);
+    sep(&t);
+    sbuf_puts(&t.b, "{\"ph\":\"M\",\"name\":\"process_labels\"");
+    pid_tid(&t, pid, 0);
+    sbuf_puts(&t.b, ",\"args\":{\"labels\":");
+    {
+        sbuf l;
+        sbuf_init(&l);
+        sbuf_printf(&l, "sonde %s on %s", m->sonde_version ? m->sonde_version : "?",
+                    m->host ? m->host : "?");
+        sbuf_json_str(&t.b, l.data ? l.data : "sonde");
+        sbuf_free(&l);
+    }
+    sbuf_puts(&t.b, "}}");
+    if (m->n_sessions)
+        name_meta(&t, "thread_name", pid, sess_tid, "sessions");
+    for (size_t i = 0; i < m->n_threads; i++)
+        name_meta(&t, "thread_name", pid, tid_of(m, (uint32_t)i), m->threads[i].name);
+
+    for (size_t i = 0; i < m->n_spans && !t.err; i++) {
+        const sm_span *s = &m->spans[i];
+        sep(&t);
+        sbuf_puts(&t.b, "{\"ph\":\"X\",\"cat\":\"section\",\"name\":");
+        sbuf_puts(&t.b, esc[s->site] ? esc[s->site] : "\"?\"");
+        sbuf_add(&t.b, ",\"ts\":", 6);
+        sbuf_us3(&t.b, s->start_ns);
+        sbuf_add(&t.b, ",\"dur\":", 7);
+        sbuf_us3(&t.b, s->end_ns - s->start_ns);
+        pid_tid(&t, pid, tid_of(m, s->thread));
+        if (s->meta >= 0 || s->units > 0 || s->flops > 0 || s->flags) {
+            sbuf_puts(&t.b, ",\"args\":{");
+            int first = 1;
+            for (int32_t k = s->meta; k >= 0; k = m->meta[k].next) {
+                if (!first)
+                    sbuf_putc(&t.b, ',');
+                first = 0;
+                sbuf_json_str(&t.b, sm_str(m, m->meta[k].key));
+                sbuf_putc(&t.b, ':');
+                sbuf_json_str(&t.b, sm_str(m, m->meta[k].value));
+            }
+            if (s->units > 0) {
+                sbuf_printf(&t.b, "%s\"%s\":", first ? "" : ",", "units");
+                sbuf_json_num(&t.b, s->units);
+                first = 0;
+            }
+            if (s->flops > 0) {
+                sbuf_printf(&t.b, "%s\"flops\":", first ? "" : ",");
+                sbuf_json_num(&t.b, s->flops);
+                first = 0;
+            }
+            if (s->flags)
+                sbuf_printf(&t.b, "%s\"sonde\":\"%s\"", first ? "" : ",",
+                            s->flags & SM_SPAN_UNTERMINATED ? "unterminated" : "closed_by_outer");
+            sbuf_putc(&t.b, '}');
+        }
+        sbuf_putc(&t.b, '}');
+        flush(&t, 0);
+    }
+    for (size_t i = 0; i < m->n_instants && !t.err; i++) {
+        const sm_instant *e = &m->instants[i];
+        sep(&t);
+        sbuf_puts(&t.b, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"event\",\"name\":");
+        sbuf_puts(&t.b, e->name < m->n_sites && esc[e->name] ? esc[e->name] : "\"?\"");
+        sbuf_add(&t.b, ",\"ts\":", 6);
+        sbuf_us3(&t.b, e->t_ns);
+        pid_tid(&t, pid, tid_of(m, e->thread));
+        sbuf_putc(&t.b, '}');
+        flush(&t, 0);
+    }
+    for (size_t c = 0; c < m->n_counters && !t.err; c++) {
+        const sm_counter *k = &m->counters[c];
+        sbuf en;
+        sbuf_init(&en);
+        sbuf_json_str(&en, k->name);
+        if (en.oom) {
+            t.err = -1;
+            break;
+        }
+        for (size_t i = 0; i < k->n; i++) {
+            sep(&t);
+            sbuf_puts(&t.b, "{\"ph\":\"C\",\"name\":");
+            sbuf_puts(&t.b, en.data);
+            sbuf_add(&t.b, ",\"ts\":", 6);
+            sbuf_us3(&t.b, k->t_ns[i]);
+            pid_tid(&t, pid, 0);
+            sbuf_puts(&t.b, ",\"args\":{\"value\":");
+            sbuf_json_num(&t.b, k->v[i]);
+            sbuf_puts(&t.b, "}}");
+            flush(&t, 0);
+        }
+        sbuf_free(&en);
+    }
+    for (size_t i = 0; i < m->n_steps && !t.err; i++) {
+        sep(&t);
+        sbuf_puts(&t.b, "{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"step\",\"name\":\"step ");
+        sbuf_u64(&t.b, m->steps[i].number);
+        sbuf_add(&t.b, "\",\"ts\":", 7);
+        sbuf_us3(&t.b, m->steps[i].t_ns);
+        pid_tid(&t, pid, tid_of(m, m->steps[i].thread));
+        sbuf_puts(&t.b, ",\"args\":{\"step\":");
+        sbuf_u64(&t.b, m->steps[i].number);
+        sbuf_puts(&t.b, "}}");
+        flush(&t, 0);
+    }
+    for (size_t i = 0; i < m->n_sessions && !t.err; i++) {
+        const sm_session *s = &m->sessions[i];
+        sep(&t);
+        sbuf_puts(&t.b, "{\"ph\":\"X\",\"cat\":\"session\",\"name\":");
+        sbuf_puts(&t.b, s->name < m->n_sites && esc[s->name] ? esc[s->name] : "\"?\"");
+        sbuf_add(&t.b, ",\"ts\":", 6);
+        sbuf_us3(&t.b, s->start_ns);
+        sbuf_add(&t.b, ",\"dur\":", 7);
+        sbuf_us3(&t.b, s->end_ns - s->start_ns);
+        pid_tid(&t, pid, sess_tid);
+        sbuf_putc(&t.b, '}');
+    }
+    sbuf_puts(&t.b, "\n]\n");
+    flush(&t, 1);
+    for (size_t i = 0; i < m->n_sites; i++)
+        free(esc[i]);
+    free(esc);
+    sbuf_free(&t.b);
+    return t.err;
+}

@@ -1,0 +1,117 @@
+/* txt.c - NAME.txt: an aligned table like PyTorch's key_averages, sorted by total time, with the
+#define _GNU_SOURCE
+ * run's duration, throughput, FLOP/s, steps and warnings. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "export.h"
+
+void sx_fmt_dur(char *out, size_t cap, double s)
+{
+    double a = fabs(s);
+    if (a >= 1)
+        snprintf(out, cap, "%.3f s", s);
+    else if (a >= 1e-3)
+        snprintf(out, cap, "%.3f ms", s * 1e3);
+    else if (a >= 1e-6)
+        snprintf(out, cap, "%.3f us", s * 1e6);
+    else
+        snprintf(out, cap, "%.0f ns", s * 1e9);
+}
+
+void sx_fmt_si(char *out, size_t cap, double v, const char *unit)
+{
+    static const char *pre[] = {"", "K", "M", "G", "T", "P", "E"};
+    int i = 0;
+    while (fabs(v) >= 1000 && i < 6) {
+        v /= 1000;
+        i++;
+    }
+    snprintf(out, cap, "%.2f %s%s", v, pre[i], unit);
+}
+
+#define NAME_W 40
+
+int sx_txt(const sm_model *m, sbuf *b)
+{
+    double units, units_s, flops, flops_s;
+    sm_totals(m, &units, &units_s, &flops, &flops_s);
+    char d[32], x[64];
+    sx_fmt_dur(d, sizeof d, (double)m->duration_ns / 1e9);
+    sbuf_printf(b, "sonde summary: %s  (%s, %zu sections, %zu section names, %zu steps, %zu "
+                   "threads)\n",
+                m->name, d, m->n_spans, m->n_stats, m->n_steps, m->n_threads);
+    size_t w = 4;
+    for (size_t i = 0; i < m->n_stats; i++) {
+        size_t l = strlen(m->stats[i].name);
+        if (l > w)
+            w = l;
+    }
+    if (w > NAME_W)
+        w = NAME_W;
+    static const char *cols[] = {"Count", "Total", "Self", "Mean", "Min", "Max", "P50", "P99",
+                                 "%Run"};
+    char rule[512];
+    size_t rl = w + 9 * 12;
+    if (rl > sizeof rule - 1)
+        rl = sizeof rule - 1;
+    memset(rule, '-', rl);
+    rule[rl] = 0;
+    sbuf_printf(b, "%s\n%-*s", rule, (int)w, "Name");
+    for (int c = 0; c < 9; c++)
+        sbuf_printf(b, " %11s", cols[c]);
+    sbuf_printf(b, "\n%s\n", rule);
+    for (size_t i = 0; i < m->n_stats; i++) {
+        const sm_stat *s = &m->stats[i];
+        char name[NAME_W + 1];
+        size_t l = strlen(s->name);
+        if (l > w) {
+            memcpy(name, s->name, w - 3);
+            memcpy(name + w - 3, "...", 4);
+        } else {
+            memcpy(name, s->name, l + 1);
+        }
+        sbuf_printf(b, "%-*s %11llu", (int)w, name, (unsigned long long)s->count);
+        double v[7] = {s->total_s, s->self_s, s->mean_s, s->min_s, s->max_s, s->p50_s, s->p99_s};
+        for (int c = 0; c < 7; c++) {
+            sx_fmt_dur(d, sizeof d, v[c]);
+            sbuf_printf(b, " %11s", d);
+        }
+        sbuf_printf(b, " %10.1f%%\n", s->share * 100);
+    }
+    sbuf_printf(b, "%s\n", rule);
+    sx_fmt_dur(d, sizeof d, (double)m->duration_ns / 1e9);
+    sbuf_printf(b, "Run duration: %s\n", d);
+    if (units > 0) {
+        sbuf_printf(b, "Throughput: %.2f %s/s (%.6g %s in %.3f s)\n",
+                    units_s > 0 ? units / units_s : 0, m->unit, units, m->unit, units_s);
+    }
+    if (flops > 0) {
+        sx_fmt_si(x, sizeof x, flops_s > 0 ? flops / flops_s : 0, "FLOP/s");
+        sbuf_printf(b, "Compute: %.6g FLOPs, %s", flops, x);
+        if (m->peak_flops > 0)
+            sbuf_printf(b, " (%.1f%% of the %.3g FLOP/s peak)",
+                        100 * (flops_s > 0 ? flops / flops_s : 0) / m->peak_flops, m->peak_flops);
+        sbuf_putc(b, '\n');
+    }
+    if (m->n_steps) {
+        sm_steps_summary ss;
+        sm_steps(m, &ss);
+        char p50[32], p99[32];
+        sx_fmt_dur(p50, sizeof p50, ss.p50_s);
+        sx_fmt_dur(p99, sizeof p99, ss.p99_s);
+        sbuf_printf(b, "Steps: %zu, %.2f steps/s, p50 %s, p99 %s\n", ss.count, ss.per_s, p50, p99);
+    }
+    for (size_t i = 0; i < m->n_counters; i++) {
+        const sm_counter *c = &m->counters[i];
+        sbuf_printf(b, "Counter %s: min %.6g, mean %.6g, max %.6g, last %.6g (%zu samples)\n",
+                    c->name, c->min, c->n ? c->sum / (double)c->n : 0, c->max, c->last, c->n);
+    }
+    if (m->dropped_events)
+        sbuf_printf(b, "Dropped events: %llu (buffers full or the disk failed)\n",
+                    (unsigned long long)m->dropped_events);
+    for (size_t i = 0; i < m->n_warnings; i++)
+        sbuf_printf(b, "Warning: %s\n", m->warnings[i]);
+    return b->oom ? -1 : 0;
+}

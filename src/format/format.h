@@ -1,0 +1,93 @@
+/* format.h - constants of the .sonde file format, shared by the writer and the reader.
+ * docs/formats.md is the prose description; change both together and bump SONDE_FILE_VERSION. */
+#ifndef SONDE_FORMAT_H
+#define SONDE_FORMAT_H
+
+#include <stdint.h>
+
+#define SONDE_FILE_MAGIC "\x89SONDE\r\n" /* 8 bytes */
+#define SONDE_FILE_MAGIC_LEN 8
+#define SONDE_FILE_VERSION 1u
+#define SONDE_FILE_HEADER_LEN 16   /* magic, u32 version, u32 reserved (little endian) */
+#define SONDE_RECORD_HEADER_LEN 12 /* u8 type, u8 flags, u16 reserved, u32 length, u32 crc32 */
+#define SONDE_RECORD_MAX (64u << 20)
+
+/* Record types. */
+enum {
+    SONDE_R_INFO = 1,    /* (str key, str value)* : run information */
+    SONDE_R_SITE = 2,    /* varint id, str name, str file, str func, varint line */
+    SONDE_R_THREAD = 3,  /* varint index, varint tid, str name */
+    SONDE_R_EVENTS = 4,  /* varint thread, varint tid, varint first_slot, varint nslots,
+                            u64 base_tick, then events (see below) */
+    SONDE_R_ANCHOR = 5,  /* varint tick, varint monotonic ns, varint realtime ns */
+    SONDE_R_WARNING = 6, /* str text */
+    SONDE_R_STATS = 7,   /* (str key, varint value)* : counters of the recorder */
+    SONDE_R_CLEAR = 8,   /* varint tick: later readers ignore everything before it */
+    SONDE_R_END = 9,     /* varint tick: the run ended cleanly */
+};
+
+/* Event kinds, the low 4 bits of an event's tag (the id above them). Each event in an EVENTS
+ * record is: varint tag, varint zigzag(tick - previous tick), then varint arg for the kinds that
+ * carry one, then raw little-endian doubles for the kinds that carry values. */
+enum {
+    SONDE_K_BEGIN = 0,      /* id: site */
+    SONDE_K_END = 1,        /* id: site, 0 for "innermost" */
+    SONDE_K_INSTANT = 2,    /* id: name */
+    SONDE_K_COUNTER = 3,    /* id: name; 1 double */
+    SONDE_K_METRIC = 4,     /* id: name; 1 double */
+    SONDE_K_THROUGHPUT = 5, /* 2 doubles: units, seconds (<= 0: the section's own duration) */
+    SONDE_K_FLOPS = 6,      /* 1 double */
+    SONDE_K_METADATA = 7,   /* id: key; arg: value string id */
+    SONDE_K_STEP = 8,       /* arg: step number */
+    SONDE_K_SESSION_BEGIN = 9, /* id: name */
+    SONDE_K_SESSION_END = 10,
+    SONDE_K_GAP = 11,       /* arg: events dropped on this thread just before */
+    SONDE_K_COUNT
+};
+
+/* Slots (16-byte units of a thread buffer) an event of each kind takes in memory. */
+static inline unsigned sonde_kind_slots(unsigned kind)
+{
+    switch (kind) {
+    case SONDE_K_COUNTER: case SONDE_K_METRIC: case SONDE_K_THROUGHPUT: case SONDE_K_FLOPS:
+        return 2;
+    default:
+        return 1;
+    }
+}
+static inline int sonde_kind_has_arg(unsigned kind)
+{
+    return kind == SONDE_K_METADATA || kind == SONDE_K_STEP || kind == SONDE_K_GAP;
+}
+/* Doubles stored after the event. */
+static inline unsigned sonde_kind_values(unsigned kind)
+{
+    switch (kind) {
+    case SONDE_K_COUNTER: case SONDE_K_METRIC: case SONDE_K_FLOPS:
+        return 1;
+    case SONDE_K_THROUGHPUT:
+        return 2;
+    default:
+        return 0;
+    }
+}
+
+static inline void sonde_put_u32le(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
+}
+static inline uint32_t sonde_get_u32le(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline void sonde_put_u64le(uint8_t *p, uint64_t v)
+{
+    sonde_put_u32le(p, (uint32_t)v);
+    sonde_put_u32le(p + 4, (uint32_t)(v >> 32));
+}
+static inline uint64_t sonde_get_u64le(const uint8_t *p)
+{
+    return (uint64_t)sonde_get_u32le(p) | (uint64_t)sonde_get_u32le(p + 4) << 32;
+}
+
+#endif

@@ -1,0 +1,879 @@
+/* model.c - builds the model from decoded events (section trees per thread, sessions, steps,
+ * counters, metrics, metadata) and computes the statistics every exporter prints. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../record/record.h"
+#include "../util/strmap.h"
+#include "model_build.h"
+
+#define GROW(arr, n, cap) ((n) < (cap) ? 0 : grow_array((void **)&(arr), &(cap), sizeof *(arr)))
+
+static int grow_array(void **arr, size_t *cap, size_t elem)
+{
+    size_t nc = *cap ? *cap * 2 : 16;
+    void *n = realloc(*arr, nc * elem);
+    if (!n)
+        return -1;
+    *arr = n;
+    *cap = nc;
+    return 0;
+}
+
+const char *sm_str(const sm_model *m, uint32_t id)
+{
+    if (id < m->n_sites && m->sites[id].name)
+        return m->sites[id].name;
+    return "?";
+}
+
+double sm_percentile(const double *v, size_t n, double pct)
+{
+    if (!n)
+        return 0;
+    double pos = pct / 100.0 * (double)(n - 1);
+    size_t lo = (size_t)floor(pos);
+    if (lo >= n - 1)
+        return v[n - 1];
+    double f = pos - (double)lo;
+    return v[lo] + (v[lo + 1] - v[lo]) * f;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Building
+ * ---------------------------------------------------------------------------------------- */
+typedef struct bctx {
+    sm_model *m;
+    uint64_t cut_tick;
+    double ns_per_tick;
+    size_t cap_spans, cap_meta, cap_inst, cap_steps, cap_metrics, cap_counters, cap_sessions,
+        cap_warn;
+    strmap counters, metrics;
+    uint64_t unmatched_ends, gaps, gap_events, unterminated;
+} bctx;
+
+static int64_t rel(const bctx *b, uint64_t tick)
+{
+    return (int64_t)((double)(int64_t)(tick - b->cut_tick) * b->ns_per_tick);
+}
+
+static int add_warning(bctx *b, char *w)
+{
+    if (!w || GROW(b->m->warnings, b->m->n_warnings, b->cap_warn)) {
+        free(w);
+        return -1;
+    }
+    b->m->warnings[b->m->n_warnings++] = w;
+    return 0;
+}
+
+static int fmt_warning(bctx *b, const char *fmt, unsigned long long v)
+{
+    char *w = NULL;
+    if (asprintf(&w, fmt, v) < 0)
+        return -1;
+    return add_warning(b, w);
+}
+
+/* The session in force at time t (ns), or -1. Sessions are sorted and do not overlap. */
+static int32_t session_at(const sm_model *m, int64_t t)
+{
+    size_t lo = 0, hi = m->n_sessions;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (m->sessions[mid].start_ns <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return -1;
+    const sm_session *s = &m->sessions[lo - 1];
+    return t <= s->end_ns ? (int32_t)(lo - 1) : -1;
+}
+
+typedef struct sess_ev {
+    uint64_t tick;
+    uint32_t name;
+    int begin;
+} sess_ev;
+
+static int cmp_sess(const void *a, const void *b)
+{
+    const sess_ev *x = a, *y = b;
+    if (x->tick != y->tick)
+        return x->tick < y->tick ? -1 : 1;
+    return x->begin - y->begin; /* an end before a begin at the same tick */
+}
+
+static int build_sessions(bctx *b, sb_raw *raw, uint64_t end_tick)
+{
+    sess_ev *ev = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t t = 0; t < raw->n_threads; t++) {
+        for (size_t i = 0; i < raw->tev[t].n; i++) {
+            const sb_ev *e = &raw->tev[t].ev[i];
+            if (e->kind != SONDE_K_SESSION_BEGIN && e->kind != SONDE_K_SESSION_END)
+                continue;
+            if (GROW(ev, n, cap)) {
+                free(ev);
+                return -1;
+            }
+            ev[n].tick = e->tick;
+            ev[n].name = e->id;
+            ev[n].begin = e->kind == SONDE_K_SESSION_BEGIN;
+            n++;
+        }
+    }
+    qsort(ev, n, sizeof *ev, cmp_sess);
+    sm_model *m = b->m;
+    int open = 0;
+    for (size_t i = 0; i <= n; i++) {
+        uint64_t tick = i < n ? ev[i].tick : end_tick;
+        if (open) { /* any session event ends the open session */
+            sm_session *s = &m->sessions[m->n_sessions - 1];
+            s->end_ns = rel(b, tick);
+            open = 0;
+            if (s->end_ns < 0) /* ended before a clear: discarded */
+                m->n_sessions--;
+            else if (s->start_ns < 0)
+                s->start_ns = 0;
+        }
+        if (i < n && ev[i].begin) {
+            if (GROW(m->sessions, m->n_sessions, b->cap_sessions)) {
+                free(ev);
+                return -1;
+            }
+            sm_session *s = &m->sessions[m->n_sessions++];
+            memset(s, 0, sizeof *s);
+            s->name = ev[i].name;
+            s->start_ns = rel(b, tick);
+            s->meta = -1;
+            open = 1;
+        }
+    }
+    free(ev);
+    return 0;
+}
+
+typedef struct sentry {
+    int32_t span; /* -1: a section begun before a clear, tracked only to match its end */
+    uint32_t site;
+} sentry;
+
+/* Where metadata, metrics, throughput and FLOPs go: the innermost section, else the session in
+ * force, else the run. */
+typedef struct target {
+    sm_span *span;
+    sm_session *session;
+    const char *owner;
+} target;
+
+static target target_of(bctx *b, const sentry *stack, size_t depth, int64_t t, char *owner_buf,
+                        size_t cap)
+{
+    target r = {NULL, NULL, "run"};
+    sm_model *m = b->m;
+    if (depth && stack[depth - 1].span >= 0) {
+        r.span = &m->spans[stack[depth - 1].span];
+        r.owner = sm_str(m, r.span->site);
+        return r;
+    }
+    if (depth) { /* innermost section was discarded by a clear */
+        r.owner = NULL;
+        return r;
+    }
+    int32_t s = session_at(m, t);
+    if (s >= 0) {
+        r.session = &m->sessions[s];
+        snprintf(owner_buf, cap, "session %s", sm_str(m, r.session->name));
+        r.owner = owner_buf;
+    }
+    return r;
+}
+
+static int add_meta(bctx *b, int32_t *head, uint32_t key, uint32_t value)
+{
+    sm_model *m = b->m;
+    if (GROW(m->meta, m->n_meta, b->cap_meta))
+        return -1;
+    sm_meta *e = &m->meta[m->n_meta];
+    e->key = key;
+    e->value = value;
+    e->next = *head;
+    *head = (int32_t)m->n_meta++;
+    return 0;
+}
+
+static int add_metric(bctx *b, const char *owner, const char *name, double v)
+{
+    sm_model *m = b->m;
+    size_t klen = strlen(owner) + strlen(name) + 2;
+    char *key = malloc(klen);
+    if (!key)
+        return -1;
+    snprintf(key, klen, "%s\x1f%s", owner, name);
+    int idx = strmap_get(&b->metrics, key);
+    if (idx < 0) {
+        if (GROW(m->metrics, m->n_metrics, b->cap_metrics) ||
+            strmap_put(&b->metrics, key, (int)m->n_metrics)) {
+            free(key);
+            return -1;
+        }
+        sm_metric *mt = &m->metrics[m->n_metrics];
+        memset(mt, 0, sizeof *mt);
+        mt->owner = strdup(owner);
+        mt->name = strdup(name);
+        if (!mt->owner || !mt->name) {
+            free(mt->owner);
+            free(mt->name);
+            free(key);
+            return -1;
+        }
+        mt->min = mt->max = v;
+        idx = (int)m->n_metrics++;
+    }
+    free(key);
+    sm_metric *mt = &m->metrics[idx];
+    mt->count++;
+    mt->sum += v;
+    if (v < mt->min)
+        mt->min = v;
+    if (v > mt->max)
+        mt->max = v;
+    mt->last = v;
+    return 0;
+}
+
+static int add_counter(bctx *b, const char *name, int64_t t, double v)
+{
+    sm_model *m = b->m;
+    int idx = strmap_get(&b->counters, name);
+    if (idx < 0) {
+        if (GROW(m->counters, m->n_counters, b->cap_counters) ||
+            strmap_put(&b->counters, name, (int)m->n_counters))
+            return -1;
+        sm_counter *c = &m->counters[m->n_counters];
+        memset(c, 0, sizeof *c);
+        c->name = strdup(name);
+        if (!c->name)
+            return -1;
+        c->min = c->max = v;
+        idx = (int)m->n_counters++;
+    }
+    sm_counter *c = &m->counters[idx];
+    if (c->n == c->cap) {
+        size_t nc = c->cap ? c->cap * 2 : 64;
+        int64_t *nt = realloc(c->t_ns, nc * sizeof *nt);
+        if (!nt)
+            return -1;
+        c->t_ns = nt;
+        double *nv = realloc(c->v, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        c->v = nv;
+        c->cap = nc;
+    }
+    c->t_ns[c->n] = t;
+    c->v[c->n] = v;
+    c->n++;
+    c->sum += v;
+    if (v < c->min)
+        c->min = v;
+    if (v > c->max)
+        c->max = v;
+    c->last = v;
+    return 0;
+}
+
+static void close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flags)
+{
+    if (stack[k].span < 0)
+        return;
+    sm_span *s = &b->m->spans[stack[k].span];
+    s->end_ns = t < s->start_ns ? s->start_ns : t;
+    s->flags |= flags;
+    int64_t dur = s->end_ns - s->start_ns;
+    if (s->own_dur_units)
+        s->units_s += (double)dur / 1e9;
+    if (s->parent >= 0)
+        b->m->spans[s->parent].child_ns += dur;
+}
+
+static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_tick)
+{
+    sm_model *m = b->m;
+    sentry *stack = NULL;
+    size_t depth = 0, cap = 0;
+    char owner_buf[300];
+    int rc = -1;
+    for (size_t i = 0; i < te->n; i++) {
+        const sb_ev *e = &te->ev[i];
+        int before_cut = e->tick < b->cut_tick;
+        int64_t t = rel(b, e->tick);
+        switch (e->kind) {
+        case SONDE_K_BEGIN: {
+            if (GROW(stack, depth, cap))
+                goto out;
+            int32_t parent = -1;
+            for (size_t k = depth; k-- > 0;)
+                if (stack[k].span >= 0) {
+                    parent = stack[k].span;
+                    break;
+                }
+            stack[depth].site = e->id;
+            stack[depth].span = -1;
+            if (!before_cut) {
+                if (GROW(m->spans, m->n_spans, b->cap_spans))
+                    goto out;
+                sm_span *s = &m->spans[m->n_spans];
+                memset(s, 0, sizeof *s);
+                s->site = e->id;
+                s->thread = tindex;
+                s->parent = parent;
+                s->session = session_at(m, t);
+                s->meta = -1;
+                s->depth = (uint16_t)(parent >= 0 ? m->spans[parent].depth + 1 : 0);
+                s->start_ns = s->end_ns = t;
+                stack[depth].span = (int32_t)m->n_spans++;
+            }
+            depth++;
+            break;
+        }
+        case SONDE_K_END: {
+            size_t k = depth;
+            if (e->id == 0) {
+                k = depth ? depth - 1 : depth;
+            } else {
+                while (k > 0 && stack[k - 1].site != e->id)
+                    k--;
+                k = k ? k - 1 : depth;
+            }
+            if (k >= depth) {
+                b->unmatched_ends++;
+                break;
+            }
+            for (size_t j = depth; j-- > k + 1;)
+                close_span(b, stack, j, t, SM_SPAN_CLOSED_BY_OUTER);
+            close_span(b, stack, k, t, 0);
+            depth = k;
+            break;
+        }
+        case SONDE_K_GAP:
+            b->gaps++;
+            b->gap_events += e->arg;
+            break;
+        case SONDE_K_INSTANT:
+            if (before_cut)
+                break;
+            if (GROW(m->instants, m->n_instants, b->cap_inst))
+                goto out;
+            m->instants[m->n_instants++] = (sm_instant){t, tindex, e->id};
+            break;
+        case SONDE_K_COUNTER:
+            if (!before_cut && add_counter(b, sm_str(m, e->id), t, e->v0))
+                goto out;
+            break;
+        case SONDE_K_STEP:
+            if (before_cut)
+                break;
+            if (GROW(m->steps, m->n_steps, b->cap_steps))
+                goto out;
+            m->steps[m->n_steps++] = (sm_step){e->arg, t, tindex};
+            break;
+        case SONDE_K_METRIC:
+        case SONDE_K_THROUGHPUT:
+        case SONDE_K_FLOPS:
+        case SONDE_K_METADATA: {
+            if (before_cut)
+                break;
+            target tg = target_of(b, stack, depth, t, owner_buf, sizeof owner_buf);
+            if (!tg.owner)
+                break;
+            if (e->kind == SONDE_K_METRIC) {
+                if (add_metric(b, tg.owner, sm_str(m, e->id), e->v0))
+                    goto out;
+            } else if (e->kind == SONDE_K_METADATA) {
+                int32_t *head = tg.span ? &tg.span->meta : tg.session ? &tg.session->meta
+                                                                      : &m->run_meta;
+                if (add_meta(b, head, e->id, e->arg))
+                    goto out;
+            } else if (e->kind == SONDE_K_FLOPS) {
+                if (tg.span)
+                    tg.span->flops += e->v0;
+                else if (tg.session)
+                    tg.session->flops += e->v0;
+                else
+                    m->run_flops += e->v0;
+            } else {
+                double *u = tg.span ? &tg.span->units : tg.session ? &tg.session->units
+                                                                   : &m->run_units;
+                double *us = tg.span ? &tg.span->units_s : tg.session ? &tg.session->units_s
+                                                                      : &m->run_units_s;
+                *u += e->v0;
+                if (e->v1 > 0)
+                    *us += e->v1;
+                else if (tg.span)
+                    tg.span->own_dur_units = 1;
+                else if (tg.session)
+                    tg.session->own_dur_units = 1;
+                else
+                    *us += (double)m->duration_ns / 1e9;
+            }
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    /* Sections still open when the file ends: closed at the run's end and flagged. */
+    int64_t tend = rel(b, end_tick);
+    for (size_t j = depth; j-- > 0;) {
+        if (stack[j].span >= 0)
+            b->unterminated++;
+        close_span(b, stack, j, tend, SM_SPAN_UNTERMINATED);
+    }
+    rc = 0;
+out:
+    free(stack);
+    return rc;
+}
+
+int sm__build(sb_raw *raw, sm_model *m, const char *fname)
+{
+    bctx b;
+    memset(&b, 0, sizeof b);
+    b.m = m;
+    strmap_init(&b.counters);
+    strmap_init(&b.metrics);
+    int rc = SONDE_ENOMEM;
+
+#define TAKE(field) (m->field = raw->field, raw->field = NULL)
+    TAKE(name);
+    TAKE(host);
+    TAKE(program);
+    TAKE(cmdline);
+    TAKE(clock);
+    TAKE(unit);
+    TAKE(sonde_version);
+#undef TAKE
+    m->pid = raw->pid;
+    m->peak_flops = raw->peak_flops;
+    m->clean_end = raw->clean_end;
+    m->dropped_events = raw->dropped;
+    m->bytes = raw->bytes;
+    m->run_meta = -1;
+    if (!m->name && !(m->name = strdup("?")))
+        goto out;
+    if (!m->unit && !(m->unit = strdup("units")))
+        goto out;
+
+    /* Clock: a line through the first and last anchors; the start-up rate if only one. */
+    const sb_anchor *a0 = &raw->anchors[0], *a1 = &raw->anchors[raw->n_anchors - 1];
+    b.ns_per_tick = raw->ticks_per_s > 0 ? 1e9 / raw->ticks_per_s : 1.0;
+    if (a1->tick > a0->tick + 1000 && a1->mono_ns > a0->mono_ns)
+        b.ns_per_tick = (double)(a1->mono_ns - a0->mono_ns) / (double)(a1->tick - a0->tick);
+    b.cut_tick = raw->clear_tick > a0->tick ? raw->clear_tick : a0->tick;
+    m->start_real_ns = a0->real_ns + (uint64_t)((double)(b.cut_tick - a0->tick) * b.ns_per_tick);
+
+    uint64_t end_tick = raw->end_tick;
+    uint32_t max_id = 0;
+    if (!raw->clean_end) {
+        for (size_t i = 0; i < raw->n_anchors; i++)
+            if (raw->anchors[i].tick > end_tick)
+                end_tick = raw->anchors[i].tick;
+    }
+    for (size_t t = 0; t < raw->n_threads; t++) {
+        for (size_t i = 0; i < raw->tev[t].n; i++) {
+            const sb_ev *e = &raw->tev[t].ev[i];
+            if (!raw->clean_end && e->tick > end_tick)
+                end_tick = e->tick;
+            if (e->id > max_id)
+                max_id = e->id;
+            if (e->kind == SONDE_K_METADATA && e->arg > max_id)
+                max_id = e->arg;
+        }
+    }
+    if (end_tick < b.cut_tick)
+        end_tick = b.cut_tick;
+    m->duration_ns = rel(&b, end_tick);
+
+    /* Sites: every id an event names gets an entry, "?" when its record is missing. */
+    size_t nsites = raw->n_sites > (size_t)max_id + 1 ? raw->n_sites : (size_t)max_id + 1;
+    m->sites = realloc(raw->sites, nsites * sizeof *m->sites);
+    if (!m->sites) {
+        m->sites = raw->sites;
+        m->n_sites = raw->n_sites;
+        raw->sites = NULL;
+        goto out;
+    }
+    memset(m->sites + raw->n_sites, 0, (nsites - raw->n_sites) * sizeof *m->sites);
+    raw->sites = NULL;
+    m->n_sites = nsites;
+    for (size_t i = 0; i < nsites; i++) {
+        m->sites[i].stat = -1;
+        if (!m->sites[i].name && !(m->sites[i].name = strdup("?")))
+            goto out;
+    }
+
+    m->threads = calloc(raw->n_threads ? raw->n_threads : 1, sizeof *m->threads);
+    if (!m->threads)
+        goto out;
+    m->n_threads = raw->n_threads;
+    for (size_t t = 0; t < raw->n_threads; t++) {
+        m->threads[t].index = raw->tev[t].index;
+        m->threads[t].tid = raw->tev[t].tid;
+        m->threads[t].name = raw->tev[t].name;
+        raw->tev[t].name = NULL;
+        if (!m->threads[t].name && asprintf(&m->threads[t].name, "thread %u", (unsigned)t) < 0) {
+            m->threads[t].name = NULL;
+            goto out;
+        }
+    }
+    m->warnings = raw->warnings;
+    m->n_warnings = raw->n_warnings;
+    b.cap_warn = raw->n_warnings;
+    raw->warnings = NULL;
+    raw->n_warnings = 0;
+
+    if (build_sessions(&b, raw, end_tick))
+        goto out;
+    for (size_t t = 0; t < raw->n_threads; t++) {
+        size_t before = m->n_spans;
+        if (build_thread(&b, &raw->tev[t], (uint32_t)t, end_tick))
+            goto out;
+        m->threads[t].spans = m->n_spans - before;
+    }
+    for (size_t s = 0; s < m->n_sessions; s++)
+        if (m->sessions[s].own_dur_units)
+            m->sessions[s].units_s +=
+                (double)(m->sessions[s].end_ns - m->sessions[s].start_ns) / 1e9;
+    if (b.unmatched_ends &&
+        fmt_warning(&b, "%llu section end(s) had no matching begin in the file (begins dropped "
+                        "or discarded by sonde_clear)", (unsigned long long)b.unmatched_ends))
+        goto out;
+    if (b.gaps && fmt_warning(&b, "%llu event(s) were dropped because buffers were full",
+                              (unsigned long long)b.gap_events))
+        goto out;
+    if (b.unterminated &&
+        fmt_warning(&b, "%llu section(s) had not ended when the recording stopped; they are "
+                        "closed at its end", (unsigned long long)b.unterminated))
+        goto out;
+    if (b.gap_events > m->dropped_events)
+        m->dropped_events = b.gap_events;
+
+    m->stats = sm_stats(m, NULL, NULL, (double)m->duration_ns / 1e9, &m->n_stats);
+    if (!m->stats && m->n_spans)
+        goto out;
+    for (size_t i = 0; i < m->n_sites; i++) {
+        for (size_t k = 0; k < m->n_stats; k++)
+            if (!strcmp(m->stats[k].name, m->sites[i].name)) {
+                m->sites[i].stat = (int)k;
+                break;
+            }
+    }
+    rc = 0;
+out:
+    strmap_free(&b.counters);
+    strmap_free(&b.metrics);
+    if (rc)
+        sonde__fail(rc, "%s: out of memory while building the model", fname);
+    return rc;
+}
+
+void sb_raw_free(sb_raw *raw)
+{
+    free(raw->name);
+    free(raw->host);
+    free(raw->program);
+    free(raw->cmdline);
+    free(raw->clock);
+    free(raw->unit);
+    free(raw->sonde_version);
+    if (raw->sites)
+        for (size_t i = 0; i < raw->n_sites; i++) {
+            free(raw->sites[i].name);
+            free(raw->sites[i].file);
+            free(raw->sites[i].func);
+        }
+    free(raw->sites);
+    if (raw->tev)
+        for (size_t i = 0; i < raw->n_threads; i++) {
+            free(raw->tev[i].name);
+            free(raw->tev[i].ev);
+        }
+    free(raw->tev);
+    free(raw->anchors);
+    for (size_t i = 0; i < raw->n_warnings; i++)
+        free(raw->warnings[i]);
+    free(raw->warnings);
+    memset(raw, 0, sizeof *raw);
+}
+
+void sm_free(sm_model *m)
+{
+    free(m->name);
+    free(m->host);
+    free(m->program);
+    free(m->cmdline);
+    free(m->clock);
+    free(m->unit);
+    free(m->sonde_version);
+    free(m->path);
+    for (size_t i = 0; m->sites && i < m->n_sites; i++) {
+        free(m->sites[i].name);
+        free(m->sites[i].file);
+        free(m->sites[i].func);
+    }
+    free(m->sites);
+    for (size_t i = 0; m->threads && i < m->n_threads; i++)
+        free(m->threads[i].name);
+    free(m->threads);
+    free(m->spans);
+    free(m->meta);
+    free(m->sessions);
+    free(m->instants);
+    for (size_t i = 0; i < m->n_counters; i++) {
+        free(m->counters[i].name);
+        free(m->counters[i].t_ns);
+        free(m->counters[i].v);
+    }
+    free(m->counters);
+    free(m->steps);
+    for (size_t i = 0; i < m->n_metrics; i++) {
+        free(m->metrics[i].owner);
+        free(m->metrics[i].name);
+    }
+    free(m->metrics);
+    sm_stats_free(m->stats, m->n_stats);
+    for (size_t i = 0; i < m->n_warnings; i++)
+        free(m->warnings[i]);
+    free(m->warnings);
+    memset(m, 0, sizeof *m);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Statistics
+ * ---------------------------------------------------------------------------------------- */
+static int cmp_stat(const void *a, const void *b)
+{
+    const sm_stat *x = a, *y = b;
+    if (x->total_s != y->total_s)
+        return x->total_s > y->total_s ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+void sm_stats_free(sm_stat *s, size_t n)
+{
+    for (size_t i = 0; s && i < n; i++)
+        free(s[i].name);
+    free(s);
+}
+
+sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void *ctx,
+                  double share_of_s, size_t *n_out)
+{
+    *n_out = 0;
+    if (!m->n_spans)
+        return NULL;
+    /* Group sites by name. */
+    strmap names;
+    strmap_init(&names);
+    int *site_stat = malloc(m->n_sites * sizeof *site_stat);
+    size_t *count = NULL, *fill = NULL;
+    double *dur = NULL;
+    uint32_t *last_thread = NULL;
+    sm_stat *st = NULL;
+    size_t ns = 0;
+    if (!site_stat)
+        goto fail;
+    for (size_t i = 0; i < m->n_sites; i++) {
+        int k = strmap_get(&names, m->sites[i].name);
+        if (k < 0) {
+            k = (int)ns++;
+            if (strmap_put(&names, m->sites[i].name, k))
+                goto fail;
+        }
+        site_stat[i] = k;
+    }
+    st = calloc(ns, sizeof *st);
+    count = calloc(ns + 1, sizeof *count);
+    fill = calloc(ns + 1, sizeof *fill);
+    last_thread = malloc(ns * sizeof *last_thread);
+    if (!st || !count || !fill || !last_thread)
+        goto fail;
+    size_t kept = 0;
+    for (size_t i = 0; i < m->n_spans; i++) {
+        const sm_span *s = &m->spans[i];
+        if (keep && !keep(s, ctx))
+            continue;
+        count[site_stat[s->site]]++;
+        kept++;
+    }
+    dur = malloc((kept ? kept : 1) * sizeof *dur);
+    if (!dur)
+        goto fail;
+    for (size_t k = 0, off = 0; k < ns; k++) { /* offsets of each group in dur */
+        fill[k] = off;
+        off += count[k];
+    }
+    for (size_t k = 0; k < ns; k++) {
+        last_thread[k] = UINT32_MAX;
+        st[k].min_depth = 1 << 30;
+    }
+    for (size_t i = 0; i < m->n_spans; i++) {
+        const sm_span *s = &m->spans[i];
+        if (keep && !keep(s, ctx))
+            continue;
+        int k = site_stat[s->site];
+        sm_stat *x = &st[k];
+        double d = (double)(s->end_ns - s->start_ns) / 1e9;
+        dur[fill[k]++] = d;
+        x->count++;
+        x->total_s += d;
+        x->self_s += d - (double)s->child_ns / 1e9;
+        x->units += s->units;
+        x->units_s += s->units_s;
+        if (s->flops > 0) {
+            x->flops += s->flops;
+            x->flops_time_s += d;
+        }
+        if (last_thread[k] != s->thread) { /* spans are grouped by thread */
+            last_thread[k] = s->thread;
+            x->threads++;
+        }
+        if (s->depth < x->min_depth)
+            x->min_depth = s->depth;
+    }
+    /* Compact to the names that have spans; compute the order statistics. */
+    size_t out = 0, off = 0;
+    for (size_t k = 0; k < ns; k++) {
+        double *d = dur + off;
+        off += count[k];
+        if (!st[k].count)
+            continue;
+        sm_stat x = st[k];
+        size_t c = (size_t)x.count;
+        qsort(d, c, sizeof *d, cmp_double);
+        x.mean_s = x.total_s / (double)c;
+        double var = 0;
+        for (size_t i = 0; i < c; i++)
+            var += (d[i] - x.mean_s) * (d[i] - x.mean_s);
+        x.stddev_s = sqrt(var / (double)c);
+        x.min_s = d[0];
+        x.max_s = d[c - 1];
+        x.p50_s = sm_percentile(d, c, 50);
+        x.p90_s = sm_percentile(d, c, 90);
+        x.p99_s = sm_percentile(d, c, 99);
+        x.share = share_of_s > 0 ? x.total_s / share_of_s : 0;
+        x.name = NULL;
+        st[out++] = x;
+    }
+    {
+        /* Each kept group's name, through the sites that map to it. */
+        const char **gname = calloc(ns, sizeof *gname);
+        if (!gname) {
+            sm_stats_free(st, out);
+            st = NULL;
+            goto fail;
+        }
+        for (size_t i = m->n_sites; i-- > 0;)
+            gname[site_stat[i]] = m->sites[i].name;
+        for (size_t k = 0, o = 0; k < ns; k++) {
+            if (!count[k])
+                continue;
+            st[o].name = strdup(gname[k]);
+            if (!st[o++].name) {
+                free(gname);
+                sm_stats_free(st, out);
+                st = NULL;
+                goto fail;
+            }
+        }
+        free(gname);
+    }
+    qsort(st, out, sizeof *st, cmp_stat);
+    strmap_free(&names);
+    free(site_stat);
+    free(count);
+    free(fill);
+    free(dur);
+    free(last_thread);
+    *n_out = out;
+    if (!out) {
+        free(st);
+        return NULL;
+    }
+    return st;
+fail:
+    free(st);
+    strmap_free(&names);
+    free(site_stat);
+    free(count);
+    free(fill);
+    free(dur);
+    free(last_thread);
+    return NULL;
+}
+
+void sm_steps(const sm_model *m, sm_steps_summary *o)
+{
+    memset(o, 0, sizeof *o);
+    size_t n = m->n_steps;
+    if (!n)
+        return;
+    double *d = malloc(n * sizeof *d);
+    if (!d)
+        return;
+    int64_t prev = 0;
+    for (size_t i = 0; i < n; i++) {
+        d[i] = (double)(m->steps[i].t_ns - prev) / 1e9;
+        prev = m->steps[i].t_ns;
+    }
+    o->count = n;
+    o->first_s = d[0];
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += d[i];
+    o->mean_s = sum / (double)n;
+    o->per_s = m->steps[n - 1].t_ns > 0 ? (double)n / ((double)m->steps[n - 1].t_ns / 1e9) : 0;
+    qsort(d, n, sizeof *d, cmp_double);
+    o->min_s = d[0];
+    o->max_s = d[n - 1];
+    o->p50_s = sm_percentile(d, n, 50);
+    o->p90_s = sm_percentile(d, n, 90);
+    o->p99_s = sm_percentile(d, n, 99);
+    free(d);
+}
+
+void sm_totals(const sm_model *m, double *units, double *units_s, double *flops, double *flops_s)
+{
+    double u = m->run_units, us = m->run_units_s, f = m->run_flops, fs = 0;
+    for (size_t i = 0; i < m->n_sessions; i++) {
+        u += m->sessions[i].units;
+        us += m->sessions[i].units_s;
+        f += m->sessions[i].flops;
+    }
+    for (size_t i = 0; i < m->n_spans; i++) {
+        const sm_span *s = &m->spans[i];
+        u += s->units;
+        us += s->units_s;
+        if (s->flops > 0) {
+            f += s->flops;
+            fs += (double)(s->end_ns - s->start_ns) / 1e9;
+        }
+    }
+    *units = u;
+    *units_s = us;
+    *flops = f;
+    *flops_s = fs;
+}

@@ -1,0 +1,158 @@
+/* model.h - what a .sonde file holds, read back: run information, threads, the section tree of
+ * every thread, sessions, steps, counters, instants, metrics and metadata, and the statistics
+ * every exporter prints. The library's reports and the CLI both go through sm_read_file. */
+#ifndef SONDE_MODEL_H
+#define SONDE_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sm_site {
+    char *name, *file, *func;  /* name is never NULL ("?" when its record was missing) */
+    int line;
+    int stat;                  /* index into sm_model.stats grouping sites by name, -1 if none */
+} sm_site;
+
+typedef struct sm_thread {
+    uint32_t index;
+    uint32_t tid;
+    char *name;
+    uint64_t spans;            /* section instances on this thread */
+} sm_thread;
+
+enum { SM_SPAN_UNTERMINATED = 1, SM_SPAN_CLOSED_BY_OUTER = 2 };
+
+typedef struct sm_span {
+    uint32_t site;             /* sm_model.sites index */
+    uint32_t thread;           /* sm_model.threads index */
+    int32_t parent;            /* span index, -1 at top level */
+    int32_t session;           /* session index, -1 outside sessions */
+    int32_t meta;              /* first metadata entry (linked by next), -1 none */
+    uint16_t depth;
+    uint16_t flags;            /* SM_SPAN_* */
+    int64_t start_ns, end_ns;  /* from the run's start */
+    int64_t child_ns;          /* time in direct children */
+    double units, units_s;     /* throughput recorded in it */
+    double flops;
+    int own_dur_units;         /* units recorded with seconds <= 0 */
+} sm_span;
+
+typedef struct sm_meta {
+    uint32_t key, value;       /* site ids of the interned strings */
+    int32_t next;
+} sm_meta;
+
+typedef struct sm_session {
+    uint32_t name;             /* site id */
+    int64_t start_ns, end_ns;
+    int32_t meta;
+    double units, units_s;
+    int own_dur_units;
+    double flops;
+} sm_session;
+
+typedef struct sm_instant {
+    int64_t t_ns;
+    uint32_t thread, name;
+} sm_instant;
+
+typedef struct sm_counter {
+    char *name;
+    size_t n, cap;
+    int64_t *t_ns;
+    double *v;
+    double min, max, sum, last;
+} sm_counter;
+
+typedef struct sm_step {
+    uint64_t number;
+    int64_t t_ns;
+    uint32_t thread;
+} sm_step;
+
+typedef struct sm_metric {
+    char *owner;               /* section name, "session NAME" or "run" */
+    char *name;
+    uint64_t count;
+    double sum, min, max, last;
+} sm_metric;
+
+typedef struct sm_stat {
+    char *name;
+    uint64_t count;
+    double total_s, self_s, mean_s, min_s, max_s, stddev_s, p50_s, p90_s, p99_s, share;
+    double units, units_s, flops, flops_time_s;
+    uint32_t threads;          /* distinct threads it ran on */
+    int min_depth;
+} sm_stat;
+
+typedef struct sm_model {
+    /* run information (INFO record) */
+    char *name, *host, *program, *cmdline, *clock, *unit, *sonde_version, *path;
+    int pid;
+    double peak_flops;
+    uint64_t start_real_ns;    /* wall-clock time of the run's start (after any clear) */
+    int64_t duration_ns;
+    int clean_end;             /* the END record was found */
+    uint64_t dropped_events;
+    uint64_t bytes;            /* size of the file read */
+
+    sm_site *sites;
+    size_t n_sites;
+    sm_thread *threads;
+    size_t n_threads;
+    sm_span *spans;            /* grouped by thread, each thread's in start order */
+    size_t n_spans;
+    sm_meta *meta;
+    size_t n_meta;
+    int32_t run_meta;          /* metadata outside sections and sessions */
+    double run_units, run_units_s, run_flops;
+    sm_session *sessions;
+    size_t n_sessions;
+    sm_instant *instants;
+    size_t n_instants;
+    sm_counter *counters;
+    size_t n_counters;
+    sm_step *steps;
+    size_t n_steps;
+    sm_metric *metrics;
+    size_t n_metrics;
+    sm_stat *stats;            /* per section name, sorted by total_s, largest first */
+    size_t n_stats;
+    char **warnings;           /* recorder warnings, then the reader's own */
+    size_t n_warnings;
+} sm_model;
+
+/* Reads a .sonde file into *m. 0, or a negative SONDE_E* code with the reason (naming the file
+ * and the offset) in sonde_last_error(); *m is empty on failure. A torn or corrupt tail is not
+ * an error: the model holds everything before it and a warning says where it stopped. */
+int sm_read_file(const char *path, sm_model *m);
+/* The same from memory (for fuzzing and tests); name is used in messages. */
+int sm_read_mem(const uint8_t *data, size_t n, const char *name, sm_model *m);
+void sm_free(sm_model *m);
+
+/* Statistics of the spans for which keep(span, ctx) is true (NULL: all) into a malloc'ed array
+ * sorted by total time; *n receives its length. span_scale is the duration used for share.
+ * NULL when out of memory (or no spans: then *n is 0). */
+sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void *ctx,
+                  double share_of_s, size_t *n);
+void sm_stats_free(sm_stat *s, size_t n);
+
+/* Percentile (0..100) of a sorted array, interpolating between closest ranks. */
+double sm_percentile(const double *sorted, size_t n, double pct);
+
+/* Step statistics: durations between consecutive steps (the first from the run's start). */
+typedef struct sm_steps_summary {
+    size_t count;
+    double per_s, mean_s, p50_s, p90_s, p99_s, min_s, max_s, first_s;
+} sm_steps_summary;
+void sm_steps(const sm_model *m, sm_steps_summary *out);
+
+/* Totals over the run: units and their seconds, FLOPs and the time of the sections that
+ * recorded them. */
+void sm_totals(const sm_model *m, double *units, double *units_s, double *flops, double *flops_s);
+
+/* Name of a site id, "?" when unknown. */
+const char *sm_str(const sm_model *m, uint32_t id);
+
+#endif

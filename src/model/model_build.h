@@ -1,0 +1,46 @@
+/* model_build.h - private: the decoded contents of a .sonde file, handed from reader.c to
+ * model.c, which builds the model from them. */
+#ifndef SONDE_MODEL_BUILD_H
+#define SONDE_MODEL_BUILD_H
+
+#include "model.h"
+
+typedef struct sb_ev {
+    uint64_t tick;
+    uint32_t id, arg;
+    uint8_t kind;
+    double v0, v1;
+} sb_ev;
+
+typedef struct sb_tevents {
+    uint32_t index, tid;
+    char *name;
+    sb_ev *ev;       /* in recording order */
+    size_t n;
+} sb_tevents;
+
+typedef struct sb_anchor {
+    uint64_t tick, mono_ns, real_ns;
+} sb_anchor;
+
+typedef struct sb_raw {
+    char *name, *host, *program, *cmdline, *clock, *unit, *sonde_version;
+    int pid;
+    double ticks_per_s, peak_flops;
+    uint64_t bytes, dropped, clear_tick, end_tick;
+    int clean_end;
+    sm_site *sites;
+    size_t n_sites;
+    sb_tevents *tev;
+    size_t n_threads;
+    sb_anchor *anchors;
+    size_t n_anchors;
+    char **warnings;
+    size_t n_warnings;
+} sb_raw;
+
+/* Moves what it keeps out of raw into m (raw is freed by the caller either way). */
+int sm__build(sb_raw *raw, sm_model *m, const char *fname);
+void sb_raw_free(sb_raw *raw);
+
+#endif

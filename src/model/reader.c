@@ -1,0 +1,471 @@
+/* reader.c - parses a .sonde file: header, records (checked by length and CRC), per-thread event
+ * blocks de-duplicated by slot index, clock anchors; then hands the decoded events to model.c. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "../format/format.h"
+#include "../record/record.h"
+#include "../util/buf.h"
+#include "model_build.h"
+
+#define GROW(arr, n, cap)                                                                      \
+    ((n) < (cap) ? 0 : grow_array((void **)&(arr), &(cap), sizeof *(arr)))
+
+static int grow_array(void **arr, size_t *cap, size_t elem)
+{
+    size_t nc = *cap ? *cap * 2 : 16;
+    void *n = realloc(*arr, nc * elem);
+    if (!n)
+        return -1;
+    *arr = n;
+    *cap = nc;
+    return 0;
+}
+
+typedef struct rblock {
+    uint64_t first, nslots, base_tick;
+    const uint8_t *p;
+    size_t len;
+    size_t order;
+} rblock;
+
+typedef struct rthread {
+    uint32_t index, tid;
+    char *name;
+    rblock *blocks;
+    size_t n_blocks, cap_blocks;
+} rthread;
+
+typedef struct rstate {
+    const char *fname;
+    sb_raw raw;            /* what model.c consumes */
+    rthread *th;           /* indexed by thread index */
+    size_t n_th;
+    size_t cap_anchor;
+    size_t cap_warn;
+} rstate;
+
+static int rwarn(rstate *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int rwarn(rstate *s, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (GROW(s->raw.warnings, s->raw.n_warnings, s->cap_warn))
+        return -1;
+    char *w = strdup(tmp);
+    if (!w)
+        return -1;
+    s->raw.warnings[s->raw.n_warnings++] = w;
+    return 0;
+}
+
+/* A length-prefixed string; NULL on malformed input. *out is a malloc'ed NUL-terminated copy. */
+static int get_str(const uint8_t **pp, const uint8_t *end, char **out)
+{
+    uint64_t n;
+    size_t k = varint_get(*pp, (size_t)(end - *pp), &n);
+    if (!k || n > (uint64_t)(end - *pp - (ptrdiff_t)k))
+        return -1;
+    char *s = malloc(n + 1);
+    if (!s)
+        return -2;
+    memcpy(s, *pp + k, n);
+    s[n] = 0;
+    *pp += k + n;
+    *out = s;
+    return 0;
+}
+
+static int get_var(const uint8_t **pp, const uint8_t *end, uint64_t *v)
+{
+    size_t k = varint_get(*pp, (size_t)(end - *pp), v);
+    if (!k)
+        return -1;
+    *pp += k;
+    return 0;
+}
+
+static rthread *thread_at(rstate *s, uint64_t idx)
+{
+    if (idx > 1000000)
+        return NULL;
+    if (idx >= s->n_th) {
+        size_t nn = (size_t)idx + 1;
+        rthread *t = realloc(s->th, nn * sizeof *t);
+        if (!t)
+            return NULL;
+        memset(t + s->n_th, 0, (nn - s->n_th) * sizeof *t);
+        for (size_t i = s->n_th; i < nn; i++)
+            t[i].index = (uint32_t)i;
+        s->th = t;
+        s->n_th = nn;
+    }
+    return &s->th[idx];
+}
+
+static int parse_info(rstate *s, const uint8_t *p, const uint8_t *end)
+{
+    while (p < end) {
+        char *k = NULL, *v = NULL;
+        if (get_str(&p, end, &k) || get_str(&p, end, &v)) {
+            free(k);
+            return -1;
+        }
+        char **slot = NULL;
+        if (!strcmp(k, "name")) slot = &s->raw.name;
+        else if (!strcmp(k, "host")) slot = &s->raw.host;
+        else if (!strcmp(k, "program")) slot = &s->raw.program;
+        else if (!strcmp(k, "cmdline")) slot = &s->raw.cmdline;
+        else if (!strcmp(k, "clock")) slot = &s->raw.clock;
+        else if (!strcmp(k, "unit")) slot = &s->raw.unit;
+        else if (!strcmp(k, "sonde_version")) slot = &s->raw.sonde_version;
+        else if (!strcmp(k, "pid")) s->raw.pid = atoi(v);
+        else if (!strcmp(k, "ticks_per_s")) s->raw.ticks_per_s = strtod(v, NULL);
+        else if (!strcmp(k, "peak_flops")) s->raw.peak_flops = strtod(v, NULL);
+        if (slot) {
+            free(*slot);
+            *slot = v;
+        } else {
+            free(v);
+        }
+        free(k);
+    }
+    return 0;
+}
+
+static int parse_site(rstate *s, const uint8_t *p, const uint8_t *end)
+{
+    uint64_t id, line;
+    char *name = NULL, *file = NULL, *func = NULL;
+    if (get_var(&p, end, &id) || id >= (1u << 28) || get_str(&p, end, &name) ||
+        get_str(&p, end, &file) || get_str(&p, end, &func) || get_var(&p, end, &line)) {
+        free(name);
+        free(file);
+        free(func);
+        return -1;
+    }
+    if (id >= s->raw.n_sites) {
+        size_t nn = (size_t)id + 1;
+        if (nn < s->raw.n_sites * 2)
+            nn = s->raw.n_sites * 2;
+        sm_site *ns = realloc(s->raw.sites, nn * sizeof *ns);
+        if (!ns) {
+            free(name);
+            free(file);
+            free(func);
+            return -2;
+        }
+        memset(ns + s->raw.n_sites, 0, (nn - s->raw.n_sites) * sizeof *ns);
+        s->raw.sites = ns;
+        s->raw.n_sites = nn;
+    }
+    sm_site *st = &s->raw.sites[id];
+    if (st->name) { /* written twice (writer and signal handler): same content */
+        free(name);
+        free(file);
+        free(func);
+        return 0;
+    }
+    st->name = name;
+    st->file = *file ? file : (free(file), NULL);
+    st->func = *func ? func : (free(func), NULL);
+    st->line = (int)(line > 1000000000 ? 0 : line);
+    return 0;
+}
+
+static int parse_thread(rstate *s, const uint8_t *p, const uint8_t *end)
+{
+    uint64_t idx, tid;
+    char *name = NULL;
+    if (get_var(&p, end, &idx) || get_var(&p, end, &tid) || get_str(&p, end, &name))
+        return -1;
+    rthread *t = thread_at(s, idx);
+    if (!t) {
+        free(name);
+        return -1;
+    }
+    free(t->name);
+    t->name = name;
+    t->tid = (uint32_t)tid;
+    return 0;
+}
+
+static int parse_events(rstate *s, const uint8_t *p, const uint8_t *end, size_t order)
+{
+    uint64_t idx, tid, first, nslots;
+    if (get_var(&p, end, &idx) || get_var(&p, end, &tid) || get_var(&p, end, &first) ||
+        get_var(&p, end, &nslots) || end - p < 8)
+        return -1;
+    rthread *t = thread_at(s, idx);
+    if (!t)
+        return -1;
+    if (!t->tid)
+        t->tid = (uint32_t)tid;
+    if (GROW(t->blocks, t->n_blocks, t->cap_blocks))
+        return -2;
+    rblock *b = &t->blocks[t->n_blocks++];
+    b->first = first;
+    b->nslots = nslots;
+    b->base_tick = sonde_get_u64le(p);
+    b->p = p + 8;
+    b->len = (size_t)(end - p - 8);
+    b->order = order;
+    return 0;
+}
+
+static int cmp_block(const void *a, const void *b)
+{
+    const rblock *x = a, *y = b;
+    if (x->first != y->first)
+        return x->first < y->first ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Decodes a thread's blocks in slot order, skipping slots already seen. */
+static int decode_thread(rstate *s, rthread *t, sb_tevents *out)
+{
+    qsort(t->blocks, t->n_blocks, sizeof *t->blocks, cmp_block);
+    uint64_t covered = 0;
+    size_t cap = 0;
+    for (size_t bi = 0; bi < t->n_blocks; bi++) {
+        rblock *b = &t->blocks[bi];
+        const uint8_t *p = b->p, *end = b->p + b->len;
+        uint64_t slot = b->first, prev = b->base_tick;
+        while (p < end) {
+            uint64_t tag, dz, arg = 0;
+            if (get_var(&p, end, &tag) || get_var(&p, end, &dz))
+                goto bad;
+            unsigned kind = (unsigned)(tag & 15u);
+            if (kind >= SONDE_K_COUNT)
+                goto bad;
+            if (sonde_kind_has_arg(kind) && get_var(&p, end, &arg))
+                goto bad;
+            unsigned nv = sonde_kind_values(kind);
+            if ((size_t)(end - p) < nv * 8u)
+                goto bad;
+            double v[2] = {0, 0};
+            for (unsigned i = 0; i < nv; i++) {
+                uint64_t bits = sonde_get_u64le(p);
+                memcpy(&v[i], &bits, 8);
+                p += 8;
+            }
+            uint64_t tick = prev + (uint64_t)zigzag_dec(dz);
+            prev = tick;
+            if (slot >= covered) {
+                if (GROW(out->ev, out->n, cap))
+                    return -2;
+                sb_ev *e = &out->ev[out->n++];
+                e->tick = tick;
+                e->kind = (uint8_t)kind;
+                e->id = (uint32_t)(tag >> 4);
+                e->arg = (uint32_t)arg;
+                e->v0 = v[0];
+                e->v1 = v[1];
+            }
+            slot += sonde_kind_slots(kind);
+        }
+        if (slot > covered)
+            covered = slot;
+        continue;
+    bad:
+        if (rwarn(s, "%s: thread %u: a malformed event block at slot %llu was skipped", s->fname,
+                  t->index, (unsigned long long)slot))
+            return -2;
+    }
+    return 0;
+}
+
+int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
+{
+    memset(m, 0, sizeof *m);
+    if (n < SONDE_FILE_HEADER_LEN || memcmp(data, SONDE_FILE_MAGIC, SONDE_FILE_MAGIC_LEN) != 0)
+        return sonde__fail(SONDE_EFORMAT, "%s: not a .sonde file (bad magic)", fname);
+    uint32_t version = sonde_get_u32le(data + 8);
+    if (version != SONDE_FILE_VERSION)
+        return sonde__fail(SONDE_EFORMAT,
+                           "%s: .sonde format version %u is not supported (this sonde reads %u)",
+                           fname, version, SONDE_FILE_VERSION);
+    rstate s;
+    memset(&s, 0, sizeof s);
+    s.fname = fname;
+    s.raw.bytes = n;
+    int rc = 0;
+    size_t off = SONDE_FILE_HEADER_LEN, order = 0;
+    while (off < n) {
+        if (n - off < SONDE_RECORD_HEADER_LEN) {
+            if (rwarn(&s, "%s: torn record header at offset %zu: read up to it", fname, off))
+                goto oom;
+            break;
+        }
+        const uint8_t *h = data + off;
+        unsigned type = h[0];
+        uint32_t len = sonde_get_u32le(h + 4), crc = sonde_get_u32le(h + 8);
+        if (len > SONDE_RECORD_MAX || len > n - off - SONDE_RECORD_HEADER_LEN) {
+            if (rwarn(&s, "%s: torn last record at offset %zu (%u bytes announced, %zu present): "
+                          "read up to it", fname, off, len, n - off - SONDE_RECORD_HEADER_LEN))
+                goto oom;
+            break;
+        }
+        const uint8_t *p = h + SONDE_RECORD_HEADER_LEN, *end = p + len;
+        if ((uint32_t)crc32(0L, p, len) != crc) {
+            if (rwarn(&s, "%s: record at offset %zu fails its checksum: read up to it", fname, off))
+                goto oom;
+            break;
+        }
+        off += SONDE_RECORD_HEADER_LEN + len;
+        int r = 0;
+        uint64_t v;
+        switch (type) {
+        case SONDE_R_INFO: r = parse_info(&s, p, end); break;
+        case SONDE_R_SITE: r = parse_site(&s, p, end); break;
+        case SONDE_R_THREAD: r = parse_thread(&s, p, end); break;
+        case SONDE_R_EVENTS: r = parse_events(&s, p, end, order++); break;
+        case SONDE_R_ANCHOR: {
+            uint64_t t, mo, re;
+            if (get_var(&p, end, &t) || get_var(&p, end, &mo) || get_var(&p, end, &re)) {
+                r = -1;
+                break;
+            }
+            if (GROW(s.raw.anchors, s.raw.n_anchors, s.cap_anchor)) {
+                r = -2;
+                break;
+            }
+            sb_anchor *a = &s.raw.anchors[s.raw.n_anchors++];
+            a->tick = t;
+            a->mono_ns = mo;
+            a->real_ns = re;
+            break;
+        }
+        case SONDE_R_WARNING: {
+            char *w = NULL;
+            r = get_str(&p, end, &w);
+            if (!r) {
+                if (GROW(s.raw.warnings, s.raw.n_warnings, s.cap_warn)) {
+                    free(w);
+                    r = -2;
+                } else {
+                    s.raw.warnings[s.raw.n_warnings++] = w;
+                }
+            }
+            break;
+        }
+        case SONDE_R_STATS:
+            while (!r && p < end) {
+                char *k = NULL;
+                r = get_str(&p, end, &k);
+                if (!r && get_var(&p, end, &v))
+                    r = -1;
+                if (!r && !strcmp(k, "dropped_events"))
+                    s.raw.dropped = v;
+                free(k);
+            }
+            break;
+        case SONDE_R_CLEAR:
+            if (get_var(&p, end, &v))
+                r = -1;
+            else if (v > s.raw.clear_tick)
+                s.raw.clear_tick = v;
+            break;
+        case SONDE_R_END:
+            if (get_var(&p, end, &v))
+                r = -1;
+            else {
+                s.raw.end_tick = v;
+                s.raw.clean_end = 1;
+            }
+            break;
+        default:
+            break; /* a later version's record: skipped */
+        }
+        if (r == -2)
+            goto oom;
+        if (r && rwarn(&s, "%s: malformed record of type %u at offset %zu was skipped", fname,
+                       type, off - SONDE_RECORD_HEADER_LEN - len))
+            goto oom;
+    }
+    if (!s.raw.clean_end &&
+        rwarn(&s, "%s: the run did not end cleanly (no END record): the process crashed, was "
+                  "killed, or is still running", fname))
+        goto oom;
+    if (!s.raw.n_anchors) {
+        rc = sonde__fail(SONDE_EFORMAT, "%s: no clock anchor in the file", fname);
+        goto done;
+    }
+    s.raw.n_threads = s.n_th;
+    s.raw.tev = calloc(s.n_th ? s.n_th : 1, sizeof *s.raw.tev);
+    if (!s.raw.tev)
+        goto oom;
+    for (size_t i = 0; i < s.n_th; i++) {
+        s.raw.tev[i].index = (uint32_t)i;
+        s.raw.tev[i].tid = s.th[i].tid;
+        s.raw.tev[i].name = s.th[i].name;
+        s.th[i].name = NULL;
+        if (decode_thread(&s, &s.th[i], &s.raw.tev[i]) == -2)
+            goto oom;
+    }
+    rc = sm__build(&s.raw, m, fname);
+    goto done;
+oom:
+    rc = sonde__fail(SONDE_ENOMEM, "%s: out of memory while reading", fname);
+done:
+    for (size_t i = 0; i < s.n_th; i++) {
+        free(s.th[i].name);
+        free(s.th[i].blocks);
+    }
+    free(s.th);
+    sb_raw_free(&s.raw);
+    if (rc)
+        sm_free(m);
+    return rc;
+}
+
+int sm_read_file(const char *path, sm_model *m)
+{
+    memset(m, 0, sizeof *m);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sonde__fail(errno == ENOENT ? SONDE_ENOTFOUND : SONDE_EIO, "%s: %s", path,
+                           strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return sonde__fail(SONDE_EIO, "%s: not a regular file", path);
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf) {
+        close(fd);
+        return sonde__fail(SONDE_ENOMEM, "%s: out of memory for %zu bytes", path, n);
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    int rc = sm_read_mem(buf, got, path, m);
+    free(buf);
+    if (!rc) {
+        m->path = strdup(path);
+        if (!m->path) {
+            sm_free(m);
+            return sonde__fail(SONDE_ENOMEM, "%s: out of memory", path);
+        }
+    }
+    return rc;
+}

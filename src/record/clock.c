@@ -1,0 +1,80 @@
+/* clock.c - the timestamp source: the TSC where it is invariant, else CLOCK_MONOTONIC.
+ * Ticks are never converted on the hot path; the file stores anchors (tick, monotonic ns,
+ * realtime ns) and the reader converts with them. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <time.h>
+
+#include "record.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#endif
+
+static sonde_clock_info g_clock;
+static pthread_once_t g_clock_once = PTHREAD_ONCE_INIT;
+
+uint64_t sonde__mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t sonde__real_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t sonde__now_slow(void) { return sonde__mono_ns(); }
+
+static int tsc_invariant(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u)
+        return 0;
+    __get_cpuid(0x80000007u, &a, &b, &c, &d);
+    return (d >> 8) & 1;
+#else
+    return 0;
+#endif
+}
+
+static void calibrate(void)
+{
+    g_clock.use_tsc = 0;
+    g_clock.ticks_per_s = 1e9;
+#if defined(__x86_64__) || defined(__i386__)
+    if (!tsc_invariant())
+        return;
+    /* Measure the rate over ~2 ms; the reader refines it with the file's anchors. */
+    uint64_t m0 = sonde__mono_ns(), t0 = __rdtsc(), m1, t1;
+    do {
+        m1 = sonde__mono_ns();
+        t1 = __rdtsc();
+    } while (m1 - m0 < 2000000u);
+    if (t1 <= t0)
+        return;
+    g_clock.ticks_per_s = (double)(t1 - t0) * 1e9 / (double)(m1 - m0);
+    g_clock.use_tsc = 1;
+#endif
+}
+
+const sonde_clock_info *sonde__clock(void)
+{
+    pthread_once(&g_clock_once, calibrate);
+    return &g_clock;
+}
+
+uint64_t sonde__ticks(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (g_clock.use_tsc)
+        return __rdtsc();
+#endif
+    return sonde__mono_ns();
+}

@@ -1,0 +1,699 @@
+/* profiler.c - the profiler object and every recording call: lifetime, thread buffers, the
+ * slow paths behind the inline macros, sessions, metadata, metrics, steps. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../util/buf.h"
+#include "record.h"
+
+_Thread_local sonde__tls sonde__tl SONDE__TLS_MODEL = {0, NULL};
+
+static _Atomic uint64_t g_serial;
+static pthread_key_t g_exit_key;
+static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+
+/* The registry lock also guards thread-exit retirement against sonde_destroy (signal.c). */
+extern pthread_mutex_t sonde__registry_lock;
+extern sonde_profiler *_Atomic sonde__registry[];
+#define REGISTRY_SLOTS 64
+
+/* ------------------------------------------------------------------------------------------
+ * Small helpers
+ * ---------------------------------------------------------------------------------------- */
+static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
+
+void sonde__set_status(sonde_profiler *p, int err, const char *msg)
+{
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&p->status, &expected, err)) {
+        snprintf(p->status_msg, sizeof p->status_msg, "%s", msg);
+        /* Principle 4: reported once, on the log, and the host goes on. */
+        fprintf(stderr, "sonde: %s\n", msg);
+    }
+}
+
+void sonde__warn(sonde_profiler *p, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&p->lock);
+    if (p->n_warnings < SONDE_MAX_WARNINGS) {
+        char *w = strdup(tmp);
+        if (w)
+            p->warnings[p->n_warnings++] = w;
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+static int check_p(const sonde_profiler *p, const char *call)
+{
+    if (!p)
+        return sonde__fail(SONDE_EINVAL, "%s: profiler is NULL", call);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Thread buffers
+ * ---------------------------------------------------------------------------------------- */
+static void retire_chunk(sonde_profiler *p, sonde_tbuf *tb)
+{
+    uint32_t idx = atomic_load_explicit(&tb->chunk, memory_order_relaxed);
+    if (idx == SONDE_NO_CHUNK)
+        return;
+    sonde_chunk *c = &p->chunks[idx];
+    uint32_t used = (uint32_t)(tb->hot.cur - c->data);
+    tb->next_base = c->base + used;
+    atomic_store_explicit(&c->final_count, used, memory_order_relaxed);
+    atomic_store_explicit(&c->state, CHUNK_FULL, memory_order_release);
+    atomic_store_explicit(&tb->chunk, SONDE_NO_CHUNK, memory_order_relaxed);
+    sonde__publish(&tb->hot, NULL);
+    tb->hot.end = NULL;
+    sem_post(&p->wake);
+}
+
+/* Makes room for n slots in tb's buffer. 0, or -1 when no chunk is free (the event is dropped
+ * and counted: a full buffer never stalls the host). */
+static int ensure_room(sonde_profiler *p, sonde_tbuf *tb, unsigned n)
+{
+    if (tb->hot.cur && tb->hot.cur + n <= tb->hot.end)
+        return 0;
+    retire_chunk(p, tb);
+    uint32_t idx = sonde__chunk_pop(p);
+    if (idx == SONDE_NO_CHUNK) {
+        tb->gap++;
+        atomic_fetch_add_explicit(&tb->dropped, 1, memory_order_relaxed);
+        return -1;
+    }
+    sonde_chunk *c = &p->chunks[idx];
+    c->thread = tb->thread;
+    c->tid = (uint32_t)tb->tid;
+    c->base = tb->next_base;
+    atomic_store_explicit(&c->final_count, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->flushed, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->owner, tb, memory_order_relaxed);
+    tb->hot.end = c->data + p->chunk_slots;
+    sonde__publish(&tb->hot, c->data);
+    atomic_store_explicit(&tb->chunk, idx, memory_order_relaxed);
+    atomic_store_explicit(&c->state, CHUNK_ACTIVE, memory_order_release);
+    if (tb->gap) {
+        /* Tell the reader that events are missing here, so it does not mis-nest sections. */
+        sonde__ev *e = tb->hot.cur;
+        e->ts = sonde__ticks();
+        e->tag = SONDE_K_GAP;
+        e->arg = tb->gap > UINT32_MAX ? UINT32_MAX : (uint32_t)tb->gap;
+        tb->gap = 0;
+        sonde__publish(&tb->hot, e + 1);
+    }
+    return 0;
+}
+
+static void thread_exit(void *unused)
+{
+    (void)unused;
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    pthread_mutex_lock(&sonde__registry_lock);
+    for (int i = 0; i < REGISTRY_SLOTS; i++) {
+        sonde_profiler *p = atomic_load(&sonde__registry[i]);
+        if (!p)
+            continue;
+        for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next)) {
+            if (tb->tid == tid && atomic_load(&tb->state) == TB_LIVE) {
+                retire_chunk(p, tb);
+                if (tb->hot.depth > 0)
+                    sonde__warn(p, "thread %u (%s) exited with %d section(s) open", tb->thread,
+                                tb->name, tb->hot.depth);
+                atomic_store(&tb->state, TB_EXITED);
+            }
+        }
+    }
+    pthread_mutex_unlock(&sonde__registry_lock);
+    sonde__tl.serial = 0;
+    sonde__tl.tb = NULL;
+}
+
+static void make_key(void)
+{
+    if (pthread_key_create(&g_exit_key, thread_exit) != 0)
+        g_exit_key = (pthread_key_t)-1;
+}
+
+static void tbuf_init(sonde_profiler *p, sonde_tbuf *tb, pid_t tid)
+{
+    tb->prof = p;
+    tb->hot.cur = tb->hot.end = NULL;
+    tb->hot.depth = 0;
+    tb->tid = tid;
+    tb->gap = 0;
+    tb->next_base = 0;
+    atomic_store(&tb->chunk, SONDE_NO_CHUNK);
+    tb->thread = atomic_fetch_add(&p->n_threads, 1);
+    atomic_store(&tb->written_thread, 0);
+    tb->name[0] = 0;
+    if (pthread_getname_np(pthread_self(), tb->name, sizeof tb->name) != 0 || !tb->name[0])
+        snprintf(tb->name, sizeof tb->name, "thread %d", (int)tid);
+}
+
+sonde_tbuf *sonde__thread_buf(sonde_profiler *p)
+{
+    if (sonde__tl.serial == p->hot.serial)
+        return (sonde_tbuf *)(void *)sonde__tl.tb;
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    sonde_tbuf *found = NULL;
+    for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next)) {
+        if (tb->tid == tid && atomic_load(&tb->state) == TB_LIVE) {
+            found = tb;
+            break;
+        }
+    }
+    if (!found) {
+        /* Reuse the buffer of a thread that has exited: memory stays flat under thread churn. */
+        pthread_mutex_lock(&p->lock);
+        for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next)) {
+            int ex = TB_EXITED;
+            if (atomic_compare_exchange_strong(&tb->state, &ex, TB_LIVE)) {
+                found = tb;
+                break;
+            }
+        }
+        if (!found) {
+            found = calloc(1, sizeof *found);
+            if (found) {
+                atomic_store(&found->state, TB_LIVE);
+                atomic_store(&found->next, atomic_load(&p->threads));
+                atomic_store(&p->threads, found);
+            }
+        }
+        if (found)
+            tbuf_init(p, found, tid);
+        pthread_mutex_unlock(&p->lock);
+        if (!found) {
+            sonde__fail(SONDE_ENOMEM, "sonde: out of memory for a thread buffer");
+            return NULL;
+        }
+        pthread_once(&g_key_once, make_key);
+        if (g_exit_key != (pthread_key_t)-1)
+            pthread_setspecific(g_exit_key, (void *)1);
+    }
+    sonde__tl.serial = p->hot.serial;
+    sonde__tl.tb = &found->hot;
+    return found;
+}
+
+/* Appends one event on the calling thread. */
+int sonde__record(sonde_profiler *p, unsigned kind, uint32_t id, uint32_t arg, const double *v)
+{
+    sonde_tbuf *tb = sonde__thread_buf(p);
+    if (!tb)
+        return SONDE_ENOMEM;
+    unsigned n = sonde_kind_slots(kind);
+    if (ensure_room(p, tb, n) != 0)
+        return sonde__fail(SONDE_EDROPPED, "sonde: event dropped: buffers are full");
+    sonde__ev *e = tb->hot.cur;
+    e->ts = sonde__ticks();
+    e->tag = (id << 4) | kind;
+    e->arg = arg;
+    if (n == 2) {
+        uint64_t b0 = 0, b1 = 0;
+        memcpy(&b0, &v[0], 8);
+        if (sonde_kind_values(kind) > 1)
+            memcpy(&b1, &v[1], 8);
+        e[1].ts = b0;
+        e[1].tag = (uint32_t)b1;
+        e[1].arg = (uint32_t)(b1 >> 32);
+    }
+    sonde__publish(&tb->hot, e + n);
+    return 0;
+}
+
+static int begin_id(sonde_profiler *p, uint32_t id, sonde_tbuf **out)
+{
+    sonde_tbuf *tb = sonde__thread_buf(p);
+    if (!tb)
+        return SONDE_ENOMEM;
+    if (ensure_room(p, tb, 1) != 0) {
+        /* Dropped: the section is not open, so its end must not be recorded either. */
+        return sonde__fail(SONDE_EDROPPED, "sonde: section dropped: buffers are full");
+    }
+    sonde__ev *e = tb->hot.cur;
+    e->ts = sonde__ticks();
+    e->tag = (id << 4) | SONDE_K_BEGIN;
+    e->arg = 0;
+    if (tb->hot.depth < 64)
+        tb->hot.stack[tb->hot.depth] = id;
+    tb->hot.depth++;
+    sonde__publish(&tb->hot, e + 1);
+    if (out)
+        *out = tb;
+    return 0;
+}
+
+static int end_id(sonde_profiler *p, sonde_tbuf *tb, uint32_t id)
+{
+    if (tb->hot.depth <= 0) {
+        atomic_fetch_add(&p->misuse_unbalanced, 1);
+        return sonde__fail(SONDE_EUNBALANCED, "sonde_end: no section is open on this thread");
+    }
+    tb->hot.depth--;
+    if (ensure_room(p, tb, 1) != 0)
+        return sonde__fail(SONDE_EDROPPED, "sonde: section end dropped: buffers are full");
+    sonde__ev *e = tb->hot.cur;
+    e->ts = sonde__ticks();
+    e->tag = (id << 4) | SONDE_K_END;
+    e->arg = 0;
+    sonde__publish(&tb->hot, e + 1);
+    return 0;
+}
+
+sonde__tbuf *sonde__scope_begin_slow(sonde_profiler *p, sonde_site *s)
+{
+    if (!p || !p->hot.recording)
+        return NULL;
+    uint32_t id = sonde__site_register(s);
+    if (!id)
+        return NULL;
+    sonde_tbuf *tb = NULL;
+    if (begin_id(p, id, &tb) != 0)
+        return NULL;
+    return &tb->hot;
+}
+
+void sonde__scope_end_slow(sonde__tbuf *htb, uint32_t id)
+{
+    sonde_tbuf *tb = (sonde_tbuf *)(void *)htb;
+    end_id(tb->prof, tb, id);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Lifetime
+ * ---------------------------------------------------------------------------------------- */
+static char *default_name(void)
+{
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    const char *prog = program_invocation_short_name;
+    if (!prog || !*prog)
+        prog = "sonde";
+    size_t n = strlen(prog) + strlen(stamp) + 2;
+    char *r = malloc(n);
+    if (r)
+        snprintf(r, n, "%s-%s", prog, stamp);
+    return r;
+}
+
+static int valid_name(const char *s)
+{
+    if (!*s || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return 0;
+    return strchr(s, '/') == NULL;
+}
+
+static void free_profiler(sonde_profiler *p)
+{
+    for (int i = 0; i < p->n_warnings; i++)
+        free(p->warnings[i]);
+    sonde_tbuf *tb = atomic_load(&p->threads);
+    while (tb) {
+        sonde_tbuf *n = atomic_load(&tb->next);
+        free(tb);
+        tb = n;
+    }
+    free(p->chunks);
+    free(p->pool);
+    free(p->enc);
+    free(p->sig_enc);
+    free(p->name);
+    free(p->output_dir);
+    free(p->unit);
+    free(p->path);
+    pthread_mutex_destroy(&p->lock);
+    pthread_mutex_destroy(&p->wlock);
+    sem_destroy(&p->wake);
+    free(p);
+}
+
+#define ENC_PIECE_SLOTS 8192u
+
+static int setup_buffers(sonde_profiler *p)
+{
+    size_t bytes = (size_t)(p->cfg.buffer_mb * 1048576.0);
+    size_t chunk = 1u << 20;
+    while (chunk > (64u << 10) && chunk * 16 > bytes)
+        chunk >>= 1;
+    size_t n = bytes / chunk;
+    if (n < 4)
+        n = 4;
+    p->n_chunks = (uint32_t)n;
+    p->chunk_slots = (uint32_t)(chunk / sizeof(sonde__ev));
+    p->pool = malloc(n * chunk);
+    p->chunks = calloc(n, sizeof *p->chunks);
+    p->enc_cap = (size_t)ENC_PIECE_SLOTS * 24 + 128;
+    p->enc = malloc(p->enc_cap);
+    p->sig_enc = malloc(p->enc_cap);
+    if (!p->pool || !p->chunks || !p->enc || !p->sig_enc)
+        return -1;
+    atomic_store(&p->free_head, (uint64_t)SONDE_NO_CHUNK);
+    for (uint32_t i = (uint32_t)n; i-- > 0;) {
+        p->chunks[i].data = p->pool + (size_t)i * p->chunk_slots;
+        sonde__chunk_push(p, i);
+    }
+    return 0;
+}
+
+static int validate_config(sonde_config *c)
+{
+    if (!(c->buffer_mb >= 1 && c->buffer_mb <= 65536))
+        return sonde__fail(SONDE_EINVAL, "sonde_config.buffer_mb: %g is out of range 1..65536",
+                           c->buffer_mb);
+    if (!(c->flush_interval_s >= 0.01 && c->flush_interval_s <= 3600))
+        return sonde__fail(SONDE_EINVAL,
+                           "sonde_config.flush_interval_s: %g is out of range 0.01..3600",
+                           c->flush_interval_s);
+    if (c->formats & ~SONDE_FORMAT_ALL)
+        return sonde__fail(SONDE_EINVAL, "sonde_config.formats: unknown bits 0x%x",
+                           c->formats & ~SONDE_FORMAT_ALL);
+    if (!(c->peak_flops >= 0 && isfinite(c->peak_flops)))
+        return sonde__fail(SONDE_EINVAL, "sonde_config.peak_flops: %g must be >= 0",
+                           c->peak_flops);
+    if (c->name && !valid_name(c->name))
+        return sonde__fail(SONDE_EINVAL,
+                           "sonde_config.name: \"%s\" must be non-empty and hold no '/'", c->name);
+    return 0;
+}
+
+sonde_profiler *sonde_create(const sonde_config *cfg_in)
+{
+    sonde_config cfg = cfg_in ? *cfg_in : sonde_config_default();
+    sonde_profiler *p = calloc(1, sizeof *p);
+    if (!p) {
+        sonde__fail(SONDE_ENOMEM, "sonde_create: out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_mutex_init(&p->wlock, NULL);
+    sem_init(&p->wake, 0, 0);
+    p->fd = -1;
+    p->registry_slot = -1;
+    atomic_store(&p->sites_written, 1); /* id 0 is "none" */
+    p->hot.serial = atomic_fetch_add(&g_serial, 1) + 1;
+    p->hot.use_tsc = sonde__clock()->use_tsc;
+
+    char bad[512] = "";
+    if (validate_config(&cfg) != 0) {
+        snprintf(bad, sizeof bad, "%s", sonde_last_error());
+        sonde_config d = sonde_config_default();
+        d.enabled = cfg.enabled;
+        d.output_dir = cfg.output_dir;
+        d.unit = cfg.unit;
+        cfg = d;
+    }
+    p->cfg = cfg;
+    p->name = cfg.name ? xstrdup(cfg.name) : default_name();
+    p->output_dir = xstrdup(cfg.output_dir ? cfg.output_dir : "./sonde-out");
+    p->unit = xstrdup(cfg.unit ? cfg.unit : "tokens");
+    if (!p->name || !p->output_dir || !p->unit) {
+        free_profiler(p);
+        sonde__fail(SONDE_ENOMEM, "sonde_create: out of memory");
+        return NULL;
+    }
+    p->cfg.name = p->name;
+    p->cfg.output_dir = p->output_dir;
+    p->cfg.unit = p->unit;
+    if (bad[0]) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s; using the defaults for that field", bad);
+        sonde__set_status(p, SONDE_EINVAL, msg);
+        sonde__warn(p, "%s", msg);
+    }
+    if (!cfg.enabled)
+        return p;
+
+    if (setup_buffers(p) != 0) {
+        free_profiler(p);
+        sonde__fail(SONDE_ENOMEM, "sonde_create: out of memory for %g MiB of buffers",
+                    cfg.buffer_mb);
+        return NULL;
+    }
+    if (sonde__writer_open(p) != 0)
+        return p; /* status says why; recording stays off and the host goes on */
+    if (sonde__registry_add(p) != 0)
+        sonde__warn(p, "more than 64 live profilers: this one is not flushed on fatal signals");
+    if (sonde__writer_start(p) != 0)
+        sonde__warn(p, "could not start the writer thread: events are written at export");
+    p->hot.recording = 1;
+    return p;
+}
+
+/* Stops recording, writes everything and the reports; everything except freeing. */
+static int finalize(sonde_profiler *p)
+{
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&p->finalized, &expected, 1))
+        return 0;
+    int rc = 0;
+    p->hot.recording = 0;
+    if (p->fd < 0)
+        return atomic_load(&p->status) ? SONDE_EIO : 0;
+    for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next)) {
+        if (atomic_load(&tb->state) != TB_LIVE || tb->hot.depth <= 0)
+            continue;
+        char open[256] = "";
+        size_t k = 0;
+        int d = tb->hot.depth < 64 ? tb->hot.depth : 64;
+        for (int i = 0; i < d && k < sizeof open - 40; i++) {
+            const sonde_site_rec *r = sonde__site_get(tb->hot.stack[i]);
+            k += (size_t)snprintf(open + k, sizeof open - k, "%s%.32s", i ? " > " : "",
+                                  r ? r->name : "?");
+        }
+        sonde__warn(p, "%d section(s) still open at the end of the run on thread %u (%s): %s",
+                    tb->hot.depth, tb->thread, tb->name, open);
+        rc = SONDE_EOPEN;
+    }
+    uint64_t unb = atomic_load(&p->misuse_unbalanced);
+    if (unb)
+        sonde__warn(p, "sonde_end or sonde_session_end without an open section or session: %llu "
+                       "time(s)", (unsigned long long)unb);
+    uint64_t nf = atomic_load(&p->misuse_nonfinite);
+    if (nf)
+        sonde__warn(p, "non-finite values passed to sonde_metric/counter/throughput/flops were "
+                       "rejected: %llu time(s)", (unsigned long long)nf);
+    sonde__writer_stop(p);
+    if (sonde__writer_close(p) != 0 && !rc)
+        rc = SONDE_EIO;
+    if ((p->cfg.formats || p->cfg.print_summary) && sonde__write_reports(p, NULL) != 0 && !rc)
+        rc = SONDE_EIO;
+    return rc;
+}
+
+/* Called by the atexit handler (signal.c): a run whose host never called sonde_destroy still
+ * ends with its reports. */
+void sonde__finalize_at_exit(sonde_profiler *p) { finalize(p); }
+
+int sonde_destroy(sonde_profiler *p)
+{
+    if (check_p(p, "sonde_destroy"))
+        return SONDE_EINVAL;
+    int rc = finalize(p);
+    sonde__writer_stop(p);
+    sonde__registry_remove(p);
+    if (sonde__tl.serial == p->hot.serial) {
+        sonde__tl.serial = 0;
+        sonde__tl.tb = NULL;
+    }
+    free_profiler(p);
+    return rc;
+}
+
+const char *sonde_name(const sonde_profiler *p) { return p ? p->name : NULL; }
+const char *sonde_file_path(const sonde_profiler *p) { return p ? p->path : NULL; }
+int sonde_status(const sonde_profiler *p)
+{
+    return p ? atomic_load(&((sonde_profiler *)p)->status) : SONDE_EINVAL;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Recording calls
+ * ---------------------------------------------------------------------------------------- */
+#define RECORDING_OR_RETURN(p, call)                                                           \
+    do {                                                                                       \
+        if (check_p(p, call))                                                                  \
+            return SONDE_EINVAL;                                                               \
+        if (!(p)->hot.recording)                                                               \
+            return 0;                                                                          \
+    } while (0)
+
+static int intern_arg(const char *s, const char *call, const char *what, uint32_t *id)
+{
+    if (!s)
+        return sonde__fail(SONDE_EINVAL, "%s: %s is NULL", call, what);
+    *id = sonde__intern(s);
+    if (!*id)
+        return sonde__fail(SONDE_ENOMEM, "%s: out of memory interning the %s", call, what);
+    return 0;
+}
+
+static int finite_arg(sonde_profiler *p, double v, const char *call)
+{
+    if (isfinite(v))
+        return 0;
+    atomic_fetch_add(&p->misuse_nonfinite, 1);
+    return sonde__fail(SONDE_EINVAL, "%s: value is not finite", call);
+}
+
+int sonde_session_begin(sonde_profiler *p, const char *name)
+{
+    RECORDING_OR_RETURN(p, "sonde_session_begin");
+    uint32_t id;
+    int rc = intern_arg(name, "sonde_session_begin", "name", &id);
+    if (rc)
+        return rc;
+    if (atomic_exchange(&p->session_open, 1))
+        sonde__record(p, SONDE_K_SESSION_END, 0, 0, NULL);
+    return sonde__record(p, SONDE_K_SESSION_BEGIN, id, 0, NULL);
+}
+
+int sonde_session_end(sonde_profiler *p)
+{
+    RECORDING_OR_RETURN(p, "sonde_session_end");
+    if (!atomic_exchange(&p->session_open, 0)) {
+        atomic_fetch_add(&p->misuse_unbalanced, 1);
+        return sonde__fail(SONDE_EUNBALANCED, "sonde_session_end: no session is open");
+    }
+    return sonde__record(p, SONDE_K_SESSION_END, 0, 0, NULL);
+}
+
+int sonde_begin(sonde_profiler *p, const char *name)
+{
+    RECORDING_OR_RETURN(p, "sonde_begin");
+    uint32_t id;
+    int rc = intern_arg(name, "sonde_begin", "name", &id);
+    if (rc)
+        return rc;
+    return begin_id(p, id, NULL);
+}
+
+int sonde_end(sonde_profiler *p)
+{
+    RECORDING_OR_RETURN(p, "sonde_end");
+    sonde_tbuf *tb = sonde__thread_buf(p);
+    if (!tb)
+        return SONDE_ENOMEM;
+    int32_t d = tb->hot.depth;
+    uint32_t id = (d > 0 && d <= 64) ? tb->hot.stack[d - 1] : 0;
+    return end_id(p, tb, id);
+}
+
+int sonde_metadata(sonde_profiler *p, const char *key, const char *value)
+{
+    RECORDING_OR_RETURN(p, "sonde_metadata");
+    uint32_t k, v;
+    int rc = intern_arg(key, "sonde_metadata", "key", &k);
+    if (!rc)
+        rc = intern_arg(value, "sonde_metadata", "value", &v);
+    if (rc)
+        return rc;
+    return sonde__record(p, SONDE_K_METADATA, k, v, NULL);
+}
+
+int sonde_metric(sonde_profiler *p, const char *name, double value)
+{
+    RECORDING_OR_RETURN(p, "sonde_metric");
+    uint32_t id;
+    int rc = intern_arg(name, "sonde_metric", "name", &id);
+    if (rc || (rc = finite_arg(p, value, "sonde_metric")))
+        return rc;
+    return sonde__record(p, SONDE_K_METRIC, id, 0, &value);
+}
+
+int sonde_throughput(sonde_profiler *p, double units, double seconds)
+{
+    RECORDING_OR_RETURN(p, "sonde_throughput");
+    int rc = finite_arg(p, units, "sonde_throughput");
+    if (rc || (rc = finite_arg(p, seconds, "sonde_throughput")))
+        return rc;
+    if (units < 0)
+        return sonde__fail(SONDE_EINVAL, "sonde_throughput: units %g is negative", units);
+    double v[2] = {units, seconds};
+    return sonde__record(p, SONDE_K_THROUGHPUT, 0, 0, v);
+}
+
+int sonde_flops(sonde_profiler *p, double flops)
+{
+    RECORDING_OR_RETURN(p, "sonde_flops");
+    int rc = finite_arg(p, flops, "sonde_flops");
+    if (rc)
+        return rc;
+    if (flops < 0)
+        return sonde__fail(SONDE_EINVAL, "sonde_flops: %g is negative", flops);
+    return sonde__record(p, SONDE_K_FLOPS, 0, 0, &flops);
+}
+
+int sonde_event(sonde_profiler *p, const char *name)
+{
+    RECORDING_OR_RETURN(p, "sonde_event");
+    uint32_t id;
+    int rc = intern_arg(name, "sonde_event", "name", &id);
+    if (rc)
+        return rc;
+    return sonde__record(p, SONDE_K_INSTANT, id, 0, NULL);
+}
+
+int sonde_counter(sonde_profiler *p, const char *name, double value)
+{
+    RECORDING_OR_RETURN(p, "sonde_counter");
+    uint32_t id;
+    int rc = intern_arg(name, "sonde_counter", "name", &id);
+    if (rc || (rc = finite_arg(p, value, "sonde_counter")))
+        return rc;
+    return sonde__record(p, SONDE_K_COUNTER, id, 0, &value);
+}
+
+int sonde_step(sonde_profiler *p)
+{
+    RECORDING_OR_RETURN(p, "sonde_step");
+    uint64_t n = atomic_fetch_add(&p->steps, 1) + 1;
+    return sonde__record(p, SONDE_K_STEP, 0, (uint32_t)n, NULL);
+}
+
+int sonde_clear(sonde_profiler *p)
+{
+    if (check_p(p, "sonde_clear"))
+        return SONDE_EINVAL;
+    if (p->fd < 0)
+        return 0;
+    pthread_mutex_lock(&p->wlock);
+    sonde__writer_pass(p, 1);
+    uint8_t buf[16];
+    size_t n = varint_put(buf, sonde__ticks());
+    int rc = sonde__write_record(p, SONDE_R_CLEAR, buf, n);
+    pthread_mutex_unlock(&p->wlock);
+    return rc ? sonde__fail(SONDE_EIO, "sonde_clear: could not write to %s", p->path) : 0;
+}
+
+int sonde_export(sonde_profiler *p, const char *path)
+{
+    if (check_p(p, "sonde_export"))
+        return SONDE_EINVAL;
+    if (p->fd < 0 && !atomic_load(&p->finalized))
+        return sonde__fail(SONDE_ESTATE, "sonde_export: nothing was recorded (%s)",
+                           p->status_msg[0] ? p->status_msg : "profiler disabled");
+    if (p->fd >= 0) {
+        pthread_mutex_lock(&p->wlock);
+        sonde__writer_pass(p, 1);
+        pthread_mutex_unlock(&p->wlock);
+    }
+    return sonde__write_reports(p, path);
+}

@@ -1,0 +1,162 @@
+/* record.h - private interface of the recording side: the profiler object, thread buffers,
+ * chunks, call sites, the clock, the writer and the signal flush. Runs inside the host. */
+#ifndef SONDE_RECORD_H
+#define SONDE_RECORD_H
+
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../../include/sonde/sonde.h"
+#include "../format/format.h"
+
+/* ---- errors (error.c) ---- */
+/* Sets the calling thread's last-error message (printf-style) and returns err. */
+int sonde__fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sonde__clear_error(void);
+
+/* ---- clock (clock.c) ---- */
+typedef struct sonde_clock_info {
+    int use_tsc;          /* 1: ticks are rdtsc, else CLOCK_MONOTONIC ns */
+    double ticks_per_s;   /* nominal rate measured at start-up */
+} sonde_clock_info;
+/* Calibrates once per process (about 2 ms the first time); thread-safe. */
+const sonde_clock_info *sonde__clock(void);
+uint64_t sonde__ticks(void);                 /* the profiler's timestamp source */
+uint64_t sonde__mono_ns(void);               /* CLOCK_MONOTONIC in ns; async-signal-safe */
+uint64_t sonde__real_ns(void);               /* CLOCK_REALTIME in ns; async-signal-safe */
+
+/* ---- call sites and interned names (sites.c): one table per process ---- */
+typedef struct sonde_site_rec {
+    const char *name;
+    const char *file;     /* NULL for run-time names */
+    const char *func;
+    int line;
+} sonde_site_rec;
+/* Registers a macro call site once; returns its id (> 0), or 0 when out of memory. */
+uint32_t sonde__site_register(sonde_site *s);
+/* Interns a run-time name; the same string always gives the same id. 0 when out of memory. */
+uint32_t sonde__intern(const char *name);
+/* Number of ids handed out + 1 (ids are 1..count-1). Acquire order. Async-signal-safe. */
+uint32_t sonde__site_count(void);
+/* The record of an id below sonde__site_count(); never NULL there. Async-signal-safe. */
+const sonde_site_rec *sonde__site_get(uint32_t id);
+
+/* ---- per-thread buffers and chunks ---- */
+enum { CHUNK_FREE = 0, CHUNK_ACTIVE = 1, CHUNK_FULL = 2 };
+#define SONDE_NO_CHUNK UINT32_MAX
+
+typedef struct sonde_tbuf sonde_tbuf;
+
+typedef struct sonde_chunk {
+    _Atomic int state;             /* CHUNK_* */
+    _Atomic uint32_t next_free;    /* link in the free stack */
+    sonde_tbuf *_Atomic owner;     /* thread buffer while ACTIVE */
+    uint32_t thread;               /* thread index of the events */
+    uint32_t tid;                  /* kernel thread id of the events */
+    uint64_t base;                 /* slot index of data[0] in its thread's stream */
+    _Atomic uint32_t final_count;  /* slots used, set before the chunk turns FULL */
+    _Atomic uint32_t flushed;      /* slots already written to the file */
+    sonde__ev *data;
+} sonde_chunk;
+
+enum { TB_LIVE = 1, TB_EXITED = 2 };
+
+struct sonde_tbuf {
+    sonde__tbuf hot;               /* read and written inline by the macros; first member */
+    sonde_profiler *prof;
+    sonde_tbuf *_Atomic next;      /* the profiler's list; nodes are never unlinked */
+    _Atomic int state;             /* TB_* */
+    _Atomic uint32_t chunk;        /* index of the active chunk or SONDE_NO_CHUNK */
+    uint32_t thread;               /* thread index in the file, unique per profiler */
+    pid_t tid;
+    uint64_t next_base;            /* slot index of the next chunk's first slot */
+    uint64_t gap;                  /* events dropped since the last recorded one */
+    _Atomic uint64_t dropped;      /* events dropped in all */
+    _Atomic uint32_t written_thread; /* thread index + 1 whose THREAD record is in the file */
+    char name[32];
+};
+
+/* ---- the profiler ---- */
+#define SONDE_MAX_WARNINGS 64
+
+struct sonde_profiler {
+    sonde__hot hot;                /* first member: the macros read it */
+    sonde_config cfg;              /* strings below are owned copies */
+    char *name, *output_dir, *unit, *path;
+    int fd;                        /* the .sonde file, -1 when none */
+    _Atomic int status;            /* first internal error, 0 when none */
+    _Atomic int io_failed;         /* writes stopped after an I/O error */
+    char status_msg[256];
+
+    pthread_mutex_t lock;          /* thread list appends, warnings, sessions */
+    sonde_tbuf *_Atomic threads;
+    _Atomic uint32_t n_threads;
+
+    sonde_chunk *chunks;
+    uint32_t n_chunks;
+    uint32_t chunk_slots;
+    sonde__ev *pool;
+    _Atomic uint64_t free_head;    /* tagged index: tag << 32 | chunk index */
+
+    pthread_t writer;
+    int writer_started;
+    sem_t wake;
+    _Atomic int stop;
+    pthread_mutex_t wlock;         /* one writer pass at a time (writer thread or export) */
+    uint8_t *enc;                  /* writer's encode buffer */
+    uint8_t *sig_enc;              /* the signal handler's own */
+    size_t enc_cap;
+    _Atomic uint32_t sites_written;
+    _Atomic uint64_t bytes_written;
+    _Atomic uint64_t dropped_io;   /* events lost to write errors */
+
+    _Atomic uint64_t steps;
+    _Atomic int session_open;
+    _Atomic uint64_t misuse_unbalanced, misuse_nonfinite;
+    char *warnings[SONDE_MAX_WARNINGS];
+    int n_warnings;
+    _Atomic int finalized;
+    int registry_slot;
+};
+
+/* ---- profiler.c ---- */
+/* The calling thread's buffer for p, creating it on first use; NULL when out of memory. */
+sonde_tbuf *sonde__thread_buf(sonde_profiler *p);
+/* Appends one event of kind with id/arg and n value doubles (0..2) on the calling thread.
+ * Returns 0, or SONDE_EDROPPED when no buffer space was free. */
+int sonde__record(sonde_profiler *p, unsigned kind, uint32_t id, uint32_t arg, const double *v);
+/* Adds a warning line to the report (copied; the first SONDE_MAX_WARNINGS are kept). */
+void sonde__warn(sonde_profiler *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Records the first internal error (status) and its message; later ones are ignored. */
+void sonde__set_status(sonde_profiler *p, int err, const char *msg);
+
+/* ---- writer.c ---- */
+/* Opens the .sonde file (choosing a free name) and writes its header and INFO. */
+int sonde__writer_open(sonde_profiler *p);
+int sonde__writer_start(sonde_profiler *p);
+/* Stops and joins the writer thread (idempotent). */
+void sonde__writer_stop(sonde_profiler *p);
+/* One pass: new sites and threads, FULL chunks, and (flush_active) what ACTIVE chunks hold. */
+void sonde__writer_pass(sonde_profiler *p, int flush_active);
+/* Writes one record; -1 on I/O error (and marks p failed). */
+int sonde__write_record(sonde_profiler *p, unsigned type, const uint8_t *payload, size_t len);
+/* Writes the closing records (stats, warnings, anchor, END) and closes the file. */
+int sonde__writer_close(sonde_profiler *p);
+/* Async-signal-safe: writes every recorded event not yet in the file, with the signal encode
+ * buffer, without taking any lock. */
+void sonde__signal_flush(sonde_profiler *p);
+/* A chunk from the free stack (state ACTIVE), or SONDE_NO_CHUNK. Lock-free. */
+uint32_t sonde__chunk_pop(sonde_profiler *p);
+void sonde__chunk_push(sonde_profiler *p, uint32_t idx);
+
+/* ---- signal.c: the process-wide registry of live profilers ---- */
+int sonde__registry_add(sonde_profiler *p);
+void sonde__registry_remove(sonde_profiler *p);
+
+/* ---- reports (export side) ---- */
+int sonde__write_reports(sonde_profiler *p, const char *path);
+
+#endif

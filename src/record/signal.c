@@ -1,0 +1,127 @@
+/* signal.c - the registry of live profilers, the flush on fatal signals, SIGTERM and SIGINT,
+ * and the flush at normal exit. After flushing, the host's own handler runs; where the host had
+ * the default disposition it is restored and the signal raised again, so the process ends
+ * exactly as it would have without sonde. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "record.h"
+
+#define REGISTRY_SLOTS 64
+pthread_mutex_t sonde__registry_lock = PTHREAD_MUTEX_INITIALIZER;
+sonde_profiler *_Atomic sonde__registry[REGISTRY_SLOTS];
+
+void sonde__finalize_at_exit(sonde_profiler *p);
+
+static const int g_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGINT};
+#define NSIG_HANDLED (int)(sizeof g_signals / sizeof g_signals[0])
+static struct sigaction g_old[NSIG_HANDLED];
+static int g_installed;
+static int g_atexit;
+static _Atomic int g_in_handler;
+
+static int sig_index(int sig)
+{
+    for (int i = 0; i < NSIG_HANDLED; i++)
+        if (g_signals[i] == sig)
+            return i;
+    return -1;
+}
+
+static void flush_all(void)
+{
+    for (int i = 0; i < REGISTRY_SLOTS; i++) {
+        sonde_profiler *p = atomic_load(&sonde__registry[i]);
+        if (p)
+            sonde__signal_flush(p);
+    }
+}
+
+static void on_signal(int sig, siginfo_t *info, void *uctx)
+{
+    int idx = sig_index(sig);
+    /* One flush at a time; a second fault while flushing goes straight to the host's action. */
+    if (!atomic_exchange(&g_in_handler, 1)) {
+        flush_all();
+        atomic_store(&g_in_handler, 0);
+    }
+    if (idx < 0)
+        return;
+    struct sigaction *old = &g_old[idx];
+    if (old->sa_flags & SA_SIGINFO) {
+        if (old->sa_sigaction) {
+            old->sa_sigaction(sig, info, uctx);
+            return;
+        }
+    } else if (old->sa_handler == SIG_IGN) {
+        return;
+    } else if (old->sa_handler != SIG_DFL) {
+        old->sa_handler(sig);
+        return;
+    }
+    /* Default disposition: restore it and deliver again, so the exit status, the core dump and
+     * the parent's view are what they would have been. */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    raise(sig);
+}
+
+static void at_exit(void)
+{
+    for (int i = 0; i < REGISTRY_SLOTS; i++) {
+        sonde_profiler *p = atomic_load(&sonde__registry[i]);
+        if (p)
+            sonde__finalize_at_exit(p);
+    }
+}
+
+static void install_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < NSIG_HANDLED; i++)
+        sigaction(g_signals[i], &sa, &g_old[i]);
+}
+
+int sonde__registry_add(sonde_profiler *p)
+{
+    int rc = -1;
+    pthread_mutex_lock(&sonde__registry_lock);
+    if (p->cfg.signal_handlers && !g_installed) {
+        install_handlers();
+        g_installed = 1;
+    }
+    if (!g_atexit && atexit(at_exit) == 0)
+        g_atexit = 1;
+    for (int i = 0; i < REGISTRY_SLOTS; i++) {
+        if (!atomic_load(&sonde__registry[i])) {
+            atomic_store(&sonde__registry[i], p);
+            p->registry_slot = i;
+            rc = 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&sonde__registry_lock);
+    return rc;
+}
+
+void sonde__registry_remove(sonde_profiler *p)
+{
+    pthread_mutex_lock(&sonde__registry_lock);
+    if (p->registry_slot >= 0)
+        atomic_store(&sonde__registry[p->registry_slot], NULL);
+    p->registry_slot = -1;
+    pthread_mutex_unlock(&sonde__registry_lock);
+}

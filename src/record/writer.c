@@ -1,0 +1,520 @@
+/* writer.c - the writer thread and the .sonde file: header, records, chunk encoding, the
+ * lock-free chunk stack, and the lock-free flush used by the signal handlers.
+ *
+ * Every record is one writev() on an O_APPEND descriptor, so records from the writer thread and
+ * from a signal handler never interleave. Events carry their slot index in their thread's stream;
+ * a range written twice (writer and handler racing) is de-duplicated by the reader. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "../util/buf.h"
+#include "../util/fileio.h"
+#include "record.h"
+
+/* ------------------------------------------------------------------------------------------
+ * Chunk stack (Treiber stack of indices with an ABA tag in the high 32 bits)
+ * ---------------------------------------------------------------------------------------- */
+uint32_t sonde__chunk_pop(sonde_profiler *p)
+{
+    uint64_t head = atomic_load_explicit(&p->free_head, memory_order_acquire);
+    for (;;) {
+        uint32_t idx = (uint32_t)head;
+        if (idx == SONDE_NO_CHUNK)
+            return SONDE_NO_CHUNK;
+        uint32_t next = atomic_load_explicit(&p->chunks[idx].next_free, memory_order_relaxed);
+        uint64_t nh = (((head >> 32) + 1) << 32) | next;
+        if (atomic_compare_exchange_weak_explicit(&p->free_head, &head, nh, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return idx;
+    }
+}
+
+void sonde__chunk_push(sonde_profiler *p, uint32_t idx)
+{
+    atomic_store_explicit(&p->chunks[idx].state, CHUNK_FREE, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&p->free_head, memory_order_relaxed);
+    for (;;) {
+        atomic_store_explicit(&p->chunks[idx].next_free, (uint32_t)head, memory_order_relaxed);
+        uint64_t nh = (((head >> 32) + 1) << 32) | idx;
+        if (atomic_compare_exchange_weak_explicit(&p->free_head, &head, nh, memory_order_release,
+                                                  memory_order_relaxed))
+            return;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Records
+ * ---------------------------------------------------------------------------------------- */
+/* After the first failed write nothing more is written: the file stays readable up to it.
+ * Async-signal-safe; the status message is set by the caller outside a handler. */
+static void mark_failed(sonde_profiler *p) { atomic_store(&p->io_failed, 1); }
+
+/* Async-signal-safe. */
+static int write_record_raw(sonde_profiler *p, unsigned type, const uint8_t *payload, size_t len)
+{
+    if (p->fd < 0 || atomic_load_explicit(&p->io_failed, memory_order_relaxed))
+        return -1;
+    uint8_t hdr[SONDE_RECORD_HEADER_LEN];
+    hdr[0] = (uint8_t)type;
+    hdr[1] = hdr[2] = hdr[3] = 0;
+    sonde_put_u32le(hdr + 4, (uint32_t)len);
+    sonde_put_u32le(hdr + 8, (uint32_t)crc32(0L, payload, (uInt)len));
+    struct iovec iov[2] = {{hdr, sizeof hdr}, {(void *)payload, len}};
+    size_t total = sizeof hdr + len;
+    ssize_t w;
+    do
+        w = writev(p->fd, iov, 2);
+    while (w < 0 && errno == EINTR);
+    if (w < 0) {
+        mark_failed(p);
+        return -1;
+    }
+    if ((size_t)w < total) {
+        /* A short write (disk nearly full): finish it, or leave a torn record the reader stops at. */
+        size_t done = (size_t)w;
+        int rc = done < sizeof hdr ? write_all(p->fd, hdr + done, sizeof hdr - done) : 0;
+        size_t pdone = done > sizeof hdr ? done - sizeof hdr : 0;
+        if (!rc)
+            rc = write_all(p->fd, payload + pdone, len - pdone);
+        if (rc) {
+            mark_failed(p);
+            return -1;
+        }
+    }
+    atomic_fetch_add_explicit(&p->bytes_written, total, memory_order_relaxed);
+    return 0;
+}
+
+int sonde__write_record(sonde_profiler *p, unsigned type, const uint8_t *payload, size_t len)
+{
+    int rc = write_record_raw(p, type, payload, len);
+    if (rc && p->fd >= 0) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "writing %s failed (%s); recording continues in memory only "
+                 "and later events are dropped", p->path, strerror(errno));
+        sonde__set_status(p, SONDE_EIO, msg);
+    }
+    return rc;
+}
+
+/* A string field: varint length, bytes. */
+static size_t put_str(uint8_t *out, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    size_t k = varint_put(out, n);
+    if (n)
+        memcpy(out + k, s, n);
+    return k + n;
+}
+
+static int write_anchor(sonde_profiler *p)
+{
+    uint8_t buf[32];
+    size_t n = varint_put(buf, sonde__ticks());
+    n += varint_put(buf + n, sonde__mono_ns());
+    n += varint_put(buf + n, sonde__real_ns());
+    return write_record_raw(p, SONDE_R_ANCHOR, buf, n);
+}
+
+/* Writes the sites registered since the last call. Async-signal-safe. */
+static void write_sites(sonde_profiler *p, uint8_t *enc)
+{
+    uint32_t count = sonde__site_count();
+    uint32_t from = atomic_load(&p->sites_written);
+    for (uint32_t id = from; id < count; id++) {
+        const sonde_site_rec *r = sonde__site_get(id);
+        if (!r || !r->name)
+            continue;
+        size_t need = 40 + strlen(r->name) + (r->file ? strlen(r->file) : 0) +
+                      (r->func ? strlen(r->func) : 0);
+        if (need <= p->enc_cap) { /* a longer name is left out, and read back as "?" */
+            size_t k = varint_put(enc, id);
+            k += put_str(enc + k, r->name);
+            k += put_str(enc + k, r->file);
+            k += put_str(enc + k, r->func);
+            k += varint_put(enc + k, (uint64_t)(r->line < 0 ? 0 : r->line));
+            if (write_record_raw(p, SONDE_R_SITE, enc, k) != 0)
+                return;
+        }
+        atomic_store(&p->sites_written, id + 1);
+    }
+}
+
+static void write_threads(sonde_profiler *p, uint8_t *enc)
+{
+    for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next)) {
+        uint32_t t = tb->thread + 1;
+        if (atomic_load(&tb->written_thread) == t)
+            continue;
+        size_t k = varint_put(enc, tb->thread);
+        k += varint_put(enc + k, (uint64_t)tb->tid);
+        k += put_str(enc + k, tb->name);
+        if (write_record_raw(p, SONDE_R_THREAD, enc, k) == 0)
+            atomic_store(&tb->written_thread, t);
+    }
+}
+
+/* Encodes events [from, to) of chunk c (at most ENC slots) as one EVENTS record and writes it.
+ * Returns the slot index reached, or UINT32_MAX on an I/O error. Async-signal-safe. */
+static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t from, uint32_t to,
+                             uint8_t *enc)
+{
+    const uint32_t piece = (uint32_t)((p->enc_cap - 128) / 24);
+    uint32_t stop = to - from > piece ? from + piece : to;
+    size_t k = varint_put(enc, c->thread);
+    k += varint_put(enc + k, c->tid);
+    k += varint_put(enc + k, c->base + from);
+    size_t nslots_at = k;
+    k += 5; /* slot count, a padded 5-byte varint patched below */
+    uint64_t prev = c->data[from].ts;
+    sonde_put_u64le(enc + k, prev);
+    k += 8;
+    uint32_t i = from;
+    while (i < stop) {
+        const sonde__ev *e = &c->data[i];
+        unsigned kind = e->tag & 15u;
+        if (kind >= SONDE_K_COUNT)
+            break; /* cannot happen for a published slot; never walk garbage */
+        unsigned n = sonde_kind_slots(kind);
+        if (i + n > to)
+            break;
+        k += varint_put(enc + k, e->tag);
+        k += varint_put(enc + k, zigzag_enc((int64_t)(e->ts - prev)));
+        prev = e->ts;
+        if (sonde_kind_has_arg(kind))
+            k += varint_put(enc + k, e->arg);
+        unsigned nv = sonde_kind_values(kind);
+        if (nv >= 1) {
+            sonde_put_u64le(enc + k, e[1].ts);
+            k += 8;
+        }
+        if (nv >= 2) {
+            sonde_put_u64le(enc + k, (uint64_t)e[1].tag | (uint64_t)e[1].arg << 32);
+            k += 8;
+        }
+        i += n;
+    }
+    uint32_t nslots = i - from;
+    uint8_t *q = enc + nslots_at;
+    for (int b = 0; b < 4; b++)
+        q[b] = (uint8_t)(((nslots >> (7 * b)) & 0x7f) | 0x80);
+    q[4] = (uint8_t)((nslots >> 28) & 0x7f);
+    if (nslots == 0)
+        return i;
+    if (write_record_raw(p, SONDE_R_EVENTS, enc, k) != 0)
+        return UINT32_MAX;
+    return i;
+}
+
+/* Counts the events in [from, to) of a chunk (for the "dropped" figure on I/O failure). */
+static uint64_t count_events(const sonde_chunk *c, uint32_t from, uint32_t to)
+{
+    uint64_t n = 0;
+    for (uint32_t i = from; i < to; n++) {
+        unsigned kind = c->data[i].tag & 15u;
+        if (kind >= SONDE_K_COUNT)
+            break;
+        i += sonde_kind_slots(kind);
+    }
+    return n;
+}
+
+static void write_range(sonde_profiler *p, sonde_chunk *c, uint32_t to, uint8_t *enc)
+{
+    uint32_t from = atomic_load_explicit(&c->flushed, memory_order_relaxed);
+    while (from < to) {
+        uint32_t r = atomic_load_explicit(&p->io_failed, memory_order_relaxed)
+                         ? UINT32_MAX
+                         : write_events(p, c, from, to, enc);
+        if (r == UINT32_MAX) {
+            atomic_fetch_add_explicit(&p->dropped_io, count_events(c, from, to),
+                                      memory_order_relaxed);
+            from = to;
+        } else if (r == from) {
+            break;
+        } else {
+            from = r;
+        }
+        atomic_store_explicit(&c->flushed, from, memory_order_relaxed);
+    }
+}
+
+/* Slots published in an ACTIVE chunk right now. */
+static uint32_t committed(sonde_profiler *p, sonde_chunk *c)
+{
+    sonde_tbuf *tb = atomic_load_explicit(&c->owner, memory_order_relaxed);
+    sonde__ev *cur = tb ? __atomic_load_n(&tb->hot.cur, __ATOMIC_ACQUIRE) : NULL;
+    if (cur && cur >= c->data && cur <= c->data + p->chunk_slots)
+        return (uint32_t)(cur - c->data);
+    if (atomic_load_explicit(&c->state, memory_order_acquire) == CHUNK_FULL)
+        return atomic_load_explicit(&c->final_count, memory_order_relaxed);
+    return atomic_load_explicit(&c->flushed, memory_order_relaxed);
+}
+
+void sonde__writer_pass(sonde_profiler *p, int flush_active)
+{
+    write_sites(p, p->enc);
+    write_threads(p, p->enc);
+    for (uint32_t i = 0; i < p->n_chunks; i++) {
+        sonde_chunk *c = &p->chunks[i];
+        int st = atomic_load_explicit(&c->state, memory_order_acquire);
+        if (st == CHUNK_FULL) {
+            write_range(p, c, atomic_load_explicit(&c->final_count, memory_order_relaxed), p->enc);
+            atomic_store_explicit(&c->owner, NULL, memory_order_relaxed);
+            sonde__chunk_push(p, i);
+        } else if (st == CHUNK_ACTIVE && flush_active) {
+            write_range(p, c, committed(p, c), p->enc);
+        }
+    }
+    if (flush_active)
+        write_anchor(p);
+}
+
+void sonde__signal_flush(sonde_profiler *p)
+{
+    if (p->fd < 0 || atomic_load(&p->finalized))
+        return;
+    write_sites(p, p->sig_enc);
+    write_threads(p, p->sig_enc);
+    for (uint32_t i = 0; i < p->n_chunks; i++) {
+        sonde_chunk *c = &p->chunks[i];
+        int st = atomic_load_explicit(&c->state, memory_order_acquire);
+        if (st == CHUNK_FULL)
+            write_range(p, c, atomic_load_explicit(&c->final_count, memory_order_relaxed),
+                        p->sig_enc);
+        else if (st == CHUNK_ACTIVE)
+            write_range(p, c, committed(p, c), p->sig_enc);
+    }
+    write_anchor(p);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The file and the thread
+ * ---------------------------------------------------------------------------------------- */
+static size_t put_kv(uint8_t *out, const char *k, const char *v)
+{
+    size_t n = put_str(out, k);
+    return n + put_str(out + n, v);
+}
+
+static void read_cmdline(char *out, size_t cap)
+{
+    out[0] = 0;
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, out, cap - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    for (ssize_t i = 0; i < n - 1; i++)
+        if (!out[i])
+            out[i] = ' ';
+    out[n] = 0;
+}
+
+static int write_info(sonde_profiler *p)
+{
+    const sonde_clock_info *ck = sonde__clock();
+    char host[256] = "", num[64], cmd[1024];
+    gethostname(host, sizeof host - 1);
+    read_cmdline(cmd, sizeof cmd);
+    uint8_t *b = p->enc;
+    size_t k = 0;
+    k += put_kv(b + k, "name", p->name);
+    k += put_kv(b + k, "sonde_version", SONDE_VERSION_STRING);
+    snprintf(num, sizeof num, "%d", (int)getpid());
+    k += put_kv(b + k, "pid", num);
+    k += put_kv(b + k, "host", host);
+    k += put_kv(b + k, "program", program_invocation_short_name);
+    k += put_kv(b + k, "cmdline", cmd);
+    k += put_kv(b + k, "clock", ck->use_tsc ? "tsc" : "monotonic");
+    snprintf(num, sizeof num, "%.3f", ck->ticks_per_s);
+    k += put_kv(b + k, "ticks_per_s", num);
+    snprintf(num, sizeof num, "%llu", (unsigned long long)sonde__ticks());
+    k += put_kv(b + k, "start_tick", num);
+    k += put_kv(b + k, "unit", p->unit);
+    snprintf(num, sizeof num, "%.6g", p->cfg.peak_flops);
+    k += put_kv(b + k, "peak_flops", num);
+    return write_record_raw(p, SONDE_R_INFO, b, k);
+}
+
+int sonde__writer_open(sonde_profiler *p)
+{
+    char msg[600];
+    if (mkdir_p(p->output_dir) != 0) {
+        snprintf(msg, sizeof msg, "cannot create output directory %s: %s; profiling is off",
+                 p->output_dir, strerror(errno));
+        sonde__set_status(p, SONDE_EIO, msg);
+        return sonde__fail(SONDE_EIO, "%s", msg);
+    }
+    /* Two runs with the same name never overwrite each other: NAME, NAME-2, ... NAME-999. */
+    for (int k = 1; k < 1000; k++) {
+        char stem[512];
+        if (k == 1)
+            snprintf(stem, sizeof stem, "%s.sonde", p->name);
+        else
+            snprintf(stem, sizeof stem, "%s-%d.sonde", p->name, k);
+        char *path = path_join(p->output_dir, stem);
+        if (!path)
+            return sonde__fail(SONDE_ENOMEM, "sonde_create: out of memory");
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0 && errno == EEXIST) {
+            free(path);
+            continue;
+        }
+        if (fd < 0) {
+            snprintf(msg, sizeof msg, "cannot create %s: %s; profiling is off", path,
+                     strerror(errno));
+            free(path);
+            sonde__set_status(p, SONDE_EIO, msg);
+            return sonde__fail(SONDE_EIO, "%s", msg);
+        }
+        if (k > 1) {
+            char *nn = malloc(strlen(p->name) + 8);
+            if (!nn) {
+                close(fd);
+                unlink(path);
+                free(path);
+                return sonde__fail(SONDE_ENOMEM, "sonde_create: out of memory");
+            }
+            sprintf(nn, "%s-%d", p->name, k);
+            free(p->name);
+            p->name = nn;
+            p->cfg.name = nn;
+        }
+        p->fd = fd;
+        p->path = path;
+        uint8_t hdr[SONDE_FILE_HEADER_LEN];
+        memcpy(hdr, SONDE_FILE_MAGIC, SONDE_FILE_MAGIC_LEN);
+        sonde_put_u32le(hdr + 8, SONDE_FILE_VERSION);
+        sonde_put_u32le(hdr + 12, 0);
+        if (write_all(fd, hdr, sizeof hdr) != 0 || write_info(p) != 0 || write_anchor(p) != 0) {
+            snprintf(msg, sizeof msg, "cannot write %s: %s; profiling is off", path,
+                     strerror(errno));
+            close(fd);
+            p->fd = -1;
+            sonde__set_status(p, SONDE_EIO, msg);
+            return sonde__fail(SONDE_EIO, "%s", msg);
+        }
+        return 0;
+    }
+    snprintf(msg, sizeof msg, "no free file name for run %s in %s; profiling is off", p->name,
+             p->output_dir);
+    sonde__set_status(p, SONDE_EIO, msg);
+    return sonde__fail(SONDE_EIO, "%s", msg);
+}
+
+static void *writer_main(void *arg)
+{
+    sonde_profiler *p = arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL); /* host signals go to host threads */
+    pthread_setname_np(pthread_self(), "sonde-writer");
+    double iv = p->cfg.flush_interval_s;
+    uint64_t iv_ns = (uint64_t)(iv * 1e9);
+    uint64_t last = sonde__mono_ns();
+    while (!atomic_load(&p->stop)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t wait_ns = iv_ns < 100000000u ? iv_ns : 100000000u;
+        ts.tv_nsec += (long)(wait_ns % 1000000000u);
+        ts.tv_sec += (time_t)(wait_ns / 1000000000u) + ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        while (sem_timedwait(&p->wake, &ts) != 0 && errno == EINTR) {
+        }
+        if (atomic_load(&p->stop))
+            break;
+        uint64_t now = sonde__mono_ns();
+        int periodic = now - last >= iv_ns;
+        if (periodic)
+            last = now;
+        pthread_mutex_lock(&p->wlock);
+        sonde__writer_pass(p, periodic);
+        pthread_mutex_unlock(&p->wlock);
+    }
+    return NULL;
+}
+
+int sonde__writer_start(sonde_profiler *p)
+{
+    if (pthread_create(&p->writer, NULL, writer_main, p) != 0)
+        return -1;
+    p->writer_started = 1;
+    return 0;
+}
+
+void sonde__writer_stop(sonde_profiler *p)
+{
+    if (!p->writer_started)
+        return;
+    atomic_store(&p->stop, 1);
+    sem_post(&p->wake);
+    pthread_join(p->writer, NULL);
+    p->writer_started = 0;
+}
+
+static size_t put_stat(uint8_t *out, const char *k, uint64_t v)
+{
+    size_t n = put_str(out, k);
+    return n + varint_put(out + n, v);
+}
+
+int sonde__writer_close(sonde_profiler *p)
+{
+    if (p->fd < 0)
+        return 0;
+    pthread_mutex_lock(&p->wlock);
+    /* Retire what every thread still holds, so its chunk is written whole. */
+    sonde__writer_pass(p, 1);
+    uint64_t dropped = atomic_load(&p->dropped_io), threads = 0;
+    for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next))
+        dropped += atomic_load(&tb->dropped);
+    threads = atomic_load(&p->n_threads);
+    uint8_t *b = p->enc;
+    size_t k = 0;
+    k += put_stat(b + k, "dropped_events", dropped);
+    k += put_stat(b + k, "threads", threads);
+    k += put_stat(b + k, "steps", atomic_load(&p->steps));
+    k += put_stat(b + k, "bytes_written", atomic_load(&p->bytes_written));
+    k += put_stat(b + k, "buffer_bytes", (uint64_t)p->n_chunks * p->chunk_slots * sizeof(sonde__ev));
+    write_record_raw(p, SONDE_R_STATS, b, k);
+    pthread_mutex_lock(&p->lock);
+    if (p->status_msg[0]) {
+        k = put_str(b, p->status_msg);
+        write_record_raw(p, SONDE_R_WARNING, b, k);
+    }
+    for (int i = 0; i < p->n_warnings; i++) {
+        if (strlen(p->warnings[i]) + 16 > p->enc_cap)
+            continue;
+        k = put_str(b, p->warnings[i]);
+        write_record_raw(p, SONDE_R_WARNING, b, k);
+    }
+    pthread_mutex_unlock(&p->lock);
+    write_anchor(p);
+    k = varint_put(b, sonde__ticks());
+    int rc = write_record_raw(p, SONDE_R_END, b, k);
+    if (close(p->fd) != 0)
+        rc = -1;
+    p->fd = -1;
+    pthread_mutex_unlock(&p->wlock);
+    if (rc || atomic_load(&p->io_failed)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "writing %s failed; the file holds what was written before",
+                 p->path);
+        sonde__set_status(p, SONDE_EIO, msg);
+        return -1;
+    }
+    return 0;
+}

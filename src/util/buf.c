@@ -1,0 +1,247 @@
+/* buf.c - growable byte buffer, varints and the JSON/CSV string encoders. */
+#define _GNU_SOURCE
+#include "buf.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sbuf_init(sbuf *b) { memset(b, 0, sizeof *b); }
+
+void sbuf_free(sbuf *b)
+{
+    free(b->data);
+    sbuf_init(b);
+}
+
+void sbuf_reset(sbuf *b)
+{
+    b->len = 0;
+    if (b->data)
+        b->data[0] = 0;
+}
+
+int sbuf_reserve(sbuf *b, size_t extra)
+{
+    if (b->oom)
+        return -1;
+    if (b->len + extra + 1 <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1) {
+        if (cap > SIZE_MAX / 2) {
+            b->oom = 1;
+            return -1;
+        }
+        cap *= 2;
+    }
+    char *d = realloc(b->data, cap);
+    if (!d) {
+        b->oom = 1;
+        return -1;
+    }
+    b->data = d;
+    b->cap = cap;
+    return 0;
+}
+
+int sbuf_add(sbuf *b, const void *p, size_t n)
+{
+    if (sbuf_reserve(b, n))
+        return -1;
+    if (n)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = 0;
+    return 0;
+}
+
+int sbuf_puts(sbuf *b, const char *s) { return sbuf_add(b, s, strlen(s)); }
+
+int sbuf_putc(sbuf *b, char c) { return sbuf_add(b, &c, 1); }
+
+int sbuf_printf(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char tmp[256];
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -1;
+    if ((size_t)n < sizeof tmp)
+        return sbuf_add(b, tmp, (size_t)n);
+    if (sbuf_reserve(b, (size_t)n))
+        return -1;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 when the bytes are not valid UTF-8. */
+static size_t utf8_len(const unsigned char *s)
+{
+    unsigned c = s[0];
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        return (s[1] & 0xc0) == 0x80 ? 2 : 0;
+    if (c >= 0xe0 && c <= 0xef) {
+        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
+            return 0;
+        if (c == 0xe0 && s[1] < 0xa0)
+            return 0; /* overlong */
+        if (c == 0xed && s[1] >= 0xa0)
+            return 0; /* surrogate */
+        return 3;
+    }
+    if (c >= 0xf0 && c <= 0xf4) {
+        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
+            return 0;
+        if (c == 0xf0 && s[1] < 0x90)
+            return 0;
+        if (c == 0xf4 && s[1] >= 0x90)
+            return 0;
+        return 4;
+    }
+    return 0;
+}
+
+int sbuf_json_str(sbuf *b, const char *str)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (!str)
+        return sbuf_add(b, "null", 4);
+    const unsigned char *s = (const unsigned char *)str;
+    if (sbuf_reserve(b, strlen(str) + 2))
+        return -1;
+    b->data[b->len++] = '"';
+    while (*s) {
+        size_t run = 0;
+        while (s[run] >= 0x20 && s[run] < 0x80 && s[run] != '"' && s[run] != '\\')
+            run++;
+        if (run) {
+            if (sbuf_add(b, s, run))
+                return -1;
+            s += run;
+            continue;
+        }
+        unsigned c = *s;
+        if (c >= 0x80) {
+            size_t n = utf8_len(s);
+            if (n) {
+                if (sbuf_add(b, s, n))
+                    return -1;
+                s += n;
+            } else {
+                if (sbuf_add(b, "\\ufffd", 6))
+                    return -1;
+                s++;
+            }
+            continue;
+        }
+        char esc[7] = {'\\', 0, 0, 0, 0, 0, 0};
+        size_t n = 2;
+        switch (c) {
+        case '"': esc[1] = '"'; break;
+        case '\\': esc[1] = '\\'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        default:
+            esc[1] = 'u';
+            esc[2] = '0';
+            esc[3] = '0';
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            n = 6;
+        }
+        if (sbuf_add(b, esc, n))
+            return -1;
+        s++;
+    }
+    return sbuf_putc(b, '"');
+}
+
+int sbuf_json_num(sbuf *b, double v)
+{
+    if (!isfinite(v))
+        return sbuf_add(b, "null", 4);
+    if (v == floor(v) && fabs(v) < 9e15)
+        return sbuf_printf(b, "%.0f", v);
+    return sbuf_printf(b, "%.9g", v);
+}
+
+int sbuf_csv_str(sbuf *b, const char *s)
+{
+    if (!s)
+        return 0;
+    if (!strpbrk(s, ",\"\r\n"))
+        return sbuf_puts(b, s);
+    if (sbuf_putc(b, '"'))
+        return -1;
+    for (; *s; s++) {
+        if (*s == '"' && sbuf_putc(b, '"'))
+            return -1;
+        if (sbuf_putc(b, *s))
+            return -1;
+    }
+    return sbuf_putc(b, '"');
+}
+
+int sbuf_u64(sbuf *b, uint64_t v)
+{
+    char tmp[24];
+    int i = (int)sizeof tmp;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return sbuf_add(b, tmp + i, sizeof tmp - (size_t)i);
+}
+
+int sbuf_us3(sbuf *b, int64_t ns)
+{
+    if (ns < 0) {
+        if (sbuf_putc(b, '-'))
+            return -1;
+        ns = -ns;
+    }
+    uint64_t us = (uint64_t)ns / 1000, frac = (uint64_t)ns % 1000;
+    if (sbuf_u64(b, us))
+        return -1;
+    char f[4] = {'.', (char)('0' + frac / 100), (char)('0' + frac / 10 % 10), (char)('0' + frac % 10)};
+    return sbuf_add(b, f, 4);
+}
+
+size_t varint_put(uint8_t *out, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        out[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    out[n++] = (uint8_t)v;
+    return n;
+}
+
+size_t varint_get(const uint8_t *in, size_t avail, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (size_t i = 0; i < avail && i < 10; i++) {
+        uint64_t byte = in[i];
+        if (i == 9 && byte > 1)
+            return 0;
+        r |= (byte & 0x7f) << (7 * i);
+        if (!(byte & 0x80)) {
+            *v = r;
+            return i + 1;
+        }
+    }
+    return 0;
+}

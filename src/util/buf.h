@@ -1,0 +1,43 @@
+/* buf.h - growable byte buffer with the encoders every writer in sonde needs (varint, JSON, CSV). */
+#ifndef SONDE_UTIL_BUF_H
+#define SONDE_UTIL_BUF_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sbuf {
+    char *data;   /* NUL-terminated when len < cap */
+    size_t len;
+    size_t cap;
+    int oom;      /* set once an allocation failed; later appends are ignored */
+} sbuf;
+
+void sbuf_init(sbuf *b);
+void sbuf_free(sbuf *b);
+void sbuf_reset(sbuf *b);
+/* Each append returns 0, or -1 (and sets b->oom) when memory ran out. */
+int sbuf_reserve(sbuf *b, size_t extra);
+int sbuf_add(sbuf *b, const void *p, size_t n);
+int sbuf_puts(sbuf *b, const char *s);
+int sbuf_putc(sbuf *b, char c);
+int sbuf_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A JSON string literal with quotes; invalid UTF-8 bytes become U+FFFD. NULL writes null. */
+int sbuf_json_str(sbuf *b, const char *s);
+/* A JSON number; NaN and infinities (not JSON) are written as null. */
+int sbuf_json_num(sbuf *b, double v);
+/* A CSV field, quoted when it holds a comma, quote, CR or LF. */
+int sbuf_csv_str(sbuf *b, const char *s);
+/* An unsigned decimal integer, without printf. */
+int sbuf_u64(sbuf *b, uint64_t v);
+/* ns as microseconds with three decimals ("12.345"), without printf. */
+int sbuf_us3(sbuf *b, int64_t ns);
+
+/* LEB128 varints over raw memory: put returns bytes written (at most 10); get returns bytes
+ * read, or 0 when the input ends early or the value overflows 64 bits. */
+size_t varint_put(uint8_t *out, uint64_t v);
+size_t varint_get(const uint8_t *in, size_t avail, uint64_t *v);
+static inline uint64_t zigzag_enc(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+static inline int64_t zigzag_dec(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
+
+#endif

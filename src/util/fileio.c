@@ -1,0 +1,166 @@
+/* fileio.c - directory creation, complete writes and reports written under a temporary name. */
+#define _GNU_SOURCE
+#include "fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int mkdir_p(const char *dir)
+{
+    if (!dir || !*dir) {
+        errno = EINVAL;
+        return -1;
+    }
+    size_t n = strlen(dir);
+    char *tmp = malloc(n + 1);
+    if (!tmp)
+        return -1;
+    memcpy(tmp, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (tmp[i] != '/' && tmp[i] != 0)
+            continue;
+        char saved = tmp[i];
+        tmp[i] = 0;
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
+            int e = errno;
+            free(tmp);
+            errno = e;
+            return -1;
+        }
+        tmp[i] = saved;
+    }
+    struct stat st;
+    int rc = stat(tmp, &st);
+    free(tmp);
+    if (rc != 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+int write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (w == 0) {
+            errno = EIO;
+            return -1;
+        }
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+char *path_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *r = malloc(a + b + 2);
+    if (!r)
+        return NULL;
+    memcpy(r, dir, a);
+    size_t k = a;
+    if (a && dir[a - 1] != '/')
+        r[k++] = '/';
+    memcpy(r + k, name, b + 1);
+    return r;
+}
+
+int afile_open(afile *af, const char *path)
+{
+    af->fd = -1;
+    af->tmp = NULL;
+    af->path = strdup(path);
+    if (!af->path)
+        return -1;
+    size_t n = strlen(path);
+    af->tmp = malloc(n + 16);
+    if (!af->tmp) {
+        free(af->path);
+        af->path = NULL;
+        return -1;
+    }
+    memcpy(af->tmp, path, n);
+    memcpy(af->tmp + n, ".tmp-XXXXXX", 12);
+    /* mkstemp opens with O_EXCL, so a planted file or symlink is never followed. */
+    af->fd = mkostemp(af->tmp, O_CLOEXEC);
+    if (af->fd < 0) {
+        int e = errno;
+        free(af->tmp);
+        free(af->path);
+        af->tmp = af->path = NULL;
+        errno = e;
+        return -1;
+    }
+    mode_t um = umask(0);
+    umask(um);
+    if (fchmod(af->fd, 0644 & ~um) != 0) {
+        int e = errno;
+        afile_abort(af);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+int afile_commit(afile *af, int closed_already)
+{
+    int rc = 0, e = 0;
+    if (!closed_already && af->fd >= 0 && close(af->fd) != 0) {
+        rc = -1;
+        e = errno;
+    }
+    af->fd = -1;
+    if (rc == 0 && rename(af->tmp, af->path) != 0) {
+        rc = -1;
+        e = errno;
+    }
+    if (rc != 0)
+        unlink(af->tmp);
+    free(af->tmp);
+    free(af->path);
+    af->tmp = af->path = NULL;
+    if (rc)
+        errno = e;
+    return rc;
+}
+
+void afile_abort(afile *af)
+{
+    if (af->fd >= 0)
+        close(af->fd);
+    af->fd = -1;
+    if (af->tmp)
+        unlink(af->tmp);
+    free(af->tmp);
+    free(af->path);
+    af->tmp = af->path = NULL;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t n)
+{
+    afile af;
+    if (afile_open(&af, path) != 0)
+        return -1;
+    if (write_all(af.fd, data, n) != 0) {
+        int e = errno;
+        afile_abort(&af);
+        errno = e;
+        return -1;
+    }
+    return afile_commit(&af, 0);
+}

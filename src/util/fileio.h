@@ -1,0 +1,37 @@
+/* fileio.h - directory creation, complete writes and reports written under a temporary name. */
+#ifndef SONDE_UTIL_FILEIO_H
+#define SONDE_UTIL_FILEIO_H
+
+#include <stddef.h>
+
+/* Creates dir and its parents (mode 0755, less the umask). 0, or -1 with errno set. */
+int mkdir_p(const char *dir);
+
+/* Writes all n bytes, retrying on EINTR and short writes. 0, or -1 with errno set.
+ * Async-signal-safe. */
+int write_all(int fd, const void *p, size_t n);
+
+/* A report being written: created as PATH.tmp-XXXXXX (O_EXCL, never through a symlink), renamed
+ * over PATH on commit, so a reader never sees half a file. */
+typedef struct afile {
+    int fd;
+    char *tmp;
+    char *path;
+} afile;
+
+/* 0 and af->fd open for writing, or -1 with errno set (af holds nothing to free). */
+int afile_open(afile *af, const char *path);
+/* Closes (if fd >= 0) and renames into place; 0, or -1 with errno set and the temporary removed.
+ * Frees af's strings in every case. Pass closed_already=1 when fd was closed by another layer
+ * (gzclose). */
+int afile_commit(afile *af, int closed_already);
+/* Closes and removes the temporary. */
+void afile_abort(afile *af);
+
+/* Writes a whole buffer to path through afile. 0, or -1 with errno set. */
+int write_file_atomic(const char *path, const void *data, size_t n);
+
+/* Joins dir and name with one '/'; malloc'ed, NULL when out of memory. */
+char *path_join(const char *dir, const char *name);
+
+#endif
