@@ -165,6 +165,9 @@ int sonde_metadata(sonde_profiler *p, const char *key, const char *value);
 int sonde_metric(sonde_profiler *p, const char *name, double value);
 /* units processed (in cfg.unit) over seconds; seconds <= 0: the open section's own duration. */
 int sonde_throughput(sonde_profiler *p, double units, double seconds);
+/* The same in a named unit ("frames", "blocks"), for a run that measures several kinds of
+ * throughput; unit NULL means cfg.unit. The report keeps one rate per unit. */
+int sonde_throughput_unit(sonde_profiler *p, double units, double seconds, const char *unit);
 /* Floating-point operations done by the open section; the report gives achieved FLOP/s. */
 int sonde_flops(sonde_profiler *p, double flops);
 /* An instant event on the calling thread's track. */
@@ -186,6 +189,7 @@ typedef struct sonde_section_stats {
     double mean_s, min_s, max_s, stddev_s;
     double p50_s, p90_s, p99_s;
     double share;            /* total_s / the run's (or session's) duration, 0..1 per thread */
+    const char *unit;        /* unit of units (cfg.unit unless sonde_throughput_unit named one) */
     double units;            /* throughput units recorded in it (0: none) */
     double units_per_s;      /* units / their seconds (0: none) */
     double flops;            /* FLOPs recorded in it (0: none) */
@@ -197,7 +201,7 @@ typedef struct sonde_summary {
     double total_duration_s;   /* first to last event of the run (after any sonde_clear) */
     uint64_t sections;         /* section instances */
     uint64_t steps;            /* sonde_step calls */
-    double units;              /* throughput units in all */
+    double units;              /* throughput units in cfg.unit in all */
     double units_per_s;        /* units over the seconds they were measured in */
     const char *unit;          /* cfg.unit */
     double flops;              /* FLOPs in all */

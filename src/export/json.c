@@ -65,6 +65,7 @@ void sx_stat_json(sbuf *b, const sm_stat *s, double peak)
     kv_num(b, "share", s->share, 1);
     kv_num(b, "threads", s->threads, 1);
     kv_num(b, "depth", s->min_depth, 1);
+    kv_str(b, "unit", s->unit, 1);
     kv_num(b, "units", s->units, 1);
     kv_num(b, "units_per_s", s->units_s > 0 ? s->units / s->units_s : 0, 1);
     double fps = s->flops_time_s > 0 ? s->flops / s->flops_time_s : 0;
@@ -136,6 +137,21 @@ int sx_json(const sm_model *m, sbuf *b)
     kv_num(b, "dropped_events", (double)m->dropped_events, 1);
     kv_num(b, "warnings", (double)m->n_warnings, 0);
     sbuf_puts(b, "},");
+
+    key(b, "throughput");
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < m->n_rates; i++) {
+        const sm_rate *r = &m->rates[i];
+        if (i)
+            sbuf_putc(b, ',');
+        sbuf_putc(b, '{');
+        kv_str(b, "unit", r->unit, 1);
+        kv_num(b, "units", r->units, 1);
+        kv_num(b, "seconds", r->seconds, 1);
+        kv_num(b, "per_s", r->seconds > 0 ? r->units / r->seconds : 0, 0);
+        sbuf_putc(b, '}');
+    }
+    sbuf_puts(b, "],");
 
     key(b, "sections");
     sbuf_putc(b, '[');

@@ -65,7 +65,6 @@ struct sonde_summary *sonde_summary(sonde_profiler *p)
     s->steps = m.n_steps;
     s->units = units;
     s->units_per_s = units_s > 0 ? units / units_s : 0;
-    s->unit = p->unit;
     s->flops = flops;
     s->flops_per_s = flops_s > 0 ? flops / flops_s : 0;
     s->dropped_events = m.dropped_events;
@@ -77,9 +76,9 @@ struct sonde_summary *sonde_summary(sonde_profiler *p)
     s->warnings = m.n_warnings;
     s->n_stats = m.n_stats;
     /* One block: the stats array, then the names. */
-    size_t names = 0;
+    size_t names = strlen(p->unit) + 1;
     for (size_t i = 0; i < m.n_stats; i++)
-        names += strlen(m.stats[i].name) + 1;
+        names += strlen(m.stats[i].name) + strlen(m.stats[i].unit) + 2;
     s->stats = calloc(1, m.n_stats * sizeof *s->stats + names + 1);
     if (!s->stats) {
         free(s);
@@ -88,12 +87,19 @@ struct sonde_summary *sonde_summary(sonde_profiler *p)
         return NULL;
     }
     char *np = (char *)(s->stats + m.n_stats);
+    strcpy(np, p->unit);
+    s->unit = np;
+    np += strlen(np) + 1;
     for (size_t i = 0; i < m.n_stats; i++) {
         const sm_stat *x = &m.stats[i];
         sonde_section_stats *o = &s->stats[i];
         size_t l = strlen(x->name) + 1;
         memcpy(np, x->name, l);
         o->name = np;
+        np += l;
+        l = strlen(x->unit) + 1;
+        memcpy(np, x->unit, l);
+        o->unit = np;
         np += l;
         o->count = x->count;
         o->total_s = x->total_s;

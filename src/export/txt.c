@@ -83,9 +83,12 @@ int sx_txt(const sm_model *m, sbuf *b)
     sbuf_printf(b, "%s\n", rule);
     sx_fmt_dur(d, sizeof d, (double)m->duration_ns / 1e9);
     sbuf_printf(b, "Run duration: %s\n", d);
-    if (units > 0) {
-        sbuf_printf(b, "Throughput: %.2f %s/s (%.6g %s in %.3f s)\n",
-                    units_s > 0 ? units / units_s : 0, m->unit, units, m->unit, units_s);
+    for (size_t i = 0; i < m->n_rates; i++) {
+        const sm_rate *r = &m->rates[i];
+        if (r->units > 0)
+            sbuf_printf(b, "Throughput: %.2f %s/s (%.6g %s in %.3f s)\n",
+                        r->seconds > 0 ? r->units / r->seconds : 0, r->unit, r->units, r->unit,
+                        r->seconds);
     }
     if (flops > 0) {
         sx_fmt_si(x, sizeof x, flops_s > 0 ? flops / flops_s : 0, "FLOP/s");

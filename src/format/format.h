@@ -35,7 +35,7 @@ enum {
     SONDE_K_INSTANT = 2,    /* id: name */
     SONDE_K_COUNTER = 3,    /* id: name; 1 double */
     SONDE_K_METRIC = 4,     /* id: name; 1 double */
-    SONDE_K_THROUGHPUT = 5, /* 2 doubles: units, seconds (<= 0: the section's own duration) */
+    SONDE_K_THROUGHPUT = 5, /* id: unit name, 0 for the run's unit; 2 doubles: units, seconds (<= 0: the section's own duration) */
     SONDE_K_FLOPS = 6,      /* 1 double */
     SONDE_K_METADATA = 7,   /* id: key; arg: value string id */
     SONDE_K_STEP = 8,       /* arg: step number */

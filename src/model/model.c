@@ -415,6 +415,9 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
                 else
                     m->run_flops += e->v0;
             } else {
+                uint32_t *un = tg.span ? &tg.span->unit : tg.session ? &tg.session->unit
+                                                                      : &m->run_unit;
+                *un = e->id;
                 double *u = tg.span ? &tg.span->units : tg.session ? &tg.session->units
                                                                    : &m->run_units;
                 double *us = tg.span ? &tg.span->units_s : tg.session ? &tg.session->units_s
@@ -446,6 +449,45 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
 out:
     free(stack);
     return rc;
+}
+
+static int rate_add(sm_model *m, uint32_t unit, double units, double seconds)
+{
+    const char *name = unit ? sm_str(m, unit) : m->unit;
+    size_t i;
+    for (i = 0; i < m->n_rates; i++)
+        if (!strcmp(m->rates[i].unit, name))
+            break;
+    if (i == m->n_rates) {
+        sm_rate *r = realloc(m->rates, (m->n_rates + 1) * sizeof *r);
+        if (!r)
+            return -1;
+        m->rates = r;
+        r[i].unit = strdup(name);
+        if (!r[i].unit)
+            return -1;
+        r[i].units = r[i].seconds = 0;
+        m->n_rates++;
+    }
+    m->rates[i].units += units;
+    m->rates[i].seconds += seconds;
+    return 0;
+}
+
+/* Throughput per unit; the run's own unit first, even when unused. */
+static int build_rates(sm_model *m)
+{
+    if (rate_add(m, 0, 0, 0) != 0)
+        return -1;
+    if (m->run_units > 0 && rate_add(m, m->run_unit, m->run_units, m->run_units_s))
+        return -1;
+    for (size_t i = 0; i < m->n_sessions; i++)
+        if (m->sessions[i].units > 0 && rate_add(m, m->sessions[i].unit, m->sessions[i].units, m->sessions[i].units_s))
+            return -1;
+    for (size_t i = 0; i < m->n_spans; i++)
+        if (m->spans[i].units > 0 && rate_add(m, m->spans[i].unit, m->spans[i].units, m->spans[i].units_s))
+            return -1;
+    return 0;
 }
 
 int sm__build(sb_raw *raw, sm_model *m, const char *fname)
@@ -557,12 +599,11 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         if (m->sessions[s].own_dur_units)
             m->sessions[s].units_s +=
                 (double)(m->sessions[s].end_ns - m->sessions[s].start_ns) / 1e9;
+    if (build_rates(m))
+        goto out;
     if (b.unmatched_ends &&
         fmt_warning(&b, "%llu section end(s) had no matching begin in the file (begins dropped "
                         "or discarded by sonde_clear)", (unsigned long long)b.unmatched_ends))
-        goto out;
-    if (b.gaps && fmt_warning(&b, "%llu event(s) were dropped because buffers were full",
-                              (unsigned long long)b.gap_events))
         goto out;
     if (b.unterminated &&
         fmt_warning(&b, "%llu section(s) had not ended when the recording stopped; they are "
@@ -570,6 +611,10 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         goto out;
     if (b.gap_events > m->dropped_events)
         m->dropped_events = b.gap_events;
+    if (m->dropped_events &&
+        fmt_warning(&b, "%llu event(s) were dropped: buffers were full (raise buffer_mb) or "
+                        "the file could not be written", (unsigned long long)m->dropped_events))
+        goto out;
 
     m->stats = sm_stats(m, NULL, NULL, (double)m->duration_ns / 1e9, &m->n_stats);
     if (!m->stats && m->n_spans)
@@ -649,6 +694,9 @@ void sm_free(sm_model *m)
     }
     free(m->counters);
     free(m->steps);
+    for (size_t i = 0; i < m->n_rates; i++)
+        free(m->rates[i].unit);
+    free(m->rates);
     for (size_t i = 0; i < m->n_metrics; i++) {
         free(m->metrics[i].owner);
         free(m->metrics[i].name);
@@ -743,6 +791,8 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
         x->self_s += d - (double)s->child_ns / 1e9;
         x->units += s->units;
         x->units_s += s->units_s;
+        if (s->units > 0 && !x->unit)
+            x->unit = s->unit ? sm_str(m, s->unit) : m->unit;
         if (s->flops > 0) {
             x->flops += s->flops;
             x->flops_time_s += d;
@@ -776,6 +826,8 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
         x.p99_s = sm_percentile(d, c, 99);
         x.share = share_of_s > 0 ? x.total_s / share_of_s : 0;
         x.name = NULL;
+        if (!x.unit)
+            x.unit = m->unit;
         st[out++] = x;
     }
     {
@@ -857,23 +909,18 @@ void sm_steps(const sm_model *m, sm_steps_summary *o)
 
 void sm_totals(const sm_model *m, double *units, double *units_s, double *flops, double *flops_s)
 {
-    double u = m->run_units, us = m->run_units_s, f = m->run_flops, fs = 0;
-    for (size_t i = 0; i < m->n_sessions; i++) {
-        u += m->sessions[i].units;
-        us += m->sessions[i].units_s;
+    *units = m->n_rates ? m->rates[0].units : 0;
+    *units_s = m->n_rates ? m->rates[0].seconds : 0;
+    double f = m->run_flops, fs = 0;
+    for (size_t i = 0; i < m->n_sessions; i++)
         f += m->sessions[i].flops;
-    }
     for (size_t i = 0; i < m->n_spans; i++) {
         const sm_span *s = &m->spans[i];
-        u += s->units;
-        us += s->units_s;
         if (s->flops > 0) {
             f += s->flops;
             fs += (double)(s->end_ns - s->start_ns) / 1e9;
         }
     }
-    *units = u;
-    *units_s = us;
     *flops = f;
     *flops_s = fs;
 }

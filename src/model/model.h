@@ -34,6 +34,7 @@ typedef struct sm_span {
     int64_t child_ns;          /* time in direct children */
     double units, units_s;     /* throughput recorded in it */
     double flops;
+    uint32_t unit;             /* site id of its throughput unit, 0: the run's unit */
     int own_dur_units;         /* units recorded with seconds <= 0 */
 } sm_span;
 
@@ -47,6 +48,7 @@ typedef struct sm_session {
     int64_t start_ns, end_ns;
     int32_t meta;
     double units, units_s;
+    uint32_t unit;
     int own_dur_units;
     double flops;
 } sm_session;
@@ -77,8 +79,14 @@ typedef struct sm_metric {
     double sum, min, max, last;
 } sm_metric;
 
+typedef struct sm_rate {
+    char *unit;
+    double units, seconds;
+} sm_rate;
+
 typedef struct sm_stat {
     char *name;
+    const char *unit;          /* unit of units (points into the model's sites or unit) */
     uint64_t count;
     double total_s, self_s, mean_s, min_s, max_s, stddev_s, p50_s, p90_s, p99_s, share;
     double units, units_s, flops, flops_time_s;
@@ -107,6 +115,9 @@ typedef struct sm_model {
     size_t n_meta;
     int32_t run_meta;          /* metadata outside sections and sessions */
     double run_units, run_units_s, run_flops;
+    uint32_t run_unit;
+    sm_rate *rates;            /* throughput per unit over the run; rates[0] is the run's unit */
+    size_t n_rates;
     sm_session *sessions;
     size_t n_sessions;
     sm_instant *instants;
@@ -148,7 +159,7 @@ typedef struct sm_steps_summary {
 } sm_steps_summary;
 void sm_steps(const sm_model *m, sm_steps_summary *out);
 
-/* Totals over the run: units and their seconds, FLOPs and the time of the sections that
+/* Totals over the run: units (in the run's unit) and their seconds, FLOPs and the time of the sections that
  * recorded them. */
 void sm_totals(const sm_model *m, double *units, double *units_s, double *flops, double *flops_s);
 

@@ -620,14 +620,22 @@ int sonde_metric(sonde_profiler *p, const char *name, double value)
 
 int sonde_throughput(sonde_profiler *p, double units, double seconds)
 {
+    return sonde_throughput_unit(p, units, seconds, NULL);
+}
+
+int sonde_throughput_unit(sonde_profiler *p, double units, double seconds, const char *unit)
+{
     RECORDING_OR_RETURN(p, "sonde_throughput");
+    uint32_t uid = 0;
+    if (unit && !(uid = sonde__intern(unit)))
+        return sonde__fail(SONDE_ENOMEM, "sonde_throughput_unit: out of memory");
     int rc = finite_arg(p, units, "sonde_throughput");
     if (rc || (rc = finite_arg(p, seconds, "sonde_throughput")))
         return rc;
     if (units < 0)
         return sonde__fail(SONDE_EINVAL, "sonde_throughput: units %g is negative", units);
     double v[2] = {units, seconds};
-    return sonde__record(p, SONDE_K_THROUGHPUT, 0, 0, v);
+    return sonde__record(p, SONDE_K_THROUGHPUT, uid, 0, v);
 }
 
 int sonde_flops(sonde_profiler *p, double flops)

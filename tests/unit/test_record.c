@@ -1,0 +1,481 @@
+/* test_record.c - the recording API end to end through the .sonde file and the model: nesting,
+ * statistics, metadata, metrics, throughput, FLOPs, sessions, steps, counters, events, clear,
+ * misuse, disabled profilers, configuration from the environment, file names. */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static void spin_ms(double ms)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6 < ms);
+}
+
+static void sections_nest(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "nest");
+    sonde_profiler *p = sonde_create(&c);
+    assert_non_null(p);
+    assert_int_equal(sonde_status(p), 0);
+    for (int i = 0; i < 3; i++) {
+        SONDE_SCOPE(p, "outer");
+        spin_ms(2);
+        {
+            SONDE_SCOPE(p, "inner");
+            spin_ms(3);
+        }
+        assert_int_equal(sonde_begin(p, "runtime"), 0);
+        spin_ms(1);
+        assert_int_equal(sonde_end(p), 0);
+    }
+    sm_model m;
+    assert_int_equal(tu_finish(p, &m), 0);
+    assert_int_equal((int)m.n_spans, 9);
+    const sm_stat *o = tu_stat(&m, "outer"), *in = tu_stat(&m, "inner"), *rt = tu_stat(&m, "runtime");
+    assert_non_null(o);
+    assert_non_null(in);
+    assert_non_null(rt);
+    assert_int_equal((int)o->count, 3);
+    assert_int_equal((int)in->count, 3);
+    assert_int_equal(in->min_depth, 1);
+    assert_int_equal(o->min_depth, 0);
+    /* self time of outer excludes its two children */
+    assert_true(o->total_s >= in->total_s + rt->total_s);
+    assert_true(fabs(o->self_s - (o->total_s - in->total_s - rt->total_s)) < 1e-6);
+    assert_true(in->mean_s >= 0.003 && in->mean_s < 0.050);
+    assert_true(o->self_s >= 0.006);
+    for (size_t i = 0; i < m.n_spans; i++) {
+        const sm_span *s = &m.spans[i];
+        if (s->parent >= 0) {
+            const sm_span *par = &m.spans[s->parent];
+            assert_true(s->start_ns >= par->start_ns && s->end_ns <= par->end_ns);
+            assert_string_equal(m.sites[par->site].name, "outer");
+        }
+    }
+    /* call-site details are kept for macro sections */
+    int found = 0;
+    for (size_t i = 0; i < m.n_sites; i++)
+        if (!strcmp(m.sites[i].name, "inner") && m.sites[i].file &&
+            strstr(m.sites[i].file, "test_record.c") && !strcmp(m.sites[i].func, "sections_nest"))
+            found = 1;
+    assert_true(found);
+    assert_int_equal((int)m.n_warnings, 0);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+static void attachments(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "attach");
+    c.peak_flops = 1e12;
+    sonde_profiler *p = sonde_create(&c);
+    sonde_metadata(p, "model", "tiny"); /* no section, no session: the run */
+    sonde_session_begin(p, "infer");
+    sonde_metadata(p, "batch", "8"); /* the session */
+    for (int i = 1; i <= 4; i++) {
+        SONDE_SCOPE(p, "decode");
+        char v[8];
+        snprintf(v, sizeof v, "%d", i);
+        sonde_metadata(p, "iter", v);
+        spin_ms(2);
+        assert_int_equal(sonde_metric(p, "loss", (double)i), 0);
+        assert_int_equal(sonde_throughput(p, 100, 0), 0);
+        assert_int_equal(sonde_flops(p, 1e9), 0);
+    }
+    {
+        SONDE_SCOPE(p, "prefill");
+        sonde_throughput_unit(p, 50, 2.0, "frames");
+    }
+    sonde_session_end(p);
+    sm_model m;
+    assert_int_equal(tu_finish(p, &m), 0);
+    const sm_stat *d = tu_stat(&m, "decode");
+    assert_non_null(d);
+    assert_true(d->units == 400);
+    /* seconds <= 0: the sections' own durations */
+    assert_true(fabs(d->units_s - d->total_s) < 1e-9);
+    assert_true(d->flops == 4e9);
+    assert_true(fabs(d->flops_time_s - d->total_s) < 1e-9);
+    const sm_stat *pf = tu_stat(&m, "prefill");
+    assert_string_equal(pf->unit, "frames");
+    assert_true(pf->units == 50 && pf->units_s == 2.0);
+    /* one rate per unit, the run's first */
+    assert_int_equal((int)m.n_rates, 2);
+    assert_string_equal(m.rates[0].unit, "tokens");
+    assert_true(m.rates[0].units == 400);
+    assert_string_equal(m.rates[1].unit, "frames");
+    /* the metric kept count, mean, min, max on its section */
+    int seen = 0;
+    for (size_t i = 0; i < m.n_metrics; i++) {
+        const sm_metric *x = &m.metrics[i];
+        if (!strcmp(x->owner, "decode") && !strcmp(x->name, "loss")) {
+            seen = 1;
+            assert_int_equal((int)x->count, 4);
+            assert_true(x->sum == 10 && x->min == 1 && x->max == 4 && x->last == 4);
+        }
+    }
+    assert_true(seen);
+    /* metadata on the run, the session and every instance */
+    assert_true(m.run_meta >= 0);
+    assert_string_equal(sm_str(&m, m.meta[m.run_meta].key), "model");
+    assert_int_equal((int)m.n_sessions, 1);
+    assert_string_equal(sm_str(&m, m.meta[m.sessions[0].meta].value), "8");
+    int with_iter = 0;
+    for (size_t i = 0; i < m.n_spans; i++)
+        if (m.spans[i].meta >= 0 && !strcmp(sm_str(&m, m.meta[m.spans[i].meta].key), "iter"))
+            with_iter++;
+    assert_int_equal(with_iter, 4);
+    assert_int_equal(m.spans[0].session, 0);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+static void sessions_steps_counters_events(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "misc");
+    sonde_profiler *p = sonde_create(&c);
+    sonde_session_begin(p, "first");
+    {
+        SONDE_SCOPE(p, "a");
+        spin_ms(1);
+    }
+    sonde_session_begin(p, "second"); /* ends "first" */
+    for (int i = 0; i < 5; i++) {
+        SONDE_SCOPE(p, "step");
+        spin_ms(1);
+        sonde_counter(p, "queue", i * 10);
+        sonde_step(p);
+    }
+    sonde_event(p, "checkpoint");
+    sonde_event(p, "checkpoint");
+    sonde_session_end(p);
+    assert_int_equal(sonde_session_end(p), SONDE_EUNBALANCED);
+    sm_model m;
+    tu_finish(p, &m);
+    assert_int_equal((int)m.n_sessions, 2);
+    assert_string_equal(sm_str(&m, m.sessions[0].name), "first");
+    assert_string_equal(sm_str(&m, m.sessions[1].name), "second");
+    assert_true(m.sessions[0].end_ns <= m.sessions[1].start_ns);
+    for (size_t i = 0; i < m.n_spans; i++)
+        assert_int_equal(m.spans[i].session,
+                         strcmp(sm_str(&m, m.spans[i].site), "a") == 0 ? 0 : 1);
+    assert_int_equal((int)m.n_steps, 5);
+    assert_int_equal((int)m.steps[4].number, 5);
+    sm_steps_summary ss;
+    sm_steps(&m, &ss);
+    assert_int_equal((int)ss.count, 5);
+    assert_true(ss.p50_s >= 0.001);
+    assert_int_equal((int)m.n_counters, 1);
+    assert_int_equal((int)m.counters[0].n, 5);
+    assert_true(m.counters[0].max == 40 && m.counters[0].min == 0 && m.counters[0].last == 40);
+    assert_int_equal((int)m.n_instants, 2);
+    /* the unbalanced session end is a warning in the report */
+    int warned = 0;
+    for (size_t i = 0; i < m.n_warnings; i++)
+        warned |= strstr(m.warnings[i], "without an open section or session") != NULL;
+    assert_true(warned);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+static void misuse(void **state)
+{
+    (void)state;
+    assert_int_equal(sonde_begin(NULL, "x"), SONDE_EINVAL);
+    assert_non_null(strstr(sonde_last_error(), "NULL"));
+    assert_int_equal(sonde_end(NULL), SONDE_EINVAL);
+    assert_int_equal(sonde_destroy(NULL), SONDE_EINVAL);
+    assert_int_equal(sonde_metric(NULL, "x", 1), SONDE_EINVAL);
+    assert_string_equal(sonde_strerror(SONDE_EUNBALANCED), "section end without a matching begin");
+    assert_string_equal(sonde_err_name(SONDE_ENOMEM), "SONDE_ENOMEM");
+
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "misuse");
+    sonde_profiler *p = sonde_create(&c);
+    assert_int_equal(sonde_end(p), SONDE_EUNBALANCED);
+    assert_int_equal(sonde_begin(p, NULL), SONDE_EINVAL);
+    assert_int_equal(sonde_metric(p, "m", NAN), SONDE_EINVAL);
+    assert_int_equal(sonde_counter(p, "c", INFINITY), SONDE_EINVAL);
+    assert_int_equal(sonde_throughput(p, -1, 1), SONDE_EINVAL);
+    sonde_begin(p, "left open");
+    sonde_begin(p, "nested open");
+    sm_model m;
+    assert_int_equal(tu_finish(p, &m), SONDE_EOPEN);
+    assert_int_equal((int)m.n_spans, 2);
+    assert_true(m.spans[0].flags & SM_SPAN_UNTERMINATED);
+    int open_w = 0, unb_w = 0, nf_w = 0;
+    for (size_t i = 0; i < m.n_warnings; i++) {
+        open_w |= strstr(m.warnings[i], "left open > nested open") != NULL;
+        unb_w |= strstr(m.warnings[i], "sonde_end") != NULL;
+        nf_w |= strstr(m.warnings[i], "non-finite") != NULL;
+    }
+    assert_true(open_w && unb_w && nf_w);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+static void disabled_is_a_no_op(void **state)
+{
+    (void)state;
+    char dir[256], sub[300];
+    tu_tmpdir(dir, sizeof dir);
+    snprintf(sub, sizeof sub, "%s/never", dir);
+    sonde_config c = tu_config(sub, "off");
+    c.enabled = 0;
+    sonde_profiler *p = sonde_create(&c);
+    assert_non_null(p);
+    {
+        SONDE_SCOPE(p, "x");
+        assert_int_equal(sonde_begin(p, "y"), 0);
+        assert_int_equal(sonde_end(p), 0);
+        assert_int_equal(sonde_metric(p, "m", 1), 0);
+        assert_int_equal(sonde_step(p), 0);
+    }
+    assert_null(sonde_file_path(p));
+    assert_int_equal(sonde_export(p, NULL), SONDE_ESTATE);
+    assert_int_equal(sonde_destroy(p), 0);
+    struct stat st;
+    assert_int_equal(stat(sub, &st), -1); /* nothing written, not even the directory */
+    tu_rmrf(dir);
+}
+
+static void clear_discards_earlier(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "clear");
+    sonde_profiler *p = sonde_create(&c);
+    for (int i = 0; i < 10; i++) {
+        SONDE_SCOPE(p, "before");
+    }
+    sonde_metric(p, "old", 1);
+    assert_int_equal(sonde_clear(p), 0);
+    for (int i = 0; i < 3; i++) {
+        SONDE_SCOPE(p, "after");
+    }
+    sm_model m;
+    tu_finish(p, &m);
+    assert_null(tu_stat(&m, "before"));
+    assert_int_equal((int)tu_stat(&m, "after")->count, 3);
+    assert_int_equal((int)m.n_metrics, 0);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+static void export_and_summary(void **state)
+{
+    (void)state;
+    char dir[256], path[512];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "exp");
+    sonde_profiler *p = sonde_create(&c);
+    for (int i = 0; i < 4; i++) {
+        SONDE_SCOPE(p, "work");
+        spin_ms(1);
+        sonde_throughput(p, 10, 0.5);
+    }
+    static const char *exts[] = {".json", ".csv", ".instances.csv", ".txt", ".trace.json.gz"};
+    for (size_t i = 0; i < 5; i++) {
+        snprintf(path, sizeof path, "%s/mid%s", dir, exts[i]);
+        assert_int_equal(sonde_export(p, path), 0);
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        assert_true(st.st_size > 20);
+    }
+    snprintf(path, sizeof path, "%s/mid.xml", dir);
+    assert_int_equal(sonde_export(p, path), SONDE_EINVAL);
+    assert_non_null(strstr(sonde_last_error(), "mid.xml"));
+    struct sonde_summary *s = sonde_summary(p);
+    assert_non_null(s);
+    assert_int_equal((int)s->sections, 4);
+    assert_int_equal((int)s->n_stats, 1);
+    assert_string_equal(s->stats[0].name, "work");
+    assert_int_equal((int)s->stats[0].count, 4);
+    assert_true(s->units == 40 && fabs(s->units_per_s - 20) < 1e-9);
+    assert_string_equal(s->unit, "tokens");
+    assert_true(s->stats[0].p50_s >= 0.001);
+    assert_true(s->total_duration_s >= s->stats[0].total_s);
+    sonde_summary_free(s);
+    /* every configured format at destroy */
+    sonde_destroy(p);
+    c.formats = SONDE_FORMAT_ALL;
+    p = sonde_create(&c);
+    assert_string_equal(sonde_name(p), "exp-2"); /* the name was taken: suffixed */
+    sonde_event(p, "e");
+    assert_int_equal(sonde_destroy(p), 0);
+    for (size_t i = 0; i < 5; i++) {
+        snprintf(path, sizeof path, "%s/exp-2%s", dir, exts[i]);
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+    }
+    tu_rmrf(dir);
+}
+
+static void unwritable_dir_degrades(void **state)
+{
+    (void)state;
+    char dir[256], sub[300];
+    tu_tmpdir(dir, sizeof dir);
+    snprintf(sub, sizeof sub, "%s/file", dir);
+    FILE *f = fopen(sub, "w");
+    fclose(f);
+    snprintf(sub, sizeof sub, "%s/file/below", dir); /* a regular file in the way */
+    sonde_config c = tu_config(sub, "nowhere");
+    sonde_profiler *p = sonde_create(&c);
+    assert_non_null(p);
+    assert_int_equal(sonde_status(p), SONDE_EIO);
+    {
+        SONDE_SCOPE(p, "still fine");
+        assert_int_equal(sonde_metric(p, "x", 1), 0);
+    }
+    assert_int_equal(sonde_destroy(p), SONDE_EIO);
+    tu_rmrf(dir);
+}
+
+static void config_env(void **state)
+{
+    (void)state;
+    sonde_config c = sonde_config_default();
+    assert_int_equal(c.enabled, 1);
+    assert_string_equal(c.output_dir, "./sonde-out");
+    assert_true(c.buffer_mb == 64);
+    setenv("SONDE_ENABLED", "off", 1);
+    setenv("SONDE_OUTPUT_DIR", "/tmp/x", 1);
+    setenv("SONDE_NAME", "envrun", 1);
+    setenv("SONDE_FORMATS", "json,trace", 1);
+    setenv("SONDE_BUFFER_MB", "8", 1);
+    assert_int_equal(sonde_config_from_env(&c), 0);
+    assert_int_equal(c.enabled, 0);
+    assert_string_equal(c.output_dir, "/tmp/x");
+    assert_string_equal(c.name, "envrun");
+    assert_int_equal(c.formats, SONDE_FORMAT_JSON | SONDE_FORMAT_TRACE);
+    assert_true(c.buffer_mb == 8);
+    sonde_config before = c;
+    setenv("SONDE_BUFFER_MB", "0.5", 1);
+    assert_int_equal(sonde_config_from_env(&c), SONDE_EINVAL);
+    assert_non_null(strstr(sonde_last_error(), "SONDE_BUFFER_MB"));
+    assert_memory_equal(&c, &before, sizeof c); /* unchanged on error */
+    setenv("SONDE_BUFFER_MB", "8", 1);
+    setenv("SONDE_FORMATS", "json,pdf", 1);
+    assert_int_equal(sonde_config_from_env(&c), SONDE_EINVAL);
+    assert_non_null(strstr(sonde_last_error(), "pdf"));
+    setenv("SONDE_FORMATS", "all", 1);
+    setenv("SONDE_ENABLED", "maybe", 1);
+    assert_int_equal(sonde_config_from_env(&c), SONDE_EINVAL);
+    assert_non_null(strstr(sonde_last_error(), "SONDE_ENABLED"));
+    unsetenv("SONDE_ENABLED");
+    unsetenv("SONDE_OUTPUT_DIR");
+    unsetenv("SONDE_NAME");
+    unsetenv("SONDE_FORMATS");
+    unsetenv("SONDE_BUFFER_MB");
+    /* a bad struct value: the profiler still works, with the default and a warning */
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    c = tu_config(dir, "badcfg");
+    c.buffer_mb = -3;
+    sonde_profiler *p = sonde_create(&c);
+    assert_int_equal(sonde_status(p), SONDE_EINVAL);
+    {
+        SONDE_SCOPE(p, "ok");
+    }
+    sm_model m;
+    tu_finish(p, &m);
+    assert_int_equal((int)tu_stat(&m, "ok")->count, 1);
+    assert_non_null(strstr(m.warnings[0], "buffer_mb"));
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+/* More threads than chunks: the ones without a chunk drop and count, never wait. */
+typedef struct hold {
+    sonde_profiler *p;
+    pthread_barrier_t *bar;
+} hold;
+
+static void *holder(void *arg)
+{
+    hold *h = arg;
+    for (int i = 0; i < 100; i++) {
+        SONDE_SCOPE(h->p, "held");
+    }
+    pthread_barrier_wait(h->bar); /* everyone still owns its chunk here */
+    pthread_barrier_wait(h->bar);
+    return NULL;
+}
+
+static void full_buffers_drop_and_count(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "drops");
+    c.buffer_mb = 1; /* 16 chunks of 64 KiB */
+    sonde_profiler *p = sonde_create(&c);
+    enum { N = 20 };
+    pthread_t th[N];
+    hold h[N];
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, N + 1);
+    for (int i = 0; i < N; i++) {
+        h[i].p = p;
+        h[i].bar = &bar;
+        pthread_create(&th[i], NULL, holder, &h[i]);
+    }
+    pthread_barrier_wait(&bar);
+    struct sonde_summary *s = sonde_summary(p);
+    assert_non_null(s);
+    /* 4 threads found no chunk: each dropped section is one event (its end is never recorded) */
+    assert_int_equal((int)s->dropped_events, 400);
+    assert_int_equal((int)s->sections, 1600);
+    sonde_summary_free(s);
+    pthread_barrier_wait(&bar);
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&bar);
+    sm_model m;
+    tu_finish(p, &m);
+    assert_int_equal((int)m.dropped_events, 400);
+    assert_int_equal((int)tu_stat(&m, "held")->count, 1600);
+    int warned = 0;
+    for (size_t i = 0; i < m.n_warnings; i++)
+        warned |= strstr(m.warnings[i], "dropped") != NULL;
+    assert_true(warned);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(sections_nest),
+        cmocka_unit_test(attachments),
+        cmocka_unit_test(sessions_steps_counters_events),
+        cmocka_unit_test(misuse),
+        cmocka_unit_test(disabled_is_a_no_op),
+        cmocka_unit_test(clear_discards_earlier),
+        cmocka_unit_test(export_and_summary),
+        cmocka_unit_test(unwritable_dir_degrades),
+        cmocka_unit_test(config_env),
+        cmocka_unit_test(full_buffers_drop_and_count),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,124 @@
+/* test_util.c - varints, the JSON/CSV encoders, the string map, file helpers. */
+#include "testutil.h"
+#include "util/buf.h"
+#include "util/fileio.h"
+#include "util/strmap.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void varint_round_trip(void **state)
+{
+    (void)state;
+    uint64_t vals[] = {0, 1, 127, 128, 300, 16383, 16384, UINT32_MAX, (uint64_t)1 << 63,
+                       UINT64_MAX};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        uint8_t buf[16];
+        size_t n = varint_put(buf, vals[i]);
+        uint64_t back = 0;
+        assert_int_equal(varint_get(buf, n, &back), n);
+        assert_true(back == vals[i]);
+        /* truncated input is refused, not over-read */
+        if (n > 1)
+            assert_int_equal(varint_get(buf, n - 1, &back), 0);
+    }
+    for (int64_t v = -5; v <= 5; v++)
+        assert_true(zigzag_dec(zigzag_enc(v)) == v);
+    assert_true(zigzag_dec(zigzag_enc(INT64_MIN)) == INT64_MIN);
+    uint8_t over[11];
+    memset(over, 0xff, sizeof over);
+    uint64_t v;
+    assert_int_equal(varint_get(over, sizeof over, &v), 0);
+}
+
+static void json_escaping(void **state)
+{
+    (void)state;
+    sbuf b;
+    sbuf_init(&b);
+    sbuf_json_str(&b, "a\"b\\c\n\t\x01<script>");
+    assert_string_equal(b.data, "\"a\\\"b\\\\c\\n\\t\\u0001<script>\"");
+    sbuf_reset(&b);
+    sbuf_json_str(&b, "caf\xc3\xa9 \xff\xfe end");
+    assert_string_equal(b.data, "\"caf\xc3\xa9 \\ufffd\\ufffd end\"");
+    sbuf_reset(&b);
+    sbuf_json_str(&b, "\xed\xa0\x80"); /* an encoded surrogate is not valid UTF-8 */
+    assert_string_equal(b.data, "\"\\ufffd\\ufffd\\ufffd\"");
+    sbuf_reset(&b);
+    sbuf_json_num(&b, 0.0 / 0.0);
+    sbuf_putc(&b, ' ');
+    sbuf_json_num(&b, 42);
+    sbuf_putc(&b, ' ');
+    sbuf_json_num(&b, 0.25);
+    assert_string_equal(b.data, "null 42 0.25");
+    sbuf_free(&b);
+}
+
+static void csv_and_numbers(void **state)
+{
+    (void)state;
+    sbuf b;
+    sbuf_init(&b);
+    sbuf_csv_str(&b, "plain");
+    sbuf_putc(&b, '|');
+    sbuf_csv_str(&b, "a,b \"q\"");
+    assert_string_equal(b.data, "plain|\"a,b \"\"q\"\"\"");
+    sbuf_reset(&b);
+    sbuf_us3(&b, 1234567);
+    sbuf_putc(&b, ' ');
+    sbuf_us3(&b, 5);
+    sbuf_putc(&b, ' ');
+    sbuf_u64(&b, UINT64_MAX);
+    assert_string_equal(b.data, "1234.567 0.005 18446744073709551615");
+    sbuf_free(&b);
+}
+
+static void strmap_basics(void **state)
+{
+    (void)state;
+    strmap m;
+    strmap_init(&m);
+    assert_int_equal(strmap_get(&m, "x"), -1);
+    char key[32];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        assert_int_equal(strmap_put(&m, key, i), 0);
+    }
+    for (int i = 0; i < 1000; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        assert_int_equal(strmap_get(&m, key), i);
+    }
+    strmap_put(&m, "k5", 77);
+    assert_int_equal(strmap_get(&m, "k5"), 77);
+    assert_int_equal((int)m.used, 1000);
+    strmap_free(&m);
+}
+
+static void atomic_file_and_dirs(void **state)
+{
+    (void)state;
+    char dir[256], path[512];
+    tu_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/a/b/c", dir);
+    assert_int_equal(mkdir_p(path), 0);
+    assert_int_equal(mkdir_p(path), 0);
+    snprintf(path, sizeof path, "%s/a/b/c/report.txt", dir);
+    assert_int_equal(write_file_atomic(path, "hello", 5), 0);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal((int)st.st_size, 5);
+    /* a file where a directory should be */
+    snprintf(path, sizeof path, "%s/a/b/c/report.txt/x", dir);
+    assert_int_equal(mkdir_p(path), -1);
+    tu_rmrf(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(varint_round_trip), cmocka_unit_test(json_escaping),
+        cmocka_unit_test(csv_and_numbers), cmocka_unit_test(strmap_basics),
+        cmocka_unit_test(atomic_file_and_dirs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

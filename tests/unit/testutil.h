@@ -1,0 +1,65 @@
+/* testutil.h - helpers shared by the unit tests: a fresh output directory per test, reading a
+ * run back through the model. */
+#ifndef SONDE_TESTUTIL_H
+#define SONDE_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "model/model.h"
+#include <sonde/sonde.h>
+
+/* A new empty directory under $TMPDIR (or /tmp); the returned string is static per call site. */
+static inline const char *tu_tmpdir(char *buf, size_t cap)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(buf, cap, "%s/sonde-test-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(buf))
+        fail_msg("mkdtemp failed");
+    return buf;
+}
+
+static inline sonde_config tu_config(const char *dir, const char *name)
+{
+    sonde_config c = sonde_config_default();
+    c.output_dir = dir;
+    c.name = name;
+    c.formats = 0;
+    c.signal_handlers = 0;
+    return c;
+}
+
+/* Destroys p after copying its file path, then reads the file into m. */
+static inline int tu_finish(sonde_profiler *p, sm_model *m)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s", sonde_file_path(p));
+    int rc = sonde_destroy(p);
+    int r = sm_read_file(path, m);
+    assert_int_equal(r, 0);
+    return rc;
+}
+
+static inline const sm_stat *tu_stat(const sm_model *m, const char *name)
+{
+    for (size_t i = 0; i < m->n_stats; i++)
+        if (!strcmp(m->stats[i].name, name))
+            return &m->stats[i];
+    return NULL;
+}
+
+static inline void tu_rmrf(const char *dir)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+#endif
