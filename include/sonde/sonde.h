@@ -396,7 +396,8 @@ extern "C" {
 #else
 #define SONDE__SCOPE_SITE(p, nm, fn)                                                            \
     static sonde_site SONDE__CAT(sonde__site_, __LINE__) = {nm, __FILE__, fn, __LINE__, 0};    \
-    sonde__scope SONDE__CAT(sonde__scope_, __LINE__) __attribute__((cleanup(sonde__scope_close))) = \
+    sonde__scope SONDE__CAT(sonde__scope_, __LINE__)                                           \
+        __attribute__((cleanup(sonde__scope_close), unused)) =                                 \
         sonde__scope_open((p), &SONDE__CAT(sonde__site_, __LINE__))
 #define SONDE_SCOPE(p, name) SONDE__SCOPE_SITE(p, name, __func__)
 #define SONDE_FUNCTION(p) SONDE__SCOPE_SITE(p, __func__, __func__)

@@ -134,7 +134,8 @@ static int build_sessions(bctx *b, sb_raw *raw, uint64_t end_tick)
             n++;
         }
     }
-    qsort(ev, n, sizeof *ev, cmp_sess);
+    if (n)
+        qsort(ev, n, sizeof *ev, cmp_sess);
     sm_model *m = b->m;
     int open = 0;
     for (size_t i = 0; i <= n; i++) {

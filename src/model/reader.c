@@ -235,7 +235,8 @@ static int cmp_block(const void *a, const void *b)
 /* Decodes a thread's blocks in slot order, skipping slots already seen. */
 static int decode_thread(rstate *s, rthread *t, sb_tevents *out)
 {
-    qsort(t->blocks, t->n_blocks, sizeof *t->blocks, cmp_block);
+    if (t->n_blocks)
+        qsort(t->blocks, t->n_blocks, sizeof *t->blocks, cmp_block);
     uint64_t covered = 0;
     size_t cap = 0;
     for (size_t bi = 0; bi < t->n_blocks; bi++) {

@@ -97,7 +97,7 @@ static int ensure_room(sonde_profiler *p, sonde_tbuf *tb, unsigned n)
     }
     sonde_chunk *c = &p->chunks[idx];
     c->thread = tb->thread;
-    c->tid = (uint32_t)tb->tid;
+    c->tid = (uint32_t)atomic_load_explicit(&tb->tid, memory_order_relaxed);
     c->base = tb->next_base;
     atomic_store_explicit(&c->final_count, 0, memory_order_relaxed);
     atomic_store_explicit(&c->flushed, 0, memory_order_relaxed);
@@ -128,11 +128,12 @@ static void thread_exit(void *unused)
         if (!p)
             continue;
         for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next)) {
-            if (tb->tid == tid && atomic_load(&tb->state) == TB_LIVE) {
+            if (atomic_load(&tb->tid) == tid && atomic_load(&tb->state) == TB_LIVE) {
                 retire_chunk(p, tb);
                 if (tb->hot.depth > 0)
                     sonde__warn(p, "thread %u (%s) exited with %d section(s) open", tb->thread,
                                 tb->name, tb->hot.depth);
+                atomic_store(&tb->tid, 0);
                 atomic_store(&tb->state, TB_EXITED);
             }
         }
@@ -153,7 +154,7 @@ static void tbuf_init(sonde_profiler *p, sonde_tbuf *tb, pid_t tid)
     tb->prof = p;
     tb->hot.cur = tb->hot.end = NULL;
     tb->hot.depth = 0;
-    tb->tid = tid;
+    atomic_store(&tb->tid, (int)tid);
     tb->gap = 0;
     tb->next_base = 0;
     atomic_store(&tb->chunk, SONDE_NO_CHUNK);
@@ -171,7 +172,7 @@ sonde_tbuf *sonde__thread_buf(sonde_profiler *p)
     pid_t tid = (pid_t)syscall(SYS_gettid);
     sonde_tbuf *found = NULL;
     for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next)) {
-        if (tb->tid == tid && atomic_load(&tb->state) == TB_LIVE) {
+        if (atomic_load(&tb->tid) == (int)tid && atomic_load(&tb->state) == TB_LIVE) {
             found = tb;
             break;
         }

@@ -70,8 +70,8 @@ struct sonde_tbuf {
     sonde_tbuf *_Atomic next;      /* the profiler's list; nodes are never unlinked */
     _Atomic int state;             /* TB_* */
     _Atomic uint32_t chunk;        /* index of the active chunk or SONDE_NO_CHUNK */
-    uint32_t thread;               /* thread index in the file, unique per profiler */
-    pid_t tid;
+    uint32_t thread;               /* thread index in the file; with name, set under prof->lock */
+    _Atomic int tid;               /* kernel thread id while LIVE, 0 once the thread exited */
     uint64_t next_base;            /* slot index of the next chunk's first slot */
     uint64_t gap;                  /* events dropped since the last recorded one */
     _Atomic uint64_t dropped;      /* events dropped in all */

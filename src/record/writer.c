@@ -150,18 +150,24 @@ static void write_sites(sonde_profiler *p, uint8_t *enc)
     }
 }
 
-static void write_threads(sonde_profiler *p, uint8_t *enc)
+/* Thread records for buffers not yet described. locked: hold p->lock while reading the names
+ * (the writer thread); the signal handler takes no lock. */
+static void write_threads(sonde_profiler *p, uint8_t *enc, int locked)
 {
+    if (locked)
+        pthread_mutex_lock(&p->lock);
     for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next)) {
         uint32_t t = tb->thread + 1;
         if (atomic_load(&tb->written_thread) == t)
             continue;
         size_t k = varint_put(enc, tb->thread);
-        k += varint_put(enc + k, (uint64_t)tb->tid);
+        k += varint_put(enc + k, (uint64_t)atomic_load(&tb->tid));
         k += put_str(enc + k, tb->name);
         if (write_record_raw(p, SONDE_R_THREAD, enc, k) == 0)
             atomic_store(&tb->written_thread, t);
     }
+    if (locked)
+        pthread_mutex_unlock(&p->lock);
 }
 
 /* Encodes events [from, to) of chunk c (at most ENC slots) as one EVENTS record and writes it.
@@ -264,7 +270,7 @@ static uint32_t committed(sonde_profiler *p, sonde_chunk *c)
 void sonde__writer_pass(sonde_profiler *p, int flush_active)
 {
     write_sites(p, p->enc);
-    write_threads(p, p->enc);
+    write_threads(p, p->enc, 1);
     for (uint32_t i = 0; i < p->n_chunks; i++) {
         sonde_chunk *c = &p->chunks[i];
         int st = atomic_load_explicit(&c->state, memory_order_acquire);
@@ -285,7 +291,7 @@ void sonde__signal_flush(sonde_profiler *p)
     if (p->fd < 0 || atomic_load(&p->finalized))
         return;
     write_sites(p, p->sig_enc);
-    write_threads(p, p->sig_enc);
+    write_threads(p, p->sig_enc, 0);
     for (uint32_t i = 0; i < p->n_chunks; i++) {
         sonde_chunk *c = &p->chunks[i];
         int st = atomic_load_explicit(&c->state, memory_order_acquire);
