@@ -300,7 +300,7 @@ int main(int argc, char **argv)
     double checksum = decode(&pl);
     sonde_session_end(pl.p);
 
-    struct sonde_summary *sum = sonde_summary(pl.p);
+    sonde_summary_t *sum = sonde_summary(pl.p);
     const char *dir = cfg.output_dir, *name = sonde_name(pl.p);
     char *stem = malloc(strlen(dir) + strlen(name) + 2);
     if (stem)

@@ -197,7 +197,7 @@ typedef struct sonde_section_stats {
     double mfu;              /* flops_per_s / cfg.peak_flops (0 when the peak is unknown) */
 } sonde_section_stats;
 
-typedef struct sonde_summary {
+typedef struct sonde_summary_t {
     double total_duration_s;   /* first to last event of the run (after any sonde_clear) */
     uint64_t sections;         /* section instances */
     uint64_t steps;            /* sonde_step calls */
@@ -215,8 +215,8 @@ typedef struct sonde_summary {
 /* Flushes what was recorded so far and computes the summary of the whole run. Returns NULL on
  * failure (out of memory, nothing readable was written; see sonde_last_error()). Free the result
  * with sonde_summary_free. */
-struct sonde_summary *sonde_summary(sonde_profiler *p);
-void sonde_summary_free(struct sonde_summary *s);
+sonde_summary_t *sonde_summary(sonde_profiler *p);
+void sonde_summary_free(sonde_summary_t *s);
 
 /* Writes a report of what was recorded so far. path NULL: every configured format into
  * OUTDIR/NAME.*; else one file whose format follows the extension (.json, .csv, .txt,

@@ -38,7 +38,7 @@ int sonde__write_reports(sonde_profiler *p, const char *path)
     return rc;
 }
 
-struct sonde_summary *sonde_summary(sonde_profiler *p)
+sonde_summary_t *sonde_summary(sonde_profiler *p)
 {
     if (!p) {
         sonde__fail(SONDE_EINVAL, "sonde_summary: profiler is NULL");
@@ -122,7 +122,7 @@ struct sonde_summary *sonde_summary(sonde_profiler *p)
     return s;
 }
 
-void sonde_summary_free(struct sonde_summary *s)
+void sonde_summary_free(sonde_summary_t *s)
 {
     if (!s)
         return;

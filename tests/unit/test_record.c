@@ -304,7 +304,7 @@ static void export_and_summary(void **state)
     snprintf(path, sizeof path, "%s/mid.xml", dir);
     assert_int_equal(sonde_export(p, path), SONDE_EINVAL);
     assert_non_null(strstr(sonde_last_error(), "mid.xml"));
-    struct sonde_summary *s = sonde_summary(p);
+    sonde_summary_t *s = sonde_summary(p);
     assert_non_null(s);
     assert_int_equal((int)s->sections, 4);
     assert_int_equal((int)s->n_stats, 1);
@@ -441,7 +441,7 @@ static void full_buffers_drop_and_count(void **state)
         pthread_create(&th[i], NULL, holder, &h[i]);
     }
     pthread_barrier_wait(&bar);
-    struct sonde_summary *s = sonde_summary(p);
+    sonde_summary_t *s = sonde_summary(p);
     assert_non_null(s);
     /* 4 threads found no chunk: each dropped section is one event (its end is never recorded) */
     assert_int_equal((int)s->dropped_events, 400);

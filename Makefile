@@ -1,0 +1,52 @@
+# sonde - the user's interface to the build. CMake underneath.
+#   make          build (./build)
+#   make demo     build and run the demo pipeline, print its summary and the files it wrote
+#   make test     every test: gcc build, clang -Werror build, ASan+UBSan and TSan builds
+#   make bench    the overhead and throughput benchmarks (optimised build in ./build-bench)
+#   make install PREFIX=/some/dir
+PREFIX ?= /usr/local
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all build deps demo test test-unit bench install clean
+
+all: build
+
+deps:
+	@bash scripts/setup.sh
+
+build: deps
+	@cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) > build.log 2>&1 || (cat build.log; exit 1)
+	@cmake --build build -j $(JOBS) >> build.log 2>&1 || (grep -E "error|warning" -A5 build.log | head -60; exit 1)
+	@rm -f build.log
+
+demo: build
+	@./build/examples/pipeline
+
+# One configuration: $(1) directory, $(2) compiler, $(3) CMake flags, $(4) ctest label regex.
+define run_suite
+	@echo "== $(1): $(2) $(3)"
+	@CC=$(2) CXX=$(subst clang,clang++,$(subst gcc,g++,$(2))) cmake -S . -B $(1) $(3) > $(1).log 2>&1 || (cat $(1).log; exit 1)
+	@cmake --build $(1) -j $(JOBS) >> $(1).log 2>&1 || (grep -E "error|warning" -A5 $(1).log | head -60; exit 1)
+	@rm -f $(1).log
+	@cd $(1) && ctest --output-on-failure -j $(JOBS) $(if $(4),-L "$(4)")
+endef
+
+test: deps
+	$(call run_suite,build,gcc,-DCMAKE_BUILD_TYPE=RelWithDebInfo,)
+	$(call run_suite,build-clang,clang,-DCMAKE_BUILD_TYPE=Release,unit)
+	$(call run_suite,build-asan,clang,-DCMAKE_BUILD_TYPE=Debug -DSONDE_SANITIZE=address -DSONDE_BUILD_BENCH=OFF,unit|e2e)
+	$(call run_suite,build-tsan,clang,-DCMAKE_BUILD_TYPE=Debug -DSONDE_SANITIZE=thread -DSONDE_BUILD_BENCH=OFF,threads)
+	@echo "make test: all suites passed"
+
+bench: deps
+	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DSONDE_BUILD_TESTS=OFF > build-bench.log 2>&1 || (cat build-bench.log; exit 1)
+	@cmake --build build-bench -j $(JOBS) >> build-bench.log 2>&1 || (cat build-bench.log; exit 1)
+	@rm -f build-bench.log
+	@./build-bench/bench/bench_scope
+
+install: build
+	@cmake --install build --prefix $(PREFIX)
+
+clean:
+	rm -rf build build-clang build-asan build-tsan build-bench sonde-out

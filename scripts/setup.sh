@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# setup.sh - installs the Debian packages sonde needs to build and test, when they are missing.
+# Called by every make target; does nothing when all are present. Needs root (or sudo) to install.
+set -euo pipefail
+pkgs=(cmake make gcc g++ clang libclang-rt-14-dev pkg-config zlib1g-dev libcmocka-dev python3 binutils)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "sonde setup: installing ${missing[*]}"
+if [ "$(id -u)" = 0 ]; then
+    SUDO=()
+elif command -v sudo >/dev/null 2>&1; then
+    SUDO=(sudo)
+else
+    echo "sonde setup: missing Debian packages: ${missing[*]}" >&2
+    echo "sonde setup: run as root, or: apt-get install ${missing[*]}" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+if ! "${SUDO[@]}" apt-get install -y -q "${missing[@]}" >/tmp/sonde-setup.log 2>&1; then
+    "${SUDO[@]}" apt-get update -q >>/tmp/sonde-setup.log 2>&1 || true
+    if ! "${SUDO[@]}" apt-get install -y -q "${missing[@]}" >>/tmp/sonde-setup.log 2>&1; then
+        echo "sonde setup: apt-get install ${missing[*]} failed; see /tmp/sonde-setup.log" >&2
+        tail -5 /tmp/sonde-setup.log >&2
+        exit 1
+    fi
+fi

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""check.py - end-to-end checks of sonde's report files, as a user would read them.
+
+  check.py demo DIR NAME STEPS BLOCKS      the demo's JSON, CSVs, text and trace
+  check.py count JSON SECTION N [--unclean] a report holds N instances of SECTION
+  check.py trace FILE.trace.json.gz        the trace parses, and events balance and nest per thread
+"""
+import csv
+import gzip
+import json
+import sys
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def expect(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def section(report, name):
+    for s in report["sections"]:
+        if s["name"] == name:
+            return s
+    fail("section %r missing from the report (have %s)" % (name, [s["name"] for s in report["sections"]]))
+
+
+def check_trace(path):
+    with gzip.open(path, "rt") as f:
+        events = json.load(f)
+    expect(isinstance(events, list), "trace is the JSON array form")
+    names = {e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
+    expect(len(names) == 1, "one process_name metadata event")
+    threads = {e["tid"] for e in events if e.get("ph") == "M" and e["name"] == "thread_name"}
+    per_tid = {}
+    for e in events:
+        ph = e.get("ph")
+        expect(ph in ("M", "X", "i", "C", "B", "E"), "known phase %r" % ph)
+        if ph == "X":
+            expect(e["dur"] >= 0, "non-negative duration")
+            expect(e["tid"] in threads, "section on a named thread")
+            per_tid.setdefault((e["pid"], e["tid"]), []).append(e)
+        if ph == "C":
+            expect(isinstance(e["args"]["value"], (int, float)), "counter value is a number")
+    # Complete events balance and nest: on each thread, sorted by start (longest first on ties),
+    # every event ends before the enclosing one does.
+    for key, evs in per_tid.items():
+        evs.sort(key=lambda e: (e["ts"], -e["dur"]))
+        stack = []
+        for e in evs:
+            end = e["ts"] + e["dur"]
+            while stack and e["ts"] >= stack[-1] - 1e-6:
+                stack.pop()
+            if stack:
+                expect(end <= stack[-1] + 1e-3, "event %s at %s on %s overlaps its parent without nesting" % (e["name"], e["ts"], key))
+            stack.append(end)
+    return events
+
+
+def check_demo(d, name, steps, blocks):
+    stem = "%s/%s" % (d, name)
+    r = load_json(stem + ".json")
+    expect(r["schema"] == "sonde-report" and r["schema_version"] == 1, "schema and version")
+    expect(r["run"]["clean_end"] is True, "clean end")
+    expect(r["summary"]["dropped_events"] == 0, "nothing dropped")
+    counts = {
+        "load": 1, "text_encoding": 1, "embedding_lookup": 1, "encoder_layer": 4,
+        "denoising": 1, "denoise_step": steps, "denoise_block": steps * blocks, "decode": 1,
+    }
+    for sec, n in counts.items():
+        expect(section(r, sec)["count"] == n, "%s count %d, expected %d" % (sec, section(r, sec)["count"], n))
+    expect(r["summary"]["sections"] == sum(counts.values()), "summary section count")
+    expect(r["steps"]["count"] == steps and len(r["steps"]["durations_s"]) == steps, "steps")
+    blk = section(r, "denoise_block")
+    expect(blk["threads"] == 2, "blocks ran on 2 worker threads")
+    expect(blk["flops"] > 0 and blk["flops_per_s"] > 0, "FLOPs recorded on blocks")
+    expect(blk["min_s"] <= blk["p50_s"] <= blk["p90_s"] <= blk["p99_s"] <= blk["max_s"], "percentiles ordered")
+    expect(abs(blk["total_s"] - blk["mean_s"] * blk["count"]) < 1e-6 * max(1, blk["total_s"]), "mean * count = total")
+    units = {t["unit"]: t for t in r["throughput"]}
+    expect(units["frames"]["units"] > 0 and units["frames"]["per_s"] > 0, "frames/s")
+    expect(units["tokens"]["units"] == 77, "77 tokens encoded")
+    enc = section(r, "text_encoding")
+    expect(enc["unit"] == "tokens" and enc["units"] == 77, "tokens on text_encoding")
+    expect(enc["self_s"] < enc["total_s"], "self time below total for a parent")
+    sess = {s["name"]: s for s in r["sessions"]}
+    expect(set(sess) == {"setup", "generate"}, "two sessions")
+    expect(sess["generate"]["metadata"]["prompt"].startswith("a red fox"), "session metadata")
+    gen_secs = {s["name"] for s in sess["generate"]["sections"]}
+    expect("denoise_block" in gen_secs and "load" not in gen_secs, "sections grouped by session")
+    ctr = {c["name"]: c for c in r["counters"]}
+    expect(ctr["latent_rms"]["samples"] == steps, "one counter sample per step")
+    expect(any(e["name"] == "video ready" for e in r["events"]), "instant event")
+    expect(any(m["owner"] == "load" and m["name"] == "parameters" for m in r["metrics"]), "metric on load")
+    expect(r["warnings"] == [], "no warnings: %s" % r["warnings"])
+
+    with open(stem + ".csv") as f:
+        rows = list(csv.DictReader(f))
+    expect({row["name"] for row in rows} == set(counts), "a CSV row per section name")
+    for row in rows:
+        expect(int(row["count"]) == counts[row["name"]], "CSV count of %s" % row["name"])
+    with open(stem + ".instances.csv") as f:
+        inst = list(csv.DictReader(f))
+    expect(len(inst) == sum(counts.values()), "a CSV row per instance")
+    expect(any("block=" in row["metadata"] for row in inst), "instance metadata in the CSV")
+
+    with open(stem + ".txt") as f:
+        txt = f.read()
+    expect("denoise_block" in txt and "frames/s" in txt and "Steps: %d" % steps in txt, "text summary")
+    lines = [l for l in txt.splitlines() if l.startswith("denoise_block")]
+    expect(len(lines) == 1, "one table row per section name")
+
+    ev = check_trace(stem + ".trace.json.gz")
+    xs = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "section"]
+    expect(len(xs) == sum(counts.values()), "a trace event per section")
+    expect(any(e.get("args", {}).get("block") is not None for e in xs), "metadata as trace args")
+    expect(sum(1 for e in ev if e.get("ph") == "C" and e["name"] == "latent_rms") == steps, "counter track")
+    print("demo reports OK: %d sections, %d trace events" % (len(xs), len(ev)))
+
+
+def main(argv):
+    if len(argv) < 2:
+        fail(__doc__)
+    cmd = argv[1]
+    if cmd == "demo":
+        check_demo(argv[2], argv[3], int(argv[4]), int(argv[5]))
+    elif cmd == "count":
+        r = load_json(argv[2])
+        got = section(r, argv[3])["count"]
+        expect(got == int(argv[4]), "%s: %d instances of %s, expected %s" % (argv[2], got, argv[3], argv[4]))
+        if "--unclean" in argv:
+            expect(r["run"]["clean_end"] is False, "an unclean end is reported")
+            expect(any("did not end cleanly" in w for w in r["warnings"]), "a warning says so")
+        print("%s: %d x %s OK" % (argv[2], got, argv[3]))
+    elif cmd == "trace":
+        ev = check_trace(argv[2])
+        print("trace OK: %d events" % len(ev))
+    else:
+        fail("unknown command " + cmd)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

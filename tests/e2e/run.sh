@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# run.sh - end-to-end tests: the real binaries on real files. Usage: run.sh TEST BUILD_DIR SRC_DIR
+#   demo | crash | cxx | compiled_out | install
+set -euo pipefail
+test=$1 build=$(cd "$2" && pwd) src=$(cd "$3" && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/sonde-e2e-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+check() { python3 "$src/tests/e2e/check.py" "$@"; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+case $test in
+demo)
+    cd "$work"
+    "$build/examples/pipeline" --steps 6 --blocks 4 --frames 8 --dim 64 > out.txt
+    grep -q "sonde summary: pipeline" out.txt || fail "the demo printed no summary"
+    grep -q "sonde-out/pipeline.trace.json.gz" out.txt || fail "the demo did not list its files"
+    check demo sonde-out pipeline 6 4
+    # a second run never overwrites the first
+    "$build/examples/pipeline" --steps 2 --blocks 2 --frames 4 --dim 32 --quiet
+    [ -f sonde-out/pipeline-2.json ] || fail "second run with the same name was not suffixed"
+    check count sonde-out/pipeline.json denoise_step 6
+    check count sonde-out/pipeline-2.json denoise_step 2
+    ;;
+crash)
+    cd "$work"
+    expect_status() { # want cmd...
+        local want=$1; shift
+        set +e; "$@" 2>err.txt; local got=$?; set -e
+        [ "$got" = "$want" ] || fail "$* exited $got, expected $want ($(cat err.txt))"
+    }
+    # SIGSEGV with the default action: the process still dies of SIGSEGV (128+11), and all
+    # 1,000 sections recorded before it are in the file.
+    expect_status 139 "$build/tests/crashy" segv 1000 out
+    "$build/tests/readback" out/segv.sonde out/segv.json
+    check count out/segv.json work 1000 --unclean
+    expect_status 134 "$build/tests/crashy" abort 500 out
+    "$build/tests/readback" out/abort.sonde out/abort.json
+    check count out/abort.json work 500 --unclean
+    # the host's own SIGTERM handler still runs (it exits 3), after sonde flushed
+    expect_status 3 "$build/tests/crashy" term 250 out
+    grep -q "host handler ran" err.txt || fail "the host's SIGTERM handler did not run"
+    "$build/tests/readback" out/term.sonde out/term.json
+    check count out/term.json work 250 --unclean
+    # exit() without sonde_destroy: the reports are written at exit
+    expect_status 0 "$build/tests/crashy" exit 300 out
+    check count out/exit.json work 300
+    # 8 threads recorded before the crash on another thread: every completed section is there
+    expect_status 139 "$build/tests/crashy" threads 20000 out
+    "$build/tests/readback" out/threads.sonde out/threads.json
+    check count out/threads.json "thread work" 160000 --unclean
+    # a torn file (cut mid-record) is read up to the tear, with a warning
+    size=$(stat -c %s out/segv.sonde)
+    head -c $((size - 7)) out/segv.sonde > out/torn.sonde
+    "$build/tests/readback" out/torn.sonde out/torn.json
+    python3 - out/torn.json <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert any("torn" in w for w in r["warnings"]), r["warnings"]
+n = [s for s in r["sections"] if s["name"] == "work"][0]["count"]
+assert 900 <= n <= 1000, n
+print("torn file read up to the tear: %d sections" % n)
+PY
+    # not a .sonde file: a clear message and exit 2
+    echo "hello" > out/bogus.sonde
+    set +e; "$build/tests/readback" out/bogus.sonde out/x.json 2>err.txt; rc=$?; set -e
+    [ $rc = 2 ] && grep -q "bogus.sonde: not a .sonde file" err.txt || fail "bad magic: rc=$rc $(cat err.txt)"
+    ;;
+cxx)
+    "$build/tests/cxx_scope" "$work"
+    check count "$work/cxx.json" "cxx outer" 5
+    check count "$work/cxx.json" "inner" 5
+    ;;
+compiled_out)
+    out=$("$build/tests/compiled_out")
+    [ "$out" = "45" ] || fail "compiled-out program printed $out"
+    if nm "$build/tests/compiled_out" | grep -q "sonde"; then
+        fail "a -DSONDE_DISABLE build still references sonde: $(nm "$build/tests/compiled_out" | grep sonde)"
+    fi
+    echo "compiled out: no sonde symbol in the binary"
+    ;;
+install)
+    cmake --install "$build" --prefix "$work/prefix" > /dev/null
+    for f in include/sonde/sonde.h lib/libsonde.a lib/pkgconfig/sonde.pc lib/cmake/sonde/sondeConfig.cmake; do
+        [ -f "$work/prefix/$f" ] || fail "install lacks $f"
+    done
+    soname=$(objdump -p "$work/prefix/lib/libsonde.so" | awk '/SONAME/ {print $2}')
+    [ "$soname" = "libsonde.so.0" ] || fail "SONAME is '$soname'"
+    # a program outside the tree, with pkg-config
+    export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
+    cc -o "$work/minimal" "$src/examples/minimal.c" $(pkg-config --cflags --libs sonde)
+    (cd "$work" && LD_LIBRARY_PATH="$work/prefix/lib" ./minimal > /dev/null)
+    check count "$work/sonde-out/minimal.json" decode 10
+    # and with CMake's find_package
+    mkdir -p "$work/consumer"
+    cp "$src/examples/minimal.c" "$work/consumer/"
+    cat > "$work/consumer/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.16)
+project(consumer C)
+find_package(sonde REQUIRED)
+add_executable(minimal minimal.c)
+target_link_libraries(minimal PRIVATE sonde::sonde_static)
+CM
+    cmake -S "$work/consumer" -B "$work/consumer/build" -DCMAKE_PREFIX_PATH="$work/prefix" > /dev/null
+    cmake --build "$work/consumer/build" > /dev/null
+    (cd "$work/consumer" && ./build/minimal > /dev/null)
+    check count "$work/consumer/sonde-out/minimal.json" load_model 1
+    ;;
+*)
+    fail "unknown test $test"
+    ;;
+esac
+echo "e2e $test: passed"
