@@ -43,7 +43,7 @@ bench: deps
 	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DSONDE_BUILD_TESTS=OFF > build-bench.log 2>&1 || (cat build-bench.log; exit 1)
 	@cmake --build build-bench -j $(JOBS) >> build-bench.log 2>&1 || (cat build-bench.log; exit 1)
 	@rm -f build-bench.log
-	@./build-bench/bench/bench_scope
+	@mkdir -p build-bench/out && ./build-bench/bench/bench_scope --dir build-bench/out && rm -rf build-bench/out
 
 install: build
 	@cmake --install build --prefix $(PREFIX)

@@ -135,6 +135,7 @@ int sx_json(const sm_model *m, sbuf *b)
     kv_num(b, "flops_per_s", fps, 1);
     kv_num(b, "mfu", m->peak_flops > 0 ? fps / m->peak_flops : 0, 1);
     kv_num(b, "dropped_events", (double)m->dropped_events, 1);
+    kv_num(b, "writer_cpu_s", (double)m->writer_cpu_ns / 1e9, 1);
     kv_num(b, "warnings", (double)m->n_warnings, 0);
     sbuf_puts(b, "},");
 

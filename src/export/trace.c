@@ -107,16 +107,33 @@ int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
     for (size_t i = 0; i < m->n_threads; i++)
         name_meta(&t, "thread_name", pid, tid_of(m, (uint32_t)i), m->threads[i].name);
 
+    /* ",\"pid\":P,\"tid\":T" once per thread: most events only copy it. */
+    char **ids = calloc(m->n_threads ? m->n_threads : 1, sizeof *ids);
+    if (!ids)
+        t.err = -1;
+    for (size_t i = 0; i < m->n_threads && !t.err; i++) {
+        sbuf e;
+        sbuf_init(&e);
+        sbuf_puts(&e, ",\"pid\":");
+        sbuf_u64(&e, (uint64_t)pid);
+        sbuf_puts(&e, ",\"tid\":");
+        sbuf_u64(&e, tid_of(m, (uint32_t)i));
+        if (e.oom)
+            t.err = -1;
+        ids[i] = e.data;
+    }
+    static const char x_head[] = "{\"ph\":\"X\",\"cat\":\"section\",\"name\":";
     for (size_t i = 0; i < m->n_spans && !t.err; i++) {
         const sm_span *s = &m->spans[i];
+        const char *name = esc[s->site] ? esc[s->site] : "\"?\"";
         sep(&t);
-        sbuf_puts(&t.b, "{\"ph\":\"X\",\"cat\":\"section\",\"name\":");
-        sbuf_puts(&t.b, esc[s->site] ? esc[s->site] : "\"?\"");
+        sbuf_add(&t.b, x_head, sizeof x_head - 1);
+        sbuf_puts(&t.b, name);
         sbuf_add(&t.b, ",\"ts\":", 6);
         sbuf_us3(&t.b, s->start_ns);
         sbuf_add(&t.b, ",\"dur\":", 7);
         sbuf_us3(&t.b, s->end_ns - s->start_ns);
-        pid_tid(&t, pid, tid_of(m, s->thread));
+        sbuf_puts(&t.b, ids[s->thread]);
         if (s->meta >= 0 || s->units > 0 || s->flops > 0 || s->flags) {
             sbuf_puts(&t.b, ",\"args\":{");
             int first = 1;
@@ -129,18 +146,20 @@ int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
                 sbuf_json_str(&t.b, sm_str(m, m->meta[k].value));
             }
             if (s->units > 0) {
-                sbuf_printf(&t.b, "%s\"%s\":", first ? "" : ",", "units");
+                sbuf_puts(&t.b, first ? "\"units\":" : ",\"units\":");
                 sbuf_json_num(&t.b, s->units);
                 first = 0;
             }
             if (s->flops > 0) {
-                sbuf_printf(&t.b, "%s\"flops\":", first ? "" : ",");
+                sbuf_puts(&t.b, first ? "\"flops\":" : ",\"flops\":");
                 sbuf_json_num(&t.b, s->flops);
                 first = 0;
             }
-            if (s->flags)
-                sbuf_printf(&t.b, "%s\"sonde\":\"%s\"", first ? "" : ",",
-                            s->flags & SM_SPAN_UNTERMINATED ? "unterminated" : "closed_by_outer");
+            if (s->flags) {
+                sbuf_puts(&t.b, first ? "" : ",");
+                sbuf_puts(&t.b, s->flags & SM_SPAN_UNTERMINATED ? "\"sonde\":\"unterminated\""
+                                                                : "\"sonde\":\"closed_by_outer\"");
+            }
             sbuf_putc(&t.b, '}');
         }
         sbuf_putc(&t.b, '}');
@@ -209,6 +228,9 @@ int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
     for (size_t i = 0; i < m->n_sites; i++)
         free(esc[i]);
     free(esc);
+    for (size_t i = 0; ids && i < m->n_threads; i++)
+        free(ids[i]);
+    free(ids);
     sbuf_free(&t.b);
     return t.err;
 }

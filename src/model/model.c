@@ -514,6 +514,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     m->clean_end = raw->clean_end;
     m->dropped_events = raw->dropped;
     m->bytes = raw->bytes;
+    m->writer_cpu_ns = raw->writer_cpu_ns;
     m->run_meta = -1;
     if (!m->name && !(m->name = strdup("?")))
         goto out;

@@ -104,6 +104,7 @@ typedef struct sm_model {
     int clean_end;             /* the END record was found */
     uint64_t dropped_events;
     uint64_t bytes;            /* size of the file read */
+    uint64_t writer_cpu_ns;    /* CPU time of the recorder's writer thread (0: unknown) */
 
     sm_site *sites;
     size_t n_sites;

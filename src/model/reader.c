@@ -369,6 +369,8 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
                     r = -1;
                 if (!r && !strcmp(k, "dropped_events"))
                     s.raw.dropped = v;
+                else if (!r && !strcmp(k, "writer_cpu_ns"))
+                    s.raw.writer_cpu_ns = v;
                 free(k);
             }
             break;

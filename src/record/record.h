@@ -112,6 +112,7 @@ struct sonde_profiler {
     _Atomic uint32_t sites_written;
     _Atomic uint64_t bytes_written;
     _Atomic uint64_t dropped_io;   /* events lost to write errors */
+    _Atomic uint64_t writer_cpu_ns; /* CPU time the writer thread used, set when it stops */
 
     _Atomic uint64_t steps;
     _Atomic int session_open;

@@ -189,6 +189,13 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
     while (i < stop) {
         const sonde__ev *e = &c->data[i];
         unsigned kind = e->tag & 15u;
+        if (kind <= SONDE_K_END) { /* section edges: most events, the short path */
+            k += varint_put(enc + k, e->tag);
+            k += varint_put(enc + k, zigzag_enc((int64_t)(e->ts - prev)));
+            prev = e->ts;
+            i++;
+            continue;
+        }
         if (kind >= SONDE_K_COUNT)
             break; /* cannot happen for a published slot; never walk garbage */
         unsigned n = sonde_kind_slots(kind);
@@ -450,6 +457,9 @@ static void *writer_main(void *arg)
         sonde__writer_pass(p, periodic);
         pthread_mutex_unlock(&p->wlock);
     }
+    struct timespec cpu;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
+        atomic_store(&p->writer_cpu_ns, (uint64_t)cpu.tv_sec * 1000000000u + (uint64_t)cpu.tv_nsec);
     return NULL;
 }
 
@@ -494,6 +504,7 @@ int sonde__writer_close(sonde_profiler *p)
     k += put_stat(b + k, "threads", threads);
     k += put_stat(b + k, "steps", atomic_load(&p->steps));
     k += put_stat(b + k, "bytes_written", atomic_load(&p->bytes_written));
+    k += put_stat(b + k, "writer_cpu_ns", atomic_load(&p->writer_cpu_ns));
     k += put_stat(b + k, "buffer_bytes", (uint64_t)p->n_chunks * p->chunk_slots * sizeof(sonde__ev));
     write_record_raw(p, SONDE_R_STATS, b, k);
     pthread_mutex_lock(&p->lock);

@@ -46,7 +46,7 @@ int sbuf_reserve(sbuf *b, size_t extra)
     return 0;
 }
 
-int sbuf_add(sbuf *b, const void *p, size_t n)
+int sbuf_add_slow(sbuf *b, const void *p, size_t n)
 {
     if (sbuf_reserve(b, n))
         return -1;
@@ -217,17 +217,6 @@ int sbuf_us3(sbuf *b, int64_t ns)
         return -1;
     char f[4] = {'.', (char)('0' + frac / 100), (char)('0' + frac / 10 % 10), (char)('0' + frac % 10)};
     return sbuf_add(b, f, 4);
-}
-
-size_t varint_put(uint8_t *out, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        out[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    out[n++] = (uint8_t)v;
-    return n;
 }
 
 size_t varint_get(const uint8_t *in, size_t avail, uint64_t *v)

@@ -18,7 +18,16 @@ void sbuf_free(sbuf *b);
 void sbuf_reset(sbuf *b);
 /* Each append returns 0, or -1 (and sets b->oom) when memory ran out. */
 int sbuf_reserve(sbuf *b, size_t extra);
-int sbuf_add(sbuf *b, const void *p, size_t n);
+int sbuf_add_slow(sbuf *b, const void *p, size_t n);
+static inline int sbuf_add(sbuf *b, const void *p, size_t n)
+{
+    if (b->len + n + 1 > b->cap)
+        return sbuf_add_slow(b, p, n);
+    __builtin_memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = 0;
+    return 0;
+}
 int sbuf_puts(sbuf *b, const char *s);
 int sbuf_putc(sbuf *b, char c);
 int sbuf_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -35,7 +44,16 @@ int sbuf_us3(sbuf *b, int64_t ns);
 
 /* LEB128 varints over raw memory: put returns bytes written (at most 10); get returns bytes
  * read, or 0 when the input ends early or the value overflows 64 bits. */
-size_t varint_put(uint8_t *out, uint64_t v);
+static inline size_t varint_put(uint8_t *out, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        out[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    out[n++] = (uint8_t)v;
+    return n;
+}
 size_t varint_get(const uint8_t *in, size_t avail, uint64_t *v);
 static inline uint64_t zigzag_enc(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
 static inline int64_t zigzag_dec(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
