@@ -3,12 +3,15 @@
 #   make demo     build and run the demo pipeline, print its summary and the files it wrote
 #   make test     every test: gcc build, clang -Werror build, ASan+UBSan and TSan builds
 #   make bench    the overhead and throughput benchmarks (optimised build in ./build-bench)
+#   make fuzz     every libFuzzer target for FUZZ_SECONDS each (make test runs them 5 s each)
 #   make install PREFIX=/some/dir
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = fuzz_sonde fuzz_env
 CMAKE_FLAGS ?=
 
-.PHONY: all build deps demo test test-unit bench install clean
+.PHONY: all build deps demo test bench fuzz fuzz-run install clean
 
 all: build
 
@@ -37,7 +40,24 @@ test: deps
 	$(call run_suite,build-clang,clang,-DCMAKE_BUILD_TYPE=Release,unit)
 	$(call run_suite,build-asan,clang,-DCMAKE_BUILD_TYPE=Debug -DSONDE_SANITIZE=address -DSONDE_BUILD_BENCH=OFF,unit|e2e)
 	$(call run_suite,build-tsan,clang,-DCMAKE_BUILD_TYPE=Debug -DSONDE_SANITIZE=thread -DSONDE_BUILD_BENCH=OFF,threads)
+	@$(MAKE) --no-print-directory fuzz-run FUZZ_SECONDS=5
 	@echo "make test: all suites passed"
+
+fuzz: deps
+	@$(MAKE) --no-print-directory fuzz-run FUZZ_SECONDS=$(FUZZ_SECONDS)
+
+# Builds the fuzz targets and runs each on a copy of its seed corpus; a finding fails the run.
+fuzz-run:
+	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DSONDE_BUILD_FUZZ=ON -DSONDE_BUILD_TESTS=OFF -DSONDE_BUILD_BENCH=OFF -DSONDE_BUILD_EXAMPLES=OFF > build-fuzz.log 2>&1 || (cat build-fuzz.log; exit 1)
+	@cmake --build build-fuzz -j $(JOBS) >> build-fuzz.log 2>&1 || (grep -E "error|warning" -A5 build-fuzz.log | head -60; exit 1)
+	@rm -f build-fuzz.log
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	    c=build-fuzz/corpus/$$t; mkdir -p $$c; cp tests/fuzz/corpus/$${t#fuzz_}/* $$c/; \
+	    ./build-fuzz/tests/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	        -artifact_prefix=build-fuzz/$$t- $$c > build-fuzz/$$t.log 2>&1 \
+	        || { tail -40 build-fuzz/$$t.log; echo "fuzz: $$t found a crash (build-fuzz/$$t-*)"; exit 1; }; \
+	    echo "fuzz: $$t ran $$(awk '/stat::number_of_executed_units/ {print $$2}' build-fuzz/$$t.log) inputs in $(FUZZ_SECONDS) s, no finding"; \
+	done
 
 bench: deps
 	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DSONDE_BUILD_TESTS=OFF > build-bench.log 2>&1 || (cat build-bench.log; exit 1)
@@ -49,4 +69,4 @@ install: build
 	@cmake --install build --prefix $(PREFIX)
 
 clean:
-	rm -rf build build-clang build-asan build-tsan build-bench sonde-out
+	rm -rf build build-clang build-asan build-tsan build-bench build-fuzz sonde-out
