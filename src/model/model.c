@@ -304,8 +304,6 @@ static void close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t fla
     s->end_ns = t < s->start_ns ? s->start_ns : t;
     s->flags |= flags;
     int64_t dur = s->end_ns - s->start_ns;
-    if (s->own_dur_units)
-        s->units_s += (double)dur / 1e9;
     if (s->parent >= 0)
         b->m->spans[s->parent].child_ns += dur;
 }
@@ -452,6 +450,35 @@ out:
     return rc;
 }
 
+/* Wall time covered by a set of intervals (overlaps counted once), in seconds. Sorts v. */
+typedef struct sm_iv {
+    int64_t s, e;
+} sm_iv;
+
+static int cmp_iv(const void *a, const void *b)
+{
+    const sm_iv *x = a, *y = b;
+    return x->s < y->s ? -1 : x->s > y->s;
+}
+
+static double union_s(sm_iv *v, size_t n)
+{
+    if (!n)
+        return 0;
+    qsort(v, n, sizeof *v, cmp_iv);
+    int64_t total = 0, cs = v[0].s, ce = v[0].e;
+    for (size_t i = 1; i < n; i++) {
+        if (v[i].s > ce) {
+            total += ce - cs;
+            cs = v[i].s;
+            ce = v[i].e;
+        } else if (v[i].e > ce) {
+            ce = v[i].e;
+        }
+    }
+    return (double)(total + ce - cs) / 1e9;
+}
+
 static int rate_add(sm_model *m, uint32_t unit, double units, double seconds)
 {
     const char *name = unit ? sm_str(m, unit) : m->unit;
@@ -475,19 +502,49 @@ static int rate_add(sm_model *m, uint32_t unit, double units, double seconds)
     return 0;
 }
 
-/* Throughput per unit; the run's own unit first, even when unused. */
+/* Throughput per unit; the run's own unit first, even when unused. Units recorded with explicit
+ * seconds count those seconds; units over a section's (or session's) own duration count the wall
+ * time those sections covered, so sections running at once on several threads are not counted
+ * twice. */
+static const char *unit_name(const sm_model *m, uint32_t unit)
+{
+    return unit ? sm_str(m, unit) : m->unit;
+}
+
 static int build_rates(sm_model *m)
 {
     if (rate_add(m, 0, 0, 0) != 0)
         return -1;
     if (m->run_units > 0 && rate_add(m, m->run_unit, m->run_units, m->run_units_s))
         return -1;
-    for (size_t i = 0; i < m->n_sessions; i++)
-        if (m->sessions[i].units > 0 && rate_add(m, m->sessions[i].unit, m->sessions[i].units, m->sessions[i].units_s))
+    for (size_t i = 0; i < m->n_sessions; i++) {
+        const sm_session *s = &m->sessions[i];
+        if (s->units > 0 && rate_add(m, s->unit, s->units, s->units_s))
             return -1;
-    for (size_t i = 0; i < m->n_spans; i++)
-        if (m->spans[i].units > 0 && rate_add(m, m->spans[i].unit, m->spans[i].units, m->spans[i].units_s))
+    }
+    for (size_t i = 0; i < m->n_spans; i++) {
+        const sm_span *s = &m->spans[i];
+        if (s->units > 0 && rate_add(m, s->unit, s->units, s->units_s))
             return -1;
+    }
+    sm_iv *iv = malloc((m->n_spans + m->n_sessions + 1) * sizeof *iv);
+    if (!iv)
+        return -1;
+    for (size_t r = 0; r < m->n_rates; r++) {
+        size_t n = 0;
+        for (size_t i = 0; i < m->n_sessions; i++) {
+            const sm_session *s = &m->sessions[i];
+            if (s->units > 0 && s->own_dur_units && !strcmp(unit_name(m, s->unit), m->rates[r].unit))
+                iv[n++] = (sm_iv){s->start_ns, s->end_ns};
+        }
+        for (size_t i = 0; i < m->n_spans; i++) {
+            const sm_span *s = &m->spans[i];
+            if (s->units > 0 && s->own_dur_units && !strcmp(unit_name(m, s->unit), m->rates[r].unit))
+                iv[n++] = (sm_iv){s->start_ns, s->end_ns};
+        }
+        m->rates[r].seconds += union_s(iv, n);
+    }
+    free(iv);
     return 0;
 }
 
@@ -597,10 +654,6 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
             goto out;
         m->threads[t].spans = m->n_spans - before;
     }
-    for (size_t s = 0; s < m->n_sessions; s++)
-        if (m->sessions[s].own_dur_units)
-            m->sessions[s].units_s +=
-                (double)(m->sessions[s].end_ns - m->sessions[s].start_ns) / 1e9;
     if (build_rates(m))
         goto out;
     if (b.unmatched_ends &&
@@ -729,6 +782,21 @@ void sm_stats_free(sm_stat *s, size_t n)
     free(s);
 }
 
+typedef struct gsm_iv {
+    int g, kind;
+    sm_iv iv;
+} gsm_iv;
+
+static int cmp_giv(const void *a, const void *b)
+{
+    const gsm_iv *x = a, *y = b;
+    if (x->g != y->g)
+        return x->g < y->g ? -1 : 1;
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
+    return x->iv.s < y->iv.s ? -1 : x->iv.s > y->iv.s;
+}
+
 sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void *ctx,
                   double share_of_s, size_t *n_out)
 {
@@ -741,6 +809,8 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
     int *site_stat = malloc(m->n_sites * sizeof *site_stat);
     size_t *count = NULL, *fill = NULL;
     double *dur = NULL;
+    gsm_iv *iv = NULL;
+    size_t n_iv = 0;
     uint32_t *last_thread = NULL;
     sm_stat *st = NULL;
     size_t ns = 0;
@@ -770,7 +840,8 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
         kept++;
     }
     dur = malloc((kept ? kept : 1) * sizeof *dur);
-    if (!dur)
+    iv = malloc((2 * kept + 1) * sizeof *iv);
+    if (!dur || !iv)
         goto fail;
     for (size_t k = 0, off = 0; k < ns; k++) { /* offsets of each group in dur */
         fill[k] = off;
@@ -792,12 +863,14 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
         x->total_s += d;
         x->self_s += d - (double)s->child_ns / 1e9;
         x->units += s->units;
-        x->units_s += s->units_s;
+        x->units_s += s->units_s; /* explicit seconds; own durations are added below */
         if (s->units > 0 && !x->unit)
-            x->unit = s->unit ? sm_str(m, s->unit) : m->unit;
+            x->unit = unit_name(m, s->unit);
+        if (s->units > 0 && s->own_dur_units)
+            iv[n_iv++] = (gsm_iv){k, 0, {s->start_ns, s->end_ns}};
         if (s->flops > 0) {
             x->flops += s->flops;
-            x->flops_time_s += d;
+            iv[n_iv++] = (gsm_iv){k, 1, {s->start_ns, s->end_ns}};
         }
         if (last_thread[k] != s->thread) { /* spans are grouped by thread */
             last_thread[k] = s->thread;
@@ -805,6 +878,28 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
         }
         if (s->depth < x->min_depth)
             x->min_depth = s->depth;
+    }
+    /* Wall time of each group's instances: with throughput over their own duration (kind 0),
+     * with FLOPs (kind 1). */
+    if (n_iv) {
+        qsort(iv, n_iv, sizeof *iv, cmp_giv);
+        sm_iv *tmp = malloc(n_iv * sizeof *tmp);
+        if (!tmp)
+            goto fail;
+        for (size_t i = 0; i < n_iv;) {
+            size_t j = i;
+            size_t n = 0;
+            for (; j < n_iv && iv[j].g == iv[i].g && iv[j].kind == iv[i].kind; j++)
+                tmp[n++] = iv[j].iv;
+            double u = union_s(tmp, n);
+            sm_stat *x = &st[iv[i].g];
+            if (iv[i].kind == 0)
+                x->units_s += u;
+            else
+                x->flops_time_s = u;
+            i = j;
+        }
+        free(tmp);
     }
     /* Compact to the names that have spans; compute the order statistics. */
     size_t out = 0, off = 0;
@@ -861,6 +956,7 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
     free(count);
     free(fill);
     free(dur);
+    free(iv);
     free(last_thread);
     *n_out = out;
     if (!out) {
@@ -875,6 +971,7 @@ fail:
     free(count);
     free(fill);
     free(dur);
+    free(iv);
     free(last_thread);
     return NULL;
 }
@@ -913,16 +1010,20 @@ void sm_totals(const sm_model *m, double *units, double *units_s, double *flops,
 {
     *units = m->n_rates ? m->rates[0].units : 0;
     *units_s = m->n_rates ? m->rates[0].seconds : 0;
-    double f = m->run_flops, fs = 0;
+    double f = m->run_flops;
     for (size_t i = 0; i < m->n_sessions; i++)
         f += m->sessions[i].flops;
+    sm_iv *iv = malloc((m->n_spans + 1) * sizeof *iv);
+    size_t n = 0;
     for (size_t i = 0; i < m->n_spans; i++) {
         const sm_span *s = &m->spans[i];
         if (s->flops > 0) {
             f += s->flops;
-            fs += (double)(s->end_ns - s->start_ns) / 1e9;
+            if (iv)
+                iv[n++] = (sm_iv){s->start_ns, s->end_ns};
         }
     }
     *flops = f;
-    *flops_s = fs;
+    *flops_s = iv ? union_s(iv, n) : 0;
+    free(iv);
 }

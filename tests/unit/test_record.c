@@ -463,6 +463,58 @@ static void full_buffers_drop_and_count(void **state)
     tu_rmrf(dir);
 }
 
+/* Two threads in the same section at once: throughput and FLOP/s count wall time once. */
+typedef struct par {
+    sonde_profiler *p;
+    pthread_barrier_t *bar;
+} par;
+
+static void *parallel_section(void *arg)
+{
+    par *a = arg;
+    pthread_barrier_wait(a->bar);
+    {
+        SONDE_SCOPE(a->p, "parallel");
+        spin_ms(30);
+        sonde_throughput_unit(a->p, 100, 0, "frames");
+        sonde_flops(a->p, 1e9);
+    }
+    return NULL;
+}
+
+static void overlapping_sections_count_wall_time_once(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "overlap");
+    sonde_profiler *p = sonde_create(&c);
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 2);
+    par a = {p, &bar};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, parallel_section, &a);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&bar);
+    sm_model m;
+    tu_finish(p, &m);
+    const sm_stat *x = tu_stat(&m, "parallel");
+    assert_int_equal((int)x->count, 2);
+    assert_true(x->units == 200 && x->flops == 2e9);
+    /* the two 30 ms instances overlap: their wall time is well under their summed time */
+    assert_true(x->units_s >= 0.030 && x->units_s < 0.75 * x->total_s);
+    assert_true(fabs(x->flops_time_s - x->units_s) < 1e-9);
+    assert_string_equal(m.rates[1].unit, "frames");
+    assert_true(fabs(m.rates[1].seconds - x->units_s) < 1e-9);
+    double u, us, f, fs;
+    sm_totals(&m, &u, &us, &f, &fs);
+    assert_true(f == 2e9 && fabs(fs - x->flops_time_s) < 1e-9);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -476,6 +528,7 @@ int main(void)
         cmocka_unit_test(unwritable_dir_degrades),
         cmocka_unit_test(config_env),
         cmocka_unit_test(full_buffers_drop_and_count),
+        cmocka_unit_test(overlapping_sections_count_wall_time_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
