@@ -33,9 +33,9 @@
  *
  * THREADS
  *   Recording calls (sections, metrics, events, counters, steps) may be made from any number of
- *   threads at once; each thread nests its own sections. sonde_create, sonde_destroy,
- *   sonde_export, sonde_summary and sonde_clear must not race with sonde_destroy on the same
- *   profiler.
+ *   threads at once; each thread nests its own sections. sonde_export, sonde_summary and
+ *   sonde_clear may be called from any thread, but not while another thread destroys the same
+ *   profiler; no thread may use a profiler once sonde_destroy has begun.
  *
  * COMPILED OUT
  *   With -DSONDE_DISABLE, SONDE_SCOPE and SONDE_FUNCTION expand to nothing.
@@ -198,7 +198,7 @@ typedef struct sonde_section_stats {
 } sonde_section_stats;
 
 typedef struct sonde_summary_t {
-    double total_duration_s;   /* first to last event of the run (after any sonde_clear) */
+    double total_duration_s;   /* from sonde_create (or the last sonde_clear) to now */
     uint64_t sections;         /* section instances */
     uint64_t steps;            /* sonde_step calls */
     double units;              /* throughput units in cfg.unit in all */

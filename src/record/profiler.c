@@ -237,13 +237,22 @@ int sonde__record(sonde_profiler *p, unsigned kind, uint32_t id, uint32_t arg, c
     return 0;
 }
 
+/* Stack entry of a section whose begin was dropped: its sonde_end is dropped too, so it cannot
+ * close the enclosing section. Never a real id (ids stay below 2^22). */
+#define DROPPED_ID 0x0fffffffu
+
 static int begin_id(sonde_profiler *p, uint32_t id, sonde_tbuf **out)
 {
     sonde_tbuf *tb = sonde__thread_buf(p);
     if (!tb)
         return SONDE_ENOMEM;
     if (ensure_room(p, tb, 1) != 0) {
-        /* Dropped: the section is not open, so its end must not be recorded either. */
+        if (!out) { /* sonde_begin: remember it, so the matching sonde_end is dropped too */
+            if (tb->hot.depth < 64)
+                tb->hot.stack[tb->hot.depth] = DROPPED_ID;
+            tb->hot.depth++;
+        }
+        /* SONDE_SCOPE: nothing is open, and the scope records no end. */
         return sonde__fail(SONDE_EDROPPED, "sonde: section dropped: buffers are full");
     }
     sonde__ev *e = tb->hot.cur;
@@ -594,6 +603,12 @@ int sonde_end(sonde_profiler *p)
         return SONDE_ENOMEM;
     int32_t d = tb->hot.depth;
     uint32_t id = (d > 0 && d <= 64) ? tb->hot.stack[d - 1] : 0;
+    if (id == DROPPED_ID) {
+        tb->hot.depth--;
+        atomic_fetch_add_explicit(&tb->dropped, 1, memory_order_relaxed);
+        tb->gap++;
+        return sonde__fail(SONDE_EDROPPED, "sonde_end: its section had been dropped");
+    }
     return end_id(p, tb, id);
 }
 

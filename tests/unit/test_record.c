@@ -463,6 +463,67 @@ static void full_buffers_drop_and_count(void **state)
     tu_rmrf(dir);
 }
 
+/* A sonde_begin dropped for lack of buffer space drops its sonde_end too, so the end cannot close
+ * the enclosing section. */
+static void *hold_one_chunk(void *arg)
+{
+    hold *h = arg;
+    sonde_event(h->p, "holding");
+    pthread_barrier_wait(h->bar);
+    pthread_barrier_wait(h->bar);
+    return NULL;
+}
+
+static void dropped_begin_drops_its_end(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "dropend");
+    c.buffer_mb = 1; /* 16 chunks of 4096 slots */
+    sonde_profiler *p = sonde_create(&c);
+    assert_int_equal(sonde_begin(p, "outer"), 0);
+    enum { N = 15 };
+    pthread_t th[N];
+    hold h[N];
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, N + 1);
+    for (int i = 0; i < N; i++) {
+        h[i].p = p;
+        h[i].bar = &bar;
+        pthread_create(&th[i], NULL, hold_one_chunk, &h[i]);
+    }
+    pthread_barrier_wait(&bar); /* every chunk is taken */
+    int filled = 0;
+    while (sonde_event(p, "fill") == 0)
+        filled++;
+    assert_true(filled > 4000 && filled < 4096);
+    assert_int_equal(sonde_begin(p, "inner"), SONDE_EDROPPED);
+    assert_int_equal(sonde_end(p), SONDE_EDROPPED); /* inner's end: dropped, not outer's */
+    pthread_barrier_wait(&bar);
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&bar);
+    /* the exited threads' chunks come back once the writer has written them */
+    int rc = SONDE_EDROPPED;
+    for (int tries = 0; tries < 500 && rc != 0; tries++) {
+        usleep(10000);
+        rc = sonde_event(p, "probe");
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(sonde_end(p), 0);
+    sm_model m;
+    assert_int_equal(tu_finish(p, &m), 0);
+    const sm_stat *o = tu_stat(&m, "outer");
+    assert_non_null(o);
+    assert_int_equal((int)o->count, 1);
+    assert_null(tu_stat(&m, "inner"));
+    assert_int_equal(m.spans[0].flags, 0); /* closed by its own end, not at the run's end */
+    assert_true(m.dropped_events >= 3);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
 /* Two threads in the same section at once: throughput and FLOP/s count wall time once. */
 typedef struct par {
     sonde_profiler *p;
@@ -529,6 +590,7 @@ int main(void)
         cmocka_unit_test(config_env),
         cmocka_unit_test(full_buffers_drop_and_count),
         cmocka_unit_test(overlapping_sections_count_wall_time_once),
+        cmocka_unit_test(dropped_begin_drops_its_end),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
