@@ -422,6 +422,34 @@ static void *holder(void *arg)
     return NULL;
 }
 
+/* n threads running fn, each holding its buffer chunk until holders_stop. */
+typedef struct holders {
+    pthread_t th[32];
+    hold h[32];
+    pthread_barrier_t bar;
+    int n;
+} holders;
+
+static void holders_start(holders *hs, sonde_profiler *p, int n, void *(*fn)(void *))
+{
+    hs->n = n;
+    pthread_barrier_init(&hs->bar, NULL, (unsigned)n + 1);
+    for (int i = 0; i < n; i++) {
+        hs->h[i].p = p;
+        hs->h[i].bar = &hs->bar;
+        pthread_create(&hs->th[i], NULL, fn, &hs->h[i]);
+    }
+    pthread_barrier_wait(&hs->bar); /* each has recorded and still holds its chunk */
+}
+
+static void holders_stop(holders *hs)
+{
+    pthread_barrier_wait(&hs->bar);
+    for (int i = 0; i < hs->n; i++)
+        pthread_join(hs->th[i], NULL);
+    pthread_barrier_destroy(&hs->bar);
+}
+
 static void full_buffers_drop_and_count(void **state)
 {
     (void)state;
@@ -430,27 +458,15 @@ static void full_buffers_drop_and_count(void **state)
     sonde_config c = tu_config(dir, "drops");
     c.buffer_mb = 1; /* 16 chunks of 64 KiB */
     sonde_profiler *p = sonde_create(&c);
-    enum { N = 20 };
-    pthread_t th[N];
-    hold h[N];
-    pthread_barrier_t bar;
-    pthread_barrier_init(&bar, NULL, N + 1);
-    for (int i = 0; i < N; i++) {
-        h[i].p = p;
-        h[i].bar = &bar;
-        pthread_create(&th[i], NULL, holder, &h[i]);
-    }
-    pthread_barrier_wait(&bar);
+    holders hs;
+    holders_start(&hs, p, 20, holder);
     sonde_summary_t *s = sonde_summary(p);
     assert_non_null(s);
     /* 4 threads found no chunk: each dropped section is one event (its end is never recorded) */
     assert_int_equal((int)s->dropped_events, 400);
     assert_int_equal((int)s->sections, 1600);
     sonde_summary_free(s);
-    pthread_barrier_wait(&bar);
-    for (int i = 0; i < N; i++)
-        pthread_join(th[i], NULL);
-    pthread_barrier_destroy(&bar);
+    holders_stop(&hs);
     sm_model m;
     tu_finish(p, &m);
     assert_int_equal((int)m.dropped_events, 400);
@@ -483,27 +499,15 @@ static void dropped_begin_drops_its_end(void **state)
     c.buffer_mb = 1; /* 16 chunks of 4096 slots */
     sonde_profiler *p = sonde_create(&c);
     assert_int_equal(sonde_begin(p, "outer"), 0);
-    enum { N = 15 };
-    pthread_t th[N];
-    hold h[N];
-    pthread_barrier_t bar;
-    pthread_barrier_init(&bar, NULL, N + 1);
-    for (int i = 0; i < N; i++) {
-        h[i].p = p;
-        h[i].bar = &bar;
-        pthread_create(&th[i], NULL, hold_one_chunk, &h[i]);
-    }
-    pthread_barrier_wait(&bar); /* every chunk is taken */
+    holders hs;
+    holders_start(&hs, p, 15, hold_one_chunk); /* now every chunk is taken */
     int filled = 0;
     while (sonde_event(p, "fill") == 0)
         filled++;
     assert_true(filled > 4000 && filled < 4096);
     assert_int_equal(sonde_begin(p, "inner"), SONDE_EDROPPED);
     assert_int_equal(sonde_end(p), SONDE_EDROPPED); /* inner's end: dropped, not outer's */
-    pthread_barrier_wait(&bar);
-    for (int i = 0; i < N; i++)
-        pthread_join(th[i], NULL);
-    pthread_barrier_destroy(&bar);
+    holders_stop(&hs);
     /* the exited threads' chunks come back once the writer has written them */
     int rc = SONDE_EDROPPED;
     for (int tries = 0; tries < 500 && rc != 0; tries++) {
