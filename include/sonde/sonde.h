@@ -96,6 +96,9 @@ const char *sonde_last_error(void);
 #define SONDE_FORMAT_TRACE 0x8u /* NAME.trace.json.gz: Chrome trace for Perfetto */
 #define SONDE_FORMAT_ALL 0xfu
 
+/* Every field has a key of the same name: SONDE_<KEY> in the environment (SONDE_GPU_INTERVAL_S),
+ * and the same name in the YAML file and --profile flags once those land. docs/configuration.md
+ * lists them all with their ranges. */
 typedef struct sonde_config {
     int enabled;             /* 0: every call is a cheap no-op and no file is written (default 1) */
     const char *name;        /* run name, the stem of every file; NULL: PROGRAM-YYYYmmdd-HHMMSS */
@@ -107,17 +110,34 @@ typedef struct sonde_config {
     double flush_interval_s; /* the writer persists recorded events at least this often (1.0) */
     int signal_handlers;     /* 1: flush on fatal signals, SIGTERM, SIGINT (default 1) */
     int print_summary;       /* 1: print the text summary to stderr at sonde_destroy (default 0) */
+
+    /* Background monitoring: one sampler thread per profiler, started when any collect_* is on.
+     * Samples become counters ("cpu %", "rss MiB", "gpu0 util %", ...) in every report. */
+    int collect_cpu;         /* system and process CPU %, load average (default 1) */
+    int collect_memory;      /* system memory, process RSS and peak, threads, I/O (default 1) */
+    int collect_gpu;         /* every GPU through NVML, loaded at run time (default 1) */
+    double cpu_interval_s;   /* seconds between CPU and memory samples, 0.01..3600 (default 1) */
+    double gpu_interval_s;   /* seconds between GPU samples, 0.01..3600 (default 0.5) */
+    int monitor_gpu_temperature; /* GPU temperature (default 1) */
+    int monitor_gpu_power;   /* GPU power draw, limit and energy (default 1) */
+    const char *gpu_devices; /* GPUs to sample by index, "0,2"; NULL or "all": every GPU */
+    unsigned max_data_points; /* samples per counter kept in reports, 10..10000000 (default
+                                 10000); the .sonde file keeps every sample */
+    int real_time_display;   /* a live block on stderr while the program runs (default 0) */
+    double display_interval_s; /* seconds between redraws, 0.1..3600 (default 5) */
+    int display_all_ranks;   /* show it in ranks other than 0 too (default 0) */
     void *reserved[8];       /* zero; room for later fields without breaking the ABI */
 } sonde_config;
 
 /* The defaults documented on each field. */
 sonde_config sonde_config_default(void);
 
-/* Overrides fields from the environment: SONDE_ENABLED (1/0/true/false/yes/no/on/off),
- * SONDE_OUTPUT_DIR, SONDE_NAME, SONDE_FORMATS (comma list of json,csv,txt,trace or all),
- * SONDE_BUFFER_MB, SONDE_UNIT, SONDE_PEAK_FLOPS, SONDE_FLUSH_INTERVAL_S.
- * String fields point into the environment. On a bad value returns SONDE_EINVAL, names the
- * variable in sonde_last_error() and leaves cfg unchanged. */
+/* Overrides fields from the environment: SONDE_<KEY> for every field (SONDE_ENABLED,
+ * SONDE_OUTPUT_DIR, SONDE_NAME, SONDE_FORMATS as a comma list of json,csv,txt,trace or all,
+ * SONDE_BUFFER_MB, SONDE_GPU_INTERVAL_S, ...). Booleans take 1/0, true/false, yes/no, on/off.
+ * String values are copied into storage that lives as long as the process. On a bad value
+ * returns SONDE_EINVAL, names the variable and what was expected in sonde_last_error(), and
+ * leaves cfg unchanged. */
 int sonde_config_from_env(sonde_config *cfg);
 
 /* ---------------------------------------------------------------------------------------------
@@ -309,6 +329,30 @@ static inline void sonde__publish(sonde__tbuf *tb, sonde__ev *next)
 #endif
 }
 
+/* depth and stack are written by their thread alone and read by the live display: relaxed
+ * atomic stores, plain moves on x86. */
+static inline void sonde__set_depth(sonde__tbuf *tb, int32_t d)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    __atomic_store_n(&tb->depth, d, __ATOMIC_RELAXED);
+#else
+    tb->depth = d;
+#endif
+}
+
+static inline void sonde__push(sonde__tbuf *tb, uint32_t id)
+{
+    int32_t d = tb->depth;
+    if (d < 64) {
+#if defined(__GNUC__) || defined(__clang__)
+        __atomic_store_n(&tb->stack[d], id, __ATOMIC_RELAXED);
+#else
+        tb->stack[d] = id;
+#endif
+    }
+    sonde__set_depth(tb, d + 1);
+}
+
 /* Opens a section for a call site; returns the thread buffer to pass to sonde__scope_end, or
  * NULL when nothing was recorded. */
 static inline sonde__tbuf *sonde__scope_begin(sonde_profiler *p, sonde_site *s)
@@ -329,7 +373,7 @@ static inline sonde__tbuf *sonde__scope_begin(sonde_profiler *p, sonde_site *s)
     e->ts = sonde__now(h);
     e->tag = (id << 4) | SONDE__K_BEGIN;
     e->arg = 0;
-    tb->stack[tb->depth++] = id;
+    sonde__push(tb, id);
     sonde__publish(tb, e + 1);
     return tb;
 }
@@ -348,7 +392,7 @@ static inline void sonde__scope_end(sonde__tbuf *tb, uint32_t id, int use_tsc)
     e->ts = sonde__now(&h);
     e->tag = (id << 4) | SONDE__K_END;
     e->arg = 0;
-    tb->depth--;
+    sonde__set_depth(tb, tb->depth - 1);
     sonde__publish(tb, e + 1);
 }
 

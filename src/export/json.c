@@ -71,7 +71,40 @@ void sx_stat_json(sbuf *b, const sm_stat *s, double peak)
     double fps = s->flops_time_s > 0 ? s->flops / s->flops_time_s : 0;
     kv_num(b, "flops", s->flops, 1);
     kv_num(b, "flops_per_s", fps, 1);
-    kv_num(b, "mfu", peak > 0 ? fps / peak : 0, 0);
+    kv_num(b, "mfu", peak > 0 ? fps / peak : 0, 1);
+    /* Resources while it ran (null: no sample fell inside; see "note"). */
+    key(b, "resources");
+    sbuf_putc(b, '{');
+    kv_num(b, "samples", (double)s->res_samples, 1);
+    kv_num(b, "cpu_mean_pct", s->res_cpu_mean, 1);
+    kv_num(b, "rss_begin_mib", s->res_rss_begin, 1);
+    kv_num(b, "rss_end_mib", s->res_rss_end, 1);
+    kv_num(b, "memory_delta_mb", s->res_rss_delta, 1);
+    kv_num(b, "gpu_util_mean_pct", s->res_gpu_util_mean, 1);
+    kv_num(b, "gpu_memory_peak_mib", s->res_gpu_mem_peak, s->res_samples ? 0 : 1);
+    if (!s->res_samples)
+        kv_str(b, "note", "no sample fell inside: shorter than the sampling interval", 0);
+    sbuf_puts(b, "}}");
+}
+
+/* "system.*" or "config.*" facts as one object, the prefix removed. */
+static void info_obj(sbuf *b, const sm_model *m, const char *prefix)
+{
+    size_t pl = strlen(prefix);
+    sbuf_putc(b, '{');
+    int first = 1;
+    for (size_t i = 0; i < m->n_info; i++) {
+        if (strncmp(m->info[i].key, prefix, pl) != 0)
+            continue;
+        /* a later record repeats a key: the last one wins, so print only that */
+        if (sm_info(m, m->info[i].key) != m->info[i].value)
+            continue;
+        if (!first)
+            sbuf_putc(b, ',');
+        first = 0;
+        key(b, m->info[i].key + pl);
+        sbuf_json_str(b, m->info[i].value);
+    }
     sbuf_putc(b, '}');
 }
 
@@ -120,6 +153,12 @@ int sx_json(const sm_model *m, sbuf *b)
     key(b, "metadata");
     meta_obj(b, m, m->run_meta);
     sbuf_puts(b, "},");
+    key(b, "system");
+    info_obj(b, m, "system.");
+    sbuf_putc(b, ',');
+    key(b, "config");
+    info_obj(b, m, "config.");
+    sbuf_putc(b, ',');
 
     key(b, "summary");
     sbuf_putc(b, '{');
@@ -136,6 +175,8 @@ int sx_json(const sm_model *m, sbuf *b)
     kv_num(b, "mfu", m->peak_flops > 0 ? fps / m->peak_flops : 0, 1);
     kv_num(b, "dropped_events", (double)m->dropped_events, 1);
     kv_num(b, "writer_cpu_s", (double)m->writer_cpu_ns / 1e9, 1);
+    kv_num(b, "sampler_cpu_s", (double)m->sampler_cpu_ns / 1e9, 1);
+    kv_num(b, "sampler_cpu_share", dur > 0 ? (double)m->sampler_cpu_ns / 1e9 / dur : 0, 1);
     kv_num(b, "warnings", (double)m->n_warnings, 0);
     sbuf_puts(b, "},");
 
@@ -227,6 +268,8 @@ int sx_json(const sm_model *m, sbuf *b)
             sbuf_putc(b, ',');
         sbuf_putc(b, '{');
         kv_str(b, "name", c->name, 1);
+        kv_str(b, "unit", sm_counter_unit(c->name), 1);
+        kv_str(b, "source", c->system ? "sampler" : "program", 1);
         kv_num(b, "samples", (double)c->n, 1);
         kv_num(b, "min", c->min, 1);
         kv_num(b, "mean", c->n ? c->sum / (double)c->n : 0, 1);

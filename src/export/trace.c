@@ -176,6 +176,14 @@ int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
         sbuf_putc(&t.b, '}');
         flush(&t, 0);
     }
+    /* Counters: at most max_data_points samples each, keeping every bucket's min and max. */
+    const char *mdp = sm_info(m, "config.max_data_points");
+    size_t max_points = mdp ? (size_t)strtoull(mdp, NULL, 10) : 10000;
+    if (max_points < 10)
+        max_points = 10;
+    size_t *keep = malloc((max_points + 2) * sizeof *keep);
+    if (!keep)
+        t.err = -1;
     for (size_t c = 0; c < m->n_counters && !t.err; c++) {
         const sm_counter *k = &m->counters[c];
         sbuf en;
@@ -185,7 +193,9 @@ int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
             t.err = -1;
             break;
         }
-        for (size_t i = 0; i < k->n; i++) {
+        size_t nk = sm_downsample(k, max_points, keep);
+        for (size_t q = 0; q < nk; q++) {
+            size_t i = keep[q];
             sep(&t);
             sbuf_puts(&t.b, "{\"ph\":\"C\",\"name\":");
             sbuf_puts(&t.b, en.data);
@@ -199,6 +209,7 @@ int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
         }
         sbuf_free(&en);
     }
+    free(keep);
     for (size_t i = 0; i < m->n_steps && !t.err; i++) {
         sep(&t);
         sbuf_puts(&t.b, "{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"step\",\"name\":\"step ");

@@ -33,6 +33,22 @@ void sx_fmt_si(char *out, size_t cap, double v, const char *unit)
 
 #define NAME_W 40
 
+/* sonde's own samples worth a line in the summary. */
+static int headline(const char *name)
+{
+    static const char *keep[] = {"cpu %", "process cpu %", "rss MiB", "rss peak MiB",
+                                 "memory used MiB", "load 1m"};
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+        if (!strcmp(name, keep[i]))
+            return 1;
+    unsigned g;
+    char tail[32];
+    if (sscanf(name, "gpu%u %31[^\n]", &g, tail) == 2)
+        return !strcmp(tail, "util %") || !strcmp(tail, "memory MiB") ||
+               !strcmp(tail, "temperature C") || !strcmp(tail, "power W");
+    return 0;
+}
+
 int sx_txt(const sm_model *m, sbuf *b)
 {
     double units, units_s, flops, flops_s;
@@ -106,10 +122,36 @@ int sx_txt(const sm_model *m, sbuf *b)
         sx_fmt_dur(p99, sizeof p99, ss.p99_s);
         sbuf_printf(b, "Steps: %zu, %.2f steps/s, p50 %s, p99 %s\n", ss.count, ss.per_s, p50, p99);
     }
+    /* The program's counters in full; of sonde's samples, the headline figures only (every
+     * counter is in NAME.json and the trace). */
     for (size_t i = 0; i < m->n_counters; i++) {
         const sm_counter *c = &m->counters[i];
-        sbuf_printf(b, "Counter %s: min %.6g, mean %.6g, max %.6g, last %.6g (%zu samples)\n",
-                    c->name, c->min, c->n ? c->sum / (double)c->n : 0, c->max, c->last, c->n);
+        if (c->system && !headline(c->name))
+            continue;
+        sbuf_printf(b, "%s %s: min %.6g, mean %.6g, max %.6g, last %.6g (%zu samples)\n",
+                    c->system ? "Sampled" : "Counter", c->name, c->min,
+                    c->n ? c->sum / (double)c->n : 0, c->max, c->last, c->n);
+    }
+    const char *gs = sm_info(m, "system.gpu_status"), *gn = sm_info(m, "system.gpu_notes");
+    if (gs)
+        sbuf_printf(b, "%s\n", gs);
+    if (gn)
+        sbuf_printf(b, "GPU figures unavailable: %s\n", gn);
+    const char *cpu = sm_info(m, "system.cpu_model"), *cores = sm_info(m, "system.cpu_cores");
+    const char *mem = sm_info(m, "system.memory_total_mib"), *kern = sm_info(m, "system.kernel");
+    if (cpu || kern)
+        sbuf_printf(b, "System: %s, %s cores, %s MiB, %s\n", cpu ? cpu : "?", cores ? cores : "?",
+                    mem ? mem : "?", kern ? kern : "?");
+    for (int g = 0; g < 64; g++) {
+        char key[48];
+        snprintf(key, sizeof key, "system.gpu%d_name", g);
+        const char *name = sm_info(m, key);
+        if (!name)
+            continue;
+        snprintf(key, sizeof key, "system.gpu%d_memory_total_mib", g);
+        const char *gm = sm_info(m, key);
+        const char *drv = sm_info(m, "system.gpu_driver");
+        sbuf_printf(b, "GPU %d: %s, %s MiB, driver %s\n", g, name, gm ? gm : "?", drv ? drv : "?");
     }
     if (m->dropped_events)
         sbuf_printf(b, "Dropped events: %llu (buffers full or the disk failed)\n",

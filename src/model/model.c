@@ -255,7 +255,7 @@ static int add_metric(bctx *b, const char *owner, const char *name, double v)
     return 0;
 }
 
-static int add_counter(bctx *b, const char *name, int64_t t, double v)
+static int add_counter(bctx *b, const char *name, int64_t t, double v, int system)
 {
     sm_model *m = b->m;
     int idx = strmap_get(&b->counters, name);
@@ -268,6 +268,7 @@ static int add_counter(bctx *b, const char *name, int64_t t, double v)
         c->name = strdup(name);
         if (!c->name)
             return -1;
+        c->system = system;
         c->min = c->max = v;
         idx = (int)m->n_counters++;
     }
@@ -315,6 +316,8 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
     size_t depth = 0, cap = 0;
     char owner_buf[300];
     int rc = -1;
+    /* Counters from sonde's own sampler thread are the system's figures. */
+    int sampler_thread = m->threads[tindex].name && !strcmp(m->threads[tindex].name, "sonde-sampler");
     for (size_t i = 0; i < te->n; i++) {
         const sb_ev *e = &te->ev[i];
         int before_cut = e->tick < b->cut_tick;
@@ -379,7 +382,7 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
             m->instants[m->n_instants++] = (sm_instant){t, tindex, e->id};
             break;
         case SONDE_K_COUNTER:
-            if (!before_cut && add_counter(b, sm_str(m, e->id), t, e->v0))
+            if (!before_cut && add_counter(b, sm_str(m, e->id), t, e->v0, sampler_thread))
                 goto out;
             break;
         case SONDE_K_STEP:
@@ -548,6 +551,185 @@ static int build_rates(sm_model *m)
     return 0;
 }
 
+/* Counter samples in time order (samples from several threads can interleave). */
+typedef struct tv {
+    int64_t t;
+    double v;
+} tv;
+
+static int cmp_tv(const void *a, const void *b)
+{
+    const tv *x = a, *y = b;
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+static int sort_counters(sm_model *m)
+{
+    for (size_t c = 0; c < m->n_counters; c++) {
+        sm_counter *k = &m->counters[c];
+        size_t i = 1;
+        while (i < k->n && k->t_ns[i - 1] <= k->t_ns[i])
+            i++;
+        if (i >= k->n)
+            continue;
+        tv *a = malloc(k->n * sizeof *a);
+        if (!a)
+            return -1;
+        for (i = 0; i < k->n; i++)
+            a[i] = (tv){k->t_ns[i], k->v[i]};
+        qsort(a, k->n, sizeof *a, cmp_tv);
+        for (i = 0; i < k->n; i++) {
+            k->t_ns[i] = a[i].t;
+            k->v[i] = a[i].v;
+        }
+        k->last = k->v[k->n - 1];
+        free(a);
+    }
+    return 0;
+}
+
+/* First sample index with t >= t0 (n when none). */
+static size_t lower(const sm_counter *c, int64_t t0)
+{
+    size_t lo = 0, hi = c->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c->t_ns[mid] < t0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static const sm_counter *counter_named(const sm_model *m, const char *name)
+{
+    for (size_t i = 0; i < m->n_counters; i++)
+        if (m->counters[i].system && !strcmp(m->counters[i].name, name))
+            return &m->counters[i];
+    return NULL;
+}
+
+/* Per section name, from the samples that fall inside its instances: mean process CPU, RSS at
+ * begin and end, mean GPU utilization, peak GPU memory. Nothing on the hot path: all here. */
+static void resources(sm_model *m)
+{
+    const sm_counter *cpu = counter_named(m, "process cpu %"), *rss = counter_named(m, "rss MiB");
+    const sm_counter *util[64], *mem[64];
+    size_t nu = 0, nm = 0;
+    for (size_t i = 0; i < m->n_counters; i++) {
+        const sm_counter *c = &m->counters[i];
+        unsigned g;
+        char tail[32];
+        if (!c->system || sscanf(c->name, "gpu%u %31[^\n]", &g, tail) != 2)
+            continue;
+        if (!strcmp(tail, "util %") && nu < 64)
+            util[nu++] = c;
+        else if (!strcmp(tail, "memory MiB") && nm < 64)
+            mem[nm++] = c;
+    }
+    double *acc = calloc(m->n_stats ? m->n_stats * 8 : 1, sizeof *acc);
+    if (!acc)
+        return;
+    /* acc[8k + ...]: cpu sum, cpu n, rss begin sum, rss end sum, rss instances, util sum,
+     * util n, gpu mem peak */
+    for (size_t k = 0; k < m->n_stats; k++)
+        acc[8 * k + 7] = NAN;
+    for (size_t i = 0; i < m->n_spans; i++) {
+        const sm_span *s = &m->spans[i];
+        int k = m->sites[s->site].stat;
+        if (k < 0)
+            continue;
+        double *a = &acc[8 * k];
+        if (cpu)
+            for (size_t j = lower(cpu, s->start_ns); j < cpu->n && cpu->t_ns[j] <= s->end_ns; j++) {
+                a[0] += cpu->v[j];
+                a[1]++;
+            }
+        if (rss) {
+            size_t j = lower(rss, s->start_ns);
+            if (j < rss->n && rss->t_ns[j] <= s->end_ns) { /* a sample inside */
+                size_t jb = j > 0 ? j - 1 : j;           /* the last one before it began */
+                size_t je = lower(rss, s->end_ns);       /* the first one after it ended */
+                if (je >= rss->n)
+                    je = rss->n - 1;
+                a[2] += rss->v[jb];
+                a[3] += rss->v[je];
+                a[4]++;
+            }
+        }
+        for (size_t g = 0; g < nu; g++)
+            for (size_t j = lower(util[g], s->start_ns); j < util[g]->n && util[g]->t_ns[j] <= s->end_ns; j++) {
+                a[5] += util[g]->v[j];
+                a[6]++;
+            }
+        for (size_t g = 0; g < nm; g++)
+            for (size_t j = lower(mem[g], s->start_ns); j < mem[g]->n && mem[g]->t_ns[j] <= s->end_ns; j++)
+                if (isnan(a[7]) || mem[g]->v[j] > a[7])
+                    a[7] = mem[g]->v[j];
+    }
+    for (size_t k = 0; k < m->n_stats; k++) {
+        const double *a = &acc[8 * k];
+        sm_stat *x = &m->stats[k];
+        x->res_samples = (uint64_t)(a[1] > a[4] ? a[1] : a[4]);
+        x->res_cpu_mean = a[1] ? a[0] / a[1] : NAN;
+        x->res_rss_begin = a[4] ? a[2] / a[4] : NAN;
+        x->res_rss_end = a[4] ? a[3] / a[4] : NAN;
+        x->res_rss_delta = a[4] ? (a[3] - a[2]) / a[4] : NAN;
+        x->res_gpu_util_mean = a[6] ? a[5] / a[6] : NAN;
+        x->res_gpu_mem_peak = a[7];
+    }
+    free(acc);
+}
+
+const char *sm_info(const sm_model *m, const char *key)
+{
+    for (size_t i = m->n_info; i-- > 0;) /* the latest wins */
+        if (!strcmp(m->info[i].key, key))
+            return m->info[i].value;
+    return NULL;
+}
+
+const char *sm_counter_unit(const char *name)
+{
+    static const char *units[] = {"%", "MiB", "W", "C", "MHz", "J"};
+    const char *sp = strrchr(name, ' ');
+    if (!sp)
+        return "";
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (!strcmp(sp + 1, units[i]))
+            return sp + 1;
+    return "";
+}
+
+size_t sm_downsample(const sm_counter *c, size_t max, size_t *keep)
+{
+    if (max < 2)
+        max = 2;
+    if (c->n <= max) {
+        for (size_t i = 0; i < c->n; i++)
+            keep[i] = i;
+        return c->n;
+    }
+    size_t buckets = max / 2, n = 0;
+    for (size_t b = 0; b < buckets; b++) {
+        size_t lo = c->n * b / buckets, hi = c->n * (b + 1) / buckets;
+        if (lo >= hi)
+            continue;
+        size_t imin = lo, imax = lo;
+        for (size_t i = lo + 1; i < hi; i++) {
+            if (c->v[i] < c->v[imin])
+                imin = i;
+            if (c->v[i] > c->v[imax])
+                imax = i;
+        }
+        keep[n++] = imin < imax ? imin : imax;
+        if (imin != imax)
+            keep[n++] = imin < imax ? imax : imin;
+    }
+    return n;
+}
+
 int sm__build(sb_raw *raw, sm_model *m, const char *fname)
 {
     bctx b;
@@ -572,6 +754,11 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     m->dropped_events = raw->dropped;
     m->bytes = raw->bytes;
     m->writer_cpu_ns = raw->writer_cpu_ns;
+    m->sampler_cpu_ns = raw->sampler_cpu_ns;
+    m->info = raw->info;
+    m->n_info = raw->n_info;
+    raw->info = NULL;
+    raw->n_info = 0;
     m->run_meta = -1;
     if (!m->name && !(m->name = strdup("?")))
         goto out;
@@ -671,6 +858,8 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
                         "the file could not be written", (unsigned long long)m->dropped_events))
         goto out;
 
+    if (sort_counters(m))
+        goto out;
     m->stats = sm_stats(m, NULL, NULL, (double)m->duration_ns / 1e9, &m->n_stats);
     if (!m->stats && m->n_spans)
         goto out;
@@ -681,6 +870,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
                 break;
             }
     }
+    resources(m);
     rc = 0;
 out:
     strmap_free(&b.counters);
@@ -713,6 +903,11 @@ void sb_raw_free(sb_raw *raw)
         }
     free(raw->tev);
     free(raw->anchors);
+    for (size_t i = 0; i < raw->n_info; i++) {
+        free(raw->info[i].key);
+        free(raw->info[i].value);
+    }
+    free(raw->info);
     for (size_t i = 0; i < raw->n_warnings; i++)
         free(raw->warnings[i]);
     free(raw->warnings);
@@ -758,6 +953,11 @@ void sm_free(sm_model *m)
     }
     free(m->metrics);
     sm_stats_free(m->stats, m->n_stats);
+    for (size_t i = 0; i < m->n_info; i++) {
+        free(m->info[i].key);
+        free(m->info[i].value);
+    }
+    free(m->info);
     for (size_t i = 0; i < m->n_warnings; i++)
         free(m->warnings[i]);
     free(m->warnings);

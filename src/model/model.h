@@ -60,6 +60,7 @@ typedef struct sm_instant {
 
 typedef struct sm_counter {
     char *name;
+    int system;                /* sampled by sonde (CPU, memory, GPU), not by the program */
     size_t n, cap;
     int64_t *t_ns;
     double *v;
@@ -92,7 +93,17 @@ typedef struct sm_stat {
     double units, units_s, flops, flops_time_s;
     uint32_t threads;          /* distinct threads it ran on */
     int min_depth;
+    /* Resources while it ran, from the samples that fall inside its instances (NaN: none) */
+    uint64_t res_samples;      /* samples of "process cpu %" or "rss MiB" inside */
+    double res_cpu_mean;       /* mean process CPU % */
+    double res_rss_begin, res_rss_end, res_rss_delta; /* MiB, means over instances */
+    double res_gpu_util_mean;  /* mean of every GPU's utilization % */
+    double res_gpu_mem_peak;   /* highest GPU memory MiB of any GPU */
 } sm_stat;
+
+typedef struct sm_kv {
+    char *key, *value;
+} sm_kv;
 
 typedef struct sm_model {
     /* run information (INFO record) */
@@ -105,6 +116,9 @@ typedef struct sm_model {
     uint64_t dropped_events;
     uint64_t bytes;            /* size of the file read */
     uint64_t writer_cpu_ns;    /* CPU time of the recorder's writer thread (0: unknown) */
+    uint64_t sampler_cpu_ns;   /* CPU time of the sampler thread (0: none ran) */
+    sm_kv *info;               /* "system.*" and "config.*" facts, in file order */
+    size_t n_info;
 
     sm_site *sites;
     size_t n_sites;
@@ -166,5 +180,16 @@ void sm_totals(const sm_model *m, double *units, double *units_s, double *flops,
 
 /* Name of a site id, "?" when unknown. */
 const char *sm_str(const sm_model *m, uint32_t id);
+
+/* The value of an INFO fact ("system.cpu_model", "config.max_data_points"), or NULL. */
+const char *sm_info(const sm_model *m, const char *key);
+
+/* The unit at the end of a counter's name ("gpu0 memory MiB" -> "MiB"), or "" when none. */
+const char *sm_counter_unit(const char *name);
+
+/* Which samples of c to keep to show at most max points: evenly spaced buckets keeping each
+ * bucket's minimum and maximum (in time order), so a spike is never lost. Fills keep (room for
+ * max + 2 indices) and returns how many; all of them when c->n <= max. */
+size_t sm_downsample(const sm_counter *c, size_t max, size_t *keep);
 
 #endif

@@ -27,7 +27,9 @@ typedef struct sb_raw {
     char *name, *host, *program, *cmdline, *clock, *unit, *sonde_version;
     int pid;
     double ticks_per_s, peak_flops;
-    uint64_t bytes, dropped, clear_tick, end_tick, writer_cpu_ns;
+    uint64_t bytes, dropped, clear_tick, end_tick, writer_cpu_ns, sampler_cpu_ns;
+    sm_kv *info;
+    size_t n_info, cap_info;
     int clean_end;
     sm_site *sites;
     size_t n_sites;

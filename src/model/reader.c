@@ -133,6 +133,15 @@ static int parse_info(rstate *s, const uint8_t *p, const uint8_t *end)
         else if (!strcmp(k, "pid")) s->raw.pid = atoi(v);
         else if (!strcmp(k, "ticks_per_s")) s->raw.ticks_per_s = strtod(v, NULL);
         else if (!strcmp(k, "peak_flops")) s->raw.peak_flops = strtod(v, NULL);
+        else if (strchr(k, '.')) { /* system.* and config.*: kept as they are */
+            if (GROW(s->raw.info, s->raw.n_info, s->raw.cap_info)) {
+                free(k);
+                free(v);
+                return -2;
+            }
+            s->raw.info[s->raw.n_info++] = (sm_kv){k, v};
+            continue;
+        }
         if (slot) {
             free(*slot);
             *slot = v;
@@ -371,6 +380,8 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
                     s.raw.dropped = v;
                 else if (!r && !strcmp(k, "writer_cpu_ns"))
                     s.raw.writer_cpu_ns = v;
+                else if (!r && !strcmp(k, "sampler_cpu_ns"))
+                    s.raw.sampler_cpu_ns = v;
                 free(k);
             }
             break;

@@ -13,6 +13,7 @@
 
 #include "../util/buf.h"
 #include "record.h"
+#include "../config/keys.h"
 
 _Thread_local sonde__tls sonde__tl SONDE__TLS_MODEL = {0, NULL};
 
@@ -153,7 +154,7 @@ static void tbuf_init(sonde_profiler *p, sonde_tbuf *tb, pid_t tid)
 {
     tb->prof = p;
     tb->hot.cur = tb->hot.end = NULL;
-    tb->hot.depth = 0;
+    sonde__set_depth(&tb->hot, 0);
     atomic_store(&tb->tid, (int)tid);
     tb->gap = 0;
     tb->next_base = 0;
@@ -247,11 +248,8 @@ static int begin_id(sonde_profiler *p, uint32_t id, sonde_tbuf **out)
     if (!tb)
         return SONDE_ENOMEM;
     if (ensure_room(p, tb, 1) != 0) {
-        if (!out) { /* sonde_begin: remember it, so the matching sonde_end is dropped too */
-            if (tb->hot.depth < 64)
-                tb->hot.stack[tb->hot.depth] = DROPPED_ID;
-            tb->hot.depth++;
-        }
+        if (!out) /* sonde_begin: remember it, so the matching sonde_end is dropped too */
+            sonde__push(&tb->hot, DROPPED_ID);
         /* SONDE_SCOPE: nothing is open, and the scope records no end. */
         return sonde__fail(SONDE_EDROPPED, "sonde: section dropped: buffers are full");
     }
@@ -259,9 +257,7 @@ static int begin_id(sonde_profiler *p, uint32_t id, sonde_tbuf **out)
     e->ts = sonde__ticks();
     e->tag = (id << 4) | SONDE_K_BEGIN;
     e->arg = 0;
-    if (tb->hot.depth < 64)
-        tb->hot.stack[tb->hot.depth] = id;
-    tb->hot.depth++;
+    sonde__push(&tb->hot, id);
     sonde__publish(&tb->hot, e + 1);
     if (out)
         *out = tb;
@@ -274,7 +270,7 @@ static int end_id(sonde_profiler *p, sonde_tbuf *tb, uint32_t id)
         atomic_fetch_add(&p->misuse_unbalanced, 1);
         return sonde__fail(SONDE_EUNBALANCED, "sonde_end: no section is open on this thread");
     }
-    tb->hot.depth--;
+    sonde__set_depth(&tb->hot, tb->hot.depth - 1);
     if (ensure_room(p, tb, 1) != 0)
         return sonde__fail(SONDE_EDROPPED, "sonde: section end dropped: buffers are full");
     sonde__ev *e = tb->hot.cur;
@@ -322,13 +318,6 @@ static char *default_name(void)
     if (r)
         snprintf(r, n, "%s-%s", prog, stamp);
     return r;
-}
-
-static int valid_name(const char *s)
-{
-    if (!*s || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
-        return 0;
-    return strchr(s, '/') == NULL;
 }
 
 static void free_profiler(sonde_profiler *p)
@@ -383,27 +372,6 @@ static int setup_buffers(sonde_profiler *p)
     return 0;
 }
 
-static int validate_config(sonde_config *c)
-{
-    if (!(c->buffer_mb >= 1 && c->buffer_mb <= 65536))
-        return sonde__fail(SONDE_EINVAL, "sonde_config.buffer_mb: %g is out of range 1..65536",
-                           c->buffer_mb);
-    if (!(c->flush_interval_s >= 0.01 && c->flush_interval_s <= 3600))
-        return sonde__fail(SONDE_EINVAL,
-                           "sonde_config.flush_interval_s: %g is out of range 0.01..3600",
-                           c->flush_interval_s);
-    if (c->formats & ~SONDE_FORMAT_ALL)
-        return sonde__fail(SONDE_EINVAL, "sonde_config.formats: unknown bits 0x%x",
-                           c->formats & ~SONDE_FORMAT_ALL);
-    if (!(c->peak_flops >= 0 && isfinite(c->peak_flops)))
-        return sonde__fail(SONDE_EINVAL, "sonde_config.peak_flops: %g must be >= 0",
-                           c->peak_flops);
-    if (c->name && !valid_name(c->name))
-        return sonde__fail(SONDE_EINVAL,
-                           "sonde_config.name: \"%s\" must be non-empty and hold no '/'", c->name);
-    return 0;
-}
-
 sonde_profiler *sonde_create(const sonde_config *cfg_in)
 {
     sonde_config cfg = cfg_in ? *cfg_in : sonde_config_default();
@@ -421,15 +389,8 @@ sonde_profiler *sonde_create(const sonde_config *cfg_in)
     p->hot.serial = atomic_fetch_add(&g_serial, 1) + 1;
     p->hot.use_tsc = sonde__clock()->use_tsc;
 
-    char bad[512] = "";
-    if (validate_config(&cfg) != 0) {
-        snprintf(bad, sizeof bad, "%s", sonde_last_error());
-        sonde_config d = sonde_config_default();
-        d.enabled = cfg.enabled;
-        d.output_dir = cfg.output_dir;
-        d.unit = cfg.unit;
-        cfg = d;
-    }
+    char bad[600];
+    sonde__config_repair(&cfg, bad, sizeof bad);
     p->cfg = cfg;
     p->name = cfg.name ? xstrdup(cfg.name) : default_name();
     p->output_dir = xstrdup(cfg.output_dir ? cfg.output_dir : "./sonde-out");
@@ -443,10 +404,8 @@ sonde_profiler *sonde_create(const sonde_config *cfg_in)
     p->cfg.output_dir = p->output_dir;
     p->cfg.unit = p->unit;
     if (bad[0]) {
-        char msg[600];
-        snprintf(msg, sizeof msg, "%s; using the defaults for that field", bad);
-        sonde__set_status(p, SONDE_EINVAL, msg);
-        sonde__warn(p, "%s", msg);
+        sonde__set_status(p, SONDE_EINVAL, bad);
+        sonde__warn(p, "%s", bad);
     }
     if (!cfg.enabled)
         return p;
@@ -464,6 +423,8 @@ sonde_profiler *sonde_create(const sonde_config *cfg_in)
     if (sonde__writer_start(p) != 0)
         sonde__warn(p, "could not start the writer thread: events are written at export");
     p->hot.recording = 1;
+    if (sonde__sampler_start(p) != 0)
+        sonde__warn(p, "could not start the sampler thread: no CPU, memory or GPU samples");
     return p;
 }
 
@@ -474,6 +435,7 @@ static int finalize(sonde_profiler *p)
     if (!atomic_compare_exchange_strong(&p->finalized, &expected, 1))
         return 0;
     int rc = 0;
+    sonde__sampler_stop(p); /* its last samples are still recorded */
     p->hot.recording = 0;
     if (p->fd < 0)
         return atomic_load(&p->status) ? SONDE_EIO : 0;
@@ -572,6 +534,8 @@ int sonde_session_begin(sonde_profiler *p, const char *name)
         return rc;
     if (atomic_exchange(&p->session_open, 1))
         sonde__record(p, SONDE_K_SESSION_END, 0, 0, NULL);
+    atomic_store(&p->cur_session, id);
+    atomic_store(&p->session_tb, sonde__thread_buf(p));
     return sonde__record(p, SONDE_K_SESSION_BEGIN, id, 0, NULL);
 }
 
@@ -582,6 +546,8 @@ int sonde_session_end(sonde_profiler *p)
         atomic_fetch_add(&p->misuse_unbalanced, 1);
         return sonde__fail(SONDE_EUNBALANCED, "sonde_session_end: no session is open");
     }
+    atomic_store(&p->cur_session, 0);
+    atomic_store(&p->session_tb, NULL);
     return sonde__record(p, SONDE_K_SESSION_END, 0, 0, NULL);
 }
 
@@ -604,7 +570,7 @@ int sonde_end(sonde_profiler *p)
     int32_t d = tb->hot.depth;
     uint32_t id = (d > 0 && d <= 64) ? tb->hot.stack[d - 1] : 0;
     if (id == DROPPED_ID) {
-        tb->hot.depth--;
+        sonde__set_depth(&tb->hot, d - 1);
         atomic_fetch_add_explicit(&tb->dropped, 1, memory_order_relaxed);
         tb->gap++;
         return sonde__fail(SONDE_EDROPPED, "sonde_end: its section had been dropped");

@@ -114,8 +114,18 @@ struct sonde_profiler {
     _Atomic uint64_t dropped_io;   /* events lost to write errors */
     _Atomic uint64_t writer_cpu_ns; /* CPU time the writer thread used, set when it stops */
 
+    /* the sampler thread (sampler.c) */
+    pthread_t sampler;
+    int sampler_started;
+    sem_t sampler_wake;
+    _Atomic int sampler_stop;
+    void *sampler_state;
+    _Atomic uint64_t sampler_cpu_ns; /* CPU time the sampler used, set when it stops */
+
     _Atomic uint64_t steps;
     _Atomic int session_open;
+    _Atomic uint32_t cur_session;  /* name id of the open session, 0 when none */
+    sonde_tbuf *_Atomic session_tb; /* the thread that opened it (the live display's stage) */
     _Atomic uint64_t misuse_unbalanced, misuse_nonfinite;
     char *warnings[SONDE_MAX_WARNINGS];
     int n_warnings;
@@ -152,6 +162,12 @@ void sonde__signal_flush(sonde_profiler *p);
 /* A chunk from the free stack (state ACTIVE), or SONDE_NO_CHUNK. Lock-free. */
 uint32_t sonde__chunk_pop(sonde_profiler *p);
 void sonde__chunk_push(sonde_profiler *p, uint32_t idx);
+
+/* ---- sampler.c ---- */
+/* Starts the sampler thread when any collect_* option or the live display is on. 0 or -1. */
+int sonde__sampler_start(sonde_profiler *p);
+/* Stops and joins it (promptly: it waits on a semaphore, not a sleep); idempotent. */
+void sonde__sampler_stop(sonde_profiler *p);
 
 /* ---- signal.c: the process-wide registry of live profilers ---- */
 int sonde__registry_add(sonde_profiler *p);

@@ -20,6 +20,7 @@
 #include "../util/buf.h"
 #include "../util/fileio.h"
 #include "record.h"
+#include "../config/keys.h"
 
 /* ------------------------------------------------------------------------------------------
  * Chunk stack (Treiber stack of indices with an ABA tag in the high 32 bits)
@@ -359,6 +360,16 @@ static int write_info(sonde_profiler *p)
     k += put_kv(b + k, "unit", p->unit);
     snprintf(num, sizeof num, "%.6g", p->cfg.peak_flops);
     k += put_kv(b + k, "peak_flops", num);
+    /* The whole configuration, so every report can show what the run was asked to do. */
+    size_t nk;
+    const sonde_key *keys = sonde__keys(&nk);
+    for (size_t i = 0; i < nk; i++) {
+        char key[80], val[512];
+        snprintf(key, sizeof key, "config.%s", keys[i].name);
+        sonde__key_get(&p->cfg, &keys[i], val, sizeof val);
+        if (k + strlen(key) + strlen(val) + 20 < p->enc_cap)
+            k += put_kv(b + k, key, val);
+    }
     return write_record_raw(p, SONDE_R_INFO, b, k);
 }
 
@@ -505,6 +516,7 @@ int sonde__writer_close(sonde_profiler *p)
     k += put_stat(b + k, "steps", atomic_load(&p->steps));
     k += put_stat(b + k, "bytes_written", atomic_load(&p->bytes_written));
     k += put_stat(b + k, "writer_cpu_ns", atomic_load(&p->writer_cpu_ns));
+    k += put_stat(b + k, "sampler_cpu_ns", atomic_load(&p->sampler_cpu_ns));
     k += put_stat(b + k, "buffer_bytes", (uint64_t)p->n_chunks * p->chunk_slots * sizeof(sonde__ev));
     write_record_raw(p, SONDE_R_STATS, b, k);
     pthread_mutex_lock(&p->lock);

@@ -501,15 +501,23 @@ static void dropped_begin_drops_its_end(void **state)
     assert_int_equal(sonde_begin(p, "outer"), 0);
     holders hs;
     holders_start(&hs, p, 15, hold_one_chunk); /* now every chunk is taken */
-    int filled = 0;
-    while (sonde_event(p, "fill") == 0)
-        filled++;
-    assert_true(filled > 4000 && filled < 4096);
-    assert_int_equal(sonde_begin(p, "inner"), SONDE_EDROPPED);
+    /* Fill this thread's chunk until an event is dropped. The writer may recycle the full
+     * chunk at any moment, so a begin right after can still succeed: repeat until one fails. */
+    int inner_ok = 0, rc;
+    for (;;) {
+        while (sonde_event(p, "fill") == 0) {
+        }
+        rc = sonde_begin(p, "inner");
+        if (rc != 0)
+            break;
+        inner_ok++;
+        assert_int_equal(sonde_end(p), 0);
+    }
+    assert_int_equal(rc, SONDE_EDROPPED);
     assert_int_equal(sonde_end(p), SONDE_EDROPPED); /* inner's end: dropped, not outer's */
     holders_stop(&hs);
     /* the exited threads' chunks come back once the writer has written them */
-    int rc = SONDE_EDROPPED;
+    rc = SONDE_EDROPPED;
     for (int tries = 0; tries < 500 && rc != 0; tries++) {
         usleep(10000);
         rc = sonde_event(p, "probe");
@@ -521,7 +529,10 @@ static void dropped_begin_drops_its_end(void **state)
     const sm_stat *o = tu_stat(&m, "outer");
     assert_non_null(o);
     assert_int_equal((int)o->count, 1);
-    assert_null(tu_stat(&m, "inner"));
+    if (inner_ok)
+        assert_int_equal((int)tu_stat(&m, "inner")->count, inner_ok);
+    else
+        assert_null(tu_stat(&m, "inner"));
     assert_int_equal(m.spans[0].flags, 0); /* closed by its own end, not at the run's end */
     assert_true(m.dropped_events >= 3);
     sm_free(&m);

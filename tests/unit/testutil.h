@@ -32,6 +32,7 @@ static inline sonde_config tu_config(const char *dir, const char *name)
     c.name = name;
     c.formats = 0;
     c.signal_handlers = 0;
+    c.collect_cpu = c.collect_memory = c.collect_gpu = 0; /* tests that sample turn them on */
     return c;
 }
 

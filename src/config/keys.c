@@ -1,0 +1,312 @@
+/* keys.c - the table of configuration keys and the parsing, printing and validation it drives. */
+#define _GNU_SOURCE
+#include "keys.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../record/record.h"
+
+#define OFF(f) offsetof(sonde_config, f)
+
+static const sonde_key g_keys[] = {
+    {"enabled", KEY_BOOL, OFF(enabled), 0, 1, "1", "record at all; 0 makes every call a no-op"},
+    {"name", KEY_STRING, OFF(name), 0, 0, NULL,
+     "run name, the stem of every file (default PROGRAM-YYYYmmdd-HHMMSS)"},
+    {"output_dir", KEY_STRING, OFF(output_dir), 0, 0, "./sonde-out", "directory for every file"},
+    {"formats", KEY_FORMATS, OFF(formats), 0, 0, "all",
+     "reports written at the end: json, csv, txt, trace, all or none"},
+    {"buffer_mb", KEY_DOUBLE, OFF(buffer_mb), 1, 65536, "64", "bound on event buffer memory, MiB"},
+    {"unit", KEY_STRING, OFF(unit), 0, 0, "tokens", "unit of sonde_throughput"},
+    {"peak_flops", KEY_DOUBLE, OFF(peak_flops), 0, 1e30, "0",
+     "device peak FLOP/s for utilization (0: unknown)"},
+    {"flush_interval_s", KEY_DOUBLE, OFF(flush_interval_s), 0.01, 3600, "1",
+     "seconds between writes of what threads are still recording"},
+    {"signal_handlers", KEY_BOOL, OFF(signal_handlers), 0, 1, "1",
+     "flush on fatal signals, SIGTERM and SIGINT"},
+    {"print_summary", KEY_BOOL, OFF(print_summary), 0, 1, "0",
+     "print the text summary to stderr at the end"},
+    {"collect_cpu", KEY_BOOL, OFF(collect_cpu), 0, 1, "1",
+     "sample system and process CPU and the load average"},
+    {"collect_memory", KEY_BOOL, OFF(collect_memory), 0, 1, "1",
+     "sample system memory, process RSS, threads and I/O"},
+    {"collect_gpu", KEY_BOOL, OFF(collect_gpu), 0, 1, "1", "sample every GPU through NVML"},
+    {"cpu_interval_s", KEY_DOUBLE, OFF(cpu_interval_s), 0.01, 3600, "1",
+     "seconds between CPU and memory samples"},
+    {"gpu_interval_s", KEY_DOUBLE, OFF(gpu_interval_s), 0.01, 3600, "0.5",
+     "seconds between GPU samples"},
+    {"monitor_gpu_temperature", KEY_BOOL, OFF(monitor_gpu_temperature), 0, 1, "1",
+     "sample GPU temperature"},
+    {"monitor_gpu_power", KEY_BOOL, OFF(monitor_gpu_power), 0, 1, "1",
+     "sample GPU power draw, limit and energy"},
+    {"gpu_devices", KEY_STRING, OFF(gpu_devices), 0, 0, NULL,
+     "GPU indices to sample, e.g. 0,2 (default all)"},
+    {"max_data_points", KEY_UINT, OFF(max_data_points), 10, 10000000, "10000",
+     "samples per counter kept in reports"},
+    {"real_time_display", KEY_BOOL, OFF(real_time_display), 0, 1, "0",
+     "show a live block on stderr"},
+    {"display_interval_s", KEY_DOUBLE, OFF(display_interval_s), 0.1, 3600, "5",
+     "seconds between live display redraws"},
+    {"display_all_ranks", KEY_BOOL, OFF(display_all_ranks), 0, 1, "0",
+     "show the live display in ranks other than 0"},
+};
+#define N_KEYS (sizeof g_keys / sizeof g_keys[0])
+
+const sonde_key *sonde__keys(size_t *n)
+{
+    *n = N_KEYS;
+    return g_keys;
+}
+
+const sonde_key *sonde__key_find(const char *name)
+{
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (!strcmp(g_keys[i].name, name))
+            return &g_keys[i];
+    return NULL;
+}
+
+void sonde__key_env(const sonde_key *k, char *out, size_t cap)
+{
+    size_t n = (size_t)snprintf(out, cap, "SONDE_%s", k->name);
+    for (size_t i = 6; i < n && i < cap; i++)
+        out[i] = (char)toupper((unsigned char)out[i]);
+}
+
+void sonde__key_expect(const sonde_key *k, char *out, size_t cap)
+{
+    switch (k->type) {
+    case KEY_BOOL:
+        snprintf(out, cap, "a boolean (1/0, true/false, yes/no, on/off)");
+        break;
+    case KEY_UINT:
+        snprintf(out, cap, "an integer in %.0f..%.0f", k->lo, k->hi);
+        break;
+    case KEY_DOUBLE:
+        snprintf(out, cap, "a number in %g..%g", k->lo, k->hi);
+        break;
+    case KEY_STRING:
+        snprintf(out, cap, "a string");
+        break;
+    case KEY_FORMATS:
+        snprintf(out, cap, "a list of json, csv, txt, trace, all or none");
+        break;
+    }
+}
+
+int sonde__parse_formats(const char *where, const char *s, unsigned *out)
+{
+    static const struct { const char *name; unsigned bit; } fmts[] = {
+        {"json", SONDE_FORMAT_JSON}, {"csv", SONDE_FORMAT_CSV}, {"txt", SONDE_FORMAT_TXT},
+        {"summary", SONDE_FORMAT_TXT}, {"trace", SONDE_FORMAT_TRACE}, {"all", SONDE_FORMAT_ALL},
+        {"none", 0}};
+    unsigned bits = 0;
+    const char *p = s;
+    p += strspn(p, ", []");
+    while (*p) {
+        size_t n = strcspn(p, ", []");
+        size_t i;
+        for (i = 0; i < sizeof fmts / sizeof fmts[0]; i++)
+            if (strlen(fmts[i].name) == n && strncasecmp(p, fmts[i].name, n) == 0)
+                break;
+        if (i == sizeof fmts / sizeof fmts[0])
+            return sonde__fail(SONDE_EINVAL,
+                               "%s: unknown format \"%.*s\" (expected json, csv, txt, trace, all "
+                               "or none)", where, (int)n, p);
+        bits |= fmts[i].bit;
+        p += n;
+        p += strspn(p, ", []");
+    }
+    *out = bits;
+    return 0;
+}
+
+static int parse_bool(const char *s, int *out)
+{
+    static const char *yes[] = {"1", "true", "yes", "on"}, *no[] = {"0", "false", "no", "off"};
+    for (int i = 0; i < 4; i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = 0;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* A copy of s that lives as long as the process (interned, so repeated values cost nothing). */
+static const char *stable(const char *s)
+{
+    uint32_t id = sonde__intern(s);
+    return id ? sonde__site_get(id)->name : NULL;
+}
+
+int sonde__key_set(sonde_config *c, const sonde_key *k, const char *value, const char *where)
+{
+    char expect[96];
+    sonde__key_expect(k, expect, sizeof expect);
+    char *field = (char *)c + k->offset;
+    if (!value)
+        value = "";
+    switch (k->type) {
+    case KEY_BOOL: {
+        int b;
+        if (parse_bool(value, &b))
+            return sonde__fail(SONDE_EINVAL, "%s: \"%s\" is not %s", where, value, expect);
+        *(int *)(void *)field = b;
+        return 0;
+    }
+    case KEY_UINT:
+    case KEY_DOUBLE: {
+        char *end;
+        errno = 0;
+        double v = strtod(value, &end);
+        while (end && isspace((unsigned char)*end))
+            end++;
+        if (end == value || *end || errno || !isfinite(v) ||
+            (k->type == KEY_UINT && v != floor(v)))
+            return sonde__fail(SONDE_EINVAL, "%s: \"%s\" is not %s", where, value, expect);
+        if (v < k->lo || v > k->hi)
+            return sonde__fail(SONDE_EINVAL, "%s: %s is out of range: expected %s", where, value,
+                               expect);
+        if (k->type == KEY_UINT)
+            *(unsigned *)(void *)field = (unsigned)v;
+        else
+            *(double *)(void *)field = v;
+        return 0;
+    }
+    case KEY_STRING: {
+        if (!strcmp(k->name, "name") && (strchr(value, '/') || !*value || !strcmp(value, ".") ||
+                                         !strcmp(value, "..")))
+            return sonde__fail(SONDE_EINVAL,
+                               "%s: \"%s\" is not a run name (non-empty, without '/')", where,
+                               value);
+        const char *s = stable(value);
+        if (!s)
+            return sonde__fail(SONDE_ENOMEM, "%s: out of memory", where);
+        *(const char **)(void *)field = s;
+        return 0;
+    }
+    case KEY_FORMATS: {
+        unsigned bits;
+        int rc = sonde__parse_formats(where, value, &bits);
+        if (rc)
+            return rc;
+        *(unsigned *)(void *)field = bits;
+        return 0;
+    }
+    }
+    return SONDE_EINVAL;
+}
+
+void sonde__key_get(const sonde_config *c, const sonde_key *k, char *out, size_t cap)
+{
+    const char *field = (const char *)c + k->offset;
+    switch (k->type) {
+    case KEY_BOOL:
+        snprintf(out, cap, "%d", *(const int *)(const void *)field ? 1 : 0);
+        break;
+    case KEY_UINT:
+        snprintf(out, cap, "%u", *(const unsigned *)(const void *)field);
+        break;
+    case KEY_DOUBLE:
+        snprintf(out, cap, "%g", *(const double *)(const void *)field);
+        break;
+    case KEY_STRING: {
+        const char *s = *(const char *const *)(const void *)field;
+        snprintf(out, cap, "%s", s ? s : "");
+        break;
+    }
+    case KEY_FORMATS: {
+        unsigned f = *(const unsigned *)(const void *)field;
+        static const char *names[] = {"json", "csv", "txt", "trace"};
+        size_t k2 = 0;
+        out[0] = 0;
+        for (int i = 0; i < 4; i++)
+            if (f & (1u << i))
+                k2 += (size_t)snprintf(out + k2, k2 < cap ? cap - k2 : 0, "%s%s", k2 ? "," : "",
+                                       names[i]);
+        if (!f)
+            snprintf(out, cap, "none");
+        break;
+    }
+    }
+}
+
+/* The message for an invalid field of c under key k, or 0 when it is valid. */
+static int check_field(const sonde_config *c, const sonde_key *k)
+{
+    const char *field = (const char *)c + k->offset;
+    double v;
+    switch (k->type) {
+    case KEY_DOUBLE:
+        v = *(const double *)(const void *)field;
+        break;
+    case KEY_UINT:
+        v = *(const unsigned *)(const void *)field;
+        break;
+    case KEY_FORMATS: {
+        unsigned f = *(const unsigned *)(const void *)field;
+        if (f & ~SONDE_FORMAT_ALL)
+            return sonde__fail(SONDE_EINVAL, "sonde_config.formats: unknown bits 0x%x",
+                               f & ~SONDE_FORMAT_ALL);
+        return 0;
+    }
+    case KEY_STRING: {
+        const char *s = *(const char *const *)(const void *)field;
+        if (!strcmp(k->name, "name") && s &&
+            (!*s || strchr(s, '/') || !strcmp(s, ".") || !strcmp(s, "..")))
+            return sonde__fail(SONDE_EINVAL,
+                               "sonde_config.name: \"%s\" must be non-empty and hold no '/'", s);
+        return 0;
+    }
+    default:
+        return 0;
+    }
+    if (!(v >= k->lo && v <= k->hi)) {
+        char expect[96];
+        sonde__key_expect(k, expect, sizeof expect);
+        return sonde__fail(SONDE_EINVAL, "sonde_config.%s: %g is out of range: expected %s",
+                           k->name, v, expect);
+    }
+    return 0;
+}
+
+int sonde__config_validate(const sonde_config *c)
+{
+    for (size_t i = 0; i < N_KEYS; i++) {
+        int rc = check_field(c, &g_keys[i]);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int sonde__config_repair(sonde_config *c, char *msg, size_t cap)
+{
+    int bad = 0;
+    msg[0] = 0;
+    sonde_config d = sonde_config_default();
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const sonde_key *k = &g_keys[i];
+        if (!check_field(c, k))
+            continue;
+        if (!bad++)
+            snprintf(msg, cap, "%s; using the default %s", sonde_last_error(),
+                     k->def ? k->def : "(none)");
+        size_t sz = k->type == KEY_DOUBLE ? sizeof(double)
+                    : k->type == KEY_STRING ? sizeof(const char *)
+                    : k->type == KEY_BOOL   ? sizeof(int)
+                                            : sizeof(unsigned);
+        memcpy((char *)c + k->offset, (const char *)&d + k->offset, sz);
+    }
+    return bad;
+}

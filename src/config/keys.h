@@ -1,0 +1,44 @@
+/* keys.h - the one table of configuration keys. Each key is declared once (name, type, field,
+ * range, default, help) and drives the defaults, the environment, validation and the run's
+ * recorded configuration; the YAML file and the --profile flags read the same table. */
+#ifndef SONDE_CONFIG_KEYS_H
+#define SONDE_CONFIG_KEYS_H
+
+#include <stddef.h>
+
+#include <sonde/sonde.h>
+
+typedef enum { KEY_BOOL, KEY_UINT, KEY_DOUBLE, KEY_STRING, KEY_FORMATS } sonde_key_type;
+
+typedef struct sonde_key {
+    const char *name;    /* the field's name, also the YAML key; env SONDE_<NAME upper-cased> */
+    sonde_key_type type;
+    size_t offset;       /* offsetof(sonde_config, field) */
+    double lo, hi;       /* numeric range (KEY_UINT, KEY_DOUBLE) */
+    const char *def;     /* default, as text; NULL for a string field that defaults to NULL */
+    const char *help;
+} sonde_key;
+
+/* The table and its length. */
+const sonde_key *sonde__keys(size_t *n);
+/* A key by name, or NULL. */
+const sonde_key *sonde__key_find(const char *name);
+/* The environment variable of a key ("SONDE_GPU_INTERVAL_S") into out. */
+void sonde__key_env(const sonde_key *k, char *out, size_t cap);
+/* A key's type in words ("number in 0.01..3600"), for messages and listings. */
+void sonde__key_expect(const sonde_key *k, char *out, size_t cap);
+/* Parses value for k and stores it in c. where names the source in messages ("SONDE_X",
+ * "file.yaml:3:7: key"). Strings are copied into storage that lives as long as the process.
+ * 0, or SONDE_EINVAL with the message set; c unchanged on error. */
+int sonde__key_set(sonde_config *c, const sonde_key *k, const char *value, const char *where);
+/* The current value of k in c as text. */
+void sonde__key_get(const sonde_config *c, const sonde_key *k, char *out, size_t cap);
+/* Checks every field against its key's range; 0 or SONDE_EINVAL naming the field. */
+int sonde__config_validate(const sonde_config *c);
+/* Replaces every invalid field with its default; returns how many there were, with the first
+ * one's message in msg. */
+int sonde__config_repair(sonde_config *c, char *msg, size_t cap);
+/* "json,csv,txt,trace" and the like; 0 or SONDE_EINVAL naming where. */
+int sonde__parse_formats(const char *where, const char *s, unsigned *out);
+
+#endif

@@ -1,0 +1,331 @@
+/* sampler.c - the background sampler: one thread per profiler that reads the metric sources at
+ * their intervals, records each reading as a counter in the same stream as the sections, and
+ * draws the live display. It never blocks a host thread and takes no lock a host thread takes
+ * on its recording path. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../config/keys.h"
+#include "../sources/sources.h"
+#include "../util/buf.h"
+#include "record.h"
+
+#define MAX_LATEST 256
+
+typedef struct latest {
+    const char *name; /* interned, stable */
+    double v;
+} latest;
+
+typedef struct sampler {
+    sonde_profiler *p;
+    procfs_state *procfs;
+    nvml_state *nvml;
+    size_t n_gpus;
+    latest last[MAX_LATEST];
+    size_t n_last;
+    sbuf info;             /* system facts, written as one INFO record */
+    int display;           /* 1: this rank draws the live display */
+    int tty;
+    int drawn_lines;
+    uint64_t last_steps;
+    double last_display;
+} sampler;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void on_counter(void *ctx, const char *name, double v)
+{
+    sampler *s = ctx;
+    uint32_t id = sonde__intern(name);
+    if (!id || !isfinite(v))
+        return;
+    sonde__record(s->p, SONDE_K_COUNTER, id, 0, &v);
+    const char *stable = sonde__site_get(id)->name;
+    for (size_t i = 0; i < s->n_last; i++)
+        if (s->last[i].name == stable) {
+            s->last[i].v = v;
+            return;
+        }
+    if (s->n_last < MAX_LATEST)
+        s->last[s->n_last++] = (latest){stable, v};
+}
+
+static void on_event(void *ctx, const char *name)
+{
+    sampler *s = ctx;
+    uint32_t id = sonde__intern(name);
+    if (id)
+        sonde__record(s->p, SONDE_K_INSTANT, id, 0, NULL);
+}
+
+/* System facts: "system.KEY" pairs of one INFO record. */
+static void on_info(void *ctx, const char *key, const char *value)
+{
+    sampler *s = ctx;
+    uint8_t tmp[16];
+    char k[96];
+    snprintf(k, sizeof k, "system.%s", key);
+    size_t kl = strlen(k), vl = strlen(value);
+    sbuf_add(&s->info, tmp, varint_put(tmp, kl));
+    sbuf_add(&s->info, k, kl);
+    sbuf_add(&s->info, tmp, varint_put(tmp, vl));
+    sbuf_add(&s->info, value, vl);
+}
+
+static double get(const sampler *s, const char *name, int *ok)
+{
+    for (size_t i = 0; i < s->n_last; i++)
+        if (!strcmp(s->last[i].name, name)) {
+            *ok = 1;
+            return s->last[i].v;
+        }
+    *ok = 0;
+    return 0;
+}
+
+/* The rank of this process in a distributed job, from the launchers' variables; 0 when none. */
+static int env_rank(void)
+{
+    static const char *vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return atoi(v);
+    }
+    return 0;
+}
+
+/* The live display: one compact block; redrawn in place on a terminal, appended otherwise. */
+static void draw(sampler *s, double now)
+{
+    sonde_profiler *p = s->p;
+    sbuf b;
+    sbuf_init(&b);
+    int lines = 0;
+    uint32_t sess = atomic_load(&p->cur_session);
+    const char *stage = NULL;
+    sonde_tbuf *stb = atomic_load(&p->session_tb);
+    if (stb) {
+        int32_t d = __atomic_load_n(&stb->hot.depth, __ATOMIC_RELAXED);
+        if (d > 0) {
+            uint32_t id = __atomic_load_n(&stb->hot.stack[0], __ATOMIC_RELAXED);
+            const sonde_site_rec *r = id < sonde__site_count() ? sonde__site_get(id) : NULL;
+            stage = r ? r->name : NULL;
+        }
+    }
+    uint64_t steps = atomic_load(&p->steps);
+    double rate = now > s->last_display ? (double)(steps - s->last_steps) / (now - s->last_display) : 0;
+    s->last_steps = steps;
+    s->last_display = now;
+    if (s->tty && s->drawn_lines)
+        sbuf_printf(&b, "\033[%dA", s->drawn_lines);
+    const char *clr = s->tty ? "\033[2K" : "";
+    sbuf_printf(&b, "%s=== sonde: %s", clr, p->name);
+    if (sess)
+        sbuf_printf(&b, " | session %s", sonde__site_get(sess)->name);
+    if (stage)
+        sbuf_printf(&b, " | stage %s", stage);
+    sbuf_printf(&b, " | step %llu (%.2f/s) ===\n", (unsigned long long)steps, rate);
+    lines++;
+    char name[64];
+    for (size_t g = 0; g < 64 && g < 4096; g++) {
+        int ok_mem, ok_pct, ok_util, ok_temp, ok_pow, ok_lim;
+        snprintf(name, sizeof name, "gpu%zu memory MiB", g);
+        double mem = get(s, name, &ok_mem);
+        snprintf(name, sizeof name, "gpu%zu memory %%", g);
+        double pct = get(s, name, &ok_pct);
+        snprintf(name, sizeof name, "gpu%zu util %%", g);
+        double util = get(s, name, &ok_util);
+        snprintf(name, sizeof name, "gpu%zu temperature C", g);
+        double temp = get(s, name, &ok_temp);
+        snprintf(name, sizeof name, "gpu%zu power W", g);
+        double pw = get(s, name, &ok_pow);
+        snprintf(name, sizeof name, "gpu%zu power limit W", g);
+        double lim = get(s, name, &ok_lim);
+        if (!ok_mem && !ok_util && !ok_temp && !ok_pow)
+            continue;
+        sbuf_printf(&b, "%sGPU%zu:", clr, g);
+        if (ok_mem && ok_pct && pct > 0)
+            sbuf_printf(&b, " Memory %.0fMB / %.0fMB (%.1f%%),", mem, mem * 100.0 / pct, pct);
+        else if (ok_mem)
+            sbuf_printf(&b, " Memory %.0fMB,", mem);
+        if (ok_util)
+            sbuf_printf(&b, " Util %.1f%%,", util);
+        if (ok_temp)
+            sbuf_printf(&b, " Temp %.0fC,", temp);
+        if (ok_pow && ok_lim)
+            sbuf_printf(&b, " Power %.0f/%.0fW,", pw, lim);
+        else if (ok_pow)
+            sbuf_printf(&b, " Power %.0fW,", pw);
+        b.len--; /* the last comma */
+        sbuf_putc(&b, '\n');
+        lines++;
+    }
+    int ok_cpu, ok_pcpu, ok_used, ok_avail, ok_rss;
+    double cpu = get(s, "cpu %", &ok_cpu), pcpu = get(s, "process cpu %", &ok_pcpu);
+    double used = get(s, "memory used MiB", &ok_used), avail = get(s, "memory available MiB", &ok_avail);
+    double rss = get(s, "rss MiB", &ok_rss);
+    if (ok_cpu || ok_used || ok_rss) {
+        sbuf_printf(&b, "%sCPU:", clr);
+        if (ok_cpu)
+            sbuf_printf(&b, " %.1f%%", cpu);
+        if (ok_pcpu)
+            sbuf_printf(&b, " (process %.1f%%)", pcpu);
+        if (ok_used && ok_avail)
+            sbuf_printf(&b, ", Memory %.0fMB / %.0fMB (%.1f%%)", used, used + avail,
+                        100.0 * used / (used + avail));
+        if (ok_rss)
+            sbuf_printf(&b, ", RSS %.0fMB", rss);
+        sbuf_putc(&b, '\n');
+        lines++;
+    }
+    if (!b.oom) {
+        ssize_t w = write(2, b.data, b.len); /* one write: the block stays whole */
+        (void)w;
+    }
+    s->drawn_lines = lines;
+    sbuf_free(&b);
+}
+
+static void *sampler_main(void *arg)
+{
+    sampler *s = arg;
+    sonde_profiler *p = s->p;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    pthread_setname_np(pthread_self(), "sonde-sampler");
+    const sonde_config *c = &p->cfg;
+    sonde_emit e = {s, on_counter, on_event, on_info};
+
+    if (c->collect_cpu || c->collect_memory) {
+        s->procfs = procfs_open(0, c->collect_cpu, c->collect_memory);
+        if (s->procfs)
+            procfs_describe(s->procfs, &e);
+    }
+    if (c->collect_gpu) {
+        char why[300];
+        s->nvml = nvml_open(c, why, sizeof why);
+        if (s->nvml) {
+            nvml_describe(s->nvml, &e);
+            s->n_gpus = nvml_device_count(s->nvml);
+        } else {
+            on_info(s, "gpu_status", why); /* the report's one line on why there is no GPU */
+        }
+    }
+    if (s->info.len && !s->info.oom)
+        sonde__write_record(p, SONDE_R_INFO, (const uint8_t *)s->info.data, s->info.len);
+
+    double t = now_s();
+    double next_cpu = t, next_gpu = t;
+    double next_display = t + c->display_interval_s;
+    s->last_display = t;
+    while (!atomic_load(&p->sampler_stop)) {
+        t = now_s();
+        if (s->procfs && t >= next_cpu) {
+            procfs_sample(s->procfs, &e);
+            next_cpu += c->cpu_interval_s;
+            if (next_cpu < t) /* fell behind (a stopped process): skip, do not burst */
+                next_cpu = t + c->cpu_interval_s;
+        }
+        if (s->nvml && t >= next_gpu) {
+            nvml_sample(s->nvml, &e);
+            next_gpu += c->gpu_interval_s;
+            if (next_gpu < t)
+                next_gpu = t + c->gpu_interval_s;
+        }
+        if (s->display && t >= next_display) {
+            draw(s, t);
+            next_display = t + c->display_interval_s;
+        }
+        double wake = 1e300;
+        if (s->procfs && next_cpu < wake)
+            wake = next_cpu;
+        if (s->nvml && next_gpu < wake)
+            wake = next_gpu;
+        if (s->display && next_display < wake)
+            wake = next_display;
+        if (wake == 1e300)
+            wake = t + 3600;
+        double dt = wake - now_s();
+        if (dt <= 0)
+            continue;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double secs = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 + dt;
+        ts.tv_sec = (time_t)secs;
+        ts.tv_nsec = (long)((secs - (double)ts.tv_sec) * 1e9);
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        while (sem_timedwait(&p->sampler_wake, &ts) != 0 && errno == EINTR) {
+        }
+    }
+    if (s->nvml) {
+        const char *notes = nvml_notes(s->nvml);
+        if (notes[0]) {
+            sbuf_reset(&s->info);
+            on_info(s, "gpu_notes", notes);
+            if (!s->info.oom)
+                sonde__write_record(p, SONDE_R_INFO, (const uint8_t *)s->info.data, s->info.len);
+        }
+    }
+    struct timespec cpu;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
+        atomic_store(&p->sampler_cpu_ns, (uint64_t)cpu.tv_sec * 1000000000u + (uint64_t)cpu.tv_nsec);
+    return NULL;
+}
+
+int sonde__sampler_start(sonde_profiler *p)
+{
+    const sonde_config *c = &p->cfg;
+    int display = c->real_time_display && (c->display_all_ranks || env_rank() == 0);
+    if (!c->collect_cpu && !c->collect_memory && !c->collect_gpu && !display)
+        return 0;
+    sampler *s = calloc(1, sizeof *s);
+    if (!s)
+        return -1;
+    s->p = p;
+    s->display = display;
+    s->tty = isatty(2);
+    sbuf_init(&s->info);
+    if (sem_init(&p->sampler_wake, 0, 0) != 0 ||
+        pthread_create(&p->sampler, NULL, sampler_main, s) != 0) {
+        free(s);
+        return -1;
+    }
+    p->sampler_state = s;
+    p->sampler_started = 1;
+    return 0;
+}
+
+void sonde__sampler_stop(sonde_profiler *p)
+{
+    if (!p->sampler_started)
+        return;
+    atomic_store(&p->sampler_stop, 1);
+    sem_post(&p->sampler_wake);
+    pthread_join(p->sampler, NULL);
+    p->sampler_started = 0;
+    sampler *s = p->sampler_state;
+    procfs_close(s->procfs);
+    nvml_close(s->nvml);
+    sbuf_free(&s->info);
+    free(s);
+    p->sampler_state = NULL;
+    sem_destroy(&p->sampler_wake);
+}

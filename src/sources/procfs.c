@@ -1,0 +1,257 @@
+/* procfs.c - the CPU, memory, load and process figures of Linux's /proc: system CPU (total and
+ * per core), process CPU (user, system), system memory, process RSS and peak RSS, threads, I/O
+ * bytes and the load average. */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sources.h"
+
+#define MAX_CPUS 1024
+
+struct procfs_state {
+    pid_t pid;
+    int cpu, memory;
+    int primed;
+    int ncpu;                       /* per-core rows seen in /proc/stat */
+    unsigned long long *busy, *total; /* previous jiffies: [0] all, [1 + i] core i */
+    unsigned long long proc_user, proc_sys;
+    double prev_wall;
+    long hz;
+    int io_ok;                      /* /proc/PID/io was readable */
+    char path_stat[64], path_status[64], path_io[64];
+};
+
+/* Reads a small /proc file into buf; its length, or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t n = 0;
+    while (n < cap - 1) {
+        ssize_t r = read(fd, buf + n, cap - 1 - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    buf[n] = 0;
+    return (ssize_t)n;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+procfs_state *procfs_open(pid_t pid, int cpu, int memory)
+{
+    procfs_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->pid = pid;
+    s->cpu = cpu;
+    s->memory = memory;
+    s->busy = calloc(MAX_CPUS + 1, sizeof *s->busy);
+    s->total = calloc(MAX_CPUS + 1, sizeof *s->total);
+    if (!s->busy || !s->total) {
+        procfs_close(s);
+        return NULL;
+    }
+    s->hz = sysconf(_SC_CLK_TCK);
+    if (s->hz <= 0)
+        s->hz = 100;
+    if (pid) {
+        snprintf(s->path_stat, sizeof s->path_stat, "/proc/%d/stat", (int)pid);
+        snprintf(s->path_status, sizeof s->path_status, "/proc/%d/status", (int)pid);
+        snprintf(s->path_io, sizeof s->path_io, "/proc/%d/io", (int)pid);
+    } else {
+        snprintf(s->path_stat, sizeof s->path_stat, "/proc/self/stat");
+        snprintf(s->path_status, sizeof s->path_status, "/proc/self/status");
+        snprintf(s->path_io, sizeof s->path_io, "/proc/self/io");
+    }
+    return s;
+}
+
+void procfs_close(procfs_state *s)
+{
+    if (!s)
+        return;
+    free(s->busy);
+    free(s->total);
+    free(s);
+}
+
+/* "Key:   123 kB" in a /proc status-like text; -1 when absent. */
+static long long field_kb(const char *text, const char *key)
+{
+    size_t kl = strlen(key);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (!strncmp(p, key, kl) && p[kl] == ':')
+            return strtoll(p + kl + 1, NULL, 10);
+    }
+    return -1;
+}
+
+void procfs_describe(procfs_state *s, const sonde_emit *e)
+{
+    (void)s;
+    char buf[8192], val[256];
+    if (read_small("/proc/cpuinfo", buf, sizeof buf) > 0) {
+        char *m = strstr(buf, "model name");
+        if (m && (m = strchr(m, ':'))) {
+            m++;
+            while (*m == ' ' || *m == '\t')
+                m++;
+            size_t n = strcspn(m, "\n");
+            snprintf(val, sizeof val, "%.*s", (int)n, m);
+            e->info(e->ctx, "cpu_model", val);
+        }
+    }
+    snprintf(val, sizeof val, "%ld", sysconf(_SC_NPROCESSORS_ONLN));
+    e->info(e->ctx, "cpu_cores", val);
+    if (read_small("/proc/meminfo", buf, sizeof buf) > 0) {
+        long long kb = field_kb(buf, "MemTotal");
+        if (kb > 0) {
+            snprintf(val, sizeof val, "%.0f", (double)kb / 1024.0);
+            e->info(e->ctx, "memory_total_mib", val);
+        }
+    }
+    struct utsname u;
+    if (uname(&u) == 0) {
+        snprintf(val, sizeof val, "%s %s %s", u.sysname, u.release, u.machine);
+        e->info(e->ctx, "kernel", val);
+        e->info(e->ctx, "hostname", u.nodename);
+    }
+}
+
+static void sample_cpu(procfs_state *s, const sonde_emit *e)
+{
+    char *buf = malloc(256 * 1024);
+    if (!buf)
+        return;
+    if (read_small("/proc/stat", buf, 256 * 1024) <= 0) {
+        free(buf);
+        return;
+    }
+    int row = 0;
+    for (char *line = buf; line && *line && row <= MAX_CPUS; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        if (strncmp(line, "cpu", 3) != 0)
+            break; /* the cpu rows come first */
+        int idx;
+        char *p = line + 3;
+        if (*p == ' ')
+            idx = 0;
+        else if (isdigit((unsigned char)*p))
+            idx = 1 + atoi(p);
+        else
+            continue;
+        if (idx > MAX_CPUS)
+            continue;
+        while (*p && *p != ' ')
+            p++;
+        unsigned long long v[10] = {0};
+        for (int i = 0; i < 10; i++)
+            v[i] = strtoull(p, &p, 10);
+        /* user nice system idle iowait irq softirq steal (guest time is inside user) */
+        unsigned long long idle = v[3] + v[4];
+        unsigned long long total = v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+        unsigned long long busy = total - idle;
+        if (s->primed && total > s->total[idx]) {
+            double pct = 100.0 * (double)(busy - s->busy[idx]) / (double)(total - s->total[idx]);
+            char name[32];
+            if (idx == 0)
+                snprintf(name, sizeof name, "cpu %%");
+            else
+                snprintf(name, sizeof name, "cpu%d %%", idx - 1);
+            e->counter(e->ctx, name, pct < 0 ? 0 : pct > 100 ? 100 : pct);
+        }
+        s->busy[idx] = busy;
+        s->total[idx] = total;
+        if (idx > s->ncpu)
+            s->ncpu = idx;
+        row++;
+    }
+    free(buf);
+    /* This process: utime and stime (fields 14, 15) after the command's closing parenthesis. */
+    char st[4096];
+    double wall = now_s();
+    if (read_small(s->path_stat, st, sizeof st) > 0) {
+        char *p = strrchr(st, ')');
+        if (p) {
+            unsigned long long ut = 0, stt = 0;
+            long threads = 0;
+            /* after ')': state(3) ppid(4) ... utime(14) stime(15) ... num_threads(20) */
+            if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d "
+                              "%*d %ld", &ut, &stt, &threads) == 3) {
+                if (s->primed && wall > s->prev_wall) {
+                    double dt = (wall - s->prev_wall) * (double)s->hz;
+                    double u = 100.0 * (double)(ut - s->proc_user) / dt;
+                    double y = 100.0 * (double)(stt - s->proc_sys) / dt;
+                    e->counter(e->ctx, "process cpu %", u + y);
+                    e->counter(e->ctx, "process cpu user %", u);
+                    e->counter(e->ctx, "process cpu system %", y);
+                }
+                s->proc_user = ut;
+                s->proc_sys = stt;
+            }
+        }
+    }
+    s->prev_wall = wall;
+    if (read_small("/proc/loadavg", st, sizeof st) > 0) {
+        double l1, l5, l15;
+        if (sscanf(st, "%lf %lf %lf", &l1, &l5, &l15) == 3) {
+            e->counter(e->ctx, "load 1m", l1);
+            e->counter(e->ctx, "load 5m", l5);
+            e->counter(e->ctx, "load 15m", l15);
+        }
+    }
+}
+
+static void sample_memory(procfs_state *s, const sonde_emit *e)
+{
+    char buf[8192];
+    if (read_small("/proc/meminfo", buf, sizeof buf) > 0) {
+        long long total = field_kb(buf, "MemTotal"), avail = field_kb(buf, "MemAvailable");
+        if (total > 0 && avail >= 0) {
+            e->counter(e->ctx, "memory used MiB", (double)(total - avail) / 1024.0);
+            e->counter(e->ctx, "memory available MiB", (double)avail / 1024.0);
+        }
+    }
+    if (read_small(s->path_status, buf, sizeof buf) > 0) {
+        long long rss = field_kb(buf, "VmRSS"), hwm = field_kb(buf, "VmHWM");
+        long long threads = field_kb(buf, "Threads");
+        if (rss >= 0)
+            e->counter(e->ctx, "rss MiB", (double)rss / 1024.0);
+        if (hwm >= 0)
+            e->counter(e->ctx, "rss peak MiB", (double)hwm / 1024.0);
+        if (threads >= 0)
+            e->counter(e->ctx, "threads", (double)threads);
+    }
+    if (read_small(s->path_io, buf, sizeof buf) > 0) {
+        char *r = strstr(buf, "read_bytes:"), *w = strstr(buf, "\nwrite_bytes:");
+        if (r && w) {
+            e->counter(e->ctx, "io read MiB", (double)strtoull(r + 11, NULL, 10) / 1048576.0);
+            e->counter(e->ctx, "io write MiB", (double)strtoull(w + 13, NULL, 10) / 1048576.0);
+            s->io_ok = 1;
+        }
+    }
+}
+
+void procfs_sample(procfs_state *s, const sonde_emit *e)
+{
+    if (s->cpu)
+        sample_cpu(s, e);
+    if (s->memory)
+        sample_memory(s, e);
+    s->primed = 1;
+}

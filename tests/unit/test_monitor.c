@@ -1,0 +1,528 @@
+/* test_monitor.c - the sampler and its sources: the fake NVML library's exact readings reach the
+ * model and the trace; a library that fails nvmlInit, lacks symbols or is missing leaves the
+ * reason in the report and the other sources working; procfs figures match what the test does
+ * (CPU burnt, memory touched); the live display; the sampler stops promptly.
+ * Usage: test_monitor MODE BUILD_DIR (one process per NVML setup: NVML loads once per process). */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "export/export.h"
+
+static char g_lib_dir[1024];
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void spin_s(double s)
+{
+    double end = now_s() + s;
+    while (now_s() < end) {
+    }
+}
+
+static void use_lib(const char *variant)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/libfake_nvml_%s.so", g_lib_dir, variant);
+    setenv("SONDE_NVML_LIBRARY", path, 1);
+}
+
+static sonde_config gpu_config(const char *dir, const char *name)
+{
+    sonde_config c = tu_config(dir, name);
+    c.collect_gpu = 1;
+    c.gpu_interval_s = 0.01;
+    return c;
+}
+
+static const sm_counter *counter(const sm_model *m, const char *name)
+{
+    for (size_t i = 0; i < m->n_counters; i++)
+        if (!strcmp(m->counters[i].name, name))
+            return &m->counters[i];
+    return NULL;
+}
+
+/* Every sample of the counter equals v. */
+static void all_equal(const sm_model *m, const char *name, double v)
+{
+    const sm_counter *c = counter(m, name);
+    if (!c)
+        fail_msg("counter \"%s\" missing", name);
+    assert_true(c->n >= 3);
+    for (size_t i = 0; i < c->n; i++)
+        if (fabs(c->v[i] - v) > 1e-9)
+            fail_msg("%s sample %zu is %g, expected %g", name, i, c->v[i], v);
+}
+
+static int has_instant(const sm_model *m, const char *name)
+{
+    for (size_t i = 0; i < m->n_instants; i++)
+        if (!strcmp(sm_str(m, m->instants[i].name), name))
+            return 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static void nvml_exact_readings(void **state)
+{
+    (void)state;
+    use_lib("full");
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = gpu_config(dir, "gpu");
+    sonde_profiler *p = sonde_create(&c);
+    {
+        SONDE_SCOPE(p, "on gpu");
+        spin_s(0.15);
+    }
+    sm_model m;
+    tu_finish(p, &m);
+    all_equal(&m, "gpu0 util %", 40);
+    all_equal(&m, "gpu1 util %", 50);
+    all_equal(&m, "gpu0 memory util %", 20);
+    all_equal(&m, "gpu0 memory MiB", 1000);
+    all_equal(&m, "gpu1 memory MiB", 2000);
+    all_equal(&m, "gpu0 temperature C", 60);
+    all_equal(&m, "gpu1 temperature C", 61);
+    all_equal(&m, "gpu0 power W", 150);
+    all_equal(&m, "gpu1 power W", 151);
+    all_equal(&m, "gpu0 power limit W", 300);
+    all_equal(&m, "gpu0 sm clock MHz", 1500);
+    all_equal(&m, "gpu1 memory clock MHz", 5000);
+    /* NOT_SUPPORTED turns off one figure on one device; a missing function, one figure */
+    assert_null(counter(&m, "gpu1 power limit W"));
+    assert_null(counter(&m, "gpu0 energy J"));
+    const char *notes = sm_info(&m, "system.gpu_notes");
+    assert_non_null(notes);
+    assert_non_null(strstr(notes, "GPU 1 lacks power limit"));
+    assert_non_null(strstr(notes, "energy"));
+    assert_true(has_instant(&m, "gpu0 clocks: SwPowerCap"));
+    assert_string_equal(sm_info(&m, "system.gpu0_name"), "Fake GPU 0");
+    assert_string_equal(sm_info(&m, "system.gpu1_uuid"), "GPU-fake-0001");
+    assert_string_equal(sm_info(&m, "system.gpu_driver"), "999.99");
+    assert_string_equal(sm_info(&m, "system.gpu0_memory_total_mib"), "24576");
+    assert_string_equal(sm_info(&m, "system.gpu0_memory_reserved_mib"), "512");
+    assert_null(sm_info(&m, "system.gpu_status"));
+    /* the section's resources come from the samples inside it */
+    const sm_stat *s = tu_stat(&m, "on gpu");
+    assert_true(s->res_gpu_util_mean == 45); /* mean of 40 and 50 */
+    assert_true(s->res_gpu_mem_peak == 2000);
+    /* and the trace carries exactly those readings */
+    sbuf b;
+    sbuf_init(&b);
+    sbuf_reset(&b);
+    assert_int_equal(sx_json(&m, &b), 0);
+    assert_non_null(strstr(b.data, "\"name\":\"gpu1 util %\",\"unit\":\"%\",\"source\":\"sampler\""));
+    assert_non_null(strstr(b.data, "\"gpu0_name\":\"Fake GPU 0\""));
+    sbuf_free(&b);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+static int trace_sink(void *ctx, const char *d, size_t n)
+{
+    return sbuf_add(ctx, d, n);
+}
+
+static void nvml_trace_and_devices(void **state)
+{
+    (void)state;
+    use_lib("full");
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = gpu_config(dir, "one");
+    c.gpu_devices = "1";
+    c.monitor_gpu_power = 0;
+    sonde_profiler *p = sonde_create(&c);
+    spin_s(0.08);
+    sm_model m;
+    tu_finish(p, &m);
+    assert_null(counter(&m, "gpu0 util %"));
+    all_equal(&m, "gpu1 util %", 50);
+    assert_null(counter(&m, "gpu1 power W")); /* monitor_gpu_power off */
+    assert_non_null(counter(&m, "gpu1 temperature C"));
+    sbuf t;
+    sbuf_init(&t);
+    assert_int_equal(sx_trace(&m, trace_sink, &t), 0);
+    assert_non_null(strstr(t.data, "{\"ph\":\"C\",\"name\":\"gpu1 util %\""));
+    assert_non_null(strstr(t.data, "\"args\":{\"value\":50}"));
+    sbuf_free(&t);
+    sm_free(&m);
+
+    c = gpu_config(dir, "bad");
+    c.gpu_devices = "5";
+    p = sonde_create(&c);
+    spin_s(0.03);
+    tu_finish(p, &m);
+    assert_non_null(strstr(sm_info(&m, "system.gpu_status"), "names GPU 5 but there are 2"));
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+static void nvml_init_once(void **state)
+{
+    (void)state;
+    use_lib("full");
+    char dir[256], path[1200];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = gpu_config(dir, "a");
+    sonde_profiler *a = sonde_create(&c);
+    c.name = "b";
+    sonde_profiler *b = sonde_create(&c);
+    spin_s(0.03);
+    sonde_destroy(a);
+    sonde_destroy(b);
+    c.name = "c";
+    sonde_destroy(sonde_create(&c));
+    snprintf(path, sizeof path, "%s/libfake_nvml_full.so", g_lib_dir);
+    void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD); /* the instance sonde loaded */
+    assert_non_null(h);
+    int (*calls)(void) = (int (*)(void))(uintptr_t)dlsym(h, "fake_nvml_init_calls");
+    assert_non_null(calls);
+    assert_int_equal(calls(), 1);
+    dlclose(h);
+    tu_rmrf(dir);
+}
+
+static void *recorder(void *arg)
+{
+    sonde_profiler *p = arg;
+    for (int i = 0; i < 20000; i++) {
+        SONDE_SCOPE(p, "work");
+        {
+            SONDE_SCOPE(p, "inner");
+        }
+    }
+    return NULL;
+}
+
+/* 8 recording threads while the sampler runs at 100 Hz (TSan runs this mode too), then a
+ * sampler that would sleep an hour stops at once. */
+static void sampler_with_threads_and_prompt_stop(void **state)
+{
+    (void)state;
+    use_lib("full");
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = gpu_config(dir, "busy");
+    c.collect_cpu = c.collect_memory = 1;
+    c.cpu_interval_s = 0.01;
+    sonde_profiler *p = sonde_create(&c);
+    pthread_t th[8];
+    for (int i = 0; i < 8; i++)
+        pthread_create(&th[i], NULL, recorder, p);
+    for (int i = 0; i < 8; i++)
+        pthread_join(th[i], NULL);
+    sm_model m;
+    tu_finish(p, &m);
+    assert_int_equal((int)tu_stat(&m, "work")->count, 8 * 20000);
+    assert_int_equal((int)tu_stat(&m, "inner")->count, 8 * 20000);
+    assert_non_null(counter(&m, "gpu0 util %"));
+    sm_free(&m);
+
+    c.cpu_interval_s = 3600;
+    c.gpu_interval_s = 3600;
+    p = sonde_create(&c);
+    spin_s(0.05); /* the sampler has taken its first samples and sleeps */
+    double t0 = now_s();
+    sonde_destroy(p);
+    double took = now_s() - t0;
+    if (took >= 0.1)
+        fail_msg("sonde_destroy took %.3f s with a sleeping sampler", took);
+    tu_rmrf(dir);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static void gpu_off_with_reason(const char *expect)
+{
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = gpu_config(dir, "nogpu");
+    c.collect_cpu = c.collect_memory = 1;
+    c.cpu_interval_s = 0.02;
+    sonde_profiler *p = sonde_create(&c);
+    {
+        SONDE_SCOPE(p, "still recorded");
+        spin_s(0.1);
+    }
+    sm_model m;
+    assert_int_equal(tu_finish(p, &m), 0);
+    const char *why = sm_info(&m, "system.gpu_status");
+    assert_non_null(why);
+    if (!strstr(why, expect))
+        fail_msg("gpu_status \"%s\" does not say \"%s\"", why, expect);
+    assert_null(counter(&m, "gpu0 util %"));
+    assert_non_null(counter(&m, "cpu %")); /* the other sources work */
+    assert_non_null(counter(&m, "rss MiB"));
+    assert_int_equal((int)tu_stat(&m, "still recorded")->count, 1);
+    /* the one line is in the text summary */
+    sbuf b;
+    sbuf_init(&b);
+    sx_txt(&m, &b);
+    assert_non_null(strstr(b.data, "GPU metrics unavailable"));
+    sbuf_free(&b);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+static void nvml_old_names(void **state)
+{
+    (void)state;
+    use_lib("old");
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = gpu_config(dir, "old");
+    sonde_profiler *p = sonde_create(&c);
+    spin_s(0.08);
+    sm_model m;
+    tu_finish(p, &m);
+    all_equal(&m, "gpu0 memory MiB", 1000); /* through nvmlDeviceGetMemoryInfo */
+    all_equal(&m, "gpu1 util %", 50);
+    assert_null(sm_info(&m, "system.gpu0_memory_reserved_mib"));
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+static void nvml_init_fails(void **state)
+{
+    (void)state;
+    use_lib("full");
+    setenv("FAKE_NVML_FAIL_INIT", "1", 1);
+    gpu_off_with_reason("nvmlInit failed: Driver Not Loaded (9) (is the NVIDIA driver loaded?)");
+    unsetenv("FAKE_NVML_FAIL_INIT");
+}
+
+static void nvml_lacks_symbols(void **state)
+{
+    (void)state;
+    use_lib("broken");
+    gpu_off_with_reason("lacks nvmlDeviceGetCount_v2 (or nvmlDeviceGetCount)");
+}
+
+static void nvml_missing(void **state)
+{
+    (void)state;
+    setenv("SONDE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+    gpu_off_with_reason("cannot load /nonexistent/libnvidia-ml.so.1");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static volatile int g_stop;
+static void *burner(void *arg)
+{
+    (void)arg;
+    volatile double x = 1;
+    while (!g_stop)
+        x = x * 1.0000001 + 1e-9;
+    return NULL;
+}
+
+static void procfs_cpu_and_memory(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "procfs");
+    c.collect_cpu = c.collect_memory = 1;
+    c.cpu_interval_s = 0.01;
+    sonde_profiler *p = sonde_create(&c);
+    {
+        /* a thread that burns CPU shows in process CPU */
+        SONDE_SCOPE(p, "burn");
+        g_stop = 0;
+        pthread_t th;
+        pthread_create(&th, NULL, burner, NULL);
+        spin_s(0.3);
+        g_stop = 1;
+        pthread_join(th, NULL);
+    }
+    size_t mib = 200;
+    char *mem = NULL;
+    {
+        /* 200 MiB touched page by page shows in the RSS delta of its section */
+        SONDE_SCOPE(p, "alloc");
+        mem = malloc(mib << 20);
+        assert_non_null(mem);
+        for (size_t i = 0; i < (mib << 20); i += 4096)
+            mem[i] = (char)i;
+        spin_s(0.1);
+    }
+    sm_model m;
+    tu_finish(p, &m);
+    free(mem);
+    const sm_stat *burn = tu_stat(&m, "burn"), *alloc = tu_stat(&m, "alloc");
+    /* two busy threads (the burner and this one spinning) */
+    if (!(burn->res_cpu_mean > 120))
+        fail_msg("process CPU during burn: %g%%", burn->res_cpu_mean);
+    if (!(alloc->res_rss_delta > 0.9 * (double)mib && alloc->res_rss_delta < 1.2 * (double)mib))
+        fail_msg("RSS delta of alloc: %g MiB, expected about %zu", alloc->res_rss_delta, mib);
+    const sm_counter *peak = counter(&m, "rss peak MiB");
+    assert_true(peak && peak->max >= (double)mib);
+    assert_non_null(counter(&m, "load 1m"));
+    assert_non_null(counter(&m, "memory available MiB"));
+    assert_non_null(counter(&m, "cpu0 %"));
+    assert_non_null(sm_info(&m, "system.cpu_cores"));
+    assert_non_null(sm_info(&m, "system.kernel"));
+    /* a section shorter than the interval says so instead of a number */
+    sm_free(&m);
+    c.cpu_interval_s = 10;
+    p = sonde_create(&c);
+    spin_s(0.02);
+    {
+        SONDE_SCOPE(p, "short");
+    }
+    tu_finish(p, &m);
+    assert_true(isnan(tu_stat(&m, "short")->res_rss_delta));
+    assert_int_equal((int)tu_stat(&m, "short")->res_samples, 0);
+    sbuf b;
+    sbuf_init(&b);
+    sx_json(&m, &b);
+    assert_non_null(strstr(b.data, "\"note\":\"no sample fell inside"));
+    sbuf_free(&b);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+/* Runs fn with fd 2 sent to a file; returns what was written there (static buffer). */
+static const char *capture_stderr(void (*fn)(void))
+{
+    static char out[8192];
+    char path[] = "/tmp/sonde-stderr-XXXXXX";
+    int fd = mkstemp(path);
+    int saved = dup(2);
+    dup2(fd, 2);
+    fn();
+    dup2(saved, 2);
+    close(saved);
+    lseek(fd, 0, SEEK_SET);
+    ssize_t n = read(fd, out, sizeof out - 1);
+    out[n > 0 ? n : 0] = 0;
+    close(fd);
+    unlink(path);
+    return out;
+}
+
+static void run_display(void)
+{
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "live");
+    c.collect_cpu = c.collect_memory = 1;
+    c.cpu_interval_s = 0.02;
+    c.real_time_display = 1;
+    c.display_interval_s = 0.1;
+    sonde_profiler *p = sonde_create(&c);
+    sonde_session_begin(p, "generate");
+    {
+        SONDE_SCOPE(p, "denoising");
+        for (int i = 0; i < 5; i++) {
+            spin_s(0.05);
+            sonde_step(p);
+        }
+    }
+    sonde_session_end(p);
+    sonde_destroy(p);
+    tu_rmrf(dir);
+}
+
+static void live_display(void **state)
+{
+    (void)state;
+    const char *out = capture_stderr(run_display);
+    if (!strstr(out, "=== sonde: live | session generate | stage denoising | step "))
+        fail_msg("display header missing: %s", out);
+    assert_non_null(strstr(out, "CPU: "));
+    assert_non_null(strstr(out, "RSS "));
+    assert_null(strstr(out, "\033[")); /* not a terminal: plain appended lines */
+    setenv("RANK", "1", 1);
+    out = capture_stderr(run_display);
+    assert_null(strstr(out, "=== sonde")); /* silent in rank 1 */
+    unsetenv("RANK");
+}
+
+static void downsampling_keeps_spikes(void **state)
+{
+    (void)state;
+    sm_counter c;
+    memset(&c, 0, sizeof c);
+    c.n = 100000;
+    c.t_ns = malloc(c.n * sizeof *c.t_ns);
+    c.v = malloc(c.n * sizeof *c.v);
+    for (size_t i = 0; i < c.n; i++) {
+        c.t_ns[i] = (int64_t)i * 1000;
+        c.v[i] = (double)(i % 7);
+    }
+    c.v[54321] = 1000; /* one spike */
+    c.v[77777] = -50;
+    size_t keep[1002];
+    size_t n = sm_downsample(&c, 1000, keep);
+    assert_true(n <= 1000 && n >= 900);
+    int spike = 0, dip = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            assert_true(keep[i] > keep[i - 1]); /* time order */
+        spike |= keep[i] == 54321;
+        dip |= keep[i] == 77777;
+    }
+    assert_true(spike && dip);
+    c.n = 10;
+    assert_int_equal((int)sm_downsample(&c, 1000, keep), 10);
+    free(c.t_ns);
+    free(c.v);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: test_monitor nvml|nvml_old|nvml_initfail|nvml_broken|"
+                        "nvml_missing|procfs BUILD_DIR\n");
+        return 2;
+    }
+    snprintf(g_lib_dir, sizeof g_lib_dir, "%s", argv[2]);
+    const char *mode = argv[1];
+    if (!strcmp(mode, "nvml")) {
+        const struct CMUnitTest t[] = {
+            cmocka_unit_test(nvml_exact_readings), cmocka_unit_test(nvml_trace_and_devices),
+            cmocka_unit_test(nvml_init_once), cmocka_unit_test(sampler_with_threads_and_prompt_stop)};
+        return cmocka_run_group_tests_name("nvml", t, NULL, NULL);
+    }
+    if (!strcmp(mode, "nvml_old")) {
+        const struct CMUnitTest t[] = {cmocka_unit_test(nvml_old_names)};
+        return cmocka_run_group_tests_name("nvml_old", t, NULL, NULL);
+    }
+    if (!strcmp(mode, "nvml_initfail")) {
+        const struct CMUnitTest t[] = {cmocka_unit_test(nvml_init_fails)};
+        return cmocka_run_group_tests_name("nvml_initfail", t, NULL, NULL);
+    }
+    if (!strcmp(mode, "nvml_broken")) {
+        const struct CMUnitTest t[] = {cmocka_unit_test(nvml_lacks_symbols)};
+        return cmocka_run_group_tests_name("nvml_broken", t, NULL, NULL);
+    }
+    if (!strcmp(mode, "nvml_missing")) {
+        const struct CMUnitTest t[] = {cmocka_unit_test(nvml_missing)};
+        return cmocka_run_group_tests_name("nvml_missing", t, NULL, NULL);
+    }
+    if (!strcmp(mode, "procfs")) {
+        const struct CMUnitTest t[] = {cmocka_unit_test(procfs_cpu_and_memory),
+                                       cmocka_unit_test(live_display),
+                                       cmocka_unit_test(downsampling_keeps_spikes)};
+        return cmocka_run_group_tests_name("procfs", t, NULL, NULL);
+    }
+    fprintf(stderr, "test_monitor: unknown mode %s\n", mode);
+    return 2;
+}
