@@ -349,8 +349,11 @@ static void free_profiler(sonde_profiler *p)
 static int setup_buffers(sonde_profiler *p)
 {
     size_t bytes = (size_t)(p->cfg.buffer_mb * 1048576.0);
+    /* At least 1024 chunks when the buffer allows (every recording thread holds one, and the
+     * chunks of exited threads wait for the writer), each of 64 KiB to 1 MiB: 64 KiB at the
+     * default 64 MiB. */
     size_t chunk = 1u << 20;
-    while (chunk > (64u << 10) && chunk * 16 > bytes)
+    while (chunk > (64u << 10) && chunk * 1024 > bytes)
         chunk >>= 1;
     size_t n = bytes / chunk;
     if (n < 4)

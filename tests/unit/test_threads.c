@@ -70,7 +70,6 @@ static void thread_churn(void **state)
     char dir[256];
     tu_tmpdir(dir, sizeof dir);
     sonde_config c = tu_config(dir, "churn");
-    c.buffer_mb = 4;
     sonde_profiler *p = sonde_create(&c);
     enum { WAVES = 50, WIDTH = 4 };
     for (int w = 0; w < WAVES; w++) {
