@@ -8,7 +8,7 @@
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = fuzz_sonde fuzz_env
+FUZZ_TARGETS = fuzz_sonde fuzz_env fuzz_yaml fuzz_flags
 CMAKE_FLAGS ?=
 
 .PHONY: all build deps demo test bench fuzz fuzz-run install clean

@@ -94,7 +94,17 @@ const char *sonde_last_error(void);
 #define SONDE_FORMAT_CSV 0x2u   /* NAME.csv: one row per section name (+ NAME.instances.csv) */
 #define SONDE_FORMAT_TXT 0x4u   /* NAME.txt: aligned summary table, sorted by total time */
 #define SONDE_FORMAT_TRACE 0x8u /* NAME.trace.json.gz: Chrome trace for Perfetto */
-#define SONDE_FORMAT_ALL 0xfu
+#define SONDE_FORMAT_SAMPLES 0x10u /* NAME.samples.csv: every raw sample of every counter */
+#define SONDE_FORMAT_REPORTS 0xfu  /* json, csv, txt, trace: the default */
+#define SONDE_FORMAT_ALL 0x1fu
+
+typedef struct sonde_profiler sonde_profiler;
+
+/* Called when an active window of the step schedule has finished, with the path of that
+ * window's trace (NAME-cycleK.trace.json.gz) and the window's number K (1, 2, ...). Runs on the
+ * thread that called sonde_step, as PyTorch's on_trace_ready does. */
+typedef void (*sonde_trace_ready_fn)(sonde_profiler *p, const char *trace_path, int cycle,
+                                     void *user);
 
 /* Every field has a key of the same name: SONDE_<KEY> in the environment (SONDE_GPU_INTERVAL_S),
  * and the same name in the YAML file and --profile flags once those land. docs/configuration.md
@@ -103,7 +113,7 @@ typedef struct sonde_config {
     int enabled;             /* 0: every call is a cheap no-op and no file is written (default 1) */
     const char *name;        /* run name, the stem of every file; NULL: PROGRAM-YYYYmmdd-HHMMSS */
     const char *output_dir;  /* directory for every file, created if missing (default ./sonde-out) */
-    unsigned formats;        /* SONDE_FORMAT_* bits written at sonde_destroy (default ALL) */
+    unsigned formats;        /* SONDE_FORMAT_* bits written at sonde_destroy (default REPORTS) */
     double buffer_mb;        /* bound on event buffer memory in MiB, 1..65536 (default 64) */
     const char *unit;        /* unit of sonde_throughput, e.g. "tokens", "frames" (default tokens) */
     double peak_flops;       /* device peak FLOP/s for utilization (MFU); 0: unknown (default 0) */
@@ -126,13 +136,28 @@ typedef struct sonde_config {
     int real_time_display;   /* a live block on stderr while the program runs (default 0) */
     double display_interval_s; /* seconds between redraws, 0.1..3600 (default 5) */
     int display_all_ranks;   /* show it in ranks other than 0 too (default 0) */
+
+    /* Step schedule (sonde_step), PyTorch's semantics: skip_first steps are not recorded; then
+     * cycles of wait (not recorded), warmup (recorded, discarded) and active (kept) steps;
+     * repeat cycles (0: until the end). Or a start_step..end_step window (end excluded). All 0
+     * (the default): every step is recorded. */
+    unsigned skip_first, wait, warmup, active, repeat;
+    unsigned start_step, end_step;
+    sonde_trace_ready_fn on_trace_ready; /* after each active window; NULL: none */
+    void *on_trace_ready_user;           /* passed to on_trace_ready */
+    int cuda_profiler_range; /* cudaProfilerStart/Stop around each active window (default 0) */
+    unsigned memory_every_n_steps; /* a memory snapshot into NAME.memory.json every N steps */
+    int with_stack;          /* sections carry their source file, line and function in the
+                                trace (default 0) */
+    int record_shapes;       /* sonde_shape records shapes; off, it costs a branch (default 0) */
     void *reserved[8];       /* zero; room for later fields without breaking the ABI */
 } sonde_config;
 
 /* The defaults documented on each field. */
 sonde_config sonde_config_default(void);
 
-/* Overrides fields from the environment: SONDE_<KEY> for every field (SONDE_ENABLED,
+/* Overrides fields from the environment: SONDE_CONFIG names a YAML file loaded first (below
+ * the variables), then SONDE_<KEY> for every field (SONDE_ENABLED,
  * SONDE_OUTPUT_DIR, SONDE_NAME, SONDE_FORMATS as a comma list of json,csv,txt,trace or all,
  * SONDE_BUFFER_MB, SONDE_GPU_INTERVAL_S, ...). Booleans take 1/0, true/false, yes/no, on/off.
  * String values are copied into storage that lives as long as the process. On a bad value
@@ -140,11 +165,34 @@ sonde_config sonde_config_default(void);
  * leaves cfg unchanged. */
 int sonde_config_from_env(sonde_config *cfg);
 
+/* Applies a named preset over cfg: "development" (frequent sampling, every figure, the live
+ * display, every report), "production" (sampling every few seconds, no GPU temperature or power,
+ * no live display, JSON only, 16 MiB of buffers) or "debugging" (everything at the highest
+ * rates, raw sample CSVs, source locations in the trace). README.md lists every value.
+ * SONDE_EINVAL (naming the preset and the valid ones) leaves cfg unchanged. */
+int sonde_config_preset(sonde_config *cfg, const char *name);
+
+/* Loads a YAML file: the keys at top level or under a `profiling:` mapping. An unknown key, a
+ * wrong type, a value out of range or a malformed file returns SONDE_EINVAL (SONDE_ENOTFOUND,
+ * SONDE_EIO for a file that cannot be read) with a message naming the file, line, column and key
+ * and what was expected; cfg is left unchanged on error (all or nothing). */
+int sonde_config_load_file(sonde_config *cfg, const char *path);
+
+/* Recognises the --profile* flags, applies them and removes them from argv, leaving every other
+ * argument in order (argv[*argc] becomes NULL). Both "--flag value" and "--flag=value":
+ *   --profile  --profile-name NAME  --profile-dir DIR  --profile-activities CPU GPU MEM
+ *   --profile-with-stack  --profile-record-shapes  --profile-skip-first N  --profile-wait N
+ *   --profile-warmup N  --profile-active N  --profile-repeat N  --profile-start-step N
+ *   --profile-end-step N  --profile-memory-every N  --profile-config FILE
+ *   --profile-preset NAME  --profile-help
+ * Precedence, lowest first: what cfg held, --profile-preset, --profile-config (YAML), the
+ * environment, the other flags. Returns 0; 1 when --profile-help printed the list (the host may
+ * exit); SONDE_EINVAL naming the flag on a bad value, leaving cfg and argv unchanged. */
+int sonde_config_from_args(sonde_config *cfg, int *argc, char **argv);
+
 /* ---------------------------------------------------------------------------------------------
  * Profiler lifetime
  * ------------------------------------------------------------------------------------------- */
-typedef struct sonde_profiler sonde_profiler;
-
 /* Creates a profiler and opens OUTDIR/NAME.sonde (a -N suffix is added when that name is taken).
  * cfg NULL means the defaults. Returns NULL only when out of memory; a profiler that cannot write
  * (bad directory, disk full) still records nothing harmful, and the reason is available from

@@ -30,6 +30,15 @@ int sonde_config_from_env(sonde_config *cfg)
     if (!cfg)
         return sonde__fail(SONDE_EINVAL, "sonde_config_from_env: cfg is NULL");
     sonde_config c = *cfg; /* all or nothing */
+    const char *file = getenv("SONDE_CONFIG");
+    if (file && *file) {
+        int rc = sonde_config_load_file(&c, file);
+        if (rc) {
+            char msg[600];
+            snprintf(msg, sizeof msg, "SONDE_CONFIG: %s", sonde_last_error());
+            return sonde__fail(rc, "%s", msg);
+        }
+    }
     size_t n;
     const sonde_key *k = sonde__keys(&n);
     for (size_t i = 0; i < n; i++) {

@@ -19,8 +19,8 @@ static const sonde_key g_keys[] = {
     {"name", KEY_STRING, OFF(name), 0, 0, NULL,
      "run name, the stem of every file (default PROGRAM-YYYYmmdd-HHMMSS)"},
     {"output_dir", KEY_STRING, OFF(output_dir), 0, 0, "./sonde-out", "directory for every file"},
-    {"formats", KEY_FORMATS, OFF(formats), 0, 0, "all",
-     "reports written at the end: json, csv, txt, trace, all or none"},
+    {"formats", KEY_FORMATS, OFF(formats), 0, 0, "json,csv,txt,trace",
+     "reports written at the end: json, csv, txt, trace, samples, all or none"},
     {"buffer_mb", KEY_DOUBLE, OFF(buffer_mb), 1, 65536, "64", "bound on event buffer memory, MiB"},
     {"unit", KEY_STRING, OFF(unit), 0, 0, "tokens", "unit of sonde_throughput"},
     {"peak_flops", KEY_DOUBLE, OFF(peak_flops), 0, 1e30, "0",
@@ -54,6 +54,21 @@ static const sonde_key g_keys[] = {
      "seconds between live display redraws"},
     {"display_all_ranks", KEY_BOOL, OFF(display_all_ranks), 0, 1, "0",
      "show the live display in ranks other than 0"},
+    {"skip_first", KEY_UINT, OFF(skip_first), 0, 1e9, "0", "steps not recorded before the first cycle"},
+    {"wait", KEY_UINT, OFF(wait), 0, 1e9, "0", "steps not recorded at the start of each cycle"},
+    {"warmup", KEY_UINT, OFF(warmup), 0, 1e9, "0", "steps recorded and discarded after wait"},
+    {"active", KEY_UINT, OFF(active), 0, 1e9, "0",
+     "steps kept after warmup (0 with wait and warmup 0: no schedule)"},
+    {"repeat", KEY_UINT, OFF(repeat), 0, 1e9, "0", "cycles of wait+warmup+active (0: until the end)"},
+    {"start_step", KEY_UINT, OFF(start_step), 0, 1e9, "0", "first step kept (a window instead of cycles)"},
+    {"end_step", KEY_UINT, OFF(end_step), 0, 1e9, "0", "step the window ends at, excluded (0: no window)"},
+    {"cuda_profiler_range", KEY_BOOL, OFF(cuda_profiler_range), 0, 1, "0",
+     "cudaProfilerStart/Stop around each active window (libcudart loaded at run time)"},
+    {"memory_every_n_steps", KEY_UINT, OFF(memory_every_n_steps), 0, 1e9, "0",
+     "a memory snapshot into NAME.memory.json every N steps (0: none)"},
+    {"with_stack", KEY_BOOL, OFF(with_stack), 0, 1, "0",
+     "sections carry their source file, line and function in the trace"},
+    {"record_shapes", KEY_BOOL, OFF(record_shapes), 0, 1, "0", "sonde_shape records shapes"},
 };
 #define N_KEYS (sizeof g_keys / sizeof g_keys[0])
 
@@ -94,7 +109,7 @@ void sonde__key_expect(const sonde_key *k, char *out, size_t cap)
         snprintf(out, cap, "a string");
         break;
     case KEY_FORMATS:
-        snprintf(out, cap, "a list of json, csv, txt, trace, all or none");
+        snprintf(out, cap, "a list of json, csv, txt, trace, samples, all or none");
         break;
     }
 }
@@ -103,8 +118,8 @@ int sonde__parse_formats(const char *where, const char *s, unsigned *out)
 {
     static const struct { const char *name; unsigned bit; } fmts[] = {
         {"json", SONDE_FORMAT_JSON}, {"csv", SONDE_FORMAT_CSV}, {"txt", SONDE_FORMAT_TXT},
-        {"summary", SONDE_FORMAT_TXT}, {"trace", SONDE_FORMAT_TRACE}, {"all", SONDE_FORMAT_ALL},
-        {"none", 0}};
+        {"summary", SONDE_FORMAT_TXT}, {"trace", SONDE_FORMAT_TRACE},
+        {"samples", SONDE_FORMAT_SAMPLES}, {"all", SONDE_FORMAT_ALL}, {"none", 0}};
     unsigned bits = 0;
     const char *p = s;
     p += strspn(p, ", []");
@@ -116,8 +131,8 @@ int sonde__parse_formats(const char *where, const char *s, unsigned *out)
                 break;
         if (i == sizeof fmts / sizeof fmts[0])
             return sonde__fail(SONDE_EINVAL,
-                               "%s: unknown format \"%.*s\" (expected json, csv, txt, trace, all "
-                               "or none)", where, (int)n, p);
+                               "%s: unknown format \"%.*s\" (expected json, csv, txt, trace, "
+                               "samples, all or none)", where, (int)n, p);
         bits |= fmts[i].bit;
         p += n;
         p += strspn(p, ", []");
@@ -227,10 +242,10 @@ void sonde__key_get(const sonde_config *c, const sonde_key *k, char *out, size_t
     }
     case KEY_FORMATS: {
         unsigned f = *(const unsigned *)(const void *)field;
-        static const char *names[] = {"json", "csv", "txt", "trace"};
+        static const char *names[] = {"json", "csv", "txt", "trace", "samples"};
         size_t k2 = 0;
         out[0] = 0;
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 5; i++)
             if (f & (1u << i))
                 k2 += (size_t)snprintf(out + k2, k2 < cap ? cap - k2 : 0, "%s%s", k2 ? "," : "",
                                        names[i]);

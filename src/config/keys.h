@@ -5,6 +5,7 @@
 #define SONDE_CONFIG_KEYS_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include <sonde/sonde.h>
 
@@ -40,5 +41,13 @@ int sonde__config_validate(const sonde_config *c);
 int sonde__config_repair(sonde_config *c, char *msg, size_t cap);
 /* "json,csv,txt,trace" and the like; 0 or SONDE_EINVAL naming where. */
 int sonde__parse_formats(const char *where, const char *s, unsigned *out);
+
+/* The YAML loader on a buffer (the file loader and the fuzz target use it); name is the file
+ * named in messages. Same contract as sonde_config_load_file. */
+int sonde__config_load_mem(sonde_config *c, const char *data, size_t n, const char *name);
+/* The values of a preset as "key=value" strings (NULL-terminated); -1 for an unknown name. */
+int sonde__preset_values(const char *name, const char *const **values);
+/* Prints the --profile* flags and what they do. */
+void sonde__flags_help(FILE *out);
 
 #endif

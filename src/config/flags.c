@@ -1,0 +1,229 @@
+/* flags.c - the --profile* command-line flags: recognised, applied through the key table and
+ * removed from argv, every other argument left in order for the host's own parser. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../record/record.h"
+#include "../util/suggest.h"
+#include "keys.h"
+
+enum { F_SWITCH, F_VALUE, F_LIST };
+
+typedef struct flag {
+    const char *name;   /* without the leading "--" */
+    int kind;           /* F_SWITCH: no value; F_VALUE: one; F_LIST: one or more words */
+    const char *key;    /* the key it sets, NULL for the special ones */
+    const char *arg;    /* the value's name in --profile-help */
+    const char *help;
+} flag;
+
+static const flag g_flags[] = {
+    {"profile", F_SWITCH, "enabled", NULL, "turn profiling on"},
+    {"profile-name", F_VALUE, "name", "NAME", "run name, the stem of every file"},
+    {"profile-dir", F_VALUE, "output_dir", "DIR", "directory for every file"},
+    {"profile-activities", F_LIST, NULL, "CPU GPU MEM", "what to sample (any subset)"},
+    {"profile-with-stack", F_SWITCH, "with_stack", NULL,
+     "source file, line and function of each section in the trace"},
+    {"profile-record-shapes", F_SWITCH, "record_shapes", NULL, "record sonde_shape calls"},
+    {"profile-skip-first", F_VALUE, "skip_first", "N", "steps skipped before the first cycle"},
+    {"profile-wait", F_VALUE, "wait", "N", "steps not recorded at the start of each cycle"},
+    {"profile-warmup", F_VALUE, "warmup", "N", "steps recorded and discarded"},
+    {"profile-active", F_VALUE, "active", "N", "steps kept in each cycle"},
+    {"profile-repeat", F_VALUE, "repeat", "N", "cycles (0: until the end)"},
+    {"profile-start-step", F_VALUE, "start_step", "N", "first step of a window"},
+    {"profile-end-step", F_VALUE, "end_step", "N", "step the window ends at (excluded)"},
+    {"profile-memory-every", F_VALUE, "memory_every_n_steps", "N",
+     "a memory snapshot every N steps into NAME.memory.json"},
+    {"profile-config", F_VALUE, NULL, "FILE", "a YAML configuration file"},
+    {"profile-preset", F_VALUE, NULL, "NAME", "development, production or debugging"},
+    {"profile-help", F_SWITCH, NULL, NULL, "print these flags"},
+};
+#define N_FLAGS (sizeof g_flags / sizeof g_flags[0])
+
+static const flag *find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N_FLAGS; i++)
+        if (strlen(g_flags[i].name) == len && !strncmp(g_flags[i].name, name, len))
+            return &g_flags[i];
+    return NULL;
+}
+
+void sonde__flags_help(FILE *out)
+{
+    fprintf(out, "sonde profiling flags (removed from the program's arguments):\n");
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s%s", g_flags[i].name, g_flags[i].arg ? " " : "",
+                 g_flags[i].arg ? g_flags[i].arg : "");
+        fprintf(out, "  %-36s %s\n", left, g_flags[i].help);
+    }
+    fprintf(out, "Both --flag value and --flag=value. Precedence, lowest first: the program's "
+                 "settings,\n--profile-preset, --profile-config, SONDE_* variables, the other "
+                 "flags.\n");
+}
+
+/* One recognised flag and its value(s), in argv order. */
+typedef struct hit {
+    const flag *f;
+    char value[1024];
+} hit;
+
+static int is_activity(const char *w)
+{
+    return !strcasecmp(w, "CPU") || !strcasecmp(w, "GPU") || !strcasecmp(w, "MEM") ||
+           !strcasecmp(w, "MEMORY");
+}
+
+static int set_activities(sonde_config *c, const char *list)
+{
+    int cpu = 0, gpu = 0, mem = 0;
+    const char *p = list;
+    while (*p) {
+        size_t n = strcspn(p, ", ");
+        if (n) {
+            if (n == 3 && !strncasecmp(p, "CPU", 3))
+                cpu = 1;
+            else if (n == 3 && !strncasecmp(p, "GPU", 3))
+                gpu = 1;
+            else if ((n == 3 && !strncasecmp(p, "MEM", 3)) || (n == 6 && !strncasecmp(p, "MEMORY", 6)))
+                mem = 1;
+            else
+                return sonde__fail(SONDE_EINVAL,
+                                   "--profile-activities: unknown activity \"%.*s\" (expected "
+                                   "CPU, GPU or MEM)", (int)n, p);
+        }
+        p += n;
+        p += strspn(p, ", ");
+    }
+    if (!cpu && !gpu && !mem)
+        return sonde__fail(SONDE_EINVAL, "--profile-activities needs at least one of CPU, GPU, MEM");
+    c->collect_cpu = cpu;
+    c->collect_gpu = gpu;
+    c->collect_memory = mem;
+    return 0;
+}
+
+int sonde_config_from_args(sonde_config *cfg, int *argc, char **argv)
+{
+    if (!cfg || !argc || !argv)
+        return sonde__fail(SONDE_EINVAL, "sonde_config_from_args: %s is NULL",
+                           !cfg ? "cfg" : !argc ? "argc" : "argv");
+    int n = *argc;
+    hit *hits = calloc((size_t)(n > 0 ? n : 1), sizeof *hits);
+    char **keep = calloc((size_t)n + 1, sizeof *keep);
+    if (!hits || !keep) {
+        free(hits);
+        free(keep);
+        return sonde__fail(SONDE_ENOMEM, "sonde_config_from_args: out of memory");
+    }
+    size_t nh = 0;
+    int nk = 0, rc = 0, help = 0;
+    if (n > 0)
+        keep[nk++] = argv[0];
+    /* 1. Recognise, without changing anything yet. */
+    for (int i = 1; i < n; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--profile", 9) != 0 || (a[9] != 0 && a[9] != '-' && a[9] != '=')) {
+            keep[nk++] = argv[i];
+            continue;
+        }
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) - 2 : strlen(a) - 2;
+        const flag *f = find(a + 2, len);
+        if (!f) {
+            const char *names[N_FLAGS];
+            for (size_t k = 0; k < N_FLAGS; k++)
+                names[k] = g_flags[k].name;
+            char word[128];
+            snprintf(word, sizeof word, "%.*s", (int)len, a + 2);
+            const char *s = suggest(word, names, N_FLAGS);
+            rc = sonde__fail(SONDE_EINVAL, "unknown flag --%s%s%s%s", word,
+                             s ? " (did you mean --" : "", s ? s : "", s ? "?)" : "");
+            goto out;
+        }
+        hit *h = &hits[nh++];
+        h->f = f;
+        if (f->kind == F_SWITCH) {
+            if (eq) {
+                rc = sonde__fail(SONDE_EINVAL, "--%s takes no value", f->name);
+                goto out;
+            }
+            continue;
+        }
+        if (eq) {
+            snprintf(h->value, sizeof h->value, "%s", eq + 1);
+        } else if (f->kind == F_VALUE) {
+            if (i + 1 >= n) {
+                rc = sonde__fail(SONDE_EINVAL, "--%s needs a value (%s)", f->name, f->arg);
+                goto out;
+            }
+            snprintf(h->value, sizeof h->value, "%s", argv[++i]);
+        } else { /* F_LIST: the following words that are activities; the program's own
+                    arguments after them stay */
+            size_t k = 0;
+            while (i + 1 < n && is_activity(argv[i + 1]) && k < sizeof h->value - 8)
+                k += (size_t)snprintf(h->value + k, sizeof h->value - k, "%s%s", k ? "," : "",
+                                      argv[++i]);
+        }
+        if (f->kind != F_SWITCH && !h->value[0]) {
+            rc = sonde__fail(SONDE_EINVAL, "--%s needs a value (%s)", f->name, f->arg);
+            goto out;
+        }
+    }
+    /* 2. Apply in the order of precedence on a working copy: preset, file, environment, flags. */
+    sonde_config c = *cfg;
+    int layered = 0;
+    for (size_t i = 0; i < nh; i++)
+        if (!strcmp(hits[i].f->name, "profile-preset")) {
+            if ((rc = sonde_config_preset(&c, hits[i].value))) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "--profile-preset: %s", sonde_last_error());
+                rc = sonde__fail(rc, "%s", msg);
+                goto out;
+            }
+            layered = 1;
+        }
+    for (size_t i = 0; i < nh; i++)
+        if (!strcmp(hits[i].f->name, "profile-config")) {
+            if ((rc = sonde_config_load_file(&c, hits[i].value))) {
+                char msg[600];
+                snprintf(msg, sizeof msg, "--profile-config: %s", sonde_last_error());
+                rc = sonde__fail(rc, "%s", msg);
+                goto out;
+            }
+            layered = 1;
+        }
+    if (layered && (rc = sonde_config_from_env(&c)))
+        goto out;
+    for (size_t i = 0; i < nh; i++) {
+        const flag *f = hits[i].f;
+        char where[64];
+        snprintf(where, sizeof where, "--%s", f->name);
+        if (f->key) {
+            const sonde_key *k = sonde__key_find(f->key);
+            rc = sonde__key_set(&c, k, f->kind == F_SWITCH ? "1" : hits[i].value, where);
+        } else if (!strcmp(f->name, "profile-activities")) {
+            rc = set_activities(&c, hits[i].value);
+        } else if (!strcmp(f->name, "profile-help")) {
+            help = 1;
+        }
+        if (rc)
+            goto out;
+    }
+    *cfg = c;
+    for (int i = 0; i < nk; i++)
+        argv[i] = keep[i];
+    argv[nk] = NULL;
+    *argc = nk;
+    if (help) {
+        sonde__flags_help(stdout);
+        rc = 1;
+    }
+out:
+    free(hits);
+    free(keep);
+    return rc;
+}

@@ -1,0 +1,280 @@
+/* yaml.c - the configuration file: YAML through libyaml, the keys of the key table at top level
+ * or under a `profiling:` mapping. Every error names the file, line, column and key, and says
+ * what was expected; the configuration changes only when the whole file is valid. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#include "../record/record.h"
+#include "../util/buf.h"
+#include "../util/suggest.h"
+#include "keys.h"
+
+#define MAX_FILE (16u << 20)
+
+typedef struct yctx {
+    yaml_parser_t parser;
+    const char *name;    /* the file, in messages */
+    sonde_config cfg;    /* the working copy */
+    unsigned seen[64];   /* keys set so far (index into the table) + 1, for duplicates */
+    size_t n_seen;
+} yctx;
+
+static int next(yctx *y, yaml_event_t *ev)
+{
+    if (yaml_parser_parse(&y->parser, ev))
+        return 0;
+    const yaml_parser_t *p = &y->parser;
+    const yaml_mark_t *mk = p->problem_mark.line || p->problem_mark.column ? &p->problem_mark
+                                                                         : &p->context_mark;
+    return sonde__fail(SONDE_EINVAL, "%s:%zu:%zu: YAML syntax error: %s%s%s", y->name,
+                       mk->line + 1, mk->column + 1, p->problem ? p->problem : "malformed",
+                       p->context ? " " : "", p->context ? p->context : "");
+}
+
+static int where_fail(yctx *y, const yaml_mark_t *m, const char *fmt, const char *a, const char *b)
+{
+    char msg[400];
+    snprintf(msg, sizeof msg, fmt, a, b);
+    return sonde__fail(SONDE_EINVAL, "%s:%zu:%zu: %s", y->name, m->line + 1, m->column + 1, msg);
+}
+
+static int unknown_key(yctx *y, const yaml_mark_t *m, const char *key)
+{
+    size_t n;
+    const sonde_key *k = sonde__keys(&n);
+    const char *names[64];
+    for (size_t i = 0; i < n && i < 64; i++)
+        names[i] = k[i].name;
+    const char *s = suggest(key, names, n < 64 ? n : 64);
+    char hint[96] = "";
+    if (s)
+        snprintf(hint, sizeof hint, " (did you mean \"%s\"?)", s);
+    return where_fail(y, m, "unknown key \"%s\"%s", key, hint);
+}
+
+/* Skips a whole node (scalar, sequence or mapping) whose first event is ev. */
+static int skip_node(yctx *y, yaml_event_t *ev)
+{
+    int depth = 0;
+    for (;;) {
+        if (ev->type == YAML_SEQUENCE_START_EVENT || ev->type == YAML_MAPPING_START_EVENT)
+            depth++;
+        else if (ev->type == YAML_SEQUENCE_END_EVENT || ev->type == YAML_MAPPING_END_EVENT)
+            depth--;
+        yaml_event_delete(ev);
+        if (depth <= 0)
+            return 0;
+        int rc = next(y, ev);
+        if (rc)
+            return rc;
+    }
+}
+
+/* The value of one key: a scalar, or a sequence of scalars (joined with commas) for the list
+ * keys (formats, gpu_devices). ev is the value's first event; consumed. */
+static int set_value(yctx *y, const sonde_key *k, const char *key, const yaml_mark_t *km,
+                     yaml_event_t *ev)
+{
+    char where[400];
+    snprintf(where, sizeof where, "%s:%zu:%zu: %s", y->name, ev->start_mark.line + 1,
+             ev->start_mark.column + 1, key);
+    int rc = 0;
+    (void)km;
+    if (ev->type == YAML_SCALAR_EVENT) {
+        const char *v = (const char *)ev->data.scalar.value;
+        int plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+        if (plain && (!*v || !strcmp(v, "~") || !strcmp(v, "null"))) {
+            if (k->type == KEY_STRING) { /* null: back to the default */
+                *(const char **)(void *)((char *)&y->cfg + k->offset) = k->def;
+            } else {
+                char expect[96];
+                sonde__key_expect(k, expect, sizeof expect);
+                rc = sonde__fail(SONDE_EINVAL, "%s: no value: expected %s", where, expect);
+            }
+        } else {
+            rc = sonde__key_set(&y->cfg, k, v, where);
+        }
+        yaml_event_delete(ev);
+        return rc;
+    }
+    if (ev->type == YAML_SEQUENCE_START_EVENT &&
+        (k->type == KEY_FORMATS || !strcmp(k->name, "gpu_devices"))) {
+        sbuf list;
+        sbuf_init(&list);
+        yaml_event_delete(ev);
+        for (;;) {
+            if ((rc = next(y, ev)))
+                break;
+            if (ev->type == YAML_SEQUENCE_END_EVENT) {
+                yaml_event_delete(ev);
+                rc = list.oom ? sonde__fail(SONDE_ENOMEM, "%s: out of memory", where)
+                              : sonde__key_set(&y->cfg, k, list.data ? list.data : "", where);
+                break;
+            }
+            if (ev->type != YAML_SCALAR_EVENT) {
+                rc = sonde__fail(SONDE_EINVAL, "%s:%zu:%zu: %s: a list of plain values expected",
+                                 y->name, ev->start_mark.line + 1, ev->start_mark.column + 1, key);
+                yaml_event_delete(ev);
+                break;
+            }
+            if (list.len)
+                sbuf_putc(&list, ',');
+            sbuf_puts(&list, (const char *)ev->data.scalar.value);
+            yaml_event_delete(ev);
+        }
+        sbuf_free(&list);
+        return rc;
+    }
+    char expect[96];
+    sonde__key_expect(k, expect, sizeof expect);
+    rc = sonde__fail(SONDE_EINVAL, "%s: expected %s, found a %s", where, expect,
+                     ev->type == YAML_MAPPING_START_EVENT ? "mapping" : "list");
+    skip_node(y, ev);
+    return rc;
+}
+
+/* A mapping of keys (its MAPPING_START already consumed). top: `profiling:` is allowed. */
+static int mapping(yctx *y, int top)
+{
+    yaml_event_t ev;
+    for (;;) {
+        int rc = next(y, &ev);
+        if (rc)
+            return rc;
+        if (ev.type == YAML_MAPPING_END_EVENT) {
+            yaml_event_delete(&ev);
+            return 0;
+        }
+        if (ev.type != YAML_SCALAR_EVENT) {
+            rc = sonde__fail(SONDE_EINVAL, "%s:%zu:%zu: a key must be a plain name", y->name,
+                             ev.start_mark.line + 1, ev.start_mark.column + 1);
+            yaml_event_delete(&ev);
+            return rc;
+        }
+        char key[128];
+        snprintf(key, sizeof key, "%s", (const char *)ev.data.scalar.value);
+        yaml_mark_t km = ev.start_mark;
+        yaml_event_delete(&ev);
+        if ((rc = next(y, &ev)))
+            return rc;
+        if (top && !strcmp(key, "profiling")) {
+            if (ev.type != YAML_MAPPING_START_EVENT) {
+                rc = where_fail(y, &ev.start_mark, "profiling: expected a mapping of keys%s%s",
+                                "", "");
+                skip_node(y, &ev);
+                return rc;
+            }
+            yaml_event_delete(&ev);
+            if ((rc = mapping(y, 0)))
+                return rc;
+            continue;
+        }
+        const sonde_key *k = sonde__key_find(key);
+        if (!k) {
+            rc = unknown_key(y, &km, key);
+            skip_node(y, &ev);
+            return rc;
+        }
+        unsigned idx = (unsigned)(k - sonde__keys(&(size_t){0}));
+        for (size_t i = 0; i < y->n_seen; i++)
+            if (y->seen[i] == idx + 1) {
+                rc = where_fail(y, &km, "key \"%s\" is set twice%s", key, "");
+                skip_node(y, &ev);
+                return rc;
+            }
+        if (y->n_seen < 64)
+            y->seen[y->n_seen++] = idx + 1;
+        if ((rc = set_value(y, k, key, &km, &ev)))
+            return rc;
+    }
+}
+
+int sonde__config_load_mem(sonde_config *cfg, const char *data, size_t n, const char *name)
+{
+    yctx y;
+    memset(&y, 0, sizeof y);
+    y.name = name;
+    y.cfg = *cfg;
+    if (!yaml_parser_initialize(&y.parser))
+        return sonde__fail(SONDE_ENOMEM, "%s: out of memory", name);
+    yaml_parser_set_input_string(&y.parser, (const unsigned char *)data, n);
+    yaml_event_t ev;
+    int rc, docs = 0;
+    for (;;) {
+        if ((rc = next(&y, &ev)))
+            goto out;
+        yaml_event_type_t t = ev.type;
+        yaml_mark_t m = ev.start_mark;
+        if (t == YAML_STREAM_END_EVENT) {
+            yaml_event_delete(&ev);
+            break;
+        }
+        if (t == YAML_MAPPING_START_EVENT) {
+            yaml_event_delete(&ev);
+            if (++docs > 1) {
+                rc = sonde__fail(SONDE_EINVAL, "%s:%zu:%zu: one document expected", name,
+                                 m.line + 1, m.column + 1);
+                goto out;
+            }
+            if ((rc = mapping(&y, 1)))
+                goto out;
+            continue;
+        }
+        if (t == YAML_SCALAR_EVENT || t == YAML_SEQUENCE_START_EVENT) {
+            rc = sonde__fail(SONDE_EINVAL, "%s:%zu:%zu: expected a mapping of keys (key: value), "
+                                           "found a %s", name, m.line + 1, m.column + 1,
+                             t == YAML_SCALAR_EVENT ? "plain value" : "list");
+            yaml_event_delete(&ev);
+            goto out;
+        }
+        yaml_event_delete(&ev); /* stream, document start and end, aliases */
+    }
+    *cfg = y.cfg;
+    rc = 0;
+out:
+    yaml_parser_delete(&y.parser);
+    return rc;
+}
+
+int sonde_config_load_file(sonde_config *cfg, const char *path)
+{
+    if (!cfg || !path)
+        return sonde__fail(SONDE_EINVAL, "sonde_config_load_file: %s is NULL",
+                           !cfg ? "cfg" : "path");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sonde__fail(errno == ENOENT ? SONDE_ENOTFOUND : SONDE_EIO, "%s: %s", path,
+                           strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (off_t)MAX_FILE) {
+        close(fd);
+        return sonde__fail(SONDE_EIO, "%s: not a regular file of at most 16 MiB", path);
+    }
+    size_t n = (size_t)st.st_size;
+    char *buf = malloc(n + 1);
+    if (!buf) {
+        close(fd);
+        return sonde__fail(SONDE_ENOMEM, "%s: out of memory", path);
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[got] = 0;
+    int rc = sonde__config_load_mem(cfg, buf, got, path);
+    free(buf);
+    return rc;
+}
