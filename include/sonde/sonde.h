@@ -322,7 +322,7 @@ typedef struct sonde__tbuf { /* hot part of a per-thread buffer */
 } sonde__tbuf;
 
 typedef struct sonde__hot {  /* first member of every profiler */
-    volatile int recording;  /* read by the macros */
+    int recording;           /* read by the macros (relaxed atomic loads) */
     int use_tsc;             /* 1: timestamps are rdtsc ticks */
     uint64_t serial;         /* unique per profiler in the process */
 } sonde__hot;
@@ -406,8 +406,15 @@ static inline void sonde__push(sonde__tbuf *tb, uint32_t id)
 static inline sonde__tbuf *sonde__scope_begin(sonde_profiler *p, sonde_site *s)
 {
     const sonde__hot *h = (const sonde__hot *)(const void *)p;
-    if (SONDE__UNLIKELY(!p) || SONDE__UNLIKELY(!h->recording))
+    if (SONDE__UNLIKELY(!p))
         return NULL;
+#if defined(__GNUC__) || defined(__clang__)
+    if (SONDE__UNLIKELY(!__atomic_load_n(&h->recording, __ATOMIC_RELAXED)))
+        return NULL;
+#else
+    if (SONDE__UNLIKELY(!h->recording))
+        return NULL;
+#endif
     sonde__tbuf *tb = sonde__tl.tb;
 #if defined(__GNUC__) || defined(__clang__)
     uint32_t id = __atomic_load_n(&s->id, __ATOMIC_RELAXED);

@@ -27,7 +27,7 @@ static int gz_sink(void *ctx, const char *data, size_t n)
     return 0;
 }
 
-static int write_trace_gz(const sm_model *m, const char *path)
+static int write_trace_gz_range(const sm_model *m, const char *path, int64_t t0, int64_t t1)
 {
     afile af;
     if (afile_open(&af, path) != 0)
@@ -41,7 +41,7 @@ static int write_trace_gz(const sm_model *m, const char *path)
         errno = ENOMEM;
         return -1;
     }
-    int rc = sx_trace(m, gz_sink, gz);
+    int rc = sx_trace_range(m, t0, t1, gz_sink, gz);
     if (gzclose(gz) != Z_OK)
         rc = -1;
     if (rc) {
@@ -50,6 +50,18 @@ static int write_trace_gz(const sm_model *m, const char *path)
         return -1;
     }
     return afile_commit(&af, 0);
+}
+
+static int write_trace_gz(const sm_model *m, const char *path)
+{
+    return write_trace_gz_range(m, path, INT64_MIN, INT64_MAX);
+}
+
+int sx_write_trace_range(const sm_model *m, const char *path, int64_t t0, int64_t t1)
+{
+    if (write_trace_gz_range(m, path, t0, t1) != 0)
+        return sonde__fail(SONDE_EIO, "cannot write %s: %s", path, strerror(errno));
+    return 0;
 }
 
 static int write_text(const sm_model *m, const char *path, sx_text_fn fn)

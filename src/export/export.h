@@ -17,6 +17,11 @@ int sx_txt(const sm_model *m, sbuf *out);
 /* The Chrome trace (JSON array form), handed to sink in pieces of about 1 MiB. */
 typedef int (*sx_sink)(void *ctx, const char *data, size_t n);
 int sx_trace(const sm_model *m, sx_sink sink, void *ctx);
+/* The same limited to [t0_ns, t1_ns): sections that begin, and samples, instants and steps that
+ * fall, in it; sessions that overlap it. */
+int sx_trace_range(const sm_model *m, int64_t t0_ns, int64_t t1_ns, sx_sink sink, void *ctx);
+/* NAME.trace.json.gz of that range, through a temporary file. 0, or a SONDE_E* code. */
+int sx_write_trace_range(const sm_model *m, const char *path, int64_t t0_ns, int64_t t1_ns);
 
 /* Writes the formats in the SONDE_FORMAT_* mask as DIR/NAME.ext, each through a temporary
  * file. Prints nothing. 0, or a negative SONDE_E* code naming the failing file in

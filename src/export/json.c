@@ -1,5 +1,6 @@
 /* json.c - NAME.json, the full report (schema in docs/formats.md, "sonde-report" version 1). */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -250,13 +251,42 @@ int sx_json(const sm_model *m, sbuf *b)
     kv_num(b, "p90_s", ss.p90_s, 1);
     kv_num(b, "p99_s", ss.p99_s, 1);
     kv_num(b, "first_s", ss.first_s, 1);
-    key(b, "durations_s");
+    key(b, "durations_s"); /* every step, in order; "active" says which the statistics cover */
     sbuf_putc(b, '[');
     for (size_t i = 0; i < m->n_steps; i++) {
         if (i)
             sbuf_putc(b, ',');
         int64_t prev = i ? m->steps[i - 1].t_ns : 0;
         sbuf_json_num(b, (double)(m->steps[i].t_ns - prev) / 1e9);
+    }
+    sbuf_puts(b, "],");
+    key(b, "active");
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < m->n_steps; i++)
+        sbuf_puts(b, i ? (m->steps[i].active ? ",true" : ",false")
+                       : (m->steps[i].active ? "true" : "false"));
+    sbuf_puts(b, "]},");
+
+    key(b, "schedule");
+    sbuf_putc(b, '{');
+    key(b, "scheduled");
+    sbuf_puts(b, m->scheduled ? "true," : "false,");
+    key(b, "windows");
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < m->n_windows; i++) {
+        const sm_window *w = &m->windows[i];
+        if (i)
+            sbuf_putc(b, ',');
+        sbuf_putc(b, '{');
+        kv_num(b, "cycle", w->cycle, 1);
+        kv_num(b, "first_step", (double)w->first_step, 1);
+        kv_num(b, "last_step", (double)w->last_step, 1);
+        kv_num(b, "start_s", (double)w->start_ns / 1e9, 1);
+        kv_num(b, "end_s", (double)w->end_ns / 1e9, 1);
+        char tr[600];
+        snprintf(tr, sizeof tr, "%s-cycle%d.trace.json.gz", m->name, w->cycle);
+        kv_str(b, "trace", tr, 0);
+        sbuf_putc(b, '}');
     }
     sbuf_puts(b, "]},");
 

@@ -38,6 +38,20 @@ int sonde__write_reports(sonde_profiler *p, const char *path)
     return rc;
 }
 
+int sonde__write_cycle_trace(sonde_profiler *p, int cycle, const char *path)
+{
+    sm_model m;
+    int rc = read_back(p, &m);
+    if (rc)
+        return rc;
+    rc = sonde__fail(SONDE_ENOTFOUND, "no active window %d in %s", cycle, p->path);
+    for (size_t i = 0; i < m.n_windows; i++)
+        if (m.windows[i].cycle == cycle)
+            rc = sx_write_trace_range(&m, path, m.windows[i].start_ns, m.windows[i].end_ns);
+    sm_free(&m);
+    return rc;
+}
+
 sonde_summary_t *sonde_summary(sonde_profiler *p)
 {
     if (!p) {

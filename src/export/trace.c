@@ -63,6 +63,11 @@ static uint64_t tid_of(const sm_model *m, uint32_t thread)
 
 int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
 {
+    return sx_trace_range(m, INT64_MIN, INT64_MAX, sink, ctx);
+}
+
+int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void *ctx)
+{
     tctx t;
     memset(&t, 0, sizeof t);
     sbuf_init(&t.b);
@@ -123,9 +128,15 @@ int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
         ids[i] = e.data;
     }
     static const char x_head[] = "{\"ph\":\"X\",\"cat\":\"section\",\"name\":";
+    const char *ws = sm_info(m, "config.with_stack");
+    int stack = ws && !strcmp(ws, "1");
     for (size_t i = 0; i < m->n_spans && !t.err; i++) {
         const sm_span *s = &m->spans[i];
+        if (s->start_ns < t0 || s->start_ns >= t1)
+            continue;
         const char *name = esc[s->site] ? esc[s->site] : "\"?\"";
+        const sm_site *site = &m->sites[s->site];
+        int where = stack && site->file;
         sep(&t);
         sbuf_add(&t.b, x_head, sizeof x_head - 1);
         sbuf_puts(&t.b, name);
@@ -134,9 +145,16 @@ int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
         sbuf_add(&t.b, ",\"dur\":", 7);
         sbuf_us3(&t.b, s->end_ns - s->start_ns);
         sbuf_puts(&t.b, ids[s->thread]);
-        if (s->meta >= 0 || s->units > 0 || s->flops > 0 || s->flags) {
+        if (s->meta >= 0 || s->units > 0 || s->flops > 0 || s->flags || where) {
             sbuf_puts(&t.b, ",\"args\":{");
             int first = 1;
+            if (where) { /* with_stack: where the section is in the source */
+                sbuf_puts(&t.b, "\"file\":");
+                sbuf_json_str(&t.b, site->file);
+                sbuf_printf(&t.b, ",\"line\":%d,\"function\":", site->line);
+                sbuf_json_str(&t.b, site->func);
+                first = 0;
+            }
             for (int32_t k = s->meta; k >= 0; k = m->meta[k].next) {
                 if (!first)
                     sbuf_putc(&t.b, ',');
@@ -167,6 +185,8 @@ int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
     }
     for (size_t i = 0; i < m->n_instants && !t.err; i++) {
         const sm_instant *e = &m->instants[i];
+        if (e->t_ns < t0 || e->t_ns >= t1)
+            continue;
         sep(&t);
         sbuf_puts(&t.b, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"event\",\"name\":");
         sbuf_puts(&t.b, e->name < m->n_sites && esc[e->name] ? esc[e->name] : "\"?\"");
@@ -196,6 +216,8 @@ int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
         size_t nk = sm_downsample(k, max_points, keep);
         for (size_t q = 0; q < nk; q++) {
             size_t i = keep[q];
+            if (k->t_ns[i] < t0 || k->t_ns[i] >= t1)
+                continue;
             sep(&t);
             sbuf_puts(&t.b, "{\"ph\":\"C\",\"name\":");
             sbuf_puts(&t.b, en.data);
@@ -211,6 +233,8 @@ int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
     }
     free(keep);
     for (size_t i = 0; i < m->n_steps && !t.err; i++) {
+        if (m->steps[i].t_ns < t0 || m->steps[i].t_ns >= t1)
+            continue;
         sep(&t);
         sbuf_puts(&t.b, "{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"step\",\"name\":\"step ");
         sbuf_u64(&t.b, m->steps[i].number);
@@ -224,6 +248,8 @@ int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
     }
     for (size_t i = 0; i < m->n_sessions && !t.err; i++) {
         const sm_session *s = &m->sessions[i];
+        if (s->end_ns < t0 || s->start_ns >= t1)
+            continue;
         sep(&t);
         sbuf_puts(&t.b, "{\"ph\":\"X\",\"cat\":\"session\",\"name\":");
         sbuf_puts(&t.b, s->name < m->n_sites && esc[s->name] ? esc[s->name] : "\"?\"");

@@ -42,6 +42,7 @@ enum {
     SONDE_K_SESSION_BEGIN = 9, /* id: name */
     SONDE_K_SESSION_END = 10,
     SONDE_K_GAP = 11,       /* arg: events dropped on this thread just before */
+    SONDE_K_MODE = 12,      /* arg: schedule action (0 off, 1 warmup, 2 active) | cycle << 2 */
     SONDE_K_COUNT
 };
 
@@ -57,7 +58,8 @@ static inline unsigned sonde_kind_slots(unsigned kind)
 }
 static inline int sonde_kind_has_arg(unsigned kind)
 {
-    return kind == SONDE_K_METADATA || kind == SONDE_K_STEP || kind == SONDE_K_GAP;
+    return kind == SONDE_K_METADATA || kind == SONDE_K_STEP || kind == SONDE_K_GAP ||
+           kind == SONDE_K_MODE;
 }
 /* Doubles stored after the event. */
 static inline unsigned sonde_kind_values(unsigned kind)

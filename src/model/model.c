@@ -59,12 +59,97 @@ typedef struct bctx {
         cap_warn;
     strmap counters, metrics;
     uint64_t unmatched_ends, gaps, gap_events, unterminated;
+    /* the step schedule's modes over time (MODE events): kept = ACTIVE */
+    int64_t *mode_t;
+    int *mode_active;
+    size_t n_modes;
 } bctx;
 
 static int64_t rel(const bctx *b, uint64_t tick)
 {
     return (int64_t)((double)(int64_t)(tick - b->cut_tick) * b->ns_per_tick);
 }
+
+/* 1 when what happens at time t is kept: always without a schedule, else inside a window. */
+static int kept_at(const bctx *b, int64_t t)
+{
+    if (!b->n_modes)
+        return 1;
+    size_t lo = 0, hi = b->n_modes;
+    while (lo < hi) { /* the last mode change at or before t */
+        size_t mid = (lo + hi) / 2;
+        if (b->mode_t[mid] <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo ? b->mode_active[lo - 1] : 0;
+}
+
+typedef struct mode_ev {
+    uint64_t tick;
+    uint32_t step, arg;
+} mode_ev;
+
+static int cmp_mode(const void *a, const void *b)
+{
+    const mode_ev *x = a, *y = b;
+    return x->tick < y->tick ? -1 : x->tick > y->tick;
+}
+
+/* The schedule's mode changes, in time order, and the active windows they make. */
+static int build_modes(bctx *b, sb_raw *raw, uint64_t end_tick, uint64_t last_step)
+{
+    sm_model *m = b->m;
+    mode_ev *ev = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t t = 0; t < raw->n_threads; t++)
+        for (size_t i = 0; i < raw->tev[t].n; i++) {
+            const sb_ev *e = &raw->tev[t].ev[i];
+            if (e->kind != SONDE_K_MODE)
+                continue;
+            if (GROW(ev, n, cap)) {
+                free(ev);
+                return -1;
+            }
+            ev[n++] = (mode_ev){e->tick, e->id, e->arg};
+        }
+    if (!n)
+        return 0;
+    qsort(ev, n, sizeof *ev, cmp_mode);
+    b->mode_t = malloc(n * sizeof *b->mode_t);
+    b->mode_active = malloc(n * sizeof *b->mode_active);
+    m->windows = calloc(n, sizeof *m->windows);
+    if (!b->mode_t || !b->mode_active || !m->windows) {
+        free(ev);
+        return -1;
+    }
+    m->scheduled = 1;
+    for (size_t i = 0; i < n; i++) {
+        b->mode_t[i] = rel(b, ev[i].tick);
+        b->mode_active[i] = (ev[i].arg & 3u) == 2;
+        if (i && m->n_windows && m->windows[m->n_windows - 1].end_ns == INT64_MAX) {
+            sm_window *w = &m->windows[m->n_windows - 1];
+            w->end_ns = b->mode_t[i];
+            w->last_step = ev[i].step ? ev[i].step - 1 : 0;
+        }
+        if (b->mode_active[i]) {
+            sm_window *w = &m->windows[m->n_windows++];
+            w->cycle = (int)(ev[i].arg >> 2);
+            w->first_step = ev[i].step;
+            w->start_ns = b->mode_t[i];
+            w->end_ns = INT64_MAX;
+        }
+    }
+    if (m->n_windows && m->windows[m->n_windows - 1].end_ns == INT64_MAX) {
+        m->windows[m->n_windows - 1].end_ns = rel(b, end_tick);
+        m->windows[m->n_windows - 1].last_step = last_step;
+    }
+    b->n_modes = n;
+    free(ev);
+    return 0;
+}
+
 
 static int add_warning(bctx *b, char *w)
 {
@@ -320,8 +405,9 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
     int sampler_thread = m->threads[tindex].name && !strcmp(m->threads[tindex].name, "sonde-sampler");
     for (size_t i = 0; i < te->n; i++) {
         const sb_ev *e = &te->ev[i];
-        int before_cut = e->tick < b->cut_tick;
         int64_t t = rel(b, e->tick);
+        /* before a clear, or outside the schedule's active windows: not kept */
+        int before_cut = e->tick < b->cut_tick || (e->kind != SONDE_K_STEP && !kept_at(b, t));
         switch (e->kind) {
         case SONDE_K_BEGIN: {
             if (GROW(stack, depth, cap))
@@ -390,7 +476,7 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
                 break;
             if (GROW(m->steps, m->n_steps, b->cap_steps))
                 goto out;
-            m->steps[m->n_steps++] = (sm_step){e->arg, t, tindex};
+            m->steps[m->n_steps++] = (sm_step){e->arg, t, tindex, 1};
             break;
         case SONDE_K_METRIC:
         case SONDE_K_THROUGHPUT:
@@ -548,6 +634,20 @@ static int build_rates(sm_model *m)
         m->rates[r].seconds += union_s(iv, n);
     }
     free(iv);
+    return 0;
+}
+
+static int cmp_step(const void *a, const void *b)
+{
+    const sm_step *x = a, *y = b;
+    return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
+}
+
+/* Steps may be marked from several threads: time order. */
+static int sort_steps(sm_model *m)
+{
+    if (m->n_steps > 1)
+        qsort(m->steps, m->n_steps, sizeof *m->steps, cmp_step);
     return 0;
 }
 
@@ -835,6 +935,13 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
 
     if (build_sessions(&b, raw, end_tick))
         goto out;
+    uint64_t last_step = 0;
+    for (size_t t = 0; t < raw->n_threads; t++)
+        for (size_t i = 0; i < raw->tev[t].n; i++)
+            if (raw->tev[t].ev[i].kind == SONDE_K_STEP && raw->tev[t].ev[i].arg > last_step)
+                last_step = raw->tev[t].ev[i].arg;
+    if (build_modes(&b, raw, end_tick, last_step))
+        goto out;
     for (size_t t = 0; t < raw->n_threads; t++) {
         size_t before = m->n_spans;
         if (build_thread(&b, &raw->tev[t], (uint32_t)t, end_tick))
@@ -858,8 +965,17 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
                         "the file could not be written", (unsigned long long)m->dropped_events))
         goto out;
 
-    if (sort_counters(m))
+    if (sort_counters(m) || sort_steps(m))
         goto out;
+    /* Step k runs from mark k (the run's start for k = 0) to mark k + 1: it is active when its
+     * start lies in a window. */
+    for (size_t i = 0; m->scheduled && i < m->n_steps; i++) {
+        int64_t start = i ? m->steps[i - 1].t_ns : 0;
+        m->steps[i].active = 0;
+        for (size_t w = 0; w < m->n_windows; w++)
+            if (start >= m->windows[w].start_ns && start < m->windows[w].end_ns)
+                m->steps[i].active = 1;
+    }
     m->stats = sm_stats(m, NULL, NULL, (double)m->duration_ns / 1e9, &m->n_stats);
     if (!m->stats && m->n_spans)
         goto out;
@@ -875,6 +991,8 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
 out:
     strmap_free(&b.counters);
     strmap_free(&b.metrics);
+    free(b.mode_t);
+    free(b.mode_active);
     if (rc)
         sonde__fail(rc, "%s: out of memory while building the model", fname);
     return rc;
@@ -944,6 +1062,7 @@ void sm_free(sm_model *m)
     }
     free(m->counters);
     free(m->steps);
+    free(m->windows);
     for (size_t i = 0; i < m->n_rates; i++)
         free(m->rates[i].unit);
     free(m->rates);
@@ -1186,23 +1305,31 @@ void sm_steps(const sm_model *m, sm_steps_summary *o)
     if (!d)
         return;
     int64_t prev = 0;
+    size_t k = 0;
+    double span = 0;
     for (size_t i = 0; i < n; i++) {
-        d[i] = (double)(m->steps[i].t_ns - prev) / 1e9;
+        double dur = (double)(m->steps[i].t_ns - prev) / 1e9;
         prev = m->steps[i].t_ns;
+        if (!m->steps[i].active)
+            continue;
+        if (!k)
+            o->first_s = dur;
+        d[k++] = dur;
+        span += dur;
     }
-    o->count = n;
-    o->first_s = d[0];
-    double sum = 0;
-    for (size_t i = 0; i < n; i++)
-        sum += d[i];
-    o->mean_s = sum / (double)n;
-    o->per_s = m->steps[n - 1].t_ns > 0 ? (double)n / ((double)m->steps[n - 1].t_ns / 1e9) : 0;
-    qsort(d, n, sizeof *d, cmp_double);
+    o->count = k;
+    if (!k) {
+        free(d);
+        return;
+    }
+    o->mean_s = span / (double)k;
+    o->per_s = span > 0 ? (double)k / span : 0;
+    qsort(d, k, sizeof *d, cmp_double);
     o->min_s = d[0];
-    o->max_s = d[n - 1];
-    o->p50_s = sm_percentile(d, n, 50);
-    o->p90_s = sm_percentile(d, n, 90);
-    o->p99_s = sm_percentile(d, n, 99);
+    o->max_s = d[k - 1];
+    o->p50_s = sm_percentile(d, k, 50);
+    o->p90_s = sm_percentile(d, k, 90);
+    o->p99_s = sm_percentile(d, k, 99);
     free(d);
 }
 

@@ -71,7 +71,15 @@ typedef struct sm_step {
     uint64_t number;
     int64_t t_ns;
     uint32_t thread;
+    int active;                /* inside an active window of the step schedule (1 without one) */
 } sm_step;
+
+/* An active window of the step schedule: the steps whose sections the report keeps. */
+typedef struct sm_window {
+    int cycle;
+    uint64_t first_step, last_step;
+    int64_t start_ns, end_ns;
+} sm_window;
 
 typedef struct sm_metric {
     char *owner;               /* section name, "session NAME" or "run" */
@@ -141,6 +149,9 @@ typedef struct sm_model {
     size_t n_counters;
     sm_step *steps;
     size_t n_steps;
+    int scheduled;             /* the run had a step schedule: only windows are kept */
+    sm_window *windows;
+    size_t n_windows;
     sm_metric *metrics;
     size_t n_metrics;
     sm_stat *stats;            /* per section name, sorted by total_s, largest first */
@@ -167,7 +178,8 @@ void sm_stats_free(sm_stat *s, size_t n);
 /* Percentile (0..100) of a sorted array, interpolating between closest ranks. */
 double sm_percentile(const double *sorted, size_t n, double pct);
 
-/* Step statistics: durations between consecutive steps (the first from the run's start). */
+/* Step statistics: durations between consecutive steps (the first from the run's start), over
+ * the steps of the active windows when the run had a schedule. */
 typedef struct sm_steps_summary {
     size_t count;
     double per_s, mean_s, p50_s, p90_s, p99_s, min_s, max_s, first_s;

@@ -12,8 +12,11 @@
 #include <unistd.h>
 
 #include "../util/buf.h"
+#include "../util/fileio.h"
 #include "record.h"
 #include "../config/keys.h"
+#include "../sources/sources.h"
+#include "schedule.h"
 
 _Thread_local sonde__tls sonde__tl SONDE__TLS_MODEL = {0, NULL};
 
@@ -241,6 +244,14 @@ int sonde__record(sonde_profiler *p, unsigned kind, uint32_t id, uint32_t arg, c
 /* Stack entry of a section whose begin was dropped: its sonde_end is dropped too, so it cannot
  * close the enclosing section. Never a real id (ids stay below 2^22). */
 #define DROPPED_ID 0x0fffffffu
+/* Stack entry of a section begun while the step schedule had recording off: its end is not
+ * recorded either, and it is not counted as dropped. */
+#define PAUSED_ID 0x0ffffffeu
+
+static int recording(const sonde_profiler *p)
+{
+    return __atomic_load_n(&p->hot.recording, __ATOMIC_RELAXED);
+}
 
 static int begin_id(sonde_profiler *p, uint32_t id, sonde_tbuf **out)
 {
@@ -283,7 +294,7 @@ static int end_id(sonde_profiler *p, sonde_tbuf *tb, uint32_t id)
 
 sonde__tbuf *sonde__scope_begin_slow(sonde_profiler *p, sonde_site *s)
 {
-    if (!p || !p->hot.recording)
+    if (!p || !recording(p))
         return NULL;
     uint32_t id = sonde__site_register(s);
     if (!id)
@@ -298,6 +309,67 @@ void sonde__scope_end_slow(sonde__tbuf *htb, uint32_t id)
 {
     sonde_tbuf *tb = (sonde_tbuf *)(void *)htb;
     end_id(tb->prof, tb, id);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Step schedule
+ * ---------------------------------------------------------------------------------------- */
+static void cuda_range(sonde_profiler *p, int start)
+{
+    if (!p->cfg.cuda_profiler_range || (start ? p->cuda_range_open : !p->cuda_range_open))
+        return;
+    char why[320];
+    if (cudart_profiler(start, why, sizeof why) == 0) {
+        p->cuda_range_open = start;
+    } else if (!p->cuda_noted) {
+        p->cuda_noted = 1;
+        sonde__warn(p, "%s", why);
+    }
+}
+
+/* The active window that covered steps up to `step` (excluded) has ended: its trace, then the
+ * callback. Caller holds step_lock. */
+static void end_window(sonde_profiler *p, uint64_t step)
+{
+    int cycle = p->sched_cycle;
+    uint32_t arg = (uint32_t)SCHED_NONE;
+    sonde__record(p, SONDE_K_MODE, (uint32_t)(step & 0x0fffffff), arg, NULL);
+    p->sched_action = SCHED_NONE;
+    p->sched_cycle = 0;
+    cuda_range(p, 0);
+    char name[600], *path;
+    snprintf(name, sizeof name, "%s-cycle%d.trace.json.gz", p->name, cycle);
+    path = path_join(p->output_dir, name);
+    if (!path)
+        return;
+    pthread_mutex_lock(&p->wlock);
+    sonde__writer_pass(p, 1);
+    pthread_mutex_unlock(&p->wlock);
+    if (sonde__write_cycle_trace(p, cycle, path) == 0) {
+        if (p->cfg.on_trace_ready)
+            p->cfg.on_trace_ready(p, path, cycle, p->cfg.on_trace_ready_user);
+    } else {
+        sonde__warn(p, "cycle %d trace: %s", cycle, sonde_last_error());
+    }
+    free(path);
+}
+
+/* Applies what step number `step` does; caller holds step_lock. */
+static void schedule_step(sonde_profiler *p, uint64_t step)
+{
+    sched_action a = sonde__schedule_action(&p->cfg, step);
+    if (a.action == p->sched_action && (int)a.cycle == p->sched_cycle)
+        return;
+    if (p->sched_action == SCHED_ACTIVE)
+        end_window(p, step);
+    if (a.action != p->sched_action || (int)a.cycle != p->sched_cycle)
+        sonde__record(p, SONDE_K_MODE, (uint32_t)(step & 0x0fffffff),
+                      (uint32_t)a.action | (uint32_t)a.cycle << 2, NULL);
+    p->sched_action = a.action;
+    p->sched_cycle = (int)a.cycle;
+    __atomic_store_n(&p->hot.recording, a.action != SCHED_NONE, __ATOMIC_RELAXED);
+    if (a.action == SCHED_ACTIVE)
+        cuda_range(p, 1);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -340,6 +412,7 @@ static void free_profiler(sonde_profiler *p)
     free(p->path);
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->wlock);
+    pthread_mutex_destroy(&p->step_lock);
     sem_destroy(&p->wake);
     free(p);
 }
@@ -385,6 +458,7 @@ sonde_profiler *sonde_create(const sonde_config *cfg_in)
     }
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->wlock, NULL);
+    pthread_mutex_init(&p->step_lock, NULL);
     sem_init(&p->wake, 0, 0);
     p->fd = -1;
     p->registry_slot = -1;
@@ -425,7 +499,19 @@ sonde_profiler *sonde_create(const sonde_config *cfg_in)
         sonde__warn(p, "more than 64 live profilers: this one is not flushed on fatal signals");
     if (sonde__writer_start(p) != 0)
         sonde__warn(p, "could not start the writer thread: events are written at export");
-    p->hot.recording = 1;
+    __atomic_store_n(&p->hot.recording, 1, __ATOMIC_RELAXED);
+    if (sonde__schedule_on(&p->cfg)) {
+        if (sonde__schedule_check(&p->cfg) != 0) {
+            sonde__warn(p, "%s; recording every step", sonde_last_error());
+            sonde__set_status(p, SONDE_EINVAL, sonde_last_error());
+        } else {
+            p->schedule_on = 1;
+            p->sched_action = -1;
+            pthread_mutex_lock(&p->step_lock);
+            schedule_step(p, 0);
+            pthread_mutex_unlock(&p->step_lock);
+        }
+    }
     if (sonde__sampler_start(p) != 0)
         sonde__warn(p, "could not start the sampler thread: no CPU, memory or GPU samples");
     return p;
@@ -439,7 +525,14 @@ static int finalize(sonde_profiler *p)
         return 0;
     int rc = 0;
     sonde__sampler_stop(p); /* its last samples are still recorded */
-    p->hot.recording = 0;
+    if (p->schedule_on && p->fd >= 0) {
+        /* An active window still open ends with the run: its trace and callback too. */
+        pthread_mutex_lock(&p->step_lock);
+        if (p->sched_action == SCHED_ACTIVE)
+            end_window(p, (uint64_t)atomic_load(&p->steps));
+        pthread_mutex_unlock(&p->step_lock);
+    }
+    __atomic_store_n(&p->hot.recording, 0, __ATOMIC_RELAXED);
     if (p->fd < 0)
         return atomic_load(&p->status) ? SONDE_EIO : 0;
     for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next)) {
@@ -506,7 +599,7 @@ int sonde_status(const sonde_profiler *p)
     do {                                                                                       \
         if (check_p(p, call))                                                                  \
             return SONDE_EINVAL;                                                               \
-        if (!(p)->hot.recording)                                                               \
+        if (!recording(p))                                                                     \
             return 0;                                                                          \
     } while (0)
 
@@ -556,7 +649,18 @@ int sonde_session_end(sonde_profiler *p)
 
 int sonde_begin(sonde_profiler *p, const char *name)
 {
-    RECORDING_OR_RETURN(p, "sonde_begin");
+    if (check_p(p, "sonde_begin"))
+        return SONDE_EINVAL;
+    if (!recording(p)) {
+        /* Paused by the schedule: remember the section so that its end closes nothing else. */
+        if (p->schedule_on && p->fd >= 0 && !atomic_load(&p->finalized)) {
+            sonde_tbuf *tb = sonde__thread_buf(p);
+            if (!tb)
+                return SONDE_ENOMEM;
+            sonde__push(&tb->hot, PAUSED_ID);
+        }
+        return 0;
+    }
     uint32_t id;
     int rc = intern_arg(name, "sonde_begin", "name", &id);
     if (rc)
@@ -566,12 +670,20 @@ int sonde_begin(sonde_profiler *p, const char *name)
 
 int sonde_end(sonde_profiler *p)
 {
-    RECORDING_OR_RETURN(p, "sonde_end");
+    if (check_p(p, "sonde_end"))
+        return SONDE_EINVAL;
+    /* With the schedule paused, a section begun while recording still records its end. */
+    if (!recording(p) && !(p->schedule_on && p->fd >= 0 && !atomic_load(&p->finalized)))
+        return 0;
     sonde_tbuf *tb = sonde__thread_buf(p);
     if (!tb)
         return SONDE_ENOMEM;
     int32_t d = tb->hot.depth;
     uint32_t id = (d > 0 && d <= 64) ? tb->hot.stack[d - 1] : 0;
+    if (id == PAUSED_ID) {
+        sonde__set_depth(&tb->hot, d - 1);
+        return 0;
+    }
     if (id == DROPPED_ID) {
         sonde__set_depth(&tb->hot, d - 1);
         atomic_fetch_add_explicit(&tb->dropped, 1, memory_order_relaxed);
@@ -656,9 +768,19 @@ int sonde_counter(sonde_profiler *p, const char *name, double value)
 
 int sonde_step(sonde_profiler *p)
 {
-    RECORDING_OR_RETURN(p, "sonde_step");
+    if (check_p(p, "sonde_step"))
+        return SONDE_EINVAL;
+    /* Steps count whatever the schedule says, so it knows where it is. */
+    if (p->fd < 0 || atomic_load(&p->finalized))
+        return 0;
     uint64_t n = atomic_fetch_add(&p->steps, 1) + 1;
-    return sonde__record(p, SONDE_K_STEP, 0, (uint32_t)n, NULL);
+    int rc = sonde__record(p, SONDE_K_STEP, 0, (uint32_t)n, NULL);
+    if (p->schedule_on) {
+        pthread_mutex_lock(&p->step_lock);
+        schedule_step(p, n);
+        pthread_mutex_unlock(&p->step_lock);
+    }
+    return rc;
 }
 
 int sonde_clear(sonde_profiler *p)

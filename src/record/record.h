@@ -122,6 +122,13 @@ struct sonde_profiler {
     void *sampler_state;
     _Atomic uint64_t sampler_cpu_ns; /* CPU time the sampler used, set when it stops */
 
+    /* the step schedule (schedule.c), changed under step_lock by sonde_step */
+    pthread_mutex_t step_lock;
+    int schedule_on;
+    int sched_action, sched_cycle;   /* what the current step does */
+    int cuda_range_open;             /* cudaProfilerStart was called and not yet stopped */
+    int cuda_noted;                  /* the reason cudaProfiler* is unavailable was reported */
+
     _Atomic uint64_t steps;
     _Atomic int session_open;
     _Atomic uint32_t cur_session;  /* name id of the open session, 0 when none */
@@ -175,5 +182,7 @@ void sonde__registry_remove(sonde_profiler *p);
 
 /* ---- reports (export side) ---- */
 int sonde__write_reports(sonde_profiler *p, const char *path);
+/* Writes the trace of active window `cycle` of the step schedule to path. */
+int sonde__write_cycle_trace(sonde_profiler *p, int cycle, const char *path);
 
 #endif

@@ -40,4 +40,9 @@ const char *nvml_notes(const nvml_state *s);
 size_t nvml_device_count(const nvml_state *s);
 void nvml_close(nvml_state *s);
 
+/* ---- libcudart (cudart.c) ---- */
+/* cudaProfilerStart (start 1) or cudaProfilerStop, loading libcudart once per process
+ * (SONDE_CUDART_LIBRARY, else libcudart.so and its versions). 0, or -1 with the reason. */
+int cudart_profiler(int start, char *why, size_t cap);
+
 #endif
