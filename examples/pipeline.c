@@ -11,6 +11,7 @@
  * and throughput in frames; encoding records throughput in tokens; each step records a counter
  * (the latent's RMS) and a step mark. Usage:
  *   pipeline [--steps N] [--blocks K] [--frames F] [--dim D] [--name NAME] [--quiet]
+ *            [--profile* flags, listed by --profile-help]
  */
 #include <math.h>
 #include <pthread.h>
@@ -260,26 +261,35 @@ int main(int argc, char **argv)
 {
     opts o = {.steps = 40, .blocks = 8, .frames = 64, .dim = 1024, .tokens = 77, .vocab = 4096,
               .name = "pipeline", .quiet = 0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--steps")) o.steps = parse_int(a, v, 1, 100000), i++;
-        else if (!strcmp(a, "--blocks")) o.blocks = parse_int(a, v, 1, 1024), i++;
-        else if (!strcmp(a, "--frames")) o.frames = parse_int(a, v, 1, 4096), i++;
-        else if (!strcmp(a, "--dim")) o.dim = parse_int(a, v, 8, 4096), i++;
-        else if (!strcmp(a, "--name")) o.name = v, i++;
-        else if (!strcmp(a, "--quiet")) o.quiet = 1;
-        else {
-            fprintf(stderr, "usage: pipeline [--steps N] [--blocks K] [--frames F] [--dim D] "
-                            "[--name NAME] [--quiet]\n");
-            return 2;
-        }
-    }
+    /* sonde's settings: defaults, then SONDE_* (and SONDE_CONFIG), then --profile* flags,
+     * which are removed so the loop below sees only the pipeline's own arguments. */
     sonde_config cfg = sonde_config_default();
     cfg.name = o.name;
     cfg.unit = "frames";
     if (sonde_config_from_env(&cfg) != 0) {
         fprintf(stderr, "pipeline: %s\n", sonde_last_error());
         return 2;
+    }
+    int frc = sonde_config_from_args(&cfg, &argc, argv);
+    if (frc < 0) {
+        fprintf(stderr, "pipeline: %s\n", sonde_last_error());
+        return 2;
+    }
+    if (frc == 1)
+        return 0; /* --profile-help */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--steps")) o.steps = parse_int(a, v, 1, 100000), i++;
+        else if (!strcmp(a, "--blocks")) o.blocks = parse_int(a, v, 1, 1024), i++;
+        else if (!strcmp(a, "--frames")) o.frames = parse_int(a, v, 1, 4096), i++;
+        else if (!strcmp(a, "--dim")) o.dim = parse_int(a, v, 8, 4096), i++;
+        else if (!strcmp(a, "--name")) o.name = cfg.name = v, i++;
+        else if (!strcmp(a, "--quiet")) o.quiet = 1;
+        else {
+            fprintf(stderr, "usage: pipeline [--steps N] [--blocks K] [--frames F] [--dim D] "
+                            "[--name NAME] [--quiet]\n");
+            return 2;
+        }
     }
     pipeline pl;
     memset(&pl, 0, sizeof pl);

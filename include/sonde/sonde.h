@@ -236,6 +236,9 @@ int sonde_throughput(sonde_profiler *p, double units, double seconds);
 /* The same in a named unit ("frames", "blocks"), for a run that measures several kinds of
  * throughput; unit NULL means cfg.unit. The report keeps one rate per unit. */
 int sonde_throughput_unit(sonde_profiler *p, double units, double seconds, const char *unit);
+/* A tensor shape as metadata of the open section ("input" -> "[8, 77, 512]"), recorded when
+ * cfg.record_shapes is on; off, it returns 0 at the cost of a branch. */
+int sonde_shape(sonde_profiler *p, const char *name, const int64_t *dims, int ndims);
 /* Floating-point operations done by the open section; the report gives achieved FLOP/s. */
 int sonde_flops(sonde_profiler *p, double flops);
 /* An instant event on the calling thread's track. */

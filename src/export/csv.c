@@ -20,6 +20,26 @@ int sx_csv(const sm_model *m, sbuf *b)
     return b->oom ? -1 : 0;
 }
 
+int sx_csv_samples(const sm_model *m, sbuf *b)
+{
+    sbuf_puts(b, "counter,unit,source,t_s,value\n");
+    for (size_t c = 0; c < m->n_counters && !b->oom; c++) {
+        const sm_counter *k = &m->counters[c];
+        sbuf name;
+        sbuf_init(&name);
+        sbuf_csv_str(&name, k->name);
+        if (name.oom) {
+            b->oom = 1;
+            break;
+        }
+        for (size_t i = 0; i < k->n; i++)
+            sbuf_printf(b, "%s,%s,%s,%.9f,%.9g\n", name.data, sm_counter_unit(k->name),
+                        k->system ? "sampler" : "program", (double)k->t_ns[i] / 1e9, k->v[i]);
+        sbuf_free(&name);
+    }
+    return b->oom ? -1 : 0;
+}
+
 int sx_csv_instances(const sm_model *m, sbuf *b)
 {
     sbuf_puts(b, "thread,thread_name,name,depth,start_s,end_s,duration_s,session,units,flops,"

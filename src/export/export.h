@@ -12,6 +12,7 @@
 int sx_json(const sm_model *m, sbuf *out);
 int sx_csv(const sm_model *m, sbuf *out);
 int sx_csv_instances(const sm_model *m, sbuf *out);
+int sx_csv_samples(const sm_model *m, sbuf *out); /* every sample of every counter */
 int sx_txt(const sm_model *m, sbuf *out);
 
 /* The Chrome trace (JSON array form), handed to sink in pieces of about 1 MiB. */

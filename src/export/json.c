@@ -109,6 +109,60 @@ static void info_obj(sbuf *b, const sm_model *m, const char *prefix)
     sbuf_putc(b, '}');
 }
 
+/* The metadata of a section name's instances: each key with its distinct values (at most 16
+ * values per key and 32 keys; "more" says when values were left out). */
+static void stat_meta(sbuf *b, const sm_model *m, int stat)
+{
+    enum { KEYS = 32, VALS = 16 };
+    uint32_t keys[KEYS], vals[KEYS][VALS];
+    int nv[KEYS], more[KEYS];
+    int nk = 0;
+    for (size_t i = 0; i < m->n_spans; i++) {
+        const sm_span *s = &m->spans[i];
+        if (m->sites[s->site].stat != stat)
+            continue;
+        for (int32_t e = s->meta; e >= 0; e = m->meta[e].next) {
+            const char *kname = sm_str(m, m->meta[e].key);
+            int k;
+            for (k = 0; k < nk && strcmp(sm_str(m, keys[k]), kname); k++) {
+            }
+            if (k == nk) {
+                if (nk == KEYS)
+                    continue;
+                keys[nk] = m->meta[e].key;
+                nv[nk] = more[nk] = 0;
+                nk++;
+            }
+            const char *vname = sm_str(m, m->meta[e].value);
+            int v;
+            for (v = 0; v < nv[k] && strcmp(sm_str(m, vals[k][v]), vname); v++) {
+            }
+            if (v == nv[k]) {
+                if (nv[k] < VALS)
+                    vals[k][nv[k]++] = m->meta[e].value;
+                else
+                    more[k] = 1;
+            }
+        }
+    }
+    sbuf_putc(b, '{');
+    for (int k = 0; k < nk; k++) {
+        if (k)
+            sbuf_putc(b, ',');
+        key(b, sm_str(m, keys[k]));
+        sbuf_putc(b, '[');
+        for (int v = 0; v < nv[k]; v++) {
+            if (v)
+                sbuf_putc(b, ',');
+            sbuf_json_str(b, sm_str(m, vals[k][v]));
+        }
+        if (more[k])
+            sbuf_puts(b, nv[k] ? ",\"...\"" : "\"...\"");
+        sbuf_putc(b, ']');
+    }
+    sbuf_putc(b, '}');
+}
+
 typedef struct sess_filter {
     int32_t session;
 } sess_filter;
@@ -202,6 +256,11 @@ int sx_json(const sm_model *m, sbuf *b)
         if (i)
             sbuf_putc(b, ',');
         sx_stat_json(b, &m->stats[i], m->peak_flops);
+        b->len--; /* reopen the object: the metadata of its instances */
+        sbuf_putc(b, ',');
+        key(b, "metadata");
+        stat_meta(b, m, (int)i);
+        sbuf_putc(b, '}');
     }
     sbuf_puts(b, "],");
 

@@ -967,13 +967,12 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
 
     if (sort_counters(m) || sort_steps(m))
         goto out;
-    /* Step k runs from mark k (the run's start for k = 0) to mark k + 1: it is active when its
-     * start lies in a window. */
+    /* Mark number k ends step k - 1: that step is active when a window covers its number. */
     for (size_t i = 0; m->scheduled && i < m->n_steps; i++) {
-        int64_t start = i ? m->steps[i - 1].t_ns : 0;
+        uint64_t step = m->steps[i].number ? m->steps[i].number - 1 : 0;
         m->steps[i].active = 0;
         for (size_t w = 0; w < m->n_windows; w++)
-            if (start >= m->windows[w].start_ns && start < m->windows[w].end_ns)
+            if (step >= m->windows[w].first_step && step <= m->windows[w].last_step)
                 m->steps[i].active = 1;
     }
     m->stats = sm_stats(m, NULL, NULL, (double)m->duration_ns / 1e9, &m->n_stats);

@@ -554,6 +554,10 @@ static int finalize(sonde_profiler *p)
     if (unb)
         sonde__warn(p, "sonde_end or sonde_session_end without an open section or session: %llu "
                        "time(s)", (unsigned long long)unb);
+    uint64_t lost = atomic_load(&p->snaps_lost);
+    if (lost)
+        sonde__warn(p, "%llu memory snapshot(s) skipped: steps came faster than the sampler could "
+                       "take them", (unsigned long long)lost);
     uint64_t nf = atomic_load(&p->misuse_nonfinite);
     if (nf)
         sonde__warn(p, "non-finite values passed to sonde_metric/counter/throughput/flops were "
@@ -705,6 +709,24 @@ int sonde_metadata(sonde_profiler *p, const char *key, const char *value)
     return sonde__record(p, SONDE_K_METADATA, k, v, NULL);
 }
 
+int sonde_shape(sonde_profiler *p, const char *name, const int64_t *dims, int ndims)
+{
+    RECORDING_OR_RETURN(p, "sonde_shape");
+    if (!p->cfg.record_shapes)
+        return 0;
+    if (ndims < 0 || ndims > 64 || (ndims && !dims))
+        return sonde__fail(SONDE_EINVAL, "sonde_shape: %d dimensions (0..64 with dims)", ndims);
+    char text[64 * 22 + 3];
+    size_t k = 0;
+    text[k++] = '[';
+    for (int i = 0; i < ndims; i++)
+        k += (size_t)snprintf(text + k, sizeof text - k, "%s%lld", i ? ", " : "",
+                              (long long)dims[i]);
+    text[k++] = ']';
+    text[k] = 0;
+    return sonde_metadata(p, name, text);
+}
+
 int sonde_metric(sonde_profiler *p, const char *name, double value)
 {
     RECORDING_OR_RETURN(p, "sonde_metric");
@@ -775,9 +797,19 @@ int sonde_step(sonde_profiler *p)
         return 0;
     uint64_t n = atomic_fetch_add(&p->steps, 1) + 1;
     int rc = sonde__record(p, SONDE_K_STEP, 0, (uint32_t)n, NULL);
-    if (p->schedule_on) {
+    if (p->schedule_on || (p->cfg.memory_every_n_steps && n % p->cfg.memory_every_n_steps == 0)) {
         pthread_mutex_lock(&p->step_lock);
-        schedule_step(p, n);
+        if (p->schedule_on)
+            schedule_step(p, n);
+        if (p->cfg.memory_every_n_steps && n % p->cfg.memory_every_n_steps == 0) {
+            /* The sampler takes the snapshot and writes the file: no I/O on this thread. */
+            if (p->snap_n < sizeof p->snap_queue / sizeof p->snap_queue[0])
+                p->snap_queue[p->snap_n++] = n;
+            else
+                atomic_fetch_add(&p->snaps_lost, 1);
+            if (p->sampler_started)
+                sem_post(&p->sampler_wake);
+        }
         pthread_mutex_unlock(&p->step_lock);
     }
     return rc;

@@ -129,6 +129,11 @@ struct sonde_profiler {
     int cuda_range_open;             /* cudaProfilerStart was called and not yet stopped */
     int cuda_noted;                  /* the reason cudaProfiler* is unavailable was reported */
 
+    /* memory snapshots every N steps: steps waiting for the sampler (step_lock) */
+    uint64_t snap_queue[64];
+    unsigned snap_n;
+    _Atomic uint64_t snaps_lost;   /* requests that found the queue full */
+
     _Atomic uint64_t steps;
     _Atomic int session_open;
     _Atomic uint32_t cur_session;  /* name id of the open session, 0 when none */

@@ -15,6 +15,7 @@
 #include "../config/keys.h"
 #include "../sources/sources.h"
 #include "../util/buf.h"
+#include "../util/fileio.h"
 #include "record.h"
 
 #define MAX_LATEST 256
@@ -37,6 +38,12 @@ typedef struct sampler {
     int drawn_lines;
     uint64_t last_steps;
     double last_display;
+    int sample_gpu;        /* collect_gpu: NVML may be open for snapshots alone */
+    procfs_state *snap_procfs; /* for snapshots when procfs sampling is off */
+    sbuf snaps;            /* the snapshots so far, NAME.memory.json's entries */
+    char *snap_path;
+    double gpu_peak[64];   /* highest memory MiB seen per GPU index */
+    double t0;
 } sampler;
 
 static double now_s(void)
@@ -49,6 +56,11 @@ static double now_s(void)
 static void on_counter(void *ctx, const char *name, double v)
 {
     sampler *s = ctx;
+    unsigned g;
+    char tail[16];
+    if (name[0] == 'g' && sscanf(name, "gpu%u %15[^\n]", &g, tail) == 2 && g < 64 &&
+        !strcmp(tail, "memory MiB") && v > s->gpu_peak[g])
+        s->gpu_peak[g] = v;
     uint32_t id = sonde__intern(name);
     if (!id || !isfinite(v))
         return;
@@ -200,6 +212,63 @@ static void draw(sampler *s, double now)
     sbuf_free(&b);
 }
 
+/* Takes the memory snapshots asked for by sonde_step and rewrites NAME.memory.json whole,
+ * through a temporary file, so a crash never leaves half of it. */
+static void snapshots(sampler *s)
+{
+    sonde_profiler *p = s->p;
+    uint64_t steps[64];
+    unsigned n;
+    pthread_mutex_lock(&p->step_lock);
+    n = p->snap_n;
+    memcpy(steps, p->snap_queue, n * sizeof steps[0]);
+    p->snap_n = 0;
+    pthread_mutex_unlock(&p->step_lock);
+    if (!n)
+        return;
+    procfs_state *pf = s->procfs ? s->procfs : s->snap_procfs;
+    for (unsigned i = 0; i < n; i++) {
+        procfs_mem hm;
+        sbuf *b = &s->snaps;
+        if (b->len)
+            sbuf_puts(b, ",\n");
+        sbuf_printf(b, "{\"step\": %llu, \"time_s\": %.6f, \"memory\": {",
+                    (unsigned long long)steps[i], now_s() - s->t0);
+        int first = 1;
+        if (pf && procfs_memory(pf, &hm) == 0) {
+            sbuf_printf(b, "\"host\": {\"rss_bytes\": %llu, \"peak_rss_bytes\": %llu, "
+                           "\"system_used_bytes\": %llu, \"system_total_bytes\": %llu}",
+                        hm.rss, hm.rss_peak, hm.sys_used, hm.sys_total);
+            first = 0;
+        }
+        for (size_t g = 0; s->nvml && g < s->n_gpus; g++) {
+            unsigned idx;
+            unsigned long long used, total;
+            if (nvml_memory(s->nvml, g, &idx, &used, &total) != 0)
+                continue;
+            double mib = (double)used / 1048576.0;
+            if (idx < 64 && mib > s->gpu_peak[idx])
+                s->gpu_peak[idx] = mib;
+            double peak = idx < 64 ? s->gpu_peak[idx] * 1048576.0 : (double)used;
+            sbuf_printf(b, "%s\"cuda:%u\": {\"bytes_in_use\": %llu, \"peak_bytes_in_use\": "
+                           "%.0f, \"bytes_limit\": %llu}", first ? "" : ", ", idx, used, peak,
+                        total);
+            first = 0;
+        }
+        sbuf_puts(b, "}}");
+    }
+    if (s->snaps.oom || !s->snap_path)
+        return;
+    sbuf f;
+    sbuf_init(&f);
+    sbuf_puts(&f, "[\n");
+    sbuf_add(&f, s->snaps.data, s->snaps.len);
+    sbuf_puts(&f, "\n]\n");
+    if (f.oom || write_file_atomic(s->snap_path, f.data, f.len) != 0)
+        sonde__warn(p, "cannot write %s: %s", s->snap_path, strerror(errno));
+    sbuf_free(&f);
+}
+
 static void *sampler_main(void *arg)
 {
     sampler *s = arg;
@@ -216,7 +285,15 @@ static void *sampler_main(void *arg)
         if (s->procfs)
             procfs_describe(s->procfs, &e);
     }
-    if (c->collect_gpu) {
+    if (c->memory_every_n_steps) {
+        if (!s->procfs)
+            s->snap_procfs = procfs_open(0, 0, 0);
+        char name[600];
+        snprintf(name, sizeof name, "%s.memory.json", p->name);
+        s->snap_path = path_join(p->output_dir, name);
+    }
+    s->sample_gpu = c->collect_gpu;
+    if (c->collect_gpu || c->memory_every_n_steps) {
         char why[300];
         s->nvml = nvml_open(c, why, sizeof why);
         if (s->nvml) {
@@ -241,12 +318,13 @@ static void *sampler_main(void *arg)
             if (next_cpu < t) /* fell behind (a stopped process): skip, do not burst */
                 next_cpu = t + c->cpu_interval_s;
         }
-        if (s->nvml && t >= next_gpu) {
+        if (s->nvml && s->sample_gpu && t >= next_gpu) {
             nvml_sample(s->nvml, &e);
             next_gpu += c->gpu_interval_s;
             if (next_gpu < t)
                 next_gpu = t + c->gpu_interval_s;
         }
+        snapshots(s);
         if (s->display && t >= next_display) {
             draw(s, t);
             next_display = t + c->display_interval_s;
@@ -254,7 +332,7 @@ static void *sampler_main(void *arg)
         double wake = 1e300;
         if (s->procfs && next_cpu < wake)
             wake = next_cpu;
-        if (s->nvml && next_gpu < wake)
+        if (s->nvml && s->sample_gpu && next_gpu < wake)
             wake = next_gpu;
         if (s->display && next_display < wake)
             wake = next_display;
@@ -275,7 +353,8 @@ static void *sampler_main(void *arg)
         while (sem_timedwait(&p->sampler_wake, &ts) != 0 && errno == EINTR) {
         }
     }
-    if (s->nvml) {
+    snapshots(s); /* those asked for before the stop */
+    if (s->nvml && s->sample_gpu) {
         const char *notes = nvml_notes(s->nvml);
         if (notes[0]) {
             sbuf_reset(&s->info);
@@ -294,7 +373,8 @@ int sonde__sampler_start(sonde_profiler *p)
 {
     const sonde_config *c = &p->cfg;
     int display = c->real_time_display && (c->display_all_ranks || env_rank() == 0);
-    if (!c->collect_cpu && !c->collect_memory && !c->collect_gpu && !display)
+    if (!c->collect_cpu && !c->collect_memory && !c->collect_gpu && !display &&
+        !c->memory_every_n_steps)
         return 0;
     sampler *s = calloc(1, sizeof *s);
     if (!s)
@@ -302,7 +382,9 @@ int sonde__sampler_start(sonde_profiler *p)
     s->p = p;
     s->display = display;
     s->tty = isatty(2);
+    s->t0 = now_s();
     sbuf_init(&s->info);
+    sbuf_init(&s->snaps);
     if (sem_init(&p->sampler_wake, 0, 0) != 0 ||
         pthread_create(&p->sampler, NULL, sampler_main, s) != 0) {
         free(s);
@@ -323,8 +405,11 @@ void sonde__sampler_stop(sonde_profiler *p)
     p->sampler_started = 0;
     sampler *s = p->sampler_state;
     procfs_close(s->procfs);
+    procfs_close(s->snap_procfs);
     nvml_close(s->nvml);
     sbuf_free(&s->info);
+    sbuf_free(&s->snaps);
+    free(s->snap_path);
     free(s);
     p->sampler_state = NULL;
     sem_destroy(&p->sampler_wake);

@@ -284,6 +284,18 @@ static void mem_read(nvml_dev *d, unsigned long long *used, unsigned long long *
     *total = m.total;
 }
 
+int nvml_memory(nvml_state *s, size_t i, unsigned *index, unsigned long long *used,
+                unsigned long long *total)
+{
+    if (i >= s->n || (s->dev[i].off & F_MEM))
+        return -1;
+    unsigned long long reserved;
+    nvmlReturn_t rc = -1;
+    mem_read(&s->dev[i], used, total, &reserved, &rc);
+    *index = s->dev[i].index;
+    return rc == NVML_SUCCESS ? 0 : -1;
+}
+
 void nvml_describe(nvml_state *s, const sonde_emit *e)
 {
     nvml_api *a = &g_nvml.api;

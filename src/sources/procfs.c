@@ -247,6 +247,27 @@ static void sample_memory(procfs_state *s, const sonde_emit *e)
     }
 }
 
+int procfs_memory(procfs_state *s, procfs_mem *out)
+{
+    char buf[8192];
+    memset(out, 0, sizeof *out);
+    if (read_small("/proc/meminfo", buf, sizeof buf) <= 0)
+        return -1;
+    long long total = field_kb(buf, "MemTotal"), avail = field_kb(buf, "MemAvailable");
+    if (total > 0 && avail >= 0) {
+        out->sys_total = (unsigned long long)total * 1024;
+        out->sys_used = (unsigned long long)(total - avail) * 1024;
+    }
+    if (read_small(s->path_status, buf, sizeof buf) <= 0)
+        return -1;
+    long long rss = field_kb(buf, "VmRSS"), hwm = field_kb(buf, "VmHWM");
+    if (rss < 0)
+        return -1;
+    out->rss = (unsigned long long)rss * 1024;
+    out->rss_peak = hwm >= 0 ? (unsigned long long)hwm * 1024 : out->rss;
+    return 0;
+}
+
 void procfs_sample(procfs_state *s, const sonde_emit *e)
 {
     if (s->cpu)

@@ -27,6 +27,11 @@ void procfs_describe(procfs_state *s, const sonde_emit *e);
 /* One sample of every figure that is on; the first call primes the CPU deltas. */
 void procfs_sample(procfs_state *s, const sonde_emit *e);
 void procfs_close(procfs_state *s);
+/* Memory in bytes right now: process RSS and its peak, system used and total. 0, or -1. */
+typedef struct procfs_mem {
+    unsigned long long rss, rss_peak, sys_used, sys_total;
+} procfs_mem;
+int procfs_memory(procfs_state *s, procfs_mem *out);
 
 /* ---- NVML (nvml.c) ---- */
 typedef struct nvml_state nvml_state;
@@ -38,6 +43,10 @@ void nvml_sample(nvml_state *s, const sonde_emit *e);
 /* Figures that turned out unavailable, one line (for the report), or "" when none. */
 const char *nvml_notes(const nvml_state *s);
 size_t nvml_device_count(const nvml_state *s);
+/* Memory of the i-th sampled device (its NVML index in *index): bytes used and total. 0, or -1
+ * when the device cannot say. */
+int nvml_memory(nvml_state *s, size_t i, unsigned *index, unsigned long long *used,
+                unsigned long long *total);
 void nvml_close(nvml_state *s);
 
 /* ---- libcudart (cudart.c) ---- */

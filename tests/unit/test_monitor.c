@@ -245,6 +245,42 @@ static void sampler_with_threads_and_prompt_stop(void **state)
     tu_rmrf(dir);
 }
 
+/* Memory every N steps: NAME.memory.json holds one entry per Nth step, host and every GPU. */
+static void memory_snapshots(void **state)
+{
+    (void)state;
+    use_lib("full");
+    char dir[256], path[400];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "mem"); /* no sampling: snapshots alone start the sampler */
+    c.memory_every_n_steps = 2;
+    sonde_profiler *p = sonde_create(&c);
+    for (int i = 0; i < 7; i++) {
+        SONDE_SCOPE(p, "step");
+        sonde_step(p);
+    }
+    sonde_destroy(p);
+    snprintf(path, sizeof path, "%s/mem.memory.json", dir);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    assert_int_equal(strncmp(buf, "[\n{\"step\": 2, ", 14), 0);
+    assert_non_null(strstr(buf, "{\"step\": 4, "));
+    assert_non_null(strstr(buf, "{\"step\": 6, "));
+    assert_null(strstr(buf, "{\"step\": 1, "));
+    assert_null(strstr(buf, "{\"step\": 8, "));
+    assert_non_null(strstr(buf, "\"host\": {\"rss_bytes\": "));
+    /* exactly the fake's readings: 2000 MiB used of 24576 MiB on GPU 1 */
+    assert_non_null(strstr(buf, "\"cuda:1\": {\"bytes_in_use\": 2097152000, "
+                                "\"peak_bytes_in_use\": 2097152000, \"bytes_limit\": 25769803776}"));
+    assert_non_null(strstr(buf, "\"cuda:0\": {\"bytes_in_use\": 1048576000"));
+    assert_string_equal(buf + n - 4, "}\n]\n"); /* a whole JSON array */
+    tu_rmrf(dir);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 static void gpu_off_with_reason(const char *expect)
@@ -498,7 +534,8 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "nvml")) {
         const struct CMUnitTest t[] = {
             cmocka_unit_test(nvml_exact_readings), cmocka_unit_test(nvml_trace_and_devices),
-            cmocka_unit_test(nvml_init_once), cmocka_unit_test(sampler_with_threads_and_prompt_stop)};
+            cmocka_unit_test(nvml_init_once), cmocka_unit_test(sampler_with_threads_and_prompt_stop),
+            cmocka_unit_test(memory_snapshots)};
         return cmocka_run_group_tests_name("nvml", t, NULL, NULL);
     }
     if (!strcmp(mode, "nvml_old")) {

@@ -293,8 +293,9 @@ static void export_and_summary(void **state)
         spin_ms(1);
         sonde_throughput(p, 10, 0.5);
     }
-    static const char *exts[] = {".json", ".csv", ".instances.csv", ".txt", ".trace.json.gz"};
-    for (size_t i = 0; i < 5; i++) {
+    static const char *exts[] = {".json", ".csv", ".instances.csv", ".txt", ".trace.json.gz",
+                                 ".samples.csv"};
+    for (size_t i = 0; i < 6; i++) {
         snprintf(path, sizeof path, "%s/mid%s", dir, exts[i]);
         assert_int_equal(sonde_export(p, path), 0);
         struct stat st;
@@ -318,11 +319,26 @@ static void export_and_summary(void **state)
     /* every configured format at destroy */
     sonde_destroy(p);
     c.formats = SONDE_FORMAT_ALL;
+    c.record_shapes = 1;
     p = sonde_create(&c);
     assert_string_equal(sonde_name(p), "exp-2"); /* the name was taken: suffixed */
     sonde_event(p, "e");
+    sonde_counter(p, "queue", 3);
+    {
+        SONDE_SCOPE(p, "shaped");
+        int64_t dims[] = {8, 77, 512};
+        assert_int_equal(sonde_shape(p, "input", dims, 3), 0);
+    }
+    char json[600];
+    snprintf(json, sizeof json, "%s/exp-2.json", dir);
     assert_int_equal(sonde_destroy(p), 0);
-    for (size_t i = 0; i < 5; i++) {
+    FILE *jf = fopen(json, "r");
+    static char jbuf[1 << 16];
+    size_t jn = fread(jbuf, 1, sizeof jbuf - 1, jf);
+    fclose(jf);
+    jbuf[jn] = 0;
+    assert_non_null(strstr(jbuf, "\"metadata\":{\"input\":[\"[8, 77, 512]\"]}"));
+    for (size_t i = 0; i < 6; i++) {
         snprintf(path, sizeof path, "%s/exp-2%s", dir, exts[i]);
         struct stat st;
         assert_int_equal(stat(path, &st), 0);
