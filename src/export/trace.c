@@ -244,6 +244,14 @@ int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void
         sbuf_puts(&t.b, ",\"args\":{\"step\":");
         sbuf_u64(&t.b, m->steps[i].number);
         sbuf_puts(&t.b, "}}");
+        /* and a "step" counter track: the step number over time */
+        sep(&t);
+        sbuf_puts(&t.b, "{\"ph\":\"C\",\"name\":\"step\",\"ts\":");
+        sbuf_us3(&t.b, m->steps[i].t_ns);
+        pid_tid(&t, pid, 0);
+        sbuf_puts(&t.b, ",\"args\":{\"value\":");
+        sbuf_u64(&t.b, m->steps[i].number);
+        sbuf_puts(&t.b, "}}");
         flush(&t, 0);
     }
     for (size_t i = 0; i < m->n_sessions && !t.err; i++) {
