@@ -8,7 +8,7 @@
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = fuzz_sonde fuzz_env fuzz_yaml fuzz_flags
+FUZZ_TARGETS = fuzz_sonde fuzz_env fuzz_yaml fuzz_flags fuzz_report
 CMAKE_FLAGS ?=
 
 .PHONY: all build deps demo test bench fuzz fuzz-run install clean

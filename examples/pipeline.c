@@ -257,7 +257,10 @@ static int parse_int(const char *flag, const char *v, int lo, int hi)
     return (int)x;
 }
 
-int main(int argc, char **argv)
+/* The demo's whole run; `sonde demo` calls it too (built with SONDE_PIPELINE_NO_MAIN). */
+int sonde_pipeline_main(int argc, char **argv);
+
+int sonde_pipeline_main(int argc, char **argv)
 {
     opts o = {.steps = 40, .blocks = 8, .frames = 64, .dim = 1024, .tokens = 77, .vocab = 4096,
               .name = "pipeline", .quiet = 0};
@@ -353,3 +356,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "pipeline: sonde_destroy: %s (%s)\n", sonde_strerror(rc), sonde_last_error());
     return rc == 0 ? 0 : 1;
 }
+
+#ifndef SONDE_PIPELINE_NO_MAIN
+int main(int argc, char **argv) { return sonde_pipeline_main(argc, argv); }
+#endif

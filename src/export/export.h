@@ -14,6 +14,9 @@ int sx_csv(const sm_model *m, sbuf *out);
 int sx_csv_instances(const sm_model *m, sbuf *out);
 int sx_csv_samples(const sm_model *m, sbuf *out); /* every sample of every counter */
 int sx_txt(const sm_model *m, sbuf *out);
+/* The text summary with its rows sorted by SX_SORT_* and cut to top rows (0: all). */
+enum { SX_SORT_TOTAL, SX_SORT_SELF, SX_SORT_COUNT, SX_SORT_MEAN };
+int sx_txt_opts(const sm_model *m, sbuf *out, int sort, size_t top);
 
 /* The Chrome trace (JSON array form), handed to sink in pieces of about 1 MiB. */
 typedef int (*sx_sink)(void *ctx, const char *data, size_t n);

@@ -204,7 +204,9 @@ int sx_json(const sm_model *m, sbuf *b)
     kv_num(b, "peak_flops", m->peak_flops, 1);
     key(b, "clean_end");
     sbuf_puts(b, m->clean_end ? "true," : "false,");
-    kv_str(b, "file", m->path, 1);
+    /* the file's name alone: the library and `sonde export` write the same report */
+    const char *base = m->path ? strrchr(m->path, '/') : NULL;
+    kv_str(b, "file", base ? base + 1 : m->path, 1);
     key(b, "metadata");
     meta_obj(b, m, m->run_meta);
     sbuf_puts(b, "},");

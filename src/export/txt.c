@@ -3,6 +3,7 @@
  * run's duration, throughput, FLOP/s, steps and warnings. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "export.h"
@@ -49,18 +50,50 @@ static int headline(const char *name)
     return 0;
 }
 
-int sx_txt(const sm_model *m, sbuf *b)
+int sx_txt(const sm_model *m, sbuf *b) { return sx_txt_opts(m, b, SX_SORT_TOTAL, 0); }
+
+static int g_sort; /* qsort has no context argument */
+
+static double sort_key(const sm_stat *s)
 {
-    double units, units_s, flops, flops_s;
-    sm_totals(m, &units, &units_s, &flops, &flops_s);
+    switch (g_sort) {
+    case SX_SORT_SELF: return s->self_s;
+    case SX_SORT_COUNT: return (double)s->count;
+    case SX_SORT_MEAN: return s->mean_s;
+    default: return s->total_s;
+    }
+}
+
+static int cmp_sort(const void *a, const void *b)
+{
+    double x = sort_key(*(const sm_stat *const *)a), y = sort_key(*(const sm_stat *const *)b);
+    if (x != y)
+        return x > y ? -1 : 1;
+    return strcmp((*(const sm_stat *const *)a)->name, (*(const sm_stat *const *)b)->name);
+}
+
+int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top)
+{
+    double flops = m->total_flops, flops_s = m->total_flops_s;
     char d[32], x[64];
     sx_fmt_dur(d, sizeof d, (double)m->duration_ns / 1e9);
-    sbuf_printf(b, "sonde summary: %s  (%s, %zu sections, %zu section names, %zu steps, %zu "
+    sbuf_printf(b, "sonde summary: %s  (%s, %llu sections, %zu section names, %llu steps, %zu "
                    "threads)\n",
-                m->name, d, m->n_spans, m->n_stats, m->n_steps, m->n_threads);
+                m->name, d, (unsigned long long)m->total_sections, m->n_stats,
+                (unsigned long long)m->total_steps, m->n_threads);
+    /* rows in the order asked for, at most top of them */
+    const sm_stat **rows = malloc((m->n_stats ? m->n_stats : 1) * sizeof *rows);
+    if (!rows)
+        return -1;
+    for (size_t i = 0; i < m->n_stats; i++)
+        rows[i] = &m->stats[i];
+    g_sort = sort;
+    if (m->n_stats > 1)
+        qsort(rows, m->n_stats, sizeof *rows, cmp_sort);
+    size_t nrows = top && top < m->n_stats ? top : m->n_stats;
     size_t w = 4;
-    for (size_t i = 0; i < m->n_stats; i++) {
-        size_t l = strlen(m->stats[i].name);
+    for (size_t i = 0; i < nrows; i++) {
+        size_t l = strlen(rows[i]->name);
         if (l > w)
             w = l;
     }
@@ -78,8 +111,8 @@ int sx_txt(const sm_model *m, sbuf *b)
     for (int c = 0; c < 9; c++)
         sbuf_printf(b, " %11s", cols[c]);
     sbuf_printf(b, "\n%s\n", rule);
-    for (size_t i = 0; i < m->n_stats; i++) {
-        const sm_stat *s = &m->stats[i];
+    for (size_t i = 0; i < nrows; i++) {
+        const sm_stat *s = rows[i];
         char name[NAME_W + 1];
         size_t l = strlen(s->name);
         if (l > w) {
@@ -96,6 +129,9 @@ int sx_txt(const sm_model *m, sbuf *b)
         }
         sbuf_printf(b, " %10.1f%%\n", s->share * 100);
     }
+    free(rows);
+    if (nrows < m->n_stats)
+        sbuf_printf(b, "... %zu more section names (--top)\n", m->n_stats - nrows);
     sbuf_printf(b, "%s\n", rule);
     sx_fmt_dur(d, sizeof d, (double)m->duration_ns / 1e9);
     sbuf_printf(b, "Run duration: %s\n", d);
@@ -114,9 +150,8 @@ int sx_txt(const sm_model *m, sbuf *b)
                         100 * (flops_s > 0 ? flops / flops_s : 0) / m->peak_flops, m->peak_flops);
         sbuf_putc(b, '\n');
     }
-    if (m->n_steps) {
-        sm_steps_summary ss;
-        sm_steps(m, &ss);
+    if (m->steps_summary.count) {
+        const sm_steps_summary ss = m->steps_summary;
         char p50[32], p99[32];
         sx_fmt_dur(p50, sizeof p50, ss.p50_s);
         sx_fmt_dur(p99, sizeof p99, ss.p99_s);

@@ -986,6 +986,11 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
             }
     }
     resources(m);
+    m->total_sections = m->n_spans;
+    m->total_steps = m->n_steps;
+    double tu, tus;
+    sm_totals(m, &tu, &tus, &m->total_flops, &m->total_flops_s);
+    sm_steps(m, &m->steps_summary);
     rc = 0;
 out:
     strmap_free(&b.counters);

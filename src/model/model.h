@@ -113,6 +113,13 @@ typedef struct sm_kv {
     char *key, *value;
 } sm_kv;
 
+/* Step statistics: durations between consecutive steps (the first from the run's start), over
+ * the steps of the active windows when the run had a schedule. */
+typedef struct sm_steps_summary {
+    size_t count;
+    double per_s, mean_s, p50_s, p90_s, p99_s, min_s, max_s, first_s;
+} sm_steps_summary;
+
 typedef struct sm_model {
     /* run information (INFO record) */
     char *name, *host, *program, *cmdline, *clock, *unit, *sonde_version, *path;
@@ -156,6 +163,11 @@ typedef struct sm_model {
     size_t n_metrics;
     sm_stat *stats;            /* per section name, sorted by total_s, largest first */
     size_t n_stats;
+    /* Totals computed once when the model is built, so that a model read back from a JSON
+     * report (which has no instances) prints the same summary. */
+    uint64_t total_sections, total_steps;
+    double total_flops, total_flops_s;
+    sm_steps_summary steps_summary;
     char **warnings;           /* recorder warnings, then the reader's own */
     size_t n_warnings;
 } sm_model;
@@ -178,12 +190,6 @@ void sm_stats_free(sm_stat *s, size_t n);
 /* Percentile (0..100) of a sorted array, interpolating between closest ranks. */
 double sm_percentile(const double *sorted, size_t n, double pct);
 
-/* Step statistics: durations between consecutive steps (the first from the run's start), over
- * the steps of the active windows when the run had a schedule. */
-typedef struct sm_steps_summary {
-    size_t count;
-    double per_s, mean_s, p50_s, p90_s, p99_s, min_s, max_s, first_s;
-} sm_steps_summary;
 void sm_steps(const sm_model *m, sm_steps_summary *out);
 
 /* Totals over the run: units (in the run's unit) and their seconds, FLOPs and the time of the sections that

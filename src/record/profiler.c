@@ -448,10 +448,14 @@ static int setup_buffers(sonde_profiler *p)
     return 0;
 }
 
-sonde_profiler *sonde_create(const sonde_config *cfg_in)
+sonde_profiler *sonde_create(const sonde_config *cfg_in) { return sonde__create_watching(cfg_in, 0); }
+
+sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
 {
     sonde_config cfg = cfg_in ? *cfg_in : sonde_config_default();
     sonde_profiler *p = calloc(1, sizeof *p);
+    if (p)
+        p->watch_pid = watch;
     if (!p) {
         sonde__fail(SONDE_ENOMEM, "sonde_create: out of memory");
         return NULL;

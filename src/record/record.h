@@ -134,6 +134,7 @@ struct sonde_profiler {
     unsigned snap_n;
     _Atomic uint64_t snaps_lost;   /* requests that found the queue full */
 
+    pid_t watch_pid;               /* procfs samples this process tree (sonde run), 0: itself */
     _Atomic uint64_t steps;
     _Atomic int session_open;
     _Atomic uint32_t cur_session;  /* name id of the open session, 0 when none */
@@ -146,6 +147,9 @@ struct sonde_profiler {
 };
 
 /* ---- profiler.c ---- */
+/* sonde_create for `sonde run`: the CPU and memory figures are those of the process tree rooted
+ * at watch (summed over its descendants, and per process), not of this process. */
+sonde_profiler *sonde__create_watching(const sonde_config *cfg, pid_t watch);
 /* The calling thread's buffer for p, creating it on first use; NULL when out of memory. */
 sonde_tbuf *sonde__thread_buf(sonde_profiler *p);
 /* Appends one event of kind with id/arg and n value doubles (0..2) on the calling thread.

@@ -97,6 +97,14 @@ static void on_info(void *ctx, const char *key, const char *value)
     sbuf_add(&s->info, value, vl);
 }
 
+/* Writes the facts gathered since the last call as one INFO record. */
+static void flush_info(sampler *s)
+{
+    if (s->info.len && !s->info.oom)
+        sonde__write_record(s->p, SONDE_R_INFO, (const uint8_t *)s->info.data, s->info.len);
+    sbuf_reset(&s->info);
+}
+
 static double get(const sampler *s, const char *name, int *ok)
 {
     for (size_t i = 0; i < s->n_last; i++)
@@ -281,7 +289,7 @@ static void *sampler_main(void *arg)
     sonde_emit e = {s, on_counter, on_event, on_info};
 
     if (c->collect_cpu || c->collect_memory) {
-        s->procfs = procfs_open(0, c->collect_cpu, c->collect_memory);
+        s->procfs = procfs_open(p->watch_pid, c->collect_cpu, c->collect_memory);
         if (s->procfs)
             procfs_describe(s->procfs, &e);
     }
@@ -303,8 +311,7 @@ static void *sampler_main(void *arg)
             on_info(s, "gpu_status", why); /* the report's one line on why there is no GPU */
         }
     }
-    if (s->info.len && !s->info.oom)
-        sonde__write_record(p, SONDE_R_INFO, (const uint8_t *)s->info.data, s->info.len);
+    flush_info(s);
 
     double t = now_s();
     double next_cpu = t, next_gpu = t;
@@ -314,6 +321,7 @@ static void *sampler_main(void *arg)
         t = now_s();
         if (s->procfs && t >= next_cpu) {
             procfs_sample(s->procfs, &e);
+            flush_info(s); /* processes seen for the first time (sonde run) */
             next_cpu += c->cpu_interval_s;
             if (next_cpu < t) /* fell behind (a stopped process): skip, do not burst */
                 next_cpu = t + c->cpu_interval_s;
@@ -357,10 +365,8 @@ static void *sampler_main(void *arg)
     if (s->nvml && s->sample_gpu) {
         const char *notes = nvml_notes(s->nvml);
         if (notes[0]) {
-            sbuf_reset(&s->info);
             on_info(s, "gpu_notes", notes);
-            if (!s->info.oom)
-                sonde__write_record(p, SONDE_R_INFO, (const uint8_t *)s->info.data, s->info.len);
+            flush_info(s);
         }
     }
     struct timespec cpu;

@@ -3,6 +3,7 @@
  * bytes and the load average. */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +16,22 @@
 
 #define MAX_CPUS 1024
 
+#define MAX_TREE 4096   /* processes followed in a tree */
+#define MAX_TRACKS 64   /* processes that get counters of their own */
+
+typedef struct proc_seen {
+    int pid;
+    unsigned long long cpu;  /* its own utime + stime at the last sample */
+    int track;               /* 1 once it has its own counters */
+} proc_seen;
+
 struct procfs_state {
     pid_t pid;
+    int tree;                       /* pid is another process: sample it and its descendants */
+    proc_seen *seen;                /* tree mode: the processes of the last sample */
+    size_t n_seen;
+    int tracks;                     /* processes given their own counters so far */
+    double peak_rss;                /* tree mode: highest summed RSS seen */
     int cpu, memory;
     int primed;
     int ncpu;                       /* per-core rows seen in /proc/stat */
@@ -67,6 +82,11 @@ procfs_state *procfs_open(pid_t pid, int cpu, int memory)
         procfs_close(s);
         return NULL;
     }
+    s->tree = pid != 0;
+    if (s->tree && !(s->seen = calloc(MAX_TREE, sizeof *s->seen))) {
+        procfs_close(s);
+        return NULL;
+    }
     s->hz = sysconf(_SC_CLK_TCK);
     if (s->hz <= 0)
         s->hz = 100;
@@ -88,6 +108,7 @@ void procfs_close(procfs_state *s)
         return;
     free(s->busy);
     free(s->total);
+    free(s->seen);
     free(s);
 }
 
@@ -134,7 +155,8 @@ void procfs_describe(procfs_state *s, const sonde_emit *e)
     }
 }
 
-static void sample_cpu(procfs_state *s, const sonde_emit *e)
+/* /proc/stat: system CPU, total and per core; and the load average. */
+static void sample_cpu_system(procfs_state *s, const sonde_emit *e)
 {
     char *buf = malloc(256 * 1024);
     if (!buf)
@@ -182,6 +204,20 @@ static void sample_cpu(procfs_state *s, const sonde_emit *e)
         row++;
     }
     free(buf);
+    char st[256];
+    if (read_small("/proc/loadavg", st, sizeof st) > 0) {
+        double l1, l5, l15;
+        if (sscanf(st, "%lf %lf %lf", &l1, &l5, &l15) == 3) {
+            e->counter(e->ctx, "load 1m", l1);
+            e->counter(e->ctx, "load 5m", l5);
+            e->counter(e->ctx, "load 15m", l15);
+        }
+    }
+}
+
+static void sample_cpu(procfs_state *s, const sonde_emit *e)
+{
+    sample_cpu_system(s, e);
     /* This process: utime and stime (fields 14, 15) after the command's closing parenthesis. */
     char st[4096];
     double wall = now_s();
@@ -207,17 +243,9 @@ static void sample_cpu(procfs_state *s, const sonde_emit *e)
         }
     }
     s->prev_wall = wall;
-    if (read_small("/proc/loadavg", st, sizeof st) > 0) {
-        double l1, l5, l15;
-        if (sscanf(st, "%lf %lf %lf", &l1, &l5, &l15) == 3) {
-            e->counter(e->ctx, "load 1m", l1);
-            e->counter(e->ctx, "load 5m", l5);
-            e->counter(e->ctx, "load 15m", l15);
-        }
-    }
 }
 
-static void sample_memory(procfs_state *s, const sonde_emit *e)
+static void sample_system_memory(const sonde_emit *e)
 {
     char buf[8192];
     if (read_small("/proc/meminfo", buf, sizeof buf) > 0) {
@@ -227,6 +255,12 @@ static void sample_memory(procfs_state *s, const sonde_emit *e)
             e->counter(e->ctx, "memory available MiB", (double)avail / 1024.0);
         }
     }
+}
+
+static void sample_memory(procfs_state *s, const sonde_emit *e)
+{
+    char buf[8192];
+    sample_system_memory(e);
     if (read_small(s->path_status, buf, sizeof buf) > 0) {
         long long rss = field_kb(buf, "VmRSS"), hwm = field_kb(buf, "VmHWM");
         long long threads = field_kb(buf, "Threads");
@@ -268,11 +302,184 @@ int procfs_memory(procfs_state *s, procfs_mem *out)
     return 0;
 }
 
+/* One process of a tree: parent, CPU ticks (own and reaped children's), threads, RSS pages. */
+typedef struct proc_row {
+    int pid, ppid;
+    unsigned long long cpu;        /* its own utime + stime */
+    unsigned long long user, sys;  /* own and reaped children's, for the tree's total */
+    long threads, rss_pages;
+    char comm[32];
+} proc_row;
+
+static int read_row(int pid, proc_row *r)
+{
+    char path[64], st[4096];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    if (read_small(path, st, sizeof st) <= 0)
+        return -1;
+    char *open_p = strchr(st, '('), *close_p = strrchr(st, ')');
+    if (!open_p || !close_p)
+        return -1;
+    r->pid = pid;
+    snprintf(r->comm, sizeof r->comm, "%.*s", (int)(close_p - open_p - 1), open_p + 1);
+    unsigned long long ut, stt, cut, cst;
+    long long cut_l, cst_l;
+    if (sscanf(close_p + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld %*d "
+                            "%*d %ld %*d %*u %*u %ld", &r->ppid, &ut, &stt, &cut_l, &cst_l,
+               &r->threads, &r->rss_pages) != 7)
+        return -1;
+    cut = cut_l > 0 ? (unsigned long long)cut_l : 0;
+    cst = cst_l > 0 ? (unsigned long long)cst_l : 0;
+    r->user = ut + cut;
+    r->sys = stt + cst;
+    r->cpu = ut + stt;
+    return 0;
+}
+
+/* The tree rooted at s->pid: summed and per-process CPU, RSS, threads, I/O. */
+static void sample_tree(procfs_state *s, const sonde_emit *e)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return;
+    proc_row *rows = malloc(MAX_TREE * sizeof *rows);
+    if (!rows) {
+        closedir(d);
+        return;
+    }
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < MAX_TREE) {
+        if (de->d_name[0] < '1' || de->d_name[0] > '9')
+            continue;
+        if (read_row(atoi(de->d_name), &rows[n]) == 0)
+            n++;
+    }
+    closedir(d);
+    /* keep the descendants of the root: repeat until nothing joins (any order of pids) */
+    char *in = calloc(n ? n : 1, 1);
+    if (!in) {
+        free(rows);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        in[i] = rows[i].pid == s->pid;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (in[i])
+                continue;
+            for (size_t j = 0; j < n; j++)
+                if (in[j] && rows[i].ppid == rows[j].pid) {
+                    in[i] = 1;
+                    changed = 1;
+                    break;
+                }
+        }
+    }
+    double wall = now_s(), dt = s->primed ? wall - s->prev_wall : 0;
+    long page = sysconf(_SC_PAGESIZE);
+    double rss = 0, cpu_pct = 0, user_pct = 0, sys_pct = 0, rd = 0, wr = 0;
+    long threads = 0;
+    size_t procs = 0;
+    unsigned long long user = 0, sys = 0;
+    proc_seen *next = calloc(MAX_TREE, sizeof *next);
+    size_t nn = 0;
+    for (size_t i = 0; i < n && next; i++) {
+        if (!in[i])
+            continue;
+        const proc_row *r = &rows[i];
+        procs++;
+        double mib = (double)r->rss_pages * (double)page / 1048576.0;
+        rss += mib;
+        threads += r->threads;
+        user += r->user;
+        sys += r->sys;
+        char path[64], io[2048];
+        snprintf(path, sizeof path, "/proc/%d/io", r->pid);
+        if (s->memory && read_small(path, io, sizeof io) > 0) {
+            char *a = strstr(io, "read_bytes:"), *b = strstr(io, "\nwrite_bytes:");
+            if (a && b) {
+                rd += (double)strtoull(a + 11, NULL, 10) / 1048576.0;
+                wr += (double)strtoull(b + 13, NULL, 10) / 1048576.0;
+            }
+        }
+        /* this process's own tracks: CPU % since the last sample and RSS */
+        size_t k;
+        for (k = 0; k < s->n_seen && s->seen[k].pid != r->pid; k++) {
+        }
+        proc_seen ps = {r->pid, r->cpu, 0};
+        if (k < s->n_seen)
+            ps.track = s->seen[k].track;
+        if (!ps.track && s->tracks < MAX_TRACKS) {
+            ps.track = 1;
+            s->tracks++;
+            char key[64], val[96];
+            snprintf(key, sizeof key, "process_%d", r->pid);
+            snprintf(val, sizeof val, "%s (child of %d)", r->comm, r->ppid);
+            e->info(e->ctx, key, val);
+        }
+        if (ps.track) {
+            char name[64];
+            if (s->memory) {
+                snprintf(name, sizeof name, "pid %d rss MiB", r->pid);
+                e->counter(e->ctx, name, mib);
+            }
+            if (s->cpu && k < s->n_seen && dt > 0) {
+                snprintf(name, sizeof name, "pid %d cpu %%", r->pid);
+                double d2 = (double)(r->cpu - s->seen[k].cpu);
+                e->counter(e->ctx, name, 100.0 * (d2 > 0 ? d2 : 0) / (dt * (double)s->hz));
+            }
+        }
+        next[nn++] = ps;
+    }
+    if (s->cpu && s->primed && dt > 0) {
+        double du = (double)user - (double)s->proc_user, ds = (double)sys - (double)s->proc_sys;
+        /* processes that exited unreaped between samples take their time with them */
+        user_pct = du > 0 ? 100.0 * du / (dt * (double)s->hz) : 0;
+        sys_pct = ds > 0 ? 100.0 * ds / (dt * (double)s->hz) : 0;
+        cpu_pct = user_pct + sys_pct;
+        e->counter(e->ctx, "process cpu %", cpu_pct);
+        e->counter(e->ctx, "process cpu user %", user_pct);
+        e->counter(e->ctx, "process cpu system %", sys_pct);
+    }
+    s->proc_user = user;
+    s->proc_sys = sys;
+    s->prev_wall = wall;
+    if (s->memory && procs) {
+        if (rss > s->peak_rss)
+            s->peak_rss = rss;
+        e->counter(e->ctx, "rss MiB", rss);
+        e->counter(e->ctx, "rss peak MiB", s->peak_rss);
+        e->counter(e->ctx, "threads", (double)threads);
+        e->counter(e->ctx, "io read MiB", rd);
+        e->counter(e->ctx, "io write MiB", wr);
+    }
+    if (procs)
+        e->counter(e->ctx, "processes", (double)procs);
+    if (next) {
+        memcpy(s->seen, next, nn * sizeof *next);
+        s->n_seen = nn;
+        free(next);
+    }
+    free(in);
+    free(rows);
+}
+
 void procfs_sample(procfs_state *s, const sonde_emit *e)
 {
-    if (s->cpu)
-        sample_cpu(s, e);
-    if (s->memory)
-        sample_memory(s, e);
+    if (s->tree) {
+        /* system-wide figures as usual, the process figures over the tree */
+        if (s->cpu)
+            sample_cpu_system(s, e);
+        if (s->memory)
+            sample_system_memory(e);
+        sample_tree(s, e);
+    } else {
+        if (s->cpu)
+            sample_cpu(s, e);
+        if (s->memory)
+            sample_memory(s, e);
+    }
     s->primed = 1;
 }

@@ -174,7 +174,15 @@ int sbuf_json_num(sbuf *b, double v)
         return sbuf_add(b, "null", 4);
     if (v == floor(v) && fabs(v) < 9e15)
         return sbuf_printf(b, "%.0f", v);
-    return sbuf_printf(b, "%.9g", v);
+    /* the shortest text that reads back as the same double, so a report read back gives the
+     * same figures */
+    char tmp[40];
+    for (int prec = 9; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+        if (strtod(tmp, NULL) == v)
+            break;
+    }
+    return sbuf_puts(b, tmp);
 }
 
 int sbuf_csv_str(sbuf *b, const char *s)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh - end-to-end tests: the real binaries on real files. Usage: run.sh TEST BUILD_DIR SRC_DIR
-#   demo | crash | config | cxx | compiled_out | install
+#   demo | crash | config | cli | cxx | compiled_out | install
 set -euo pipefail
 test=$1 build=$(cd "$2" && pwd) src=$(cd "$3" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/sonde-e2e-XXXXXX")
@@ -101,6 +101,100 @@ PY
     set -e
     [ $rc = 2 ] && grep -q 'SONDE_CONFIG: bad.yaml:2:14: buffer_mb: "huge" is not a number in 1..65536' err.txt \
         || fail "bad YAML: rc=$rc $(cat err.txt)"
+    ;;
+cli)
+    cd "$work"
+    sonde="$build/tools/sonde/sonde"
+    expect() { # want-status want-stderr-text cmd...
+        local want=$1 text=$2; shift 2
+        set +e; "$@" >out.txt 2>err.txt; local got=$?; set -e
+        [ "$got" = "$want" ] || fail "$* exited $got, expected $want: $(cat err.txt)"
+        [ -z "$text" ] || grep -qF -- "$text" err.txt || fail "$*: stderr lacks '$text': $(cat err.txt)"
+    }
+    expect 0 "" "$sonde" --help
+    for c in export summary config demo run; do grep -q "^  $c " out.txt || fail "--help lacks $c"; done
+    expect 0 "" "$sonde" --version
+    grep -q "^sonde [0-9]" out.txt || fail "--version"
+    expect 0 "" "$sonde" help export
+    grep -q "usage: sonde export" out.txt || fail "help export"
+    expect 0 "" "$sonde" summary --help
+    grep -q "usage: sonde summary" out.txt || fail "summary --help"
+    expect 2 'unknown command "sumary" (did you mean "summary"?)' "$sonde" sumary
+    expect 2 "unknown option --fromat (did you mean --format?)" "$sonde" export --fromat json x.sonde
+    # export regenerates exactly what the library wrote
+    "$build/examples/pipeline" --steps 3 --blocks 2 --frames 4 --dim 32 --quiet
+    expect 0 "" "$sonde" export sonde-out/pipeline.sonde -o again
+    for f in json csv instances.csv txt trace.json.gz; do
+        cmp -s sonde-out/pipeline.$f again/pipeline.$f || fail "export: pipeline.$f differs from the library's"
+    done
+    expect 0 "" "$sonde" export sonde-out/pipeline.sonde --format samples -o again --quiet
+    head -1 again/pipeline.samples.csv | grep -q "^counter,unit,source,t_s,value$" || fail "samples csv"
+    # summary from the .sonde file and from the JSON report print the same
+    "$sonde" summary sonde-out/pipeline.sonde > a.txt
+    "$sonde" summary sonde-out/pipeline.json > b.txt
+    cmp -s a.txt b.txt || fail "summary of .sonde and .json differ: $(diff a.txt b.txt)"
+    "$sonde" summary --sort count --top 2 sonde-out/pipeline.json > c.txt
+    [ "$(sed -n 5p c.txt | awk '{print $1}')" = denoise_block ] || fail "--sort count: $(cat c.txt)"
+    grep -q "^... 6 more section names" c.txt || fail "--top 2: $(cat c.txt)"
+    # bad input: exact exit codes and messages naming the file
+    expect 2 "nothere.sonde: No such file or directory" "$sonde" export nothere.sonde
+    echo "just text" > notes.sonde
+    expect 2 "notes.sonde:1:4: JSON error: '[' or '{' expected near 'just'" "$sonde" summary notes.sonde
+    expect 2 "notes.sonde: not a .sonde file (bad magic)" "$sonde" export notes.sonde
+    sed 's/"schema_version":1/"schema_version":2/' sonde-out/pipeline.json > v2.json
+    expect 2 "v2.json: a sonde report of schema_version 2; this sonde reads version 1" "$sonde" summary v2.json
+    size=$(stat -c %s sonde-out/pipeline.sonde)
+    head -c $((size - 5)) sonde-out/pipeline.sonde > torn.sonde
+    expect 0 "torn last record" "$sonde" export torn.sonde -o torn
+    [ -f torn/pipeline.json ] || fail "torn export wrote nothing"
+    expect 2 "--sort fast: expected total, self, count or mean" "$sonde" summary --sort fast sonde-out/pipeline.json
+    # config
+    expect 0 "" "$sonde" config --list
+    for k in buffer_mb gpu_interval_s warmup memory_every_n_steps SONDE_GPU_DEVICES --profile-wait; do
+        grep -qF -- "$k" out.txt || fail "config --list lacks $k"
+    done
+    printf 'profiling:\n  warmup: 2\n  active: 3\n' > ok.yaml
+    expect 0 "" "$sonde" config --check ok.yaml
+    printf 'profiling:\n  warmpu: 2\n' > bad.yaml
+    expect 2 'bad.yaml:2:3: unknown key "warmpu" (did you mean "warmup"?)' "$sonde" config --check bad.yaml
+    # demo
+    expect 0 "" "$sonde" demo --steps 2 --blocks 2 --frames 4 --dim 32 --quiet --name clidemo
+    [ -f sonde-out/clidemo.json ] || fail "sonde demo wrote no report"
+    # run: a program that forks workers that allocate and burn CPU; its status comes back
+    cat > work.sh <<'SH'
+#!/bin/sh
+python3 -c 'import time; b = bytearray(150 * 1024 * 1024); b[::4096] = b"x" * len(b[::4096]); time.sleep(0.6)' &
+python3 -c 'import time; t = time.time(); exec("while time.time() - t < 0.6: pass")' &
+wait
+exit 7
+SH
+    chmod +x work.sh
+    expect 7 "ended with exit 7" "$sonde" run --name tree -o runs --interval 0.05 -- ./work.sh
+    python3 - runs/tree.json <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = {x["name"]: x for x in r["counters"]}
+assert c["processes"]["max"] >= 3, c["processes"]         # the script and its two workers
+assert c["rss MiB"]["max"] >= 150, c["rss MiB"]           # summed over the tree
+assert c["process cpu %"]["max"] >= 50, c["process cpu %"]
+procs = [k for k in r["system"] if k.startswith("process_")]
+assert len(procs) >= 3, r["system"]
+tracks = [k for k in c if k.startswith("pid ") and k.endswith(" rss MiB")]
+assert len(tracks) >= 3, tracks                           # each process on its own track
+run = [s for s in r["sections"] if s["name"] == "run"][0]
+assert run["count"] == 1 and run["metadata"]["exit"] == ["exit 7"], run
+print("sonde run: %d processes, %.0f MiB peak RSS" % (c["processes"]["max"], c["rss MiB"]["max"]))
+PY
+    check trace runs/tree.trace.json.gz
+    expect 137 "ended with signal 9" "$sonde" run -o runs -- sh -c 'kill -9 $$'
+    expect 127 "cannot run /nonexistent/prog" "$sonde" run -o runs -- /nonexistent/prog
+    expect 2 "no command" "$sonde" run -o runs --
+    # SIGTERM sent to sonde reaches the program, which ends as it would have
+    "$sonde" run -o runs --quiet -- sleep 30 & spid=$!
+    sleep 0.5
+    kill -TERM $spid
+    set +e; wait $spid; st=$?; set -e
+    [ $st = 143 ] || fail "SIGTERM forwarded: sonde exited $st, expected 143"
     ;;
 cxx)
     "$build/tests/cxx_scope" "$work"

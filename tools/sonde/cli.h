@@ -1,0 +1,43 @@
+/* cli.h - what the sonde commands share: the command table entry, messages and exit codes,
+ * loading a run from a .sonde file or a JSON report. */
+#ifndef SONDE_CLI_H
+#define SONDE_CLI_H
+
+#include <stddef.h>
+
+#include "model/model.h"
+
+/* Exit codes of every command. */
+enum { CLI_OK = 0, CLI_FINDING = 1, CLI_USAGE = 2 };
+
+typedef struct cli_cmd {
+    const char *name;
+    int (*run)(int argc, char **argv); /* argv[0] is the command's name */
+    const char *summary;               /* one line for `sonde --help` */
+    const char *usage;                 /* the command's --help text */
+} cli_cmd;
+
+/* Prints "sonde CMD: message" to stderr and returns code. */
+int cli_fail(int code, const char *cmd, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Prints the command's usage to stdout (0) or, after an error, to stderr. */
+int cli_usage(const cli_cmd *c, int to_stderr);
+/* The entry of a command by name, or NULL. */
+const cli_cmd *cli_find(const char *name);
+/* An unknown option: the message names it and the closest valid one among opts (NULL-ended). */
+int cli_bad_option(const char *cmd, const char *opt, const char *const *opts);
+
+/* Reads a run from a .sonde file or from a NAME.json report (by content, not by name). 0, or 2
+ * with the message printed. */
+int cli_load(const char *cmd, const char *path, sm_model *m);
+/* A JSON report of schema sonde-report v1 into a model that holds what it says: statistics,
+ * throughput, steps, counters, warnings, facts; no instances. 0, or a SONDE_E* code with the
+ * message (naming file, line and column) in sonde_last_error(). */
+int cli_read_report(const char *path, const char *text, size_t n, sm_model *m);
+
+int cmd_export(int argc, char **argv);
+int cmd_summary(int argc, char **argv);
+int cmd_config(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+
+#endif

@@ -1,0 +1,89 @@
+/* cmd_export.c - `sonde export`: every report the library writes, regenerated from a .sonde file
+ * through the same reader and exporters, so the files are the same. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "config/keys.h"
+#include "export/export.h"
+#include "record/record.h"
+
+int cmd_export(int argc, char **argv)
+{
+    static const char *const opts[] = {"--format", "-o", "--quiet", NULL};
+    const char *file = NULL, *dir = NULL, *fmt = "json,csv,txt,trace";
+    int quiet = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--format") || !strcmp(a, "-o")) {
+            if (i + 1 >= argc)
+                return cli_fail(CLI_USAGE, "export", "%s needs a value", a);
+            if (!strcmp(a, "-o"))
+                dir = argv[++i];
+            else
+                fmt = argv[++i];
+        } else if (!strncmp(a, "--format=", 9)) {
+            fmt = a + 9;
+        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+            quiet = 1;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_bad_option("export", a, opts);
+        } else if (!file) {
+            file = a;
+        } else {
+            return cli_fail(CLI_USAGE, "export", "one FILE.sonde at a time (got %s and %s)", file, a);
+        }
+    }
+    if (!file)
+        return cli_usage(cli_find("export"), 1);
+    unsigned formats;
+    if (sonde__parse_formats("--format", fmt, &formats))
+        return cli_fail(CLI_USAGE, "export", "%s", sonde_last_error());
+    struct stat st;
+    int big = stat(file, &st) == 0 && st.st_size > (8 << 20) && isatty(2) && !quiet;
+    if (big)
+        fprintf(stderr, "sonde export: reading %s (%.1f MiB)...", file, (double)st.st_size / 1048576.0);
+    sm_model m;
+    if (sm_read_file(file, &m) != 0) {
+        if (big)
+            fputc('\n', stderr);
+        return cli_fail(CLI_USAGE, "export", "%s", sonde_last_error());
+    }
+    if (big)
+        fprintf(stderr, " writing...");
+    char *d = NULL;
+    if (!dir) { /* beside the .sonde file, as the library writes them */
+        d = strdup(file);
+        char *slash = d ? strrchr(d, '/') : NULL;
+        if (slash)
+            *slash = 0;
+        dir = slash ? d : ".";
+    }
+    int rc = sx_write_formats(&m, dir, m.name, formats);
+    if (big)
+        fprintf(stderr, " done\n");
+    if (rc) {
+        free(d);
+        sm_free(&m);
+        return cli_fail(CLI_USAGE, "export", "%s", sonde_last_error());
+    }
+    if (!quiet) {
+        static const struct { unsigned bit; const char *ext; } outs[] = {
+            {SONDE_FORMAT_JSON, ".json"}, {SONDE_FORMAT_CSV, ".csv"},
+            {SONDE_FORMAT_CSV, ".instances.csv"}, {SONDE_FORMAT_TXT, ".txt"},
+            {SONDE_FORMAT_TRACE, ".trace.json.gz"}, {SONDE_FORMAT_SAMPLES, ".samples.csv"}};
+        for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
+            if (formats & outs[i].bit)
+                printf("%s/%s%s\n", dir, m.name, outs[i].ext);
+        for (size_t i = 0; i < m.n_warnings; i++)
+            if (strstr(m.warnings[i], "torn") || strstr(m.warnings[i], "checksum"))
+                fprintf(stderr, "sonde export: warning: %s\n", m.warnings[i]);
+    }
+    free(d);
+    sm_free(&m);
+    return CLI_OK;
+}

@@ -1,0 +1,191 @@
+/* cmd_run.c - `sonde run -- CMD`: profiles an unmodified program. Starts it without a shell,
+ * samples its whole process tree (CPU, RSS summed over children, threads, I/O, each process on
+ * its own tracks) and the GPUs, shows the live display, forwards SIGINT and SIGTERM sent to
+ * sonde, writes the reports when it exits, and exits with its status (128+N for signal N). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "config/keys.h"
+#include "record/record.h"
+
+static volatile sig_atomic_t g_child;
+
+/* A signal sent to sonde by another process (kill, a job scheduler) goes on to the child. One
+ * from the terminal already reached the child through the process group: not sent twice. */
+static void forward(int sig, siginfo_t *info, void *uctx)
+{
+    (void)uctx;
+    if (g_child > 0 && info && info->si_code == SI_USER)
+        kill((pid_t)g_child, sig);
+}
+
+static char *default_name(const char *cmd)
+{
+    const char *base = strrchr(cmd, '/');
+    base = base ? base + 1 : cmd;
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    char *r = NULL;
+    if (asprintf(&r, "%s-%s", *base ? base : "run", stamp) < 0)
+        return NULL;
+    return r;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    static const char *const opts[] = {"--name", "-o", "--interval", "--preset", "--format",
+                                       "--display", "--quiet", NULL};
+    sonde_config c = sonde_config_default();
+    if (sonde_config_from_env(&c) != 0)
+        return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
+    const char *name = NULL, *preset = NULL, *interval = NULL, *format = NULL, *dir = NULL;
+    int display = 0, quiet = 0, i;
+    for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        const char *a = argv[i];
+        const char **slot = !strcmp(a, "--name") ? &name : !strcmp(a, "-o") ? &dir
+                          : !strcmp(a, "--interval") ? &interval : !strcmp(a, "--preset") ? &preset
+                          : !strcmp(a, "--format") ? &format : NULL;
+        if (slot) {
+            if (i + 1 >= argc || !strcmp(argv[i + 1], "--"))
+                return cli_fail(CLI_USAGE, "run", "%s needs a value", a);
+            *slot = argv[++i];
+        } else if (!strcmp(a, "--display")) {
+            display = 1;
+        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+            quiet = 1;
+        } else if (a[0] == '-') {
+            return cli_bad_option("run", a, opts);
+        } else {
+            return cli_fail(CLI_USAGE, "run", "the command goes after --: sonde run [options] -- %s",
+                            a);
+        }
+    }
+    if (i >= argc - 1)
+        return cli_fail(CLI_USAGE, "run", "no command: sonde run [options] -- CMD [ARGS...]");
+    char **cmd = argv + i + 1;
+    if (preset && sonde_config_preset(&c, preset) != 0)
+        return cli_fail(CLI_USAGE, "run", "--preset: %s", sonde_last_error());
+    if (interval) {
+        const sonde_key *k = sonde__key_find("cpu_interval_s");
+        if (sonde__key_set(&c, k, interval, "--interval") ||
+            sonde__key_set(&c, sonde__key_find("gpu_interval_s"), interval, "--interval"))
+            return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
+    }
+    if (format && sonde__key_set(&c, sonde__key_find("formats"), format, "--format"))
+        return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
+    if (name && sonde__key_set(&c, sonde__key_find("name"), name, "--name"))
+        return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
+    if (dir)
+        c.output_dir = dir;
+    if (display)
+        c.real_time_display = 1;
+    char *auto_name = NULL;
+    if (!c.name) {
+        auto_name = default_name(cmd[0]);
+        c.name = auto_name;
+    }
+    c.signal_handlers = 0; /* sonde run handles its own signals */
+    c.collect_cpu = c.collect_memory = 1;
+
+    /* The child waits on a pipe until the profiler watches it, then execs: no shell. */
+    int go[2], fail[2];
+    if (pipe2(go, O_CLOEXEC) || pipe2(fail, O_CLOEXEC))
+        return cli_fail(CLI_USAGE, "run", "pipe: %s", strerror(errno));
+    pid_t child = fork();
+    if (child < 0)
+        return cli_fail(CLI_USAGE, "run", "fork: %s", strerror(errno));
+    if (child == 0) {
+        close(go[1]);
+        close(fail[0]);
+        char b;
+        if (read(go[0], &b, 1) != 1)
+            _exit(127);
+        execvp(cmd[0], cmd);
+        int e = errno;
+        ssize_t w = write(fail[1], &e, sizeof e); /* tell sonde why */
+        (void)w;
+        _exit(127);
+    }
+    close(go[0]);
+    close(fail[1]);
+    g_child = child;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = forward;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    sonde_profiler *p = sonde__create_watching(&c, child);
+    if (!p) {
+        kill(child, SIGKILL);
+        return cli_fail(CLI_USAGE, "run", "out of memory");
+    }
+    if (sonde_status(p) == SONDE_EIO)
+        fprintf(stderr, "sonde run: %s; the program runs unprofiled\n", sonde_last_error());
+    char cmdline[1024] = "";
+    for (size_t k = 0, n = 0; cmd[k] && n < sizeof cmdline - 1; k++)
+        n += (size_t)snprintf(cmdline + n, sizeof cmdline - n, "%s%s", k ? " " : "", cmd[k]);
+    sonde_begin(p, "run");
+    sonde_metadata(p, "command", cmdline);
+    char pidtxt[32];
+    snprintf(pidtxt, sizeof pidtxt, "%d", (int)child);
+    sonde_metadata(p, "pid", pidtxt);
+    ssize_t w = write(go[1], "g", 1);
+    (void)w;
+    close(go[1]);
+    int exec_errno = 0;
+    if (read(fail[0], &exec_errno, sizeof exec_errno) != (ssize_t)sizeof exec_errno)
+        exec_errno = 0; /* closed by exec: the program runs */
+    close(fail[0]);
+
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    g_child = 0;
+    int code;
+    char how[64];
+    if (WIFEXITED(status)) {
+        code = WEXITSTATUS(status);
+        snprintf(how, sizeof how, "exit %d", code);
+    } else if (WIFSIGNALED(status)) {
+        code = 128 + WTERMSIG(status);
+        snprintf(how, sizeof how, "signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    } else {
+        code = 1;
+        snprintf(how, sizeof how, "status %d", status);
+    }
+    sonde_metadata(p, "exit", how);
+    sonde_end(p);
+    const char *path = sonde_file_path(p);
+    char *dirpath = NULL, *runname = strdup(sonde_name(p));
+    if (path)
+        dirpath = strdup(c.output_dir);
+    int rc = sonde_destroy(p);
+    if (exec_errno) {
+        fprintf(stderr, "sonde run: cannot run %s: %s\n", cmd[0], strerror(exec_errno));
+        code = 127;
+    }
+    if (!quiet && dirpath && runname)
+        fprintf(stderr, "sonde run: %s ended with %s; reports in %s/%s.*\n", cmd[0], how, dirpath,
+                runname);
+    if (rc && rc != SONDE_EOPEN)
+        fprintf(stderr, "sonde run: %s\n", sonde_strerror(rc));
+    free(dirpath);
+    free(runname);
+    free(auto_name);
+    return code;
+}

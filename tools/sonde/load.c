@@ -1,0 +1,257 @@
+/* load.c - a run for the commands: from its .sonde file through the model reader, or from a
+ * NAME.json report through jansson (a report of another schema or version is refused). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "format/format.h"
+#include "record/record.h"
+
+static double num(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static double num0(json_t *o, const char *k)
+{
+    double v = num(o, k);
+    return isnan(v) ? 0 : v;
+}
+
+static char *str(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return strdup(json_is_string(v) ? json_string_value(v) : "");
+}
+
+/* Facts of one JSON object as "prefix.key" info pairs. */
+static int facts(sm_model *m, json_t *o, const char *prefix)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v)
+    {
+        if (!json_is_string(v))
+            continue;
+        sm_kv *n = realloc(m->info, (m->n_info + 1) * sizeof *n);
+        if (!n)
+            return -1;
+        m->info = n;
+        char key[256];
+        snprintf(key, sizeof key, "%s%s", prefix, k);
+        n[m->n_info].key = strdup(key);
+        n[m->n_info].value = strdup(json_string_value(v));
+        if (!n[m->n_info].key || !n[m->n_info].value)
+            return -1;
+        m->n_info++;
+    }
+    return 0;
+}
+
+int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
+{
+    memset(m, 0, sizeof *m);
+    json_error_t err;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    if (!root)
+        return sonde__fail(SONDE_EFORMAT, "%s:%d:%d: JSON error: %s", path, err.line, err.column,
+                           err.text);
+    int rc = SONDE_EFORMAT;
+    json_t *schema = json_object_get(root, "schema"), *ver = json_object_get(root, "schema_version");
+    if (!json_is_object(root) || !json_is_string(schema) ||
+        strcmp(json_string_value(schema), "sonde-report")) {
+        sonde__fail(rc, "%s: not a sonde report (no \"schema\": \"sonde-report\")", path);
+        goto out;
+    }
+    if (!json_is_integer(ver) || json_integer_value(ver) != 1) {
+        sonde__fail(rc, "%s: a sonde report of schema_version %s; this sonde reads version 1",
+                    path, json_is_integer(ver) ? "" : "?");
+        if (json_is_integer(ver))
+            sonde__fail(rc, "%s: a sonde report of schema_version %lld; this sonde reads version 1",
+                        path, (long long)json_integer_value(ver));
+        goto out;
+    }
+    rc = SONDE_ENOMEM;
+    json_t *run = json_object_get(root, "run"), *sum = json_object_get(root, "summary");
+    m->name = str(run, "name");
+    m->host = str(run, "host");
+    m->unit = str(run, "unit");
+    m->sonde_version = str(run, "sonde_version");
+    m->path = strdup(path);
+    if (!m->name || !m->host || !m->unit || !m->sonde_version || !m->path)
+        goto out;
+    m->pid = (int)num0(run, "pid");
+    m->peak_flops = num0(run, "peak_flops");
+    m->duration_ns = (int64_t)(num0(run, "duration_s") * 1e9);
+    m->clean_end = json_is_true(json_object_get(run, "clean_end"));
+    m->total_sections = (uint64_t)num0(sum, "sections");
+    m->total_steps = (uint64_t)num0(sum, "steps");
+    m->total_flops = num0(sum, "flops");
+    double fps = num0(sum, "flops_per_s");
+    m->total_flops_s = fps > 0 ? m->total_flops / fps : 0;
+    m->dropped_events = (uint64_t)num0(sum, "dropped_events");
+    if (facts(m, json_object_get(run, "system") ? json_object_get(run, "system")
+                                                : json_object_get(root, "system"), "system.") ||
+        facts(m, json_object_get(root, "config"), "config."))
+        goto out;
+
+    json_t *a = json_object_get(root, "throughput"), *e;
+    size_t i;
+    m->rates = calloc(json_array_size(a) + 1, sizeof *m->rates);
+    if (!m->rates)
+        goto out;
+    json_array_foreach(a, i, e)
+    {
+        sm_rate *r = &m->rates[m->n_rates++];
+        r->unit = str(e, "unit");
+        r->units = num0(e, "units");
+        r->seconds = num0(e, "seconds");
+        if (!r->unit)
+            goto out;
+    }
+    a = json_object_get(root, "sections");
+    m->stats = calloc(json_array_size(a) + 1, sizeof *m->stats);
+    if (!m->stats)
+        goto out;
+    json_array_foreach(a, i, e)
+    {
+        sm_stat *s = &m->stats[m->n_stats++];
+        s->name = str(e, "name");
+        if (!s->name)
+            goto out;
+        s->count = (uint64_t)num0(e, "count");
+        s->total_s = num0(e, "total_s");
+        s->self_s = num0(e, "self_s");
+        s->mean_s = num0(e, "mean_s");
+        s->min_s = num0(e, "min_s");
+        s->max_s = num0(e, "max_s");
+        s->stddev_s = num0(e, "stddev_s");
+        s->p50_s = num0(e, "p50_s");
+        s->p90_s = num0(e, "p90_s");
+        s->p99_s = num0(e, "p99_s");
+        s->share = num0(e, "share");
+        s->threads = (uint32_t)num0(e, "threads");
+        s->min_depth = (int)num0(e, "depth");
+        s->units = num0(e, "units");
+        double ups = num0(e, "units_per_s");
+        s->units_s = ups > 0 ? s->units / ups : 0;
+        s->flops = num0(e, "flops");
+        double f = num0(e, "flops_per_s");
+        s->flops_time_s = f > 0 ? s->flops / f : 0;
+        json_t *res = json_object_get(e, "resources");
+        s->res_samples = (uint64_t)num0(res, "samples");
+        s->res_cpu_mean = num(res, "cpu_mean_pct");
+        s->res_rss_begin = num(res, "rss_begin_mib");
+        s->res_rss_end = num(res, "rss_end_mib");
+        s->res_rss_delta = num(res, "memory_delta_mb");
+        s->res_gpu_util_mean = num(res, "gpu_util_mean_pct");
+        s->res_gpu_mem_peak = num(res, "gpu_memory_peak_mib");
+    }
+    json_t *st = json_object_get(root, "steps");
+    m->steps_summary.count = (size_t)num0(st, "count");
+    m->steps_summary.per_s = num0(st, "steps_per_s");
+    m->steps_summary.mean_s = num0(st, "mean_s");
+    m->steps_summary.min_s = num0(st, "min_s");
+    m->steps_summary.max_s = num0(st, "max_s");
+    m->steps_summary.p50_s = num0(st, "p50_s");
+    m->steps_summary.p90_s = num0(st, "p90_s");
+    m->steps_summary.p99_s = num0(st, "p99_s");
+    m->steps_summary.first_s = num0(st, "first_s");
+    a = json_object_get(root, "counters");
+    m->counters = calloc(json_array_size(a) + 1, sizeof *m->counters);
+    if (!m->counters)
+        goto out;
+    json_array_foreach(a, i, e)
+    {
+        sm_counter *c = &m->counters[m->n_counters++];
+        c->name = str(e, "name");
+        if (!c->name)
+            goto out;
+        json_t *src = json_object_get(e, "source");
+        c->system = json_is_string(src) && !strcmp(json_string_value(src), "sampler");
+        c->n = (size_t)num0(e, "samples");
+        c->min = num0(e, "min");
+        c->max = num0(e, "max");
+        c->sum = num0(e, "mean") * (double)c->n;
+        c->last = num0(e, "last");
+    }
+    a = json_object_get(root, "threads");
+    m->threads = calloc(json_array_size(a) + 1, sizeof *m->threads);
+    if (!m->threads)
+        goto out;
+    json_array_foreach(a, i, e)
+    {
+        sm_thread *t = &m->threads[m->n_threads++];
+        t->index = (uint32_t)num0(e, "index");
+        t->tid = (uint32_t)num0(e, "tid");
+        t->spans = (uint64_t)num0(e, "sections");
+        t->name = str(e, "name");
+        if (!t->name)
+            goto out;
+    }
+    a = json_object_get(root, "warnings");
+    m->warnings = calloc(json_array_size(a) + 1, sizeof *m->warnings);
+    if (!m->warnings)
+        goto out;
+    json_array_foreach(a, i, e)
+    {
+        if (!json_is_string(e))
+            continue;
+        if (!(m->warnings[m->n_warnings++] = strdup(json_string_value(e))))
+            goto out;
+    }
+    rc = 0;
+out:
+    json_decref(root);
+    if (rc) {
+        if (rc == SONDE_ENOMEM)
+            sonde__fail(rc, "%s: out of memory", path);
+        sm_free(m);
+    }
+    return rc;
+}
+
+int cli_load(const char *cmd, const char *path, sm_model *m)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return cli_fail(CLI_USAGE, cmd, "%s: %s", path, strerror(errno));
+    char head[SONDE_FILE_MAGIC_LEN] = {0};
+    size_t got = fread(head, 1, sizeof head, f);
+    int is_sonde = got == SONDE_FILE_MAGIC_LEN && !memcmp(head, SONDE_FILE_MAGIC, got);
+    if (is_sonde) {
+        fclose(f);
+        if (sm_read_file(path, m) != 0)
+            return cli_fail(CLI_USAGE, cmd, "%s", sonde_last_error());
+        return 0;
+    }
+    /* a JSON report */
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || st.st_size > (off_t)(512u << 20)) {
+        fclose(f);
+        return cli_fail(CLI_USAGE, cmd, "%s: not a .sonde file or a JSON report of at most 512 MiB",
+                        path);
+    }
+    size_t n = (size_t)st.st_size;
+    char *buf = malloc(n + 1);
+    if (!buf) {
+        fclose(f);
+        return cli_fail(CLI_USAGE, cmd, "%s: out of memory", path);
+    }
+    rewind(f);
+    size_t r = fread(buf, 1, n, f);
+    fclose(f);
+    buf[r] = 0;
+    int rc = cli_read_report(path, buf, r, m);
+    free(buf);
+    if (rc)
+        return cli_fail(CLI_USAGE, cmd, "%s", sonde_last_error());
+    return 0;
+}

@@ -1,0 +1,125 @@
+/* main.c - the sonde command: one table of subcommands, help, version, and the closest command
+ * for a mistyped one. Exit codes: 0 done, 1 a finding asked to fail on, 2 bad usage or input. */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "util/suggest.h"
+#include <sonde/sonde.h>
+
+static const cli_cmd g_cmds[] = {
+    {"export", cmd_export, "write reports (json, csv, txt, trace) from a .sonde file",
+     "usage: sonde export FILE.sonde [--format json,csv,txt,trace,samples] [-o DIR] [--quiet]\n"
+     "  Regenerates the reports the library wrote for the run, from its .sonde file: the same\n"
+     "  files, byte for byte. DIR defaults to the file's directory.\n"},
+    {"summary", cmd_summary, "print the text summary of a run",
+     "usage: sonde summary FILE(.sonde|.json) [--sort total|self|count|mean] [--top N]\n"
+     "  The table of NAME.txt, from a .sonde file or a NAME.json report.\n"},
+    {"config", cmd_config, "list the configuration keys, or check a YAML file",
+     "usage: sonde config --list\n"
+     "       sonde config --check FILE.yaml\n"
+     "  --list prints every key: type, default, range, environment variable and flag.\n"
+     "  --check validates a file; errors name the file, line, column and key.\n"},
+    {"demo", cmd_demo, "run the built-in demo pipeline (as make demo does)",
+     "usage: sonde demo [--steps N] [--blocks K] [--frames F] [--dim D] [--quiet] [--profile*]\n"
+     "  A CPU pipeline shaped like diffusion video generation, profiled; prints its summary\n"
+     "  and the files it wrote (./sonde-out by default).\n"},
+    {"run", cmd_run, "profile any program: CPU, memory and GPUs of its process tree",
+     "usage: sonde run [--name NAME] [-o DIR] [--interval S] [--preset NAME]\n"
+     "                 [--format LIST] [--display] [--quiet] -- CMD [ARGS...]\n"
+     "  Starts CMD without a shell, samples its whole process tree and the GPUs, forwards\n"
+     "  SIGINT and SIGTERM to it, writes the reports when it exits, and exits with its status\n"
+     "  (128+N when it died of signal N). A child that links libsonde records into the same\n"
+     "  run.\n"},
+};
+#define N_CMDS (sizeof g_cmds / sizeof g_cmds[0])
+
+const cli_cmd *cli_find(const char *name)
+{
+    for (size_t i = 0; i < N_CMDS; i++)
+        if (!strcmp(g_cmds[i].name, name))
+            return &g_cmds[i];
+    return NULL;
+}
+
+int cli_fail(int code, const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "sonde%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return code;
+}
+
+int cli_usage(const cli_cmd *c, int to_stderr)
+{
+    fputs(c->usage, to_stderr ? stderr : stdout);
+    return to_stderr ? CLI_USAGE : CLI_OK;
+}
+
+int cli_bad_option(const char *cmd, const char *opt, const char *const *opts)
+{
+    size_t n = 0;
+    while (opts[n])
+        n++;
+    const char *s = suggest(opt, opts, n);
+    if (s)
+        return cli_fail(CLI_USAGE, cmd, "unknown option %s (did you mean %s?); see sonde %s --help",
+                        opt, s, cmd);
+    return cli_fail(CLI_USAGE, cmd, "unknown option %s; see sonde %s --help", opt, cmd);
+}
+
+static void help(FILE *out)
+{
+    fprintf(out, "sonde %s - profiler for ML inference and training pipelines\n\n"
+                 "usage: sonde COMMAND [ARGS...]\n\ncommands:\n", sonde_version());
+    for (size_t i = 0; i < N_CMDS; i++)
+        fprintf(out, "  %-9s %s\n", g_cmds[i].name, g_cmds[i].summary);
+    fprintf(out, "\n`sonde help COMMAND` or `sonde COMMAND --help` for a command's options.\n"
+                 "Exit codes: 0 done, 1 a finding asked to fail on, 2 bad usage or input.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        help(stderr);
+        return CLI_USAGE;
+    }
+    const char *a = argv[1];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        help(stdout);
+        return CLI_OK;
+    }
+    if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
+        printf("sonde %s\n", sonde_version());
+        return CLI_OK;
+    }
+    if (!strcmp(a, "help")) {
+        if (argc < 3) {
+            help(stdout);
+            return CLI_OK;
+        }
+        const cli_cmd *c = cli_find(argv[2]);
+        if (!c)
+            return cli_fail(CLI_USAGE, NULL, "no command \"%s\"; see sonde --help", argv[2]);
+        return cli_usage(c, 0);
+    }
+    const cli_cmd *c = cli_find(a);
+    if (!c) {
+        const char *names[N_CMDS];
+        for (size_t i = 0; i < N_CMDS; i++)
+            names[i] = g_cmds[i].name;
+        const char *s = a[0] != '-' ? suggest(a, names, N_CMDS) : NULL;
+        if (s)
+            return cli_fail(CLI_USAGE, NULL, "unknown command \"%s\" (did you mean \"%s\"?)", a, s);
+        return cli_fail(CLI_USAGE, NULL, "unknown command \"%s\"; see sonde --help", a);
+    }
+    for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return cli_usage(c, 0);
+    return c->run(argc - 1, argv + 1);
+}
