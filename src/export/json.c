@@ -423,6 +423,7 @@ int sx_json(const sm_model *m, sbuf *b)
         sbuf_putc(b, '{');
         kv_num(b, "index", m->threads[i].index, 1);
         kv_num(b, "tid", m->threads[i].tid, 1);
+        kv_num(b, "pid", m->threads[i].pid, 1);
         kv_str(b, "name", m->threads[i].name, 1);
         kv_num(b, "sections", (double)m->threads[i].spans, 0);
         sbuf_putc(b, '}');

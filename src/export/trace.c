@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
  * open: process and thread names, sections as complete ("X") events with their metadata as
  * args, instants, counters, steps and sessions. Written without printf on the per-event path. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,8 +110,20 @@ int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void
     sbuf_puts(&t.b, "}}");
     if (m->n_sessions)
         name_meta(&t, "thread_name", pid, sess_tid, "sessions");
-    for (size_t i = 0; i < m->n_threads; i++)
-        name_meta(&t, "thread_name", pid, tid_of(m, (uint32_t)i), m->threads[i].name);
+    /* Threads of other processes (a program run under `sonde run`): named processes of their
+     * own. */
+    for (size_t i = 0; i < m->n_threads; i++) {
+        int tp = m->threads[i].pid > 0 ? m->threads[i].pid : pid;
+        size_t j;
+        for (j = 0; j < i && (m->threads[j].pid > 0 ? m->threads[j].pid : pid) != tp; j++) {
+        }
+        if (tp != pid && j == i) {
+            char label[160];
+            snprintf(label, sizeof label, "%s (pid %d)", m->threads[i].name, tp);
+            name_meta(&t, "process_name", tp, 0, label);
+        }
+        name_meta(&t, "thread_name", tp, tid_of(m, (uint32_t)i), m->threads[i].name);
+    }
 
     /* ",\"pid\":P,\"tid\":T" once per thread: most events only copy it. */
     char **ids = calloc(m->n_threads ? m->n_threads : 1, sizeof *ids);
@@ -120,7 +133,7 @@ int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void
         sbuf e;
         sbuf_init(&e);
         sbuf_puts(&e, ",\"pid\":");
-        sbuf_u64(&e, (uint64_t)pid);
+        sbuf_u64(&e, (uint64_t)(m->threads[i].pid > 0 ? m->threads[i].pid : pid));
         sbuf_puts(&e, ",\"tid\":");
         sbuf_u64(&e, tid_of(m, (uint32_t)i));
         if (e.oom)
@@ -192,7 +205,7 @@ int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void
         sbuf_puts(&t.b, e->name < m->n_sites && esc[e->name] ? esc[e->name] : "\"?\"");
         sbuf_add(&t.b, ",\"ts\":", 6);
         sbuf_us3(&t.b, e->t_ns);
-        pid_tid(&t, pid, tid_of(m, e->thread));
+        sbuf_puts(&t.b, ids[e->thread]);
         sbuf_putc(&t.b, '}');
         flush(&t, 0);
     }
@@ -240,7 +253,7 @@ int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void
         sbuf_u64(&t.b, m->steps[i].number);
         sbuf_add(&t.b, "\",\"ts\":", 7);
         sbuf_us3(&t.b, m->steps[i].t_ns);
-        pid_tid(&t, pid, tid_of(m, m->steps[i].thread));
+        sbuf_puts(&t.b, ids[m->steps[i].thread]);
         sbuf_puts(&t.b, ",\"args\":{\"step\":");
         sbuf_u64(&t.b, m->steps[i].number);
         sbuf_puts(&t.b, "}}");

@@ -830,6 +830,190 @@ size_t sm_downsample(const sm_counter *c, size_t max, size_t *keep)
     return n;
 }
 
+/* What is computed from the instances: order, active steps, statistics, resources, totals.
+ * Run after a build and after a merge. */
+static int derive(sm_model *m)
+{
+    if (sort_counters(m) || sort_steps(m))
+        return -1;
+    /* Mark number k ends step k - 1: that step is active when a window covers its number. */
+    for (size_t i = 0; m->scheduled && i < m->n_steps; i++) {
+        uint64_t step = m->steps[i].number ? m->steps[i].number - 1 : 0;
+        m->steps[i].active = 0;
+        for (size_t w = 0; w < m->n_windows; w++)
+            if (step >= m->windows[w].first_step && step <= m->windows[w].last_step)
+                m->steps[i].active = 1;
+    }
+    sm_stats_free(m->stats, m->n_stats);
+    m->stats = sm_stats(m, NULL, NULL, (double)m->duration_ns / 1e9, &m->n_stats);
+    if (!m->stats && m->n_spans)
+        return -1;
+    for (size_t i = 0; i < m->n_sites; i++) {
+        m->sites[i].stat = -1;
+        for (size_t k = 0; k < m->n_stats; k++)
+            if (!strcmp(m->stats[k].name, m->sites[i].name)) {
+                m->sites[i].stat = (int)k;
+                break;
+            }
+    }
+    resources(m);
+    m->total_sections = m->n_spans;
+    m->total_steps = m->n_steps;
+    double tu, tus;
+    sm_totals(m, &tu, &tus, &m->total_flops, &m->total_flops_s);
+    sm_steps(m, &m->steps_summary);
+    return 0;
+}
+
+#define MOVE_APPEND(dst, nd, src, ns)                                                           \
+    do {                                                                                        \
+        if (ns) {                                                                               \
+            void *g_ = realloc((dst), ((nd) + (ns)) * sizeof *(dst));                           \
+            if (!g_)                                                                            \
+                return sonde__fail(SONDE_ENOMEM, "out of memory merging runs");                 \
+            (dst) = g_;                                                                         \
+            memcpy((dst) + (nd), (src), (ns) * sizeof *(dst));                                  \
+        }                                                                                       \
+    } while (0)
+
+int sm_merge(sm_model *d, sm_model *s)
+{
+    int64_t off = (int64_t)(s->start_mono_ns - d->start_mono_ns);
+    uint32_t site0 = (uint32_t)d->n_sites, th0 = (uint32_t)d->n_threads;
+    int32_t span0 = (int32_t)d->n_spans, meta0 = (int32_t)d->n_meta, sess0 = (int32_t)d->n_sessions;
+#define REMAP_UNIT(u) ((u) ? (u) + site0 : 0)
+    MOVE_APPEND(d->sites, d->n_sites, s->sites, s->n_sites);
+    d->n_sites += s->n_sites;
+    s->n_sites = 0; /* the strings now belong to d */
+    MOVE_APPEND(d->threads, d->n_threads, s->threads, s->n_threads);
+    for (size_t i = 0; i < s->n_threads; i++) {
+        sm_thread *t = &d->threads[th0 + i];
+        t->index = th0 + (uint32_t)i;
+        if (!t->pid)
+            t->pid = s->pid;
+    }
+    d->n_threads += s->n_threads;
+    s->n_threads = 0;
+    MOVE_APPEND(d->meta, d->n_meta, s->meta, s->n_meta);
+    for (size_t i = 0; i < s->n_meta; i++) {
+        sm_meta *e = &d->meta[meta0 + (int32_t)i];
+        e->key += site0;
+        e->value += site0;
+        if (e->next >= 0)
+            e->next += meta0;
+    }
+    d->n_meta += s->n_meta;
+    MOVE_APPEND(d->sessions, d->n_sessions, s->sessions, s->n_sessions);
+    for (size_t i = 0; i < s->n_sessions; i++) {
+        sm_session *x = &d->sessions[sess0 + (int32_t)i];
+        x->name += site0;
+        x->start_ns += off;
+        x->end_ns += off;
+        x->unit = REMAP_UNIT(x->unit);
+        if (x->meta >= 0)
+            x->meta += meta0;
+    }
+    d->n_sessions += s->n_sessions;
+    MOVE_APPEND(d->spans, d->n_spans, s->spans, s->n_spans);
+    for (size_t i = 0; i < s->n_spans; i++) {
+        sm_span *x = &d->spans[span0 + (int32_t)i];
+        x->site += site0;
+        x->thread += th0;
+        x->start_ns += off;
+        x->end_ns += off;
+        x->unit = REMAP_UNIT(x->unit);
+        if (x->parent >= 0)
+            x->parent += span0;
+        if (x->session >= 0)
+            x->session += sess0;
+        if (x->meta >= 0)
+            x->meta += meta0;
+    }
+    d->n_spans += s->n_spans;
+    MOVE_APPEND(d->instants, d->n_instants, s->instants, s->n_instants);
+    for (size_t i = 0; i < s->n_instants; i++) {
+        sm_instant *x = &d->instants[d->n_instants + i];
+        x->name += site0;
+        x->thread += th0;
+        x->t_ns += off;
+    }
+    d->n_instants += s->n_instants;
+    MOVE_APPEND(d->steps, d->n_steps, s->steps, s->n_steps);
+    for (size_t i = 0; i < s->n_steps; i++) {
+        d->steps[d->n_steps + i].thread += th0;
+        d->steps[d->n_steps + i].t_ns += off;
+    }
+    d->n_steps += s->n_steps;
+    MOVE_APPEND(d->windows, d->n_windows, s->windows, s->n_windows);
+    for (size_t i = 0; i < s->n_windows; i++) {
+        d->windows[d->n_windows + i].start_ns += off;
+        d->windows[d->n_windows + i].end_ns += off;
+    }
+    d->n_windows += s->n_windows;
+    d->scheduled |= s->scheduled;
+    MOVE_APPEND(d->counters, d->n_counters, s->counters, s->n_counters);
+    for (size_t i = 0; i < s->n_counters; i++) {
+        sm_counter *c = &d->counters[d->n_counters + i];
+        for (size_t k = 0; k < c->n; k++)
+            c->t_ns[k] += off;
+    }
+    d->n_counters += s->n_counters;
+    s->n_counters = 0;
+    MOVE_APPEND(d->metrics, d->n_metrics, s->metrics, s->n_metrics);
+    d->n_metrics += s->n_metrics;
+    s->n_metrics = 0;
+    for (size_t i = 0; i < s->n_warnings; i++) {
+        char *w = NULL;
+        if (asprintf(&w, "pid %d: %s", s->pid, s->warnings[i]) < 0)
+            return sonde__fail(SONDE_ENOMEM, "out of memory merging runs");
+        char **g = realloc(d->warnings, (d->n_warnings + 1) * sizeof *g);
+        if (!g) {
+            free(w);
+            return sonde__fail(SONDE_ENOMEM, "out of memory merging runs");
+        }
+        d->warnings = g;
+        d->warnings[d->n_warnings++] = w;
+    }
+    /* the program's run-level metadata joins the run's */
+    for (int32_t e = s->run_meta, next; e >= 0; e = next) {
+        next = s->meta[e].next;
+        d->meta[meta0 + e].next = d->run_meta;
+        d->run_meta = meta0 + e;
+    }
+    d->run_units += s->run_units;
+    d->run_units_s += s->run_units_s;
+    d->run_flops += s->run_flops;
+    d->dropped_events += s->dropped_events;
+    /* The arrays moved into d: src keeps only what it still owns. */
+    free(s->spans);
+    s->spans = NULL;
+    s->n_spans = 0;
+    free(s->meta);
+    s->meta = NULL;
+    s->n_meta = 0;
+    free(s->sessions);
+    s->sessions = NULL;
+    s->n_sessions = 0;
+    free(s->instants);
+    s->instants = NULL;
+    s->n_instants = 0;
+    free(s->steps);
+    s->steps = NULL;
+    s->n_steps = 0;
+    free(s->windows);
+    s->windows = NULL;
+    s->n_windows = 0;
+#undef REMAP_UNIT
+    for (size_t i = 0; i < d->n_rates; i++)
+        free(d->rates[i].unit);
+    free(d->rates);
+    d->rates = NULL;
+    d->n_rates = 0;
+    if (build_rates(d) || derive(d))
+        return sonde__fail(SONDE_ENOMEM, "out of memory merging runs");
+    return 0;
+}
+
 int sm__build(sb_raw *raw, sm_model *m, const char *fname)
 {
     bctx b;
@@ -872,6 +1056,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         b.ns_per_tick = (double)(a1->mono_ns - a0->mono_ns) / (double)(a1->tick - a0->tick);
     b.cut_tick = raw->clear_tick > a0->tick ? raw->clear_tick : a0->tick;
     m->start_real_ns = a0->real_ns + (uint64_t)((double)(b.cut_tick - a0->tick) * b.ns_per_tick);
+    m->start_mono_ns = a0->mono_ns + (uint64_t)((double)(b.cut_tick - a0->tick) * b.ns_per_tick);
 
     uint64_t end_tick = raw->end_tick;
     uint32_t max_id = 0;
@@ -920,6 +1105,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     for (size_t t = 0; t < raw->n_threads; t++) {
         m->threads[t].index = raw->tev[t].index;
         m->threads[t].tid = raw->tev[t].tid;
+        m->threads[t].pid = m->pid;
         m->threads[t].name = raw->tev[t].name;
         raw->tev[t].name = NULL;
         if (!m->threads[t].name && asprintf(&m->threads[t].name, "thread %u", (unsigned)t) < 0) {
@@ -965,32 +1151,8 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
                         "the file could not be written", (unsigned long long)m->dropped_events))
         goto out;
 
-    if (sort_counters(m) || sort_steps(m))
+    if (derive(m))
         goto out;
-    /* Mark number k ends step k - 1: that step is active when a window covers its number. */
-    for (size_t i = 0; m->scheduled && i < m->n_steps; i++) {
-        uint64_t step = m->steps[i].number ? m->steps[i].number - 1 : 0;
-        m->steps[i].active = 0;
-        for (size_t w = 0; w < m->n_windows; w++)
-            if (step >= m->windows[w].first_step && step <= m->windows[w].last_step)
-                m->steps[i].active = 1;
-    }
-    m->stats = sm_stats(m, NULL, NULL, (double)m->duration_ns / 1e9, &m->n_stats);
-    if (!m->stats && m->n_spans)
-        goto out;
-    for (size_t i = 0; i < m->n_sites; i++) {
-        for (size_t k = 0; k < m->n_stats; k++)
-            if (!strcmp(m->stats[k].name, m->sites[i].name)) {
-                m->sites[i].stat = (int)k;
-                break;
-            }
-    }
-    resources(m);
-    m->total_sections = m->n_spans;
-    m->total_steps = m->n_steps;
-    double tu, tus;
-    sm_totals(m, &tu, &tus, &m->total_flops, &m->total_flops_s);
-    sm_steps(m, &m->steps_summary);
     rc = 0;
 out:
     strmap_free(&b.counters);

@@ -18,6 +18,7 @@ typedef struct sm_thread {
     uint32_t tid;
     char *name;
     uint64_t spans;            /* section instances on this thread */
+    int pid;                   /* its process (runs merged from several processes) */
 } sm_thread;
 
 enum { SM_SPAN_UNTERMINATED = 1, SM_SPAN_CLOSED_BY_OUTER = 2 };
@@ -126,6 +127,7 @@ typedef struct sm_model {
     int pid;
     double peak_flops;
     uint64_t start_real_ns;    /* wall-clock time of the run's start (after any clear) */
+    uint64_t start_mono_ns;    /* the same on CLOCK_MONOTONIC (aligns runs of one machine) */
     int64_t duration_ns;
     int clean_end;             /* the END record was found */
     uint64_t dropped_events;
@@ -195,6 +197,11 @@ void sm_steps(const sm_model *m, sm_steps_summary *out);
 /* Totals over the run: units (in the run's unit) and their seconds, FLOPs and the time of the sections that
  * recorded them. */
 void sm_totals(const sm_model *m, double *units, double *units_s, double *flops, double *flops_s);
+
+/* Moves the run src (of another process on the same machine) into dst: its threads as threads
+ * of their own process, its times on dst's clock, everything derived computed again. src keeps
+ * nothing worth reading; free it with sm_free. 0, or SONDE_ENOMEM. */
+int sm_merge(sm_model *dst, sm_model *src);
 
 /* Name of a site id, "?" when unknown. */
 const char *sm_str(const sm_model *m, uint32_t id);

@@ -472,6 +472,20 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
 
     char bad[600];
     sonde__config_repair(&cfg, bad, sizeof bad);
+    /* Under `sonde run`, a program that links libsonde records into that run: its file goes
+     * beside the run's as RUN.pidN.sonde, the run samples the machine and writes the reports. */
+    char joined[512];
+    const char *run_dir = getenv("SONDE_RUN_DIR"), *run_name = getenv("SONDE_RUN_NAME");
+    if (!watch && cfg.enabled && run_dir && *run_dir && run_name && *run_name &&
+        !strchr(run_name, '/')) {
+        snprintf(joined, sizeof joined, "%s.pid%d", run_name, (int)getpid());
+        cfg.name = joined;
+        cfg.output_dir = run_dir;
+        cfg.formats = 0;
+        cfg.print_summary = 0;
+        cfg.collect_cpu = cfg.collect_memory = cfg.collect_gpu = 0;
+        cfg.real_time_display = 0;
+    }
     p->cfg = cfg;
     p->name = cfg.name ? xstrdup(cfg.name) : default_name();
     p->output_dir = xstrdup(cfg.output_dir ? cfg.output_dir : "./sonde-out");

@@ -186,6 +186,24 @@ assert run["count"] == 1 and run["metadata"]["exit"] == ["exit 7"], run
 print("sonde run: %d processes, %.0f MiB peak RSS" % (c["processes"]["max"], c["rss MiB"]["max"]))
 PY
     check trace runs/tree.trace.json.gz
+    # a program that links libsonde records into the same run: one report holds both
+    expect 0 "" "$sonde" run --name joined -o runs -- "$build/examples/minimal"
+    python3 - runs/joined.json runs/joined.trace.json.gz <<'PY'
+import gzip, json, sys
+r = json.load(open(sys.argv[1]))
+counts = {s["name"]: s["count"] for s in r["sections"]}
+assert counts == {"run": 1, "decode": 10, "load_model": 1}, counts
+assert [s["name"] for s in r["sessions"]] == ["inference"] and r["steps"]["count"] == 10
+pids = {t["pid"] for t in r["threads"]}
+assert len(pids) == 2, r["threads"]
+ev = json.load(gzip.open(sys.argv[2], "rt"))
+procs = [e for e in ev if e.get("name") == "process_name"]
+assert len(procs) == 2, procs
+run = [s for s in r["sections"] if s["name"] == "run"][0]
+dec = [s for s in r["sections"] if s["name"] == "decode"][0]
+assert dec["total_s"] < run["total_s"]                    # on the run's clock
+print("sonde run + libsonde child: one report, processes", sorted(pids))
+PY
     expect 137 "ended with signal 9" "$sonde" run -o runs -- sh -c 'kill -9 $$'
     expect 127 "cannot run /nonexistent/prog" "$sonde" run -o runs -- /nonexistent/prog
     expect 2 "no command" "$sonde" run -o runs --

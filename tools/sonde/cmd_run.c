@@ -9,12 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <glob.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "config/keys.h"
+#include "export/export.h"
 #include "record/record.h"
 
 static volatile sig_atomic_t g_child;
@@ -41,6 +43,44 @@ static char *default_name(const char *cmd)
     if (asprintf(&r, "%s-%s", *base ? base : "run", stamp) < 0)
         return NULL;
     return r;
+}
+
+/* The run's reports: its own file and those of the programs under it that link libsonde
+ * (RUN.pidN.sonde), merged into one model on the run's clock. */
+static void write_reports(const char *path, const char *dir, const char *name, unsigned formats,
+                          int print_summary)
+{
+    sm_model m;
+    if (sm_read_file(path, &m) != 0) {
+        cli_fail(0, "run", "%s", sonde_last_error());
+        return;
+    }
+    char pattern[4096];
+    snprintf(pattern, sizeof pattern, "%s/%s.pid*.sonde", dir, name);
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            sm_model child;
+            if (sm_read_file(g.gl_pathv[i], &child) != 0) {
+                cli_fail(0, "run", "%s (left out of the report)", sonde_last_error());
+                continue;
+            }
+            if (sm_merge(&m, &child) != 0)
+                cli_fail(0, "run", "%s", sonde_last_error());
+            sm_free(&child);
+        }
+        globfree(&g);
+    }
+    if (formats && sx_write_formats(&m, dir, name, formats) != 0)
+        cli_fail(0, "run", "%s", sonde_last_error());
+    if (print_summary) {
+        sbuf b;
+        sbuf_init(&b);
+        if (sx_txt(&m, &b) == 0)
+            fputs(b.data, stderr);
+        sbuf_free(&b);
+    }
+    sm_free(&m);
 }
 
 int cmd_run(int argc, char **argv)
@@ -97,6 +137,10 @@ int cmd_run(int argc, char **argv)
         c.name = auto_name;
     }
     c.signal_handlers = 0; /* sonde run handles its own signals */
+    unsigned formats = c.formats; /* written here, once the program's own files are merged in */
+    int print_summary = c.print_summary;
+    c.formats = 0;
+    c.print_summary = 0;
     c.collect_cpu = c.collect_memory = 1;
 
     /* The child waits on a pipe until the profiler watches it, then execs: no shell. */
@@ -109,9 +153,19 @@ int cmd_run(int argc, char **argv)
     if (child == 0) {
         close(go[1]);
         close(fail[0]);
-        char b;
-        if (read(go[0], &b, 1) != 1)
+        /* "DIR\0NAME\0": where a program that links libsonde records into this run */
+        char msg[2048];
+        size_t got = 0;
+        ssize_t r;
+        while (got < sizeof msg - 1 && (r = read(go[0], msg + got, sizeof msg - 1 - got)) > 0)
+            got += (size_t)r;
+        msg[got] = 0;
+        if (!got)
             _exit(127);
+        if (msg[0]) {
+            setenv("SONDE_RUN_DIR", msg, 1);
+            setenv("SONDE_RUN_NAME", msg + strlen(msg) + 1, 1);
+        }
         execvp(cmd[0], cmd);
         int e = errno;
         ssize_t w = write(fail[1], &e, sizeof e); /* tell sonde why */
@@ -144,7 +198,13 @@ int cmd_run(int argc, char **argv)
     char pidtxt[32];
     snprintf(pidtxt, sizeof pidtxt, "%d", (int)child);
     sonde_metadata(p, "pid", pidtxt);
-    ssize_t w = write(go[1], "g", 1);
+    char msg[2048];
+    size_t ml = 0;
+    if (sonde_file_path(p)) /* a run that records: children that link libsonde join it */
+        ml = (size_t)snprintf(msg, sizeof msg, "%s%c%s", c.output_dir, 0, sonde_name(p)) + 1;
+    else
+        msg[ml++] = 0;
+    ssize_t w = write(go[1], msg, ml);
     (void)w;
     close(go[1]);
     int exec_errno = 0;
@@ -171,10 +231,15 @@ int cmd_run(int argc, char **argv)
     sonde_metadata(p, "exit", how);
     sonde_end(p);
     const char *path = sonde_file_path(p);
-    char *dirpath = NULL, *runname = strdup(sonde_name(p));
-    if (path)
+    char *dirpath = NULL, *runname = strdup(sonde_name(p)), *runpath = NULL;
+    if (path) {
         dirpath = strdup(c.output_dir);
+        runpath = strdup(path);
+    }
     int rc = sonde_destroy(p);
+    if (runpath && dirpath && runname)
+        write_reports(runpath, dirpath, runname, formats, print_summary);
+    free(runpath);
     if (exec_errno) {
         fprintf(stderr, "sonde run: cannot run %s: %s\n", cmd[0], strerror(exec_errno));
         code = 127;
