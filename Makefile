@@ -35,7 +35,8 @@ define run_suite
 	@cd $(1) && ctest --output-on-failure -j $(JOBS) $(if $(4),-L "$(4)")
 endef
 
-test: deps
+test:
+	@bash scripts/setup.sh test
 	$(call run_suite,build,gcc,-DCMAKE_BUILD_TYPE=RelWithDebInfo,)
 	$(call run_suite,build-clang,clang,-DCMAKE_BUILD_TYPE=Release,unit)
 	$(call run_suite,build-asan,clang,-DCMAKE_BUILD_TYPE=Debug -DSONDE_SANITIZE=address -DSONDE_BUILD_BENCH=OFF,unit|e2e)

@@ -95,8 +95,9 @@ const char *sonde_last_error(void);
 #define SONDE_FORMAT_TXT 0x4u   /* NAME.txt: aligned summary table, sorted by total time */
 #define SONDE_FORMAT_TRACE 0x8u /* NAME.trace.json.gz: Chrome trace for Perfetto */
 #define SONDE_FORMAT_SAMPLES 0x10u /* NAME.samples.csv: every raw sample of every counter */
-#define SONDE_FORMAT_REPORTS 0xfu  /* json, csv, txt, trace: the default */
-#define SONDE_FORMAT_ALL 0x1fu
+#define SONDE_FORMAT_HTML 0x20u    /* NAME.html: the self-contained report with charts */
+#define SONDE_FORMAT_REPORTS 0x2fu /* json, csv, txt, trace, html: the default */
+#define SONDE_FORMAT_ALL 0x3fu
 
 typedef struct sonde_profiler sonde_profiler;
 
@@ -150,6 +151,9 @@ typedef struct sonde_config {
     int with_stack;          /* sections carry their source file, line and function in the
                                 trace (default 0) */
     int record_shapes;       /* sonde_shape records shapes; off, it costs a branch (default 0) */
+    double bottleneck_threshold; /* a stage above this share of its session is a bottleneck
+                                    (default 0.3) */
+    unsigned html_max_spans; /* spans drawn in the HTML timeline, longest first (default 2000) */
     void *reserved[8];       /* zero; room for later fields without breaking the ABI */
 } sonde_config;
 
@@ -248,6 +252,16 @@ int sonde_counter(sonde_profiler *p, const char *name, double value);
 /* Marks the end of one step (a training iteration, a denoising step); the report gives the
  * step count, per-step durations and steps/s. */
 int sonde_step(sonde_profiler *p);
+
+/* Diffusion pipelines (as in the reference documents): one denoising step, one block of frames,
+ * a model's parameter count. seconds <= 0: the duration of the calling thread's innermost open
+ * section. The report derives steps/s, frames per second (FPS), blocks per second (BPS), the
+ * per-step and per-block series (mean, p50, p99, the slowest) and parameters per model. */
+int sonde_diffusion_step(sonde_profiler *p, int step, double timestep, int block_size,
+                         double seconds, double guidance_scale);
+int sonde_block(sonde_profiler *p, int block_index, int block_size_frames, double seconds,
+                double memory_mb);
+int sonde_model_params(sonde_profiler *p, const char *name, double count);
 
 /* ---------------------------------------------------------------------------------------------
  * Reading back

@@ -90,6 +90,7 @@ static const struct {
     {SONDE_FORMAT_TXT, ".txt", sx_txt},
     {SONDE_FORMAT_TRACE, ".trace.json.gz", NULL},
     {SONDE_FORMAT_SAMPLES, ".samples.csv", sx_csv_samples},
+    {SONDE_FORMAT_HTML, ".html", sx_html},
 };
 #define N_FORMATS (sizeof g_formats / sizeof g_formats[0])
 
@@ -133,7 +134,7 @@ static int ends_with(const char *s, const char *suf)
 int sx_write_path(const sm_model *m, const char *path)
 {
     /* Longest extensions first, so x.instances.csv is not taken for x.csv. */
-    static const size_t order[] = {4, 2, 5, 0, 1, 3};
+    static const size_t order[] = {4, 2, 5, 0, 1, 3, 6};
     for (size_t i = 0; i < N_FORMATS; i++) {
         size_t f = order[i];
         if (ends_with(path, g_formats[f].ext))
@@ -143,5 +144,5 @@ int sx_write_path(const sm_model *m, const char *path)
         return write_one(m, path, 4);
     return sonde__fail(SONDE_EINVAL,
                        "%s: unknown report format (use .json, .csv, .instances.csv, .txt, "
-                       ".samples.csv or .trace.json.gz)", path);
+                       ".samples.csv, .html or .trace.json.gz)", path);
 }

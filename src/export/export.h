@@ -13,7 +13,11 @@ int sx_json(const sm_model *m, sbuf *out);
 int sx_csv(const sm_model *m, sbuf *out);
 int sx_csv_instances(const sm_model *m, sbuf *out);
 int sx_csv_samples(const sm_model *m, sbuf *out); /* every sample of every counter */
+int sx_html(const sm_model *m, sbuf *out);        /* the self-contained HTML report */
 int sx_txt(const sm_model *m, sbuf *out);
+/* The analysis lines of the text summary (diffusion figures, recommendations). */
+struct sa_report;
+void sx_txt_analysis(const struct sa_report *an, sbuf *out);
 /* The text summary with its rows sorted by SX_SORT_* and cut to top rows (0: all). */
 enum { SX_SORT_TOTAL, SX_SORT_SELF, SX_SORT_COUNT, SX_SORT_MEAN };
 int sx_txt_opts(const sm_model *m, sbuf *out, int sort, size_t top);

@@ -4,6 +4,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <stdlib.h>
+
+#include "../analyze/analyze.h"
 #include "export.h"
 
 static void key(sbuf *b, const char *k)
@@ -160,6 +163,27 @@ static void stat_meta(sbuf *b, const sm_model *m, int stat)
             sbuf_puts(b, nv[k] ? ",\"...\"" : "\"...\"");
         sbuf_putc(b, ']');
     }
+    sbuf_putc(b, '}');
+}
+
+static double info_num(const sm_model *m, const char *key, double dflt)
+{
+    const char *v = sm_info(m, key);
+    return v ? atof(v) : dflt;
+}
+
+/* A series of durations as an object (its closing brace last, so callers can add fields). */
+static void series_obj(sbuf *b, const sa_series *s, const char *slowest_key)
+{
+    sbuf_putc(b, '{');
+    kv_num(b, "count", (double)s->count, 1);
+    kv_num(b, "total_s", s->total_s, 1);
+    kv_num(b, "mean_s", s->mean_s, 1);
+    kv_num(b, "p50_s", s->p50_s, 1);
+    kv_num(b, "p99_s", s->p99_s, 1);
+    kv_num(b, "first_s", s->first_s, 1);
+    kv_num(b, slowest_key, (double)s->slowest, 1);
+    kv_num(b, "slowest_s", s->max_s, 0);
     sbuf_putc(b, '}');
 }
 
@@ -327,6 +351,81 @@ int sx_json(const sm_model *m, sbuf *b)
         sbuf_puts(b, i ? (m->steps[i].active ? ",true" : ",false")
                        : (m->steps[i].active ? "true" : "false"));
     sbuf_puts(b, "]},");
+
+    /* Diffusion records and what the analysis concludes. */
+    sa_report an;
+    if (sa_analyze(m, info_num(m, "config.bottleneck_threshold", 0.3), &an) != 0)
+        return -1;
+    key(b, "diffusion");
+    sbuf_putc(b, '{');
+    key(b, "steps");
+    series_obj(b, &an.diffusion.steps, "slowest_step");
+    b->len--;
+    sbuf_putc(b, ',');
+    kv_num(b, "steps_per_s", an.diffusion.steps_per_s, 1);
+    key(b, "series_s");
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < m->n_dsteps; i++) {
+        if (i)
+            sbuf_putc(b, ',');
+        sbuf_json_num(b, m->dsteps[i].seconds);
+    }
+    sbuf_puts(b, "]},");
+    key(b, "blocks");
+    series_obj(b, &an.diffusion.blocks, "slowest_block");
+    b->len--;
+    sbuf_putc(b, ',');
+    kv_num(b, "frames", an.diffusion.frames, 1);
+    kv_num(b, "fps", an.diffusion.fps, 1);
+    kv_num(b, "bps", an.diffusion.bps, 1);
+    key(b, "series_s");
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < m->n_blocks; i++) {
+        if (i)
+            sbuf_putc(b, ',');
+        sbuf_json_num(b, m->blocks[i].seconds);
+    }
+    sbuf_puts(b, "]},");
+    key(b, "models");
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < m->n_params; i++) {
+        if (i)
+            sbuf_putc(b, ',');
+        sbuf_putc(b, '{');
+        kv_str(b, "name", m->params[i].model, 1);
+        kv_num(b, "params", m->params[i].count, 0);
+        sbuf_putc(b, '}');
+    }
+    sbuf_puts(b, "],");
+    kv_num(b, "total_params", an.diffusion.total_params, 0);
+    sbuf_puts(b, "},");
+    key(b, "analysis");
+    sbuf_putc(b, '{');
+    key(b, "findings");
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < an.n_findings; i++) {
+        if (i)
+            sbuf_putc(b, ',');
+        sbuf_putc(b, '{');
+        kv_str(b, "rule", an.findings[i].rule, 1);
+        kv_str(b, "title", an.findings[i].title, 1);
+        kv_str(b, "evidence", an.findings[i].evidence, 1);
+        kv_str(b, "advice", an.findings[i].advice, 0);
+        sbuf_putc(b, '}');
+    }
+    sbuf_puts(b, "],");
+    key(b, "bottlenecks");
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < an.n_bottlenecks; i++) {
+        if (i)
+            sbuf_putc(b, ',');
+        sbuf_putc(b, '{');
+        kv_str(b, "what", an.bottlenecks[i].what, 1);
+        kv_num(b, "share", an.bottlenecks[i].share, 0);
+        sbuf_putc(b, '}');
+    }
+    sbuf_puts(b, "]},");
+    sa_free(&an);
 
     key(b, "schedule");
     sbuf_putc(b, '{');

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../analyze/analyze.h"
 #include "export.h"
 
 void sx_fmt_dur(char *out, size_t cap, double s)
@@ -51,6 +52,22 @@ static int headline(const char *name)
 }
 
 int sx_txt(const sm_model *m, sbuf *b) { return sx_txt_opts(m, b, SX_SORT_TOTAL, 0); }
+
+void sx_txt_analysis(const struct sa_report *an, sbuf *b)
+{
+    if (an->diffusion.steps.count)
+        sbuf_printf(b, "Diffusion steps: %zu, %.2f steps/s, p50 %.3f s, slowest step %llu "
+                       "(%.3f s)\n", an->diffusion.steps.count, an->diffusion.steps_per_s,
+                    an->diffusion.steps.p50_s, (unsigned long long)an->diffusion.steps.slowest,
+                    an->diffusion.steps.max_s);
+    if (an->diffusion.blocks.count)
+        sbuf_printf(b, "Blocks: %zu, %.2f FPS, %.2f BPS, slowest block %llu (%.3f s)\n",
+                    an->diffusion.blocks.count, an->diffusion.fps, an->diffusion.bps,
+                    (unsigned long long)an->diffusion.blocks.slowest, an->diffusion.blocks.max_s);
+    for (size_t i = 0; i < an->n_findings; i++)
+        sbuf_printf(b, "Recommendation: %s (%s)\n", an->findings[i].title,
+                    an->findings[i].evidence);
+}
 
 static int g_sort; /* qsort has no context argument */
 
@@ -187,6 +204,17 @@ int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top)
         const char *gm = sm_info(m, key);
         const char *drv = sm_info(m, "system.gpu_driver");
         sbuf_printf(b, "GPU %d: %s, %s MiB, driver %s\n", g, name, gm ? gm : "?", drv ? drv : "?");
+    }
+    /* Diffusion figures and recommendations: computed here, or as a JSON report stated them */
+    if (m->analysis_text) {
+        sbuf_puts(b, m->analysis_text);
+    } else {
+        sa_report an;
+        const char *th = sm_info(m, "config.bottleneck_threshold");
+        if (sa_analyze(m, th ? atof(th) : 0.3, &an) == 0) {
+            sx_txt_analysis(&an, b);
+            sa_free(&an);
+        }
     }
     if (m->dropped_events)
         sbuf_printf(b, "Dropped events: %llu (buffers full or the disk failed)\n",

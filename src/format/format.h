@@ -43,6 +43,9 @@ enum {
     SONDE_K_SESSION_END = 10,
     SONDE_K_GAP = 11,       /* arg: events dropped on this thread just before */
     SONDE_K_MODE = 12,      /* arg: schedule action (0 off, 1 warmup, 2 active) | cycle << 2 */
+    SONDE_K_DSTEP = 13,     /* arg: step; 4 doubles: seconds, timestep, block size, guidance */
+    SONDE_K_BLOCK = 14,     /* arg: block index; 4 doubles: seconds, frames, memory MiB, 0 */
+    SONDE_K_PARAMS = 15,    /* id: model name; 1 double: parameter count */
     SONDE_K_COUNT
 };
 
@@ -51,7 +54,10 @@ static inline unsigned sonde_kind_slots(unsigned kind)
 {
     switch (kind) {
     case SONDE_K_COUNTER: case SONDE_K_METRIC: case SONDE_K_THROUGHPUT: case SONDE_K_FLOPS:
+    case SONDE_K_PARAMS:
         return 2;
+    case SONDE_K_DSTEP: case SONDE_K_BLOCK:
+        return 3;
     default:
         return 1;
     }
@@ -59,20 +65,25 @@ static inline unsigned sonde_kind_slots(unsigned kind)
 static inline int sonde_kind_has_arg(unsigned kind)
 {
     return kind == SONDE_K_METADATA || kind == SONDE_K_STEP || kind == SONDE_K_GAP ||
-           kind == SONDE_K_MODE;
+           kind == SONDE_K_MODE || kind == SONDE_K_DSTEP || kind == SONDE_K_BLOCK;
 }
 /* Doubles stored after the event. */
 static inline unsigned sonde_kind_values(unsigned kind)
 {
     switch (kind) {
-    case SONDE_K_COUNTER: case SONDE_K_METRIC: case SONDE_K_FLOPS:
+    case SONDE_K_COUNTER: case SONDE_K_METRIC: case SONDE_K_FLOPS: case SONDE_K_PARAMS:
         return 1;
     case SONDE_K_THROUGHPUT:
         return 2;
+    case SONDE_K_DSTEP: case SONDE_K_BLOCK:
+        return 4;
     default:
         return 0;
     }
 }
+
+/* Value j of an event lives in slot 1 + j / 2: in ts for even j, in tag | arg << 32 for odd. */
+#define SONDE_MAX_VALUES 4
 
 static inline void sonde_put_u32le(uint8_t *p, uint32_t v)
 {

@@ -56,7 +56,7 @@ typedef struct bctx {
     uint64_t cut_tick;
     double ns_per_tick;
     size_t cap_spans, cap_meta, cap_inst, cap_steps, cap_metrics, cap_counters, cap_sessions,
-        cap_warn;
+        cap_warn, cap_dsteps, cap_blocks;
     strmap counters, metrics;
     uint64_t unmatched_ends, gaps, gap_events, unterminated;
     /* the step schedule's modes over time (MODE events): kept = ACTIVE */
@@ -456,6 +456,43 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
             depth = k;
             break;
         }
+        case SONDE_K_DSTEP:
+        case SONDE_K_BLOCK: {
+            if (before_cut)
+                break;
+            int32_t span = depth && stack[depth - 1].span >= 0 ? stack[depth - 1].span : -1;
+            if (e->kind == SONDE_K_DSTEP) {
+                if (GROW(m->dsteps, m->n_dsteps, b->cap_dsteps))
+                    goto out;
+                m->dsteps[m->n_dsteps++] = (sm_dstep){t, e->arg, e->v0, e->v1, e->v2, e->v3,
+                                                      e->v0 > 0 ? -1 : span};
+            } else {
+                if (GROW(m->blocks, m->n_blocks, b->cap_blocks))
+                    goto out;
+                m->blocks[m->n_blocks++] = (sm_block){t, e->arg, e->v0, e->v1, e->v2,
+                                                      e->v0 > 0 ? -1 : span};
+            }
+            break;
+        }
+        case SONDE_K_PARAMS: {
+            if (before_cut)
+                break;
+            const char *model = sm_str(m, e->id);
+            size_t k;
+            for (k = 0; k < m->n_params && strcmp(m->params[k].model, model); k++) {
+            }
+            if (k == m->n_params) {
+                sm_params *np = realloc(m->params, (k + 1) * sizeof *np);
+                if (!np)
+                    goto out;
+                m->params = np;
+                if (!(np[k].model = strdup(model)))
+                    goto out;
+                m->n_params++;
+            }
+            m->params[k].count = e->v0;
+            break;
+        }
         case SONDE_K_GAP:
             b->gaps++;
             b->gap_events += e->arg;
@@ -836,6 +873,15 @@ static int derive(sm_model *m)
 {
     if (sort_counters(m) || sort_steps(m))
         return -1;
+    /* diffusion records with seconds <= 0 take their section's duration */
+    for (size_t i = 0; i < m->n_dsteps; i++)
+        if (m->dsteps[i].span >= 0)
+            m->dsteps[i].seconds = (double)(m->spans[m->dsteps[i].span].end_ns -
+                                            m->spans[m->dsteps[i].span].start_ns) / 1e9;
+    for (size_t i = 0; i < m->n_blocks; i++)
+        if (m->blocks[i].span >= 0)
+            m->blocks[i].seconds = (double)(m->spans[m->blocks[i].span].end_ns -
+                                            m->spans[m->blocks[i].span].start_ns) / 1e9;
     /* Mark number k ends step k - 1: that step is active when a window covers its number. */
     for (size_t i = 0; m->scheduled && i < m->n_steps; i++) {
         uint64_t step = m->steps[i].number ? m->steps[i].number - 1 : 0;
@@ -1229,6 +1275,12 @@ void sm_free(sm_model *m)
     free(m->counters);
     free(m->steps);
     free(m->windows);
+    free(m->analysis_text);
+    free(m->dsteps);
+    free(m->blocks);
+    for (size_t i = 0; i < m->n_params; i++)
+        free(m->params[i].model);
+    free(m->params);
     for (size_t i = 0; i < m->n_rates; i++)
         free(m->rates[i].unit);
     free(m->rates);

@@ -82,6 +82,26 @@ typedef struct sm_window {
     int64_t start_ns, end_ns;
 } sm_window;
 
+/* Diffusion records (sonde_diffusion_step, sonde_block). */
+typedef struct sm_dstep {
+    int64_t t_ns;
+    uint32_t step;
+    double seconds, timestep, block_size, guidance;
+    int32_t span;              /* the span whose duration it took (seconds <= 0), else -1 */
+} sm_dstep;
+
+typedef struct sm_block {
+    int64_t t_ns;
+    uint32_t index;
+    double seconds, frames, memory_mb;
+    int32_t span;
+} sm_block;
+
+typedef struct sm_params {
+    char *model;
+    double count;
+} sm_params;
+
 typedef struct sm_metric {
     char *owner;               /* section name, "session NAME" or "run" */
     char *name;
@@ -163,6 +183,12 @@ typedef struct sm_model {
     size_t n_windows;
     sm_metric *metrics;
     size_t n_metrics;
+    sm_dstep *dsteps;
+    size_t n_dsteps;
+    sm_block *blocks;
+    size_t n_blocks;
+    sm_params *params;         /* one per model, the last count recorded */
+    size_t n_params;
     sm_stat *stats;            /* per section name, sorted by total_s, largest first */
     size_t n_stats;
     /* Totals computed once when the model is built, so that a model read back from a JSON
@@ -170,6 +196,7 @@ typedef struct sm_model {
     uint64_t total_sections, total_steps;
     double total_flops, total_flops_s;
     sm_steps_summary steps_summary;
+    char *analysis_text;       /* read back from a JSON report: its analysis lines, as printed */
     char **warnings;           /* recorder warnings, then the reader's own */
     size_t n_warnings;
 } sm_model;

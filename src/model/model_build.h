@@ -9,7 +9,7 @@ typedef struct sb_ev {
     uint64_t tick;
     uint32_t id, arg;
     uint8_t kind;
-    double v0, v1;
+    double v0, v1, v2, v3;
 } sb_ev;
 
 typedef struct sb_tevents {

@@ -264,7 +264,7 @@ static int decode_thread(rstate *s, rthread *t, sb_tevents *out)
             unsigned nv = sonde_kind_values(kind);
             if ((size_t)(end - p) < nv * 8u)
                 goto bad;
-            double v[2] = {0, 0};
+            double v[SONDE_MAX_VALUES] = {0, 0, 0, 0};
             for (unsigned i = 0; i < nv; i++) {
                 uint64_t bits = sonde_get_u64le(p);
                 memcpy(&v[i], &bits, 8);
@@ -282,6 +282,8 @@ static int decode_thread(rstate *s, rthread *t, sb_tevents *out)
                 e->arg = (uint32_t)arg;
                 e->v0 = v[0];
                 e->v1 = v[1];
+                e->v2 = v[2];
+                e->v3 = v[3];
             }
             slot += sonde_kind_slots(kind);
         }

@@ -228,14 +228,18 @@ int sonde__record(sonde_profiler *p, unsigned kind, uint32_t id, uint32_t arg, c
     e->ts = sonde__ticks();
     e->tag = (id << 4) | kind;
     e->arg = arg;
-    if (n == 2) {
-        uint64_t b0 = 0, b1 = 0;
-        memcpy(&b0, &v[0], 8);
-        if (sonde_kind_values(kind) > 1)
-            memcpy(&b1, &v[1], 8);
-        e[1].ts = b0;
-        e[1].tag = (uint32_t)b1;
-        e[1].arg = (uint32_t)(b1 >> 32);
+    unsigned nv = sonde_kind_values(kind);
+    for (unsigned j = 0; j < 2 * (n - 1); j++) {
+        uint64_t bits = 0;
+        if (j < nv)
+            memcpy(&bits, &v[j], 8);
+        sonde__ev *s = &e[1 + j / 2];
+        if (j % 2 == 0) {
+            s->ts = bits;
+        } else {
+            s->tag = (uint32_t)bits;
+            s->arg = (uint32_t)(bits >> 32);
+        }
     }
     sonde__publish(&tb->hot, e + n);
     return 0;
@@ -725,6 +729,48 @@ int sonde_metadata(sonde_profiler *p, const char *key, const char *value)
     if (rc)
         return rc;
     return sonde__record(p, SONDE_K_METADATA, k, v, NULL);
+}
+
+int sonde_diffusion_step(sonde_profiler *p, int step, double timestep, int block_size,
+                         double seconds, double guidance_scale)
+{
+    RECORDING_OR_RETURN(p, "sonde_diffusion_step");
+    int rc;
+    if ((rc = finite_arg(p, timestep, "sonde_diffusion_step")) ||
+        (rc = finite_arg(p, seconds, "sonde_diffusion_step")) ||
+        (rc = finite_arg(p, guidance_scale, "sonde_diffusion_step")))
+        return rc;
+    if (step < 0 || block_size < 0)
+        return sonde__fail(SONDE_EINVAL, "sonde_diffusion_step: step %d and block size %d must "
+                                         "be >= 0", step, block_size);
+    double v[4] = {seconds, timestep, (double)block_size, guidance_scale};
+    return sonde__record(p, SONDE_K_DSTEP, 0, (uint32_t)step, v);
+}
+
+int sonde_block(sonde_profiler *p, int block_index, int block_size_frames, double seconds,
+                double memory_mb)
+{
+    RECORDING_OR_RETURN(p, "sonde_block");
+    int rc;
+    if ((rc = finite_arg(p, seconds, "sonde_block")) || (rc = finite_arg(p, memory_mb, "sonde_block")))
+        return rc;
+    if (block_index < 0 || block_size_frames < 0)
+        return sonde__fail(SONDE_EINVAL, "sonde_block: index %d and frames %d must be >= 0",
+                           block_index, block_size_frames);
+    double v[4] = {seconds, (double)block_size_frames, memory_mb, 0};
+    return sonde__record(p, SONDE_K_BLOCK, 0, (uint32_t)block_index, v);
+}
+
+int sonde_model_params(sonde_profiler *p, const char *name, double count)
+{
+    RECORDING_OR_RETURN(p, "sonde_model_params");
+    uint32_t id;
+    int rc = intern_arg(name, "sonde_model_params", "name", &id);
+    if (rc || (rc = finite_arg(p, count, "sonde_model_params")))
+        return rc;
+    if (count < 0)
+        return sonde__fail(SONDE_EINVAL, "sonde_model_params: %g is negative", count);
+    return sonde__record(p, SONDE_K_PARAMS, id, 0, &count);
 }
 
 int sonde_shape(sonde_profiler *p, const char *name, const int64_t *dims, int ndims)

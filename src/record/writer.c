@@ -176,7 +176,7 @@ static void write_threads(sonde_profiler *p, uint8_t *enc, int locked)
 static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t from, uint32_t to,
                              uint8_t *enc)
 {
-    const uint32_t piece = (uint32_t)((p->enc_cap - 128) / 24);
+    const uint32_t piece = (uint32_t)((p->enc_cap - 128) / 24); /* <= 24 bytes per slot */
     uint32_t stop = to - from > piece ? from + piece : to;
     size_t k = varint_put(enc, c->thread);
     k += varint_put(enc + k, c->tid);
@@ -208,12 +208,9 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
         if (sonde_kind_has_arg(kind))
             k += varint_put(enc + k, e->arg);
         unsigned nv = sonde_kind_values(kind);
-        if (nv >= 1) {
-            sonde_put_u64le(enc + k, e[1].ts);
-            k += 8;
-        }
-        if (nv >= 2) {
-            sonde_put_u64le(enc + k, (uint64_t)e[1].tag | (uint64_t)e[1].arg << 32);
+        for (unsigned j = 0; j < nv; j++) {
+            const sonde__ev *s = &e[1 + j / 2];
+            sonde_put_u64le(enc + k, j % 2 == 0 ? s->ts : (uint64_t)s->tag | (uint64_t)s->arg << 32);
             k += 8;
         }
         i += n;

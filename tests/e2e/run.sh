@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh - end-to-end tests: the real binaries on real files. Usage: run.sh TEST BUILD_DIR SRC_DIR
-#   demo | crash | config | cli | cxx | compiled_out | install
+#   demo | crash | config | cli | html | cxx | compiled_out | install
 set -euo pipefail
 test=$1 build=$(cd "$2" && pwd) src=$(cd "$3" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/sonde-e2e-XXXXXX")
@@ -213,6 +213,54 @@ PY
     kill -TERM $spid
     set +e; wait $spid; st=$?; set -e
     [ $st = 143 ] || fail "SIGTERM forwarded: sonde exited $st, expected 143"
+    ;;
+html)
+    # The HTML report in a real browser: headless Chromium loads it from disk, the test reads
+    # the DOM after load and the console, and keeps a screenshot in the build folder.
+    command -v chromium >/dev/null || fail "chromium is not installed (scripts/setup.sh test installs it)"
+    cd "$work"
+    "$build/examples/pipeline" --steps 8 --blocks 4 --frames 8 --dim 64 --quiet
+    "$build/tests/escape" "$work/sonde-out"
+    browse() { # page.html dom-out
+        chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+            --disable-background-networking --disable-component-update --disable-sync \
+            --user-data-dir="$work/profile" --enable-logging=stderr --v=0 \
+            --virtual-time-budget=2000 --dump-dom "file://$1" > "$2" 2> "$2.log" || true
+    }
+    browse "$work/sonde-out/pipeline.html" dom.html
+    browse "$work/sonde-out/escape.html" dom2.html
+    chromium --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
+        --disable-component-update --disable-sync --user-data-dir="$work/profile" \
+        --window-size=1200,2400 --screenshot="$build/tests/html-report.png" \
+        "file://$work/sonde-out/pipeline.html" > /dev/null 2>&1 || true
+    [ -s "$build/tests/html-report.png" ] || fail "no screenshot"
+    python3 - dom.html dom2.html sonde-out/pipeline.json <<'PY'
+import json, re, sys
+dom, dom2 = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+r = json.load(open(sys.argv[3]))
+assert dom.strip(), "the browser rendered nothing"
+for id_ in ["cards", "recommendations", "stage-chart", "timeline-svg", "step-chart", "stats-table", "system-table", "config-table"]:
+    assert 'id="%s"' % id_ in dom, "missing #" + id_
+timeline = dom[dom.index('id="timeline-svg"'):]
+timeline = timeline[:timeline.index("</svg>")]
+assert timeline.count("<rect") == r["summary"]["sections"], (timeline.count("<rect"), r["summary"]["sections"])
+table = dom[dom.index('id="stats-table"'):]
+table = table[:table.index("</table>")]
+rows = re.findall(r"<tr><td>([^<]*)</td>", table)
+assert sorted(rows) == sorted(s["name"] for s in r["sections"]), rows
+assert dom.count("<polyline") >= 1, "no counter chart"
+# hostile names are text, never markup: no element was made from them
+assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom2
+assert "<script>alert(1)" not in dom2 and "<img src=" not in dom2
+assert "&lt;img src=x onerror=alert(2)&gt;" in dom2
+print("html report: %d timeline spans, %d table rows, escaping holds" % (timeline.count("<rect"), len(rows)))
+PY
+    for log in dom.html.log dom2.html.log; do
+        if grep -E "Uncaught|CONSOLE.*(Error|error)" "$log"; then fail "script errors in the page ($log)"; fi
+    done
+    # sonde report writes the same page from the .sonde file
+    "$build/tools/sonde/sonde" report sonde-out/pipeline.sonde -o again.html > /dev/null
+    cmp -s again.html sonde-out/pipeline.html || fail "sonde report differs from the library's NAME.html"
     ;;
 cxx)
     "$build/tests/cxx_scope" "$work"

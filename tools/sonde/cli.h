@@ -36,6 +36,7 @@ int cli_read_report(const char *path, const char *text, size_t n, sm_model *m);
 
 int cmd_export(int argc, char **argv);
 int cmd_summary(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_run(int argc, char **argv);

@@ -9,7 +9,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "analyze/analyze.h"
 #include "cli.h"
+#include "export/export.h"
 #include "format/format.h"
 #include "record/record.h"
 
@@ -194,6 +196,43 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
         t->spans = (uint64_t)num0(e, "sections");
         t->name = str(e, "name");
         if (!t->name)
+            goto out;
+    }
+    /* the analysis, printed the way the text summary prints it */
+    {
+        sa_report an;
+        memset(&an, 0, sizeof an);
+        json_t *df = json_object_get(root, "diffusion");
+        json_t *ds = json_object_get(df, "steps"), *db = json_object_get(df, "blocks");
+        an.diffusion.steps.count = (size_t)num0(ds, "count");
+        an.diffusion.steps.p50_s = num0(ds, "p50_s");
+        an.diffusion.steps.slowest = (uint64_t)num0(ds, "slowest_step");
+        an.diffusion.steps.max_s = num0(ds, "slowest_s");
+        an.diffusion.steps_per_s = num0(ds, "steps_per_s");
+        an.diffusion.blocks.count = (size_t)num0(db, "count");
+        an.diffusion.blocks.slowest = (uint64_t)num0(db, "slowest_block");
+        an.diffusion.blocks.max_s = num0(db, "slowest_s");
+        an.diffusion.fps = num0(db, "fps");
+        an.diffusion.bps = num0(db, "bps");
+        json_t *fs = json_object_get(json_object_get(root, "analysis"), "findings");
+        an.findings = calloc(json_array_size(fs) + 1, sizeof *an.findings);
+        if (!an.findings)
+            goto out;
+        json_array_foreach(fs, i, e)
+        {
+            sa_finding *f = &an.findings[an.n_findings++];
+            json_t *t = json_object_get(e, "title"), *ev = json_object_get(e, "evidence");
+            snprintf(f->title, sizeof f->title, "%s", json_is_string(t) ? json_string_value(t) : "");
+            snprintf(f->evidence, sizeof f->evidence, "%s",
+                     json_is_string(ev) ? json_string_value(ev) : "");
+        }
+        sbuf t;
+        sbuf_init(&t);
+        sx_txt_analysis(&an, &t);
+        free(an.findings);
+        m->analysis_text = strdup(t.data ? t.data : "");
+        sbuf_free(&t);
+        if (!m->analysis_text)
             goto out;
     }
     a = json_object_get(root, "warnings");

@@ -17,6 +17,11 @@ static const cli_cmd g_cmds[] = {
     {"summary", cmd_summary, "print the text summary of a run",
      "usage: sonde summary FILE(.sonde|.json) [--sort total|self|count|mean] [--top N]\n"
      "  The table of NAME.txt, from a .sonde file or a NAME.json report.\n"},
+    {"report", cmd_report, "write the HTML report of a run",
+     "usage: sonde report FILE(.sonde|.json) [-o OUT.html]\n"
+     "  The self-contained HTML report: from a .sonde file with the timeline and counter\n"
+     "  charts, from a NAME.json report with what it holds. OUT defaults to NAME.html beside\n"
+     "  FILE.\n"},
     {"config", cmd_config, "list the configuration keys, or check a YAML file",
      "usage: sonde config --list\n"
      "       sonde config --check FILE.yaml\n"

@@ -1,0 +1,395 @@
+/* analyze.c - diffusion figures, bottlenecks and the recommendation rules. A rule fires only on
+ * measured evidence, which it writes next to its advice; adding a rule is one function and one
+ * entry in g_rules (and its test). */
+#define _GNU_SOURCE
+#include "analyze.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+void sa_series_of(const double *d, const uint64_t *ids, size_t n, sa_series *o)
+{
+    memset(o, 0, sizeof *o);
+    if (!n)
+        return;
+    double *s = malloc(n * sizeof *s);
+    if (!s)
+        return;
+    o->count = n;
+    o->first_s = d[0];
+    size_t imax = 0;
+    for (size_t i = 0; i < n; i++) {
+        s[i] = d[i];
+        o->total_s += d[i];
+        if (d[i] > d[imax])
+            imax = i;
+    }
+    o->max_s = d[imax];
+    o->slowest = ids ? ids[imax] : imax;
+    o->mean_s = o->total_s / (double)n;
+    qsort(s, n, sizeof *s, cmp_d);
+    o->p50_s = sm_percentile(s, n, 50);
+    o->p99_s = sm_percentile(s, n, 99);
+    free(s);
+}
+
+void sa_diffusion_of(const sm_model *m, sa_diffusion *o)
+{
+    memset(o, 0, sizeof *o);
+    size_t n = m->n_dsteps > m->n_blocks ? m->n_dsteps : m->n_blocks;
+    double *d = malloc((n ? n : 1) * sizeof *d);
+    uint64_t *id = malloc((n ? n : 1) * sizeof *id);
+    if (d && id) {
+        for (size_t i = 0; i < m->n_dsteps; i++) {
+            d[i] = m->dsteps[i].seconds;
+            id[i] = m->dsteps[i].step;
+        }
+        sa_series_of(d, id, m->n_dsteps, &o->steps);
+        for (size_t i = 0; i < m->n_blocks; i++) {
+            d[i] = m->blocks[i].seconds;
+            id[i] = m->blocks[i].index;
+            o->frames += m->blocks[i].frames;
+        }
+        sa_series_of(d, id, m->n_blocks, &o->blocks);
+    }
+    free(d);
+    free(id);
+    o->steps_per_s = o->steps.total_s > 0 ? (double)o->steps.count / o->steps.total_s : 0;
+    o->fps = o->blocks.total_s > 0 ? o->frames / o->blocks.total_s : 0;
+    o->bps = o->blocks.total_s > 0 ? (double)o->blocks.count / o->blocks.total_s : 0;
+    for (size_t i = 0; i < m->n_params; i++)
+        o->total_params += m->params[i].count;
+}
+
+/* ---- helpers for the rules ---- */
+
+/* Mean and max of every system counter whose name matches "gpu%u <tail>". */
+static int gpu_figure(const sm_model *m, const char *tail, double *mean, double *max, size_t *n)
+{
+    double sum = 0;
+    *n = 0;
+    *max = -INFINITY;
+    for (size_t i = 0; i < m->n_counters; i++) {
+        const sm_counter *c = &m->counters[i];
+        unsigned g;
+        char t[32];
+        if (!c->system || sscanf(c->name, "gpu%u %31[^\n]", &g, t) != 2 || strcmp(t, tail))
+            continue;
+        sum += c->sum;
+        *n += c->n;
+        if (c->max > *max)
+            *max = c->max;
+    }
+    *mean = *n ? sum / (double)*n : 0;
+    return *n > 0;
+}
+
+static const sm_counter *system_counter(const sm_model *m, const char *name)
+{
+    for (size_t i = 0; i < m->n_counters; i++)
+        if (m->counters[i].system && !strcmp(m->counters[i].name, name))
+            return &m->counters[i];
+    return NULL;
+}
+
+/* Durations of the step marks, in order (all of them). */
+static double *step_durations(const sm_model *m, size_t *n)
+{
+    *n = 0;
+    if (!m->n_steps)
+        return NULL;
+    double *d = malloc(m->n_steps * sizeof *d);
+    if (!d)
+        return NULL;
+    int64_t prev = 0;
+    for (size_t i = 0; i < m->n_steps; i++) {
+        if (m->steps[i].active)
+            d[(*n)++] = (double)(m->steps[i].t_ns - prev) / 1e9;
+        prev = m->steps[i].t_ns;
+    }
+    return d;
+}
+
+/* ---- the rules ---- */
+
+static int rule_low_gpu_util(const sm_model *m, sa_finding *f)
+{
+    double mean, max;
+    size_t n;
+    if (!gpu_figure(m, "util %", &mean, &max, &n) || n < 3 || mean >= 40)
+        return 0;
+    snprintf(f->title, sizeof f->title, "GPUs are busy only %.0f%% of the time", mean);
+    snprintf(f->evidence, sizeof f->evidence,
+             "mean GPU utilization %.1f%% over %zu samples (highest %.0f%%)", mean, n, max);
+    snprintf(f->advice, sizeof f->advice,
+             "The GPUs wait for input or for the CPU: look at the sections where utilization is "
+             "low (each section's gpu_util_mean_pct), overlap data loading and host work with "
+             "GPU work, raise the batch size, or move preprocessing to the GPU.");
+    return 1;
+}
+
+static int rule_gpu_memory_high(const sm_model *m, sa_finding *f)
+{
+    double mean, max;
+    size_t n;
+    if (!gpu_figure(m, "memory %", &mean, &max, &n) || max <= 90)
+        return 0;
+    snprintf(f->title, sizeof f->title, "GPU memory reached %.1f%% of the total", max);
+    snprintf(f->evidence, sizeof f->evidence, "highest GPU memory use %.1f%% (mean %.1f%%, %zu "
+                                               "samples)", max, mean, n);
+    snprintf(f->advice, sizeof f->advice,
+             "Close to out-of-memory: a longer sequence or a larger batch may fail. Consider "
+             "activation checkpointing, smaller blocks, offloading, or a lower-precision dtype.");
+    return 1;
+}
+
+static int rule_gpu_throttled(const sm_model *m, sa_finding *f)
+{
+    static const char *bad[] = {"Thermal", "PowerCap", "PowerBrake", "HwSlowdown"};
+    for (size_t i = 0; i < m->n_instants; i++) {
+        const char *name = sm_str(m, m->instants[i].name);
+        if (strncmp(name, "gpu", 3) || !strstr(name, " clocks: "))
+            continue;
+        for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+            if (strstr(name, bad[k])) {
+                snprintf(f->title, sizeof f->title, "GPU clocks were throttled");
+                snprintf(f->evidence, sizeof f->evidence, "NVML reported \"%s\" at %.3f s", name,
+                         (double)m->instants[i].t_ns / 1e9);
+                snprintf(f->advice, sizeof f->advice,
+                         "Throttled clocks slow every kernel: check cooling and the power limit "
+                         "(gpuN temperature C, gpuN power W against gpuN power limit W).");
+                return 1;
+            }
+    }
+    return 0;
+}
+
+/* The first step or block much slower than the median: warm-up or compilation. */
+static int rule_first_slow(const sm_model *m, sa_finding *f)
+{
+    sa_diffusion d;
+    sa_diffusion_of(m, &d);
+    size_t n;
+    double *steps = step_durations(m, &n);
+    sa_series s;
+    sa_series_of(steps, NULL, n, &s);
+    free(steps);
+    const char *what = NULL;
+    const sa_series *pick = NULL;
+    if (s.count >= 4 && s.first_s > 2 * s.p50_s) {
+        what = "step";
+        pick = &s;
+    } else if (d.steps.count >= 4 && d.steps.first_s > 2 * d.steps.p50_s) {
+        what = "diffusion step";
+        pick = &d.steps;
+    } else if (d.blocks.count >= 4 && d.blocks.first_s > 2 * d.blocks.p50_s) {
+        what = "block";
+        pick = &d.blocks;
+    }
+    if (!pick)
+        return 0;
+    snprintf(f->title, sizeof f->title, "The first %s is %.1fx slower than the median", what,
+             pick->first_s / pick->p50_s);
+    snprintf(f->evidence, sizeof f->evidence, "first %s %.3f s, median %.3f s over %zu", what,
+             pick->first_s, pick->p50_s, pick->count);
+    snprintf(f->advice, sizeof f->advice,
+             "Warm-up or compilation (kernel autotuning, graph capture, lazy allocation) in the "
+             "first %s: profile after it with skip_first or warmup so it does not skew the "
+             "statistics, and consider warming up before serving.", what);
+    return 1;
+}
+
+static int rule_step_variance(const sm_model *m, sa_finding *f)
+{
+    size_t n;
+    double *steps = step_durations(m, &n);
+    sa_series s;
+    sa_series_of(steps, NULL, n, &s);
+    free(steps);
+    if (s.count < 10 || s.p50_s <= 0 || s.p99_s / s.p50_s < 1.5)
+        return 0;
+    snprintf(f->title, sizeof f->title, "Step times vary: p99 is %.1fx the median",
+             s.p99_s / s.p50_s);
+    snprintf(f->evidence, sizeof f->evidence, "p50 %.3f s, p99 %.3f s, slowest %.3f s (step %llu) "
+                                               "over %zu steps", s.p50_s, s.p99_s, s.max_s,
+             (unsigned long long)s.slowest + 1, s.count);
+    snprintf(f->advice, sizeof f->advice,
+             "Irregular steps point to stalls: garbage collection, data loading, host "
+             "synchronisation, recompilation on new shapes, or another process on the machine. "
+             "Compare the slow steps' sections in the trace with the fast ones.");
+    return 1;
+}
+
+static int rule_cpu_bound(const sm_model *m, sa_finding *f)
+{
+    const sm_counter *cpu = system_counter(m, "cpu %");
+    double gmean, gmax;
+    size_t gn;
+    if (!cpu || cpu->n < 3 || !gpu_figure(m, "util %", &gmean, &gmax, &gn) || gn < 3)
+        return 0;
+    double cmean = cpu->sum / (double)cpu->n;
+    if (cmean < 90 || gmean >= 30)
+        return 0;
+    snprintf(f->title, sizeof f->title, "The CPU is saturated while the GPUs idle");
+    snprintf(f->evidence, sizeof f->evidence, "mean system CPU %.0f%%, mean GPU utilization %.0f%%",
+             cmean, gmean);
+    snprintf(f->advice, sizeof f->advice,
+             "The host is the bottleneck: move preprocessing to the GPU or to more worker "
+             "processes, avoid Python-level loops over tensors, and check for CPU fallbacks of "
+             "GPU operations.");
+    return 1;
+}
+
+static int rule_dominant_stage(const sm_model *m, sa_finding *f)
+{
+    double dur = (double)m->duration_ns / 1e9;
+    for (size_t i = 0; i < m->n_stats && dur > 0; i++) {
+        const sm_stat *s = &m->stats[i];
+        if (s->min_depth != 0 || s->total_s / dur <= 0.5 || s->total_s / dur > 0.999)
+            continue;
+        snprintf(f->title, sizeof f->title, "Stage \"%.60s\" takes %.0f%% of the run", s->name,
+                 100 * s->total_s / dur);
+        snprintf(f->evidence, sizeof f->evidence, "%.3f s of %.3f s over %llu instance(s)",
+                 s->total_s, dur, (unsigned long long)s->count);
+        snprintf(f->advice, sizeof f->advice,
+                 "Optimise this stage first: its nested sections (self time in the statistics) "
+                 "show where its time goes.");
+        return 1;
+    }
+    return 0;
+}
+
+static int rule_overhead(const sm_model *m, sa_finding *f)
+{
+    double dur = (double)m->duration_ns / 1e9;
+    double own = (double)(m->sampler_cpu_ns + m->writer_cpu_ns) / 1e9;
+    if (dur < 1 || own / dur <= 0.02)
+        return 0;
+    snprintf(f->title, sizeof f->title, "Profiling itself took %.1f%% of a core", 100 * own / dur);
+    snprintf(f->evidence, sizeof f->evidence, "sampler %.3f s and writer %.3f s of CPU in a "
+                                               "%.3f s run", (double)m->sampler_cpu_ns / 1e9,
+             (double)m->writer_cpu_ns / 1e9, dur);
+    snprintf(f->advice, sizeof f->advice,
+             "Sample less often (cpu_interval_s, gpu_interval_s, or the production preset), or "
+             "record fewer, coarser sections in hot loops.");
+    return 1;
+}
+
+static const sa_rule g_rules[] = {
+    {"low_gpu_utilization", rule_low_gpu_util}, {"gpu_memory_high", rule_gpu_memory_high},
+    {"gpu_throttled", rule_gpu_throttled},       {"first_step_slow", rule_first_slow},
+    {"step_time_variance", rule_step_variance},  {"cpu_bound", rule_cpu_bound},
+    {"dominant_stage", rule_dominant_stage},     {"profiler_overhead", rule_overhead},
+};
+
+const sa_rule *sa_rules(size_t *n)
+{
+    *n = sizeof g_rules / sizeof g_rules[0];
+    return g_rules;
+}
+
+static int add_bottleneck(sa_report *r, double share, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int add_bottleneck(sa_report *r, double share, const char *fmt, ...)
+{
+    sa_bottleneck *n = realloc(r->bottlenecks, (r->n_bottlenecks + 1) * sizeof *n);
+    if (!n)
+        return -1;
+    r->bottlenecks = n;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(n[r->n_bottlenecks].what, sizeof n->what, fmt, ap);
+    va_end(ap);
+    n[r->n_bottlenecks++].share = share;
+    return 0;
+}
+
+int sa_analyze(const sm_model *m, double threshold, sa_report *r)
+{
+    memset(r, 0, sizeof *r);
+    sa_diffusion_of(m, &r->diffusion);
+    size_t nr;
+    const sa_rule *rules = sa_rules(&nr);
+    r->findings = calloc(nr, sizeof *r->findings);
+    if (!r->findings)
+        return -1;
+    for (size_t i = 0; i < nr; i++) {
+        sa_finding f;
+        memset(&f, 0, sizeof f);
+        if (rules[i].check(m, &f)) {
+            f.rule = rules[i].name;
+            r->findings[r->n_findings++] = f;
+        }
+    }
+    /* Stages (top-level sections) over the threshold of their session, else of the run. */
+    double dur = (double)m->duration_ns / 1e9;
+    for (size_t s = 0; s <= m->n_sessions; s++) {
+        int32_t sess = s < m->n_sessions ? (int32_t)s : -1;
+        double sd = sess >= 0 ? (double)(m->sessions[s].end_ns - m->sessions[s].start_ns) / 1e9
+                              : dur;
+        if (sd <= 0)
+            continue;
+        for (size_t k = 0; k < m->n_stats; k++) {
+            double t = 0;
+            for (size_t i = 0; i < m->n_spans; i++) {
+                const sm_span *x = &m->spans[i];
+                if (x->parent < 0 && x->session == sess && m->sites[x->site].stat == (int)k)
+                    t += (double)(x->end_ns - x->start_ns) / 1e9;
+            }
+            if (t / sd > threshold &&
+                add_bottleneck(r, t / sd, "stage %s: %.0f%% of %s%s", m->stats[k].name,
+                               100 * t / sd, sess >= 0 ? "session " : "the run",
+                               sess >= 0 ? sm_str(m, m->sessions[s].name) : ""))
+                return -1;
+        }
+    }
+    /* The top sections by self time. */
+    size_t top[3] = {SIZE_MAX, SIZE_MAX, SIZE_MAX};
+    for (size_t k = 0; k < m->n_stats; k++)
+        for (int j = 0; j < 3; j++)
+            if (top[j] == SIZE_MAX || m->stats[k].self_s > m->stats[top[j]].self_s) {
+                for (int q = 2; q > j; q--)
+                    top[q] = top[q - 1];
+                top[j] = k;
+                break;
+            }
+    for (int j = 0; j < 3 && dur > 0; j++)
+        if (top[j] != SIZE_MAX &&
+            add_bottleneck(r, m->stats[top[j]].self_s / dur, "self time: %s %.3f s",
+                           m->stats[top[j]].name, m->stats[top[j]].self_s))
+            return -1;
+    /* The busiest thread: its time in top-level sections. */
+    double best = 0;
+    size_t bt = 0;
+    for (size_t t = 0; t < m->n_threads; t++) {
+        double busy = 0;
+        for (size_t i = 0; i < m->n_spans; i++)
+            if (m->spans[i].thread == t && m->spans[i].parent < 0)
+                busy += (double)(m->spans[i].end_ns - m->spans[i].start_ns) / 1e9;
+        if (busy > best) {
+            best = busy;
+            bt = t;
+        }
+    }
+    if (best > 0 && dur > 0 && m->n_threads > 1 &&
+        add_bottleneck(r, best / dur, "busiest thread: %s, in sections %.0f%% of the run",
+                       m->threads[bt].name, 100 * best / dur))
+        return -1;
+    return 0;
+}
+
+void sa_free(sa_report *r)
+{
+    free(r->findings);
+    free(r->bottlenecks);
+    memset(r, 0, sizeof *r);
+}

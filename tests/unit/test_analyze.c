@@ -1,0 +1,252 @@
+/* test_analyze.c - every recommendation rule with a run where it must fire and one where it must
+ * not; the diffusion figures; the bottlenecks; the HTML report's escaping and sections. */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include <math.h>
+#include <time.h>
+
+#include "analyze/analyze.h"
+#include "export/export.h"
+
+static void spin_ms(double ms)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6 < ms);
+}
+
+/* The findings of a model, as a string of rule names. */
+static void fired(const sm_model *m, char *out, size_t cap)
+{
+    sa_report r;
+    assert_int_equal(sa_analyze(m, 0.3, &r), 0);
+    out[0] = 0;
+    for (size_t i = 0; i < r.n_findings; i++) {
+        size_t k = strlen(out);
+        snprintf(out + k, cap - k, "%s%s", k ? "," : "", r.findings[i].rule);
+        assert_true(strlen(r.findings[i].evidence) > 10); /* every finding states its evidence */
+        assert_true(strlen(r.findings[i].advice) > 10);
+    }
+    sa_free(&r);
+}
+
+/* A model built by hand: counters as the sampler would record them. */
+static void add_counter(sm_model *m, const char *name, const double *v, size_t n)
+{
+    m->counters = realloc(m->counters, (m->n_counters + 1) * sizeof *m->counters);
+    sm_counter *c = &m->counters[m->n_counters++];
+    memset(c, 0, sizeof *c);
+    c->name = strdup(name);
+    c->system = 1;
+    c->n = n;
+    c->t_ns = calloc(n, sizeof *c->t_ns);
+    c->v = calloc(n, sizeof *c->v);
+    c->min = INFINITY;
+    c->max = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        c->t_ns[i] = (int64_t)i * 1000000;
+        c->v[i] = v[i];
+        c->sum += v[i];
+        c->min = fmin(c->min, v[i]);
+        c->max = fmax(c->max, v[i]);
+    }
+}
+
+static void counter_rules(void **state)
+{
+    (void)state;
+    char f[256];
+    sm_model m;
+    memset(&m, 0, sizeof m);
+    m.duration_ns = 2000000000;
+    double low[] = {10, 20, 15, 5}, high[] = {90, 95, 99, 97}, cpu[] = {98, 99, 97, 96};
+    add_counter(&m, "gpu0 util %", low, 4);
+    add_counter(&m, "cpu %", cpu, 4);
+    fired(&m, f, sizeof f);
+    assert_string_equal(f, "low_gpu_utilization,cpu_bound");
+    sm_free(&m);
+
+    memset(&m, 0, sizeof m);
+    m.duration_ns = 2000000000;
+    add_counter(&m, "gpu0 util %", high, 4);
+    add_counter(&m, "gpu1 memory %", high, 4);
+    add_counter(&m, "cpu %", low, 4);
+    fired(&m, f, sizeof f);
+    assert_string_equal(f, "gpu_memory_high");
+    sm_free(&m);
+
+    memset(&m, 0, sizeof m);
+    m.duration_ns = 2000000000;
+    double mem[] = {50, 60, 70, 80};
+    add_counter(&m, "gpu0 memory %", mem, 4);
+    m.sampler_cpu_ns = 100000000; /* 0.1 s of sampler CPU in a 2 s run: 5% */
+    fired(&m, f, sizeof f);
+    assert_string_equal(f, "profiler_overhead");
+    m.sampler_cpu_ns = 10000000; /* 0.5% */
+    fired(&m, f, sizeof f);
+    assert_string_equal(f, "");
+    sm_free(&m);
+}
+
+/* Rules over recorded runs: first step slow, step variance, dominant stage, throttling. */
+static void run_rules(void **state)
+{
+    (void)state;
+    char dir[256], f[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "rules");
+    sonde_profiler *p = sonde_create(&c);
+    {
+        SONDE_SCOPE(p, "main");
+        for (int i = 0; i < 12; i++) {
+            SONDE_SCOPE(p, "step");
+            spin_ms(i == 0 ? 12 : (i == 7 ? 6 : 2)); /* slow first step, one slow step */
+            sonde_step(p);
+        }
+    }
+    spin_ms(1);
+    sonde_event(p, "gpu0 clocks: SwThermalSlowdown");
+    sm_model m;
+    tu_finish(p, &m);
+    fired(&m, f, sizeof f);
+    assert_string_equal(f, "gpu_throttled,first_step_slow,step_time_variance,dominant_stage");
+    sm_free(&m);
+
+    /* even steps and no stage dominating: nothing fires */
+    p = sonde_create(&c);
+    for (int s = 0; s < 3; s++) {
+        sonde_begin(p, s == 0 ? "a" : s == 1 ? "b" : "c");
+        for (int i = 0; i < 4; i++) {
+            spin_ms(2);
+            sonde_step(p);
+        }
+        sonde_end(p);
+    }
+    sonde_event(p, "gpu0 clocks: not throttled");
+    tu_finish(p, &m);
+    fired(&m, f, sizeof f);
+    assert_string_equal(f, "");
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+static void diffusion_figures(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "diff");
+    sonde_profiler *p = sonde_create(&c);
+    for (int s = 0; s < 4; s++)
+        assert_int_equal(sonde_diffusion_step(p, s, 1000.0 - s * 250, 8, 0.5 + 0.5 * (s == 3), 7.5), 0);
+    for (int b = 0; b < 5; b++) {
+        SONDE_SCOPE(p, "block");
+        spin_ms(3);
+        assert_int_equal(sonde_block(p, b, 16, 0, 512), 0); /* seconds from the section */
+    }
+    assert_int_equal(sonde_model_params(p, "unet", 8.6e8), 0);
+    assert_int_equal(sonde_model_params(p, "vae", 8.4e7), 0);
+    assert_int_equal(sonde_block(p, -1, 16, 1, 0), SONDE_EINVAL);
+    sm_model m;
+    tu_finish(p, &m);
+    sa_diffusion d;
+    sa_diffusion_of(&m, &d);
+    assert_int_equal((int)d.steps.count, 4);
+    assert_true(fabs(d.steps.total_s - 2.5) < 1e-9);
+    assert_true(fabs(d.steps_per_s - 4 / 2.5) < 1e-9);
+    assert_int_equal((int)d.steps.slowest, 3);
+    assert_int_equal((int)d.blocks.count, 5);
+    assert_true(d.frames == 80);
+    const sm_stat *blk = tu_stat(&m, "block");
+    assert_true(fabs(d.blocks.total_s - blk->total_s) < 1e-9); /* the sections' durations */
+    assert_true(fabs(d.fps - 80 / blk->total_s) < 1e-6);
+    assert_true(fabs(d.bps - 5 / blk->total_s) < 1e-6);
+    assert_true(d.total_params == 8.6e8 + 8.4e7);
+    /* the JSON report carries them */
+    sbuf b;
+    sbuf_init(&b);
+    sx_json(&m, &b);
+    assert_non_null(strstr(b.data, "\"diffusion\":{\"steps\":{\"count\":4,"));
+    assert_non_null(strstr(b.data, "\"models\":[{\"name\":\"unet\",\"params\":860000000}"));
+    sbuf_free(&b);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+static void html_escapes_and_sections(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "<b>run</b>");
+    c.name = "escape";
+    sonde_profiler *p = sonde_create(&c);
+    {
+        SONDE_SCOPE(p, "stage");
+        sonde_begin(p, "<script>alert(1)</script>");
+        sonde_metadata(p, "k", "\"quoted\" & <tag>");
+        spin_ms(1);
+        sonde_end(p);
+        sonde_step(p);
+    }
+    sm_model m;
+    tu_finish(p, &m);
+    sbuf b;
+    sbuf_init(&b);
+    assert_int_equal(sx_html(&m, &b), 0);
+    assert_null(strstr(b.data, "<script>alert"));
+    assert_non_null(strstr(b.data, "&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert_int_equal(strncmp(b.data, "<!DOCTYPE html>", 15), 0);
+    static const char *ids[] = {"id=\"cards\"", "id=\"recommendations\"", "id=\"stage-chart\"",
+                                "id=\"timeline-svg\"", "id=\"step-chart\"", "id=\"stats-table\"",
+                                "id=\"system-table\"", "id=\"config-table\""};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        if (!strstr(b.data, ids[i]))
+            fail_msg("HTML lacks %s", ids[i]);
+    /* self-contained: nothing is fetched */
+    assert_null(strstr(b.data, "http://"));
+    assert_null(strstr(b.data, "https://"));
+    assert_null(strstr(b.data, " src="));
+    /* exactly one script, the table sorter */
+    const char *s1 = strstr(b.data, "<script>");
+    assert_non_null(s1);
+    assert_null(strstr(s1 + 1, "<script>"));
+    sbuf_free(&b);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+static void html_stays_light(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "big");
+    sonde_profiler *p = sonde_create(&c);
+    for (int i = 0; i < 200000; i++) {
+        SONDE_SCOPE(p, "tiny");
+    }
+    sm_model m;
+    tu_finish(p, &m);
+    sbuf b;
+    sbuf_init(&b);
+    assert_int_equal(sx_html(&m, &b), 0);
+    assert_true(b.len < 1u << 20); /* 200,000 sections: under 1 MiB (2,000 spans drawn) */
+    assert_non_null(strstr(b.data, "Showing the 2000 longest of 200000 sections"));
+    sbuf_free(&b);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(counter_rules), cmocka_unit_test(run_rules),
+        cmocka_unit_test(diffusion_figures), cmocka_unit_test(html_escapes_and_sections),
+        cmocka_unit_test(html_stays_light),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
