@@ -118,6 +118,8 @@ typedef struct sonde_config {
     double buffer_mb;        /* bound on event buffer memory in MiB, 1..65536 (default 64) */
     const char *unit;        /* unit of sonde_throughput, e.g. "tokens", "frames" (default tokens) */
     double peak_flops;       /* device peak FLOP/s for utilization (MFU); 0: unknown (default 0) */
+    const char *peak_device; /* or a device whose dense peak sonde knows ("h100-sxm-bf16"; see
+                                docs/analysis.md); used when peak_flops is 0 */
     double flush_interval_s; /* the writer persists recorded events at least this often (1.0) */
     int signal_handlers;     /* 1: flush on fatal signals, SIGTERM, SIGINT (default 1) */
     int print_summary;       /* 1: print the text summary to stderr at sonde_destroy (default 0) */

@@ -25,6 +25,8 @@ static const sonde_key g_keys[] = {
     {"unit", KEY_STRING, OFF(unit), 0, 0, "tokens", "unit of sonde_throughput"},
     {"peak_flops", KEY_DOUBLE, OFF(peak_flops), 0, 1e30, "0",
      "device peak FLOP/s for utilization (0: unknown)"},
+    {"peak_device", KEY_STRING, OFF(peak_device), 0, 0, NULL,
+     "a device whose dense peak FLOP/s sonde knows, e.g. h100-sxm-bf16 (when peak_flops is 0)"},
     {"flush_interval_s", KEY_DOUBLE, OFF(flush_interval_s), 0.01, 3600, "1",
      "seconds between writes of what threads are still recording"},
     {"signal_handlers", KEY_BOOL, OFF(signal_handlers), 0, 1, "1",
@@ -169,6 +171,33 @@ static const char *stable(const char *s)
     return id ? sonde__site_get(id)->name : NULL;
 }
 
+/* Dense peak FLOP/s of devices, from their vendors' data sheets (no sparsity). */
+static const struct {
+    const char *name;
+    double flops;
+} g_devices[] = {
+    {"h100-sxm-bf16", 989.4e12}, {"h100-sxm-fp8", 1978.9e12}, {"h100-pcie-bf16", 756.5e12},
+    {"h200-bf16", 989.4e12},     {"a100-bf16", 312e12},       {"a100-tf32", 156e12},
+    {"a100-fp32", 19.5e12},      {"l40s-bf16", 362.05e12},    {"a10-bf16", 125e12},
+    {"v100-fp16", 125e12},       {"rtx4090-bf16", 165.2e12},
+};
+
+double sonde__device_peak(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof g_devices / sizeof g_devices[0]; i++)
+        if (!strcasecmp(name, g_devices[i].name))
+            return g_devices[i].flops;
+    return 0;
+}
+
+static int device_names(char *out, size_t cap)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < sizeof g_devices / sizeof g_devices[0] && k < cap; i++)
+        k += (size_t)snprintf(out + k, cap - k, "%s%s", i ? ", " : "", g_devices[i].name);
+    return 0;
+}
+
 int sonde__key_set(sonde_config *c, const sonde_key *k, const char *value, const char *where)
 {
     char expect[96];
@@ -209,6 +238,12 @@ int sonde__key_set(sonde_config *c, const sonde_key *k, const char *value, const
             return sonde__fail(SONDE_EINVAL,
                                "%s: \"%s\" is not a run name (non-empty, without '/')", where,
                                value);
+        if (!strcmp(k->name, "peak_device") && !sonde__device_peak(value)) {
+            char names[512];
+            device_names(names, sizeof names);
+            return sonde__fail(SONDE_EINVAL, "%s: unknown device \"%s\" (known: %s)", where, value,
+                               names);
+        }
         const char *s = stable(value);
         if (!s)
             return sonde__fail(SONDE_ENOMEM, "%s: out of memory", where);

@@ -34,6 +34,8 @@ void sonde__key_expect(const sonde_key *k, char *out, size_t cap);
 int sonde__key_set(sonde_config *c, const sonde_key *k, const char *value, const char *where);
 /* The current value of k in c as text. */
 void sonde__key_get(const sonde_config *c, const sonde_key *k, char *out, size_t cap);
+/* Dense peak FLOP/s of a device sonde knows ("h100-sxm-bf16"), 0 when unknown. */
+double sonde__device_peak(const char *name);
 /* Checks every field against its key's range; 0 or SONDE_EINVAL naming the field. */
 int sonde__config_validate(const sonde_config *c);
 /* Replaces every invalid field with its default; returns how many there were, with the first

@@ -490,6 +490,12 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
         cfg.collect_cpu = cfg.collect_memory = cfg.collect_gpu = 0;
         cfg.real_time_display = 0;
     }
+    if (cfg.peak_flops <= 0 && cfg.peak_device) {
+        cfg.peak_flops = sonde__device_peak(cfg.peak_device);
+        if (!cfg.peak_flops)
+            snprintf(bad, sizeof bad, "sonde_config.peak_device: unknown device \"%s\"; MFU is "
+                                      "not computed", cfg.peak_device);
+    }
     p->cfg = cfg;
     p->name = cfg.name ? xstrdup(cfg.name) : default_name();
     p->output_dir = xstrdup(cfg.output_dir ? cfg.output_dir : "./sonde-out");

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "analyze/analyze.h"
+#include "config/keys.h"
 #include "export/export.h"
 
 static void spin_ms(double ms)
@@ -219,6 +220,38 @@ static void html_escapes_and_sections(void **state)
     tu_rmrf(dir);
 }
 
+static void mfu_from_a_device(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "mfu");
+    assert_int_equal(sonde__key_set(&c, sonde__key_find("peak_device"), "h100-sxm-bf16", "t"), 0);
+    sonde_profiler *p = sonde_create(&c);
+    {
+        SONDE_SCOPE(p, "matmul");
+        spin_ms(5);
+        sonde_flops(p, 1e12);
+    }
+    sm_model m;
+    tu_finish(p, &m);
+    assert_true(m.peak_flops == 989.4e12);
+    const sm_stat *s = tu_stat(&m, "matmul");
+    double fps = s->flops / s->flops_time_s;
+    assert_true(fps > 1e12 * 0.5 && fps < 1e12 / 0.004); /* 1e12 FLOPs over about 5 ms */
+    sbuf b;
+    sbuf_init(&b);
+    sx_json(&m, &b);
+    assert_non_null(strstr(b.data, "\"peak_flops\":989400000000000"));
+    assert_non_null(strstr(b.data, "\"mfu\":0.")); /* achieved over the device's peak */
+    sbuf_free(&b);
+    assert_int_equal(sonde__key_set(&c, sonde__key_find("peak_device"), "tpu9", "SONDE_PEAK_DEVICE"),
+                     SONDE_EINVAL);
+    assert_non_null(strstr(sonde_last_error(), "unknown device \"tpu9\" (known: h100-sxm-bf16,"));
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
 static void html_stays_light(void **state)
 {
     (void)state;
@@ -246,7 +279,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(counter_rules), cmocka_unit_test(run_rules),
         cmocka_unit_test(diffusion_figures), cmocka_unit_test(html_escapes_and_sections),
-        cmocka_unit_test(html_stays_light),
+        cmocka_unit_test(mfu_from_a_device), cmocka_unit_test(html_stays_light),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
