@@ -118,10 +118,12 @@ static void run_rules(void **state)
 
     /* even steps and no stage dominating: nothing fires */
     p = sonde_create(&c);
+    /* 9 even steps of 20 ms: long enough that a preemption on a loaded machine does not make
+     * one step twice another */
     for (int s = 0; s < 3; s++) {
         sonde_begin(p, s == 0 ? "a" : s == 1 ? "b" : "c");
-        for (int i = 0; i < 4; i++) {
-            spin_ms(2);
+        for (int i = 0; i < 3; i++) {
+            spin_ms(20);
             sonde_step(p);
         }
         sonde_end(p);
