@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sonde/sonde.h>
@@ -149,10 +150,38 @@ static void encode(pipeline *pl, const char *prompt)
     free(h2);
 }
 
+/* PIPELINE_SLOWDOWN=STAGE=FRACTION makes one stage slower by that fraction of its own time, to
+ * try `sonde diff` on a known regression (denoise_block and decode read it). */
+static double slowdown(const char *stage)
+{
+    const char *v = getenv("PIPELINE_SLOWDOWN");
+    size_t n = strlen(stage);
+    if (!v || strncmp(v, stage, n) || v[n] != '=')
+        return 0;
+    return atof(v + n + 1);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void spin_extra(double t0, double fraction)
+{
+    if (fraction <= 0)
+        return;
+    double end = now_s() + (now_s() - t0) * fraction;
+    while (now_s() < end) {
+    }
+}
+
 /* One block of frames: latent <- latent + 0.1 * gelu(latent * W + cond). */
 static void denoise_block(pipeline *pl, int b)
 {
     SONDE_SCOPE(pl->p, "denoise_block");
+    double t0 = now_s(), slow = slowdown("denoise_block");
     int d = pl->o.dim, f = pl->o.frames;
     char buf[32];
     snprintf(buf, sizeof buf, "%d", b);
@@ -167,6 +196,7 @@ static void denoise_block(pipeline *pl, int b)
         lat[i] = 0.9f * lat[i] + 0.1f * tmp[i];
     sonde_flops(pl->p, matmul_flops(f, d) + 12.0 * f * d);
     sonde_throughput_unit(pl->p, f, 0, "frames");
+    spin_extra(t0, slow);
 }
 
 typedef struct worker {

@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(cmake make gcc g++ clang libclang-rt-14-dev pkg-config zlib1g-dev libcmocka-dev libyaml-dev libjansson-dev python3 binutils)
 # `setup.sh test`: also what the tests use (a headless browser for the HTML report)
-[ "${1:-}" = test ] && pkgs+=(chromium)
+[ "${1:-}" = test ] && pkgs+=(chromium openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

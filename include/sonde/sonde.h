@@ -156,6 +156,13 @@ typedef struct sonde_config {
     double bottleneck_threshold; /* a stage above this share of its session is a bottleneck
                                     (default 0.3) */
     unsigned html_max_spans; /* spans drawn in the HTML timeline, longest first (default 2000) */
+
+    /* Distributed jobs: -1 (the default) detects them from the launcher's environment
+     * (torchrun RANK/WORLD_SIZE/LOCAL_RANK, Open MPI OMPI_COMM_WORLD_*, MPICH/PMI PMI_RANK/
+     * PMI_SIZE, Slurm SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID). With world_size > 1 every file
+     * name carries -rankN, and the live display and console summary come from rank 0 only
+     * (display_all_ranks shows them everywhere). */
+    int rank, world_size, local_rank;
     void *reserved[8];       /* zero; room for later fields without breaking the ABI */
 } sonde_config;
 
@@ -251,6 +258,9 @@ int sonde_flops(sonde_profiler *p, double flops);
 int sonde_event(sonde_profiler *p, const char *name);
 /* A sample of a named counter (a process-wide track in the trace). value must be finite. */
 int sonde_counter(sonde_profiler *p, const char *name, double value);
+/* Call right after a barrier the job already has (MPI_Barrier, a NCCL all-reduce), on every
+ * rank: the common instant lets `sonde merge` align the ranks more tightly than their clocks. */
+int sonde_sync(sonde_profiler *p);
 /* Marks the end of one step (a training iteration, a denoising step); the report gives the
  * step count, per-step durations and steps/s. */
 int sonde_step(sonde_profiler *p);

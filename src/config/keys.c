@@ -75,6 +75,11 @@ static const sonde_key g_keys[] = {
      "share of its session above which a stage is a bottleneck"},
     {"html_max_spans", KEY_UINT, OFF(html_max_spans), 10, 1000000, "2000",
      "spans drawn in the HTML timeline, longest first"},
+    {"rank", KEY_INT, OFF(rank), -1, 1000000, "-1", "this process's rank (-1: from the launcher)"},
+    {"world_size", KEY_INT, OFF(world_size), -1, 1000000, "-1",
+     "processes in the job (-1: from the launcher)"},
+    {"local_rank", KEY_INT, OFF(local_rank), -1, 1000000, "-1",
+     "rank on this machine (-1: from the launcher)"},
 };
 #define N_KEYS (sizeof g_keys / sizeof g_keys[0])
 
@@ -106,6 +111,7 @@ void sonde__key_expect(const sonde_key *k, char *out, size_t cap)
         snprintf(out, cap, "a boolean (1/0, true/false, yes/no, on/off)");
         break;
     case KEY_UINT:
+    case KEY_INT:
         snprintf(out, cap, "an integer in %.0f..%.0f", k->lo, k->hi);
         break;
     case KEY_DOUBLE:
@@ -214,6 +220,7 @@ int sonde__key_set(sonde_config *c, const sonde_key *k, const char *value, const
         return 0;
     }
     case KEY_UINT:
+    case KEY_INT:
     case KEY_DOUBLE: {
         char *end;
         errno = 0;
@@ -221,13 +228,15 @@ int sonde__key_set(sonde_config *c, const sonde_key *k, const char *value, const
         while (end && isspace((unsigned char)*end))
             end++;
         if (end == value || *end || errno || !isfinite(v) ||
-            (k->type == KEY_UINT && v != floor(v)))
+            (k->type != KEY_DOUBLE && v != floor(v)))
             return sonde__fail(SONDE_EINVAL, "%s: \"%s\" is not %s", where, value, expect);
         if (v < k->lo || v > k->hi)
             return sonde__fail(SONDE_EINVAL, "%s: %s is out of range: expected %s", where, value,
                                expect);
         if (k->type == KEY_UINT)
             *(unsigned *)(void *)field = (unsigned)v;
+        else if (k->type == KEY_INT)
+            *(int *)(void *)field = (int)v;
         else
             *(double *)(void *)field = v;
         return 0;
@@ -272,6 +281,9 @@ void sonde__key_get(const sonde_config *c, const sonde_key *k, char *out, size_t
     case KEY_UINT:
         snprintf(out, cap, "%u", *(const unsigned *)(const void *)field);
         break;
+    case KEY_INT:
+        snprintf(out, cap, "%d", *(const int *)(const void *)field);
+        break;
     case KEY_DOUBLE:
         snprintf(out, cap, "%g", *(const double *)(const void *)field);
         break;
@@ -307,6 +319,9 @@ static int check_field(const sonde_config *c, const sonde_key *k)
         break;
     case KEY_UINT:
         v = *(const unsigned *)(const void *)field;
+        break;
+    case KEY_INT:
+        v = *(const int *)(const void *)field;
         break;
     case KEY_FORMATS: {
         unsigned f = *(const unsigned *)(const void *)field;
@@ -359,8 +374,8 @@ int sonde__config_repair(sonde_config *c, char *msg, size_t cap)
                      k->def ? k->def : "(none)");
         size_t sz = k->type == KEY_DOUBLE ? sizeof(double)
                     : k->type == KEY_STRING ? sizeof(const char *)
-                    : k->type == KEY_BOOL   ? sizeof(int)
-                                            : sizeof(unsigned);
+                    : k->type == KEY_BOOL || k->type == KEY_INT ? sizeof(int)
+                                                                : sizeof(unsigned);
         memcpy((char *)c + k->offset, (const char *)&d + k->offset, sz);
     }
     return bad;

@@ -9,7 +9,7 @@
 
 #include <sonde/sonde.h>
 
-typedef enum { KEY_BOOL, KEY_UINT, KEY_DOUBLE, KEY_STRING, KEY_FORMATS } sonde_key_type;
+typedef enum { KEY_BOOL, KEY_UINT, KEY_DOUBLE, KEY_STRING, KEY_FORMATS, KEY_INT } sonde_key_type;
 
 typedef struct sonde_key {
     const char *name;    /* the field's name, also the YAML key; env SONDE_<NAME upper-cased> */

@@ -25,6 +25,18 @@ int sx_txt_opts(const sm_model *m, sbuf *out, int sort, size_t top);
 /* The Chrome trace (JSON array form), handed to sink in pieces of about 1 MiB. */
 typedef int (*sx_sink)(void *ctx, const char *data, size_t n);
 int sx_trace(const sm_model *m, sx_sink sink, void *ctx);
+/* One model's part of a trace: its events limited to [t0, t1), shifted by shift_ns, under pid
+ * (0: its own) named process_name (NULL: the run's name) with a sort index (-1: none); open
+ * writes the array's "[", close its "]", continued means events were written before. */
+typedef struct sx_trace_opts {
+    int64_t t0, t1;
+    int64_t shift_ns;
+    int pid;
+    const char *process_name;
+    int sort_index;
+    int open, close, continued;
+} sx_trace_opts;
+int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void *ctx);
 /* The same limited to [t0_ns, t1_ns): sections that begin, and samples, instants and steps that
  * fall, in it; sessions that overlap it. */
 int sx_trace_range(const sm_model *m, int64_t t0_ns, int64_t t1_ns, sx_sink sink, void *ctx);

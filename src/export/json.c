@@ -224,6 +224,11 @@ int sx_json(const sm_model *m, sbuf *b)
     sbuf_putc(b, ',');
     kv_num(b, "duration_s", dur, 1);
     kv_str(b, "clock", m->clock, 1);
+    kv_num(b, "rank", m->rank, 1);
+    kv_num(b, "world_size", m->world_size, 1);
+    key(b, "start_mono_ns");
+    sbuf_u64(b, m->start_mono_ns);
+    sbuf_putc(b, ',');
     kv_str(b, "unit", m->unit, 1);
     kv_num(b, "peak_flops", m->peak_flops, 1);
     key(b, "clean_end");

@@ -69,13 +69,20 @@ int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
 
 int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void *ctx)
 {
+    sx_trace_opts o = {t0, t1, 0, 0, NULL, -1, 1, 1, 0};
+    return sx_trace_part(m, &o, sink, ctx);
+}
+
+int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void *ctx)
+{
+    int64_t t0 = o->t0, t1 = o->t1, sh = o->shift_ns;
     tctx t;
     memset(&t, 0, sizeof t);
     sbuf_init(&t.b);
     t.sink = sink;
     t.ctx = ctx;
-    t.first = 1;
-    int pid = m->pid > 0 ? m->pid : 1;
+    t.first = !o->continued;
+    int pid = o->pid > 0 ? o->pid : m->pid > 0 ? m->pid : 1;
     const uint64_t sess_tid = 0;
 
     /* Escaped names, once per site. */
@@ -93,8 +100,14 @@ int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void
         esc[i] = e.data;
     }
 
-    sbuf_puts(&t.b, "[\n");
-    name_meta(&t, "process_name", pid, 0, m->name);
+    if (o->open)
+        sbuf_puts(&t.b, "[\n");
+    name_meta(&t, "process_name", pid, 0, o->process_name ? o->process_name : m->name);
+    if (o->sort_index >= 0) {
+        sep(&t);
+        sbuf_printf(&t.b, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,"
+                          "\"args\":{\"sort_index\":%d}}", pid, o->sort_index);
+    }
     sep(&t);
     sbuf_puts(&t.b, "{\"ph\":\"M\",\"name\":\"process_labels\"");
     pid_tid(&t, pid, 0);
@@ -113,9 +126,10 @@ int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void
     /* Threads of other processes (a program run under `sonde run`): named processes of their
      * own. */
     for (size_t i = 0; i < m->n_threads; i++) {
-        int tp = m->threads[i].pid > 0 ? m->threads[i].pid : pid;
+        int tp = o->pid <= 0 && m->threads[i].pid > 0 ? m->threads[i].pid : pid;
         size_t j;
-        for (j = 0; j < i && (m->threads[j].pid > 0 ? m->threads[j].pid : pid) != tp; j++) {
+        for (j = 0; j < i && (o->pid <= 0 && m->threads[j].pid > 0 ? m->threads[j].pid : pid) != tp;
+             j++) {
         }
         if (tp != pid && j == i) {
             char label[160];
@@ -133,7 +147,7 @@ int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void
         sbuf e;
         sbuf_init(&e);
         sbuf_puts(&e, ",\"pid\":");
-        sbuf_u64(&e, (uint64_t)(m->threads[i].pid > 0 ? m->threads[i].pid : pid));
+        sbuf_u64(&e, (uint64_t)(o->pid <= 0 && m->threads[i].pid > 0 ? m->threads[i].pid : pid));
         sbuf_puts(&e, ",\"tid\":");
         sbuf_u64(&e, tid_of(m, (uint32_t)i));
         if (e.oom)
@@ -154,7 +168,7 @@ int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void
         sbuf_add(&t.b, x_head, sizeof x_head - 1);
         sbuf_puts(&t.b, name);
         sbuf_add(&t.b, ",\"ts\":", 6);
-        sbuf_us3(&t.b, s->start_ns);
+        sbuf_us3(&t.b, s->start_ns + sh);
         sbuf_add(&t.b, ",\"dur\":", 7);
         sbuf_us3(&t.b, s->end_ns - s->start_ns);
         sbuf_puts(&t.b, ids[s->thread]);
@@ -204,7 +218,7 @@ int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void
         sbuf_puts(&t.b, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"event\",\"name\":");
         sbuf_puts(&t.b, e->name < m->n_sites && esc[e->name] ? esc[e->name] : "\"?\"");
         sbuf_add(&t.b, ",\"ts\":", 6);
-        sbuf_us3(&t.b, e->t_ns);
+        sbuf_us3(&t.b, e->t_ns + sh);
         sbuf_puts(&t.b, ids[e->thread]);
         sbuf_putc(&t.b, '}');
         flush(&t, 0);
@@ -235,7 +249,7 @@ int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void
             sbuf_puts(&t.b, "{\"ph\":\"C\",\"name\":");
             sbuf_puts(&t.b, en.data);
             sbuf_add(&t.b, ",\"ts\":", 6);
-            sbuf_us3(&t.b, k->t_ns[i]);
+            sbuf_us3(&t.b, k->t_ns[i] + sh);
             pid_tid(&t, pid, 0);
             sbuf_puts(&t.b, ",\"args\":{\"value\":");
             sbuf_json_num(&t.b, k->v[i]);
@@ -252,7 +266,7 @@ int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void
         sbuf_puts(&t.b, "{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"step\",\"name\":\"step ");
         sbuf_u64(&t.b, m->steps[i].number);
         sbuf_add(&t.b, "\",\"ts\":", 7);
-        sbuf_us3(&t.b, m->steps[i].t_ns);
+        sbuf_us3(&t.b, m->steps[i].t_ns + sh);
         sbuf_puts(&t.b, ids[m->steps[i].thread]);
         sbuf_puts(&t.b, ",\"args\":{\"step\":");
         sbuf_u64(&t.b, m->steps[i].number);
@@ -260,7 +274,7 @@ int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void
         /* and a "step" counter track: the step number over time */
         sep(&t);
         sbuf_puts(&t.b, "{\"ph\":\"C\",\"name\":\"step\",\"ts\":");
-        sbuf_us3(&t.b, m->steps[i].t_ns);
+        sbuf_us3(&t.b, m->steps[i].t_ns + sh);
         pid_tid(&t, pid, 0);
         sbuf_puts(&t.b, ",\"args\":{\"value\":");
         sbuf_u64(&t.b, m->steps[i].number);
@@ -275,13 +289,14 @@ int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void
         sbuf_puts(&t.b, "{\"ph\":\"X\",\"cat\":\"session\",\"name\":");
         sbuf_puts(&t.b, s->name < m->n_sites && esc[s->name] ? esc[s->name] : "\"?\"");
         sbuf_add(&t.b, ",\"ts\":", 6);
-        sbuf_us3(&t.b, s->start_ns);
+        sbuf_us3(&t.b, s->start_ns + sh);
         sbuf_add(&t.b, ",\"dur\":", 7);
         sbuf_us3(&t.b, s->end_ns - s->start_ns);
         pid_tid(&t, pid, sess_tid);
         sbuf_putc(&t.b, '}');
     }
-    sbuf_puts(&t.b, "\n]\n");
+    if (o->close)
+        sbuf_puts(&t.b, "\n]\n");
     flush(&t, 1);
     for (size_t i = 0; i < m->n_sites; i++)
         free(esc[i]);

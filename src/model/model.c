@@ -1165,6 +1165,9 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     raw->warnings = NULL;
     raw->n_warnings = 0;
 
+    const char *rk = sm_info(m, "config.rank"), *ws = sm_info(m, "config.world_size");
+    m->rank = rk ? atoi(rk) : -1;
+    m->world_size = ws && atoi(ws) > 0 ? atoi(ws) : 1;
     if (build_sessions(&b, raw, end_tick))
         goto out;
     uint64_t last_step = 0;

@@ -145,6 +145,7 @@ typedef struct sm_model {
     /* run information (INFO record) */
     char *name, *host, *program, *cmdline, *clock, *unit, *sonde_version, *path;
     int pid;
+    int rank, world_size;      /* -1 and 1 outside a distributed job */
     double peak_flops;
     uint64_t start_real_ns;    /* wall-clock time of the run's start (after any clear) */
     uint64_t start_mono_ns;    /* the same on CLOCK_MONOTONIC (aligns runs of one machine) */

@@ -490,6 +490,7 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
         cfg.collect_cpu = cfg.collect_memory = cfg.collect_gpu = 0;
         cfg.real_time_display = 0;
     }
+    sonde__detect_rank(&cfg);
     if (cfg.peak_flops <= 0 && cfg.peak_device) {
         cfg.peak_flops = sonde__device_peak(cfg.peak_device);
         if (!cfg.peak_flops)
@@ -504,6 +505,16 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
         free_profiler(p);
         sonde__fail(SONDE_ENOMEM, "sonde_create: out of memory");
         return NULL;
+    }
+    if (cfg.world_size > 1 && cfg.rank >= 0) { /* NAME-rankN in a distributed job */
+        char *rn = NULL;
+        if (asprintf(&rn, "%s-rank%d", p->name, cfg.rank) < 0 || !rn) {
+            free_profiler(p);
+            sonde__fail(SONDE_ENOMEM, "sonde_create: out of memory");
+            return NULL;
+        }
+        free(p->name);
+        p->name = rn;
     }
     p->cfg.name = p->name;
     p->cfg.output_dir = p->output_dir;
@@ -856,6 +867,14 @@ int sonde_counter(sonde_profiler *p, const char *name, double value)
     if (rc || (rc = finite_arg(p, value, "sonde_counter")))
         return rc;
     return sonde__record(p, SONDE_K_COUNTER, id, 0, &value);
+}
+
+int sonde_sync(sonde_profiler *p)
+{
+    RECORDING_OR_RETURN(p, "sonde_sync");
+    uint32_t id = sonde__intern("sonde.sync");
+    return id ? sonde__record(p, SONDE_K_INSTANT, id, 0, NULL)
+              : sonde__fail(SONDE_ENOMEM, "sonde_sync: out of memory");
 }
 
 int sonde_step(sonde_profiler *p)

@@ -179,6 +179,10 @@ void sonde__signal_flush(sonde_profiler *p);
 uint32_t sonde__chunk_pop(sonde_profiler *p);
 void sonde__chunk_push(sonde_profiler *p, uint32_t idx);
 
+/* ---- rank.c ---- */
+/* Fills rank, world_size and local_rank left at -1 from the launcher's environment. */
+void sonde__detect_rank(sonde_config *c);
+
 /* ---- sampler.c ---- */
 /* Starts the sampler thread when any collect_* option or the live display is on. 0 or -1. */
 int sonde__sampler_start(sonde_profiler *p);

@@ -116,18 +116,6 @@ static double get(const sampler *s, const char *name, int *ok)
     return 0;
 }
 
-/* The rank of this process in a distributed job, from the launchers' variables; 0 when none. */
-static int env_rank(void)
-{
-    static const char *vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && *v)
-            return atoi(v);
-    }
-    return 0;
-}
-
 /* The live display: one compact block; redrawn in place on a terminal, appended otherwise. */
 static void draw(sampler *s, double now)
 {
@@ -378,7 +366,7 @@ static void *sampler_main(void *arg)
 int sonde__sampler_start(sonde_profiler *p)
 {
     const sonde_config *c = &p->cfg;
-    int display = c->real_time_display && (c->display_all_ranks || env_rank() == 0);
+    int display = c->real_time_display && (c->display_all_ranks || c->rank <= 0);
     if (!c->collect_cpu && !c->collect_memory && !c->collect_gpu && !display &&
         !c->memory_every_n_steps)
         return 0;

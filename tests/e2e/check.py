@@ -37,16 +37,17 @@ def check_trace(path):
     with gzip.open(path, "rt") as f:
         events = json.load(f)
     expect(isinstance(events, list), "trace is the JSON array form")
-    names = {e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
-    expect(len(names) == 1, "one process_name metadata event")
-    threads = {e["tid"] for e in events if e.get("ph") == "M" and e["name"] == "thread_name"}
+    procs = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
+    expect(len(procs) >= 1, "a process_name metadata event")
+    threads = {(e["pid"], e["tid"]) for e in events if e.get("ph") == "M" and e["name"] == "thread_name"}
     per_tid = {}
     for e in events:
         ph = e.get("ph")
         expect(ph in ("M", "X", "i", "C", "B", "E"), "known phase %r" % ph)
         if ph == "X":
             expect(e["dur"] >= 0, "non-negative duration")
-            expect(e["tid"] in threads, "section on a named thread")
+            expect((e["pid"], e["tid"]) in threads, "section on a named thread")
+            expect(e["pid"] in procs, "section in a named process")
             per_tid.setdefault((e["pid"], e["tid"]), []).append(e)
         if ph == "C":
             expect(isinstance(e["args"]["value"], (int, float)), "counter value is a number")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh - end-to-end tests: the real binaries on real files. Usage: run.sh TEST BUILD_DIR SRC_DIR
-#   demo | crash | config | cli | html | cxx | compiled_out | install
+#   demo | crash | config | cli | html | ranks | cxx | compiled_out | install
 set -euo pipefail
 test=$1 build=$(cd "$2" && pwd) src=$(cd "$3" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/sonde-e2e-XXXXXX")
@@ -221,11 +221,15 @@ html)
     cd "$work"
     "$build/examples/pipeline" --steps 8 --blocks 4 --frames 8 --dim 64 --quiet
     "$build/tests/escape" "$work/sonde-out"
-    browse() { # page.html dom-out
-        chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
-            --disable-background-networking --disable-component-update --disable-sync \
-            --user-data-dir="$work/profile" --enable-logging=stderr --v=0 \
-            --virtual-time-budget=2000 --dump-dom "file://$1" > "$2" 2> "$2.log" || true
+    browse() { # page.html dom-out; a browser that fails to start is tried again (twice)
+        for attempt in 1 2 3; do
+            chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+                --disable-background-networking --disable-component-update --disable-sync \
+                --user-data-dir="$work/profile$attempt" --enable-logging=stderr --v=0 \
+                --virtual-time-budget=2000 --dump-dom "file://$1" > "$2" 2> "$2.log" || true
+            grep -q "</html>" "$2" && return 0
+            echo "chromium attempt $attempt rendered nothing: $(tail -3 "$2.log")"
+        done
     }
     browse "$work/sonde-out/pipeline.html" dom.html
     browse "$work/sonde-out/escape.html" dom2.html
@@ -261,6 +265,95 @@ PY
     # sonde report writes the same page from the .sonde file
     "$build/tools/sonde/sonde" report sonde-out/pipeline.sonde -o again.html > /dev/null
     cmp -s again.html sonde-out/pipeline.html || fail "sonde report differs from the library's NAME.html"
+    ;;
+ranks)
+    cd "$work"
+    sonde="$build/tools/sonde/sonde"
+    # torchrun-style variables, 3 ranks at once; rank 2's steps are 60% slower (the stages sleep,
+    # so three ranks on two cores keep their timings)
+    for r in 0 1 2; do
+        slow=""; [ $r = 2 ] && slow="step=0.6"
+        RANK=$r LOCAL_RANK=$r WORLD_SIZE=3 STAGES_SLOW=$slow "$build/tests/stages" tr job &
+    done
+    wait
+    [ -f tr/job-rank0.json ] && [ -f tr/job-rank2.sonde ] || fail "no -rankN files: $(ls tr)"
+    "$sonde" aggregate tr > agg.txt
+    grep -E "^step .* rank 2 " agg.txt || fail "rank 2 not named the straggler: $(cat agg.txt)"
+    "$sonde" aggregate tr --format json -o agg.json
+    python3 - agg.json <<'PY'
+import json, sys
+a = json.load(open(sys.argv[1]))
+assert a["ranks"] == 3 and a["world_size"] == 3 and a["notes"] == [], a["notes"]
+row = [r for r in a["rows"] if r["name"] == "step"][0]
+assert row["slowest_rank"] == 2 and row["over_median"] > 0.3, row
+print("aggregate: step slowest on rank 2, %+.0f%% over the median" % (100 * row["over_median"]))
+PY
+    # missing, duplicate and foreign reports are named, not mixed in silently
+    mkdir odd && cp tr/job-rank0.json tr/job-rank2.json odd/ && cp tr/job-rank2.json odd/copy.json
+    cp sonde-out/../tr/job-rank1.json odd/ 2>/dev/null || true
+    "$build/tests/stages" sonde-out other
+    cp sonde-out/other.json odd/
+    "$sonde" aggregate odd > odd.txt
+    grep -q "duplicate rank 2" odd.txt || fail "duplicate rank not named: $(cat odd.txt)"
+    grep -q 'is run "other"' odd.txt || fail "foreign run not named: $(cat odd.txt)"
+    "$sonde" aggregate tr --by session --format markdown | grep -q "| generate |" || fail "--by session"
+    "$sonde" merge tr -o merged.trace.json.gz > /dev/null
+    python3 - merged.trace.json.gz 3 <<'PY'
+import gzip, json, sys
+ev = json.load(gzip.open(sys.argv[1], "rt"))
+procs = sorted(e["args"]["name"] for e in ev if e.get("name") == "process_name")
+assert len(procs) == int(sys.argv[2]) and all(p.startswith("rank ") for p in procs), procs
+print("merge:", procs)
+PY
+    check trace merged.trace.json.gz
+    # diff: a 30% slowdown of one stage is that stage's regression and no other's; two unchanged
+    # runs have none. The stages sleep for set times: computation on this shared 2-core machine
+    # varies by up to 80% from run to run, sleeps by well under the 10% threshold.
+    "$build/tests/stages" sonde-out base
+    "$build/tests/stages" sonde-out again
+    STAGES_SLOW=step=0.3 "$build/tests/stages" sonde-out slow
+    set +e; "$sonde" diff sonde-out/base.sonde sonde-out/again.sonde --threshold 10% --fail-on-regression > same.txt; st=$?; set -e
+    [ $st = 0 ] || fail "unchanged runs reported a regression: $(cat same.txt)"
+    set +e; "$sonde" diff sonde-out/base.sonde sonde-out/slow.sonde --threshold 10% --fail-on-regression > slow.txt; st=$?; set -e
+    [ $st = 1 ] || fail "the slowdown was not a regression (exit $st): $(cat slow.txt)"
+    [ "$(grep -c REGRESSION slow.txt)" = 1 ] && grep -q "^step .*REGRESSION" slow.txt \
+        || fail "regressions other than step: $(cat slow.txt)"
+    "$sonde" diff sonde-out/base.sonde sonde-out/slow.sonde --threshold 10% --format json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+bad = [s["name"] for s in d["sections"] if s["status"] == "regression"]
+assert bad == ["step"], bad
+assert "Mann-Whitney" in d["test"]
+print("diff: the one regression is", bad)'
+    "$sonde" diff sonde-out/base.json sonde-out/slow.json --format markdown | grep -q "not tested for significance" \
+        || fail "a JSON diff must say it did not test significance"
+    # MPI: 4 ranks, rank 2 slower in "compute"; ranks line up on sonde_sync
+    if [ -x "$build/examples/ranks" ] && command -v mpirun > /dev/null; then
+        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+            mpirun --oversubscribe -np 4 "$build/examples/ranks" "$work/mpi" > mpi.txt 2>&1 \
+            || fail "mpirun: $(cat mpi.txt)"
+        "$sonde" aggregate mpi > magg.txt
+        grep -E "^compute .* rank 2 " magg.txt || fail "MPI: rank 2 not the straggler: $(cat magg.txt)"
+        "$sonde" merge mpi -o mpi.trace.json.gz | grep -q "aligned on sonde_sync" || fail "merge did not use sonde_sync"
+        python3 - mpi.trace.json.gz <<'PY'
+import gzip, json, sys
+ev = json.load(gzip.open(sys.argv[1], "rt"))
+names = {e["pid"]: e["args"]["name"] for e in ev if e.get("name") == "process_name"}
+assert len(names) == 4, names
+sync = {}
+for e in ev:
+    if e.get("ph") == "i" and e.get("name") == "sonde.sync":
+        sync.setdefault(e["pid"], []).append(e["ts"])
+r0 = [p for p, n in names.items() if n.startswith("rank 0 ")][0]
+r3 = [p for p, n in names.items() if n.startswith("rank 3 ")][0]
+gaps = [abs(a - b) for a, b in zip(sorted(sync[r0]), sorted(sync[r3]))]
+assert len(gaps) == 4 and max(gaps) < 1000, gaps   # microseconds: within 1 ms
+print("MPI merge: 4 ranks, rank 0 and rank 3 steps within %.0f us of each other" % max(gaps))
+PY
+    else
+        echo "MPI part skipped: Open MPI is not installed (scripts/setup.sh test installs it)"
+        [ -z "${CI:-}" ] || fail "CI must run the MPI part"
+    fi
     ;;
 cxx)
     "$build/tests/cxx_scope" "$work"

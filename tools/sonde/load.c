@@ -90,6 +90,10 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
     if (!m->name || !m->host || !m->unit || !m->sonde_version || !m->path)
         goto out;
     m->pid = (int)num0(run, "pid");
+    m->rank = json_is_number(json_object_get(run, "rank")) ? (int)num0(run, "rank") : -1;
+    m->world_size = (int)num0(run, "world_size") > 0 ? (int)num0(run, "world_size") : 1;
+    m->start_real_ns = (uint64_t)num0(run, "start_unix_ns");
+    m->start_mono_ns = (uint64_t)num0(run, "start_mono_ns");
     m->peak_flops = num0(run, "peak_flops");
     m->duration_ns = (int64_t)(num0(run, "duration_s") * 1e9);
     m->clean_end = json_is_true(json_object_get(run, "clean_end"));
@@ -183,6 +187,29 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
         c->max = num0(e, "max");
         c->sum = num0(e, "mean") * (double)c->n;
         c->last = num0(e, "last");
+    }
+    /* sessions: their names become the model's sites 1..n */
+    a = json_object_get(root, "sessions");
+    m->sites = calloc(json_array_size(a) + 1, sizeof *m->sites);
+    m->sessions = calloc(json_array_size(a) + 1, sizeof *m->sessions);
+    if (!m->sites || !m->sessions)
+        goto out;
+    m->n_sites = 1;
+    if (!(m->sites[0].name = strdup("?")))
+        goto out;
+    json_array_foreach(a, i, e)
+    {
+        sm_site *st2 = &m->sites[m->n_sites];
+        if (!(st2->name = str(e, "name")))
+            goto out;
+        st2->stat = -1;
+        sm_session *s = &m->sessions[m->n_sessions++];
+        s->name = (uint32_t)m->n_sites++;
+        s->start_ns = (int64_t)(num0(e, "start_s") * 1e9);
+        s->end_ns = (int64_t)(num0(e, "end_s") * 1e9);
+        s->meta = -1;
+        s->units = num0(e, "units");
+        s->flops = num0(e, "flops");
     }
     a = json_object_get(root, "threads");
     m->threads = calloc(json_array_size(a) + 1, sizeof *m->threads);

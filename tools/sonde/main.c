@@ -27,6 +27,25 @@ static const cli_cmd g_cmds[] = {
      "       sonde config --check FILE.yaml\n"
      "  --list prints every key: type, default, range, environment variable and flag.\n"
      "  --check validates a file; errors name the file, line, column and key.\n"},
+    {"aggregate", cmd_aggregate, "one report from every rank of a distributed job",
+     "usage: sonde aggregate DIR|FILES... [--format text|json|csv|markdown] [-o FILE]\n"
+     "                       [--by section|session]\n"
+     "  Per section (or session) name across ranks: count, min / mean / max / stddev of its\n"
+     "  total time, the slowest rank and how far over the median it is; per-rank totals,\n"
+     "  throughput summed over ranks, GPU figures per rank. Missing or duplicate ranks, reports\n"
+     "  of different runs and sections some ranks lack are named.\n"},
+    {"merge", cmd_merge, "one trace of every rank on one time axis",
+     "usage: sonde merge DIR|FILES... -o merged.trace.json.gz\n"
+     "  A process per rank (\"rank N (host)\", in rank order), every rank on one time axis from\n"
+     "  its clock anchors, tightened by sonde_sync instants when every rank has them; counters\n"
+     "  kept per rank. Reads one rank at a time.\n"},
+    {"diff", cmd_diff, "compare two runs section by section; gate CI on regressions",
+     "usage: sonde diff BASE NEW [--threshold 5%] [--fail-on-regression]\n"
+     "                  [--format text|json|markdown]\n"
+     "  BASE and NEW are .sonde files or JSON reports. A section regressed when its mean time\n"
+     "  per instance grew by more than the threshold and a two-sided Mann-Whitney U test over\n"
+     "  the per-instance durations gives p < 0.05 (.sonde files have them; JSON reports do not,\n"
+     "  so their changes are not tested). --fail-on-regression exits 1 when one did.\n"},
     {"demo", cmd_demo, "run the built-in demo pipeline (as make demo does)",
      "usage: sonde demo [--steps N] [--blocks K] [--frames F] [--dim D] [--quiet] [--profile*]\n"
      "  A CPU pipeline shaped like diffusion video generation, profiled; prints its summary\n"

@@ -1,0 +1,32 @@
+/* rank.c - the rank of this process in a distributed job, from the launchers' environment. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+
+#include "record.h"
+
+static int env_int(const char *a, const char *b, const char *c, const char *d)
+{
+    const char *names[] = {a, b, c, d};
+    for (int i = 0; i < 4; i++) {
+        const char *v = names[i] ? getenv(names[i]) : NULL;
+        if (v && *v) {
+            char *end;
+            long x = strtol(v, &end, 10);
+            if (!*end && x >= 0 && x < 1000000)
+                return (int)x;
+        }
+    }
+    return -1;
+}
+
+void sonde__detect_rank(sonde_config *c)
+{
+    /* explicit configuration wins; then torchrun, Open MPI, MPICH/PMI, Slurm */
+    if (c->rank < 0)
+        c->rank = env_int("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID");
+    if (c->world_size < 0)
+        c->world_size = env_int("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS");
+    if (c->local_rank < 0)
+        c->local_rank = env_int("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                "SLURM_LOCALID");
+}

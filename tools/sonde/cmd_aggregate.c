@@ -1,0 +1,435 @@
+/* cmd_aggregate.c - `sonde aggregate`: the reports of every rank of a job as one. Per section
+ * name: the count and min / mean / max / stddev of its total time across ranks, the slowest rank
+ * and how far over the median it is (stragglers); per-rank totals, throughput summed over ranks,
+ * GPU figures per rank. Ranks with different section sets, missing or duplicate ranks and
+ * reports of different runs are named in the output. --by session compares sessions instead. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "export/export.h"
+#include "util/buf.h"
+
+typedef struct rep {
+    char *path;
+    sm_model m;
+    int rank;
+    char stem[256]; /* the run name without -rankN */
+} rep;
+
+static int cmp_rep(const void *a, const void *b)
+{
+    const rep *x = a, *y = b;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return strcmp(x->path, y->path);
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+/* The files to read: FILES as given, and in a DIR its reports (NAME.json, not the memory
+ * snapshots), else its .sonde files. */
+static int collect(char **args, int n, char ***out, size_t *count)
+{
+    size_t cap = 16;
+    char **v = malloc(cap * sizeof *v);
+    *count = 0;
+    if (!v)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        if (stat(args[i], &st) != 0 || !S_ISDIR(st.st_mode)) {
+            if (*count == cap && !(v = realloc(v, (cap *= 2) * sizeof *v)))
+                return -1;
+            v[(*count)++] = strdup(args[i]);
+            continue;
+        }
+        for (int pass = 0; pass < 2; pass++) {
+            size_t before = *count;
+            DIR *d = opendir(args[i]);
+            struct dirent *e;
+            while (d && (e = readdir(d))) {
+                int json = ends_with(e->d_name, ".json") && !ends_with(e->d_name, ".memory.json") &&
+                           !ends_with(e->d_name, ".aggregate.json");
+                int sonde = ends_with(e->d_name, ".sonde") && !strstr(e->d_name, ".pid");
+                if (pass == 0 ? !json : !sonde)
+                    continue;
+                if (*count == cap && !(v = realloc(v, (cap *= 2) * sizeof *v)))
+                    return -1;
+                if (asprintf(&v[*count], "%s/%s", args[i], e->d_name) < 0)
+                    return -1;
+                (*count)++;
+            }
+            if (d)
+                closedir(d);
+            if (*count > before)
+                break; /* JSON reports found: the .sonde files are the same runs */
+        }
+    }
+    *out = v;
+    return 0;
+}
+
+static void stem_of(const char *name, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", name);
+    char *r = strstr(out, "-rank");
+    if (r)
+        *r = 0;
+}
+
+static double gpu_peak(const sm_model *m, double *util_mean)
+{
+    double peak = 0, us = 0;
+    size_t un = 0;
+    for (size_t i = 0; i < m->n_counters; i++) {
+        const sm_counter *c = &m->counters[i];
+        unsigned g;
+        char t[32];
+        if (!c->system || sscanf(c->name, "gpu%u %31[^\n]", &g, t) != 2)
+            continue;
+        if (!strcmp(t, "memory MiB") && c->max > peak)
+            peak = c->max;
+        if (!strcmp(t, "util %")) {
+            us += c->sum;
+            un += c->n;
+        }
+    }
+    *util_mean = un ? us / (double)un : NAN;
+    return peak;
+}
+
+typedef struct agg {
+    char *name;
+    double *per_rank; /* NAN where a rank does not have it */
+    uint64_t count;
+} agg;
+
+int cmd_aggregate(int argc, char **argv)
+{
+    static const char *const opts[] = {"--format", "-o", "--by", NULL};
+    const char *format = "text", *outpath = NULL, *by = "section";
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    int na = 0;
+    if (!args)
+        return cli_fail(CLI_USAGE, "aggregate", "out of memory");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--format") || !strcmp(a, "-o") || !strcmp(a, "--by")) {
+            if (i + 1 >= argc) {
+                free(args);
+                return cli_fail(CLI_USAGE, "aggregate", "%s needs a value", a);
+            }
+            const char *v = argv[++i];
+            if (!strcmp(a, "--format"))
+                format = v;
+            else if (!strcmp(a, "-o"))
+                outpath = v;
+            else
+                by = v;
+        } else if (a[0] == '-' && a[1]) {
+            free(args);
+            return cli_bad_option("aggregate", a, opts);
+        } else {
+            args[na++] = argv[i];
+        }
+    }
+    int json = !strcmp(format, "json"), csv = !strcmp(format, "csv"), md = !strcmp(format, "markdown");
+    if (!json && !csv && !md && strcmp(format, "text")) {
+        free(args);
+        return cli_fail(CLI_USAGE, "aggregate", "--format %s: expected text, json, csv or markdown",
+                        format);
+    }
+    int sessions = !strcmp(by, "session");
+    if (!sessions && strcmp(by, "section")) {
+        free(args);
+        return cli_fail(CLI_USAGE, "aggregate", "--by %s: expected section or session", by);
+    }
+    if (!na) {
+        free(args);
+        return cli_usage(cli_find("aggregate"), 1);
+    }
+    char **files;
+    size_t nf;
+    if (collect(args, na, &files, &nf) != 0) {
+        free(args);
+        return cli_fail(CLI_USAGE, "aggregate", "out of memory");
+    }
+    free(args);
+    if (!nf)
+        return cli_fail(CLI_USAGE, "aggregate", "no report found (NAME.json or NAME.sonde)");
+    rep *r = calloc(nf, sizeof *r);
+    if (!r)
+        return cli_fail(CLI_USAGE, "aggregate", "out of memory");
+    for (size_t i = 0; i < nf; i++) {
+        r[i].path = files[i];
+        int rc = cli_load("aggregate", files[i], &r[i].m);
+        if (rc) {
+            for (size_t k = 0; k < i; k++)
+                sm_free(&r[k].m);
+            return rc;
+        }
+        r[i].rank = r[i].m.rank >= 0 ? r[i].m.rank : (int)i;
+        stem_of(r[i].m.name, r[i].stem, sizeof r[i].stem);
+    }
+    free(files);
+    qsort(r, nf, sizeof *r, cmp_rep);
+
+    /* What does not fit: duplicate and missing ranks, other runs. */
+    sbuf notes;
+    sbuf_init(&notes);
+    int world = 1;
+    for (size_t i = 0; i < nf; i++)
+        if (r[i].m.world_size > world)
+            world = r[i].m.world_size;
+    for (size_t i = 1; i < nf; i++)
+        if (r[i].rank == r[i - 1].rank)
+            sbuf_printf(&notes, "duplicate rank %d: %s and %s\n", r[i].rank, r[i - 1].path,
+                        r[i].path);
+    for (int k = 0; k < world; k++) {
+        size_t i;
+        for (i = 0; i < nf && r[i].rank != k; i++) {
+        }
+        if (i == nf)
+            sbuf_printf(&notes, "missing rank %d of %d\n", k, world);
+    }
+    for (size_t i = 1; i < nf; i++)
+        if (strcmp(r[i].stem, r[0].stem))
+            sbuf_printf(&notes, "different run: %s is run \"%s\", %s is run \"%s\"\n", r[0].path,
+                        r[0].stem, r[i].path, r[i].stem);
+
+    /* Rows: every section (or session) name, its total on each rank. */
+    agg *rows = NULL;
+    size_t nr = 0;
+    for (size_t i = 0; i < nf; i++) {
+        const sm_model *m = &r[i].m;
+        size_t n = sessions ? m->n_sessions : m->n_stats;
+        for (size_t k = 0; k < n; k++) {
+            const char *name = sessions ? sm_str(m, m->sessions[k].name) : m->stats[k].name;
+            double t = sessions ? (double)(m->sessions[k].end_ns - m->sessions[k].start_ns) / 1e9
+                                : m->stats[k].total_s;
+            uint64_t c = sessions ? 1 : m->stats[k].count;
+            size_t j;
+            for (j = 0; j < nr && strcmp(rows[j].name, name); j++) {
+            }
+            if (j == nr) {
+                agg *g = realloc(rows, (nr + 1) * sizeof *g);
+                if (!g)
+                    return cli_fail(CLI_USAGE, "aggregate", "out of memory");
+                rows = g;
+                rows[nr].name = strdup(name);
+                rows[nr].per_rank = malloc(nf * sizeof(double));
+                rows[nr].count = 0;
+                if (!rows[nr].name || !rows[nr].per_rank)
+                    return cli_fail(CLI_USAGE, "aggregate", "out of memory");
+                for (size_t q = 0; q < nf; q++)
+                    rows[nr].per_rank[q] = NAN;
+                nr++;
+            }
+            rows[j].per_rank[i] = isnan(rows[j].per_rank[i]) ? t : rows[j].per_rank[i] + t;
+            rows[j].count += c;
+        }
+    }
+    for (size_t j = 0; j < nr; j++) {
+        sbuf missing;
+        sbuf_init(&missing);
+        for (size_t i = 0; i < nf; i++)
+            if (isnan(rows[j].per_rank[i]))
+                sbuf_printf(&missing, "%s%d", missing.len ? ", " : "", r[i].rank);
+        if (missing.len)
+            sbuf_printf(&notes, "%s \"%s\" is missing on rank(s) %s\n", sessions ? "session" : "section",
+                        rows[j].name, missing.data);
+        sbuf_free(&missing);
+    }
+
+    sbuf o;
+    sbuf_init(&o);
+    if (json)
+        sbuf_printf(&o, "{\"schema\":\"sonde-aggregate\",\"schema_version\":1,\"by\":\"%s\","
+                        "\"ranks\":%zu,\"world_size\":%d,\"rows\":[", sessions ? "session" : "section",
+                    nf, world);
+    else if (csv)
+        sbuf_puts(&o, "name,count,ranks,min_s,mean_s,max_s,stddev_s,slowest_rank,over_median\n");
+    else if (md)
+        sbuf_printf(&o, "### sonde aggregate: %zu rank(s)\n\n| %s | count | min | mean | max | "
+                        "stddev | slowest rank | over median |\n| --- | --- | --- | --- | --- | --- "
+                        "| --- | --- |\n", nf, sessions ? "session" : "section");
+    else
+        sbuf_printf(&o, "sonde aggregate: %zu report(s), run \"%s\", world size %d\n%-28s %8s %10s "
+                        "%10s %10s %10s  %s\n", nf, r[0].stem, world,
+                    sessions ? "session" : "section", "count", "min", "mean", "max", "stddev",
+                    "slowest rank (over median)");
+    for (size_t j = 0; j < nr; j++) {
+        double *v = malloc(nf * sizeof *v);
+        size_t n = 0, slow = 0;
+        double sum = 0;
+        for (size_t i = 0; i < nf; i++)
+            if (!isnan(rows[j].per_rank[i])) {
+                v[n++] = rows[j].per_rank[i];
+                sum += rows[j].per_rank[i];
+                if (isnan(rows[j].per_rank[slow]) || rows[j].per_rank[i] > rows[j].per_rank[slow])
+                    slow = i;
+            }
+        double mean = n ? sum / (double)n : 0, var = 0;
+        for (size_t i = 0; i < n; i++)
+            var += (v[i] - mean) * (v[i] - mean);
+        double sd = n ? sqrt(var / (double)n) : 0;
+        double mn = INFINITY, mx = 0;
+        for (size_t i = 0; i < n; i++) {
+            mn = fmin(mn, v[i]);
+            mx = fmax(mx, v[i]);
+        }
+        for (size_t a = 1; a < n; a++)
+            for (size_t b = a; b > 0 && v[b - 1] > v[b]; b--) {
+                double t = v[b];
+                v[b] = v[b - 1];
+                v[b - 1] = t;
+            }
+        double med = n ? sm_percentile(v, n, 50) : 0;
+        double over = med > 0 ? rows[j].per_rank[slow] / med - 1 : 0;
+        free(v);
+        int rank = r[slow].rank;
+        if (json) {
+            sbuf_puts(&o, j ? ",{\"name\":" : "{\"name\":");
+            sbuf_json_str(&o, rows[j].name);
+            sbuf_printf(&o, ",\"count\":%llu,\"ranks\":%zu,\"min_s\":", (unsigned long long)rows[j].count, n);
+            sbuf_json_num(&o, n ? mn : 0);
+            sbuf_puts(&o, ",\"mean_s\":");
+            sbuf_json_num(&o, mean);
+            sbuf_puts(&o, ",\"max_s\":");
+            sbuf_json_num(&o, mx);
+            sbuf_puts(&o, ",\"stddev_s\":");
+            sbuf_json_num(&o, sd);
+            sbuf_printf(&o, ",\"slowest_rank\":%d,\"over_median\":", rank);
+            sbuf_json_num(&o, over);
+            sbuf_puts(&o, ",\"per_rank_s\":[");
+            for (size_t i = 0; i < nf; i++) {
+                if (i)
+                    sbuf_putc(&o, ',');
+                sbuf_json_num(&o, rows[j].per_rank[i]);
+            }
+            sbuf_puts(&o, "]}");
+        } else if (csv) {
+            sbuf_csv_str(&o, rows[j].name);
+            sbuf_printf(&o, ",%llu,%zu,%.9f,%.9f,%.9f,%.9f,%d,%.6f\n", (unsigned long long)rows[j].count,
+                        n, n ? mn : 0, mean, mx, sd, rank, over);
+        } else {
+            char a[32], b2[32], c[32], d[32];
+            sx_fmt_dur(a, sizeof a, n ? mn : 0);
+            sx_fmt_dur(b2, sizeof b2, mean);
+            sx_fmt_dur(c, sizeof c, mx);
+            sx_fmt_dur(d, sizeof d, sd);
+            if (md)
+                sbuf_printf(&o, "| %s | %llu | %s | %s | %s | %s | %d | %+.1f%% |\n", rows[j].name,
+                            (unsigned long long)rows[j].count, a, b2, c, d, rank, 100 * over);
+            else
+                sbuf_printf(&o, "%-28.28s %8llu %10s %10s %10s %10s  rank %d (%+.1f%%)\n",
+                            rows[j].name, (unsigned long long)rows[j].count, a, b2, c, d, rank,
+                            100 * over);
+        }
+    }
+    /* per rank: duration, throughput, GPU; and the sum of throughput */
+    if (json)
+        sbuf_puts(&o, "],\"per_rank\":[");
+    else if (!csv)
+        sbuf_printf(&o, "%sper rank:\n", md ? "\n" : "");
+    double units_sum[16] = {0};
+    for (size_t i = 0; i < nf; i++) {
+        const sm_model *m = &r[i].m;
+        double um, peak = gpu_peak(m, &um);
+        const char *host = sm_info(m, "system.hostname") ? sm_info(m, "system.hostname") : m->host;
+        if (json) {
+            sbuf_printf(&o, "%s{\"rank\":%d,\"file\":", i ? "," : "", r[i].rank);
+            sbuf_json_str(&o, r[i].path);
+            sbuf_puts(&o, ",\"host\":");
+            sbuf_json_str(&o, host);
+            sbuf_puts(&o, ",\"duration_s\":");
+            sbuf_json_num(&o, (double)m->duration_ns / 1e9);
+            sbuf_puts(&o, ",\"gpu_memory_peak_mib\":");
+            sbuf_json_num(&o, peak);
+            sbuf_puts(&o, ",\"gpu_util_mean_pct\":");
+            sbuf_json_num(&o, um);
+            sbuf_putc(&o, '}');
+        } else if (!csv) {
+            sbuf_printf(&o, "  rank %d (%s): %.3f s", r[i].rank, host ? host : "?",
+                        (double)m->duration_ns / 1e9);
+            if (peak > 0)
+                sbuf_printf(&o, ", GPU memory peak %.0f MiB, utilization %.1f%%", peak, um);
+        }
+        for (size_t u = 0; u < m->n_rates && u < 16; u++) {
+            double ps = m->rates[u].seconds > 0 ? m->rates[u].units / m->rates[u].seconds : 0;
+            units_sum[u] += ps;
+            if (!json && !csv && ps > 0)
+                sbuf_printf(&o, ", %.2f %s/s", ps, m->rates[u].unit);
+        }
+        if (!json && !csv)
+            sbuf_putc(&o, '\n');
+    }
+    if (json)
+        sbuf_puts(&o, "],\"throughput_sum\":[");
+    for (size_t u = 0; u < r[0].m.n_rates && u < 16; u++) {
+        if (json) {
+            sbuf_printf(&o, "%s{\"unit\":", u ? "," : "");
+            sbuf_json_str(&o, r[0].m.rates[u].unit);
+            sbuf_puts(&o, ",\"per_s\":");
+            sbuf_json_num(&o, units_sum[u]);
+            sbuf_putc(&o, '}');
+        } else if (!csv && units_sum[u] > 0) {
+            sbuf_printf(&o, "throughput summed over ranks: %.2f %s/s\n", units_sum[u],
+                        r[0].m.rates[u].unit);
+        }
+    }
+    if (json) {
+        sbuf_puts(&o, "],\"notes\":[");
+        int first = 1;
+        for (char *line = notes.data; line && *line;) {
+            char *nl = strchr(line, '\n');
+            if (nl)
+                *nl = 0;
+            sbuf_puts(&o, first ? "" : ",");
+            sbuf_json_str(&o, line);
+            first = 0;
+            line = nl ? nl + 1 : NULL;
+        }
+        sbuf_puts(&o, "]}\n");
+    } else if (!csv && notes.len) {
+        sbuf_printf(&o, "%snotes:\n", md ? "\n" : "");
+        for (char *line = notes.data; line && *line;) {
+            char *nl = strchr(line, '\n');
+            if (nl)
+                *nl = 0;
+            sbuf_printf(&o, "  %s\n", line);
+            line = nl ? nl + 1 : NULL;
+        }
+    }
+    int rc = CLI_OK;
+    if (outpath) {
+        FILE *f = fopen(outpath, "w");
+        if (!f || fputs(o.data ? o.data : "", f) < 0 || fclose(f) != 0)
+            rc = cli_fail(CLI_USAGE, "aggregate", "cannot write %s", outpath);
+    } else {
+        fputs(o.data ? o.data : "", stdout);
+    }
+    sbuf_free(&o);
+    sbuf_free(&notes);
+    for (size_t j = 0; j < nr; j++) {
+        free(rows[j].name);
+        free(rows[j].per_rank);
+    }
+    free(rows);
+    for (size_t i = 0; i < nf; i++) {
+        free(r[i].path);
+        sm_free(&r[i].m);
+    }
+    free(r);
+    return rc;
+}

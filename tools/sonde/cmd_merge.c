@@ -1,0 +1,159 @@
+/* cmd_merge.c - `sonde merge`: one Chrome trace of every rank of a job. A process per rank
+ * ("rank N (host)", sorted by rank), all on one time axis: the wall-clock anchor each file took at
+ * its start, tightened by the sonde_sync instants when every rank recorded the same number of
+ * them (the k-th sync of every rank is made to coincide with rank 0's, on average). Ranks are
+ * read one at a time, so memory holds one rank's run at once. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "cli.h"
+#include "export/export.h"
+#include "record/record.h"
+#include "util/fileio.h"
+
+typedef struct rank_file {
+    char *path;
+    int rank;
+    uint64_t start_real_ns;
+    int64_t *syncs; /* the sonde_sync instants, ns from the run's start */
+    size_t n_syncs;
+} rank_file;
+
+static int cmp_rank(const void *a, const void *b)
+{
+    const rank_file *x = a, *y = b;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+static int gz_out(void *ctx, const char *d, size_t n)
+{
+    return gzwrite((gzFile)ctx, d, (unsigned)n) == (int)n ? 0 : -1;
+}
+
+int cmd_merge(int argc, char **argv)
+{
+    static const char *const opts[] = {"-o", NULL};
+    const char *out = NULL;
+    rank_file *rf = NULL;
+    size_t n = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-o")) {
+            if (i + 1 >= argc)
+                return cli_fail(CLI_USAGE, "merge", "-o needs a file name");
+            out = argv[++i];
+            continue;
+        }
+        if (argv[i][0] == '-' && argv[i][1])
+            return cli_bad_option("merge", argv[i], opts);
+        struct stat st;
+        int dir = stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode);
+        DIR *d = dir ? opendir(argv[i]) : NULL;
+        struct dirent *e = NULL;
+        do {
+            char *path = NULL;
+            if (dir) {
+                e = readdir(d);
+                if (!e)
+                    break;
+                size_t l = strlen(e->d_name);
+                if (l < 7 || strcmp(e->d_name + l - 6, ".sonde") || strstr(e->d_name, ".pid"))
+                    continue;
+                if (asprintf(&path, "%s/%s", argv[i], e->d_name) < 0)
+                    path = NULL;
+            } else {
+                path = strdup(argv[i]);
+            }
+            rank_file *g = path ? realloc(rf, (n + 1) * sizeof *rf) : NULL;
+            if (!g)
+                return cli_fail(CLI_USAGE, "merge", "out of memory");
+            rf = g;
+            memset(&rf[n], 0, sizeof rf[n]);
+            rf[n++].path = path;
+        } while (dir);
+        if (d)
+            closedir(d);
+    }
+    if (!out || !n) {
+        if (!out && n)
+            return cli_fail(CLI_USAGE, "merge", "-o merged.trace.json.gz is needed");
+        return cli_usage(cli_find("merge"), 1);
+    }
+    /* First pass: each rank's number, start and sync instants (one model at a time). */
+    for (size_t i = 0; i < n; i++) {
+        sm_model m;
+        if (sm_read_file(rf[i].path, &m) != 0)
+            return cli_fail(CLI_USAGE, "merge", "%s", sonde_last_error());
+        rf[i].rank = m.rank >= 0 ? m.rank : (int)i;
+        rf[i].start_real_ns = m.start_real_ns;
+        rf[i].syncs = malloc((m.n_instants ? m.n_instants : 1) * sizeof *rf[i].syncs);
+        for (size_t k = 0; rf[i].syncs && k < m.n_instants; k++)
+            if (!strcmp(sm_str(&m, m.instants[k].name), "sonde.sync"))
+                rf[i].syncs[rf[i].n_syncs++] = m.instants[k].t_ns;
+        sm_free(&m);
+    }
+    qsort(rf, n, sizeof *rf, cmp_rank);
+    uint64_t base = rf[0].start_real_ns;
+    for (size_t i = 1; i < n; i++)
+        if (rf[i].start_real_ns < base)
+            base = rf[i].start_real_ns;
+    /* shifts: wall clock first; then, when every rank has the same syncs, rank 0's syncs */
+    int64_t *shift = calloc(n, sizeof *shift);
+    if (!shift)
+        return cli_fail(CLI_USAGE, "merge", "out of memory");
+    for (size_t i = 0; i < n; i++)
+        shift[i] = (int64_t)(rf[i].start_real_ns - base);
+    int synced = n > 1 && rf[0].n_syncs > 0;
+    for (size_t i = 1; i < n; i++)
+        synced &= rf[i].n_syncs == rf[0].n_syncs;
+    if (synced)
+        for (size_t i = 1; i < n; i++) {
+            double d = 0;
+            for (size_t k = 0; k < rf[0].n_syncs; k++)
+                d += (double)(rf[0].syncs[k] + shift[0]) - (double)(rf[i].syncs[k] + shift[i]);
+            shift[i] += (int64_t)(d / (double)rf[0].n_syncs);
+        }
+    /* Second pass: write each rank's part. */
+    afile af;
+    if (afile_open(&af, out) != 0)
+        return cli_fail(CLI_USAGE, "merge", "cannot create %s: %s", out, strerror(errno));
+    int fd2 = dup(af.fd);
+    gzFile gz = fd2 >= 0 ? gzdopen(fd2, "wb1") : NULL;
+    int rc = gz ? 0 : -1;
+    for (size_t i = 0; i < n && !rc; i++) {
+        sm_model m;
+        if (sm_read_file(rf[i].path, &m) != 0) {
+            rc = cli_fail(CLI_USAGE, "merge", "%s", sonde_last_error());
+            break;
+        }
+        char label[512];
+        const char *host = sm_info(&m, "system.hostname") ? sm_info(&m, "system.hostname") : m.host;
+        snprintf(label, sizeof label, "rank %d (%s)", rf[i].rank, host ? host : "?");
+        sx_trace_opts o = {INT64_MIN, INT64_MAX, shift[i], rf[i].rank + 1, label, rf[i].rank,
+                           i == 0, i == n - 1, i > 0};
+        if (sx_trace_part(&m, &o, gz_out, gz) != 0)
+            rc = cli_fail(CLI_USAGE, "merge", "cannot write %s", out);
+        sm_free(&m);
+    }
+    if (gz && gzclose(gz) != Z_OK && !rc)
+        rc = cli_fail(CLI_USAGE, "merge", "cannot write %s", out);
+    if (rc)
+        afile_abort(&af);
+    else if (afile_commit(&af, 0) != 0)
+        rc = cli_fail(CLI_USAGE, "merge", "cannot write %s: %s", out, strerror(errno));
+    if (!rc)
+        printf("%s: %zu rank(s)%s\n", out, n, synced ? ", aligned on sonde_sync" : ", aligned on wall clocks");
+    for (size_t i = 0; i < n; i++) {
+        free(rf[i].path);
+        free(rf[i].syncs);
+    }
+    free(rf);
+    free(shift);
+    return rc ? CLI_USAGE : CLI_OK;
+}
