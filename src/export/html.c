@@ -274,7 +274,8 @@ static const char g_style[] =
     ".facts td{text-align:left}li{margin-bottom:8px}.ev{color:#555}.adv{color:#333}"
     ".stage{font-size:12px}";
 
-/* Sorts the statistics table by the clicked column (numbers by data-v). */
+/* Sorts the statistics table by the clicked column (numbers by data-v); marks the page ready
+ * once the whole document has been parsed and the script has run. */
 static const char g_script[] =
     "document.querySelectorAll('table.sortable th').forEach(function(th,col){"
     "th.addEventListener('click',function(){var tb=th.closest('table').tBodies[0];"
@@ -283,7 +284,8 @@ static const char g_script[] =
     "rows.sort(function(a,b){var x=a.cells[col],y=b.cells[col];"
     "if(num)return dir*(parseFloat(y.dataset.v)-parseFloat(x.dataset.v));"
     "return dir*x.textContent.localeCompare(y.textContent);});"
-    "rows.forEach(function(r){tb.appendChild(r);});});});";
+    "rows.forEach(function(r){tb.appendChild(r);});});});"
+    "document.body.setAttribute('data-ready','1');";
 
 int sx_html(const sm_model *m, sbuf *b)
 {

@@ -227,8 +227,8 @@ html)
                 --disable-background-networking --disable-component-update --disable-sync \
                 --user-data-dir="$work/profile$attempt" --enable-logging=stderr --v=0 \
                 --virtual-time-budget=2000 --dump-dom "file://$1" > "$2" 2> "$2.log" || true
-            grep -q "</html>" "$2" && return 0
-            echo "chromium attempt $attempt rendered nothing: $(tail -3 "$2.log")"
+            grep -q 'data-ready="1"' "$2" && return 0   # parsed to the end, script ran
+            echo "chromium attempt $attempt did not finish the page: $(tail -3 "$2.log")"
         done
     }
     browse "$work/sonde-out/pipeline.html" dom.html
@@ -242,12 +242,12 @@ html)
 import json, re, sys
 dom, dom2 = open(sys.argv[1]).read(), open(sys.argv[2]).read()
 r = json.load(open(sys.argv[3]))
-assert dom.strip(), "the browser rendered nothing"
+assert 'data-ready="1"' in dom and 'data-ready="1"' in dom2, "the page's script did not run"
 for id_ in ["cards", "recommendations", "stage-chart", "timeline-svg", "step-chart", "stats-table", "system-table", "config-table"]:
     assert 'id="%s"' % id_ in dom, "missing #" + id_
 timeline = dom[dom.index('id="timeline-svg"'):]
 timeline = timeline[:timeline.index("</svg>")]
-assert timeline.count("<rect") == r["summary"]["sections"], (timeline.count("<rect"), r["summary"]["sections"])
+assert timeline.count("<rect") == r["summary"]["sections"], ("timeline rects", timeline.count("<rect"), "sections", r["summary"]["sections"], dom[:300])
 table = dom[dom.index('id="stats-table"'):]
 table = table[:table.index("</table>")]
 rows = re.findall(r"<tr><td>([^<]*)</td>", table)
