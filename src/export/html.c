@@ -394,7 +394,20 @@ int sx_html(const sm_model *m, sbuf *b)
         esc(b, an.bottlenecks[i].what);
         sbuf_puts(b, "</li>\n");
     }
-    sbuf_puts(b, "</ul>\n<h2 id=\"stages\">Stages</h2>\n");
+    sbuf_puts(b, "</ul>\n");
+    if (m->n_sessions) {
+        sbuf_puts(b, "<h2 id=\"sessions\">Sessions</h2>\n<table id=\"sessions-table\" "
+                     "class=\"facts\"><tbody>\n");
+        for (size_t i = 0; i < m->n_sessions; i++) {
+            const sm_session *s = &m->sessions[i];
+            sx_fmt_dur(d, sizeof d, (double)(s->end_ns - s->start_ns) / 1e9);
+            sbuf_puts(b, "<tr><th>");
+            esc(b, sm_str(m, s->name));
+            sbuf_printf(b, "</th><td>%s from %.3f s</td></tr>\n", d, (double)s->start_ns / 1e9);
+        }
+        sbuf_puts(b, "</tbody></table>\n");
+    }
+    sbuf_puts(b, "<h2 id=\"stages\">Stages</h2>\n");
     /* stage chart: top-level sections by total time */
     size_t ns = 0;
     for (size_t i = 0; i < m->n_stats; i++)
