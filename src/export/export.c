@@ -59,7 +59,13 @@ static int write_trace_gz(const sm_model *m, const char *path)
 
 int sx_write_trace_range(const sm_model *m, const char *path, int64_t t0, int64_t t1)
 {
-    if (write_trace_gz_range(m, path, t0, t1) != 0)
+    xfsz_guard g;
+    xfsz_block(&g);
+    int rc = write_trace_gz_range(m, path, t0, t1);
+    int e = errno;
+    xfsz_restore(&g);
+    errno = e;
+    if (rc != 0)
         return sonde__fail(SONDE_EIO, "cannot write %s: %s", path, strerror(errno));
     return 0;
 }
@@ -103,7 +109,18 @@ static int write_one(const sm_model *m, const char *path, size_t f)
     return 0;
 }
 
+static int write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats);
+
 int sx_write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats)
+{
+    xfsz_guard g; /* a file-size limit makes a report fail, never the host */
+    xfsz_block(&g);
+    int rc = write_formats(m, dir, name, formats);
+    xfsz_restore(&g);
+    return rc;
+}
+
+static int write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats)
 {
     int rc = 0;
     if (formats && mkdir_p(dir) != 0)
@@ -131,7 +148,18 @@ static int ends_with(const char *s, const char *suf)
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+static int write_path(const sm_model *m, const char *path);
+
 int sx_write_path(const sm_model *m, const char *path)
+{
+    xfsz_guard g;
+    xfsz_block(&g);
+    int rc = write_path(m, path);
+    xfsz_restore(&g);
+    return rc;
+}
+
+static int write_path(const sm_model *m, const char *path)
 {
     /* Longest extensions first, so x.instances.csv is not taken for x.csv. */
     static const size_t order[] = {4, 2, 5, 0, 1, 3, 6};

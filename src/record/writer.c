@@ -73,9 +73,14 @@ static int write_record_raw(sonde_profiler *p, unsigned type, const uint8_t *pay
     struct iovec iov[2] = {{hdr, sizeof hdr}, {(void *)payload, len}};
     size_t total = sizeof hdr + len;
     ssize_t w;
+    xfsz_guard g;
+    xfsz_block(&g);
     do
         w = writev(p->fd, iov, 2);
     while (w < 0 && errno == EINTR);
+    int e = errno;
+    xfsz_restore(&g);
+    errno = e;
     if (w < 0) {
         mark_failed(p);
         return -1;
@@ -83,10 +88,14 @@ static int write_record_raw(sonde_profiler *p, unsigned type, const uint8_t *pay
     if ((size_t)w < total) {
         /* A short write (disk nearly full): finish it, or leave a torn record the reader stops at. */
         size_t done = (size_t)w;
+        xfsz_block(&g);
         int rc = done < sizeof hdr ? write_all(p->fd, hdr + done, sizeof hdr - done) : 0;
         size_t pdone = done > sizeof hdr ? done - sizeof hdr : 0;
         if (!rc)
             rc = write_all(p->fd, payload + pdone, len - pdone);
+        e = errno;
+        xfsz_restore(&g);
+        errno = e;
         if (rc) {
             mark_failed(p);
             return -1;

@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,28 @@ int mkdir_p(const char *dir)
         return -1;
     }
     return 0;
+}
+
+void xfsz_block(xfsz_guard *g)
+{
+    sigset_t s, pend;
+    sigemptyset(&s);
+    sigaddset(&s, SIGXFSZ);
+    pthread_sigmask(SIG_BLOCK, &s, &g->old);
+    g->was_pending = sigpending(&pend) == 0 && sigismember(&pend, SIGXFSZ);
+}
+
+void xfsz_restore(xfsz_guard *g)
+{
+    sigset_t s, pend;
+    if (!g->was_pending && sigpending(&pend) == 0 && sigismember(&pend, SIGXFSZ)) {
+        sigemptyset(&s);
+        sigaddset(&s, SIGXFSZ);
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&s, NULL, &zero) < 0 && errno == EINTR) {
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }
 
 int write_all(int fd, const void *p, size_t n)

@@ -31,6 +31,17 @@ void afile_abort(afile *af);
 /* Writes a whole buffer to path through afile. 0, or -1 with errno set. */
 int write_file_atomic(const char *path, const void *data, size_t n);
 
+/* sonde's own writes must not bring SIGXFSZ (a file-size limit) down on the host: around them
+ * the signal is blocked in the calling thread, and one that they raised is taken off again, so
+ * the write fails with EFBIG instead. A SIGXFSZ pending before is left for the host. */
+#include <signal.h>
+typedef struct xfsz_guard {
+    sigset_t old;
+    int was_pending;
+} xfsz_guard;
+void xfsz_block(xfsz_guard *g);
+void xfsz_restore(xfsz_guard *g);
+
 /* Joins dir and name with one '/'; malloc'ed, NULL when out of memory. */
 char *path_join(const char *dir, const char *name);
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh - end-to-end tests: the real binaries on real files. Usage: run.sh TEST BUILD_DIR SRC_DIR
-#   demo | crash | config | cli | html | ranks | cxx | compiled_out | install
+#   demo | crash | config | cli | html | ranks | limits | cxx | compiled_out | install
 set -euo pipefail
 test=$1 build=$(cd "$2" && pwd) src=$(cd "$3" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/sonde-e2e-XXXXXX")
@@ -354,6 +354,52 @@ PY
         echo "MPI part skipped: Open MPI is not installed (scripts/setup.sh test installs it)"
         [ -z "${CI:-}" ] || fail "CI must run the MPI part"
     fi
+    ;;
+limits)
+    cd "$work"
+    # a file-size limit: sonde's writes get EFBIG, the host runs to its own end (exit 7)
+    set +e; "$build/tests/limits" fsize out > fsize.txt 2> fsize.err; st=$?; set -e
+    [ $st = 7 ] || fail "RLIMIT_FSIZE: the host exited $st (153 would be SIGXFSZ), expected 7: $(cat fsize.err)"
+    grep -q "destroy: input/output error" fsize.txt || fail "RLIMIT_FSIZE: no error reported: $(cat fsize.txt)"
+    grep -q "writing out/fsize.sonde failed" fsize.err || fail "RLIMIT_FSIZE: no one-line message: $(cat fsize.err)"
+    "$build/tests/readback" out/fsize.sonde fsize.json
+    python3 -c 'import json; r = json.load(open("fsize.json")); n = r["summary"]["sections"]; assert n > 10000, n; print("RLIMIT_FSIZE: %d sections readable from the truncated file" % n)'
+    # 100 million edges through 64 MiB of buffers: RSS stays under the buffers plus 40 MiB
+    "$build/tests/limits" bound out > bound.txt
+    python3 - bound.txt <<'PY'
+import sys
+w = open(sys.argv[1]).read().split()
+rss_mib = int(w[1]) / 1024
+assert rss_mib < 64 + 40, rss_mib
+print("100 M edges: peak RSS %.1f MiB with 64 MiB of buffers" % rss_mib)
+PY
+    # 10,000 short-lived threads: every section kept, memory flat
+    "$build/tests/limits" churn out > churn.txt
+    python3 - churn.txt <<'PY'
+import sys
+w = open(sys.argv[1]).read().split()
+early, late, sections, dropped = int(w[1]), int(w[3]), int(w[5]), int(w[7])
+assert sections == 30000 and dropped == 0, (sections, dropped)
+assert late - early < 8 * 1024, (early, late)   # KiB
+print("10,000 threads: %d sections, RSS %d -> %d KiB" % (sections, early, late))
+PY
+    # SIGKILL: everything older than the flush interval (1 s, plus 0.5 s of margin) is on disk
+    "$build/tests/limits" kill out > kill.txt &
+    kpid=$!
+    sleep 3
+    killed=$(date +%s%N)
+    kill -KILL $kpid
+    wait $kpid 2>/dev/null || true
+    "$build/tests/readback" out/kill.sonde kill.json
+    python3 - kill.txt kill.json $killed <<'PY'
+import json, sys
+killed = int(sys.argv[3])
+before = [int(l.split()[1]) for l in open(sys.argv[1]) if l.strip() and int(l.split()[0]) <= killed - 1500000000]
+r = json.load(open(sys.argv[2]))
+n = r["summary"]["sections"]
+assert before and n >= before[-1], (n, before[-1:])
+print("SIGKILL: %d sections on disk, %d were done 1.5 s before the kill" % (n, before[-1]))
+PY
     ;;
 cxx)
     "$build/tests/cxx_scope" "$work"
