@@ -248,33 +248,12 @@ int sonde_config_load_file(sonde_config *cfg, const char *path)
     if (!cfg || !path)
         return sonde__fail(SONDE_EINVAL, "sonde_config_load_file: %s is NULL",
                            !cfg ? "cfg" : "path");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return sonde__fail(errno == ENOENT ? SONDE_ENOTFOUND : SONDE_EIO, "%s: %s", path,
-                           strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (off_t)MAX_FILE) {
-        close(fd);
-        return sonde__fail(SONDE_EIO, "%s: not a regular file of at most 16 MiB", path);
-    }
-    size_t n = (size_t)st.st_size;
-    char *buf = malloc(n + 1);
-    if (!buf) {
-        close(fd);
-        return sonde__fail(SONDE_ENOMEM, "%s: out of memory", path);
-    }
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    close(fd);
-    buf[got] = 0;
-    int rc = sonde__config_load_mem(cfg, buf, got, path);
+    char *buf;
+    size_t got;
+    int rc = sonde__read_input(path, MAX_FILE, &buf, &got);
+    if (rc)
+        return rc;
+    rc = sonde__config_load_mem(cfg, buf, got, path);
     free(buf);
     return rc;
 }

@@ -449,32 +449,12 @@ done:
 int sm_read_file(const char *path, sm_model *m)
 {
     memset(m, 0, sizeof *m);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return sonde__fail(errno == ENOENT ? SONDE_ENOTFOUND : SONDE_EIO, "%s: %s", path,
-                           strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return sonde__fail(SONDE_EIO, "%s: not a regular file", path);
-    }
-    size_t n = (size_t)st.st_size;
-    uint8_t *buf = malloc(n ? n : 1);
-    if (!buf) {
-        close(fd);
-        return sonde__fail(SONDE_ENOMEM, "%s: out of memory for %zu bytes", path, n);
-    }
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    close(fd);
-    int rc = sm_read_mem(buf, got, path, m);
+    char *buf;
+    size_t got;
+    int rc = sonde__read_input(path, SIZE_MAX - 1, &buf, &got);
+    if (rc)
+        return rc;
+    rc = sm_read_mem((const uint8_t *)buf, got, path, m);
     free(buf);
     if (!rc) {
         m->path = strdup(path);

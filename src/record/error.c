@@ -1,8 +1,11 @@
 /* error.c - error codes, their names and the per-thread last-error message. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "../util/fileio.h"
 #include "record.h"
 
 static _Thread_local char last_error[512];
@@ -46,4 +49,22 @@ int sonde__fail(int err, const char *fmt, ...)
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
     return err;
+}
+
+int sonde__read_input(const char *path, size_t max, char **out, size_t *len)
+{
+    if (read_file_all(path, max, out, len) == 0)
+        return 0;
+    switch (errno) {
+    case ENOENT:
+        return sonde__fail(SONDE_ENOTFOUND, "%s: %s", path, strerror(ENOENT));
+    case ENOMEM:
+        return sonde__fail(SONDE_ENOMEM, "%s: out of memory", path);
+    case EINVAL:
+        return sonde__fail(SONDE_EIO, "%s: not a regular file", path);
+    case EFBIG:
+        return sonde__fail(SONDE_EIO, "%s: larger than %zu bytes", path, max);
+    default:
+        return sonde__fail(SONDE_EIO, "%s: %s", path, strerror(errno));
+    }
 }

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <time.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,4 +188,50 @@ int write_file_atomic(const char *path, const void *data, size_t n)
         return -1;
     }
     return afile_commit(&af, 0);
+}
+
+int read_file_all(const char *path, size_t max, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    int err = 0;
+    if (fstat(fd, &st) != 0)
+        err = errno;
+    else if (!S_ISREG(st.st_mode))
+        err = EINVAL;
+    else if ((uintmax_t)st.st_size > (uintmax_t)max)
+        err = EFBIG;
+    char *buf = err ? NULL : malloc((size_t)st.st_size + 1);
+    if (!err && !buf)
+        err = ENOMEM;
+    if (err) {
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            err = errno;
+            close(fd);
+            free(buf);
+            errno = err;
+            return -1;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[got] = 0;
+    *out = buf;
+    *len = got;
+    return 0;
 }

@@ -42,6 +42,11 @@ typedef struct xfsz_guard {
 void xfsz_block(xfsz_guard *g);
 void xfsz_restore(xfsz_guard *g);
 
+/* Reads the whole regular file at path into a malloc'ed buffer with a NUL after its *len bytes.
+ * 0, or -1 with errno set: open's errno, EINVAL when path is not a regular file, EFBIG when it
+ * holds more than max bytes, ENOMEM. */
+int read_file_all(const char *path, size_t max, char **out, size_t *len);
+
 /* Joins dir and name with one '/'; malloc'ed, NULL when out of memory. */
 char *path_join(const char *dir, const char *name);
 

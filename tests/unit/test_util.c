@@ -4,6 +4,8 @@
 #include "util/fileio.h"
 #include "util/strmap.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -113,12 +115,37 @@ static void atomic_file_and_dirs(void **state)
     tu_rmrf(dir);
 }
 
+static void read_whole_file(void **state)
+{
+    (void)state;
+    char dir[256], path[512];
+    tu_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/in.yaml", dir);
+    assert_int_equal(write_file_atomic(path, "key: 1\n", 7), 0);
+    char *buf = NULL;
+    size_t n = 0;
+    assert_int_equal(read_file_all(path, 7, &buf, &n), 0);
+    assert_int_equal((int)n, 7);
+    assert_string_equal(buf, "key: 1\n"); /* NUL-terminated for text parsers */
+    free(buf);
+    errno = 0;
+    assert_int_equal(read_file_all(path, 6, &buf, &n), -1);
+    assert_int_equal(errno, EFBIG);
+    assert_null(buf);
+    assert_int_equal(read_file_all(dir, 1 << 20, &buf, &n), -1);
+    assert_int_equal(errno, EINVAL);
+    snprintf(path, sizeof path, "%s/missing", dir);
+    assert_int_equal(read_file_all(path, 1 << 20, &buf, &n), -1);
+    assert_int_equal(errno, ENOENT);
+    tu_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(varint_round_trip), cmocka_unit_test(json_escaping),
         cmocka_unit_test(csv_and_numbers), cmocka_unit_test(strmap_basics),
-        cmocka_unit_test(atomic_file_and_dirs),
+        cmocka_unit_test(atomic_file_and_dirs), cmocka_unit_test(read_whole_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
