@@ -1187,7 +1187,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         goto out;
     if (b.unmatched_ends &&
         fmt_warning(&b, "%llu section end(s) had no matching begin in the file (begins dropped "
-                        "or discarded by sonde_clear)", (unsigned long long)b.unmatched_ends))
+                        "or discarded by sonde_clear, or recorded before a fork())", (unsigned long long)b.unmatched_ends))
         goto out;
     if (b.unterminated &&
         fmt_warning(&b, "%llu section(s) had not ended when the recording stopped; they are "

@@ -92,6 +92,8 @@ static int ensure_room(sonde_profiler *p, sonde_tbuf *tb, unsigned n)
 {
     if (tb->hot.cur && tb->hot.cur + n <= tb->hot.end)
         return 0;
+    if (SONDE__UNLIKELY(atomic_load_explicit(&p->child_pending, memory_order_relaxed)))
+        sonde__child_start(p); /* the first record of a forked child */
     retire_chunk(p, tb);
     uint32_t idx = sonde__chunk_pop(p);
     if (idx == SONDE_NO_CHUNK) {
@@ -572,7 +574,7 @@ static int finalize(sonde_profiler *p)
         pthread_mutex_unlock(&p->step_lock);
     }
     __atomic_store_n(&p->hot.recording, 0, __ATOMIC_RELAXED);
-    if (p->fd < 0)
+    if (p->fd < 0 && !atomic_load(&p->child_pending))
         return atomic_load(&p->status) ? SONDE_EIO : 0;
     for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next)) {
         if (atomic_load(&tb->state) != TB_LIVE || tb->hot.depth <= 0)
@@ -604,6 +606,8 @@ static int finalize(sonde_profiler *p)
     sonde__writer_stop(p);
     if (sonde__writer_close(p) != 0 && !rc)
         rc = SONDE_EIO;
+    if (atomic_load(&p->child_pending))
+        return rc; /* a forked child that recorded nothing has no file and no reports */
     if ((p->cfg.formats || p->cfg.print_summary) && sonde__write_reports(p, NULL) != 0 && !rc)
         rc = SONDE_EIO;
     return rc;

@@ -46,6 +46,8 @@ uint32_t sonde__intern(const char *name);
 uint32_t sonde__site_count(void);
 /* The record of an id below sonde__site_count(); never NULL there. Async-signal-safe. */
 const sonde_site_rec *sonde__site_get(uint32_t id);
+/* Takes (lock=1) or releases the table's lock: held across fork() (fork.c). */
+void sonde__sites_lock(int lock);
 
 /* ---- per-thread buffers and chunks ---- */
 enum { CHUNK_FREE = 0, CHUNK_ACTIVE = 1, CHUNK_FULL = 2 };
@@ -147,6 +149,12 @@ struct sonde_profiler {
     int n_warnings;
     _Atomic int finalized;
     int registry_slot;
+    /* a forked child's copy (fork.c): its file is not created until it records */
+    _Atomic int child_pending;
+    int child_started;             /* its name and writer thread are set up (under lock) */
+    int child_sampler;             /* the parent sampled: the child's file starts a sampler */
+    uint64_t start_tick;           /* the run's start when not the file's creation (the fork), */
+    uint64_t start_mono_ns, start_real_ns; /* with the clocks read at the same moment */
 };
 
 /* ---- profiler.c ---- */
@@ -182,6 +190,18 @@ void sonde__signal_flush(sonde_profiler *p);
 uint32_t sonde__chunk_pop(sonde_profiler *p);
 void sonde__chunk_push(sonde_profiler *p, uint32_t idx);
 
+/* ---- fork.c ---- */
+/* pthread_atfork handlers: sonde's locks are held across fork(), and in the child every
+ * recording profiler starts over as NAME-pidN. Installed once, with the first profiler. */
+void sonde__atfork_install(void);
+/* In a forked child whose file is not created yet: creates it once events were recorded.
+ * 0 when the file is open (or p is not such a child), -1 when still pending or on error.
+ * Caller holds p->wlock. */
+int sonde__child_open(sonde_profiler *p);
+/* In a forked child, on its first record: names it NAME-pidN and starts its writer thread
+ * (not in the fork handler itself, where allocators and thread libraries may hold locks). */
+void sonde__child_start(sonde_profiler *p);
+
 /* ---- rank.c ---- */
 /* Fills rank, world_size and local_rank left at -1 from the launcher's environment. */
 void sonde__detect_rank(sonde_config *c);
@@ -191,6 +211,9 @@ void sonde__detect_rank(sonde_config *c);
 int sonde__sampler_start(sonde_profiler *p);
 /* Stops and joins it (promptly: it waits on a semaphore, not a sleep); idempotent. */
 void sonde__sampler_stop(sonde_profiler *p);
+/* Frees the sampler's state without joining its thread (in a forked child, where the thread did
+ * not come across); idempotent. */
+void sonde__sampler_forget(sonde_profiler *p);
 
 /* ---- signal.c: the process-wide registry of live profilers ---- */
 int sonde__registry_add(sonde_profiler *p);

@@ -396,8 +396,15 @@ void sonde__sampler_stop(sonde_profiler *p)
     atomic_store(&p->sampler_stop, 1);
     sem_post(&p->sampler_wake);
     pthread_join(p->sampler, NULL);
+    sonde__sampler_forget(p);
+}
+
+void sonde__sampler_forget(sonde_profiler *p)
+{
     p->sampler_started = 0;
     sampler *s = p->sampler_state;
+    if (!s)
+        return;
     procfs_close(s->procfs);
     procfs_close(s->snap_procfs);
     nvml_close(s->nvml);

@@ -20,6 +20,7 @@ static const int g_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTER
 static struct sigaction g_old[NSIG_HANDLED];
 static int g_installed;
 static int g_atexit;
+static int g_atfork;
 static _Atomic int g_in_handler;
 
 static int sig_index(int sig)
@@ -105,6 +106,10 @@ int sonde__registry_add(sonde_profiler *p)
     }
     if (!g_atexit && atexit(at_exit) == 0)
         g_atexit = 1;
+    if (!g_atfork) {
+        sonde__atfork_install();
+        g_atfork = 1;
+    }
     for (int i = 0; i < REGISTRY_SLOTS; i++) {
         if (!atomic_load(&sonde__registry[i])) {
             atomic_store(&sonde__registry[i], p);

@@ -167,3 +167,11 @@ out:
     pthread_mutex_unlock(&g_lock);
     return id;
 }
+
+void sonde__sites_lock(int lock)
+{
+    if (lock)
+        pthread_mutex_lock(&g_lock);
+    else
+        pthread_mutex_unlock(&g_lock);
+}

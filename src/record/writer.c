@@ -127,13 +127,27 @@ static size_t put_str(uint8_t *out, const char *s)
     return k + n;
 }
 
-static int write_anchor(sonde_profiler *p)
+static int write_anchor_at(sonde_profiler *p, uint64_t tick, uint64_t mono, uint64_t real)
 {
     uint8_t buf[32];
-    size_t n = varint_put(buf, sonde__ticks());
-    n += varint_put(buf + n, sonde__mono_ns());
-    n += varint_put(buf + n, sonde__real_ns());
+    size_t n = varint_put(buf, tick);
+    n += varint_put(buf + n, mono);
+    n += varint_put(buf + n, real);
     return write_record_raw(p, SONDE_R_ANCHOR, buf, n);
+}
+
+static int write_anchor(sonde_profiler *p)
+{
+    return write_anchor_at(p, sonde__ticks(), sonde__mono_ns(), sonde__real_ns());
+}
+
+/* The file's first anchor: now, or the run's start when that came before the file (a forked
+ * child's run starts at the fork; the reader keeps nothing older than the first anchor). */
+static int write_first_anchor(sonde_profiler *p)
+{
+    if (!p->start_tick)
+        return write_anchor(p);
+    return write_anchor_at(p, p->start_tick, p->start_mono_ns, p->start_real_ns);
 }
 
 /* Writes the sites registered since the last call. Async-signal-safe. */
@@ -283,6 +297,8 @@ static uint32_t committed(sonde_profiler *p, sonde_chunk *c)
 
 void sonde__writer_pass(sonde_profiler *p, int flush_active)
 {
+    if (sonde__child_open(p) != 0)
+        return; /* a forked child that has recorded nothing yet */
     write_sites(p, p->enc);
     write_threads(p, p->enc, 1);
     for (uint32_t i = 0; i < p->n_chunks; i++) {
@@ -361,7 +377,8 @@ static int write_info(sonde_profiler *p)
     k += put_kv(b + k, "clock", ck->use_tsc ? "tsc" : "monotonic");
     snprintf(num, sizeof num, "%.3f", ck->ticks_per_s);
     k += put_kv(b + k, "ticks_per_s", num);
-    snprintf(num, sizeof num, "%llu", (unsigned long long)sonde__ticks());
+    snprintf(num, sizeof num, "%llu",
+             (unsigned long long)(p->start_tick ? p->start_tick : sonde__ticks()));
     k += put_kv(b + k, "start_tick", num);
     k += put_kv(b + k, "unit", p->unit);
     snprintf(num, sizeof num, "%.6g", p->cfg.peak_flops);
@@ -429,7 +446,7 @@ int sonde__writer_open(sonde_profiler *p)
         memcpy(hdr, SONDE_FILE_MAGIC, SONDE_FILE_MAGIC_LEN);
         sonde_put_u32le(hdr + 8, SONDE_FILE_VERSION);
         sonde_put_u32le(hdr + 12, 0);
-        if (write_all(fd, hdr, sizeof hdr) != 0 || write_info(p) != 0 || write_anchor(p) != 0) {
+        if (write_all(fd, hdr, sizeof hdr) != 0 || write_info(p) != 0 || write_first_anchor(p) != 0) {
             snprintf(msg, sizeof msg, "cannot write %s: %s; profiling is off", path,
                      strerror(errno));
             close(fd);
@@ -506,9 +523,12 @@ static size_t put_stat(uint8_t *out, const char *k, uint64_t v)
 
 int sonde__writer_close(sonde_profiler *p)
 {
-    if (p->fd < 0)
-        return 0;
     pthread_mutex_lock(&p->wlock);
+    sonde__child_open(p);
+    if (p->fd < 0) {
+        pthread_mutex_unlock(&p->wlock);
+        return 0;
+    }
     /* Retire what every thread still holds, so its chunk is written whole. */
     sonde__writer_pass(p, 1);
     uint64_t dropped = atomic_load(&p->dropped_io), threads = 0;

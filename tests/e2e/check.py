@@ -140,6 +140,11 @@ def main(argv):
             expect(r["run"]["clean_end"] is False, "an unclean end is reported")
             expect(any("did not end cleanly" in w for w in r["warnings"]), "a warning says so")
         print("%s: %d x %s OK" % (argv[2], got, argv[3]))
+    elif cmd == "absent":
+        r = load_json(argv[2])
+        expect(all(s["name"] != argv[3] for s in r["sections"]),
+               "%s: section %s should not be in the report" % (argv[2], argv[3]))
+        print("%s: no %s OK" % (argv[2], argv[3]))
     elif cmd == "trace":
         ev = check_trace(argv[2])
         print("trace OK: %d events" % len(ev))

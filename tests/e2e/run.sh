@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh - end-to-end tests: the real binaries on real files. Usage: run.sh TEST BUILD_DIR SRC_DIR
-#   demo | crash | config | cli | html | ranks | limits | cxx | compiled_out | install
+#   demo | crash | config | cli | html | ranks | limits | fork | cxx | compiled_out | install
 set -euo pipefail
 test=$1 build=$(cd "$2" && pwd) src=$(cd "$3" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/sonde-e2e-XXXXXX")
@@ -354,6 +354,21 @@ PY
         echo "MPI part skipped: Open MPI is not installed (scripts/setup.sh test installs it)"
         [ -z "${CI:-}" ] || fail "CI must run the MPI part"
     fi
+    ;;
+fork)
+    cd "$work"
+    # 10 children forked while 4 threads record: none hangs, each keeps profiling into its own
+    # fork-pidN.json, and a child that execs or _exits leaves no file
+    "$build/tests/forky" out 10 > pids.txt || fail "forky failed"
+    [ "$(wc -l < pids.txt)" = 10 ] || fail "expected 10 child pids: $(cat pids.txt)"
+    while read -r pid; do
+        check count "out/fork-pid$pid.json" child_work 100
+        check absent "out/fork-pid$pid.json" background
+    done < pids.txt
+    n=$(ls out/*.sonde | wc -l)
+    [ "$n" = 11 ] || fail "expected the parent's file and 10 children's, found: $(ls out)"
+    check count out/fork.json outer 1
+    check absent out/fork.json child_work
     ;;
 limits)
     cd "$work"

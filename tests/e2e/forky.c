@@ -1,0 +1,101 @@
+/* forky.c - a profiled host that forks while 4 other threads record. Usage: forky DIR FORKS
+ * Each of FORKS children keeps profiling: it ends the section open at the fork, records 100
+ * "child_work" sections and exits, leaving DIR/fork-pidN.json. Then one child execs /bin/true
+ * and one _exits without recording: neither may leave a file. A child that has not exited
+ * after 20 s is a deadlock: it is killed and the test fails. Prints each child's pid. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sonde/sonde.h>
+
+static sonde_profiler *g_p;
+static atomic_int g_stop;
+
+static void *background(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&g_stop)) {
+        {
+            SONDE_SCOPE(g_p, "background");
+        }
+        struct timespec ts = {0, 20000}; /* busy enough to be mid-record at a fork */
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+/* 0 when the child exited with status 0 within 20 s. */
+static int reap(pid_t pid, const char *what)
+{
+    for (int i = 0; i < 2000; i++) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+                return 0;
+            fprintf(stderr, "forky: %s child %d ended with status %d\n", what, (int)pid, st);
+            return 1;
+        }
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    fprintf(stderr, "forky: %s child %d hung (deadlock after fork)\n", what, (int)pid);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3)
+        return 2;
+    sonde_config c = sonde_config_default();
+    c.name = "fork";
+    c.output_dir = argv[1];
+    c.formats = SONDE_FORMAT_JSON;
+    c.collect_gpu = 0;
+    g_p = sonde_create(&c);
+    if (!g_p)
+        return 3;
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&th[i], NULL, background, NULL);
+    int failed = 0, forks = atoi(argv[2]);
+    sonde_begin(g_p, "outer");
+    for (int i = 0; i < forks + 2; i++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0)
+            return 4;
+        if (pid == 0) {
+            if (i == forks)
+                execl("/bin/true", "true", (char *)NULL);
+            if (i >= forks)
+                _exit(0);
+            int rc = sonde_end(g_p); /* "outer", begun in the parent */
+            for (int k = 0; k < 100; k++) {
+                sonde_begin(g_p, "child_work");
+                rc |= sonde_end(g_p);
+            }
+            exit(rc ? 5 : 0); /* sonde's exit handler writes fork-pidN.json */
+        }
+        if (i < forks)
+            printf("%d\n", (int)pid);
+        failed |= reap(pid, i < forks ? "profiling" : "exec/_exit");
+    }
+    sonde_end(g_p);
+    atomic_store(&g_stop, 1);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    int rc = sonde_destroy(g_p);
+    if (rc)
+        fprintf(stderr, "forky: sonde_destroy: %s\n", sonde_strerror(rc));
+    return failed || rc ? 1 : 0;
+}
