@@ -204,6 +204,24 @@ int sonde_config_load_file(sonde_config *cfg, const char *path);
 int sonde_config_from_args(sonde_config *cfg, int *argc, char **argv);
 
 /* ---------------------------------------------------------------------------------------------
+ * Memory
+ * ------------------------------------------------------------------------------------------- */
+/* Where libsonde's own allocations go (those of zlib and libyaml inside it excepted). malloc
+ * and realloc return NULL on failure, like the C library's; every failure reaches the caller as
+ * SONDE_ENOMEM (or a NULL profiler or summary) with a message naming what was being allocated. */
+typedef struct sonde_allocator {
+    void *(*malloc_fn)(size_t size, void *ctx);
+    void *(*realloc_fn)(void *ptr, size_t size, void *ctx);
+    void (*free_fn)(void *ptr, void *ctx);
+    void *ctx;
+} sonde_allocator;
+
+/* Installs a (NULL: the C library's). Only while libsonde holds no memory at all, that is
+ * before the first sonde call that allocates: otherwise SONDE_ESTATE, since memory from one
+ * allocator would be given back to another. SONDE_EINVAL when a function is missing. */
+int sonde_set_allocator(const sonde_allocator *a);
+
+/* ---------------------------------------------------------------------------------------------
  * Profiler lifetime
  * ------------------------------------------------------------------------------------------- */
 /* Creates a profiler and opens OUTDIR/NAME.sonde (a -N suffix is added when that name is taken).

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../util/alloc.h"
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -21,7 +22,7 @@ void sa_series_of(const double *d, const uint64_t *ids, size_t n, sa_series *o)
     memset(o, 0, sizeof *o);
     if (!n)
         return;
-    double *s = malloc(n * sizeof *s);
+    double *s = sonde__malloc(n * sizeof *s);
     if (!s)
         return;
     o->count = n;
@@ -39,15 +40,15 @@ void sa_series_of(const double *d, const uint64_t *ids, size_t n, sa_series *o)
     qsort(s, n, sizeof *s, cmp_d);
     o->p50_s = sm_percentile(s, n, 50);
     o->p99_s = sm_percentile(s, n, 99);
-    free(s);
+    sonde__free(s);
 }
 
 void sa_diffusion_of(const sm_model *m, sa_diffusion *o)
 {
     memset(o, 0, sizeof *o);
     size_t n = m->n_dsteps > m->n_blocks ? m->n_dsteps : m->n_blocks;
-    double *d = malloc((n ? n : 1) * sizeof *d);
-    uint64_t *id = malloc((n ? n : 1) * sizeof *id);
+    double *d = sonde__malloc((n ? n : 1) * sizeof *d);
+    uint64_t *id = sonde__malloc((n ? n : 1) * sizeof *id);
     if (d && id) {
         for (size_t i = 0; i < m->n_dsteps; i++) {
             d[i] = m->dsteps[i].seconds;
@@ -61,8 +62,8 @@ void sa_diffusion_of(const sm_model *m, sa_diffusion *o)
         }
         sa_series_of(d, id, m->n_blocks, &o->blocks);
     }
-    free(d);
-    free(id);
+    sonde__free(d);
+    sonde__free(id);
     o->steps_per_s = o->steps.total_s > 0 ? (double)o->steps.count / o->steps.total_s : 0;
     o->fps = o->blocks.total_s > 0 ? o->frames / o->blocks.total_s : 0;
     o->bps = o->blocks.total_s > 0 ? (double)o->blocks.count / o->blocks.total_s : 0;
@@ -107,7 +108,7 @@ static double *step_durations(const sm_model *m, size_t *n)
     *n = 0;
     if (!m->n_steps)
         return NULL;
-    double *d = malloc(m->n_steps * sizeof *d);
+    double *d = sonde__malloc(m->n_steps * sizeof *d);
     if (!d)
         return NULL;
     int64_t prev = 0;
@@ -182,7 +183,7 @@ static int rule_first_slow(const sm_model *m, sa_finding *f)
     double *steps = step_durations(m, &n);
     sa_series s;
     sa_series_of(steps, NULL, n, &s);
-    free(steps);
+    sonde__free(steps);
     const char *what = NULL;
     const sa_series *pick = NULL;
     if (s.count >= 4 && s.first_s > 2 * s.p50_s) {
@@ -214,7 +215,7 @@ static int rule_step_variance(const sm_model *m, sa_finding *f)
     double *steps = step_durations(m, &n);
     sa_series s;
     sa_series_of(steps, NULL, n, &s);
-    free(steps);
+    sonde__free(steps);
     if (s.count < 10 || s.p50_s <= 0 || s.p99_s / s.p50_s < 1.5)
         return 0;
     snprintf(f->title, sizeof f->title, "Step times vary: p99 is %.1fx the median",
@@ -301,7 +302,7 @@ static int add_bottleneck(sa_report *r, double share, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int add_bottleneck(sa_report *r, double share, const char *fmt, ...)
 {
-    sa_bottleneck *n = realloc(r->bottlenecks, (r->n_bottlenecks + 1) * sizeof *n);
+    sa_bottleneck *n = sonde__realloc(r->bottlenecks, (r->n_bottlenecks + 1) * sizeof *n);
     if (!n)
         return -1;
     r->bottlenecks = n;
@@ -313,13 +314,23 @@ static int add_bottleneck(sa_report *r, double share, const char *fmt, ...)
     return 0;
 }
 
+static int analyze_into(const sm_model *m, double threshold, sa_report *r);
+
 int sa_analyze(const sm_model *m, double threshold, sa_report *r)
 {
     memset(r, 0, sizeof *r);
+    int rc = analyze_into(m, threshold, r);
+    if (rc)
+        sa_free(r); /* out of memory part way: nothing half-built is left to the caller */
+    return rc;
+}
+
+static int analyze_into(const sm_model *m, double threshold, sa_report *r)
+{
     sa_diffusion_of(m, &r->diffusion);
     size_t nr;
     const sa_rule *rules = sa_rules(&nr);
-    r->findings = calloc(nr, sizeof *r->findings);
+    r->findings = sonde__calloc(nr, sizeof *r->findings);
     if (!r->findings)
         return -1;
     for (size_t i = 0; i < nr; i++) {
@@ -389,7 +400,7 @@ int sa_analyze(const sm_model *m, double threshold, sa_report *r)
 
 void sa_free(sa_report *r)
 {
-    free(r->findings);
-    free(r->bottlenecks);
+    sonde__free(r->findings);
+    sonde__free(r->bottlenecks);
     memset(r, 0, sizeof *r);
 }

@@ -9,6 +9,7 @@
 #include "../record/record.h"
 #include "../util/suggest.h"
 #include "keys.h"
+#include "../util/alloc.h"
 
 enum { F_SWITCH, F_VALUE, F_LIST };
 
@@ -112,11 +113,11 @@ int sonde_config_from_args(sonde_config *cfg, int *argc, char **argv)
         return sonde__fail(SONDE_EINVAL, "sonde_config_from_args: %s is NULL",
                            !cfg ? "cfg" : !argc ? "argc" : "argv");
     int n = *argc;
-    hit *hits = calloc((size_t)(n > 0 ? n : 1), sizeof *hits);
-    char **keep = calloc((size_t)n + 1, sizeof *keep);
+    hit *hits = sonde__calloc((size_t)(n > 0 ? n : 1), sizeof *hits);
+    char **keep = sonde__calloc((size_t)n + 1, sizeof *keep);
     if (!hits || !keep) {
-        free(hits);
-        free(keep);
+        sonde__free(hits);
+        sonde__free(keep);
         return sonde__fail(SONDE_ENOMEM, "sonde_config_from_args: out of memory");
     }
     size_t nh = 0;
@@ -223,7 +224,7 @@ int sonde_config_from_args(sonde_config *cfg, int *argc, char **argv)
         rc = 1;
     }
 out:
-    free(hits);
-    free(keep);
+    sonde__free(hits);
+    sonde__free(keep);
     return rc;
 }

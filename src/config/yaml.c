@@ -15,6 +15,7 @@
 #include "../util/buf.h"
 #include "../util/suggest.h"
 #include "keys.h"
+#include "../util/alloc.h"
 
 #define MAX_FILE (16u << 20)
 
@@ -254,6 +255,6 @@ int sonde_config_load_file(sonde_config *cfg, const char *path)
     if (rc)
         return rc;
     rc = sonde__config_load_mem(cfg, buf, got, path);
-    free(buf);
+    sonde__free(buf);
     return rc;
 }

@@ -11,6 +11,7 @@
 #include "../record/record.h"
 #include "../util/fileio.h"
 #include "export.h"
+#include "../util/alloc.h"
 
 typedef int (*sx_text_fn)(const sm_model *, sbuf *);
 
@@ -129,7 +130,7 @@ static int write_formats(const sm_model *m, const char *dir, const char *name, u
         if (!(formats & g_formats[f].bit))
             continue;
         size_t n = strlen(dir) + strlen(name) + strlen(g_formats[f].ext) + 2;
-        char *path = malloc(n);
+        char *path = sonde__malloc(n);
         if (!path)
             return sonde__fail(SONDE_ENOMEM, "out of memory");
         snprintf(path, n, "%s%s%s%s", dir, dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/", name,
@@ -137,7 +138,7 @@ static int write_formats(const sm_model *m, const char *dir, const char *name, u
         int r = write_one(m, path, f);
         if (r && !rc)
             rc = r;
-        free(path);
+        sonde__free(path);
     }
     return rc;
 }

@@ -12,6 +12,7 @@
 
 #include "../analyze/analyze.h"
 #include "export.h"
+#include "../util/alloc.h"
 
 #define W 1000          /* chart width, px */
 #define LANE 18         /* timeline lane height, px */
@@ -116,7 +117,7 @@ static void timeline(sbuf *b, const sm_model *m, size_t max_spans)
     if (dur <= 0)
         return;
     /* the longest spans, at most max_spans of them */
-    span_ref *refs = malloc((m->n_spans ? m->n_spans : 1) * sizeof *refs);
+    span_ref *refs = sonde__malloc((m->n_spans ? m->n_spans : 1) * sizeof *refs);
     if (!refs) {
         b->oom = 1;
         return;
@@ -129,12 +130,12 @@ static void timeline(sbuf *b, const sm_model *m, size_t max_spans)
         shown = max_spans;
     }
     /* one lane per depth per thread that has a shown span */
-    int *lane0 = calloc(m->n_threads + 1, sizeof *lane0);
-    int *depths = calloc(m->n_threads + 1, sizeof *depths);
+    int *lane0 = sonde__calloc(m->n_threads + 1, sizeof *lane0);
+    int *depths = sonde__calloc(m->n_threads + 1, sizeof *depths);
     if (!lane0 || !depths) {
-        free(refs);
-        free(lane0);
-        free(depths);
+        sonde__free(refs);
+        sonde__free(lane0);
+        sonde__free(depths);
         b->oom = 1;
         return;
     }
@@ -201,9 +202,9 @@ static void timeline(sbuf *b, const sm_model *m, size_t max_spans)
         }
         sbuf_puts(b, "\"/></svg></div>\n");
     }
-    free(refs);
-    free(lane0);
-    free(depths);
+    sonde__free(refs);
+    sonde__free(lane0);
+    sonde__free(depths);
 }
 
 static void stats_table(sbuf *b, const sm_model *m)
@@ -443,8 +444,8 @@ int sx_html(const sm_model *m, sbuf *b)
     size_t nd = m->n_steps > m->n_blocks ? m->n_steps : m->n_blocks;
     if (m->n_dsteps > nd)
         nd = m->n_dsteps;
-    double *vals = malloc((nd ? nd : 1) * sizeof *vals);
-    uint64_t *ids = malloc((nd ? nd : 1) * sizeof *ids);
+    double *vals = sonde__malloc((nd ? nd : 1) * sizeof *vals);
+    uint64_t *ids = sonde__malloc((nd ? nd : 1) * sizeof *ids);
     if (vals && ids) {
         if (m->n_steps) {
             size_t k = 0;
@@ -484,8 +485,8 @@ int sx_html(const sm_model *m, sbuf *b)
             bars(b, "block-chart", vals, ids, m->n_blocks, "block");
         }
     }
-    free(vals);
-    free(ids);
+    sonde__free(vals);
+    sonde__free(ids);
     if (m->n_params) {
         sbuf_puts(b, "<h2 id=\"models\">Models</h2>\n<table class=\"facts\"><tbody>\n");
         for (size_t i = 0; i < m->n_params; i++) {

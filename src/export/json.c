@@ -287,7 +287,7 @@ int sx_json(const sm_model *m, sbuf *b)
         if (i)
             sbuf_putc(b, ',');
         sx_stat_json(b, &m->stats[i], m->peak_flops);
-        b->len--; /* reopen the object: the metadata of its instances */
+        sbuf_unput(b, 1); /* reopen the object: the metadata of its instances */
         sbuf_putc(b, ',');
         key(b, "metadata");
         stat_meta(b, m, (int)i);
@@ -365,7 +365,7 @@ int sx_json(const sm_model *m, sbuf *b)
     sbuf_putc(b, '{');
     key(b, "steps");
     series_obj(b, &an.diffusion.steps, "slowest_step");
-    b->len--;
+    sbuf_unput(b, 1);
     sbuf_putc(b, ',');
     kv_num(b, "steps_per_s", an.diffusion.steps_per_s, 1);
     key(b, "series_s");
@@ -378,7 +378,7 @@ int sx_json(const sm_model *m, sbuf *b)
     sbuf_puts(b, "]},");
     key(b, "blocks");
     series_obj(b, &an.diffusion.blocks, "slowest_block");
-    b->len--;
+    sbuf_unput(b, 1);
     sbuf_putc(b, ',');
     kv_num(b, "frames", an.diffusion.frames, 1);
     kv_num(b, "fps", an.diffusion.fps, 1);

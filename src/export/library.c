@@ -8,6 +8,7 @@
 
 #include "../record/record.h"
 #include "export.h"
+#include "../util/alloc.h"
 
 static int read_back(sonde_profiler *p, sm_model *m)
 {
@@ -66,7 +67,7 @@ sonde_summary_t *sonde_summary(sonde_profiler *p)
     sm_model m;
     if (read_back(p, &m))
         return NULL;
-    sonde_summary_t *s = calloc(1, sizeof *s);
+    sonde_summary_t *s = sonde__calloc(1, sizeof *s);
     if (!s) {
         sm_free(&m);
         sonde__fail(SONDE_ENOMEM, "sonde_summary: out of memory");
@@ -93,9 +94,9 @@ sonde_summary_t *sonde_summary(sonde_profiler *p)
     size_t names = strlen(p->unit) + 1;
     for (size_t i = 0; i < m.n_stats; i++)
         names += strlen(m.stats[i].name) + strlen(m.stats[i].unit) + 2;
-    s->stats = calloc(1, m.n_stats * sizeof *s->stats + names + 1);
+    s->stats = sonde__calloc(1, m.n_stats * sizeof *s->stats + names + 1);
     if (!s->stats) {
-        free(s);
+        sonde__free(s);
         sm_free(&m);
         sonde__fail(SONDE_ENOMEM, "sonde_summary: out of memory");
         return NULL;
@@ -140,6 +141,6 @@ void sonde_summary_free(sonde_summary_t *s)
 {
     if (!s)
         return;
-    free(s->stats);
-    free(s);
+    sonde__free(s->stats);
+    sonde__free(s);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "export.h"
+#include "../util/alloc.h"
 
 #define FLUSH_AT (1u << 20)
 
@@ -86,7 +87,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     const uint64_t sess_tid = 0;
 
     /* Escaped names, once per site. */
-    char **esc = calloc(m->n_sites ? m->n_sites : 1, sizeof *esc);
+    char **esc = sonde__calloc(m->n_sites ? m->n_sites : 1, sizeof *esc);
     if (!esc)
         return -1;
     for (size_t i = 0; i < m->n_sites; i++) {
@@ -140,7 +141,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     }
 
     /* ",\"pid\":P,\"tid\":T" once per thread: most events only copy it. */
-    char **ids = calloc(m->n_threads ? m->n_threads : 1, sizeof *ids);
+    char **ids = sonde__calloc(m->n_threads ? m->n_threads : 1, sizeof *ids);
     if (!ids)
         t.err = -1;
     for (size_t i = 0; i < m->n_threads && !t.err; i++) {
@@ -228,7 +229,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     size_t max_points = mdp ? (size_t)strtoull(mdp, NULL, 10) : 10000;
     if (max_points < 10)
         max_points = 10;
-    size_t *keep = malloc((max_points + 2) * sizeof *keep);
+    size_t *keep = sonde__malloc((max_points + 2) * sizeof *keep);
     if (!keep)
         t.err = -1;
     for (size_t c = 0; c < m->n_counters && !t.err; c++) {
@@ -258,7 +259,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         }
         sbuf_free(&en);
     }
-    free(keep);
+    sonde__free(keep);
     for (size_t i = 0; i < m->n_steps && !t.err; i++) {
         if (m->steps[i].t_ns < t0 || m->steps[i].t_ns >= t1)
             continue;
@@ -299,11 +300,11 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         sbuf_puts(&t.b, "\n]\n");
     flush(&t, 1);
     for (size_t i = 0; i < m->n_sites; i++)
-        free(esc[i]);
-    free(esc);
+        sonde__free(esc[i]);
+    sonde__free(esc);
     for (size_t i = 0; ids && i < m->n_threads; i++)
-        free(ids[i]);
-    free(ids);
+        sonde__free(ids[i]);
+    sonde__free(ids);
     sbuf_free(&t.b);
     return t.err;
 }

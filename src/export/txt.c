@@ -8,6 +8,7 @@
 
 #include "../analyze/analyze.h"
 #include "export.h"
+#include "../util/alloc.h"
 
 void sx_fmt_dur(char *out, size_t cap, double s)
 {
@@ -99,7 +100,7 @@ int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top)
                 m->name, d, (unsigned long long)m->total_sections, m->n_stats,
                 (unsigned long long)m->total_steps, m->n_threads);
     /* rows in the order asked for, at most top of them */
-    const sm_stat **rows = malloc((m->n_stats ? m->n_stats : 1) * sizeof *rows);
+    const sm_stat **rows = sonde__malloc((m->n_stats ? m->n_stats : 1) * sizeof *rows);
     if (!rows)
         return -1;
     for (size_t i = 0; i < m->n_stats; i++)
@@ -146,7 +147,7 @@ int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top)
         }
         sbuf_printf(b, " %10.1f%%\n", s->share * 100);
     }
-    free(rows);
+    sonde__free(rows);
     if (nrows < m->n_stats)
         sbuf_printf(b, "... %zu more section names (--top)\n", m->n_stats - nrows);
     sbuf_printf(b, "%s\n", rule);

@@ -9,13 +9,14 @@
 #include "../record/record.h"
 #include "../util/strmap.h"
 #include "model_build.h"
+#include "../util/alloc.h"
 
 #define GROW(arr, n, cap) ((n) < (cap) ? 0 : grow_array((void **)&(arr), &(cap), sizeof *(arr)))
 
 static int grow_array(void **arr, size_t *cap, size_t elem)
 {
     size_t nc = *cap ? *cap * 2 : 16;
-    void *n = realloc(*arr, nc * elem);
+    void *n = sonde__realloc(*arr, nc * elem);
     if (!n)
         return -1;
     *arr = n;
@@ -109,7 +110,7 @@ static int build_modes(bctx *b, sb_raw *raw, uint64_t end_tick, uint64_t last_st
             if (e->kind != SONDE_K_MODE)
                 continue;
             if (GROW(ev, n, cap)) {
-                free(ev);
+                sonde__free(ev);
                 return -1;
             }
             ev[n++] = (mode_ev){e->tick, e->id, e->arg};
@@ -117,11 +118,11 @@ static int build_modes(bctx *b, sb_raw *raw, uint64_t end_tick, uint64_t last_st
     if (!n)
         return 0;
     qsort(ev, n, sizeof *ev, cmp_mode);
-    b->mode_t = malloc(n * sizeof *b->mode_t);
-    b->mode_active = malloc(n * sizeof *b->mode_active);
-    m->windows = calloc(n, sizeof *m->windows);
+    b->mode_t = sonde__malloc(n * sizeof *b->mode_t);
+    b->mode_active = sonde__malloc(n * sizeof *b->mode_active);
+    m->windows = sonde__calloc(n, sizeof *m->windows);
     if (!b->mode_t || !b->mode_active || !m->windows) {
-        free(ev);
+        sonde__free(ev);
         return -1;
     }
     m->scheduled = 1;
@@ -146,7 +147,7 @@ static int build_modes(bctx *b, sb_raw *raw, uint64_t end_tick, uint64_t last_st
         m->windows[m->n_windows - 1].last_step = last_step;
     }
     b->n_modes = n;
-    free(ev);
+    sonde__free(ev);
     return 0;
 }
 
@@ -154,7 +155,7 @@ static int build_modes(bctx *b, sb_raw *raw, uint64_t end_tick, uint64_t last_st
 static int add_warning(bctx *b, char *w)
 {
     if (!w || GROW(b->m->warnings, b->m->n_warnings, b->cap_warn)) {
-        free(w);
+        sonde__free(w);
         return -1;
     }
     b->m->warnings[b->m->n_warnings++] = w;
@@ -164,7 +165,7 @@ static int add_warning(bctx *b, char *w)
 static int fmt_warning(bctx *b, const char *fmt, unsigned long long v)
 {
     char *w = NULL;
-    if (asprintf(&w, fmt, v) < 0)
+    if (sonde__asprintf(&w, fmt, v) < 0)
         return -1;
     return add_warning(b, w);
 }
@@ -210,7 +211,7 @@ static int build_sessions(bctx *b, sb_raw *raw, uint64_t end_tick)
             if (e->kind != SONDE_K_SESSION_BEGIN && e->kind != SONDE_K_SESSION_END)
                 continue;
             if (GROW(ev, n, cap)) {
-                free(ev);
+                sonde__free(ev);
                 return -1;
             }
             ev[n].tick = e->tick;
@@ -236,7 +237,7 @@ static int build_sessions(bctx *b, sb_raw *raw, uint64_t end_tick)
         }
         if (i < n && ev[i].begin) {
             if (GROW(m->sessions, m->n_sessions, b->cap_sessions)) {
-                free(ev);
+                sonde__free(ev);
                 return -1;
             }
             sm_session *s = &m->sessions[m->n_sessions++];
@@ -247,7 +248,7 @@ static int build_sessions(bctx *b, sb_raw *raw, uint64_t end_tick)
             open = 1;
         }
     }
-    free(ev);
+    sonde__free(ev);
     return 0;
 }
 
@@ -304,7 +305,7 @@ static int add_metric(bctx *b, const char *owner, const char *name, double v)
 {
     sm_model *m = b->m;
     size_t klen = strlen(owner) + strlen(name) + 2;
-    char *key = malloc(klen);
+    char *key = sonde__malloc(klen);
     if (!key)
         return -1;
     snprintf(key, klen, "%s\x1f%s", owner, name);
@@ -312,23 +313,23 @@ static int add_metric(bctx *b, const char *owner, const char *name, double v)
     if (idx < 0) {
         if (GROW(m->metrics, m->n_metrics, b->cap_metrics) ||
             strmap_put(&b->metrics, key, (int)m->n_metrics)) {
-            free(key);
+            sonde__free(key);
             return -1;
         }
         sm_metric *mt = &m->metrics[m->n_metrics];
         memset(mt, 0, sizeof *mt);
-        mt->owner = strdup(owner);
-        mt->name = strdup(name);
+        mt->owner = sonde__strdup(owner);
+        mt->name = sonde__strdup(name);
         if (!mt->owner || !mt->name) {
-            free(mt->owner);
-            free(mt->name);
-            free(key);
+            sonde__free(mt->owner);
+            sonde__free(mt->name);
+            sonde__free(key);
             return -1;
         }
         mt->min = mt->max = v;
         idx = (int)m->n_metrics++;
     }
-    free(key);
+    sonde__free(key);
     sm_metric *mt = &m->metrics[idx];
     mt->count++;
     mt->sum += v;
@@ -350,7 +351,7 @@ static int add_counter(bctx *b, const char *name, int64_t t, double v, int syste
             return -1;
         sm_counter *c = &m->counters[m->n_counters];
         memset(c, 0, sizeof *c);
-        c->name = strdup(name);
+        c->name = sonde__strdup(name);
         if (!c->name)
             return -1;
         c->system = system;
@@ -360,11 +361,11 @@ static int add_counter(bctx *b, const char *name, int64_t t, double v, int syste
     sm_counter *c = &m->counters[idx];
     if (c->n == c->cap) {
         size_t nc = c->cap ? c->cap * 2 : 64;
-        int64_t *nt = realloc(c->t_ns, nc * sizeof *nt);
+        int64_t *nt = sonde__realloc(c->t_ns, nc * sizeof *nt);
         if (!nt)
             return -1;
         c->t_ns = nt;
-        double *nv = realloc(c->v, nc * sizeof *nv);
+        double *nv = sonde__realloc(c->v, nc * sizeof *nv);
         if (!nv)
             return -1;
         c->v = nv;
@@ -482,11 +483,11 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
             for (k = 0; k < m->n_params && strcmp(m->params[k].model, model); k++) {
             }
             if (k == m->n_params) {
-                sm_params *np = realloc(m->params, (k + 1) * sizeof *np);
+                sm_params *np = sonde__realloc(m->params, (k + 1) * sizeof *np);
                 if (!np)
                     goto out;
                 m->params = np;
-                if (!(np[k].model = strdup(model)))
+                if (!(np[k].model = sonde__strdup(model)))
                     goto out;
                 m->n_params++;
             }
@@ -572,7 +573,7 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
     }
     rc = 0;
 out:
-    free(stack);
+    sonde__free(stack);
     return rc;
 }
 
@@ -613,11 +614,11 @@ static int rate_add(sm_model *m, uint32_t unit, double units, double seconds)
         if (!strcmp(m->rates[i].unit, name))
             break;
     if (i == m->n_rates) {
-        sm_rate *r = realloc(m->rates, (m->n_rates + 1) * sizeof *r);
+        sm_rate *r = sonde__realloc(m->rates, (m->n_rates + 1) * sizeof *r);
         if (!r)
             return -1;
         m->rates = r;
-        r[i].unit = strdup(name);
+        r[i].unit = sonde__strdup(name);
         if (!r[i].unit)
             return -1;
         r[i].units = r[i].seconds = 0;
@@ -653,7 +654,7 @@ static int build_rates(sm_model *m)
         if (s->units > 0 && rate_add(m, s->unit, s->units, s->units_s))
             return -1;
     }
-    sm_iv *iv = malloc((m->n_spans + m->n_sessions + 1) * sizeof *iv);
+    sm_iv *iv = sonde__malloc((m->n_spans + m->n_sessions + 1) * sizeof *iv);
     if (!iv)
         return -1;
     for (size_t r = 0; r < m->n_rates; r++) {
@@ -670,7 +671,7 @@ static int build_rates(sm_model *m)
         }
         m->rates[r].seconds += union_s(iv, n);
     }
-    free(iv);
+    sonde__free(iv);
     return 0;
 }
 
@@ -709,7 +710,7 @@ static int sort_counters(sm_model *m)
             i++;
         if (i >= k->n)
             continue;
-        tv *a = malloc(k->n * sizeof *a);
+        tv *a = sonde__malloc(k->n * sizeof *a);
         if (!a)
             return -1;
         for (i = 0; i < k->n; i++)
@@ -720,7 +721,7 @@ static int sort_counters(sm_model *m)
             k->v[i] = a[i].v;
         }
         k->last = k->v[k->n - 1];
-        free(a);
+        sonde__free(a);
     }
     return 0;
 }
@@ -765,7 +766,7 @@ static void resources(sm_model *m)
         else if (!strcmp(tail, "memory MiB") && nm < 64)
             mem[nm++] = c;
     }
-    double *acc = calloc(m->n_stats ? m->n_stats * 8 : 1, sizeof *acc);
+    double *acc = sonde__calloc(m->n_stats ? m->n_stats * 8 : 1, sizeof *acc);
     if (!acc)
         return;
     /* acc[8k + ...]: cpu sum, cpu n, rss begin sum, rss end sum, rss instances, util sum,
@@ -816,7 +817,7 @@ static void resources(sm_model *m)
         x->res_gpu_util_mean = a[6] ? a[5] / a[6] : NAN;
         x->res_gpu_mem_peak = a[7];
     }
-    free(acc);
+    sonde__free(acc);
 }
 
 const char *sm_info(const sm_model *m, const char *key)
@@ -914,7 +915,7 @@ static int derive(sm_model *m)
 #define MOVE_APPEND(dst, nd, src, ns)                                                           \
     do {                                                                                        \
         if (ns) {                                                                               \
-            void *g_ = realloc((dst), ((nd) + (ns)) * sizeof *(dst));                           \
+            void *g_ = sonde__realloc((dst), ((nd) + (ns)) * sizeof *(dst));                           \
             if (!g_)                                                                            \
                 return sonde__fail(SONDE_ENOMEM, "out of memory merging runs");                 \
             (dst) = g_;                                                                         \
@@ -1010,11 +1011,11 @@ int sm_merge(sm_model *d, sm_model *s)
     s->n_metrics = 0;
     for (size_t i = 0; i < s->n_warnings; i++) {
         char *w = NULL;
-        if (asprintf(&w, "pid %d: %s", s->pid, s->warnings[i]) < 0)
+        if (sonde__asprintf(&w, "pid %d: %s", s->pid, s->warnings[i]) < 0)
             return sonde__fail(SONDE_ENOMEM, "out of memory merging runs");
-        char **g = realloc(d->warnings, (d->n_warnings + 1) * sizeof *g);
+        char **g = sonde__realloc(d->warnings, (d->n_warnings + 1) * sizeof *g);
         if (!g) {
-            free(w);
+            sonde__free(w);
             return sonde__fail(SONDE_ENOMEM, "out of memory merging runs");
         }
         d->warnings = g;
@@ -1031,28 +1032,28 @@ int sm_merge(sm_model *d, sm_model *s)
     d->run_flops += s->run_flops;
     d->dropped_events += s->dropped_events;
     /* The arrays moved into d: src keeps only what it still owns. */
-    free(s->spans);
+    sonde__free(s->spans);
     s->spans = NULL;
     s->n_spans = 0;
-    free(s->meta);
+    sonde__free(s->meta);
     s->meta = NULL;
     s->n_meta = 0;
-    free(s->sessions);
+    sonde__free(s->sessions);
     s->sessions = NULL;
     s->n_sessions = 0;
-    free(s->instants);
+    sonde__free(s->instants);
     s->instants = NULL;
     s->n_instants = 0;
-    free(s->steps);
+    sonde__free(s->steps);
     s->steps = NULL;
     s->n_steps = 0;
-    free(s->windows);
+    sonde__free(s->windows);
     s->windows = NULL;
     s->n_windows = 0;
 #undef REMAP_UNIT
     for (size_t i = 0; i < d->n_rates; i++)
-        free(d->rates[i].unit);
-    free(d->rates);
+        sonde__free(d->rates[i].unit);
+    sonde__free(d->rates);
     d->rates = NULL;
     d->n_rates = 0;
     if (build_rates(d) || derive(d))
@@ -1090,9 +1091,9 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     raw->info = NULL;
     raw->n_info = 0;
     m->run_meta = -1;
-    if (!m->name && !(m->name = strdup("?")))
+    if (!m->name && !(m->name = sonde__strdup("?")))
         goto out;
-    if (!m->unit && !(m->unit = strdup("units")))
+    if (!m->unit && !(m->unit = sonde__strdup("units")))
         goto out;
 
     /* Clock: a line through the first and last anchors; the start-up rate if only one. */
@@ -1128,7 +1129,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
 
     /* Sites: every id an event names gets an entry, "?" when its record is missing. */
     size_t nsites = raw->n_sites > (size_t)max_id + 1 ? raw->n_sites : (size_t)max_id + 1;
-    m->sites = realloc(raw->sites, nsites * sizeof *m->sites);
+    m->sites = sonde__realloc(raw->sites, nsites * sizeof *m->sites);
     if (!m->sites) {
         m->sites = raw->sites;
         m->n_sites = raw->n_sites;
@@ -1140,11 +1141,11 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     m->n_sites = nsites;
     for (size_t i = 0; i < nsites; i++) {
         m->sites[i].stat = -1;
-        if (!m->sites[i].name && !(m->sites[i].name = strdup("?")))
+        if (!m->sites[i].name && !(m->sites[i].name = sonde__strdup("?")))
             goto out;
     }
 
-    m->threads = calloc(raw->n_threads ? raw->n_threads : 1, sizeof *m->threads);
+    m->threads = sonde__calloc(raw->n_threads ? raw->n_threads : 1, sizeof *m->threads);
     if (!m->threads)
         goto out;
     m->n_threads = raw->n_threads;
@@ -1154,7 +1155,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         m->threads[t].pid = m->pid;
         m->threads[t].name = raw->tev[t].name;
         raw->tev[t].name = NULL;
-        if (!m->threads[t].name && asprintf(&m->threads[t].name, "thread %u", (unsigned)t) < 0) {
+        if (!m->threads[t].name && sonde__asprintf(&m->threads[t].name, "thread %u", (unsigned)t) < 0) {
             m->threads[t].name = NULL;
             goto out;
         }
@@ -1206,8 +1207,8 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
 out:
     strmap_free(&b.counters);
     strmap_free(&b.metrics);
-    free(b.mode_t);
-    free(b.mode_active);
+    sonde__free(b.mode_t);
+    sonde__free(b.mode_active);
     if (rc)
         sonde__fail(rc, "%s: out of memory while building the model", fname);
     return rc;
@@ -1215,92 +1216,92 @@ out:
 
 void sb_raw_free(sb_raw *raw)
 {
-    free(raw->name);
-    free(raw->host);
-    free(raw->program);
-    free(raw->cmdline);
-    free(raw->clock);
-    free(raw->unit);
-    free(raw->sonde_version);
+    sonde__free(raw->name);
+    sonde__free(raw->host);
+    sonde__free(raw->program);
+    sonde__free(raw->cmdline);
+    sonde__free(raw->clock);
+    sonde__free(raw->unit);
+    sonde__free(raw->sonde_version);
     if (raw->sites)
         for (size_t i = 0; i < raw->n_sites; i++) {
-            free(raw->sites[i].name);
-            free(raw->sites[i].file);
-            free(raw->sites[i].func);
+            sonde__free(raw->sites[i].name);
+            sonde__free(raw->sites[i].file);
+            sonde__free(raw->sites[i].func);
         }
-    free(raw->sites);
+    sonde__free(raw->sites);
     if (raw->tev)
         for (size_t i = 0; i < raw->n_threads; i++) {
-            free(raw->tev[i].name);
-            free(raw->tev[i].ev);
+            sonde__free(raw->tev[i].name);
+            sonde__free(raw->tev[i].ev);
         }
-    free(raw->tev);
-    free(raw->anchors);
+    sonde__free(raw->tev);
+    sonde__free(raw->anchors);
     for (size_t i = 0; i < raw->n_info; i++) {
-        free(raw->info[i].key);
-        free(raw->info[i].value);
+        sonde__free(raw->info[i].key);
+        sonde__free(raw->info[i].value);
     }
-    free(raw->info);
+    sonde__free(raw->info);
     for (size_t i = 0; i < raw->n_warnings; i++)
-        free(raw->warnings[i]);
-    free(raw->warnings);
+        sonde__free(raw->warnings[i]);
+    sonde__free(raw->warnings);
     memset(raw, 0, sizeof *raw);
 }
 
 void sm_free(sm_model *m)
 {
-    free(m->name);
-    free(m->host);
-    free(m->program);
-    free(m->cmdline);
-    free(m->clock);
-    free(m->unit);
-    free(m->sonde_version);
-    free(m->path);
+    sonde__free(m->name);
+    sonde__free(m->host);
+    sonde__free(m->program);
+    sonde__free(m->cmdline);
+    sonde__free(m->clock);
+    sonde__free(m->unit);
+    sonde__free(m->sonde_version);
+    sonde__free(m->path);
     for (size_t i = 0; m->sites && i < m->n_sites; i++) {
-        free(m->sites[i].name);
-        free(m->sites[i].file);
-        free(m->sites[i].func);
+        sonde__free(m->sites[i].name);
+        sonde__free(m->sites[i].file);
+        sonde__free(m->sites[i].func);
     }
-    free(m->sites);
+    sonde__free(m->sites);
     for (size_t i = 0; m->threads && i < m->n_threads; i++)
-        free(m->threads[i].name);
-    free(m->threads);
-    free(m->spans);
-    free(m->meta);
-    free(m->sessions);
-    free(m->instants);
+        sonde__free(m->threads[i].name);
+    sonde__free(m->threads);
+    sonde__free(m->spans);
+    sonde__free(m->meta);
+    sonde__free(m->sessions);
+    sonde__free(m->instants);
     for (size_t i = 0; i < m->n_counters; i++) {
-        free(m->counters[i].name);
-        free(m->counters[i].t_ns);
-        free(m->counters[i].v);
+        sonde__free(m->counters[i].name);
+        sonde__free(m->counters[i].t_ns);
+        sonde__free(m->counters[i].v);
     }
-    free(m->counters);
-    free(m->steps);
-    free(m->windows);
-    free(m->analysis_text);
-    free(m->dsteps);
-    free(m->blocks);
+    sonde__free(m->counters);
+    sonde__free(m->steps);
+    sonde__free(m->windows);
+    sonde__free(m->analysis_text);
+    sonde__free(m->dsteps);
+    sonde__free(m->blocks);
     for (size_t i = 0; i < m->n_params; i++)
-        free(m->params[i].model);
-    free(m->params);
+        sonde__free(m->params[i].model);
+    sonde__free(m->params);
     for (size_t i = 0; i < m->n_rates; i++)
-        free(m->rates[i].unit);
-    free(m->rates);
+        sonde__free(m->rates[i].unit);
+    sonde__free(m->rates);
     for (size_t i = 0; i < m->n_metrics; i++) {
-        free(m->metrics[i].owner);
-        free(m->metrics[i].name);
+        sonde__free(m->metrics[i].owner);
+        sonde__free(m->metrics[i].name);
     }
-    free(m->metrics);
+    sonde__free(m->metrics);
     sm_stats_free(m->stats, m->n_stats);
     for (size_t i = 0; i < m->n_info; i++) {
-        free(m->info[i].key);
-        free(m->info[i].value);
+        sonde__free(m->info[i].key);
+        sonde__free(m->info[i].value);
     }
-    free(m->info);
+    sonde__free(m->info);
     for (size_t i = 0; i < m->n_warnings; i++)
-        free(m->warnings[i]);
-    free(m->warnings);
+        sonde__free(m->warnings[i]);
+    sonde__free(m->warnings);
     memset(m, 0, sizeof *m);
 }
 
@@ -1318,8 +1319,8 @@ static int cmp_stat(const void *a, const void *b)
 void sm_stats_free(sm_stat *s, size_t n)
 {
     for (size_t i = 0; s && i < n; i++)
-        free(s[i].name);
-    free(s);
+        sonde__free(s[i].name);
+    sonde__free(s);
 }
 
 typedef struct gsm_iv {
@@ -1346,7 +1347,7 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
     /* Group sites by name. */
     strmap names;
     strmap_init(&names);
-    int *site_stat = malloc(m->n_sites * sizeof *site_stat);
+    int *site_stat = sonde__malloc(m->n_sites * sizeof *site_stat);
     size_t *count = NULL, *fill = NULL;
     double *dur = NULL;
     gsm_iv *iv = NULL;
@@ -1365,10 +1366,10 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
         }
         site_stat[i] = k;
     }
-    st = calloc(ns, sizeof *st);
-    count = calloc(ns + 1, sizeof *count);
-    fill = calloc(ns + 1, sizeof *fill);
-    last_thread = malloc(ns * sizeof *last_thread);
+    st = sonde__calloc(ns, sizeof *st);
+    count = sonde__calloc(ns + 1, sizeof *count);
+    fill = sonde__calloc(ns + 1, sizeof *fill);
+    last_thread = sonde__malloc(ns * sizeof *last_thread);
     if (!st || !count || !fill || !last_thread)
         goto fail;
     size_t kept = 0;
@@ -1379,8 +1380,8 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
         count[site_stat[s->site]]++;
         kept++;
     }
-    dur = malloc((kept ? kept : 1) * sizeof *dur);
-    iv = malloc((2 * kept + 1) * sizeof *iv);
+    dur = sonde__malloc((kept ? kept : 1) * sizeof *dur);
+    iv = sonde__malloc((2 * kept + 1) * sizeof *iv);
     if (!dur || !iv)
         goto fail;
     for (size_t k = 0, off = 0; k < ns; k++) { /* offsets of each group in dur */
@@ -1423,7 +1424,7 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
      * with FLOPs (kind 1). */
     if (n_iv) {
         qsort(iv, n_iv, sizeof *iv, cmp_giv);
-        sm_iv *tmp = malloc(n_iv * sizeof *tmp);
+        sm_iv *tmp = sonde__malloc(n_iv * sizeof *tmp);
         if (!tmp)
             goto fail;
         for (size_t i = 0; i < n_iv;) {
@@ -1439,7 +1440,7 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
                 x->flops_time_s = u;
             i = j;
         }
-        free(tmp);
+        sonde__free(tmp);
     }
     /* Compact to the names that have spans; compute the order statistics. */
     size_t out = 0, off = 0;
@@ -1469,7 +1470,7 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
     }
     {
         /* Each kept group's name, through the sites that map to it. */
-        const char **gname = calloc(ns, sizeof *gname);
+        const char **gname = sonde__calloc(ns, sizeof *gname);
         if (!gname) {
             sm_stats_free(st, out);
             st = NULL;
@@ -1480,39 +1481,39 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
         for (size_t k = 0, o = 0; k < ns; k++) {
             if (!count[k])
                 continue;
-            st[o].name = strdup(gname[k]);
+            st[o].name = sonde__strdup(gname[k]);
             if (!st[o++].name) {
-                free(gname);
+                sonde__free(gname);
                 sm_stats_free(st, out);
                 st = NULL;
                 goto fail;
             }
         }
-        free(gname);
+        sonde__free(gname);
     }
     qsort(st, out, sizeof *st, cmp_stat);
     strmap_free(&names);
-    free(site_stat);
-    free(count);
-    free(fill);
-    free(dur);
-    free(iv);
-    free(last_thread);
+    sonde__free(site_stat);
+    sonde__free(count);
+    sonde__free(fill);
+    sonde__free(dur);
+    sonde__free(iv);
+    sonde__free(last_thread);
     *n_out = out;
     if (!out) {
-        free(st);
+        sonde__free(st);
         return NULL;
     }
     return st;
 fail:
-    free(st);
+    sonde__free(st);
     strmap_free(&names);
-    free(site_stat);
-    free(count);
-    free(fill);
-    free(dur);
-    free(iv);
-    free(last_thread);
+    sonde__free(site_stat);
+    sonde__free(count);
+    sonde__free(fill);
+    sonde__free(dur);
+    sonde__free(iv);
+    sonde__free(last_thread);
     return NULL;
 }
 
@@ -1522,7 +1523,7 @@ void sm_steps(const sm_model *m, sm_steps_summary *o)
     size_t n = m->n_steps;
     if (!n)
         return;
-    double *d = malloc(n * sizeof *d);
+    double *d = sonde__malloc(n * sizeof *d);
     if (!d)
         return;
     int64_t prev = 0;
@@ -1540,7 +1541,7 @@ void sm_steps(const sm_model *m, sm_steps_summary *o)
     }
     o->count = k;
     if (!k) {
-        free(d);
+        sonde__free(d);
         return;
     }
     o->mean_s = span / (double)k;
@@ -1551,7 +1552,7 @@ void sm_steps(const sm_model *m, sm_steps_summary *o)
     o->p50_s = sm_percentile(d, k, 50);
     o->p90_s = sm_percentile(d, k, 90);
     o->p99_s = sm_percentile(d, k, 99);
-    free(d);
+    sonde__free(d);
 }
 
 void sm_totals(const sm_model *m, double *units, double *units_s, double *flops, double *flops_s)
@@ -1561,7 +1562,7 @@ void sm_totals(const sm_model *m, double *units, double *units_s, double *flops,
     double f = m->run_flops;
     for (size_t i = 0; i < m->n_sessions; i++)
         f += m->sessions[i].flops;
-    sm_iv *iv = malloc((m->n_spans + 1) * sizeof *iv);
+    sm_iv *iv = sonde__malloc((m->n_spans + 1) * sizeof *iv);
     size_t n = 0;
     for (size_t i = 0; i < m->n_spans; i++) {
         const sm_span *s = &m->spans[i];
@@ -1573,5 +1574,5 @@ void sm_totals(const sm_model *m, double *units, double *units_s, double *flops,
     }
     *flops = f;
     *flops_s = iv ? union_s(iv, n) : 0;
-    free(iv);
+    sonde__free(iv);
 }

@@ -15,6 +15,7 @@
 #include "../record/record.h"
 #include "../util/buf.h"
 #include "model_build.h"
+#include "../util/alloc.h"
 
 #define GROW(arr, n, cap)                                                                      \
     ((n) < (cap) ? 0 : grow_array((void **)&(arr), &(cap), sizeof *(arr)))
@@ -22,7 +23,7 @@
 static int grow_array(void **arr, size_t *cap, size_t elem)
 {
     size_t nc = *cap ? *cap * 2 : 16;
-    void *n = realloc(*arr, nc * elem);
+    void *n = sonde__realloc(*arr, nc * elem);
     if (!n)
         return -1;
     *arr = n;
@@ -63,7 +64,7 @@ static int rwarn(rstate *s, const char *fmt, ...)
     va_end(ap);
     if (GROW(s->raw.warnings, s->raw.n_warnings, s->cap_warn))
         return -1;
-    char *w = strdup(tmp);
+    char *w = sonde__strdup(tmp);
     if (!w)
         return -1;
     s->raw.warnings[s->raw.n_warnings++] = w;
@@ -77,7 +78,7 @@ static int get_str(const uint8_t **pp, const uint8_t *end, char **out)
     size_t k = varint_get(*pp, (size_t)(end - *pp), &n);
     if (!k || n > (uint64_t)(end - *pp - (ptrdiff_t)k))
         return -1;
-    char *s = malloc(n + 1);
+    char *s = sonde__malloc(n + 1);
     if (!s)
         return -2;
     memcpy(s, *pp + k, n);
@@ -102,7 +103,7 @@ static rthread *thread_at(rstate *s, uint64_t idx)
         return NULL;
     if (idx >= s->n_th) {
         size_t nn = (size_t)idx + 1;
-        rthread *t = realloc(s->th, nn * sizeof *t);
+        rthread *t = sonde__realloc(s->th, nn * sizeof *t);
         if (!t)
             return NULL;
         memset(t + s->n_th, 0, (nn - s->n_th) * sizeof *t);
@@ -119,7 +120,7 @@ static int parse_info(rstate *s, const uint8_t *p, const uint8_t *end)
     while (p < end) {
         char *k = NULL, *v = NULL;
         if (get_str(&p, end, &k) || get_str(&p, end, &v)) {
-            free(k);
+            sonde__free(k);
             return -1;
         }
         char **slot = NULL;
@@ -135,20 +136,20 @@ static int parse_info(rstate *s, const uint8_t *p, const uint8_t *end)
         else if (!strcmp(k, "peak_flops")) s->raw.peak_flops = strtod(v, NULL);
         else if (strchr(k, '.')) { /* system.* and config.*: kept as they are */
             if (GROW(s->raw.info, s->raw.n_info, s->raw.cap_info)) {
-                free(k);
-                free(v);
+                sonde__free(k);
+                sonde__free(v);
                 return -2;
             }
             s->raw.info[s->raw.n_info++] = (sm_kv){k, v};
             continue;
         }
         if (slot) {
-            free(*slot);
+            sonde__free(*slot);
             *slot = v;
         } else {
-            free(v);
+            sonde__free(v);
         }
-        free(k);
+        sonde__free(k);
     }
     return 0;
 }
@@ -159,20 +160,20 @@ static int parse_site(rstate *s, const uint8_t *p, const uint8_t *end)
     char *name = NULL, *file = NULL, *func = NULL;
     if (get_var(&p, end, &id) || id >= (1u << 28) || get_str(&p, end, &name) ||
         get_str(&p, end, &file) || get_str(&p, end, &func) || get_var(&p, end, &line)) {
-        free(name);
-        free(file);
-        free(func);
+        sonde__free(name);
+        sonde__free(file);
+        sonde__free(func);
         return -1;
     }
     if (id >= s->raw.n_sites) {
         size_t nn = (size_t)id + 1;
         if (nn < s->raw.n_sites * 2)
             nn = s->raw.n_sites * 2;
-        sm_site *ns = realloc(s->raw.sites, nn * sizeof *ns);
+        sm_site *ns = sonde__realloc(s->raw.sites, nn * sizeof *ns);
         if (!ns) {
-            free(name);
-            free(file);
-            free(func);
+            sonde__free(name);
+            sonde__free(file);
+            sonde__free(func);
             return -2;
         }
         memset(ns + s->raw.n_sites, 0, (nn - s->raw.n_sites) * sizeof *ns);
@@ -181,14 +182,14 @@ static int parse_site(rstate *s, const uint8_t *p, const uint8_t *end)
     }
     sm_site *st = &s->raw.sites[id];
     if (st->name) { /* written twice (writer and signal handler): same content */
-        free(name);
-        free(file);
-        free(func);
+        sonde__free(name);
+        sonde__free(file);
+        sonde__free(func);
         return 0;
     }
     st->name = name;
-    st->file = *file ? file : (free(file), NULL);
-    st->func = *func ? func : (free(func), NULL);
+    st->file = *file ? file : (sonde__free(file), NULL);
+    st->func = *func ? func : (sonde__free(func), NULL);
     st->line = (int)(line > 1000000000 ? 0 : line);
     return 0;
 }
@@ -201,10 +202,10 @@ static int parse_thread(rstate *s, const uint8_t *p, const uint8_t *end)
         return -1;
     rthread *t = thread_at(s, idx);
     if (!t) {
-        free(name);
+        sonde__free(name);
         return -1;
     }
-    free(t->name);
+    sonde__free(t->name);
     t->name = name;
     t->tid = (uint32_t)tid;
     return 0;
@@ -364,7 +365,7 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
             r = get_str(&p, end, &w);
             if (!r) {
                 if (GROW(s.raw.warnings, s.raw.n_warnings, s.cap_warn)) {
-                    free(w);
+                    sonde__free(w);
                     r = -2;
                 } else {
                     s.raw.warnings[s.raw.n_warnings++] = w;
@@ -384,7 +385,7 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
                     s.raw.writer_cpu_ns = v;
                 else if (!r && !strcmp(k, "sampler_cpu_ns"))
                     s.raw.sampler_cpu_ns = v;
-                free(k);
+                sonde__free(k);
             }
             break;
         case SONDE_R_CLEAR:
@@ -419,7 +420,7 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
         goto done;
     }
     s.raw.n_threads = s.n_th;
-    s.raw.tev = calloc(s.n_th ? s.n_th : 1, sizeof *s.raw.tev);
+    s.raw.tev = sonde__calloc(s.n_th ? s.n_th : 1, sizeof *s.raw.tev);
     if (!s.raw.tev)
         goto oom;
     for (size_t i = 0; i < s.n_th; i++) {
@@ -436,10 +437,10 @@ oom:
     rc = sonde__fail(SONDE_ENOMEM, "%s: out of memory while reading", fname);
 done:
     for (size_t i = 0; i < s.n_th; i++) {
-        free(s.th[i].name);
-        free(s.th[i].blocks);
+        sonde__free(s.th[i].name);
+        sonde__free(s.th[i].blocks);
     }
-    free(s.th);
+    sonde__free(s.th);
     sb_raw_free(&s.raw);
     if (rc)
         sm_free(m);
@@ -455,9 +456,9 @@ int sm_read_file(const char *path, sm_model *m)
     if (rc)
         return rc;
     rc = sm_read_mem((const uint8_t *)buf, got, path, m);
-    free(buf);
+    sonde__free(buf);
     if (!rc) {
-        m->path = strdup(path);
+        m->path = sonde__strdup(path);
         if (!m->path) {
             sm_free(m);
             return sonde__fail(SONDE_ENOMEM, "%s: out of memory", path);

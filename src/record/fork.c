@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "record.h"
+#include "../util/alloc.h"
 
 #define REGISTRY_SLOTS 64
 extern pthread_mutex_t sonde__registry_lock;
@@ -110,16 +111,16 @@ void sonde__child_start(sonde_profiler *p)
     }
     p->child_started = 1;
     for (int i = 0; i < p->n_warnings; i++)
-        free(p->warnings[i]); /* the parent's: its own file has them */
+        sonde__free(p->warnings[i]); /* the parent's: its own file has them */
     p->n_warnings = 0;
     pthread_mutex_unlock(&p->lock);
-    free(p->path); /* the parent's file */
+    sonde__free(p->path); /* the parent's file */
     p->path = NULL;
     sonde__sampler_forget(p);
-    char *name = malloc(strlen(p->name) + 24);
+    char *name = sonde__malloc(strlen(p->name) + 24);
     if (name) {
         sprintf(name, "%s-pid%d", p->name, (int)getpid());
-        free(p->name);
+        sonde__free(p->name);
         p->name = name;
         p->cfg.name = name;
     }

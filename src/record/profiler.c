@@ -17,6 +17,7 @@
 #include "../config/keys.h"
 #include "../sources/sources.h"
 #include "schedule.h"
+#include "../util/alloc.h"
 
 _Thread_local sonde__tls sonde__tl SONDE__TLS_MODEL = {0, NULL};
 
@@ -32,7 +33,7 @@ extern sonde_profiler *_Atomic sonde__registry[];
 /* ------------------------------------------------------------------------------------------
  * Small helpers
  * ---------------------------------------------------------------------------------------- */
-static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
+static char *xstrdup(const char *s) { return s ? sonde__strdup(s) : NULL; }
 
 void sonde__set_status(sonde_profiler *p, int err, const char *msg)
 {
@@ -53,7 +54,7 @@ void sonde__warn(sonde_profiler *p, const char *fmt, ...)
     va_end(ap);
     pthread_mutex_lock(&p->lock);
     if (p->n_warnings < SONDE_MAX_WARNINGS) {
-        char *w = strdup(tmp);
+        char *w = sonde__strdup(tmp);
         if (w)
             p->warnings[p->n_warnings++] = w;
     }
@@ -194,7 +195,7 @@ sonde_tbuf *sonde__thread_buf(sonde_profiler *p)
             }
         }
         if (!found) {
-            found = calloc(1, sizeof *found);
+            found = sonde__calloc(1, sizeof *found);
             if (found) {
                 atomic_store(&found->state, TB_LIVE);
                 atomic_store(&found->next, atomic_load(&p->threads));
@@ -357,7 +358,7 @@ static void end_window(sonde_profiler *p, uint64_t step)
     } else {
         sonde__warn(p, "cycle %d trace: %s", cycle, sonde_last_error());
     }
-    free(path);
+    sonde__free(path);
 }
 
 /* Applies what step number `step` does; caller holds step_lock. */
@@ -392,7 +393,7 @@ static char *default_name(void)
     if (!prog || !*prog)
         prog = "sonde";
     size_t n = strlen(prog) + strlen(stamp) + 2;
-    char *r = malloc(n);
+    char *r = sonde__malloc(n);
     if (r)
         snprintf(r, n, "%s-%s", prog, stamp);
     return r;
@@ -401,26 +402,26 @@ static char *default_name(void)
 static void free_profiler(sonde_profiler *p)
 {
     for (int i = 0; i < p->n_warnings; i++)
-        free(p->warnings[i]);
+        sonde__free(p->warnings[i]);
     sonde_tbuf *tb = atomic_load(&p->threads);
     while (tb) {
         sonde_tbuf *n = atomic_load(&tb->next);
-        free(tb);
+        sonde__free(tb);
         tb = n;
     }
-    free(p->chunks);
-    free(p->pool);
-    free(p->enc);
-    free(p->sig_enc);
-    free(p->name);
-    free(p->output_dir);
-    free(p->unit);
-    free(p->path);
+    sonde__free(p->chunks);
+    sonde__free(p->pool);
+    sonde__free(p->enc);
+    sonde__free(p->sig_enc);
+    sonde__free(p->name);
+    sonde__free(p->output_dir);
+    sonde__free(p->unit);
+    sonde__free(p->path);
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->wlock);
     pthread_mutex_destroy(&p->step_lock);
     sem_destroy(&p->wake);
-    free(p);
+    sonde__free(p);
 }
 
 #define ENC_PIECE_SLOTS 8192u
@@ -439,11 +440,11 @@ static int setup_buffers(sonde_profiler *p)
         n = 4;
     p->n_chunks = (uint32_t)n;
     p->chunk_slots = (uint32_t)(chunk / sizeof(sonde__ev));
-    p->pool = malloc(n * chunk);
-    p->chunks = calloc(n, sizeof *p->chunks);
+    p->pool = sonde__malloc(n * chunk);
+    p->chunks = sonde__calloc(n, sizeof *p->chunks);
     p->enc_cap = (size_t)ENC_PIECE_SLOTS * 24 + 128;
-    p->enc = malloc(p->enc_cap);
-    p->sig_enc = malloc(p->enc_cap);
+    p->enc = sonde__malloc(p->enc_cap);
+    p->sig_enc = sonde__malloc(p->enc_cap);
     if (!p->pool || !p->chunks || !p->enc || !p->sig_enc)
         return -1;
     atomic_store(&p->free_head, (uint64_t)SONDE_NO_CHUNK);
@@ -459,7 +460,7 @@ sonde_profiler *sonde_create(const sonde_config *cfg_in) { return sonde__create_
 sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
 {
     sonde_config cfg = cfg_in ? *cfg_in : sonde_config_default();
-    sonde_profiler *p = calloc(1, sizeof *p);
+    sonde_profiler *p = sonde__calloc(1, sizeof *p);
     if (p)
         p->watch_pid = watch;
     if (!p) {
@@ -510,12 +511,12 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
     }
     if (cfg.world_size > 1 && cfg.rank >= 0) { /* NAME-rankN in a distributed job */
         char *rn = NULL;
-        if (asprintf(&rn, "%s-rank%d", p->name, cfg.rank) < 0 || !rn) {
+        if (sonde__asprintf(&rn, "%s-rank%d", p->name, cfg.rank) < 0 || !rn) {
             free_profiler(p);
             sonde__fail(SONDE_ENOMEM, "sonde_create: out of memory");
             return NULL;
         }
-        free(p->name);
+        sonde__free(p->name);
         p->name = rn;
     }
     p->cfg.name = p->name;

@@ -17,6 +17,7 @@
 #include "../util/buf.h"
 #include "../util/fileio.h"
 #include "record.h"
+#include "../util/alloc.h"
 
 #define MAX_LATEST 256
 
@@ -370,7 +371,7 @@ int sonde__sampler_start(sonde_profiler *p)
     if (!c->collect_cpu && !c->collect_memory && !c->collect_gpu && !display &&
         !c->memory_every_n_steps)
         return 0;
-    sampler *s = calloc(1, sizeof *s);
+    sampler *s = sonde__calloc(1, sizeof *s);
     if (!s)
         return -1;
     s->p = p;
@@ -381,7 +382,7 @@ int sonde__sampler_start(sonde_profiler *p)
     sbuf_init(&s->snaps);
     if (sem_init(&p->sampler_wake, 0, 0) != 0 ||
         pthread_create(&p->sampler, NULL, sampler_main, s) != 0) {
-        free(s);
+        sonde__free(s);
         return -1;
     }
     p->sampler_state = s;
@@ -410,8 +411,8 @@ void sonde__sampler_forget(sonde_profiler *p)
     nvml_close(s->nvml);
     sbuf_free(&s->info);
     sbuf_free(&s->snaps);
-    free(s->snap_path);
-    free(s);
+    sonde__free(s->snap_path);
+    sonde__free(s);
     p->sampler_state = NULL;
     sem_destroy(&p->sampler_wake);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "record.h"
+#include "../util/alloc.h"
 
 #define BLOCK_BITS 10
 #define BLOCK_SIZE (1u << BLOCK_BITS)
@@ -46,7 +47,7 @@ static char *dup_or_null(const char *s, int *oom)
 {
     if (!s)
         return NULL;
-    char *d = strdup(s);
+    char *d = sonde__strdup(s);
     if (!d)
         *oom = 1;
     return d;
@@ -61,7 +62,7 @@ static uint32_t append_locked(const char *name, const char *file, const char *fu
         return 0;
     sonde_site_rec *b = atomic_load_explicit(&g_blocks[blk], memory_order_relaxed);
     if (!b) {
-        b = calloc(BLOCK_SIZE, sizeof *b);
+        b = sonde__calloc(BLOCK_SIZE, sizeof *b);
         if (!b)
             return 0;
         atomic_store_explicit(&g_blocks[blk], b, memory_order_release);
@@ -73,9 +74,9 @@ static uint32_t append_locked(const char *name, const char *file, const char *fu
     r->func = dup_or_null(func, &oom);
     r->line = line;
     if (oom) {
-        free((void *)r->name);
-        free((void *)r->file);
-        free((void *)r->func);
+        sonde__free((void *)r->name);
+        sonde__free((void *)r->file);
+        sonde__free((void *)r->func);
         memset(r, 0, sizeof *r);
         return 0;
     }
@@ -126,7 +127,7 @@ static void insert_slot(itable *t, uint32_t id, uint64_t h)
 
 static itable *table_new(uint32_t cap)
 {
-    itable *t = calloc(1, sizeof *t + (size_t)cap * sizeof(_Atomic uint32_t));
+    itable *t = sonde__calloc(1, sizeof *t + (size_t)cap * sizeof(_Atomic uint32_t));
     if (t)
         t->cap = cap;
     return t;

@@ -21,6 +21,7 @@
 #include "../util/fileio.h"
 #include "record.h"
 #include "../config/keys.h"
+#include "../util/alloc.h"
 
 /* ------------------------------------------------------------------------------------------
  * Chunk stack (Treiber stack of indices with an ABA tag in the high 32 bits)
@@ -417,26 +418,26 @@ int sonde__writer_open(sonde_profiler *p)
             return sonde__fail(SONDE_ENOMEM, "sonde_create: out of memory");
         int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (fd < 0 && errno == EEXIST) {
-            free(path);
+            sonde__free(path);
             continue;
         }
         if (fd < 0) {
             snprintf(msg, sizeof msg, "cannot create %s: %s; profiling is off", path,
                      strerror(errno));
-            free(path);
+            sonde__free(path);
             sonde__set_status(p, SONDE_EIO, msg);
             return sonde__fail(SONDE_EIO, "%s", msg);
         }
         if (k > 1) {
-            char *nn = malloc(strlen(p->name) + 8);
+            char *nn = sonde__malloc(strlen(p->name) + 8);
             if (!nn) {
                 close(fd);
                 unlink(path);
-                free(path);
+                sonde__free(path);
                 return sonde__fail(SONDE_ENOMEM, "sonde_create: out of memory");
             }
             sprintf(nn, "%s-%d", p->name, k);
-            free(p->name);
+            sonde__free(p->name);
             p->name = nn;
             p->cfg.name = nn;
         }

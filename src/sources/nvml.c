@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "sources.h"
+#include "../util/alloc.h"
 
 /* ---- the NVML ABI, as documented in nvml.h ---- */
 typedef int nvmlReturn_t;
@@ -213,9 +214,9 @@ nvml_state *nvml_open(const sonde_config *cfg, char *why, size_t cap)
     size_t n;
     if (parse_devices(cfg->gpu_devices, count > 64 ? 64 : count, idx, &n, why, cap))
         return NULL;
-    nvml_state *s = calloc(1, sizeof *s);
-    if (!s || !(s->dev = calloc(n, sizeof *s->dev))) {
-        free(s);
+    nvml_state *s = sonde__calloc(1, sizeof *s);
+    if (!s || !(s->dev = sonde__calloc(n, sizeof *s->dev))) {
+        sonde__free(s);
         snprintf(why, cap, "GPU metrics unavailable: out of memory");
         return NULL;
     }
@@ -252,8 +253,8 @@ void nvml_close(nvml_state *s)
 {
     if (!s)
         return;
-    free(s->dev);
-    free(s);
+    sonde__free(s->dev);
+    sonde__free(s);
     /* NVML stays initialised for the life of the process: nvmlInit runs once. */
 }
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "sources.h"
+#include "../util/alloc.h"
 
 #define MAX_CPUS 1024
 
@@ -70,20 +71,20 @@ static double now_s(void)
 
 procfs_state *procfs_open(pid_t pid, int cpu, int memory)
 {
-    procfs_state *s = calloc(1, sizeof *s);
+    procfs_state *s = sonde__calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->pid = pid;
     s->cpu = cpu;
     s->memory = memory;
-    s->busy = calloc(MAX_CPUS + 1, sizeof *s->busy);
-    s->total = calloc(MAX_CPUS + 1, sizeof *s->total);
+    s->busy = sonde__calloc(MAX_CPUS + 1, sizeof *s->busy);
+    s->total = sonde__calloc(MAX_CPUS + 1, sizeof *s->total);
     if (!s->busy || !s->total) {
         procfs_close(s);
         return NULL;
     }
     s->tree = pid != 0;
-    if (s->tree && !(s->seen = calloc(MAX_TREE, sizeof *s->seen))) {
+    if (s->tree && !(s->seen = sonde__calloc(MAX_TREE, sizeof *s->seen))) {
         procfs_close(s);
         return NULL;
     }
@@ -106,10 +107,10 @@ void procfs_close(procfs_state *s)
 {
     if (!s)
         return;
-    free(s->busy);
-    free(s->total);
-    free(s->seen);
-    free(s);
+    sonde__free(s->busy);
+    sonde__free(s->total);
+    sonde__free(s->seen);
+    sonde__free(s);
 }
 
 /* "Key:   123 kB" in a /proc status-like text; -1 when absent. */
@@ -158,11 +159,11 @@ void procfs_describe(procfs_state *s, const sonde_emit *e)
 /* /proc/stat: system CPU, total and per core; and the load average. */
 static void sample_cpu_system(procfs_state *s, const sonde_emit *e)
 {
-    char *buf = malloc(256 * 1024);
+    char *buf = sonde__malloc(256 * 1024);
     if (!buf)
         return;
     if (read_small("/proc/stat", buf, 256 * 1024) <= 0) {
-        free(buf);
+        sonde__free(buf);
         return;
     }
     int row = 0;
@@ -203,7 +204,7 @@ static void sample_cpu_system(procfs_state *s, const sonde_emit *e)
             s->ncpu = idx;
         row++;
     }
-    free(buf);
+    sonde__free(buf);
     char st[256];
     if (read_small("/proc/loadavg", st, sizeof st) > 0) {
         double l1, l5, l15;
@@ -342,7 +343,7 @@ static void sample_tree(procfs_state *s, const sonde_emit *e)
     DIR *d = opendir("/proc");
     if (!d)
         return;
-    proc_row *rows = malloc(MAX_TREE * sizeof *rows);
+    proc_row *rows = sonde__malloc(MAX_TREE * sizeof *rows);
     if (!rows) {
         closedir(d);
         return;
@@ -357,9 +358,9 @@ static void sample_tree(procfs_state *s, const sonde_emit *e)
     }
     closedir(d);
     /* keep the descendants of the root: repeat until nothing joins (any order of pids) */
-    char *in = calloc(n ? n : 1, 1);
+    char *in = sonde__calloc(n ? n : 1, 1);
     if (!in) {
-        free(rows);
+        sonde__free(rows);
         return;
     }
     for (size_t i = 0; i < n; i++)
@@ -383,7 +384,7 @@ static void sample_tree(procfs_state *s, const sonde_emit *e)
     long threads = 0;
     size_t procs = 0;
     unsigned long long user = 0, sys = 0;
-    proc_seen *next = calloc(MAX_TREE, sizeof *next);
+    proc_seen *next = sonde__calloc(MAX_TREE, sizeof *next);
     size_t nn = 0;
     for (size_t i = 0; i < n && next; i++) {
         if (!in[i])
@@ -460,10 +461,10 @@ static void sample_tree(procfs_state *s, const sonde_emit *e)
     if (next) {
         memcpy(s->seen, next, nn * sizeof *next);
         s->n_seen = nn;
-        free(next);
+        sonde__free(next);
     }
-    free(in);
-    free(rows);
+    sonde__free(in);
+    sonde__free(rows);
 }
 
 void procfs_sample(procfs_state *s, const sonde_emit *e)

@@ -6,12 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "alloc.h"
 
 void sbuf_init(sbuf *b) { memset(b, 0, sizeof *b); }
 
 void sbuf_free(sbuf *b)
 {
-    free(b->data);
+    sonde__free(b->data);
     sbuf_init(b);
 }
 
@@ -36,7 +37,7 @@ int sbuf_reserve(sbuf *b, size_t extra)
         }
         cap *= 2;
     }
-    char *d = realloc(b->data, cap);
+    char *d = sonde__realloc(b->data, cap);
     if (!d) {
         b->oom = 1;
         return -1;
@@ -55,6 +56,14 @@ int sbuf_add_slow(sbuf *b, const void *p, size_t n)
     b->len += n;
     b->data[b->len] = 0;
     return 0;
+}
+
+void sbuf_unput(sbuf *b, size_t n)
+{
+    if (b->oom || n > b->len)
+        return;
+    b->len -= n;
+    b->data[b->len] = 0;
 }
 
 int sbuf_puts(sbuf *b, const char *s) { return sbuf_add(b, s, strlen(s)); }

@@ -28,6 +28,8 @@ static inline int sbuf_add(sbuf *b, const void *p, size_t n)
     b->data[b->len] = 0;
     return 0;
 }
+/* Takes back the last n bytes appended (to reopen a JSON object); nothing after an oom. */
+void sbuf_unput(sbuf *b, size_t n);
 int sbuf_puts(sbuf *b, const char *s);
 int sbuf_putc(sbuf *b, char c);
 int sbuf_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "alloc.h"
 
 int mkdir_p(const char *dir)
 {
@@ -20,7 +21,7 @@ int mkdir_p(const char *dir)
         return -1;
     }
     size_t n = strlen(dir);
-    char *tmp = malloc(n + 1);
+    char *tmp = sonde__malloc(n + 1);
     if (!tmp)
         return -1;
     memcpy(tmp, dir, n + 1);
@@ -31,7 +32,7 @@ int mkdir_p(const char *dir)
         tmp[i] = 0;
         if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
             int e = errno;
-            free(tmp);
+            sonde__free(tmp);
             errno = e;
             return -1;
         }
@@ -39,7 +40,7 @@ int mkdir_p(const char *dir)
     }
     struct stat st;
     int rc = stat(tmp, &st);
-    free(tmp);
+    sonde__free(tmp);
     if (rc != 0)
         return -1;
     if (!S_ISDIR(st.st_mode)) {
@@ -94,7 +95,7 @@ int write_all(int fd, const void *p, size_t n)
 char *path_join(const char *dir, const char *name)
 {
     size_t a = strlen(dir), b = strlen(name);
-    char *r = malloc(a + b + 2);
+    char *r = sonde__malloc(a + b + 2);
     if (!r)
         return NULL;
     memcpy(r, dir, a);
@@ -109,13 +110,13 @@ int afile_open(afile *af, const char *path)
 {
     af->fd = -1;
     af->tmp = NULL;
-    af->path = strdup(path);
+    af->path = sonde__strdup(path);
     if (!af->path)
         return -1;
     size_t n = strlen(path);
-    af->tmp = malloc(n + 16);
+    af->tmp = sonde__malloc(n + 16);
     if (!af->tmp) {
-        free(af->path);
+        sonde__free(af->path);
         af->path = NULL;
         return -1;
     }
@@ -125,8 +126,8 @@ int afile_open(afile *af, const char *path)
     af->fd = mkostemp(af->tmp, O_CLOEXEC);
     if (af->fd < 0) {
         int e = errno;
-        free(af->tmp);
-        free(af->path);
+        sonde__free(af->tmp);
+        sonde__free(af->path);
         af->tmp = af->path = NULL;
         errno = e;
         return -1;
@@ -156,8 +157,8 @@ int afile_commit(afile *af, int closed_already)
     }
     if (rc != 0)
         unlink(af->tmp);
-    free(af->tmp);
-    free(af->path);
+    sonde__free(af->tmp);
+    sonde__free(af->path);
     af->tmp = af->path = NULL;
     if (rc)
         errno = e;
@@ -171,8 +172,8 @@ void afile_abort(afile *af)
     af->fd = -1;
     if (af->tmp)
         unlink(af->tmp);
-    free(af->tmp);
-    free(af->path);
+    sonde__free(af->tmp);
+    sonde__free(af->path);
     af->tmp = af->path = NULL;
 }
 
@@ -205,7 +206,7 @@ int read_file_all(const char *path, size_t max, char **out, size_t *len)
         err = EINVAL;
     else if ((uintmax_t)st.st_size > (uintmax_t)max)
         err = EFBIG;
-    char *buf = err ? NULL : malloc((size_t)st.st_size + 1);
+    char *buf = err ? NULL : sonde__malloc((size_t)st.st_size + 1);
     if (!err && !buf)
         err = ENOMEM;
     if (err) {
@@ -221,7 +222,7 @@ int read_file_all(const char *path, size_t max, char **out, size_t *len)
         if (r < 0) {
             err = errno;
             close(fd);
-            free(buf);
+            sonde__free(buf);
             errno = err;
             return -1;
         }

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "alloc.h"
 
 static uint64_t hash(const char *s)
 {
@@ -19,9 +20,9 @@ void strmap_init(strmap *m) { memset(m, 0, sizeof *m); }
 void strmap_free(strmap *m)
 {
     for (size_t i = 0; i < m->cap; i++)
-        free(m->keys[i]);
-    free(m->keys);
-    free(m->vals);
+        sonde__free(m->keys[i]);
+    sonde__free(m->keys);
+    sonde__free(m->vals);
     strmap_init(m);
 }
 
@@ -44,11 +45,11 @@ int strmap_get(const strmap *m, const char *key)
 static int grow(strmap *m)
 {
     size_t ncap = m->cap ? m->cap * 2 : 64;
-    char **k = calloc(ncap, sizeof *k);
-    int *v = calloc(ncap, sizeof *v);
+    char **k = sonde__calloc(ncap, sizeof *k);
+    int *v = sonde__calloc(ncap, sizeof *v);
     if (!k || !v) {
-        free(k);
-        free(v);
+        sonde__free(k);
+        sonde__free(v);
         return -1;
     }
     strmap old = *m;
@@ -62,8 +63,8 @@ static int grow(strmap *m)
             m->vals[j] = old.vals[i];
         }
     }
-    free(old.keys);
-    free(old.vals);
+    sonde__free(old.keys);
+    sonde__free(old.vals);
     return 0;
 }
 
@@ -73,7 +74,7 @@ int strmap_put(strmap *m, const char *key, int val)
         return -1;
     size_t i = slot(m, key);
     if (!m->keys[i]) {
-        m->keys[i] = strdup(key);
+        m->keys[i] = sonde__strdup(key);
         if (!m->keys[i])
             return -1;
         m->used++;

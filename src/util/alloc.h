@@ -1,0 +1,17 @@
+/* alloc.h - every allocation libsonde makes goes through these, so a host's allocator (set with
+ * sonde_set_allocator) sees them all and a test can fail any one of them. */
+#ifndef SONDE_UTIL_ALLOC_H
+#define SONDE_UTIL_ALLOC_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+void *sonde__malloc(size_t n);
+void *sonde__calloc(size_t count, size_t size); /* NULL on overflow of count * size */
+void *sonde__realloc(void *p, size_t n);
+void sonde__free(void *p);
+char *sonde__strdup(const char *s);
+/* Like asprintf: the length, or -1 (and *out unset) when out of memory. */
+int sonde__asprintf(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif
