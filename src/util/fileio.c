@@ -106,6 +106,26 @@ char *path_join(const char *dir, const char *name)
     return r;
 }
 
+/* The process's umask, read without changing it: umask(2) can only be read by setting it, and
+ * for that instant every file another thread creates would get the wrong mode. */
+static mode_t current_umask(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    char line[128];
+    unsigned um = 022;
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = sscanf(line, "Umask: %o", &um) == 1;
+    if (f)
+        fclose(f);
+    if (!found) { /* kernels before 4.7: the only other way */
+        mode_t old = umask(022);
+        umask(old);
+        return old;
+    }
+    return (mode_t)um;
+}
+
 int afile_open(afile *af, const char *path)
 {
     af->fd = -1;
@@ -132,9 +152,7 @@ int afile_open(afile *af, const char *path)
         errno = e;
         return -1;
     }
-    mode_t um = umask(0);
-    umask(um);
-    if (fchmod(af->fd, 0644 & ~um) != 0) {
+    if (fchmod(af->fd, 0644 & ~current_umask()) != 0) {
         int e = errno;
         afile_abort(af);
         errno = e;

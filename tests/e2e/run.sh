@@ -20,6 +20,21 @@ demo)
     [ -f sonde-out/pipeline-2.json ] || fail "second run with the same name was not suffixed"
     check count sonde-out/pipeline.json denoise_step 6
     check count sonde-out/pipeline-2.json denoise_step 2
+    # symlinks planted at the output paths are never followed, and files get 0644 less the umask
+    mkdir -p planted/sonde-out && cd planted
+    echo "precious" > victim.txt
+    ln -s ../victim.txt sonde-out/pipeline.json
+    (umask 027; "$build/examples/pipeline" --steps 2 --blocks 2 --frames 4 --dim 32 --quiet)
+    [ "$(cat victim.txt)" = precious ] || fail "a report was written through a planted symlink"
+    [ -f sonde-out/pipeline.json ] && [ ! -L sonde-out/pipeline.json ] || fail "pipeline.json is not a new regular file"
+    ln -s ../victim.txt sonde-out/planted.sonde
+    "$build/examples/pipeline" --steps 2 --blocks 2 --frames 4 --dim 32 --quiet --name planted
+    [ "$(cat victim.txt)" = precious ] || fail "the recording was written through a planted symlink"
+    [ -f sonde-out/planted-2.sonde ] || fail "a planted NAME.sonde did not move the run to NAME-2: $(ls sonde-out)"
+    for f in pipeline.json pipeline.sonde pipeline.html; do
+        m=$(stat -c %a "sonde-out/$f"); [ "$m" = 640 ] || fail "$f has mode $m under umask 027, expected 640"
+    done
+    cd ..
     ;;
 crash)
     cd "$work"
