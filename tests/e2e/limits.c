@@ -1,5 +1,6 @@
 /* limits.c - a host program for the reliability tests. Usage: limits MODE DIR
  *   fsize   a 256 KiB file-size limit: sonde's writes fail with EFBIG, the host is not killed
+ *   full    the same on a disk that fills up (the test mounts a small tmpfs at DIR): ENOSPC
  *   bound   100 million section edges through 64 MiB of buffers: prints the peak RSS
  *   churn   10,000 threads that each record 3 sections and exit: prints RSS along the way
  *   kill    8 threads record until SIGKILL; prints "realtime_ns sections_completed" every 50 ms */
@@ -57,7 +58,7 @@ static void *forever(void *arg)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: limits fsize|bound|churn|kill DIR\n");
+        fprintf(stderr, "usage: limits fsize|full|bound|churn|kill DIR\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -66,9 +67,10 @@ int main(int argc, char **argv)
     c.name = mode;
     c.formats = 0;
     c.collect_cpu = c.collect_memory = c.collect_gpu = 0;
-    if (!strcmp(mode, "fsize")) {
+    if (!strcmp(mode, "fsize") || !strcmp(mode, "full")) {
         struct rlimit rl = {256 * 1024, 256 * 1024};
-        setrlimit(RLIMIT_FSIZE, &rl);
+        if (!strcmp(mode, "fsize"))
+            setrlimit(RLIMIT_FSIZE, &rl);
         c.formats = SONDE_FORMAT_JSON;
         g_p = sonde_create(&c);
         for (int i = 0; i < 400000; i++) {

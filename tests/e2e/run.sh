@@ -394,6 +394,24 @@ limits)
     grep -q "writing out/fsize.sonde failed" fsize.err || fail "RLIMIT_FSIZE: no one-line message: $(cat fsize.err)"
     "$build/tests/readback" out/fsize.sonde fsize.json
     python3 -c 'import json; r = json.load(open("fsize.json")); n = r["summary"]["sections"]; assert n > 10000, n; print("RLIMIT_FSIZE: %d sections readable from the truncated file" % n)'
+    # disk full: a 256 KiB tmpfs mounted in a private mount namespace (a user namespace when
+    # there is one, else as root); sonde's writes get ENOSPC, the host runs to its own end
+    mkdir -p disk
+    full() {
+        unshare "$@" sh -c 'mount -t tmpfs -o size=256k tmpfs "$1" || exit 99
+            "$2" full "$1/out"; st=$?; cp "$1/out/full.sonde" "$3/full.sonde"; exit $st' \
+            sh "$work/disk" "$build/tests/limits" "$work" > full.txt 2> full.err
+    }
+    set +e; full -Urm; st=$?; [ $st = 99 ] || [ $st = 1 ] && { full -m; st=$?; }; set -e
+    if [ $st = 99 ] || [ $st = 1 ]; then
+        echo "SKIP disk full: no tmpfs can be mounted here ($(tail -1 full.err))"
+    else
+        [ $st = 7 ] || fail "disk full: the host exited $st, expected 7: $(cat full.err)"
+        grep -q "destroy: input/output error" full.txt || fail "disk full: no error reported: $(cat full.txt)"
+        grep -q "writing .*full.sonde failed" full.err || fail "disk full: no one-line message: $(cat full.err)"
+        "$build/tests/readback" full.sonde full.json
+        python3 -c 'import json; r = json.load(open("full.json")); n = r["summary"]["sections"]; assert n > 5000, n; print("disk full: %d sections readable from the file that filled the disk" % n)'
+    fi
     # 100 million edges through 64 MiB of buffers: RSS stays under the buffers plus 40 MiB
     "$build/tests/limits" bound out > bound.txt
     python3 - bound.txt <<'PY'
