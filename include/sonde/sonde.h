@@ -58,6 +58,10 @@ extern "C" {
 /* The runtime version of the library, "MAJOR.MINOR.PATCH". */
 const char *sonde_version(void);
 
+/* The longest name, key or value (in bytes) the recording calls accept; a longer one is
+ * SONDE_EINVAL and nothing is recorded. */
+#define SONDE_MAX_NAME 65535
+
 /* ---------------------------------------------------------------------------------------------
  * Errors
  * ------------------------------------------------------------------------------------------- */

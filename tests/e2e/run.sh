@@ -362,7 +362,10 @@ for e in ev:
 r0 = [p for p, n in names.items() if n.startswith("rank 0 ")][0]
 r3 = [p for p, n in names.items() if n.startswith("rank 3 ")][0]
 gaps = [abs(a - b) for a, b in zip(sorted(sync[r0]), sorted(sync[r3]))]
-assert len(gaps) == 4 and max(gaps) < 1000, gaps   # microseconds: within 1 ms
+# Microseconds. 4 ranks share 2 cores here, so a rank can leave the barrier a scheduler slice
+# (a few ms) after another (2.1 ms seen in CI): the bound is one 20 ms "compute" step, so a merge
+# that lined the ranks up on the wrong sync (a step apart) still fails.
+assert len(gaps) == 4 and max(gaps) < 20000, gaps
 print("MPI merge: 4 ranks, rank 0 and rank 3 steps within %.0f us of each other" % max(gaps))
 PY
     else

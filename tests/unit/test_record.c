@@ -215,6 +215,18 @@ static void misuse(void **state)
     assert_int_equal(sonde_metric(p, "m", NAN), SONDE_EINVAL);
     assert_int_equal(sonde_counter(p, "c", INFINITY), SONDE_EINVAL);
     assert_int_equal(sonde_throughput(p, -1, 1), SONDE_EINVAL);
+    /* a name, key or value over SONDE_MAX_NAME bytes is refused, and nothing is recorded */
+    char *huge = malloc(SONDE_MAX_NAME + 2);
+    assert_non_null(huge);
+    memset(huge, 'n', SONDE_MAX_NAME + 1);
+    huge[SONDE_MAX_NAME + 1] = 0;
+    assert_int_equal(sonde_begin(p, huge), SONDE_EINVAL);
+    assert_non_null(strstr(sonde_last_error(), "longer than 65535 bytes"));
+    assert_int_equal(sonde_metadata(p, "k", huge), SONDE_EINVAL);
+    assert_int_equal(sonde_event(p, huge), SONDE_EINVAL);
+    huge[SONDE_MAX_NAME] = 0; /* exactly the limit is fine */
+    assert_int_equal(sonde_event(p, huge), 0);
+    free(huge);
     sonde_begin(p, "left open");
     sonde_begin(p, "nested open");
     sm_model m;
