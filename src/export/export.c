@@ -143,6 +143,15 @@ static int write_formats(const sm_model *m, const char *dir, const char *name, u
     return rc;
 }
 
+void sx_print_summary(const sm_model *m)
+{
+    sbuf b;
+    sbuf_init(&b);
+    if (sx_txt(m, &b) == 0)
+        fputs(b.data, stderr);
+    sbuf_free(&b);
+}
+
 static int ends_with(const char *s, const char *suf)
 {
     size_t a = strlen(s), b = strlen(suf);

@@ -47,6 +47,9 @@ int sx_write_trace_range(const sm_model *m, const char *path, int64_t t0_ns, int
  * file. Prints nothing. 0, or a negative SONDE_E* code naming the failing file in
  * sonde_last_error() (the other formats are still written). */
 int sx_write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats);
+/* Prints the text summary to stderr (sonde_destroy with print_summary, `sonde run`); nothing
+ * when out of memory. */
+void sx_print_summary(const sm_model *m);
 /* Writes one file whose format follows the extension of path. */
 int sx_write_path(const sm_model *m, const char *path);
 

@@ -28,13 +28,8 @@ int sonde__write_reports(sonde_profiler *p, const char *path)
         rc = sx_write_path(&m, path);
     else
         rc = sx_write_formats(&m, p->output_dir, p->name, p->cfg.formats);
-    if (!path && p->cfg.print_summary && (p->cfg.rank <= 0 || p->cfg.display_all_ranks)) {
-        sbuf b;
-        sbuf_init(&b);
-        if (sx_txt(&m, &b) == 0)
-            fputs(b.data, stderr);
-        sbuf_free(&b);
-    }
+    if (!path && p->cfg.print_summary && (p->cfg.rank <= 0 || p->cfg.display_all_ranks))
+        sx_print_summary(&m);
     sm_free(&m);
     return rc;
 }

@@ -655,10 +655,10 @@ static int intern_arg(const char *s, const char *call, const char *what, uint32_
 {
     if (!s)
         return sonde__fail(SONDE_EINVAL, "%s: %s is NULL", call, what);
-    if (strnlen(s, SONDE_MAX_NAME + 1) > SONDE_MAX_NAME)
+    *id = sonde__intern(s);
+    if (!*id && errno == ENAMETOOLONG)
         return sonde__fail(SONDE_EINVAL, "%s: the %s is longer than %d bytes (\"%.40s...\")", call,
                            what, SONDE_MAX_NAME, s);
-    *id = sonde__intern(s);
     if (!*id)
         return sonde__fail(SONDE_ENOMEM, "%s: out of memory interning the %s", call, what);
     return 0;

@@ -40,7 +40,8 @@ typedef struct sonde_site_rec {
 } sonde_site_rec;
 /* Registers a macro call site once; returns its id (> 0), or 0 when out of memory. */
 uint32_t sonde__site_register(sonde_site *s);
-/* Interns a run-time name; the same string always gives the same id. 0 when out of memory. */
+/* Interns a run-time name; the same string always gives the same id. 0 with errno ENAMETOOLONG
+ * for a name over SONDE_MAX_NAME bytes, ENOMEM when out of memory. */
 uint32_t sonde__intern(const char *name);
 /* Number of ids handed out + 1 (ids are 1..count-1). Acquire order. Async-signal-safe. */
 uint32_t sonde__site_count(void);

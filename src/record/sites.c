@@ -2,6 +2,7 @@
  * entries never move or change once published, so the writer and the signal handler read them
  * without a lock; registration and interning take a mutex once per new site or name. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,11 +28,14 @@ typedef struct itable {
 } itable;
 static itable *_Atomic g_table;
 
-static uint64_t hash_str(const char *s)
+/* FNV-1a of s; *len gets its length, counted no further than SONDE_MAX_NAME + 1. */
+static uint64_t hash_str(const char *s, size_t *len)
 {
     uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    const char *p = s;
+    for (; *p && p - s <= SONDE_MAX_NAME; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    *len = (size_t)(p - s);
     return h ^ (h >> 29);
 }
 
@@ -137,7 +141,12 @@ uint32_t sonde__intern(const char *name)
 {
     if (!name)
         return 0;
-    uint64_t h = hash_str(name);
+    size_t len;
+    uint64_t h = hash_str(name, &len);
+    if (len > SONDE_MAX_NAME) {
+        errno = ENAMETOOLONG;
+        return 0;
+    }
     uint32_t id = lookup(atomic_load_explicit(&g_table, memory_order_acquire), name, h);
     if (id)
         return id;
@@ -154,7 +163,7 @@ uint32_t sonde__intern(const char *name)
             for (uint32_t i = 0; i < t->cap; i++) {
                 uint32_t old = atomic_load_explicit(&t->slot[i], memory_order_relaxed);
                 if (old)
-                    insert_slot(n, old, hash_str(sonde__site_get(old)->name));
+                    insert_slot(n, old, hash_str(sonde__site_get(old)->name, &len));
             }
         }
         n->older = t;
@@ -162,6 +171,8 @@ uint32_t sonde__intern(const char *name)
         t = n;
     }
     id = append_locked(name, NULL, NULL, 0);
+    if (!id)
+        errno = ENOMEM;
     if (id)
         insert_slot(t, id, h);
 out:

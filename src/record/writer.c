@@ -397,6 +397,15 @@ static int write_info(sonde_profiler *p)
     return write_record_raw(p, SONDE_R_INFO, b, k);
 }
 
+/* Out of memory while opening: recording stays off, and the status says so, so that
+ * sonde_destroy reports it instead of ending quietly without reports. */
+static int no_memory(sonde_profiler *p)
+{
+    static const char msg[] = "out of memory while creating the recording; profiling is off";
+    sonde__set_status(p, SONDE_ENOMEM, msg);
+    return sonde__fail(SONDE_ENOMEM, "%s", msg);
+}
+
 int sonde__writer_open(sonde_profiler *p)
 {
     char msg[600];
@@ -415,7 +424,7 @@ int sonde__writer_open(sonde_profiler *p)
             snprintf(stem, sizeof stem, "%s-%d.sonde", p->name, k);
         char *path = path_join(p->output_dir, stem);
         if (!path)
-            return sonde__fail(SONDE_ENOMEM, "sonde_create: out of memory");
+            return no_memory(p);
         int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (fd < 0 && errno == EEXIST) {
             sonde__free(path);
@@ -434,7 +443,7 @@ int sonde__writer_open(sonde_profiler *p)
                 close(fd);
                 unlink(path);
                 sonde__free(path);
-                return sonde__fail(SONDE_ENOMEM, "sonde_create: out of memory");
+                return no_memory(p);
             }
             sprintf(nn, "%s-%d", p->name, k);
             sonde__free(p->name);

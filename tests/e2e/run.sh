@@ -126,6 +126,13 @@ cli)
         [ "$got" = "$want" ] || fail "$* exited $got, expected $want: $(cat err.txt)"
         [ -z "$text" ] || grep -qF -- "$text" err.txt || fail "$*: stderr lacks '$text': $(cat err.txt)"
     }
+    # the threat model: `sonde run` runs its argument vector, never a shell, and neither the
+    # library nor the CLI imports a network call or a shell-running one
+    expect 127 "cannot run touch pwned; true" "$sonde" run -o shellcheck -- "touch pwned; true"
+    [ ! -e pwned ] || fail "sonde run went through a shell"
+    imports=$( { nm -D --undefined-only "$build/libsonde.so"; nm --undefined-only "$sonde"; } |
+        awk '{print $NF}' | sed 's/@.*//' | grep -xE "socket|bind|listen|accept|accept4|connect|system|popen" || true)
+    [ -z "$imports" ] || fail "network or shell calls imported: $imports"
     expect 0 "" "$sonde" --help
     for c in export summary config demo run; do grep -q "^  $c " out.txt || fail "--help lacks $c"; done
     expect 0 "" "$sonde" --version

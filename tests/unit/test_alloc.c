@@ -95,6 +95,16 @@ static void one_run(const char *dir)
         assert_true(sonde_last_error()[0] != 0);
     int rc = sonde_destroy(p);
     known(rc);
+    /* a report that could not be built is an error, never a silent gap */
+    static const char *const reports[] = {"json", "csv", "instances.csv", "txt", "trace.json.gz",
+                                          "samples.csv", "html"};
+    for (size_t i = 0; rc == 0 && i < sizeof reports / sizeof reports[0]; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/alloc.%s", dir, reports[i]);
+        if (access(path, F_OK) != 0)
+            fail_msg("allocation %ld failing: sonde_destroy returned 0 but %s is missing",
+                     atomic_load(&g_fail_at), path);
+    }
 }
 
 static void every_allocation_can_fail(void **state)

@@ -73,13 +73,8 @@ static void write_reports(const char *path, const char *dir, const char *name, u
     }
     if (formats && sx_write_formats(&m, dir, name, formats) != 0)
         cli_fail(0, "run", "%s", sonde_last_error());
-    if (print_summary) {
-        sbuf b;
-        sbuf_init(&b);
-        if (sx_txt(&m, &b) == 0)
-            fputs(b.data, stderr);
-        sbuf_free(&b);
-    }
+    if (print_summary)
+        sx_print_summary(&m);
     sm_free(&m);
 }
 
