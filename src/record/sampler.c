@@ -273,6 +273,7 @@ static void *sampler_main(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    xfsz_all_blocked();
     pthread_setname_np(pthread_self(), "sonde-sampler");
     const sonde_config *c = &p->cfg;
     sonde_emit e = {s, on_counter, on_event, on_info};

@@ -478,6 +478,7 @@ static void *writer_main(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL); /* host signals go to host threads */
+    xfsz_all_blocked();
     pthread_setname_np(pthread_self(), "sonde-writer");
     double iv = p->cfg.flush_interval_s;
     uint64_t iv_ns = (uint64_t)(iv * 1e9);

@@ -41,6 +41,9 @@ typedef struct xfsz_guard {
 } xfsz_guard;
 void xfsz_block(xfsz_guard *g);
 void xfsz_restore(xfsz_guard *g);
+/* Called by a thread of sonde's own that has blocked every signal for good (writer, sampler):
+ * its guards then cost nothing, where they would be four system calls per write. */
+void xfsz_all_blocked(void);
 
 /* Reads the whole regular file at path into a malloc'ed buffer with a NUL after its *len bytes.
  * 0, or -1 with errno set: open's errno, EINVAL when path is not a regular file, EFBIG when it
