@@ -65,6 +65,7 @@ bench: deps
 	@cmake --build build-bench -j $(JOBS) >> build-bench.log 2>&1 || (cat build-bench.log; exit 1)
 	@rm -f build-bench.log
 	@mkdir -p build-bench/out && ./build-bench/bench/bench_scope --dir build-bench/out && rm -rf build-bench/out
+	@SONDE_LIBRARY=build-bench/libsonde.so.0 python3 bench/bench_python.py
 
 install: build
 	@cmake --install build --prefix $(PREFIX)

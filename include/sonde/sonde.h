@@ -207,6 +207,18 @@ int sonde_config_load_file(sonde_config *cfg, const char *path);
  * exit); SONDE_EINVAL naming the flag on a bad value, leaving cfg and argv unchanged. */
 int sonde_config_from_args(sonde_config *cfg, int *argc, char **argv);
 
+/* Sets one field by its key name (docs/configuration.md; the names of the YAML file) from text,
+ * as SONDE_<KEY> would: sonde_config_set(&cfg, "gpu_interval_s", "0.1"). For bindings and hosts
+ * that take settings as text. SONDE_ENOTFOUND for an unknown key (the message suggests the
+ * closest), SONDE_EINVAL naming the key and what was expected for a bad value; cfg is unchanged
+ * on error. Strings are copied into storage that lives as long as the process; a NULL value
+ * sets a string field back to NULL (its default where the default is none). */
+int sonde_config_set(sonde_config *cfg, const char *key, const char *value);
+/* Writes the current value of one field as text ("0.1", "json,csv", "" for no string) into
+ * out[cap], truncating. Returns the length of the whole text (as snprintf), or
+ * SONDE_ENOTFOUND for an unknown key. */
+int sonde_config_get(const sonde_config *cfg, const char *key, char *out, size_t cap);
+
 /* ---------------------------------------------------------------------------------------------
  * Memory
  * ------------------------------------------------------------------------------------------- */

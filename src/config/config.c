@@ -8,6 +8,10 @@
 #include "../record/record.h"
 #include "keys.h"
 
+/* python/sonde keeps a sonde_config in this many bytes of opaque storage (python/sonde/_native.py,
+ * CONFIG_BYTES) and reaches its fields only through sonde_config_set/get. */
+_Static_assert(sizeof(sonde_config) <= 1024, "sonde_config outgrew python/sonde's storage");
+
 sonde_config sonde_config_default(void)
 {
     sonde_config c;
@@ -53,4 +57,44 @@ int sonde_config_from_env(sonde_config *cfg)
     }
     *cfg = c;
     return 0;
+}
+
+int sonde_config_set(sonde_config *cfg, const char *key, const char *value)
+{
+    if (!cfg || !key)
+        return sonde__fail(SONDE_EINVAL, "sonde_config_set: %s is NULL", cfg ? "key" : "cfg");
+    const sonde_key *k = sonde__key_find(key);
+    if (!k) {
+        const char *s = sonde__key_suggest(key);
+        return sonde__fail(SONDE_ENOTFOUND, "sonde_config_set: unknown key \"%s\"%s%s%s", key,
+                           s ? " (did you mean \"" : "", s ? s : "", s ? "\"?)" : "");
+    }
+    if (!value && k->type == KEY_STRING) { /* back to "not set" (the default's NULL) */
+        *(const char **)(void *)((char *)cfg + k->offset) = NULL;
+        return 0;
+    }
+    char where[96];
+    snprintf(where, sizeof where, "sonde_config_set: %s", k->name);
+    if (!value)
+        return sonde__fail(SONDE_EINVAL, "%s: value is NULL", where);
+    return sonde__key_set(cfg, k, value, where);
+}
+
+int sonde_config_get(const sonde_config *cfg, const char *key, char *out, size_t cap)
+{
+    if (!cfg || !key || (!out && cap))
+        return sonde__fail(SONDE_EINVAL, "sonde_config_get: %s is NULL",
+                           !cfg ? "cfg" : !key ? "key" : "out");
+    const sonde_key *k = sonde__key_find(key);
+    if (!k)
+        return sonde__fail(SONDE_ENOTFOUND, "sonde_config_get: unknown key \"%s\"", key);
+    char buf[1024];
+    sonde__key_get(cfg, k, buf, sizeof buf);
+    const char *v = buf;
+    if (k->type == KEY_STRING) { /* a string may be longer than the buffer */
+        const char *sv = *(const char *const *)(const void *)((const char *)cfg + k->offset);
+        v = sv ? sv : "";
+    }
+    int n = snprintf(out, cap, "%s", v);
+    return n;
 }

@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "../record/record.h"
+#include "../util/suggest.h"
 
 #define OFF(f) offsetof(sonde_config, f)
 
@@ -95,6 +96,14 @@ const sonde_key *sonde__key_find(const char *name)
         if (!strcmp(g_keys[i].name, name))
             return &g_keys[i];
     return NULL;
+}
+
+const char *sonde__key_suggest(const char *name)
+{
+    const char *names[N_KEYS];
+    for (size_t i = 0; i < N_KEYS; i++)
+        names[i] = g_keys[i].name;
+    return suggest(name, names, N_KEYS);
 }
 
 void sonde__key_env(const sonde_key *k, char *out, size_t cap)

@@ -24,6 +24,8 @@ typedef struct sonde_key {
 const sonde_key *sonde__keys(size_t *n);
 /* A key by name, or NULL. */
 const sonde_key *sonde__key_find(const char *name);
+/* The key name closest to a mistyped one, or NULL when none is close. */
+const char *sonde__key_suggest(const char *name);
 /* The environment variable of a key ("SONDE_GPU_INTERVAL_S") into out. */
 void sonde__key_env(const sonde_key *k, char *out, size_t cap);
 /* A key's type in words ("number in 0.01..3600"), for messages and listings. */

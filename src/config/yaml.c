@@ -13,7 +13,6 @@
 
 #include "../record/record.h"
 #include "../util/buf.h"
-#include "../util/suggest.h"
 #include "keys.h"
 #include "../util/alloc.h"
 
@@ -48,12 +47,7 @@ static int where_fail(yctx *y, const yaml_mark_t *m, const char *fmt, const char
 
 static int unknown_key(yctx *y, const yaml_mark_t *m, const char *key)
 {
-    size_t n;
-    const sonde_key *k = sonde__keys(&n);
-    const char *names[64];
-    for (size_t i = 0; i < n && i < 64; i++)
-        names[i] = k[i].name;
-    const char *s = suggest(key, names, n < 64 ? n : 64);
+    const char *s = sonde__key_suggest(key);
     char hint[96] = "";
     if (s)
         snprintf(hint, sizeof hint, " (did you mean \"%s\"?)", s);

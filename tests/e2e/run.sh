@@ -498,6 +498,14 @@ CM
     cmake --build "$work/consumer/build" > /dev/null
     (cd "$work/consumer" && ./build/minimal > /dev/null)
     check count "$work/consumer/sonde-out/minimal.json" load_model 1
+    # the Python binding finds the installed library beside itself, with no variable set
+    (cd "$work" && env -u SONDE_LIBRARY -u LD_LIBRARY_PATH PYTHONPATH="$work/prefix/lib/sonde/python" \
+        python3 -c 'import sonde, sys
+with sonde.Profiler({"name": "py", "collect_gpu": False}) as p:
+    with p.profile("installed"):
+        pass
+assert sonde._native.lib._name.startswith(sys.argv[1]), sonde._native.lib._name' "$work/prefix/lib/")
+    check count "$work/sonde-out/py.json" installed 1
     ;;
 *)
     fail "unknown test $test"

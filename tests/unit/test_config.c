@@ -275,6 +275,49 @@ static void key_table(void **state)
     }
 }
 
+/* The public key-by-name calls: what a binding (python/sonde) sets through. */
+static void set_get_by_key(void **state)
+{
+    (void)state;
+    sonde_config c = sonde_config_default();
+    char v[64];
+    assert_int_equal(sonde_config_set(&c, "gpu_interval_s", "0.25"), 0);
+    assert_true(c.gpu_interval_s == 0.25);
+    assert_int_equal(sonde_config_get(&c, "gpu_interval_s", v, sizeof v), 4);
+    assert_string_equal(v, "0.25");
+    assert_int_equal(sonde_config_set(&c, "formats", "json,trace"), 0);
+    assert_int_equal(c.formats, SONDE_FORMAT_JSON | SONDE_FORMAT_TRACE);
+    sonde_config_get(&c, "formats", v, sizeof v);
+    assert_string_equal(v, "json,trace");
+    char name[] = "mine";
+    assert_int_equal(sonde_config_set(&c, "name", name), 0);
+    name[0] = 'X'; /* copied */
+    assert_string_equal(c.name, "mine");
+    assert_int_equal(sonde_config_set(&c, "name", NULL), 0);
+    assert_null(c.name);
+    assert_int_equal(sonde_config_get(&c, "name", v, sizeof v), 0);
+    assert_string_equal(v, "");
+    /* truncation reports the whole length, as snprintf */
+    assert_int_equal(sonde_config_set(&c, "output_dir", "/a/rather/long/dir"), 0);
+    assert_int_equal(sonde_config_get(&c, "output_dir", v, 5), 18);
+    assert_string_equal(v, "/a/r");
+
+    sonde_config before = c;
+    assert_int_equal(sonde_config_set(&c, "gpu_intervl_s", "1"), SONDE_ENOTFOUND);
+    assert_string_equal(sonde_last_error(),
+                        "sonde_config_set: unknown key \"gpu_intervl_s\" (did you mean "
+                        "\"gpu_interval_s\"?)");
+    assert_int_equal(sonde_config_set(&c, "buffer_mb", "0"), SONDE_EINVAL);
+    assert_string_equal(sonde_last_error(),
+                        "sonde_config_set: buffer_mb: 0 is out of range: expected a number in "
+                        "1..65536");
+    assert_int_equal(sonde_config_set(&c, "enabled", "maybe"), SONDE_EINVAL);
+    assert_int_equal(sonde_config_set(&c, "enabled", NULL), SONDE_EINVAL);
+    assert_int_equal(sonde_config_set(NULL, "enabled", "1"), SONDE_EINVAL);
+    assert_int_equal(sonde_config_get(&c, "nope", v, sizeof v), SONDE_ENOTFOUND);
+    assert_memory_equal(&before, &c, sizeof c);
+}
+
 int sonde_config_load_mem_test(void)
 {
     sonde_config c = sonde_config_default();
@@ -295,6 +338,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(presets), cmocka_unit_test(yaml_good), cmocka_unit_test(yaml_bad_corpus),
         cmocka_unit_test(flags_strip_and_keep_order), cmocka_unit_test(flags_errors),
         cmocka_unit_test(precedence), cmocka_unit_test(key_table),
+        cmocka_unit_test(set_get_by_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,517 @@
+"""sonde - the Python binding of libsonde (ctypes; no third-party dependency).
+
+    import sonde
+
+    with sonde.Profiler({"name": "inference", "output_dir": "profiles"}) as prof:
+        with prof.session("generate"):
+            with prof.profile("prefill", metadata={"batch": 8}):
+                run_prefill()
+            with prof.stage("decode"):
+                tokens = run_decode()
+                prof.record_throughput(tokens)
+            prof.step()
+        print(prof.get_summary()["units_per_s"])
+    # leaving the block writes OUTDIR/NAME.{sonde,json,csv,txt,trace.json.gz,html}
+
+Everything is recorded by libsonde itself, so a Python program's reports are the same files, in
+the same formats, as a C program's, and every `sonde` CLI command reads them. docs/python.md has
+the whole API; configuration keys are those of docs/configuration.md.
+"""
+
+import argparse
+import ctypes
+import functools
+import os
+import threading
+
+from . import _native
+from ._native import lib as _lib
+
+__all__ = [
+    "SondeError",
+    "Config",
+    "Profiler",
+    "profile_function",
+    "current",
+    "add_profiling_args",
+    "create_profiler_from_args",
+    "version",
+]
+
+# Error codes, as in include/sonde/sonde.h.
+EINVAL, ENOMEM, EIO, EUNBALANCED, EOPEN, EDISABLED = -1, -2, -3, -4, -5, -6
+EFORMAT, ENOTFOUND, EDROPPED, ESTATE, EUNSUPPORTED = -7, -8, -9, -10, -11
+
+
+class SondeError(Exception):
+    """A libsonde call failed. code is the negative SONDE_E* code, name its symbol
+    ("SONDE_EINVAL"); the message is libsonde's, naming the key, file or call."""
+
+    def __init__(self, code, message):
+        self.code = code
+        self.name = _lib.sonde_err_name(code).decode()
+        super().__init__(message)
+
+
+def _b(s):
+    """str -> bytes for C; None stays None. Anything else is formatted with str()."""
+    if s is None:
+        return None
+    if isinstance(s, bytes):
+        return s
+    return str(s).encode("utf-8", "surrogateescape")
+
+
+def _text(v):
+    """A configuration value as the text libsonde parses (None: NULL)."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return b"1" if v else b"0"
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return _b(",".join(str(x) for x in v))
+    if isinstance(v, float):
+        return _b(repr(v))
+    return _b(v)
+
+
+def _check(rc, what=None):
+    if rc < 0:
+        msg = _lib.sonde_last_error().decode("utf-8", "replace")
+        if not msg:
+            msg = _lib.sonde_strerror(rc).decode()
+        if what:
+            msg = "%s: %s" % (what, msg)
+        raise SondeError(rc, msg)
+    return rc
+
+
+def version():
+    """libsonde's version string ("0.1.0")."""
+    return _lib.sonde_version().decode()
+
+
+class Config:
+    """A sonde_config: every key of docs/configuration.md, set by name.
+
+    Config(name="run", gpu_interval_s=0.1, formats=["json", "trace"]) starts from the defaults,
+    then a preset and a YAML file when given, then the keyword arguments. A misspelt key or a
+    bad value raises SondeError (SONDE_ENOTFOUND with a suggestion, SONDE_EINVAL naming the key
+    and what was expected) at once, not when the profiler starts."""
+
+    def __init__(self, values=None, *, preset=None, config_file=None, **kwargs):
+        self._c = _lib.sonde_config_default()
+        if preset is not None:
+            _check(_lib.sonde_config_preset(ctypes.byref(self._c), _b(preset)))
+        if config_file is not None:
+            _check(_lib.sonde_config_load_file(ctypes.byref(self._c), _b(os.fspath(config_file))))
+        if values is not None:
+            if isinstance(values, Config):
+                ctypes.memmove(ctypes.byref(self._c), ctypes.byref(values._c),
+                               ctypes.sizeof(self._c))
+            else:
+                items = values if isinstance(values, dict) else vars(values)
+                for k, v in items.items():
+                    self.set(k, v)
+        for k, v in kwargs.items():
+            self.set(k, v)
+
+    def set(self, key, value):
+        """Sets one key from a Python value (bool, number, str, list of formats, None)."""
+        _check(_lib.sonde_config_set(ctypes.byref(self._c), _b(key), _text(value)))
+        return self
+
+    def get(self, key):
+        """One key's value as text, as `sonde config` prints it ("0.5", "json,csv", "")."""
+        buf = ctypes.create_string_buffer(256)
+        n = _check(_lib.sonde_config_get(ctypes.byref(self._c), _b(key), buf, len(buf)))
+        if n >= len(buf):
+            buf = ctypes.create_string_buffer(n + 1)
+            _lib.sonde_config_get(ctypes.byref(self._c), _b(key), buf, len(buf))
+        return buf.value.decode("utf-8", "replace")
+
+    def __getitem__(self, key):
+        return self.get(key)
+
+    def __setitem__(self, key, value):
+        self.set(key, value)
+
+    def from_env(self):
+        """Applies SONDE_CONFIG and the SONDE_<KEY> variables over this configuration."""
+        _check(_lib.sonde_config_from_env(ctypes.byref(self._c)))
+        return self
+
+
+_tls = threading.local()
+
+
+def current():
+    """The innermost Profiler entered with `with` on this thread, or None."""
+    stack = getattr(_tls, "stack", None)
+    return stack[-1] if stack else None
+
+
+_begin, _end = _lib.sonde_begin, _lib.sonde_end
+
+
+class _Section:
+    """A section or a session as a context manager."""
+
+    __slots__ = ("_p", "_name", "_meta", "_session")
+
+    def __init__(self, prof, name, metadata, session):
+        self._p = prof
+        self._name = name if isinstance(name, bytes) else _b(name)
+        self._meta = metadata
+        self._session = session
+
+    def __enter__(self):
+        p = self._p
+        h = p._handle
+        if h is None:
+            p._h()  # raises: closed
+        if self._session:
+            _check(_lib.sonde_session_begin(h, self._name), "session")
+        else:
+            rc = _begin(h, self._name)
+            if rc < 0:
+                _check(rc, "profile")
+        if self._meta:
+            for k, v in self._meta.items():
+                p.add_metadata(k, v)
+        return p
+
+    def __exit__(self, et, ev, tb):
+        h = self._p._handle
+        if h is None:  # the profiler was closed inside the block
+            return False
+        rc = _lib.sonde_session_end(h) if self._session else _end(h)
+        if rc < 0 and et is None:
+            _check(rc, "session end" if self._session else "profile end")
+        return False
+
+
+class Profiler:
+    """One libsonde profiler: recording starts when it is made, reports are written by close()
+    (or when a `with` block around it ends, or at the process's exit).
+
+    config: None (the defaults), a Config, a dict of keys, or an object whose attributes are
+    keys (a dataclass). Keyword arguments are keys too. Unless from_env is False, the SONDE_*
+    environment variables are applied last, as in a C program that calls
+    sonde_config_from_env."""
+
+    def __init__(self, config=None, *, from_env=True, **kwargs):
+        cfg = config if isinstance(config, Config) and not kwargs else Config(config, **kwargs)
+        if from_env:
+            cfg = Config(cfg).from_env()
+        self.config = cfg
+        self._lock = threading.Lock()
+        self._handle = _lib.sonde_create(ctypes.byref(cfg._c))
+        if not self._handle:
+            _check(ENOMEM, "sonde_create")
+        self._name = _lib.sonde_name(self._handle).decode("utf-8", "replace")
+        self.output_dir = cfg.get("output_dir") or "./sonde-out"
+        fp = _lib.sonde_file_path(self._handle)
+        self.file_path = fp.decode("utf-8", "replace") if fp else None
+        self.closed_status = None
+
+    # -- lifetime ---------------------------------------------------------------------------
+    def _h(self):
+        h = self._handle
+        if h is None:
+            raise SondeError(ESTATE, "the profiler %r is closed" % self._name)
+        return h
+
+    @property
+    def name(self):
+        """The run name, the stem of every file (a -N suffix when the name was taken)."""
+        return self._name
+
+    @property
+    def trace_path(self):
+        """Where the Chrome/Perfetto trace is (or will be) written."""
+        return os.path.join(self.output_dir, self._name + ".trace.json.gz")
+
+    @property
+    def enabled(self):
+        return self.config.get("enabled") == "1"
+
+    @property
+    def status(self):
+        """0 while recording normally, else the first internal error (a negative code)."""
+        return _lib.sonde_status(self._h())
+
+    def close(self, raise_on_error=True):
+        """Stops recording, writes the configured reports and frees the profiler. Returns 0, or
+        raises SondeError (SONDE_EOPEN when sections were still open: they are closed now and
+        listed in the report; SONDE_EIO when a file could not be written). Idempotent."""
+        with self._lock:
+            h, self._handle = self._handle, None
+        if h is None:
+            return self.closed_status
+        stack = getattr(_tls, "stack", None)
+        if stack and self in stack:
+            stack.remove(self)
+        rc = _lib.sonde_destroy(h)
+        self.closed_status = rc
+        if raise_on_error:
+            _check(rc, "close")
+        return rc
+
+    def __enter__(self):
+        if not hasattr(_tls, "stack"):
+            _tls.stack = []
+        _tls.stack.append(self)
+        return self
+
+    def __exit__(self, et, ev, tb):
+        # With an exception in flight, open sections are expected: report, don't mask it.
+        self.close(raise_on_error=et is None)
+        return False
+
+    # -- sections ---------------------------------------------------------------------------
+    def profile(self, name, metadata=None):
+        """A section as a context manager: `with prof.profile("decode", metadata={...}):`."""
+        return _Section(self, name, metadata, False)
+
+    def stage(self, name, metadata=None):
+        """The same as profile(): a stage is a section inside a session."""
+        return _Section(self, name, metadata, False)
+
+    def session(self, name, metadata=None):
+        """A session (a group of stages; beginning one ends the previous one)."""
+        return _Section(self, name, metadata, True)
+
+    def start(self, name, metadata=None):
+        """Opens a section on this thread without a `with` block; close it with stop()."""
+        _Section(self, name, metadata, False).__enter__()
+
+    def stop(self):
+        """Closes this thread's innermost open section."""
+        _check(_lib.sonde_end(self._h()), "stop")
+
+    def profile_function(self, func=None, *, name=None):
+        """Decorator: every call of the function is a section named after it
+        (module.qualname, or name)."""
+
+        def wrap(f):
+            label = _b(name or "%s.%s" % (f.__module__, f.__qualname__))
+
+            @functools.wraps(f)
+            def inner(*args, **kw):
+                h = self._handle
+                if h is None:
+                    return f(*args, **kw)
+                _check(_lib.sonde_begin(h, label), "profile_function")
+                try:
+                    return f(*args, **kw)
+                finally:
+                    if self._handle is not None:
+                        _lib.sonde_end(self._handle)
+
+            return inner
+
+        return wrap(func) if func is not None else wrap
+
+    # -- measurements -------------------------------------------------------------------------
+    def add_metadata(self, key, value):
+        """Metadata of the innermost open section (else the session, else the run)."""
+        _check(_lib.sonde_metadata(self._h(), _b(key), _b(value)), "metadata")
+
+    def record_metric(self, name, value):
+        """A numeric metric (count, mean, min and max are kept); value must be finite."""
+        _check(_lib.sonde_metric(self._h(), _b(name), float(value)), "record_metric")
+
+    def record_throughput(self, units, seconds=None, unit=None):
+        """units processed (tokens unless unit names another); seconds None: the open
+        section's own duration."""
+        _check(
+            _lib.sonde_throughput_unit(
+                self._h(), float(units), 0.0 if seconds is None else float(seconds), _b(unit)
+            ),
+            "record_throughput",
+        )
+
+    def record_flops(self, flops):
+        """Floating-point operations done by the open section (achieved FLOP/s, MFU)."""
+        _check(_lib.sonde_flops(self._h(), float(flops)), "record_flops")
+
+    def record_shape(self, name, dims):
+        """A tensor shape as metadata of the open section (with record_shapes on)."""
+        arr = (ctypes.c_int64 * len(dims))(*[int(d) for d in dims])
+        _check(_lib.sonde_shape(self._h(), _b(name), arr, len(dims)), "record_shape")
+
+    def event(self, name):
+        """An instant event on this thread's track."""
+        _check(_lib.sonde_event(self._h(), _b(name)), "event")
+
+    def counter(self, name, value):
+        """A sample of a process-wide counter track."""
+        _check(_lib.sonde_counter(self._h(), _b(name), float(value)), "counter")
+
+    def step(self):
+        """The end of one step (iteration); drives the step schedule."""
+        _check(_lib.sonde_step(self._h()), "step")
+
+    def sync(self):
+        """Right after a barrier, on every rank: lets `sonde merge` align the ranks."""
+        _check(_lib.sonde_sync(self._h()), "sync")
+
+    def record_diffusion_step(self, step, timestep, block_size=0, seconds=None,
+                              guidance_scale=0.0):
+        """One denoising step (seconds None: the open section's duration)."""
+        _check(
+            _lib.sonde_diffusion_step(
+                self._h(), int(step), float(timestep), int(block_size),
+                0.0 if seconds is None else float(seconds), float(guidance_scale),
+            ),
+            "record_diffusion_step",
+        )
+
+    def record_block(self, block_index, block_size_frames, seconds=None, memory_mb=0.0):
+        """One block of frames (FPS and BPS in the report)."""
+        _check(
+            _lib.sonde_block(
+                self._h(), int(block_index), int(block_size_frames),
+                0.0 if seconds is None else float(seconds), float(memory_mb),
+            ),
+            "record_block",
+        )
+
+    def record_model_params(self, name, count):
+        """A model's parameter count."""
+        _check(_lib.sonde_model_params(self._h(), _b(name), float(count)), "record_model_params")
+
+    # -- reading back -------------------------------------------------------------------------
+    def export(self, path=None):
+        """Writes every configured report now (path None), or one file whose format follows
+        the extension (.json, .csv, .txt, .trace.json.gz). Recording goes on."""
+        _check(_lib.sonde_export(self._h(), _b(os.fspath(path) if path else None)), "export")
+
+    def get_summary(self):
+        """The run so far as a dict: total_duration_s, sections, steps, units, unit,
+        units_per_s, flops, flops_per_s, dropped_events, warnings, and stats (one dict per
+        section name, largest total first, with the fields of sonde_section_stats)."""
+        sp = _lib.sonde_summary(self._h())
+        if not sp:
+            _check(_lib.sonde_status(self._handle) or EIO, "get_summary")
+        try:
+            s = sp.contents
+            out = {}
+            for f, _ in _native.Summary._fields_:
+                if f in ("n_stats", "stats"):
+                    continue
+                v = getattr(s, f)
+                out[f] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+            stats = []
+            for i in range(s.n_stats):
+                st = s.stats[i]
+                d = {}
+                for f, _ in _native.SectionStats._fields_:
+                    v = getattr(st, f)
+                    d[f] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+                stats.append(d)
+            out["stats"] = stats
+            return out
+        finally:
+            _lib.sonde_summary_free(sp)
+
+    def clear(self):
+        """Discards everything recorded so far."""
+        _check(_lib.sonde_clear(self._h()), "clear")
+
+
+def profile_function(func=None, *, name=None, profiler=None):
+    """Decorator: each call is a section in `profiler`, or in the profiler entered with `with`
+    on the calling thread at call time (none: the function runs unprofiled)."""
+
+    def wrap(f):
+        label = _b(name or "%s.%s" % (f.__module__, f.__qualname__))
+
+        @functools.wraps(f)
+        def inner(*args, **kw):
+            p = profiler or current()
+            h = p._handle if p is not None else None
+            if h is None:
+                return f(*args, **kw)
+            _check(_lib.sonde_begin(h, label), "profile_function")
+            try:
+                return f(*args, **kw)
+            finally:
+                if p._handle is not None:
+                    _lib.sonde_end(p._handle)
+
+        return inner
+
+    return wrap(func) if func is not None else wrap
+
+
+# -- argparse -----------------------------------------------------------------------------------
+_SWITCHES = ("profile_with_stack", "profile_record_shapes")
+_VALUES = (
+    "profile_name", "profile_dir", "profile_skip_first", "profile_wait", "profile_warmup",
+    "profile_active", "profile_repeat", "profile_start_step", "profile_end_step",
+    "profile_memory_every", "profile_config", "profile_preset",
+)
+
+
+def add_profiling_args(parser):
+    """Adds sonde's --profile* flags (the C library's own, docs/configuration.md) to an
+    argparse parser. Unset flags stay None, so they leave the configuration alone."""
+    g = parser.add_argument_group("profiling (sonde)")
+    g.add_argument("--profile", action="store_true", default=False, help="turn profiling on")
+    g.add_argument("--profile-name", help="run name, the stem of every file")
+    g.add_argument("--profile-dir", help="directory for every file")
+    g.add_argument("--profile-activities", nargs="+", metavar="ACTIVITY",
+                   help="what to sample: CPU GPU MEM")
+    g.add_argument("--profile-with-stack", action="store_true", default=None,
+                   help="source locations of sections in the trace")
+    g.add_argument("--profile-record-shapes", action="store_true", default=None,
+                   help="record shapes")
+    for flag, what in (("skip-first", "steps skipped before the first cycle"),
+                       ("wait", "steps not recorded at the start of each cycle"),
+                       ("warmup", "steps recorded and discarded"),
+                       ("active", "steps kept in each cycle"),
+                       ("repeat", "cycles (0: until the end)"),
+                       ("start-step", "first step of a window"),
+                       ("end-step", "step the window ends at (excluded)"),
+                       ("memory-every", "a memory snapshot every N steps")):
+        g.add_argument("--profile-" + flag, type=int, metavar="N", help=what)
+    g.add_argument("--profile-config", metavar="FILE", help="a YAML configuration file")
+    g.add_argument("--profile-preset", metavar="NAME",
+                   help="development, production or debugging")
+    return parser
+
+
+def create_profiler_from_args(args, profile_name=None, config=None, **kwargs):
+    """A Profiler from an argparse namespace carrying the --profile* flags (see
+    add_profiling_args): the flags are handed back to libsonde's own parser
+    (sonde_config_from_args), so they mean exactly what they mean to a C program. Without
+    --profile the profiler is disabled (every call a cheap no-op, no file written).
+    profile_name overrides --profile-name; config and keyword arguments are the program's
+    settings, below the preset, the file, the environment and the flags."""
+    cfg = Config(config, **kwargs)
+    enabled = bool(getattr(args, "profile", False))
+    cfg.set("enabled", enabled)
+    cfg.from_env()  # the environment, below the flags; a preset or file goes under it again
+    words = ["python"]
+    if enabled:
+        words.append("--profile")
+    for attr in _SWITCHES:
+        if getattr(args, attr, None):
+            words.append("--" + attr.replace("_", "-"))
+    for attr in _VALUES:
+        v = getattr(args, attr, None)
+        if attr == "profile_name" and profile_name is not None:
+            v = profile_name
+        if v is not None:
+            words += ["--" + attr.replace("_", "-"), str(v)]
+    acts = getattr(args, "profile_activities", None)
+    if acts:
+        words.append("--profile-activities")
+        words += [str(a) for a in acts]
+    argc = ctypes.c_int(len(words))
+    argv = (ctypes.c_char_p * (len(words) + 1))(*[_b(w) for w in words], None)
+    rc = _lib.sonde_config_from_args(ctypes.byref(cfg._c), ctypes.byref(argc), argv)
+    _check(rc, "create_profiler_from_args")
+    return Profiler(cfg, from_env=False)

@@ -1,0 +1,319 @@
+"""test_sonde.py - the Python binding (python/sonde) against the real libsonde.
+
+Run by ctest with SONDE_LIBRARY (the build's libsonde.so) and SONDE_TWIN (tests/python/twin.c,
+the C program the workload below mirrors call for call). Also: python3 -m unittest from a shell
+with those two variables set.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import sonde  # noqa: E402
+
+QUIET = {"collect_cpu": False, "collect_memory": False, "collect_gpu": False}
+
+
+def nap():
+    time.sleep(0.002)
+
+
+def workload(prof):
+    """tests/python/twin.c, in Python."""
+
+    @prof.profile_function(name="work")
+    def work():
+        nap()
+
+    prof.add_metadata("model", "tiny")
+    with prof.session("generate"):
+        with prof.profile("load", metadata={"weights": "w.bin"}):
+            prof.record_model_params("tiny", 1234)
+            nap()
+        for i in range(5):
+            with prof.profile("decode", metadata={"batch": i % 2}):
+                with prof.stage("attention"):
+                    prof.record_flops(1e6)
+                    nap()
+                prof.record_metric("loss", 1.0 / (i + 1))
+                prof.record_throughput(16)
+            prof.step()
+        prof.event("checkpoint")
+        for i in range(1, 4):
+            prof.counter("queue", i)
+        for _ in range(3):
+            work()
+    with prof.session("post"):
+        with prof.profile("write"):
+            prof.record_throughput(3, seconds=0.01, unit="frames")
+
+
+def shape(report):
+    """What a report says apart from timings: the parts a C and a Python run must share."""
+
+    def stat(s):
+        return {k: s.get(k) for k in ("name", "count", "depth", "threads", "unit", "units",
+                                      "flops", "metadata")}
+
+    return {
+        "summary": {k: report["summary"][k] for k in ("sections", "section_names", "steps",
+                                                      "units", "unit", "flops", "warnings",
+                                                      "dropped_events")},
+        "run_metadata": report["run"]["metadata"],
+        "sections": sorted((stat(s) for s in report["sections"]), key=lambda s: s["name"]),
+        "sessions": [
+            {"name": s["name"], "units": s["units"], "flops": s["flops"],
+             "sections": sorted((stat(x) for x in s["sections"]), key=lambda x: x["name"])}
+            for s in report["sessions"]
+        ],
+        "throughput": [{"unit": t["unit"], "units": t["units"]} for t in report["throughput"]],
+        "steps": report["steps"]["count"],
+        "metrics": sorted([{k: m[k] for k in ("owner", "name", "count", "mean", "min", "max",
+                                              "sum", "last")} for m in report["metrics"]],
+                          key=lambda m: (m["owner"], m["name"])),
+        "events": report["events"],
+        "counters": [{k: c[k] for k in ("name", "samples", "min", "max", "last")}
+                     for c in report["counters"]],
+        "warnings": report["warnings"],
+        "models": report.get("diffusion", {}).get("models"),
+    }
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="sonde-py-", dir=os.environ.get("TMPDIR"))
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def report(self, name):
+        with open(os.path.join(self.dir, name + ".json")) as f:
+            return json.load(f)
+
+
+class SameReportAsC(Base):
+    def test_python_and_c_write_the_same_report(self):
+        twin = os.environ.get("SONDE_TWIN")
+        if not twin:
+            self.skipTest("SONDE_TWIN (the C twin program) is not set")
+        subprocess.run([twin, self.dir, "from-c"], check=True)
+        with sonde.Profiler(dict(QUIET, name="from-py", output_dir=self.dir,
+                                 formats=["json"]), from_env=False) as prof:
+            workload(prof)
+        c, py = shape(self.report("from-c")), shape(self.report("from-py"))
+        for key in c:
+            self.assertEqual(py[key], c[key], "reports differ in " + key)
+        # and the workload did what it says: not two empty reports
+        self.assertEqual(c["steps"], 5)
+        self.assertEqual({s["name"]: s["count"] for s in c["sections"]},
+                         {"load": 1, "decode": 5, "attention": 5, "work": 3, "write": 1})
+        self.assertEqual(py["run_metadata"], {"model": "tiny"})
+
+
+class Configuration(Base):
+    def test_keys_and_values(self):
+        cfg = sonde.Config(name="x", gpu_interval_s=0.25, formats=["json", "trace"],
+                           collect_gpu=False)
+        self.assertEqual(cfg.get("name"), "x")
+        self.assertEqual(cfg["gpu_interval_s"], "0.25")
+        self.assertEqual(cfg["formats"], "json,trace")
+        self.assertEqual(cfg["collect_gpu"], "0")
+        cfg["name"] = None
+        self.assertEqual(cfg["name"], "")
+
+    def test_a_misspelt_key_is_named_with_a_suggestion(self):
+        with self.assertRaises(sonde.SondeError) as e:
+            sonde.Config(gpu_intervl_s=1)
+        self.assertEqual(e.exception.name, "SONDE_ENOTFOUND")
+        self.assertIn('did you mean "gpu_interval_s"', str(e.exception))
+
+    def test_a_bad_value_names_the_key_and_the_range(self):
+        with self.assertRaises(sonde.SondeError) as e:
+            sonde.Config({"buffer_mb": 0})
+        self.assertEqual(e.exception.code, sonde.EINVAL)
+        self.assertIn("buffer_mb: 0 is out of range: expected a number in 1..65536",
+                      str(e.exception))
+
+    def test_preset_then_file_then_arguments(self):
+        path = os.path.join(self.dir, "c.yaml")
+        with open(path, "w") as f:
+            f.write("profiling:\n  cpu_interval_s: 0.5\n  unit: frames\n")
+        cfg = sonde.Config(preset="production", config_file=path, unit="blocks")
+        self.assertEqual(cfg["formats"], "json")  # from the preset
+        self.assertEqual(cfg["cpu_interval_s"], "0.5")  # the file over the preset
+        self.assertEqual(cfg["unit"], "blocks")  # the arguments over the file
+
+    def test_environment_applies_last(self):
+        os.environ["SONDE_UNIT"] = "frames"
+        try:
+            prof = sonde.Profiler(dict(QUIET, name="env", output_dir=self.dir, formats=[],
+                                       unit="tokens"))
+            self.assertEqual(prof.config["unit"], "frames")
+            prof.close()
+            prof = sonde.Profiler(dict(QUIET, name="env", output_dir=self.dir, formats=[],
+                                       unit="tokens"), from_env=False)
+            self.assertEqual(prof.config["unit"], "tokens")
+            prof.close()
+        finally:
+            del os.environ["SONDE_UNIT"]
+
+
+class Recording(Base):
+    def make(self, name, **kw):
+        return sonde.Profiler(dict(QUIET, name=name, output_dir=self.dir, formats=["json"],
+                                   **kw), from_env=False)
+
+    def test_summary_matches_the_report(self):
+        with self.make("summary") as prof:
+            workload(prof)
+            s = prof.get_summary()
+        r = self.report("summary")
+        self.assertEqual(s["sections"], r["summary"]["sections"])
+        self.assertEqual(s["steps"], 5)
+        self.assertEqual(s["unit"], "tokens")
+        self.assertEqual(s["units"], 80.0)
+        self.assertEqual(s["flops"], 5e6)
+        self.assertEqual({x["name"]: x["count"] for x in s["stats"]},
+                         {x["name"]: x["count"] for x in r["sections"]})
+        attention = next(x for x in s["stats"] if x["name"] == "attention")
+        self.assertGreaterEqual(attention["min_s"], 0.0015)  # 2 ms naps, not zero
+        self.assertGreater(attention["flops_per_s"], 0)
+        totals = [x["total_s"] for x in s["stats"]]
+        self.assertEqual(totals, sorted(totals, reverse=True))
+
+    def test_exception_in_a_block_closes_the_section_and_propagates(self):
+        with self.assertRaises(KeyError):
+            with self.make("raises") as prof:
+                with prof.profile("outer"):
+                    with prof.profile("inner"):
+                        raise KeyError("boom")
+        r = self.report("raises")
+        self.assertEqual({s["name"]: s["count"] for s in r["sections"]}, {"outer": 1, "inner": 1})
+        self.assertEqual(r["warnings"], [])
+
+    def test_misuse_raises_with_libsondes_message(self):
+        prof = self.make("misuse")
+        with self.assertRaises(sonde.SondeError) as e:
+            prof.stop()
+        self.assertEqual(e.exception.name, "SONDE_EUNBALANCED")
+        with self.assertRaises(sonde.SondeError) as e:
+            prof.record_metric("loss", float("nan"))
+        self.assertEqual(e.exception.code, sonde.EINVAL)
+        prof.start("left open")
+        with self.assertRaises(sonde.SondeError) as e:
+            prof.close()
+        self.assertEqual(e.exception.name, "SONDE_EOPEN")
+        self.assertEqual(prof.close(), sonde.EOPEN)  # idempotent: the status is kept
+        with self.assertRaises(sonde.SondeError) as e:
+            prof.step()
+        self.assertEqual(e.exception.name, "SONDE_ESTATE")
+        r = self.report("misuse")
+        self.assertEqual(r["sections"][0]["name"], "left open")
+
+    def test_profile_function_uses_the_profiler_entered_on_this_thread(self):
+        @sonde.profile_function
+        def f(x):
+            return x * 2
+
+        @sonde.profile_function(name="named")
+        def g():
+            return 1
+
+        self.assertEqual(f(2), 4)  # no profiler entered: runs unprofiled
+        with self.make("decorated") as prof:
+            self.assertIs(sonde.current(), prof)
+            for i in range(4):
+                f(i)
+            g()
+        self.assertIsNone(sonde.current())
+        counts = {s["name"]: s["count"] for s in self.report("decorated")["sections"]}
+        self.assertEqual(counts, {__name__ + ".Recording.test_profile_function_uses_the_"
+                                  "profiler_entered_on_this_thread.<locals>.f": 4, "named": 1})
+
+    def test_threads_record_their_own_sections(self):
+        with self.make("threads") as prof:
+            def run(i):
+                for _ in range(50):
+                    with prof.profile("t%d" % i):
+                        pass
+
+            ts = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+        r = self.report("threads")
+        self.assertEqual({s["name"]: s["count"] for s in r["sections"]},
+                         {"t0": 50, "t1": 50, "t2": 50, "t3": 50})
+        self.assertEqual(sorted(s["threads"] for s in r["sections"]), [1, 1, 1, 1])
+
+    def test_export_one_file_and_disabled_writes_nothing(self):
+        prof = self.make("export")
+        with prof.profile("a"):
+            pass
+        out = os.path.join(self.dir, "mid.csv")
+        prof.export(out)
+        with open(out) as f:
+            self.assertIn("a,", f.read())
+        prof.close()
+        quiet = os.path.join(self.dir, "off")
+        p = sonde.Profiler(dict(QUIET, enabled=False, output_dir=quiet), from_env=False)
+        with p.profile("x"):
+            p.step()
+        p.close()
+        self.assertFalse(os.path.exists(quiet))
+
+
+class Argparse(Base):
+    def parse(self, words):
+        parser = sonde.add_profiling_args(argparse.ArgumentParser())
+        parser.add_argument("--steps", type=int, default=3)
+        return parser.parse_args(words)
+
+    def test_flags_mean_what_they_mean_to_c(self):
+        args = self.parse(["--steps", "8", "--profile", "--profile-name", "ignored",
+                           "--profile-dir", self.dir, "--profile-activities", "CPU",
+                           "--profile-wait", "1", "--profile-warmup", "1",
+                           "--profile-active", "2", "--profile-repeat", "1"])
+        self.assertEqual(args.steps, 8)
+        prof = sonde.create_profiler_from_args(args, profile_name="flux", collect_gpu=False,
+                                               formats=["json"])
+        self.assertEqual(prof.name, "flux")
+        self.assertEqual(prof.config["collect_cpu"], "1")
+        self.assertEqual(prof.config["collect_memory"], "0")
+        self.assertEqual(prof.trace_path, os.path.join(self.dir, "flux.trace.json.gz"))
+        with prof:
+            for i in range(args.steps):
+                with prof.profile("step"):
+                    prof.add_metadata("i", i)
+                prof.step()
+        r = self.report("flux")
+        windows = r["schedule"]["windows"]
+        self.assertEqual([(w["first_step"], w["last_step"]) for w in windows], [(2, 3)])
+        kept = sorted(m for s in r["sections"] for m in s["metadata"]["i"])
+        self.assertEqual(kept, ["2", "3"])
+
+    def test_without_profile_the_profiler_is_off(self):
+        args = self.parse(["--profile-dir", self.dir])
+        prof = sonde.create_profiler_from_args(args)
+        self.assertFalse(prof.enabled)
+        prof.close()
+        self.assertEqual(os.listdir(self.dir), [])
+
+    def test_a_bad_flag_value_names_the_flag(self):
+        args = self.parse(["--profile", "--profile-wait", "-1", "--profile-dir", self.dir])
+        with self.assertRaises(sonde.SondeError) as e:
+            sonde.create_profiler_from_args(args)
+        self.assertIn("--profile-wait", str(e.exception))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
