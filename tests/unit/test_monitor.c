@@ -118,8 +118,12 @@ static void nvml_exact_readings(void **state)
     assert_null(sm_info(&m, "system.gpu_status"));
     /* the section's resources come from the samples inside it */
     const sm_stat *s = tu_stat(&m, "on gpu");
-    /* mean of 40 and 50 (a pass can straddle the section end: one GPU in, the other out) */
-    assert_true(fabs(s->res_gpu_util_mean - 45) < 1.5);
+    /* the mean of GPU 0's 40s and GPU 1's 50s inside it: 45 when each GPU has as many
+     * samples inside, else between (a pass can straddle the section's end, one GPU in, the
+     * other out, and a loaded machine leaves few passes to even that out) */
+    if (!(s->res_gpu_util_mean > 40 && s->res_gpu_util_mean < 50))
+        fail_msg("section GPU utilization mean %g is not between GPU 0's 40 and GPU 1's 50",
+                 s->res_gpu_util_mean);
     assert_true(s->res_gpu_mem_peak == 2000);
     /* and the trace carries exactly those readings */
     sbuf b;
@@ -227,6 +231,9 @@ static void sampler_with_threads_and_prompt_stop(void **state)
         pthread_create(&th[i], NULL, recorder, p);
     for (int i = 0; i < 8; i++)
         pthread_join(th[i], NULL);
+    /* The threads can be done before a loaded machine has even started the sampler thread
+     * (seen in CI): give it time for its passes before asking for one. */
+    spin_s(0.3);
     sm_model m;
     tu_finish(p, &m);
     assert_int_equal((int)tu_stat(&m, "work")->count, 8 * 20000);
@@ -241,7 +248,10 @@ static void sampler_with_threads_and_prompt_stop(void **state)
     double t0 = now_s();
     sonde_destroy(p);
     double took = now_s() - t0;
-    if (took >= 0.1)
+    /* The sampler would sleep 3600 s: a destroy within seconds shows it was woken. The bound
+     * is loose on purpose (a loaded 2-core CI machine once took over 0.1 s here); speed is for
+     * make bench. */
+    if (took >= 2.0)
         fail_msg("sonde_destroy took %.3f s with a sleeping sampler", took);
     tu_rmrf(dir);
 }
