@@ -100,8 +100,10 @@ const char *sonde_last_error(void);
 #define SONDE_FORMAT_TRACE 0x8u /* NAME.trace.json.gz: Chrome trace for Perfetto */
 #define SONDE_FORMAT_SAMPLES 0x10u /* NAME.samples.csv: every raw sample of every counter */
 #define SONDE_FORMAT_HTML 0x20u    /* NAME.html: the self-contained report with charts */
+#define SONDE_FORMAT_TENSORBOARD 0x40u /* the trace where TensorBoard looks for it:
+                                          OUTDIR/plugins/profile/RUN/HOST_PID.pt.trace.json.gz */
 #define SONDE_FORMAT_REPORTS 0x2fu /* json, csv, txt, trace, html: the default */
-#define SONDE_FORMAT_ALL 0x3fu
+#define SONDE_FORMAT_ALL 0x7fu
 
 typedef struct sonde_profiler sonde_profiler;
 

@@ -21,7 +21,8 @@ static const sonde_key g_keys[] = {
      "run name, the stem of every file (default PROGRAM-YYYYmmdd-HHMMSS)"},
     {"output_dir", KEY_STRING, OFF(output_dir), 0, 0, "./sonde-out", "directory for every file"},
     {"formats", KEY_FORMATS, OFF(formats), 0, 0, "json,csv,txt,trace,html",
-     "reports written at the end: json, csv, txt, trace, html, samples, all or none"},
+     "reports written at the end: json, csv, txt, trace, html, samples, tensorboard, all or "
+     "none"},
     {"buffer_mb", KEY_DOUBLE, OFF(buffer_mb), 1, 65536, "64", "bound on event buffer memory, MiB"},
     {"unit", KEY_STRING, OFF(unit), 0, 0, "tokens", "unit of sonde_throughput"},
     {"peak_flops", KEY_DOUBLE, OFF(peak_flops), 0, 1e30, "0",
@@ -130,7 +131,8 @@ void sonde__key_expect(const sonde_key *k, char *out, size_t cap)
         snprintf(out, cap, "a string");
         break;
     case KEY_FORMATS:
-        snprintf(out, cap, "a list of json, csv, txt, trace, html, samples, all or none");
+        snprintf(out, cap,
+                 "a list of json, csv, txt, trace, html, samples, tensorboard, all or none");
         break;
     }
 }
@@ -140,7 +142,8 @@ int sonde__parse_formats(const char *where, const char *s, unsigned *out)
     static const struct { const char *name; unsigned bit; } fmts[] = {
         {"json", SONDE_FORMAT_JSON}, {"csv", SONDE_FORMAT_CSV}, {"txt", SONDE_FORMAT_TXT},
         {"summary", SONDE_FORMAT_TXT}, {"trace", SONDE_FORMAT_TRACE},
-        {"samples", SONDE_FORMAT_SAMPLES}, {"html", SONDE_FORMAT_HTML}, {"all", SONDE_FORMAT_ALL},
+        {"samples", SONDE_FORMAT_SAMPLES}, {"html", SONDE_FORMAT_HTML},
+        {"tensorboard", SONDE_FORMAT_TENSORBOARD}, {"all", SONDE_FORMAT_ALL},
         {"none", 0}};
     unsigned bits = 0;
     const char *p = s;
@@ -154,7 +157,7 @@ int sonde__parse_formats(const char *where, const char *s, unsigned *out)
         if (i == sizeof fmts / sizeof fmts[0])
             return sonde__fail(SONDE_EINVAL,
                                "%s: unknown format \"%.*s\" (expected json, csv, txt, trace, "
-                               "html, samples, all or none)", where, (int)n, p);
+                               "html, samples, tensorboard, all or none)", where, (int)n, p);
         bits |= fmts[i].bit;
         p += n;
         p += strspn(p, ", []");
@@ -303,10 +306,11 @@ void sonde__key_get(const sonde_config *c, const sonde_key *k, char *out, size_t
     }
     case KEY_FORMATS: {
         unsigned f = *(const unsigned *)(const void *)field;
-        static const char *names[] = {"json", "csv", "txt", "trace", "samples", "html"};
+        static const char *names[] = {"json", "csv", "txt",        "trace",
+                                      "samples", "html", "tensorboard"};
         size_t k2 = 0;
         out[0] = 0;
-        for (int i = 0; i < 6; i++)
+        for (int i = 0; i < 7; i++)
             if (f & (1u << i))
                 k2 += (size_t)snprintf(out + k2, k2 < cap ? cap - k2 : 0, "%s%s", k2 ? "," : "",
                                        names[i]);

@@ -28,7 +28,7 @@ static int gz_sink(void *ctx, const char *data, size_t n)
     return 0;
 }
 
-static int write_trace_gz_range(const sm_model *m, const char *path, int64_t t0, int64_t t1)
+static int write_trace_gz_opts(const sm_model *m, const char *path, const sx_trace_opts *o)
 {
     afile af;
     if (afile_open(&af, path) != 0)
@@ -42,7 +42,7 @@ static int write_trace_gz_range(const sm_model *m, const char *path, int64_t t0,
         errno = ENOMEM;
         return -1;
     }
-    int rc = sx_trace_range(m, t0, t1, gz_sink, gz);
+    int rc = sx_trace_part(m, o, gz_sink, gz);
     if (gzclose(gz) != Z_OK)
         rc = -1;
     if (rc) {
@@ -53,9 +53,21 @@ static int write_trace_gz_range(const sm_model *m, const char *path, int64_t t0,
     return afile_commit(&af, 0);
 }
 
+static int write_trace_gz_range(const sm_model *m, const char *path, int64_t t0, int64_t t1)
+{
+    sx_trace_opts o = {t0, t1, 0, 0, NULL, -1, 1, 1, 0, 0};
+    return write_trace_gz_opts(m, path, &o);
+}
+
 static int write_trace_gz(const sm_model *m, const char *path)
 {
     return write_trace_gz_range(m, path, INT64_MIN, INT64_MAX);
+}
+
+static int write_tensorboard_gz(const sm_model *m, const char *path)
+{
+    sx_trace_opts o = {INT64_MIN, INT64_MAX, 0, 0, NULL, -1, 1, 1, 0, 1};
+    return write_trace_gz_opts(m, path, &o);
 }
 
 int sx_write_trace_range(const sm_model *m, const char *path, int64_t t0, int64_t t1)
@@ -89,21 +101,25 @@ static int write_text(const sm_model *m, const char *path, sx_text_fn fn)
 static const struct {
     unsigned bit;
     const char *ext;
-    sx_text_fn text; /* NULL: the gzip trace */
+    sx_text_fn text; /* NULL: a gzip trace */
+    int tensorboard;  /* 1: TensorBoard's flavour, in its own directory (sx_tensorboard_path) */
 } g_formats[] = {
-    {SONDE_FORMAT_JSON, ".json", sx_json},
-    {SONDE_FORMAT_CSV, ".csv", sx_csv},
-    {SONDE_FORMAT_CSV, ".instances.csv", sx_csv_instances},
-    {SONDE_FORMAT_TXT, ".txt", sx_txt},
-    {SONDE_FORMAT_TRACE, ".trace.json.gz", NULL},
-    {SONDE_FORMAT_SAMPLES, ".samples.csv", sx_csv_samples},
-    {SONDE_FORMAT_HTML, ".html", sx_html},
+    {SONDE_FORMAT_JSON, ".json", sx_json, 0},
+    {SONDE_FORMAT_CSV, ".csv", sx_csv, 0},
+    {SONDE_FORMAT_CSV, ".instances.csv", sx_csv_instances, 0},
+    {SONDE_FORMAT_TXT, ".txt", sx_txt, 0},
+    {SONDE_FORMAT_TRACE, ".trace.json.gz", NULL, 0},
+    {SONDE_FORMAT_SAMPLES, ".samples.csv", sx_csv_samples, 0},
+    {SONDE_FORMAT_HTML, ".html", sx_html, 0},
+    {SONDE_FORMAT_TENSORBOARD, ".pt.trace.json.gz", NULL, 1},
 };
 #define N_FORMATS (sizeof g_formats / sizeof g_formats[0])
 
 static int write_one(const sm_model *m, const char *path, size_t f)
 {
-    int rc = g_formats[f].text ? write_text(m, path, g_formats[f].text) : write_trace_gz(m, path);
+    int rc = g_formats[f].text          ? write_text(m, path, g_formats[f].text)
+             : g_formats[f].tensorboard ? write_tensorboard_gz(m, path)
+                                        : write_trace_gz(m, path);
     if (rc)
         return sonde__fail(errno == ENOMEM ? SONDE_ENOMEM : SONDE_EIO, "cannot write %s: %s", path,
                            strerror(errno));
@@ -129,13 +145,27 @@ static int write_formats(const sm_model *m, const char *dir, const char *name, u
     for (size_t f = 0; f < N_FORMATS; f++) {
         if (!(formats & g_formats[f].bit))
             continue;
-        size_t n = strlen(dir) + strlen(name) + strlen(g_formats[f].ext) + 2;
-        char *path = sonde__malloc(n);
-        if (!path)
-            return sonde__fail(SONDE_ENOMEM, "out of memory");
-        snprintf(path, n, "%s%s%s%s", dir, dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/", name,
-                 g_formats[f].ext);
-        int r = write_one(m, path, f);
+        char *path;
+        int r = 0;
+        if (g_formats[f].tensorboard) {
+            path = sx_tensorboard_path(m, dir, name);
+            if (!path)
+                return sonde__fail(SONDE_ENOMEM, "out of memory");
+            char *slash = strrchr(path, '/');
+            *slash = 0;
+            if (mkdir_p(path) != 0)
+                r = sonde__fail(SONDE_EIO, "cannot create %s: %s", path, strerror(errno));
+            *slash = '/';
+        } else {
+            size_t n = strlen(dir) + strlen(name) + strlen(g_formats[f].ext) + 2;
+            path = sonde__malloc(n);
+            if (!path)
+                return sonde__fail(SONDE_ENOMEM, "out of memory");
+            snprintf(path, n, "%s%s%s%s", dir, dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/",
+                     name, g_formats[f].ext);
+        }
+        if (!r)
+            r = write_one(m, path, f);
         if (r && !rc)
             rc = r;
         sonde__free(path);
@@ -150,6 +180,37 @@ void sx_print_summary(const sm_model *m)
     if (sx_txt(m, &b) == 0)
         fputs(b.data, stderr);
     sbuf_free(&b);
+}
+
+char *sx_tensorboard_path(const sm_model *m, const char *dir, const char *name)
+{
+    /* The ranks of a job are workers of one run: NAME-rankN -> run NAME, as torch's
+     * tensorboard_trace_handler writes every rank into one directory. */
+    size_t run_len = strlen(name);
+    if (m->rank >= 0 && m->world_size > 1) {
+        char suffix[32];
+        int k = snprintf(suffix, sizeof suffix, "-rank%d", m->rank);
+        const char *at = strstr(name, suffix);
+        if (at && (at[k] == 0 || at[k] == '-'))
+            run_len = (size_t)(at - name);
+    }
+    /* The worker is HOST_PID, the name torch gives it, in characters safe in a file name. */
+    const char *host = sm_info(m, "system.hostname") ? sm_info(m, "system.hostname") : m->host;
+    sbuf b;
+    sbuf_init(&b);
+    sbuf_printf(&b, "%s%splugins/profile/%.*s/", dir,
+                dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/", (int)run_len, name);
+    for (const char *c = host && *host ? host : "host"; *c; c++)
+        sbuf_putc(&b, (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                              (*c >= '0' && *c <= '9') || *c == '-' || *c == '.'
+                          ? *c
+                          : '-');
+    sbuf_printf(&b, "_%d.pt.trace.json.gz", m->pid > 0 ? m->pid : 0);
+    if (b.oom) {
+        sbuf_free(&b);
+        return NULL;
+    }
+    return b.data;
 }
 
 static int ends_with(const char *s, const char *suf)
@@ -172,7 +233,7 @@ int sx_write_path(const sm_model *m, const char *path)
 static int write_path(const sm_model *m, const char *path)
 {
     /* Longest extensions first, so x.instances.csv is not taken for x.csv. */
-    static const size_t order[] = {4, 2, 5, 0, 1, 3, 6};
+    static const size_t order[] = {7, 4, 2, 5, 0, 1, 3, 6};
     for (size_t i = 0; i < N_FORMATS; i++) {
         size_t f = order[i];
         if (ends_with(path, g_formats[f].ext))
@@ -182,5 +243,5 @@ static int write_path(const sm_model *m, const char *path)
         return write_one(m, path, 4);
     return sonde__fail(SONDE_EINVAL,
                        "%s: unknown report format (use .json, .csv, .instances.csv, .txt, "
-                       ".samples.csv, .html or .trace.json.gz)", path);
+                       ".samples.csv, .html, .trace.json.gz or .pt.trace.json.gz)", path);
 }

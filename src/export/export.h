@@ -35,6 +35,7 @@ typedef struct sx_trace_opts {
     const char *process_name;
     int sort_index;
     int open, close, continued;
+    int tensorboard; /* the object form, user annotations and ProfilerStep#N spans */
 } sx_trace_opts;
 int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void *ctx);
 /* The same limited to [t0_ns, t1_ns): sections that begin, and samples, instants and steps that
@@ -50,6 +51,10 @@ int sx_write_formats(const sm_model *m, const char *dir, const char *name, unsig
 /* Prints the text summary to stderr (sonde_destroy with print_summary, `sonde run`); nothing
  * when out of memory. */
 void sx_print_summary(const sm_model *m);
+/* Where the TensorBoard format goes: DIR/plugins/profile/RUN/HOST_PID.pt.trace.json.gz, RUN
+ * being name less its -rankN in a distributed job (every rank a worker of one run). Allocated
+ * (sonde__free); NULL when out of memory. */
+char *sx_tensorboard_path(const sm_model *m, const char *dir, const char *name);
 /* Writes one file whose format follows the extension of path. */
 int sx_write_path(const sm_model *m, const char *path);
 

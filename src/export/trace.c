@@ -1,7 +1,9 @@
 /* trace.c - the Chrome Trace Event format (JSON array form) that Perfetto and chrome://tracing
-#define _GNU_SOURCE
  * open: process and thread names, sections as complete ("X") events with their metadata as
- * args, instants, counters, steps and sessions. Written without printf on the per-event path. */
+ * args, instants, counters, steps and sessions. Written without printf on the per-event path.
+ * The TensorBoard flavour is the same events in the object form PyTorch writes, with sections
+ * as user annotations and each step as a ProfilerStep#N span. */
+#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +72,7 @@ int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
 
 int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void *ctx)
 {
-    sx_trace_opts o = {t0, t1, 0, 0, NULL, -1, 1, 1, 0};
+    sx_trace_opts o = {t0, t1, 0, 0, NULL, -1, 1, 1, 0, 0};
     return sx_trace_part(m, &o, sink, ctx);
 }
 
@@ -102,7 +104,9 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     }
 
     if (o->open)
-        sbuf_puts(&t.b, "[\n");
+        sbuf_puts(&t.b, o->tensorboard ? "{\"schemaVersion\":1,\"displayTimeUnit\":\"ms\","
+                                         "\"traceEvents\":[\n"
+                                       : "[\n");
     name_meta(&t, "process_name", pid, 0, o->process_name ? o->process_name : m->name);
     if (o->sort_index >= 0) {
         sep(&t);
@@ -155,7 +159,10 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
             t.err = -1;
         ids[i] = e.data;
     }
-    static const char x_head[] = "{\"ph\":\"X\",\"cat\":\"section\",\"name\":";
+    static const char x_sec[] = "{\"ph\":\"X\",\"cat\":\"section\",\"name\":";
+    static const char x_ann[] = "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":";
+    const char *x_head = o->tensorboard ? x_ann : x_sec;
+    size_t x_len = o->tensorboard ? sizeof x_ann - 1 : sizeof x_sec - 1;
     const char *ws = sm_info(m, "config.with_stack");
     int stack = ws && !strcmp(ws, "1");
     for (size_t i = 0; i < m->n_spans && !t.err; i++) {
@@ -166,7 +173,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         const sm_site *site = &m->sites[s->site];
         int where = stack && site->file;
         sep(&t);
-        sbuf_add(&t.b, x_head, sizeof x_head - 1);
+        sbuf_add(&t.b, x_head, x_len);
         sbuf_puts(&t.b, name);
         sbuf_add(&t.b, ",\"ts\":", 6);
         sbuf_us3(&t.b, s->start_ns + sh);
@@ -280,6 +287,18 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         sbuf_puts(&t.b, ",\"args\":{\"value\":");
         sbuf_u64(&t.b, m->steps[i].number);
         sbuf_puts(&t.b, "}}");
+        if (o->tensorboard) { /* the step as a span, named as PyTorch names its steps */
+            int64_t from = i ? m->steps[i - 1].t_ns : 0;
+            sep(&t);
+            sbuf_puts(&t.b, "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#");
+            sbuf_u64(&t.b, m->steps[i].number);
+            sbuf_add(&t.b, "\",\"ts\":", 7);
+            sbuf_us3(&t.b, from + sh);
+            sbuf_add(&t.b, ",\"dur\":", 7);
+            sbuf_us3(&t.b, m->steps[i].t_ns - from);
+            sbuf_puts(&t.b, ids[m->steps[i].thread]);
+            sbuf_putc(&t.b, '}');
+        }
         flush(&t, 0);
     }
     for (size_t i = 0; i < m->n_sessions && !t.err; i++) {
@@ -297,7 +316,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         sbuf_putc(&t.b, '}');
     }
     if (o->close)
-        sbuf_puts(&t.b, "\n]\n");
+        sbuf_puts(&t.b, o->tensorboard ? "\n]}\n" : "\n]\n");
     flush(&t, 1);
     for (size_t i = 0; i < m->n_sites; i++)
         sonde__free(esc[i]);

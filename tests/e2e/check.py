@@ -4,7 +4,12 @@
   check.py demo DIR NAME STEPS BLOCKS      the demo's JSON, CSVs, text and trace
   check.py count JSON SECTION N [--unclean] a report holds N instances of SECTION
   check.py trace FILE.trace.json.gz        the trace parses, and events balance and nest per thread
+  check.py tensorboard LOGDIR RUN JSON...   LOGDIR/plugins/profile/RUN holds one worker trace per
+                                           report, as TensorBoard's profile plugins find them
 """
+import glob
+import os
+import re
 import csv
 import gzip
 import json
@@ -64,6 +69,43 @@ def check_trace(path):
                 expect(end <= stack[-1] + 1e-3, "event %s at %s on %s overlaps its parent without nesting" % (e["name"], e["ts"], key))
             stack.append(end)
     return events
+
+
+def check_tensorboard(logdir, run, reports):
+    # The names torch-tb-profiler accepts (its WORKER_PATTERN and NODE_PROCESS_PATTERN, as its
+    # source defines them): WORKER[.TIMESTAMP].pt.trace.json[.gz], WORKER = NODE_PID.
+    worker_re = re.compile(r"^(.*?)(?:\.\d+)?\.pt\.trace\.json(?:\.gz)?$")
+    node_pid_re = re.compile(r"^(.*)_(\d+)$")
+    files = sorted(glob.glob(os.path.join(logdir, "plugins", "profile", run, "*")))
+    expect(len(files) == len(reports), "%d worker files for %d reports: %s" % (len(files), len(reports), files))
+    pids = set()
+    for path in files:
+        m = worker_re.match(os.path.basename(path))
+        expect(m is not None, "%s: not a name TensorBoard reads" % path)
+        nm = node_pid_re.match(m.group(1))
+        expect(nm is not None, "%s: worker is not NODE_PID" % path)
+        pids.add(int(nm.group(2)))
+        with gzip.open(path, "rt") as f:
+            doc = json.load(f)
+        expect(isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list),
+               "%s: the object form with traceEvents" % path)
+        rep = [load_json(r) for r in reports if load_json(r)["run"]["pid"] == int(nm.group(2))]
+        expect(len(rep) == 1, "%s: no report of pid %s" % (path, nm.group(2)))
+        rep = rep[0]
+        ev = doc["traceEvents"]
+        anns = {}
+        for e in ev:
+            if e.get("cat") == "user_annotation":
+                anns[e["name"]] = anns.get(e["name"], 0) + 1
+        want = {s["name"]: s["count"] for s in rep["sections"]}
+        expect(anns == want, "%s: sections %s, report %s" % (path, anns, want))
+        steps = sorted((e for e in ev if e.get("name", "").startswith("ProfilerStep#")),
+                       key=lambda e: e["ts"])
+        expect(len(steps) == rep["steps"]["count"], "%s: %d ProfilerStep spans, %d steps" % (path, len(steps), rep["steps"]["count"]))
+        for a, b in zip(steps, steps[1:]):
+            expect(abs(a["ts"] + a["dur"] - b["ts"]) < 0.01, "steps follow one another")
+    expect(len(pids) == len(reports), "one worker per process")
+    print("tensorboard OK: %d workers in run %s" % (len(files), run))
 
 
 def check_demo(d, name, steps, blocks):
@@ -145,6 +187,8 @@ def main(argv):
         expect(all(s["name"] != argv[3] for s in r["sections"]),
                "%s: section %s should not be in the report" % (argv[2], argv[3]))
         print("%s: no %s OK" % (argv[2], argv[3]))
+    elif cmd == "tensorboard":
+        check_tensorboard(argv[2], argv[3], argv[4:])
     elif cmd == "trace":
         ev = check_trace(argv[2])
         print("trace OK: %d events" % len(ev))

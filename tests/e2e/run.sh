@@ -151,6 +151,10 @@ cli)
     done
     expect 0 "" "$sonde" export sonde-out/pipeline.sonde --format samples -o again --quiet
     head -1 again/pipeline.samples.csv | grep -q "^counter,unit,source,t_s,value$" || fail "samples csv"
+    # TensorBoard: the trace where `tensorboard --logdir tb` finds it, the path printed
+    expect 0 "" "$sonde" export sonde-out/pipeline.sonde --format tensorboard -o tb
+    grep -q "^tb/plugins/profile/pipeline/.*_[0-9]*\.pt\.trace\.json\.gz$" out.txt || fail "tensorboard path: $(cat out.txt)"
+    check tensorboard tb pipeline sonde-out/pipeline.json
     # summary from the .sonde file and from the JSON report print the same
     "$sonde" summary sonde-out/pipeline.sonde > a.txt
     "$sonde" summary sonde-out/pipeline.json > b.txt
@@ -319,6 +323,9 @@ PY
     grep -q "duplicate rank 2" odd.txt || fail "duplicate rank not named: $(cat odd.txt)"
     grep -q 'is run "other"' odd.txt || fail "foreign run not named: $(cat odd.txt)"
     "$sonde" aggregate tr --by session --format markdown | grep -q "| generate |" || fail "--by session"
+    # TensorBoard: the ranks are three workers of one run, "job"
+    for r in 0 1 2; do "$sonde" export tr/job-rank$r.sonde --format tensorboard -o tb --quiet; done
+    check tensorboard tb job tr/job-rank0.json tr/job-rank1.json tr/job-rank2.json
     "$sonde" merge tr -o merged.trace.json.gz > /dev/null
     python3 - merged.trace.json.gz 3 <<'PY'
 import gzip, json, sys

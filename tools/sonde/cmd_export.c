@@ -11,6 +11,7 @@
 #include "config/keys.h"
 #include "export/export.h"
 #include "record/record.h"
+#include "util/alloc.h"
 
 int cmd_export(int argc, char **argv)
 {
@@ -75,10 +76,17 @@ int cmd_export(int argc, char **argv)
         static const struct { unsigned bit; const char *ext; } outs[] = {
             {SONDE_FORMAT_JSON, ".json"}, {SONDE_FORMAT_CSV, ".csv"},
             {SONDE_FORMAT_CSV, ".instances.csv"}, {SONDE_FORMAT_TXT, ".txt"},
-            {SONDE_FORMAT_TRACE, ".trace.json.gz"}, {SONDE_FORMAT_SAMPLES, ".samples.csv"}};
+            {SONDE_FORMAT_TRACE, ".trace.json.gz"}, {SONDE_FORMAT_SAMPLES, ".samples.csv"},
+            {SONDE_FORMAT_HTML, ".html"}};
         for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
             if (formats & outs[i].bit)
                 printf("%s/%s%s\n", dir, m.name, outs[i].ext);
+        if (formats & SONDE_FORMAT_TENSORBOARD) {
+            char *tb = sx_tensorboard_path(&m, dir, m.name);
+            if (tb)
+                printf("%s\n", tb);
+            sonde__free(tb);
+        }
         for (size_t i = 0; i < m.n_warnings; i++)
             if (strstr(m.warnings[i], "torn") || strstr(m.warnings[i], "checksum"))
                 fprintf(stderr, "sonde export: warning: %s\n", m.warnings[i]);

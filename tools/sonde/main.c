@@ -11,9 +11,10 @@
 
 static const cli_cmd g_cmds[] = {
     {"export", cmd_export, "write reports (json, csv, txt, trace) from a .sonde file",
-     "usage: sonde export FILE.sonde [--format json,csv,txt,trace,samples] [-o DIR] [--quiet]\n"
+     "usage: sonde export FILE.sonde [--format json,csv,txt,trace,html,samples,tensorboard] [-o DIR] [--quiet]\n"
      "  Regenerates the reports the library wrote for the run, from its .sonde file: the same\n"
-     "  files, byte for byte. DIR defaults to the file's directory.\n"},
+     "  files, byte for byte. DIR defaults to the file's directory; tensorboard writes\n"
+     "  DIR/plugins/profile/RUN/HOST_PID.pt.trace.json.gz (tensorboard --logdir DIR).\n"},
     {"summary", cmd_summary, "print the text summary of a run",
      "usage: sonde summary FILE(.sonde|.json) [--sort total|self|count|mean] [--top N]\n"
      "  The table of NAME.txt, from a .sonde file or a NAME.json report.\n"},
