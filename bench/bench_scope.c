@@ -77,6 +77,17 @@ static void scope_loop(long n)
     }
 }
 
+/* The function API: sonde_begin + sonde_end with a run-time name. */
+static void call_loop(long n)
+{
+    sonde_profiler *p = g_p;
+    for (long i = 0; i < n; i++) {
+        sonde_begin(p, "bench call");
+        BARRIER();
+        sonde_end(p);
+    }
+}
+
 typedef void (*loop_fn)(long);
 
 /* Best ns per iteration over RUNS runs of n iterations. */
@@ -195,6 +206,7 @@ int main(int argc, char **argv)
     char path[4096];
     snprintf(path, sizeof path, "%s", sonde_file_path(g_p));
     double enabled1 = best_ns(scope_loop, n);
+    double calls1 = best_ns(call_loop, n);
     double floor2_cpu, enabled2_cpu;
     double floor2 = best_ns_2threads(floor_loop, n, &floor2_cpu);
     double enabled2 = best_ns_2threads(scope_loop, n, &enabled2_cpu);
@@ -217,13 +229,29 @@ int main(int argc, char **argv)
            floor2, enabled2 / floor2);
     printf("%-44s %9.2f %9.2f %7.2fx\n", "  the same, thread CPU time (no preemption)", enabled2_cpu,
            floor2_cpu, enabled2_cpu / floor2_cpu);
+    printf("%-44s %9.2f %9.2f %7.2fx\n", "sonde_begin+sonde_end, 1 thread", calls1, floor1,
+           calls1 / floor1);
+    /* nvtx on, with no NVTX tool attached (not under nsys): NVTX's calls are no-ops, and every
+     * section takes sonde's slow path to make them. A separate short run. */
+    on.nvtx = 1;
+    on.name = "bench-nvtx";
+    g_p = sonde_create(&on);
+    char npath[4096];
+    snprintf(npath, sizeof npath, "%s", sonde_file_path(g_p) ? sonde_file_path(g_p) : "");
+    double nvtx_scope = best_ns(scope_loop, n / 10), nvtx_call = best_ns(call_loop, n / 10);
+    sonde_destroy(g_p);
+    unlink(npath);
+    printf("%-44s %9.2f %9.2f %7.2fx\n", "SONDE_SCOPE, nvtx on, no tool attached", nvtx_scope,
+           floor1, nvtx_scope / floor1);
+    printf("%-44s %9.2f %9.2f %7.2fx\n", "sonde_begin+end, nvtx on, no tool attached", nvtx_call,
+           floor1, nvtx_call / floor1);
     printf("%-44s %9.2f %9s %8s\n", "empty loop", empty, "", "");
     printf("%-44s %9.2f %9.2f %+7.2f ns\n", "SONDE_SCOPE run-time disabled", disabled, empty,
            disabled - empty);
     printf("%-44s %9.2f %9.2f %+7.2f ns\n", "SONDE_SCOPE compiled out (-DSONDE_DISABLE)",
            compiled_out, empty, compiled_out - empty);
 
-    double recorded_edges = 2.0 * (double)n * RUNS * 5 - (double)dropped;
+    double recorded_edges = 2.0 * (double)n * RUNS * 6 - (double)dropped; /* 1 + 1 + 2x2 threads */
     printf("\n.sonde streaming: %.0f section edges written, %llu events dropped (%.2f%%)\n",
            recorded_edges, (unsigned long long)dropped,
            100.0 * (double)dropped / (recorded_edges + (double)dropped));

@@ -169,7 +169,11 @@ typedef struct sonde_config {
      * name carries -rankN, and the live display and console summary come from rank 0 only
      * (display_all_ranks shows them everywhere). */
     int rank, world_size, local_rank;
-    void *reserved[8];       /* zero; room for later fields without breaking the ABI */
+    int nvtx;                /* every section is also an NVTX range, every step an NVTX mark,
+                                every session a process-wide range, in the domain "sonde", for
+                                Nsight Systems (default 0; docs/integrations.md) */
+    int reserved_int;        /* zero */
+    void *reserved[7];       /* zero; room for later fields without breaking the ABI */
 } sonde_config;
 
 /* The defaults documented on each field. */

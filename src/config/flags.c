@@ -1,6 +1,7 @@
 /* flags.c - the --profile* command-line flags: recognised, applied through the key table and
  * removed from argv, every other argument left in order for the host's own parser. */
 #define _GNU_SOURCE
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,8 @@ static const flag g_flags[] = {
     {"profile", F_SWITCH, "enabled", NULL, "turn profiling on"},
     {"profile-name", F_VALUE, "name", "NAME", "run name, the stem of every file"},
     {"profile-dir", F_VALUE, "output_dir", "DIR", "directory for every file"},
-    {"profile-activities", F_LIST, NULL, "CPU GPU MEM", "what to sample (any subset)"},
+    {"profile-activities", F_LIST, NULL, "CPU GPU MEM NVTX",
+     "what to sample (CPU, GPU, MEM) and NVTX ranges for Nsight (any subset)"},
     {"profile-with-stack", F_SWITCH, "with_stack", NULL,
      "source file, line and function of each section in the trace"},
     {"profile-record-shapes", F_SWITCH, "record_shapes", NULL, "record sonde_shape calls"},
@@ -72,38 +74,54 @@ typedef struct hit {
     char value[1024];
 } hit;
 
+/* The words --profile-activities takes: CPU, GPU and MEM sample; NVTX emits NVTX ranges. */
+static const struct {
+    const char *word;
+    size_t offset;
+} g_acts[] = {{"CPU", offsetof(sonde_config, collect_cpu)},
+              {"GPU", offsetof(sonde_config, collect_gpu)},
+              {"MEM", offsetof(sonde_config, collect_memory)},
+              {"MEMORY", offsetof(sonde_config, collect_memory)},
+              {"NVTX", offsetof(sonde_config, nvtx)}};
+#define N_ACTS (sizeof g_acts / sizeof g_acts[0])
+
 static int is_activity(const char *w)
 {
-    return !strcasecmp(w, "CPU") || !strcasecmp(w, "GPU") || !strcasecmp(w, "MEM") ||
-           !strcasecmp(w, "MEMORY");
+    for (size_t i = 0; i < N_ACTS; i++)
+        if (!strcasecmp(w, g_acts[i].word))
+            return 1;
+    return 0;
 }
 
 static int set_activities(sonde_config *c, const char *list)
 {
-    int cpu = 0, gpu = 0, mem = 0;
+    int on[N_ACTS] = {0}, any = 0;
     const char *p = list;
     while (*p) {
         size_t n = strcspn(p, ", ");
         if (n) {
-            if (n == 3 && !strncasecmp(p, "CPU", 3))
-                cpu = 1;
-            else if (n == 3 && !strncasecmp(p, "GPU", 3))
-                gpu = 1;
-            else if ((n == 3 && !strncasecmp(p, "MEM", 3)) || (n == 6 && !strncasecmp(p, "MEMORY", 6)))
-                mem = 1;
-            else
+            size_t i;
+            for (i = 0; i < N_ACTS; i++)
+                if (strlen(g_acts[i].word) == n && !strncasecmp(p, g_acts[i].word, n))
+                    break;
+            if (i == N_ACTS)
                 return sonde__fail(SONDE_EINVAL,
                                    "--profile-activities: unknown activity \"%.*s\" (expected "
-                                   "CPU, GPU or MEM)", (int)n, p);
+                                   "CPU, GPU, MEM or NVTX)", (int)n, p);
+            on[i] = any = 1;
         }
         p += n;
         p += strspn(p, ", ");
     }
-    if (!cpu && !gpu && !mem)
-        return sonde__fail(SONDE_EINVAL, "--profile-activities needs at least one of CPU, GPU, MEM");
-    c->collect_cpu = cpu;
-    c->collect_gpu = gpu;
-    c->collect_memory = mem;
+    if (!any)
+        return sonde__fail(SONDE_EINVAL,
+                           "--profile-activities needs at least one of CPU, GPU, MEM, NVTX");
+    /* What is named is on, the rest off (MEM and MEMORY are one field). */
+    for (size_t i = 0; i < N_ACTS; i++)
+        *(int *)(void *)((char *)c + g_acts[i].offset) = 0;
+    for (size_t i = 0; i < N_ACTS; i++)
+        if (on[i])
+            *(int *)(void *)((char *)c + g_acts[i].offset) = 1;
     return 0;
 }
 

@@ -77,6 +77,8 @@ static const sonde_key g_keys[] = {
      "share of its session above which a stage is a bottleneck"},
     {"html_max_spans", KEY_UINT, OFF(html_max_spans), 10, 1000000, "2000",
      "spans drawn in the HTML timeline, longest first"},
+    {"nvtx", KEY_BOOL, OFF(nvtx), 0, 1, "0",
+     "sections, steps and sessions as NVTX ranges and marks, for Nsight Systems"},
     {"rank", KEY_INT, OFF(rank), -1, 1000000, "-1", "this process's rank (-1: from the launcher)"},
     {"world_size", KEY_INT, OFF(world_size), -1, 1000000, "-1",
      "processes in the job (-1: from the launcher)"},

@@ -75,7 +75,7 @@ static void start_over(sonde_profiler *p)
         tb->next_base = 0;
         tb->gap = 0;
         atomic_store(&tb->dropped, 0);
-        if (&tb->hot == mine) {
+        if (&tb->hot == mine || &tb->shadow == mine) {
             /* The forking thread goes on in the child, its open sections too: their ends are
              * in the child's file and their begins in the parent's. */
             atomic_store(&tb->tid, (int)syscall(SYS_gettid));

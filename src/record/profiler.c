@@ -161,6 +161,8 @@ static void tbuf_init(sonde_profiler *p, sonde_tbuf *tb, pid_t tid)
     tb->prof = p;
     tb->hot.cur = tb->hot.end = NULL;
     sonde__set_depth(&tb->hot, 0);
+    tb->shadow.cur = tb->shadow.end = NULL;
+    tb->shadow.depth = SONDE_SHADOW_DEPTH;
     atomic_store(&tb->tid, (int)tid);
     tb->gap = 0;
     tb->next_base = 0;
@@ -174,8 +176,12 @@ static void tbuf_init(sonde_profiler *p, sonde_tbuf *tb, pid_t tid)
 
 sonde_tbuf *sonde__thread_buf(sonde_profiler *p)
 {
-    if (sonde__tl.serial == p->hot.serial)
-        return (sonde_tbuf *)(void *)sonde__tl.tb;
+    if (sonde__tl.serial == p->hot.serial) {
+        sonde__tbuf *c = sonde__tl.tb;
+        if (c->depth == SONDE_SHADOW_DEPTH) /* an nvtx profiler's: the buffer it belongs to */
+            return (sonde_tbuf *)(void *)((char *)c - offsetof(sonde_tbuf, shadow));
+        return (sonde_tbuf *)(void *)c;
+    }
     pid_t tid = (pid_t)syscall(SYS_gettid);
     sonde_tbuf *found = NULL;
     for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next)) {
@@ -214,7 +220,7 @@ sonde_tbuf *sonde__thread_buf(sonde_profiler *p)
             pthread_setspecific(g_exit_key, (void *)1);
     }
     sonde__tl.serial = p->hot.serial;
-    sonde__tl.tb = &found->hot;
+    sonde__tl.tb = p->nvtx ? &found->shadow : &found->hot;
     return found;
 }
 
@@ -282,7 +288,8 @@ static int begin_id(sonde_profiler *p, uint32_t id, sonde_tbuf **out)
     return 0;
 }
 
-static int end_id(sonde_profiler *p, sonde_tbuf *tb, uint32_t id)
+static inline __attribute__((always_inline)) int end_id(sonde_profiler *p, sonde_tbuf *tb,
+                                                        uint32_t id)
 {
     if (tb->hot.depth <= 0) {
         atomic_fetch_add(&p->misuse_unbalanced, 1);
@@ -309,11 +316,31 @@ sonde__tbuf *sonde__scope_begin_slow(sonde_profiler *p, sonde_site *s)
     sonde_tbuf *tb = NULL;
     if (begin_id(p, id, &tb) != 0)
         return NULL;
+    if (p->nvtx) { /* the end comes back here through the shadow, to pop the range */
+        sonde__nvtx_push(s->name);
+        return &tb->shadow;
+    }
     return &tb->hot;
+}
+
+/* A section end with nvtx on: recorded, then its NVTX range popped. Kept out of line so that
+ * sonde_end's own code is what it is without NVTX. */
+static __attribute__((noinline, cold)) int end_nvtx(sonde_profiler *p, sonde_tbuf *tb,
+                                                     uint32_t id)
+{
+    int rc = end_id(p, tb, id);
+    if (rc != SONDE_EUNBALANCED)
+        sonde__nvtx_pop();
+    return rc;
 }
 
 void sonde__scope_end_slow(sonde__tbuf *htb, uint32_t id)
 {
+    if (htb->depth == SONDE_SHADOW_DEPTH) {
+        sonde_tbuf *tb = (sonde_tbuf *)(void *)((char *)htb - offsetof(sonde_tbuf, shadow));
+        end_nvtx(tb->prof, tb, id);
+        return;
+    }
     sonde_tbuf *tb = (sonde_tbuf *)(void *)htb;
     end_id(tb->prof, tb, id);
 }
@@ -541,6 +568,13 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
         sonde__warn(p, "more than 64 live profilers: this one is not flushed on fatal signals");
     if (sonde__writer_start(p) != 0)
         sonde__warn(p, "could not start the writer thread: events are written at export");
+    if (cfg.nvtx) {
+        const char *why = sonde__nvtx_reason();
+        if (why)
+            sonde__warn(p, "nvtx: %s", why);
+        else
+            p->nvtx = 1;
+    }
     __atomic_store_n(&p->hot.recording, 1, __ATOMIC_RELAXED);
     if (sonde__schedule_on(&p->cfg)) {
         if (sonde__schedule_check(&p->cfg) != 0) {
@@ -672,6 +706,22 @@ static int finite_arg(sonde_profiler *p, double v, const char *call)
     return sonde__fail(SONDE_EINVAL, "%s: value is not finite", call);
 }
 
+/* Sessions are process-wide NVTX ranges ("session NAME"): the open one ends, name (if any)
+ * starts. Under the profiler's lock: sessions may begin and end on different threads. */
+static void nvtx_session(sonde_profiler *p, const char *name)
+{
+    pthread_mutex_lock(&p->lock);
+    if (p->nvtx_session)
+        sonde__nvtx_end(p->nvtx_session);
+    p->nvtx_session = 0;
+    if (name) {
+        char label[300];
+        snprintf(label, sizeof label, "session %s", name);
+        p->nvtx_session = sonde__nvtx_start(label);
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
 int sonde_session_begin(sonde_profiler *p, const char *name)
 {
     RECORDING_OR_RETURN(p, "sonde_session_begin");
@@ -681,6 +731,8 @@ int sonde_session_begin(sonde_profiler *p, const char *name)
         return rc;
     if (atomic_exchange(&p->session_open, 1))
         sonde__record(p, SONDE_K_SESSION_END, 0, 0, NULL);
+    if (p->nvtx)
+        nvtx_session(p, name);
     atomic_store(&p->cur_session, id);
     atomic_store(&p->session_tb, sonde__thread_buf(p));
     return sonde__record(p, SONDE_K_SESSION_BEGIN, id, 0, NULL);
@@ -695,7 +747,19 @@ int sonde_session_end(sonde_profiler *p)
     }
     atomic_store(&p->cur_session, 0);
     atomic_store(&p->session_tb, NULL);
+    if (p->nvtx)
+        nvtx_session(p, NULL);
     return sonde__record(p, SONDE_K_SESSION_END, 0, 0, NULL);
+}
+
+/* sonde_begin with nvtx on, out of line as end_nvtx is. */
+static __attribute__((noinline, cold)) int begin_nvtx(sonde_profiler *p, uint32_t id,
+                                                       const char *name)
+{
+    int rc = begin_id(p, id, NULL);
+    if (rc == 0)
+        sonde__nvtx_push(name);
+    return rc;
 }
 
 int sonde_begin(sonde_profiler *p, const char *name)
@@ -716,6 +780,8 @@ int sonde_begin(sonde_profiler *p, const char *name)
     int rc = intern_arg(name, "sonde_begin", "name", &id);
     if (rc)
         return rc;
+    if (SONDE__UNLIKELY(p->nvtx))
+        return begin_nvtx(p, id, name);
     return begin_id(p, id, NULL);
 }
 
@@ -741,6 +807,8 @@ int sonde_end(sonde_profiler *p)
         tb->gap++;
         return sonde__fail(SONDE_EDROPPED, "sonde_end: its section had been dropped");
     }
+    if (SONDE__UNLIKELY(p->nvtx))
+        return end_nvtx(p, tb, id);
     return end_id(p, tb, id);
 }
 
@@ -894,6 +962,11 @@ int sonde_step(sonde_profiler *p)
         return 0;
     uint64_t n = atomic_fetch_add(&p->steps, 1) + 1;
     int rc = sonde__record(p, SONDE_K_STEP, 0, (uint32_t)n, NULL);
+    if (p->nvtx) {
+        char mark[32];
+        snprintf(mark, sizeof mark, "step %llu", (unsigned long long)n);
+        sonde__nvtx_mark(mark);
+    }
     if (p->schedule_on || (p->cfg.memory_every_n_steps && n % p->cfg.memory_every_n_steps == 0)) {
         pthread_mutex_lock(&p->step_lock);
         if (p->schedule_on)

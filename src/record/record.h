@@ -70,8 +70,15 @@ typedef struct sonde_chunk {
 
 enum { TB_LIVE = 1, TB_EXITED = 2 };
 
+/* depth of a shadow buffer (never a real one's): see sonde_tbuf.shadow */
+#define SONDE_SHADOW_DEPTH INT32_MIN
+
 struct sonde_tbuf {
     sonde__tbuf hot;               /* read and written inline by the macros; first member */
+    /* With nvtx on, the thread's cached buffer is this one instead of hot: cur = end = NULL and
+     * depth SONDE_SHADOW_DEPTH send every inline begin and end to the slow path, which records
+     * into hot and opens or closes the NVTX range. The inline fast path stays as it is. */
+    sonde__tbuf shadow;
     sonde_profiler *prof;
     sonde_tbuf *_Atomic next;      /* the profiler's list; nodes are never unlinked */
     _Atomic int state;             /* TB_* */
@@ -134,6 +141,8 @@ struct sonde_profiler {
     int sched_action, sched_cycle;   /* what the current step does */
     int cuda_range_open;             /* cudaProfilerStart was called and not yet stopped */
     int cuda_noted;                  /* the reason cudaProfiler* is unavailable was reported */
+    int nvtx;                        /* sections, steps and sessions are NVTX ranges and marks */
+    uint64_t nvtx_session;           /* the open session's NVTX range */
 
     /* memory snapshots every N steps: steps waiting for the sampler (step_lock) */
     uint64_t snap_queue[64];
@@ -190,6 +199,16 @@ void sonde__signal_flush(sonde_profiler *p);
 /* A chunk from the free stack (state ACTIVE), or SONDE_NO_CHUNK. Lock-free. */
 uint32_t sonde__chunk_pop(sonde_profiler *p);
 void sonde__chunk_push(sonde_profiler *p, uint32_t idx);
+
+/* ---- nvtx.c: NVTX ranges for Nsight Systems (option nvtx) ---- */
+/* NULL when NVTX calls are compiled in, else why there are none (for the report's warning). */
+const char *sonde__nvtx_reason(void);
+/* A range on the calling thread, in the "sonde" domain; marks; process-wide ranges (sessions). */
+void sonde__nvtx_push(const char *name);
+void sonde__nvtx_pop(void);
+void sonde__nvtx_mark(const char *name);
+uint64_t sonde__nvtx_start(const char *name);
+void sonde__nvtx_end(uint64_t id);
 
 /* ---- fork.c ---- */
 /* pthread_atfork handlers: sonde's locks are held across fork(), and in the child every

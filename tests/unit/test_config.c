@@ -176,8 +176,8 @@ static void flags_errors(void **state)
         {{"p", "--profile-wait", "soon", NULL}, "--profile-wait: \"soon\" is not an integer in 0..1000000000"},
         {{"p", "--profile-warmpu", "1", NULL}, "unknown flag --profile-warmpu (did you mean --profile-warmup?)"},
         {{"p", "--profile=1", NULL}, "--profile takes no value"},
-        {{"p", "--profile-activities", "TPU", NULL}, "--profile-activities needs a value (CPU GPU MEM)"},
-        {{"p", "--profile-activities=CPU,TPU", NULL}, "--profile-activities: unknown activity \"TPU\" (expected CPU, GPU or MEM)"},
+        {{"p", "--profile-activities", "TPU", NULL}, "--profile-activities needs a value (CPU GPU MEM NVTX)"},
+        {{"p", "--profile-activities=CPU,TPU", NULL}, "--profile-activities: unknown activity \"TPU\" (expected CPU, GPU, MEM or NVTX)"},
         {{"p", "--profile-preset", "fast", NULL}, "--profile-preset: unknown preset \"fast\" (expected development, production or debugging)"},
         {{"p", "--profile-name", "a/b", NULL}, "--profile-name: \"a/b\" is not a run name (non-empty, without '/')"},
     };
@@ -275,6 +275,37 @@ static void key_table(void **state)
     }
 }
 
+/* --profile-activities: what is named is on, the rest off; NVTX is the nvtx key. */
+static void activities(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *words[4];
+        int cpu, gpu, mem, nvtx;
+    } cases[] = {{{"NVTX", NULL}, 0, 0, 0, 1},
+                 {{"cpu", "nvtx", NULL}, 1, 0, 0, 1},
+                 {{"CPU", "GPU", "MEM", NULL}, 1, 1, 1, 0},
+                 {{"memory", NULL}, 0, 0, 1, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *w[8] = {"prog", "--profile-activities"};
+        int n = 2;
+        for (int k = 0; cases[i].words[k]; k++)
+            w[n++] = cases[i].words[k];
+        w[n++] = "input.txt"; /* not an activity: the program's own */
+        args a;
+        mk(&a, w);
+        sonde_config c = sonde_config_default();
+        c.nvtx = !cases[i].nvtx; /* the flag sets it either way */
+        assert_int_equal(sonde_config_from_args(&c, &a.n, a.v), 0);
+        assert_int_equal(a.n, 2);
+        assert_string_equal(a.v[1], "input.txt");
+        assert_int_equal(c.collect_cpu, cases[i].cpu);
+        assert_int_equal(c.collect_gpu, cases[i].gpu);
+        assert_int_equal(c.collect_memory, cases[i].mem);
+        assert_int_equal(c.nvtx, cases[i].nvtx);
+    }
+}
+
 /* The public key-by-name calls: what a binding (python/sonde) sets through. */
 static void set_get_by_key(void **state)
 {
@@ -338,7 +369,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(presets), cmocka_unit_test(yaml_good), cmocka_unit_test(yaml_bad_corpus),
         cmocka_unit_test(flags_strip_and_keep_order), cmocka_unit_test(flags_errors),
         cmocka_unit_test(precedence), cmocka_unit_test(key_table),
-        cmocka_unit_test(set_get_by_key),
+        cmocka_unit_test(set_get_by_key), cmocka_unit_test(activities),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
