@@ -172,8 +172,15 @@ typedef struct sonde_config {
     int nvtx;                /* every section is also an NVTX range, every step an NVTX mark,
                                 every session a process-wide range, in the domain "sonde", for
                                 Nsight Systems (default 0; docs/integrations.md) */
-    int reserved_int;        /* zero */
-    void *reserved[7];       /* zero; room for later fields without breaking the ABI */
+    /* Function tracing (libsonde-autotrace, include/sonde/autotrace.h): which functions become
+     * sections, by comma-separated glob patterns on the function name, the source file or the
+     * object file ("main,*decode*", "*vendor*"; docs/autotrace.md); NULL: all. */
+    unsigned autotrace_max_depth; /* calls nested deeper than this are not traced (default 64) */
+    const char *autotrace_include;
+    const char *autotrace_exclude;
+    double min_duration_s;   /* section instances shorter than this are left out of every
+                                report, statistics included (counted in the summary; default 0) */
+    void *reserved[4];       /* zero; room for later fields without breaking the ABI */
 } sonde_config;
 
 /* The defaults documented on each field. */

@@ -217,6 +217,9 @@ int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top)
             sa_free(&an);
         }
     }
+    if (m->short_spans)
+        sbuf_printf(b, "Left out: %llu section instances shorter than min_duration_s\n",
+                    (unsigned long long)m->short_spans);
     if (m->dropped_events)
         sbuf_printf(b, "Dropped events: %llu (buffers full or the disk failed)\n",
                     (unsigned long long)m->dropped_events);

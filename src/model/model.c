@@ -870,6 +870,56 @@ size_t sm_downsample(const sm_counter *c, size_t max, size_t *keep)
 
 /* What is computed from the instances: order, active steps, statistics, resources, totals.
  * Run after a build and after a merge. */
+/* min_duration_s: section instances shorter than it are left out of the model (and so of every
+ * report), except those that carry throughput, FLOPs or a diffusion record: nothing measured is
+ * lost. Their time still counts as their parent's time in children (self time is unchanged). */
+static int drop_short(sm_model *m)
+{
+    const char *v = sm_info(m, "config.min_duration_s");
+    double min_s = v ? strtod(v, NULL) : 0;
+    if (!(min_s > 0) || !m->n_spans)
+        return 0;
+    int64_t min_ns = (int64_t)(min_s * 1e9);
+    int32_t *map = sonde__malloc(m->n_spans * sizeof *map);
+    if (!map)
+        return -1;
+    for (size_t i = 0; i < m->n_spans; i++) {
+        const sm_span *s = &m->spans[i];
+        map[i] = s->end_ns - s->start_ns >= min_ns || s->units > 0 || s->flops > 0 ? 0 : -1;
+    }
+    for (size_t i = 0; i < m->n_dsteps; i++)
+        if (m->dsteps[i].span >= 0)
+            map[m->dsteps[i].span] = 0;
+    for (size_t i = 0; i < m->n_blocks; i++)
+        if (m->blocks[i].span >= 0)
+            map[m->blocks[i].span] = 0;
+    size_t k = 0;
+    for (size_t t = 0; t < m->n_threads; t++)
+        m->threads[t].spans = 0;
+    for (size_t i = 0; i < m->n_spans; i++) {
+        if (map[i] < 0)
+            continue;
+        sm_span s = m->spans[i];
+        int32_t p = s.parent; /* the nearest ancestor kept (parents are kept before children) */
+        while (p >= 0 && map[p] < 0)
+            p = m->spans[p].parent;
+        s.parent = p >= 0 ? map[p] : -1;
+        map[i] = (int32_t)k;
+        m->threads[s.thread].spans++;
+        m->spans[k++] = s;
+    }
+    for (size_t i = 0; i < m->n_dsteps; i++)
+        if (m->dsteps[i].span >= 0)
+            m->dsteps[i].span = map[m->dsteps[i].span];
+    for (size_t i = 0; i < m->n_blocks; i++)
+        if (m->blocks[i].span >= 0)
+            m->blocks[i].span = map[m->blocks[i].span];
+    m->short_spans += m->n_spans - k;
+    m->n_spans = k;
+    sonde__free(map);
+    return 0;
+}
+
 static int derive(sm_model *m)
 {
     if (sort_counters(m) || sort_steps(m))
@@ -1184,6 +1234,8 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
             goto out;
         m->threads[t].spans = m->n_spans - before;
     }
+    if (drop_short(m))
+        goto out;
     if (build_rates(m))
         goto out;
     if (b.unmatched_ends &&

@@ -152,6 +152,7 @@ typedef struct sm_model {
     int64_t duration_ns;
     int clean_end;             /* the END record was found */
     uint64_t dropped_events;
+    uint64_t short_spans;      /* instances under config min_duration_s, left out */
     uint64_t bytes;            /* size of the file read */
     uint64_t writer_cpu_ns;    /* CPU time of the recorder's writer thread (0: unknown) */
     uint64_t sampler_cpu_ns;   /* CPU time of the sampler thread (0: none ran) */

@@ -525,8 +525,10 @@ cb = {s["name"]: s["count"] for s in b["sections"]}
 assert ca == cb and ca["inner"] == 300, (ca, cb)
 assert a["warnings"] == [] and b["warnings"] == [], (a["warnings"], b["warnings"])
 PY
-    # --profile-activities NVTX turns it on
-    "$build/tools/sonde/sonde" config --list 2>/dev/null | grep -q "^nvtx" || fail "sonde config --list lacks nvtx"
+    # the key is listed (the output to a file first: grep -q closing the pipe early would end
+    # sonde with SIGPIPE under pipefail)
+    "$build/tools/sonde/sonde" config --list > keys.txt
+    grep -q "^nvtx " keys.txt || fail "sonde config --list lacks nvtx"
     ;;
 install)
     cmake --install "$build" --prefix "$work/prefix" > /dev/null

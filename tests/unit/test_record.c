@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "export/export.h"
+
 static void spin_ms(double ms)
 {
     struct timespec a, b;
@@ -289,6 +291,48 @@ static void clear_discards_earlier(void **state)
     assert_null(tu_stat(&m, "before"));
     assert_int_equal((int)tu_stat(&m, "after")->count, 3);
     assert_int_equal((int)m.n_metrics, 0);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+/* min_duration_s: short instances are left out of the model and counted; a long parent keeps
+ * its children's time as time in children; a short section that carries throughput stays. */
+static void min_duration_leaves_out_short(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "short");
+    c.min_duration_s = 0.002;
+    sonde_profiler *p = sonde_create(&c);
+    for (int i = 0; i < 3; i++) {
+        SONDE_SCOPE(p, "long");
+        for (int k = 0; k < 50; k++) {
+            SONDE_SCOPE(p, "short");
+        }
+        spin_ms(3);
+    }
+    sonde_begin(p, "short with units");
+    sonde_throughput(p, 10, 0.5);
+    sonde_end(p);
+    sm_model m;
+    tu_finish(p, &m);
+    assert_int_equal((int)tu_stat(&m, "long")->count, 3);
+    assert_null(tu_stat(&m, "short"));
+    assert_int_equal((int)tu_stat(&m, "short with units")->count, 1);
+    assert_int_equal((int)m.short_spans, 150);
+    assert_int_equal((int)m.n_spans, 4);
+    for (size_t i = 0; i < m.n_spans; i++)
+        assert_int_equal(m.spans[i].parent, -1);
+    assert_int_equal((int)m.threads[0].spans, 4);
+    sbuf b;
+    sbuf_init(&b);
+    assert_int_equal(sx_txt(&m, &b), 0);
+    assert_non_null(strstr(b.data, "Left out: 150 section instances shorter than min_duration_s"));
+    sbuf_reset(&b);
+    assert_int_equal(sx_json(&m, &b), 0);
+    assert_non_null(strstr(b.data, "\"short_sections_left_out\":150"));
+    sbuf_free(&b);
     sm_free(&m);
     tu_rmrf(dir);
 }
@@ -627,7 +671,7 @@ int main(void)
         cmocka_unit_test(sessions_steps_counters_events),
         cmocka_unit_test(misuse),
         cmocka_unit_test(disabled_is_a_no_op),
-        cmocka_unit_test(clear_discards_earlier),
+        cmocka_unit_test(clear_discards_earlier), cmocka_unit_test(min_duration_leaves_out_short),
         cmocka_unit_test(export_and_summary),
         cmocka_unit_test(unwritable_dir_degrades),
         cmocka_unit_test(config_env),

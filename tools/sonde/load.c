@@ -103,6 +103,7 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
     double fps = num0(sum, "flops_per_s");
     m->total_flops_s = fps > 0 ? m->total_flops / fps : 0;
     m->dropped_events = (uint64_t)num0(sum, "dropped_events");
+    m->short_spans = (uint64_t)num0(sum, "short_sections_left_out");
     if (facts(m, json_object_get(run, "system") ? json_object_get(run, "system")
                                                 : json_object_get(root, "system"), "system.") ||
         facts(m, json_object_get(root, "config"), "config."))
