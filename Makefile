@@ -66,6 +66,7 @@ bench: deps
 	@rm -f build-bench.log
 	@mkdir -p build-bench/out && ./build-bench/bench/bench_scope --dir build-bench/out && rm -rf build-bench/out
 	@SONDE_LIBRARY=build-bench/libsonde.so.0 python3 bench/bench_python.py
+	@if [ -x build-bench/bench/bench_autotrace ]; then mkdir -p build-bench/out && ./build-bench/bench/bench_autotrace --dir build-bench/out && bench/uftrace_compare.sh build-bench/bench/bench_autotrace; rm -rf build-bench/out; fi
 
 install: build
 	@cmake --install build --prefix $(PREFIX)

@@ -265,6 +265,8 @@ sonde_profiler *sonde_create(const sonde_config *cfg);
  * every case. p NULL: SONDE_EINVAL. */
 int sonde_destroy(sonde_profiler *p);
 
+/* The configuration p runs with (defaults applied, strings owned by p); NULL when p is NULL. */
+const sonde_config *sonde_config_of(const sonde_profiler *p);
 /* The run name and the path of the .sonde file (NULL when none could be opened). Owned by p. */
 const char *sonde_name(const sonde_profiler *p);
 const char *sonde_file_path(const sonde_profiler *p);
@@ -412,10 +414,16 @@ typedef struct sonde__tls {
 #define SONDE__LIKELY(x) __builtin_expect(!!(x), 1)
 #define SONDE__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define SONDE__TLS_MODEL __attribute__((tls_model("initial-exec")))
+/* A program built with -finstrument-functions (libsonde-autotrace) must not trace sonde's own
+ * inline helpers. */
+#define SONDE__NOINSTR __attribute__((no_instrument_function))
+#define SONDE__INLINE static inline SONDE__NOINSTR
 #else
 #define SONDE__LIKELY(x) (x)
 #define SONDE__UNLIKELY(x) (x)
 #define SONDE__TLS_MODEL
+#define SONDE__NOINSTR
+#define SONDE__INLINE static inline
 #endif
 
 #ifdef __cplusplus
@@ -430,7 +438,7 @@ uint64_t sonde__now_slow(void);
 sonde__tbuf *sonde__scope_begin_slow(sonde_profiler *p, sonde_site *s);
 void sonde__scope_end_slow(sonde__tbuf *tb, uint32_t id);
 
-static inline uint64_t sonde__now(const sonde__hot *h)
+SONDE__INLINE uint64_t sonde__now(const sonde__hot *h)
 {
 #if defined(__x86_64__) || defined(__i386__)
     if (SONDE__LIKELY(h->use_tsc)) {
@@ -444,7 +452,7 @@ static inline uint64_t sonde__now(const sonde__hot *h)
     return sonde__now_slow();
 }
 
-static inline void sonde__publish(sonde__tbuf *tb, sonde__ev *next)
+SONDE__INLINE void sonde__publish(sonde__tbuf *tb, sonde__ev *next)
 {
 #if defined(__GNUC__) || defined(__clang__)
     __atomic_store_n(&tb->cur, next, __ATOMIC_RELEASE);
@@ -455,7 +463,7 @@ static inline void sonde__publish(sonde__tbuf *tb, sonde__ev *next)
 
 /* depth and stack are written by their thread alone and read by the live display: relaxed
  * atomic stores, plain moves on x86. */
-static inline void sonde__set_depth(sonde__tbuf *tb, int32_t d)
+SONDE__INLINE void sonde__set_depth(sonde__tbuf *tb, int32_t d)
 {
 #if defined(__GNUC__) || defined(__clang__)
     __atomic_store_n(&tb->depth, d, __ATOMIC_RELAXED);
@@ -464,7 +472,7 @@ static inline void sonde__set_depth(sonde__tbuf *tb, int32_t d)
 #endif
 }
 
-static inline void sonde__push(sonde__tbuf *tb, uint32_t id)
+SONDE__INLINE void sonde__push(sonde__tbuf *tb, uint32_t id)
 {
     int32_t d = tb->depth;
     if (d < 64) {
@@ -479,7 +487,7 @@ static inline void sonde__push(sonde__tbuf *tb, uint32_t id)
 
 /* Opens a section for a call site; returns the thread buffer to pass to sonde__scope_end, or
  * NULL when nothing was recorded. */
-static inline sonde__tbuf *sonde__scope_begin(sonde_profiler *p, sonde_site *s)
+SONDE__INLINE sonde__tbuf *sonde__scope_begin(sonde_profiler *p, sonde_site *s)
 {
     const sonde__hot *h = (const sonde__hot *)(const void *)p;
     if (SONDE__UNLIKELY(!p))
@@ -509,7 +517,7 @@ static inline sonde__tbuf *sonde__scope_begin(sonde_profiler *p, sonde_site *s)
     return tb;
 }
 
-static inline void sonde__scope_end(sonde__tbuf *tb, uint32_t id, int use_tsc)
+SONDE__INLINE void sonde__scope_end(sonde__tbuf *tb, uint32_t id, int use_tsc)
 {
     if (!tb)
         return;
@@ -533,7 +541,7 @@ typedef struct sonde__scope {
     int use_tsc;
 } sonde__scope;
 
-static inline sonde__scope sonde__scope_open(sonde_profiler *p, sonde_site *s)
+SONDE__INLINE sonde__scope sonde__scope_open(sonde_profiler *p, sonde_site *s)
 {
     sonde__scope sc;
     sc.tb = sonde__scope_begin(p, s);
@@ -542,7 +550,7 @@ static inline sonde__scope sonde__scope_open(sonde_profiler *p, sonde_site *s)
     return sc;
 }
 
-static inline void sonde__scope_close(sonde__scope *sc)
+SONDE__INLINE void sonde__scope_close(sonde__scope *sc)
 {
     sonde__scope_end(sc->tb, sc->id, sc->use_tsc);
 }
@@ -557,8 +565,9 @@ static inline void sonde__scope_close(sonde__scope *sc)
 } /* extern "C" */
 struct sonde__scope_guard {
     sonde__scope sc;
-    sonde__scope_guard(sonde_profiler *p, sonde_site *s) : sc(sonde__scope_open(p, s)) {}
-    ~sonde__scope_guard() { sonde__scope_close(&sc); }
+    SONDE__NOINSTR sonde__scope_guard(sonde_profiler *p, sonde_site *s)
+        : sc(sonde__scope_open(p, s)) {}
+    SONDE__NOINSTR ~sonde__scope_guard() { sonde__scope_close(&sc); }
     sonde__scope_guard(const sonde__scope_guard &) = delete;
     sonde__scope_guard &operator=(const sonde__scope_guard &) = delete;
 };

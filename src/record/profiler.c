@@ -669,6 +669,7 @@ int sonde_destroy(sonde_profiler *p)
 
 const char *sonde_name(const sonde_profiler *p) { return p ? p->name : NULL; }
 const char *sonde_file_path(const sonde_profiler *p) { return p ? p->path : NULL; }
+const sonde_config *sonde_config_of(const sonde_profiler *p) { return p ? &p->cfg : NULL; }
 int sonde_status(const sonde_profiler *p)
 {
     return p ? atomic_load(&((sonde_profiler *)p)->status) : SONDE_EINVAL;

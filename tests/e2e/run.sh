@@ -479,6 +479,74 @@ compiled_out)
     fi
     echo "compiled out: no sonde symbol in the binary"
     ;;
+autotrace)
+    cd "$work"
+    traced="$build/tests/traced"
+    counts() { # JSON -> "name=count" lines, sorted
+        python3 -c 'import json, sys
+for s in sorted(json.load(open(sys.argv[1]))["sections"], key=lambda s: s["name"]):
+    print("%s=%d" % (s["name"], s["count"]))' "$1"
+    }
+    run_traced() { # NAME [VAR=VALUE...]: the automatic profiler, configured from the environment
+        local name=$1; shift
+        env SONDE_OUTPUT_DIR=out SONDE_NAME="$name" SONDE_FORMATS=json,trace SONDE_COLLECT_GPU=0 \
+            SONDE_COLLECT_CPU=0 SONDE_COLLECT_MEMORY=0 "$@" "$traced" || fail "traced $name exited $?"
+        counts "out/$name.json" > "$name.txt"
+    }
+    # every call: global and static functions, recursion, a thread, C++ names demangled
+    # (a template, a member, an exception unwinding through an instrumented frame), longjmp
+    run_traced all SONDE_AUTOTRACE_EXCLUDE='excluded_*' SONDE_WITH_STACK=1
+    cat > want.txt <<'TXT'
+cpp_entry=1
+double ns::twice<double>(double)=1
+fast_leaf=1000
+fib=25
+helper_static=17
+int ns::twice<int>(int)=4
+jumper=1
+jumper_inner=1
+ns::Widget::run(int)=1
+ns::thrower(int)=1
+run=1
+worker=1
+TXT
+    diff want.txt all.txt || fail "traced sections differ from the calls made"
+    python3 - out/all.trace.json.gz out/all.json <<'PY'
+import gzip, json, sys
+ev = json.load(gzip.open(sys.argv[1], "rt"))
+leaf = [e for e in ev if e.get("name") == "fast_leaf"]
+assert leaf and leaf[0]["args"]["file"].endswith("tests/autotrace/traced.c"), leaf[:1]
+assert leaf[0]["args"]["line"] > 0 and leaf[0]["args"]["function"] == "fast_leaf", leaf[0]
+r = json.load(open(sys.argv[2]))
+helper = [s for s in r["sections"] if s["name"] == "helper_static"][0]
+assert helper["threads"] == 2, helper  # main's and the worker's calls
+print("autotrace: source file and line of static and C++ functions, 2 threads")
+PY
+    # include: only the named functions (by name)
+    run_traced inc SONDE_AUTOTRACE_INCLUDE='fib, worker'
+    [ "$(cat inc.txt | tr '\n' ' ')" = "fib=25 worker=1 " ] || fail "include: $(cat inc.txt)"
+    # exclude by source file: every function of traced_cpp.cpp goes
+    run_traced nocpp SONDE_AUTOTRACE_EXCLUDE='*traced_cpp.cpp'
+    grep -q "ns::\|cpp_entry" nocpp.txt && fail "exclude by file kept: $(cat nocpp.txt)"
+    grep -q "^fib=25$" nocpp.txt || fail "exclude by file: $(cat nocpp.txt)"
+    # maximum depth 3: run (1), fib (2), fib (3): 1 + 2 fib calls
+    run_traced deep SONDE_AUTOTRACE_MAX_DEPTH=3 SONDE_AUTOTRACE_INCLUDE='fib,run'
+    [ "$(cat deep.txt | tr '\n' ' ')" = "fib=3 run=1 " ] || fail "max depth: $(cat deep.txt)"
+    # minimum duration: the 1,000 sub-microsecond fast_leaf calls are left out, and counted
+    run_traced short SONDE_MIN_DURATION_S=0.0001 SONDE_AUTOTRACE_INCLUDE='run,fast_leaf'
+    [ "$(cat short.txt)" = "run=1" ] || fail "min duration: $(cat short.txt)"
+    python3 -c 'import json, sys
+assert json.load(open(sys.argv[1]))["summary"]["short_sections_left_out"] == 1000' out/short.json \
+        || fail "min duration: the count of sections left out"
+    # a program's own profiler, attached; after detach nothing more is traced
+    "$traced" attach out > attach.out || fail "traced attach exited $?"
+    grep -q "excluded 1 " attach.out || fail "attach: $(cat attach.out)"
+    counts out/attached.json > attached.txt
+    grep -v "^excluded" want.txt | diff - attached.txt || fail "attached profiler's sections differ"
+    # manual: no automatic profiler, no file
+    mkdir manual && (cd manual && SONDE_AUTOTRACE=manual "$traced") && [ -z "$(ls manual)" ] \
+        || fail "SONDE_AUTOTRACE=manual still wrote $(ls manual)"
+    ;;
 nvtx)
     cd "$work"
     # Under an NVTX tool (our injection library, loaded as Nsight's is), every section is a
@@ -532,7 +600,8 @@ PY
     ;;
 install)
     cmake --install "$build" --prefix "$work/prefix" > /dev/null
-    for f in include/sonde/sonde.h lib/libsonde.a lib/pkgconfig/sonde.pc lib/cmake/sonde/sondeConfig.cmake; do
+    for f in include/sonde/sonde.h include/sonde/autotrace.h lib/libsonde.a lib/libsonde-autotrace.so \
+             lib/pkgconfig/sonde.pc lib/cmake/sonde/sondeConfig.cmake; do
         [ -f "$work/prefix/$f" ] || fail "install lacks $f"
     done
     soname=$(objdump -p "$work/prefix/lib/libsonde.so" | awk '/SONAME/ {print $2}')

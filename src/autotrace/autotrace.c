@@ -1,0 +1,358 @@
+/* autotrace.c - libsonde-autotrace: GCC's and clang's -finstrument-functions hooks turned into
+ * sonde sections. Each thread keeps a stack of the frames it entered; each function address is
+ * resolved once (symbols.c) into a sonde_site, found again through a lock-free open-addressing
+ * table, so a traced call costs a table probe and SONDE_SCOPE's own begin and end. Nothing here
+ * is instrumented (-finstrument-functions is for the program, and every function below says
+ * no_instrument_function as well). */
+#define _GNU_SOURCE
+#include <sonde/autotrace.h>
+
+#include <fnmatch.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../record/record.h" /* sonde__fail: the message sonde_last_error() returns */
+#include "symbols.h"
+
+#define NOINSTR __attribute__((no_instrument_function))
+#define TABLE_SIZE (1u << 16) /* functions; a program with more traces the first 49,152 */
+#define TABLE_MAX (TABLE_SIZE / 4 * 3)
+#define MAX_PATTERNS 64
+
+typedef struct entry {
+    _Atomic uintptr_t fn;        /* 0: empty; published last */
+    sonde_site *site;            /* &g_excluded: filtered out */
+} entry;
+
+typedef struct frame {
+    void *fn;
+    sonde__scope sc;             /* tb NULL: not recorded (excluded, or no profiler) */
+} frame;
+
+typedef struct tstate {
+    unsigned depth, cap;
+    frame *stack;
+} tstate;
+
+static entry g_table[TABLE_SIZE];
+static unsigned g_used;          /* entries, under g_lock */
+static sonde_site g_excluded;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static sonde_profiler *_Atomic g_prof;
+static _Atomic unsigned g_max_depth = 64;
+static _Atomic int g_auto_done; /* the automatic profiler was created, refused or superseded */
+static int g_auto_own;           /* g_prof is the automatic one */
+static char *g_inc[MAX_PATTERNS], *g_exc[MAX_PATTERNS]; /* under g_lock */
+static size_t g_n_inc, g_n_exc;
+
+static _Atomic uint64_t g_functions, g_excluded_n, g_too_deep, g_table_full, g_mismatch;
+
+static __thread tstate *t_state __attribute__((tls_model("initial-exec")));
+static __thread int t_busy __attribute__((tls_model("initial-exec")));
+static pthread_key_t g_key;
+static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+
+NOINSTR static void free_state(void *v)
+{
+    tstate *t = v;
+    if (t) {
+        free(t->stack);
+        free(t);
+    }
+}
+
+NOINSTR static void make_key(void)
+{
+    pthread_key_create(&g_key, free_state);
+}
+
+/* ---- filters ------------------------------------------------------------------------------ */
+NOINSTR static void patterns_free(char **v, size_t *n)
+{
+    for (size_t i = 0; i < *n; i++)
+        free(v[i]);
+    *n = 0;
+}
+
+NOINSTR static int patterns_parse(const char *list, char **v, size_t *n)
+{
+    patterns_free(v, n);
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, ",");
+        while (len && (*p == ' ' || *p == '\t')) {
+            p++;
+            len--;
+        }
+        size_t l = len;
+        while (l && (p[l - 1] == ' ' || p[l - 1] == '\t'))
+            l--;
+        if (l) {
+            if (*n == MAX_PATTERNS)
+                return -1;
+            if (!(v[*n] = strndup(p, l)))
+                return -1;
+            (*n)++;
+        }
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+NOINSTR static int matches(char *const *v, size_t n, const at_symbol *s)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fnmatch(v[i], s->name, 0) == 0 || (s->source && fnmatch(v[i], s->source, 0) == 0) ||
+            (s->object && fnmatch(v[i], s->object, 0) == 0))
+            return 1;
+    return 0;
+}
+
+/* ---- the table of functions --------------------------------------------------------------- */
+NOINSTR static inline uint32_t slot_of(uintptr_t fn)
+{
+    return (uint32_t)(((uint64_t)fn * 0x9E3779B97F4A7C15ull) >> 48) & (TABLE_SIZE - 1);
+}
+
+/* The site of fn, NULL when not in the table yet. Lock-free. */
+NOINSTR static inline sonde_site *lookup(uintptr_t fn)
+{
+    for (uint32_t i = slot_of(fn);; i = (i + 1) & (TABLE_SIZE - 1)) {
+        uintptr_t f = atomic_load_explicit(&g_table[i].fn, memory_order_acquire);
+        if (f == fn)
+            return g_table[i].site;
+        if (!f)
+            return NULL;
+    }
+}
+
+/* Resolves fn, applies the filters and publishes its entry. NULL when the table is full or
+ * memory ran out (the call is then not traced). */
+NOINSTR static sonde_site *add(uintptr_t fn)
+{
+    pthread_mutex_lock(&g_lock);
+    sonde_site *site = lookup(fn); /* another thread may have added it */
+    if (site || g_used >= TABLE_MAX) {
+        if (!site)
+            atomic_fetch_add(&g_table_full, 1);
+        pthread_mutex_unlock(&g_lock);
+        return site;
+    }
+    at_symbol sym;
+    if (at_resolve((void *)fn, &sym) != 0) {
+        pthread_mutex_unlock(&g_lock);
+        return NULL;
+    }
+    int keep = (!g_n_inc || matches(g_inc, g_n_inc, &sym)) && !matches(g_exc, g_n_exc, &sym) &&
+               strncmp(sym.name, "sonde_", 6) != 0;
+    if (keep) {
+        site = calloc(1, sizeof *site);
+        if (!site) {
+            at_symbol_free(&sym);
+            pthread_mutex_unlock(&g_lock);
+            return NULL;
+        }
+        /* the strings live as long as the process, as a SONDE_SCOPE literal does */
+        site->name = sym.name;
+        site->func = sym.name;
+        site->file = sym.source ? sym.source : sym.object ? sym.object : "";
+        site->line = sym.line;
+        if (sym.source)
+            free(sym.object);
+        else
+            free(sym.source);
+    } else {
+        site = &g_excluded;
+        atomic_fetch_add(&g_excluded_n, 1);
+        at_symbol_free(&sym);
+    }
+    atomic_fetch_add(&g_functions, 1);
+    uint32_t i = slot_of(fn);
+    while (atomic_load_explicit(&g_table[i].fn, memory_order_relaxed))
+        i = (i + 1) & (TABLE_SIZE - 1);
+    g_table[i].site = site;
+    atomic_store_explicit(&g_table[i].fn, fn, memory_order_release);
+    g_used++;
+    pthread_mutex_unlock(&g_lock);
+    return site;
+}
+
+/* ---- profiler ----------------------------------------------------------------------------- */
+NOINSTR static int attach(sonde_profiler *p, int own)
+{
+    const sonde_config *c = sonde_config_of(p);
+    pthread_mutex_lock(&g_lock);
+    if (patterns_parse(c->autotrace_include, g_inc, &g_n_inc) ||
+        patterns_parse(c->autotrace_exclude, g_exc, &g_n_exc)) {
+        patterns_free(g_inc, &g_n_inc);
+        patterns_free(g_exc, &g_n_exc);
+        pthread_mutex_unlock(&g_lock);
+        return sonde__fail(SONDE_EINVAL, "sonde_autotrace_attach: more than 64 patterns "
+                                                "in autotrace_include or autotrace_exclude");
+    }
+    /* Functions seen under other filters are looked at again. */
+    for (uint32_t i = 0; i < TABLE_SIZE; i++) {
+        atomic_store_explicit(&g_table[i].fn, 0, memory_order_relaxed);
+        g_table[i].site = NULL;
+    }
+    g_used = 0;
+    atomic_store(&g_max_depth, c->autotrace_max_depth ? c->autotrace_max_depth : 64);
+    g_auto_own = own;
+    atomic_store(&g_prof, p);
+    pthread_mutex_unlock(&g_lock);
+    return 0;
+}
+
+/* At the first traced call with no profiler: one from the environment, its reports written at
+ * exit by libsonde. SONDE_AUTOTRACE=manual (or off) leaves it to sonde_autotrace_attach. */
+NOINSTR static void create_auto(void)
+{
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&g_auto_done, &expected, 1))
+        return;
+    const char *mode = getenv("SONDE_AUTOTRACE");
+    if (mode && (!strcmp(mode, "manual") || !strcmp(mode, "off") || !strcmp(mode, "0")))
+        return;
+    sonde_config cfg = sonde_config_default();
+    if (sonde_config_from_env(&cfg) != 0) {
+        fprintf(stderr, "sonde autotrace: %s; not tracing\n", sonde_last_error());
+        return;
+    }
+    if (!cfg.enabled)
+        return;
+    sonde_profiler *p = sonde_create(&cfg);
+    if (!p) {
+        fprintf(stderr, "sonde autotrace: %s; not tracing\n", sonde_last_error());
+        return;
+    }
+    attach(p, 1);
+}
+
+int sonde_autotrace_attach(sonde_profiler *p)
+{
+    if (!p)
+        return sonde__fail(SONDE_EINVAL, "sonde_autotrace_attach: p is NULL");
+    sonde_profiler *cur = atomic_load(&g_prof);
+    if (cur && g_auto_own && cur != p)
+        return sonde__fail(
+            SONDE_ESTATE, "sonde_autotrace_attach: the automatic profiler (%s) is already "
+                          "tracing: it was created at the first traced call; attach before "
+                          "that call (main not instrumented, or from a constructor) or run with "
+                          "SONDE_AUTOTRACE=manual", sonde_name(cur));
+    atomic_store(&g_auto_done, 1);
+    return attach(p, 0);
+}
+
+sonde_profiler *sonde_autotrace_detach(void)
+{
+    atomic_store(&g_auto_done, 1);
+    pthread_mutex_lock(&g_lock);
+    sonde_profiler *p = atomic_exchange(&g_prof, NULL);
+    g_auto_own = 0;
+    pthread_mutex_unlock(&g_lock);
+    return p;
+}
+
+void sonde_autotrace_get_stats(sonde_autotrace_stats *out)
+{
+    out->functions = atomic_load(&g_functions);
+    out->excluded = atomic_load(&g_excluded_n);
+    out->too_deep = atomic_load(&g_too_deep);
+    out->table_full = atomic_load(&g_table_full);
+    out->mismatched_exits = atomic_load(&g_mismatch);
+}
+
+/* ---- the hooks ---------------------------------------------------------------------------- */
+NOINSTR static tstate *thread_state(void)
+{
+    unsigned cap = atomic_load(&g_max_depth); /* at least 256, for a later, deeper limit */
+    if (cap < 256)
+        cap = 256;
+    tstate *t = calloc(1, sizeof *t);
+    frame *st = calloc(cap, sizeof *st);
+    if (!t || !st) {
+        free(t);
+        free(st);
+        return NULL;
+    }
+    t->cap = cap;
+    t->stack = st;
+    pthread_once(&g_key_once, make_key);
+    pthread_setspecific(g_key, t);
+    return t;
+}
+
+NOINSTR void __cyg_profile_func_enter(void *fn, void *call_site)
+{
+    (void)call_site;
+    if (t_busy)
+        return;
+    tstate *t = t_state;
+    if (__builtin_expect(!t, 0)) {
+        t_busy = 1;
+        if (!atomic_load_explicit(&g_auto_done, memory_order_relaxed))
+            create_auto();
+        t = t_state = thread_state();
+        t_busy = 0;
+        if (!t)
+            return;
+    }
+    unsigned d = t->depth++;
+    if (d >= t->cap) {
+        atomic_fetch_add_explicit(&g_too_deep, 1, memory_order_relaxed);
+        return;
+    }
+    frame *f = &t->stack[d];
+    f->fn = fn;
+    f->sc.tb = NULL;
+    if (d >= atomic_load_explicit(&g_max_depth, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&g_too_deep, 1, memory_order_relaxed);
+        return;
+    }
+    sonde_profiler *p = atomic_load_explicit(&g_prof, memory_order_acquire);
+    if (!p)
+        return;
+    sonde_site *s = lookup((uintptr_t)fn);
+    if (__builtin_expect(!s, 0)) {
+        t_busy = 1; /* symbol reading must not come back here (a traced callback, malloc) */
+        s = add((uintptr_t)fn);
+        t_busy = 0;
+        if (!s)
+            return;
+    }
+    if (s != &g_excluded)
+        f->sc = sonde__scope_open(p, s);
+}
+
+NOINSTR void __cyg_profile_func_exit(void *fn, void *call_site)
+{
+    (void)call_site;
+    tstate *t = t_state;
+    if (t_busy || !t || !t->depth)
+        return;
+    unsigned d = --t->depth;
+    if (d >= t->cap)
+        return; /* was too deep: never recorded */
+    if (__builtin_expect(t->stack[d].fn != fn, 0)) {
+        /* A frame left without its exit (longjmp): close the frames above fn's own. */
+        unsigned k = d;
+        while (k > 0 && t->stack[k - 1].fn != fn)
+            k--;
+        if (k == 0) { /* fn was entered before this thread's stack began: ignore the exit */
+            t->depth++;
+            return;
+        }
+        atomic_fetch_add_explicit(&g_mismatch, 1, memory_order_relaxed);
+        for (unsigned j = d; j >= k; j--)
+            sonde__scope_close(&t->stack[j].sc);
+        d = k - 1;
+        t->depth = d;
+    }
+    sonde__scope_close(&t->stack[d].sc);
+}
