@@ -180,7 +180,11 @@ typedef struct sonde_config {
     const char *autotrace_exclude;
     double min_duration_s;   /* section instances shorter than this are left out of every
                                 report, statistics included (counted in the summary; default 0) */
-    void *reserved[4];       /* zero; room for later fields without breaking the ABI */
+    int cuda_activity;       /* CUDA kernels, memcpy and memset from CUPTI (libcupti loaded at
+                                run time) on per-stream GPU tracks, each linked to the section
+                                that launched it (default 0; docs/integrations.md) */
+    int reserved_int;        /* zero */
+    void *reserved[3];       /* zero; room for later fields without breaking the ABI */
 } sonde_config;
 
 /* The defaults documented on each field. */

@@ -463,7 +463,7 @@ def add_profiling_args(parser):
     g.add_argument("--profile-name", help="run name, the stem of every file")
     g.add_argument("--profile-dir", help="directory for every file")
     g.add_argument("--profile-activities", nargs="+", metavar="ACTIVITY",
-                   help="what to sample: CPU GPU MEM, and NVTX for Nsight ranges")
+                   help="what to sample: CPU GPU MEM; NVTX for Nsight ranges; CUDA for kernels (CUPTI)")
     g.add_argument("--profile-with-stack", action="store_true", default=None,
                    help="source locations of sections in the trace")
     g.add_argument("--profile-record-shapes", action="store_true", default=None,

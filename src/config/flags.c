@@ -26,8 +26,8 @@ static const flag g_flags[] = {
     {"profile", F_SWITCH, "enabled", NULL, "turn profiling on"},
     {"profile-name", F_VALUE, "name", "NAME", "run name, the stem of every file"},
     {"profile-dir", F_VALUE, "output_dir", "DIR", "directory for every file"},
-    {"profile-activities", F_LIST, NULL, "CPU GPU MEM NVTX",
-     "what to sample (CPU, GPU, MEM) and NVTX ranges for Nsight (any subset)"},
+    {"profile-activities", F_LIST, NULL, "CPU GPU MEM NVTX CUDA",
+     "what to sample (CPU, GPU, MEM), NVTX ranges, CUDA activity (any subset)"},
     {"profile-with-stack", F_SWITCH, "with_stack", NULL,
      "source file, line and function of each section in the trace"},
     {"profile-record-shapes", F_SWITCH, "record_shapes", NULL, "record sonde_shape calls"},
@@ -74,7 +74,8 @@ typedef struct hit {
     char value[1024];
 } hit;
 
-/* The words --profile-activities takes: CPU, GPU and MEM sample; NVTX emits NVTX ranges. */
+/* The words --profile-activities takes: CPU, GPU and MEM sample; NVTX emits NVTX ranges; CUDA
+ * collects kernels and copies through CUPTI. */
 static const struct {
     const char *word;
     size_t offset;
@@ -82,7 +83,8 @@ static const struct {
               {"GPU", offsetof(sonde_config, collect_gpu)},
               {"MEM", offsetof(sonde_config, collect_memory)},
               {"MEMORY", offsetof(sonde_config, collect_memory)},
-              {"NVTX", offsetof(sonde_config, nvtx)}};
+              {"NVTX", offsetof(sonde_config, nvtx)},
+              {"CUDA", offsetof(sonde_config, cuda_activity)}};
 #define N_ACTS (sizeof g_acts / sizeof g_acts[0])
 
 static int is_activity(const char *w)
@@ -107,7 +109,7 @@ static int set_activities(sonde_config *c, const char *list)
             if (i == N_ACTS)
                 return sonde__fail(SONDE_EINVAL,
                                    "--profile-activities: unknown activity \"%.*s\" (expected "
-                                   "CPU, GPU, MEM or NVTX)", (int)n, p);
+                                   "CPU, GPU, MEM, NVTX or CUDA)", (int)n, p);
             on[i] = any = 1;
         }
         p += n;
@@ -115,7 +117,7 @@ static int set_activities(sonde_config *c, const char *list)
     }
     if (!any)
         return sonde__fail(SONDE_EINVAL,
-                           "--profile-activities needs at least one of CPU, GPU, MEM, NVTX");
+                           "--profile-activities needs at least one of CPU, GPU, MEM, NVTX, CUDA");
     /* What is named is on, the rest off (MEM and MEMORY are one field). */
     for (size_t i = 0; i < N_ACTS; i++)
         *(int *)(void *)((char *)c + g_acts[i].offset) = 0;

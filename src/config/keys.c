@@ -87,6 +87,8 @@ static const sonde_key g_keys[] = {
      "function tracing: never functions matching these globs"},
     {"min_duration_s", KEY_DOUBLE, OFF(min_duration_s), 0, 3600, "0",
      "sections shorter than this are left out of reports (counted in the summary)"},
+    {"cuda_activity", KEY_BOOL, OFF(cuda_activity), 0, 1, "0",
+     "CUDA kernels, memcpy and memset from CUPTI, linked to the sections that launched them"},
     {"rank", KEY_INT, OFF(rank), -1, 1000000, "-1", "this process's rank (-1: from the launcher)"},
     {"world_size", KEY_INT, OFF(world_size), -1, 1000000, "-1",
      "processes in the job (-1: from the launcher)"},

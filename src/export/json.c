@@ -196,6 +196,47 @@ static int in_session(const sm_span *s, void *ctx)
     return s->session == ((sess_filter *)ctx)->session;
 }
 
+static void gpu_names(sbuf *b, const char *k, const sm_gpu_name *v, size_t n, size_t max)
+{
+    key(b, k);
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < n && i < max; i++) {
+        sbuf_puts(b, i ? ",{" : "{");
+        kv_str(b, "name", v[i].name, 1);
+        kv_num(b, "count", (double)v[i].count, 1);
+        kv_num(b, "total_s", v[i].total_s, 1);
+        kv_num(b, "mean_s", v[i].count ? v[i].total_s / (double)v[i].count : 0, 1);
+        kv_num(b, "max_s", v[i].max_s, 0);
+        sbuf_putc(b, '}');
+    }
+    sbuf_putc(b, ']');
+}
+
+/* "gpu_activity": CUDA kernels, copies and sets (cuda_activity). */
+static int gpu_obj(sbuf *b, const sm_model *m)
+{
+    sm_gpu_sum g;
+    if (sm_gpu_summarize(m, &g) != 0)
+        return -1;
+    key(b, "gpu_activity");
+    sbuf_putc(b, '{');
+    kv_num(b, "kernels", (double)g.kernels, 1);
+    kv_num(b, "kernel_s", g.kernel_s, 1);
+    kv_num(b, "memcpy", (double)g.memcpys, 1);
+    kv_num(b, "memcpy_bytes", (double)g.memcpy_bytes, 1);
+    kv_num(b, "memcpy_s", g.memcpy_s, 1);
+    kv_num(b, "memset", (double)g.memsets, 1);
+    kv_num(b, "memset_bytes", (double)g.memset_bytes, 1);
+    kv_num(b, "memset_s", g.memset_s, 1);
+    kv_num(b, "linked_to_sections", (double)g.linked, 1);
+    gpu_names(b, "top_kernels", g.by_kernel, g.n_by_kernel, 50);
+    sbuf_putc(b, ',');
+    gpu_names(b, "kernels_by_section", g.by_section, g.n_by_section, (size_t)-1);
+    sbuf_puts(b, "},");
+    sm_gpu_sum_free(&g);
+    return 0;
+}
+
 int sx_json(const sm_model *m, sbuf *b)
 {
     double units, units_s, flops, flops_s;
@@ -357,6 +398,9 @@ int sx_json(const sm_model *m, sbuf *b)
         sbuf_puts(b, i ? (m->steps[i].active ? ",true" : ",false")
                        : (m->steps[i].active ? "true" : "false"));
     sbuf_puts(b, "]},");
+
+    if (m->n_gpu && gpu_obj(b, m) != 0)
+        return -1;
 
     /* Diffusion records and what the analysis concludes. */
     sa_report an;

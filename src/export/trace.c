@@ -65,6 +65,79 @@ static uint64_t tid_of(const sm_model *m, uint32_t thread)
     return m->threads[thread].tid ? m->threads[thread].tid : 1000000000u + thread;
 }
 
+/* A GPU stream's track: a thread of the run's process (so ranks stay apart in a merged trace)
+ * with a tid no kernel thread id reaches. */
+static uint64_t gpu_tid(const sm_gpu *g)
+{
+    return (1ull << 30) + ((uint64_t)(g->device & 0xff) << 20) + (g->stream & 0xfffff);
+}
+
+/* CUDA activity: one track per device and stream, kernels, copies and sets as complete events,
+ * and a flow from the launching section's thread to each one whose launch was seen. */
+static void gpu_events(tctx *t, const sm_model *m, const sx_trace_opts *o, int pid, char **ids,
+                       char **esc)
+{
+    uint64_t seen[256];
+    size_t n_seen = 0;
+    for (size_t i = 0; i < m->n_gpu && !t->err; i++) {
+        const sm_gpu *g = &m->gpu[i];
+        if (g->start_ns < o->t0 || g->start_ns >= o->t1)
+            continue;
+        uint64_t tid = gpu_tid(g);
+        size_t k = 0;
+        while (k < n_seen && seen[k] != tid)
+            k++;
+        if (k == n_seen && n_seen < sizeof seen / sizeof seen[0]) {
+            seen[n_seen++] = tid;
+            char label[64];
+            snprintf(label, sizeof label, "GPU %u stream %u", g->device, g->stream);
+            name_meta(t, "thread_name", pid, tid, label);
+        }
+        sep(t);
+        static const char *const cats[] = {"", "kernel", "gpu_memcpy", "gpu_memset"};
+        sbuf_printf(&t->b, "{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", cats[g->kind & 3]);
+        if (g->kind == SM_GPU_KERNEL) {
+            sbuf_json_str(&t->b, g->name ? g->name : "?");
+        } else if (g->kind == SM_GPU_MEMCPY) {
+            sbuf_printf(&t->b, "\"Memcpy %s\"", sm_gpu_copy_kind(g->copy_kind));
+        } else {
+            sbuf_puts(&t->b, "\"Memset\"");
+        }
+        sbuf_add(&t->b, ",\"ts\":", 6);
+        sbuf_us3(&t->b, g->start_ns + o->shift_ns);
+        sbuf_add(&t->b, ",\"dur\":", 7);
+        sbuf_us3(&t->b, g->end_ns - g->start_ns);
+        pid_tid(t, pid, tid);
+        sbuf_printf(&t->b, ",\"args\":{\"device\":%u,\"stream\":%u,\"correlation\":%u",
+                    g->device, g->stream, g->correlation);
+        if (g->kind == SM_GPU_KERNEL)
+            sbuf_printf(&t->b, ",\"grid\":[%d,%d,%d],\"block\":[%d,%d,%d]", g->grid[0],
+                        g->grid[1], g->grid[2], g->block[0], g->block[1], g->block[2]);
+        else
+            sbuf_printf(&t->b, ",\"bytes\":%llu", (unsigned long long)g->bytes);
+        if (g->span >= 0) {
+            sbuf_puts(&t->b, ",\"launched_by\":");
+            sbuf_puts(&t->b, esc[m->spans[g->span].site] ? esc[m->spans[g->span].site] : "\"?\"");
+        }
+        sbuf_puts(&t->b, "}}");
+        if (g->launch_thread >= 0 && g->launch_ns >= 0) { /* the launch -> the GPU work */
+            sep(t);
+            sbuf_printf(&t->b, "{\"ph\":\"s\",\"cat\":\"cuda_launch\",\"name\":\"launch\","
+                               "\"id\":%u,\"ts\":", g->correlation);
+            sbuf_us3(&t->b, g->launch_ns + o->shift_ns);
+            sbuf_puts(&t->b, ids[g->launch_thread]);
+            sbuf_putc(&t->b, '}');
+            sep(t);
+            sbuf_printf(&t->b, "{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"cuda_launch\","
+                               "\"name\":\"launch\",\"id\":%u,\"ts\":", g->correlation);
+            sbuf_us3(&t->b, g->start_ns + o->shift_ns);
+            pid_tid(t, pid, tid);
+            sbuf_putc(&t->b, '}');
+        }
+        flush(t, 0);
+    }
+}
+
 int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
 {
     return sx_trace_range(m, INT64_MIN, INT64_MAX, sink, ctx);
@@ -315,6 +388,8 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         pid_tid(&t, pid, sess_tid);
         sbuf_putc(&t.b, '}');
     }
+    if (!t.err && m->n_gpu)
+        gpu_events(&t, m, o, pid, ids, esc);
     if (o->close)
         sbuf_puts(&t.b, o->tensorboard ? "\n]}\n" : "\n]\n");
     flush(&t, 1);

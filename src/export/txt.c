@@ -217,6 +217,25 @@ int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top)
             sa_free(&an);
         }
     }
+    if (m->n_gpu) {
+        sm_gpu_sum g;
+        if (sm_gpu_summarize(m, &g) == 0) {
+            char t[32], bytes[32];
+            sx_fmt_dur(t, sizeof t, g.kernel_s);
+            sbuf_printf(b, "CUDA: %llu kernels (%s on the GPU)", (unsigned long long)g.kernels, t);
+            sx_fmt_dur(t, sizeof t, g.memcpy_s);
+            sx_fmt_si(bytes, sizeof bytes, (double)g.memcpy_bytes, "B");
+            sbuf_printf(b, ", %llu copies (%s, %s), %llu sets; %llu linked to their section\n",
+                        (unsigned long long)g.memcpys, bytes, t, (unsigned long long)g.memsets,
+                        (unsigned long long)g.linked);
+            for (size_t i = 0; i < g.n_by_kernel && i < 5; i++) {
+                sx_fmt_dur(t, sizeof t, g.by_kernel[i].total_s);
+                sbuf_printf(b, "  kernel %-40.40s %6llu x  %s\n", g.by_kernel[i].name,
+                            (unsigned long long)g.by_kernel[i].count, t);
+            }
+            sm_gpu_sum_free(&g);
+        }
+    }
     if (m->short_spans)
         sbuf_printf(b, "Left out: %llu section instances shorter than min_duration_s\n",
                     (unsigned long long)m->short_spans);

@@ -24,6 +24,10 @@ enum {
     SONDE_R_STATS = 7,   /* (str key, varint value)* : counters of the recorder */
     SONDE_R_CLEAR = 8,   /* varint tick: later readers ignore everything before it */
     SONDE_R_END = 9,     /* varint tick: the run ended cleanly */
+    SONDE_R_GPU = 10,    /* CUDA activity entries (docs/formats.md): u8 kind, varint device,
+                            stream, correlation, start (CLOCK_MONOTONIC ns), duration, then by
+                            kind: kernel str name, 6 zigzag grid/block; memcpy varint bytes,
+                            u8 copy kind; memset varint bytes; API varint tid, varint cbid */
 };
 
 /* Event kinds, the low 4 bits of an event's tag (the id above them). Each event in an EVENTS

@@ -1234,7 +1234,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
             goto out;
         m->threads[t].spans = m->n_spans - before;
     }
-    if (drop_short(m))
+    if (drop_short(m) || sm__gpu_build(raw, m))
         goto out;
     if (build_rates(m))
         goto out;
@@ -1297,6 +1297,7 @@ void sb_raw_free(sb_raw *raw)
     for (size_t i = 0; i < raw->n_warnings; i++)
         sonde__free(raw->warnings[i]);
     sonde__free(raw->warnings);
+    sm__gpu_free_raw(raw);
     memset(raw, 0, sizeof *raw);
 }
 
@@ -1337,6 +1338,9 @@ void sm_free(sm_model *m)
     for (size_t i = 0; i < m->n_params; i++)
         sonde__free(m->params[i].model);
     sonde__free(m->params);
+    for (size_t i = 0; i < m->n_gpu; i++)
+        sonde__free(m->gpu[i].name);
+    sonde__free(m->gpu);
     for (size_t i = 0; i < m->n_rates; i++)
         sonde__free(m->rates[i].unit);
     sonde__free(m->rates);

@@ -97,6 +97,31 @@ typedef struct sm_block {
     int32_t span;
 } sm_block;
 
+/* CUDA activity (cuda_activity): a kernel, memcpy or memset on a device's stream. */
+enum { SM_GPU_KERNEL = 1, SM_GPU_MEMCPY = 2, SM_GPU_MEMSET = 3 };
+typedef struct sm_gpu {
+    uint8_t kind;              /* SM_GPU_* */
+    uint8_t copy_kind;         /* memcpy: 1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP, ... (CUPTI's) */
+    uint32_t device, stream, correlation;
+    int64_t start_ns, end_ns;  /* from the run's start */
+    char *name;                /* kernel name; NULL for copies */
+    int32_t grid[3], block[3];
+    uint64_t bytes;
+    int64_t launch_ns;         /* the runtime call that launched it, -1 when not seen */
+    int32_t launch_thread;     /* its thread (sm_model.threads index), -1 when not one of ours */
+    int32_t span;              /* the innermost section open on that thread then, or -1 */
+} sm_gpu;
+
+/* GPU entries as read, before the model places them (reader.c -> model.c). */
+typedef struct sm_gpu_raw {
+    uint8_t kind, copy_kind;
+    uint32_t device, stream, correlation, tid, cbid;
+    uint64_t start_mono, dur;
+    char *name;
+    int32_t grid[3], block[3];
+    uint64_t bytes;
+} sm_gpu_raw;
+
 typedef struct sm_params {
     char *model;
     double count;
@@ -189,6 +214,8 @@ typedef struct sm_model {
     size_t n_dsteps;
     sm_block *blocks;
     size_t n_blocks;
+    sm_gpu *gpu;               /* CUDA activity, in start order */
+    size_t n_gpu;
     sm_params *params;         /* one per model, the last count recorded */
     size_t n_params;
     sm_stat *stats;            /* per section name, sorted by total_s, largest first */
@@ -231,6 +258,25 @@ void sm_totals(const sm_model *m, double *units, double *units_s, double *flops,
  * of their own process, its times on dst's clock, everything derived computed again. src keeps
  * nothing worth reading; free it with sm_free. 0, or SONDE_ENOMEM. */
 int sm_merge(sm_model *dst, sm_model *src);
+
+/* CUDA activity summed for the reports: kernels by name and by launching section (largest
+ * GPU time first; names borrowed from m), copies and sets. 0, or -1 when out of memory. */
+typedef struct sm_gpu_name {
+    const char *name;
+    uint64_t count;
+    double total_s, max_s;
+} sm_gpu_name;
+typedef struct sm_gpu_sum {
+    uint64_t kernels, memcpys, memsets, linked; /* linked: entries with a launching section */
+    double kernel_s, memcpy_s, memset_s;
+    uint64_t memcpy_bytes, memset_bytes;
+    sm_gpu_name *by_kernel, *by_section;
+    size_t n_by_kernel, n_by_section;
+} sm_gpu_sum;
+int sm_gpu_summarize(const sm_model *m, sm_gpu_sum *out);
+void sm_gpu_sum_free(sm_gpu_sum *s);
+/* CUPTI's memcpy kind as text ("HtoD"). */
+const char *sm_gpu_copy_kind(unsigned kind);
 
 /* Name of a site id, "?" when unknown. */
 const char *sm_str(const sm_model *m, uint32_t id);

@@ -39,7 +39,16 @@ typedef struct sb_raw {
     size_t n_anchors;
     char **warnings;
     size_t n_warnings;
+    sm_gpu_raw *gpu;  /* CUDA activity entries and runtime API calls */
+    size_t n_gpu, cap_gpu;
 } sb_raw;
+
+/* gpu.c: one GPU record's entries appended to raw; 0, -1 malformed, -2 out of memory. */
+int sm__gpu_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end);
+/* Places the entries on the run's time line and links each to the section that launched it;
+ * after the spans are built. 0, or -1 when out of memory. */
+int sm__gpu_build(sb_raw *raw, sm_model *m);
+void sm__gpu_free_raw(sb_raw *raw);
 
 /* Moves what it keeps out of raw into m (raw is freed by the caller either way). */
 int sm__build(sb_raw *raw, sm_model *m, const char *fname);

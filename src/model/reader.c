@@ -394,6 +394,9 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
             else if (v > s.raw.clear_tick)
                 s.raw.clear_tick = v;
             break;
+        case SONDE_R_GPU:
+            r = sm__gpu_parse(&s.raw, p, end);
+            break;
         case SONDE_R_END:
             if (get_var(&p, end, &v))
                 r = -1;

@@ -590,6 +590,11 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
     }
     if (sonde__sampler_start(p) != 0)
         sonde__warn(p, "could not start the sampler thread: no CPU, memory or GPU samples");
+    if (cfg.cuda_activity) {
+        char why[400];
+        if (sonde__cupti_start(p, why, sizeof why) != 0)
+            sonde__warn(p, "cuda activity: %s", why);
+    }
     return p;
 }
 
@@ -601,6 +606,7 @@ static int finalize(sonde_profiler *p)
         return 0;
     int rc = 0;
     sonde__sampler_stop(p); /* its last samples are still recorded */
+    sonde__cupti_stop(p);   /* CUPTI's last buffers too */
     if (p->schedule_on && p->fd >= 0) {
         /* An active window still open ends with the run: its trace and callback too. */
         pthread_mutex_lock(&p->step_lock);

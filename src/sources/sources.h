@@ -54,4 +54,38 @@ void nvml_close(nvml_state *s);
  * (SONDE_CUDART_LIBRARY, else libcudart.so and its versions). 0, or -1 with the reason. */
 int cudart_profiler(int start, char *why, size_t cap);
 
+/* ---- CUDA activity (cupti.c) ---- */
+enum { SONDE_GPU_KERNEL = 1, SONDE_GPU_MEMCPY = 2, SONDE_GPU_MEMSET = 3, SONDE_GPU_API = 4 };
+#define SONDE_GPU_NAME_MAX 4096                  /* bytes of a kernel name kept */
+#define SONDE_GPU_ENTRY_MAX (SONDE_GPU_NAME_MAX + 128) /* bytes of one encoded entry, at most */
+#define SONDE_GPU_RECORD_BYTES (256u << 10)      /* a GPU record is written past this size */
+
+/* One activity record of CUPTI's, as sonde keeps it; times on CLOCK_MONOTONIC. */
+typedef struct sonde_gpu_rec {
+    uint8_t kind;              /* SONDE_GPU_* */
+    uint8_t copy_kind;         /* memcpy: CUPTI's copy kind (1 HtoD, 2 DtoH, 8 DtoD, ...) */
+    uint32_t device, stream, correlation;
+    uint64_t start_ns, end_ns;
+    const char *name;          /* kernel: its name (borrowed) */
+    int32_t grid[3], block[3]; /* kernel */
+    uint64_t bytes;            /* memcpy, memset */
+    uint32_t tid, cbid;        /* runtime API call: thread and callback id */
+} sonde_gpu_rec;
+
+/* Appends r's entry of a GPU record (docs/formats.md) to out (SONDE_GPU_ENTRY_MAX bytes free);
+ * returns its length. */
+size_t sonde__gpu_encode(const sonde_gpu_rec *r, uint8_t *out);
+/* Writes one GPU record of n payload bytes into p's file. 0, or -1. */
+int sonde__gpu_flush(sonde_profiler *p, const uint8_t *payload, size_t n);
+/* Starts collecting kernels, memcpy, memset and runtime API calls into p (cuda_activity). 0,
+ * or -1 with the reason in why (no libcupti, a CUPTI error, another profiler collects). */
+int sonde__cupti_start(sonde_profiler *p, char *why, size_t cap);
+/* Flushes CUPTI's buffers into p's file and stops, when p collects. */
+void sonde__cupti_stop(sonde_profiler *p);
+/* CUPTI record -> sonde_gpu_rec, with offset_ns added to its times; 0 for a kind sonde does not
+ * keep. Only where CUPTI's headers were found at build time. */
+int sonde__cupti_convert(const void *record, int64_t offset_ns, sonde_gpu_rec *out);
+/* Every record of a completed CUPTI buffer into p's file. */
+int sonde__gpu_write(sonde_profiler *p, uint8_t *buffer, size_t valid, int64_t offset_ns);
+
 #endif

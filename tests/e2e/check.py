@@ -48,7 +48,7 @@ def check_trace(path):
     per_tid = {}
     for e in events:
         ph = e.get("ph")
-        expect(ph in ("M", "X", "i", "C", "B", "E"), "known phase %r" % ph)
+        expect(ph in ("M", "X", "i", "C", "B", "E", "s", "f"), "known phase %r" % ph)
         if ph == "X":
             expect(e["dur"] >= 0, "non-negative duration")
             expect((e["pid"], e["tid"]) in threads, "section on a named thread")

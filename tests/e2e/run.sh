@@ -479,6 +479,73 @@ compiled_out)
     fi
     echo "compiled out: no sonde symbol in the binary"
     ;;
+cuda)
+    cd "$work"
+    app="$build/tests/cuda_app"
+    # The fake CUPTI makes 5 kernels, a copy and a set, each with its runtime call
+    SONDE_CUDA_ACTIVITY=1 SONDE_CUPTI_LIBRARY="$build/tests/libfake_cupti_ok.so" "$app" out gpu \
+        || fail "cuda_app exited $?"
+    check trace out/gpu.trace.json.gz
+    python3 - out/gpu.json out/gpu.trace.json.gz <<'PY'
+import gzip, json, sys
+r = json.load(open(sys.argv[1]))
+g = r["gpu_activity"]
+assert (g["kernels"], g["memcpy"], g["memset"]) == (5, 1, 1), g
+assert g["memcpy_bytes"] == 1 << 20 and g["memset_bytes"] == 4096, g
+assert g["linked_to_sections"] == 6, g  # the set was launched outside every section
+by_sec = {s["name"]: s["count"] for s in g["kernels_by_section"]}
+assert by_sec == {"prefill": 2, "decode": 3}, by_sec
+top = {k["name"]: (k["count"], round(k["mean_s"] * 1e6)) for k in g["top_kernels"]}
+assert top == {"gemm_kernel": (2, 300), "attn_kernel": (3, 100)}, top
+assert r["warnings"] == [], r["warnings"]
+ev = json.load(gzip.open(sys.argv[2], "rt"))
+names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e.get("name") == "thread_name"}
+kern = [e for e in ev if e.get("cat") == "kernel"]
+assert len(kern) == 5 and all(names[(e["pid"], e["tid"])] == "GPU 0 stream 7" for e in kern), kern
+k0 = kern[0]
+assert k0["args"]["grid"] == [128, 2, 1] and k0["args"]["block"] == [256, 1, 1], k0
+assert k0["args"]["launched_by"] == "prefill", k0
+copies = [e for e in ev if e.get("cat") == "gpu_memcpy"]
+assert [e["name"] for e in copies] == ["Memcpy HtoD"] and copies[0]["args"]["bytes"] == 1 << 20
+# each launch is a flow from the launching thread to the GPU work, 10 us or 5 us later
+starts = {e["id"]: e for e in ev if e.get("ph") == "s"}
+ends = {e["id"]: e for e in ev if e.get("ph") == "f"}
+assert len(starts) == 7 and starts.keys() == ends.keys(), (len(starts), len(ends))
+for i in starts:
+    lag = ends[i]["ts"] - starts[i]["ts"]
+    assert 4 < lag < 12, ("launch to start", lag)  # CUPTI's clock moved onto the run's
+prefill = [e for e in ev if e.get("name") == "prefill"][0]
+launch = starts[k0["args"]["correlation"]]
+assert prefill["ts"] <= launch["ts"] <= prefill["ts"] + prefill["dur"], (prefill, launch)
+assert launch["tid"] == prefill["tid"]
+print("cuda: 5 kernels, 1 copy, 1 set on GPU tracks, 7 launch flows, kernels by section")
+PY
+    grep -q "^CUDA: 5 kernels" out/gpu.txt || fail "the text summary lacks the CUDA line: $(cat out/gpu.txt)"
+    # a missing or failing CUPTI leaves the run and its report intact, and says why
+    cuda_fails() { # NAME LIBRARY EXPECTED-TEXT
+        SONDE_CUDA_ACTIVITY=1 SONDE_CUPTI_LIBRARY="$2" "$app" out "$1" || fail "cuda_app $1 exited $?"
+        python3 - "out/$1.json" "$3" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert {s["name"]: s["count"] for s in r["sections"]} == {"prefill": 1, "decode": 3}, r["sections"]
+assert "gpu_activity" not in r
+w = [x for x in r["warnings"] if x.startswith("cuda activity: ")]
+assert len(w) == 1 and sys.argv[2] in w[0], (w, sys.argv[2])
+print("cuda, failing: " + w[0])
+PY
+    }
+    cuda_fails missing "$work/nonexistent/libcupti.so" "cannot load $work/nonexistent/libcupti.so"
+    cuda_fails broken "$build/tests/libfake_cupti_fail.so" \
+        "cuptiActivityEnable(CONCURRENT_KERNEL): CUPTI_ERROR_NOT_INITIALIZED (is there a GPU"
+    cuda_fails old "$build/tests/libfake_cupti_old.so" "this libsonde was built against version"
+    # this machine's own libcupti, when it has one (without a GPU it cannot enable activity)
+    for real in /usr/local/cuda/lib64/libcupti.so /usr/local/cuda/lib/libcupti.so; do
+        if [ -e "$real" ] && ! ls /dev/nvidia0 > /dev/null 2>&1; then
+            cuda_fails real "$real" "cuptiActivityEnable"
+            break
+        fi
+    done
+    ;;
 autotrace)
     cd "$work"
     traced="$build/tests/traced"

@@ -176,8 +176,8 @@ static void flags_errors(void **state)
         {{"p", "--profile-wait", "soon", NULL}, "--profile-wait: \"soon\" is not an integer in 0..1000000000"},
         {{"p", "--profile-warmpu", "1", NULL}, "unknown flag --profile-warmpu (did you mean --profile-warmup?)"},
         {{"p", "--profile=1", NULL}, "--profile takes no value"},
-        {{"p", "--profile-activities", "TPU", NULL}, "--profile-activities needs a value (CPU GPU MEM NVTX)"},
-        {{"p", "--profile-activities=CPU,TPU", NULL}, "--profile-activities: unknown activity \"TPU\" (expected CPU, GPU, MEM or NVTX)"},
+        {{"p", "--profile-activities", "TPU", NULL}, "--profile-activities needs a value (CPU GPU MEM NVTX CUDA)"},
+        {{"p", "--profile-activities=CPU,TPU", NULL}, "--profile-activities: unknown activity \"TPU\" (expected CPU, GPU, MEM, NVTX or CUDA)"},
         {{"p", "--profile-preset", "fast", NULL}, "--profile-preset: unknown preset \"fast\" (expected development, production or debugging)"},
         {{"p", "--profile-name", "a/b", NULL}, "--profile-name: \"a/b\" is not a run name (non-empty, without '/')"},
     };

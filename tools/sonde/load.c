@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,18 @@ static double num0(json_t *o, const char *k)
     double v = num(o, k);
     return isnan(v) ? 0 : v;
 }
+
+/* num0 held to [lo, hi]: a report's numbers become integers without overflowing them. */
+static double num_in(json_t *o, const char *k, double lo, double hi)
+{
+    double v = num0(o, k);
+    return v < lo ? lo : v > hi ? hi : v;
+}
+#define U64_MAX_D 1.8e19 /* below 2^64 */
+#define I32(o, k) ((int)num_in(o, k, INT_MIN, INT_MAX))
+#define U32(o, k) ((uint32_t)num_in(o, k, 0, UINT32_MAX))
+#define U64(o, k) ((uint64_t)num_in(o, k, 0, U64_MAX_D))
+#define NS(o, k) ((int64_t)(num_in(o, k, -9e9, 9e9) * 1e9)) /* seconds -> ns */
 
 static char *str(json_t *o, const char *k)
 {
@@ -89,21 +102,21 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
     m->path = strdup(path);
     if (!m->name || !m->host || !m->unit || !m->sonde_version || !m->path)
         goto out;
-    m->pid = (int)num0(run, "pid");
-    m->rank = json_is_number(json_object_get(run, "rank")) ? (int)num0(run, "rank") : -1;
-    m->world_size = (int)num0(run, "world_size") > 0 ? (int)num0(run, "world_size") : 1;
-    m->start_real_ns = (uint64_t)num0(run, "start_unix_ns");
-    m->start_mono_ns = (uint64_t)num0(run, "start_mono_ns");
+    m->pid = I32(run, "pid");
+    m->rank = json_is_number(json_object_get(run, "rank")) ? I32(run, "rank") : -1;
+    m->world_size = I32(run, "world_size") > 0 ? I32(run, "world_size") : 1;
+    m->start_real_ns = U64(run, "start_unix_ns");
+    m->start_mono_ns = U64(run, "start_mono_ns");
     m->peak_flops = num0(run, "peak_flops");
-    m->duration_ns = (int64_t)(num0(run, "duration_s") * 1e9);
+    m->duration_ns = NS(run, "duration_s");
     m->clean_end = json_is_true(json_object_get(run, "clean_end"));
-    m->total_sections = (uint64_t)num0(sum, "sections");
-    m->total_steps = (uint64_t)num0(sum, "steps");
+    m->total_sections = U64(sum, "sections");
+    m->total_steps = U64(sum, "steps");
     m->total_flops = num0(sum, "flops");
     double fps = num0(sum, "flops_per_s");
     m->total_flops_s = fps > 0 ? m->total_flops / fps : 0;
-    m->dropped_events = (uint64_t)num0(sum, "dropped_events");
-    m->short_spans = (uint64_t)num0(sum, "short_sections_left_out");
+    m->dropped_events = U64(sum, "dropped_events");
+    m->short_spans = U64(sum, "short_sections_left_out");
     if (facts(m, json_object_get(run, "system") ? json_object_get(run, "system")
                                                 : json_object_get(root, "system"), "system.") ||
         facts(m, json_object_get(root, "config"), "config."))
@@ -133,7 +146,7 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
         s->name = str(e, "name");
         if (!s->name)
             goto out;
-        s->count = (uint64_t)num0(e, "count");
+        s->count = U64(e, "count");
         s->total_s = num0(e, "total_s");
         s->self_s = num0(e, "self_s");
         s->mean_s = num0(e, "mean_s");
@@ -144,8 +157,8 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
         s->p90_s = num0(e, "p90_s");
         s->p99_s = num0(e, "p99_s");
         s->share = num0(e, "share");
-        s->threads = (uint32_t)num0(e, "threads");
-        s->min_depth = (int)num0(e, "depth");
+        s->threads = U32(e, "threads");
+        s->min_depth = I32(e, "depth");
         s->units = num0(e, "units");
         double ups = num0(e, "units_per_s");
         s->units_s = ups > 0 ? s->units / ups : 0;
@@ -153,7 +166,7 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
         double f = num0(e, "flops_per_s");
         s->flops_time_s = f > 0 ? s->flops / f : 0;
         json_t *res = json_object_get(e, "resources");
-        s->res_samples = (uint64_t)num0(res, "samples");
+        s->res_samples = U64(res, "samples");
         s->res_cpu_mean = num(res, "cpu_mean_pct");
         s->res_rss_begin = num(res, "rss_begin_mib");
         s->res_rss_end = num(res, "rss_end_mib");
@@ -162,7 +175,7 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
         s->res_gpu_mem_peak = num(res, "gpu_memory_peak_mib");
     }
     json_t *st = json_object_get(root, "steps");
-    m->steps_summary.count = (size_t)num0(st, "count");
+    m->steps_summary.count = U64(st, "count");
     m->steps_summary.per_s = num0(st, "steps_per_s");
     m->steps_summary.mean_s = num0(st, "mean_s");
     m->steps_summary.min_s = num0(st, "min_s");
@@ -183,7 +196,7 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
             goto out;
         json_t *src = json_object_get(e, "source");
         c->system = json_is_string(src) && !strcmp(json_string_value(src), "sampler");
-        c->n = (size_t)num0(e, "samples");
+        c->n = U64(e, "samples");
         c->min = num0(e, "min");
         c->max = num0(e, "max");
         c->sum = num0(e, "mean") * (double)c->n;
@@ -206,8 +219,8 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
         st2->stat = -1;
         sm_session *s = &m->sessions[m->n_sessions++];
         s->name = (uint32_t)m->n_sites++;
-        s->start_ns = (int64_t)(num0(e, "start_s") * 1e9);
-        s->end_ns = (int64_t)(num0(e, "end_s") * 1e9);
+        s->start_ns = NS(e, "start_s");
+        s->end_ns = NS(e, "end_s");
         s->meta = -1;
         s->units = num0(e, "units");
         s->flops = num0(e, "flops");
@@ -219,9 +232,9 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
     json_array_foreach(a, i, e)
     {
         sm_thread *t = &m->threads[m->n_threads++];
-        t->index = (uint32_t)num0(e, "index");
-        t->tid = (uint32_t)num0(e, "tid");
-        t->spans = (uint64_t)num0(e, "sections");
+        t->index = U32(e, "index");
+        t->tid = U32(e, "tid");
+        t->spans = U64(e, "sections");
         t->name = str(e, "name");
         if (!t->name)
             goto out;
@@ -232,13 +245,13 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
         memset(&an, 0, sizeof an);
         json_t *df = json_object_get(root, "diffusion");
         json_t *ds = json_object_get(df, "steps"), *db = json_object_get(df, "blocks");
-        an.diffusion.steps.count = (size_t)num0(ds, "count");
+        an.diffusion.steps.count = U64(ds, "count");
         an.diffusion.steps.p50_s = num0(ds, "p50_s");
-        an.diffusion.steps.slowest = (uint64_t)num0(ds, "slowest_step");
+        an.diffusion.steps.slowest = U64(ds, "slowest_step");
         an.diffusion.steps.max_s = num0(ds, "slowest_s");
         an.diffusion.steps_per_s = num0(ds, "steps_per_s");
-        an.diffusion.blocks.count = (size_t)num0(db, "count");
-        an.diffusion.blocks.slowest = (uint64_t)num0(db, "slowest_block");
+        an.diffusion.blocks.count = U64(db, "count");
+        an.diffusion.blocks.slowest = U64(db, "slowest_block");
         an.diffusion.blocks.max_s = num0(db, "slowest_s");
         an.diffusion.fps = num0(db, "fps");
         an.diffusion.bps = num0(db, "bps");
