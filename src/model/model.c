@@ -1059,6 +1059,40 @@ int sm_merge(sm_model *d, sm_model *s)
     MOVE_APPEND(d->metrics, d->n_metrics, s->metrics, s->n_metrics);
     d->n_metrics += s->n_metrics;
     s->n_metrics = 0;
+    /* diffusion records and CUDA activity: their times and the spans and threads they name */
+    MOVE_APPEND(d->dsteps, d->n_dsteps, s->dsteps, s->n_dsteps);
+    for (size_t i = 0; i < s->n_dsteps; i++) {
+        sm_dstep *x = &d->dsteps[d->n_dsteps + i];
+        x->t_ns += off;
+        if (x->span >= 0)
+            x->span += span0;
+    }
+    d->n_dsteps += s->n_dsteps;
+    MOVE_APPEND(d->blocks, d->n_blocks, s->blocks, s->n_blocks);
+    for (size_t i = 0; i < s->n_blocks; i++) {
+        sm_block *x = &d->blocks[d->n_blocks + i];
+        x->t_ns += off;
+        if (x->span >= 0)
+            x->span += span0;
+    }
+    d->n_blocks += s->n_blocks;
+    MOVE_APPEND(d->gpu, d->n_gpu, s->gpu, s->n_gpu);
+    for (size_t i = 0; i < s->n_gpu; i++) {
+        sm_gpu *x = &d->gpu[d->n_gpu + i];
+        x->start_ns += off;
+        x->end_ns += off;
+        if (x->launch_ns >= 0)
+            x->launch_ns += off;
+        if (x->launch_thread >= 0)
+            x->launch_thread += (int32_t)th0;
+        if (x->span >= 0)
+            x->span += span0;
+    }
+    d->n_gpu += s->n_gpu;
+    s->n_gpu = 0; /* the kernel names now belong to d */
+    MOVE_APPEND(d->params, d->n_params, s->params, s->n_params);
+    d->n_params += s->n_params;
+    s->n_params = 0; /* and the model names */
     for (size_t i = 0; i < s->n_warnings; i++) {
         char *w = NULL;
         if (sonde__asprintf(&w, "pid %d: %s", s->pid, s->warnings[i]) < 0)
@@ -1100,6 +1134,12 @@ int sm_merge(sm_model *d, sm_model *s)
     sonde__free(s->windows);
     s->windows = NULL;
     s->n_windows = 0;
+    sonde__free(s->dsteps);
+    s->dsteps = NULL;
+    s->n_dsteps = 0;
+    sonde__free(s->blocks);
+    s->blocks = NULL;
+    s->n_blocks = 0;
 #undef REMAP_UNIT
     for (size_t i = 0; i < d->n_rates; i++)
         sonde__free(d->rates[i].unit);

@@ -521,6 +521,14 @@ assert launch["tid"] == prefill["tid"]
 print("cuda: 5 kernels, 1 copy, 1 set on GPU tracks, 7 launch flows, kernels by section")
 PY
     grep -q "^CUDA: 5 kernels" out/gpu.txt || fail "the text summary lacks the CUDA line: $(cat out/gpu.txt)"
+    # under `sonde run`, the program's CUDA activity joins the run's report
+    SONDE_CUDA_ACTIVITY=1 SONDE_CUPTI_LIBRARY="$build/tests/libfake_cupti_ok.so" \
+        "$build/tools/sonde/sonde" run --quiet --name watched -o runs -- "$app" ignored ignored \
+        || fail "sonde run cuda_app exited $?"
+    python3 -c 'import json, sys
+g = json.load(open(sys.argv[1]))["gpu_activity"]
+assert (g["kernels"], g["linked_to_sections"]) == (5, 6), g
+print("cuda under sonde run: merged into the run report")' runs/watched.json || fail "sonde run lost the CUDA activity"
     # a missing or failing CUPTI leaves the run and its report intact, and says why
     cuda_fails() { # NAME LIBRARY EXPECTED-TEXT
         SONDE_CUDA_ACTIVITY=1 SONDE_CUPTI_LIBRARY="$2" "$app" out "$1" || fail "cuda_app $1 exited $?"
