@@ -35,7 +35,9 @@
  *   Recording calls (sections, metrics, events, counters, steps) may be made from any number of
  *   threads at once; each thread nests its own sections. sonde_export, sonde_summary and
  *   sonde_clear may be called from any thread, but not while another thread destroys the same
- *   profiler; no thread may use a profiler once sonde_destroy has begun.
+ *   profiler: no call may run concurrently with sonde_destroy. A call that comes after
+ *   sonde_destroy has returned (a thread that had not heard) returns SONDE_ESTATE, and
+ *   SONDE_SCOPE does nothing, for as long as 64 later profilers have not been destroyed.
  *
  * COMPILED OUT
  *   With -DSONDE_DISABLE, SONDE_SCOPE and SONDE_FUNCTION expand to nothing.
@@ -263,10 +265,12 @@ int sonde_set_allocator(const sonde_allocator *a);
  * sonde_status() and in sonde_last_error(). */
 sonde_profiler *sonde_create(const sonde_config *cfg);
 
-/* Stops recording, flushes every thread's buffer, writes the configured reports, frees p.
- * Returns SONDE_EOPEN when sections were still open (they are closed at this instant and listed
- * as warnings in the report), SONDE_EIO when a file could not be written, else 0. p is freed in
- * every case. p NULL: SONDE_EINVAL. */
+/* Stops recording, flushes every thread's buffer, writes the configured reports, frees what p
+ * holds. Returns SONDE_EOPEN when sections were still open (they are closed at this instant and
+ * listed as warnings in the report), SONDE_EIO when a file could not be written, else 0; p is
+ * destroyed in every case. p NULL: SONDE_EINVAL; p already destroyed: SONDE_ESTATE. The handle
+ * stays a small tombstone until 64 more profilers are destroyed, so late calls through it fail
+ * cleanly with SONDE_ESTATE; after that it is freed. */
 int sonde_destroy(sonde_profiler *p);
 
 /* The configuration p runs with (defaults applied, strings owned by p); NULL when p is NULL. */

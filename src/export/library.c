@@ -50,8 +50,9 @@ int sonde__write_cycle_trace(sonde_profiler *p, int cycle, const char *path)
 
 sonde_summary_t *sonde_summary(sonde_profiler *p)
 {
-    if (!p) {
-        sonde__fail(SONDE_EINVAL, "sonde_summary: profiler is NULL");
+    if (!p || p->destroyed) {
+        sonde__fail(p ? SONDE_ESTATE : SONDE_EINVAL, "sonde_summary: %s",
+                    p ? "the profiler was destroyed by sonde_destroy" : "profiler is NULL");
         return NULL;
     }
     if (p->fd >= 0) {

@@ -65,8 +65,18 @@ static int check_p(const sonde_profiler *p, const char *call)
 {
     if (!p)
         return sonde__fail(SONDE_EINVAL, "%s: profiler is NULL", call);
+    if (p->destroyed)
+        return sonde__fail(SONDE_ESTATE, "%s: the profiler was destroyed by sonde_destroy", call);
     return 0;
 }
+
+/* The first line of every public call on p: 0, or return check_p's code. */
+#define CHECK_P(p, call)                                                                       \
+    do {                                                                                       \
+        int rc_ = check_p(p, call);                                                            \
+        if (rc_)                                                                               \
+            return rc_;                                                                        \
+    } while (0)
 
 /* ------------------------------------------------------------------------------------------
  * Thread buffers
@@ -426,7 +436,8 @@ static char *default_name(void)
     return r;
 }
 
-static void free_profiler(sonde_profiler *p)
+/* Everything p owns; p itself stays. */
+static void free_contents(sonde_profiler *p)
 {
     for (int i = 0; i < p->n_warnings; i++)
         sonde__free(p->warnings[i]);
@@ -448,7 +459,48 @@ static void free_profiler(sonde_profiler *p)
     pthread_mutex_destroy(&p->wlock);
     pthread_mutex_destroy(&p->step_lock);
     sem_destroy(&p->wake);
+}
+
+static void free_profiler(sonde_profiler *p)
+{
+    free_contents(p);
     sonde__free(p);
+}
+
+/* A destroyed profiler keeps its struct, emptied and marked destroyed, while the next
+ * SONDE_TOMBSTONES profilers are destroyed: a call through its handle in that time (another
+ * thread that has not heard yet) returns SONDE_ESTATE, and SONDE_SCOPE sees recording off,
+ * instead of touching freed memory. About 2 KiB each; the oldest is freed for real. */
+#define SONDE_TOMBSTONES 64
+static pthread_mutex_t g_tomb_lock = PTHREAD_MUTEX_INITIALIZER;
+static sonde_profiler *g_tombs[SONDE_TOMBSTONES];
+static size_t g_tomb_next;
+
+static void bury(sonde_profiler *p)
+{
+    uint64_t serial = p->hot.serial;
+    free_contents(p);
+    memset(p, 0, sizeof *p); /* recording 0, every pointer NULL */
+    p->hot.serial = serial;
+    p->fd = -1;
+    atomic_store(&p->finalized, 1);
+    p->destroyed = 1;
+    pthread_mutex_lock(&g_tomb_lock);
+    sonde_profiler *oldest = g_tombs[g_tomb_next];
+    g_tombs[g_tomb_next] = p;
+    g_tomb_next = (g_tomb_next + 1) % SONDE_TOMBSTONES;
+    pthread_mutex_unlock(&g_tomb_lock);
+    sonde__free(oldest);
+}
+
+void sonde__tombstones_free(void)
+{
+    pthread_mutex_lock(&g_tomb_lock);
+    for (size_t i = 0; i < SONDE_TOMBSTONES; i++) {
+        sonde__free(g_tombs[i]);
+        g_tombs[i] = NULL;
+    }
+    pthread_mutex_unlock(&g_tomb_lock);
 }
 
 #define ENC_PIECE_SLOTS 8192u
@@ -660,8 +712,7 @@ void sonde__finalize_at_exit(sonde_profiler *p) { finalize(p); }
 
 int sonde_destroy(sonde_profiler *p)
 {
-    if (check_p(p, "sonde_destroy"))
-        return SONDE_EINVAL;
+    CHECK_P(p, "sonde_destroy");
     int rc = finalize(p);
     sonde__writer_stop(p);
     sonde__registry_remove(p);
@@ -669,16 +720,21 @@ int sonde_destroy(sonde_profiler *p)
         sonde__tl.serial = 0;
         sonde__tl.tb = NULL;
     }
-    free_profiler(p);
+    bury(p);
     return rc;
 }
 
 const char *sonde_name(const sonde_profiler *p) { return p ? p->name : NULL; }
 const char *sonde_file_path(const sonde_profiler *p) { return p ? p->path : NULL; }
-const sonde_config *sonde_config_of(const sonde_profiler *p) { return p ? &p->cfg : NULL; }
+const sonde_config *sonde_config_of(const sonde_profiler *p)
+{
+    return p && !p->destroyed ? &p->cfg : NULL;
+}
 int sonde_status(const sonde_profiler *p)
 {
-    return p ? atomic_load(&((sonde_profiler *)p)->status) : SONDE_EINVAL;
+    if (!p)
+        return SONDE_EINVAL;
+    return p->destroyed ? SONDE_ESTATE : atomic_load(&((sonde_profiler *)p)->status);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -686,8 +742,7 @@ int sonde_status(const sonde_profiler *p)
  * ---------------------------------------------------------------------------------------- */
 #define RECORDING_OR_RETURN(p, call)                                                           \
     do {                                                                                       \
-        if (check_p(p, call))                                                                  \
-            return SONDE_EINVAL;                                                               \
+        CHECK_P(p, call);                                                                      \
         if (!recording(p))                                                                     \
             return 0;                                                                          \
     } while (0)
@@ -771,8 +826,7 @@ static __attribute__((noinline, cold)) int begin_nvtx(sonde_profiler *p, uint32_
 
 int sonde_begin(sonde_profiler *p, const char *name)
 {
-    if (check_p(p, "sonde_begin"))
-        return SONDE_EINVAL;
+    CHECK_P(p, "sonde_begin");
     if (!recording(p)) {
         /* Paused by the schedule: remember the section so that its end closes nothing else. */
         if (p->schedule_on && p->fd >= 0 && !atomic_load(&p->finalized)) {
@@ -794,8 +848,7 @@ int sonde_begin(sonde_profiler *p, const char *name)
 
 int sonde_end(sonde_profiler *p)
 {
-    if (check_p(p, "sonde_end"))
-        return SONDE_EINVAL;
+    CHECK_P(p, "sonde_end");
     /* With the schedule paused, a section begun while recording still records its end. */
     if (!recording(p) && !(p->schedule_on && p->fd >= 0 && !atomic_load(&p->finalized)))
         return 0;
@@ -962,8 +1015,7 @@ int sonde_sync(sonde_profiler *p)
 
 int sonde_step(sonde_profiler *p)
 {
-    if (check_p(p, "sonde_step"))
-        return SONDE_EINVAL;
+    CHECK_P(p, "sonde_step");
     /* Steps count whatever the schedule says, so it knows where it is. */
     if (p->fd < 0 || atomic_load(&p->finalized))
         return 0;
@@ -994,8 +1046,7 @@ int sonde_step(sonde_profiler *p)
 
 int sonde_clear(sonde_profiler *p)
 {
-    if (check_p(p, "sonde_clear"))
-        return SONDE_EINVAL;
+    CHECK_P(p, "sonde_clear");
     if (p->fd < 0)
         return 0;
     pthread_mutex_lock(&p->wlock);
@@ -1009,8 +1060,7 @@ int sonde_clear(sonde_profiler *p)
 
 int sonde_export(sonde_profiler *p, const char *path)
 {
-    if (check_p(p, "sonde_export"))
-        return SONDE_EINVAL;
+    CHECK_P(p, "sonde_export");
     if (p->fd < 0 && !atomic_load(&p->finalized))
         return sonde__fail(SONDE_ESTATE, "sonde_export: nothing was recorded (%s)",
                            p->status_msg[0] ? p->status_msg : "profiler disabled");

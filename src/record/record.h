@@ -142,6 +142,7 @@ struct sonde_profiler {
     int cuda_range_open;             /* cudaProfilerStart was called and not yet stopped */
     int cuda_noted;                  /* the reason cudaProfiler* is unavailable was reported */
     int nvtx;                        /* sections, steps and sessions are NVTX ranges and marks */
+    int destroyed;                   /* a tombstone: sonde_destroy ran (profiler.c, bury) */
     uint64_t nvtx_session;           /* the open session's NVTX range */
 
     /* memory snapshots every N steps: steps waiting for the sampler (step_lock) */
@@ -176,6 +177,8 @@ sonde_tbuf *sonde__thread_buf(sonde_profiler *p);
 /* Appends one event of kind with id/arg and n value doubles (0..2) on the calling thread.
  * Returns 0, or SONDE_EDROPPED when no buffer space was free. */
 int sonde__record(sonde_profiler *p, unsigned kind, uint32_t id, uint32_t arg, const double *v);
+/* Frees the structs kept for destroyed profilers (for tests that count every allocation). */
+void sonde__tombstones_free(void);
 /* Adds a warning line to the report (copied; the first SONDE_MAX_WARNINGS are kept). */
 void sonde__warn(sonde_profiler *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Records the first internal error (status) and its message; later ones are ignored. */

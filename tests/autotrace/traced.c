@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <sonde/autotrace.h>
 
@@ -33,6 +34,13 @@ int excluded_noise(int x)
 int fast_leaf(int x)
 {
     return x ^ 0x55;
+}
+
+/* 2 ms: long under any minimum duration the test sets */
+void slow_step(void)
+{
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, NULL);
 }
 
 static void jumper_inner(void)
@@ -62,6 +70,7 @@ int run(void)
         g_sink += excluded_noise(i);
     for (int i = 0; i < 1000; i++)
         g_sink += fast_leaf(i);
+    slow_step();
     if (setjmp(g_jump) == 0)
         jumper();
     g_sink += cpp_entry(4);

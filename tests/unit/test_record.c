@@ -337,6 +337,57 @@ static void min_duration_leaves_out_short(void **state)
     tu_rmrf(dir);
 }
 
+/* Calls through a handle after sonde_destroy (another thread that has not heard yet) return
+ * SONDE_ESTATE and record nothing; SONDE_SCOPE is a no-op; a second destroy is an error. */
+static void *late_caller(void *arg)
+{
+    sonde_profiler *p = arg;
+    long bad = 0;
+    bad += sonde_begin(p, "late") != SONDE_ESTATE;
+    bad += sonde_end(p) != SONDE_ESTATE;
+    bad += sonde_metric(p, "m", 1) != SONDE_ESTATE;
+    bad += sonde_step(p) != SONDE_ESTATE;
+    bad += sonde_session_begin(p, "s") != SONDE_ESTATE;
+    bad += sonde_export(p, NULL) != SONDE_ESTATE;
+    bad += sonde_status(p) != SONDE_ESTATE;
+    bad += sonde_summary(p) != NULL;
+    bad += sonde_config_of(p) != NULL;
+    for (int i = 0; i < 1000; i++) {
+        SONDE_SCOPE(p, "late scope");
+    }
+    return (void *)bad;
+}
+
+static void calls_after_destroy(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "late");
+    sonde_profiler *p = sonde_create(&c);
+    pthread_t th;
+    for (int i = 0; i < 10; i++) {
+        SONDE_SCOPE(p, "early");
+    }
+    assert_int_equal(sonde_destroy(p), 0);
+    assert_int_equal(pthread_create(&th, NULL, late_caller, p), 0);
+    void *bad;
+    pthread_join(th, &bad);
+    assert_int_equal((long)bad, 0);
+    assert_int_equal(sonde_destroy(p), SONDE_ESTATE);
+    assert_string_equal(sonde_last_error(), "sonde_destroy: the profiler was destroyed by sonde_destroy");
+    /* what was recorded before is all in the file, nothing after */
+    sm_model m;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/late.sonde", dir);
+    assert_int_equal(sm_read_file(path, &m), 0);
+    assert_int_equal((int)tu_stat(&m, "early")->count, 10);
+    assert_null(tu_stat(&m, "late"));
+    assert_null(tu_stat(&m, "late scope"));
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
 static void export_and_summary(void **state)
 {
     (void)state;
@@ -672,6 +723,7 @@ int main(void)
         cmocka_unit_test(misuse),
         cmocka_unit_test(disabled_is_a_no_op),
         cmocka_unit_test(clear_discards_earlier), cmocka_unit_test(min_duration_leaves_out_short),
+        cmocka_unit_test(calls_after_destroy),
         cmocka_unit_test(export_and_summary),
         cmocka_unit_test(unwritable_dir_degrades),
         cmocka_unit_test(config_env),
