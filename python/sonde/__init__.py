@@ -293,25 +293,7 @@ class Profiler:
     def profile_function(self, func=None, *, name=None):
         """Decorator: every call of the function is a section named after it
         (module.qualname, or name)."""
-
-        def wrap(f):
-            label = _b(name or "%s.%s" % (f.__module__, f.__qualname__))
-
-            @functools.wraps(f)
-            def inner(*args, **kw):
-                h = self._handle
-                if h is None:
-                    return f(*args, **kw)
-                _check(_lib.sonde_begin(h, label), "profile_function")
-                try:
-                    return f(*args, **kw)
-                finally:
-                    if self._handle is not None:
-                        _lib.sonde_end(self._handle)
-
-            return inner
-
-        return wrap(func) if func is not None else wrap
+        return _decorate(func, name, lambda: self)
 
     # -- measurements -------------------------------------------------------------------------
     def add_metadata(self, key, value):
@@ -421,29 +403,35 @@ class Profiler:
         _check(_lib.sonde_clear(self._h()), "clear")
 
 
-def profile_function(func=None, *, name=None, profiler=None):
-    """Decorator: each call is a section in `profiler`, or in the profiler entered with `with`
-    on the calling thread at call time (none: the function runs unprofiled)."""
+def _decorate(func, name, which):
+    """The decorators' common part: each call of f is a section named name (or module.qualname)
+    in the profiler which() returns at call time; none, or a closed one: f runs unprofiled."""
 
     def wrap(f):
         label = _b(name or "%s.%s" % (f.__module__, f.__qualname__))
 
         @functools.wraps(f)
         def inner(*args, **kw):
-            p = profiler or current()
+            p = which()
             h = p._handle if p is not None else None
             if h is None:
                 return f(*args, **kw)
-            _check(_lib.sonde_begin(h, label), "profile_function")
+            _check(_begin(h, label), "profile_function")
             try:
                 return f(*args, **kw)
             finally:
                 if p._handle is not None:
-                    _lib.sonde_end(p._handle)
+                    _end(p._handle)
 
         return inner
 
     return wrap(func) if func is not None else wrap
+
+
+def profile_function(func=None, *, name=None, profiler=None):
+    """Decorator: each call is a section in `profiler`, or in the profiler entered with `with`
+    on the calling thread at call time (none: the function runs unprofiled)."""
+    return _decorate(func, name, lambda: profiler or current())
 
 
 # -- argparse -----------------------------------------------------------------------------------

@@ -19,21 +19,14 @@ static struct {
 
 static void load(void)
 {
-    static const char *names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
-                                  "libcudart.so.11.0"};
-    const char *env = getenv("SONDE_CUDART_LIBRARY");
-    void *lib = NULL;
-    const char *tried = env && *env ? env : names[0];
-    if (env && *env) {
-        lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
-    } else {
-        for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++)
-            lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    }
+    static const char *const names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
+                                        "libcudart.so.11.0"};
+    const char *tried;
+    char why[sizeof g_cudart.why - 40];
+    void *lib = sonde__dlopen_any("SONDE_CUDART_LIBRARY", names, sizeof names / sizeof names[0],
+                                  &tried, why, sizeof why);
     if (!lib) {
-        const char *e = dlerror();
-        snprintf(g_cudart.why, sizeof g_cudart.why,
-                 "cuda_profiler_range unavailable: cannot load %s (%s)", tried, e ? e : "?");
+        snprintf(g_cudart.why, sizeof g_cudart.why, "cuda_profiler_range unavailable: %s", why);
         return;
     }
     *(void **)(&g_cudart.start) = dlsym(lib, "cudaProfilerStart");

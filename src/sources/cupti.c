@@ -61,6 +61,11 @@ size_t sonde__gpu_encode(const sonde_gpu_rec *r, uint8_t *out)
 #ifdef SONDE_HAVE_CUPTI
 #include <cupti.h>
 
+/* The fields every device activity record has, under the same names. */
+#define TAKE_COMMON(x)                                                                          \
+    (out->device = (x)->deviceId, out->stream = (x)->streamId,                                  \
+     out->correlation = (x)->correlationId, out->start_ns = (x)->start, out->end_ns = (x)->end)
+
 int sonde__cupti_convert(const void *record, int64_t offset_ns, sonde_gpu_rec *out)
 {
     const CUpti_Activity *a = record;
@@ -70,11 +75,7 @@ int sonde__cupti_convert(const void *record, int64_t offset_ns, sonde_gpu_rec *o
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const CUpti_ActivityKernel10 *k = record;
         out->kind = SONDE_GPU_KERNEL;
-        out->device = k->deviceId;
-        out->stream = k->streamId;
-        out->correlation = k->correlationId;
-        out->start_ns = k->start;
-        out->end_ns = k->end;
+        TAKE_COMMON(k);
         out->name = k->name;
         out->grid[0] = k->gridX, out->grid[1] = k->gridY, out->grid[2] = k->gridZ;
         out->block[0] = k->blockX, out->block[1] = k->blockY, out->block[2] = k->blockZ;
@@ -83,11 +84,7 @@ int sonde__cupti_convert(const void *record, int64_t offset_ns, sonde_gpu_rec *o
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const CUpti_ActivityMemcpy6 *m = record;
         out->kind = SONDE_GPU_MEMCPY;
-        out->device = m->deviceId;
-        out->stream = m->streamId;
-        out->correlation = m->correlationId;
-        out->start_ns = m->start;
-        out->end_ns = m->end;
+        TAKE_COMMON(m);
         out->bytes = m->bytes;
         out->copy_kind = m->copyKind;
         break;
@@ -95,11 +92,7 @@ int sonde__cupti_convert(const void *record, int64_t offset_ns, sonde_gpu_rec *o
     case CUPTI_ACTIVITY_KIND_MEMSET: {
         const CUpti_ActivityMemset4 *m = record;
         out->kind = SONDE_GPU_MEMSET;
-        out->device = m->deviceId;
-        out->stream = m->streamId;
-        out->correlation = m->correlationId;
-        out->start_ns = m->start;
-        out->end_ns = m->end;
+        TAKE_COMMON(m);
         out->bytes = m->bytes;
         break;
     }
@@ -170,23 +163,14 @@ static int load(char *why, size_t cap)
 {
     if (g_cupti.lib)
         return 0;
-    static const char *names[] = {"libcupti.so", "libcupti.so.13", "libcupti.so.12",
-                                  "libcupti.so.11.8", "/usr/local/cuda/lib64/libcupti.so",
-                                  "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"};
-    const char *env = getenv("SONDE_CUPTI_LIBRARY");
-    const char *tried = env && *env ? env : names[0];
-    void *lib = NULL;
-    if (env && *env) {
-        lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
-    } else {
-        for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++)
-            lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    }
-    if (!lib) {
-        const char *e = dlerror();
-        snprintf(why, cap, "cannot load %s (%s)", tried, e ? e : "?");
+    static const char *const names[] = {"libcupti.so", "libcupti.so.13", "libcupti.so.12",
+                                        "libcupti.so.11.8", "/usr/local/cuda/lib64/libcupti.so",
+                                        "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"};
+    const char *tried;
+    void *lib = sonde__dlopen_any("SONDE_CUPTI_LIBRARY", names, sizeof names / sizeof names[0],
+                                  &tried, why, cap);
+    if (!lib)
         return -1;
-    }
 #define SYM(field, name)                                                                        \
     do {                                                                                        \
         *(void **)(&g_cupti.field) = dlsym(lib, name);                                          \

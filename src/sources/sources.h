@@ -49,6 +49,13 @@ int nvml_memory(nvml_state *s, size_t i, unsigned *index, unsigned long long *us
                 unsigned long long *total);
 void nvml_close(nvml_state *s);
 
+/* ---- optional libraries (dlopen.c) ---- */
+/* The library at $env when that is set and not empty, else the first of names[0..n) that loads
+ * (RTLD_NOW | RTLD_LOCAL); *tried names the first one tried. NULL with "cannot load NAME
+ * (dlerror)" in why when none loads. */
+void *sonde__dlopen_any(const char *env, const char *const *names, size_t n, const char **tried,
+                        char *why, size_t cap);
+
 /* ---- libcudart (cudart.c) ---- */
 /* cudaProfilerStart (start 1) or cudaProfilerStop, loading libcudart once per process
  * (SONDE_CUDART_LIBRARY, else libcudart.so and its versions). 0, or -1 with the reason. */
