@@ -46,6 +46,38 @@ static unsigned hue(const char *s)
     return h % 360;
 }
 
+/* CUDA activity: kernels by GPU time, and by the section that launched them. */
+static void gpu_rows(sbuf *b, const char *id, const char *what, const sm_gpu_name *v, size_t n)
+{
+    sbuf_printf(b, "<table id=\"%s\" class=\"facts\"><thead><tr><th>%s</th><th>kernels</th>"
+                   "<th>GPU time</th><th>mean</th><th>max</th></tr></thead><tbody>\n", id, what);
+    for (size_t i = 0; i < n && i < 20; i++) {
+        char t[32], mean[32], mx[32];
+        sx_fmt_dur(t, sizeof t, v[i].total_s);
+        sx_fmt_dur(mean, sizeof mean, v[i].count ? v[i].total_s / (double)v[i].count : 0);
+        sx_fmt_dur(mx, sizeof mx, v[i].max_s);
+        sbuf_puts(b, "<tr><td>");
+        esc(b, v[i].name);
+        sbuf_printf(b, "</td><td>%llu</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
+                    (unsigned long long)v[i].count, t, mean, mx);
+    }
+    sbuf_puts(b, "</tbody></table>\n");
+}
+
+static void gpu_tables(sbuf *b, const sm_gpu_sum *g)
+{
+    char t[32], bytes[32];
+    sx_fmt_dur(t, sizeof t, g->memcpy_s);
+    sx_fmt_si(bytes, sizeof bytes, (double)g->memcpy_bytes, "B");
+    sbuf_printf(b, "<h2 id=\"cuda\">CUDA activity</h2>\n<p>%llu kernels, %llu copies (%s in %s), "
+                   "%llu sets; %llu of them linked to the section that launched them.</p>\n",
+                (unsigned long long)g->kernels, (unsigned long long)g->memcpys, bytes, t,
+                (unsigned long long)g->memsets, (unsigned long long)g->linked);
+    gpu_rows(b, "cuda-kernels", "kernel", g->by_kernel, g->n_by_kernel);
+    if (g->n_by_section)
+        gpu_rows(b, "cuda-sections", "launched in section", g->by_section, g->n_by_section);
+}
+
 static void card(sbuf *b, const char *value, const char *label)
 {
     sbuf_puts(b, "<div class=\"card\"><div class=\"v\">");
@@ -371,6 +403,13 @@ int sx_html(const sm_model *m, sbuf *b)
             card(b, v, lab);
         }
     }
+    sm_gpu_sum gs;
+    int have_gpu = m->n_gpu && sm_gpu_summarize(m, &gs) == 0;
+    if (have_gpu) {
+        sx_fmt_dur(d, sizeof d, gs.kernel_s);
+        snprintf(v, sizeof v, "%llu (%s)", (unsigned long long)gs.kernels, d);
+        card(b, v, "CUDA kernels (GPU time)");
+    }
     sbuf_puts(b, "</div>\n<h2 id=\"recommendations\">Recommendations</h2>\n");
     if (!an.n_findings)
         sbuf_puts(b, "<p class=\"note\">No rule found anything to recommend in this run.</p>\n");
@@ -438,6 +477,10 @@ int sx_html(const sm_model *m, sbuf *b)
             row++;
         }
         sbuf_puts(b, "</svg>\n");
+    }
+    if (have_gpu) {
+        gpu_tables(b, &gs);
+        sm_gpu_sum_free(&gs);
     }
     sbuf_puts(b, "<h2 id=\"timeline\">Timeline</h2>\n");
     timeline(b, m, max_spans);

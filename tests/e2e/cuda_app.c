@@ -31,7 +31,7 @@ int main(int argc, char **argv)
     sonde_config cfg = sonde_config_default();
     cfg.output_dir = argv[1];
     cfg.name = argv[2];
-    cfg.formats = SONDE_FORMAT_JSON | SONDE_FORMAT_TRACE | SONDE_FORMAT_TXT;
+    cfg.formats = SONDE_FORMAT_JSON | SONDE_FORMAT_TRACE | SONDE_FORMAT_TXT | SONDE_FORMAT_HTML;
     cfg.collect_cpu = cfg.collect_memory = cfg.collect_gpu = 0;
     if (sonde_config_from_env(&cfg) != 0) {
         fprintf(stderr, "cuda_app: %s\n", sonde_last_error());

@@ -521,6 +521,16 @@ assert launch["tid"] == prefill["tid"]
 print("cuda: 5 kernels, 1 copy, 1 set on GPU tracks, 7 launch flows, kernels by section")
 PY
     grep -q "^CUDA: 5 kernels" out/gpu.txt || fail "the text summary lacks the CUDA line: $(cat out/gpu.txt)"
+    python3 - out/gpu.html <<'PY'
+import re, sys
+h = open(sys.argv[1]).read()
+assert "CUDA kernels (GPU time)" in h, "no CUDA card"
+rows = re.findall(r'<table id="cuda-kernels".*?</table>', h, re.S)[0]
+assert rows.index("gemm_kernel") < rows.index("attn_kernel"), "kernels not by GPU time"
+sec = re.findall(r'<table id="cuda-sections".*?</table>', h, re.S)[0]
+assert "<td>prefill</td><td>2</td>" in sec and "<td>decode</td><td>3</td>" in sec, sec
+print("cuda: the HTML report has the CUDA card and tables")
+PY
     # under `sonde run`, the program's CUDA activity joins the run's report
     SONDE_CUDA_ACTIVITY=1 SONDE_CUPTI_LIBRARY="$build/tests/libfake_cupti_ok.so" \
         "$build/tools/sonde/sonde" run --quiet --name watched -o runs -- "$app" ignored ignored \
