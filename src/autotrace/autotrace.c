@@ -57,10 +57,14 @@ static __thread int t_busy __attribute__((tls_model("initial-exec")));
 static pthread_key_t g_key;
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 
+/* The key's destructor, on the exiting thread itself: a traced call later in its exit starts a
+ * fresh state instead of using this one. */
 NOINSTR static void free_state(void *v)
 {
     tstate *t = v;
     if (t) {
+        if (t_state == t)
+            t_state = NULL;
         free(t->stack);
         free(t);
     }
