@@ -126,14 +126,25 @@ static int cmp_gpu(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The innermost span of thread th open at t, or -1: spans are grouped by thread in start order. */
+/* The innermost span of thread th open at t, or -1. A thread's spans are in start order and
+ * nest: the last one to start at or before t is the innermost open at t, or else nested in it,
+ * so the answer is it or its nearest ancestor still open at t. */
 static int32_t span_at(const sm_model *m, const size_t *first, int32_t th, int64_t t)
 {
-    int32_t best = -1;
-    for (size_t i = first[th]; i < first[th + 1] && m->spans[i].start_ns <= t; i++)
-        if (m->spans[i].end_ns >= t && (best < 0 || m->spans[i].depth >= m->spans[best].depth))
-            best = (int32_t)i;
-    return best;
+    size_t lo = first[th], hi = first[th + 1];
+    while (lo < hi) { /* the first span starting after t */
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->spans[mid].start_ns <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == first[th])
+        return -1;
+    int32_t s = (int32_t)(lo - 1);
+    while (s >= 0 && m->spans[s].end_ns < t)
+        s = m->spans[s].parent;
+    return s;
 }
 
 int sm__gpu_build(sb_raw *raw, sm_model *m)
