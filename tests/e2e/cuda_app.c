@@ -1,7 +1,8 @@
 /* cuda_app.c - a program "using CUDA" for the CUDA activity test: sections that launch kernels,
  * copies and a set through the fake CUPTI's test calls (tests/fakes/fake_cupti.c, named by
  * SONDE_CUPTI_LIBRARY), configured from the environment (SONDE_CUDA_ACTIVITY=1). With another
- * CUPTI (or none) it records its sections alone. Usage: cuda_app OUTDIR NAME */
+ * CUPTI (or none) it records its sections alone. CUDA_APP_DECODE (3) decode steps, each an
+ * attn_kernel of CUDA_APP_ATTN_US (100) microseconds. Usage: cuda_app OUTDIR NAME */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,10 +58,12 @@ int main(int argc, char **argv)
         nap_us(500);
     }
     sonde_end(p);
-    for (int i = 0; i < 3; i++) {
+    int decode = getenv("CUDA_APP_DECODE") ? atoi(getenv("CUDA_APP_DECODE")) : 3;
+    double attn_us = getenv("CUDA_APP_ATTN_US") ? atof(getenv("CUDA_APP_ATTN_US")) : 100;
+    for (int i = 0; i < decode; i++) {
         sonde_begin(p, "decode");
         if (launch)
-            launch("attn_kernel", 64, 128, 100);
+            launch("attn_kernel", 64, 128, attn_us);
         nap_us(300);
         sonde_end(p);
     }

@@ -539,6 +539,22 @@ PY
 g = json.load(open(sys.argv[1]))["gpu_activity"]
 assert (g["kernels"], g["linked_to_sections"]) == (5, 6), g
 print("cuda under sonde run: merged into the run report")' runs/watched.json || fail "sonde run lost the CUDA activity"
+    # sonde diff compares kernels too: attn_kernel 50% slower is a regression, gemm_kernel is not
+    for v in 100 150; do
+        CUDA_APP_DECODE=8 CUDA_APP_ATTN_US=$v SONDE_CUDA_ACTIVITY=1 \
+            SONDE_CUPTI_LIBRARY="$build/tests/libfake_cupti_ok.so" "$app" out "attn$v" || fail "cuda_app attn$v"
+    done
+    set +e
+    "$build/tools/sonde/sonde" diff out/attn100.sonde out/attn150.sonde --fail-on-regression --format json > diff.json
+    st=$?
+    set -e
+    [ $st = 1 ] || fail "sonde diff exited $st on a kernel regression"
+    python3 -c 'import json, sys
+rows = {r["name"]: r for r in json.load(open(sys.argv[1]))["sections"]}
+a = rows["cuda:attn_kernel"]
+assert a["status"] == "regression" and abs(a["change"] - 0.5) < 1e-6 and a["count"] == [8, 8], a
+assert rows["cuda:gemm_kernel"]["status"] == "same", rows["cuda:gemm_kernel"]
+print("cuda: sonde diff names the slower kernel, p=%.2g" % a["p"])' diff.json || fail "diff of kernels"
     # a missing or failing CUPTI leaves the run and its report intact, and says why
     cuda_fails() { # NAME LIBRARY EXPECTED-TEXT
         SONDE_CUDA_ACTIVITY=1 SONDE_CUPTI_LIBRARY="$2" "$app" out "$1" || fail "cuda_app $1 exited $?"

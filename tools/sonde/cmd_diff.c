@@ -1,7 +1,8 @@
-/* cmd_diff.c - `sonde diff BASE NEW`: section by section, what changed between two runs. A
- * change is a regression only when the mean time per instance grew by more than the threshold
- * and a Mann-Whitney U test over the per-instance durations says it is significant (p < 0.05);
- * with --fail-on-regression the command exits 1 when there is one, to gate a CI job. */
+/* cmd_diff.c - `sonde diff BASE NEW`: section by section, and CUDA kernel by kernel (rows named
+ * "cuda:KERNEL", from cuda_activity), what changed between two runs. A change is a regression
+ * only when the mean time per instance grew by more than the threshold and a Mann-Whitney U test
+ * over the per-instance durations says it is significant (p < 0.05); with --fail-on-regression
+ * the command exits 1 when there is one, to gate a CI job. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +12,90 @@
 #include "cli.h"
 #include "export/export.h"
 #include "util/buf.h"
+#include "util/strmap.h"
+
+#define KERNEL_PREFIX "cuda:"
+
+/* Per-instance GPU durations of the kernels named name (without the prefix). */
+static double *kernel_durations(const sm_model *m, const char *name, size_t *n)
+{
+    *n = 0;
+    double *d = malloc((m->n_gpu ? m->n_gpu : 1) * sizeof *d);
+    if (!d)
+        return NULL;
+    for (size_t i = 0; i < m->n_gpu; i++)
+        if (m->gpu[i].kind == SM_GPU_KERNEL && !strcmp(m->gpu[i].name ? m->gpu[i].name : "?", name))
+            d[(*n)++] = (double)(m->gpu[i].end_ns - m->gpu[i].start_ns) / 1e9;
+    return d;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A statistics row per CUDA kernel name ("cuda:NAME"), as sections have; *n rows (0 and NULL
+ * when the run has no kernels). NULL with *n = SIZE_MAX when out of memory. */
+static sm_stat *kernel_stats(const sm_model *m, size_t *n)
+{
+    *n = 0;
+    strmap idx;
+    strmap_init(&idx);
+    sm_stat *v = NULL;
+    for (size_t i = 0; i < m->n_gpu; i++) {
+        const char *nm = m->gpu[i].name ? m->gpu[i].name : "?";
+        if (m->gpu[i].kind != SM_GPU_KERNEL || strmap_get(&idx, nm) >= 0)
+            continue;
+        sm_stat *g = realloc(v, (*n + 1) * sizeof *g);
+        if (!g || strmap_put(&idx, nm, (int)*n))
+            goto oom;
+        v = g;
+        memset(&v[*n], 0, sizeof v[*n]);
+        size_t k;
+        double *d = kernel_durations(m, nm, &k);
+        v[*n].name = malloc(strlen(KERNEL_PREFIX) + strlen(nm) + 1);
+        (*n)++;
+        if (!d || !v[*n - 1].name) {
+            free(d);
+            goto oom;
+        }
+        sprintf(v[*n - 1].name, "%s%s", KERNEL_PREFIX, nm);
+        qsort(d, k, sizeof *d, cmp_dbl);
+        sm_stat *s = &v[*n - 1];
+        s->count = k;
+        for (size_t j = 0; j < k; j++)
+            s->total_s += d[j];
+        s->mean_s = k ? s->total_s / (double)k : 0;
+        s->p50_s = sm_percentile(d, k, 50);
+        s->p99_s = sm_percentile(d, k, 99);
+        free(d);
+    }
+    strmap_free(&idx);
+    return v;
+oom:
+    strmap_free(&idx);
+    for (size_t i = 0; i < *n; i++)
+        free(v[i].name);
+    free(v);
+    *n = SIZE_MAX;
+    return NULL;
+}
+
+static void kernel_stats_free(sm_stat *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i].name);
+    free(v);
+}
+
+static const sm_stat *find_in(const sm_stat *v, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(v[i].name, name))
+            return &v[i];
+    return NULL;
+}
 
 #define ALPHA 0.05
 #define MIN_INSTANCES 5
@@ -84,6 +169,7 @@ typedef struct row {
     double change;   /* relative change of the mean time per instance */
     double p;        /* NAN: not tested */
     int regression, improvement;
+    int kernel;      /* a CUDA kernel's row: its durations come from the GPU activity */
 } row;
 
 static const sm_stat *find(const sm_model *m, const char *name)
@@ -147,27 +233,39 @@ int cmd_diff(int argc, char **argv)
         sm_free(&A);
         return rc;
     }
-    size_t nr = 0;
-    row *rows = calloc(A.n_stats + B.n_stats + 1, sizeof *rows);
+    size_t nr = 0, nka, nkb;
+    sm_stat *ka = kernel_stats(&A, &nka), *kb = kernel_stats(&B, &nkb);
+    row *rows = nka != SIZE_MAX && nkb != SIZE_MAX
+                    ? calloc(A.n_stats + B.n_stats + nka + nkb + 1, sizeof *rows)
+                    : NULL;
     if (!rows) {
+        kernel_stats_free(ka, nka == SIZE_MAX ? 0 : nka);
+        kernel_stats_free(kb, nkb == SIZE_MAX ? 0 : nkb);
         sm_free(&A);
         sm_free(&B);
         return cli_fail(CLI_USAGE, "diff", "out of memory");
     }
     for (size_t i = 0; i < A.n_stats; i++)
-        rows[nr++] = (row){A.stats[i].name, &A.stats[i], find(&B, A.stats[i].name), 0, NAN, 0, 0};
+        rows[nr++] = (row){A.stats[i].name, &A.stats[i], find(&B, A.stats[i].name), 0, NAN, 0, 0, 0};
     for (size_t i = 0; i < B.n_stats; i++)
         if (!find(&A, B.stats[i].name))
-            rows[nr++] = (row){B.stats[i].name, NULL, &B.stats[i], 0, NAN, 0, 0};
+            rows[nr++] = (row){B.stats[i].name, NULL, &B.stats[i], 0, NAN, 0, 0, 0};
+    for (size_t i = 0; i < nka; i++)
+        rows[nr++] = (row){ka[i].name, &ka[i], find_in(kb, nkb, ka[i].name), 0, NAN, 0, 0, 1};
+    for (size_t i = 0; i < nkb; i++)
+        if (!find_in(ka, nka, kb[i].name))
+            rows[nr++] = (row){kb[i].name, NULL, &kb[i], 0, NAN, 0, 0, 1};
     int regressions = 0, instances = A.n_spans && B.n_spans;
     for (size_t i = 0; i < nr; i++) {
         row *r = &rows[i];
         if (!r->a || !r->b || r->a->mean_s <= 0)
             continue;
         r->change = r->b->mean_s / r->a->mean_s - 1;
-        if (instances) {
+        if (instances || r->kernel) {
             size_t na, nb;
-            double *da = durations(&A, r->name, &na), *db = durations(&B, r->name, &nb);
+            const char *kn = r->kernel ? r->name + strlen(KERNEL_PREFIX) : NULL;
+            double *da = kn ? kernel_durations(&A, kn, &na) : durations(&A, r->name, &na);
+            double *db = kn ? kernel_durations(&B, kn, &nb) : durations(&B, r->name, &nb);
             if (da && db)
                 r->p = mann_whitney_p(da, na, db, nb);
             free(da);
@@ -295,6 +393,8 @@ int cmd_diff(int argc, char **argv)
     fputs(o.data ? o.data : "", stdout);
     sbuf_free(&o);
     free(rows);
+    kernel_stats_free(ka, nka);
+    kernel_stats_free(kb, nkb);
     sm_free(&A);
     sm_free(&B);
     return fail && regressions ? CLI_FINDING : CLI_OK;
