@@ -73,9 +73,11 @@ static uint64_t gpu_tid(const sm_gpu *g)
 }
 
 /* CUDA activity: one track per device and stream, kernels, copies and sets as complete events,
- * and a flow from the launching section's thread to each one whose launch was seen. */
-static void gpu_events(tctx *t, const sm_model *m, const sx_trace_opts *o, int pid, char **ids,
-                       char **esc)
+ * and a flow from the launching section's thread to each one whose launch was seen. In the
+ * TensorBoard flavour the tracks follow PyTorch's layout instead: a process per device (pid =
+ * the device number), a thread per stream. */
+static void gpu_events(tctx *t, const sm_model *m, const sx_trace_opts *o, int run_pid,
+                       char **ids, char **esc)
 {
     uint64_t seen[256];
     size_t n_seen = 0;
@@ -83,14 +85,27 @@ static void gpu_events(tctx *t, const sm_model *m, const sx_trace_opts *o, int p
         const sm_gpu *g = &m->gpu[i];
         if (g->start_ns < o->t0 || g->start_ns >= o->t1)
             continue;
-        uint64_t tid = gpu_tid(g);
+        int pid = o->tensorboard ? (int)g->device : run_pid;
+        uint64_t tid = o->tensorboard ? g->stream : gpu_tid(g);
+        uint64_t key = gpu_tid(g);
         size_t k = 0;
-        while (k < n_seen && seen[k] != tid)
+        while (k < n_seen && seen[k] != key)
             k++;
         if (k == n_seen && n_seen < sizeof seen / sizeof seen[0]) {
-            seen[n_seen++] = tid;
+            seen[n_seen++] = key;
             char label[64];
-            snprintf(label, sizeof label, "GPU %u stream %u", g->device, g->stream);
+            if (o->tensorboard) {
+                size_t j = 0; /* the device's process, named once */
+                while (j < n_seen - 1 && (seen[j] >> 20) != (key >> 20))
+                    j++;
+                if (j == n_seen - 1) {
+                    snprintf(label, sizeof label, "GPU %u", g->device);
+                    name_meta(t, "process_name", pid, 0, label);
+                }
+                snprintf(label, sizeof label, "stream %u", g->stream);
+            } else {
+                snprintf(label, sizeof label, "GPU %u stream %u", g->device, g->stream);
+            }
             name_meta(t, "thread_name", pid, tid, label);
         }
         sep(t);
@@ -373,6 +388,17 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
             sbuf_putc(&t.b, '}');
         }
         flush(&t, 0);
+    }
+    if (o->tensorboard && !m->n_steps && m->n_threads && !t.err) {
+        /* No step: one ProfilerStep#0 over the run, as PyTorch's plugin wants a step (without
+         * one it takes the extent of operators, which sonde's sections are not). */
+        sep(&t);
+        sbuf_puts(&t.b, "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#0\",\"ts\":");
+        sbuf_us3(&t.b, sh);
+        sbuf_add(&t.b, ",\"dur\":", 7);
+        sbuf_us3(&t.b, m->duration_ns);
+        sbuf_puts(&t.b, ids[0]);
+        sbuf_putc(&t.b, '}');
     }
     for (size_t i = 0; i < m->n_sessions && !t.err; i++) {
         const sm_session *s = &m->sessions[i];

@@ -101,7 +101,18 @@ def check_tensorboard(logdir, run, reports):
         expect(anns == want, "%s: sections %s, report %s" % (path, anns, want))
         steps = sorted((e for e in ev if e.get("name", "").startswith("ProfilerStep#")),
                        key=lambda e: e["ts"])
-        expect(len(steps) == rep["steps"]["count"], "%s: %d ProfilerStep spans, %d steps" % (path, len(steps), rep["steps"]["count"]))
+        want_steps = rep["steps"]["count"] or 1  # a run without steps is one ProfilerStep#0
+        expect(len(steps) == want_steps, "%s: %d ProfilerStep spans, %d steps" % (path, len(steps), rep["steps"]["count"]))
+        # every event has a name, every complete event a category (the plugin reads both)
+        expect(all("name" in e for e in ev), "%s: an event without a name" % path)
+        expect(all(e.get("cat") for e in ev if e.get("ph") == "X"), "%s: an X event without cat" % path)
+        gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+        if rep.get("gpu_activity"):
+            expect(len(gpu) == rep["gpu_activity"]["kernels"] + rep["gpu_activity"]["memcpy"] +
+                   rep["gpu_activity"]["memset"], "%s: GPU events" % path)
+            procs = {e["pid"]: e["args"]["name"] for e in ev if e.get("name") == "process_name"}
+            expect(all(procs.get(e["pid"]) == "GPU %d" % e["args"]["device"] for e in gpu),
+                   "%s: GPU work on the device's process, as PyTorch lays it out" % path)
         for a, b in zip(steps, steps[1:]):
             expect(abs(a["ts"] + a["dur"] - b["ts"]) < 0.01, "steps follow one another")
     expect(len(pids) == len(reports), "one worker per process")

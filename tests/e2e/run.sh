@@ -521,6 +521,8 @@ assert launch["tid"] == prefill["tid"]
 print("cuda: 5 kernels, 1 copy, 1 set on GPU tracks, 7 launch flows, kernels by section")
 PY
     grep -q "^CUDA: 5 kernels" out/gpu.txt || fail "the text summary lacks the CUDA line: $(cat out/gpu.txt)"
+    "$build/tools/sonde/sonde" export out/gpu.sonde --format tensorboard -o tb --quiet
+    check tensorboard tb gpu out/gpu.json
     python3 - out/gpu.html <<'PY'
 import re, sys
 h = open(sys.argv[1]).read()
