@@ -1,11 +1,14 @@
 /* traced.c - a program built with -finstrument-functions for the autotrace test: global and
  * static functions, recursion, a thread, a longjmp out of two frames, calls into C++
- * (traced_cpp.cpp). It records nothing itself: libsonde-autotrace does.
+ * (traced_cpp.cpp), and with TRACED_PLUGIN=path a library loaded with dlopen mid-run
+ * (plugin.c). It records nothing itself: libsonde-autotrace does.
  * Usage: traced [attach OUTDIR] - with "attach", main (not instrumented) makes its own profiler
  * and attaches it. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -74,6 +77,17 @@ int run(void)
     if (setjmp(g_jump) == 0)
         jumper();
     g_sink += cpp_entry(4);
+    const char *plugin = getenv("TRACED_PLUGIN");
+    if (plugin) { /* loaded after tracing began: its symbols were not in the first report */
+        void *h = dlopen(plugin, RTLD_NOW);
+        int (*work)(int) = NULL;
+        if (h)
+            *(void **)(&work) = dlsym(h, "plugin_work");
+        if (work)
+            g_sink += work(2);
+        else
+            fprintf(stderr, "traced: cannot use %s: %s\n", plugin, dlerror());
+    }
     pthread_t t;
     pthread_create(&t, NULL, worker, NULL);
     pthread_join(t, NULL);

@@ -626,6 +626,9 @@ helper = [s for s in r["sections"] if s["name"] == "helper_static"][0]
 assert helper["threads"] == 2, helper  # main's and the worker's calls
 print("autotrace: source file and line of static and C++ functions, 2 threads")
 PY
+    # a library loaded with dlopen after tracing began: its functions, static too, are named
+    run_traced plugin TRACED_PLUGIN="$build/tests/libtraced_plugin.so" SONDE_AUTOTRACE_INCLUDE='plugin_*'
+    [ "$(cat plugin.txt | tr '\n' ' ')" = "plugin_static=2 plugin_work=1 " ] || fail "dlopen: $(cat plugin.txt)"
     # include: only the named functions (by name)
     run_traced inc SONDE_AUTOTRACE_INCLUDE='fib, worker'
     [ "$(cat inc.txt | tr '\n' ' ')" = "fib=25 worker=1 " ] || fail "include: $(cat inc.txt)"
