@@ -272,6 +272,18 @@ class Recording(Base):
         self.assertFalse(os.path.exists(quiet))
 
 
+class Loading(Base):
+    def test_a_missing_library_names_where_it_looked(self):
+        env = dict(os.environ, SONDE_LIBRARY=os.path.join(self.dir, "nowhere", "libsonde.so.0"))
+        code = "import sys; sys.path.insert(0, sys.argv[1]); import sonde"
+        pkg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
+        r = subprocess.run([sys.executable, "-c", code, pkg], env=env, capture_output=True,
+                           text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("ImportError: sonde: cannot load libsonde; set SONDE_LIBRARY", r.stderr)
+        self.assertIn("nowhere/libsonde.so.0 (missing)", r.stderr)
+
+
 class Argparse(Base):
     def parse(self, words):
         parser = sonde.add_profiling_args(argparse.ArgumentParser())

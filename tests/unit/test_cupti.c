@@ -136,9 +136,51 @@ static void encode_parse_round_trip(void **state)
     sm__gpu_free_raw(&raw);
 }
 
-int main(void)
+static char g_fake[1024];
+
+/* CUPTI has one set of callbacks per process: a second profiler asking for CUDA activity is told
+ * which one has it, in its report; once the first is destroyed, another may collect. */
+static void one_collector_at_a_time(void **state)
 {
+    (void)state;
+    setenv("SONDE_CUPTI_LIBRARY", g_fake, 1);
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "first");
+    c.cuda_activity = 1;
+    sonde_profiler *a = sonde_create(&c);
+    c.name = "second";
+    sonde_profiler *b = sonde_create(&c);
+    sm_model m;
+    tu_finish(b, &m);
+    int warned = 0;
+    for (size_t i = 0; i < m.n_warnings; i++)
+        warned |= strstr(m.warnings[i], "cuda activity: another profiler (first) collects CUDA "
+                                        "activity in this process") != NULL;
+    assert_true(warned);
+    sm_free(&m);
+    tu_finish(a, &m);
+    for (size_t i = 0; i < m.n_warnings; i++)
+        assert_null(strstr(m.warnings[i], "cuda activity"));
+    sm_free(&m);
+    c.name = "third";
+    sonde_profiler *t = sonde_create(&c);
+    tu_finish(t, &m);
+    for (size_t i = 0; i < m.n_warnings; i++)
+        assert_null(strstr(m.warnings[i], "cuda activity"));
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_cupti FAKE_LIBCUPTI\n");
+        return 2;
+    }
+    snprintf(g_fake, sizeof g_fake, "%s", argv[1]);
     const struct CMUnitTest tests[] = {cmocka_unit_test(convert_kernel_memcpy_memset_api),
-                                       cmocka_unit_test(encode_parse_round_trip)};
+                                       cmocka_unit_test(encode_parse_round_trip),
+                                       cmocka_unit_test(one_collector_at_a_time)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
