@@ -189,6 +189,38 @@ class Recording(Base):
         totals = [x["total_s"] for x in s["stats"]]
         self.assertEqual(totals, sorted(totals, reverse=True))
 
+    def test_every_other_recording_call_reaches_the_report(self):
+        with self.make("calls", record_shapes=True) as prof:
+            prof.record_model_params("unet", 8.6e8)
+            for i in range(3):
+                with prof.profile("denoise"):
+                    prof.record_shape("latent", [1, 4, 64, 64])
+                    time.sleep(0.001)
+                    prof.record_diffusion_step(i, 999.0 - i, block_size=2, guidance_scale=7.5)
+                prof.counter("queue", i)
+                prof.sync()
+            prof.record_block(0, 16, seconds=0.5, memory_mb=1024)
+            prof.event("done")
+        r = self.report("calls")
+        dn = [s for s in r["sections"] if s["name"] == "denoise"][0]
+        self.assertEqual(dn["metadata"]["latent"], ["[1, 4, 64, 64]"])
+        d = r["diffusion"]
+        self.assertEqual(d["steps"]["count"], 3)
+        self.assertEqual(d["blocks"]["count"], 1)
+        self.assertEqual(d["blocks"]["frames"], 16)
+        self.assertEqual(d["models"][0]["name"], "unet")
+        self.assertEqual({c["name"]: c["samples"] for c in r["counters"]}["queue"], 3)
+        self.assertEqual({e["name"]: e["count"] for e in r["events"]}["done"], 1)
+
+    def test_clear_discards_what_came_before(self):
+        with self.make("cleared") as prof:
+            with prof.profile("before"):
+                pass
+            prof.clear()
+            with prof.profile("after"):
+                pass
+        self.assertEqual([s["name"] for s in self.report("cleared")["sections"]], ["after"])
+
     def test_exception_in_a_block_closes_the_section_and_propagates(self):
         with self.assertRaises(KeyError):
             with self.make("raises") as prof:
