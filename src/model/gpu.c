@@ -45,14 +45,8 @@ static int i32z(const uint8_t **pp, const uint8_t *end, int32_t *v)
 int sm__gpu_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end)
 {
     while (p < end) {
-        if (raw->n_gpu == raw->cap_gpu) {
-            size_t nc = raw->cap_gpu ? raw->cap_gpu * 2 : 256;
-            sm_gpu_raw *g = sonde__realloc(raw->gpu, nc * sizeof *g);
-            if (!g)
-                return -2;
-            raw->gpu = g;
-            raw->cap_gpu = nc;
-        }
+        if (SONDE_GROW(raw->gpu, raw->n_gpu, raw->cap_gpu))
+            return -2;
         sm_gpu_raw *g = &raw->gpu[raw->n_gpu];
         memset(g, 0, sizeof *g);
         g->kind = *p++;

@@ -11,18 +11,7 @@
 #include "model_build.h"
 #include "../util/alloc.h"
 
-#define GROW(arr, n, cap) ((n) < (cap) ? 0 : grow_array((void **)&(arr), &(cap), sizeof *(arr)))
-
-static int grow_array(void **arr, size_t *cap, size_t elem)
-{
-    size_t nc = *cap ? *cap * 2 : 16;
-    void *n = sonde__realloc(*arr, nc * elem);
-    if (!n)
-        return -1;
-    *arr = n;
-    *cap = nc;
-    return 0;
-}
+#define GROW SONDE_GROW
 
 const char *sm_str(const sm_model *m, uint32_t id)
 {
@@ -1115,31 +1104,9 @@ int sm_merge(sm_model *d, sm_model *s)
     d->run_units_s += s->run_units_s;
     d->run_flops += s->run_flops;
     d->dropped_events += s->dropped_events;
-    /* The arrays moved into d: src keeps only what it still owns. */
-    sonde__free(s->spans);
-    s->spans = NULL;
-    s->n_spans = 0;
-    sonde__free(s->meta);
-    s->meta = NULL;
-    s->n_meta = 0;
-    sonde__free(s->sessions);
-    s->sessions = NULL;
-    s->n_sessions = 0;
-    sonde__free(s->instants);
-    s->instants = NULL;
-    s->n_instants = 0;
-    sonde__free(s->steps);
-    s->steps = NULL;
-    s->n_steps = 0;
-    sonde__free(s->windows);
-    s->windows = NULL;
-    s->n_windows = 0;
-    sonde__free(s->dsteps);
-    s->dsteps = NULL;
-    s->n_dsteps = 0;
-    sonde__free(s->blocks);
-    s->blocks = NULL;
-    s->n_blocks = 0;
+    /* The elements moved into d: src's arrays hold none any more (sm_free frees the arrays). */
+    s->n_spans = s->n_meta = s->n_sessions = s->n_instants = s->n_steps = s->n_windows = 0;
+    s->n_dsteps = s->n_blocks = 0;
 #undef REMAP_UNIT
     for (size_t i = 0; i < d->n_rates; i++)
         sonde__free(d->rates[i].unit);

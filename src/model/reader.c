@@ -17,19 +17,7 @@
 #include "model_build.h"
 #include "../util/alloc.h"
 
-#define GROW(arr, n, cap)                                                                      \
-    ((n) < (cap) ? 0 : grow_array((void **)&(arr), &(cap), sizeof *(arr)))
-
-static int grow_array(void **arr, size_t *cap, size_t elem)
-{
-    size_t nc = *cap ? *cap * 2 : 16;
-    void *n = sonde__realloc(*arr, nc * elem);
-    if (!n)
-        return -1;
-    *arr = n;
-    *cap = nc;
-    return 0;
-}
+#define GROW SONDE_GROW
 
 typedef struct rblock {
     uint64_t first, nslots, base_tick;

@@ -103,3 +103,14 @@ int sonde__asprintf(char **out, const char *fmt, ...)
     *out = b;
     return n;
 }
+
+int sonde__grow(void **arr, size_t *cap, size_t elem)
+{
+    size_t nc = *cap ? *cap * 2 : 16;
+    void *n = sonde__realloc(*arr, nc * elem);
+    if (!n)
+        return -1;
+    *arr = n;
+    *cap = nc;
+    return 0;
+}

@@ -11,6 +11,10 @@ void *sonde__calloc(size_t count, size_t size); /* NULL on overflow of count * s
 void *sonde__realloc(void *p, size_t n);
 void sonde__free(void *p);
 char *sonde__strdup(const char *s);
+/* Doubles the capacity of a growing array (16 at first) through sonde__realloc; 0, or -1 with
+ * *arr and *cap unchanged. SONDE_GROW(arr, n, cap) grows only when the array is full. */
+int sonde__grow(void **arr, size_t *cap, size_t elem);
+#define SONDE_GROW(arr, n, cap) ((n) < (cap) ? 0 : sonde__grow((void **)&(arr), &(cap), sizeof *(arr)))
 /* Like asprintf: the length, or -1 (and *out unset) when out of memory. */
 int sonde__asprintf(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
