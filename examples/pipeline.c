@@ -365,7 +365,7 @@ int sonde_pipeline_main(int argc, char **argv)
                    sum->units_per_s);
         printf("\nfiles:\n");
         static const char *ext[] = {".sonde", ".json", ".csv", ".instances.csv", ".txt",
-                                    ".trace.json.gz"};
+                                    ".trace.json.gz", ".html"};
         for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
             snprintf(path, sizeof path, "%s%s", stem, ext[i]);
             if (access(path, F_OK) == 0)

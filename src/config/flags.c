@@ -196,22 +196,18 @@ int sonde_config_from_args(sonde_config *cfg, int *argc, char **argv)
     }
     /* 2. Apply in the order of precedence on a working copy: preset, file, environment, flags. */
     sonde_config c = *cfg;
+    static const struct {
+        const char *flag;
+        int (*apply)(sonde_config *, const char *);
+    } layers[] = {{"profile-preset", sonde_config_preset}, {"profile-config", sonde_config_load_file}};
     int layered = 0;
-    for (size_t i = 0; i < nh; i++)
-        if (!strcmp(hits[i].f->name, "profile-preset")) {
-            if ((rc = sonde_config_preset(&c, hits[i].value))) {
-                char msg[512];
-                snprintf(msg, sizeof msg, "--profile-preset: %s", sonde_last_error());
-                rc = sonde__fail(rc, "%s", msg);
-                goto out;
-            }
-            layered = 1;
-        }
-    for (size_t i = 0; i < nh; i++)
-        if (!strcmp(hits[i].f->name, "profile-config")) {
-            if ((rc = sonde_config_load_file(&c, hits[i].value))) {
+    for (size_t l = 0; l < sizeof layers / sizeof layers[0]; l++)
+        for (size_t i = 0; i < nh; i++) {
+            if (strcmp(hits[i].f->name, layers[l].flag))
+                continue;
+            if ((rc = layers[l].apply(&c, hits[i].value))) {
                 char msg[600];
-                snprintf(msg, sizeof msg, "--profile-config: %s", sonde_last_error());
+                snprintf(msg, sizeof msg, "--%s: %s", layers[l].flag, sonde_last_error());
                 rc = sonde__fail(rc, "%s", msg);
                 goto out;
             }

@@ -137,6 +137,34 @@ int sx_write_formats(const sm_model *m, const char *dir, const char *name, unsig
     return rc;
 }
 
+/* Where row f of the table writes: DIR/NAME.ext, or TensorBoard's own place. Allocated; NULL
+ * when out of memory. */
+static char *format_path(const sm_model *m, const char *dir, const char *name, size_t f)
+{
+    if (g_formats[f].tensorboard)
+        return sx_tensorboard_path(m, dir, name);
+    char *path = NULL;
+    if (sonde__asprintf(&path, "%s%s%s%s", dir, dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/",
+                        name, g_formats[f].ext) < 0)
+        return NULL;
+    return path;
+}
+
+int sx_each_path(const sm_model *m, const char *dir, const char *name, unsigned formats,
+                 void (*fn)(const char *path, void *ctx), void *ctx)
+{
+    for (size_t f = 0; f < N_FORMATS; f++) {
+        if (!(formats & g_formats[f].bit))
+            continue;
+        char *path = format_path(m, dir, name, f);
+        if (!path)
+            return sonde__fail(SONDE_ENOMEM, "out of memory");
+        fn(path, ctx);
+        sonde__free(path);
+    }
+    return 0;
+}
+
 static int write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats)
 {
     int rc = 0;
@@ -145,24 +173,16 @@ static int write_formats(const sm_model *m, const char *dir, const char *name, u
     for (size_t f = 0; f < N_FORMATS; f++) {
         if (!(formats & g_formats[f].bit))
             continue;
-        char *path;
+        char *path = format_path(m, dir, name, f);
         int r = 0;
-        if (g_formats[f].tensorboard) {
-            path = sx_tensorboard_path(m, dir, name);
-            if (!path)
-                return sonde__fail(SONDE_ENOMEM, "out of memory");
+        if (!path)
+            return sonde__fail(SONDE_ENOMEM, "out of memory");
+        if (g_formats[f].tensorboard) { /* its directory is its own */
             char *slash = strrchr(path, '/');
             *slash = 0;
             if (mkdir_p(path) != 0)
                 r = sonde__fail(SONDE_EIO, "cannot create %s: %s", path, strerror(errno));
             *slash = '/';
-        } else {
-            size_t n = strlen(dir) + strlen(name) + strlen(g_formats[f].ext) + 2;
-            path = sonde__malloc(n);
-            if (!path)
-                return sonde__fail(SONDE_ENOMEM, "out of memory");
-            snprintf(path, n, "%s%s%s%s", dir, dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/",
-                     name, g_formats[f].ext);
         }
         if (!r)
             r = write_one(m, path, f);

@@ -51,6 +51,10 @@ int sx_write_formats(const sm_model *m, const char *dir, const char *name, unsig
 /* Prints the text summary to stderr (sonde_destroy with print_summary, `sonde run`); nothing
  * when out of memory. */
 void sx_print_summary(const sm_model *m);
+/* Calls fn with the path of every file the formats in the mask write for DIR/NAME, in the order
+ * sx_write_formats writes them. 0, or SONDE_ENOMEM. */
+int sx_each_path(const sm_model *m, const char *dir, const char *name, unsigned formats,
+                 void (*fn)(const char *path, void *ctx), void *ctx);
 /* Where the TensorBoard format goes: DIR/plugins/profile/RUN/HOST_PID.pt.trace.json.gz, RUN
  * being name less its -rankN in a distributed job (every rank a worker of one run). Allocated
  * (sonde__free); NULL when out of memory. */

@@ -914,16 +914,24 @@ int sonde_block(sonde_profiler *p, int block_index, int block_size_frames, doubl
     return sonde__record(p, SONDE_K_BLOCK, 0, (uint32_t)block_index, v);
 }
 
+/* A named value of kind (metric, counter, parameter count): the name interned, the value finite
+ * (and not negative when min_zero). The caller checked p. */
+static int named_value(sonde_profiler *p, const char *call, unsigned kind, const char *name,
+                       double value, int min_zero)
+{
+    uint32_t id;
+    int rc = intern_arg(name, call, "name", &id);
+    if (rc || (rc = finite_arg(p, value, call)))
+        return rc;
+    if (min_zero && value < 0)
+        return sonde__fail(SONDE_EINVAL, "%s: %g is negative", call, value);
+    return sonde__record(p, kind, id, 0, &value);
+}
+
 int sonde_model_params(sonde_profiler *p, const char *name, double count)
 {
     RECORDING_OR_RETURN(p, "sonde_model_params");
-    uint32_t id;
-    int rc = intern_arg(name, "sonde_model_params", "name", &id);
-    if (rc || (rc = finite_arg(p, count, "sonde_model_params")))
-        return rc;
-    if (count < 0)
-        return sonde__fail(SONDE_EINVAL, "sonde_model_params: %g is negative", count);
-    return sonde__record(p, SONDE_K_PARAMS, id, 0, &count);
+    return named_value(p, "sonde_model_params", SONDE_K_PARAMS, name, count, 1);
 }
 
 int sonde_shape(sonde_profiler *p, const char *name, const int64_t *dims, int ndims)
@@ -947,11 +955,7 @@ int sonde_shape(sonde_profiler *p, const char *name, const int64_t *dims, int nd
 int sonde_metric(sonde_profiler *p, const char *name, double value)
 {
     RECORDING_OR_RETURN(p, "sonde_metric");
-    uint32_t id;
-    int rc = intern_arg(name, "sonde_metric", "name", &id);
-    if (rc || (rc = finite_arg(p, value, "sonde_metric")))
-        return rc;
-    return sonde__record(p, SONDE_K_METRIC, id, 0, &value);
+    return named_value(p, "sonde_metric", SONDE_K_METRIC, name, value, 0);
 }
 
 int sonde_throughput(sonde_profiler *p, double units, double seconds)
@@ -998,11 +1002,7 @@ int sonde_event(sonde_profiler *p, const char *name)
 int sonde_counter(sonde_profiler *p, const char *name, double value)
 {
     RECORDING_OR_RETURN(p, "sonde_counter");
-    uint32_t id;
-    int rc = intern_arg(name, "sonde_counter", "name", &id);
-    if (rc || (rc = finite_arg(p, value, "sonde_counter")))
-        return rc;
-    return sonde__record(p, SONDE_K_COUNTER, id, 0, &value);
+    return named_value(p, "sonde_counter", SONDE_K_COUNTER, name, value, 0);
 }
 
 int sonde_sync(sonde_profiler *p)

@@ -150,7 +150,7 @@ static void draw(sampler *s, double now)
     sbuf_printf(&b, " | step %llu (%.2f/s) ===\n", (unsigned long long)steps, rate);
     lines++;
     char name[64];
-    for (size_t g = 0; g < 64 && g < 4096; g++) {
+    for (size_t g = 0; g < 64; g++) {
         int ok_mem, ok_pct, ok_util, ok_temp, ok_pow, ok_lim;
         snprintf(name, sizeof name, "gpu%zu memory MiB", g);
         double mem = get(s, name, &ok_mem);

@@ -11,7 +11,12 @@
 #include "config/keys.h"
 #include "export/export.h"
 #include "record/record.h"
-#include "util/alloc.h"
+
+static void print_path(const char *path, void *ctx)
+{
+    (void)ctx;
+    printf("%s\n", path);
+}
 
 int cmd_export(int argc, char **argv)
 {
@@ -73,20 +78,7 @@ int cmd_export(int argc, char **argv)
         return cli_fail(CLI_USAGE, "export", "%s", sonde_last_error());
     }
     if (!quiet) {
-        static const struct { unsigned bit; const char *ext; } outs[] = {
-            {SONDE_FORMAT_JSON, ".json"}, {SONDE_FORMAT_CSV, ".csv"},
-            {SONDE_FORMAT_CSV, ".instances.csv"}, {SONDE_FORMAT_TXT, ".txt"},
-            {SONDE_FORMAT_TRACE, ".trace.json.gz"}, {SONDE_FORMAT_SAMPLES, ".samples.csv"},
-            {SONDE_FORMAT_HTML, ".html"}};
-        for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
-            if (formats & outs[i].bit)
-                printf("%s/%s%s\n", dir, m.name, outs[i].ext);
-        if (formats & SONDE_FORMAT_TENSORBOARD) {
-            char *tb = sx_tensorboard_path(&m, dir, m.name);
-            if (tb)
-                printf("%s\n", tb);
-            sonde__free(tb);
-        }
+        sx_each_path(&m, dir, m.name, formats, print_path, NULL);
         for (size_t i = 0; i < m.n_warnings; i++)
             if (strstr(m.warnings[i], "torn") || strstr(m.warnings[i], "checksum"))
                 fprintf(stderr, "sonde export: warning: %s\n", m.warnings[i]);
