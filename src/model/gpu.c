@@ -12,19 +12,10 @@
 #include "../util/strmap.h"
 #include "model_build.h"
 
-static int var(const uint8_t **pp, const uint8_t *end, uint64_t *v)
-{
-    size_t k = varint_get(*pp, (size_t)(end - *pp), v);
-    if (!k)
-        return -1;
-    *pp += k;
-    return 0;
-}
-
 static int u32(const uint8_t **pp, const uint8_t *end, uint32_t *v)
 {
     uint64_t x;
-    if (var(pp, end, &x) || x > UINT32_MAX)
+    if (sm__get_var(pp, end, &x) || x > UINT32_MAX)
         return -1;
     *v = (uint32_t)x;
     return 0;
@@ -33,7 +24,7 @@ static int u32(const uint8_t **pp, const uint8_t *end, uint32_t *v)
 static int i32z(const uint8_t **pp, const uint8_t *end, int32_t *v)
 {
     uint64_t x;
-    if (var(pp, end, &x))
+    if (sm__get_var(pp, end, &x))
         return -1;
     int64_t d = zigzag_dec(x);
     if (d < INT32_MIN || d > INT32_MAX)
@@ -51,13 +42,13 @@ int sm__gpu_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end)
         memset(g, 0, sizeof *g);
         g->kind = *p++;
         if (u32(&p, end, &g->device) || u32(&p, end, &g->stream) ||
-            u32(&p, end, &g->correlation) || var(&p, end, &g->start_mono) ||
-            var(&p, end, &g->dur))
+            u32(&p, end, &g->correlation) || sm__get_var(&p, end, &g->start_mono) ||
+            sm__get_var(&p, end, &g->dur))
             return -1;
         switch (g->kind) {
         case SONDE_GPU_KERNEL: {
             uint64_t n;
-            if (var(&p, end, &n) || n > SONDE_GPU_NAME_MAX || n > (uint64_t)(end - p))
+            if (sm__get_var(&p, end, &n) || n > SONDE_GPU_NAME_MAX || n > (uint64_t)(end - p))
                 return -1;
             if (!(g->name = sonde__malloc(n + 1)))
                 return -2;
@@ -74,12 +65,12 @@ int sm__gpu_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end)
             continue;
         }
         case SONDE_GPU_MEMCPY:
-            if (var(&p, end, &g->bytes) || p >= end)
+            if (sm__get_var(&p, end, &g->bytes) || p >= end)
                 return -1;
             g->copy_kind = *p++;
             break;
         case SONDE_GPU_MEMSET:
-            if (var(&p, end, &g->bytes))
+            if (sm__get_var(&p, end, &g->bytes))
                 return -1;
             break;
         case SONDE_GPU_API:

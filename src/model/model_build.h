@@ -43,6 +43,8 @@ typedef struct sb_raw {
     size_t n_gpu, cap_gpu;
 } sb_raw;
 
+/* reader.c: the varint at *pp (advanced past it); 0, or -1 when it runs past end. */
+int sm__get_var(const uint8_t **pp, const uint8_t *end, uint64_t *v);
 /* gpu.c: one GPU record's entries appended to raw; 0, -1 malformed, -2 out of memory. */
 int sm__gpu_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end);
 /* Places the entries on the run's time line and links each to the section that launched it;

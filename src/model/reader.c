@@ -76,7 +76,7 @@ static int get_str(const uint8_t **pp, const uint8_t *end, char **out)
     return 0;
 }
 
-static int get_var(const uint8_t **pp, const uint8_t *end, uint64_t *v)
+int sm__get_var(const uint8_t **pp, const uint8_t *end, uint64_t *v)
 {
     size_t k = varint_get(*pp, (size_t)(end - *pp), v);
     if (!k)
@@ -146,8 +146,8 @@ static int parse_site(rstate *s, const uint8_t *p, const uint8_t *end)
 {
     uint64_t id, line;
     char *name = NULL, *file = NULL, *func = NULL;
-    if (get_var(&p, end, &id) || id >= (1u << 28) || get_str(&p, end, &name) ||
-        get_str(&p, end, &file) || get_str(&p, end, &func) || get_var(&p, end, &line)) {
+    if (sm__get_var(&p, end, &id) || id >= (1u << 28) || get_str(&p, end, &name) ||
+        get_str(&p, end, &file) || get_str(&p, end, &func) || sm__get_var(&p, end, &line)) {
         sonde__free(name);
         sonde__free(file);
         sonde__free(func);
@@ -186,7 +186,7 @@ static int parse_thread(rstate *s, const uint8_t *p, const uint8_t *end)
 {
     uint64_t idx, tid;
     char *name = NULL;
-    if (get_var(&p, end, &idx) || get_var(&p, end, &tid) || get_str(&p, end, &name))
+    if (sm__get_var(&p, end, &idx) || sm__get_var(&p, end, &tid) || get_str(&p, end, &name))
         return -1;
     rthread *t = thread_at(s, idx);
     if (!t) {
@@ -202,8 +202,8 @@ static int parse_thread(rstate *s, const uint8_t *p, const uint8_t *end)
 static int parse_events(rstate *s, const uint8_t *p, const uint8_t *end, size_t order)
 {
     uint64_t idx, tid, first, nslots;
-    if (get_var(&p, end, &idx) || get_var(&p, end, &tid) || get_var(&p, end, &first) ||
-        get_var(&p, end, &nslots) || end - p < 8)
+    if (sm__get_var(&p, end, &idx) || sm__get_var(&p, end, &tid) || sm__get_var(&p, end, &first) ||
+        sm__get_var(&p, end, &nslots) || end - p < 8)
         return -1;
     rthread *t = thread_at(s, idx);
     if (!t)
@@ -243,12 +243,12 @@ static int decode_thread(rstate *s, rthread *t, sb_tevents *out)
         uint64_t slot = b->first, prev = b->base_tick;
         while (p < end) {
             uint64_t tag, dz, arg = 0;
-            if (get_var(&p, end, &tag) || get_var(&p, end, &dz))
+            if (sm__get_var(&p, end, &tag) || sm__get_var(&p, end, &dz))
                 goto bad;
             unsigned kind = (unsigned)(tag & 15u);
             if (kind >= SONDE_K_COUNT)
                 goto bad;
-            if (sonde_kind_has_arg(kind) && get_var(&p, end, &arg))
+            if (sonde_kind_has_arg(kind) && sm__get_var(&p, end, &arg))
                 goto bad;
             unsigned nv = sonde_kind_values(kind);
             if ((size_t)(end - p) < nv * 8u)
@@ -334,7 +334,7 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
         case SONDE_R_EVENTS: r = parse_events(&s, p, end, order++); break;
         case SONDE_R_ANCHOR: {
             uint64_t t, mo, re;
-            if (get_var(&p, end, &t) || get_var(&p, end, &mo) || get_var(&p, end, &re)) {
+            if (sm__get_var(&p, end, &t) || sm__get_var(&p, end, &mo) || sm__get_var(&p, end, &re)) {
                 r = -1;
                 break;
             }
@@ -365,7 +365,7 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
             while (!r && p < end) {
                 char *k = NULL;
                 r = get_str(&p, end, &k);
-                if (!r && get_var(&p, end, &v))
+                if (!r && sm__get_var(&p, end, &v))
                     r = -1;
                 if (!r && !strcmp(k, "dropped_events"))
                     s.raw.dropped = v;
@@ -377,7 +377,7 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
             }
             break;
         case SONDE_R_CLEAR:
-            if (get_var(&p, end, &v))
+            if (sm__get_var(&p, end, &v))
                 r = -1;
             else if (v > s.raw.clear_tick)
                 s.raw.clear_tick = v;
@@ -386,7 +386,7 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
             r = sm__gpu_parse(&s.raw, p, end);
             break;
         case SONDE_R_END:
-            if (get_var(&p, end, &v))
+            if (sm__get_var(&p, end, &v))
                 r = -1;
             else {
                 s.raw.end_tick = v;
