@@ -219,6 +219,14 @@ static void timeline(sbuf *b, const sm_model *m, size_t max_spans)
         const sm_counter *k = &m->counters[c];
         if (!k->n || !chart_worthy(k))
             continue;
+        if (!k->t_ns) { /* read from a JSON report: its figures, no samples to draw */
+            sbuf_puts(b, "<div class=\"counter\"><div class=\"cname\">");
+            esc(b, k->name);
+            sbuf_printf(b, " <span class=\"range\">min %.4g, mean %.4g, max %.4g, last %.4g "
+                           "(%zu samples; a JSON report keeps no samples to draw)</span></div></div>\n",
+                        k->min, k->sum / (double)k->n, k->max, k->last, k->n);
+            continue;
+        }
         double lo = k->min, hi = k->max > k->min ? k->max : k->min + 1;
         sbuf_puts(b, "<div class=\"counter\"><div class=\"cname\">");
         esc(b, k->name);

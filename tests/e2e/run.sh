@@ -165,7 +165,7 @@ cli)
     # bad input: exact exit codes and messages naming the file
     expect 2 "nothere.sonde: No such file or directory" "$sonde" export nothere.sonde
     echo "just text" > notes.sonde
-    expect 2 "notes.sonde:1:4: JSON error: '[' or '{' expected near 'just'" "$sonde" summary notes.sonde
+    expect 2 "notes.sonde: a text file; expected a .sonde file or a NAME.json report" "$sonde" summary notes.sonde
     expect 2 "notes.sonde: not a .sonde file (bad magic)" "$sonde" export notes.sonde
     sed 's/"schema_version":1/"schema_version":2/' sonde-out/pipeline.json > v2.json
     expect 2 "v2.json: a sonde report of schema_version 2; this sonde reads version 1" "$sonde" summary v2.json
@@ -174,6 +174,24 @@ cli)
     expect 0 "torn last record" "$sonde" export torn.sonde -o torn
     [ -f torn/pipeline.json ] || fail "torn export wrote nothing"
     expect 2 "--sort fast: expected total, self, count or mean" "$sonde" summary --sort fast sonde-out/pipeline.json
+    # every command takes both kinds of run it documents; the demo's report holds a counter with
+    # several values, which a JSON report carries without its samples
+    for f in sonde-out/pipeline.sonde sonde-out/pipeline.json; do
+        expect 0 "" "$sonde" summary "$f"
+        expect 0 "" "$sonde" report "$f" -o "kinds-${f##*.}.html"
+        grep -q "latent_rms" "kinds-${f##*.}.html" || fail "report of $f lacks the counter"
+        expect 0 "" "$sonde" aggregate "$f"
+        expect 0 "" "$sonde" diff "$f" "$f"
+    done
+    # the wrong kind of input: what it is and what was expected
+    for c in summary report "diff sonde-out/pipeline.json"; do
+        expect 2 "sonde-out is a directory; expected a .sonde file or a NAME.json report (e.g. sonde-out/NAME.sonde)" "$sonde" $c sonde-out
+    done
+    expect 2 "pipeline.csv: a CSV or text file; expected a .sonde file or a NAME.json report" "$sonde" summary sonde-out/pipeline.csv
+    expect 2 "pipeline.trace.json.gz: a gzip file (a .trace.json.gz trace?); expected" "$sonde" report sonde-out/pipeline.trace.json.gz
+    gzip -dc sonde-out/pipeline.trace.json.gz > plain.trace.json
+    expect 2 "plain.trace.json: a Chrome trace, not a sonde report" "$sonde" summary plain.trace.json
+    expect 2 "two runs are needed, BASE and NEW; got only sonde-out/pipeline.sonde" "$sonde" diff sonde-out/pipeline.sonde
     # config
     expect 0 "" "$sonde" config --list
     for k in buffer_mb gpu_interval_s warmup memory_every_n_steps SONDE_GPU_DEVICES --profile-wait; do

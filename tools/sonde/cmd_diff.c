@@ -220,6 +220,10 @@ int cmd_diff(int argc, char **argv)
             return cli_fail(CLI_USAGE, "diff", "two runs: BASE and NEW (got a third, %s)", a);
         }
     }
+    if (nf == 1) {
+        cli_fail(CLI_USAGE, "diff", "two runs are needed, BASE and NEW; got only %s", files[0]);
+        return cli_usage(cli_find("diff"), 1);
+    }
     if (nf != 2)
         return cli_usage(cli_find("diff"), 1);
     int json = !strcmp(format, "json"), md = !strcmp(format, "markdown");

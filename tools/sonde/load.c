@@ -82,7 +82,12 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
     json_t *schema = json_object_get(root, "schema"), *ver = json_object_get(root, "schema_version");
     if (!json_is_object(root) || !json_is_string(schema) ||
         strcmp(json_string_value(schema), "sonde-report")) {
-        sonde__fail(rc, "%s: not a sonde report (no \"schema\": \"sonde-report\")", path);
+        sonde__fail(rc, "%s: %s, not a sonde report (no \"schema\": \"sonde-report\"); "
+                        "expected a .sonde file or a NAME.json report", path,
+                    json_object_get(root, "traceEvents") || json_is_array(root)
+                        ? "a Chrome trace"
+                        : json_object_get(root, "schema") ? "a JSON file of another schema"
+                                                          : "a JSON file");
         goto out;
     }
     if (!json_is_integer(ver) || json_integer_value(ver) != 1) {
@@ -298,26 +303,54 @@ out:
     return rc;
 }
 
+/* What a file that is neither a .sonde file nor a JSON report looks like, for the message: its
+ * first bytes (head, got of them) against the kinds a user may hand a command by mistake. */
+static const char *kind_of(const unsigned char *head, size_t got)
+{
+    if (got >= 2 && head[0] == 0x1f && head[1] == 0x8b)
+        return "a gzip file (a .trace.json.gz trace?)";
+    if (got == 0)
+        return "an empty file";
+    size_t i = 0;
+    while (i < got && (head[i] == ' ' || head[i] == '\t' || head[i] == '\n' || head[i] == '\r'))
+        i++;
+    if (i < got && (head[i] == '{' || head[i] == '['))
+        return NULL; /* JSON: the report reader says what kind */
+    if (memchr(head, 0, got))
+        return "a binary file sonde did not write";
+    return memchr(head, ',', got) ? "a CSV or text file" : "a text file";
+}
+
+#define EXPECTED "expected a .sonde file or a NAME.json report"
+
 int cli_load(const char *cmd, const char *path, sm_model *m)
 {
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return cli_fail(CLI_USAGE, cmd, "%s: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return cli_fail(CLI_USAGE, cmd, "%s is a directory; " EXPECTED " (e.g. %s%sNAME.sonde)",
+                        path, path, path[strlen(path) - 1] == '/' ? "" : "/");
     FILE *f = fopen(path, "rb");
     if (!f)
         return cli_fail(CLI_USAGE, cmd, "%s: %s", path, strerror(errno));
-    char head[SONDE_FILE_MAGIC_LEN] = {0};
+    unsigned char head[256] = {0};
     size_t got = fread(head, 1, sizeof head, f);
-    int is_sonde = got == SONDE_FILE_MAGIC_LEN && !memcmp(head, SONDE_FILE_MAGIC, got);
-    if (is_sonde) {
+    if (got >= SONDE_FILE_MAGIC_LEN && !memcmp(head, SONDE_FILE_MAGIC, SONDE_FILE_MAGIC_LEN)) {
         fclose(f);
         if (sm_read_file(path, m) != 0)
             return cli_fail(CLI_USAGE, cmd, "%s", sonde_last_error());
         return 0;
     }
+    const char *kind = kind_of(head, got);
+    if (kind) {
+        fclose(f);
+        return cli_fail(CLI_USAGE, cmd, "%s: %s; " EXPECTED, path, kind);
+    }
     /* a JSON report */
-    struct stat st;
     if (fstat(fileno(f), &st) != 0 || st.st_size > (off_t)(512u << 20)) {
         fclose(f);
-        return cli_fail(CLI_USAGE, cmd, "%s: not a .sonde file or a JSON report of at most 512 MiB",
-                        path);
+        return cli_fail(CLI_USAGE, cmd, "%s: a JSON file over 512 MiB; " EXPECTED, path);
     }
     size_t n = (size_t)st.st_size;
     char *buf = malloc(n + 1);
