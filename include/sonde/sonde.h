@@ -319,8 +319,15 @@ int sonde_counter(sonde_profiler *p, const char *name, double value);
  * rank: the common instant lets `sonde merge` align the ranks more tightly than their clocks. */
 int sonde_sync(sonde_profiler *p);
 /* Marks the end of one step (a training iteration, a denoising step); the report gives the
- * step count, per-step durations and steps/s. */
+ * step count, per-step durations and steps/s. Steps are numbered from 0, as PyTorch numbers
+ * them: the first sonde_step ends step 0. A step begins at its sonde_step_begin when there was
+ * one since the step before it ended, else where that step ended (the first: at sonde_create), so
+ * without sonde_step_begin, work done before a loop (loading, a prefill) counts in step 0. */
 int sonde_step(sonde_profiler *p);
+/* Marks where the next step begins: the time between the end of the step before and this call
+ * belongs to no step, and step statistics (and the advice drawn from them) leave it out.
+ * SONDE_STEP(p) does both for a block: the step begins there and ends with the block. */
+int sonde_step_begin(sonde_profiler *p);
 
 /* Diffusion pipelines (as in the reference documents): one denoising step, one block of frames,
  * a model's parameter count. seconds <= 0: the duration of the calling thread's innermost open
@@ -364,11 +371,15 @@ typedef struct sonde_summary_t {
     uint64_t warnings;         /* misuse or faults listed in the report */
     size_t n_stats;            /* entries in stats, sorted by total_s, largest first */
     sonde_section_stats *stats;
+    const char *not_recorded;  /* NULL while recording; else why nothing was recorded ("profiling
+                                  is disabled", "cannot create DIR: ...") and every figure is 0 */
 } sonde_summary_t;
 
-/* Flushes what was recorded so far and computes the summary of the whole run. Returns NULL on
- * failure (out of memory, nothing readable was written; see sonde_last_error()). Free the result
- * with sonde_summary_free. */
+/* Flushes what was recorded so far and computes the summary of the whole run. A profiler that
+ * records nothing (disabled, or its output directory could not be written) still gives a
+ * summary: empty, with not_recorded saying why. Returns NULL only for a NULL or destroyed
+ * profiler, when out of memory, or when the recording cannot be read back (see
+ * sonde_last_error()). Free the result with sonde_summary_free. */
 sonde_summary_t *sonde_summary(sonde_profiler *p);
 void sonde_summary_free(sonde_summary_t *s);
 
@@ -383,7 +394,8 @@ int sonde_clear(sonde_profiler *p);
 /* ---------------------------------------------------------------------------------------------
  * Macros: SONDE_SCOPE(p, "literal") opens a section that ends with the enclosing block;
  * SONDE_FUNCTION(p) one named after the enclosing function. The name is registered once per
- * call site; each use then costs a clock read and a store.
+ * call site; each use then costs a clock read and a store. SONDE_STEP(p) makes the rest of the
+ * enclosing block one step (sonde_step_begin now, sonde_step at the block's end).
  * ------------------------------------------------------------------------------------------- */
 /* Private interface below: don't call these directly; their layout may change. */
 typedef struct sonde_site {
@@ -566,9 +578,18 @@ SONDE__INLINE void sonde__scope_close(sonde__scope *sc)
 #define SONDE__CAT2(a, b) a##b
 #define SONDE__CAT(a, b) SONDE__CAT2(a, b)
 
+SONDE__INLINE sonde_profiler *sonde__step_open(sonde_profiler *p)
+{
+    sonde_step_begin(p);
+    return p;
+}
+
+SONDE__INLINE void sonde__step_close(sonde_profiler **p) { sonde_step(*p); }
+
 #if defined(SONDE_DISABLE)
 #define SONDE_SCOPE(p, name) ((void)0)
 #define SONDE_FUNCTION(p) ((void)0)
+#define SONDE_STEP(p) ((void)0)
 #elif defined(__cplusplus)
 } /* extern "C" */
 struct sonde__scope_guard {
@@ -579,12 +600,20 @@ struct sonde__scope_guard {
     sonde__scope_guard(const sonde__scope_guard &) = delete;
     sonde__scope_guard &operator=(const sonde__scope_guard &) = delete;
 };
+struct sonde__step_guard {
+    sonde_profiler *p;
+    SONDE__NOINSTR explicit sonde__step_guard(sonde_profiler *q) : p(sonde__step_open(q)) {}
+    SONDE__NOINSTR ~sonde__step_guard() { sonde__step_close(&p); }
+    sonde__step_guard(const sonde__step_guard &) = delete;
+    sonde__step_guard &operator=(const sonde__step_guard &) = delete;
+};
 extern "C" {
 #define SONDE__SCOPE_SITE(p, nm, fn)                                                            \
     static sonde_site SONDE__CAT(sonde__site_, __LINE__) = {nm, __FILE__, fn, __LINE__, 0};    \
     sonde__scope_guard SONDE__CAT(sonde__guard_, __LINE__)((p), &SONDE__CAT(sonde__site_, __LINE__))
 #define SONDE_SCOPE(p, name) SONDE__SCOPE_SITE(p, name, __func__)
 #define SONDE_FUNCTION(p) SONDE__SCOPE_SITE(p, __func__, __func__)
+#define SONDE_STEP(p) sonde__step_guard SONDE__CAT(sonde__step_, __LINE__)((p))
 #else
 #define SONDE__SCOPE_SITE(p, nm, fn)                                                            \
     static sonde_site SONDE__CAT(sonde__site_, __LINE__) = {nm, __FILE__, fn, __LINE__, 0};    \
@@ -593,6 +622,9 @@ extern "C" {
         sonde__scope_open((p), &SONDE__CAT(sonde__site_, __LINE__))
 #define SONDE_SCOPE(p, name) SONDE__SCOPE_SITE(p, name, __func__)
 #define SONDE_FUNCTION(p) SONDE__SCOPE_SITE(p, __func__, __func__)
+#define SONDE_STEP(p)                                                                           \
+    sonde_profiler *SONDE__CAT(sonde__step_, __LINE__)                                         \
+        __attribute__((cleanup(sonde__step_close), unused)) = sonde__step_open(p)
 #endif
 
 #ifdef __cplusplus

@@ -229,7 +229,10 @@ class Profiler:
 
     @property
     def trace_path(self):
-        """Where the Chrome/Perfetto trace is (or will be) written."""
+        """Where the Chrome/Perfetto trace is (or will be) written; None when the profiler
+        records nothing (disabled, or its output directory could not be written)."""
+        if self.file_path is None:
+            return None
         return os.path.join(self.output_dir, self._name + ".trace.json.gz")
 
     @property
@@ -372,8 +375,9 @@ class Profiler:
 
     def get_summary(self):
         """The run so far as a dict: total_duration_s, sections, steps, units, unit,
-        units_per_s, flops, flops_per_s, dropped_events, warnings, and stats (one dict per
-        section name, largest total first, with the fields of sonde_section_stats)."""
+        units_per_s, flops, flops_per_s, dropped_events, warnings, not_recorded (None, or why
+        nothing was recorded: then every figure is 0) and stats (one dict per section name,
+        largest total first, with the fields of sonde_section_stats)."""
         sp = _lib.sonde_summary(self._h())
         if not sp:
             _check(_lib.sonde_status(self._handle) or EIO, "get_summary")

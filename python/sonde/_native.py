@@ -67,6 +67,7 @@ class Summary(ctypes.Structure):
         ("warnings", ctypes.c_uint64),
         ("n_stats", ctypes.c_size_t),
         ("stats", ctypes.POINTER(SectionStats)),
+        ("not_recorded", ctypes.c_char_p),
     ]
 
 

@@ -102,22 +102,21 @@ static const sm_counter *system_counter(const sm_model *m, const char *name)
     return NULL;
 }
 
-/* Durations of the step marks, in order (all of them). */
-static double *step_durations(const sm_model *m, size_t *n)
+/* The series of the active steps' durations, numbered as the steps are (from 0). Empty when
+ * out of memory. */
+static void step_series(const sm_model *m, sa_series *o)
 {
-    *n = 0;
-    if (!m->n_steps)
-        return NULL;
-    double *d = sonde__malloc(m->n_steps * sizeof *d);
-    if (!d)
-        return NULL;
-    int64_t prev = 0;
-    for (size_t i = 0; i < m->n_steps; i++) {
-        if (m->steps[i].active)
-            d[(*n)++] = (double)(m->steps[i].t_ns - prev) / 1e9;
-        prev = m->steps[i].t_ns;
-    }
-    return d;
+    double *d = sonde__malloc((m->n_steps ? m->n_steps : 1) * sizeof *d);
+    uint64_t *id = sonde__malloc((m->n_steps ? m->n_steps : 1) * sizeof *id);
+    size_t n = 0;
+    for (size_t i = 0; d && id && i < m->n_steps; i++)
+        if (m->steps[i].active) {
+            d[n] = sm_step_s(&m->steps[i]);
+            id[n++] = m->steps[i].number;
+        }
+    sa_series_of(d, id, n, o);
+    sonde__free(d);
+    sonde__free(id);
 }
 
 /* ---- the rules ---- */
@@ -179,11 +178,8 @@ static int rule_first_slow(const sm_model *m, sa_finding *f)
 {
     sa_diffusion d;
     sa_diffusion_of(m, &d);
-    size_t n;
-    double *steps = step_durations(m, &n);
     sa_series s;
-    sa_series_of(steps, NULL, n, &s);
-    sonde__free(steps);
+    step_series(m, &s);
     const char *what = NULL;
     const sa_series *pick = NULL;
     if (s.count >= 4 && s.first_s > 2 * s.p50_s) {
@@ -211,18 +207,15 @@ static int rule_first_slow(const sm_model *m, sa_finding *f)
 
 static int rule_step_variance(const sm_model *m, sa_finding *f)
 {
-    size_t n;
-    double *steps = step_durations(m, &n);
     sa_series s;
-    sa_series_of(steps, NULL, n, &s);
-    sonde__free(steps);
+    step_series(m, &s);
     if (s.count < 10 || s.p50_s <= 0 || s.p99_s / s.p50_s < 1.5)
         return 0;
     snprintf(f->title, sizeof f->title, "Step times vary: p99 is %.1fx the median",
              s.p99_s / s.p50_s);
     snprintf(f->evidence, sizeof f->evidence, "p50 %.3f s, p99 %.3f s, slowest %.3f s (step %llu) "
                                                "over %zu steps", s.p50_s, s.p99_s, s.max_s,
-             (unsigned long long)s.slowest + 1, s.count);
+             (unsigned long long)s.slowest, s.count);
     snprintf(f->advice, sizeof f->advice,
              "Irregular steps point to stalls: garbage collection, data loading, host "
              "synchronisation, recompilation on new shapes, or another process on the machine. "

@@ -500,13 +500,11 @@ int sx_html(const sm_model *m, sbuf *b)
     if (vals && ids) {
         if (m->n_steps) {
             size_t k = 0;
-            int64_t prev = 0;
             for (size_t i = 0; i < m->n_steps; i++) {
                 if (m->steps[i].active) {
-                    vals[k] = (double)(m->steps[i].t_ns - prev) / 1e9;
-                    ids[k++] = m->steps[i].number - 1;
+                    vals[k] = sm_step_s(&m->steps[i]);
+                    ids[k++] = m->steps[i].number;
                 }
-                prev = m->steps[i].t_ns;
             }
             sbuf_puts(b, "<h2 id=\"steps\">Steps</h2>\n");
             bars(b, "step-chart", vals, ids, k, "step");

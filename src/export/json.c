@@ -388,8 +388,7 @@ int sx_json(const sm_model *m, sbuf *b)
     for (size_t i = 0; i < m->n_steps; i++) {
         if (i)
             sbuf_putc(b, ',');
-        int64_t prev = i ? m->steps[i - 1].t_ns : 0;
-        sbuf_json_num(b, (double)(m->steps[i].t_ns - prev) / 1e9);
+        sbuf_json_num(b, sm_step_s(&m->steps[i]));
     }
     sbuf_puts(b, "],");
     key(b, "active");

@@ -61,8 +61,14 @@ sonde_summary_t *sonde_summary(sonde_profiler *p)
         pthread_mutex_unlock(&p->wlock);
     }
     sm_model m;
-    if (read_back(p, &m))
+    const char *why = NULL; /* nothing recorded: an empty summary that says why */
+    if (!p->path) {
+        memset(&m, 0, sizeof m);
+        why = p->status_msg[0] ? p->status_msg
+                               : "profiling is disabled (sonde_config.enabled = 0, SONDE_ENABLED=0)";
+    } else if (read_back(p, &m)) {
         return NULL;
+    }
     sonde_summary_t *s = sonde__calloc(1, sizeof *s);
     if (!s) {
         sm_free(&m);
@@ -87,7 +93,7 @@ sonde_summary_t *sonde_summary(sonde_profiler *p)
     s->warnings = m.n_warnings;
     s->n_stats = m.n_stats;
     /* One block: the stats array, then the names. */
-    size_t names = strlen(p->unit) + 1;
+    size_t names = strlen(p->unit) + 1 + (why ? strlen(why) + 1 : 0);
     for (size_t i = 0; i < m.n_stats; i++)
         names += strlen(m.stats[i].name) + strlen(m.stats[i].unit) + 2;
     s->stats = sonde__calloc(1, m.n_stats * sizeof *s->stats + names + 1);
@@ -101,6 +107,11 @@ sonde_summary_t *sonde_summary(sonde_profiler *p)
     strcpy(np, p->unit);
     s->unit = np;
     np += strlen(np) + 1;
+    if (why) {
+        strcpy(np, why);
+        s->not_recorded = np;
+        np += strlen(np) + 1;
+    }
     for (size_t i = 0; i < m.n_stats; i++) {
         const sm_stat *x = &m.stats[i];
         sonde_section_stats *o = &s->stats[i];

@@ -174,7 +174,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     t.ctx = ctx;
     t.first = !o->continued;
     int pid = o->pid > 0 ? o->pid : m->pid > 0 ? m->pid : 1;
-    const uint64_t sess_tid = 0;
+    const uint64_t steps_tid = 1ull << 31; /* the steps' own track: no kernel tid reaches it */
 
     /* Escaped names, once per site. */
     char **esc = sonde__calloc(m->n_sites ? m->n_sites : 1, sizeof *esc);
@@ -214,8 +214,8 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         sbuf_free(&l);
     }
     sbuf_puts(&t.b, "}}");
-    if (m->n_sessions)
-        name_meta(&t, "thread_name", pid, sess_tid, "sessions");
+    if (m->n_steps)
+        name_meta(&t, "thread_name", pid, steps_tid, "steps");
     /* Threads of other processes (a program run under `sonde run`): named processes of their
      * own. */
     for (size_t i = 0; i < m->n_threads; i++) {
@@ -358,15 +358,20 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     for (size_t i = 0; i < m->n_steps && !t.err; i++) {
         if (m->steps[i].t_ns < t0 || m->steps[i].t_ns >= t1)
             continue;
-        sep(&t);
-        sbuf_puts(&t.b, "{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"step\",\"name\":\"step ");
-        sbuf_u64(&t.b, m->steps[i].number);
+        const sm_step *st = &m->steps[i];
+        if (o->tensorboard && !st->active)
+            continue; /* a window's trace holds the steps it recorded, as PyTorch's does */
+        sep(&t); /* the step from its start to its end, on the steps' track */
+        sbuf_puts(&t.b, "{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step ");
+        sbuf_u64(&t.b, st->number);
         sbuf_add(&t.b, "\",\"ts\":", 7);
-        sbuf_us3(&t.b, m->steps[i].t_ns + sh);
-        sbuf_puts(&t.b, ids[m->steps[i].thread]);
+        sbuf_us3(&t.b, st->start_ns + sh);
+        sbuf_add(&t.b, ",\"dur\":", 7);
+        sbuf_us3(&t.b, st->t_ns - st->start_ns);
+        pid_tid(&t, pid, steps_tid);
         sbuf_puts(&t.b, ",\"args\":{\"step\":");
-        sbuf_u64(&t.b, m->steps[i].number);
-        sbuf_puts(&t.b, "}}");
+        sbuf_u64(&t.b, st->number);
+        sbuf_puts(&t.b, st->begun ? ",\"begun\":true}}" : "}}");
         /* and a "step" counter track: the step number over time */
         sep(&t);
         sbuf_puts(&t.b, "{\"ph\":\"C\",\"name\":\"step\",\"ts\":");
@@ -376,14 +381,13 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         sbuf_u64(&t.b, m->steps[i].number);
         sbuf_puts(&t.b, "}}");
         if (o->tensorboard) { /* the step as a span, named as PyTorch names its steps */
-            int64_t from = i ? m->steps[i - 1].t_ns : 0;
             sep(&t);
             sbuf_puts(&t.b, "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#");
-            sbuf_u64(&t.b, m->steps[i].number);
+            sbuf_u64(&t.b, st->number);
             sbuf_add(&t.b, "\",\"ts\":", 7);
-            sbuf_us3(&t.b, from + sh);
+            sbuf_us3(&t.b, st->start_ns + sh);
             sbuf_add(&t.b, ",\"dur\":", 7);
-            sbuf_us3(&t.b, m->steps[i].t_ns - from);
+            sbuf_us3(&t.b, st->t_ns - st->start_ns);
             sbuf_puts(&t.b, ids[m->steps[i].thread]);
             sbuf_putc(&t.b, '}');
         }
@@ -411,7 +415,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         sbuf_us3(&t.b, s->start_ns + sh);
         sbuf_add(&t.b, ",\"dur\":", 7);
         sbuf_us3(&t.b, s->end_ns - s->start_ns);
-        pid_tid(&t, pid, sess_tid);
+        sbuf_puts(&t.b, ids[s->thread < m->n_threads ? s->thread : 0]); /* on the thread that began it */
         sbuf_putc(&t.b, '}');
     }
     if (!t.err && m->n_gpu)

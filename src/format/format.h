@@ -42,7 +42,8 @@ enum {
     SONDE_K_THROUGHPUT = 5, /* id: unit name, 0 for the run's unit; 2 doubles: units, seconds (<= 0: the section's own duration) */
     SONDE_K_FLOPS = 6,      /* 1 double */
     SONDE_K_METADATA = 7,   /* id: key; arg: value string id */
-    SONDE_K_STEP = 8,       /* arg: step number */
+    SONDE_K_STEP = 8,       /* arg: steps ended so far (n: step n-1 ends), or
+                               SONDE_STEP_BEGIN | n: step n begins (sonde_step_begin) */
     SONDE_K_SESSION_BEGIN = 9, /* id: name */
     SONDE_K_SESSION_END = 10,
     SONDE_K_GAP = 11,       /* arg: events dropped on this thread just before */
@@ -52,6 +53,8 @@ enum {
     SONDE_K_PARAMS = 15,    /* id: model name; 1 double: parameter count */
     SONDE_K_COUNT
 };
+
+#define SONDE_STEP_BEGIN 0x80000000u /* STEP arg bit: a step begins */
 
 /* Slots (16-byte units of a thread buffer) an event of each kind takes in memory. */
 static inline unsigned sonde_kind_slots(unsigned kind)

@@ -178,7 +178,7 @@ static int32_t session_at(const sm_model *m, int64_t t)
 
 typedef struct sess_ev {
     uint64_t tick;
-    uint32_t name;
+    uint32_t name, thread;
     int begin;
 } sess_ev;
 
@@ -205,6 +205,7 @@ static int build_sessions(bctx *b, sb_raw *raw, uint64_t end_tick)
             }
             ev[n].tick = e->tick;
             ev[n].name = e->id;
+            ev[n].thread = (uint32_t)t;
             ev[n].begin = e->kind == SONDE_K_SESSION_BEGIN;
             n++;
         }
@@ -232,6 +233,7 @@ static int build_sessions(bctx *b, sb_raw *raw, uint64_t end_tick)
             sm_session *s = &m->sessions[m->n_sessions++];
             memset(s, 0, sizeof *s);
             s->name = ev[i].name;
+            s->thread = ev[i].thread;
             s->start_ns = rel(b, tick);
             s->meta = -1;
             open = 1;
@@ -503,7 +505,10 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
                 break;
             if (GROW(m->steps, m->n_steps, b->cap_steps))
                 goto out;
-            m->steps[m->n_steps++] = (sm_step){e->arg, t, tindex, 1};
+            if (e->arg & SONDE_STEP_BEGIN) /* paired with its end by sort_steps */
+                m->steps[m->n_steps++] = (sm_step){e->arg & ~SONDE_STEP_BEGIN, t, tindex, 1, t, 2};
+            else
+                m->steps[m->n_steps++] = (sm_step){e->arg ? e->arg - 1 : 0, t, tindex, 1, 0, 0};
             break;
         case SONDE_K_METRIC:
         case SONDE_K_THROUGHPUT:
@@ -670,11 +675,27 @@ static int cmp_step(const void *a, const void *b)
     return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
 }
 
-/* Steps may be marked from several threads: time order. */
+/* Steps may be marked from several threads: time order. Then each end takes its start from the
+ * last begin mark since the step before it ended (else that end), and the marks go. */
 static int sort_steps(sm_model *m)
 {
     if (m->n_steps > 1)
         qsort(m->steps, m->n_steps, sizeof *m->steps, cmp_step);
+    size_t k = 0;
+    int64_t prev_end = 0, begin = -1;
+    for (size_t i = 0; i < m->n_steps; i++) {
+        sm_step s = m->steps[i];
+        if (s.begun == 2) {
+            begin = s.t_ns;
+            continue;
+        }
+        s.begun = begin >= prev_end;
+        s.start_ns = s.begun ? begin : prev_end;
+        begin = -1;
+        prev_end = s.t_ns;
+        m->steps[k++] = s;
+    }
+    m->n_steps = k;
     return 0;
 }
 
@@ -922,9 +943,9 @@ static int derive(sm_model *m)
         if (m->blocks[i].span >= 0)
             m->blocks[i].seconds = (double)(m->spans[m->blocks[i].span].end_ns -
                                             m->spans[m->blocks[i].span].start_ns) / 1e9;
-    /* Mark number k ends step k - 1: that step is active when a window covers its number. */
+    /* A step is active when a window covers its number. */
     for (size_t i = 0; m->scheduled && i < m->n_steps; i++) {
-        uint64_t step = m->steps[i].number ? m->steps[i].number - 1 : 0;
+        uint64_t step = m->steps[i].number;
         m->steps[i].active = 0;
         for (size_t w = 0; w < m->n_windows; w++)
             if (step >= m->windows[w].first_step && step <= m->windows[w].last_step)
@@ -993,6 +1014,7 @@ int sm_merge(sm_model *d, sm_model *s)
     for (size_t i = 0; i < s->n_sessions; i++) {
         sm_session *x = &d->sessions[sess0 + (int32_t)i];
         x->name += site0;
+        x->thread += th0;
         x->start_ns += off;
         x->end_ns += off;
         x->unit = REMAP_UNIT(x->unit);
@@ -1028,6 +1050,7 @@ int sm_merge(sm_model *d, sm_model *s)
     for (size_t i = 0; i < s->n_steps; i++) {
         d->steps[d->n_steps + i].thread += th0;
         d->steps[d->n_steps + i].t_ns += off;
+        d->steps[d->n_steps + i].start_ns += off;
     }
     d->n_steps += s->n_steps;
     MOVE_APPEND(d->windows, d->n_windows, s->windows, s->n_windows);
@@ -1231,8 +1254,9 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     uint64_t last_step = 0;
     for (size_t t = 0; t < raw->n_threads; t++)
         for (size_t i = 0; i < raw->tev[t].n; i++)
-            if (raw->tev[t].ev[i].kind == SONDE_K_STEP && raw->tev[t].ev[i].arg > last_step)
-                last_step = raw->tev[t].ev[i].arg;
+            if (raw->tev[t].ev[i].kind == SONDE_K_STEP &&
+                (raw->tev[t].ev[i].arg & ~SONDE_STEP_BEGIN) > last_step)
+                last_step = raw->tev[t].ev[i].arg & ~SONDE_STEP_BEGIN;
     if (build_modes(&b, raw, end_tick, last_step))
         goto out;
     for (size_t t = 0; t < raw->n_threads; t++) {
@@ -1589,12 +1613,10 @@ void sm_steps(const sm_model *m, sm_steps_summary *o)
     double *d = sonde__malloc(n * sizeof *d);
     if (!d)
         return;
-    int64_t prev = 0;
     size_t k = 0;
     double span = 0;
     for (size_t i = 0; i < n; i++) {
-        double dur = (double)(m->steps[i].t_ns - prev) / 1e9;
-        prev = m->steps[i].t_ns;
+        double dur = sm_step_s(&m->steps[i]);
         if (!m->steps[i].active)
             continue;
         if (!k)

@@ -46,6 +46,7 @@ typedef struct sm_meta {
 
 typedef struct sm_session {
     uint32_t name;             /* site id */
+    uint32_t thread;           /* the thread that began it (sm_model.threads index) */
     int64_t start_ns, end_ns;
     int32_t meta;
     double units, units_s;
@@ -68,12 +69,20 @@ typedef struct sm_counter {
     double min, max, sum, last;
 } sm_counter;
 
+/* One step, numbered from 0 as PyTorch numbers them. It ends at its sonde_step and begins at its
+ * sonde_step_begin when there was one, else where the step before it ended (the run's start for
+ * the first). */
 typedef struct sm_step {
     uint64_t number;
-    int64_t t_ns;
-    uint32_t thread;
+    int64_t t_ns;              /* its end */
+    uint32_t thread;           /* the thread that ended it */
     int active;                /* inside an active window of the step schedule (1 without one) */
+    int64_t start_ns;
+    int begun;                 /* 1: begun by sonde_step_begin (2 while reading: a begin mark) */
 } sm_step;
+
+/* A step's duration in seconds. */
+static inline double sm_step_s(const sm_step *s) { return (double)(s->t_ns - s->start_ns) / 1e9; }
 
 /* An active window of the step schedule: the steps whose sections the report keeps. */
 typedef struct sm_window {

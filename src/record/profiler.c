@@ -1023,7 +1023,7 @@ int sonde_step(sonde_profiler *p)
     int rc = sonde__record(p, SONDE_K_STEP, 0, (uint32_t)n, NULL);
     if (p->nvtx) {
         char mark[32];
-        snprintf(mark, sizeof mark, "step %llu", (unsigned long long)n);
+        snprintf(mark, sizeof mark, "step %llu", (unsigned long long)(n - 1)); /* ended: from 0 */
         sonde__nvtx_mark(mark);
     }
     if (p->schedule_on || (p->cfg.memory_every_n_steps && n % p->cfg.memory_every_n_steps == 0)) {
@@ -1042,6 +1042,15 @@ int sonde_step(sonde_profiler *p)
         pthread_mutex_unlock(&p->step_lock);
     }
     return rc;
+}
+
+int sonde_step_begin(sonde_profiler *p)
+{
+    CHECK_P(p, "sonde_step_begin");
+    if (p->fd < 0 || atomic_load(&p->finalized))
+        return 0;
+    uint64_t n = atomic_load(&p->steps); /* the step about to begin */
+    return sonde__record(p, SONDE_K_STEP, 0, SONDE_STEP_BEGIN | (uint32_t)(n & 0x7fffffffu), NULL);
 }
 
 int sonde_clear(sonde_profiler *p)

@@ -147,7 +147,7 @@ static void draw(sampler *s, double now)
         sbuf_printf(&b, " | session %s", sonde__site_get(sess)->name);
     if (stage)
         sbuf_printf(&b, " | stage %s", stage);
-    sbuf_printf(&b, " | step %llu (%.2f/s) ===\n", (unsigned long long)steps, rate);
+    sbuf_printf(&b, " | %llu steps (%.2f/s) ===\n", (unsigned long long)steps, rate);
     lines++;
     char name[64];
     for (size_t g = 0; g < 64; g++) {

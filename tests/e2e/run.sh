@@ -155,6 +155,21 @@ cli)
     expect 0 "" "$sonde" export sonde-out/pipeline.sonde --format tensorboard -o tb
     grep -q "^tb/plugins/profile/pipeline/.*_[0-9]*\.pt\.trace\.json\.gz$" out.txt || fail "tensorboard path: $(cat out.txt)"
     check tensorboard tb pipeline sonde-out/pipeline.json
+    # with a schedule the TensorBoard trace holds the steps the window recorded, under PyTorch's
+    # numbers (steps from 0): skip 1, wait 1, warm up 1, then steps 3, 4 and 5
+    SONDE_FORMATS=json,tensorboard SONDE_OUTPUT_DIR=sched "$build/examples/pipeline" --steps 10 --blocks 2 \
+        --frames 4 --dim 32 --quiet --profile-skip-first 1 --profile-wait 1 --profile-warmup 1 \
+        --profile-active 3 --profile-repeat 1
+    python3 - sched <<'PY'
+import glob, gzip, json, sys
+ev = json.load(gzip.open(glob.glob(sys.argv[1] + "/plugins/profile/pipeline/*.pt.trace.json.gz")[0]))["traceEvents"]
+steps = [e["name"] for e in ev if e["name"].startswith("ProfilerStep#")]
+assert steps == ["ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5"], steps
+r = json.load(open(sys.argv[1] + "/pipeline.json"))
+assert r["steps"]["active"] == [False] * 3 + [True] * 3 + [False] * 4, r["steps"]
+w = r["schedule"]["windows"][0]
+assert (w["first_step"], w["last_step"]) == (3, 5), w
+PY
     # summary from the .sonde file and from the JSON report print the same
     "$sonde" summary sonde-out/pipeline.sonde > a.txt
     "$sonde" summary sonde-out/pipeline.json > b.txt
@@ -704,7 +719,7 @@ for l in log:
 assert all(v == 0 for v in depth.values()), "ranges left open: %s" % depth
 assert len(depth) == 4, "ranges on %d threads, expected 4" % len(depth)
 marks = [" ".join(l[2:]) for l in log if l[0] == "mark"]
-assert marks == ["step %d" % i for i in range(1, rep["steps"]["count"] + 1)], marks
+assert marks == ["step %d" % i for i in range(rep["steps"]["count"])], marks
 starts = {l[2]: l[3] for l in log if l[0] == "start"}
 ends = [l[2] for l in log if l[0] == "end"]
 assert sorted(starts.values()) == sorted("session " + s["name"] for s in rep["sessions"]), starts
@@ -736,11 +751,39 @@ install)
     done
     soname=$(objdump -p "$work/prefix/lib/libsonde.so" | awk '/SONAME/ {print $2}')
     [ "$soname" = "libsonde.so.0" ] || fail "SONAME is '$soname'"
-    # a program outside the tree, with pkg-config
+    # a program outside the tree, with pkg-config and the rpath the README gives for a prefix
+    # that is not the system's: it starts without LD_LIBRARY_PATH
     export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
-    cc -o "$work/minimal" "$src/examples/minimal.c" $(pkg-config --cflags --libs sonde)
-    (cd "$work" && LD_LIBRARY_PATH="$work/prefix/lib" ./minimal > /dev/null)
+    cc -o "$work/minimal" "$src/examples/minimal.c" $(pkg-config --cflags --libs sonde) \
+        -Wl,-rpath,"$(pkg-config --variable=libdir sonde)"
+    (cd "$work" && env -u LD_LIBRARY_PATH ./minimal > /dev/null) || fail "minimal did not start: $(cd "$work" && ./minimal 2>&1 | head -2)"
     check count "$work/sonde-out/minimal.json" decode 10
+    # the installed libsonde-autotrace finds libsonde.so.0 beside itself, and its .pc file builds
+    # an instrumented program
+    readelf -d "$work/prefix/lib/libsonde-autotrace.so" | grep -q 'RUNPATH.*\[\$ORIGIN\]' ||
+        fail "libsonde-autotrace has no \$ORIGIN RUNPATH: $(readelf -d "$work/prefix/lib/libsonde-autotrace.so" | grep -i path)"
+    printf '#include <stdio.h>\nstatic int sq(int x) { return x * x; }\nint main(void) { int s = 0; for (int i = 0; i < 5; i++) s += sq(i); printf("%%d\\n", s); return 0; }\n' > "$work/traced.c"
+    cc -g -o "$work/traced" "$work/traced.c" $(pkg-config --cflags --libs sonde-autotrace) \
+        -Wl,-rpath,"$(pkg-config --variable=libdir sonde-autotrace)"
+    (cd "$work" && env -u LD_LIBRARY_PATH SONDE_NAME=traced ./traced > traced.out) || fail "traced did not start"
+    [ "$(cat "$work/traced.out")" = 30 ] || fail "traced printed $(cat "$work/traced.out")"
+    check count "$work/sonde-out/traced.json" sq 5
+    # the README's quick start, exactly as printed: enabled, disabled, and with a directory that
+    # cannot be made; each exits 0 and prints its figures or why nothing was recorded
+    awk '/^## Quick start in C/ {q=1} q && /^```c/ {on=1; next} on && /^```/ {exit} on' "$src/README.md" > "$work/quick.c"
+    grep -q "sonde_create" "$work/quick.c" || fail "no quick start found in README.md"
+    cc -Wall -Wextra -Werror -o "$work/quick" "$work/quick.c" $(pkg-config --cflags --libs sonde) \
+        -Wl,-rpath,"$(pkg-config --variable=libdir sonde)"
+    cd "$work"
+    env -u LD_LIBRARY_PATH ./quick > q1.txt 2> q1.err || fail "quick start exited $?: $(cat q1.err)"
+    grep -q "^[0-9.]* tokens/s over 128 steps$" q1.txt || fail "quick start printed: $(cat q1.txt q1.err)"
+    check count sonde-out/llm-serve.json decode 128
+    SONDE_ENABLED=0 ./quick > q2.txt 2> q2.err || fail "quick start, disabled, exited $?: $(cat q2.err)"
+    grep -q "^not profiled: profiling is disabled" q2.txt || fail "disabled quick start printed: $(cat q2.txt q2.err)"
+    touch blocker
+    SONDE_OUTPUT_DIR=blocker/out ./quick > q3.txt 2> q3.err || fail "quick start, unwritable, exited $?: $(cat q3.err)"
+    grep -q "^not profiled: cannot create output directory blocker/out" q3.txt || fail "unwritable quick start printed: $(cat q3.txt q3.err)"
+    cd - > /dev/null
     # and with CMake's find_package
     mkdir -p "$work/consumer"
     cp "$src/examples/minimal.c" "$work/consumer/"

@@ -300,8 +300,28 @@ class Recording(Base):
         p = sonde.Profiler(dict(QUIET, enabled=False, output_dir=quiet), from_env=False)
         with p.profile("x"):
             p.step()
+        s = p.get_summary()  # a valid, empty summary that says why, not an exception
+        self.assertEqual((s["sections"], s["steps"], s["stats"]), (0, 0, []))
+        self.assertIn("disabled", s["not_recorded"])
+        self.assertIsNone(p.trace_path)
         p.close()
         self.assertFalse(os.path.exists(quiet))
+        # an output directory that cannot be made: the same, with the reason
+        blocker = os.path.join(self.dir, "file")
+        open(blocker, "w").close()
+        p = sonde.Profiler(dict(QUIET, output_dir=os.path.join(blocker, "sub")), from_env=False)
+        with p.profile("x"):
+            pass
+        s = p.get_summary()
+        self.assertEqual(s["sections"], 0)
+        self.assertIn("sub", s["not_recorded"])
+        self.assertIsNone(p.trace_path)
+        p.close(raise_on_error=False)
+        # recording: nothing to explain
+        p = self.make("recorded")
+        self.assertIsNone(p.get_summary()["not_recorded"])
+        self.assertTrue(p.trace_path.endswith("recorded.trace.json.gz"))
+        p.close()
 
 
 class Loading(Base):

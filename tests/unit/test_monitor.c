@@ -491,7 +491,7 @@ static void live_display(void **state)
 {
     (void)state;
     const char *out = capture_stderr(run_display);
-    if (!strstr(out, "=== sonde: live | session generate | stage denoising | step "))
+    if (!strstr(out, "=== sonde: live | session generate | stage denoising | "))
         fail_msg("display header missing: %s", out);
     assert_non_null(strstr(out, "CPU: "));
     assert_non_null(strstr(out, "RSS "));

@@ -179,7 +179,10 @@ static void sessions_steps_counters_events(void **state)
         assert_int_equal(m.spans[i].session,
                          strcmp(sm_str(&m, m.spans[i].site), "a") == 0 ? 0 : 1);
     assert_int_equal((int)m.n_steps, 5);
-    assert_int_equal((int)m.steps[4].number, 5);
+    for (int i = 0; i < 5; i++) /* numbered from 0, as PyTorch numbers steps */
+        assert_int_equal((int)m.steps[i].number, i);
+    assert_true(m.steps[0].start_ns == 0 && m.steps[1].start_ns == m.steps[0].t_ns);
+    assert_int_equal(m.sessions[0].thread, 0); /* on the thread that began it */
     sm_steps_summary ss;
     sm_steps(&m, &ss);
     assert_int_equal((int)ss.count, 5);
@@ -194,6 +197,63 @@ static void sessions_steps_counters_events(void **state)
         warned |= strstr(m.warnings[i], "without an open section or session") != NULL;
     assert_true(warned);
     sm_free(&m);
+    tu_rmrf(dir);
+}
+
+/* The quick start's pattern: work before the loop (a prefill), then steps. Without a begin mark
+ * step 0 runs from the start of the run and holds the prefill; with SONDE_STEP (or
+ * sonde_step_begin) each step holds only its own block. */
+static void step_begin_marks(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    for (int marked = 0; marked < 2; marked++) {
+        sonde_config c = tu_config(dir, marked ? "marked" : "unmarked");
+        sonde_profiler *p = sonde_create(&c);
+        {
+            SONDE_SCOPE(p, "prefill");
+            spin_ms(2);
+        }
+        for (int i = 0; i < 4; i++) {
+            if (marked) {
+                SONDE_STEP(p);
+                SONDE_SCOPE(p, "decode");
+                spin_ms(1);
+            } else {
+                SONDE_SCOPE(p, "decode");
+                spin_ms(1);
+                sonde_step(p);
+            }
+        }
+        sm_model m;
+        tu_finish(p, &m);
+        assert_int_equal((int)m.n_steps, 4);
+        const sm_span *prefill = NULL;
+        for (size_t i = 0; i < m.n_spans; i++)
+            if (!strcmp(sm_str(&m, m.spans[i].site), "prefill"))
+                prefill = &m.spans[i];
+        assert_non_null(prefill);
+        for (int i = 0; i < 4; i++) {
+            assert_int_equal((int)m.steps[i].number, i);
+            assert_int_equal(m.steps[i].begun, marked);
+            assert_true(m.steps[i].start_ns < m.steps[i].t_ns);
+        }
+        if (marked) /* step 0 begins after the prefill ended: the prefill is in no step */
+            assert_true(m.steps[0].start_ns >= prefill->end_ns);
+        else
+            assert_true(m.steps[0].start_ns == 0 && m.steps[0].start_ns < prefill->start_ns);
+        /* each decode lies inside its step */
+        int k = 0;
+        for (size_t i = 0; i < m.n_spans; i++)
+            if (!strcmp(sm_str(&m, m.spans[i].site), "decode")) {
+                assert_true(m.spans[i].start_ns >= m.steps[k].start_ns);
+                assert_true(m.spans[i].end_ns <= m.steps[k].t_ns || !marked);
+                k++;
+            }
+        assert_int_equal(k, 4);
+        sm_free(&m);
+    }
     tu_rmrf(dir);
 }
 
@@ -720,6 +780,7 @@ int main(void)
         cmocka_unit_test(sections_nest),
         cmocka_unit_test(attachments),
         cmocka_unit_test(sessions_steps_counters_events),
+        cmocka_unit_test(step_begin_marks),
         cmocka_unit_test(misuse),
         cmocka_unit_test(disabled_is_a_no_op),
         cmocka_unit_test(clear_discards_earlier), cmocka_unit_test(min_duration_leaves_out_short),
