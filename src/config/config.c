@@ -1,12 +1,115 @@
 /* config.c - configuration defaults and the environment (SONDE_*), both driven by the key table
  * in keys.c. */
 #define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../record/record.h"
+#include "../util/alloc.h"
+#include "../util/suggest.h"
 #include "keys.h"
+
+extern char **environ;
+
+/* SONDE_* variables that are not keys but are read by some part of sonde. */
+static const char *const g_other_vars[] = {
+    "SONDE_CONFIG",         "SONDE_NVML_LIBRARY", "SONDE_CUDART_LIBRARY", "SONDE_CUPTI_LIBRARY",
+    "SONDE_LIBRARY",        "SONDE_RUN_DIR",      "SONDE_RUN_NAME",       "SONDE_AUTOTRACE",
+};
+#define N_OTHER (sizeof g_other_vars / sizeof g_other_vars[0])
+
+/* The message of the last sonde_config_from_env that failed, until one succeeds: sonde_create
+ * repeats it on stderr, since a program that drops the return code would otherwise never hear
+ * that its environment was not applied. */
+static pthread_mutex_t g_env_lock = PTHREAD_MUTEX_INITIALIZER;
+static char g_env_failed[600];
+
+void sonde__env_failure(char *out, size_t cap)
+{
+    pthread_mutex_lock(&g_env_lock);
+    snprintf(out, cap, "%s", g_env_failed);
+    pthread_mutex_unlock(&g_env_lock);
+}
+
+static int env_result(int rc)
+{
+    pthread_mutex_lock(&g_env_lock);
+    snprintf(g_env_failed, sizeof g_env_failed, "%s", rc ? sonde_last_error() : "");
+    pthread_mutex_unlock(&g_env_lock);
+    return rc;
+}
+
+/* 1 when the letters of a (underscores aside) appear in b in order: an abbreviation of b
+ * (OUTDIR of OUTPUT_DIR). */
+static int abbreviates(const char *a, const char *b)
+{
+    for (; *a; a++) {
+        if (*a == '_')
+            continue;
+        while (*b && *b != *a)
+            b++;
+        if (!*b++)
+            return 0;
+    }
+    return 1;
+}
+
+/* The variable a mistyped one most likely meant: the shortest it abbreviates, else the closest
+ * by edit distance, else NULL. */
+static const char *closest_var(const char *var, const char *const *cands, size_t n)
+{
+    const char *best = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strlen(var) >= 9 && abbreviates(var + 6, cands[i] + 6) && (!best || strlen(cands[i]) < strlen(best)))
+            best = cands[i];
+    return best ? best : suggest(var, cands, n);
+}
+
+/* Once per process: each SONDE_* variable that no part of sonde reads, named on stderr with the
+ * closest one that exists (SONDE_OUTDIR -> SONDE_OUTPUT_DIR), since it is otherwise ignored. */
+static void warn_unknown_vars(void)
+{
+    static atomic_int done;
+    if (atomic_exchange(&done, 1))
+        return;
+    size_t n;
+    const sonde_key *k = sonde__keys(&n);
+    char(*names)[64] = sonde__calloc(n + N_OTHER, sizeof *names);
+    const char **cands = sonde__calloc(n + N_OTHER, sizeof *cands);
+    if (!names || !cands) {
+        sonde__free(names);
+        sonde__free(cands);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        sonde__key_env(&k[i], names[i], sizeof names[i]);
+        cands[i] = names[i];
+    }
+    for (size_t i = 0; i < N_OTHER; i++)
+        cands[n + i] = g_other_vars[i];
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+        if (len <= 6 || len >= 64 || strncmp(*e, "SONDE_", 6))
+            continue;
+        char var[64];
+        memcpy(var, *e, len);
+        var[len] = 0;
+        size_t i = 0;
+        while (i < n + N_OTHER && strcmp(cands[i], var))
+            i++;
+        if (i < n + N_OTHER)
+            continue;
+        const char *s = closest_var(var, cands, n + N_OTHER);
+        fprintf(stderr, "sonde: %s is not a sonde variable and is ignored%s%s%s\n", var,
+                s ? " (did you mean " : "", s ? s : "", s ? "?)" : "; `sonde config --list` lists them");
+    }
+    sonde__free(names);
+    sonde__free(cands);
+}
 
 /* python/sonde keeps a sonde_config in this many bytes of opaque storage (python/sonde/_native.py,
  * CONFIG_BYTES) and reaches its fields only through sonde_config_set/get. */
@@ -33,6 +136,7 @@ int sonde_config_from_env(sonde_config *cfg)
 {
     if (!cfg)
         return sonde__fail(SONDE_EINVAL, "sonde_config_from_env: cfg is NULL");
+    warn_unknown_vars();
     sonde_config c = *cfg; /* all or nothing */
     const char *file = getenv("SONDE_CONFIG");
     if (file && *file) {
@@ -40,7 +144,7 @@ int sonde_config_from_env(sonde_config *cfg)
         if (rc) {
             char msg[600];
             snprintf(msg, sizeof msg, "SONDE_CONFIG: %s", sonde_last_error());
-            return sonde__fail(rc, "%s", msg);
+            return env_result(sonde__fail(rc, "%s", msg));
         }
     }
     size_t n;
@@ -53,10 +157,10 @@ int sonde_config_from_env(sonde_config *cfg)
             continue;
         int rc = sonde__key_set(&c, &k[i], v, var);
         if (rc)
-            return rc;
+            return env_result(rc);
     }
     *cfg = c;
-    return 0;
+    return env_result(0);
 }
 
 int sonde_config_set(sonde_config *cfg, const char *key, const char *value)

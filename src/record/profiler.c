@@ -558,6 +558,11 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
 
     char bad[600];
     sonde__config_repair(&cfg, bad, sizeof bad);
+    char env_bad[600];
+    sonde__env_failure(env_bad, sizeof env_bad);
+    if (env_bad[0]) /* said again: the program may have dropped sonde_config_from_env's code */
+        fprintf(stderr, "sonde: the environment was not applied (sonde_config_from_env failed): %s\n",
+                env_bad);
     /* Under `sonde run`, a program that links libsonde records into that run: its file goes
      * beside the run's as RUN.pidN.sonde, the run samples the machine and writes the reports. */
     char joined[512];
@@ -605,6 +610,8 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
         sonde__set_status(p, SONDE_EINVAL, bad);
         sonde__warn(p, "%s", bad);
     }
+    if (env_bad[0])
+        sonde__warn(p, "the environment was not applied: %s", env_bad);
     if (!cfg.enabled)
         return p;
 

@@ -135,6 +135,7 @@ cli)
     [ -z "$imports" ] || fail "network or shell calls imported: $imports"
     expect 0 "" "$sonde" --help
     for c in export summary config demo run; do grep -q "^  $c " out.txt || fail "--help lacks $c"; done
+    grep -q "^  export .*html" out.txt || fail "--help does not list html among export's formats"
     expect 0 "" "$sonde" --version
     grep -q "^sonde [0-9]" out.txt || fail "--version"
     expect 0 "" "$sonde" help export
@@ -146,7 +147,8 @@ cli)
     # export regenerates exactly what the library wrote
     "$build/examples/pipeline" --steps 3 --blocks 2 --frames 4 --dim 32 --quiet
     expect 0 "" "$sonde" export sonde-out/pipeline.sonde -o again
-    for f in json csv instances.csv txt trace.json.gz; do
+    grep -qx "again/pipeline.html" out.txt || fail "export did not list the HTML report: $(cat out.txt)"
+    for f in json csv instances.csv txt trace.json.gz html; do
         cmp -s sonde-out/pipeline.$f again/pipeline.$f || fail "export: pipeline.$f differs from the library's"
     done
     expect 0 "" "$sonde" export sonde-out/pipeline.sonde --format samples -o again --quiet
@@ -783,6 +785,14 @@ install)
     touch blocker
     SONDE_OUTPUT_DIR=blocker/out ./quick > q3.txt 2> q3.err || fail "quick start, unwritable, exited $?: $(cat q3.err)"
     grep -q "^not profiled: cannot create output directory blocker/out" q3.txt || fail "unwritable quick start printed: $(cat q3.txt q3.err)"
+    # the quick start drops sonde_config_from_env's code, as many programs will: a bad value is
+    # still said on stderr by sonde_create, and a variable that is no key is named with the one
+    # it most likely meant
+    SONDE_ENABLED=maybe SONDE_OUTDIR=elsewhere ./quick > q4.txt 2> q4.err || fail "quick start, bad env, exited $?"
+    grep -qF 'sonde: the environment was not applied (sonde_config_from_env failed): SONDE_ENABLED: "maybe" is not a boolean' q4.err || fail "bad SONDE_ENABLED not said: $(cat q4.err)"
+    grep -qF "sonde: SONDE_OUTDIR is not a sonde variable and is ignored (did you mean SONDE_OUTPUT_DIR?)" q4.err || fail "SONDE_OUTDIR not named: $(cat q4.err)"
+    [ "$(grep -c SONDE_OUTDIR q4.err)" = 1 ] || fail "SONDE_OUTDIR named more than once: $(cat q4.err)"
+    grep -q "the environment was not applied" sonde-out/llm-serve-2.json || fail "the report lacks the environment warning"
     cd - > /dev/null
     # and with CMake's find_package
     mkdir -p "$work/consumer"

@@ -21,7 +21,7 @@ static void print_path(const char *path, void *ctx)
 int cmd_export(int argc, char **argv)
 {
     static const char *const opts[] = {"--format", "-o", "--quiet", NULL};
-    const char *file = NULL, *dir = NULL, *fmt = "json,csv,txt,trace";
+    const char *file = NULL, *dir = NULL, *fmt = NULL; /* NULL: the formats the run wrote */
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -46,8 +46,8 @@ int cmd_export(int argc, char **argv)
     }
     if (!file)
         return cli_usage(cli_find("export"), 1);
-    unsigned formats;
-    if (sonde__parse_formats("--format", fmt, &formats))
+    unsigned formats = 0;
+    if (fmt && sonde__parse_formats("--format", fmt, &formats))
         return cli_fail(CLI_USAGE, "export", "%s", sonde_last_error());
     struct stat st;
     int big = stat(file, &st) == 0 && st.st_size > (8 << 20) && isatty(2) && !quiet;
@@ -58,6 +58,11 @@ int cmd_export(int argc, char **argv)
         if (big)
             fputc('\n', stderr);
         return cli_fail(CLI_USAGE, "export", "%s", sonde_last_error());
+    }
+    if (!fmt) { /* the run's own formats, as the library wrote them; every one when unknown */
+        const char *run = sm_info(&m, "config.formats");
+        if (!run || sonde__parse_formats("config.formats", run, &formats) || !formats)
+            sonde__parse_formats("default", "json,csv,txt,trace,html", &formats);
     }
     if (big)
         fprintf(stderr, " writing...");

@@ -10,11 +10,13 @@
 #include <sonde/sonde.h>
 
 static const cli_cmd g_cmds[] = {
-    {"export", cmd_export, "write reports (json, csv, txt, trace) from a .sonde file",
+    {"export", cmd_export, "write reports (json, csv, txt, trace, html, ...) from a .sonde file",
      "usage: sonde export FILE.sonde [--format json,csv,txt,trace,html,samples,tensorboard] [-o DIR] [--quiet]\n"
      "  Regenerates the reports the library wrote for the run, from its .sonde file: the same\n"
-     "  files, byte for byte. DIR defaults to the file's directory; tensorboard writes\n"
-     "  DIR/plugins/profile/RUN/HOST_PID.pt.trace.json.gz (tensorboard --logdir DIR).\n"},
+     "  files, byte for byte. Without --format, the formats the run was configured with (the\n"
+     "  library's default: json, csv, txt, trace and html). DIR defaults to the file's\n"
+     "  directory; tensorboard writes DIR/plugins/profile/RUN/HOST_PID.pt.trace.json.gz\n"
+     "  (tensorboard --logdir DIR).\n"},
     {"summary", cmd_summary, "print the text summary of a run",
      "usage: sonde summary FILE(.sonde|.json) [--sort total|self|count|mean] [--top N]\n"
      "  The table of NAME.txt, from a .sonde file or a NAME.json report.\n"},
