@@ -243,23 +243,55 @@ static int rule_cpu_bound(const sm_model *m, sa_finding *f)
     return 1;
 }
 
-static int rule_dominant_stage(const sm_model *m, sa_finding *f)
+/* A section that is (90% or more of) the whole run in one instance (`sonde run`'s "run", a
+ * main() wrapper): its share says nothing. */
+static int whole_run(const sm_stat *s, double dur)
+{
+    return s->count == 1 && s->total_s >= 0.9 * dur;
+}
+
+/* Distinct names of the direct children of a section name's instances (at most 2 counted). */
+static int child_names(const sm_model *m, int stat)
+{
+    int32_t first = -1;
+    for (size_t i = 0; i < m->n_spans; i++) {
+        const sm_span *c = &m->spans[i];
+        if (c->parent < 0 || m->sites[m->spans[c->parent].site].stat != stat)
+            continue;
+        int32_t st = m->sites[c->site].stat;
+        if (first < 0)
+            first = st;
+        else if (st != first)
+            return 2;
+    }
+    return first >= 0;
+}
+
+/* The section whose own code (self time, not its nested sections) holds most of the run: the
+ * place to look first, and the way to look inside it. Whole-run wrappers are skipped. */
+static int rule_hot_self_time(const sm_model *m, sa_finding *f)
 {
     double dur = (double)m->duration_ns / 1e9;
+    const sm_stat *hot = NULL;
     for (size_t i = 0; i < m->n_stats && dur > 0; i++) {
         const sm_stat *s = &m->stats[i];
-        if (s->min_depth != 0 || s->total_s / dur <= 0.5 || s->total_s / dur > 0.999)
-            continue;
-        snprintf(f->title, sizeof f->title, "Stage \"%.60s\" takes %.0f%% of the run", s->name,
-                 100 * s->total_s / dur);
-        snprintf(f->evidence, sizeof f->evidence, "%.3f s of %.3f s over %llu instance(s)",
-                 s->total_s, dur, (unsigned long long)s->count);
-        snprintf(f->advice, sizeof f->advice,
-                 "Optimise this stage first: its nested sections (self time in the statistics) "
-                 "show where its time goes.");
-        return 1;
+        if (!whole_run(s, dur) && (!hot || s->self_s > hot->self_s))
+            hot = s;
     }
-    return 0;
+    if (!hot || hot->self_s / dur <= 0.5)
+        return 0;
+    int kids = child_names(m, (int)(hot - m->stats));
+    snprintf(f->title, sizeof f->title, "\"%.60s\" spends %.0f%% of the run in its own code",
+             hot->name, 100 * hot->self_s / dur);
+    snprintf(f->evidence, sizeof f->evidence, "self time %.3f s of %.3f s (%.0f%% of its own "
+                                               "%.3f s) over %llu instance(s)", hot->self_s, dur,
+             100 * hot->self_s / (hot->total_s > 0 ? hot->total_s : 1), hot->total_s,
+             (unsigned long long)hot->count);
+    snprintf(f->advice, sizeof f->advice,
+             "%s: put sections around its parts (or build with -finstrument-functions and "
+             "libsonde-autotrace) to see which part holds the time before optimising.",
+             kids ? "Its nested sections cover little of it" : "It has no nested sections");
+    return 1;
 }
 
 static int rule_overhead(const sm_model *m, sa_finding *f)
@@ -282,7 +314,7 @@ static const sa_rule g_rules[] = {
     {"low_gpu_utilization", rule_low_gpu_util}, {"gpu_memory_high", rule_gpu_memory_high},
     {"gpu_throttled", rule_gpu_throttled},       {"first_step_slow", rule_first_slow},
     {"step_time_variance", rule_step_variance},  {"cpu_bound", rule_cpu_bound},
-    {"dominant_stage", rule_dominant_stage},     {"profiler_overhead", rule_overhead},
+    {"hot_self_time", rule_hot_self_time},       {"profiler_overhead", rule_overhead},
 };
 
 const sa_rule *sa_rules(size_t *n)
@@ -308,6 +340,18 @@ static int add_bottleneck(sa_report *r, double share, const char *fmt, ...)
 }
 
 static int analyze_into(const sm_model *m, double threshold, sa_report *r);
+
+/* Time of a section name's top-level instances in a session (-1: outside sessions). */
+static double stage_time(const sm_model *m, int stat, int32_t sess)
+{
+    double t = 0;
+    for (size_t i = 0; i < m->n_spans; i++) {
+        const sm_span *x = &m->spans[i];
+        if (x->parent < 0 && x->session == sess && m->sites[x->site].stat == stat)
+            t += (double)(x->end_ns - x->start_ns) / 1e9;
+    }
+    return t;
+}
 
 int sa_analyze(const sm_model *m, double threshold, sa_report *r)
 {
@@ -342,16 +386,19 @@ static int analyze_into(const sm_model *m, double threshold, sa_report *r)
                               : dur;
         if (sd <= 0)
             continue;
-        for (size_t k = 0; k < m->n_stats; k++) {
-            double t = 0;
-            for (size_t i = 0; i < m->n_spans; i++) {
-                const sm_span *x = &m->spans[i];
-                if (x->parent < 0 && x->session == sess && m->sites[x->site].stat == (int)k)
-                    t += (double)(x->end_ns - x->start_ns) / 1e9;
-            }
+        /* a stage's share restates the table unless the session has several stages; a
+         * wrapper whose one child holds its time is left to that child */
+        int stages = 0;
+        for (size_t k = 0; k < m->n_stats; k++)
+            stages += stage_time(m, (int)k, sess) > 0;
+        for (size_t k = 0; k < m->n_stats && stages > 1; k++) {
+            double t = stage_time(m, (int)k, sess);
+            const sm_stat *st = &m->stats[k];
+            if (child_names(m, (int)k) == 1 && st->self_s < 0.1 * st->total_s)
+                continue;
             if (t / sd > threshold &&
-                add_bottleneck(r, t / sd, "stage %s: %.0f%% of %s%s", m->stats[k].name,
-                               100 * t / sd, sess >= 0 ? "session " : "the run",
+                add_bottleneck(r, t / sd, "stage %s: %.0f%% of %s%s", st->name, 100 * t / sd,
+                               sess >= 0 ? "session " : "the run",
                                sess >= 0 ? sm_str(m, m->sessions[s].name) : ""))
                 return -1;
         }
@@ -359,15 +406,15 @@ static int analyze_into(const sm_model *m, double threshold, sa_report *r)
     /* The top sections by self time. */
     size_t top[3] = {SIZE_MAX, SIZE_MAX, SIZE_MAX};
     for (size_t k = 0; k < m->n_stats; k++)
-        for (int j = 0; j < 3; j++)
+        for (int j = 0; j < 3 && !whole_run(&m->stats[k], dur); j++)
             if (top[j] == SIZE_MAX || m->stats[k].self_s > m->stats[top[j]].self_s) {
                 for (int q = 2; q > j; q--)
                     top[q] = top[q - 1];
                 top[j] = k;
                 break;
             }
-    for (int j = 0; j < 3 && dur > 0; j++)
-        if (top[j] != SIZE_MAX &&
+    for (int j = 0; j < 3 && dur > 0; j++) /* the top three, each at least 5% of the run */
+        if (top[j] != SIZE_MAX && m->stats[top[j]].self_s >= 0.05 * dur &&
             add_bottleneck(r, m->stats[top[j]].self_s / dur, "self time: %s %.3f s",
                            m->stats[top[j]].name, m->stats[top[j]].self_s))
             return -1;

@@ -19,6 +19,15 @@ static void spin_ms(double ms)
     while ((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6 < ms);
 }
 
+/* Steps that sleep rather than spin: their length needs no CPU, so two busy programs beside the
+ * test move it by a wake-up's latency (about a millisecond), not by a share of a core. */
+static void sleep_ms(double ms)
+{
+    struct timespec t = {(time_t)(ms / 1000), (long)(fmod(ms, 1000) * 1e6)};
+    while (nanosleep(&t, &t) != 0) {
+    }
+}
+
 /* The findings of a model, as a string of rule names. */
 static void fired(const sm_model *m, char *out, size_t cap)
 {
@@ -104,7 +113,7 @@ static void run_rules(void **state)
         SONDE_SCOPE(p, "main");
         for (int i = 0; i < 12; i++) {
             SONDE_SCOPE(p, "step");
-            spin_ms(i == 0 ? 12 : (i == 7 ? 6 : 2)); /* slow first step, one slow step */
+            sleep_ms(i == 0 ? 60 : (i == 7 ? 30 : 10)); /* slow first step, one slow step */
             sonde_step(p);
         }
     }
@@ -113,17 +122,17 @@ static void run_rules(void **state)
     sm_model m;
     tu_finish(p, &m);
     fired(&m, f, sizeof f);
-    assert_string_equal(f, "gpu_throttled,first_step_slow,step_time_variance,dominant_stage");
+    assert_string_equal(f, "gpu_throttled,first_step_slow,step_time_variance,hot_self_time");
     sm_free(&m);
 
     /* even steps and no stage dominating: nothing fires */
     p = sonde_create(&c);
-    /* 9 even steps of 20 ms: long enough that a preemption on a loaded machine does not make
-     * one step twice another */
+    /* 9 even steps of 20 ms, slept: a late wake-up on a loaded machine does not make one step
+     * twice another */
     for (int s = 0; s < 3; s++) {
         sonde_begin(p, s == 0 ? "a" : s == 1 ? "b" : "c");
         for (int i = 0; i < 3; i++) {
-            spin_ms(20);
+            sleep_ms(20);
             sonde_step(p);
         }
         sonde_end(p);
@@ -132,6 +141,67 @@ static void run_rules(void **state)
     tu_finish(p, &m);
     fired(&m, f, sizeof f);
     assert_string_equal(f, "");
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+/* Advice that says something: the hot-code rule names the section whose own code holds the time,
+ * never a wrapper around it; a stage alone in its session, a single-child wrapper and a section
+ * that is the whole run are not bottlenecks. */
+static void advice_points_at_self_time(void **state)
+{
+    (void)state;
+    char dir[256], f[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "advice");
+    sonde_profiler *p = sonde_create(&c);
+    sonde_session_begin(p, "setup");
+    {
+        SONDE_SCOPE(p, "load");
+        sleep_ms(5);
+    }
+    sonde_session_begin(p, "generate");
+    for (int i = 0; i < 4; i++) {
+        SONDE_SCOPE(p, "token"); /* a wrapper: its one child holds its time */
+        SONDE_SCOPE(p, "matmul");
+        sleep_ms(15);
+    }
+    sonde_session_end(p);
+    sm_model m;
+    tu_finish(p, &m);
+    sa_report r;
+    assert_int_equal(sa_analyze(&m, 0.3, &r), 0);
+    int hot = 0;
+    for (size_t i = 0; i < r.n_findings; i++)
+        if (!strcmp(r.findings[i].rule, "hot_self_time")) {
+            hot = 1;
+            if (!strstr(r.findings[i].title, "\"matmul\""))
+                fail_msg("hot_self_time names %s", r.findings[i].title);
+            assert_non_null(strstr(r.findings[i].advice, "no nested sections"));
+        }
+    assert_true(hot);
+    for (size_t i = 0; i < r.n_bottlenecks; i++) {
+        const char *w = r.bottlenecks[i].what;
+        if (strstr(w, "stage load") || strstr(w, "stage token") || strstr(w, "self time: token"))
+            fail_msg("a bottleneck that restates the table: %s", w);
+    }
+    sa_free(&r);
+    sm_free(&m);
+    /* a run that is one section (as under `sonde run`): nothing to say about it */
+    c = tu_config(dir, "whole");
+    p = sonde_create(&c);
+    {
+        SONDE_SCOPE(p, "run");
+        sleep_ms(20);
+    }
+    tu_finish(p, &m);
+    fired(&m, f, sizeof f);
+    assert_string_equal(f, "");
+    assert_int_equal(sa_analyze(&m, 0.3, &r), 0);
+    for (size_t i = 0; i < r.n_bottlenecks; i++)
+        if (strstr(r.bottlenecks[i].what, "run"))
+            fail_msg("a bottleneck about the whole run: %s", r.bottlenecks[i].what);
+    sa_free(&r);
     sm_free(&m);
     tu_rmrf(dir);
 }
@@ -280,6 +350,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(counter_rules), cmocka_unit_test(run_rules),
+        cmocka_unit_test(advice_points_at_self_time),
         cmocka_unit_test(diffusion_figures), cmocka_unit_test(html_escapes_and_sections),
         cmocka_unit_test(mfu_from_a_device), cmocka_unit_test(html_stays_light),
     };
