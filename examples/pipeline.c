@@ -208,6 +208,9 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     pipeline *pl = w->pl;
+    char name[32];
+    snprintf(name, sizeof name, "denoise-worker-%d", w->id);
+    sonde_thread_name(pl->p, name); /* its rows in the trace and the HTML timeline */
     for (;;) {
         pthread_barrier_wait(&pl->start);
         if (pl->stop)
@@ -340,7 +343,7 @@ int sonde_pipeline_main(int argc, char **argv)
     sonde_metadata(pl.p, "prompt", "a red fox running through snow");
     encode(&pl, "a red fox running through snow");
     denoise(&pl);
-    double checksum = decode(&pl);
+    decode(&pl);
     sonde_session_end(pl.p);
 
     sonde_summary_t *sum = sonde_summary(pl.p);
@@ -359,11 +362,10 @@ int sonde_pipeline_main(int argc, char **argv)
                 fputs(line, stdout);
             fclose(f);
         }
-        printf("\nchecksum %.3f", checksum);
-        if (sum)
-            printf(", %llu sections, %.1f frames/s", (unsigned long long)sum->sections,
-                   sum->units_per_s);
-        printf("\nfiles:\n");
+        if (sum && !sum->not_recorded)
+            printf("\n%llu sections recorded, %.1f %s/s\n", (unsigned long long)sum->sections,
+                   sum->units_per_s, sum->unit);
+        printf("files:\n");
         static const char *ext[] = {".sonde", ".json", ".csv", ".instances.csv", ".txt",
                                     ".trace.json.gz", ".html"};
         for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {

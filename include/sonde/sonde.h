@@ -311,6 +311,10 @@ int sonde_throughput_unit(sonde_profiler *p, double units, double seconds, const
 int sonde_shape(sonde_profiler *p, const char *name, const int64_t *dims, int ndims);
 /* Floating-point operations done by the open section; the report gives achieved FLOP/s. */
 int sonde_flops(sonde_profiler *p, double flops);
+/* Names the calling thread in every report and the trace (at most 31 bytes are kept; the last
+ * name given wins). Without it a thread is known by its OS name (pthread_setname_np), or as
+ * "tid N" when it has none of its own. SONDE_EINVAL for a NULL or empty name. */
+int sonde_thread_name(sonde_profiler *p, const char *name);
 /* An instant event on the calling thread's track. */
 int sonde_event(sonde_profiler *p, const char *name);
 /* A sample of a named counter (a process-wide track in the trace). value must be finite. */

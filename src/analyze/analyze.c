@@ -243,11 +243,11 @@ static int rule_cpu_bound(const sm_model *m, sa_finding *f)
     return 1;
 }
 
-/* A section that is (90% or more of) the whole run in one instance (`sonde run`'s "run", a
+/* A section that is (80% or more of) the whole run in one instance (`sonde run`'s "run", a
  * main() wrapper): its share says nothing. */
 static int whole_run(const sm_stat *s, double dur)
 {
-    return s->count == 1 && s->total_s >= 0.9 * dur;
+    return s->count == 1 && s->total_s >= 0.8 * dur;
 }
 
 /* Distinct names of the direct children of a section name's instances (at most 2 counted). */

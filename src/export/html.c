@@ -541,7 +541,9 @@ int sx_html(const sm_model *m, sbuf *b)
         for (size_t i = 0; i < m->n_params; i++) {
             sbuf_puts(b, "<tr><th>");
             esc(b, m->params[i].model);
-            sbuf_printf(b, "</th><td>%.6g parameters</td></tr>\n", m->params[i].count);
+            char n[32]; /* as the parameters card writes them: 15.19 M */
+            sx_fmt_si(n, sizeof n, m->params[i].count, "");
+            sbuf_printf(b, "</th><td>%s parameters</td></tr>\n", n);
         }
         sbuf_puts(b, "</tbody></table>\n");
     }

@@ -98,7 +98,7 @@ int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top)
     sbuf_printf(b, "sonde summary: %s  (%s, %llu sections, %zu section names, %llu steps, %zu "
                    "threads)\n",
                 m->name, d, (unsigned long long)m->total_sections, m->n_stats,
-                (unsigned long long)m->total_steps, m->n_threads);
+                (unsigned long long)m->total_steps, sm_program_threads(m));
     /* rows in the order asked for, at most top of them */
     const sm_stat **rows = sonde__malloc((m->n_stats ? m->n_stats : 1) * sizeof *rows);
     if (!rows)

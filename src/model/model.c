@@ -1661,3 +1661,12 @@ void sm_totals(const sm_model *m, double *units, double *units_s, double *flops,
     *flops_s = iv ? union_s(iv, n) : 0;
     sonde__free(iv);
 }
+
+size_t sm_program_threads(const sm_model *m)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->n_threads; i++)
+        n += !m->threads[i].name || (strcmp(m->threads[i].name, "sonde-sampler") &&
+                                     strcmp(m->threads[i].name, "sonde-writer"));
+    return n;
+}

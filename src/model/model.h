@@ -287,6 +287,9 @@ void sm_gpu_sum_free(sm_gpu_sum *s);
 /* CUPTI's memcpy kind as text ("HtoD"). */
 const char *sm_gpu_copy_kind(unsigned kind);
 
+/* The program's threads: every thread less sonde's own (its sampler and writer). */
+size_t sm_program_threads(const sm_model *m);
+
 /* Name of a site id, "?" when unknown. */
 const char *sm_str(const sm_model *m, uint32_t id);
 

@@ -166,6 +166,22 @@ static void make_key(void)
         g_exit_key = (pthread_key_t)-1;
 }
 
+/* The name of a thread of this process (its comm), 0 or -1. */
+static int thread_comm(pid_t tid, char *out, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    int ok = fgets(out, (int)cap, f) != NULL;
+    fclose(f);
+    if (!ok)
+        return -1;
+    out[strcspn(out, "\n")] = 0;
+    return 0;
+}
+
 static void tbuf_init(sonde_profiler *p, sonde_tbuf *tb, pid_t tid)
 {
     tb->prof = p;
@@ -179,9 +195,31 @@ static void tbuf_init(sonde_profiler *p, sonde_tbuf *tb, pid_t tid)
     atomic_store(&tb->chunk, SONDE_NO_CHUNK);
     tb->thread = atomic_fetch_add(&p->n_threads, 1);
     atomic_store(&tb->written_thread, 0);
+    /* The OS thread name; a thread that was never named inherits the program's, which would
+     * make every worker look like the main thread: those are "tid N". */
     tb->name[0] = 0;
-    if (pthread_getname_np(pthread_self(), tb->name, sizeof tb->name) != 0 || !tb->name[0])
-        snprintf(tb->name, sizeof tb->name, "thread %d", (int)tid);
+    char main_name[sizeof tb->name] = "";
+    if (pthread_getname_np(pthread_self(), tb->name, sizeof tb->name) != 0 || !tb->name[0] ||
+        (tid != getpid() && thread_comm(getpid(), main_name, sizeof main_name) == 0 &&
+         !strcmp(main_name, tb->name)))
+        snprintf(tb->name, sizeof tb->name, "tid %d", (int)tid);
+}
+
+int sonde_thread_name(sonde_profiler *p, const char *name)
+{
+    CHECK_P(p, "sonde_thread_name");
+    if (!name || !*name)
+        return sonde__fail(SONDE_EINVAL, "sonde_thread_name: the name is %s", name ? "empty" : "NULL");
+    if (p->fd < 0 || atomic_load(&p->finalized))
+        return 0;
+    sonde_tbuf *tb = sonde__thread_buf(p);
+    if (!tb)
+        return sonde__fail(SONDE_EDROPPED, "sonde_thread_name: no buffer for this thread");
+    pthread_mutex_lock(&p->lock); /* the writer reads names under it */
+    snprintf(tb->name, sizeof tb->name, "%s", name);
+    atomic_store(&tb->written_thread, 0); /* written again: the reader keeps the last name */
+    pthread_mutex_unlock(&p->lock);
+    return 0;
 }
 
 sonde_tbuf *sonde__thread_buf(sonde_profiler *p)

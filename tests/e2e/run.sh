@@ -15,6 +15,20 @@ demo)
     grep -q "sonde summary: pipeline" out.txt || fail "the demo printed no summary"
     grep -q "sonde-out/pipeline.trace.json.gz" out.txt || fail "the demo did not list its files"
     check demo sonde-out pipeline 6 4
+    # threads are told apart: the workers by the names the demo gave them, the main thread by the
+    # program's; sonde's sampler is not one of the program's threads
+    python3 - sonde-out/pipeline.json sonde-out/pipeline.trace.json.gz sonde-out/pipeline.txt <<'PY'
+import gzip, json, sys
+r = json.load(open(sys.argv[1]))
+names = sorted(t["name"] for t in r["threads"] if t["sections"])
+assert names == ["denoise-worker-0", "denoise-worker-1", "pipeline"], names
+ev = json.load(gzip.open(sys.argv[2], "rt"))
+tn = {e["args"]["name"] for e in ev if e.get("name") == "thread_name"}
+assert {"denoise-worker-0", "denoise-worker-1", "pipeline", "steps"} <= tn, tn
+assert all(e["tid"] != 0 for e in ev if e.get("cat") == "session"), "a session on tid 0"
+head = open(sys.argv[3]).readline()
+assert ", 3 threads)" in head, head
+PY
     # a second run never overwrites the first
     "$build/examples/pipeline" --steps 2 --blocks 2 --frames 4 --dim 32 --quiet
     [ -f sonde-out/pipeline-2.json ] || fail "second run with the same name was not suffixed"
@@ -200,6 +214,28 @@ PY
         expect 0 "" "$sonde" aggregate "$f"
         expect 0 "" "$sonde" diff "$f" "$f"
     done
+    # aggregate sums throughput by unit name, whatever order each rank listed its units in
+    mkdir -p agg
+    for r in 0 1; do
+        RANK=$r WORLD_SIZE=2 SONDE_FORMATS=json SONDE_OUTPUT_DIR=agg "$build/examples/pipeline" \
+            --steps 2 --blocks 2 --frames 4 --dim 32 --quiet
+    done
+    python3 - agg/pipeline-rank1.json <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["throughput"] = r["throughput"][::-1]  # tokens first, as a rank whose unit is tokens lists them
+json.dump(r, open(sys.argv[1], "w"))
+PY
+    expect 0 "" "$sonde" aggregate agg/pipeline-rank0.json agg/pipeline-rank1.json
+    python3 - out.txt agg/pipeline-rank0.json agg/pipeline-rank1.json <<'PY'
+import json, re, sys
+out = open(sys.argv[1]).read()
+ranks = [{t["unit"]: t["per_s"] for t in json.load(open(f))["throughput"]} for f in sys.argv[2:]]
+for unit in ("frames", "tokens"):
+    got = float(re.search(r"throughput summed over ranks: ([0-9.]+) %s/s" % unit, out).group(1))
+    want = sum(r[unit] for r in ranks)
+    assert abs(got - want) <= 0.01 * want, (unit, got, want, out)
+PY
     # the wrong kind of input: what it is and what was expected
     for c in summary report "diff sonde-out/pipeline.json"; do
         expect 2 "sonde-out is a directory; expected a .sonde file or a NAME.json report (e.g. sonde-out/NAME.sonde)" "$sonde" $c sonde-out

@@ -342,7 +342,19 @@ int cmd_aggregate(int argc, char **argv)
         sbuf_puts(&o, "],\"per_rank\":[");
     else if (!csv)
         sbuf_printf(&o, "%sper rank:\n", md ? "\n" : "");
+    /* throughput summed per unit by its name: ranks may have recorded their units in another
+     * order (frames/s must never be added to tokens/s) */
+    const char *units[16];
     double units_sum[16] = {0};
+    size_t n_units = 0;
+    for (size_t i = 0; i < nf; i++)
+        for (size_t u = 0; u < r[i].m.n_rates; u++) {
+            size_t k = 0;
+            while (k < n_units && strcmp(units[k], r[i].m.rates[u].unit))
+                k++;
+            if (k == n_units && n_units < 16)
+                units[n_units++] = r[i].m.rates[u].unit;
+        }
     for (size_t i = 0; i < nf; i++) {
         const sm_model *m = &r[i].m;
         double um, peak = gpu_peak(m, &um);
@@ -365,9 +377,11 @@ int cmd_aggregate(int argc, char **argv)
             if (peak > 0)
                 sbuf_printf(&o, ", GPU memory peak %.0f MiB, utilization %.1f%%", peak, um);
         }
-        for (size_t u = 0; u < m->n_rates && u < 16; u++) {
+        for (size_t u = 0; u < m->n_rates; u++) {
             double ps = m->rates[u].seconds > 0 ? m->rates[u].units / m->rates[u].seconds : 0;
-            units_sum[u] += ps;
+            for (size_t k = 0; k < n_units; k++)
+                if (!strcmp(units[k], m->rates[u].unit))
+                    units_sum[k] += ps;
             if (!json && !csv && ps > 0)
                 sbuf_printf(&o, ", %.2f %s/s", ps, m->rates[u].unit);
         }
@@ -376,16 +390,15 @@ int cmd_aggregate(int argc, char **argv)
     }
     if (json)
         sbuf_puts(&o, "],\"throughput_sum\":[");
-    for (size_t u = 0; u < r[0].m.n_rates && u < 16; u++) {
+    for (size_t u = 0; u < n_units; u++) {
         if (json) {
             sbuf_printf(&o, "%s{\"unit\":", u ? "," : "");
-            sbuf_json_str(&o, r[0].m.rates[u].unit);
+            sbuf_json_str(&o, units[u]);
             sbuf_puts(&o, ",\"per_s\":");
             sbuf_json_num(&o, units_sum[u]);
             sbuf_putc(&o, '}');
         } else if (!csv && units_sum[u] > 0) {
-            sbuf_printf(&o, "throughput summed over ranks: %.2f %s/s\n", units_sum[u],
-                        r[0].m.rates[u].unit);
+            sbuf_printf(&o, "throughput summed over ranks: %.2f %s/s\n", units_sum[u], units[u]);
         }
     }
     if (json) {
