@@ -197,6 +197,8 @@ static void denoise_block(pipeline *pl, int b)
     sonde_flops(pl->p, matmul_flops(f, d) + 12.0 * f * d);
     sonde_throughput_unit(pl->p, f, 0, "frames");
     spin_extra(t0, slow);
+    /* a block record: its frames and the memory of its latent and scratch rows */
+    sonde_block(pl->p, b, f, 0, 2.0 * f * d * sizeof(float) / 1e6);
 }
 
 typedef struct worker {
@@ -235,6 +237,7 @@ static void denoise(pipeline *pl)
         pthread_create(&th[i], NULL, worker_main, &ws[i]);
     }
     for (int s = 0; s < pl->o.steps; s++) {
+        sonde_step_begin(pl->p); /* the step is this iteration: what came before is in none */
         SONDE_SCOPE(pl->p, "denoise_step");
         char buf[32];
         snprintf(buf, sizeof buf, "%d", s);
@@ -249,6 +252,9 @@ static void denoise(pipeline *pl)
         for (size_t i = 0; i < n; i++)
             sq += (double)pl->latent[i] * pl->latent[i];
         sonde_counter(pl->p, "latent_rms", sqrt(sq / (double)n));
+        /* a diffusion step record: its timestep and guidance, over this section's duration */
+        sonde_diffusion_step(pl->p, s, 1000.0 * (1.0 - (double)s / pl->o.steps), pl->o.blocks, 0,
+                             7.5);
         sonde_step(pl->p);
     }
     pl->stop = 1;
@@ -335,6 +341,10 @@ int sonde_pipeline_main(int argc, char **argv)
         fprintf(stderr, "pipeline: %s\n", sonde_last_error());
         return 1;
     }
+    char dims[64]; /* the run's own facts: the model's shape, as every report shows them */
+    snprintf(dims, sizeof dims, "%d blocks x %d frames x %d", o.blocks, o.frames, o.dim);
+    sonde_metadata(pl.p, "model", "toy video diffusion");
+    sonde_metadata(pl.p, "latent", dims);
     sonde_session_begin(pl.p, "setup");
     load(&pl);
     sonde_session_end(pl.p);

@@ -46,6 +46,19 @@ void sa_series_of(const double *d, const uint64_t *ids, size_t n, sa_series *o)
 void sa_diffusion_of(const sm_model *m, sa_diffusion *o)
 {
     memset(o, 0, sizeof *o);
+    o->timestep_first = m->n_dsteps ? m->dsteps[0].timestep : NAN;
+    o->timestep_last = m->n_dsteps ? m->dsteps[m->n_dsteps - 1].timestep : NAN;
+    o->guidance_min = o->guidance_max = o->block_memory_peak_mb = NAN;
+    for (size_t i = 0; i < m->n_dsteps; i++) {
+        double g = m->dsteps[i].guidance;
+        if (isfinite(g) && !(g >= o->guidance_min)) /* NaN compares false: the first sets it */
+            o->guidance_min = g;
+        if (isfinite(g) && !(g <= o->guidance_max))
+            o->guidance_max = g;
+    }
+    for (size_t i = 0; i < m->n_blocks; i++)
+        if (m->blocks[i].memory_mb > 0 && !(m->blocks[i].memory_mb <= o->block_memory_peak_mb))
+            o->block_memory_peak_mb = m->blocks[i].memory_mb;
     size_t n = m->n_dsteps > m->n_blocks ? m->n_dsteps : m->n_blocks;
     double *d = sonde__malloc((n ? n : 1) * sizeof *d);
     uint64_t *id = sonde__malloc((n ? n : 1) * sizeof *id);

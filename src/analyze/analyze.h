@@ -22,6 +22,9 @@ typedef struct sa_diffusion {
     double steps_per_s;      /* diffusion steps over their seconds */
     double frames, fps, bps; /* frames and blocks over the blocks' seconds */
     double total_params;
+    double timestep_first, timestep_last; /* of the first and last diffusion step (NaN: none) */
+    double guidance_min, guidance_max;     /* guidance scales recorded (NaN: none) */
+    double block_memory_peak_mb;           /* highest memory of a block (NaN: none recorded) */
 } sa_diffusion;
 
 void sa_series_of(const double *d, const uint64_t *ids, size_t n, sa_series *out);

@@ -284,6 +284,16 @@ static void stats_table(sbuf *b, const sm_model *m)
     sbuf_puts(b, "</tbody></table>\n");
 }
 
+static void html_meta_row(const char *key, const char *value, void *ctx)
+{
+    sbuf *b = ctx;
+    sbuf_puts(b, "<tr><th>");
+    esc(b, key);
+    sbuf_puts(b, "</th><td>");
+    esc(b, value);
+    sbuf_puts(b, "</td></tr>\n");
+}
+
 static void facts_table(sbuf *b, const sm_model *m, const char *prefix, const char *id)
 {
     size_t pl = strlen(prefix);
@@ -559,6 +569,9 @@ int sx_html(const sm_model *m, sbuf *b)
         }
         sbuf_puts(b, "</ul>\n");
     }
+    sbuf_puts(b, "<h2 id=\"run-metadata\">Run</h2>\n<table id=\"run-table\" class=\"facts\"><tbody>\n");
+    sx_each_run_meta(m, html_meta_row, b);
+    sbuf_puts(b, "</tbody></table>\n");
     sbuf_puts(b, "<h2 id=\"system\">System</h2>\n");
     facts_table(b, m, "system.", "system-table");
     sbuf_puts(b, "<h2 id=\"configuration\">Configuration</h2>\n");

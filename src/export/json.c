@@ -1,5 +1,6 @@
 /* json.c - NAME.json, the full report (schema in docs/formats.md, "sonde-report" version 1). */
 #define _GNU_SOURCE
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -32,23 +33,21 @@ static void kv_str(sbuf *b, const char *k, const char *v, int comma)
 }
 
 /* Metadata as an object; a key set several times keeps every distinct value in an array. */
+static void meta_kv(const char *k, const char *v, void *ctx)
+{
+    sbuf *b = ctx;
+    if (b->data[b->len - 1] != '{')
+        sbuf_putc(b, ',');
+    key(b, k);
+    sbuf_json_str(b, v);
+}
+
+/* An object of metadata: each key once with its last value, in the order keys were recorded. */
 static void meta_obj(sbuf *b, const sm_model *m, int32_t head)
 {
     sbuf_putc(b, '{');
-    int first = 1;
-    for (int32_t i = head; i >= 0; i = m->meta[i].next) {
-        int seen = 0; /* this key was already printed by a later entry */
-        for (int32_t j = head; j != i; j = m->meta[j].next)
-            if (!strcmp(sm_str(m, m->meta[j].key), sm_str(m, m->meta[i].key)))
-                seen = 1;
-        if (seen)
-            continue;
-        if (!first)
-            sbuf_putc(b, ',');
-        first = 0;
-        key(b, sm_str(m, m->meta[i].key));
-        sbuf_json_str(b, sm_str(m, m->meta[i].value));
-    }
+    if (!b->oom)
+        sx_each_meta(m, head, meta_kv, b);
     sbuf_putc(b, '}');
 }
 
@@ -349,8 +348,10 @@ int sx_json(const sm_model *m, sbuf *b)
         kv_num(b, "start_s", (double)s->start_ns / 1e9, 1);
         kv_num(b, "end_s", (double)s->end_ns / 1e9, 1);
         kv_num(b, "duration_s", sd, 1);
-        kv_num(b, "units", s->units, 1);
-        kv_num(b, "units_per_s", s->units_s > 0 ? s->units / s->units_s : 0, 1);
+        double su, ss;
+        sm_session_units(m, i, &su, &ss); /* its own and its sections', in the run's unit */
+        kv_num(b, "units", su, 1);
+        kv_num(b, "units_per_s", ss > 0 ? su / ss : 0, 1);
         kv_num(b, "flops", s->flops, 1);
         key(b, "metadata");
         meta_obj(b, m, s->meta);
@@ -360,6 +361,8 @@ int sx_json(const sm_model *m, sbuf *b)
         sess_filter f = {(int32_t)i};
         size_t n = 0;
         sm_stat *st = sm_stats(m, in_session, &f, sd, &n);
+        if (st)
+            sm_resources(m, st, n, in_session, &f);
         for (size_t k = 0; k < n; k++) {
             if (k)
                 sbuf_putc(b, ',');
@@ -412,14 +415,24 @@ int sx_json(const sm_model *m, sbuf *b)
     sbuf_unput(b, 1);
     sbuf_putc(b, ',');
     kv_num(b, "steps_per_s", an.diffusion.steps_per_s, 1);
-    key(b, "series_s");
-    sbuf_putc(b, '[');
-    for (size_t i = 0; i < m->n_dsteps; i++) {
-        if (i)
-            sbuf_putc(b, ',');
-        sbuf_json_num(b, m->dsteps[i].seconds);
+    kv_num(b, "timestep_first", an.diffusion.timestep_first, 1);
+    kv_num(b, "timestep_last", an.diffusion.timestep_last, 1);
+    kv_num(b, "guidance_min", an.diffusion.guidance_min, 1);
+    kv_num(b, "guidance_max", an.diffusion.guidance_max, 1);
+    static const char *const step_series[] = {"series_s", "steps", "timesteps", "block_sizes",
+                                              "guidance_scales"};
+    for (int k = 0; k < 5; k++) { /* per diffusion step, in order (null: not given) */
+        key(b, step_series[k]);
+        sbuf_putc(b, '[');
+        for (size_t i = 0; i < m->n_dsteps; i++) {
+            const sm_dstep *x = &m->dsteps[i];
+            double v[5] = {x->seconds, x->step, x->timestep, x->block_size, x->guidance};
+            if (i)
+                sbuf_putc(b, ',');
+            sbuf_json_num(b, v[k]);
+        }
+        sbuf_puts(b, k < 4 ? "]," : "]},");
     }
-    sbuf_puts(b, "]},");
     key(b, "blocks");
     series_obj(b, &an.diffusion.blocks, "slowest_block");
     sbuf_unput(b, 1);
@@ -427,14 +440,19 @@ int sx_json(const sm_model *m, sbuf *b)
     kv_num(b, "frames", an.diffusion.frames, 1);
     kv_num(b, "fps", an.diffusion.fps, 1);
     kv_num(b, "bps", an.diffusion.bps, 1);
-    key(b, "series_s");
-    sbuf_putc(b, '[');
-    for (size_t i = 0; i < m->n_blocks; i++) {
-        if (i)
-            sbuf_putc(b, ',');
-        sbuf_json_num(b, m->blocks[i].seconds);
+    kv_num(b, "memory_peak_mb", an.diffusion.block_memory_peak_mb, 1);
+    static const char *const block_series[] = {"series_s", "memory_mb"};
+    for (int k = 0; k < 2; k++) { /* per block, in order (memory null: not given) */
+        key(b, block_series[k]);
+        sbuf_putc(b, '[');
+        for (size_t i = 0; i < m->n_blocks; i++) {
+            const sm_block *x = &m->blocks[i];
+            if (i)
+                sbuf_putc(b, ',');
+            sbuf_json_num(b, k ? (x->memory_mb > 0 ? x->memory_mb : NAN) : x->seconds);
+        }
+        sbuf_puts(b, k < 1 ? "]," : "]},");
     }
-    sbuf_puts(b, "]},");
     key(b, "models");
     sbuf_putc(b, '[');
     for (size_t i = 0; i < m->n_params; i++) {

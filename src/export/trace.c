@@ -59,6 +59,12 @@ static void name_meta(tctx *t, const char *what, int pid, uint64_t tid, const ch
     sbuf_puts(&t->b, "}}");
 }
 
+/* The run's metadata in its process's labels: "model=llama, batch=8" */
+static void label_meta(const char *key, const char *value, void *ctx)
+{
+    sbuf_printf(ctx, ", %s=%s", key, value);
+}
+
 static uint64_t tid_of(const sm_model *m, uint32_t thread)
 {
     /* kernel tid when known; otherwise a number that cannot collide with the sessions track */
@@ -210,6 +216,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         sbuf_init(&l);
         sbuf_printf(&l, "sonde %s on %s", m->sonde_version ? m->sonde_version : "?",
                     m->host ? m->host : "?");
+        sx_each_run_meta(m, label_meta, &l);
         sbuf_json_str(&t.b, l.data ? l.data : "sonde");
         sbuf_free(&l);
     }

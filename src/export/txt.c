@@ -52,19 +52,76 @@ static int headline(const char *name)
     return 0;
 }
 
+void sx_each_meta(const sm_model *m, int32_t head,
+                  void (*fn)(const char *key, const char *value, void *ctx), void *ctx)
+{
+    /* the list runs from the latest entry back: walk it oldest first, each key at its last value */
+    size_t n = 0;
+    for (int32_t i = head; i >= 0 && (size_t)i < m->n_meta; i = m->meta[i].next)
+        n++;
+    int32_t *order = sonde__malloc((n ? n : 1) * sizeof *order);
+    if (!order)
+        return;
+    size_t k = n;
+    for (int32_t i = head; k > 0; i = m->meta[i].next)
+        order[--k] = i;
+    for (size_t a = 0; a < n; a++) {
+        const char *key = sm_str(m, m->meta[order[a]].key);
+        size_t first = a, last = a;
+        for (size_t j = 0; j < n; j++)
+            if (!strcmp(sm_str(m, m->meta[order[j]].key), key)) {
+                first = j < first ? j : first;
+                last = j;
+            }
+        if (first == a)
+            fn(key, sm_str(m, m->meta[order[last]].value), ctx);
+    }
+    sonde__free(order);
+}
+
+void sx_each_run_meta(const sm_model *m, void (*fn)(const char *key, const char *value, void *ctx),
+                      void *ctx)
+{
+    if (m->run_meta >= 0 && (size_t)m->run_meta < m->n_meta) {
+        sx_each_meta(m, m->run_meta, fn, ctx);
+        return;
+    }
+    for (size_t i = 0; i < m->n_info; i++) /* read from a JSON report: its run.metadata */
+        if (!strncmp(m->info[i].key, "metadata.", 9) && sm_info(m, m->info[i].key) == m->info[i].value)
+            fn(m->info[i].key + 9, m->info[i].value, ctx);
+}
+
+static void txt_meta(const char *key, const char *value, void *ctx)
+{
+    sbuf *b = ctx;
+    sbuf_printf(b, "%s%s=%s", b->len && b->data[b->len - 1] == ' ' ? "" : ", ", key, value);
+}
+
 int sx_txt(const sm_model *m, sbuf *b) { return sx_txt_opts(m, b, SX_SORT_TOTAL, 0); }
 
 void sx_txt_analysis(const struct sa_report *an, sbuf *b)
 {
-    if (an->diffusion.steps.count)
+    const sa_diffusion *d = &an->diffusion;
+    if (d->steps.count) {
         sbuf_printf(b, "Diffusion steps: %zu, %.2f steps/s, p50 %.3f s, slowest step %llu "
-                       "(%.3f s)\n", an->diffusion.steps.count, an->diffusion.steps_per_s,
-                    an->diffusion.steps.p50_s, (unsigned long long)an->diffusion.steps.slowest,
-                    an->diffusion.steps.max_s);
-    if (an->diffusion.blocks.count)
-        sbuf_printf(b, "Blocks: %zu, %.2f FPS, %.2f BPS, slowest block %llu (%.3f s)\n",
-                    an->diffusion.blocks.count, an->diffusion.fps, an->diffusion.bps,
-                    (unsigned long long)an->diffusion.blocks.slowest, an->diffusion.blocks.max_s);
+                       "(%.3f s)", d->steps.count, d->steps_per_s, d->steps.p50_s,
+                    (unsigned long long)d->steps.slowest, d->steps.max_s);
+        if (isfinite(d->timestep_first))
+            sbuf_printf(b, ", timesteps %.6g to %.6g", d->timestep_first, d->timestep_last);
+        if (isfinite(d->guidance_min) && d->guidance_min == d->guidance_max)
+            sbuf_printf(b, ", guidance %.6g", d->guidance_min);
+        else if (isfinite(d->guidance_min))
+            sbuf_printf(b, ", guidance %.6g to %.6g", d->guidance_min, d->guidance_max);
+        sbuf_putc(b, '\n');
+    }
+    if (d->blocks.count) {
+        sbuf_printf(b, "Blocks: %zu, %.2f FPS, %.2f BPS, slowest block %llu (%.3f s)",
+                    d->blocks.count, d->fps, d->bps, (unsigned long long)d->blocks.slowest,
+                    d->blocks.max_s);
+        if (isfinite(d->block_memory_peak_mb))
+            sbuf_printf(b, ", peak block memory %.6g MB", d->block_memory_peak_mb);
+        sbuf_putc(b, '\n');
+    }
     for (size_t i = 0; i < an->n_findings; i++)
         sbuf_printf(b, "Recommendation: %s (%s)\n", an->findings[i].title,
                     an->findings[i].evidence);
@@ -153,6 +210,15 @@ int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top)
     sbuf_printf(b, "%s\n", rule);
     sx_fmt_dur(d, sizeof d, (double)m->duration_ns / 1e9);
     sbuf_printf(b, "Run duration: %s\n", d);
+    sbuf meta;
+    sbuf_init(&meta);
+    sbuf_puts(&meta, "Run metadata: ");
+    size_t empty = meta.len;
+    sx_each_run_meta(m, txt_meta, &meta);
+    if (meta.len > empty)
+        sbuf_printf(b, "%s\n", meta.data);
+    b->oom |= meta.oom;
+    sbuf_free(&meta);
     for (size_t i = 0; i < m->n_rates; i++) {
         const sm_rate *r = &m->rates[i];
         if (r->units > 0)

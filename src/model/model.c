@@ -669,6 +669,35 @@ static int build_rates(sm_model *m)
     return 0;
 }
 
+int sm_session_units(const sm_model *m, size_t sess, double *units, double *seconds)
+{
+    const sm_session *se = &m->sessions[sess];
+    const char *unit = m->n_rates ? m->rates[0].unit : m->unit;
+    *units = *seconds = 0;
+    sm_iv *iv = sonde__malloc((m->n_spans + 1) * sizeof *iv);
+    if (!iv)
+        return -1;
+    size_t n = 0;
+    if (se->units > 0 && !strcmp(unit_name(m, se->unit), unit)) {
+        *units += se->units;
+        *seconds += se->units_s;
+        if (se->own_dur_units)
+            iv[n++] = (sm_iv){se->start_ns, se->end_ns};
+    }
+    for (size_t i = 0; i < m->n_spans; i++) {
+        const sm_span *s = &m->spans[i];
+        if (s->session != (int32_t)sess || s->units <= 0 || strcmp(unit_name(m, s->unit), unit))
+            continue;
+        *units += s->units;
+        *seconds += s->units_s;
+        if (s->own_dur_units)
+            iv[n++] = (sm_iv){s->start_ns, s->end_ns};
+    }
+    *seconds += union_s(iv, n);
+    sonde__free(iv);
+    return 0;
+}
+
 static int cmp_step(const void *a, const void *b)
 {
     const sm_step *x = a, *y = b;
@@ -760,7 +789,8 @@ static const sm_counter *counter_named(const sm_model *m, const char *name)
 
 /* Per section name, from the samples that fall inside its instances: mean process CPU, RSS at
  * begin and end, mean GPU utilization, peak GPU memory. Nothing on the hot path: all here. */
-static void resources(sm_model *m)
+void sm_resources(const sm_model *m, sm_stat *stats, size_t n_stats,
+                  int (*keep)(const sm_span *, void *), void *ctx)
 {
     const sm_counter *cpu = counter_named(m, "process cpu %"), *rss = counter_named(m, "rss MiB");
     const sm_counter *util[64], *mem[64];
@@ -776,17 +806,27 @@ static void resources(sm_model *m)
         else if (!strcmp(tail, "memory MiB") && nm < 64)
             mem[nm++] = c;
     }
-    double *acc = sonde__calloc(m->n_stats ? m->n_stats * 8 : 1, sizeof *acc);
-    if (!acc)
+    double *acc = sonde__calloc(n_stats ? n_stats * 8 : 1, sizeof *acc);
+    int *site_stat = sonde__malloc((m->n_sites ? m->n_sites : 1) * sizeof *site_stat);
+    if (!acc || !site_stat) {
+        sonde__free(acc);
+        sonde__free(site_stat);
         return;
+    }
+    for (size_t i = 0; i < m->n_sites; i++) { /* each site's entry in stats, by name */
+        site_stat[i] = -1;
+        for (size_t k = 0; k < n_stats && site_stat[i] < 0; k++)
+            if (!strcmp(stats[k].name, m->sites[i].name))
+                site_stat[i] = (int)k;
+    }
     /* acc[8k + ...]: cpu sum, cpu n, rss begin sum, rss end sum, rss instances, util sum,
      * util n, gpu mem peak */
-    for (size_t k = 0; k < m->n_stats; k++)
+    for (size_t k = 0; k < n_stats; k++)
         acc[8 * k + 7] = NAN;
     for (size_t i = 0; i < m->n_spans; i++) {
         const sm_span *s = &m->spans[i];
-        int k = m->sites[s->site].stat;
-        if (k < 0)
+        int k = site_stat[s->site];
+        if (k < 0 || (keep && !keep(s, ctx)))
             continue;
         double *a = &acc[8 * k];
         if (cpu)
@@ -816,9 +856,9 @@ static void resources(sm_model *m)
                 if (isnan(a[7]) || mem[g]->v[j] > a[7])
                     a[7] = mem[g]->v[j];
     }
-    for (size_t k = 0; k < m->n_stats; k++) {
+    for (size_t k = 0; k < n_stats; k++) {
         const double *a = &acc[8 * k];
-        sm_stat *x = &m->stats[k];
+        sm_stat *x = &stats[k];
         x->res_samples = (uint64_t)(a[1] > a[4] ? a[1] : a[4]);
         x->res_cpu_mean = a[1] ? a[0] / a[1] : NAN;
         x->res_rss_begin = a[4] ? a[2] / a[4] : NAN;
@@ -828,6 +868,7 @@ static void resources(sm_model *m)
         x->res_gpu_mem_peak = a[7];
     }
     sonde__free(acc);
+    sonde__free(site_stat);
 }
 
 const char *sm_info(const sm_model *m, const char *key)
@@ -963,7 +1004,7 @@ static int derive(sm_model *m)
                 break;
             }
     }
-    resources(m);
+    sm_resources(m, m->stats, m->n_stats, NULL, NULL);
     m->total_sections = m->n_spans;
     m->total_steps = m->n_steps;
     double tu, tus;

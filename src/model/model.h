@@ -253,11 +253,20 @@ void sm_free(sm_model *m);
 sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void *ctx,
                   double share_of_s, size_t *n);
 void sm_stats_free(sm_stat *s, size_t n);
+/* Fills the res_* figures of stats (n of them, from sm_stats with the same keep and ctx) from
+ * the samples that fall inside the kept instances of each name. */
+void sm_resources(const sm_model *m, sm_stat *stats, size_t n, int (*keep)(const sm_span *, void *),
+                  void *ctx);
 
 /* Percentile (0..100) of a sorted array, interpolating between closest ranks. */
 double sm_percentile(const double *sorted, size_t n, double pct);
 
 void sm_steps(const sm_model *m, sm_steps_summary *out);
+
+/* Throughput of session sess in the run's unit: what was recorded on the session itself and in
+ * the sections inside it, over the seconds they were measured in (as for the run). 0, or -1
+ * when out of memory (then both are 0). */
+int sm_session_units(const sm_model *m, size_t sess, double *units, double *seconds);
 
 /* Totals over the run: units (in the run's unit) and their seconds, FLOPs and the time of the sections that
  * recorded them. */

@@ -124,7 +124,8 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
     m->short_spans = U64(sum, "short_sections_left_out");
     if (facts(m, json_object_get(run, "system") ? json_object_get(run, "system")
                                                 : json_object_get(root, "system"), "system.") ||
-        facts(m, json_object_get(root, "config"), "config."))
+        facts(m, json_object_get(root, "config"), "config.") ||
+        facts(m, json_object_get(run, "metadata"), "metadata."))
         goto out;
 
     json_t *a = json_object_get(root, "throughput"), *e;
@@ -260,6 +261,11 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
         an.diffusion.blocks.max_s = num0(db, "slowest_s");
         an.diffusion.fps = num0(db, "fps");
         an.diffusion.bps = num0(db, "bps");
+        an.diffusion.timestep_first = num(ds, "timestep_first");
+        an.diffusion.timestep_last = num(ds, "timestep_last");
+        an.diffusion.guidance_min = num(ds, "guidance_min");
+        an.diffusion.guidance_max = num(ds, "guidance_max");
+        an.diffusion.block_memory_peak_mb = num(db, "memory_peak_mb");
         json_t *fs = json_object_get(json_object_get(root, "analysis"), "findings");
         an.findings = calloc(json_array_size(fs) + 1, sizeof *an.findings);
         if (!an.findings)
