@@ -39,6 +39,7 @@ typedef struct sampler {
     int drawn_lines;
     uint64_t last_steps;
     double last_display;
+    double display_t0;       /* when sampling began: the display's elapsed time */
     int sample_gpu;        /* collect_gpu: NVML may be open for snapshots alone */
     procfs_state *snap_procfs; /* for snapshots when procfs sampling is off */
     sbuf snaps;            /* the snapshots so far, NAME.memory.json's entries */
@@ -142,12 +143,14 @@ static void draw(sampler *s, double now)
     if (s->tty && s->drawn_lines)
         sbuf_printf(&b, "\033[%dA", s->drawn_lines);
     const char *clr = s->tty ? "\033[2K" : "";
-    sbuf_printf(&b, "%s=== sonde: %s", clr, p->name);
+    sbuf_printf(&b, "%s=== sonde: %s | %.1f s", clr, p->name, now - s->display_t0);
     if (sess)
         sbuf_printf(&b, " | session %s", sonde__site_get(sess)->name);
     if (stage)
         sbuf_printf(&b, " | stage %s", stage);
-    sbuf_printf(&b, " | %llu steps (%.2f/s) ===\n", (unsigned long long)steps, rate);
+    if (steps) /* a program without steps (sonde run) is not told it made none */
+        sbuf_printf(&b, " | %llu steps (%.2f/s)", (unsigned long long)steps, rate);
+    sbuf_puts(&b, " ===\n");
     lines++;
     char name[64];
     for (size_t g = 0; g < 64; g++) {
@@ -305,8 +308,12 @@ static void *sampler_main(void *arg)
 
     double t = now_s();
     double next_cpu = t, next_gpu = t;
-    double next_display = t + c->display_interval_s;
+    /* the first block as soon as there are figures to show (after the first CPU sample), not a
+     * whole display interval into the run */
+    double next_display = t + (c->display_interval_s < c->cpu_interval_s ? c->display_interval_s
+                                                                        : c->cpu_interval_s);
     s->last_display = t;
+    s->display_t0 = t;
     while (!atomic_load(&p->sampler_stop)) {
         t = now_s();
         if (s->procfs && t >= next_cpu) {

@@ -24,6 +24,7 @@ typedef struct proc_seen {
     int pid;
     unsigned long long cpu;  /* its own utime + stime at the last sample */
     int track;               /* 1 once it has its own counters */
+    char comm[32];           /* its name when last described (it changes at exec) */
 } proc_seen;
 
 struct procfs_state {
@@ -409,12 +410,20 @@ static void sample_tree(procfs_state *s, const sonde_emit *e)
         size_t k;
         for (k = 0; k < s->n_seen && s->seen[k].pid != r->pid; k++) {
         }
-        proc_seen ps = {r->pid, r->cpu, 0};
-        if (k < s->n_seen)
+        proc_seen ps = {r->pid, r->cpu, 0, ""};
+        if (k < s->n_seen) {
             ps.track = s->seen[k].track;
-        if (!ps.track && s->tracks < MAX_TRACKS) {
+            memcpy(ps.comm, s->seen[k].comm, sizeof ps.comm);
+        }
+        int new_track = !ps.track && s->tracks < MAX_TRACKS;
+        if (new_track) {
             ps.track = 1;
             s->tracks++;
+        }
+        /* described when first seen, and again when its name changed: a child first seen between
+         * fork and exec still carries its parent's name (the later fact wins) */
+        if (ps.track && (new_track || strcmp(ps.comm, r->comm))) {
+            snprintf(ps.comm, sizeof ps.comm, "%s", r->comm);
             char key[64], val[96];
             snprintf(key, sizeof key, "process_%d", r->pid);
             snprintf(val, sizeof val, "%s (child of %d)", r->comm, r->ppid);

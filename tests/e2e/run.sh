@@ -297,6 +297,8 @@ exit 7
 SH
     chmod +x work.sh
     expect 7 "ended with exit 7" "$sonde" run --name tree -o runs --interval 0.05 -- ./work.sh
+    grep -q "^sonde run: profiling ./work.sh (pid [0-9]*); reports in runs/tree.\* when it exits$" err.txt \
+        || fail "sonde run did not say what it was doing: $(cat err.txt)"
     python3 - runs/tree.json <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -310,8 +312,15 @@ tracks = [k for k in c if k.startswith("pid ") and k.endswith(" rss MiB")]
 assert len(tracks) >= 3, tracks                           # each process on its own track
 run = [s for s in r["sections"] if s["name"] == "run"][0]
 assert run["count"] == 1 and run["metadata"]["exit"] == ["exit 7"], run
+assert not [v for k, v in r["system"].items() if k.startswith("process_") and v.startswith("sonde ")], \
+    r["system"]                                           # named after exec, not sonde's fork
+assert r["config"]["formats"] == "json,csv,txt,trace,html", r["config"]["formats"]
 print("sonde run: %d processes, %.0f MiB peak RSS" % (c["processes"]["max"], c["rss MiB"]["max"]))
 PY
+    # the live display starts with the first samples, says how long the run has gone, and speaks
+    # of steps only when there are some
+    expect 0 "" "$sonde" run --name live -o runs --display --interval 0.05 -- sleep 0.4
+    grep -q "^=== sonde: live | 0\.[0-9] s ===$" err.txt || fail "live display: $(cat err.txt)"
     check trace runs/tree.trace.json.gz
     # a program that links libsonde records into the same run: one report holds both
     expect 0 "" "$sonde" run --name joined -o runs -- "$build/examples/minimal"

@@ -497,6 +497,9 @@ static void run_display(void)
             spin_s(0.05);
             sonde_step(p);
         }
+        /* a few display intervals after the steps, asleep: the sampler needs little CPU to draw */
+        struct timespec nap = {0, 300000000};
+        nanosleep(&nap, NULL);
     }
     sonde_session_end(p);
     sonde_destroy(p);
@@ -507,8 +510,11 @@ static void live_display(void **state)
 {
     (void)state;
     const char *out = capture_stderr(run_display);
-    if (!strstr(out, "=== sonde: live | session generate | stage denoising | "))
+    /* the run's name, the time it has gone, where it is; its steps once it made some */
+    if (!strstr(out, "=== sonde: live | 0.") || !strstr(out, " s | session generate | stage denoising"))
         fail_msg("display header missing: %s", out);
+    if (!strstr(out, " steps ("))
+        fail_msg("the display never showed the steps: %s", out);
     assert_non_null(strstr(out, "CPU: "));
     assert_non_null(strstr(out, "RSS "));
     assert_null(strstr(out, "\033[")); /* not a terminal: plain appended lines */

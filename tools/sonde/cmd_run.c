@@ -18,6 +18,7 @@
 #include "config/keys.h"
 #include "export/export.h"
 #include "record/record.h"
+#include "util/alloc.h"
 
 static volatile sig_atomic_t g_child;
 
@@ -71,6 +72,19 @@ static void write_reports(const char *path, const char *dir, const char *name, u
         }
         globfree(&g);
     }
+    /* the run's configuration says what it wrote (the profiler itself was told to write none) */
+    sonde_config fc = sonde_config_default();
+    fc.formats = formats;
+    char text[256];
+    for (size_t i = 0; i < m.n_info; i++)
+        if (!strcmp(m.info[i].key, "config.formats") &&
+            sonde_config_get(&fc, "formats", text, sizeof text) >= 0) {
+            char *v = sonde__strdup(text);
+            if (v) {
+                sonde__free(m.info[i].value);
+                m.info[i].value = v;
+            }
+        }
     if (formats && sx_write_formats(&m, dir, name, formats) != 0)
         cli_fail(0, "run", "%s", sonde_last_error());
     if (print_summary)
@@ -206,6 +220,9 @@ int cmd_run(int argc, char **argv)
     if (read(fail[0], &exec_errno, sizeof exec_errno) != (ssize_t)sizeof exec_errno)
         exec_errno = 0; /* closed by exec: the program runs */
     close(fail[0]);
+    if (!quiet && !exec_errno && sonde_file_path(p)) /* a long run is not silent until its end */
+        fprintf(stderr, "sonde run: profiling %s (pid %d); reports in %s/%s.* when it exits\n",
+                cmd[0], (int)child, c.output_dir ? c.output_dir : "./sonde-out", sonde_name(p));
 
     int status = 0;
     while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
