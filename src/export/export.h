@@ -18,9 +18,10 @@ int sx_txt(const sm_model *m, sbuf *out);
 /* The analysis lines of the text summary (diffusion figures, recommendations). */
 struct sa_report;
 void sx_txt_analysis(const struct sa_report *an, sbuf *out);
-/* The text summary with its rows sorted by SX_SORT_* and cut to top rows (0: all). */
+/* The text summary with its rows sorted by SX_SORT_* and cut to top rows (0: all), in 100
+ * columns (names cut to fit; no Min and Max), or wide: every column, names up to 40. */
 enum { SX_SORT_TOTAL, SX_SORT_SELF, SX_SORT_COUNT, SX_SORT_MEAN };
-int sx_txt_opts(const sm_model *m, sbuf *out, int sort, size_t top);
+int sx_txt_opts(const sm_model *m, sbuf *out, int sort, size_t top, int wide);
 
 /* The Chrome trace (JSON array form), handed to sink in pieces of about 1 MiB. */
 typedef int (*sx_sink)(void *ctx, const char *data, size_t n);

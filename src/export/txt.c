@@ -97,7 +97,7 @@ static void txt_meta(const char *key, const char *value, void *ctx)
     sbuf_printf(b, "%s%s=%s", b->len && b->data[b->len - 1] == ' ' ? "" : ", ", key, value);
 }
 
-int sx_txt(const sm_model *m, sbuf *b) { return sx_txt_opts(m, b, SX_SORT_TOTAL, 0); }
+int sx_txt(const sm_model *m, sbuf *b) { return sx_txt_opts(m, b, SX_SORT_TOTAL, 0, 0); }
 
 void sx_txt_analysis(const struct sa_report *an, sbuf *b)
 {
@@ -147,7 +147,7 @@ static int cmp_sort(const void *a, const void *b)
     return strcmp((*(const sm_stat *const *)a)->name, (*(const sm_stat *const *)b)->name);
 }
 
-int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top)
+int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top, int wide)
 {
     double flops = m->total_flops, flops_s = m->total_flops_s;
     char d[32], x[64];
@@ -172,20 +172,24 @@ int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top)
         if (l > w)
             w = l;
     }
-    if (w > NAME_W)
-        w = NAME_W;
-    static const char *cols[] = {"Count", "Total", "Self", "Mean", "Min", "Max", "P50", "P99",
-                                 "%Run"};
+    /* the table fits 100 columns (the name cut to fit); wide adds Min and Max and longer names */
+    size_t name_w = wide ? NAME_W : 100 - 7 - 1 - 5 * 11 - 8;
+    if (w > name_w)
+        w = name_w;
+    static const char *cols[] = {"Total", "Self", "Mean", "Min", "Max", "P50", "P99"};
+    static const int narrow[] = {1, 1, 1, 0, 0, 1, 1};
+    int cw = wide ? 11 : 10; /* a duration column, its space included */
     char rule[512];
-    size_t rl = w + 9 * 12;
+    size_t rl = w + 8 + (size_t)(wide ? 7 : 5) * (size_t)(cw + 1) + 8;
     if (rl > sizeof rule - 1)
         rl = sizeof rule - 1;
     memset(rule, '-', rl);
     rule[rl] = 0;
-    sbuf_printf(b, "%s\n%-*s", rule, (int)w, "Name");
-    for (int c = 0; c < 9; c++)
-        sbuf_printf(b, " %11s", cols[c]);
-    sbuf_printf(b, "\n%s\n", rule);
+    sbuf_printf(b, "%s\n%-*s %7s", rule, (int)w, "Name", "Count");
+    for (int c = 0; c < 7; c++)
+        if (wide || narrow[c])
+            sbuf_printf(b, " %*s", cw, cols[c]);
+    sbuf_printf(b, " %7s\n%s\n", "%Run", rule);
     for (size_t i = 0; i < nrows; i++) {
         const sm_stat *s = rows[i];
         char name[NAME_W + 1];
@@ -196,13 +200,15 @@ int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top)
         } else {
             memcpy(name, s->name, l + 1);
         }
-        sbuf_printf(b, "%-*s %11llu", (int)w, name, (unsigned long long)s->count);
+        sbuf_printf(b, "%-*s %7llu", (int)w, name, (unsigned long long)s->count);
         double v[7] = {s->total_s, s->self_s, s->mean_s, s->min_s, s->max_s, s->p50_s, s->p99_s};
         for (int c = 0; c < 7; c++) {
+            if (!wide && !narrow[c])
+                continue;
             sx_fmt_dur(d, sizeof d, v[c]);
-            sbuf_printf(b, " %11s", d);
+            sbuf_printf(b, " %*s", cw, d);
         }
-        sbuf_printf(b, " %10.1f%%\n", s->share * 100);
+        sbuf_printf(b, " %6.1f%%\n", s->share * 100);
     }
     sonde__free(rows);
     if (nrows < m->n_stats)

@@ -223,6 +223,11 @@ PY
     "$sonde" summary --sort count --top 2 sonde-out/pipeline.json > c.txt
     [ "$(sed -n 5p c.txt | awk '{print $1}')" = denoise_block ] || fail "--sort count: $(cat c.txt)"
     grep -q "^... 6 more section names" c.txt || fail "--top 2: $(cat c.txt)"
+    # the table fits 100 columns; --wide gives every column
+    awk '/^Name / {t=1} /^Run duration/ {t=0} t && length($0) > 100 {print; bad=1} END {exit bad}' \
+        sonde-out/pipeline.txt || fail "the text table is wider than 100 columns"
+    grep -q "^Name .* Count .* P99 .*%Run$" sonde-out/pipeline.txt || fail "table header: $(head -3 sonde-out/pipeline.txt)"
+    "$sonde" summary --wide sonde-out/pipeline.sonde | grep -q "^Name .* Min .* Max .* P50 .*%Run$" || fail "--wide lacks Min and Max"
     # bad input: exact exit codes and messages naming the file
     expect 2 "nothere.sonde: No such file or directory" "$sonde" export nothere.sonde
     echo "just text" > notes.sonde

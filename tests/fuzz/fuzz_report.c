@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     sbuf b;
     sbuf_init(&b);
-    sx_txt_opts(&m, &b, SX_SORT_SELF, 3);
+    sx_txt_opts(&m, &b, SX_SORT_SELF, 3, m.n_stats % 2);
     sbuf_free(&b);
     sm_free(&m);
     return 0;

@@ -9,13 +9,18 @@
 
 int cmd_summary(int argc, char **argv)
 {
-    static const char *const opts[] = {"--sort", "--top", NULL};
+    static const char *const opts[] = {"--sort", "--top", "--wide", NULL};
     static const char *const sorts[] = {"total", "self", "count", "mean", NULL};
     const char *file = NULL;
     int sort = SX_SORT_TOTAL;
     size_t top = 0;
+    int wide = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
+        if (!strcmp(a, "--wide")) {
+            wide = 1;
+            continue;
+        }
         if (!strncmp(a, "--sort=", 7) || !strncmp(a, "--top=", 6)) {
             v = strchr(a, '=') + 1;
         } else if (!strcmp(a, "--sort") || !strcmp(a, "--top")) {
@@ -55,7 +60,7 @@ int cmd_summary(int argc, char **argv)
         return rc;
     sbuf b;
     sbuf_init(&b);
-    if (sx_txt_opts(&m, &b, sort, top) != 0) {
+    if (sx_txt_opts(&m, &b, sort, top, wide) != 0) {
         sbuf_free(&b);
         sm_free(&m);
         return cli_fail(CLI_USAGE, "summary", "out of memory");

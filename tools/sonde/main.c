@@ -18,8 +18,9 @@ static const cli_cmd g_cmds[] = {
      "  directory; tensorboard writes DIR/plugins/profile/RUN/HOST_PID.pt.trace.json.gz\n"
      "  (tensorboard --logdir DIR).\n"},
     {"summary", cmd_summary, "print the text summary of a run",
-     "usage: sonde summary FILE(.sonde|.json) [--sort total|self|count|mean] [--top N]\n"
-     "  The table of NAME.txt, from a .sonde file or a NAME.json report.\n"},
+     "usage: sonde summary FILE(.sonde|.json) [--sort total|self|count|mean] [--top N] [--wide]\n"
+     "  The table of NAME.txt, from a .sonde file or a NAME.json report: 100 columns wide;\n"
+     "  --wide adds Min and Max and keeps names up to 40 characters.\n"},
     {"report", cmd_report, "write the HTML report of a run",
      "usage: sonde report FILE(.sonde|.json) [-o OUT.html]\n"
      "  The self-contained HTML report: from a .sonde file with the timeline and counter\n"
