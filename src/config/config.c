@@ -62,8 +62,8 @@ static int abbreviates(const char *a, const char *b)
 static const char *closest_var(const char *var, const char *const *cands, size_t n)
 {
     const char *best = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (strlen(var) >= 9 && abbreviates(var + 6, cands[i] + 6) && (!best || strlen(cands[i]) < strlen(best)))
+    for (size_t i = 0; i < n && strlen(var) >= 9; i++) /* 3 letters at least after SONDE_ */
+        if (abbreviates(var + 6, cands[i] + 6) && (!best || strlen(cands[i]) < strlen(best)))
             best = cands[i];
     return best ? best : suggest(var, cands, n);
 }

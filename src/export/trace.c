@@ -422,7 +422,8 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         sbuf_us3(&t.b, s->start_ns + sh);
         sbuf_add(&t.b, ",\"dur\":", 7);
         sbuf_us3(&t.b, s->end_ns - s->start_ns);
-        sbuf_puts(&t.b, ids[s->thread < m->n_threads ? s->thread : 0]); /* on the thread that began it */
+        /* on the thread that began it */
+        sbuf_puts(&t.b, ids[s->thread < m->n_threads ? s->thread : 0]);
         sbuf_putc(&t.b, '}');
     }
     if (!t.err && m->n_gpu)
