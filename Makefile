@@ -5,13 +5,18 @@
 #   make bench    the overhead and throughput benchmarks (optimised build in ./build-bench)
 #   make fuzz     every libFuzzer target for FUZZ_SECONDS each (make test runs them 5 s each)
 #   make install PREFIX=/some/dir
+#   make python-install [PYTHON=python3]   the Python package and its C extension, built for
+#                                          PYTHON and installed into its site-packages
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = fuzz_sonde fuzz_env fuzz_yaml fuzz_flags fuzz_report
 CMAKE_FLAGS ?=
 
-.PHONY: all build deps demo test bench fuzz fuzz-run install clean
+PYTHON ?= python3
+PYBUILD ?= build-python
+
+.PHONY: all build deps demo test bench fuzz fuzz-run install python-install clean
 
 all: build
 
@@ -65,11 +70,25 @@ bench: deps
 	@cmake --build build-bench -j $(JOBS) >> build-bench.log 2>&1 || (cat build-bench.log; exit 1)
 	@rm -f build-bench.log
 	@mkdir -p build-bench/out && ./build-bench/bench/bench_scope --dir build-bench/out && rm -rf build-bench/out
-	@SONDE_LIBRARY=build-bench/libsonde.so.0 python3 bench/bench_python.py
+	@PYTHONPATH=build-bench/python python3 bench/bench_python.py
 	@if [ -x build-bench/bench/bench_autotrace ]; then mkdir -p build-bench/out && ./build-bench/bench/bench_autotrace --dir build-bench/out && bench/uftrace_compare.sh build-bench/bench/bench_autotrace; rm -rf build-bench/out; fi
 
 install: build
 	@cmake --install build --prefix $(PREFIX)
 
+# No network: CMake builds the extension against PYTHON's own headers, and the package is copied
+# into PYTHON's site-packages (platlib). A virtual environment's python installs into it.
+python-install: deps
+	@py=$$(command -v $(PYTHON)) || { echo "sonde: no $(PYTHON) on PATH" >&2; exit 2; }; \
+	cmake -S . -B $(PYBUILD) -DCMAKE_BUILD_TYPE=Release -DSONDE_BUILD_TESTS=OFF \
+	    -DSONDE_BUILD_BENCH=OFF -DSONDE_BUILD_EXAMPLES=OFF -DPython3_EXECUTABLE=$$py \
+	    > $(PYBUILD).log 2>&1 || { cat $(PYBUILD).log; exit 1; }; \
+	cmake --build $(PYBUILD) -j $(JOBS) --target sonde_python sonde_python_files \
+	    >> $(PYBUILD).log 2>&1 || { grep -E "error|warning" -A5 $(PYBUILD).log | head -60; exit 1; }; \
+	site=$$($$py -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])') && \
+	rm -rf "$$site/sonde" && mkdir -p "$$site/sonde" && cp $(PYBUILD)/python/sonde/* "$$site/sonde/" && \
+	rm -f $(PYBUILD).log && \
+	echo "sonde: Python package installed into $$site/sonde for $$($$py -c 'import sys; print(sys.executable)')"
+
 clean:
-	rm -rf build build-clang build-asan build-tsan build-bench build-fuzz sonde-out
+	rm -rf build build-clang build-asan build-tsan build-bench build-fuzz build-python sonde-out

@@ -1,13 +1,17 @@
-"""bench_python.py - what a section costs through the Python binding, next to the floor the
-same run measures: an empty Python `with` block around a no-op context manager.
-Usage: SONDE_LIBRARY=build-bench/libsonde.so.0 python3 bench/bench_python.py [N]"""
+"""bench_python.py - what a section costs through sonde's C extension, next to floors the same
+run measures: an empty `with` block over a no-op context manager written in Python (the block a
+Python profiler's user writes), the same over a C one (a threading.Lock: an uncontended acquire
+and release, the tightest context manager the standard library has), and a plain call of an
+empty function (for the decorator).
+Usage: PYTHONPATH=build-bench/python python3 bench/bench_python.py [N]"""
 
 import os
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import threading
+
 import sonde  # noqa: E402
 
 
@@ -32,10 +36,27 @@ def main():
                            "collect_cpu": False, "collect_memory": False, "collect_gpu": False},
                           from_env=False)
     nothing = Nothing()
+    lock = threading.Lock()
 
     def floor(k):
         for _ in range(k):
             with nothing:
+                pass
+
+    def c_floor(k):
+        for _ in range(k):
+            with lock:
+                pass
+
+    def plain(k):
+        f = lambda: None  # noqa: E731
+        for _ in range(k):
+            f()
+
+    def section_reused(k):
+        sec = prof.profile("x")
+        for _ in range(k):
+            with sec:
                 pass
 
     def section(k):
@@ -48,20 +69,27 @@ def main():
         for _ in range(k):
             f()
 
-    best = {"floor": 1e18, "section": 1e18, "decorated": 1e18}
+    runs = {"floor": floor, "c_floor": c_floor, "plain": plain, "section": section,
+            "section_reused": section_reused, "decorated": decorated}
+    best = {k: 1e18 for k in runs}
     for _ in range(5):  # best of five: the machine is shared
-        best["floor"] = min(best["floor"], per_iter(floor, n))
-        best["section"] = min(best["section"], per_iter(section, n))
-        best["decorated"] = min(best["decorated"], per_iter(decorated, n))
+        for k, body in runs.items():
+            best[k] = min(best[k], per_iter(body, n))
     prof.close()
     for f in os.listdir(out):
         os.unlink(os.path.join(out, f))
     os.rmdir(out)
-    print("python binding, best of 5 x %d:" % n)
-    print("  empty with-block (floor)   %7.0f ns" % best["floor"])
-    print("  with prof.profile(name)    %7.0f ns  (%.1fx the floor)"
-          % (best["section"], best["section"] / best["floor"]))
-    print("  @prof.profile_function     %7.0f ns per call" % best["decorated"])
+    print("python (%s, Python %s), best of 5 x %d:" % (sys.executable, sys.version.split()[0], n))
+    print("  empty with-block, Python class (floor) %6.0f ns" % best["floor"])
+    print("  empty with-block, C lock (floor)       %6.0f ns" % best["c_floor"])
+    print("  plain call of an empty function        %6.0f ns" % best["plain"])
+    print("  with prof.profile(name)                %6.0f ns  (%.2fx the Python floor, %.2fx the C one)"
+          % (best["section"], best["section"] / best["floor"], best["section"] / best["c_floor"]))
+    print("  with sec (a section object reused)     %6.0f ns  (%.2fx the Python floor, %.2fx the C one)"
+          % (best["section_reused"], best["section_reused"] / best["floor"],
+             best["section_reused"] / best["c_floor"]))
+    print("  @prof.profile_function, a call         %6.0f ns  (plain call + %.2fx the Python floor)"
+          % (best["decorated"], (best["decorated"] - best["plain"]) / best["floor"]))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""sonde - the Python binding of libsonde (ctypes; no third-party dependency).
+"""sonde - libsonde for Python, through its C extension sonde._sonde (no third-party dependency).
 
     import sonde
 
@@ -19,13 +19,20 @@ the whole API; configuration keys are those of docs/configuration.md.
 """
 
 import argparse
-import ctypes
 import functools
 import os
+import sys
 import threading
 
-from . import _native
-from ._native import lib as _lib
+try:
+    from . import _sonde
+except ImportError as _e:  # a source checkout that was not built, or built for another python
+    raise ImportError(
+        "sonde: the C extension sonde._sonde is not built for this interpreter (%s, Python %d.%d). "
+        "Build it with `make python-install` (installs into this interpreter), or run `make` and "
+        "set PYTHONPATH=build/python. (%s)" % (sys.executable, sys.version_info[0],
+                                                  sys.version_info[1], _e)
+    ) from _e
 
 __all__ = [
     "SondeError",
@@ -49,8 +56,11 @@ class SondeError(Exception):
 
     def __init__(self, code, message):
         self.code = code
-        self.name = _lib.sonde_err_name(code).decode()
+        self.name = _sonde.err_name(code)
         super().__init__(message)
+
+
+_sonde.set_error_class(SondeError)
 
 
 def _b(s):
@@ -76,10 +86,9 @@ def _text(v):
 
 
 def _check(rc, what=None):
+    """Raises SondeError for a negative libsonde code (with its detailed message)."""
     if rc < 0:
-        msg = _lib.sonde_last_error().decode("utf-8", "replace")
-        if not msg:
-            msg = _lib.sonde_strerror(rc).decode()
+        msg = _sonde.last_error() or _sonde.strerror(rc)
         if what:
             msg = "%s: %s" % (what, msg)
         raise SondeError(rc, msg)
@@ -88,7 +97,7 @@ def _check(rc, what=None):
 
 def version():
     """libsonde's version string ("0.1.0")."""
-    return _lib.sonde_version().decode()
+    return _sonde.version()
 
 
 class Config:
@@ -100,15 +109,14 @@ class Config:
     and what was expected) at once, not when the profiler starts."""
 
     def __init__(self, values=None, *, preset=None, config_file=None, **kwargs):
-        self._c = _lib.sonde_config_default()
+        self._c = _sonde.Config()
         if preset is not None:
-            _check(_lib.sonde_config_preset(ctypes.byref(self._c), _b(preset)))
+            self._c.preset(_b(preset))
         if config_file is not None:
-            _check(_lib.sonde_config_load_file(ctypes.byref(self._c), _b(os.fspath(config_file))))
+            self._c.load_file(_b(os.fspath(config_file)))
         if values is not None:
             if isinstance(values, Config):
-                ctypes.memmove(ctypes.byref(self._c), ctypes.byref(values._c),
-                               ctypes.sizeof(self._c))
+                self._c = _sonde.Config(values._c)
             else:
                 items = values if isinstance(values, dict) else vars(values)
                 for k, v in items.items():
@@ -118,17 +126,12 @@ class Config:
 
     def set(self, key, value):
         """Sets one key from a Python value (bool, number, str, list of formats, None)."""
-        _check(_lib.sonde_config_set(ctypes.byref(self._c), _b(key), _text(value)))
+        self._c.set(_b(key), _text(value))
         return self
 
     def get(self, key):
         """One key's value as text, as `sonde config` prints it ("0.5", "json,csv", "")."""
-        buf = ctypes.create_string_buffer(256)
-        n = _check(_lib.sonde_config_get(ctypes.byref(self._c), _b(key), buf, len(buf)))
-        if n >= len(buf):
-            buf = ctypes.create_string_buffer(n + 1)
-            _lib.sonde_config_get(ctypes.byref(self._c), _b(key), buf, len(buf))
-        return buf.value.decode("utf-8", "replace")
+        return self._c.get(_b(key))
 
     def __getitem__(self, key):
         return self.get(key)
@@ -138,7 +141,7 @@ class Config:
 
     def from_env(self):
         """Applies SONDE_CONFIG and the SONDE_<KEY> variables over this configuration."""
-        _check(_lib.sonde_config_from_env(ctypes.byref(self._c)))
+        self._c.from_env()
         return self
 
 
@@ -151,44 +154,24 @@ def current():
     return stack[-1] if stack else None
 
 
-_begin, _end = _lib.sonde_begin, _lib.sonde_end
+class _SectionMeta:
+    """A section or a session with metadata, as a context manager (without metadata, the C
+    type _sonde.Section serves alone)."""
 
+    __slots__ = ("_sec", "_meta")
 
-class _Section:
-    """A section or a session as a context manager."""
-
-    __slots__ = ("_p", "_name", "_meta", "_session")
-
-    def __init__(self, prof, name, metadata, session):
-        self._p = prof
-        self._name = name if isinstance(name, bytes) else _b(name)
+    def __init__(self, sec, metadata):
+        self._sec = sec
         self._meta = metadata
-        self._session = session
 
     def __enter__(self):
-        p = self._p
-        h = p._handle
-        if h is None:
-            p._h()  # raises: closed
-        if self._session:
-            _check(_lib.sonde_session_begin(h, self._name), "session")
-        else:
-            rc = _begin(h, self._name)
-            if rc < 0:
-                _check(rc, "profile")
-        if self._meta:
-            for k, v in self._meta.items():
-                p.add_metadata(k, v)
+        p = self._sec.__enter__()
+        for k, v in self._meta.items():
+            p.add_metadata(k, v)
         return p
 
     def __exit__(self, et, ev, tb):
-        h = self._p._handle
-        if h is None:  # the profiler was closed inside the block
-            return False
-        rc = _lib.sonde_session_end(h) if self._session else _end(h)
-        if rc < 0 and et is None:
-            _check(rc, "session end" if self._session else "profile end")
-        return False
+        return self._sec.__exit__(et, ev, tb)
 
 
 class Profiler:
@@ -206,13 +189,10 @@ class Profiler:
             cfg = Config(cfg).from_env()
         self.config = cfg
         self._lock = threading.Lock()
-        self._handle = _lib.sonde_create(ctypes.byref(cfg._c))
-        if not self._handle:
-            _check(ENOMEM, "sonde_create")
-        self._name = _lib.sonde_name(self._handle).decode("utf-8", "replace")
+        self._handle = _sonde.Handle(cfg._c)
+        self._name = self._handle.name()
         self.output_dir = cfg.get("output_dir") or "./sonde-out"
-        fp = _lib.sonde_file_path(self._handle)
-        self.file_path = fp.decode("utf-8", "replace") if fp else None
+        self.file_path = self._handle.file_path()
         self.closed_status = None
 
     # -- lifetime ---------------------------------------------------------------------------
@@ -242,7 +222,7 @@ class Profiler:
     @property
     def status(self):
         """0 while recording normally, else the first internal error (a negative code)."""
-        return _lib.sonde_status(self._h())
+        return self._h().status()
 
     def close(self, raise_on_error=True):
         """Stops recording, writes the configured reports and frees the profiler. Returns 0, or
@@ -255,7 +235,7 @@ class Profiler:
         stack = getattr(_tls, "stack", None)
         if stack and self in stack:
             stack.remove(self)
-        rc = _lib.sonde_destroy(h)
+        rc = h.destroy()
         self.closed_status = rc
         if raise_on_error:
             _check(rc, "close")
@@ -273,161 +253,129 @@ class Profiler:
         return False
 
     # -- sections ---------------------------------------------------------------------------
+    def _section(self, name, metadata, session):
+        h = self._handle
+        if h is None:
+            self._h()  # raises: closed
+        sec = h.section(self, name if isinstance(name, (str, bytes)) else str(name), session)
+        return _SectionMeta(sec, metadata) if metadata else sec
+
     def profile(self, name, metadata=None):
         """A section as a context manager: `with prof.profile("decode", metadata={...}):`."""
-        return _Section(self, name, metadata, False)
+        h = self._handle  # the hot way in: one C call makes (or finds) the section
+        if h is None or metadata or name.__class__ is not str:
+            return self._section(name, metadata, False)
+        return h.section(self, name)
 
     def stage(self, name, metadata=None):
         """The same as profile(): a stage is a section inside a session."""
-        return _Section(self, name, metadata, False)
+        return self._section(name, metadata, False)
 
     def session(self, name, metadata=None):
         """A session (a group of stages; beginning one ends the previous one)."""
-        return _Section(self, name, metadata, True)
+        return self._section(name, metadata, True)
 
     def start(self, name, metadata=None):
         """Opens a section on this thread without a `with` block; close it with stop()."""
-        _Section(self, name, metadata, False).__enter__()
+        self._section(name, metadata, False).__enter__()
 
     def stop(self):
         """Closes this thread's innermost open section."""
-        _check(_lib.sonde_end(self._h()), "stop")
+        self._h().end()
+
+    def step_begin(self):
+        """Where the next step begins: time before it (and after the last step) is in no step."""
+        self._h().step_begin()
+
+    def name_thread(self, name):
+        """The calling thread's name in the reports (else its OS name, else "tid N")."""
+        self._h().thread_name(_b(name))
 
     def profile_function(self, func=None, *, name=None):
         """Decorator: every call of the function is a section named after it
         (module.qualname, or name)."""
-        return _decorate(func, name, lambda: self)
+        return _decorate(func, name, self, None)
 
     # -- measurements -------------------------------------------------------------------------
     def add_metadata(self, key, value):
         """Metadata of the innermost open section (else the session, else the run)."""
-        _check(_lib.sonde_metadata(self._h(), _b(key), _b(value)), "metadata")
+        self._h().metadata(_b(key), _b(value))
 
     def record_metric(self, name, value):
         """A numeric metric (count, mean, min and max are kept); value must be finite."""
-        _check(_lib.sonde_metric(self._h(), _b(name), float(value)), "record_metric")
+        self._h().metric(_b(name), float(value))
 
     def record_throughput(self, units, seconds=None, unit=None):
         """units processed (tokens unless unit names another); seconds None: the open
         section's own duration."""
-        _check(
-            _lib.sonde_throughput_unit(
-                self._h(), float(units), 0.0 if seconds is None else float(seconds), _b(unit)
-            ),
-            "record_throughput",
-        )
+        self._h().throughput(float(units), 0.0 if seconds is None else float(seconds), _b(unit))
 
     def record_flops(self, flops):
         """Floating-point operations done by the open section (achieved FLOP/s, MFU)."""
-        _check(_lib.sonde_flops(self._h(), float(flops)), "record_flops")
+        self._h().flops(float(flops))
 
     def record_shape(self, name, dims):
         """A tensor shape as metadata of the open section (with record_shapes on)."""
-        arr = (ctypes.c_int64 * len(dims))(*[int(d) for d in dims])
-        _check(_lib.sonde_shape(self._h(), _b(name), arr, len(dims)), "record_shape")
+        self._h().shape(_b(name), [int(d) for d in dims])
 
     def event(self, name):
         """An instant event on this thread's track."""
-        _check(_lib.sonde_event(self._h(), _b(name)), "event")
+        self._h().event(_b(name))
 
     def counter(self, name, value):
         """A sample of a process-wide counter track."""
-        _check(_lib.sonde_counter(self._h(), _b(name), float(value)), "counter")
+        self._h().counter(_b(name), float(value))
 
     def step(self):
         """The end of one step (iteration); drives the step schedule."""
-        _check(_lib.sonde_step(self._h()), "step")
+        self._h().step()
 
     def sync(self):
         """Right after a barrier, on every rank: lets `sonde merge` align the ranks."""
-        _check(_lib.sonde_sync(self._h()), "sync")
+        self._h().sync()
 
     def record_diffusion_step(self, step, timestep, block_size=0, seconds=None,
                               guidance_scale=0.0):
         """One denoising step (seconds None: the open section's duration)."""
-        _check(
-            _lib.sonde_diffusion_step(
-                self._h(), int(step), float(timestep), int(block_size),
-                0.0 if seconds is None else float(seconds), float(guidance_scale),
-            ),
-            "record_diffusion_step",
-        )
+        self._h().diffusion_step(int(step), float(timestep), int(block_size),
+                                 0.0 if seconds is None else float(seconds), float(guidance_scale))
 
     def record_block(self, block_index, block_size_frames, seconds=None, memory_mb=0.0):
         """One block of frames (FPS and BPS in the report)."""
-        _check(
-            _lib.sonde_block(
-                self._h(), int(block_index), int(block_size_frames),
-                0.0 if seconds is None else float(seconds), float(memory_mb),
-            ),
-            "record_block",
-        )
+        self._h().block(int(block_index), int(block_size_frames),
+                        0.0 if seconds is None else float(seconds), float(memory_mb))
 
     def record_model_params(self, name, count):
         """A model's parameter count."""
-        _check(_lib.sonde_model_params(self._h(), _b(name), float(count)), "record_model_params")
+        self._h().model_params(_b(name), float(count))
 
     # -- reading back -------------------------------------------------------------------------
     def export(self, path=None):
         """Writes every configured report now (path None), or one file whose format follows
         the extension (.json, .csv, .txt, .trace.json.gz). Recording goes on."""
-        _check(_lib.sonde_export(self._h(), _b(os.fspath(path) if path else None)), "export")
+        self._h().export(_b(os.fspath(path)) if path else None)
 
     def get_summary(self):
         """The run so far as a dict: total_duration_s, sections, steps, units, unit,
         units_per_s, flops, flops_per_s, dropped_events, warnings, not_recorded (None, or why
         nothing was recorded: then every figure is 0) and stats (one dict per section name,
         largest total first, with the fields of sonde_section_stats)."""
-        sp = _lib.sonde_summary(self._h())
-        if not sp:
-            _check(_lib.sonde_status(self._handle) or EIO, "get_summary")
-        try:
-            s = sp.contents
-            out = {}
-            for f, _ in _native.Summary._fields_:
-                if f in ("n_stats", "stats"):
-                    continue
-                v = getattr(s, f)
-                out[f] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
-            stats = []
-            for i in range(s.n_stats):
-                st = s.stats[i]
-                d = {}
-                for f, _ in _native.SectionStats._fields_:
-                    v = getattr(st, f)
-                    d[f] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
-                stats.append(d)
-            out["stats"] = stats
-            return out
-        finally:
-            _lib.sonde_summary_free(sp)
+        return self._h().summary()
 
     def clear(self):
         """Discards everything recorded so far."""
-        _check(_lib.sonde_clear(self._h()), "clear")
+        self._h().clear()
 
 
-def _decorate(func, name, which):
+def _decorate(func, name, profiler, which):
     """The decorators' common part: each call of f is a section named name (or module.qualname)
-    in the profiler which() returns at call time; none, or a closed one: f runs unprofiled."""
+    in profiler, or in the one which() returns at call time; none, or a closed one: f runs
+    unprofiled. The wrapper is the C type _sonde.Wrapped (a call costs one sonde_begin and one
+    sonde_end around the function's own)."""
 
     def wrap(f):
         label = _b(name or "%s.%s" % (f.__module__, f.__qualname__))
-
-        @functools.wraps(f)
-        def inner(*args, **kw):
-            p = which()
-            h = p._handle if p is not None else None
-            if h is None:
-                return f(*args, **kw)
-            _check(_begin(h, label), "profile_function")
-            try:
-                return f(*args, **kw)
-            finally:
-                if p._handle is not None:
-                    _end(p._handle)
-
-        return inner
+        return functools.update_wrapper(_sonde.Wrapped(f, label, profiler, which), f)
 
     return wrap(func) if func is not None else wrap
 
@@ -435,7 +383,7 @@ def _decorate(func, name, which):
 def profile_function(func=None, *, name=None, profiler=None):
     """Decorator: each call is a section in `profiler`, or in the profiler entered with `with`
     on the calling thread at call time (none: the function runs unprofiled)."""
-    return _decorate(func, name, lambda: profiler or current())
+    return _decorate(func, name, profiler, None if profiler is not None else current)
 
 
 # -- argparse -----------------------------------------------------------------------------------
@@ -502,8 +450,8 @@ def create_profiler_from_args(args, profile_name=None, config=None, **kwargs):
     if acts:
         words.append("--profile-activities")
         words += [str(a) for a in acts]
-    argc = ctypes.c_int(len(words))
-    argv = (ctypes.c_char_p * (len(words) + 1))(*[_b(w) for w in words], None)
-    rc = _lib.sonde_config_from_args(ctypes.byref(cfg._c), ctypes.byref(argc), argv)
-    _check(rc, "create_profiler_from_args")
+    try:
+        cfg._c.from_args([_b(w) for w in words])
+    except SondeError as e:
+        raise SondeError(e.code, "create_profiler_from_args: %s" % e) from None
     return Profiler(cfg, from_env=False)

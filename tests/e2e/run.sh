@@ -888,14 +888,26 @@ CM
     cmake --build "$work/consumer/build" > /dev/null
     (cd "$work/consumer" && ./build/minimal > /dev/null)
     check count "$work/consumer/sonde-out/minimal.json" load_model 1
-    # the Python binding finds the installed library beside itself, with no variable set
-    (cd "$work" && env -u SONDE_LIBRARY -u LD_LIBRARY_PATH PYTHONPATH="$work/prefix/lib/sonde/python" \
+    # the Python package installed with the library (its extension carries libsonde inside)
+    (cd "$work" && env -u LD_LIBRARY_PATH PYTHONPATH="$work/prefix/lib/sonde/python" \
         python3 -c 'import sonde, sys
 with sonde.Profiler({"name": "py", "collect_gpu": False}) as p:
     with p.profile("installed"):
         pass
-assert sonde._native.lib._name.startswith(sys.argv[1]), sonde._native.lib._name' "$work/prefix/lib/")
+assert sonde._sonde.__file__.startswith(sys.argv[1]), sonde._sonde.__file__' "$work/prefix/lib/")
     check count "$work/sonde-out/py.json" installed 1
+    # `make python-install` into a virtual environment's interpreter, from this checkout, offline;
+    # the environment's python imports it from anywhere
+    python3 -m venv --without-pip "$work/venv"
+    make -s -C "$src" python-install PYTHON="$work/venv/bin/python" PYBUILD="$work/pybuild" > pyinst.txt
+    grep -q "^sonde: Python package installed into $work/venv/lib/python.*/site-packages/sonde for $work/venv/bin/python" pyinst.txt \
+        || fail "make python-install said: $(cat pyinst.txt)"
+    (cd / && env -u PYTHONPATH "$work/venv/bin/python" -c 'import sonde, sys
+with sonde.Profiler({"name": "venv", "output_dir": sys.argv[1], "collect_gpu": False}) as p:
+    with p.profile("from_venv"):
+        pass
+assert sonde._sonde.__file__.startswith(sys.prefix), (sonde._sonde.__file__, sys.prefix)' "$work/venvout")
+    check count "$work/venvout/venv.json" from_venv 1
     ;;
 *)
     fail "unknown test $test"

@@ -1,8 +1,8 @@
-"""test_sonde.py - the Python binding (python/sonde) against the real libsonde.
+"""test_sonde.py - the Python package (python/sonde and its C extension sonde._sonde).
 
-Run by ctest with SONDE_LIBRARY (the build's libsonde.so) and SONDE_TWIN (tests/python/twin.c,
-the C program the workload below mirrors call for call). Also: python3 -m unittest from a shell
-with those two variables set.
+Run by ctest with PYTHONPATH=BUILD/python (the package and the extension built for this
+interpreter) and SONDE_TWIN (tests/python/twin.c, the C program the workload below mirrors call
+for call). Also: PYTHONPATH=build/python SONDE_TWIN=build/tests/twin python3 tests/python/test_sonde.py.
 """
 
 import argparse
@@ -16,8 +16,10 @@ import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import sonde  # noqa: E402
+
+print("sonde's Python tests on %s (Python %s), extension %s" % (
+    sys.executable, sys.version.split()[0], sonde._sonde.__file__), file=sys.stderr)
 
 QUIET = {"collect_cpu": False, "collect_memory": False, "collect_gpu": False}
 
@@ -325,15 +327,26 @@ class Recording(Base):
 
 
 class Loading(Base):
-    def test_a_missing_library_names_where_it_looked(self):
-        env = dict(os.environ, SONDE_LIBRARY=os.path.join(self.dir, "nowhere", "libsonde.so.0"))
+    def test_an_unbuilt_checkout_says_how_to_build(self):
+        # the source tree's package has no extension: the error names this interpreter and the
+        # command that builds one for it
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         code = "import sys; sys.path.insert(0, sys.argv[1]); import sonde"
         pkg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
         r = subprocess.run([sys.executable, "-c", code, pkg], env=env, capture_output=True,
-                           text=True)
+                           text=True, cwd=self.dir)
         self.assertNotEqual(r.returncode, 0)
-        self.assertIn("ImportError: sonde: cannot load libsonde; set SONDE_LIBRARY", r.stderr)
-        self.assertIn("nowhere/libsonde.so.0 (missing)", r.stderr)
+        self.assertIn("sonde._sonde is not built for this interpreter (%s" % sys.executable,
+                      r.stderr)
+        self.assertIn("make python-install", r.stderr)
+
+    def test_nothing_loads_libsonde_with_ctypes(self):
+        self.assertNotIn("ctypes", sys.modules.get("sonde").__dict__)
+        src = os.path.dirname(sonde.__file__)
+        for f in os.listdir(src):
+            if f.endswith(".py"):
+                with open(os.path.join(src, f)) as fh:
+                    self.assertNotIn("import ctypes", fh.read(), f)
 
 
 class Argparse(Base):

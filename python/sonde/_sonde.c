@@ -1,0 +1,989 @@
+/* _sonde.c - sonde's CPython extension: libsonde's API for the Python package above it.
+ *
+ * Contents: errors; Config (a sonde_config, set and read by key); Handle (one sonde_profiler);
+ * Section (a section or session as a context manager, the hot object); Wrapped (the decorator's
+ * callable); the module.
+ *
+ * The hot objects call libsonde directly: entering a Section is one sonde_begin, leaving it one
+ * sonde_end, with no Python object made on the way. Everything a user reads (names, docstrings,
+ * the compat mappings) lives in the Python package (python/sonde/__init__.py). Every function
+ * here is called with the GIL held; libsonde's own calls are thread-safe. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <string.h>
+
+#include <sonde/sonde.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * Errors: SondeError is the package's class (registered by set_error_class); until then, and
+ * for anything that is not libsonde's, RuntimeError.
+ * ------------------------------------------------------------------------------------------- */
+static PyObject *g_error_class;
+
+/* Raises SondeError(code, text) (text is stolen) and returns NULL. */
+static PyObject *raise_text(int code, PyObject *text)
+{
+    if (!text)
+        return NULL;
+    if (g_error_class) {
+        PyObject *e = PyObject_CallFunction(g_error_class, "iO", code, text);
+        if (e) {
+            PyErr_SetObject(g_error_class, e);
+            Py_DECREF(e);
+        }
+    } else {
+        PyErr_SetObject(PyExc_RuntimeError, text);
+    }
+    Py_DECREF(text);
+    return NULL;
+}
+
+/* Raises SondeError(code, "what: libsonde's message") and returns NULL. */
+static PyObject *raise_code(int code, const char *what)
+{
+    const char *msg = sonde_last_error();
+    if (!msg || !*msg)
+        msg = sonde_strerror(code);
+    return raise_text(code, what ? PyUnicode_FromFormat("%s: %s", what, msg)
+                                 : PyUnicode_FromString(msg));
+}
+
+/* rc < 0: raise and NULL; else the int rc. */
+static PyObject *rc_or_raise(int rc, const char *what)
+{
+    if (rc < 0)
+        return raise_code(rc, what);
+    return PyLong_FromLong(rc);
+}
+
+/* A str or bytes argument as UTF-8 bytes that live as long as obj (str: its cached UTF-8);
+ * None gives NULL when none_ok. -1 with an exception set when it is neither. */
+static int as_text(PyObject *obj, const char **out, int none_ok)
+{
+    if (obj == Py_None && none_ok) {
+        *out = NULL;
+        return 0;
+    }
+    if (PyUnicode_Check(obj)) {
+        *out = PyUnicode_AsUTF8(obj);
+        return *out ? 0 : -1;
+    }
+    if (PyBytes_Check(obj)) {
+        *out = PyBytes_AS_STRING(obj);
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "expected str or bytes%s, got %.100s",
+                 none_ok ? " or None" : "", Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Config
+ * ------------------------------------------------------------------------------------------- */
+typedef struct {
+    PyObject_HEAD
+    sonde_config cfg;
+} ConfigObject;
+
+static PyTypeObject ConfigType;
+
+static int Config_init(ConfigObject *self, PyObject *args, PyObject *kw)
+{
+    PyObject *from = NULL;
+    static char *kwlist[] = {"copy_of", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O!", kwlist, &ConfigType, &from))
+        return -1;
+    self->cfg = from ? ((ConfigObject *)from)->cfg : sonde_config_default();
+    return 0;
+}
+
+static PyObject *Config_set(ConfigObject *self, PyObject *args)
+{
+    PyObject *k, *v;
+    const char *key, *value;
+    if (!PyArg_ParseTuple(args, "OO", &k, &v) || as_text(k, &key, 0) || as_text(v, &value, 1))
+        return NULL;
+    return rc_or_raise(sonde_config_set(&self->cfg, key, value), NULL);
+}
+
+static PyObject *Config_get(ConfigObject *self, PyObject *arg)
+{
+    const char *key;
+    if (as_text(arg, &key, 0))
+        return NULL;
+    char small[256];
+    int n = sonde_config_get(&self->cfg, key, small, sizeof small);
+    if (n < 0)
+        return raise_code(n, NULL);
+    if ((size_t)n < sizeof small)
+        return PyUnicode_DecodeUTF8(small, n, "replace");
+    char *big = PyMem_Malloc((size_t)n + 1);
+    if (!big)
+        return PyErr_NoMemory();
+    sonde_config_get(&self->cfg, key, big, (size_t)n + 1);
+    PyObject *r = PyUnicode_DecodeUTF8(big, n, "replace");
+    PyMem_Free(big);
+    return r;
+}
+
+static PyObject *Config_preset(ConfigObject *self, PyObject *arg)
+{
+    const char *name;
+    if (as_text(arg, &name, 0))
+        return NULL;
+    return rc_or_raise(sonde_config_preset(&self->cfg, name), NULL);
+}
+
+static PyObject *Config_load_file(ConfigObject *self, PyObject *arg)
+{
+    const char *path;
+    if (as_text(arg, &path, 0))
+        return NULL;
+    return rc_or_raise(sonde_config_load_file(&self->cfg, path), NULL);
+}
+
+static PyObject *Config_from_env(ConfigObject *self, PyObject *unused)
+{
+    (void)unused;
+    return rc_or_raise(sonde_config_from_env(&self->cfg), NULL);
+}
+
+/* from_args(list of str): sonde_config_from_args over the words (the first is the program's
+ * name); returns the words it left. libsonde keeps the flags' values for the process's life. */
+static PyObject *Config_from_args(ConfigObject *self, PyObject *arg)
+{
+    if (!PyList_Check(arg))
+        return PyErr_Format(PyExc_TypeError, "from_args takes a list of str");
+    Py_ssize_t n = PyList_GET_SIZE(arg);
+    char **argv = PyMem_Calloc((size_t)n + 1, sizeof *argv);
+    if (!argv)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *w;
+        if (as_text(PyList_GET_ITEM(arg, i), &w, 0)) {
+            PyMem_Free(argv);
+            return NULL;
+        }
+        argv[i] = (char *)w;
+    }
+    int argc = (int)n;
+    int rc = sonde_config_from_args(&self->cfg, &argc, argv);
+    PyObject *left = NULL;
+    if (rc >= 0 && (left = PyList_New(argc)))
+        for (int i = 0; i < argc; i++) {
+            PyObject *s = PyUnicode_DecodeFSDefault(argv[i]);
+            if (!s) {
+                Py_CLEAR(left);
+                break;
+            }
+            PyList_SET_ITEM(left, i, s);
+        }
+    PyMem_Free(argv);
+    if (rc < 0)
+        return raise_code(rc, NULL);
+    return left;
+}
+
+static PyMethodDef Config_methods[] = {
+    {"set", (PyCFunction)Config_set, METH_VARARGS, "set(key, text or None): one key from text"},
+    {"get", (PyCFunction)Config_get, METH_O, "get(key) -> the key's value as text"},
+    {"preset", (PyCFunction)Config_preset, METH_O, "preset(name): a named preset over this"},
+    {"load_file", (PyCFunction)Config_load_file, METH_O, "load_file(path): a YAML file over this"},
+    {"from_env", (PyCFunction)Config_from_env, METH_NOARGS, "from_env(): SONDE_* over this"},
+    {"from_args", (PyCFunction)Config_from_args, METH_O,
+     "from_args(words) -> the words left once the --profile* flags were applied"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ConfigType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sonde._sonde.Config",
+    .tp_basicsize = sizeof(ConfigObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One sonde_config, set and read by key (docs/configuration.md).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Config_init,
+    .tp_methods = Config_methods,
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Handle: one sonde_profiler. destroy() ends it; every later call fails with SONDE_ESTATE.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct {
+    PyObject_HEAD
+    sonde_profiler *p;
+    PyObject *cache;       /* name -> Section (section()), or NULL */
+    PyObject *cache_owner; /* the owner those Sections return; compared only */
+} HandleObject;
+
+static PyTypeObject HandleType;
+
+static PyObject *closed(void)
+{
+    return raise_text(SONDE_ESTATE, PyUnicode_FromString("the profiler is closed"));
+}
+
+#define HANDLE_P(self)                                                                          \
+    sonde_profiler *p = ((HandleObject *)(self))->p;                                            \
+    if (!p)                                                                                     \
+        return closed();
+
+static int Handle_init(HandleObject *self, PyObject *args, PyObject *kw)
+{
+    PyObject *cfg;
+    static char *kwlist[] = {"config", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!", kwlist, &ConfigType, &cfg))
+        return -1;
+    if (self->p) {
+        PyErr_SetString(PyExc_RuntimeError, "a Handle is made once");
+        return -1;
+    }
+    self->p = sonde_create(&((ConfigObject *)cfg)->cfg);
+    if (!self->p) {
+        raise_code(SONDE_ENOMEM, "sonde_create");
+        return -1;
+    }
+    return 0;
+}
+
+static int Handle_traverse(HandleObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->cache);
+    return 0;
+}
+
+static int Handle_clear_refs(HandleObject *self)
+{
+    Py_CLEAR(self->cache);
+    return 0;
+}
+
+static void Handle_dealloc(HandleObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    if (self->p) /* never closed: the reports are still written */
+        sonde_destroy(self->p);
+    Handle_clear_refs(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Handle_destroy(HandleObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!self->p)
+        return PyLong_FromLong(SONDE_ESTATE);
+    sonde_profiler *p = self->p;
+    self->p = NULL;
+    Py_CLEAR(self->cache); /* the Sections hold this Handle: the cycle goes now */
+    int rc;
+    Py_BEGIN_ALLOW_THREADS /* writing the reports takes a while: other threads go on */
+    rc = sonde_destroy(p);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(rc);
+}
+
+static PyObject *Handle_closed(HandleObject *self, void *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(self->p == NULL);
+}
+
+static PyObject *str_or_none(const char *s)
+{
+    if (!s)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeFSDefault(s);
+}
+
+static PyObject *Handle_name(HandleObject *self, PyObject *unused)
+{
+    (void)unused;
+    HANDLE_P(self);
+    return str_or_none(sonde_name(p));
+}
+
+static PyObject *Handle_file_path(HandleObject *self, PyObject *unused)
+{
+    (void)unused;
+    HANDLE_P(self);
+    return str_or_none(sonde_file_path(p));
+}
+
+static PyObject *Handle_status(HandleObject *self, PyObject *unused)
+{
+    (void)unused;
+    HANDLE_P(self);
+    return PyLong_FromLong(sonde_status(p));
+}
+
+/* The calls that take nothing but the profiler. */
+#define NOARG_CALL(fn, call, what)                                                              \
+    static PyObject *fn(HandleObject *self, PyObject *unused)                                   \
+    {                                                                                           \
+        (void)unused;                                                                           \
+        HANDLE_P(self);                                                                         \
+        return rc_or_raise(call(p), what);                                                      \
+    }
+NOARG_CALL(Handle_end, sonde_end, "stop")
+NOARG_CALL(Handle_session_end, sonde_session_end, "session end")
+NOARG_CALL(Handle_sync, sonde_sync, "sync")
+NOARG_CALL(Handle_step, sonde_step, "step")
+NOARG_CALL(Handle_step_begin, sonde_step_begin, "step_begin")
+NOARG_CALL(Handle_clear, sonde_clear, "clear")
+
+/* The calls that take one name. */
+#define NAME_CALL(fn, call, what)                                                               \
+    static PyObject *fn(HandleObject *self, PyObject *arg)                                      \
+    {                                                                                           \
+        HANDLE_P(self);                                                                         \
+        const char *s;                                                                          \
+        if (as_text(arg, &s, 0))                                                                \
+            return NULL;                                                                        \
+        return rc_or_raise(call(p, s), what);                                                   \
+    }
+NAME_CALL(Handle_begin, sonde_begin, "profile")
+NAME_CALL(Handle_session_begin, sonde_session_begin, "session")
+NAME_CALL(Handle_event, sonde_event, "event")
+NAME_CALL(Handle_thread_name, sonde_thread_name, "thread_name")
+
+/* The calls that take a name and a number. */
+#define NAME_NUM_CALL(fn, call, what)                                                           \
+    static PyObject *fn(HandleObject *self, PyObject *args)                                     \
+    {                                                                                           \
+        HANDLE_P(self);                                                                         \
+        PyObject *k;                                                                            \
+        double v;                                                                               \
+        const char *s;                                                                          \
+        if (!PyArg_ParseTuple(args, "Od", &k, &v) || as_text(k, &s, 0))                         \
+            return NULL;                                                                        \
+        return rc_or_raise(call(p, s, v), what);                                                \
+    }
+NAME_NUM_CALL(Handle_metric, sonde_metric, "record_metric")
+NAME_NUM_CALL(Handle_counter, sonde_counter, "counter")
+NAME_NUM_CALL(Handle_model_params, sonde_model_params, "record_model_params")
+
+static PyObject *Handle_metadata(HandleObject *self, PyObject *args)
+{
+    HANDLE_P(self);
+    PyObject *k, *v;
+    const char *key, *value;
+    if (!PyArg_ParseTuple(args, "OO", &k, &v) || as_text(k, &key, 0) || as_text(v, &value, 0))
+        return NULL;
+    return rc_or_raise(sonde_metadata(p, key, value), "metadata");
+}
+
+static PyObject *Handle_flops(HandleObject *self, PyObject *arg)
+{
+    HANDLE_P(self);
+    double v = PyFloat_AsDouble(arg);
+    if (v == -1.0 && PyErr_Occurred())
+        return NULL;
+    return rc_or_raise(sonde_flops(p, v), "record_flops");
+}
+
+static PyObject *Handle_throughput(HandleObject *self, PyObject *args)
+{
+    HANDLE_P(self);
+    double units, seconds;
+    PyObject *u = Py_None;
+    const char *unit;
+    if (!PyArg_ParseTuple(args, "dd|O", &units, &seconds, &u) || as_text(u, &unit, 1))
+        return NULL;
+    return rc_or_raise(sonde_throughput_unit(p, units, seconds, unit), "record_throughput");
+}
+
+static PyObject *Handle_shape(HandleObject *self, PyObject *args)
+{
+    HANDLE_P(self);
+    PyObject *k, *dims;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "OO", &k, &dims) || as_text(k, &name, 0))
+        return NULL;
+    PyObject *seq = PySequence_Fast(dims, "record_shape: dims must be a sequence of ints");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int64_t small[16], *d = n <= 16 ? small : PyMem_Calloc((size_t)n, sizeof *d);
+    if (!d) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        d[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (d[i] == -1 && PyErr_Occurred()) {
+            if (d != small)
+                PyMem_Free(d);
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    int rc = sonde_shape(p, name, d, (int)n);
+    if (d != small)
+        PyMem_Free(d);
+    Py_DECREF(seq);
+    return rc_or_raise(rc, "record_shape");
+}
+
+static PyObject *Handle_diffusion_step(HandleObject *self, PyObject *args)
+{
+    HANDLE_P(self);
+    int step, block_size;
+    double timestep, seconds, guidance;
+    if (!PyArg_ParseTuple(args, "ididd", &step, &timestep, &block_size, &seconds, &guidance))
+        return NULL;
+    return rc_or_raise(sonde_diffusion_step(p, step, timestep, block_size, seconds, guidance),
+                       "record_diffusion_step");
+}
+
+static PyObject *Handle_block(HandleObject *self, PyObject *args)
+{
+    HANDLE_P(self);
+    int index, frames;
+    double seconds, memory;
+    if (!PyArg_ParseTuple(args, "iidd", &index, &frames, &seconds, &memory))
+        return NULL;
+    return rc_or_raise(sonde_block(p, index, frames, seconds, memory), "record_block");
+}
+
+static PyObject *Handle_export(HandleObject *self, PyObject *arg)
+{
+    HANDLE_P(self);
+    const char *path;
+    if (as_text(arg, &path, 1))
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sonde_export(p, path);
+    Py_END_ALLOW_THREADS
+    return rc_or_raise(rc, "export");
+}
+
+/* d[key] = value, stealing value; -1 on failure. */
+static int put(PyObject *d, const char *key, PyObject *value)
+{
+    if (!value)
+        return -1;
+    int rc = PyDict_SetItemString(d, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+static PyObject *section_dict(const sonde_section_stats *s)
+{
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    if (put(d, "name", PyUnicode_DecodeUTF8(s->name, (Py_ssize_t)strlen(s->name), "replace")) ||
+        put(d, "count", PyLong_FromUnsignedLongLong(s->count)) ||
+        put(d, "total_s", PyFloat_FromDouble(s->total_s)) ||
+        put(d, "self_s", PyFloat_FromDouble(s->self_s)) ||
+        put(d, "mean_s", PyFloat_FromDouble(s->mean_s)) ||
+        put(d, "min_s", PyFloat_FromDouble(s->min_s)) ||
+        put(d, "max_s", PyFloat_FromDouble(s->max_s)) ||
+        put(d, "stddev_s", PyFloat_FromDouble(s->stddev_s)) ||
+        put(d, "p50_s", PyFloat_FromDouble(s->p50_s)) ||
+        put(d, "p90_s", PyFloat_FromDouble(s->p90_s)) ||
+        put(d, "p99_s", PyFloat_FromDouble(s->p99_s)) ||
+        put(d, "share", PyFloat_FromDouble(s->share)) ||
+        put(d, "unit", PyUnicode_DecodeUTF8(s->unit, (Py_ssize_t)strlen(s->unit), "replace")) ||
+        put(d, "units", PyFloat_FromDouble(s->units)) ||
+        put(d, "units_per_s", PyFloat_FromDouble(s->units_per_s)) ||
+        put(d, "flops", PyFloat_FromDouble(s->flops)) ||
+        put(d, "flops_per_s", PyFloat_FromDouble(s->flops_per_s)) ||
+        put(d, "mfu", PyFloat_FromDouble(s->mfu))) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* summary() -> the sonde_summary_t as a dict, its sections under "stats". */
+static PyObject *Handle_summary(HandleObject *self, PyObject *unused)
+{
+    (void)unused;
+    HANDLE_P(self);
+    sonde_summary_t *s;
+    Py_BEGIN_ALLOW_THREADS
+    s = sonde_summary(p);
+    Py_END_ALLOW_THREADS
+    if (!s) {
+        int st = sonde_status(p);
+        return raise_code(st ? st : SONDE_EIO, "get_summary");
+    }
+    PyObject *d = PyDict_New(), *stats = d ? PyList_New((Py_ssize_t)s->n_stats) : NULL;
+    int bad = !stats;
+    for (size_t i = 0; !bad && i < s->n_stats; i++) {
+        PyObject *x = section_dict(&s->stats[i]);
+        if (!x)
+            bad = 1;
+        else
+            PyList_SET_ITEM(stats, (Py_ssize_t)i, x);
+    }
+    if (!bad)
+        bad = put(d, "total_duration_s", PyFloat_FromDouble(s->total_duration_s)) ||
+              put(d, "sections", PyLong_FromUnsignedLongLong(s->sections)) ||
+              put(d, "steps", PyLong_FromUnsignedLongLong(s->steps)) ||
+              put(d, "units", PyFloat_FromDouble(s->units)) ||
+              put(d, "units_per_s", PyFloat_FromDouble(s->units_per_s)) ||
+              put(d, "unit", PyUnicode_DecodeUTF8(s->unit, (Py_ssize_t)strlen(s->unit), "replace")) ||
+              put(d, "flops", PyFloat_FromDouble(s->flops)) ||
+              put(d, "flops_per_s", PyFloat_FromDouble(s->flops_per_s)) ||
+              put(d, "dropped_events", PyLong_FromUnsignedLongLong(s->dropped_events)) ||
+              put(d, "warnings", PyLong_FromUnsignedLongLong(s->warnings)) ||
+              put(d, "not_recorded", str_or_none(s->not_recorded));
+    if (!bad) {
+        bad = PyDict_SetItemString(d, "stats", stats);
+    }
+    Py_XDECREF(stats);
+    sonde_summary_free(s);
+    if (bad) {
+        Py_XDECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+static PyObject *Handle_section(HandleObject *self, PyObject *const *args, Py_ssize_t nargs);
+
+static PyMethodDef Handle_methods[] = {
+    {"section", (PyCFunction)(void (*)(void))Handle_section, METH_FASTCALL,
+     "section(owner, name[, session]) -> a Section of this profiler"},
+    {"destroy", (PyCFunction)Handle_destroy, METH_NOARGS, "destroy() -> sonde_destroy's code"},
+    {"name", (PyCFunction)Handle_name, METH_NOARGS, "the run name"},
+    {"file_path", (PyCFunction)Handle_file_path, METH_NOARGS, "the .sonde file, or None"},
+    {"status", (PyCFunction)Handle_status, METH_NOARGS, "sonde_status"},
+    {"begin", (PyCFunction)Handle_begin, METH_O, "sonde_begin"},
+    {"end", (PyCFunction)Handle_end, METH_NOARGS, "sonde_end"},
+    {"session_begin", (PyCFunction)Handle_session_begin, METH_O, "sonde_session_begin"},
+    {"session_end", (PyCFunction)Handle_session_end, METH_NOARGS, "sonde_session_end"},
+    {"metadata", (PyCFunction)Handle_metadata, METH_VARARGS, "sonde_metadata"},
+    {"metric", (PyCFunction)Handle_metric, METH_VARARGS, "sonde_metric"},
+    {"throughput", (PyCFunction)Handle_throughput, METH_VARARGS, "sonde_throughput_unit"},
+    {"shape", (PyCFunction)Handle_shape, METH_VARARGS, "sonde_shape"},
+    {"flops", (PyCFunction)Handle_flops, METH_O, "sonde_flops"},
+    {"event", (PyCFunction)Handle_event, METH_O, "sonde_event"},
+    {"counter", (PyCFunction)Handle_counter, METH_VARARGS, "sonde_counter"},
+    {"sync", (PyCFunction)Handle_sync, METH_NOARGS, "sonde_sync"},
+    {"step", (PyCFunction)Handle_step, METH_NOARGS, "sonde_step"},
+    {"step_begin", (PyCFunction)Handle_step_begin, METH_NOARGS, "sonde_step_begin"},
+    {"thread_name", (PyCFunction)Handle_thread_name, METH_O, "sonde_thread_name"},
+    {"diffusion_step", (PyCFunction)Handle_diffusion_step, METH_VARARGS, "sonde_diffusion_step"},
+    {"block", (PyCFunction)Handle_block, METH_VARARGS, "sonde_block"},
+    {"model_params", (PyCFunction)Handle_model_params, METH_VARARGS, "sonde_model_params"},
+    {"summary", (PyCFunction)Handle_summary, METH_NOARGS, "sonde_summary as a dict"},
+    {"export", (PyCFunction)Handle_export, METH_O, "sonde_export (None: every format)"},
+    {"clear", (PyCFunction)Handle_clear, METH_NOARGS, "sonde_clear"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Handle_getset[] = {
+    {"closed", (getter)Handle_closed, NULL, "True once destroy() ran", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject HandleType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sonde._sonde.Handle",
+    .tp_basicsize = sizeof(HandleObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)Handle_traverse,
+    .tp_clear = (inquiry)Handle_clear_refs,
+    .tp_doc = "Handle(config): one libsonde profiler (sonde_create); destroy() ends it.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Handle_init,
+    .tp_dealloc = (destructor)Handle_dealloc,
+    .tp_methods = Handle_methods,
+    .tp_getset = Handle_getset,
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Section: `with prof.profile("decode"):`. Entering is sonde_begin (or sonde_session_begin),
+ * leaving sonde_end; __enter__ returns the owner (the Python Profiler). An exception leaving the
+ * block still ends the section and goes on; a failed end is raised only when none is in flight.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct {
+    PyObject_HEAD
+    HandleObject *handle;
+    PyObject *owner;  /* what __enter__ returns */
+    PyObject *name;   /* bytes */
+    int session;
+} SectionObject;
+
+static PyTypeObject SectionType;
+
+static int Section_init(SectionObject *self, PyObject *args, PyObject *kw)
+{
+    PyObject *h, *owner, *name;
+    int session = 0;
+    static char *kwlist[] = {"handle", "owner", "name", "session", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OO|p", kwlist, &HandleType, &h, &owner, &name,
+                                     &session))
+        return -1;
+    PyObject *b = PyUnicode_Check(name) ? PyUnicode_AsUTF8String(name) : (Py_INCREF(name), name);
+    if (!b)
+        return -1;
+    if (!PyBytes_Check(b)) {
+        Py_DECREF(b);
+        PyErr_Format(PyExc_TypeError, "a section's name is str or bytes, not %.100s",
+                     Py_TYPE(name)->tp_name);
+        return -1;
+    }
+    Py_INCREF(h);
+    Py_INCREF(owner);
+    Py_XSETREF(self->handle, (HandleObject *)h);
+    Py_XSETREF(self->owner, owner);
+    Py_XSETREF(self->name, b);
+    self->session = session;
+    return 0;
+}
+
+static int Section_traverse(SectionObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->handle);
+    Py_VISIT(self->owner);
+    return 0;
+}
+
+static int Section_clear(SectionObject *self)
+{
+    Py_CLEAR(self->handle);
+    Py_CLEAR(self->owner);
+    Py_CLEAR(self->name);
+    return 0;
+}
+
+static void Section_dealloc(SectionObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    Section_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Section_enter(SectionObject *self, PyObject *unused)
+{
+    (void)unused;
+    sonde_profiler *p = self->handle ? self->handle->p : NULL;
+    if (!p)
+        return closed();
+    const char *name = PyBytes_AS_STRING(self->name);
+    int rc = self->session ? sonde_session_begin(p, name) : sonde_begin(p, name);
+    if (rc < 0)
+        return raise_code(rc, self->session ? "session" : "profile");
+    Py_INCREF(self->owner);
+    return self->owner;
+}
+
+static PyObject *Section_exit(SectionObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    sonde_profiler *p = self->handle ? self->handle->p : NULL;
+    if (p) { /* closed inside the block: nothing to end */
+        int rc = self->session ? sonde_session_end(p) : sonde_end(p);
+        if (rc < 0 && (nargs < 1 || args[0] == Py_None))
+            return raise_code(rc, self->session ? "session end" : "profile end");
+    }
+    Py_RETURN_FALSE;
+}
+
+/* Handle.section(owner, name[, session]): a Section of this profiler, made without parsing
+ * keywords (the hot way in: `prof.profile(name)`). Sections of one name are the same object
+ * each time (a Section holds no state between enter and exit), from a cache of at most 4096. */
+static PyObject *Handle_section(HandleObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 2 || nargs > 3)
+        return PyErr_Format(PyExc_TypeError, "section(owner, name[, session])");
+    if (!self->p)
+        return closed();
+    int session = nargs == 3 ? PyObject_IsTrue(args[2]) : 0;
+    if (session < 0)
+        return NULL;
+    PyObject *owner = args[0], *name = args[1];
+    if (!session && self->cache && self->cache_owner == owner) {
+        PyObject *hit = PyDict_GetItemWithError(self->cache, name);
+        if (hit) {
+            Py_INCREF(hit);
+            return hit;
+        }
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    PyObject *b = PyUnicode_Check(name) ? PyUnicode_AsUTF8String(name) : (Py_INCREF(name), name);
+    if (!b)
+        return NULL;
+    if (!PyBytes_Check(b)) {
+        Py_DECREF(b);
+        return PyErr_Format(PyExc_TypeError, "a section's name is str or bytes, not %.100s",
+                            Py_TYPE(name)->tp_name);
+    }
+    SectionObject *s = PyObject_GC_New(SectionObject, &SectionType);
+    if (!s) {
+        Py_DECREF(b);
+        return NULL;
+    }
+    Py_INCREF(self);
+    Py_INCREF(owner);
+    s->handle = self;
+    s->owner = owner;
+    s->name = b;
+    s->session = session;
+    PyObject_GC_Track(s);
+    if (!session) {
+        if (!self->cache || self->cache_owner != owner) {
+            Py_XSETREF(self->cache, PyDict_New());
+            self->cache_owner = owner; /* compared, never dereferenced: no reference held */
+        }
+        if (self->cache && PyDict_GET_SIZE(self->cache) < 4096 &&
+            PyDict_SetItem(self->cache, name, (PyObject *)s) < 0)
+            PyErr_Clear(); /* an unhashable name is still a name: no caching */
+    }
+    return (PyObject *)s;
+}
+
+static PyMethodDef Section_methods[] = {
+    {"__enter__", (PyCFunction)Section_enter, METH_NOARGS, "opens the section"},
+    {"__exit__", (PyCFunction)(void (*)(void))Section_exit, METH_FASTCALL, "closes it"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SectionType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sonde._sonde.Section",
+    .tp_basicsize = sizeof(SectionObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Section(handle, owner, name, session=False): a section (or session) as a context "
+              "manager.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Section_init,
+    .tp_dealloc = (destructor)Section_dealloc,
+    .tp_traverse = (traverseproc)Section_traverse,
+    .tp_clear = (inquiry)Section_clear,
+    .tp_methods = Section_methods,
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Wrapped: what a decorator returns. Each call is a section named label around the function, in
+ * the profiler given (an object whose _handle is a Handle, or None) or, without one, in the one
+ * which() returns at call time. No profiler, or a closed one: the function runs unprofiled.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct {
+    PyObject_HEAD
+    PyObject *func;
+    PyObject *label;    /* bytes */
+    PyObject *profiler; /* or NULL */
+    PyObject *which;    /* or NULL */
+    PyObject *dict;     /* __dict__: functools.update_wrapper fills it */
+    vectorcallfunc vectorcall;
+} WrappedObject;
+
+static PyTypeObject WrappedType;
+static PyObject *g_handle_attr; /* "_handle" */
+
+static int Wrapped_init(WrappedObject *self, PyObject *args, PyObject *kw)
+{
+    PyObject *func, *label, *profiler = Py_None, *which = Py_None;
+    static char *kwlist[] = {"func", "label", "profiler", "which", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!|OO", kwlist, &func, &PyBytes_Type, &label,
+                                     &profiler, &which))
+        return -1;
+    Py_INCREF(func);
+    Py_INCREF(label);
+    Py_XSETREF(self->func, func);
+    Py_XSETREF(self->label, label);
+    Py_XSETREF(self->profiler, profiler == Py_None ? NULL : (Py_INCREF(profiler), profiler));
+    Py_XSETREF(self->which, which == Py_None ? NULL : (Py_INCREF(which), which));
+    return 0;
+}
+
+/* The profiler of this call: a new reference to its Handle with a live profiler, or NULL
+ * (an exception set only when which() raised). */
+static HandleObject *call_handle(WrappedObject *self)
+{
+    PyObject *prof = self->profiler;
+    if (prof)
+        Py_INCREF(prof);
+    else if (self->which && !(prof = PyObject_CallNoArgs(self->which)))
+        return NULL;
+    if (!prof)
+        return NULL;
+    PyObject *h = prof == Py_None ? NULL : PyObject_GetAttr(prof, g_handle_attr);
+    Py_DECREF(prof);
+    if (!h) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(h, &HandleType) || !((HandleObject *)h)->p) {
+        Py_DECREF(h);
+        return NULL;
+    }
+    return (HandleObject *)h;
+}
+
+static PyObject *Wrapped_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                                    PyObject *kwnames)
+{
+    WrappedObject *self = (WrappedObject *)callable;
+    HandleObject *h = call_handle(self);
+    if (!h) {
+        if (PyErr_Occurred())
+            return NULL;
+        return PyObject_Vectorcall(self->func, args, nargsf, kwnames);
+    }
+    int rc = sonde_begin(h->p, PyBytes_AS_STRING(self->label));
+    if (rc < 0) {
+        Py_DECREF(h);
+        return raise_code(rc, "profile_function");
+    }
+    PyObject *r = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
+    if (h->p) /* the function may have closed the profiler */
+        sonde_end(h->p);
+    Py_DECREF(h);
+    return r;
+}
+
+static PyObject *Wrapped_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    (void)type;
+    if (obj == NULL || obj == Py_None) {
+        Py_INCREF(self);
+        return self;
+    }
+    return PyMethod_New(self, obj); /* a method: bound like a function */
+}
+
+static int Wrapped_traverse(WrappedObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->func);
+    Py_VISIT(self->profiler);
+    Py_VISIT(self->which);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int Wrapped_clear(WrappedObject *self)
+{
+    Py_CLEAR(self->func);
+    Py_CLEAR(self->label);
+    Py_CLEAR(self->profiler);
+    Py_CLEAR(self->which);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void Wrapped_dealloc(WrappedObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    Wrapped_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Wrapped_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    WrappedObject *self = (WrappedObject *)PyType_GenericNew(type, args, kw);
+    if (self)
+        self->vectorcall = Wrapped_vectorcall;
+    return (PyObject *)self;
+}
+
+static PyGetSetDef Wrapped_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject WrappedType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sonde._sonde.Wrapped",
+    .tp_basicsize = sizeof(WrappedObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Wrapped(func, label, profiler=None, which=None): each call is a section.",
+    .tp_new = Wrapped_new,
+    .tp_init = (initproc)Wrapped_init,
+    .tp_dealloc = (destructor)Wrapped_dealloc,
+    .tp_traverse = (traverseproc)Wrapped_traverse,
+    .tp_clear = (inquiry)Wrapped_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(WrappedObject, vectorcall),
+    .tp_dictoffset = offsetof(WrappedObject, dict),
+    .tp_descr_get = Wrapped_get,
+    .tp_getset = Wrapped_getset,
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * The module
+ * ------------------------------------------------------------------------------------------- */
+static PyObject *m_version(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyUnicode_FromString(sonde_version());
+}
+
+static PyObject *m_err_name(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long code = PyLong_AsLong(arg);
+    if (code == -1 && PyErr_Occurred())
+        return NULL;
+    return PyUnicode_FromString(sonde_err_name((int)code));
+}
+
+static PyObject *m_strerror(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long code = PyLong_AsLong(arg);
+    if (code == -1 && PyErr_Occurred())
+        return NULL;
+    return PyUnicode_FromString(sonde_strerror((int)code));
+}
+
+static PyObject *m_last_error(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyUnicode_DecodeUTF8(sonde_last_error(), (Py_ssize_t)strlen(sonde_last_error()),
+                                "replace");
+}
+
+static PyObject *m_set_error_class(PyObject *self, PyObject *cls)
+{
+    (void)self;
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)PyExc_Exception))
+        return PyErr_Format(PyExc_TypeError, "an exception class is needed");
+    Py_INCREF(cls);
+    Py_XSETREF(g_error_class, cls);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"version", m_version, METH_NOARGS, "libsonde's version"},
+    {"err_name", m_err_name, METH_O, "the symbol of an error code (\"SONDE_EINVAL\")"},
+    {"strerror", m_strerror, METH_O, "the text of an error code"},
+    {"last_error", m_last_error, METH_NOARGS, "this thread's last detailed message"},
+    {"set_error_class", m_set_error_class, METH_O,
+     "the exception class raised for libsonde's errors, called as cls(code, message)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_sonde",
+    "libsonde for Python: Config, Handle, Section and Wrapped (see sonde/__init__.py).", -1,
+    module_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__sonde(void)
+{
+    if (PyType_Ready(&ConfigType) < 0 || PyType_Ready(&HandleType) < 0 ||
+        PyType_Ready(&SectionType) < 0 || PyType_Ready(&WrappedType) < 0)
+        return NULL;
+    if (!g_handle_attr && !(g_handle_attr = PyUnicode_InternFromString("_handle")))
+        return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m)
+        return NULL;
+    PyTypeObject *types[] = {&ConfigType, &HandleType, &SectionType, &WrappedType};
+    const char *names[] = {"Config", "Handle", "Section", "Wrapped"};
+    for (int i = 0; i < 4; i++) {
+        Py_INCREF(types[i]);
+        if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {
+            Py_DECREF(types[i]);
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
+    return m;
+}
