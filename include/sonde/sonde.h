@@ -387,6 +387,18 @@ typedef struct sonde_summary_t {
 sonde_summary_t *sonde_summary(sonde_profiler *p);
 void sonde_summary_free(sonde_summary_t *s);
 
+/* The latest value of every figure the sampler reads (the names of docs/monitoring.md: "cpu %",
+ * "rss MiB", "gpu0 util %", "gpu0 memory MiB", ...), as the live display shows them. */
+typedef struct sonde_current_metric {
+    const char *name;        /* valid for the life of the process */
+    double value;
+    double t_s;              /* when it was sampled, in seconds since sonde_create */
+} sonde_current_metric;
+/* Copies up to cap of them into out, in the order the figures were first sampled, and returns
+ * how many there are (more than cap: call again with room for all). 0 before the first sample,
+ * for a disabled profiler, or with every collect_* off. Any thread may call it. */
+int sonde_current_metrics(sonde_profiler *p, sonde_current_metric *out, size_t cap);
+
 /* Writes a report of what was recorded so far. path NULL: every configured format into
  * OUTDIR/NAME.*; else one file whose format follows the extension (.json, .csv, .txt,
  * .trace.json.gz or .json.gz). Files are written to a temporary name and renamed. */

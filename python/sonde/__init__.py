@@ -350,6 +350,12 @@ class Profiler:
         self._h().model_params(_b(name), float(count))
 
     # -- reading back -------------------------------------------------------------------------
+    def get_current_metrics(self):
+        """The latest sample of every figure the sampler reads, as the live display shows them:
+        {"cpu %": 12.5, "rss MiB": 310.2, "gpu0 util %": 87.0, ...} (docs/monitoring.md names
+        them); empty before the first sample or with monitoring off."""
+        return self._h().current_metrics()
+
     def export(self, path=None):
         """Writes every configured report now (path None), or one file whose format follows
         the extension (.json, .csv, .txt, .trace.json.gz). Recording goes on."""

@@ -545,7 +545,36 @@ static PyObject *Handle_summary(HandleObject *self, PyObject *unused)
 
 static PyObject *Handle_section(HandleObject *self, PyObject *const *args, Py_ssize_t nargs);
 
+/* current_metrics() -> {name: value}, the latest sample of every figure */
+static PyObject *Handle_current_metrics(HandleObject *self, PyObject *unused)
+{
+    (void)unused;
+    HANDLE_P(self);
+    sonde_current_metric small[64], *m = small;
+    int n = sonde_current_metrics(p, small, 64);
+    if (n < 0)
+        return raise_code(n, "get_current_metrics");
+    if (n > 64) {
+        if (!(m = PyMem_Calloc((size_t)n, sizeof *m)))
+            return PyErr_NoMemory();
+        int again = sonde_current_metrics(p, m, (size_t)n);
+        n = again < n ? again : n;
+    }
+    PyObject *d = PyDict_New();
+    for (int i = 0; d && i < n; i++) {
+        PyObject *v = PyFloat_FromDouble(m[i].value);
+        if (!v || PyDict_SetItemString(d, m[i].name, v) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(v);
+    }
+    if (m != small)
+        PyMem_Free(m);
+    return d;
+}
+
 static PyMethodDef Handle_methods[] = {
+    {"current_metrics", (PyCFunction)Handle_current_metrics, METH_NOARGS,
+     "current_metrics() -> {figure: its latest sampled value}"},
     {"section", (PyCFunction)(void (*)(void))Handle_section, METH_FASTCALL,
      "section(owner, name[, session]) -> a Section of this profiler"},
     {"destroy", (PyCFunction)Handle_destroy, METH_NOARGS, "destroy() -> sonde_destroy's code"},

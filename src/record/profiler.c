@@ -496,6 +496,7 @@ static void free_contents(sonde_profiler *p)
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->wlock);
     pthread_mutex_destroy(&p->step_lock);
+    pthread_mutex_destroy(&p->latest_lock);
     sem_destroy(&p->wake);
 }
 
@@ -587,6 +588,7 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->wlock, NULL);
     pthread_mutex_init(&p->step_lock, NULL);
+    pthread_mutex_init(&p->latest_lock, NULL);
     sem_init(&p->wake, 0, 0);
     p->fd = -1;
     p->registry_slot = -1;
@@ -1096,6 +1098,19 @@ int sonde_step_begin(sonde_profiler *p)
         return 0;
     uint64_t n = atomic_load(&p->steps); /* the step about to begin */
     return sonde__record(p, SONDE_K_STEP, 0, SONDE_STEP_BEGIN | (uint32_t)(n & 0x7fffffffu), NULL);
+}
+
+int sonde_current_metrics(sonde_profiler *p, sonde_current_metric *out, size_t cap)
+{
+    CHECK_P(p, "sonde_current_metrics");
+    if (cap && !out)
+        return sonde__fail(SONDE_EINVAL, "sonde_current_metrics: out is NULL");
+    pthread_mutex_lock(&p->latest_lock);
+    size_t n = p->n_latest;
+    for (size_t i = 0; i < n && i < cap; i++)
+        out[i] = (sonde_current_metric){p->latest[i].name, p->latest[i].value, p->latest[i].t};
+    pthread_mutex_unlock(&p->latest_lock);
+    return (int)n;
 }
 
 int sonde_clear(sonde_profiler *p)

@@ -134,6 +134,13 @@ struct sonde_profiler {
     _Atomic int sampler_stop;
     void *sampler_state;
     _Atomic uint64_t sampler_cpu_ns; /* CPU time the sampler used, set when it stops */
+    /* the latest value of every sampled figure, for sonde_current_metrics and the display */
+    pthread_mutex_t latest_lock;
+    struct sonde__latest {
+        const char *name;          /* interned: lives as long as the process */
+        double value, t;           /* t: seconds since sonde_create when it was sampled */
+    } latest[256];
+    size_t n_latest;
 
     /* the step schedule (schedule.c), changed under step_lock by sonde_step */
     pthread_mutex_t step_lock;

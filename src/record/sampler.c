@@ -19,20 +19,11 @@
 #include "record.h"
 #include "../util/alloc.h"
 
-#define MAX_LATEST 256
-
-typedef struct latest {
-    const char *name; /* interned, stable */
-    double v;
-} latest;
-
 typedef struct sampler {
     sonde_profiler *p;
     procfs_state *procfs;
     nvml_state *nvml;
     size_t n_gpus;
-    latest last[MAX_LATEST];
-    size_t n_last;
     sbuf info;             /* system facts, written as one INFO record */
     int display;           /* 1: this rank draws the live display */
     int tty;
@@ -68,13 +59,17 @@ static void on_counter(void *ctx, const char *name, double v)
         return;
     sonde__record(s->p, SONDE_K_COUNTER, id, 0, &v);
     const char *stable = sonde__site_get(id)->name;
-    for (size_t i = 0; i < s->n_last; i++)
-        if (s->last[i].name == stable) {
-            s->last[i].v = v;
-            return;
-        }
-    if (s->n_last < MAX_LATEST)
-        s->last[s->n_last++] = (latest){stable, v};
+    sonde_profiler *p = s->p;
+    double t = now_s() - s->t0;
+    pthread_mutex_lock(&p->latest_lock);
+    size_t i = 0;
+    while (i < p->n_latest && p->latest[i].name != stable)
+        i++;
+    if (i == p->n_latest && i < sizeof p->latest / sizeof p->latest[0])
+        p->n_latest++;
+    if (i < p->n_latest)
+        p->latest[i] = (struct sonde__latest){stable, v, t};
+    pthread_mutex_unlock(&p->latest_lock);
 }
 
 static void on_event(void *ctx, const char *name)
@@ -109,13 +104,17 @@ static void flush_info(sampler *s)
 
 static double get(const sampler *s, const char *name, int *ok)
 {
-    for (size_t i = 0; i < s->n_last; i++)
-        if (!strcmp(s->last[i].name, name)) {
-            *ok = 1;
-            return s->last[i].v;
-        }
+    sonde_profiler *p = s->p;
+    double v = 0;
     *ok = 0;
-    return 0;
+    pthread_mutex_lock(&p->latest_lock);
+    for (size_t i = 0; i < p->n_latest && !*ok; i++)
+        if (!strcmp(p->latest[i].name, name)) {
+            *ok = 1;
+            v = p->latest[i].value;
+        }
+    pthread_mutex_unlock(&p->latest_lock);
+    return v;
 }
 
 /* The live display: one compact block; redrawn in place on a terminal, appended otherwise. */

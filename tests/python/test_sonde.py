@@ -214,6 +214,23 @@ class Recording(Base):
         self.assertEqual({c["name"]: c["samples"] for c in r["counters"]}["queue"], 3)
         self.assertEqual({e["name"]: e["count"] for e in r["events"]}["done"], 1)
 
+    def test_current_metrics_are_the_latest_samples(self):
+        p = sonde.Profiler(dict(name="live", output_dir=self.dir, formats=["json"],
+                                collect_cpu=True, collect_memory=True, collect_gpu=False,
+                                cpu_interval_s=0.01), from_env=False)
+        cur = {}
+        for _ in range(1000):  # the sampler's second pass (CPU % is a difference), asleep
+            cur = p.get_current_metrics()
+            if "rss MiB" in cur and "cpu %" in cur:
+                break
+            time.sleep(0.01)
+        p.close()
+        self.assertGreater(cur["rss MiB"], 1)
+        self.assertIn("cpu %", cur)
+        off = sonde.Profiler(dict(QUIET, enabled=False), from_env=False)
+        self.assertEqual(off.get_current_metrics(), {})
+        off.close()
+
     def test_clear_discards_what_came_before(self):
         with self.make("cleared") as prof:
             with prof.profile("before"):

@@ -95,6 +95,35 @@ static void nvml_exact_readings(void **state)
         SONDE_SCOPE(p, "on gpu");
         spin_s(0.15);
     }
+    /* the live query: the latest figures, as the fake reports them (waits, asleep, for the
+     * sampler's first GPU pass on a loaded machine) */
+    sonde_current_metric cur[64];
+    int n = 0;
+    for (int tries = 0; tries < 1000; tries++) {
+        n = sonde_current_metrics(p, cur, 64);
+        int util = 0;
+        for (int i = 0; i < n && i < 64; i++)
+            util |= !strcmp(cur[i].name, "gpu1 util %");
+        if (util)
+            break;
+        struct timespec nap = {0, 10000000};
+        nanosleep(&nap, NULL);
+    }
+    assert_true(n > 4 && n <= 64);
+    int seen = 0;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(cur[i].name, "gpu0 util %") && cur[i].value == 40)
+            seen |= 1;
+        if (!strcmp(cur[i].name, "gpu1 memory MiB") && cur[i].value == 2000)
+            seen |= 2;
+        if (!strcmp(cur[i].name, "gpu0 temperature C") && cur[i].value == 60)
+            seen |= 4;
+        assert_true(cur[i].t_s >= 0);
+    }
+    assert_int_equal(seen, 7);
+    assert_int_equal(sonde_current_metrics(p, cur, 2), n); /* room for 2: the count of all */
+    assert_int_equal(sonde_current_metrics(p, NULL, 0), n);
+    assert_int_equal(sonde_current_metrics(p, NULL, 3), SONDE_EINVAL);
     sm_model m;
     tu_finish(p, &m);
     all_equal(&m, "gpu0 util %", 40);
