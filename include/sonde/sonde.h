@@ -186,7 +186,9 @@ typedef struct sonde_config {
                                 run time) on per-stream GPU tracks, each linked to the section
                                 that launched it (default 0; docs/integrations.md) */
     int reserved_int;        /* zero */
-    void *reserved[3];       /* zero; room for later fields without breaking the ABI */
+    const char *session_tags; /* "key=value,key=value": metadata of every session, recorded as
+                                 it begins (001's session_tags; default none) */
+    void *reserved[2];       /* zero; room for later fields without breaking the ABI */
 } sonde_config;
 
 /* The defaults documented on each field. */

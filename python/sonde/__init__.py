@@ -78,6 +78,8 @@ def _text(v):
         return None
     if isinstance(v, bool):
         return b"1" if v else b"0"
+    if isinstance(v, dict):  # session_tags: {"experiment": "v1"} -> "experiment=v1"
+        return _b(",".join("%s=%s" % (k, x) for k, x in v.items()))
     if isinstance(v, (list, tuple, set, frozenset)):
         return _b(",".join(str(x) for x in v))
     if isinstance(v, float):

@@ -81,6 +81,8 @@ static const sonde_key g_keys[] = {
      "sections, steps and sessions as NVTX ranges and marks, for Nsight Systems"},
     {"autotrace_max_depth", KEY_UINT, OFF(autotrace_max_depth), 1, 4096, "64",
      "function tracing: calls nested deeper are not traced"},
+    {"session_tags", KEY_STRING, OFF(session_tags), 0, 0, NULL,
+     "metadata of every session: key=value,key=value (in YAML also a mapping)"},
     {"autotrace_include", KEY_STRING, OFF(autotrace_include), 0, 0, NULL,
      "function tracing: only functions matching these globs (name, source or object file)"},
     {"autotrace_exclude", KEY_STRING, OFF(autotrace_exclude), 0, 0, NULL,
@@ -277,6 +279,15 @@ int sonde__key_set(sonde_config *c, const sonde_key *k, const char *value, const
             return sonde__fail(SONDE_EINVAL, "%s: unknown device \"%s\" (known: %s)", where, value,
                                names);
         }
+        if (!strcmp(k->name, "session_tags"))
+            for (const char *t = value; *t;) { /* each item key=value, the key not empty */
+                size_t n = strcspn(t, ",");
+                const char *eq = memchr(t, '=', n);
+                if (!eq || eq == t)
+                    return sonde__fail(SONDE_EINVAL, "%s: \"%.*s\" is not key=value (expected "
+                                       "key=value,key=value)", where, (int)n, t);
+                t += n + (t[n] == ',');
+            }
         const char *s = stable(value);
         if (!s)
             return sonde__fail(SONDE_ENOMEM, "%s: out of memory", where);

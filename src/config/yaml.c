@@ -127,6 +127,32 @@ static int set_value(yctx *y, const sonde_key *k, const char *key, const yaml_ma
         sbuf_free(&list);
         return rc;
     }
+    if (ev->type == YAML_MAPPING_START_EVENT && !strcmp(k->name, "session_tags")) {
+        sbuf tags; /* {experiment: v1, team: a} -> "experiment=v1,team=a" */
+        sbuf_init(&tags);
+        yaml_event_delete(ev);
+        for (int i = 0;; i++) {
+            if ((rc = next(y, ev)))
+                break;
+            if (ev->type == YAML_MAPPING_END_EVENT) {
+                yaml_event_delete(ev);
+                rc = tags.oom ? sonde__fail(SONDE_ENOMEM, "%s: out of memory", where)
+                              : sonde__key_set(&y->cfg, k, tags.data ? tags.data : "", where);
+                break;
+            }
+            if (ev->type != YAML_SCALAR_EVENT) {
+                rc = sonde__fail(SONDE_EINVAL, "%s:%zu:%zu: %s: a mapping of plain values expected",
+                                 y->name, ev->start_mark.line + 1, ev->start_mark.column + 1, key);
+                yaml_event_delete(ev);
+                break;
+            }
+            sbuf_puts(&tags, i % 2 ? "=" : tags.len ? "," : "");
+            sbuf_puts(&tags, (const char *)ev->data.scalar.value);
+            yaml_event_delete(ev);
+        }
+        sbuf_free(&tags);
+        return rc;
+    }
     char expect[96];
     sonde__key_expect(k, expect, sizeof expect);
     rc = sonde__fail(SONDE_EINVAL, "%s: expected %s, found a %s", where, expect,

@@ -844,7 +844,20 @@ int sonde_session_begin(sonde_profiler *p, const char *name)
         nvtx_session(p, name);
     atomic_store(&p->cur_session, id);
     atomic_store(&p->session_tb, sonde__thread_buf(p));
-    return sonde__record(p, SONDE_K_SESSION_BEGIN, id, 0, NULL);
+    rc = sonde__record(p, SONDE_K_SESSION_BEGIN, id, 0, NULL);
+    /* session_tags (checked key=value,... when set): the session's metadata */
+    for (const char *t = p->cfg.session_tags; !rc && t && *t;) {
+        size_t n = strcspn(t, ",");
+        char kv[512];
+        snprintf(kv, sizeof kv, "%.*s", (int)(n < sizeof kv ? n : sizeof kv - 1), t);
+        char *eq = strchr(kv, '=');
+        if (eq) {
+            *eq = 0;
+            rc = sonde_metadata(p, kv, eq + 1);
+        }
+        t += n + (t[n] == ',');
+    }
+    return rc;
 }
 
 int sonde_session_end(sonde_profiler *p)

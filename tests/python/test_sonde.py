@@ -231,6 +231,24 @@ class Recording(Base):
         self.assertEqual(off.get_current_metrics(), {})
         off.close()
 
+    def test_session_tags_are_every_sessions_metadata(self):
+        tags = {"experiment": "optimization_v1", "team": "video"}
+        with self.make("tags", session_tags=tags) as p:
+            for name in ("setup", "generate"):
+                with p.session(name):
+                    with p.profile("work"):
+                        pass
+        r = self.report("tags")
+        self.assertEqual([s["metadata"] for s in r["sessions"]], [tags, tags])
+        # in a YAML file, a mapping; a value that is not key=value names the key
+        path = os.path.join(self.dir, "tags.yaml")
+        with open(path, "w") as f:
+            f.write("profiling:\n  session_tags:\n    experiment: optimization_v1\n")
+        self.assertEqual(sonde.Config(config_file=path)["session_tags"], "experiment=optimization_v1")
+        with self.assertRaises(sonde.SondeError) as e:
+            sonde.Config(session_tags="experiment")
+        self.assertIn('session_tags: "experiment" is not key=value', str(e.exception))
+
     def test_clear_discards_what_came_before(self):
         with self.make("cleared") as prof:
             with prof.profile("before"):
