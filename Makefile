@@ -86,7 +86,7 @@ python-install: deps
 	cmake --build $(PYBUILD) -j $(JOBS) --target sonde_python sonde_python_files \
 	    >> $(PYBUILD).log 2>&1 || { grep -E "error|warning" -A5 $(PYBUILD).log | head -60; exit 1; }; \
 	site=$$($$py -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])') && \
-	rm -rf "$$site/sonde" && mkdir -p "$$site/sonde" && cp $(PYBUILD)/python/sonde/* "$$site/sonde/" && \
+	rm -rf "$$site/sonde" && cp -r $(PYBUILD)/python/sonde "$$site/sonde" && \
 	rm -f $(PYBUILD).log && \
 	echo "sonde: Python package installed into $$site/sonde for $$($$py -c 'import sys; print(sys.executable)')"
 

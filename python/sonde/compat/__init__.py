@@ -1,0 +1,6 @@
+"""sonde.compat - the APIs of the Python profilers sonde replaces, one module each, so their
+users switch by changing one import line. Each module only maps names onto sonde's own API
+(sonde.Profiler); the measuring is libsonde's.
+
+    sonde.compat.diffulex   DiffulexProfiler, ProfilerConfig, PerformanceMetrics
+"""

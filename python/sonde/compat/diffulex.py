@@ -1,0 +1,208 @@
+"""sonde.compat.diffulex - the Diffulex profiler's API (DiffulexProfiler, ProfilerConfig,
+PerformanceMetrics) over sonde.
+
+    from sonde.compat.diffulex import DiffulexProfiler, ProfilerConfig
+
+    profiler = DiffulexProfiler(ProfilerConfig(enabled=True, output_dir="log/profiles"))
+    with profiler.profile("inference", metadata={"batch_size": 10}):
+        outputs = run()
+        profiler.record_throughput(count_tokens(outputs))
+    profiler.export("log/profiles/inference_profile.json")
+    print(profiler.get_summary()["avg_throughput_tokens_per_sec"])
+
+What maps where: sections are sonde sections; record_metric takes any JSON-able value (numbers
+become metrics, other values the open section's metadata); record_throughput counts tokens;
+export(path) writes one report chosen by the extension (.json, .csv, .txt for the summary), or,
+without a path, every format of export_formats into output_dir (the run's name is output_file's
+stem, else "diffulex"). The reports are sonde's (docs/formats.md), read by every sonde command.
+Backends: "simple" is sonde itself; "viztracer" (Python function tracing) and "pytorch"
+(torch.profiler) are not available yet and raise a clear error instead of profiling less.
+"""
+
+import dataclasses
+import json
+import numbers
+import os
+import sys
+from typing import Any, Dict, List, Optional
+
+import sonde
+
+__all__ = ["DiffulexProfiler", "ProfilerConfig", "PerformanceMetrics"]
+
+_FORMATS = {"json": "json", "csv": "csv", "summary": "txt", "txt": "txt", "trace": "trace",
+            "html": "html"}
+
+
+@dataclasses.dataclass
+class ProfilerConfig:
+    """Diffulex's configuration, field for field."""
+
+    enabled: bool = True
+    backend: str = "simple"
+    output_dir: str = "log/profiles"
+    output_file: Optional[str] = None
+    collect_gpu_metrics: bool = True
+    collect_memory_metrics: bool = True
+    collect_timing: bool = True
+    export_formats: List[str] = dataclasses.field(default_factory=lambda: ["json", "summary"])
+    viztracer_config: Optional[Dict] = None
+    pytorch_profiler_config: Optional[Dict] = None
+
+
+@dataclasses.dataclass
+class PerformanceMetrics:
+    """One section's figures (from sonde's statistics of that name)."""
+
+    name: str
+    duration: float = 0.0
+    total_tokens: float = 0.0
+    throughput_tokens_per_sec: float = 0.0
+    gpu_utilization: Optional[float] = None
+    memory_delta_mb: Optional[float] = None
+    custom_metrics: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    metadata: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    count: int = 0
+
+
+class DiffulexProfiler:
+    """Diffulex's profiler over a sonde.Profiler (its `.profiler`)."""
+
+    def __init__(self, config: Optional[ProfilerConfig] = None):
+        self.config = config if config is not None else ProfilerConfig()
+        c = self.config
+        if c.backend not in ("simple", "viztracer", "pytorch"):
+            raise ValueError('ProfilerConfig.backend: "%s"; expected "simple", "viztracer" or '
+                             '"pytorch"' % c.backend)
+        if c.backend != "simple":
+            raise NotImplementedError(
+                'ProfilerConfig.backend="%s": sonde does not offer %s yet; use backend="simple" '
+                "(sections, metrics, throughput, GPU and memory monitoring)"
+                % (c.backend, "Python function tracing" if c.backend == "viztracer"
+                   else "the torch.profiler backend"))
+        formats = []
+        for f in c.export_formats or []:
+            if f not in _FORMATS:
+                raise ValueError("ProfilerConfig.export_formats: %r; expected json, csv or summary"
+                                 % f)
+            formats.append(_FORMATS[f])
+        if not c.collect_timing:
+            print("sonde: ProfilerConfig.collect_timing=False: sonde always times its sections",
+                  file=sys.stderr)
+        name = os.path.splitext(os.path.basename(c.output_file))[0] if c.output_file else "diffulex"
+        self.profiler = sonde.Profiler(
+            {"enabled": c.enabled, "name": name, "output_dir": c.output_dir,
+             "formats": formats or ["json"], "collect_gpu": c.collect_gpu_metrics,
+             "collect_memory": c.collect_memory_metrics, "unit": "tokens"})
+        self._custom = {}  # section name -> {metric: last value}, for PerformanceMetrics
+        self._meta = {}
+        self._open = []    # names of the sections open through start()/profile()
+
+    # -- sections ---------------------------------------------------------------------------
+    def profile(self, name: str, metadata: Optional[Dict] = None):
+        """A section as a context manager."""
+        return _Scope(self, name, metadata)
+
+    def start(self, name: str, metadata: Optional[Dict] = None):
+        """Opens a section; stop() closes it."""
+        self.profiler.start(name)
+        self._open.append(name)
+        for k, v in (metadata or {}).items():
+            self._note(name, k, v)
+
+    def stop(self):
+        """Closes the section opened last."""
+        self.profiler.stop()
+        if self._open:
+            self._open.pop()
+
+    def _note(self, section, key, value):
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        self.profiler.add_metadata(key, text)
+        self._meta.setdefault(section, {})[key] = value
+
+    # -- measurements -----------------------------------------------------------------------
+    def record_metric(self, name: str, value: Any):
+        """A custom metric: a number is a metric (count, mean, min, max); any other value the
+        open section's metadata."""
+        section = self._open[-1] if self._open else "run"
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            self.profiler.record_metric(name, float(value))
+        else:
+            self._note(section, name, value)
+        self._custom.setdefault(section, {})[name] = value
+
+    def record_throughput(self, tokens: Optional[float] = None, duration: Optional[float] = None,
+                          *, total_tokens: Optional[float] = None):
+        """Tokens processed, over duration seconds or the open section's own time."""
+        n = total_tokens if tokens is None else tokens
+        if n is None:
+            raise TypeError("record_throughput() needs tokens (or total_tokens=)")
+        self.profiler.record_throughput(n, duration)
+
+    # -- results ----------------------------------------------------------------------------
+    def export(self, output_path: Optional[str] = None):
+        """One report at output_path (the format from its extension: .json, .csv, .txt), or
+        every format of export_formats into output_dir. Returns the path(s) written."""
+        if output_path is None:
+            self.profiler.export()
+            stem = os.path.join(self.profiler.output_dir, self.profiler.name)
+            return [stem + "." + f for f in sorted(set(self.profiler.config.get("formats")
+                                                       .split(",")))]
+        d = os.path.dirname(os.path.abspath(output_path))
+        os.makedirs(d, exist_ok=True)
+        self.profiler.export(output_path)
+        return output_path
+
+    def sections(self) -> List[PerformanceMetrics]:
+        """Every section name's figures, largest total first."""
+        s = self.profiler.get_summary()
+        out = []
+        for st in s["stats"]:
+            out.append(PerformanceMetrics(
+                name=st["name"], duration=st["total_s"], total_tokens=st["units"],
+                throughput_tokens_per_sec=st["units_per_s"], count=st["count"],
+                custom_metrics=dict(self._custom.get(st["name"], {})),
+                metadata=dict(self._meta.get(st["name"], {}))))
+        return out
+
+    def get_summary(self) -> Dict[str, Any]:
+        """Diffulex's summary keys: total_duration_sec (the run so far), num_sections,
+        total_tokens, avg_throughput_tokens_per_sec (tokens over the time of the sections that
+        recorded them), sections (name -> duration, count, tokens, throughput)."""
+        s = self.profiler.get_summary()
+        return {
+            "total_duration_sec": s["total_duration_s"],
+            "num_sections": s["sections"],
+            "total_tokens": s["units"],
+            "avg_throughput_tokens_per_sec": s["units_per_s"],
+            "sections": {m.name: dataclasses.asdict(m) for m in self.sections()},
+            "not_recorded": s["not_recorded"],
+        }
+
+    def clear(self):
+        """Discards everything collected so far."""
+        self.profiler.clear()
+        self._custom.clear()
+        self._meta.clear()
+
+
+class _Scope:
+    __slots__ = ("_d", "_name", "_meta")
+
+    def __init__(self, d, name, meta):
+        self._d, self._name, self._meta = d, name, meta
+
+    def __enter__(self):
+        self._d.start(self._name, self._meta)
+        return self._d
+
+    def __exit__(self, et, ev, tb):
+        if self._d._open:
+            self._d._open.pop()
+        try:
+            self._d.profiler.stop()
+        except sonde.SondeError:
+            if et is None:
+                raise
+        return False
