@@ -394,7 +394,8 @@ void sonde_summary_free(sonde_summary_t *s);
 typedef struct sonde_current_metric {
     const char *name;        /* valid for the life of the process */
     double value;
-    double t_s;              /* when it was sampled, in seconds since sonde_create */
+    double t_s;              /* when it was sampled, in seconds since the sampler started (in
+                                sonde_create) */
 } sonde_current_metric;
 /* Copies up to cap of them into out, in the order the figures were first sampled, and returns
  * how many there are (more than cap: call again with room for all). 0 before the first sample,

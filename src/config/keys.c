@@ -286,6 +286,9 @@ int sonde__key_set(sonde_config *c, const sonde_key *k, const char *value, const
                 if (!eq || eq == t)
                     return sonde__fail(SONDE_EINVAL, "%s: \"%.*s\" is not key=value (expected "
                                        "key=value,key=value)", where, (int)n, t);
+                if (n > SONDE_TAG_MAX) /* sonde_session_begin copies each into a buffer */
+                    return sonde__fail(SONDE_EINVAL, "%s: \"%.40s...\" is longer than %d bytes",
+                                       where, t, SONDE_TAG_MAX);
                 t += n + (t[n] == ',');
             }
         const char *s = stable(value);

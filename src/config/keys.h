@@ -43,6 +43,8 @@ int sonde__config_validate(const sonde_config *c);
 /* Replaces every invalid field with its default; returns how many there were, with the first
  * one's message in msg. */
 int sonde__config_repair(sonde_config *c, char *msg, size_t cap);
+/* The longest key=value item of session_tags. */
+#define SONDE_TAG_MAX 511
 /* The message of the last sonde_config_from_env that failed, "" when the last one succeeded. */
 void sonde__env_failure(char *out, size_t cap);
 /* "json,csv,txt,trace" and the like; 0 or SONDE_EINVAL naming where. */

@@ -72,8 +72,9 @@ static int skip_node(yctx *y, yaml_event_t *ev)
     }
 }
 
-/* The value of one key: a scalar, or a sequence of scalars (joined with commas) for the list
- * keys (formats, gpu_devices). ev is the value's first event; consumed. */
+/* The value of one key: a scalar, a sequence of scalars (joined with commas) for the list keys
+ * (formats, gpu_devices), or a mapping of scalars (key=value, joined with commas) for
+ * session_tags. ev is the value's first event; consumed. */
 static int set_value(yctx *y, const sonde_key *k, const char *key, const yaml_mark_t *km,
                      yaml_event_t *ev)
 {
@@ -99,58 +100,35 @@ static int set_value(yctx *y, const sonde_key *k, const char *key, const yaml_ma
         yaml_event_delete(ev);
         return rc;
     }
-    if (ev->type == YAML_SEQUENCE_START_EVENT &&
-        (k->type == KEY_FORMATS || !strcmp(k->name, "gpu_devices"))) {
-        sbuf list;
-        sbuf_init(&list);
-        yaml_event_delete(ev);
-        for (;;) {
-            if ((rc = next(y, ev)))
-                break;
-            if (ev->type == YAML_SEQUENCE_END_EVENT) {
-                yaml_event_delete(ev);
-                rc = list.oom ? sonde__fail(SONDE_ENOMEM, "%s: out of memory", where)
-                              : sonde__key_set(&y->cfg, k, list.data ? list.data : "", where);
-                break;
-            }
-            if (ev->type != YAML_SCALAR_EVENT) {
-                rc = sonde__fail(SONDE_EINVAL, "%s:%zu:%zu: %s: a list of plain values expected",
-                                 y->name, ev->start_mark.line + 1, ev->start_mark.column + 1, key);
-                yaml_event_delete(ev);
-                break;
-            }
-            if (list.len)
-                sbuf_putc(&list, ',');
-            sbuf_puts(&list, (const char *)ev->data.scalar.value);
-            yaml_event_delete(ev);
-        }
-        sbuf_free(&list);
-        return rc;
-    }
-    if (ev->type == YAML_MAPPING_START_EVENT && !strcmp(k->name, "session_tags")) {
-        sbuf tags; /* {experiment: v1, team: a} -> "experiment=v1,team=a" */
-        sbuf_init(&tags);
+    int list = ev->type == YAML_SEQUENCE_START_EVENT &&
+               (k->type == KEY_FORMATS || !strcmp(k->name, "gpu_devices"));
+    int map = ev->type == YAML_MAPPING_START_EVENT && !strcmp(k->name, "session_tags");
+    if (list || map) { /* [a, b] -> "a,b"; {experiment: v1, team: a} -> "experiment=v1,team=a" */
+        yaml_event_type_t end = list ? YAML_SEQUENCE_END_EVENT : YAML_MAPPING_END_EVENT;
+        sbuf text;
+        sbuf_init(&text);
         yaml_event_delete(ev);
         for (int i = 0;; i++) {
             if ((rc = next(y, ev)))
                 break;
-            if (ev->type == YAML_MAPPING_END_EVENT) {
+            if (ev->type == end) {
                 yaml_event_delete(ev);
-                rc = tags.oom ? sonde__fail(SONDE_ENOMEM, "%s: out of memory", where)
-                              : sonde__key_set(&y->cfg, k, tags.data ? tags.data : "", where);
+                rc = text.oom ? sonde__fail(SONDE_ENOMEM, "%s: out of memory", where)
+                              : sonde__key_set(&y->cfg, k, text.data ? text.data : "", where);
                 break;
             }
             if (ev->type != YAML_SCALAR_EVENT) {
-                rc = sonde__fail(SONDE_EINVAL, "%s:%zu:%zu: %s: a mapping of plain values expected",
-                                 y->name, ev->start_mark.line + 1, ev->start_mark.column + 1, key);
+                rc = sonde__fail(SONDE_EINVAL, "%s:%zu:%zu: %s: a %s of plain values expected",
+                                 y->name, ev->start_mark.line + 1, ev->start_mark.column + 1, key,
+                                 list ? "list" : "mapping");
                 yaml_event_delete(ev);
                 break;
             }
-            sbuf_puts(&tags, i % 2 ? "=" : tags.len ? "," : "");
-            sbuf_puts(&tags, (const char *)ev->data.scalar.value);
+            sbuf_puts(&text, map && i % 2 ? "=" : text.len ? "," : "");
+            sbuf_puts(&text, (const char *)ev->data.scalar.value);
             yaml_event_delete(ev);
         }
-        sbuf_free(&tags);
+        sbuf_free(&text);
         return rc;
     }
     char expect[96];

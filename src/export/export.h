@@ -64,14 +64,6 @@ char *sx_tensorboard_path(const sm_model *m, const char *dir, const char *name);
 int sx_write_path(const sm_model *m, const char *path);
 
 /* Human-readable durations and rates ("12.3 ms", "4.56 GFLOP/s"). */
-/* Metadata from the entry head of m->meta back, each key once with its last value, in the order
- * the keys were first recorded. */
-void sx_each_meta(const sm_model *m, int32_t head,
-                  void (*fn)(const char *key, const char *value, void *ctx), void *ctx);
-/* The run's own metadata (sonde_metadata outside sections and sessions) the same way; from a
- * JSON report, its run.metadata. */
-void sx_each_run_meta(const sm_model *m, void (*fn)(const char *key, const char *value, void *ctx),
-                      void *ctx);
 void sx_fmt_dur(char *out, size_t cap, double s);
 void sx_fmt_si(char *out, size_t cap, double v, const char *unit);
 

@@ -570,7 +570,7 @@ int sx_html(const sm_model *m, sbuf *b)
         sbuf_puts(b, "</ul>\n");
     }
     sbuf_puts(b, "<h2 id=\"run-metadata\">Run</h2>\n<table id=\"run-table\" class=\"facts\"><tbody>\n");
-    sx_each_run_meta(m, html_meta_row, b);
+    sm_each_run_meta(m, html_meta_row, b);
     sbuf_puts(b, "</tbody></table>\n");
     sbuf_puts(b, "<h2 id=\"system\">System</h2>\n");
     facts_table(b, m, "system.", "system-table");

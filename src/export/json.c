@@ -47,7 +47,7 @@ static void meta_obj(sbuf *b, const sm_model *m, int32_t head)
 {
     sbuf_putc(b, '{');
     if (!b->oom)
-        sx_each_meta(m, head, meta_kv, b);
+        sm_each_meta(m, head, meta_kv, b);
     sbuf_putc(b, '}');
 }
 

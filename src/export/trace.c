@@ -216,7 +216,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         sbuf_init(&l);
         sbuf_printf(&l, "sonde %s on %s", m->sonde_version ? m->sonde_version : "?",
                     m->host ? m->host : "?");
-        sx_each_run_meta(m, label_meta, &l);
+        sm_each_run_meta(m, label_meta, &l);
         sbuf_json_str(&t.b, l.data ? l.data : "sonde");
         sbuf_free(&l);
     }

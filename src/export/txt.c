@@ -52,45 +52,6 @@ static int headline(const char *name)
     return 0;
 }
 
-void sx_each_meta(const sm_model *m, int32_t head,
-                  void (*fn)(const char *key, const char *value, void *ctx), void *ctx)
-{
-    /* the list runs from the latest entry back: walk it oldest first, each key at its last value */
-    size_t n = 0;
-    for (int32_t i = head; i >= 0 && (size_t)i < m->n_meta; i = m->meta[i].next)
-        n++;
-    int32_t *order = sonde__malloc((n ? n : 1) * sizeof *order);
-    if (!order)
-        return;
-    size_t k = n;
-    for (int32_t i = head; k > 0; i = m->meta[i].next)
-        order[--k] = i;
-    for (size_t a = 0; a < n; a++) {
-        const char *key = sm_str(m, m->meta[order[a]].key);
-        size_t first = a, last = a;
-        for (size_t j = 0; j < n; j++)
-            if (!strcmp(sm_str(m, m->meta[order[j]].key), key)) {
-                first = j < first ? j : first;
-                last = j;
-            }
-        if (first == a)
-            fn(key, sm_str(m, m->meta[order[last]].value), ctx);
-    }
-    sonde__free(order);
-}
-
-void sx_each_run_meta(const sm_model *m, void (*fn)(const char *key, const char *value, void *ctx),
-                      void *ctx)
-{
-    if (m->run_meta >= 0 && (size_t)m->run_meta < m->n_meta) {
-        sx_each_meta(m, m->run_meta, fn, ctx);
-        return;
-    }
-    for (size_t i = 0; i < m->n_info; i++) /* read from a JSON report: its run.metadata */
-        if (!strncmp(m->info[i].key, "metadata.", 9) && sm_info(m, m->info[i].key) == m->info[i].value)
-            fn(m->info[i].key + 9, m->info[i].value, ctx);
-}
-
 static void txt_meta(const char *key, const char *value, void *ctx)
 {
     sbuf *b = ctx;
@@ -220,7 +181,7 @@ int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top, int wide)
     sbuf_init(&meta);
     sbuf_puts(&meta, "Run metadata: ");
     size_t empty = meta.len;
-    sx_each_run_meta(m, txt_meta, &meta);
+    sm_each_run_meta(m, txt_meta, &meta);
     if (meta.len > empty)
         sbuf_printf(b, "%s\n", meta.data);
     b->oom |= meta.oom;

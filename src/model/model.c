@@ -600,26 +600,21 @@ static double union_s(sm_iv *v, size_t n)
     return (double)(total + ce - cs) / 1e9;
 }
 
-static int rate_add(sm_model *m, uint32_t unit, double units, double seconds)
+/* A rate for the unit (site id, 0: the run's unit) unless it has one; its figures come later. */
+static int rate_unit(sm_model *m, uint32_t unit)
 {
     const char *name = unit ? sm_str(m, unit) : m->unit;
-    size_t i;
-    for (i = 0; i < m->n_rates; i++)
+    for (size_t i = 0; i < m->n_rates; i++)
         if (!strcmp(m->rates[i].unit, name))
-            break;
-    if (i == m->n_rates) {
-        sm_rate *r = sonde__realloc(m->rates, (m->n_rates + 1) * sizeof *r);
-        if (!r)
-            return -1;
-        m->rates = r;
-        r[i].unit = sonde__strdup(name);
-        if (!r[i].unit)
-            return -1;
-        r[i].units = r[i].seconds = 0;
-        m->n_rates++;
-    }
-    m->rates[i].units += units;
-    m->rates[i].seconds += seconds;
+            return 0;
+    sm_rate *r = sonde__realloc(m->rates, (m->n_rates + 1) * sizeof *r);
+    if (!r)
+        return -1;
+    m->rates = r;
+    r[m->n_rates] = (sm_rate){sonde__strdup(name), 0, 0};
+    if (!r[m->n_rates].unit)
+        return -1;
+    m->n_rates++;
     return 0;
 }
 
@@ -632,61 +627,31 @@ static const char *unit_name(const sm_model *m, uint32_t unit)
     return unit ? sm_str(m, unit) : m->unit;
 }
 
-static int build_rates(sm_model *m)
+/* Units in one unit and their seconds, over the run (sess < 0: the run's own units too) or one
+ * session (its own and its sections'): explicit seconds added, own-duration units counted over
+ * the wall time their sessions and sections covered, each instant once. iv: room for
+ * n_spans + n_sessions intervals. */
+static void unit_time(const sm_model *m, const char *unit, int32_t sess, sm_iv *iv,
+                      double *units, double *seconds)
 {
-    if (rate_add(m, 0, 0, 0) != 0)
-        return -1;
-    if (m->run_units > 0 && rate_add(m, m->run_unit, m->run_units, m->run_units_s))
-        return -1;
+    size_t n = 0;
+    *units = *seconds = 0;
+    if (sess < 0 && m->run_units > 0 && !strcmp(unit_name(m, m->run_unit), unit)) {
+        *units += m->run_units;
+        *seconds += m->run_units_s;
+    }
     for (size_t i = 0; i < m->n_sessions; i++) {
         const sm_session *s = &m->sessions[i];
-        if (s->units > 0 && rate_add(m, s->unit, s->units, s->units_s))
-            return -1;
+        if ((sess >= 0 && (int32_t)i != sess) || s->units <= 0 || strcmp(unit_name(m, s->unit), unit))
+            continue;
+        *units += s->units;
+        *seconds += s->units_s;
+        if (s->own_dur_units)
+            iv[n++] = (sm_iv){s->start_ns, s->end_ns};
     }
     for (size_t i = 0; i < m->n_spans; i++) {
         const sm_span *s = &m->spans[i];
-        if (s->units > 0 && rate_add(m, s->unit, s->units, s->units_s))
-            return -1;
-    }
-    sm_iv *iv = sonde__malloc((m->n_spans + m->n_sessions + 1) * sizeof *iv);
-    if (!iv)
-        return -1;
-    for (size_t r = 0; r < m->n_rates; r++) {
-        size_t n = 0;
-        for (size_t i = 0; i < m->n_sessions; i++) {
-            const sm_session *s = &m->sessions[i];
-            if (s->units > 0 && s->own_dur_units && !strcmp(unit_name(m, s->unit), m->rates[r].unit))
-                iv[n++] = (sm_iv){s->start_ns, s->end_ns};
-        }
-        for (size_t i = 0; i < m->n_spans; i++) {
-            const sm_span *s = &m->spans[i];
-            if (s->units > 0 && s->own_dur_units && !strcmp(unit_name(m, s->unit), m->rates[r].unit))
-                iv[n++] = (sm_iv){s->start_ns, s->end_ns};
-        }
-        m->rates[r].seconds += union_s(iv, n);
-    }
-    sonde__free(iv);
-    return 0;
-}
-
-int sm_session_units(const sm_model *m, size_t sess, double *units, double *seconds)
-{
-    const sm_session *se = &m->sessions[sess];
-    const char *unit = m->n_rates ? m->rates[0].unit : m->unit;
-    *units = *seconds = 0;
-    sm_iv *iv = sonde__malloc((m->n_spans + 1) * sizeof *iv);
-    if (!iv)
-        return -1;
-    size_t n = 0;
-    if (se->units > 0 && !strcmp(unit_name(m, se->unit), unit)) {
-        *units += se->units;
-        *seconds += se->units_s;
-        if (se->own_dur_units)
-            iv[n++] = (sm_iv){se->start_ns, se->end_ns};
-    }
-    for (size_t i = 0; i < m->n_spans; i++) {
-        const sm_span *s = &m->spans[i];
-        if (s->session != (int32_t)sess || s->units <= 0 || strcmp(unit_name(m, s->unit), unit))
+        if ((sess >= 0 && s->session != sess) || s->units <= 0 || strcmp(unit_name(m, s->unit), unit))
             continue;
         *units += s->units;
         *seconds += s->units_s;
@@ -694,6 +659,35 @@ int sm_session_units(const sm_model *m, size_t sess, double *units, double *seco
             iv[n++] = (sm_iv){s->start_ns, s->end_ns};
     }
     *seconds += union_s(iv, n);
+}
+
+static int build_rates(sm_model *m)
+{
+    /* the units recorded, the run's own first */
+    if (rate_unit(m, 0) != 0 || (m->run_units > 0 && rate_unit(m, m->run_unit)))
+        return -1;
+    for (size_t i = 0; i < m->n_sessions; i++)
+        if (m->sessions[i].units > 0 && rate_unit(m, m->sessions[i].unit))
+            return -1;
+    for (size_t i = 0; i < m->n_spans; i++)
+        if (m->spans[i].units > 0 && rate_unit(m, m->spans[i].unit))
+            return -1;
+    sm_iv *iv = sonde__malloc((m->n_spans + m->n_sessions + 1) * sizeof *iv);
+    if (!iv)
+        return -1;
+    for (size_t r = 0; r < m->n_rates; r++)
+        unit_time(m, m->rates[r].unit, -1, iv, &m->rates[r].units, &m->rates[r].seconds);
+    sonde__free(iv);
+    return 0;
+}
+
+int sm_session_units(const sm_model *m, size_t sess, double *units, double *seconds)
+{
+    *units = *seconds = 0;
+    sm_iv *iv = sonde__malloc((m->n_spans + m->n_sessions + 1) * sizeof *iv);
+    if (!iv)
+        return -1;
+    unit_time(m, m->n_rates ? m->rates[0].unit : m->unit, (int32_t)sess, iv, units, seconds);
     sonde__free(iv);
     return 0;
 }
@@ -1710,4 +1704,43 @@ size_t sm_program_threads(const sm_model *m)
         n += !m->threads[i].name || (strcmp(m->threads[i].name, "sonde-sampler") &&
                                      strcmp(m->threads[i].name, "sonde-writer"));
     return n;
+}
+
+void sm_each_meta(const sm_model *m, int32_t head,
+                  void (*fn)(const char *key, const char *value, void *ctx), void *ctx)
+{
+    /* the list runs from the latest entry back: walk it oldest first, each key at its last value */
+    size_t n = 0;
+    for (int32_t i = head; i >= 0 && (size_t)i < m->n_meta; i = m->meta[i].next)
+        n++;
+    int32_t *order = sonde__malloc((n ? n : 1) * sizeof *order);
+    if (!order)
+        return;
+    size_t k = n;
+    for (int32_t i = head; k > 0; i = m->meta[i].next)
+        order[--k] = i;
+    for (size_t a = 0; a < n; a++) {
+        const char *key = sm_str(m, m->meta[order[a]].key);
+        size_t first = a, last = a;
+        for (size_t j = 0; j < n; j++)
+            if (!strcmp(sm_str(m, m->meta[order[j]].key), key)) {
+                first = j < first ? j : first;
+                last = j;
+            }
+        if (first == a)
+            fn(key, sm_str(m, m->meta[order[last]].value), ctx);
+    }
+    sonde__free(order);
+}
+
+void sm_each_run_meta(const sm_model *m, void (*fn)(const char *key, const char *value, void *ctx),
+                      void *ctx)
+{
+    if (m->run_meta >= 0 && (size_t)m->run_meta < m->n_meta) {
+        sm_each_meta(m, m->run_meta, fn, ctx);
+        return;
+    }
+    for (size_t i = 0; i < m->n_info; i++) /* read from a JSON report: its run.metadata */
+        if (!strncmp(m->info[i].key, "metadata.", 9) && sm_info(m, m->info[i].key) == m->info[i].value)
+            fn(m->info[i].key + 9, m->info[i].value, ctx);
 }

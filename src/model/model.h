@@ -296,6 +296,15 @@ void sm_gpu_sum_free(sm_gpu_sum *s);
 /* CUPTI's memcpy kind as text ("HtoD"). */
 const char *sm_gpu_copy_kind(unsigned kind);
 
+/* Metadata from the entry head of m->meta back, each key once with its last value, in the order
+ * the keys were first recorded. Out of memory: nothing is visited. */
+void sm_each_meta(const sm_model *m, int32_t head,
+                  void (*fn)(const char *key, const char *value, void *ctx), void *ctx);
+/* The run's own metadata (sonde_metadata outside sections and sessions) the same way; from a
+ * model read from a JSON report, its run.metadata ("metadata.KEY" facts). */
+void sm_each_run_meta(const sm_model *m, void (*fn)(const char *key, const char *value, void *ctx),
+                      void *ctx);
+
 /* The program's threads: every thread less sonde's own (its sampler and writer). */
 size_t sm_program_threads(const sm_model *m);
 

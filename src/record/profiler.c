@@ -848,7 +848,7 @@ int sonde_session_begin(sonde_profiler *p, const char *name)
     /* session_tags (checked key=value,... when set): the session's metadata */
     for (const char *t = p->cfg.session_tags; !rc && t && *t;) {
         size_t n = strcspn(t, ",");
-        char kv[512];
+        char kv[SONDE_TAG_MAX + 1]; /* items were checked to fit when the key was set */
         snprintf(kv, sizeof kv, "%.*s", (int)(n < sizeof kv ? n : sizeof kv - 1), t);
         char *eq = strchr(kv, '=');
         if (eq) {

@@ -138,7 +138,7 @@ struct sonde_profiler {
     pthread_mutex_t latest_lock;
     struct sonde__latest {
         const char *name;          /* interned: lives as long as the process */
-        double value, t;           /* t: seconds since sonde_create when it was sampled */
+        double value, t;           /* t: when it was sampled, seconds since the sampler began */
     } latest[256];
     size_t n_latest;
 

@@ -30,7 +30,6 @@ typedef struct sampler {
     int drawn_lines;
     uint64_t last_steps;
     double last_display;
-    double display_t0;       /* when sampling began: the display's elapsed time */
     int sample_gpu;        /* collect_gpu: NVML may be open for snapshots alone */
     procfs_state *snap_procfs; /* for snapshots when procfs sampling is off */
     sbuf snaps;            /* the snapshots so far, NAME.memory.json's entries */
@@ -142,7 +141,7 @@ static void draw(sampler *s, double now)
     if (s->tty && s->drawn_lines)
         sbuf_printf(&b, "\033[%dA", s->drawn_lines);
     const char *clr = s->tty ? "\033[2K" : "";
-    sbuf_printf(&b, "%s=== sonde: %s | %.1f s", clr, p->name, now - s->display_t0);
+    sbuf_printf(&b, "%s=== sonde: %s | %.1f s", clr, p->name, now - s->t0);
     if (sess)
         sbuf_printf(&b, " | session %s", sonde__site_get(sess)->name);
     if (stage)
@@ -312,7 +311,6 @@ static void *sampler_main(void *arg)
     double next_display = t + (c->display_interval_s < c->cpu_interval_s ? c->display_interval_s
                                                                         : c->cpu_interval_s);
     s->last_display = t;
-    s->display_t0 = t;
     while (!atomic_load(&p->sampler_stop)) {
         t = now_s();
         if (s->procfs && t >= next_cpu) {
