@@ -63,6 +63,8 @@ const char *sonde_version(void);
 /* The longest name, key or value (in bytes) the recording calls accept; a longer one is
  * SONDE_EINVAL and nothing is recorded. */
 #define SONDE_MAX_NAME 65535
+/* The most key/value arguments one event carries (sonde_event_args). */
+#define SONDE_EVENT_ARGS_MAX 64
 
 /* ---------------------------------------------------------------------------------------------
  * Errors
@@ -319,6 +321,13 @@ int sonde_flops(sonde_profiler *p, double flops);
 int sonde_thread_name(sonde_profiler *p, const char *name);
 /* An instant event on the calling thread's track. */
 int sonde_event(sonde_profiler *p, const char *name);
+/* The same with a payload: n key/value pairs (at most SONDE_EVENT_ARGS_MAX, each string at most SONDE_MAX_NAME
+ * bytes) that travel with this event (not with the open section) into every report: the JSON's
+ * events[].occurrences, the HTML's Events table, the trace event's args. Recorded in one piece:
+ * when the buffers are full the event and all its arguments are dropped (SONDE_EDROPPED).
+ * SONDE_EINVAL for n > 64, a NULL name, key or value, or a string over the limit. */
+int sonde_event_args(sonde_profiler *p, const char *name, const char *const *keys,
+                     const char *const *values, size_t n);
 /* A sample of a named counter (a process-wide track in the trace). value must be finite. */
 int sonde_counter(sonde_profiler *p, const char *name, double value);
 /* Call right after a barrier the job already has (MPI_Barrier, a NCCL all-reduce), on every

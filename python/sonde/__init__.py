@@ -20,6 +20,7 @@ the whole API; configuration keys are those of docs/configuration.md.
 
 import argparse
 import functools
+import json
 import os
 import sys
 import threading
@@ -320,9 +321,15 @@ class Profiler:
         """A tensor shape as metadata of the open section (with record_shapes on)."""
         self._h().shape(_b(name), [int(d) for d in dims])
 
-    def event(self, name):
-        """An instant event on this thread's track."""
-        self._h().event(_b(name))
+    def event(self, name, args=None):
+        """An instant event on this thread's track; args, a dict of at most 64 items, travels
+        with it into the JSON (events[].occurrences), the HTML's Events table and the trace.
+        A str value is kept as it is, any other value as its JSON text (0.5, true, [1, 2])."""
+        if not args:
+            self._h().event(_b(name))
+            return
+        self._h().event(_b(name), {_b(k): _b(v) if isinstance(v, (str, bytes)) else
+                                   _b(json.dumps(v, default=str)) for k, v in args.items()})
 
     def counter(self, name, value):
         """A sample of a process-wide counter track."""

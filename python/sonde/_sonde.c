@@ -343,7 +343,6 @@ NOARG_CALL(Handle_clear, sonde_clear, "clear")
     }
 NAME_CALL(Handle_begin, sonde_begin, "profile")
 NAME_CALL(Handle_session_begin, sonde_session_begin, "session")
-NAME_CALL(Handle_event, sonde_event, "event")
 NAME_CALL(Handle_thread_name, sonde_thread_name, "thread_name")
 
 /* The calls that take a name and a number. */
@@ -370,6 +369,37 @@ static PyObject *Handle_metadata(HandleObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO", &k, &v) || as_text(k, &key, 0) || as_text(v, &value, 0))
         return NULL;
     return rc_or_raise(sonde_metadata(p, key, value), "metadata");
+}
+
+/* event(name, args=None): args a dict of str to str (sonde_event_args). */
+static PyObject *Handle_event(HandleObject *self, PyObject *args)
+{
+    HANDLE_P(self);
+    PyObject *n, *d = Py_None;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "O|O", &n, &d) || as_text(n, &name, 0))
+        return NULL;
+    if (d == Py_None)
+        return rc_or_raise(sonde_event(p, name), "event");
+    if (!PyDict_Check(d)) {
+        PyErr_Format(PyExc_TypeError, "event: args must be a dict, got %.100s",
+                     Py_TYPE(d)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t n_args = PyDict_Size(d), pos = 0, i = 0;
+    if (n_args > SONDE_EVENT_ARGS_MAX) {
+        PyErr_Format(PyExc_ValueError, "event %s: %zd arguments; at most %d", name, n_args,
+                     SONDE_EVENT_ARGS_MAX);
+        return NULL;
+    }
+    const char *keys[SONDE_EVENT_ARGS_MAX], *values[SONDE_EVENT_ARGS_MAX];
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        if (as_text(k, &keys[i], 0) || as_text(v, &values[i], 0))
+            return NULL;
+        i++;
+    }
+    return rc_or_raise(sonde_event_args(p, name, keys, values, (size_t)i), "event");
 }
 
 static PyObject *Handle_flops(HandleObject *self, PyObject *arg)
@@ -590,7 +620,7 @@ static PyMethodDef Handle_methods[] = {
     {"throughput", (PyCFunction)Handle_throughput, METH_VARARGS, "sonde_throughput_unit"},
     {"shape", (PyCFunction)Handle_shape, METH_VARARGS, "sonde_shape"},
     {"flops", (PyCFunction)Handle_flops, METH_O, "sonde_flops"},
-    {"event", (PyCFunction)Handle_event, METH_O, "sonde_event"},
+    {"event", (PyCFunction)Handle_event, METH_VARARGS, "sonde_event / sonde_event_args"},
     {"counter", (PyCFunction)Handle_counter, METH_VARARGS, "sonde_counter"},
     {"sync", (PyCFunction)Handle_sync, METH_NOARGS, "sonde_sync"},
     {"step", (PyCFunction)Handle_step, METH_NOARGS, "sonde_step"},

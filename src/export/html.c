@@ -338,6 +338,66 @@ static const char g_script[] =
     "rows.forEach(function(r){tb.appendChild(r);});});});"
     "document.body.setAttribute('data-ready','1');";
 
+/* Instant events in time order (the first HTML_MAX_EVENTS), with their arguments. */
+#define HTML_MAX_EVENTS 500
+typedef struct ev_ref {
+    int64_t t_ns;
+    size_t i;
+} ev_ref;
+
+static int cmp_ev_ref(const void *a, const void *b)
+{
+    const ev_ref *x = a, *y = b;
+    if (x->t_ns != y->t_ns)
+        return x->t_ns < y->t_ns ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static void html_arg(const char *key, const char *value, void *ctx)
+{
+    sbuf *b = ctx;
+    sbuf_puts(b, "<span class=\"arg\">");
+    esc(b, key);
+    sbuf_putc(b, '=');
+    esc(b, value);
+    sbuf_puts(b, "</span> ");
+}
+
+static void events_table(sbuf *b, const sm_model *m)
+{
+    if (!m->n_instants)
+        return;
+    ev_ref *r = sonde__malloc(m->n_instants * sizeof *r);
+    if (!r) {
+        b->oom = 1;
+        return;
+    }
+    for (size_t i = 0; i < m->n_instants; i++)
+        r[i] = (ev_ref){m->instants[i].t_ns, i};
+    qsort(r, m->n_instants, sizeof *r, cmp_ev_ref);
+    size_t kept = m->n_instants < HTML_MAX_EVENTS ? m->n_instants : HTML_MAX_EVENTS;
+    sbuf_printf(b, "<h2 id=\"events\">Events</h2>\n<p>%zu events", m->n_instants);
+    if (kept < m->n_instants)
+        sbuf_printf(b, "; the first %zu are listed (NAME.json has every one, up to "
+                       "max_data_points per name)", kept);
+    sbuf_puts(b, "</p>\n<table id=\"events-table\"><thead><tr><th>time (s)</th><th>thread</th>"
+                 "<th>event</th><th>arguments</th></tr></thead><tbody>\n");
+    for (size_t k = 0; k < kept; k++) {
+        const sm_instant *e = &m->instants[r[k].i];
+        sbuf_printf(b, "<tr><td>%.6f</td><td>", (double)e->t_ns / 1e9);
+        esc(b, e->thread < m->n_threads && m->threads[e->thread].name ? m->threads[e->thread].name
+                                                                       : "?");
+        sbuf_puts(b, "</td><td>");
+        esc(b, sm_str(m, e->name));
+        sbuf_puts(b, "</td><td>");
+        if (e->args >= 0)
+            sm_each_meta(m, e->args, html_arg, b);
+        sbuf_puts(b, "</td></tr>\n");
+    }
+    sbuf_puts(b, "</tbody></table>\n");
+    sonde__free(r);
+}
+
 int sx_html(const sm_model *m, sbuf *b)
 {
     const char *th = sm_info(m, "config.bottleneck_threshold");
@@ -557,6 +617,7 @@ int sx_html(const sm_model *m, sbuf *b)
         }
         sbuf_puts(b, "</tbody></table>\n");
     }
+    events_table(b, m);
     sbuf_puts(b, "<h2 id=\"statistics\">Statistics</h2>\n<p class=\"note\">Click a column to "
                  "sort.</p>\n");
     stats_table(b, m);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "../analyze/analyze.h"
+#include "../util/alloc.h"
 #include "export.h"
 
 static void key(sbuf *b, const char *k)
@@ -49,6 +50,88 @@ static void meta_obj(sbuf *b, const sm_model *m, int32_t head)
     if (!b->oom)
         sm_each_meta(m, head, meta_kv, b);
     sbuf_putc(b, '}');
+}
+
+typedef struct inst_ref {
+    uint32_t name;
+    int64_t t_ns;
+    size_t i;
+} inst_ref;
+
+static int cmp_inst_ref(const void *a, const void *b)
+{
+    const inst_ref *x = a, *y = b;
+    if (x->name != y->name)
+        return x->name < y->name ? -1 : 1;
+    if (x->t_ns != y->t_ns)
+        return x->t_ns < y->t_ns ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int cmp_group_first(const void *a, const void *b)
+{
+    const inst_ref *x = a, *y = b; /* .i: the group's first instant, .name: where it starts */
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* "events": [{"name", "count", "occurrences": [{"t_s", "thread", "args"}], "left_out"}], names
+ * in the order they first occurred; occurrences in time order, the first max_data_points kept. */
+static int events_arr(sbuf *b, const sm_model *m)
+{
+    size_t n = m->n_instants;
+    inst_ref *r = n ? sonde__malloc(n * sizeof *r) : NULL;
+    inst_ref *g = n ? sonde__malloc(n * sizeof *g) : NULL;
+    if (n && (!r || !g)) {
+        sonde__free(r);
+        sonde__free(g);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        r[i] = (inst_ref){m->instants[i].name, m->instants[i].t_ns, i};
+    qsort(r, n, sizeof *r, cmp_inst_ref);
+    size_t ng = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!i || r[i].name != r[i - 1].name)
+            g[ng++] = (inst_ref){(uint32_t)i, 0, r[i].i};
+        else if (r[i].i < g[ng - 1].i)
+            g[ng - 1].i = r[i].i;
+    }
+    qsort(g, ng, sizeof *g, cmp_group_first);
+    const char *mdp = sm_info(m, "config.max_data_points");
+    size_t max_points = mdp ? (size_t)strtoull(mdp, NULL, 10) : 10000;
+    sbuf_putc(b, '[');
+    for (size_t k = 0; k < ng; k++) {
+        size_t start = g[k].name, end = start;
+        while (end < n && r[end].name == r[start].name)
+            end++;
+        size_t count = end - start, kept = count < max_points ? count : max_points;
+        if (k)
+            sbuf_putc(b, ',');
+        sbuf_putc(b, '{');
+        kv_str(b, "name", sm_str(m, r[start].name), 1);
+        kv_num(b, "count", (double)count, 1);
+        key(b, "occurrences");
+        sbuf_putc(b, '[');
+        for (size_t j = 0; j < kept; j++) {
+            const sm_instant *e = &m->instants[r[start + j].i];
+            if (j)
+                sbuf_putc(b, ',');
+            sbuf_putc(b, '{');
+            kv_num(b, "t_s", (double)e->t_ns / 1e9, 1);
+            kv_str(b, "thread", e->thread < m->n_threads && m->threads[e->thread].name
+                                    ? m->threads[e->thread].name : "?", 1);
+            key(b, "args");
+            meta_obj(b, m, e->args);
+            sbuf_putc(b, '}');
+        }
+        sbuf_puts(b, "],");
+        kv_num(b, "left_out", (double)(count - kept), 0);
+        sbuf_putc(b, '}');
+    }
+    sbuf_putc(b, ']');
+    sonde__free(r);
+    sonde__free(g);
+    return b->oom ? -1 : 0;
 }
 
 void sx_stat_json(sbuf *b, const sm_stat *s, double peak)
@@ -555,31 +638,11 @@ int sx_json(const sm_model *m, sbuf *b)
     }
     sbuf_puts(b, "],");
 
-    /* Instant events, counted per name. */
+    /* Instant events per name, each with its occurrences (at most max_data_points). */
     key(b, "events");
-    sbuf_putc(b, '[');
-    {
-        int first = 1;
-        for (size_t i = 0; i < m->n_instants; i++) {
-            uint32_t id = m->instants[i].name;
-            size_t j;
-            for (j = 0; j < i && m->instants[j].name != id; j++) {
-            }
-            if (j < i)
-                continue;
-            size_t count = 0;
-            for (j = i; j < m->n_instants; j++)
-                count += m->instants[j].name == id;
-            if (!first)
-                sbuf_putc(b, ',');
-            first = 0;
-            sbuf_putc(b, '{');
-            kv_str(b, "name", sm_str(m, id), 1);
-            kv_num(b, "count", (double)count, 0);
-            sbuf_putc(b, '}');
-        }
-    }
-    sbuf_puts(b, "],");
+    if (events_arr(b, m))
+        return -1;
+    sbuf_putc(b, ',');
 
     key(b, "threads");
     sbuf_putc(b, '[');

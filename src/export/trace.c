@@ -59,6 +59,17 @@ static void name_meta(tctx *t, const char *what, int pid, uint64_t tid, const ch
     sbuf_puts(&t->b, "}}");
 }
 
+/* One key/value of an event's args object. */
+static void arg_kv(const char *key, const char *value, void *ctx)
+{
+    sbuf *b = ctx;
+    if (b->data[b->len - 1] != '{')
+        sbuf_putc(b, ',');
+    sbuf_json_str(b, key);
+    sbuf_putc(b, ':');
+    sbuf_json_str(b, value);
+}
+
 /* The run's metadata in its process's labels: "model=llama, batch=8" */
 static void label_meta(const char *key, const char *value, void *ctx)
 {
@@ -323,6 +334,11 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         sbuf_add(&t.b, ",\"ts\":", 6);
         sbuf_us3(&t.b, e->t_ns + sh);
         sbuf_puts(&t.b, ids[e->thread]);
+        if (e->args >= 0) { /* its payload (sonde_event_args) */
+            sbuf_puts(&t.b, ",\"args\":{");
+            sm_each_meta(m, e->args, arg_kv, &t.b);
+            sbuf_putc(&t.b, '}');
+        }
         sbuf_putc(&t.b, '}');
         flush(&t, 0);
     }

@@ -7,7 +7,7 @@
 
 #define SONDE_FILE_MAGIC "\x89SONDE\r\n" /* 8 bytes */
 #define SONDE_FILE_MAGIC_LEN 8
-#define SONDE_FILE_VERSION 1u
+#define SONDE_FILE_VERSION 2u /* 2: INSTANT carries an arg (its payload); 1 is read too */
 #define SONDE_FILE_HEADER_LEN 16   /* magic, u32 version, u32 reserved (little endian) */
 #define SONDE_RECORD_HEADER_LEN 12 /* u8 type, u8 flags, u16 reserved, u32 length, u32 crc32 */
 #define SONDE_RECORD_MAX (64u << 20)
@@ -36,7 +36,8 @@ enum {
 enum {
     SONDE_K_BEGIN = 0,      /* id: site */
     SONDE_K_END = 1,        /* id: site, 0 for "innermost" */
-    SONDE_K_INSTANT = 2,    /* id: name */
+    SONDE_K_INSTANT = 2,    /* id: name; arg (version 2): n, its payload: the n METADATA events
+                               that follow it on its thread are its key/value arguments */
     SONDE_K_COUNTER = 3,    /* id: name; 1 double */
     SONDE_K_METRIC = 4,     /* id: name; 1 double */
     SONDE_K_THROUGHPUT = 5, /* id: unit name, 0 for the run's unit; 2 doubles: units, seconds (<= 0: the section's own duration) */
@@ -71,8 +72,13 @@ static inline unsigned sonde_kind_slots(unsigned kind)
 }
 static inline int sonde_kind_has_arg(unsigned kind)
 {
-    return kind == SONDE_K_METADATA || kind == SONDE_K_STEP || kind == SONDE_K_GAP ||
+    return kind == SONDE_K_METADATA || kind == SONDE_K_INSTANT || kind == SONDE_K_STEP || kind == SONDE_K_GAP ||
            kind == SONDE_K_MODE || kind == SONDE_K_DSTEP || kind == SONDE_K_BLOCK;
+}
+/* The same in a file of the given version (version 1 had no INSTANT arg). */
+static inline int sonde_kind_has_arg_v(unsigned kind, uint32_t version)
+{
+    return sonde_kind_has_arg(kind) && !(version < 2 && kind == SONDE_K_INSTANT);
 }
 /* Doubles stored after the event. */
 static inline unsigned sonde_kind_values(unsigned kind)

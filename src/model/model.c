@@ -395,9 +395,18 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
     int rc = -1;
     /* Counters from sonde's own sampler thread are the system's figures. */
     int sampler_thread = m->threads[tindex].name && !strcmp(m->threads[tindex].name, "sonde-sampler");
+    uint32_t args_left = 0; /* METADATA events still to come that are an instant's payload */
+    int32_t args_of = -1;   /* that instant, -1 when it was not kept */
     for (size_t i = 0; i < te->n; i++) {
         const sb_ev *e = &te->ev[i];
         int64_t t = rel(b, e->tick);
+        if (args_left && e->kind == SONDE_K_METADATA) {
+            args_left--;
+            if (args_of >= 0 && add_meta(b, &m->instants[args_of].args, e->id, e->arg))
+                goto out;
+            continue;
+        }
+        args_left = 0;
         /* before a clear, or outside the schedule's active windows: not kept */
         int before_cut = e->tick < b->cut_tick || (e->kind != SONDE_K_STEP && !kept_at(b, t));
         switch (e->kind) {
@@ -490,11 +499,15 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
             b->gap_events += e->arg;
             break;
         case SONDE_K_INSTANT:
+            /* its payload: the METADATA events right after it (dropped with it when cut) */
+            args_left = e->arg;
+            args_of = -1;
             if (before_cut)
                 break;
             if (GROW(m->instants, m->n_instants, b->cap_inst))
                 goto out;
-            m->instants[m->n_instants++] = (sm_instant){t, tindex, e->id};
+            args_of = (int32_t)m->n_instants;
+            m->instants[m->n_instants++] = (sm_instant){t, tindex, e->id, -1};
             break;
         case SONDE_K_COUNTER:
             if (!before_cut && add_counter(b, sm_str(m, e->id), t, e->v0, sampler_thread))
@@ -1077,6 +1090,8 @@ int sm_merge(sm_model *d, sm_model *s)
     for (size_t i = 0; i < s->n_instants; i++) {
         sm_instant *x = &d->instants[d->n_instants + i];
         x->name += site0;
+        if (x->args >= 0)
+            x->args += meta0;
         x->thread += th0;
         x->t_ns += off;
     }

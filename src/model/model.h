@@ -58,6 +58,7 @@ typedef struct sm_session {
 typedef struct sm_instant {
     int64_t t_ns;
     uint32_t thread, name;
+    int32_t args;              /* its key/value payload: first sm_meta entry, -1 none */
 } sm_instant;
 
 typedef struct sm_counter {

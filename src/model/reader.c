@@ -40,6 +40,7 @@ typedef struct rstate {
     size_t n_th;
     size_t cap_anchor;
     size_t cap_warn;
+    uint32_t version;      /* the file's format version */
 } rstate;
 
 static int rwarn(rstate *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -248,7 +249,7 @@ static int decode_thread(rstate *s, rthread *t, sb_tevents *out)
             unsigned kind = (unsigned)(tag & 15u);
             if (kind >= SONDE_K_COUNT)
                 goto bad;
-            if (sonde_kind_has_arg(kind) && sm__get_var(&p, end, &arg))
+            if (sonde_kind_has_arg_v(kind, s->version) && sm__get_var(&p, end, &arg))
                 goto bad;
             unsigned nv = sonde_kind_values(kind);
             if ((size_t)(end - p) < nv * 8u)
@@ -293,13 +294,14 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
     if (n < SONDE_FILE_HEADER_LEN || memcmp(data, SONDE_FILE_MAGIC, SONDE_FILE_MAGIC_LEN) != 0)
         return sonde__fail(SONDE_EFORMAT, "%s: not a .sonde file (bad magic)", fname);
     uint32_t version = sonde_get_u32le(data + 8);
-    if (version != SONDE_FILE_VERSION)
+    if (version < 1 || version > SONDE_FILE_VERSION)
         return sonde__fail(SONDE_EFORMAT,
-                           "%s: .sonde format version %u is not supported (this sonde reads %u)",
-                           fname, version, SONDE_FILE_VERSION);
+                           "%s: .sonde format version %u is not supported (this sonde reads 1 to "
+                           "%u)", fname, version, SONDE_FILE_VERSION);
     rstate s;
     memset(&s, 0, sizeof s);
     s.fname = fname;
+    s.version = version;
     s.raw.bytes = n;
     int rc = 0;
     size_t off = SONDE_FILE_HEADER_LEN, order = 0;

@@ -1059,6 +1059,45 @@ int sonde_event(sonde_profiler *p, const char *name)
     return sonde__record(p, SONDE_K_INSTANT, id, 0, NULL);
 }
 
+int sonde_event_args(sonde_profiler *p, const char *name, const char *const *keys,
+                     const char *const *values, size_t n)
+{
+    RECORDING_OR_RETURN(p, "sonde_event_args");
+    if (n > SONDE_EVENT_ARGS_MAX)
+        return sonde__fail(SONDE_EINVAL, "sonde_event_args: %zu arguments; at most %d", n,
+                           SONDE_EVENT_ARGS_MAX);
+    if (n && (!keys || !values))
+        return sonde__fail(SONDE_EINVAL, "sonde_event_args: keys or values is NULL");
+    uint32_t id, kv[2 * SONDE_EVENT_ARGS_MAX];
+    int rc = intern_arg(name, "sonde_event_args", "name", &id);
+    for (size_t i = 0; i < n && !rc; i++) {
+        rc = intern_arg(keys[i], "sonde_event_args", "key", &kv[2 * i]);
+        if (!rc)
+            rc = intern_arg(values[i], "sonde_event_args", "value", &kv[2 * i + 1]);
+    }
+    if (rc)
+        return rc;
+    sonde_tbuf *tb = sonde__thread_buf(p);
+    if (!tb)
+        return SONDE_ENOMEM;
+    /* The instant and its arguments in one piece of one chunk: never an argument without its
+     * event (it would attach to the open section), never an event with some of them. */
+    if (ensure_room(p, tb, (unsigned)n + 1) != 0)
+        return sonde__fail(SONDE_EDROPPED, "sonde: event dropped: buffers are full");
+    sonde__ev *e = tb->hot.cur;
+    uint64_t now = sonde__ticks();
+    e[0].ts = now;
+    e[0].tag = (id << 4) | SONDE_K_INSTANT;
+    e[0].arg = (uint32_t)n;
+    for (size_t i = 0; i < n; i++) {
+        e[1 + i].ts = now;
+        e[1 + i].tag = (kv[2 * i] << 4) | SONDE_K_METADATA;
+        e[1 + i].arg = kv[2 * i + 1];
+    }
+    sonde__publish(&tb->hot, e + n + 1);
+    return 0;
+}
+
 int sonde_counter(sonde_profiler *p, const char *name, double value)
 {
     RECORDING_OR_RETURN(p, "sonde_counter");

@@ -170,6 +170,11 @@ cli)
         [ "$got" = "$want" ] || fail "$* exited $got, expected $want: $(cat err.txt)"
         [ -z "$text" ] || grep -qF -- "$text" err.txt || fail "$*: stderr lacks '$text': $(cat err.txt)"
     }
+    # a .sonde file of format version 1 (before events carried arguments) is still read whole
+    [ "$(od -A n -t u4 -j 8 -N 4 "$src/tests/fuzz/corpus/sonde/minimal.sonde" | tr -d ' ')" = 1 ] \
+        || fail "tests/fuzz/corpus/sonde/minimal.sonde is no longer a version 1 file"
+    expect 0 "" "$sonde" summary "$src/tests/fuzz/corpus/sonde/minimal.sonde"
+    grep -q "^decode  *10 " out.txt || fail "version 1 file misread: $(cat out.txt)"
     # the threat model: `sonde run` runs its argument vector, never a shell, and neither the
     # library nor the CLI imports a network call or a shell-running one
     expect 127 "cannot run touch pwned; true" "$sonde" run -o shellcheck -- "touch pwned; true"

@@ -49,6 +49,7 @@ def workload(prof):
                 prof.record_throughput(16)
             prof.step()
         prof.event("checkpoint")
+        prof.event("milestone", {"progress": 0.5, "stage": "decode"})
         for i in range(1, 4):
             prof.counter("queue", i)
         for _ in range(3):
@@ -81,7 +82,8 @@ def shape(report):
         "metrics": sorted([{k: m[k] for k in ("owner", "name", "count", "mean", "min", "max",
                                               "sum", "last")} for m in report["metrics"]],
                           key=lambda m: (m["owner"], m["name"])),
-        "events": report["events"],
+        "events": [{"name": e["name"], "count": e["count"],
+                    "args": [o["args"] for o in e["occurrences"]]} for e in report["events"]],
         "counters": [{k: c[k] for k in ("name", "samples", "min", "max", "last")}
                      for c in report["counters"]],
         "warnings": report["warnings"],

@@ -52,6 +52,8 @@ int main(int argc, char **argv)
         sonde_step(p);
     }
     sonde_event(p, "checkpoint");
+    const char *keys[] = {"progress", "stage"}, *values[] = {"0.5", "decode"};
+    sonde_event_args(p, "milestone", keys, values, 2);
     for (int i = 1; i <= 3; i++)
         sonde_counter(p, "queue", i);
     for (int i = 0; i < 3; i++)

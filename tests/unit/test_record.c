@@ -397,6 +397,69 @@ static void min_duration_leaves_out_short(void **state)
     tu_rmrf(dir);
 }
 
+/* An event's key/value payload travels with the event, not with the open section, into the
+ * model, the JSON, the trace and the HTML; the limits are errors that record nothing. */
+static int to_sbuf(void *ctx, const char *data, size_t n)
+{
+    return sbuf_add(ctx, data, n);
+}
+
+static void event_args_travel_with_the_event(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "evargs");
+    sonde_profiler *p = sonde_create(&c);
+    assert_non_null(p);
+    const char *keys[] = {"progress", "stage", "progress"};
+    const char *vals[] = {"0.25", "denoise \"x\"", "0.5"};
+    sonde_begin(p, "generate");
+    assert_int_equal(sonde_event_args(p, "milestone", keys, vals, 3), 0);
+    sonde_metadata(p, "batch", "8"); /* after the event: the section's */
+    assert_int_equal(sonde_event_args(p, "plain", NULL, NULL, 0), 0);
+    sonde_end(p);
+    const char *many[SONDE_EVENT_ARGS_MAX + 1];
+    for (int i = 0; i <= SONDE_EVENT_ARGS_MAX; i++)
+        many[i] = "k";
+    assert_int_equal(sonde_event_args(p, "too many", many, many, SONDE_EVENT_ARGS_MAX + 1),
+                     SONDE_EINVAL);
+    assert_non_null(strstr(sonde_last_error(), "at most 64"));
+    assert_int_equal(sonde_event_args(p, "null key", keys, NULL, 1), SONDE_EINVAL);
+    const char *nk[] = {NULL};
+    assert_int_equal(sonde_event_args(p, "null key", nk, vals, 1), SONDE_EINVAL);
+    assert_int_equal(sonde_event_args(p, "full", many, many, SONDE_EVENT_ARGS_MAX), 0);
+    sm_model m;
+    tu_finish(p, &m);
+    assert_int_equal((int)m.n_instants, 3);
+    assert_string_equal(sm_str(&m, m.instants[0].name), "milestone");
+    assert_true(m.instants[0].args >= 0);
+    assert_int_equal(m.instants[1].args, -1);
+    /* the section has batch only */
+    assert_int_equal((int)m.n_spans, 1);
+    int32_t k = m.spans[0].meta;
+    assert_true(k >= 0);
+    assert_string_equal(sm_str(&m, m.meta[k].key), "batch");
+    assert_int_equal(m.meta[k].next, -1);
+    sbuf b;
+    sbuf_init(&b);
+    assert_int_equal(sx_json(&m, &b), 0);
+    assert_non_null(strstr(b.data, "{\"name\":\"milestone\",\"count\":1,\"occurrences\":[{\"t_s\":"));
+    assert_non_null(strstr(b.data, "\"args\":{\"progress\":\"0.5\",\"stage\":\"denoise \\\"x\\\"\"}}],"
+                                   "\"left_out\":0}"));
+    assert_non_null(strstr(b.data, "{\"name\":\"plain\",\"count\":1,"));
+    sbuf_reset(&b);
+    assert_int_equal(sx_trace(&m, to_sbuf, &b), 0);
+    assert_non_null(strstr(b.data, "\"args\":{\"progress\":\"0.5\",\"stage\":\"denoise \\\"x\\\"\"}}"));
+    sbuf_reset(&b);
+    assert_int_equal(sx_html(&m, &b), 0);
+    assert_non_null(strstr(b.data, "<h2 id=\"events\">Events</h2>\n<p>3 events</p>"));
+    assert_non_null(strstr(b.data, "<span class=\"arg\">stage=denoise &quot;x&quot;</span>"));
+    sbuf_free(&b);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
 /* Calls through a handle after sonde_destroy (another thread that has not heard yet) return
  * SONDE_ESTATE and record nothing; SONDE_SCOPE is a no-op; a second destroy is an error. */
 static void *late_caller(void *arg)
@@ -786,6 +849,7 @@ int main(void)
         cmocka_unit_test(clear_discards_earlier), cmocka_unit_test(min_duration_leaves_out_short),
         cmocka_unit_test(calls_after_destroy),
         cmocka_unit_test(export_and_summary),
+        cmocka_unit_test(event_args_travel_with_the_event),
         cmocka_unit_test(unwritable_dir_degrades),
         cmocka_unit_test(config_env),
         cmocka_unit_test(full_buffers_drop_and_count),
