@@ -45,18 +45,9 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void on_counter(void *ctx, const char *name, double v)
+/* The live query's table (sonde_current_metrics): figure id's latest value. */
+static void set_latest(sampler *s, uint32_t id, double v)
 {
-    sampler *s = ctx;
-    unsigned g;
-    char tail[16];
-    if (name[0] == 'g' && sscanf(name, "gpu%u %15[^\n]", &g, tail) == 2 && g < 64 &&
-        !strcmp(tail, "memory MiB") && v > s->gpu_peak[g])
-        s->gpu_peak[g] = v;
-    uint32_t id = sonde__intern(name);
-    if (!id || !isfinite(v))
-        return;
-    sonde__record(s->p, SONDE_K_COUNTER, id, 0, &v);
     const char *stable = sonde__site_get(id)->name;
     sonde_profiler *p = s->p;
     double t = now_s() - s->t0;
@@ -69,6 +60,21 @@ static void on_counter(void *ctx, const char *name, double v)
     if (i < p->n_latest)
         p->latest[i] = (struct sonde__latest){stable, v, t};
     pthread_mutex_unlock(&p->latest_lock);
+}
+
+static void on_counter(void *ctx, const char *name, double v)
+{
+    sampler *s = ctx;
+    unsigned g;
+    char tail[16];
+    if (name[0] == 'g' && sscanf(name, "gpu%u %15[^\n]", &g, tail) == 2 && g < 64 &&
+        !strcmp(tail, "memory MiB") && v > s->gpu_peak[g])
+        s->gpu_peak[g] = v;
+    uint32_t id = sonde__intern(name);
+    if (!id || !isfinite(v))
+        return;
+    sonde__record(s->p, SONDE_K_COUNTER, id, 0, &v);
+    set_latest(s, id, v);
 }
 
 static void on_event(void *ctx, const char *name)
@@ -85,6 +91,20 @@ static void on_info(void *ctx, const char *key, const char *value)
     sampler *s = ctx;
     uint8_t tmp[16];
     char k[96];
+    /* the totals in the live query too, beside the figures they are totals of */
+    unsigned g;
+    char rest[32], fig[48] = "";
+    if (!strcmp(key, "memory_total_mib"))
+        snprintf(fig, sizeof fig, "memory total MiB");
+    else if (sscanf(key, "gpu%u_%31s", &g, rest) == 2 && !strcmp(rest, "memory_total_mib"))
+        snprintf(fig, sizeof fig, "gpu%u memory total MiB", g);
+    if (fig[0]) {
+        char *end;
+        double v = strtod(value, &end);
+        uint32_t id = sonde__intern(fig);
+        if (id && end != value && isfinite(v))
+            set_latest(s, id, v);
+    }
     snprintf(k, sizeof k, "system.%s", key);
     size_t kl = strlen(k), vl = strlen(value);
     sbuf_add(&s->info, tmp, varint_put(tmp, kl));

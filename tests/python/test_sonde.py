@@ -229,6 +229,7 @@ class Recording(Base):
         p.close()
         self.assertGreater(cur["rss MiB"], 1)
         self.assertIn("cpu %", cur)
+        self.assertGreater(cur["memory total MiB"], cur["rss MiB"])  # the system's, from /proc
         off = sonde.Profiler(dict(QUIET, enabled=False), from_env=False)
         self.assertEqual(off.get_current_metrics(), {})
         off.close()

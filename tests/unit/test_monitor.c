@@ -118,9 +118,11 @@ static void nvml_exact_readings(void **state)
             seen |= 2;
         if (!strcmp(cur[i].name, "gpu0 temperature C") && cur[i].value == 60)
             seen |= 4;
+        if (!strcmp(cur[i].name, "gpu1 memory total MiB") && cur[i].value == 24576)
+            seen |= 8; /* the device's total, from its facts */
         assert_true(cur[i].t_s >= 0);
     }
-    assert_int_equal(seen, 7);
+    assert_int_equal(seen, 15);
     assert_int_equal(sonde_current_metrics(p, cur, 2), n); /* room for 2: the count of all */
     assert_int_equal(sonde_current_metrics(p, NULL, 0), n);
     assert_int_equal(sonde_current_metrics(p, NULL, 3), SONDE_EINVAL);
