@@ -44,6 +44,7 @@ __all__ = [
     "add_profiling_args",
     "create_profiler_from_args",
     "version",
+    "cli",
 ]
 
 # Error codes, as in include/sonde/sonde.h.
@@ -101,6 +102,16 @@ def _check(rc, what=None):
 def version():
     """libsonde's version string ("0.1.0")."""
     return _sonde.version()
+
+
+def cli(args):
+    """Runs the sonde command (the `sonde` executable's code, inside this process) with the
+    arguments args (["aggregate", "reports/", "--format", "json", "-o", "all.json"]) and
+    returns its exit code: 0 done, 1 a finding asked to fail on, 2 bad usage or input. Its
+    output goes to this process's stdout and stderr. `python -m sonde ARGS` is the same."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return _sonde.cli([os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args])
 
 
 class Config:

@@ -12,8 +12,11 @@
 #include <Python.h>
 
 #include <string.h>
+#include <yaml.h>
 
 #include <sonde/sonde.h>
+
+int sonde_cli_main(int argc, char **argv); /* tools/sonde/main.c */
 
 /* ---------------------------------------------------------------------------------------------
  * Errors: SondeError is the package's class (registered by set_error_class); until then, and
@@ -1008,7 +1011,232 @@ static PyObject *m_set_error_class(PyObject *self, PyObject *cls)
     Py_RETURN_NONE;
 }
 
+/* yaml_load(data, name) -> (document, lines): a YAML document read by libyaml (the library the
+ * configuration loader uses) as Python values: mappings as dicts in file order, sequences as
+ * lists, scalars as str (a plain ~, null or empty scalar: None); lines maps each mapping key's
+ * dotted path ("profiling.report_format") to its line. Errors: ValueError "NAME:LINE:COL: ...". */
+typedef struct ydoc {
+    yaml_parser_t parser;
+    const char *name;
+    PyObject *lines;
+} ydoc;
+
+static int y_next(ydoc *y, yaml_event_t *ev)
+{
+    if (yaml_parser_parse(&y->parser, ev))
+        return 0;
+    const yaml_parser_t *p = &y->parser;
+    const yaml_mark_t *mk = p->problem_mark.line || p->problem_mark.column ? &p->problem_mark
+                                                                         : &p->context_mark;
+    PyErr_Format(PyExc_ValueError, "%s:%zu:%zu: YAML syntax error: %s%s%s", y->name,
+                 mk->line + 1, mk->column + 1, p->problem ? p->problem : "malformed",
+                 p->context ? " " : "", p->context ? p->context : "");
+    return -1;
+}
+
+static PyObject *y_node(ydoc *y, yaml_event_t *ev, const char *path, int depth);
+
+static PyObject *y_mapping(ydoc *y, const char *path, int depth)
+{
+    PyObject *d = PyDict_New();
+    while (d) {
+        yaml_event_t ev;
+        if (y_next(y, &ev))
+            goto fail;
+        if (ev.type == YAML_MAPPING_END_EVENT) {
+            yaml_event_delete(&ev);
+            return d;
+        }
+        if (ev.type != YAML_SCALAR_EVENT) {
+            PyErr_Format(PyExc_ValueError, "%s:%zu:%zu: a mapping key must be a scalar", y->name,
+                         ev.start_mark.line + 1, ev.start_mark.column + 1);
+            yaml_event_delete(&ev);
+            goto fail;
+        }
+        size_t line = ev.start_mark.line + 1;
+        PyObject *key = PyUnicode_DecodeUTF8((const char *)ev.data.scalar.value,
+                                             (Py_ssize_t)ev.data.scalar.length, "replace");
+        yaml_event_delete(&ev);
+        if (!key)
+            goto fail;
+        PyObject *full = *path ? PyUnicode_FromFormat("%s.%U", path, key) : (Py_INCREF(key), key);
+        if (!full || PyDict_Contains(d, key)) {
+            if (full)
+                PyErr_Format(PyExc_ValueError, "%s:%zu: key \"%U\" appears twice", y->name, line,
+                             full);
+            Py_XDECREF(full);
+            Py_DECREF(key);
+            goto fail;
+        }
+        const char *fp = PyUnicode_AsUTF8(full);
+        PyObject *ln = PyLong_FromSize_t(line);
+        PyObject *v = NULL;
+        if (fp && ln && !PyDict_SetItem(y->lines, full, ln) && !y_next(y, &ev))
+            v = y_node(y, &ev, fp, depth + 1);
+        Py_XDECREF(ln);
+        if (!v || PyDict_SetItem(d, key, v)) {
+            Py_XDECREF(v);
+            Py_DECREF(full);
+            Py_DECREF(key);
+            goto fail;
+        }
+        Py_DECREF(v);
+        Py_DECREF(full);
+        Py_DECREF(key);
+    }
+    return NULL;
+fail:
+    Py_XDECREF(d);
+    return NULL;
+}
+
+/* The node whose first event is ev (consumed here). */
+static PyObject *y_node(ydoc *y, yaml_event_t *ev, const char *path, int depth)
+{
+    yaml_event_type_t t = ev->type;
+    if (depth > 64) {
+        PyErr_Format(PyExc_ValueError, "%s:%zu: nested deeper than 64 levels", y->name,
+                     ev->start_mark.line + 1);
+        yaml_event_delete(ev);
+        return NULL;
+    }
+    if (t == YAML_SCALAR_EVENT) {
+        const char *v = (const char *)ev->data.scalar.value;
+        size_t n = ev->data.scalar.length;
+        PyObject *r;
+        if (ev->data.scalar.plain_implicit &&
+            (n == 0 || !strcmp(v, "~") || !strcmp(v, "null") || !strcmp(v, "Null") ||
+             !strcmp(v, "NULL")))
+            r = (Py_INCREF(Py_None), Py_None);
+        else
+            r = PyUnicode_DecodeUTF8(v, (Py_ssize_t)n, "replace");
+        yaml_event_delete(ev);
+        return r;
+    }
+    if (t == YAML_ALIAS_EVENT) {
+        PyErr_Format(PyExc_ValueError, "%s:%zu: YAML aliases are not supported", y->name,
+                     ev->start_mark.line + 1);
+        yaml_event_delete(ev);
+        return NULL;
+    }
+    yaml_event_delete(ev);
+    if (t == YAML_MAPPING_START_EVENT)
+        return y_mapping(y, path, depth);
+    if (t != YAML_SEQUENCE_START_EVENT) {
+        PyErr_Format(PyExc_ValueError, "%s: unexpected YAML event", y->name);
+        return NULL;
+    }
+    PyObject *l = PyList_New(0);
+    while (l) {
+        yaml_event_t e;
+        if (y_next(y, &e))
+            break;
+        if (e.type == YAML_SEQUENCE_END_EVENT) {
+            yaml_event_delete(&e);
+            return l;
+        }
+        PyObject *v = y_node(y, &e, path, depth + 1);
+        if (!v || PyList_Append(l, v)) {
+            Py_XDECREF(v);
+            break;
+        }
+        Py_DECREF(v);
+    }
+    Py_XDECREF(l);
+    return NULL;
+}
+
+static PyObject *m_yaml_load(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *data, *name;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "y#s", &data, &n, &name))
+        return NULL;
+    ydoc y = {.name = name, .lines = PyDict_New()};
+    if (!y.lines)
+        return NULL;
+    if (!yaml_parser_initialize(&y.parser)) {
+        Py_DECREF(y.lines);
+        return PyErr_NoMemory();
+    }
+    yaml_parser_set_input_string(&y.parser, (const unsigned char *)data, (size_t)n);
+    PyObject *doc = NULL;
+    int started = 0;
+    for (;;) { /* stream start, document start, the root node (the first document's) */
+        yaml_event_t ev;
+        if (y_next(&y, &ev))
+            goto out;
+        yaml_event_type_t t = ev.type;
+        if (t == YAML_STREAM_END_EVENT) {
+            yaml_event_delete(&ev);
+            break;
+        }
+        if (t == YAML_STREAM_START_EVENT || t == YAML_DOCUMENT_START_EVENT ||
+            t == YAML_DOCUMENT_END_EVENT) {
+            yaml_event_delete(&ev);
+            continue;
+        }
+        if (started) {
+            yaml_event_delete(&ev);
+            PyErr_Format(PyExc_ValueError, "%s: more than one YAML document", name);
+            goto out;
+        }
+        started = 1;
+        if (!(doc = y_node(&y, &ev, "", 0)))
+            goto out;
+    }
+    yaml_parser_delete(&y.parser);
+    if (!doc)
+        doc = (Py_INCREF(Py_None), Py_None);
+    PyObject *r = Py_BuildValue("(NN)", doc, y.lines);
+    return r;
+out:
+    Py_XDECREF(doc);
+    yaml_parser_delete(&y.parser);
+    Py_DECREF(y.lines);
+    return NULL;
+}
+
+/* cli(args) -> exit code: the sonde command (tools/sonde) with argv = ["sonde", *args], run
+ * without the GIL; its output goes to the process's stdout and stderr, flushed before return. */
+static PyObject *m_cli(PyObject *self, PyObject *seq)
+{
+    (void)self;
+    PyObject *fast = PySequence_Fast(seq, "cli: expected a list of str");
+    if (!fast)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    char **argv = PyMem_Calloc((size_t)n + 2, sizeof *argv);
+    PyObject *rc = NULL;
+    if (!argv) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    argv[0] = "sonde";
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *a;
+        if (as_text(PySequence_Fast_GET_ITEM(fast, i), &a, 0))
+            goto out;
+        argv[i + 1] = (char *)a;
+    }
+    int code;
+    Py_BEGIN_ALLOW_THREADS
+    code = sonde_cli_main((int)n + 1, argv);
+    fflush(stdout);
+    fflush(stderr);
+    Py_END_ALLOW_THREADS
+    rc = PyLong_FromLong(code);
+out:
+    PyMem_Free(argv);
+    Py_DECREF(fast);
+    return rc;
+}
+
 static PyMethodDef module_methods[] = {
+    {"yaml_load", m_yaml_load, METH_VARARGS,
+     "yaml_load(data: bytes, name) -> (document, {dotted key: line})"},
+    {"cli", m_cli, METH_O, "the sonde command: cli([\"aggregate\", \"DIR\"]) -> exit code"},
     {"version", m_version, METH_NOARGS, "libsonde's version"},
     {"err_name", m_err_name, METH_O, "the symbol of an error code (\"SONDE_EINVAL\")"},
     {"strerror", m_strerror, METH_O, "the text of an error code"},

@@ -1,33 +1,24 @@
 """test_compat_diffulex.py - every Python code block of the Diffulex profiler's document
 (shared/reference/000_*.txt) run against sonde.compat.diffulex with only its import line changed,
 the Diffulex engine replaced by a small stand-in; the files the blocks name and the values they
-print are checked. Run by ctest with PYTHONPATH=BUILD/python and SONDE_REFERENCE_DIR."""
+print are checked. Run by ctest with PYTHONPATH=BUILD/python and REFERENCE_DOCS_DIR."""
 
 import contextlib
-import glob
 import io
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 import unittest
 
 import sonde  # noqa: F401  (the package under test, from PYTHONPATH)
 
-REF = os.environ.get("SONDE_REFERENCE_DIR") or os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "reference")
+from docblocks import InTempDir, blocks as doc_blocks
 
 
 def blocks():
     """The document's ```python blocks, in order."""
-    path = glob.glob(os.path.join(REF, "000_*.txt"))
-    if not path:
-        raise unittest.SkipTest("no reference document 000 in %s" % REF)
-    with open(path[0], encoding="utf-8") as f:
-        text = f.read()
-    return re.findall(r"```python\n(.*?)```", text, re.S)
+    return doc_blocks("000")
 
 
 class SamplingParams:
@@ -72,16 +63,7 @@ def adapt(code):
                         'llm = Diffulex(model_path, model_name="dream")')
 
 
-class DiffulexDocument(unittest.TestCase):
-    def setUp(self):
-        self.cwd = os.getcwd()
-        self.dir = tempfile.mkdtemp(prefix="sonde-compat-", dir=os.environ.get("TMPDIR"))
-        os.chdir(self.dir)
-
-    def tearDown(self):
-        os.chdir(self.cwd)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
+class DiffulexDocument(InTempDir):
     def run_block(self, code, before=None):
         """Runs one block; a block that uses the profiler an earlier block made (as the
         document's reader has it) gets that one."""

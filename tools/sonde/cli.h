@@ -17,6 +17,9 @@ typedef struct cli_cmd {
     const char *usage;                 /* the command's --help text */
 } cli_cmd;
 
+/* The whole sonde command: argv[0] is the program, argv[1] the subcommand. Returns the exit
+ * code. */
+int sonde_cli_main(int argc, char **argv);
 /* Prints "sonde CMD: message" to stderr and returns code. */
 int cli_fail(int code, const char *cmd, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Prints the command's usage to stdout (0) or, after an error, to stderr. */

@@ -1,5 +1,7 @@
 /* main.c - the sonde command: one table of subcommands, help, version, and the closest command
- * for a mistyped one. Exit codes: 0 done, 1 a finding asked to fail on, 2 bad usage or input. */
+ * for a mistyped one. Exit codes: 0 done, 1 a finding asked to fail on, 2 bad usage or input.
+ * sonde_cli_main is the whole command; the executable's main (sonde_main.c) calls it, and so
+ * does the Python extension (sonde.cli, `python -m sonde`). */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdio.h>
@@ -111,7 +113,7 @@ static void help(FILE *out)
                  "Exit codes: 0 done, 1 a finding asked to fail on, 2 bad usage or input.\n");
 }
 
-int main(int argc, char **argv)
+int sonde_cli_main(int argc, char **argv)
 {
     if (argc < 2) {
         help(stderr);

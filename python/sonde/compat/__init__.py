@@ -3,4 +3,6 @@ users switch by changing one import line. Each module only maps names onto sonde
 (sonde.Profiler); the measuring is libsonde's.
 
     sonde.compat.diffulex   DiffulexProfiler, ProfilerConfig, PerformanceMetrics
+    sonde.compat.inferix    InferixProfiler, ProfilingConfig, ProfilingIntegration, GPUMonitor,
+                            the decorators, aggregate_reports (and its command line)
 """
