@@ -5,4 +5,6 @@ users switch by changing one import line. Each module only maps names onto sonde
     sonde.compat.diffulex   DiffulexProfiler, ProfilerConfig, PerformanceMetrics
     sonde.compat.inferix    InferixProfiler, ProfilingConfig, ProfilingIntegration, GPUMonitor,
                             the decorators, aggregate_reports (and its command line)
+    sonde.compat.cache_dit  create_profiler_from_args, ProfilerContext, profile_function,
+                            add_profiler_args, step
 """
