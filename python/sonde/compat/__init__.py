@@ -7,4 +7,5 @@ users switch by changing one import line. Each module only maps names onto sonde
                             the decorators, aggregate_reports (and its command line)
     sonde.compat.cache_dit  create_profiler_from_args, ProfilerContext, profile_function,
                             add_profiler_args, step
+    sonde.compat.torch_decorator  profiler (the decorator factory), step_profiler
 """

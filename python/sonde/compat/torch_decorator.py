@@ -1,0 +1,140 @@
+"""sonde.compat.torch_decorator - the profiler decorator for distributed training (003) over
+sonde.
+
+    from sonde.compat.torch_decorator import profiler, step_profiler
+
+    @profiler()                 # skip_first 1, wait 1, warmup 1, active 3, repeat 1, with_flops
+    def train_model(args):
+        for batch in loader:
+            loss = model(batch)
+            step_profiler()     # the end of one training step
+
+What maps where: the decorated call is one sonde profiler under the step schedule
+skip_first / wait / warmup / active / repeat (sonde's own schedule, in C); step_profiler() is
+sonde_step. When the call returns, each rank writes {output_dir}/trace_rank_{rank}.json (a
+Chrome trace holding the active steps as ProfilerStep#N spans, numbered from 0 as PyTorch
+numbers them) and {output_dir}/rank_{rank}/ (the TensorBoard layout, and the raw NAME.sonde),
+and rank 0 alone prints the top sections with their FLOPs. nsight_enabled turns on sonde's NVTX
+ranges and cudaProfilerStart/Stop around each active window (`nsys profile
+--capture-range=cudaProfilerApi`). FLOPs are what the program records (sonde's record_flops);
+with_modules (module hierarchy) needs sonde's PyTorch integration and raises until it exists.
+"""
+
+import functools
+import glob
+import gzip
+import os
+import shutil
+import sys
+import threading
+
+import sonde
+
+__all__ = ["profiler", "step_profiler", "active_profiler"]
+
+_lock = threading.Lock()
+_active = []   # the decorated calls under way, innermost last
+
+
+def active_profiler():
+    """The sonde.Profiler of the innermost decorated call under way, or None."""
+    with _lock:
+        return _active[-1] if _active else None
+
+
+def step_profiler():
+    """The end of one training step of the decorated call under way (none: nothing)."""
+    p = active_profiler()
+    if p is not None:
+        p.step()
+
+
+def _rank():
+    for var in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
+        v = os.environ.get(var)
+        if v is not None and v.isdigit():
+            return int(v)
+    return 0
+
+
+def _fmt_time(s):
+    return "%.3fms" % (s * 1e3) if s < 1 else "%.3fs" % s
+
+
+def _summary(p, rank, with_flops, top=10):
+    """Rank 0's console summary: the top sections by total time, as 003's table lays them
+    (the FLOP column with with_flops)."""
+    s = p.get_summary()
+    rows = s["stats"][:top]
+    w = max([len("Name")] + [len(r["name"]) for r in rows]) + 2
+    rule = "-" * w + "  " + "  ".join(["-" * 12] * 4)
+    out = ["Top sections by total time (rank %d, %d steps)" % (rank, s["steps"]), rule,
+           "%*s  %12s  %12s  %12s  %12s" % (w, "Name", "Self FLOPS", "Total", "Self",
+                                            "# of Calls"), rule]
+    for r in rows:
+        flops = "%.3fG" % (r["flops"] / 1e9) if r["flops"] and with_flops else "-"
+        out.append("%*s  %12s  %12s  %12s  %12d" % (w, r["name"], flops, _fmt_time(r["total_s"]),
+                                                     _fmt_time(r["self_s"]), r["count"]))
+    out.append(rule)
+    return "\n".join(out)
+
+
+def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, warmup=1,
+             active=3, repeat=1, with_stack=False, with_flops=True, with_modules=False,
+             nsight_enabled=False, nsight_output="nsight_profile", record_shapes=False):
+    """A decorator factory: each call of the decorated function is profiled under the step
+    schedule (003's defaults); see the module's documentation for the files it writes."""
+    if with_modules:
+        raise NotImplementedError("profiler(with_modules=True): sonde does not record the module "
+                                  "hierarchy yet (it comes with its PyTorch integration)")
+    for k, v in (("skip_first", skip_first), ("wait", wait), ("warmup", warmup),
+                 ("active", active), ("repeat", repeat)):
+        if not isinstance(v, int) or v < 0:
+            raise ValueError("profiler(%s=%r): expected an integer >= 0" % (k, v))
+
+    def wrap(f):
+        @functools.wraps(f)
+        def run(*a, **kw):
+            if not enabled:
+                return f(*a, **kw)
+            rank = _rank()
+            rank_dir = os.path.join(output_dir, "rank_%d" % rank)
+            p = sonde.Profiler({
+                "name": "%s" % f.__name__, "output_dir": rank_dir,
+                "formats": ["tensorboard"], "skip_first": skip_first, "wait": wait,
+                "warmup": warmup, "active": active, "repeat": repeat, "with_stack": with_stack,
+                "record_shapes": record_shapes, "nvtx": nsight_enabled,
+                "cuda_profiler_range": nsight_enabled})
+            with _lock:
+                _active.append(p)
+            try:
+                return f(*a, **kw)
+            finally:
+                with _lock:
+                    _active.remove(p)
+                ok = sys.exc_info()[0] is None
+                text = _summary(p, rank, with_flops) if rank == 0 and ok else None
+                p.close(raise_on_error=ok)
+                _publish(p, output_dir, rank)
+                if text:
+                    print(text)
+
+        run.nsight_output = nsight_output
+        return run
+
+    return wrap
+
+
+def _publish(p, output_dir, rank):
+    """{output_dir}/trace_rank_{rank}.json: the TensorBoard trace of rank_{rank}/, as JSON."""
+    if p.file_path is None:
+        return
+    tb = glob.glob(os.path.join(p.output_dir, "plugins", "profile", "*",
+                                "*.pt.trace.json.gz"))
+    if not tb:
+        return
+    tb.sort(key=os.path.getmtime)
+    dst = os.path.join(output_dir, "trace_rank_%d.json" % rank)
+    with gzip.open(tb[-1], "rb") as src, open(dst + ".tmp", "wb") as out:
+        shutil.copyfileobj(src, out)
+    os.replace(dst + ".tmp", dst)
