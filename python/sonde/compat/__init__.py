@@ -8,4 +8,6 @@ users switch by changing one import line. Each module only maps names onto sonde
     sonde.compat.cache_dit  create_profiler_from_args, ProfilerContext, profile_function,
                             add_profiler_args, step
     sonde.compat.torch_decorator  profiler (the decorator factory), step_profiler
+    sonde.compat.artifex    JAXProfiler, ProfilingConfig, MemoryProfiler, MemoryProfileConfig
+                            (framework-neutral training callbacks)
 """
