@@ -261,6 +261,38 @@ class InferixDocument(InTempDir):
         from sonde.compat import inferix
         self.assertTrue(callable(inferix.aggregate_reports))
 
+    def test_yaml_loader_survives_mutations(self):
+        """_sonde.yaml_load (libyaml into Python values) on 3000 mutations of 001's YAML, in a
+        child limited to 1 GiB of address space: only values or ValueError, never a crash."""
+        with open("seed.yaml", "w") as f:
+            f.write(blocks("001", "yaml")[0])
+        code = (
+            "import random, resource, sys\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+            "from sonde import _sonde\n"
+            "seed = open('seed.yaml', 'rb').read()\n"
+            "rng = random.Random(1234)\n"
+            "alphabet = b'{}[]:,-&*!|>\"\\'#%@ \\n\\tab01~'\n"
+            "ok = err = 0\n"
+            "for i in range(3000):\n"
+            "    b = bytearray(seed)\n"
+            "    for _ in range(rng.randint(1, 8)):\n"
+            "        op, at = rng.randint(0, 2), rng.randrange(len(b) + 1)\n"
+            "        if op == 0 and b: b[min(at, len(b) - 1)] = rng.choice(alphabet)\n"
+            "        elif op == 1: b[at:at] = bytes([rng.choice(alphabet)]) * rng.randint(1, 64)\n"
+            "        elif b: del b[at:at + rng.randint(1, 16)]\n"
+            "    try:\n"
+            "        _sonde.yaml_load(bytes(b), 'm.yaml'); ok += 1\n"
+            "    except ValueError:\n"
+            "        err += 1\n"
+            "print(ok, err)\n")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ok, err = map(int, r.stdout.split())
+        self.assertEqual(ok + err, 3000)
+        self.assertGreater(ok, 0)
+        self.assertGreater(err, 0)
+
     def test_display_lines_and_current_metrics(self):
         from sonde.compat.inferix import InferixProfiler, ProfilingConfig, format_metrics
         out = io.StringIO()
