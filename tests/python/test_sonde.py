@@ -327,6 +327,50 @@ class Recording(Base):
                          {"t0": 50, "t1": 50, "t2": 50, "t3": 50})
         self.assertEqual(sorted(s["threads"] for s in r["sections"]), [1, 1, 1, 1])
 
+    def test_a_forked_child_records_into_its_own_file(self):
+        prof = self.make("forked")
+        with prof.profile("before"):
+            pass
+        pid = os.fork()
+        if pid == 0:  # the child: its own sections, its own file, then out without cleanup
+            code = 1
+            try:
+                with prof.profile("child_work"):
+                    pass
+                prof.close()
+                code = 0
+            finally:
+                os._exit(code)
+        with prof.profile("parent_work"):
+            pass
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+        prof.close()
+        parent = {s["name"] for s in self.report("forked")["sections"]}
+        self.assertEqual(parent, {"before", "parent_work"})
+        child = {s["name"] for s in self.report("forked-pid%d" % pid)["sections"]}
+        self.assertIn("child_work", child)
+        self.assertNotIn("parent_work", child)
+
+    def test_sonde_enabled_0_accepts_everything_and_writes_nothing(self):
+        code = ("import sonde, json\n"
+                "p = sonde.Profiler({'name': 'off', 'output_dir': %r})\n"
+                "with p:\n"
+                "    with p.session('s'):\n"
+                "        with p.profile('x', metadata={'k': 1}):\n"
+                "            p.record_metric('m', 1.0); p.record_throughput(5); p.step()\n"
+                "            p.event('e', {'a': 1}); p.counter('c', 2.0)\n"
+                "    s = p.get_summary()\n"
+                "print(json.dumps([s['sections'], s['not_recorded'], p.file_path]))\n"
+                % os.path.join(self.dir, "off"))
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env=dict(os.environ, SONDE_ENABLED="0"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        sections, why, path = json.loads(r.stdout)
+        self.assertEqual((sections, path), (0, None))
+        self.assertIn("disabled", why)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "off")))
+
     def test_export_one_file_and_disabled_writes_nothing(self):
         prof = self.make("export")
         with prof.profile("a"):
