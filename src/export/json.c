@@ -88,7 +88,8 @@ static int events_arr(sbuf *b, const sm_model *m)
     }
     for (size_t i = 0; i < n; i++)
         r[i] = (inst_ref){m->instants[i].name, m->instants[i].t_ns, i};
-    qsort(r, n, sizeof *r, cmp_inst_ref);
+    if (n) /* qsort's array may not be NULL, even for no element */
+        qsort(r, n, sizeof *r, cmp_inst_ref);
     size_t ng = 0;
     for (size_t i = 0; i < n; i++) {
         if (!i || r[i].name != r[i - 1].name)
@@ -96,7 +97,8 @@ static int events_arr(sbuf *b, const sm_model *m)
         else if (r[i].i < g[ng - 1].i)
             g[ng - 1].i = r[i].i;
     }
-    qsort(g, ng, sizeof *g, cmp_group_first);
+    if (ng)
+        qsort(g, ng, sizeof *g, cmp_group_first);
     const char *mdp = sm_info(m, "config.max_data_points");
     size_t max_points = mdp ? (size_t)strtoull(mdp, NULL, 10) : 10000;
     sbuf_putc(b, '[');

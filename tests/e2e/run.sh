@@ -894,7 +894,11 @@ CM
     (cd "$work/consumer" && ./build/minimal > /dev/null)
     check count "$work/consumer/sonde-out/minimal.json" load_model 1
     # the Python package installed with the library (its extension carries libsonde inside)
-    (cd "$work" && env -u LD_LIBRARY_PATH PYTHONPATH="$work/prefix/lib/sonde/python" \
+    # where the interpreter looks under the prefix: lib/pythonX.Y/site-packages (dist-packages
+    # for Debian's python3)
+    site=$(find "$work/prefix/lib" -path "*/python3.*/*-packages" -maxdepth 2 -type d | head -1)
+    [ -n "$site" ] && [ -f "$site/sonde/__init__.py" ] || fail "no sonde package under $work/prefix/lib/python3.*/"
+    (cd "$work" && env -u LD_LIBRARY_PATH PYTHONPATH="$site" \
         python3 -c 'import sonde, sys
 with sonde.Profiler({"name": "py", "collect_gpu": False}) as p:
     with p.profile("installed"):
