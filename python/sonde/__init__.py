@@ -356,9 +356,11 @@ class Profiler:
 
     def record_diffusion_step(self, step, timestep, block_size=0, seconds=None,
                               guidance_scale=0.0):
-        """One denoising step (seconds None: the open section's duration)."""
+        """One denoising step (seconds None: the open section's duration; guidance_scale None:
+        none given, recorded as 0)."""
         self._h().diffusion_step(int(step), float(timestep), int(block_size),
-                                 0.0 if seconds is None else float(seconds), float(guidance_scale))
+                                 0.0 if seconds is None else float(seconds),
+                                 0.0 if guidance_scale is None else float(guidance_scale))
 
     def record_block(self, block_index, block_size_frames, seconds=None, memory_mb=0.0):
         """One block of frames (FPS and BPS in the report)."""

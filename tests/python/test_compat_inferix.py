@@ -367,6 +367,10 @@ class InferixDocument(InTempDir):
                 pipe.step(timestep=t)
             pipe.block(block_size=8)
             pipe.decode()
+        a = p.diffusion_analyzer
+        self.assertEqual(a.get_model_analysis(), {"unet": 1024})
+        self.assertEqual(a.get_diffusion_analysis()["count"], 2)
+        self.assertEqual(a.get_block_analysis()["frames"], 8)
         p.close()
         r = report("out/inferix.json")
         st = {x["name"].split(".<locals>.")[-1]: x["count"] for x in r["sections"]}

@@ -200,7 +200,8 @@ class Recording(Base):
                 with prof.profile("denoise"):
                     prof.record_shape("latent", [1, 4, 64, 64])
                     time.sleep(0.001)
-                    prof.record_diffusion_step(i, 999.0 - i, block_size=2, guidance_scale=7.5)
+                    prof.record_diffusion_step(i, 999.0 - i, block_size=2,
+                                               guidance_scale=7.5 if i else None)
                 prof.counter("queue", i)
                 prof.sync()
             prof.record_block(0, 16, seconds=0.5, memory_mb=1024)

@@ -423,7 +423,7 @@ class DiffusionAnalyzer:
         """Models: name -> parameter count."""
         r = self._report()
         models = r.get("models") or (r.get("diffusion") or {}).get("models") or []
-        return {m["name"]: m.get("parameters") for m in models}
+        return {m["name"]: m.get("params") for m in models}
 
 
 def _num(v):
