@@ -18,7 +18,6 @@ the same formats, as a C program's, and every `sonde` CLI command reads them. do
 the whole API; configuration keys are those of docs/configuration.md.
 """
 
-import argparse
 import functools
 import json
 import os

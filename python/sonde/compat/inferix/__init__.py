@@ -40,7 +40,7 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict
 
 import sonde
 from sonde import _sonde
