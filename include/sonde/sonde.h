@@ -204,6 +204,10 @@ sonde_config sonde_config_default(void);
  * returns SONDE_EINVAL, names the variable and what was expected in sonde_last_error(), and
  * leaves cfg unchanged. */
 int sonde_config_from_env(sonde_config *cfg);
+/* This process's place in a distributed job as sonde detects it (the launchers' variables of
+ * sonde_config.rank): each of rank, world_size and local_rank (any may be NULL) is set, -1 when
+ * the environment does not say. */
+void sonde_job_rank(int *rank, int *world_size, int *local_rank);
 
 /* Applies a named preset over cfg: "development" (frequent sampling, every figure, the live
  * display, every report), "production" (sampling every few seconds, no GPU temperature or power,

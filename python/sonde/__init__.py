@@ -44,6 +44,8 @@ __all__ = [
     "create_profiler_from_args",
     "version",
     "cli",
+    "json_text",
+    "job_rank",
 ]
 
 # Error codes, as in include/sonde/sonde.h.
@@ -86,6 +88,21 @@ def _text(v):
     if isinstance(v, float):
         return _b(repr(v))
     return _b(v)
+
+
+def job_rank():
+    """(rank, world_size, local_rank) of this process in a distributed job, read from the
+    launcher's environment as libsonde reads it (torchrun, Open MPI, MPICH/PMI, Slurm); -1 for
+    what it does not say."""
+    return _sonde.job_rank()
+
+
+def json_text(value):
+    """A value as the text sonde records for metadata and event arguments: a str (or bytes) as
+    it is, anything else as its JSON text (0.5, true, [1, 2], {"k": "v"})."""
+    if isinstance(value, (str, bytes)):
+        return value
+    return json.dumps(value, default=str)
 
 
 def _check(rc, what=None):
@@ -338,8 +355,7 @@ class Profiler:
         if not args:
             self._h().event(_b(name))
             return
-        self._h().event(_b(name), {_b(k): _b(v) if isinstance(v, (str, bytes)) else
-                                   _b(json.dumps(v, default=str)) for k, v in args.items()})
+        self._h().event(_b(name), {_b(k): _b(json_text(v)) for k, v in args.items()})
 
     def counter(self, name, value):
         """A sample of a process-wide counter track."""

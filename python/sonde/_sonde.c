@@ -672,6 +672,19 @@ typedef struct {
 
 static PyTypeObject SectionType;
 
+/* A section's name as a new reference to bytes (UTF-8 for a str), or NULL with TypeError. */
+static PyObject *name_bytes(PyObject *name)
+{
+    if (PyUnicode_Check(name))
+        return PyUnicode_AsUTF8String(name);
+    if (PyBytes_Check(name)) {
+        Py_INCREF(name);
+        return name;
+    }
+    return PyErr_Format(PyExc_TypeError, "a section's name is str or bytes, not %.100s",
+                        Py_TYPE(name)->tp_name);
+}
+
 static int Section_init(SectionObject *self, PyObject *args, PyObject *kw)
 {
     PyObject *h, *owner, *name;
@@ -680,15 +693,9 @@ static int Section_init(SectionObject *self, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OO|p", kwlist, &HandleType, &h, &owner, &name,
                                      &session))
         return -1;
-    PyObject *b = PyUnicode_Check(name) ? PyUnicode_AsUTF8String(name) : (Py_INCREF(name), name);
+    PyObject *b = name_bytes(name);
     if (!b)
         return -1;
-    if (!PyBytes_Check(b)) {
-        Py_DECREF(b);
-        PyErr_Format(PyExc_TypeError, "a section's name is str or bytes, not %.100s",
-                     Py_TYPE(name)->tp_name);
-        return -1;
-    }
     Py_INCREF(h);
     Py_INCREF(owner);
     Py_XSETREF(self->handle, (HandleObject *)h);
@@ -767,14 +774,9 @@ static PyObject *Handle_section(HandleObject *self, PyObject *const *args, Py_ss
         if (PyErr_Occurred())
             return NULL;
     }
-    PyObject *b = PyUnicode_Check(name) ? PyUnicode_AsUTF8String(name) : (Py_INCREF(name), name);
+    PyObject *b = name_bytes(name);
     if (!b)
         return NULL;
-    if (!PyBytes_Check(b)) {
-        Py_DECREF(b);
-        return PyErr_Format(PyExc_TypeError, "a section's name is str or bytes, not %.100s",
-                            Py_TYPE(name)->tp_name);
-    }
     SectionObject *s = PyObject_GC_New(SectionObject, &SectionType);
     if (!s) {
         Py_DECREF(b);
@@ -1198,6 +1200,16 @@ out:
     return NULL;
 }
 
+/* job_rank() -> (rank, world_size, local_rank), -1 for what the environment does not say. */
+static PyObject *m_job_rank(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    int r, w, l;
+    sonde_job_rank(&r, &w, &l);
+    return Py_BuildValue("(iii)", r, w, l);
+}
+
 /* cli(args) -> exit code: the sonde command (tools/sonde) with argv = ["sonde", *args], run
  * without the GIL; its output goes to the process's stdout and stderr, flushed before return. */
 static PyObject *m_cli(PyObject *self, PyObject *seq)
@@ -1236,6 +1248,7 @@ out:
 static PyMethodDef module_methods[] = {
     {"yaml_load", m_yaml_load, METH_VARARGS,
      "yaml_load(data: bytes, name) -> (document, {dotted key: line})"},
+    {"job_rank", m_job_rank, METH_NOARGS, "sonde_job_rank: (rank, world_size, local_rank)"},
     {"cli", m_cli, METH_O, "the sonde command: cli([\"aggregate\", \"DIR\"]) -> exit code"},
     {"version", m_version, METH_NOARGS, "libsonde's version"},
     {"err_name", m_err_name, METH_O, "the symbol of an error code (\"SONDE_EINVAL\")"},

@@ -263,21 +263,35 @@ static int whole_run(const sm_stat *s, double dur)
     return s->count == 1 && s->total_s >= 0.8 * dur;
 }
 
-/* Distinct names of the direct children of a section name's instances (at most 2 counted). */
-static int child_names(const sm_model *m, int stat)
+/* For each section name, the distinct names among the direct children of its instances (0, 1,
+ * or 2 for two or more), in one pass over the instances. NULL when out of memory. */
+static int *child_names(const sm_model *m)
 {
-    int32_t first = -1;
+    size_t n = m->n_stats ? m->n_stats : 1;
+    int *kids = sonde__calloc(n, sizeof *kids), *first = sonde__malloc(n * sizeof *first);
+    if (!kids || !first) {
+        sonde__free(kids);
+        sonde__free(first);
+        return NULL;
+    }
+    for (size_t k = 0; k < m->n_stats; k++)
+        first[k] = -1;
     for (size_t i = 0; i < m->n_spans; i++) {
         const sm_span *c = &m->spans[i];
-        if (c->parent < 0 || m->sites[m->spans[c->parent].site].stat != stat)
+        if (c->parent < 0)
             continue;
-        int32_t st = m->sites[c->site].stat;
-        if (first < 0)
-            first = st;
-        else if (st != first)
-            return 2;
+        int p = m->sites[m->spans[c->parent].site].stat, st = m->sites[c->site].stat;
+        if (p < 0 || kids[p] == 2)
+            continue;
+        if (first[p] < 0) {
+            first[p] = st;
+            kids[p] = 1;
+        } else if (st != first[p]) {
+            kids[p] = 2;
+        }
     }
-    return first >= 0;
+    sonde__free(first);
+    return kids;
 }
 
 /* The section whose own code (self time, not its nested sections) holds most of the run: the
@@ -293,7 +307,9 @@ static int rule_hot_self_time(const sm_model *m, sa_finding *f)
     }
     if (!hot || hot->self_s / dur <= 0.5)
         return 0;
-    int kids = child_names(m, (int)(hot - m->stats));
+    int *names = child_names(m);
+    int kids = names ? names[hot - m->stats] : 1;
+    sonde__free(names);
     snprintf(f->title, sizeof f->title, "\"%.60s\" spends %.0f%% of the run in its own code",
              hot->name, 100 * hot->self_s / dur);
     snprintf(f->evidence, sizeof f->evidence, "self time %.3f s of %.3f s (%.0f%% of its own "
@@ -354,16 +370,22 @@ static int add_bottleneck(sa_report *r, double share, const char *fmt, ...)
 
 static int analyze_into(const sm_model *m, double threshold, sa_report *r);
 
-/* Time of a section name's top-level instances in a session (-1: outside sessions). */
-static double stage_time(const sm_model *m, int stat, int32_t sess)
+/* Time of each section name's top-level instances in a session (-1: outside sessions), into
+ * t[n_stats]; returns how many names have some. */
+static int stage_times(const sm_model *m, int32_t sess, double *t)
 {
-    double t = 0;
+    int stages = 0;
+    for (size_t k = 0; k < m->n_stats; k++)
+        t[k] = 0;
     for (size_t i = 0; i < m->n_spans; i++) {
         const sm_span *x = &m->spans[i];
-        if (x->parent < 0 && x->session == sess && m->sites[x->site].stat == stat)
-            t += (double)(x->end_ns - x->start_ns) / 1e9;
+        int k = m->sites[x->site].stat;
+        if (x->parent < 0 && x->session == sess && k >= 0) {
+            stages += t[k] == 0 && x->end_ns > x->start_ns;
+            t[k] += (double)(x->end_ns - x->start_ns) / 1e9;
+        }
     }
-    return t;
+    return stages;
 }
 
 int sa_analyze(const sm_model *m, double threshold, sa_report *r)
@@ -393,7 +415,15 @@ static int analyze_into(const sm_model *m, double threshold, sa_report *r)
     }
     /* Stages (top-level sections) over the threshold of their session, else of the run. */
     double dur = (double)m->duration_ns / 1e9;
-    for (size_t s = 0; s <= m->n_sessions; s++) {
+    double *times = sonde__malloc((m->n_stats ? m->n_stats : 1) * sizeof *times);
+    int *kids = child_names(m);
+    if (!times || !kids) {
+        sonde__free(times);
+        sonde__free(kids);
+        return -1;
+    }
+    int rc = 0;
+    for (size_t s = 0; s <= m->n_sessions && !rc; s++) {
         int32_t sess = s < m->n_sessions ? (int32_t)s : -1;
         double sd = sess >= 0 ? (double)(m->sessions[s].end_ns - m->sessions[s].start_ns) / 1e9
                               : dur;
@@ -401,21 +431,23 @@ static int analyze_into(const sm_model *m, double threshold, sa_report *r)
             continue;
         /* a stage's share restates the table unless the session has several stages; a
          * wrapper whose one child holds its time is left to that child */
-        int stages = 0;
-        for (size_t k = 0; k < m->n_stats; k++)
-            stages += stage_time(m, (int)k, sess) > 0;
-        for (size_t k = 0; k < m->n_stats && stages > 1; k++) {
-            double t = stage_time(m, (int)k, sess);
+        int stages = stage_times(m, sess, times);
+        for (size_t k = 0; k < m->n_stats && stages > 1 && !rc; k++) {
+            double t = times[k];
             const sm_stat *st = &m->stats[k];
-            if (child_names(m, (int)k) == 1 && st->self_s < 0.1 * st->total_s)
+            if (kids[k] == 1 && st->self_s < 0.1 * st->total_s)
                 continue;
             if (t / sd > threshold &&
                 add_bottleneck(r, t / sd, "stage %s: %.0f%% of %s%s", st->name, 100 * t / sd,
                                sess >= 0 ? "session " : "the run",
                                sess >= 0 ? sm_str(m, m->sessions[s].name) : ""))
-                return -1;
+                rc = -1;
         }
     }
+    sonde__free(times);
+    sonde__free(kids);
+    if (rc)
+        return -1;
     /* The top sections by self time. */
     size_t top[3] = {SIZE_MAX, SIZE_MAX, SIZE_MAX};
     for (size_t k = 0; k < m->n_stats; k++)

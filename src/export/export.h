@@ -66,5 +66,8 @@ int sx_write_path(const sm_model *m, const char *path);
 /* Human-readable durations and rates ("12.3 ms", "4.56 GFLOP/s"). */
 void sx_fmt_dur(char *out, size_t cap, double s);
 void sx_fmt_si(char *out, size_t cap, double v, const char *unit);
+/* One "key":"value" member of the JSON object being written into the sbuf ctx, preceded by a
+ * comma unless the object was just opened: sm_each_meta's callback for every JSON writer. */
+void sx_json_kv(const char *key, const char *value, void *ctx);
 
 #endif

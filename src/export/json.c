@@ -33,11 +33,10 @@ static void kv_str(sbuf *b, const char *k, const char *v, int comma)
         sbuf_putc(b, ',');
 }
 
-/* Metadata as an object; a key set several times keeps every distinct value in an array. */
-static void meta_kv(const char *k, const char *v, void *ctx)
+void sx_json_kv(const char *k, const char *v, void *ctx)
 {
     sbuf *b = ctx;
-    if (b->data[b->len - 1] != '{')
+    if (b->len && b->data[b->len - 1] != '{')
         sbuf_putc(b, ',');
     key(b, k);
     sbuf_json_str(b, v);
@@ -48,7 +47,7 @@ static void meta_obj(sbuf *b, const sm_model *m, int32_t head)
 {
     sbuf_putc(b, '{');
     if (!b->oom)
-        sm_each_meta(m, head, meta_kv, b);
+        sm_each_meta(m, head, sx_json_kv, b);
     sbuf_putc(b, '}');
 }
 
@@ -99,8 +98,7 @@ static int events_arr(sbuf *b, const sm_model *m)
     }
     if (ng)
         qsort(g, ng, sizeof *g, cmp_group_first);
-    const char *mdp = sm_info(m, "config.max_data_points");
-    size_t max_points = mdp ? (size_t)strtoull(mdp, NULL, 10) : 10000;
+    size_t max_points = sm_max_data_points(m);
     sbuf_putc(b, '[');
     for (size_t k = 0; k < ng; k++) {
         size_t start = g[k].name, end = start;

@@ -59,17 +59,6 @@ static void name_meta(tctx *t, const char *what, int pid, uint64_t tid, const ch
     sbuf_puts(&t->b, "}}");
 }
 
-/* One key/value of an event's args object. */
-static void arg_kv(const char *key, const char *value, void *ctx)
-{
-    sbuf *b = ctx;
-    if (b->data[b->len - 1] != '{')
-        sbuf_putc(b, ',');
-    sbuf_json_str(b, key);
-    sbuf_putc(b, ':');
-    sbuf_json_str(b, value);
-}
-
 /* The run's metadata in its process's labels: "model=llama, batch=8" */
 static void label_meta(const char *key, const char *value, void *ctx)
 {
@@ -78,7 +67,7 @@ static void label_meta(const char *key, const char *value, void *ctx)
 
 static uint64_t tid_of(const sm_model *m, uint32_t thread)
 {
-    /* kernel tid when known; otherwise a number that cannot collide with the sessions track */
+    /* kernel tid when known; otherwise a number that cannot collide with the steps' track */
     return m->threads[thread].tid ? m->threads[thread].tid : 1000000000u + thread;
 }
 
@@ -296,13 +285,9 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
                 sbuf_json_str(&t.b, site->func);
                 first = 0;
             }
-            for (int32_t k = s->meta; k >= 0; k = m->meta[k].next) {
-                if (!first)
-                    sbuf_putc(&t.b, ',');
-                first = 0;
-                sbuf_json_str(&t.b, sm_str(m, m->meta[k].key));
-                sbuf_putc(&t.b, ':');
-                sbuf_json_str(&t.b, sm_str(m, m->meta[k].value));
+            if (s->meta >= 0) { /* each key once, at its last value */
+                sm_each_meta(m, s->meta, sx_json_kv, &t.b);
+                first = t.b.len && t.b.data[t.b.len - 1] == '{';
             }
             if (s->units > 0) {
                 sbuf_puts(&t.b, first ? "\"units\":" : ",\"units\":");
@@ -336,17 +321,14 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         sbuf_puts(&t.b, ids[e->thread]);
         if (e->args >= 0) { /* its payload (sonde_event_args) */
             sbuf_puts(&t.b, ",\"args\":{");
-            sm_each_meta(m, e->args, arg_kv, &t.b);
+            sm_each_meta(m, e->args, sx_json_kv, &t.b);
             sbuf_putc(&t.b, '}');
         }
         sbuf_putc(&t.b, '}');
         flush(&t, 0);
     }
     /* Counters: at most max_data_points samples each, keeping every bucket's min and max. */
-    const char *mdp = sm_info(m, "config.max_data_points");
-    size_t max_points = mdp ? (size_t)strtoull(mdp, NULL, 10) : 10000;
-    if (max_points < 10)
-        max_points = 10;
+    size_t max_points = sm_max_data_points(m);
     size_t *keep = sonde__malloc((max_points + 2) * sizeof *keep);
     if (!keep)
         t.err = -1;

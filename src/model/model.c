@@ -878,6 +878,13 @@ void sm_resources(const sm_model *m, sm_stat *stats, size_t n_stats,
     sonde__free(site_stat);
 }
 
+size_t sm_max_data_points(const sm_model *m)
+{
+    const char *v = sm_info(m, "config.max_data_points");
+    size_t n = v ? (size_t)strtoull(v, NULL, 10) : 10000;
+    return n < 10 ? 10 : n;
+}
+
 const char *sm_info(const sm_model *m, const char *key)
 {
     for (size_t i = m->n_info; i-- > 0;) /* the latest wins */
@@ -1728,7 +1735,8 @@ void sm_each_meta(const sm_model *m, int32_t head,
     size_t n = 0;
     for (int32_t i = head; i >= 0 && (size_t)i < m->n_meta; i = m->meta[i].next)
         n++;
-    int32_t *order = sonde__malloc((n ? n : 1) * sizeof *order);
+    int32_t few[16]; /* most lists are short: no allocation for them */
+    int32_t *order = n <= 16 ? few : sonde__malloc(n * sizeof *order);
     if (!order)
         return;
     size_t k = n;
@@ -1745,7 +1753,8 @@ void sm_each_meta(const sm_model *m, int32_t head,
         if (first == a)
             fn(key, sm_str(m, m->meta[order[last]].value), ctx);
     }
-    sonde__free(order);
+    if (order != few)
+        sonde__free(order);
 }
 
 void sm_each_run_meta(const sm_model *m, void (*fn)(const char *key, const char *value, void *ctx),

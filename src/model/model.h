@@ -314,6 +314,9 @@ const char *sm_str(const sm_model *m, uint32_t id);
 
 /* The value of an INFO fact ("system.cpu_model", "config.max_data_points"), or NULL. */
 const char *sm_info(const sm_model *m, const char *key);
+/* The run's max_data_points (its configuration fact; the default 10000 when absent; at least
+ * 10): how many samples or occurrences of one series a report keeps. */
+size_t sm_max_data_points(const sm_model *m);
 
 /* The unit at the end of a counter's name ("gpu0 memory MiB" -> "MiB"), or "" when none. */
 const char *sm_counter_unit(const char *name);

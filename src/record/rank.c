@@ -30,3 +30,16 @@ void sonde__detect_rank(sonde_config *c)
         c->local_rank = env_int("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
                                 "SLURM_LOCALID");
 }
+
+void sonde_job_rank(int *rank, int *world_size, int *local_rank)
+{
+    sonde_config c = sonde_config_default();
+    c.rank = c.world_size = c.local_rank = -1;
+    sonde__detect_rank(&c);
+    if (rank)
+        *rank = c.rank;
+    if (world_size)
+        *world_size = c.world_size;
+    if (local_rank)
+        *local_rank = c.local_rank;
+}

@@ -328,6 +328,19 @@ class Recording(Base):
                          {"t0": 50, "t1": 50, "t2": 50, "t3": 50})
         self.assertEqual(sorted(s["threads"] for s in r["sections"]), [1, 1, 1, 1])
 
+    def test_job_rank_reads_the_launchers_variables(self):
+        base = {k: v for k, v in os.environ.items()
+                if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_", "PMI_",
+                                     "SLURM_", "MPI_"))}
+        code = "import sonde; print(sonde.job_rank())"
+        for env, want in (({}, "(-1, -1, -1)"),
+                          ({"RANK": "2", "WORLD_SIZE": "4", "LOCAL_RANK": "0"}, "(2, 4, 0)"),
+                          ({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "8"},
+                           "(3, 8, -1)")):
+            r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               env=dict(base, **env))
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, want), r.stderr)
+
     def test_a_forked_child_records_into_its_own_file(self):
         prof = self.make("forked")
         with prof.profile("before"):

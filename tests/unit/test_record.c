@@ -419,6 +419,10 @@ static void event_args_travel_with_the_event(void **state)
     sonde_metadata(p, "batch", "8"); /* after the event: the section's */
     assert_int_equal(sonde_event_args(p, "plain", NULL, NULL, 0), 0);
     sonde_end(p);
+    sonde_begin(p, "again"); /* a key set twice: once, at its last value, in the trace too */
+    sonde_metadata(p, "round", "1");
+    sonde_metadata(p, "round", "2");
+    sonde_end(p);
     const char *many[SONDE_EVENT_ARGS_MAX + 1];
     for (int i = 0; i <= SONDE_EVENT_ARGS_MAX; i++)
         many[i] = "k";
@@ -436,7 +440,7 @@ static void event_args_travel_with_the_event(void **state)
     assert_true(m.instants[0].args >= 0);
     assert_int_equal(m.instants[1].args, -1);
     /* the section has batch only */
-    assert_int_equal((int)m.n_spans, 1);
+    assert_int_equal((int)m.n_spans, 2);
     int32_t k = m.spans[0].meta;
     assert_true(k >= 0);
     assert_string_equal(sm_str(&m, m.meta[k].key), "batch");
@@ -451,10 +455,40 @@ static void event_args_travel_with_the_event(void **state)
     sbuf_reset(&b);
     assert_int_equal(sx_trace(&m, to_sbuf, &b), 0);
     assert_non_null(strstr(b.data, "\"args\":{\"progress\":\"0.5\",\"stage\":\"denoise \\\"x\\\"\"}}"));
+    assert_non_null(strstr(b.data, "\"args\":{\"round\":\"2\"}"));
+    assert_null(strstr(b.data, "\"round\":\"1\""));
     sbuf_reset(&b);
     assert_int_equal(sx_html(&m, &b), 0);
     assert_non_null(strstr(b.data, "<h2 id=\"events\">Events</h2>\n<p>3 events</p>"));
     assert_non_null(strstr(b.data, "<span class=\"arg\">stage=denoise &quot;x&quot;</span>"));
+    sbuf_free(&b);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+/* Many events: the JSON keeps max_data_points occurrences per name and counts the rest, the
+ * HTML lists the first 500 and says so. */
+static void many_events_are_capped_and_counted(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "many");
+    c.max_data_points = 10;
+    sonde_profiler *p = sonde_create(&c);
+    assert_non_null(p);
+    for (int i = 0; i < 501; i++)
+        assert_int_equal(sonde_event(p, "tick"), 0);
+    sm_model m;
+    tu_finish(p, &m);
+    sbuf b;
+    sbuf_init(&b);
+    assert_int_equal(sx_json(&m, &b), 0);
+    assert_non_null(strstr(b.data, "{\"name\":\"tick\",\"count\":501,"));
+    assert_non_null(strstr(b.data, "\"left_out\":491}"));
+    sbuf_reset(&b);
+    assert_int_equal(sx_html(&m, &b), 0);
+    assert_non_null(strstr(b.data, "<p>501 events; the first 500 are listed"));
     sbuf_free(&b);
     sm_free(&m);
     tu_rmrf(dir);
@@ -850,6 +884,7 @@ int main(void)
         cmocka_unit_test(calls_after_destroy),
         cmocka_unit_test(export_and_summary),
         cmocka_unit_test(event_args_travel_with_the_event),
+        cmocka_unit_test(many_events_are_capped_and_counted),
         cmocka_unit_test(unwritable_dir_degrades),
         cmocka_unit_test(config_env),
         cmocka_unit_test(full_buffers_drop_and_count),

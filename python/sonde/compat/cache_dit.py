@@ -43,13 +43,6 @@ def default_output_dir():
     return os.environ.get("CACHE_DIT_TORCH_PROFILER_DIR") or DEFAULT_OUTPUT_DIR
 
 
-def _rank():
-    try:
-        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        return 0, 1
-
-
 class ProfilerContext:
     """A profiling context: `with ProfilerContext(...):` records the block into
     output_dir/profile_name-rankN.trace.json.gz under a wait/warmup/active/repeat schedule of
@@ -62,11 +55,12 @@ class ProfilerContext:
         self.output_dir = Path(output_dir if output_dir is not None else default_output_dir())
         if profile_name is None:
             profile_name = "profile-" + time.strftime("%Y%m%d-%H%M%S")
-        rank, world = _rank()
-        self.rank = rank
+        rank, world, _ = sonde.job_rank()
+        self.rank = max(rank, 0)
         self.profile_name = profile_name
-        # NAME-rankN: sonde appends -rankN itself in a distributed job; alone, rank 0
-        self._name = profile_name if world > 1 else "%s-rank%d" % (profile_name, rank)
+        # NAME-rankN; sonde appends -rankN itself in a distributed job, so alone it is named so
+        self._rank_name = "%s-rank%d" % (profile_name, self.rank)
+        self._name = profile_name if world > 1 else self._rank_name
         self.with_stack, self.record_shapes = bool(with_stack), bool(record_shapes)
         self.wait, self.warmup, self.active, self.repeat = wait, warmup, active, repeat
         for k in ("wait", "warmup", "active", "repeat"):
@@ -80,8 +74,7 @@ class ProfilerContext:
     def trace_path(self):
         """The trace's path (a pathlib.Path); final once the block has begun (a name already
         taken in output_dir gets -2, -3, ...)."""
-        name = self.profiler.name if self.profiler is not None else (
-            "%s-rank%d" % (self.profile_name, self.rank) if _rank()[1] > 1 else self._name)
+        name = self.profiler.name if self.profiler is not None else self._rank_name
         return self.output_dir / (name + ".trace.json.gz")
 
     def __enter__(self):

@@ -20,7 +20,6 @@ Backends: "simple" is sonde itself; "viztracer" (Python function tracing) and "p
 """
 
 import dataclasses
-import json
 import numbers
 import os
 import sys
@@ -117,8 +116,7 @@ class DiffulexProfiler:
             self._open.pop()
 
     def _note(self, section, key, value):
-        text = value if isinstance(value, str) else json.dumps(value, default=str)
-        self.profiler.add_metadata(key, text)
+        self.profiler.add_metadata(key, sonde.json_text(value))
         self._meta.setdefault(section, {})[key] = value
 
     # -- measurements -----------------------------------------------------------------------

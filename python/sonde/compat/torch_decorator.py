@@ -49,14 +49,6 @@ def step_profiler():
         p.step()
 
 
-def _rank():
-    for var in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
-        v = os.environ.get(var)
-        if v is not None and v.isdigit():
-            return int(v)
-    return 0
-
-
 def _fmt_time(s):
     return "%.3fms" % (s * 1e3) if s < 1 else "%.3fs" % s
 
@@ -97,7 +89,7 @@ def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, w
         def run(*a, **kw):
             if not enabled:
                 return f(*a, **kw)
-            rank = _rank()
+            rank = max(sonde.job_rank()[0], 0)
             rank_dir = os.path.join(output_dir, "rank_%d" % rank)
             p = sonde.Profiler({
                 "name": "%s" % f.__name__, "output_dir": rank_dir,

@@ -215,10 +215,6 @@ def _pop(p):
         stack.reverse()
 
 
-def _text(v):
-    return v if isinstance(v, str) else json.dumps(v, default=str)
-
-
 class InferixProfiler:
     """Inferix's profiler over one sonde.Profiler (its `.profiler`). Reports are NAME.json
     and/or NAME.html in output_dir (NAME: "inferix", "-rankN" in a distributed job), written
@@ -284,7 +280,7 @@ class InferixProfiler:
         """A session; yields its id ("session_" and 6 hex digits), recorded as its metadata
         session_id. Its end writes the reports (generate_final_report)."""
         sid = "session_" + uuid.uuid4().hex[:6]
-        meta = {k: _text(v) for k, v in (metadata or {}).items()}
+        meta = {k: sonde.json_text(v) for k, v in (metadata or {}).items()}
         meta["session_id"] = sid
         self.session_id = sid
         _push(self)
@@ -309,7 +305,7 @@ class InferixProfiler:
         """A stage (a section) as a context manager; metadata values of any JSON-able type."""
         if not self._stage_on(name):
             return contextlib.nullcontext()
-        meta = {k: _text(v) for k, v in metadata.items()} if metadata else None
+        meta = {k: sonde.json_text(v) for k, v in metadata.items()} if metadata else None
         return self.profiler.stage(name, meta)
 
     def add_event(self, name, data=None):
@@ -343,15 +339,18 @@ class InferixProfiler:
             None if computation_time_ms is None else float(computation_time_ms) / 1000.0,
             float(memory_usage_mb or 0.0))
 
-    def record_model_parameters(self, model_name, total_params=None, trainable_params=None):
-        """A model's parameter count; model_name may be the model itself (anything with
-        .parameters(), counted with numel()), named by its class."""
-        if total_params is None and hasattr(model_name, "parameters"):
-            model = model_name
-            model_name = type(model).__name__
-            total_params = sum(p.numel() for p in model.parameters())
-            trainable_params = sum(p.numel() for p in model.parameters()
-                                   if getattr(p, "requires_grad", True))
+    def record_model_parameters(self, model_name, total_params=None, trainable_params=None,
+                                model=None):
+        """A model's parameter count: total_params, or counted (numel() of each of
+        .parameters()) from model, or from model_name when that is the model itself (then
+        named by its class); the trainable ones (requires_grad) as a metric beside it."""
+        if model is None and total_params is None and hasattr(model_name, "parameters"):
+            model, model_name = model_name, type(model_name).__name__
+        if total_params is None and model is not None:
+            params = list(model.parameters())
+            total_params = sum(x.numel() for x in params)
+            trainable_params = sum(x.numel() for x in params
+                                   if getattr(x, "requires_grad", True))
         if total_params is None:
             raise TypeError("record_model_parameters(%r): total_params is needed" % (model_name,))
         self.profiler.record_model_params(str(model_name), float(total_params))
@@ -638,20 +637,34 @@ def _decorator(make):
     return factory
 
 
-@_decorator
-def profile_method(f, name=None, metadata=None):
-    """Each call of the method is a stage (named name, else its qualified name)."""
-    label = name or f.__qualname__
+def _around(f, enter, after=None):
+    """The decorators' wrapper: the call inside enter(p), a context manager of the profiler p
+    it uses, then after(p, kwargs, result) still inside it; without a profiler, the call
+    alone."""
 
     @functools.wraps(f)
     def run(*a, **kw):
         p = _owner(a)
         if p is None:
             return f(*a, **kw)
-        with p.stage(label, metadata):
-            return f(*a, **kw)
+        with enter(p):
+            r = f(*a, **kw)
+            if after is not None:
+                after(p, kw, r, a)
+        return r
 
     return run
+
+
+def _nothing(p):
+    return contextlib.nullcontext()
+
+
+@_decorator
+def profile_method(f, name=None, metadata=None):
+    """Each call of the method is a stage (named name, else its qualified name)."""
+    label = name or f.__qualname__
+    return _around(f, lambda p: p.stage(label, metadata))
 
 
 profile_pipeline_function = profile_method
@@ -661,16 +674,7 @@ profile_pipeline_function = profile_method
 def profile_session(f, name=None, metadata=None):
     """Each call of the method is a whole session (its reports written when it returns)."""
     label = name or f.__qualname__
-
-    @functools.wraps(f)
-    def run(*a, **kw):
-        p = _owner(a)
-        if p is None:
-            return f(*a, **kw)
-        with p.session(label, metadata):
-            return f(*a, **kw)
-
-    return run
+    return _around(f, lambda p: p.session(label, metadata))
 
 
 @_decorator
@@ -679,20 +683,14 @@ def profile_diffusion_step(f, name="diffusion_step"):
     guidance_scale are taken from the call's keyword arguments when it has them (step: else
     counted from 0)."""
 
-    @functools.wraps(f)
-    def run(*a, **kw):
-        p = _owner(a)
-        if p is None:
-            return f(*a, **kw)
-        with p.stage(name):
-            r = f(*a, **kw)
-            step = kw.get("step", p._steps)
-            p._steps = int(step) + 1
-            p.record_diffusion_step(step, kw.get("timestep", 0.0), kw.get("block_size", 0),
-                                    None, kw.get("guidance_scale"))
-        return r
+    def record(p, kw, r, a):
+        step = kw.get("step")
+        step = p._steps if step is None else step
+        p._steps = int(step) + 1
+        p.record_diffusion_step(step, kw.get("timestep", 0.0), kw.get("block_size", 0), None,
+                                kw.get("guidance_scale"))
 
-    return run
+    return _around(f, lambda p: p.stage(name), record)
 
 
 @_decorator
@@ -701,20 +699,14 @@ def profile_block_computation(f, name="block_computation"):
     from the call's keyword arguments (block_index: else counted from 0), the block's memory
     from the first GPU's memory in use."""
 
-    @functools.wraps(f)
-    def run(*a, **kw):
-        p = _owner(a)
-        if p is None:
-            return f(*a, **kw)
-        with p.stage(name):
-            r = f(*a, **kw)
-            idx = kw.get("block_index", p._blocks)
-            p._blocks = int(idx) + 1
-            mem = p.get_current_metrics()["gpu"]["memory_used_mb"]
-            p.record_block_computation(idx, kw.get("block_size", 0), None, mem)
-        return r
+    def record(p, kw, r, a):
+        idx = kw.get("block_index")
+        idx = p._blocks if idx is None else idx
+        p._blocks = int(idx) + 1
+        mem = p.get_current_metrics()["gpu"]["memory_used_mb"]
+        p.record_block_computation(idx, kw.get("block_size", 0), None, mem)
 
-    return run
+    return _around(f, lambda p: p.stage(name), record)
 
 
 @_decorator
@@ -722,30 +714,16 @@ def profile_model_parameters(f, model_name=None):
     """After the call, the parameter count of the model it returns (else of its instance's
     `model`), anything with .parameters()."""
 
-    @functools.wraps(f)
-    def run(*a, **kw):
-        r = f(*a, **kw)
-        p = _owner(a)
+    def record(p, kw, r, a):
         model = r if hasattr(r, "parameters") else getattr(a[0], "model", None) if a else None
-        if p is not None and model is not None and hasattr(model, "parameters"):
-            total = sum(x.numel() for x in model.parameters())
-            p.record_model_parameters(model_name or type(model).__name__, total)
-        return r
+        if model is not None and hasattr(model, "parameters"):
+            p.record_model_parameters(model_name or type(model).__name__, model=model)
 
-    return run
+    return _around(f, _nothing, record)
 
 
 @_decorator
 def add_profiling_event(f, event_name=None, data=None):
     """After the call, an event (named event_name, else "NAME completed") with data."""
     label = event_name or "%s completed" % f.__qualname__
-
-    @functools.wraps(f)
-    def run(*a, **kw):
-        r = f(*a, **kw)
-        p = _owner(a)
-        if p is not None:
-            p.add_event(label, data)
-        return r
-
-    return run
+    return _around(f, _nothing, lambda p, kw, r, a: p.add_event(label, data))
