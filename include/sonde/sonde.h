@@ -187,9 +187,23 @@ typedef struct sonde_config {
     int cuda_activity;       /* CUDA kernels, memcpy and memset from CUPTI (libcupti loaded at
                                 run time) on per-stream GPU tracks, each linked to the section
                                 that launched it (default 0; docs/integrations.md) */
-    int reserved_int;        /* zero */
+    int trace_python;        /* Python function tracing (the Python package's tracer; C
+                                programs ignore it): every Python call a section (default 0;
+                                docs/python.md) */
     const char *session_tags; /* "key=value,key=value": metadata of every session, recorded as
                                  it begins (001's session_tags; default none) */
+    /* Python function tracing's filters, autotrace's semantics: comma-separated globs on the
+     * qualified name (module.qualname), the module or the source file; NULL: all (the standard
+     * library and sonde's own frames are left out unless an include names them). */
+    const char *trace_python_include;
+    const char *trace_python_exclude;
+    unsigned trace_python_max_depth; /* Python calls nested deeper are not traced (default 64) */
+    int trace_python_c_calls;  /* C functions called from Python are sections too (default 0) */
+    unsigned trace_python_hot_calls; /* a function whose first N calls averaged under
+                                        trace_python_hot_s is counted and summed from then on,
+                                        not recorded per call (default 100000; 0: never) */
+    double trace_python_hot_s; /* (default 0.000002) */
+    int reserved_int;        /* zero */
     void *reserved[2];       /* zero; room for later fields without breaking the ABI */
 } sonde_config;
 

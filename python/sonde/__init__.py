@@ -46,6 +46,8 @@ __all__ = [
     "cli",
     "json_text",
     "job_rank",
+    "trace_python",
+    "PythonTracer",
 ]
 
 # Error codes, as in include/sonde/sonde.h.
@@ -224,6 +226,10 @@ class Profiler:
         self.output_dir = cfg.get("output_dir") or "./sonde-out"
         self.file_path = self._handle.file_path()
         self.closed_status = None
+        self._tracer = None
+        if cfg.get("trace_python") == "1" and self.enabled:
+            from ._tracing import PythonTracer
+            self._tracer = PythonTracer(self).start()
 
     # -- lifetime ---------------------------------------------------------------------------
     def _h(self):
@@ -262,6 +268,8 @@ class Profiler:
             h, self._handle = self._handle, None
         if h is None:
             return self.closed_status
+        if self._tracer is not None:
+            self._tracer.stop()
         stack = getattr(_tls, "stack", None)
         if stack and self in stack:
             stack.remove(self)
@@ -430,7 +438,7 @@ def profile_function(func=None, *, name=None, profiler=None):
 
 
 # -- argparse -----------------------------------------------------------------------------------
-_SWITCHES = ("profile_with_stack", "profile_record_shapes")
+_SWITCHES = ("profile_with_stack", "profile_record_shapes", "profile_trace_python")
 _VALUES = (
     "profile_name", "profile_dir", "profile_skip_first", "profile_wait", "profile_warmup",
     "profile_active", "profile_repeat", "profile_start_step", "profile_end_step",
@@ -451,6 +459,8 @@ def add_profiling_args(parser):
                    help="source locations of sections in the trace")
     g.add_argument("--profile-record-shapes", action="store_true", default=None,
                    help="record shapes")
+    g.add_argument("--profile-trace-python", action="store_true", default=None,
+                   help="every Python function call a section")
     for flag, what in (("skip-first", "steps skipped before the first cycle"),
                        ("wait", "steps not recorded at the start of each cycle"),
                        ("warmup", "steps recorded and discarded"),
@@ -498,3 +508,6 @@ def create_profiler_from_args(args, profile_name=None, config=None, **kwargs):
     except SondeError as e:
         raise SondeError(e.code, "create_profiler_from_args: %s" % e) from None
     return Profiler(cfg, from_env=False)
+
+
+from ._tracing import PythonTracer, trace_python  # noqa: E402 (needs the names above)

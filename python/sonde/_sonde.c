@@ -16,7 +16,11 @@
 
 #include <sonde/sonde.h>
 
+#include "_pytrace.h"
+
 int sonde_cli_main(int argc, char **argv); /* tools/sonde/main.c */
+struct cli_cmd;
+const struct cli_cmd *cli_find(const char *name); /* tools/sonde/main.c */
 
 /* ---------------------------------------------------------------------------------------------
  * Errors: SondeError is the package's class (registered by set_error_class); until then, and
@@ -264,8 +268,10 @@ static int Handle_clear_refs(HandleObject *self)
 static void Handle_dealloc(HandleObject *self)
 {
     PyObject_GC_UnTrack(self);
-    if (self->p) /* never closed: the reports are still written */
+    if (self->p) { /* never closed: the reports are still written */
+        sonde_py_trace_forget(self->p);
         sonde_destroy(self->p);
+    }
     Handle_clear_refs(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -276,6 +282,7 @@ static PyObject *Handle_destroy(HandleObject *self, PyObject *unused)
     if (!self->p)
         return PyLong_FromLong(SONDE_ESTATE);
     sonde_profiler *p = self->p;
+    sonde_py_trace_forget(p); /* Python tracing into it ends first, its totals written */
     self->p = NULL;
     Py_CLEAR(self->cache); /* the Sections hold this Handle: the cycle goes now */
     int rc;
@@ -283,6 +290,19 @@ static PyObject *Handle_destroy(HandleObject *self, PyObject *unused)
     rc = sonde_destroy(p);
     Py_END_ALLOW_THREADS
     return PyLong_FromLong(rc);
+}
+
+sonde_profiler *sonde_py_handle_profiler(PyObject *handle)
+{
+    if (!PyObject_TypeCheck(handle, &HandleType)) {
+        PyErr_Format(PyExc_TypeError, "expected a _sonde.Handle, not %.100s",
+                     Py_TYPE(handle)->tp_name);
+        return NULL;
+    }
+    sonde_profiler *p = ((HandleObject *)handle)->p;
+    if (!p)
+        closed();
+    return p;
 }
 
 static PyObject *Handle_closed(HandleObject *self, void *unused)
@@ -1245,7 +1265,19 @@ out:
     return rc;
 }
 
+/* cli_is_command(word) -> whether the sonde command has a subcommand of that name. */
+static PyObject *m_cli_is_command(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *w;
+    if (as_text(arg, &w, 0))
+        return NULL;
+    return PyBool_FromLong(cli_find(w) != NULL);
+}
+
 static PyMethodDef module_methods[] = {
+    {"cli_is_command", m_cli_is_command, METH_O,
+     "cli_is_command(word) -> True when the sonde command has that subcommand"},
     {"yaml_load", m_yaml_load, METH_VARARGS,
      "yaml_load(data: bytes, name) -> (document, {dotted key: line})"},
     {"job_rank", m_job_rank, METH_NOARGS, "sonde_job_rank: (rank, world_size, local_rank)"},
@@ -1275,6 +1307,10 @@ PyMODINIT_FUNC PyInit__sonde(void)
     PyObject *m = PyModule_Create(&module_def);
     if (!m)
         return NULL;
+    if (sonde_py_trace_add(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     PyTypeObject *types[] = {&ConfigType, &HandleType, &SectionType, &WrappedType};
     const char *names[] = {"Config", "Handle", "Section", "Wrapped"};
     for (int i = 0; i < 4; i++) {

@@ -31,6 +31,8 @@ static const flag g_flags[] = {
     {"profile-with-stack", F_SWITCH, "with_stack", NULL,
      "source file, line and function of each section in the trace"},
     {"profile-record-shapes", F_SWITCH, "record_shapes", NULL, "record sonde_shape calls"},
+    {"profile-trace-python", F_SWITCH, "trace_python", NULL,
+     "Python programs: every Python function call a section"},
     {"profile-skip-first", F_VALUE, "skip_first", "N", "steps skipped before the first cycle"},
     {"profile-wait", F_VALUE, "wait", "N", "steps not recorded at the start of each cycle"},
     {"profile-warmup", F_VALUE, "warmup", "N", "steps recorded and discarded"},

@@ -150,6 +150,7 @@ void sx_stat_json(sbuf *b, const sm_stat *s, double peak)
     kv_num(b, "p99_s", s->p99_s, 1);
     kv_num(b, "share", s->share, 1);
     kv_num(b, "threads", s->threads, 1);
+    kv_num(b, "aggregated_calls", (double)s->aggregated, 1);
     kv_num(b, "depth", s->min_depth, 1);
     kv_str(b, "unit", s->unit, 1);
     kv_num(b, "units", s->units, 1);

@@ -174,6 +174,12 @@ int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top, int wide)
     sonde__free(rows);
     if (nrows < m->n_stats)
         sbuf_printf(b, "... %zu more section names (--top)\n", m->n_stats - nrows);
+    for (size_t i = 0; i < m->n_stats; i++)
+        if (m->stats[i].aggregated)
+            sbuf_printf(b, "%s: %llu of its %llu calls counted, not recorded (a hot function: "
+                        "in count, total and mean, not in min, max or percentiles)\n",
+                        m->stats[i].name, (unsigned long long)m->stats[i].aggregated,
+                        (unsigned long long)m->stats[i].count);
     sbuf_printf(b, "%s\n", rule);
     sx_fmt_dur(d, sizeof d, (double)m->duration_ns / 1e9);
     sbuf_printf(b, "Run duration: %s\n", d);

@@ -11,6 +11,8 @@
 #include "model_build.h"
 #include "../util/alloc.h"
 
+static int fold_aggregated(sm_model *m);
+
 #define GROW SONDE_GROW
 
 const char *sm_str(const sm_model *m, uint32_t id)
@@ -1010,6 +1012,8 @@ static int derive(sm_model *m)
     m->stats = sm_stats(m, NULL, NULL, (double)m->duration_ns / 1e9, &m->n_stats);
     if (!m->stats && m->n_spans)
         return -1;
+    if (fold_aggregated(m) != 0)
+        return -1;
     for (size_t i = 0; i < m->n_sites; i++) {
         m->sites[i].stat = -1;
         for (size_t k = 0; k < m->n_stats; k++)
@@ -1460,6 +1464,76 @@ static int cmp_stat(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
+typedef struct agg_args {
+    const char *section, *calls, *total_s;
+} agg_args;
+
+static void agg_arg(const char *key, const char *value, void *ctx)
+{
+    agg_args *a = ctx;
+    if (!strcmp(key, "section"))
+        a->section = value;
+    else if (!strcmp(key, "calls"))
+        a->calls = value;
+    else if (!strcmp(key, "total_s"))
+        a->total_s = value;
+}
+
+/* Folds the SM_AGGREGATED_EVENT instants into the run's statistics: their calls into count and
+ * aggregated, their time into total, self and mean; a name with no recorded instance gets a
+ * statistic of its own (its mean in every order statistic). 0, or -1 when out of memory. An
+ * event with arguments that do not parse is left alone (it stays an event). */
+static int fold_aggregated(sm_model *m)
+{
+    int any = 0;
+    for (size_t i = 0; i < m->n_instants; i++) {
+        if (strcmp(sm_str(m, m->instants[i].name), SM_AGGREGATED_EVENT) != 0)
+            continue;
+        agg_args a = {0};
+        sm_each_meta(m, m->instants[i].args, agg_arg, &a);
+        char *e1, *e2;
+        unsigned long long calls = a.calls ? strtoull(a.calls, &e1, 10) : 0;
+        double total = a.total_s ? strtod(a.total_s, &e2) : -1;
+        if (!a.section || !calls || !a.calls || *e1 || !a.total_s || *e2 || !(total >= 0) ||
+            !isfinite(total))
+            continue;
+        sm_stat *x = NULL;
+        for (size_t k = 0; k < m->n_stats && !x; k++)
+            if (!strcmp(m->stats[k].name, a.section))
+                x = &m->stats[k];
+        if (!x) {
+            sm_stat *st = sonde__realloc(m->stats, (m->n_stats + 1) * sizeof *st);
+            if (!st)
+                return -1;
+            m->stats = st;
+            x = &st[m->n_stats];
+            memset(x, 0, sizeof *x);
+            if (!(x->name = sonde__strdup(a.section)))
+                return -1;
+            x->unit = m->unit;
+            x->threads = 1;
+            m->n_stats++;
+            x->min_s = x->max_s = x->p50_s = x->p90_s = x->p99_s = total / (double)calls;
+            x->res_cpu_mean = x->res_rss_begin = x->res_rss_end = x->res_rss_delta = NAN;
+            x->res_gpu_util_mean = x->res_gpu_mem_peak = NAN;
+        }
+        double sum = x->mean_s * (double)x->count + total;
+        x->count += calls;
+        x->aggregated += calls;
+        x->total_s += total;
+        x->self_s += total;
+        x->mean_s = sum / (double)x->count;
+        any = 1;
+    }
+    if (any) {
+        double run_s = (double)m->duration_ns / 1e9;
+        for (size_t k = 0; k < m->n_stats; k++)
+            m->stats[k].share = run_s > 0 ? m->stats[k].total_s / run_s : 0;
+        qsort(m->stats, m->n_stats, sizeof *m->stats, cmp_stat);
+    }
+    return 0;
+}
+
 void sm_stats_free(sm_stat *s, size_t n)
 {
     for (size_t i = 0; s && i < n; i++)
@@ -1497,6 +1571,7 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
     gsm_iv *iv = NULL;
     size_t n_iv = 0;
     uint32_t *last_thread = NULL;
+    int64_t *open_end = NULL;
     sm_stat *st = NULL;
     size_t ns = 0;
     if (!site_stat)
@@ -1514,7 +1589,8 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
     count = sonde__calloc(ns + 1, sizeof *count);
     fill = sonde__calloc(ns + 1, sizeof *fill);
     last_thread = sonde__malloc(ns * sizeof *last_thread);
-    if (!st || !count || !fill || !last_thread)
+    open_end = sonde__malloc((ns ? ns : 1) * sizeof *open_end);
+    if (!st || !count || !fill || !last_thread || !open_end)
         goto fail;
     size_t kept = 0;
     for (size_t i = 0; i < m->n_spans; i++) {
@@ -1545,7 +1621,17 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
         double d = (double)(s->end_ns - s->start_ns) / 1e9;
         dur[fill[k]++] = d;
         x->count++;
-        x->total_s += d;
+        if (last_thread[k] != s->thread) { /* spans are grouped by thread */
+            last_thread[k] = s->thread;
+            x->threads++;
+            open_end[k] = INT64_MIN;
+        }
+        /* A recursive call (inside an earlier instance of the same name on its thread) is
+         * already in that instance's total: the total counts the outermost instances. */
+        if (s->start_ns >= open_end[k]) {
+            x->total_s += d;
+            open_end[k] = s->end_ns;
+        }
         x->self_s += d - (double)s->child_ns / 1e9;
         x->units += s->units;
         x->units_s += s->units_s; /* explicit seconds; own durations are added below */
@@ -1556,10 +1642,6 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
         if (s->flops > 0) {
             x->flops += s->flops;
             iv[n_iv++] = (gsm_iv){k, 1, {s->start_ns, s->end_ns}};
-        }
-        if (last_thread[k] != s->thread) { /* spans are grouped by thread */
-            last_thread[k] = s->thread;
-            x->threads++;
         }
         if (s->depth < x->min_depth)
             x->min_depth = s->depth;
@@ -1596,7 +1678,10 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
         sm_stat x = st[k];
         size_t c = (size_t)x.count;
         qsort(d, c, sizeof *d, cmp_double);
-        x.mean_s = x.total_s / (double)c;
+        double sum = 0;
+        for (size_t i = 0; i < c; i++)
+            sum += d[i];
+        x.mean_s = sum / (double)c;
         double var = 0;
         for (size_t i = 0; i < c; i++)
             var += (d[i] - x.mean_s) * (d[i] - x.mean_s);
@@ -1643,6 +1728,7 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
     sonde__free(dur);
     sonde__free(iv);
     sonde__free(last_thread);
+    sonde__free(open_end);
     *n_out = out;
     if (!out) {
         sonde__free(st);
@@ -1658,6 +1744,7 @@ fail:
     sonde__free(dur);
     sonde__free(iv);
     sonde__free(last_thread);
+    sonde__free(open_end);
     return NULL;
 }
 

@@ -164,6 +164,7 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
         s->p99_s = num0(e, "p99_s");
         s->share = num0(e, "share");
         s->threads = U32(e, "threads");
+        s->aggregated = U64(e, "aggregated_calls");
         s->min_depth = I32(e, "depth");
         s->units = num0(e, "units");
         double ups = num0(e, "units_per_s");

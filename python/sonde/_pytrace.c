@@ -1,0 +1,708 @@
+/* _pytrace.c - Python function tracing for the extension: the interpreter's C-level profiling
+ * hook (PyEval_SetProfile, on every thread) turns each Python call and return into a sonde
+ * section on the calling thread, nested with the program's own sections.
+ *
+ * Each code object is looked at once: its name (module.qualname), file and first line make a
+ * sonde_site, the filters decide whether it is kept, and the answer is found again through an
+ * open-addressing table keyed by the code object's address (the table holds a reference, so an
+ * address is never reused while its entry lives). A traced call then costs a table probe and
+ * SONDE_SCOPE's begin and end. Each thread keeps a stack of the frames it entered since tracing
+ * began, so a return is matched to its call by frame (generators and coroutines are entered and
+ * left at every resume and yield; an exception makes a return for every frame it unwinds).
+ *
+ * Hot functions: a function's first trace_python_hot_calls calls are recorded and timed; when
+ * they averaged under trace_python_hot_s, its later calls are counted and summed only, and the
+ * totals are written when tracing stops as an event "sonde.aggregated" (section, calls,
+ * total_s) that the reports fold into the function's statistics.
+ *
+ * Everything here runs with the GIL held (the hook, start and stop), which is the lock of the
+ * table, the entries and the global state. docs/python.md says how to use it. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+
+#include <fnmatch.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sonde/sonde.h>
+
+#include "_pytrace.h"
+#include "record/record.h" /* sonde__ticks, sonde__clock: the profiler's own clock */
+
+#define MAX_PATTERNS 64
+#define MAX_PREFIXES 16
+
+enum { M_SKIP, M_RECORD, M_PROBE, M_HOT };          /* what an entry does with a call */
+enum { F_NONE, F_RECORD, F_PROBE, F_HOT };          /* what a frame did at its call */
+
+typedef struct entry {
+    uintptr_t key;             /* the code object, or a C function's PyMethodDef | 1 */
+    PyObject *code;            /* held, for code objects; NULL for C functions */
+    int mode;                  /* M_* */
+    int lib;                   /* left out as the standard library's or sonde's: the C
+                                  functions it calls are left out too */
+    sonde_site site;           /* name, file and func owned here */
+    uint64_t probe_n, probe_ticks; /* calls timed while deciding whether it is hot */
+    uint64_t hot_n, hot_ticks; /* calls counted and summed since it became hot */
+} entry;
+
+typedef struct tframe {
+    const void *key;           /* the frame (Python) or the function object (C) */
+    entry *e;
+    int how;                   /* F_* */
+    uint64_t t0;               /* ticks at the call (F_PROBE, F_HOT) */
+    sonde__scope sc;
+} tframe;
+
+typedef struct tstate {
+    uint64_t gen;              /* the tracing session this stack belongs to */
+    unsigned depth, cap;
+    tframe *stack;
+} tstate;
+
+static struct {
+    sonde_profiler *p;         /* NULL: not tracing */
+    PyObject *handle;          /* held while tracing */
+    uint64_t gen;              /* bumped by every start */
+    entry **slots;             /* open addressing by key */
+    size_t cap, used;
+    char *inc[MAX_PATTERNS], *exc[MAX_PATTERNS];
+    size_t n_inc, n_exc;
+    char *skip[MAX_PREFIXES], *keep[MAX_PREFIXES]; /* file prefixes left out / kept anyway */
+    size_t n_skip, n_keep;
+    unsigned max_depth;
+    int c_calls;
+    uint64_t hot_calls, hot_ticks;
+    double ticks_per_s;
+    /* counters of the current session (stats()) */
+    uint64_t functions, excluded, too_deep, mismatched, hot_functions, table_full;
+} g;
+
+static __thread tstate *t_state;
+static pthread_key_t g_key;
+static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+
+static void free_state(void *v)
+{
+    tstate *t = v;
+    if (t) {
+        if (t_state == t)
+            t_state = NULL;
+        free(t->stack);
+        free(t);
+    }
+}
+
+static void make_key(void) { pthread_key_create(&g_key, free_state); }
+
+/* The calling thread's stack for the current session (a stack left from an earlier session is
+ * emptied without touching its entries: they may be gone). NULL when out of memory. */
+static tstate *thread_state(void)
+{
+    tstate *t = t_state;
+    if (t && t->gen == g.gen)
+        return t;
+    if (!t) {
+        t = calloc(1, sizeof *t);
+        if (!t)
+            return NULL;
+        pthread_once(&g_key_once, make_key);
+        pthread_setspecific(g_key, t);
+        t_state = t;
+    }
+    unsigned cap = g.max_depth < 256 ? 256 : g.max_depth;
+    if (t->cap < cap) {
+        tframe *st = realloc(t->stack, cap * sizeof *st);
+        if (!st)
+            return NULL;
+        t->stack = st;
+        t->cap = cap;
+    }
+    t->depth = 0;
+    t->gen = g.gen;
+    return t;
+}
+
+/* ---- filters --------------------------------------------------------------------------- */
+static void strings_free(char **v, size_t *n)
+{
+    for (size_t i = 0; i < *n; i++)
+        free(v[i]);
+    *n = 0;
+}
+
+/* Comma-separated globs into v. -1 with an exception set when there are too many. */
+static int patterns_parse(const char *list, char **v, size_t *n, const char *key)
+{
+    strings_free(v, n);
+    for (const char *s = list; s && *s;) {
+        size_t len = strcspn(s, ",");
+        const char *a = s, *b = s + len;
+        while (a < b && (*a == ' ' || *a == '\t'))
+            a++;
+        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
+            b--;
+        if (b > a) {
+            if (*n == MAX_PATTERNS) {
+                PyErr_Format(PyExc_ValueError, "%s: more than %d patterns", key, MAX_PATTERNS);
+                return -1;
+            }
+            if (!(v[*n] = strndup(a, (size_t)(b - a)))) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            (*n)++;
+        }
+        s += len;
+        if (*s == ',')
+            s++;
+    }
+    return 0;
+}
+
+static int matches(char *const *v, size_t n, const char *qual, const char *module,
+                   const char *file)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fnmatch(v[i], qual, 0) == 0 || (module && fnmatch(v[i], module, 0) == 0) ||
+            (file && *file && fnmatch(v[i], file, 0) == 0))
+            return 1;
+    return 0;
+}
+
+/* The length of the longest prefix of file in v, 0 when none. */
+static size_t longest_prefix(char *const *v, size_t n, const char *file)
+{
+    size_t best = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(v[i]);
+        if (l > best && !strncmp(file, v[i], l))
+            best = l;
+    }
+    return best;
+}
+
+/* In the standard library or sonde: the longest of the skip and keep prefixes that matches the
+ * file is a skip one (site-packages sits inside the standard library's directory). */
+static int in_lib(const char *file)
+{
+    return file && longest_prefix(g.skip, g.n_skip, file) > longest_prefix(g.keep, g.n_keep, file);
+}
+
+/* Kept: named by an include when there are includes, else not in the standard library or
+ * sonde; and named by no exclude. */
+static int wanted(const char *qual, const char *module, const char *file, int lib)
+{
+    int in = g.n_inc ? matches(g.inc, g.n_inc, qual, module, file) : !lib;
+    return in && !matches(g.exc, g.n_exc, qual, module, file);
+}
+
+/* ---- the table of functions ------------------------------------------------------------ */
+static size_t slot_of(uintptr_t key, size_t cap)
+{
+    return (size_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+}
+
+static inline entry *lookup(uintptr_t key)
+{
+    if (!g.cap)
+        return NULL;
+    for (size_t i = slot_of(key, g.cap);; i = (i + 1) & (g.cap - 1)) {
+        entry *e = g.slots[i];
+        if (!e || e->key == key)
+            return e;
+    }
+}
+
+static void entry_free(entry *e)
+{
+    Py_XDECREF(e->code);
+    free((char *)e->site.name);
+    free((char *)e->site.file);
+    free((char *)e->site.func);
+    free(e);
+}
+
+static void table_clear(void)
+{
+    for (size_t i = 0; i < g.cap; i++)
+        if (g.slots[i])
+            entry_free(g.slots[i]);
+    free(g.slots);
+    g.slots = NULL;
+    g.cap = g.used = 0;
+}
+
+/* Room for one more entry: the table doubles at half full. -1 when out of memory. */
+static int table_room(void)
+{
+    if (g.cap && (g.used + 1) * 2 <= g.cap)
+        return 0;
+    size_t cap = g.cap ? g.cap * 2 : 1024;
+    if (cap > ((size_t)1 << 24))
+        return -1; /* 8 Mi functions: the rest are not traced (counted in table_full) */
+    entry **s = calloc(cap, sizeof *s);
+    if (!s)
+        return -1;
+    for (size_t i = 0; i < g.cap; i++) {
+        entry *e = g.slots[i];
+        if (!e)
+            continue;
+        size_t j = slot_of(e->key, cap);
+        while (s[j])
+            j = (j + 1) & (cap - 1);
+        s[j] = e;
+    }
+    free(g.slots);
+    g.slots = s;
+    g.cap = cap;
+    return 0;
+}
+
+/* A new entry for key named module.qual; NULL when the table is full or memory ran out (the
+ * call is then not traced). */
+static entry *add(uintptr_t key, PyObject *code, const char *module, const char *qual,
+                  const char *file, int line)
+{
+    if (table_room() != 0) {
+        g.table_full++;
+        return NULL;
+    }
+    entry *e = calloc(1, sizeof *e);
+    size_t nl = strlen(module) + strlen(qual) + 2;
+    char *name = malloc(nl);
+    char *f = strdup(file ? file : "");
+    char *fn = strdup(qual);
+    if (!e || !name || !f || !fn) {
+        free(e);
+        free(name);
+        free(f);
+        free(fn);
+        return NULL;
+    }
+    if (*module)
+        snprintf(name, nl, "%s.%s", module, qual);
+    else
+        snprintf(name, nl, "%s", qual);
+    e->key = key;
+    e->site.name = name;
+    e->site.file = f;
+    e->site.func = fn;
+    e->site.line = line;
+    g.functions++;
+    e->lib = code && in_lib(file);
+    if (!wanted(name, module, file, e->lib)) {
+        e->mode = M_SKIP;
+        g.excluded++;
+    } else {
+        e->mode = g.hot_calls ? M_PROBE : M_RECORD;
+    }
+    if (code) {
+        Py_INCREF(code);
+        e->code = code;
+    }
+    size_t i = slot_of(key, g.cap);
+    while (g.slots[i])
+        i = (i + 1) & (g.cap - 1);
+    g.slots[i] = e;
+    g.used++;
+    return e;
+}
+
+static const char *utf8_or(PyObject *s, const char *dflt)
+{
+    const char *r = s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
+    if (!r)
+        PyErr_Clear();
+    return r ? r : dflt;
+}
+
+/* The entry of a Python frame's code object, made at its first call. */
+static entry *code_entry(PyFrameObject *frame)
+{
+    PyCodeObject *co = PyFrame_GetCode(frame);
+    entry *e = lookup((uintptr_t)co);
+    if (!e) {
+#if PY_VERSION_HEX >= 0x030B0000
+        PyObject *globals = PyFrame_GetGlobals(frame);
+        PyObject *qualobj = co->co_qualname;
+#else
+        PyObject *globals = PyObject_GetAttrString((PyObject *)frame, "f_globals");
+        PyObject *qualobj = co->co_name;
+#endif
+        if (!globals)
+            PyErr_Clear();
+        PyObject *modobj = globals && PyDict_Check(globals)
+                               ? PyDict_GetItemString(globals, "__name__") : NULL;
+        e = add((uintptr_t)co, (PyObject *)co, utf8_or(modobj, ""), utf8_or(qualobj, "?"),
+                utf8_or(co->co_filename, ""), co->co_firstlineno);
+        Py_XDECREF(globals);
+    }
+    Py_DECREF(co);
+    return e;
+}
+
+/* The entry of a C function called from Python (keyed by its PyMethodDef, named after the
+ * module or type that holds it). */
+static entry *c_entry(PyObject *fn)
+{
+    if (!PyCFunction_Check(fn))
+        return NULL;
+    PyCFunctionObject *cf = (PyCFunctionObject *)fn;
+    uintptr_t key = (uintptr_t)cf->m_ml | 1u;
+    entry *e = lookup(key);
+    if (e)
+        return e;
+    const char *module = "";
+    PyObject *self = cf->m_self, *modname = NULL;
+    if (self && PyModule_Check(self)) {
+        modname = PyModule_GetNameObject(self);
+        if (!modname)
+            PyErr_Clear();
+        module = utf8_or(modname, "");
+    } else if (self) {
+        module = Py_TYPE(self)->tp_name;
+    } else if (cf->m_module) {
+        module = utf8_or(cf->m_module, "");
+    }
+    e = add(key, NULL, module, cf->m_ml->ml_name, "", 0);
+    Py_XDECREF(modname);
+    return e;
+}
+
+/* ---- the hook -------------------------------------------------------------------------- */
+static void on_call(tstate *t, const void *key, entry *e)
+{
+    unsigned d = t->depth++;
+    if (d >= t->cap) {
+        g.too_deep++;
+        return;
+    }
+    tframe *f = &t->stack[d];
+    f->key = key;
+    f->e = e;
+    f->how = F_NONE;
+    f->sc.tb = NULL;
+    if (!e || e->mode == M_SKIP)
+        return;
+    if (d >= g.max_depth) {
+        g.too_deep++;
+        return;
+    }
+    sonde_profiler *p = g.p;
+    if (e->mode == M_HOT) {
+        if (__atomic_load_n(&((const sonde__hot *)(const void *)p)->recording, __ATOMIC_RELAXED)) {
+            f->how = F_HOT;
+            f->t0 = sonde__ticks();
+        }
+        return;
+    }
+    f->sc = sonde__scope_open(p, &e->site);
+    if (e->mode == M_PROBE) {
+        f->how = F_PROBE;
+        f->t0 = sonde__ticks();
+    } else {
+        f->how = F_RECORD;
+    }
+}
+
+static void close_frame(tframe *f)
+{
+    entry *e = f->e;
+    switch (f->how) {
+    case F_RECORD:
+        sonde__scope_close(&f->sc);
+        break;
+    case F_PROBE: {
+        uint64_t now = sonde__ticks();
+        sonde__scope_close(&f->sc);
+        e->probe_ticks += now - f->t0;
+        if (++e->probe_n == g.hot_calls && e->mode == M_PROBE) {
+            int hot = e->probe_ticks < g.hot_ticks * e->probe_n;
+            e->mode = hot ? M_HOT : M_RECORD;
+            g.hot_functions += hot;
+        }
+        break;
+    }
+    case F_HOT:
+        e->hot_ticks += sonde__ticks() - f->t0;
+        e->hot_n++;
+        break;
+    default:
+        break;
+    }
+    f->how = F_NONE;
+}
+
+static void on_return(tstate *t, const void *key)
+{
+    if (!t->depth)
+        return; /* a frame entered before tracing began */
+    unsigned d = t->depth - 1;
+    if (d >= t->cap) {
+        t->depth = d;
+        return;
+    }
+    if (t->stack[d].key != key) {
+        /* A frame left without its return (not expected from CPython): close the frames
+         * above key's own; a key not on the stack was entered before tracing began. */
+        unsigned k = d;
+        while (k > 0 && t->stack[k - 1].key != key)
+            k--;
+        if (k == 0)
+            return;
+        g.mismatched++;
+        for (unsigned j = d; j >= k; j--)
+            close_frame(&t->stack[j]);
+        d = k - 1;
+    }
+    close_frame(&t->stack[d]);
+    t->depth = d;
+}
+
+static int hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
+{
+    (void)obj;
+    if (!g.p) { /* tracing stopped while this thread kept the hook: take it off */
+        PyEval_SetProfile(NULL, NULL);
+        return 0;
+    }
+    tstate *t = thread_state();
+    if (!t)
+        return 0;
+    switch (what) {
+    case PyTrace_CALL:
+        on_call(t, frame, code_entry(frame));
+        break;
+    case PyTrace_RETURN:
+        on_return(t, frame);
+        break;
+    case PyTrace_C_CALL:
+        if (g.c_calls) {
+            /* called from the standard library or sonde (unless an include names it): no */
+            const tframe *caller = t->depth && t->depth <= t->cap ? &t->stack[t->depth - 1] : NULL;
+            entry *e = c_entry(arg);
+            if (caller && caller->e && caller->e->lib && !g.n_inc)
+                e = NULL;
+            on_call(t, arg, e);
+        }
+        break;
+    case PyTrace_C_RETURN:
+    case PyTrace_C_EXCEPTION:
+        if (g.c_calls)
+            on_return(t, arg);
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+/* The profiling hook on every thread of the interpreter (fn NULL: off). */
+static int set_all_threads(Py_tracefunc fn)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyEval_SetProfileAllThreads(fn, NULL);
+    return PyErr_Occurred() ? -1 : 0;
+#else
+    PyThreadState *me = PyThreadState_Get();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts;
+         ts = PyThreadState_Next(ts))
+        if (_PyEval_SetProfile(ts, fn, NULL) < 0)
+            return -1;
+    return 0;
+#endif
+}
+
+/* ---- start, stop ----------------------------------------------------------------------- */
+static int strings_from(PyObject *seq, char **v, size_t *n, const char *what)
+{
+    strings_free(v, n);
+    PyObject *fast = PySequence_Fast(seq, "expected a sequence of str");
+    if (!fast)
+        return -1;
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(fast);
+    if (len > MAX_PREFIXES) {
+        Py_DECREF(fast);
+        PyErr_Format(PyExc_ValueError, "%s: more than %d prefixes", what, MAX_PREFIXES);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < len; i++) {
+        const char *s = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(fast, i));
+        if (!s || !(v[*n] = strdup(s))) {
+            Py_DECREF(fast);
+            if (s)
+                PyErr_NoMemory();
+            return -1;
+        }
+        (*n)++;
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
+static PyObject *m_trace_start(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwlist[] = {"handle", "include", "exclude", "skip", "keep", "max_depth",
+                             "c_calls", "hot_calls", "hot_s", NULL};
+    PyObject *handle, *skip, *keep;
+    const char *inc = NULL, *exc = NULL;
+    unsigned max_depth = 64;
+    int c_calls = 0;
+    unsigned long long hot_calls = 0;
+    double hot_s = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OzzOO|IpKd", kwlist, &handle, &inc, &exc, &skip,
+                                     &keep, &max_depth, &c_calls, &hot_calls, &hot_s))
+        return NULL;
+    if (g.p) {
+        PyErr_SetString(PyExc_RuntimeError, "Python tracing is on already; stop it first");
+        return NULL;
+    }
+    sonde_profiler *p = sonde_py_handle_profiler(handle);
+    if (!p)
+        return NULL;
+    if (patterns_parse(inc, g.inc, &g.n_inc, "trace_python_include") ||
+        patterns_parse(exc, g.exc, &g.n_exc, "trace_python_exclude") ||
+        strings_from(skip, g.skip, &g.n_skip, "skip") ||
+        strings_from(keep, g.keep, &g.n_keep, "keep"))
+        return NULL;
+    table_clear(); /* functions seen under other filters are looked at again */
+    memset(&g.functions, 0, sizeof g.functions * 6);
+    g.max_depth = max_depth ? max_depth : 64;
+    g.c_calls = c_calls;
+    g.hot_calls = hot_calls;
+    g.ticks_per_s = sonde__clock()->ticks_per_s;
+    g.hot_ticks = (uint64_t)(hot_s * g.ticks_per_s);
+    g.gen++;
+    g.p = p;
+    Py_INCREF(handle);
+    g.handle = handle;
+    if (set_all_threads(hook) != 0) {
+        g.p = NULL;
+        Py_CLEAR(g.handle);
+        set_all_threads(NULL);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* Writes the hot functions' totals as "sonde.aggregated" events. */
+static void write_aggregates(void)
+{
+    for (size_t i = 0; i < g.cap; i++) {
+        entry *e = g.slots[i];
+        if (!e || !e->hot_n)
+            continue;
+        char calls[32], total[32];
+        snprintf(calls, sizeof calls, "%llu", (unsigned long long)e->hot_n);
+        snprintf(total, sizeof total, "%.9g", (double)e->hot_ticks / g.ticks_per_s);
+        const char *keys[] = {"section", "calls", "total_s"};
+        const char *values[] = {e->site.name, calls, total};
+        sonde_event_args(g.p, "sonde.aggregated", keys, values, 3);
+        e->hot_n = e->hot_ticks = 0;
+    }
+}
+
+/* Stops tracing: the calling thread's open frames are closed, the hook comes off every
+ * thread, the hot functions' totals are written. Frames still open on other threads stay
+ * open in the recording (their sections end with the run). */
+static void trace_stop(void)
+{
+    if (!g.p)
+        return;
+    tstate *t = t_state;
+    if (t && t->gen == g.gen) {
+        unsigned top = t->depth < t->cap ? t->depth : t->cap;
+        while (top > 0)
+            close_frame(&t->stack[--top]);
+        t->depth = 0;
+    }
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (set_all_threads(NULL) != 0)
+        PyErr_Clear();
+    PyErr_Restore(et, ev, tb);
+    write_aggregates();
+    g.p = NULL;
+    g.gen++; /* every thread's stack is stale now */
+    Py_CLEAR(g.handle);
+}
+
+static PyObject *stats_dict(void)
+{
+    return Py_BuildValue("{sKsKsKsKsKsK}", "functions", (unsigned long long)g.functions,
+                         "excluded", (unsigned long long)g.excluded, "too_deep",
+                         (unsigned long long)g.too_deep, "mismatched",
+                         (unsigned long long)g.mismatched, "hot_functions",
+                         (unsigned long long)g.hot_functions, "table_full",
+                         (unsigned long long)g.table_full);
+}
+
+static PyObject *m_trace_stop(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    trace_stop();
+    return stats_dict();
+}
+
+static PyObject *m_trace_stats(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return stats_dict();
+}
+
+static PyObject *m_trace_handle(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    PyObject *h = g.handle ? g.handle : Py_None;
+    Py_INCREF(h);
+    return h;
+}
+
+/* threading.setprofile's function: a thread started while tracing is on gets the C hook at its
+ * first call, and that call is its first frame. */
+static PyObject *m_trace_thread_hook(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *frame, *event, *arg;
+    if (!PyArg_ParseTuple(args, "OOO", &frame, &event, &arg))
+        return NULL;
+    if (!g.p) {
+        PyEval_SetProfile(NULL, NULL);
+        Py_RETURN_NONE;
+    }
+    PyEval_SetProfile(hook, NULL);
+    if (PyFrame_Check(frame) && PyUnicode_Check(event) &&
+        PyUnicode_CompareWithASCIIString(event, "call") == 0)
+        hook(NULL, (PyFrameObject *)frame, PyTrace_CALL, NULL);
+    Py_RETURN_NONE;
+}
+
+void sonde_py_trace_forget(sonde_profiler *p)
+{
+    if (p && g.p == p)
+        trace_stop();
+}
+
+static PyMethodDef trace_methods[] = {
+    {"trace_start", (PyCFunction)(void (*)(void))m_trace_start, METH_VARARGS | METH_KEYWORDS,
+     "trace_start(handle, include, exclude, skip, keep, max_depth=64, c_calls=False, "
+     "hot_calls=0, hot_s=0.0): Python function tracing into handle's profiler"},
+    {"trace_stop", m_trace_stop, METH_NOARGS,
+     "stops Python function tracing (the calling thread's open frames end now); its counters"},
+    {"trace_stats", m_trace_stats, METH_NOARGS, "the counters of the last tracing session"},
+    {"trace_handle", m_trace_handle, METH_NOARGS, "the Handle being traced into, or None"},
+    {"trace_thread_hook", m_trace_thread_hook, METH_VARARGS,
+     "for threading.setprofile: installs the tracer on a new thread"},
+    {NULL, NULL, 0, NULL},
+};
+
+int sonde_py_trace_add(PyObject *module) { return PyModule_AddFunctions(module, trace_methods); }

@@ -1,0 +1,364 @@
+"""test_trace.py - Python function tracing (python/sonde/_pytrace.c, _tracing.py, _run.py).
+
+Each test traces a small program into a profiler, then reads back the run's own reports (the
+instances CSV for nesting, the JSON for statistics) and checks what a user would: call counts,
+nesting, balanced sections, times that add up. Run by ctest with PYTHONPATH=BUILD/python.
+"""
+
+import asyncio
+import concurrent.futures
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+import sonde
+
+print("sonde's tracing tests on %s (Python %s)" % (sys.executable, sys.version.split()[0]),
+      file=sys.stderr)
+
+QUIET = {"collect_cpu": False, "collect_memory": False, "collect_gpu": False}
+MOD = __name__  # the module name sections of this file carry ("__main__" when run directly)
+
+
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+
+class Run:
+    """A traced run's reports, read back."""
+
+    def __init__(self, prof):
+        base = prof.file_path[:-len(".sonde")]
+        with open(base + ".json") as f:
+            self.report = json.load(f)
+        with open(base + ".instances.csv", newline="") as f:
+            self.rows = list(csv.DictReader(f))
+        for r in self.rows:
+            r["depth"] = int(r["depth"])
+            r["start_s"] = float(r["start_s"])
+            r["end_s"] = float(r["end_s"])
+        self.base = base
+
+    def stat(self, name):
+        for s in self.report["sections"]:
+            if s["name"] == name:
+                return s
+        raise AssertionError("no section %r in %s" % (name, [s["name"] for s in self.report["sections"]]))
+
+    def named(self, name):
+        return [r for r in self.rows if r["name"] == name]
+
+    def parents(self):
+        """{id(row): parent row or None}, from depth and time on each thread."""
+        out = {}
+        by_thread = {}
+        for r in self.rows:
+            by_thread.setdefault(r["thread"], []).append(r)
+        for rows in by_thread.values():
+            rows.sort(key=lambda r: (r["start_s"], r["depth"]))
+            stack = []
+            for r in rows:
+                del stack[r["depth"]:]
+                out[id(r)] = stack[-1] if stack else None
+                stack.append(r)
+        return out
+
+
+class Traced(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def profiler(self, name, **kw):
+        cfg = dict(QUIET, name=name, output_dir=self.tmp.name, formats="json,csv,txt")
+        cfg.update(kw)
+        return sonde.Profiler(cfg, from_env=False)
+
+    def assert_balanced(self, run):
+        """No section left open or closed by an outer one; each inside its parent; a parent's
+        time at least the sum of its children's."""
+        parents = run.parents()
+        children = {}
+        for r in run.rows:
+            self.assertEqual(r["flags"], "", "section %s: %s" % (r["name"], r["flags"]))
+            p = parents[id(r)]
+            if p is not None:
+                self.assertEqual(r["depth"], p["depth"] + 1)
+                self.assertGreaterEqual(r["start_s"], p["start_s"], r["name"])
+                self.assertLessEqual(r["end_s"], p["end_s"], r["name"])
+                children.setdefault(id(p), []).append(r)
+        for r in run.rows:
+            kids = children.get(id(r), [])
+            self.assertGreaterEqual(float(r["duration_s"]) + 1e-9,
+                                    sum(float(k["duration_s"]) for k in kids), r["name"])
+
+    def test_fib_gives_every_call_nested(self):
+        with self.profiler("fib", trace_python_hot_calls=0) as prof:
+            with sonde.trace_python() as t:
+                self.assertEqual(fib(20), 6765)
+        run = Run(prof)
+        self.assertEqual(run.stat(MOD + ".fib")["count"], 21891)
+        rows = run.named(MOD + ".fib")
+        depths = [r["depth"] for r in rows]
+        self.assertEqual(max(depths) - min(depths), 19)  # fib(20) down to fib(1)
+        parents = run.parents()
+        top = [r for r in rows if parents[id(r)] is None or parents[id(r)]["name"] != MOD + ".fib"]
+        self.assertEqual(len(top), 1)
+        # a recursive function's total is its outermost call's, once
+        self.assertAlmostEqual(run.stat(MOD + ".fib")["total_s"], float(top[0]["duration_s"]),
+                               places=9)
+        self.assertEqual(t.stats["mismatched"], 0)
+        self.assert_balanced(run)
+
+    def test_user_sections_nest_with_traced_calls(self):
+        def step(prof):
+            with prof.profile("inner"):
+                fib(5)
+
+        with self.profiler("mixed", trace_python_hot_calls=0) as prof:
+            with prof.profile("outer"):
+                with sonde.trace_python():
+                    step(prof)
+        run = Run(prof)
+        parents = run.parents()
+        (inner,) = run.named("inner")
+        self.assertEqual(parents[id(inner)]["name"], MOD + ".Traced.test_user_sections_nest_with_traced_calls.<locals>.step")
+        self.assertEqual(parents[id(parents[id(inner)])]["name"], "outer")
+        self.assertEqual(parents[id(run.named(MOD + ".fib")[0])]["name"], "inner")
+        self.assert_balanced(run)
+
+    def test_asyncio_two_tasks(self):
+        async def leaf(i):
+            await asyncio.sleep(0)
+            return i
+
+        async def task(name, n):
+            s = 0
+            for i in range(n):
+                s += await leaf(i)
+            return s
+
+        async def main():
+            return await asyncio.gather(task("a", 5), task("b", 7))
+
+        with self.profiler("aio", trace_python_hot_calls=0) as prof:
+            with sonde.trace_python(include="*test_trace*") as t:
+                self.assertEqual(asyncio.run(main()), [10, 21])
+        run = Run(prof)
+        # every resume of a coroutine is a call: each leaf suspends once, so runs twice
+        leafs = run.named(MOD + ".Traced.test_asyncio_two_tasks.<locals>.leaf")
+        self.assertEqual(len(leafs), 2 * 12)
+        self.assertEqual(t.stats["mismatched"], 0)
+        self.assert_balanced(run)
+
+    def test_generator_pipeline(self):
+        def numbers(n):
+            for i in range(n):
+                yield i
+
+        def squares(it):
+            for x in it:
+                yield x * x
+
+        def total(it):
+            return sum(it)
+
+        with self.profiler("gen", trace_python_hot_calls=0) as prof:
+            with sonde.trace_python():
+                self.assertEqual(total(squares(numbers(10))), 285)
+        run = Run(prof)
+        pre = MOD + ".Traced.test_generator_pipeline.<locals>."
+        # a generator is entered at each resume: 10 values and the final StopIteration
+        self.assertEqual(len(run.named(pre + "numbers")), 11)
+        self.assertEqual(len(run.named(pre + "squares")), 11)
+        self.assertEqual(len(run.named(pre + "total")), 1)
+        parents = run.parents()
+        for r in run.named(pre + "numbers"):
+            self.assertEqual(parents[id(r)]["name"], pre + "squares")
+        self.assert_balanced(run)
+
+    def test_exception_ten_frames_deep(self):
+        def dive(n):
+            if n == 0:
+                raise ValueError("bottom")
+            dive(n - 1)
+
+        def top():
+            try:
+                dive(9)  # dive(9) .. dive(0): ten frames
+            except ValueError:
+                return "caught"
+
+        with self.profiler("exc", trace_python_hot_calls=0) as prof:
+            with sonde.trace_python() as t:
+                self.assertEqual(top(), "caught")
+                fib(3)  # goes on after the unwinding, at the right depth
+        run = Run(prof)
+        pre = MOD + ".Traced.test_exception_ten_frames_deep.<locals>."
+        dives = run.named(pre + "dive")
+        self.assertEqual(len(dives), 10)
+        self.assertEqual(sorted(r["depth"] for r in dives), list(range(1, 11)))
+        self.assertEqual(run.named(MOD + ".fib")[0]["depth"], 0)
+        self.assertEqual(t.stats["mismatched"], 0)
+        self.assert_balanced(run)
+
+    def test_thread_pool_of_four(self):
+        barrier = threading.Barrier(4)
+
+        def job(i):
+            barrier.wait()  # four threads at once: each runs one job
+            return fib(8) + i
+
+        with self.profiler("pool", trace_python_hot_calls=0) as prof:
+            with sonde.trace_python():
+                with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                    self.assertEqual(list(pool.map(job, range(4))), [21, 22, 23, 24])
+        run = Run(prof)
+        jobs = run.named(MOD + ".Traced.test_thread_pool_of_four.<locals>.job")
+        self.assertEqual(len(jobs), 4)
+        self.assertEqual(len({r["thread"] for r in jobs}), 4)
+        self.assertEqual(run.stat(MOD + ".fib")["count"], 4 * 67)
+        self.assertEqual(run.stat(MOD + ".fib")["threads"], 4)
+        self.assert_balanced(run)
+
+    def test_filters_and_depth(self):
+        def a():
+            b()
+
+        def b():
+            c()
+
+        def c():
+            len([1])
+
+        pre = MOD + ".Traced.test_filters_and_depth.<locals>."
+        with self.profiler("flt", trace_python_hot_calls=0, trace_python_exclude="*.b",
+                           trace_python_max_depth=2, trace_python_c_calls=True) as prof:
+            with sonde.trace_python() as t:
+                a()
+        run = Run(prof)
+        names = {r["name"] for r in run.rows}
+        self.assertIn(pre + "a", names)
+        self.assertNotIn(pre + "b", names)  # excluded
+        self.assertNotIn(pre + "c", names)  # the third frame: deeper than 2
+        self.assertGreaterEqual(t.stats["too_deep"], 1)
+        # an include names the standard library back in; C functions on request
+        with self.profiler("inc", trace_python_hot_calls=0, trace_python_c_calls=True) as prof:
+            with sonde.trace_python(include=["json.*", "builtins.len"]):
+                json.dumps({"a": 1})
+                c()
+        run = Run(prof)
+        names = {r["name"] for r in run.rows}
+        self.assertIn("json.dumps", names)
+        self.assertIn("builtins.len", names)
+        self.assertNotIn(pre + "c", names)
+        # by default the standard library and sonde are left out
+        with self.profiler("std", trace_python_hot_calls=0) as prof:
+            with sonde.trace_python():
+                json.dumps({"a": 1})
+        run = Run(prof)
+        self.assertFalse([r["name"] for r in run.rows if r["name"].startswith(("json.", "sonde."))])
+
+    def test_hot_function_is_counted_and_summed(self):
+        def tiny(x):
+            return x
+
+        def loop(n):
+            for i in range(n):
+                tiny(i)
+
+        with self.profiler("hot", trace_python_hot_calls=1000, trace_python_hot_s=1.0) as prof:
+            with sonde.trace_python() as t:
+                loop(50000)
+        run = Run(prof)
+        s = run.stat(MOD + ".Traced.test_hot_function_is_counted_and_summed.<locals>.tiny")
+        self.assertEqual(s["count"], 50000)
+        self.assertEqual(s["aggregated_calls"], 49000)
+        self.assertEqual(len(run.named(s["name"])), 1000)  # the first 1000 are instances
+        self.assertEqual(t.stats["hot_functions"], 1)
+        loop_s = run.stat(MOD + ".Traced.test_hot_function_is_counted_and_summed.<locals>.loop")
+        self.assertLess(s["total_s"], loop_s["total_s"])
+        with open(run.base + ".txt") as f:
+            self.assertIn("49000 of its 50000 calls counted, not recorded", f.read())
+        # the CLI reads the same from the .sonde file and from the JSON report
+        for src in (run.base + ".sonde", run.base + ".json"):
+            out = subprocess.run([sys.executable, "-m", "sonde", "summary", src], check=True,
+                                 capture_output=True, text=True).stdout
+            self.assertIn("49000 of its 50000 calls", out)
+
+    def test_profiler_key_and_second_tracer(self):
+        with self.profiler("key", trace_python=True, trace_python_hot_calls=0) as prof:
+            fib(4)
+            with self.assertRaises(RuntimeError):
+                sonde.trace_python(prof).start()
+        run = Run(prof)
+        self.assertEqual(run.stat(MOD + ".fib")["count"], 9)
+
+    def test_fork_child_traced(self):
+        if not hasattr(os, "fork"):
+            self.skipTest("no fork")
+        with self.profiler("fork", trace_python_hot_calls=0) as prof:
+            with sonde.trace_python():
+                pid = os.fork()
+                if pid == 0:  # the child records into NAME-pidN; it closes before _exit
+                    code = 1
+                    try:
+                        fib(6)
+                        prof.close()
+                        code = 0
+                    finally:
+                        os._exit(code)
+                fib(3)
+                _, status = os.waitpid(pid, 0)
+                self.assertEqual(status, 0)
+        run = Run(prof)
+        self.assertEqual(run.stat(MOD + ".fib")["count"], 5)
+        with open(os.path.join(self.tmp.name, "fork-pid%d.json" % pid)) as f:
+            child = json.load(f)
+        self.assertEqual([(s["name"], s["count"]) for s in child["sections"]], [(MOD + ".fib", 25)])
+
+    def test_python_m_sonde_runs_a_script(self):
+        script = os.path.join(self.tmp.name, "deep_exit.py")
+        with open(script, "w") as f:
+            f.write("import sys\n"
+                    "def deep(n):\n"
+                    "    if n == 0:\n"
+                    "        sys.exit(3)\n"
+                    "    deep(n - 1)\n"
+                    "print('args', sys.argv[1:])\n"
+                    "deep(10)\n")
+        env = dict(os.environ, SONDE_COLLECT_GPU="0")
+        out = os.path.join(self.tmp.name, "out")
+        p = subprocess.run([sys.executable, "-m", "sonde", "--profile-dir", out, script, "x",
+                            "--profile-name", "y"], env=env, capture_output=True, text=True)
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertIn("args ['x', '--profile-name', 'y']", p.stdout)
+        with open(os.path.join(out, "deep_exit.json")) as f:
+            rep = json.load(f)
+        deep = [s for s in rep["sections"] if s["name"] == "__main__.deep"]
+        self.assertEqual(deep[0]["count"], 11)
+        with open(os.path.join(out, "deep_exit.instances.csv")) as f:
+            self.assertFalse([r for r in csv.DictReader(f) if r["flags"]])
+        # -m MODULE, --no-trace, and errors that name what is wrong
+        p = subprocess.run([sys.executable, "-m", "sonde", "--profile-dir", out, "--no-trace",
+                            "-m", "json.tool", "--help"], env=env, capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(out, "json.tool.json")) as f:
+            self.assertEqual(json.load(f)["sections"], [])
+        p = subprocess.run([sys.executable, "-m", "sonde", "nosuch.py"], env=env,
+                           capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("nosuch.py: no such file", p.stderr)
+        p = subprocess.run([sys.executable, "-m", "sonde", "--profile-dri", out, script],
+                           env=env, capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--profile-dir", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
