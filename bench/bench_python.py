@@ -74,6 +74,7 @@ def main():
     for _ in range(5):  # best of five: the machine is shared
         for k, body in runs.items():
             best[k] = min(best[k], per_iter(body, n))
+    trace = trace_costs(n, out)
     prof.close()
     for f in os.listdir(out):
         os.unlink(os.path.join(out, f))
@@ -90,6 +91,79 @@ def main():
     print("  @prof.profile_function, a call         %6.0f ns  (plain call + %.2fx the Python block,"
           " + %.2fx the C floor)" % (best["decorated"], (best["decorated"] - best["plain"]) / best["floor"],
                                     (best["decorated"] - best["plain"]) / best["c_floor"]))
+    print("Python function tracing, a call of an empty function, best of 5 x %d:" % n)
+    print("  untraced                               %6.0f ns" % trace["plain"])
+    print("  a C profiling hook doing nothing       %6.0f ns  (+%.0f ns: the interpreter's own cost,"
+          " the floor of any tracer)" % (trace["hook"], trace["hook"] - trace["plain"]))
+    print("  under cProfile (aggregates only)       %6.0f ns  (+%.0f ns)"
+          % (trace["cprofile"], trace["cprofile"] - trace["plain"]))
+    print("  under sonde's tracer (every call kept) %6.0f ns  (+%.0f ns: %.2fx cProfile's added cost;"
+          " %.0f ns over the hook floor)"
+          % (trace["sonde"], trace["sonde"] - trace["plain"],
+             (trace["sonde"] - trace["plain"]) / (trace["cprofile"] - trace["plain"]),
+             trace["sonde"] - trace["hook"]))
+    print("  sonde, the function hot (counted)      %6.0f ns  (+%.0f ns)"
+          % (trace["hot"], trace["hot"] - trace["plain"]))
+
+
+def empty():
+    pass
+
+
+def calls(k):
+    f = empty
+    for _ in range(k):
+        f()
+
+
+def trace_costs(n, out):
+    """Per call of an empty function: plain, under cProfile, under sonde's tracer recording
+    every call (a full timeline), and under sonde's tracer once the function is hot."""
+    import cProfile
+
+    def traced(hot_calls):
+        def run(k):
+            p = sonde.Profiler({"name": "trace", "output_dir": out, "formats": [],
+                                "collect_cpu": False, "collect_memory": False,
+                                "collect_gpu": False, "trace_python_hot_calls": hot_calls},
+                               from_env=False)
+            with sonde.trace_python(p):
+                t = time.perf_counter()
+                calls(k)
+                dt = time.perf_counter() - t
+            p.close()
+            return dt
+        return run
+
+    def profiled(k):
+        pr = cProfile.Profile()
+        pr.enable()
+        t = time.perf_counter()
+        calls(k)
+        dt = time.perf_counter() - t
+        pr.disable()
+        return dt
+
+    def plain(k):
+        t = time.perf_counter()
+        calls(k)
+        return time.perf_counter() - t
+
+    def noop_hook(k):
+        noop_cm.profile_noop(True)
+        t = time.perf_counter()
+        calls(k)
+        dt = time.perf_counter() - t
+        noop_cm.profile_noop(False)
+        return dt
+
+    runs = {"plain": plain, "hook": noop_hook, "cprofile": profiled, "sonde": traced(0),
+            "hot": traced(1000)}
+    best = {k: 1e18 for k in runs}
+    for _ in range(5):
+        for k, body in runs.items():
+            best[k] = min(best[k], body(n) / n * 1e9)
+    return best
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
-/* noop_cm.c - the tightest floor for a Python `with` block: a context manager written in C whose
- * __enter__ and __exit__ do nothing (bench/bench_python.py compares sonde's sections with it). */
+/* noop_cm.c - floors for bench/bench_python.py: the tightest Python `with` block, a context
+ * manager written in C whose __enter__ and __exit__ do nothing (sonde's sections are compared
+ * with it); and the tightest function tracer, a C profiling hook that does nothing
+ * (profile_noop(True)), which is what the interpreter's hook mechanism alone costs a call. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <frameobject.h>
 
 static PyObject *enter(PyObject *self, PyObject *unused)
 {
@@ -32,7 +35,29 @@ static PyTypeObject NoopType = {
     .tp_methods = methods,
 };
 
-static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "noop_cm", NULL, -1, NULL,
+static int noop_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
+{
+    (void)obj;
+    (void)frame;
+    (void)what;
+    (void)arg;
+    return 0;
+}
+
+/* profile_noop(on): the do-nothing hook on the calling thread, or off. */
+static PyObject *profile_noop(PyObject *self, PyObject *on)
+{
+    (void)self;
+    PyEval_SetProfile(PyObject_IsTrue(on) ? noop_hook : NULL, NULL);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"profile_noop", profile_noop, METH_O, "profile_noop(on): a C profiling hook that does nothing"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "noop_cm", NULL, -1, module_methods,
                                         NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit_noop_cm(void)

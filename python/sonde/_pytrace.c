@@ -82,7 +82,7 @@ static struct {
     uint64_t functions, excluded, too_deep, mismatched, hot_functions, table_full;
 } g;
 
-static __thread tstate *t_state;
+static __thread tstate *t_state __attribute__((tls_model("initial-exec")));
 static pthread_key_t g_key;
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 

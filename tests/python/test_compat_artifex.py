@@ -213,6 +213,23 @@ class ArtifexDocument(InTempDir):
             with open("logs/profiles/memory/memory_profile.json") as f:
                 self.assertEqual([p["step"] for p in json.load(f)], [50, 100])
 
+    def test_trace_python_traces_the_window(self):
+        def forward(x):
+            return x + 1
+
+        prof = artifex.JAXProfiler(artifex.ProfilingConfig(log_dir="logs/tp", start_step=2,
+                                                           end_step=4, trace_python=True))
+        prof.on_train_begin()
+        for step in range(6):
+            prof.on_step_begin(None, step)
+            forward(step)
+            prof.on_step_end(None, step)
+        prof.on_train_end()
+        with gzip.open(prof.trace_path) as f:
+            events = json.load(f)  # the Chrome trace: an array of events
+        calls = [e for e in events if e.get("ph") == "X" and e["name"].endswith(".forward")]
+        self.assertEqual(len(calls), 2)  # the window's two steps, not the other four
+
     def test_defaults_and_torch_allocator(self):
         c, m = artifex.ProfilingConfig(), artifex.MemoryProfileConfig()
         self.assertEqual((c.log_dir, c.start_step, c.end_step, c.trace_memory, c.trace_python),
@@ -221,8 +238,6 @@ class ArtifexDocument(InTempDir):
                          ("logs/memory", 100, True))
         with self.assertRaises(ValueError):
             artifex.ProfilingConfig(start_step=5, end_step=5)
-        with self.assertRaises(NotImplementedError):
-            artifex.JAXProfiler(artifex.ProfilingConfig(trace_python=True))
 
         class Cuda:  # torch with one CUDA device, standing in
             @staticmethod

@@ -63,6 +63,11 @@ def adapt(code):
                         'llm = Diffulex(model_path, model_name="dream")')
 
 
+def DiffulexProfilerFor(viztracer_config):
+    from sonde.compat.diffulex import DiffulexProfiler, ProfilerConfig
+    return DiffulexProfiler(ProfilerConfig(backend="viztracer", viztracer_config=viztracer_config))
+
+
 class DiffulexDocument(InTempDir):
     def run_block(self, code, before=None):
         """Runs one block; a block that uses the profiler an earlier block made (as the
@@ -89,16 +94,39 @@ class DiffulexDocument(InTempDir):
                     self.assertEqual(ProfilerConfig().export_formats, ["json", "summary"])
                     self.assertEqual(ProfilerConfig().output_dir, "log/profiles")
                     continue
-                if 'backend="viztracer"' in code or 'backend="pytorch"' in code:
+                if 'backend="pytorch"' in code:
                     with self.assertRaises(NotImplementedError) as e:
                         self.run_block(code)
                     self.assertIn("not offer", str(e.exception))
+                    continue
+                if 'backend="viztracer"' in code:
+                    self.check_viztracer(self.run_block(code)[0]["profiler"])
                     continue
                 ns, printed = self.run_block(code, last)
                 last = ns
                 ran += 1
                 self.check(code, ns, printed)
         self.assertGreaterEqual(ran, 8)
+
+    def check_viztracer(self, profiler):
+        """The "viztracer" backend: every Python call a section; VizTracer's output_file gets
+        the Chrome trace at export(), its events with their source file (file_info)."""
+        def tokenize(text):
+            return text.split()
+
+        with profiler.profile("inference"):
+            tokenize("a b c")
+        written = profiler.export()
+        self.assertIn("trace.json", written)
+        with open("trace.json") as f:
+            events = json.load(f)  # the Chrome trace: an array of events
+        (call,) = [e for e in events if e.get("ph") == "X" and e["name"].endswith(".tokenize")]
+        self.assertEqual(call["args"]["file"], __file__)
+        (outer,) = [e for e in events if e.get("ph") == "X" and e["name"] == "inference"]
+        self.assertGreaterEqual(call["ts"], outer["ts"])
+        with self.assertRaises(ValueError) as e:
+            DiffulexProfilerFor({"output_file": "t.json", "no_such_option": 1})
+        self.assertIn("no_such_option", str(e.exception))
 
     def check(self, code, ns, printed):
         """What the block promises: the files it exports, the values it prints."""

@@ -11,3 +11,16 @@ users switch by changing one import line. Each module only maps names onto sonde
     sonde.compat.artifex    JAXProfiler, ProfilingConfig, MemoryProfiler, MemoryProfileConfig
                             (framework-neutral training callbacks)
 """
+
+import gzip
+import os
+import shutil
+
+
+def _unzip_to(src, dst):
+    """Writes the gunzipped src (a .json.gz trace) at dst, whole or not at all."""
+    d = os.path.dirname(os.path.abspath(dst))
+    os.makedirs(d, exist_ok=True)
+    with gzip.open(src, "rb") as f, open(dst + ".tmp", "wb") as out:
+        shutil.copyfileobj(f, out)
+    os.replace(dst + ".tmp", dst)

@@ -17,7 +17,8 @@ keeps steps start_step to end_step - 1, in the trainer's own step numbers; its t
 into log_dir in the TensorBoard layout (plugins/profile/RUN/HOST_PID.pt.trace.json.gz, for
 `tensorboard --logdir log_dir`) and as NAME.trace.json.gz (Perfetto, chrome://tracing); a
 .perfetto-trace file comes with sonde's Perfetto format. trace_memory samples host and GPU
-memory into the trace; trace_python (Python function tracing) raises until sonde has it.
+memory into the trace; trace_python=True traces every Python call in the window (sonde's
+Python function tracing, docs/python.md).
 MemoryProfiler is sonde's memory snapshots (memory_every_n_steps), taken every N steps ended by
 the sampler thread: memory_profile.json is written when training ends, in 004's shape, each
 device ("cuda:N") from torch's allocator when torch with CUDA is present, else from NVML's
@@ -111,15 +112,13 @@ class JAXProfiler(_Callback):
     def __init__(self, config=None):
         super().__init__()
         self.config = config if config is not None else ProfilingConfig()
-        if self.config.trace_python:
-            raise NotImplementedError("ProfilingConfig(trace_python=True): sonde does not trace "
-                                      "Python functions yet; use trace_python=False")
 
     def _keys(self, first):
         c = self.config
         return {"name": "trace", "output_dir": c.log_dir, "formats": ["tensorboard", "trace"],
                 "start_step": max(0, c.start_step - first), "end_step": max(1, c.end_step - first),
-                "collect_memory": c.trace_memory, "collect_gpu": c.trace_memory}
+                "collect_memory": c.trace_memory, "collect_gpu": c.trace_memory,
+                "trace_python": c.trace_python}
 
     @property
     def trace_path(self):

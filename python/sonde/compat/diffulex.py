@@ -15,8 +15,10 @@ become metrics, other values the open section's metadata); record_throughput cou
 export(path) writes one report chosen by the extension (.json, .csv, .txt for the summary), or,
 without a path, every format of export_formats into output_dir (the run's name is output_file's
 stem, else "diffulex"). The reports are sonde's (docs/formats.md), read by every sonde command.
-Backends: "simple" is sonde itself; "viztracer" (Python function tracing) and "pytorch"
-(torch.profiler) are not available yet and raise a clear error instead of profiling less.
+Backends: "simple" is sonde itself; "viztracer" is sonde's Python function tracing (every Python
+call a section for the profiler's life; viztracer_config's output_file gets the Chrome trace,
+see _VIZ); "pytorch" (torch.profiler) is not available yet and raises a clear error instead of
+profiling less.
 """
 
 import dataclasses
@@ -26,11 +28,60 @@ import sys
 from typing import Any, Dict, List, Optional
 
 import sonde
+from sonde.compat import _unzip_to
 
 __all__ = ["DiffulexProfiler", "ProfilerConfig", "PerformanceMetrics"]
 
 _FORMATS = {"json": "json", "csv": "csv", "summary": "txt", "txt": "txt", "trace": "trace",
             "html": "html"}
+
+# VizTracer's options as sonde's tracing keys (None: accepted, nothing to do in sonde).
+_VIZ = {
+    "output_file": None,          # the Chrome trace is written there at close
+    "file_info": "with_stack",    # the trace's events carry file and line
+    "max_stack_depth": "trace_python_max_depth",  # -1: unlimited (4096)
+    "include_files": "trace_python_include",      # file prefixes
+    "exclude_files": "trace_python_exclude",
+    "ignore_c_function": "trace_python_c_calls",  # inverted
+    "ignore_frozen": None,        # frozen modules are left out anyway
+    "min_duration": "min_duration_s",             # microseconds
+    "tracer_entries": None,       # sonde's buffers are bounded by buffer_mb
+    "verbose": None,
+    "pid_suffix": None,
+    "register_global": None,
+}
+# VizTracer options whose data sonde does not record: accepted, and said once on stderr.
+_VIZ_NOT_RECORDED = ("log_func_args", "log_func_retval", "log_func_repr", "log_print",
+                     "log_gc", "log_async", "log_sparse", "log_audit", "log_torch",
+                     "log_func_with_objprint", "log_exception")
+
+
+def _viztracer_keys(vc):
+    """sonde keys from a viztracer_config dict (ValueError naming an unknown option)."""
+    keys = {"trace_python": True, "trace_python_c_calls": True}  # VizTracer's default
+    for k, v in (vc or {}).items():
+        if k in _VIZ_NOT_RECORDED:
+            if v:
+                print("sonde: viztracer_config[%r]: not recorded by sonde's tracer" % k,
+                      file=sys.stderr)
+            continue
+        if k not in _VIZ:
+            raise ValueError("ProfilerConfig.viztracer_config: unknown option %r (sonde maps %s)"
+                             % (k, ", ".join(sorted(_VIZ))))
+        key = _VIZ[k]
+        if key is None:
+            continue
+        if k == "max_stack_depth":
+            v = 4096 if v is None or int(v) < 0 else max(1, int(v))
+        elif k in ("include_files", "exclude_files"):
+            v = ",".join(os.path.join(os.path.abspath(f), "*") if os.path.isdir(f)
+                         else os.path.abspath(f) for f in v)
+        elif k == "ignore_c_function":
+            v = not v
+        elif k == "min_duration":
+            v = float(v) / 1e6
+        keys[key] = v
+    return keys
 
 
 @dataclasses.dataclass
@@ -73,12 +124,12 @@ class DiffulexProfiler:
         if c.backend not in ("simple", "viztracer", "pytorch"):
             raise ValueError('ProfilerConfig.backend: "%s"; expected "simple", "viztracer" or '
                              '"pytorch"' % c.backend)
-        if c.backend != "simple":
+        if c.backend == "pytorch":
             raise NotImplementedError(
-                'ProfilerConfig.backend="%s": sonde does not offer %s yet; use backend="simple" '
-                "(sections, metrics, throughput, GPU and memory monitoring)"
-                % (c.backend, "Python function tracing" if c.backend == "viztracer"
-                   else "the torch.profiler backend"))
+                'ProfilerConfig.backend="pytorch": sonde does not offer the torch.profiler '
+                'backend yet; use backend="simple" (sections, metrics, throughput, GPU and '
+                'memory monitoring) or "viztracer" (every Python call a section)')
+        viz = _viztracer_keys(c.viztracer_config) if c.backend == "viztracer" else {}
         formats = []
         for f in c.export_formats or []:
             if f not in _FORMATS:
@@ -89,10 +140,13 @@ class DiffulexProfiler:
             print("sonde: ProfilerConfig.collect_timing=False: sonde always times its sections",
                   file=sys.stderr)
         name = os.path.splitext(os.path.basename(c.output_file))[0] if c.output_file else "diffulex"
+        self._viz_output = (c.viztracer_config or {}).get("output_file") if viz else None
+        if self._viz_output and "trace" not in formats:
+            formats.append("trace")
         self.profiler = sonde.Profiler(
-            {"enabled": c.enabled, "name": name, "output_dir": c.output_dir,
-             "formats": formats or ["json"], "collect_gpu": c.collect_gpu_metrics,
-             "collect_memory": c.collect_memory_metrics, "unit": "tokens"})
+            dict({"enabled": c.enabled, "name": name, "output_dir": c.output_dir,
+                  "formats": formats or ["json"], "collect_gpu": c.collect_gpu_metrics,
+                  "collect_memory": c.collect_memory_metrics, "unit": "tokens"}, **viz))
         self._custom = {}  # section name -> {metric: last value}, for PerformanceMetrics
         self._meta = {}
         self._open = []    # names of the sections open through start()/profile()
@@ -145,8 +199,12 @@ class DiffulexProfiler:
         if output_path is None:
             self.profiler.export()
             stem = os.path.join(self.profiler.output_dir, self.profiler.name)
-            return [stem + "." + f for f in sorted(set(self.profiler.config.get("formats")
-                                                       .split(",")))]
+            out = [stem + "." + f for f in sorted(set(self.profiler.config.get("formats")
+                                                      .split(",")))]
+            if self._viz_output and os.path.exists(stem + ".trace.json.gz"):
+                _unzip_to(stem + ".trace.json.gz", self._viz_output)  # VizTracer's file
+                out.append(self._viz_output)
+            return out
         d = os.path.dirname(os.path.abspath(output_path))
         os.makedirs(d, exist_ok=True)
         self.profiler.export(output_path)

@@ -22,13 +22,12 @@ with_modules (module hierarchy) needs sonde's PyTorch integration and raises unt
 
 import functools
 import glob
-import gzip
 import os
-import shutil
 import sys
 import threading
 
 import sonde
+from sonde.compat import _unzip_to
 
 __all__ = ["profiler", "step_profiler", "active_profiler"]
 
@@ -126,7 +125,4 @@ def _publish(p, output_dir, rank):
     if not tb:
         return
     tb.sort(key=os.path.getmtime)
-    dst = os.path.join(output_dir, "trace_rank_%d.json" % rank)
-    with gzip.open(tb[-1], "rb") as src, open(dst + ".tmp", "wb") as out:
-        shutil.copyfileobj(src, out)
-    os.replace(dst + ".tmp", dst)
+    _unzip_to(tb[-1], os.path.join(output_dir, "trace_rank_%d.json" % rank))
