@@ -371,7 +371,7 @@ int cmd_diff(int argc, char **argv)
                             (unsigned long long)(r->b ? r->b->count : 0), ma, mb, pa, pb, qa, qb,
                             ch, pv, r->regression ? "**regression**" : verdict);
             else {
-                char cnt[48], mean[48];
+                char cnt[48], mean[72]; /* two durations of up to 31 characters */
                 snprintf(cnt, sizeof cnt, "%llu->%llu", (unsigned long long)(r->a ? r->a->count : 0),
                          (unsigned long long)(r->b ? r->b->count : 0));
                 snprintf(mean, sizeof mean, "%s -> %s", ma, mb);
