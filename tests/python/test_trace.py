@@ -298,6 +298,15 @@ class Traced(unittest.TestCase):
                 sonde.trace_python(prof).start()
         run = Run(prof)
         self.assertEqual(run.stat(MOD + ".fib")["count"], 9)
+        # the flag, through argparse
+        import argparse
+        parser = sonde.add_profiling_args(argparse.ArgumentParser())
+        args = parser.parse_args(["--profile", "--profile-trace-python", "--profile-dir",
+                                  self.tmp.name, "--profile-name", "flag"])
+        with sonde.create_profiler_from_args(args, config=dict(QUIET, trace_python_hot_calls=0,
+                                                               formats="json,csv")) as prof:
+            fib(3)
+        self.assertEqual(Run(prof).stat(MOD + ".fib")["count"], 5)
 
     def test_fork_child_traced(self):
         if not hasattr(os, "fork"):
