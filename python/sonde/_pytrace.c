@@ -572,7 +572,7 @@ static PyObject *m_trace_start(PyObject *self, PyObject *args, PyObject *kw)
         strings_from(keep, g.keep, &g.n_keep, "keep"))
         return NULL;
     table_clear(); /* functions seen under other filters are looked at again */
-    memset(&g.functions, 0, sizeof g.functions * 6);
+    g.functions = g.excluded = g.too_deep = g.mismatched = g.hot_functions = g.table_full = 0;
     g.max_depth = max_depth ? max_depth : 64;
     g.c_calls = c_calls;
     g.hot_calls = hot_calls;
