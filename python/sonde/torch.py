@@ -1,0 +1,208 @@
+"""sonde.torch - PyTorch modules as sonde sections, with their shapes and FLOPs.
+
+    import sonde, sonde.torch
+    with sonde.Profiler(name="gpt", peak_flops=1e12) as prof:
+        handle = sonde.torch.instrument(model, with_flops=True, record_shapes=True)
+        with prof.session("generate"):
+            out = model(tokens)          # model, model.blocks.0, model.blocks.0.attn, ... sections
+        handle.remove()
+
+Each instrumented module's call is a section named by its path in the model (`model.blocks.0.attn`;
+the root is `name`, "model" by default), nested as the modules nest, on the calling thread. The
+module's forward is wrapped on the instance (not through forward hooks: PyTorch 1.13 calls no
+forward hook when forward raises, and a section must end even then); remove() restores it.
+
+with_flops counts the FLOPs of the matrix products the modules run, from shapes, as 2 x (output
+elements) x (reduction length): linear, matmul / @, mm, bmm, addmm, baddbmm, conv1d/2d/3d and
+multi-head attention (its projections and its two products); bias additions and element-wise
+work are not counted, as torch's own counter does not count them. Each product's FLOPs go to the
+innermost module running it, and feed sonde's FLOP/s and MFU (peak_flops / peak_device). They
+are seen through a torch.overrides.TorchFunctionMode entered around the outermost instrumented
+call, which sees only the outermost torch call (a product inside multi_head_attention_forward is
+counted by that function's formula, never twice).
+
+record_shapes puts each call's input and output shapes and dtypes in its section's metadata
+(`input_shapes` = [[1, 32], [1, 32]], `input_dtypes`, `output_shapes`, `output_dtypes`).
+
+docs/pytorch.md has the rest: what runs on CPU only, and what never ran on a GPU.
+"""
+
+import functools
+import json
+import math
+import threading
+
+import torch
+import torch.nn.functional as F
+
+import sonde
+
+__all__ = ["instrument", "Instrumented", "count_flops"]
+
+
+def _numel(t):
+    return t.numel() if isinstance(t, torch.Tensor) else 0
+
+
+def _shape(t):
+    return list(t.shape) if isinstance(t, torch.Tensor) else None
+
+
+def _mha_flops(args, kwargs):
+    """F.multi_head_attention_forward(query, key, value, embed_dim, num_heads, ...), inputs
+    (L, N, E) / (S, N, E) or unbatched: the q, k, v and output projections and the two
+    products (QK^T, attention x V)."""
+    q, k, v = args[0], args[1], args[2]
+    e = q.shape[-1]
+    lq = q.shape[0]
+    s = k.shape[0]
+    n = q.shape[1] if q.dim() == 3 else 1
+    kd, vd = k.shape[-1], v.shape[-1]
+    proj = 2 * n * (lq * e * e + s * kd * e + s * vd * e + lq * e * e)
+    return proj + 2 * (2 * n * lq * s * e)
+
+
+def _reduce(k_of):
+    """FLOPs of a product whose output element is a dot product of length k_of(args)."""
+    return lambda args, kwargs, out: 2 * _numel(out) * k_of(args)
+
+
+# func -> flops(args, kwargs, out)
+_FLOPS = {}
+
+
+def _register():
+    last = _reduce(lambda a: a[0].shape[-1] if a[0].dim() else 1)
+    for f in (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm,
+              torch.Tensor.mm, torch.bmm, torch.Tensor.bmm):
+        _FLOPS[f] = last
+    _FLOPS[torch.Tensor.__rmatmul__] = _reduce(lambda a: a[1].shape[-1] if a[1].dim() else 1)
+    mid = _reduce(lambda a: a[1].shape[-1])  # addmm(input, m1, m2), baddbmm(input, b1, b2)
+    for f in (torch.addmm, torch.Tensor.addmm, torch.baddbmm, torch.Tensor.baddbmm):
+        _FLOPS[f] = mid
+    _FLOPS[F.linear] = _reduce(lambda a: a[1].shape[-1])  # weight (out, in)
+    for f in (F.conv1d, F.conv2d, F.conv3d):  # weight (out, in / groups, *kernel)
+        _FLOPS[f] = _reduce(lambda a: a[1].shape[1] * math.prod(a[1].shape[2:]))
+    _FLOPS[F.multi_head_attention_forward] = lambda args, kwargs, out: _mha_flops(args, kwargs)
+    sdpa = getattr(F, "scaled_dot_product_attention", None)  # PyTorch 2: (N, H, L, D), (N, H, S, D)
+    if sdpa is not None:
+        _FLOPS[sdpa] = lambda a, kw, out: 4 * _numel(out) * a[1].shape[-2]
+
+
+_register()
+
+
+def count_flops(func, args, kwargs, out):
+    """FLOPs of one torch call by sonde's formulas (0 for calls it does not count)."""
+    f = _FLOPS.get(func)
+    if f is None:
+        return 0
+    try:
+        return int(f(args, kwargs or {}, out))
+    except (AttributeError, IndexError, TypeError):  # an unexpected form: not counted
+        return 0
+
+
+class _FlopMode(torch.overrides.TorchFunctionMode):
+    """Counts the products run while it is on into the innermost open section."""
+
+    def __init__(self, prof):
+        super().__init__()
+        self.prof = prof
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in _FLOPS:
+            n = count_flops(func, args, kwargs, out)
+            if n:
+                self.prof.record_flops(n)
+        return out
+
+
+def _describe(values):
+    shapes, dtypes = [], []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            shapes.append(list(v.shape))
+            dtypes.append(str(v.dtype).replace("torch.", ""))
+        elif isinstance(v, (list, tuple)) and v and all(isinstance(x, torch.Tensor) for x in v):
+            shapes.append([list(x.shape) for x in v])
+            dtypes.append([str(x.dtype).replace("torch.", "") for x in v])
+    return json.dumps(shapes), json.dumps(dtypes)
+
+
+class Instrumented:
+    """What instrument() did: `names` maps each instrumented module to its section name;
+    remove() restores every forward (also on leaving a `with` block)."""
+
+    def __init__(self):
+        self.names = {}
+        self._patched = []
+
+    def remove(self):
+        for mod, had in self._patched:
+            if had is None:
+                try:
+                    del mod.forward
+                except AttributeError:
+                    pass
+            else:
+                mod.forward = had
+        self._patched = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, ev, tb):
+        self.remove()
+        return False
+
+
+_tls = threading.local()
+
+
+def instrument(model, profiler=None, *, record_shapes=False, with_flops=False, name="model"):
+    """Makes every module of `model` (an nn.Module, itself included) a section per call, named
+    by its path (`name`.blocks.0.attn). profiler: a sonde.Profiler, or None for the one entered
+    with `with` on the calling thread at call time (none: the model runs unprofiled).
+    record_shapes: shapes and dtypes of inputs and outputs as metadata. with_flops: FLOPs of the
+    products each module runs (see the module's docstring). Returns an Instrumented handle."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError("sonde.torch.instrument: expected a torch.nn.Module, not %s"
+                        % type(model).__name__)
+    handle = Instrumented()
+    for path, mod in model.named_modules():
+        section = name + "." + path if path else name
+        handle.names[mod] = section
+        had = mod.__dict__.get("forward")
+        mod.forward = _wrap(had if had is not None else type(mod).forward.__get__(mod),
+                            section, profiler, record_shapes, with_flops)
+        handle._patched.append((mod, had))
+    return handle
+
+
+def _wrap(orig, section, profiler, record_shapes, with_flops):
+    @functools.wraps(orig)
+    def forward(*args, **kwargs):
+        p = profiler if profiler is not None else sonde.current()
+        if p is None or p._handle is None:
+            return orig(*args, **kwargs)
+        with p.profile(section):
+            if with_flops and not getattr(_tls, "counting", False):
+                _tls.counting = True
+                try:
+                    with _FlopMode(p):
+                        out = orig(*args, **kwargs)
+                finally:
+                    _tls.counting = False
+            else:
+                out = orig(*args, **kwargs)
+            if record_shapes:
+                s, d = _describe(list(args) + list(kwargs.values()))
+                p.add_metadata("input_shapes", s)
+                p.add_metadata("input_dtypes", d)
+                s, d = _describe(out if isinstance(out, (list, tuple)) else [out])
+                p.add_metadata("output_shapes", s)
+                p.add_metadata("output_dtypes", d)
+            return out
+    return forward
