@@ -1485,10 +1485,19 @@ static void agg_arg(const char *key, const char *value, void *ctx)
  * event with arguments that do not parse is left alone (it stays an event). */
 static int fold_aggregated(sm_model *m)
 {
-    int any = 0;
-    for (size_t i = 0; i < m->n_instants; i++) {
+    int any = 0, rc = 0;
+    strmap by_name; /* stat name -> index, built at the first event */
+    strmap_init(&by_name);
+    for (size_t i = 0; i < m->n_instants && !rc; i++) {
         if (strcmp(sm_str(m, m->instants[i].name), SM_AGGREGATED_EVENT) != 0)
             continue;
+        if (!any) {
+            for (size_t k = 0; k < m->n_stats && !rc; k++)
+                rc = strmap_put(&by_name, m->stats[k].name, (int)k);
+            any = 1;
+            if (rc)
+                break;
+        }
         agg_args a = {0};
         sm_each_meta(m, m->instants[i].args, agg_arg, &a);
         char *e1, *e2;
@@ -1497,19 +1506,23 @@ static int fold_aggregated(sm_model *m)
         if (!a.section || !calls || !a.calls || *e1 || !a.total_s || *e2 || !(total >= 0) ||
             !isfinite(total))
             continue;
-        sm_stat *x = NULL;
-        for (size_t k = 0; k < m->n_stats && !x; k++)
-            if (!strcmp(m->stats[k].name, a.section))
-                x = &m->stats[k];
+        int k = strmap_get(&by_name, a.section);
+        sm_stat *x = k >= 0 ? &m->stats[k] : NULL;
         if (!x) {
             sm_stat *st = sonde__realloc(m->stats, (m->n_stats + 1) * sizeof *st);
-            if (!st)
-                return -1;
+            if (!st) {
+                rc = -1;
+                break;
+            }
             m->stats = st;
             x = &st[m->n_stats];
             memset(x, 0, sizeof *x);
-            if (!(x->name = sonde__strdup(a.section)))
-                return -1;
+            if (!(x->name = sonde__strdup(a.section)) ||
+                strmap_put(&by_name, a.section, (int)m->n_stats) != 0) {
+                sonde__free(x->name);
+                rc = -1;
+                break;
+            }
             x->unit = m->unit;
             x->threads = 1;
             m->n_stats++;
@@ -1523,8 +1536,10 @@ static int fold_aggregated(sm_model *m)
         x->total_s += total;
         x->self_s += total;
         x->mean_s = sum / (double)x->count;
-        any = 1;
     }
+    strmap_free(&by_name);
+    if (rc)
+        return -1;
     if (any) {
         double run_s = (double)m->duration_ns / 1e9;
         for (size_t k = 0; k < m->n_stats; k++)
