@@ -104,6 +104,7 @@ def main():
              trace["sonde"] - trace["hook"]))
     print("  sonde, the function hot (counted)      %6.0f ns  (+%.0f ns)"
           % (trace["hot"], trace["hot"] - trace["plain"]))
+    print("  .sonde file, every call recorded       %6.1f bytes a call" % trace["disk_per_call"])
 
 
 def empty():
@@ -121,6 +122,8 @@ def trace_costs(n, out):
     every call (a full timeline), and under sonde's tracer once the function is hot."""
     import cProfile
 
+    disk = {}  # hot_calls -> .sonde bytes per call of the last run
+
     def traced(hot_calls):
         def run(k):
             p = sonde.Profiler({"name": "trace", "output_dir": out, "formats": [],
@@ -132,6 +135,7 @@ def trace_costs(n, out):
                 calls(k)
                 dt = time.perf_counter() - t
             p.close()
+            disk[hot_calls] = os.path.getsize(p.file_path) / k
             return dt
         return run
 
@@ -163,6 +167,7 @@ def trace_costs(n, out):
     for _ in range(5):
         for k, body in runs.items():
             best[k] = min(best[k], body(n) / n * 1e9)
+    best["disk_per_call"] = disk[0]
     return best
 
 

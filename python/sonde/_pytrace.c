@@ -21,7 +21,6 @@
 #include <Python.h>
 #include <frameobject.h>
 
-#include <fnmatch.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,8 +31,8 @@
 
 #include "_pytrace.h"
 #include "record/record.h" /* sonde__ticks, sonde__clock: the profiler's own clock */
+#include "util/globs.h"
 
-#define MAX_PATTERNS 64
 #define MAX_PREFIXES 16
 
 enum { M_SKIP, M_RECORD, M_PROBE, M_HOT };          /* what an entry does with a call */
@@ -70,8 +69,7 @@ static struct {
     uint64_t gen;              /* bumped by every start */
     entry **slots;             /* open addressing by key */
     size_t cap, used;
-    char *inc[MAX_PATTERNS], *exc[MAX_PATTERNS];
-    size_t n_inc, n_exc;
+    sonde_globs inc, exc;
     char *skip[MAX_PREFIXES], *keep[MAX_PREFIXES]; /* file prefixes left out / kept anyway */
     size_t n_skip, n_keep;
     unsigned max_depth;
@@ -135,43 +133,15 @@ static void strings_free(char **v, size_t *n)
     *n = 0;
 }
 
-/* Comma-separated globs into v. -1 with an exception set when there are too many. */
-static int patterns_parse(const char *list, char **v, size_t *n, const char *key)
+/* The globs of a trace_python_include/exclude value. -1 with an exception set. */
+static int patterns_parse(const char *list, sonde_globs *globs, const char *key)
 {
-    strings_free(v, n);
-    for (const char *s = list; s && *s;) {
-        size_t len = strcspn(s, ",");
-        const char *a = s, *b = s + len;
-        while (a < b && (*a == ' ' || *a == '\t'))
-            a++;
-        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
-            b--;
-        if (b > a) {
-            if (*n == MAX_PATTERNS) {
-                PyErr_Format(PyExc_ValueError, "%s: more than %d patterns", key, MAX_PATTERNS);
-                return -1;
-            }
-            if (!(v[*n] = strndup(a, (size_t)(b - a)))) {
-                PyErr_NoMemory();
-                return -1;
-            }
-            (*n)++;
-        }
-        s += len;
-        if (*s == ',')
-            s++;
-    }
-    return 0;
-}
-
-static int matches(char *const *v, size_t n, const char *qual, const char *module,
-                   const char *file)
-{
-    for (size_t i = 0; i < n; i++)
-        if (fnmatch(v[i], qual, 0) == 0 || (module && fnmatch(v[i], module, 0) == 0) ||
-            (file && *file && fnmatch(v[i], file, 0) == 0))
-            return 1;
-    return 0;
+    int rc = sonde__globs_parse(globs, list);
+    if (rc == SONDE_ENOMEM)
+        PyErr_NoMemory();
+    else if (rc)
+        PyErr_Format(PyExc_ValueError, "%s: more than %d patterns", key, SONDE_GLOBS_MAX);
+    return rc ? -1 : 0;
 }
 
 /* The length of the longest prefix of file in v, 0 when none. */
@@ -197,8 +167,9 @@ static int in_lib(const char *file)
  * sonde; and named by no exclude. */
 static int wanted(const char *qual, const char *module, const char *file, int lib)
 {
-    int in = g.n_inc ? matches(g.inc, g.n_inc, qual, module, file) : !lib;
-    return in && !matches(g.exc, g.n_exc, qual, module, file);
+    const char *where[] = {qual, module, file && *file ? file : NULL};
+    int in = g.inc.n ? sonde__globs_match(&g.inc, where, 3) : !lib;
+    return in && !sonde__globs_match(&g.exc, where, 3);
 }
 
 /* ---- the table of functions ------------------------------------------------------------ */
@@ -485,10 +456,8 @@ static int hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
         if (g.c_calls) {
             /* called from the standard library or sonde (unless an include names it): no */
             const tframe *caller = t->depth && t->depth <= t->cap ? &t->stack[t->depth - 1] : NULL;
-            entry *e = c_entry(arg);
-            if (caller && caller->e && caller->e->lib && !g.n_inc)
-                e = NULL;
-            on_call(t, arg, e);
+            int from_lib = caller && caller->e && caller->e->lib && !g.inc.n;
+            on_call(t, arg, from_lib ? NULL : c_entry(arg));
         }
         break;
     case PyTrace_C_RETURN:
@@ -566,8 +535,8 @@ static PyObject *m_trace_start(PyObject *self, PyObject *args, PyObject *kw)
     sonde_profiler *p = sonde_py_handle_profiler(handle);
     if (!p)
         return NULL;
-    if (patterns_parse(inc, g.inc, &g.n_inc, "trace_python_include") ||
-        patterns_parse(exc, g.exc, &g.n_exc, "trace_python_exclude") ||
+    if (patterns_parse(inc, &g.inc, "trace_python_include") ||
+        patterns_parse(exc, &g.exc, "trace_python_exclude") ||
         strings_from(skip, g.skip, &g.n_skip, "skip") ||
         strings_from(keep, g.keep, &g.n_keep, "keep"))
         return NULL;

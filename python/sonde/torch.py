@@ -44,10 +44,6 @@ def _numel(t):
     return t.numel() if isinstance(t, torch.Tensor) else 0
 
 
-def _shape(t):
-    return list(t.shape) if isinstance(t, torch.Tensor) else None
-
-
 def _mha_flops(args, kwargs):
     """F.multi_head_attention_forward(query, key, value, embed_dim, num_heads, ...), inputs
     (L, N, E) / (S, N, E) or unbatched: the q, k, v and output projections and the two

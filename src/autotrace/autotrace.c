@@ -7,7 +7,6 @@
 #define _GNU_SOURCE
 #include <sonde/autotrace.h>
 
-#include <fnmatch.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -16,12 +15,12 @@
 #include <string.h>
 
 #include "../record/record.h" /* sonde__fail: the message sonde_last_error() returns */
+#include "../util/globs.h"
 #include "symbols.h"
 
 #define NOINSTR __attribute__((no_instrument_function))
 #define TABLE_SIZE (1u << 16) /* functions; a program with more traces the first 49,152 */
 #define TABLE_MAX (TABLE_SIZE / 4 * 3)
-#define MAX_PATTERNS 64
 
 typedef struct entry {
     _Atomic uintptr_t fn;        /* 0: empty; published last */
@@ -47,8 +46,7 @@ static sonde_profiler *_Atomic g_prof;
 static _Atomic unsigned g_max_depth = 64;
 static _Atomic int g_auto_done; /* the automatic profiler was created, refused or superseded */
 static int g_auto_own;           /* g_prof is the automatic one */
-static char *g_inc[MAX_PATTERNS], *g_exc[MAX_PATTERNS]; /* under g_lock */
-static size_t g_n_inc, g_n_exc;
+static sonde_globs g_inc, g_exc; /* under g_lock */
 
 static _Atomic uint64_t g_functions, g_excluded_n, g_too_deep, g_table_full, g_mismatch;
 
@@ -76,46 +74,10 @@ NOINSTR static void make_key(void)
 }
 
 /* ---- filters ------------------------------------------------------------------------------ */
-NOINSTR static void patterns_free(char **v, size_t *n)
+NOINSTR static int matches(const sonde_globs *g, const at_symbol *s)
 {
-    for (size_t i = 0; i < *n; i++)
-        free(v[i]);
-    *n = 0;
-}
-
-NOINSTR static int patterns_parse(const char *list, char **v, size_t *n)
-{
-    patterns_free(v, n);
-    for (const char *p = list; p && *p;) {
-        size_t len = strcspn(p, ",");
-        while (len && (*p == ' ' || *p == '\t')) {
-            p++;
-            len--;
-        }
-        size_t l = len;
-        while (l && (p[l - 1] == ' ' || p[l - 1] == '\t'))
-            l--;
-        if (l) {
-            if (*n == MAX_PATTERNS)
-                return -1;
-            if (!(v[*n] = strndup(p, l)))
-                return -1;
-            (*n)++;
-        }
-        p += len;
-        if (*p == ',')
-            p++;
-    }
-    return 0;
-}
-
-NOINSTR static int matches(char *const *v, size_t n, const at_symbol *s)
-{
-    for (size_t i = 0; i < n; i++)
-        if (fnmatch(v[i], s->name, 0) == 0 || (s->source && fnmatch(v[i], s->source, 0) == 0) ||
-            (s->object && fnmatch(v[i], s->object, 0) == 0))
-            return 1;
-    return 0;
+    const char *where[] = {s->name, s->source, s->object};
+    return sonde__globs_match(g, where, 3);
 }
 
 /* ---- the table of functions --------------------------------------------------------------- */
@@ -153,7 +115,7 @@ NOINSTR static sonde_site *add(uintptr_t fn)
         pthread_mutex_unlock(&g_lock);
         return NULL;
     }
-    int keep = (!g_n_inc || matches(g_inc, g_n_inc, &sym)) && !matches(g_exc, g_n_exc, &sym) &&
+    int keep = (!g_inc.n || matches(&g_inc, &sym)) && !matches(&g_exc, &sym) &&
                strncmp(sym.name, "sonde_", 6) != 0;
     if (keep) {
         site = calloc(1, sizeof *site);
@@ -192,13 +154,17 @@ NOINSTR static int attach(sonde_profiler *p, int own)
 {
     const sonde_config *c = sonde_config_of(p);
     pthread_mutex_lock(&g_lock);
-    if (patterns_parse(c->autotrace_include, g_inc, &g_n_inc) ||
-        patterns_parse(c->autotrace_exclude, g_exc, &g_n_exc)) {
-        patterns_free(g_inc, &g_n_inc);
-        patterns_free(g_exc, &g_n_exc);
+    int rc = sonde__globs_parse(&g_inc, c->autotrace_include);
+    if (!rc)
+        rc = sonde__globs_parse(&g_exc, c->autotrace_exclude);
+    if (rc) {
+        sonde__globs_free(&g_inc);
+        sonde__globs_free(&g_exc);
         pthread_mutex_unlock(&g_lock);
-        return sonde__fail(SONDE_EINVAL, "sonde_autotrace_attach: more than 64 patterns "
-                                                "in autotrace_include or autotrace_exclude");
+        if (rc == SONDE_ENOMEM)
+            return sonde__fail(rc, "sonde_autotrace_attach: out of memory");
+        return sonde__fail(rc, "sonde_autotrace_attach: more than %d patterns in "
+                               "autotrace_include or autotrace_exclude", SONDE_GLOBS_MAX);
     }
     /* Functions seen under other filters are looked at again. */
     for (uint32_t i = 0; i < TABLE_SIZE; i++) {

@@ -301,11 +301,7 @@ static void facts_table(sbuf *b, const sm_model *m, const char *prefix, const ch
     for (size_t i = 0; i < m->n_info; i++) {
         if (strncmp(m->info[i].key, prefix, pl) || sm_info(m, m->info[i].key) != m->info[i].value)
             continue;
-        sbuf_puts(b, "<tr><th>");
-        esc(b, m->info[i].key + pl);
-        sbuf_puts(b, "</th><td>");
-        esc(b, m->info[i].value);
-        sbuf_puts(b, "</td></tr>\n");
+        html_meta_row(m->info[i].key + pl, m->info[i].value, b);
     }
     sbuf_puts(b, "</tbody></table>\n");
 }
@@ -340,19 +336,6 @@ static const char g_script[] =
 
 /* Instant events in time order (the first HTML_MAX_EVENTS), with their arguments. */
 #define HTML_MAX_EVENTS 500
-typedef struct ev_ref {
-    int64_t t_ns;
-    size_t i;
-} ev_ref;
-
-static int cmp_ev_ref(const void *a, const void *b)
-{
-    const ev_ref *x = a, *y = b;
-    if (x->t_ns != y->t_ns)
-        return x->t_ns < y->t_ns ? -1 : 1;
-    return x->i < y->i ? -1 : x->i > y->i;
-}
-
 static void html_arg(const char *key, const char *value, void *ctx)
 {
     sbuf *b = ctx;
@@ -367,14 +350,6 @@ static void events_table(sbuf *b, const sm_model *m)
 {
     if (!m->n_instants)
         return;
-    ev_ref *r = sonde__malloc(m->n_instants * sizeof *r);
-    if (!r) {
-        b->oom = 1;
-        return;
-    }
-    for (size_t i = 0; i < m->n_instants; i++)
-        r[i] = (ev_ref){m->instants[i].t_ns, i};
-    qsort(r, m->n_instants, sizeof *r, cmp_ev_ref);
     size_t kept = m->n_instants < HTML_MAX_EVENTS ? m->n_instants : HTML_MAX_EVENTS;
     sbuf_printf(b, "<h2 id=\"events\">Events</h2>\n<p>%zu events", m->n_instants);
     if (kept < m->n_instants)
@@ -383,7 +358,7 @@ static void events_table(sbuf *b, const sm_model *m)
     sbuf_puts(b, "</p>\n<table id=\"events-table\"><thead><tr><th>time (s)</th><th>thread</th>"
                  "<th>event</th><th>arguments</th></tr></thead><tbody>\n");
     for (size_t k = 0; k < kept; k++) {
-        const sm_instant *e = &m->instants[r[k].i];
+        const sm_instant *e = &m->instants[k]; /* the model's are in time order */
         sbuf_printf(b, "<tr><td>%.6f</td><td>", (double)e->t_ns / 1e9);
         esc(b, e->thread < m->n_threads && m->threads[e->thread].name ? m->threads[e->thread].name
                                                                        : "?");
@@ -395,7 +370,6 @@ static void events_table(sbuf *b, const sm_model *m)
         sbuf_puts(b, "</td></tr>\n");
     }
     sbuf_puts(b, "</tbody></table>\n");
-    sonde__free(r);
 }
 
 int sx_html(const sm_model *m, sbuf *b)

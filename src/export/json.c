@@ -53,8 +53,7 @@ static void meta_obj(sbuf *b, const sm_model *m, int32_t head)
 
 typedef struct inst_ref {
     uint32_t name;
-    int64_t t_ns;
-    size_t i;
+    size_t i;  /* the model's instants are in time order: index order is time order */
 } inst_ref;
 
 static int cmp_inst_ref(const void *a, const void *b)
@@ -62,8 +61,6 @@ static int cmp_inst_ref(const void *a, const void *b)
     const inst_ref *x = a, *y = b;
     if (x->name != y->name)
         return x->name < y->name ? -1 : 1;
-    if (x->t_ns != y->t_ns)
-        return x->t_ns < y->t_ns ? -1 : 1;
     return x->i < y->i ? -1 : x->i > y->i;
 }
 
@@ -86,15 +83,13 @@ static int events_arr(sbuf *b, const sm_model *m)
         return -1;
     }
     for (size_t i = 0; i < n; i++)
-        r[i] = (inst_ref){m->instants[i].name, m->instants[i].t_ns, i};
+        r[i] = (inst_ref){m->instants[i].name, i};
     if (n) /* qsort's array may not be NULL, even for no element */
         qsort(r, n, sizeof *r, cmp_inst_ref);
     size_t ng = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!i || r[i].name != r[i - 1].name)
-            g[ng++] = (inst_ref){(uint32_t)i, 0, r[i].i};
-        else if (r[i].i < g[ng - 1].i)
-            g[ng - 1].i = r[i].i;
+        if (!i || r[i].name != r[i - 1].name) /* a group's first is its earliest */
+            g[ng++] = (inst_ref){(uint32_t)i, r[i].i};
     }
     if (ng)
         qsort(g, ng, sizeof *g, cmp_group_first);

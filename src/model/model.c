@@ -737,6 +737,43 @@ static int sort_steps(sm_model *m)
     return 0;
 }
 
+/* Instants in time order (each thread's are read chunk by chunk), ties in reading order. */
+typedef struct inst_at {
+    int64_t t;
+    size_t i;
+} inst_at;
+
+static int cmp_inst_at(const void *a, const void *b)
+{
+    const inst_at *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int sort_instants(sm_model *m)
+{
+    size_t n = m->n_instants;
+    if (n < 2)
+        return 0;
+    inst_at *r = sonde__malloc(n * sizeof *r);
+    sm_instant *was = sonde__malloc(n * sizeof *was);
+    if (!r || !was) {
+        sonde__free(r);
+        sonde__free(was);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        r[i] = (inst_at){m->instants[i].t_ns, i};
+    qsort(r, n, sizeof *r, cmp_inst_at);
+    memcpy(was, m->instants, n * sizeof *was);
+    for (size_t k = 0; k < n; k++)
+        m->instants[k] = was[r[k].i];
+    sonde__free(r);
+    sonde__free(was);
+    return 0;
+}
+
 /* Counter samples in time order (samples from several threads can interleave). */
 typedef struct tv {
     int64_t t;
@@ -989,7 +1026,7 @@ static int drop_short(sm_model *m)
 
 static int derive(sm_model *m)
 {
-    if (sort_counters(m) || sort_steps(m))
+    if (sort_counters(m) || sort_steps(m) || sort_instants(m))
         return -1;
     /* diffusion records with seconds <= 0 take their section's duration */
     for (size_t i = 0; i < m->n_dsteps; i++)

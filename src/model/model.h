@@ -217,7 +217,7 @@ typedef struct sm_model {
     size_t n_rates;
     sm_session *sessions;
     size_t n_sessions;
-    sm_instant *instants;
+    sm_instant *instants;      /* in time order */
     size_t n_instants;
     sm_counter *counters;
     size_t n_counters;

@@ -57,16 +57,21 @@ class GPT(nn.Module):
 
 
 def generate(model, prof, n):
+    """Generates n tokens; returns them and the loop's own time for them: the sum of each
+    token's interval on perf_counter, taken inside its section (time between tokens, where a
+    loaded machine may preempt the test, is in neither figure)."""
     idx = torch.zeros(1, 1, dtype=torch.long)
-    t0 = time.perf_counter()
+    loop_s = 0.0
     with torch.no_grad():
         for _ in range(n):
             with prof.profile("token"):
+                t0 = time.perf_counter()
                 logits = model(idx)
                 nxt = logits[:, -1].argmax(-1, keepdim=True)
                 idx = torch.cat([idx, nxt], 1)
+                loop_s += time.perf_counter() - t0
                 prof.record_throughput(1)
-    return idx, time.perf_counter() - t0
+    return idx, loop_s
 
 
 class Instrument(unittest.TestCase):
@@ -105,10 +110,10 @@ class Instrument(unittest.TestCase):
         total = 2 * (attn + sum(2 * L * E * 4 * E * 2 for L in lens)) + sum(2 * L * E * V for L in lens)
         self.assertEqual(st["model"]["flops"], 0)  # each product goes to the innermost module
         self.assertEqual(rep["summary"]["flops"], total)
-        # tokens/s from record_throughput against the loop's own clock (sections inside it)
+        # tokens/s from record_throughput against the loop's own clock (inside the sections)
         tps = rep["throughput"][0]["per_s"]
-        self.assertGreater(tps, T / loop_s)
-        self.assertLess(tps, 1.5 * T / loop_s)
+        self.assertLess(tps, T / loop_s)
+        self.assertGreater(tps, T / loop_s / 1.5)
         # removed: the model runs bare again, its outputs unchanged
         self.assertNotIn("forward", model.__dict__)
 
