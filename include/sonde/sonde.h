@@ -372,6 +372,48 @@ int sonde_block(sonde_profiler *p, int block_index, int block_size_frames, doubl
                 double memory_mb);
 int sonde_model_params(sonde_profiler *p, const char *name, double count);
 
+/* Operators timed by another tracer (PyTorch's profiler, through sonde.torch), folded into the
+ * run after they ran, on the run's clock (CLOCK_MONOTONIC):
+ * - SONDE_OP_CPU: an operator ("aten::addmm") on a thread, a span nested under the sections
+ *   and operators open there, with its input shapes and FLOPs;
+ * - SONDE_OP_MEMORY: memory allocated (bytes > 0) or freed (< 0) at start_ns on a thread, on the
+ *   host (device -1) or a GPU; charged to the operator running there and then;
+ * - SONDE_OP_KERNEL, SONDE_OP_MEMCPY, SONDE_OP_MEMSET: GPU work on a device's stream, launched
+ *   by the CPU operator whose id it names (its self CUDA time), shown as CUDA activity.
+ * The reports give a per-operator table (calls, self and total CPU and CUDA time, FLOPs, memory;
+ * also per input shapes) and the trace shows the operators on their threads. */
+enum {
+    SONDE_OP_CPU = 0,
+    SONDE_OP_MEMORY = 1,
+    SONDE_OP_KERNEL = 2,
+    SONDE_OP_MEMCPY = 3,
+    SONDE_OP_MEMSET = 4
+};
+typedef struct sonde_op {
+    int kind;                 /* SONDE_OP_* */
+    const char *name;         /* CPU: the operator; kernel: its name (NULL: "?"); at most
+                                 SONDE_OP_NAME_MAX bytes are kept */
+    uint64_t start_ns;        /* CLOCK_MONOTONIC */
+    uint64_t dur_ns;          /* 0 for memory */
+    int tid;                  /* CPU, memory: the kernel thread id it ran on (0: the calling
+                                 thread); a tid none of the run's threads has gets a track */
+    int device;               /* memory: -1 host, else the GPU; kernel, copy, set: the GPU */
+    uint32_t stream;          /* kernel, copy, set */
+    uint64_t id;              /* CPU: its correlation id (0: none); kernel, copy, set: the id of
+                                 the CPU operator that launched it (0: unknown) */
+    double flops;             /* CPU: FLOPs it did (0: not counted); finite, >= 0 */
+    int64_t bytes;            /* memory: allocated (< 0: freed); copy, set: bytes */
+    const char *shapes;       /* CPU: its input shapes as text ("[[4, 8], [8, 8]]"), NULL: none;
+                                 at most SONDE_OP_SHAPES_MAX bytes are kept */
+} sonde_op;
+#define SONDE_OP_NAME_MAX 4096
+#define SONDE_OP_SHAPES_MAX 4096
+/* Records n operators (any order, any thread may call it), also after the step schedule's
+ * window closed, until sonde_destroy. 0; SONDE_EINVAL (naming the entry) for an unknown kind, a
+ * non-finite or negative flops, or ops NULL with n > 0; SONDE_EIO when the file cannot be
+ * written. */
+int sonde_ops(sonde_profiler *p, const sonde_op *ops, size_t n);
+
 /* ---------------------------------------------------------------------------------------------
  * Reading back
  * ------------------------------------------------------------------------------------------- */

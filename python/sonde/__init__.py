@@ -227,6 +227,7 @@ class Profiler:
         self.file_path = self._handle.file_path()
         self.closed_status = None
         self._tracer = None
+        self._attached = []  # what close() stops first (sonde.torch.profile_operators)
         if cfg.get("trace_python") == "1" and self.enabled:
             from ._tracing import PythonTracer
             self._tracer = PythonTracer(self).start()
@@ -264,6 +265,15 @@ class Profiler:
         """Stops recording, writes the configured reports and frees the profiler. Returns 0, or
         raises SondeError (SONDE_EOPEN when sections were still open: they are closed now and
         listed in the report; SONDE_EIO when a file could not be written). Idempotent."""
+        try:
+            for a in list(reversed(self._attached)):  # they record into it until they stop
+                a.stop()
+        except BaseException:
+            self._close(False)
+            raise
+        return self._close(raise_on_error)
+
+    def _close(self, raise_on_error):
         with self._lock:
             h, self._handle = self._handle, None
         if h is None:
@@ -404,6 +414,8 @@ class Profiler:
     def export(self, path=None):
         """Writes every configured report now (path None), or one file whose format follows
         the extension (.json, .csv, .txt, .trace.json.gz). Recording goes on."""
+        for a in self._attached:  # what torch.profiler recorded so far, first
+            a.flush()
         self._h().export(_b(os.fspath(path)) if path else None)
 
     def get_summary(self):

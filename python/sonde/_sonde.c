@@ -17,6 +17,7 @@
 #include <sonde/sonde.h>
 
 #include "_pytrace.h"
+#include "record/schedule.h"
 
 int sonde_cli_main(int argc, char **argv); /* tools/sonde/main.c */
 struct cli_cmd;
@@ -625,6 +626,67 @@ static PyObject *Handle_current_metrics(HandleObject *self, PyObject *unused)
     return d;
 }
 
+/* schedule(step) -> (action, cycle): what the step schedule does during step number step
+ * (0 not recorded, 1 warmup, 2 active; cycle from 1), as libsonde applies it. A run without a
+ * schedule (or with an inconsistent one, which records every step) is (2, 1) throughout. */
+static PyObject *Handle_schedule(HandleObject *self, PyObject *arg)
+{
+    HANDLE_P(self);
+    unsigned long long step = PyLong_AsUnsignedLongLong(arg);
+    if (step == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    const sonde_config *c = sonde_config_of(p);
+    sched_action a = {SCHED_ACTIVE, 1};
+    if (sonde__schedule_on(c) && sonde__schedule_check(c) == 0)
+        a = sonde__schedule_action(c, step);
+    return Py_BuildValue("(iI)", a.action, a.cycle);
+}
+
+/* ops(entries): sonde_ops over a sequence of tuples (kind, name, start_ns, dur_ns, tid, device,
+ * stream, id, flops, bytes, shapes); name and shapes may be None. */
+static PyObject *Handle_ops(HandleObject *self, PyObject *arg)
+{
+    HANDLE_P(self);
+    PyObject *seq = PySequence_Fast(arg, "ops: expected a sequence of tuples");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    sonde_op *v = PyMem_Calloc(n ? (size_t)n : 1, sizeof *v);
+    if (!v) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    PyObject *res = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(seq, i), *name, *shapes;
+        sonde_op *o = &v[i];
+        unsigned long long start, dur, id;
+        long long bytes;
+        if (!PyTuple_Check(t) ||
+            !PyArg_ParseTuple(t, "iOKKiiIKdLO", &o->kind, &name, &start, &dur, &o->tid,
+                              &o->device, &o->stream, &id, &o->flops, &bytes, &shapes)) {
+            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_TypeError, "ops: entry %zd is not a tuple (kind, name, "
+                             "start_ns, dur_ns, tid, device, stream, id, flops, bytes, shapes)", i);
+            }
+            goto out;
+        }
+        o->start_ns = start;
+        o->dur_ns = dur;
+        o->id = id;
+        o->bytes = bytes;
+        if ((name != Py_None && as_text(name, &o->name, 0)) ||
+            (shapes != Py_None && as_text(shapes, &o->shapes, 0)))
+            goto out;
+    }
+    res = rc_or_raise(sonde_ops(p, v, (size_t)n), "ops");
+out:
+    PyMem_Free(v);
+    Py_DECREF(seq);
+    return res;
+}
+
 static PyMethodDef Handle_methods[] = {
     {"current_metrics", (PyCFunction)Handle_current_metrics, METH_NOARGS,
      "current_metrics() -> {figure: its latest sampled value}"},
@@ -655,6 +717,9 @@ static PyMethodDef Handle_methods[] = {
     {"summary", (PyCFunction)Handle_summary, METH_NOARGS, "sonde_summary as a dict"},
     {"export", (PyCFunction)Handle_export, METH_O, "sonde_export (None: every format)"},
     {"clear", (PyCFunction)Handle_clear, METH_NOARGS, "sonde_clear"},
+    {"schedule", (PyCFunction)Handle_schedule, METH_O,
+     "schedule(step) -> (action, cycle) of the step schedule"},
+    {"ops", (PyCFunction)Handle_ops, METH_O, "sonde_ops over tuples"},
     {NULL, NULL, 0, NULL},
 };
 

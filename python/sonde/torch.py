@@ -37,7 +37,8 @@ import torch.nn.functional as F
 
 import sonde
 
-__all__ = ["instrument", "Instrumented", "count_flops"]
+__all__ = ["instrument", "Instrumented", "count_flops", "profile_operators", "instrument_all",
+           "activities"]
 
 
 def _numel(t):
@@ -202,3 +203,83 @@ def _wrap(orig, section, profiler, record_shapes, with_flops):
                 p.add_metadata("output_dtypes", d)
             return out
     return forward
+
+
+def profile_operators(profiler=None, *, activities=None, record_shapes=True, with_flops=True,
+                      profile_memory=False, with_stack=False, mirror_sections=True,
+                      keep_key_averages=False):
+    """Runs torch.profiler under a sonde profiler's step schedule and folds what it records into
+    sonde's recording: every operator (aten::*) on its thread inside the sections it ran in, with
+    its input shapes, FLOPs and memory, and CUDA kernels and copies when torch traces them; the
+    reports gain a per-operator table. profiler: a sonde.Profiler, or None for the one entered
+    with `with` on this thread. The window is the schedule's (skip_first / wait / warmup / active
+    / repeat, or start_step..end_step; none: from here to the end), stepped by the profiler's
+    step(). activities may also name them ("CPU", "GPU", "MEM": see activities()). With
+    mirror_sections, sonde's sections entered through profile / stage / session
+    are also record_function ranges in torch's own trace. activities: torch's
+    (ProfilerActivity.CPU, and CUDA when torch.cuda.is_available()). Returns a TorchProfiler:
+    stop() ends it (the sonde profiler's close() does too); its windows list what each window
+    held (with torch's own key_averages() when keep_key_averages)."""
+    from ._torchprof import TorchProfiler
+
+    if activities is not None and any(isinstance(a, str) for a in activities):
+        acts, mem = globals()["activities"]([a for a in activities if isinstance(a, str)])
+        activities = [a for a in activities if not isinstance(a, str)] + acts
+        profile_memory = profile_memory or mem
+    p = profiler if profiler is not None else sonde.current()
+    return TorchProfiler(p, activities=activities, record_shapes=record_shapes,
+                         with_flops=with_flops, profile_memory=profile_memory,
+                         with_stack=with_stack, mirror_sections=mirror_sections,
+                         keep_key_averages=keep_key_averages)
+
+
+def activities(names):
+    """torch.profiler activities from the names sonde's flags and the compat modules use:
+    ("CPU", "GPU" or "CUDA", "MEM") -> ([ProfilerActivity...], profile_memory). Other names
+    (NVTX) are sonde's own and are left out."""
+    from torch.profiler import ProfilerActivity
+
+    acts, mem = [], False
+    for n in names or ():
+        u = str(n).upper()
+        if u == "CPU":
+            acts.append(ProfilerActivity.CPU)
+        elif u in ("GPU", "CUDA"):
+            acts.append(ProfilerActivity.CUDA)
+        elif u == "MEM":
+            mem = True
+    return (acts or [ProfilerActivity.CPU]), mem
+
+
+class _AllModules:
+    """What instrument_all() did: remove() takes its global hooks off."""
+
+    def __init__(self, handles):
+        self._handles = handles
+
+    def remove(self):
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+
+def instrument_all(profiler=None):
+    """Every nn.Module call anywhere (torch's global forward hooks) as a section named
+    "nn.Module: ClassName", as torch.profiler's with_modules names them, while the handle lives
+    (remove() ends it). profiler None: the one entered with `with` on the calling thread. A
+    module whose forward raises has no forward hook call in PyTorch 1.13: its section is closed
+    by the section around it (the report says so); instrument() has no such gap."""
+    from torch.nn.modules import module as M
+
+    def pre(mod, inputs):
+        p = profiler if profiler is not None else sonde.current()
+        if p is not None and p._handle is not None:
+            p.start("nn.Module: " + type(mod).__name__)
+
+    def post(mod, inputs, out):
+        p = profiler if profiler is not None else sonde.current()
+        if p is not None and p._handle is not None:
+            p.stop()
+
+    return _AllModules([M.register_module_forward_pre_hook(pre),
+                        M.register_module_forward_hook(post)])

@@ -64,10 +64,30 @@ static int write_trace_gz(const sm_model *m, const char *path)
     return write_trace_gz_range(m, path, INT64_MIN, INT64_MAX);
 }
 
+/* TensorBoard's trace: one file per window of the step schedule when there are several, as
+ * torch's tensorboard_trace_handler writes one per cycle (HOST_PID.cycleN.pt.trace.json.gz). */
 static int write_tensorboard_gz(const sm_model *m, const char *path)
 {
     sx_trace_opts o = {INT64_MIN, INT64_MAX, 0, 0, NULL, -1, 1, 1, 0, 1};
-    return write_trace_gz_opts(m, path, &o);
+    static const char ext[] = ".pt.trace.json.gz";
+    size_t n = strlen(path), e = sizeof ext - 1;
+    if (m->n_windows < 2 || n < e || strcmp(path + n - e, ext))
+        return write_trace_gz_opts(m, path, &o);
+    for (size_t i = 0; i < m->n_windows; i++) {
+        char *one = NULL;
+        if (sonde__asprintf(&one, "%.*s.cycle%d%s", (int)(n - e), path, m->windows[i].cycle,
+                            ext) < 0) {
+            errno = ENOMEM;
+            return -1;
+        }
+        o.t0 = m->windows[i].start_ns;
+        o.t1 = m->windows[i].end_ns;
+        int rc = write_trace_gz_opts(m, one, &o);
+        sonde__free(one);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }
 
 int sx_write_trace_range(const sm_model *m, const char *path, int64_t t0, int64_t t1)

@@ -78,6 +78,36 @@ static void gpu_tables(sbuf *b, const sm_gpu_sum *g)
         gpu_rows(b, "cuda-sections", "launched in section", g->by_section, g->n_by_section);
 }
 
+/* The per-operator table (sonde_ops), as PyTorch's key_averages() table lays it out. */
+static void ops_table(sbuf *b, const sm_model *m)
+{
+    sm_op_row *v;
+    size_t n;
+    if (sm_ops_table(m, 0, &v, &n) != 0)
+        return;
+    sbuf_printf(b, "<h2 id=\"operators\">Operators</h2>\n<p>%llu calls of %zu operators, "
+                   "by self CPU time.</p>\n<table id=\"operators-table\" class=\"facts\">"
+                   "<thead><tr><th>operator</th><th>calls</th><th>self CPU</th><th>CPU total</th>"
+                   "<th>self CUDA</th><th>CUDA total</th><th>FLOPs</th><th>self CPU memory</th>"
+                   "</tr></thead><tbody>\n", (unsigned long long)m->n_ops, n);
+    for (size_t i = 0; i < n; i++) {
+        char c0[32], c1[32], c2[32], c3[32], fl[32], mem[32];
+        sx_fmt_dur(c0, sizeof c0, v[i].self_cpu_s);
+        sx_fmt_dur(c1, sizeof c1, v[i].cpu_total_s);
+        sx_fmt_dur(c2, sizeof c2, v[i].self_device_s);
+        sx_fmt_dur(c3, sizeof c3, v[i].device_total_s);
+        sx_fmt_si(fl, sizeof fl, v[i].flops, "");
+        sx_fmt_si(mem, sizeof mem, (double)v[i].host_bytes, "B");
+        sbuf_puts(b, "<tr><td>");
+        esc(b, v[i].name);
+        sbuf_printf(b, "</td><td>%llu</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
+                       "<td>%s</td><td>%s</td></tr>\n", (unsigned long long)v[i].calls, c0, c1,
+                    c2, c3, v[i].flops > 0 ? fl : "-", v[i].host_bytes ? mem : "-");
+    }
+    sbuf_puts(b, "</tbody></table>\n");
+    sonde__free(v);
+}
+
 static void card(sbuf *b, const char *value, const char *label)
 {
     sbuf_puts(b, "<div class=\"card\"><div class=\"v\">");
@@ -534,6 +564,8 @@ int sx_html(const sm_model *m, sbuf *b)
         gpu_tables(b, &gs);
         sm_gpu_sum_free(&gs);
     }
+    if (m->n_ops)
+        ops_table(b, m);
     sbuf_puts(b, "<h2 id=\"timeline\">Timeline</h2>\n");
     timeline(b, m, max_spans);
     size_t nd = m->n_steps > m->n_blocks ? m->n_steps : m->n_blocks;

@@ -315,6 +315,52 @@ static int gpu_obj(sbuf *b, const sm_model *m)
     return 0;
 }
 
+static void op_rows(sbuf *b, const char *k, const sm_op_row *v, size_t n)
+{
+    key(b, k);
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < n; i++) {
+        sbuf_puts(b, i ? ",{" : "{");
+        kv_str(b, "name", v[i].name, 1);
+        if (v[i].shapes)
+            kv_str(b, "input_shapes", v[i].shapes, 1); /* the text as recorded */
+        kv_num(b, "calls", (double)v[i].calls, 1);
+        kv_num(b, "self_cpu_s", v[i].self_cpu_s, 1);
+        kv_num(b, "cpu_total_s", v[i].cpu_total_s, 1);
+        kv_num(b, "self_cuda_s", v[i].self_device_s, 1);
+        kv_num(b, "cuda_total_s", v[i].device_total_s, 1);
+        kv_num(b, "flops", v[i].flops, 1);
+        kv_num(b, "self_cpu_memory_bytes", (double)v[i].host_bytes, 1);
+        kv_num(b, "self_cuda_memory_bytes", (double)v[i].device_bytes, 0);
+        sbuf_putc(b, '}');
+    }
+    sbuf_putc(b, ']');
+}
+
+/* "operators": the per-operator table of another tracer's operators (sonde_ops), by name and
+ * by name and input shapes. */
+static int ops_obj(sbuf *b, const sm_model *m)
+{
+    sm_op_row *byname, *byshape;
+    size_t nn, ns;
+    if (sm_ops_table(m, 0, &byname, &nn) != 0)
+        return -1;
+    if (sm_ops_table(m, 1, &byshape, &ns) != 0) {
+        sonde__free(byname);
+        return -1;
+    }
+    key(b, "operators");
+    sbuf_putc(b, '{');
+    kv_num(b, "calls", (double)m->n_ops, 1);
+    op_rows(b, "by_name", byname, nn);
+    sbuf_putc(b, ',');
+    op_rows(b, "by_input_shapes", byshape, ns);
+    sbuf_puts(b, "},");
+    sonde__free(byname);
+    sonde__free(byshape);
+    return 0;
+}
+
 int sx_json(const sm_model *m, sbuf *b)
 {
     double units, units_s, flops, flops_s;
@@ -481,6 +527,8 @@ int sx_json(const sm_model *m, sbuf *b)
     sbuf_puts(b, "]},");
 
     if (m->n_gpu && gpu_obj(b, m) != 0)
+        return -1;
+    if (m->n_ops && ops_obj(b, m) != 0)
         return -1;
 
     /* Diffusion records and what the analysis concludes. */

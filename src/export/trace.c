@@ -309,6 +309,33 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         sbuf_putc(&t.b, '}');
         flush(&t, 0);
     }
+    /* Operators of another tracer (sonde_ops) on their threads, inside the sections they ran
+     * in, in PyTorch's category. */
+    for (size_t i = 0; i < m->n_ops && !t.err; i++) {
+        const sm_op *op = &m->ops[i];
+        if (op->start_ns < t0 || op->start_ns >= t1)
+            continue;
+        sep(&t);
+        sbuf_puts(&t.b, "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":");
+        sbuf_json_str(&t.b, m->op_names[op->name]);
+        sbuf_add(&t.b, ",\"ts\":", 6);
+        sbuf_us3(&t.b, op->start_ns + sh);
+        sbuf_add(&t.b, ",\"dur\":", 7);
+        sbuf_us3(&t.b, op->end_ns - op->start_ns);
+        sbuf_puts(&t.b, ids[op->thread]);
+        sbuf_puts(&t.b, ",\"args\":{\"correlation\":");
+        sbuf_u64(&t.b, op->id);
+        if (op->shapes >= 0) {
+            sbuf_puts(&t.b, ",\"input_shapes\":");
+            sbuf_json_str(&t.b, m->op_names[op->shapes]);
+        }
+        if (op->flops > 0) {
+            sbuf_puts(&t.b, ",\"flops\":");
+            sbuf_json_num(&t.b, op->flops);
+        }
+        sbuf_puts(&t.b, "}}");
+        flush(&t, 0);
+    }
     for (size_t i = 0; i < m->n_instants && !t.err; i++) {
         const sm_instant *e = &m->instants[i];
         if (e->t_ns < t0 || e->t_ns >= t1)

@@ -275,6 +275,26 @@ int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top, int wide)
             sm_gpu_sum_free(&g);
         }
     }
+    sm_op_row *ops;
+    size_t n_ops;
+    if (m->n_ops && sm_ops_table(m, 0, &ops, &n_ops) == 0) {
+        sbuf_printf(b, "Operators: %llu calls of %zu operators; the top by self CPU time:\n",
+                    (unsigned long long)m->n_ops, n_ops);
+        sbuf_printf(b, "  %-32s %8s %10s %10s %10s %10s %10s\n", "name", "calls", "self CPU",
+                    "CPU total", "self CUDA", "CUDA total", "FLOPs");
+        for (size_t i = 0; i < n_ops && i < 15; i++) {
+            char c0[32], c1[32], c2[32], c3[32], fl[32];
+            sx_fmt_dur(c0, sizeof c0, ops[i].self_cpu_s);
+            sx_fmt_dur(c1, sizeof c1, ops[i].cpu_total_s);
+            sx_fmt_dur(c2, sizeof c2, ops[i].self_device_s);
+            sx_fmt_dur(c3, sizeof c3, ops[i].device_total_s);
+            sx_fmt_si(fl, sizeof fl, ops[i].flops, "");
+            sbuf_printf(b, "  %-32.32s %8llu %10s %10s %10s %10s %10s\n", ops[i].name,
+                        (unsigned long long)ops[i].calls, c0, c1, c2, c3,
+                        ops[i].flops > 0 ? fl : "-");
+        }
+        sonde__free(ops);
+    }
     if (m->short_spans)
         sbuf_printf(b, "Left out: %llu section instances shorter than min_duration_s\n",
                     (unsigned long long)m->short_spans);

@@ -28,6 +28,10 @@ enum {
                             stream, correlation, start (CLOCK_MONOTONIC ns), duration, then by
                             kind: kernel str name, 6 zigzag grid/block; memcpy varint bytes,
                             u8 copy kind; memset varint bytes; API varint tid, varint cbid */
+    SONDE_R_OPS = 11,    /* operators of another tracer (sonde_ops; docs/formats.md): u8 kind,
+                            varint tid, zigzag device, varint stream, varint id, varint start
+                            (CLOCK_MONOTONIC ns), varint duration, zigzag bytes, f64 flops,
+                            str name, str shapes */
 };
 
 /* Event kinds, the low 4 bits of an event's tag (the id above them). Each event in an EVENTS

@@ -111,10 +111,10 @@ static int cmp_gpu(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The innermost span of thread th open at t, or -1. A thread's spans are in start order and
- * nest: the last one to start at or before t is the innermost open at t, or else nested in it,
- * so the answer is it or its nearest ancestor still open at t. */
-static int32_t span_at(const sm_model *m, const size_t *first, int32_t th, int64_t t)
+/* A thread's spans are in start order and nest: the last one to start at or before t is the
+ * innermost open at t, or else nested in it, so the answer is it or its nearest ancestor still
+ * open at t. */
+int32_t sm__span_at(const sm_model *m, const size_t *first, int32_t th, int64_t t)
 {
     size_t lo = first[th], hi = first[th + 1];
     while (lo < hi) { /* the first span starting after t */
@@ -132,6 +132,21 @@ static int32_t span_at(const sm_model *m, const size_t *first, int32_t th, int64
     return s;
 }
 
+size_t *sm__thread_firsts(const sm_model *m)
+{
+    size_t *first = sonde__malloc((m->n_threads + 1) * sizeof *first);
+    if (!first)
+        return NULL;
+    size_t k = 0;
+    for (size_t t = 0; t < m->n_threads; t++) {
+        first[t] = k;
+        while (k < m->n_spans && m->spans[k].thread == t)
+            k++;
+    }
+    first[m->n_threads] = m->n_spans;
+    return first;
+}
+
 int sm__gpu_build(sb_raw *raw, sm_model *m)
 {
     if (!raw->n_gpu)
@@ -144,7 +159,7 @@ int sm__gpu_build(sb_raw *raw, sm_model *m)
             n_dev++;
     }
     api_ref *api = sonde__malloc((n_api ? n_api : 1) * sizeof *api);
-    size_t *first = sonde__malloc((m->n_threads + 1) * sizeof *first);
+    size_t *first = sm__thread_firsts(m);
     m->gpu = sonde__calloc(n_dev ? n_dev : 1, sizeof *m->gpu);
     if (!api || !first || !m->gpu) {
         sonde__free(api);
@@ -181,14 +196,6 @@ int sm__gpu_build(sb_raw *raw, sm_model *m)
         g->span = -1;
     }
     qsort(api, n_api, sizeof *api, cmp_api);
-    /* spans of thread t: first[t] .. first[t + 1] */
-    size_t k = 0;
-    for (size_t t = 0; t < m->n_threads; t++) {
-        first[t] = k;
-        while (k < m->n_spans && m->spans[k].thread == t)
-            k++;
-    }
-    first[m->n_threads] = m->n_spans;
     for (size_t i = 0; i < m->n_gpu; i++) {
         sm_gpu *g = &m->gpu[i];
         api_ref key = {g->correlation, 0, 0};
@@ -199,7 +206,7 @@ int sm__gpu_build(sb_raw *raw, sm_model *m)
         for (size_t t = 0; t < m->n_threads; t++)
             if (m->threads[t].tid == hit->tid) {
                 g->launch_thread = (int32_t)t;
-                g->span = span_at(m, first, (int32_t)t, hit->t);
+                g->span = sm__span_at(m, first, (int32_t)t, hit->t);
                 break;
             }
     }

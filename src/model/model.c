@@ -1200,6 +1200,25 @@ int sm_merge(sm_model *d, sm_model *s)
     }
     d->n_gpu += s->n_gpu;
     s->n_gpu = 0; /* the kernel names now belong to d */
+    MOVE_APPEND(d->ops, d->n_ops, s->ops, s->n_ops);
+    for (size_t i = 0; i < s->n_ops; i++) {
+        sm_op *x = &d->ops[d->n_ops + i];
+        x->start_ns += off;
+        x->end_ns += off;
+        x->name += (uint32_t)d->n_op_names;
+        if (x->shapes >= 0)
+            x->shapes += (int32_t)d->n_op_names;
+        x->thread += th0;
+        if (x->span >= 0)
+            x->span += span0;
+        if (x->parent >= 0)
+            x->parent += (int32_t)d->n_ops;
+    }
+    d->n_ops += s->n_ops;
+    s->n_ops = 0;
+    MOVE_APPEND(d->op_names, d->n_op_names, s->op_names, s->n_op_names);
+    d->n_op_names += s->n_op_names;
+    s->n_op_names = 0; /* the names now belong to d */
     MOVE_APPEND(d->params, d->n_params, s->params, s->n_params);
     d->n_params += s->n_params;
     s->n_params = 0; /* and the model names */
@@ -1363,7 +1382,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
             goto out;
         m->threads[t].spans = m->n_spans - before;
     }
-    if (drop_short(m) || sm__gpu_build(raw, m))
+    if (drop_short(m) || sm__ops_build(raw, m) || sm__gpu_build(raw, m))
         goto out;
     if (build_rates(m))
         goto out;
@@ -1427,6 +1446,7 @@ void sb_raw_free(sb_raw *raw)
         sonde__free(raw->warnings[i]);
     sonde__free(raw->warnings);
     sm__gpu_free_raw(raw);
+    sm__ops_free_raw(raw);
     memset(raw, 0, sizeof *raw);
 }
 
@@ -1470,6 +1490,10 @@ void sm_free(sm_model *m)
     for (size_t i = 0; i < m->n_gpu; i++)
         sonde__free(m->gpu[i].name);
     sonde__free(m->gpu);
+    for (size_t i = 0; i < m->n_op_names; i++)
+        sonde__free(m->op_names[i]);
+    sonde__free(m->op_names);
+    sonde__free(m->ops);
     for (size_t i = 0; i < m->n_rates; i++)
         sonde__free(m->rates[i].unit);
     sonde__free(m->rates);

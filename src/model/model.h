@@ -132,6 +132,23 @@ typedef struct sm_gpu_raw {
     uint64_t bytes;
 } sm_gpu_raw;
 
+/* An operator of another tracer (sonde_ops: PyTorch's profiler), placed on its thread. */
+typedef struct sm_op {
+    uint32_t name;             /* index into sm_model.op_names */
+    int32_t shapes;            /* its input shapes (an op_names index), -1 none */
+    uint32_t thread;           /* sm_model.threads index */
+    int32_t parent;            /* the operator it ran inside, -1 none */
+    int32_t span;              /* the innermost section open at its start, -1 none */
+    uint32_t depth;            /* operators it is nested in */
+    int64_t start_ns, end_ns;  /* from the run's start, inside its parent's and its section's */
+    int64_t child_ns;          /* time in directly nested operators */
+    double flops;
+    int64_t device_ns;         /* GPU time of the work it launched itself (self CUDA) */
+    int64_t device_total_ns;   /* the same with its nested operators' (CUDA total) */
+    int64_t host_bytes, device_bytes; /* memory it allocated less what it freed, itself */
+    uint64_t id;               /* its correlation id */
+} sm_op;
+
 typedef struct sm_params {
     char *model;
     double count;
@@ -234,6 +251,10 @@ typedef struct sm_model {
     size_t n_blocks;
     sm_gpu *gpu;               /* CUDA activity, in start order */
     size_t n_gpu;
+    sm_op *ops;                /* operators, grouped by thread, each thread's in start order */
+    size_t n_ops;
+    char **op_names;           /* operator names and shape texts, each once */
+    size_t n_op_names;
     sm_params *params;         /* one per model, the last count recorded */
     size_t n_params;
     sm_stat *stats;            /* per section name, sorted by total_s, largest first */
@@ -304,6 +325,18 @@ int sm_gpu_summarize(const sm_model *m, sm_gpu_sum *out);
 void sm_gpu_sum_free(sm_gpu_sum *s);
 /* CUPTI's memcpy kind as text ("HtoD"). */
 const char *sm_gpu_copy_kind(unsigned kind);
+
+/* The per-operator table: one row per operator name (by_shape: per name and input shapes),
+ * largest self CPU time first; names borrowed from m. Self time is the operator's own less the
+ * operators nested in it; total CPU time sums every call (a call inside a call of the same name
+ * counts in both, as PyTorch's table counts it). 0, or -1 when out of memory. */
+typedef struct sm_op_row {
+    const char *name, *shapes; /* shapes NULL unless by_shape (and then NULL: none recorded) */
+    uint64_t calls;
+    double self_cpu_s, cpu_total_s, self_device_s, device_total_s, flops;
+    int64_t host_bytes, device_bytes;
+} sm_op_row;
+int sm_ops_table(const sm_model *m, int by_shape, sm_op_row **rows, size_t *n);
 
 /* Metadata from the entry head of m->meta back, each key once with its last value, in the order
  * the keys were first recorded. Out of memory: nothing is visited. */

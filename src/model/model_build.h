@@ -23,6 +23,17 @@ typedef struct sb_anchor {
     uint64_t tick, mono_ns, real_ns;
 } sb_anchor;
 
+/* One entry of an OPS record, as read (ops.c). */
+typedef struct sm_op_raw {
+    uint8_t kind;              /* SONDE_OP_* */
+    uint32_t tid, stream;
+    int32_t device;
+    uint64_t id, start_mono, dur;
+    int64_t bytes;
+    double flops;
+    char *name, *shapes;       /* shapes NULL when empty */
+} sm_op_raw;
+
 typedef struct sb_raw {
     char *name, *host, *program, *cmdline, *clock, *unit, *sonde_version;
     int pid;
@@ -41,6 +52,8 @@ typedef struct sb_raw {
     size_t n_warnings;
     sm_gpu_raw *gpu;  /* CUDA activity entries and runtime API calls */
     size_t n_gpu, cap_gpu;
+    sm_op_raw *ops;   /* operators of another tracer (sonde_ops) */
+    size_t n_ops, cap_ops;
 } sb_raw;
 
 /* reader.c: the varint at *pp (advanced past it); 0, or -1 when it runs past end. */
@@ -51,6 +64,17 @@ int sm__gpu_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end);
  * after the spans are built. 0, or -1 when out of memory. */
 int sm__gpu_build(sb_raw *raw, sm_model *m);
 void sm__gpu_free_raw(sb_raw *raw);
+/* Where each thread's spans begin in m->spans: first[t] .. first[t + 1] (n_threads + 1
+ * entries, malloc'ed); NULL when out of memory. */
+size_t *sm__thread_firsts(const sm_model *m);
+/* The innermost span of thread th open at t, or -1 (first from sm__thread_firsts). */
+int32_t sm__span_at(const sm_model *m, const size_t *first, int32_t th, int64_t t);
+/* ops.c: one OPS record's entries appended to raw; 0, -1 malformed, -2 out of memory. */
+int sm__ops_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end);
+/* Places the operators on their threads (after the spans are built, before sm__gpu_build, to
+ * which it hands their GPU work as CUDA activity). 0, or -1 when out of memory. */
+int sm__ops_build(sb_raw *raw, sm_model *m);
+void sm__ops_free_raw(sb_raw *raw);
 
 /* Moves what it keeps out of raw into m (raw is freed by the caller either way). */
 int sm__build(sb_raw *raw, sm_model *m, const char *fname);

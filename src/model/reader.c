@@ -387,6 +387,9 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
         case SONDE_R_GPU:
             r = sm__gpu_parse(&s.raw, p, end);
             break;
+        case SONDE_R_OPS:
+            r = sm__ops_parse(&s.raw, p, end);
+            break;
         case SONDE_R_END:
             if (sm__get_var(&p, end, &v))
                 r = -1;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# run_torch.sh SRC BUILD OWN_PYTHON OWN_PYTHONPATH - sonde.torch's tests (test_torch.py) on the
+# run_torch.sh SRC BUILD OWN_PYTHON OWN_PYTHONPATH - sonde.torch's tests (test_torch.py,
+# test_torch_profiler.py) on the
 # interpreter that has PyTorch: Debian's python3-torch installs into /usr/bin/python3, which may
 # not be the python3 the build found (a pyenv one). The extension is then built for it in
 # BUILD/python-torch (a Release build of the module alone). SONDE_TORCH_PYTHON picks another
@@ -22,4 +23,6 @@ else
         { tail -30 "$log"; echo "run_torch.sh: building the extension for $py failed ($log)"; exit 1; }
     dir=$out/python
 fi
-PYTHONPATH=$dir exec "$py" "$src/tests/python/test_torch.py"
+export PYTHONPATH=$dir
+"$py" "$src/tests/python/test_torch.py"
+exec "$py" "$src/tests/python/test_torch_profiler.py"

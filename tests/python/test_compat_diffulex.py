@@ -4,6 +4,7 @@ the Diffulex engine replaced by a small stand-in; the files the blocks name and 
 print are checked. Run by ctest with PYTHONPATH=BUILD/python and REFERENCE_DOCS_DIR."""
 
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -94,10 +95,15 @@ class DiffulexDocument(InTempDir):
                     self.assertEqual(ProfilerConfig().export_formats, ["json", "summary"])
                     self.assertEqual(ProfilerConfig().output_dir, "log/profiles")
                     continue
-                if 'backend="pytorch"' in code:
-                    with self.assertRaises(NotImplementedError) as e:
-                        self.run_block(code)
-                    self.assertIn("not offer", str(e.exception))
+                if 'backend="pytorch"' in code:  # sonde.torch: needs PyTorch
+                    if importlib.util.find_spec("torch") is None:
+                        with self.assertRaises(ImportError) as e:
+                            self.run_block(code)
+                        self.assertIn('backend="pytorch" needs PyTorch', str(e.exception))
+                    else:  # tests/python/test_torch_profiler.py checks what it records
+                        p = self.run_block(code)[0]["profiler"]
+                        self.assertIsNotNone(p.torch_profiler)
+                        p.profiler.close()
                     continue
                 if 'backend="viztracer"' in code:
                     self.check_viztracer(self.run_block(code)[0]["profiler"])

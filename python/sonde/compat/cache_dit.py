@@ -85,6 +85,12 @@ class ProfilerContext:
             profile_warmup=self.warmup, profile_active=self.active, profile_repeat=self.repeat)
         self.profiler = sonde.create_profiler_from_args(
             ns, config={"formats": ["trace", "tensorboard"]})
+        if self.profiler.enabled and "torch" in sys.modules:  # the torch.profiler backend
+            from sonde import torch as sonde_torch
+            acts, mem = sonde_torch.activities(self.activities)
+            sonde_torch.profile_operators(self.profiler, activities=acts, profile_memory=mem,
+                                          record_shapes=self.record_shapes,
+                                          with_stack=self.with_stack)
         self.steps = 0
         if not hasattr(_tls, "stack"):
             _tls.stack = []

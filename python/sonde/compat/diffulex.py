@@ -56,6 +56,21 @@ _VIZ_NOT_RECORDED = ("log_func_args", "log_func_retval", "log_func_repr", "log_p
                      "log_func_with_objprint", "log_exception")
 
 
+_TORCH_KEYS = ("activities", "record_shapes", "profile_memory", "with_stack", "with_flops")
+
+
+def _pytorch_keys(pc):
+    """sonde.torch.profile_operators keywords from a pytorch_profiler_config dict (ValueError
+    naming an unknown option)."""
+    out = {}
+    for k, v in (pc or {}).items():
+        if k not in _TORCH_KEYS:
+            raise ValueError("ProfilerConfig.pytorch_profiler_config: unknown option %r; sonde "
+                             "knows %s" % (k, ", ".join(_TORCH_KEYS)))
+        out[k] = v
+    return out
+
+
 def _viztracer_keys(vc):
     """sonde keys from a viztracer_config dict (ValueError naming an unknown option)."""
     keys = {"trace_python": True, "trace_python_c_calls": True}  # VizTracer's default
@@ -124,11 +139,7 @@ class DiffulexProfiler:
         if c.backend not in ("simple", "viztracer", "pytorch"):
             raise ValueError('ProfilerConfig.backend: "%s"; expected "simple", "viztracer" or '
                              '"pytorch"' % c.backend)
-        if c.backend == "pytorch":
-            raise NotImplementedError(
-                'ProfilerConfig.backend="pytorch": sonde does not offer the torch.profiler '
-                'backend yet; use backend="simple" (sections, metrics, throughput, GPU and '
-                'memory monitoring) or "viztracer" (every Python call a section)')
+        torch_keys = _pytorch_keys(c.pytorch_profiler_config) if c.backend == "pytorch" else None
         viz = _viztracer_keys(c.viztracer_config) if c.backend == "viztracer" else {}
         formats = []
         for f in c.export_formats or []:
@@ -147,6 +158,15 @@ class DiffulexProfiler:
             dict({"enabled": c.enabled, "name": name, "output_dir": c.output_dir,
                   "formats": formats or ["json"], "collect_gpu": c.collect_gpu_metrics,
                   "collect_memory": c.collect_memory_metrics, "unit": "tokens"}, **viz))
+        self.torch_profiler = None
+        if torch_keys is not None and self.profiler.enabled:
+            try:
+                from sonde import torch as sonde_torch
+            except ImportError as e:
+                self.profiler.close(raise_on_error=False)
+                raise ImportError('ProfilerConfig.backend="pytorch" needs PyTorch in this '
+                                  'interpreter (%s): %s' % (sys.executable, e)) from e
+            self.torch_profiler = sonde_torch.profile_operators(self.profiler, **torch_keys)
         self._custom = {}  # section name -> {metric: last value}, for PerformanceMetrics
         self._meta = {}
         self._open = []    # names of the sections open through start()/profile()

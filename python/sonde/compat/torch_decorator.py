@@ -16,8 +16,12 @@ Chrome trace holding the active steps as ProfilerStep#N spans, numbered from 0 a
 numbers them) and {output_dir}/rank_{rank}/ (the TensorBoard layout, and the raw NAME.sonde),
 and rank 0 alone prints the top sections with their FLOPs. nsight_enabled turns on sonde's NVTX
 ranges and cudaProfilerStart/Stop around each active window (`nsys profile
---capture-range=cudaProfilerApi`). FLOPs are what the program records (sonde's record_flops);
-with_modules (module hierarchy) needs sonde's PyTorch integration and raises until it exists.
+--capture-range=cudaProfilerApi`). A program that imported torch is also profiled by
+torch.profiler under the same schedule (sonde.torch.profile_operators): every operator with its
+shapes and FLOPs (with_flops, record_shapes, with_stack are torch's) on sonde's timeline, and the
+reports' per-operator table; with_modules makes every nn.Module call a section
+("nn.Module: Linear", sonde.torch.instrument_all). FLOPs of sections are what the program
+records (sonde's record_flops).
 """
 
 import functools
@@ -75,9 +79,12 @@ def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, w
              nsight_enabled=False, nsight_output="nsight_profile", record_shapes=False):
     """A decorator factory: each call of the decorated function is profiled under the step
     schedule (003's defaults); see the module's documentation for the files it writes."""
-    if with_modules:
-        raise NotImplementedError("profiler(with_modules=True): sonde does not record the module "
-                                  "hierarchy yet (it comes with its PyTorch integration)")
+    if with_modules and enabled:
+        try:
+            import torch  # noqa: F401 (the module hierarchy is PyTorch's)
+        except ImportError as e:
+            raise ImportError("profiler(with_modules=True) needs PyTorch in this interpreter "
+                              "(%s): %s" % (sys.executable, e)) from e
     for k, v in (("skip_first", skip_first), ("wait", wait), ("warmup", warmup),
                  ("active", active), ("repeat", repeat)):
         if not isinstance(v, int) or v < 0:
@@ -96,11 +103,20 @@ def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, w
                 "warmup": warmup, "active": active, "repeat": repeat, "with_stack": with_stack,
                 "record_shapes": record_shapes, "nvtx": nsight_enabled,
                 "cuda_profiler_range": nsight_enabled})
+            hooks = None
+            if p.enabled and ("torch" in sys.modules or with_modules):  # torch.profiler backend
+                from sonde import torch as sonde_torch
+                sonde_torch.profile_operators(p, record_shapes=record_shapes,
+                                              with_flops=with_flops, with_stack=with_stack)
+                if with_modules:
+                    hooks = sonde_torch.instrument_all(p)
             with _lock:
                 _active.append(p)
             try:
                 return f(*a, **kw)
             finally:
+                if hooks is not None:
+                    hooks.remove()
                 with _lock:
                     _active.remove(p)
                 ok = sys.exc_info()[0] is None

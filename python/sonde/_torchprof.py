@@ -1,0 +1,264 @@
+"""sonde's torch.profiler backend (sonde.torch.profile_operators): libsonde's step schedule drives
+torch.profiler.profile, and each window torch records is folded into sonde's recording through
+sonde_ops, on sonde's clock. docs/pytorch.md describes it; this module is the mechanism."""
+
+import json
+import sys
+import threading
+import time
+
+import torch
+from torch.profiler import ProfilerAction, ProfilerActivity
+
+import sonde
+
+# sonde_ops kinds (include/sonde/sonde.h)
+OP_CPU, OP_MEMORY, OP_KERNEL, OP_MEMCPY, OP_MEMSET = 0, 1, 2, 3, 4
+# A torch thread number sonde could not map to a kernel tid is given this tid + its number
+# (src/model/ops.c names its track "torch thread N").
+TORCH_TID = 0x40000000
+_USER_SCOPE = 7        # at::RecordScope::USER_SCOPE: record_function ranges
+_MARK = "sonde.tid:"   # the marker ranges that tell torch's thread numbers from kernel tids
+
+_tls = threading.local()
+_STEP_HANDLE_OPS = int(torch.__version__.split(".")[0]) < 2
+_HANDLE_NAMES = ("aten::zeros", "aten::empty", "aten::zero_")
+
+# A record_function range without record_function's handle tensor (PyTorch 1.13's enter makes it
+# with aten::zeros, which would be traced as operators of sonde's own making).
+if hasattr(torch.ops.profiler, "_record_function_enter_new"):
+    def _rf_enter(name):
+        return torch.ops.profiler._record_function_enter_new(name, None)
+
+    def _rf_exit(h):
+        torch.ops.profiler._record_function_exit._RecordFunction(h)
+else:  # pragma: no cover (PyTorch before 1.13)
+    def _rf_enter(name):
+        r = torch.autograd.profiler.record_function(name)
+        r.__enter__()
+        return r
+
+    def _rf_exit(h):
+        h.__exit__(None, None, None)
+
+
+def _fold(events, skip, off_ns, record_shapes):
+    """torch's events (KinetoEvent-like objects) as sonde_ops tuples: CPU operators, memory,
+    and CUDA kernels, copies and sets. skip: names of record_function ranges that mirror sonde's
+    own sections (left out: sonde has them); off_ns: torch's clock (microseconds since the epoch)
+    less CLOCK_MONOTONIC. Returns (entries, kernel tids seen)."""
+    tids = {}
+    for e in events:  # the markers first: torch thread number -> kernel tid
+        n = e.name()
+        if n.startswith(_MARK):
+            tids[e.start_thread_id()] = int(n[len(_MARK):])
+    # PyTorch 1.x opens each ProfilerStep#N range with record_function, whose handle tensor is
+    # made by aten::zeros (aten::empty, aten::zero_) just before it, and an aten::empty follows
+    # at its start: torch's own doing between the program's steps, left out with the range.
+    handle = set()
+    if _STEP_HANDLE_OPS:
+        for e in events:
+            if e.scope() == _USER_SCOPE and e.name().startswith("ProfilerStep#"):
+                k = int(e.correlation_id())
+                handle.update((k - 3, k - 2, k - 1, k + 1))
+    out = []
+    for e in events:
+        name = e.name()
+        if handle and name in _HANDLE_NAMES and int(e.correlation_id()) in handle:
+            continue
+        start = int(e.start_us()) * 1000 - off_ns
+        if start < 0:
+            continue
+        dev = e.device_type()
+        if dev == torch._C._autograd.DeviceType.CPU or name == "[memory]":
+            th = e.start_thread_id()
+            tid = tids.get(th, TORCH_TID + th)
+            if name == "[memory]":
+                where = -1 if dev == torch._C._autograd.DeviceType.CPU else e.device_index()
+                out.append((OP_MEMORY, None, start, 0, tid, where, 0, 0, 0.0, int(e.nbytes()),
+                            None))
+                continue
+            if name.startswith(_MARK) or (e.scope() == _USER_SCOPE and
+                                          (name in skip or name.startswith("ProfilerStep#"))):
+                continue
+            shapes = None
+            if record_shapes:
+                s = e.shapes()
+                if any(len(x) for x in s):
+                    shapes = json.dumps([list(x) for x in s])
+            out.append((OP_CPU, name, start, int(e.duration_us()) * 1000, tid, 0, 0,
+                        int(e.correlation_id()), float(e.flops() or 0), 0, shapes))
+        else:  # GPU work: linked to its CPU operator by correlation
+            kind = (OP_MEMCPY if name.startswith("Memcpy") else
+                    OP_MEMSET if name.startswith("Memset") else OP_KERNEL)
+            out.append((kind, name, start, int(e.duration_us()) * 1000, 0,
+                        max(int(e.device_index()), 0), int(e.device_resource_id()) & 0xffffffff,
+                        int(e.linked_correlation_id()), 0.0, 0, None))
+    return out, tids
+
+
+class _Mirror:
+    """A sonde section that is also a torch record_function range (sonde's sections in torch's
+    trace), with the thread's marker once per step."""
+
+    __slots__ = ("sec", "name", "backend", "rf")
+
+    def __init__(self, sec, name, backend):
+        self.sec = sec
+        self.name = name
+        self.backend = backend
+        self.rf = None
+
+    def __enter__(self):
+        r = self.sec.__enter__()
+        b = self.backend
+        b._mark_thread()
+        b._mirrored.add(self.name)
+        self.rf = _rf_enter(self.name)
+        return r
+
+    def __exit__(self, et, ev, tb):
+        try:
+            _rf_exit(self.rf)
+        finally:
+            return self.sec.__exit__(et, ev, tb)
+
+
+class TorchProfiler:
+    """torch.profiler driven by a sonde.Profiler's step schedule (see
+    sonde.torch.profile_operators). windows: one dict per window torch recorded, in order:
+    {"cycle", "first_step", "last_step", "ops" (entries folded), "key_averages" (torch's own
+    table of that window, kept only with keep_key_averages)}."""
+
+    def __init__(self, prof, *, activities=None, record_shapes=True, with_flops=True,
+                 profile_memory=False, with_stack=False, mirror_sections=True,
+                 keep_key_averages=False):
+        if prof is None or prof._handle is None:
+            raise sonde.SondeError(sonde.ESTATE, "profile_operators: no open sonde.Profiler")
+        self.prof = prof
+        self.windows = []
+        self.record_shapes = record_shapes
+        self.keep_key_averages = keep_key_averages
+        self.note = None
+        acts = list(activities) if activities is not None else [ProfilerActivity.CPU,
+                                                                    ProfilerActivity.CUDA]
+        if ProfilerActivity.CUDA in acts and not torch.cuda.is_available():
+            acts.remove(ProfilerActivity.CUDA)
+            self.note = ("CUDA kernels are not traced: torch.cuda.is_available() is False "
+                         "(CPU operators only)")
+        self._step = 0
+        self._gen = 0
+        self._mirrored = set()
+        self._kw = dict(activities=acts, record_shapes=record_shapes,
+                        profile_memory=profile_memory, with_flops=with_flops,
+                        with_stack=with_stack)
+        self._tp = torch.profiler.profile(schedule=self._schedule, on_trace_ready=self._ready,
+                                          **self._kw)
+        self._stopped = self._ending = False
+        self._since = 0  # where torch's profiler (re)started
+        self._tp.start()
+        self._mark_thread()
+        # sonde's own calls on this profiler now also drive torch's (instance attributes over
+        # the class's methods: removed by stop())
+        cls = type(prof)
+        self._saved = [k for k in ("step", "profile", "stage", "session") if k in prof.__dict__]
+        prof.step = self._on_step
+        if mirror_sections:
+            prof.profile = lambda name, metadata=None: _Mirror(
+                cls.profile(prof, name, metadata), str(name), self)
+            prof.stage = lambda name, metadata=None: _Mirror(
+                cls.stage(prof, name, metadata), str(name), self)
+            prof.session = lambda name, metadata=None: _Mirror(
+                cls.session(prof, name, metadata), str(name), self)
+        prof._attached.append(self)
+        prof.torch_profiler = self  # the last one attached, also once stopped
+        if self.note:
+            print("sonde.torch: " + self.note, file=sys.stderr)
+            prof.event("sonde.torch", {"note": self.note})
+
+    # -- torch's schedule, from sonde's --------------------------------------------------------
+    def action(self, step):
+        """torch's ProfilerAction for step number step under the sonde profiler's schedule: NONE
+        outside windows, WARMUP, RECORD, and RECORD_AND_SAVE for a window's last step."""
+        a, c = self.prof._h().schedule(step)
+        if a == 0:
+            return ProfilerAction.NONE
+        if a == 1:
+            return ProfilerAction.WARMUP
+        na, nc = self.prof._h().schedule(step + 1)
+        return ProfilerAction.RECORD if (na, nc) == (2, c) else ProfilerAction.RECORD_AND_SAVE
+
+    def _schedule(self, step):
+        return self.action(step)
+
+    def _mark_thread(self):
+        if getattr(_tls, "gen", None) != (id(self), self._gen):
+            _tls.gen = (id(self), self._gen)
+            _rf_exit(_rf_enter(_MARK + str(threading.get_native_id())))
+
+    def _on_step(self):
+        type(self.prof).step(self.prof)
+        self._step += 1
+        self._gen += 1
+        self._tp.step()
+        self._mark_thread()
+
+    def _ready(self, tp):
+        events = tp.profiler.kineto_results.events()
+        off = time.time_ns() - time.monotonic_ns()
+        ops, _ = _fold(events, self._mirrored, off, self.record_shapes)
+        h = self.prof._handle
+        if h is not None:
+            h.ops(ops)
+        # the step that just ended, or (stop, flush) the one under way
+        last = self._step if self._ending else self._step - 1
+        first = last
+        while first > self._since and self.action(first - 1) == ProfilerAction.RECORD:
+            first -= 1
+        w = {"cycle": self.prof._h().schedule(last)[1] if h is not None else 0,
+             "first_step": first, "last_step": last, "ops": len(ops)}
+        if self.keep_key_averages:
+            w["key_averages"] = tp.key_averages()
+        self.windows.append(w)
+        self._mirrored = set()
+
+    def flush(self):
+        """Folds what torch has recorded so far into sonde now, when no step schedule cuts
+        windows (sonde.Profiler.export calls it): torch's profiler is stopped and started again.
+        With a schedule, a window is folded when it ends."""
+        if self._stopped or self.prof._h().schedule(0) != (2, 1) or \
+                self.prof._h().schedule(1 << 40) != (2, 1):
+            return
+        self._ending = True
+        try:
+            self._tp.stop()
+        finally:
+            self._ending = False
+        self._since = self._step
+        self._tp = torch.profiler.profile(schedule=self._schedule, on_trace_ready=self._ready,
+                                          **self._kw)
+        self._tp.start()
+        self._gen += 1
+        self._mark_thread()
+
+    def stop(self):
+        """Ends torch's profiling (a window still open is folded now) and gives the sonde
+        profiler its own methods back. Idempotent; the sonde profiler's close() calls it."""
+        if self._stopped:
+            return
+        self._stopped = self._ending = True
+        try:
+            self._tp.stop()
+        finally:
+            for k in ("step", "profile", "stage", "session"):
+                if k not in self._saved:
+                    self.prof.__dict__.pop(k, None)
+            if self in self.prof._attached:
+                self.prof._attached.remove(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, ev, tb):
+        self.stop()
+        return False

@@ -1,0 +1,444 @@
+/* ops.c - operators of another tracer in the model (sonde_ops: PyTorch's profiler through
+ * sonde.torch): OPS records parsed (reader.c), each CPU operator placed on its thread under the
+ * sections and operators open there, memory charged to the operator running at that instant,
+ * GPU work handed to the CUDA activity (gpu.c) as launched by its operator; and the
+ * per-operator table the reports print. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../include/sonde/sonde.h"
+#include "../format/format.h"
+#include "../sources/sources.h"
+#include "../util/alloc.h"
+#include "../util/buf.h"
+#include "../util/strmap.h"
+#include "model_build.h"
+
+/* An operator's clock (PyTorch's: microseconds, read apart from sonde's) may put its ends up to
+ * this far outside the section or operator it ran in; they are moved inside. */
+#define OPS_SLACK_NS 2000
+
+/* Thread ids from this one up name PyTorch's own thread numbers (sonde.torch: a thread whose
+ * kernel tid it could not learn), not kernel tids (pid_max is at most 2^22). */
+#define OPS_TORCH_TID 0x40000000u
+
+static int get_str(const uint8_t **pp, const uint8_t *end, size_t max, char **out)
+{
+    uint64_t n;
+    *out = NULL;
+    if (sm__get_var(pp, end, &n) || n > max || n > (uint64_t)(end - *pp))
+        return -1;
+    if (!n)
+        return 0;
+    if (!(*out = sonde__malloc(n + 1)))
+        return -2;
+    memcpy(*out, *pp, n);
+    (*out)[n] = 0;
+    *pp += n;
+    return 0;
+}
+
+int sm__ops_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end)
+{
+    while (p < end) {
+        if (SONDE_GROW(raw->ops, raw->n_ops, raw->cap_ops))
+            return -2;
+        sm_op_raw *o = &raw->ops[raw->n_ops];
+        memset(o, 0, sizeof *o);
+        o->kind = *p++;
+        uint64_t tid, dev, stream, bytes;
+        if (o->kind > SONDE_OP_MEMSET || sm__get_var(&p, end, &tid) || tid > UINT32_MAX ||
+            sm__get_var(&p, end, &dev) || sm__get_var(&p, end, &stream) ||
+            stream > UINT32_MAX || sm__get_var(&p, end, &o->id) ||
+            sm__get_var(&p, end, &o->start_mono) || sm__get_var(&p, end, &o->dur) ||
+            sm__get_var(&p, end, &bytes) || end - p < 8)
+            return -1;
+        int64_t d = zigzag_dec(dev);
+        if (d < -1 || d > INT32_MAX || o->start_mono > INT64_MAX / 2 || o->dur > INT64_MAX / 4)
+            return -1;
+        o->tid = (uint32_t)tid;
+        o->device = (int32_t)d;
+        o->stream = (uint32_t)stream;
+        o->bytes = zigzag_dec(bytes);
+        uint64_t bits = sonde_get_u64le(p);
+        p += 8;
+        memcpy(&o->flops, &bits, sizeof bits);
+        if (!(o->flops >= 0 && o->flops <= 1e300)) /* NaN, negative or infinite */
+            o->flops = 0;
+        int r = get_str(&p, end, SONDE_OP_NAME_MAX, &o->name);
+        raw->n_ops++; /* owns its strings from here */
+        if (r || (r = get_str(&p, end, SONDE_OP_SHAPES_MAX, &o->shapes)))
+            return r;
+    }
+    return 0;
+}
+
+void sm__ops_free_raw(sb_raw *raw)
+{
+    for (size_t i = 0; i < raw->n_ops; i++) {
+        sonde__free(raw->ops[i].name);
+        sonde__free(raw->ops[i].shapes);
+    }
+    sonde__free(raw->ops);
+    raw->ops = NULL;
+    raw->n_ops = raw->cap_ops = 0;
+}
+
+/* ---- placing them --------------------------------------------------------------------------- */
+typedef struct obuild {
+    sm_model *m;
+    strmap names;
+    size_t cap_names;
+} obuild;
+
+/* The index of text in m->op_names, adding it (the string is taken); -1 when out of memory. */
+static int32_t name_id(obuild *b, char **text)
+{
+    const char *s = *text ? *text : "?";
+    int k = strmap_get(&b->names, s);
+    if (k >= 0) {
+        sonde__free(*text);
+        *text = NULL;
+        return k;
+    }
+    sm_model *m = b->m;
+    if (SONDE_GROW(m->op_names, m->n_op_names, b->cap_names))
+        return -1;
+    char *own = *text ? *text : sonde__strdup("?");
+    if (!own)
+        return -1;
+    *text = NULL;
+    m->op_names[m->n_op_names] = own;
+    if (strmap_put(&b->names, own, (int)m->n_op_names)) {
+        m->op_names[m->n_op_names] = NULL;
+        sonde__free(own);
+        return -1;
+    }
+    return (int32_t)m->n_op_names++;
+}
+
+/* The thread of kernel tid tid (the latest that had it), adding a track for one the run has
+ * not seen; -1 when out of memory. */
+static int32_t thread_of(sm_model *m, uint32_t tid)
+{
+    for (size_t t = m->n_threads; t-- > 0;)
+        if (m->threads[t].tid == tid)
+            return (int32_t)t;
+    sm_thread *th = sonde__realloc(m->threads, (m->n_threads + 1) * sizeof *th);
+    if (!th)
+        return -1;
+    m->threads = th;
+    sm_thread *x = &th[m->n_threads];
+    memset(x, 0, sizeof *x);
+    uint32_t index = 0;
+    for (size_t t = 0; t < m->n_threads; t++)
+        if (th[t].index >= index)
+            index = th[t].index + 1;
+    x->index = index;
+    x->tid = tid;
+    x->pid = m->pid;
+    if (sonde__asprintf(&x->name, tid >= OPS_TORCH_TID ? "torch thread %u" : "tid %u",
+                        tid >= OPS_TORCH_TID ? tid - OPS_TORCH_TID : tid) < 0)
+        return -1;
+    return (int32_t)m->n_threads++;
+}
+
+static int cmp_op(const void *a, const void *b)
+{
+    const sm_op *x = a, *y = b;
+    if (x->thread != y->thread)
+        return x->thread < y->thread ? -1 : 1;
+    if (x->start_ns != y->start_ns)
+        return x->start_ns < y->start_ns ? -1 : 1;
+    if (x->end_ns != y->end_ns)
+        return x->end_ns > y->end_ns ? -1 : 1; /* the enclosing one first */
+    return x->depth < y->depth ? -1 : x->depth > y->depth; /* depth: the input order here */
+}
+
+typedef struct id_ref {
+    uint64_t id;
+    int32_t op;
+} id_ref;
+
+static int cmp_id(const void *a, const void *b)
+{
+    uint64_t x = ((const id_ref *)a)->id, y = ((const id_ref *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+/* The innermost operator of thread th running at t, or -1 (ops first[th] .. first[th + 1]). */
+static int32_t op_at(const sm_model *m, const size_t *first, uint32_t th, int64_t t)
+{
+    size_t lo = first[th], hi = first[th + 1];
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->ops[mid].start_ns <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == first[th])
+        return -1;
+    int32_t o = (int32_t)(lo - 1);
+    while (o >= 0 && m->ops[o].end_ns < t)
+        o = m->ops[o].parent;
+    return o;
+}
+
+static void clamp(sm_op *o, int64_t lo, int64_t hi, int64_t slack)
+{
+    if (o->start_ns < lo && lo - o->start_ns <= slack)
+        o->start_ns = lo;
+    if (o->end_ns > hi && o->end_ns - hi <= slack)
+        o->end_ns = hi;
+    if (o->end_ns < o->start_ns)
+        o->end_ns = o->start_ns;
+}
+
+/* Nesting, sections, clamping and self times of m->ops, sorted by thread and start. */
+static int nest(sm_model *m)
+{
+    size_t *sfirst = sm__thread_firsts(m);
+    int32_t *stack = sonde__malloc((m->n_ops ? m->n_ops : 1) * sizeof *stack);
+    if (!sfirst || !stack) {
+        sonde__free(sfirst);
+        sonde__free(stack);
+        return -1;
+    }
+    size_t depth = 0;
+    for (size_t i = 0; i < m->n_ops; i++) {
+        sm_op *o = &m->ops[i];
+        if (i && m->ops[i - 1].thread != o->thread)
+            depth = 0;
+        /* inside the one open before it when it starts before that one's end and ends by it
+         * (or within the clock's slack of it: then it is moved inside) */
+        while (depth && (m->ops[stack[depth - 1]].end_ns <= o->start_ns ||
+                         m->ops[stack[depth - 1]].end_ns + OPS_SLACK_NS < o->end_ns))
+            depth--;
+        o->parent = depth ? stack[depth - 1] : -1;
+        o->depth = (uint32_t)depth;
+        o->span = sm__span_at(m, sfirst, (int32_t)o->thread,
+                              o->start_ns + (o->end_ns - o->start_ns) / 2);
+        if (o->span >= 0) {
+            const sm_span *s = &m->spans[o->span];
+            clamp(o, s->start_ns, s->end_ns, OPS_SLACK_NS);
+        }
+        if (o->parent >= 0) {
+            sm_op *p = &m->ops[o->parent];
+            clamp(o, p->start_ns, p->end_ns, INT64_MAX);
+            p->child_ns += o->end_ns - o->start_ns;
+        }
+        stack[depth++] = (int32_t)i;
+    }
+    sonde__free(sfirst);
+    sonde__free(stack);
+    return 0;
+}
+
+static int gpu_add(sb_raw *raw, const sm_gpu_raw *g)
+{
+    if (SONDE_GROW(raw->gpu, raw->n_gpu, raw->cap_gpu))
+        return -1;
+    raw->gpu[raw->n_gpu++] = *g;
+    return 0;
+}
+
+/* Memory and GPU work: charged to their operators; GPU work handed to gpu.c with a runtime
+ * call at its operator's start on its thread, so that it links to the section there. */
+static int attach(sb_raw *raw, sm_model *m, int64_t origin)
+{
+    size_t *first = sonde__malloc((m->n_threads + 1) * sizeof *first);
+    id_ref *ids = sonde__malloc((m->n_ops ? m->n_ops : 1) * sizeof *ids);
+    uint8_t *launched = sonde__calloc(m->n_ops ? m->n_ops : 1, 1);
+    int rc = -1;
+    if (!first || !ids || !launched)
+        goto out;
+    size_t k = 0, n_ids = 0;
+    for (size_t t = 0; t < m->n_threads; t++) {
+        first[t] = k;
+        while (k < m->n_ops && m->ops[k].thread == t)
+            k++;
+    }
+    first[m->n_threads] = m->n_ops;
+    for (size_t i = 0; i < m->n_ops; i++)
+        if (m->ops[i].id) {
+            ids[n_ids].id = m->ops[i].id;
+            ids[n_ids++].op = (int32_t)i;
+        }
+    qsort(ids, n_ids, sizeof *ids, cmp_id);
+    for (size_t i = 0; i < raw->n_ops; i++) {
+        sm_op_raw *r = &raw->ops[i];
+        int64_t t0 = (int64_t)r->start_mono - origin;
+        if (r->kind == SONDE_OP_CPU || t0 < 0)
+            continue;
+        if (r->kind == SONDE_OP_MEMORY) {
+            int32_t th = -1;
+            for (size_t t = m->n_threads; t-- > 0 && th < 0;)
+                if (m->threads[t].tid == r->tid)
+                    th = (int32_t)t;
+            int32_t o = th >= 0 ? op_at(m, first, (uint32_t)th, t0) : -1;
+            if (o >= 0) {
+                if (r->device < 0)
+                    m->ops[o].host_bytes += r->bytes;
+                else
+                    m->ops[o].device_bytes += r->bytes;
+            }
+            continue;
+        }
+        sm_gpu_raw g;
+        memset(&g, 0, sizeof g);
+        g.kind = r->kind == SONDE_OP_KERNEL   ? SONDE_GPU_KERNEL
+                 : r->kind == SONDE_OP_MEMCPY ? SONDE_GPU_MEMCPY
+                                              : SONDE_GPU_MEMSET;
+        g.device = r->device < 0 ? 0 : (uint32_t)r->device;
+        g.stream = r->stream;
+        g.correlation = (uint32_t)r->id;
+        g.start_mono = r->start_mono;
+        g.dur = r->dur;
+        g.bytes = r->bytes > 0 ? (uint64_t)r->bytes : 0;
+        g.name = g.kind == SONDE_GPU_KERNEL ? r->name : NULL;
+        if (g.kind == SONDE_GPU_KERNEL && !g.name && !(g.name = sonde__strdup("?")))
+            goto out;
+        if (gpu_add(raw, &g)) {
+            if (g.name != r->name)
+                sonde__free(g.name);
+            goto out;
+        }
+        if (g.name == r->name)
+            r->name = NULL; /* the GPU entry owns it now */
+        id_ref key = {r->id, 0};
+        const id_ref *hit = r->id && n_ids ? bsearch(&key, ids, n_ids, sizeof *ids, cmp_id) : NULL;
+        if (!hit)
+            continue;
+        sm_op *o = &m->ops[hit->op];
+        o->device_ns += (int64_t)r->dur;
+        if (!launched[hit->op]) {
+            launched[hit->op] = 1;
+            sm_gpu_raw api;
+            memset(&api, 0, sizeof api);
+            api.kind = SONDE_GPU_API;
+            api.correlation = (uint32_t)r->id;
+            api.tid = m->threads[o->thread].tid;
+            api.start_mono = (uint64_t)(o->start_ns + origin);
+            if (gpu_add(raw, &api))
+                goto out;
+        }
+    }
+    for (size_t i = 0; i < m->n_ops; i++)
+        m->ops[i].device_total_ns = m->ops[i].device_ns;
+    for (size_t i = m->n_ops; i-- > 0;) /* a nested operator comes after the one it is in */
+        if (m->ops[i].parent >= 0)
+            m->ops[m->ops[i].parent].device_total_ns += m->ops[i].device_total_ns;
+    rc = 0;
+out:
+    sonde__free(first);
+    sonde__free(ids);
+    sonde__free(launched);
+    return rc;
+}
+
+int sm__ops_build(sb_raw *raw, sm_model *m)
+{
+    if (!raw->n_ops)
+        return 0;
+    size_t n_cpu = 0;
+    for (size_t i = 0; i < raw->n_ops; i++)
+        n_cpu += raw->ops[i].kind == SONDE_OP_CPU;
+    obuild b = {m, {0}, 0};
+    strmap_init(&b.names);
+    int rc = -1;
+    m->ops = sonde__calloc(n_cpu ? n_cpu : 1, sizeof *m->ops);
+    if (!m->ops)
+        goto out;
+    int64_t origin = (int64_t)m->start_mono_ns;
+    for (size_t i = 0; i < raw->n_ops; i++) {
+        sm_op_raw *r = &raw->ops[i];
+        int64_t t0 = (int64_t)r->start_mono - origin;
+        if (r->kind != SONDE_OP_CPU || t0 < 0) /* before the run's start (or its sonde_clear) */
+            continue;
+        sm_op *o = &m->ops[m->n_ops];
+        int32_t th = thread_of(m, r->tid);
+        int32_t name = th >= 0 ? name_id(&b, &r->name) : -1;
+        int32_t shapes = name >= 0 && r->shapes ? name_id(&b, &r->shapes) : -1;
+        if (th < 0 || name < 0 || (r->shapes && shapes < 0))
+            goto out;
+        o->name = (uint32_t)name;
+        o->shapes = shapes;
+        o->thread = (uint32_t)th;
+        o->start_ns = t0;
+        o->end_ns = t0 + (int64_t)r->dur;
+        o->flops = r->flops;
+        o->id = r->id;
+        o->depth = (uint32_t)m->n_ops; /* the input order, for cmp_op; nest() sets the depth */
+        m->n_ops++;
+    }
+    qsort(m->ops, m->n_ops, sizeof *m->ops, cmp_op);
+    if (nest(m) || attach(raw, m, origin))
+        goto out;
+    rc = 0;
+out:
+    strmap_free(&b.names);
+    return rc;
+}
+
+/* ---- the table ------------------------------------------------------------------------------ */
+static int cmp_row(const void *a, const void *b)
+{
+    const sm_op_row *x = a, *y = b;
+    if (x->self_cpu_s != y->self_cpu_s)
+        return x->self_cpu_s > y->self_cpu_s ? -1 : 1;
+    int c = strcmp(x->name, y->name);
+    if (c)
+        return c;
+    return strcmp(x->shapes ? x->shapes : "", y->shapes ? y->shapes : "");
+}
+
+int sm_ops_table(const sm_model *m, int by_shape, sm_op_row **rows, size_t *n)
+{
+    *rows = NULL;
+    *n = 0;
+    if (!m->n_ops)
+        return 0;
+    /* a row per name, or per (name, shapes): keyed by their op_names indices */
+    strmap idx;
+    strmap_init(&idx);
+    sm_op_row *v = NULL;
+    size_t nv = 0, cap = 0;
+    int rc = 0;
+    for (size_t i = 0; i < m->n_ops && !rc; i++) {
+        const sm_op *o = &m->ops[i];
+        char key[32];
+        snprintf(key, sizeof key, "%u/%d", o->name, by_shape ? o->shapes : -1);
+        int k = strmap_get(&idx, key);
+        if (k < 0) {
+            if (SONDE_GROW(v, nv, cap) || strmap_put(&idx, key, (int)nv)) {
+                rc = -1;
+                break;
+            }
+            k = (int)nv++;
+            memset(&v[k], 0, sizeof v[k]);
+            v[k].name = m->op_names[o->name];
+            v[k].shapes = by_shape && o->shapes >= 0 ? m->op_names[o->shapes] : NULL;
+        }
+        sm_op_row *r = &v[k];
+        r->calls++;
+        r->cpu_total_s += (double)(o->end_ns - o->start_ns) / 1e9;
+        r->self_cpu_s += (double)(o->end_ns - o->start_ns - o->child_ns) / 1e9;
+        r->self_device_s += (double)o->device_ns / 1e9;
+        r->device_total_s += (double)o->device_total_ns / 1e9;
+        r->flops += o->flops;
+        r->host_bytes += o->host_bytes;
+        r->device_bytes += o->device_bytes;
+    }
+    strmap_free(&idx);
+    if (rc) {
+        sonde__free(v);
+        return -1;
+    }
+    qsort(v, nv, sizeof *v, cmp_row);
+    *rows = v;
+    *n = nv;
+    return 0;
+}

@@ -1,0 +1,336 @@
+"""test_torch_profiler.py - sonde's torch.profiler backend against real PyTorch (Debian's
+python3-torch, 1.13, CPU): sonde's schedule drives torch.profiler, torch's operators land in
+sonde's recording on one clock, and the reports' operator table agrees with torch's own
+key_averages(). Also the compat modules 000 (diffulex backend="pytorch"), 002 (cache_dit
+ProfilerContext) and 003 (torch_decorator) on a tiny diffusion loop and a training loop.
+Run by tests/python/run_torch.sh with the extension built for the interpreter that has torch.
+"""
+
+import contextlib
+import glob
+import gzip
+import io
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.profiler import ProfilerAction
+
+import sonde
+import sonde.torch
+
+print("sonde torch.profiler backend tests on %s (Python %s, torch %s)" % (
+    sys.executable, sys.version.split()[0], torch.__version__), file=sys.stderr)
+
+QUIET = {"collect_cpu": False, "collect_memory": False, "collect_gpu": False}
+STEPS = 10
+
+
+class UNet(nn.Module):
+    """A small conv UNet: down, middle, up with a skip, and a time embedding (a Linear)."""
+
+    def __init__(self, c=8):
+        super().__init__()
+        self.t_emb = nn.Linear(1, c)
+        self.down = nn.Conv2d(3, c, 3, padding=1)
+        self.mid = nn.Conv2d(c, c, 3, stride=2, padding=1)
+        self.up = nn.Conv2d(2 * c, 3, 3, padding=1)
+
+    def forward(self, x, t):
+        h = F.relu(self.down(x)) + self.t_emb(t.view(1, 1)).view(1, -1, 1, 1)
+        m = F.relu(self.mid(h))
+        m = F.interpolate(m, scale_factor=2.0)
+        return self.up(torch.cat([h, m], dim=1))
+
+
+def denoise(model, prof, steps=STEPS, step=None):
+    """steps denoising steps, each a section with the model's call inside."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 16, 16)
+    with torch.no_grad():
+        for i in range(steps):
+            with prof.profile("denoise"):
+                x = x - 0.1 * model(x, torch.tensor([float(steps - i)]))
+            (step or prof.step)()
+    return x
+
+
+def load_trace(path):
+    with gzip.open(path) if path.endswith(".gz") else open(path) as f:
+        d = json.load(f)
+    return d["traceEvents"] if isinstance(d, dict) else d
+
+
+def check_nesting(test, events):
+    """Every operator lies inside a section of its own thread (one clock), and the sections and
+    operators of each thread nest."""
+    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+           and not e["name"].startswith("ProfilerStep#")]
+    secs = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("section",
+                                                                         "user_annotation")]
+    test.assertTrue(ops, "no operator in the trace")
+    for o in ops:
+        inside = [s for s in secs if s["tid"] == o["tid"] and s["pid"] == o["pid"] and
+                  s["ts"] <= o["ts"] and o["ts"] + o["dur"] <= s["ts"] + s["dur"] + 1e-6]
+        test.assertTrue(inside, "operator outside every section of its thread: %r" % o)
+    spans = sorted(ops + secs, key=lambda e: (e["tid"], e["ts"], -e["dur"]))
+    stack = []
+    for e in spans:
+        while stack and (stack[-1]["tid"] != e["tid"] or
+                         stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"] + 1e-6):
+            stack.pop()
+        if stack:
+            top = stack[-1]
+            test.assertLessEqual(e["ts"] + e["dur"], top["ts"] + top["dur"] + 1e-6,
+                                 "%s overlaps %s without nesting" % (e["name"], top["name"]))
+        stack.append(e)
+    return ops
+
+
+def table(report, name):
+    return {r["name"]: r for r in report["operators"]["by_name"]}.get(name)
+
+
+class Backend(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="sonde-torchprof-")
+
+    def test_operator_table_agrees_with_key_averages(self):
+        model = UNet()
+        with sonde.Profiler(QUIET, name="unet", output_dir=self.dir, wait=1, warmup=1,
+                            active=3, repeat=1, formats=["json", "txt", "trace"]) as p:
+            ins = sonde.torch.instrument(model)
+            tp = sonde.torch.profile_operators(keep_key_averages=True)
+            denoise(model, p)
+            ins.remove()
+        self.assertEqual(len(tp.windows), 1)
+        w = tp.windows[0]
+        self.assertEqual((w["first_step"], w["last_step"], w["cycle"]), (2, 4, 1))
+        torch_counts = {e.key: e.count for e in w["key_averages"]}
+        with open(os.path.join(self.dir, "unet.json")) as f:
+            rep = json.load(f)
+        for op in ("aten::conv2d", "aten::addmm", "aten::linear", "aten::relu", "aten::cat"):
+            self.assertEqual(table(rep, op)["calls"], torch_counts[op], op)
+        self.assertEqual(table(rep, "aten::conv2d")["calls"], 3 * 3)  # 3 convs x 3 active steps
+        self.assertEqual(table(rep, "aten::addmm")["calls"], 3)
+        # torch's own FLOPs counter for conv2d and addmm, summed as torch sums them
+        flops = {e.key: e.flops for e in w["key_averages"]}
+        self.assertEqual(table(rep, "aten::conv2d")["flops"], flops["aten::conv2d"])
+        self.assertGreater(table(rep, "aten::conv2d")["flops"], 0)
+        # self time is its own less the operators inside it
+        conv = table(rep, "aten::conv2d")
+        self.assertLess(conv["self_cpu_s"], conv["cpu_total_s"])
+        # per input shapes: the three convolutions have three distinct input shapes
+        convs = [r for r in rep["operators"]["by_input_shapes"] if r["name"] == "aten::conv2d"]
+        self.assertEqual(len(convs), 3)
+        self.assertEqual(sorted(r["calls"] for r in convs), [3, 3, 3])
+        self.assertIn("[1, 3, 16, 16]", " ".join(r["input_shapes"] for r in convs))
+        # one clock, nested: operators inside the module sections of their thread
+        ops = check_nesting(self, load_trace(os.path.join(self.dir, "unet.trace.json.gz")))
+        self.assertEqual(sum(1 for o in ops if o["name"] == "aten::conv2d"), 9)
+        with open(os.path.join(self.dir, "unet.txt")) as f:
+            txt = f.read()
+        self.assertIn("Operators:", txt)
+        self.assertIn("aten::conv2d", txt)
+
+    def test_schedule_is_sonde_s_and_matches_torch_s(self):
+        """skip_first 1, wait 1, warmup 1, active 2, repeat 2: torch's own schedule function
+        picks the same actions for every step."""
+        ref = torch.profiler.schedule(skip_first=1, wait=1, warmup=1, active=2, repeat=2)
+        with sonde.Profiler(QUIET, name="sched", output_dir=self.dir, skip_first=1, wait=1,
+                            warmup=1, active=2, repeat=2, formats=["json"]) as p:
+            tp = sonde.torch.profile_operators(mirror_sections=False)
+            got = [tp.action(s) for s in range(14)]
+            tp.stop()
+        self.assertEqual(got, [ref(s) for s in range(14)])
+        self.assertIn(ProfilerAction.RECORD_AND_SAVE, got)
+
+    def test_stop_restores_the_profiler(self):
+        with sonde.Profiler(QUIET, name="restore", output_dir=self.dir, formats=["json"]) as p:
+            tp = sonde.torch.profile_operators()
+            self.assertIn("profile", p.__dict__)
+            with p.profile("x"):
+                torch.ones(3).sum()
+            tp.stop()
+            tp.stop()
+            self.assertNotIn("profile", p.__dict__)
+            self.assertNotIn("step", p.__dict__)
+            with p.profile("after"):
+                torch.ones(3).sum()
+        with open(os.path.join(self.dir, "restore.json")) as f:
+            rep = json.load(f)
+        self.assertEqual(table(rep, "aten::ones")["calls"], 1)  # the one before stop()
+
+    def test_cuda_asked_on_a_cpu_build_is_switched_off_with_a_reason(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            with sonde.Profiler(QUIET, name="nocuda", output_dir=self.dir, formats=["json"]):
+                tp = sonde.torch.profile_operators(
+                    activities=[torch.profiler.ProfilerActivity.CPU,
+                                torch.profiler.ProfilerActivity.CUDA])
+        if torch.cuda.is_available():
+            self.skipTest("a GPU is present")
+        self.assertIn("torch.cuda.is_available() is False", tp.note)
+        self.assertEqual(err.getvalue().count("CUDA kernels are not traced"), 1)
+
+
+class FoldSubstitutes(unittest.TestCase):
+    """The fold of CUDA kernels and memory, with KinetoEvent-like substitutes (no GPU here)."""
+
+    class Ev:
+        def __init__(self, name, start, dur, dev, cid=0, linked=0, idx=0, stream=0, nbytes=0,
+                     scope=0, th=1, shapes=()):
+            self.v = dict(name=name, start_us=start, duration_us=dur, device_type=dev,
+                          correlation_id=cid, linked_correlation_id=linked, device_index=idx,
+                          device_resource_id=stream, nbytes=nbytes, scope=scope,
+                          start_thread_id=th, shapes=list(shapes), flops=0)
+
+        def __getattr__(self, k):
+            return lambda: self.v[k]
+
+    def test_kernels_link_to_their_operator(self):
+        from sonde._torchprof import _fold, OP_CPU, OP_KERNEL, OP_MEMCPY, OP_MEMORY, TORCH_TID
+        CPU, CUDA = torch._C._autograd.DeviceType.CPU, torch._C._autograd.DeviceType.CUDA
+        ev = [self.Ev("sonde.tid:4242", 1000, 0, CPU, scope=7),
+              self.Ev("aten::mm", 1000, 50, CPU, cid=9, shapes=[[4, 8], [8, 8]]),
+              self.Ev("[memory]", 1010, 0, CUDA, idx=1, nbytes=2048),
+              self.Ev("gemm_kernel", 1020, 30, CUDA, linked=9, idx=1, stream=7),
+              self.Ev("Memcpy HtoD (Pageable -> Device)", 1060, 5, CUDA, linked=9, idx=1),
+              self.Ev("aten::add", 1100, 5, CPU, cid=10, th=2)]
+        out, tids = _fold(ev, set(), 0, True)
+        self.assertEqual(tids, {1: 4242})
+        kinds = [o[0] for o in out]
+        self.assertEqual(kinds, [OP_CPU, OP_MEMORY, OP_KERNEL, OP_MEMCPY, OP_CPU])
+        mm, mem, k, cp, add = out
+        self.assertEqual((mm[1], mm[2], mm[3], mm[4], mm[7], mm[10]),
+                         ("aten::mm", 1000000, 50000, 4242, 9, "[[4, 8], [8, 8]]"))
+        self.assertEqual((mem[5], mem[9]), (1, 2048))
+        self.assertEqual((k[1], k[5], k[6], k[7]), ("gemm_kernel", 1, 7, 9))
+        self.assertEqual(add[4], TORCH_TID + 2)  # a thread without a marker
+
+    def test_folded_kernels_in_the_report(self):
+        """The substitutes' entries through sonde_ops: the operator's self CUDA time and the
+        kernel under CUDA activity, linked to the section."""
+        import time
+        from sonde._torchprof import _fold
+        CPU, CUDA = torch._C._autograd.DeviceType.CPU, torch._C._autograd.DeviceType.CUDA
+        with sonde.Profiler(QUIET, name="kern", output_dir=self.dir(), formats=["json"]) as p:
+            with p.profile("forward"):
+                t = time.monotonic_ns() // 1000 + 5
+                time.sleep(0.002)
+            ev = [self.Ev("aten::mm", t, 100, CPU, cid=3),
+                  self.Ev("gemm_kernel", t + 20, 40, CUDA, linked=3, idx=0, stream=7)]
+            out, _ = _fold(ev, set(), 0, False)
+            out = [o[:4] + (0,) + o[5:] for o in out]  # this thread
+            p._handle.ops(out)
+        with open(os.path.join(self.d, "kern.json")) as f:
+            rep = json.load(f)
+        mm = table(rep, "aten::mm")
+        self.assertAlmostEqual(mm["self_cuda_s"], 40e-6)
+        self.assertAlmostEqual(mm["cuda_total_s"], 40e-6)
+        self.assertEqual(rep["gpu_activity"]["kernels"], 1)
+        self.assertEqual(rep["gpu_activity"]["kernels_by_section"][0]["name"], "forward")
+
+    def dir(self):
+        self.d = tempfile.mkdtemp(prefix="sonde-fold-")
+        return self.d
+
+
+class Compat(unittest.TestCase):
+    """The reference documents' APIs drive the backend: 000, 002, 003."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="sonde-compat-torch-")
+
+    def test_000_diffulex_pytorch_backend(self):
+        from sonde.compat.diffulex import DiffulexProfiler, ProfilerConfig
+        from torch.profiler import ProfilerActivity
+        prof = DiffulexProfiler(ProfilerConfig(
+            backend="pytorch", output_dir=self.dir, output_file="diff.json",
+            collect_gpu_metrics=False, collect_memory_metrics=False,
+            pytorch_profiler_config={"activities": [ProfilerActivity.CPU],
+                                     "record_shapes": True, "profile_memory": True}))
+        model = UNet()
+        try:
+            denoise(model, prof.profiler, step=lambda: None)
+            prof.export()  # folds what torch recorded so far
+        finally:
+            prof.profiler.close()
+        with open(os.path.join(self.dir, "diff.json")) as f:
+            rep = json.load(f)
+        self.assertEqual(table(rep, "aten::conv2d")["calls"], 3 * STEPS)  # no schedule: all
+        self.assertEqual(table(rep, "aten::addmm")["calls"], STEPS)
+        self.assertTrue(any(r["self_cpu_memory_bytes"] > 0 for r in rep["operators"]["by_name"]),
+                        "profile_memory: no operator allocated memory")
+        with self.assertRaises(ValueError) as e:
+            DiffulexProfiler(ProfilerConfig(backend="pytorch", output_dir=self.dir,
+                                            pytorch_profiler_config={"with_modulez": True}))
+        self.assertIn("'with_modulez'", str(e.exception))
+
+    def test_002_cache_dit_profiler_context(self):
+        from sonde.compat.cache_dit import ProfilerContext
+        model = UNet()
+        with ProfilerContext(activities=["CPU", "GPU"], output_dir=self.dir,
+                             profile_name="dit", wait=1, warmup=1, active=3) as ctx:
+            denoise(model, ctx.profiler, step=ctx.step)
+        events = load_trace(str(ctx.trace_path))
+        ops = check_nesting(self, events)
+        self.assertEqual(sum(1 for o in ops if o["name"] == "aten::conv2d"), 9)
+
+    def test_003_training_loop_schedule(self):
+        """forward, backward, optimizer step under 003's decorator with skip_first=1, wait=1,
+        warmup=1, active=2, repeat=2: the steps recorded are those torch's schedule picks, one
+        trace per cycle, the rank-0 summary printed once."""
+        from sonde.compat.torch_decorator import active_profiler, profiler, step_profiler
+        ref = torch.profiler.schedule(skip_first=1, wait=1, warmup=1, active=2, repeat=2)
+        want = [s for s in range(12) if ref(s) in (ProfilerAction.RECORD,
+                                                   ProfilerAction.RECORD_AND_SAVE)]
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        seen = []
+
+        @profiler(output_dir=self.dir, skip_first=1, wait=1, warmup=1, active=2, repeat=2,
+                  with_modules=True)
+        def train():
+            torch.manual_seed(0)
+            for step in range(12):
+                p = active_profiler()
+                with p.profile("train_step"):
+                    loss = model(torch.randn(4, 8)).pow(2).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                seen.append(p)
+                step_profiler()
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            train()
+        tp_windows = [(w["first_step"], w["last_step"]) for w in seen[0].torch_profiler.windows]
+        got = [s for a, b in tp_windows for s in range(a, b + 1)]
+        self.assertEqual(got, want)
+        self.assertEqual(out.getvalue().count("Top sections by total time"), 1)
+        traces = glob.glob(os.path.join(self.dir, "rank_0", "plugins", "profile", "*",
+                                        "*.pt.trace.json.gz"))
+        self.assertEqual(len(traces), 2, traces)  # one per cycle
+        rep = glob.glob(os.path.join(self.dir, "rank_0", "*.sonde"))
+        self.assertEqual(len(rep), 1)
+        # backward and optimizer operators, and the modules as sections
+        out_dir = os.path.join(self.dir, "exported")
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.assertEqual(sonde.cli(["export", rep[0], "--format", "json", "-o", out_dir]), 0)
+        with open(glob.glob(os.path.join(out_dir, "*.json"))[0]) as f:
+            r = json.load(f)
+        names = {s["name"] for s in r["sections"]}
+        self.assertIn("nn.Module: Linear", names)
+        self.assertEqual(table(r, "aten::addmm")["calls"], 2 * len(want))  # 2 Linears a step
+        self.assertIsNotNone(table(r, "autograd::engine::evaluate_function: AddmmBackward0"))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,192 @@
+/* test_ops.c - sonde_ops: another tracer's operators folded into the run (placed under their
+ * sections, nested, memory and GPU work charged to them, the per-operator table), and its
+ * errors. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "util/alloc.h"
+
+static uint64_t mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void spin_until(uint64_t t)
+{
+    while (mono() < t) {
+    }
+}
+
+static const sm_op *find_op(const sm_model *m, const char *name)
+{
+    for (size_t i = 0; i < m->n_ops; i++)
+        if (!strcmp(m->op_names[m->ops[i].name], name))
+            return &m->ops[i];
+    return NULL;
+}
+
+static const sm_op_row *find_row(const sm_op_row *v, size_t n, const char *name, const char *shp)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(v[i].name, name) &&
+            (!shp ? !v[i].shapes : v[i].shapes && !strcmp(v[i].shapes, shp)))
+            return &v[i];
+    return NULL;
+}
+
+static void folded_under_their_section(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "ops");
+    sonde_profiler *p = sonde_create(&c);
+    assert_non_null(p);
+    assert_int_equal(sonde_begin(p, "forward"), 0);
+    uint64_t t = mono();
+    spin_until(t + 400000);
+    assert_int_equal(sonde_end(p), 0);
+    uint64_t after_end = mono();
+    int self = (int)syscall(SYS_gettid);
+    sonde_op ops[] = {
+        /* given out of order: the model sorts them */
+        {.kind = SONDE_OP_CPU, .name = "aten::addmm", .start_ns = t + 20000, .dur_ns = 100000,
+         .id = 7, .flops = 1000, .shapes = "[[8], [4, 8], [8, 8]]"},
+        {.kind = SONDE_OP_CPU, .name = "aten::linear", .start_ns = t + 10000, .dur_ns = 140000,
+         .tid = self, .id = 6},
+        {.kind = SONDE_OP_MEMORY, .start_ns = t + 30000, .device = -1, .bytes = 4096},
+        {.kind = SONDE_OP_MEMORY, .start_ns = t + 35000, .device = 0, .bytes = 1 << 20},
+        {.kind = SONDE_OP_KERNEL, .name = "gemm_kernel", .start_ns = t + 40000,
+         .dur_ns = 50000, .device = 0, .stream = 7, .id = 7},
+        {.kind = SONDE_OP_MEMCPY, .start_ns = t + 90000, .dur_ns = 5000, .device = 0,
+         .stream = 7, .id = 7, .bytes = 256},
+        {.kind = SONDE_OP_CPU, .name = "aten::addmm", .start_ns = t + 200000, .dur_ns = 50000,
+         .id = 8, .flops = 3000, .shapes = "[[8], [2, 8], [8, 8]]"},
+        /* its end sticks out of the section by 300 ns and what sonde_end took to return */
+        {.kind = SONDE_OP_CPU, .name = "aten::relu", .start_ns = after_end - 20000,
+         .dur_ns = 20300},
+        /* a thread the run has not seen */
+        {.kind = SONDE_OP_CPU, .name = "aten::mul", .start_ns = t + 5000, .dur_ns = 1000,
+         .tid = 0x40000003},
+    };
+    assert_int_equal(sonde_ops(p, ops, sizeof ops / sizeof ops[0]), 0);
+    sm_model m;
+    assert_int_equal(tu_finish(p, &m), 0);
+
+    assert_int_equal(m.n_ops, 5);
+    const sm_op *lin = find_op(&m, "aten::linear"), *mm = NULL, *relu = find_op(&m, "aten::relu");
+    for (size_t i = 0; i < m.n_ops; i++)
+        if (m.ops[i].id == 7)
+            mm = &m.ops[i];
+    assert_non_null(lin);
+    assert_non_null(mm);
+    assert_non_null(relu);
+    assert_int_equal(m.n_spans, 1);
+    const sm_span *fw = &m.spans[0];
+    /* nesting: addmm inside linear, both inside the section, on the section's thread */
+    assert_int_equal(mm->parent, (int32_t)(lin - m.ops));
+    assert_int_equal(mm->depth, 1);
+    assert_int_equal(lin->parent, -1);
+    assert_int_equal(lin->span, 0);
+    assert_int_equal(mm->span, 0);
+    assert_int_equal(lin->thread, fw->thread);
+    assert_int_equal(lin->end_ns - lin->start_ns, 140000);
+    assert_int_equal(lin->child_ns, 100000);
+    /* times on the run's clock: the section began before the first operator */
+    assert_true(fw->start_ns <= lin->start_ns);
+    assert_true(lin->start_ns - fw->start_ns < 10000 + 50000000); /* within the same run */
+    /* memory and GPU work charged to the operator running then */
+    assert_int_equal(mm->host_bytes, 4096);
+    assert_int_equal(mm->device_bytes, 1 << 20);
+    assert_int_equal(mm->device_ns, 55000);
+    assert_int_equal(lin->device_ns, 0);
+    assert_int_equal(lin->device_total_ns, 55000);
+    assert_int_equal(m.n_gpu, 2);
+    assert_int_equal(m.gpu[0].kind, SM_GPU_KERNEL);
+    assert_string_equal(m.gpu[0].name, "gemm_kernel");
+    assert_int_equal(m.gpu[0].span, 0); /* launched inside "forward" */
+    assert_int_equal(m.gpu[1].kind, SM_GPU_MEMCPY);
+    assert_int_equal(m.gpu[1].bytes, 256);
+    /* an end past the section's by at most 2 us is moved inside it; more is left alone */
+    int64_t out = (int64_t)(after_end + 300) - (int64_t)m.start_mono_ns - fw->end_ns;
+    if (out <= 2000)
+        assert_int_equal(relu->end_ns, fw->end_ns);
+    else
+        assert_true(relu->end_ns > fw->end_ns);
+    /* the unknown thread got a track of its own */
+    const sm_op *mul = find_op(&m, "aten::mul");
+    assert_non_null(mul);
+    assert_string_equal(m.threads[mul->thread].name, "torch thread 3");
+    assert_int_equal(mul->span, -1);
+
+    sm_op_row *rows;
+    size_t n;
+    assert_int_equal(sm_ops_table(&m, 0, &rows, &n), 0);
+    assert_int_equal(n, 4);
+    const sm_op_row *r = find_row(rows, n, "aten::addmm", NULL);
+    assert_non_null(r);
+    assert_int_equal(r->calls, 2);
+    assert_true(fabs(r->flops - 4000) < 1e-9);
+    assert_true(fabs(r->cpu_total_s - 150e-6) < 1e-12);
+    assert_true(fabs(r->self_device_s - 55e-6) < 1e-12);
+    r = find_row(rows, n, "aten::linear", NULL);
+    assert_true(fabs(r->self_cpu_s - 40e-6) < 1e-12);
+    assert_true(fabs(r->device_total_s - 55e-6) < 1e-12);
+    assert_true(fabs(r->self_device_s) < 1e-12);
+    sonde__free(rows);
+    assert_int_equal(sm_ops_table(&m, 1, &rows, &n), 0);
+    assert_int_equal(n, 5);
+    r = find_row(rows, n, "aten::addmm", "[[8], [2, 8], [8, 8]]");
+    assert_non_null(r);
+    assert_int_equal(r->calls, 1);
+    assert_true(fabs(r->flops - 3000) < 1e-9);
+    sonde__free(rows);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+static void bad_input_is_refused(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "ops-bad");
+    sonde_profiler *p = sonde_create(&c);
+    assert_non_null(p);
+    sonde_op o = {.kind = 9, .name = "x", .start_ns = mono(), .dur_ns = 1};
+    assert_int_equal(sonde_ops(p, &o, 1), SONDE_EINVAL);
+    assert_non_null(strstr(sonde_last_error(), "entry 0: unknown kind 9"));
+    o.kind = SONDE_OP_CPU;
+    o.flops = NAN;
+    assert_int_equal(sonde_ops(p, &o, 1), SONDE_EINVAL);
+    assert_non_null(strstr(sonde_last_error(), "entry 0 (x): flops"));
+    assert_int_equal(sonde_ops(p, NULL, 2), SONDE_EINVAL);
+    assert_int_equal(sonde_ops(NULL, &o, 1), SONDE_EINVAL);
+    assert_int_equal(sonde_ops(p, NULL, 0), 0);
+    sm_model m;
+    assert_int_equal(tu_finish(p, &m), 0);
+    assert_int_equal(m.n_ops, 0); /* nothing of a refused call was recorded */
+    sm_free(&m);
+    /* disabled: a no-op */
+    c.enabled = 0;
+    p = sonde_create(&c);
+    o.flops = 1;
+    assert_int_equal(sonde_ops(p, &o, 1), 0);
+    sonde_destroy(p);
+    tu_rmrf(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(folded_under_their_section),
+        cmocka_unit_test(bad_input_is_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
