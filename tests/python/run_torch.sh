@@ -6,7 +6,9 @@
 # BUILD/python-torch (a Release build of the module alone). SONDE_TORCH_PYTHON picks another
 # interpreter. Exit 77 (skipped) when it has no torch.
 set -euo pipefail
+# Arguments after the fourth: scripts to run (with theirs) instead of the tests (make bench).
 src=$1 build=$2 own_py=$3 own_dir=$4
+shift 4
 py=${SONDE_TORCH_PYTHON:-/usr/bin/python3}
 if ! "$py" -c "import torch" >/dev/null 2>&1; then
     echo "SKIP: $py cannot import torch (apt-get install python3-torch)"
@@ -24,5 +26,8 @@ else
     dir=$out/python
 fi
 export PYTHONPATH=$dir
+if [ $# -gt 0 ]; then
+    exec "$py" "$@"
+fi
 "$py" "$src/tests/python/test_torch.py"
 exec "$py" "$src/tests/python/test_torch_profiler.py"
