@@ -19,6 +19,7 @@ OP_CPU, OP_MEMORY, OP_KERNEL, OP_MEMCPY, OP_MEMSET = 0, 1, 2, 3, 4
 TORCH_TID = 0x40000000
 _USER_SCOPE = 7        # at::RecordScope::USER_SCOPE: record_function ranges
 _MARK = "sonde.tid:"   # the marker ranges that tell torch's thread numbers from kernel tids
+_HOOKED = ("step", "profile", "stage", "session")  # the profiler's methods it takes over
 
 _tls = threading.local()
 _STEP_HANDLE_OPS = int(torch.__version__.split(".")[0]) < 2
@@ -120,8 +121,10 @@ class _Mirror:
     def __exit__(self, et, ev, tb):
         try:
             _rf_exit(self.rf)
-        finally:
-            return self.sec.__exit__(et, ev, tb)
+        except BaseException:
+            self.sec.__exit__(et, ev, tb)  # the section ends whatever happens to the range
+            raise
+        return self.sec.__exit__(et, ev, tb)
 
 
 class TorchProfiler:
@@ -160,21 +163,21 @@ class TorchProfiler:
         self._mark_thread()
         # sonde's own calls on this profiler now also drive torch's (instance attributes over
         # the class's methods: removed by stop())
-        cls = type(prof)
-        self._saved = [k for k in ("step", "profile", "stage", "session") if k in prof.__dict__]
+        self._saved = [k for k in _HOOKED if k in prof.__dict__]
         prof.step = self._on_step
         if mirror_sections:
-            prof.profile = lambda name, metadata=None: _Mirror(
-                cls.profile(prof, name, metadata), str(name), self)
-            prof.stage = lambda name, metadata=None: _Mirror(
-                cls.stage(prof, name, metadata), str(name), self)
-            prof.session = lambda name, metadata=None: _Mirror(
-                cls.session(prof, name, metadata), str(name), self)
+            for k in _HOOKED[1:]:
+                setattr(prof, k, self._mirror_of(getattr(type(prof), k)))
         prof._attached.append(self)
         prof.torch_profiler = self  # the last one attached, also once stopped
         if self.note:
             print("sonde.torch: " + self.note, file=sys.stderr)
             prof.event("sonde.torch", {"note": self.note})
+
+    def _mirror_of(self, method):
+        """The profiler's method (profile, stage, session) whose sections are also ranges."""
+        prof = self.prof
+        return lambda name, metadata=None: _Mirror(method(prof, name, metadata), str(name), self)
 
     # -- torch's schedule, from sonde's --------------------------------------------------------
     def action(self, step):
@@ -250,7 +253,7 @@ class TorchProfiler:
         try:
             self._tp.stop()
         finally:
-            for k in ("step", "profile", "stage", "session"):
+            for k in _HOOKED:
                 if k not in self._saved:
                     self.prof.__dict__.pop(k, None)
             if self in self.prof._attached:

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 import sonde
 
 __all__ = ["instrument", "Instrumented", "count_flops", "profile_operators", "instrument_all",
-           "activities"]
+           "parse_activities"]
 
 
 def _numel(t):
@@ -214,7 +214,7 @@ def profile_operators(profiler=None, *, activities=None, record_shapes=True, wit
     reports gain a per-operator table. profiler: a sonde.Profiler, or None for the one entered
     with `with` on this thread. The window is the schedule's (skip_first / wait / warmup / active
     / repeat, or start_step..end_step; none: from here to the end), stepped by the profiler's
-    step(). activities may also name them ("CPU", "GPU", "MEM": see activities()). With
+    step(). activities may also name them ("CPU", "GPU", "MEM": see parse_activities()). With
     mirror_sections, sonde's sections entered through profile / stage / session
     are also record_function ranges in torch's own trace. activities: torch's
     (ProfilerActivity.CPU, and CUDA when torch.cuda.is_available()). Returns a TorchProfiler:
@@ -223,7 +223,7 @@ def profile_operators(profiler=None, *, activities=None, record_shapes=True, wit
     from ._torchprof import TorchProfiler
 
     if activities is not None and any(isinstance(a, str) for a in activities):
-        acts, mem = globals()["activities"]([a for a in activities if isinstance(a, str)])
+        acts, mem = parse_activities([a for a in activities if isinstance(a, str)])
         activities = [a for a in activities if not isinstance(a, str)] + acts
         profile_memory = profile_memory or mem
     p = profiler if profiler is not None else sonde.current()
@@ -233,7 +233,7 @@ def profile_operators(profiler=None, *, activities=None, record_shapes=True, wit
                          keep_key_averages=keep_key_averages)
 
 
-def activities(names):
+def parse_activities(names):
     """torch.profiler activities from the names sonde's flags and the compat modules use:
     ("CPU", "GPU" or "CUDA", "MEM") -> ([ProfilerActivity...], profile_memory). Other names
     (NVTX) are sonde's own and are left out."""

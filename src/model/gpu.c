@@ -111,15 +111,18 @@ static int cmp_gpu(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* A thread's spans are in start order and nest: the last one to start at or before t is the
- * innermost open at t, or else nested in it, so the answer is it or its nearest ancestor still
- * open at t. */
-int32_t sm__span_at(const sm_model *m, const size_t *first, int32_t th, int64_t t)
+/* The items (spans or operators: a uint32 thread, int64 start_ns and end_ns, int32 parent at the
+ * given offsets) of each thread are in start order and nest: the last one to start at or before
+ * t is the innermost open at t, or else nested in it, so the answer is it or its nearest
+ * ancestor still open at t. */
+#define FIELD(T, base, size, i, off) (*(const T *)((const char *)(base) + (i) * (size) + (off)))
+
+int32_t sm__innermost_at(const sm_nested *v, const size_t *first, uint32_t th, int64_t t)
 {
     size_t lo = first[th], hi = first[th + 1];
-    while (lo < hi) { /* the first span starting after t */
+    while (lo < hi) { /* the first item starting after t */
         size_t mid = lo + (hi - lo) / 2;
-        if (m->spans[mid].start_ns <= t)
+        if (FIELD(int64_t, v->base, v->size, mid, v->start) <= t)
             lo = mid + 1;
         else
             hi = mid;
@@ -127,23 +130,23 @@ int32_t sm__span_at(const sm_model *m, const size_t *first, int32_t th, int64_t 
     if (lo == first[th])
         return -1;
     int32_t s = (int32_t)(lo - 1);
-    while (s >= 0 && m->spans[s].end_ns < t)
-        s = m->spans[s].parent;
+    while (s >= 0 && FIELD(int64_t, v->base, v->size, (size_t)s, v->end) < t)
+        s = FIELD(int32_t, v->base, v->size, (size_t)s, v->parent);
     return s;
 }
 
-size_t *sm__thread_firsts(const sm_model *m)
+size_t *sm__thread_firsts(const sm_nested *v, size_t n_threads)
 {
-    size_t *first = sonde__malloc((m->n_threads + 1) * sizeof *first);
+    size_t *first = sonde__malloc((n_threads + 1) * sizeof *first);
     if (!first)
         return NULL;
     size_t k = 0;
-    for (size_t t = 0; t < m->n_threads; t++) {
+    for (size_t t = 0; t < n_threads; t++) {
         first[t] = k;
-        while (k < m->n_spans && m->spans[k].thread == t)
+        while (k < v->n && FIELD(uint32_t, v->base, v->size, k, v->thread) == t)
             k++;
     }
-    first[m->n_threads] = m->n_spans;
+    first[n_threads] = v->n;
     return first;
 }
 
@@ -159,7 +162,8 @@ int sm__gpu_build(sb_raw *raw, sm_model *m)
             n_dev++;
     }
     api_ref *api = sonde__malloc((n_api ? n_api : 1) * sizeof *api);
-    size_t *first = sm__thread_firsts(m);
+    sm_nested spans = SM_SPANS(m);
+    size_t *first = sm__thread_firsts(&spans, m->n_threads);
     m->gpu = sonde__calloc(n_dev ? n_dev : 1, sizeof *m->gpu);
     if (!api || !first || !m->gpu) {
         sonde__free(api);
@@ -206,7 +210,7 @@ int sm__gpu_build(sb_raw *raw, sm_model *m)
         for (size_t t = 0; t < m->n_threads; t++)
             if (m->threads[t].tid == hit->tid) {
                 g->launch_thread = (int32_t)t;
-                g->span = sm__span_at(m, first, (int32_t)t, hit->t);
+                g->span = sm__innermost_at(&spans, first, (uint32_t)t, hit->t);
                 break;
             }
     }

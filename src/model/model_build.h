@@ -3,6 +3,8 @@
 #ifndef SONDE_MODEL_BUILD_H
 #define SONDE_MODEL_BUILD_H
 
+#include <stddef.h>
+
 #include "model.h"
 
 typedef struct sb_ev {
@@ -64,11 +66,22 @@ int sm__gpu_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end);
  * after the spans are built. 0, or -1 when out of memory. */
 int sm__gpu_build(sb_raw *raw, sm_model *m);
 void sm__gpu_free_raw(sb_raw *raw);
-/* Where each thread's spans begin in m->spans: first[t] .. first[t + 1] (n_threads + 1
- * entries, malloc'ed); NULL when out of memory. */
-size_t *sm__thread_firsts(const sm_model *m);
-/* The innermost span of thread th open at t, or -1 (first from sm__thread_firsts). */
-int32_t sm__span_at(const sm_model *m, const size_t *first, int32_t th, int64_t t);
+/* An array of nested intervals grouped by thread, each thread's in start order (m->spans,
+ * m->ops): its fields' offsets in an element of size bytes. */
+typedef struct sm_nested {
+    const void *base;
+    size_t n, size, thread, start, end, parent;
+} sm_nested;
+#define SM_NESTED(T, arr, n_)                                                                   \
+    ((sm_nested){(arr), (n_), sizeof(T), offsetof(T, thread), offsetof(T, start_ns),            \
+                 offsetof(T, end_ns), offsetof(T, parent)})
+#define SM_SPANS(m) SM_NESTED(sm_span, (m)->spans, (m)->n_spans)
+#define SM_OPS(m) SM_NESTED(sm_op, (m)->ops, (m)->n_ops)
+/* Where each thread's items begin: first[t] .. first[t + 1] (n_threads + 1 entries, malloc'ed);
+ * NULL when out of memory. */
+size_t *sm__thread_firsts(const sm_nested *v, size_t n_threads);
+/* The innermost item of thread th open at t, or -1 (first from sm__thread_firsts). */
+int32_t sm__innermost_at(const sm_nested *v, const size_t *first, uint32_t th, int64_t t);
 /* ops.c: one OPS record's entries appended to raw; 0, -1 malformed, -2 out of memory. */
 int sm__ops_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end);
 /* Places the operators on their threads (after the spans are built, before sm__gpu_build, to

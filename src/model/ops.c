@@ -168,25 +168,6 @@ static int cmp_id(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The innermost operator of thread th running at t, or -1 (ops first[th] .. first[th + 1]). */
-static int32_t op_at(const sm_model *m, const size_t *first, uint32_t th, int64_t t)
-{
-    size_t lo = first[th], hi = first[th + 1];
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->ops[mid].start_ns <= t)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == first[th])
-        return -1;
-    int32_t o = (int32_t)(lo - 1);
-    while (o >= 0 && m->ops[o].end_ns < t)
-        o = m->ops[o].parent;
-    return o;
-}
-
 static void clamp(sm_op *o, int64_t lo, int64_t hi, int64_t slack)
 {
     if (o->start_ns < lo && lo - o->start_ns <= slack)
@@ -200,7 +181,8 @@ static void clamp(sm_op *o, int64_t lo, int64_t hi, int64_t slack)
 /* Nesting, sections, clamping and self times of m->ops, sorted by thread and start. */
 static int nest(sm_model *m)
 {
-    size_t *sfirst = sm__thread_firsts(m);
+    sm_nested spans = SM_SPANS(m);
+    size_t *sfirst = sm__thread_firsts(&spans, m->n_threads);
     int32_t *stack = sonde__malloc((m->n_ops ? m->n_ops : 1) * sizeof *stack);
     if (!sfirst || !stack) {
         sonde__free(sfirst);
@@ -219,7 +201,7 @@ static int nest(sm_model *m)
             depth--;
         o->parent = depth ? stack[depth - 1] : -1;
         o->depth = (uint32_t)depth;
-        o->span = sm__span_at(m, sfirst, (int32_t)o->thread,
+        o->span = sm__innermost_at(&spans, sfirst, o->thread,
                               o->start_ns + (o->end_ns - o->start_ns) / 2);
         if (o->span >= 0) {
             const sm_span *s = &m->spans[o->span];
@@ -249,19 +231,14 @@ static int gpu_add(sb_raw *raw, const sm_gpu_raw *g)
  * call at its operator's start on its thread, so that it links to the section there. */
 static int attach(sb_raw *raw, sm_model *m, int64_t origin)
 {
-    size_t *first = sonde__malloc((m->n_threads + 1) * sizeof *first);
+    sm_nested ops = SM_OPS(m);
+    size_t *first = sm__thread_firsts(&ops, m->n_threads);
     id_ref *ids = sonde__malloc((m->n_ops ? m->n_ops : 1) * sizeof *ids);
     uint8_t *launched = sonde__calloc(m->n_ops ? m->n_ops : 1, 1);
     int rc = -1;
     if (!first || !ids || !launched)
         goto out;
-    size_t k = 0, n_ids = 0;
-    for (size_t t = 0; t < m->n_threads; t++) {
-        first[t] = k;
-        while (k < m->n_ops && m->ops[k].thread == t)
-            k++;
-    }
-    first[m->n_threads] = m->n_ops;
+    size_t n_ids = 0;
     for (size_t i = 0; i < m->n_ops; i++)
         if (m->ops[i].id) {
             ids[n_ids].id = m->ops[i].id;
@@ -278,7 +255,7 @@ static int attach(sb_raw *raw, sm_model *m, int64_t origin)
             for (size_t t = m->n_threads; t-- > 0 && th < 0;)
                 if (m->threads[t].tid == r->tid)
                     th = (int32_t)t;
-            int32_t o = th >= 0 ? op_at(m, first, (uint32_t)th, t0) : -1;
+            int32_t o = th >= 0 ? sm__innermost_at(&ops, first, (uint32_t)th, t0) : -1;
             if (o >= 0) {
                 if (r->device < 0)
                     m->ops[o].host_bytes += r->bytes;

@@ -98,9 +98,8 @@ static void folded_under_their_section(void **state)
     assert_int_equal(lin->thread, fw->thread);
     assert_int_equal(lin->end_ns - lin->start_ns, 140000);
     assert_int_equal(lin->child_ns, 100000);
-    /* times on the run's clock: the section began before the first operator */
+    /* times on the run's clock: the section began before t, 10 us before the first operator */
     assert_true(fw->start_ns <= lin->start_ns);
-    assert_true(lin->start_ns - fw->start_ns < 10000 + 50000000); /* within the same run */
     /* memory and GPU work charged to the operator running then */
     assert_int_equal(mm->host_bytes, 4096);
     assert_int_equal(mm->device_bytes, 1 << 20);

@@ -87,7 +87,7 @@ class ProfilerContext:
             ns, config={"formats": ["trace", "tensorboard"]})
         if self.profiler.enabled and "torch" in sys.modules:  # the torch.profiler backend
             from sonde import torch as sonde_torch
-            acts, mem = sonde_torch.activities(self.activities)
+            acts, mem = sonde_torch.parse_activities(self.activities)
             sonde_torch.profile_operators(self.profiler, activities=acts, profile_memory=mem,
                                           record_shapes=self.record_shapes,
                                           with_stack=self.with_stack)
