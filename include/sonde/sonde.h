@@ -433,6 +433,19 @@ typedef struct sonde_section_stats {
     double mfu;              /* flops_per_s / cfg.peak_flops (0 when the peak is unknown) */
 } sonde_section_stats;
 
+/* One row of the operator table (operators recorded through sonde_ops): every call of one name. */
+typedef struct sonde_op_stats {
+    const char *name;        /* "aten::addmm" */
+    uint64_t calls;
+    double self_cpu_s;       /* its own time, less the operators nested in it */
+    double cpu_total_s;      /* every call's whole duration */
+    double self_cuda_s;      /* device time of the kernels it launched itself */
+    double cuda_total_s;     /* ... and of those its nested operators launched */
+    double flops;            /* FLOPs of its calls (with_flops) */
+    int64_t self_cpu_memory; /* bytes allocated less freed while it ran, host */
+    int64_t self_cuda_memory;/* ... device */
+} sonde_op_stats;
+
 typedef struct sonde_summary_t {
     double total_duration_s;   /* from sonde_create (or the last sonde_clear) to now */
     uint64_t sections;         /* section instances */
@@ -448,6 +461,8 @@ typedef struct sonde_summary_t {
     sonde_section_stats *stats;
     const char *not_recorded;  /* NULL while recording; else why nothing was recorded ("profiling
                                   is disabled", "cannot create DIR: ...") and every figure is 0 */
+    size_t n_ops;              /* entries in ops: one per operator name, largest self CPU first */
+    sonde_op_stats *ops;       /* NULL when no operator was recorded */
 } sonde_summary_t;
 
 /* Flushes what was recorded so far and computes the summary of the whole run. A profiler that

@@ -228,6 +228,7 @@ class Profiler:
         self.closed_status = None
         self._tracer = None
         self._attached = []  # what close() stops first (sonde.torch.profile_operators)
+        self._after_step = []  # called after each step() (sonde.torch.track_cuda)
         if cfg.get("trace_python") == "1" and self.enabled:
             from ._tracing import PythonTracer
             self._tracer = PythonTracer(self).start()
@@ -266,12 +267,17 @@ class Profiler:
         raises SondeError (SONDE_EOPEN when sections were still open: they are closed now and
         listed in the report; SONDE_EIO when a file could not be written). Idempotent."""
         try:
-            for a in list(reversed(self._attached)):  # they record into it until they stop
-                a.stop()
+            self._stop_attached()
         except BaseException:
             self._close(False)
             raise
         return self._close(raise_on_error)
+
+    def _stop_attached(self):
+        """Stops what records into this profiler from outside (sonde.torch's torch.profiler
+        backend, CUDA tracking), last attached first: what they hold is in the run after it."""
+        for a in list(reversed(self._attached)):
+            a.stop()
 
     def _close(self, raise_on_error):
         with self._lock:
@@ -382,6 +388,8 @@ class Profiler:
     def step(self):
         """The end of one step (iteration); drives the step schedule."""
         self._h().step()
+        for f in self._after_step:
+            f()
 
     def sync(self):
         """Right after a barrier, on every rank: lets `sonde merge` align the ranks."""
@@ -421,8 +429,10 @@ class Profiler:
     def get_summary(self):
         """The run so far as a dict: total_duration_s, sections, steps, units, unit,
         units_per_s, flops, flops_per_s, dropped_events, warnings, not_recorded (None, or why
-        nothing was recorded: then every figure is 0) and stats (one dict per section name,
-        largest total first, with the fields of sonde_section_stats)."""
+        nothing was recorded: then every figure is 0), stats (one dict per section name,
+        largest total first, with the fields of sonde_section_stats) and operators (one dict
+        per operator name that sonde.torch.profile_operators folded in, largest self CPU time
+        first, with the fields of sonde_op_stats)."""
         return self._h().summary()
 
     def clear(self):

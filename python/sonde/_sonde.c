@@ -222,6 +222,7 @@ typedef struct {
     sonde_profiler *p;
     PyObject *cache;       /* name -> Section (section()), or NULL */
     PyObject *cache_owner; /* the owner those Sections return; compared only */
+    PyObject *on_end;      /* called before every section end made through it, or NULL */
 } HandleObject;
 
 static PyTypeObject HandleType;
@@ -257,13 +258,49 @@ static int Handle_init(HandleObject *self, PyObject *args, PyObject *kw)
 static int Handle_traverse(HandleObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->cache);
+    Py_VISIT(self->on_end);
     return 0;
 }
 
 static int Handle_clear_refs(HandleObject *self)
 {
     Py_CLEAR(self->cache);
+    Py_CLEAR(self->on_end);
     return 0;
+}
+
+/* The handle's on_end callable, before a section of it ends: 0, or -1 with its exception set.
+ * With an exception already set (a decorated function raised), that one is kept and the
+ * hook's, if any, is reported as unraisable. */
+static int call_on_end(HandleObject *h)
+{
+    PyObject *f = h->on_end;
+    if (!f)
+        return 0;
+    Py_INCREF(f); /* the hook may replace itself */
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *r = PyObject_CallNoArgs(f);
+    int rc = r ? 0 : -1;
+    Py_XDECREF(r);
+    if (et) {
+        if (rc)
+            PyErr_WriteUnraisable(f);
+        PyErr_Restore(et, ev, tb);
+    }
+    Py_DECREF(f);
+    return rc;
+}
+
+/* Handle.set_on_end(f): f() runs before every section end made through this handle (sections,
+ * sessions, decorated calls, end()); None removes it. sonde.torch's CUDA synchronization. */
+static PyObject *Handle_set_on_end(HandleObject *self, PyObject *f)
+{
+    if (f != Py_None && !PyCallable_Check(f))
+        return PyErr_Format(PyExc_TypeError, "set_on_end: expected a callable or None, not %.100s",
+                            Py_TYPE(f)->tp_name);
+    Py_XSETREF(self->on_end, f == Py_None ? NULL : (Py_INCREF(f), f));
+    Py_RETURN_NONE;
 }
 
 static void Handle_dealloc(HandleObject *self)
@@ -348,8 +385,21 @@ static PyObject *Handle_status(HandleObject *self, PyObject *unused)
         HANDLE_P(self);                                                                         \
         return rc_or_raise(call(p), what);                                                      \
     }
-NOARG_CALL(Handle_end, sonde_end, "stop")
-NOARG_CALL(Handle_session_end, sonde_session_end, "session end")
+/* end() and session_end(): the on_end hook first; the section ends even when it raised. */
+#define END_CALL(fn, call, what)                                                                \
+    static PyObject *fn(HandleObject *self, PyObject *unused)                                   \
+    {                                                                                           \
+        (void)unused;                                                                           \
+        HANDLE_P(self);                                                                         \
+        int hook = call_on_end(self);                                                           \
+        p = self->p; /* the hook may have closed it */                                          \
+        int rc = p ? call(p) : 0;                                                               \
+        if (hook)                                                                               \
+            return NULL;                                                                        \
+        return rc_or_raise(rc, what);                                                           \
+    }
+END_CALL(Handle_end, sonde_end, "stop")
+END_CALL(Handle_session_end, sonde_session_end, "session end")
 NOARG_CALL(Handle_sync, sonde_sync, "sync")
 NOARG_CALL(Handle_step, sonde_step, "step")
 NOARG_CALL(Handle_step_begin, sonde_step_begin, "step_begin")
@@ -565,13 +615,28 @@ static PyObject *Handle_summary(HandleObject *self, PyObject *unused)
         return raise_code(st ? st : SONDE_EIO, "get_summary");
     }
     PyObject *d = PyDict_New(), *stats = d ? PyList_New((Py_ssize_t)s->n_stats) : NULL;
-    int bad = !stats;
+    PyObject *ops = stats ? PyList_New((Py_ssize_t)s->n_ops) : NULL;
+    int bad = !ops;
     for (size_t i = 0; !bad && i < s->n_stats; i++) {
         PyObject *x = section_dict(&s->stats[i]);
         if (!x)
             bad = 1;
         else
             PyList_SET_ITEM(stats, (Py_ssize_t)i, x);
+    }
+    for (size_t i = 0; !bad && i < s->n_ops; i++) {
+        const sonde_op_stats *o = &s->ops[i];
+        PyObject *x = Py_BuildValue(
+            "{s:N,s:K,s:d,s:d,s:d,s:d,s:d,s:L,s:L}", "name",
+            PyUnicode_DecodeUTF8(o->name, (Py_ssize_t)strlen(o->name), "replace"), "calls",
+            (unsigned long long)o->calls, "self_cpu_s", o->self_cpu_s, "cpu_total_s",
+            o->cpu_total_s, "self_cuda_s", o->self_cuda_s, "cuda_total_s", o->cuda_total_s,
+            "flops", o->flops, "self_cpu_memory", (long long)o->self_cpu_memory,
+            "self_cuda_memory", (long long)o->self_cuda_memory);
+        if (!x)
+            bad = 1;
+        else
+            PyList_SET_ITEM(ops, (Py_ssize_t)i, x);
     }
     if (!bad)
         bad = put(d, "total_duration_s", PyFloat_FromDouble(s->total_duration_s)) ||
@@ -585,10 +650,10 @@ static PyObject *Handle_summary(HandleObject *self, PyObject *unused)
               put(d, "dropped_events", PyLong_FromUnsignedLongLong(s->dropped_events)) ||
               put(d, "warnings", PyLong_FromUnsignedLongLong(s->warnings)) ||
               put(d, "not_recorded", str_or_none(s->not_recorded));
-    if (!bad) {
-        bad = PyDict_SetItemString(d, "stats", stats);
-    }
+    if (!bad)
+        bad = PyDict_SetItemString(d, "stats", stats) || PyDict_SetItemString(d, "operators", ops);
     Py_XDECREF(stats);
+    Py_XDECREF(ops);
     sonde_summary_free(s);
     if (bad) {
         Py_XDECREF(d);
@@ -698,6 +763,8 @@ static PyMethodDef Handle_methods[] = {
     {"status", (PyCFunction)Handle_status, METH_NOARGS, "sonde_status"},
     {"begin", (PyCFunction)Handle_begin, METH_O, "sonde_begin"},
     {"end", (PyCFunction)Handle_end, METH_NOARGS, "sonde_end"},
+    {"set_on_end", (PyCFunction)Handle_set_on_end, METH_O,
+     "set_on_end(f): f() before every section end made through this handle (None: none)"},
     {"session_begin", (PyCFunction)Handle_session_begin, METH_O, "sonde_session_begin"},
     {"session_end", (PyCFunction)Handle_session_end, METH_NOARGS, "sonde_session_end"},
     {"metadata", (PyCFunction)Handle_metadata, METH_VARARGS, "sonde_metadata"},
@@ -830,7 +897,11 @@ static PyObject *Section_exit(SectionObject *self, PyObject *const *args, Py_ssi
 {
     sonde_profiler *p = self->handle ? self->handle->p : NULL;
     if (p) { /* closed inside the block: nothing to end */
-        int rc = self->session ? sonde_session_end(p) : sonde_end(p);
+        int hook = call_on_end(self->handle);
+        p = self->handle->p;
+        int rc = !p ? 0 : self->session ? sonde_session_end(p) : sonde_end(p);
+        if (hook)
+            return NULL;
         if (rc < 0 && (nargs < 1 || args[0] == Py_None))
             return raise_code(rc, self->session ? "session end" : "profile end");
     }
@@ -980,7 +1051,9 @@ static PyObject *Wrapped_vectorcall(PyObject *callable, PyObject *const *args, s
         return raise_code(rc, "profile_function");
     }
     PyObject *r = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
-    if (h->p) /* the function may have closed the profiler */
+    if (h->p && call_on_end(h) && r) /* the hook raised: that is the call's outcome */
+        Py_CLEAR(r);
+    if (h->p) /* the function (or the hook) may have closed the profiler */
         sonde_end(h->p);
     Py_DECREF(h);
     return r;

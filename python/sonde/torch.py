@@ -38,7 +38,7 @@ import torch.nn.functional as F
 import sonde
 
 __all__ = ["instrument", "Instrumented", "count_flops", "profile_operators", "instrument_all",
-           "parse_activities"]
+           "parse_activities", "track_cuda"]
 
 
 def _numel(t):
@@ -135,8 +135,12 @@ class Instrumented:
     def __init__(self):
         self.names = {}
         self._patched = []
+        self._backward = []
 
     def remove(self):
+        for b in self._backward:
+            b.drop()
+        self._backward = []
         for mod, had in self._patched:
             if had is None:
                 try:
@@ -158,12 +162,15 @@ class Instrumented:
 _tls = threading.local()
 
 
-def instrument(model, profiler=None, *, record_shapes=False, with_flops=False, name="model"):
+def instrument(model, profiler=None, *, record_shapes=False, with_flops=False, backward=False,
+               name="model"):
     """Makes every module of `model` (an nn.Module, itself included) a section per call, named
     by its path (`name`.blocks.0.attn). profiler: a sonde.Profiler, or None for the one entered
     with `with` on the calling thread at call time (none: the model runs unprofiled).
     record_shapes: shapes and dtypes of inputs and outputs as metadata. with_flops: FLOPs of the
-    products each module runs (see the module's docstring). Returns an Instrumented handle."""
+    products each module runs (see the module's docstring). backward: each call made with
+    gradients on also gives a section `PATH.backward` for its part of the backward pass (see
+    _Backward). Returns an Instrumented handle."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError("sonde.torch.instrument: expected a torch.nn.Module, not %s"
                         % type(model).__name__)
@@ -172,28 +179,185 @@ def instrument(model, profiler=None, *, record_shapes=False, with_flops=False, n
         section = name + "." + path if path else name
         handle.names[mod] = section
         had = mod.__dict__.get("forward")
+        bwd = _Backward(mod, section + ".backward", handle) if backward else None
         mod.forward = _wrap(had if had is not None else type(mod).forward.__get__(mod),
-                            section, profiler, record_shapes, with_flops)
+                            section, profiler, record_shapes, with_flops, bwd)
         handle._patched.append((mod, had))
     return handle
 
 
-def _wrap(orig, section, profiler, record_shapes, with_flops):
+# -- backward sections ------------------------------------------------------------------------
+class _Call:
+    """One module call's backward section: opened when the gradients of the call's outputs have
+    all arrived, closed when those of its inputs are computed (or, when no input needs one, those
+    of the module's parameters)."""
+
+    __slots__ = ("prof", "name", "open", "done", "left", "hooks")
+
+    def __init__(self, prof, name):
+        self.prof, self.name = prof, name
+        self.open = self.done = False
+        self.left = 0
+        self.hooks = []
+
+
+def _bwd_open(call):
+    if call.open or call.done or call.prof._handle is None:
+        return
+    call.prof.start(call.name)
+    call.open = True
+    stack = getattr(_tls, "bwd", None)
+    if stack is None:
+        stack = _tls.bwd = []
+    stack.append(call)
+
+
+def _bwd_close(call):
+    """Closes call's section, and with it those above it that closed first: autograd may finish
+    an enclosing call an instant before an inner one (a parameter both use), and sonde's
+    sections nest, so the outer one ends when the inner one does."""
+    if not call.open or call.done:
+        return
+    call.done = True
+    stack = getattr(_tls, "bwd", None) or []
+    while stack and stack[-1].done:
+        c = stack.pop()
+        if c.prof._handle is not None:
+            c.prof.stop()
+
+
+class _OnOutputs(torch.autograd.Function):
+    """Identity on a call's outputs; its backward runs once all their gradients are in."""
+
+    @staticmethod
+    def forward(ctx, call, *xs):
+        ctx.call = call
+        return tuple(x.detach() for x in xs)  # aliases, not views: in-place use stays legal
+
+    @staticmethod
+    def backward(ctx, *grads):
+        _bwd_open(ctx.call)
+        return (None,) + grads
+
+
+class _OnInputs(torch.autograd.Function):
+    """Identity on a call's inputs; its backward runs once the call's gradients for them are
+    computed (only this call's: the aliases are used by no one else)."""
+
+    @staticmethod
+    def forward(ctx, call, *xs):
+        ctx.call = call
+        return tuple(x.detach() for x in xs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        _bwd_close(ctx.call)
+        return (None,) + grads
+
+
+def _grad_tensors(values):
+    """The distinct tensors needing a gradient among values and the lists/tuples in them."""
+    seen, out = set(), []
+    for v in values:
+        for t in (v if isinstance(v, (list, tuple)) else (v,)):
+            if isinstance(t, torch.Tensor) and t.requires_grad and id(t) not in seen:
+                seen.add(id(t))
+                out.append(t)
+    return out
+
+
+def _substitute(v, alias):
+    """v with its tensors (and those of a list, tuple or dict in it) replaced through alias."""
+    if isinstance(v, torch.Tensor):
+        return alias.get(id(v), v)
+    if isinstance(v, (list, tuple)):
+        items = [alias.get(id(t), t) if isinstance(t, torch.Tensor) else t for t in v]
+        if isinstance(v, list):
+            return items
+        return type(v)(*items) if hasattr(v, "_fields") else type(v)(items)
+    if isinstance(v, dict):
+        o = v.copy()
+        for k, t in v.items():
+            if isinstance(t, torch.Tensor) and id(t) in alias:
+                o[k] = alias[id(t)]
+        return o
+    return v
+
+
+class _Backward:
+    """backward=True for one module: wraps each call made with gradients on. The call's inputs
+    that need a gradient pass through _OnInputs, its outputs through _OnOutputs, so autograd
+    itself says when the call's backward begins and ends, on the thread that runs it. A call
+    none of whose inputs needs a gradient (token ids into an embedding, images into the first
+    convolution) ends when the gradients of the module's parameters are computed, seen through
+    one-shot tensor hooks (a call whose backward never ran has its hooks taken off at the next
+    call, or by remove()). Tensors the module receives or returns inside other containers than
+    lists, tuples and (returned) dicts are not seen."""
+
+    def __init__(self, mod, name, handle):
+        self.mod, self.name = mod, name
+        self.pending = None  # the last call's parameter hooks, until they fire
+        handle._backward.append(self)
+
+    def drop(self):
+        if self.pending is not None:
+            for h in self.pending.hooks:
+                h.remove()
+            self.pending = None
+
+    def call(self, prof, orig, *args, **kwargs):
+        ins = _grad_tensors(list(args) + list(kwargs.values()))
+        params = [] if ins else [q for q in self.mod.parameters() if q.requires_grad]
+        if not ins and not params:
+            return orig(*args, **kwargs)
+        call = _Call(prof, self.name)
+        if ins:
+            alias = {id(t): a for t, a in zip(ins, _OnInputs.apply(call, *ins))}
+            args = tuple(_substitute(a, alias) for a in args)
+            kwargs = {k: _substitute(v, alias) for k, v in kwargs.items()}
+        out = orig(*args, **kwargs)
+        outs = _grad_tensors(list(out.values()) if isinstance(out, dict) else [out])
+        if not outs:
+            return out
+        if params:
+            self.drop()
+            call.left = len(params)
+            call.hooks = [q.register_hook(functools.partial(self._param_done, call))
+                          for q in params]
+            self.pending = call
+        alias = {id(t): a for t, a in zip(outs, _OnOutputs.apply(call, *outs))}
+        return _substitute(out, alias)
+
+    def _param_done(self, call, grad):
+        call.left -= 1
+        if call.left == 0:
+            for h in call.hooks:
+                h.remove()
+            if self.pending is call:
+                self.pending = None
+            _bwd_close(call)
+        return None
+
+
+def _wrap(orig, section, profiler, record_shapes, with_flops, bwd):
     @functools.wraps(orig)
     def forward(*args, **kwargs):
         p = profiler if profiler is not None else sonde.current()
         if p is None or p._handle is None:
             return orig(*args, **kwargs)
+        run = orig
+        if bwd is not None and torch.is_grad_enabled():  # the call's backward: a section too
+            run = functools.partial(bwd.call, p, orig)
         with p.profile(section):
             if with_flops and not getattr(_tls, "counting", False):
                 _tls.counting = True
                 try:
                     with _FlopMode(p):
-                        out = orig(*args, **kwargs)
+                        out = run(*args, **kwargs)
                 finally:
                     _tls.counting = False
             else:
-                out = orig(*args, **kwargs)
+                out = run(*args, **kwargs)
             if record_shapes:
                 s, d = _describe(list(args) + list(kwargs.values()))
                 p.add_metadata("input_shapes", s)
@@ -231,6 +395,23 @@ def profile_operators(profiler=None, *, activities=None, record_shapes=True, wit
                          with_flops=with_flops, profile_memory=profile_memory,
                          with_stack=with_stack, mirror_sections=mirror_sections,
                          keep_key_averages=keep_key_averages)
+
+
+def track_cuda(profiler=None, *, sync=False, memory=True, snapshot=False):
+    """What a CUDA device adds to a sonde profiler's run (profiler None: the one entered with
+    `with` on this thread). sync: every section ended through the Python API (profile, stage,
+    session, decorated functions, instrument()'s modules, stop()) first waits for every CUDA
+    device (torch.cuda.synchronize), so its time includes the GPU work it queued. memory: the
+    counters `cudaN allocated MiB`, `cudaN peak allocated MiB` and `cudaN reserved MiB` per
+    device, at the start, after every step() and at the end. snapshot: torch's allocation
+    history is recorded and, at the end, its memory snapshot written as
+    OUTDIR/NAME-memory-YYYYmmdd-HHMMSS.pickle (cache-dit's MEM activity). Without CUDA
+    (torch.cuda.is_available() False) it says so in one line on stderr and as an event, and
+    does nothing. Returns a CudaTracker: stop() ends it (the profiler's close() does too)."""
+    from ._torchcuda import CudaTracker
+
+    p = profiler if profiler is not None else sonde.current()
+    return CudaTracker(p, sync=sync, memory=memory, snapshot=snapshot)
 
 
 def parse_activities(names):

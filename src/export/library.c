@@ -92,18 +92,44 @@ sonde_summary_t *sonde_summary(sonde_profiler *p)
         s->dropped_events = live_dropped;
     s->warnings = m.n_warnings;
     s->n_stats = m.n_stats;
-    /* One block: the stats array, then the names. */
+    sm_op_row *ops = NULL;
+    size_t n_ops = 0;
+    /* One block: the stats array, the operator rows, then the names. */
     size_t names = strlen(p->unit) + 1 + (why ? strlen(why) + 1 : 0);
     for (size_t i = 0; i < m.n_stats; i++)
         names += strlen(m.stats[i].name) + strlen(m.stats[i].unit) + 2;
-    s->stats = sonde__calloc(1, m.n_stats * sizeof *s->stats + names + 1);
+    int table_rc = sm_ops_table(&m, 0, &ops, &n_ops); /* -1: out of memory, failed below */
+    for (size_t i = 0; i < n_ops; i++)
+        names += strlen(ops[i].name) + 1;
+    size_t arrays = m.n_stats * sizeof *s->stats + n_ops * sizeof *s->ops;
+    s->stats = table_rc ? NULL : sonde__calloc(1, arrays + names + 1);
     if (!s->stats) {
+        sonde__free(ops);
         sonde__free(s);
         sm_free(&m);
         sonde__fail(SONDE_ENOMEM, "sonde_summary: out of memory");
         return NULL;
     }
-    char *np = (char *)(s->stats + m.n_stats);
+    s->n_ops = n_ops;
+    s->ops = n_ops ? (sonde_op_stats *)(s->stats + m.n_stats) : NULL;
+    char *np = (char *)((sonde_op_stats *)(s->stats + m.n_stats) + n_ops);
+    for (size_t i = 0; i < n_ops; i++) {
+        const sm_op_row *r = &ops[i];
+        sonde_op_stats *o = &s->ops[i];
+        size_t l = strlen(r->name) + 1;
+        memcpy(np, r->name, l);
+        o->name = np;
+        np += l;
+        o->calls = r->calls;
+        o->self_cpu_s = r->self_cpu_s;
+        o->cpu_total_s = r->cpu_total_s;
+        o->self_cuda_s = r->self_device_s;
+        o->cuda_total_s = r->device_total_s;
+        o->flops = r->flops;
+        o->self_cpu_memory = r->host_bytes;
+        o->self_cuda_memory = r->device_bytes;
+    }
+    sonde__free(ops);
     strcpy(np, p->unit);
     s->unit = np;
     np += strlen(np) + 1;

@@ -6,6 +6,8 @@ for call). Also: PYTHONPATH=build/python SONDE_TWIN=build/tests/twin python3 tes
 """
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -271,6 +273,47 @@ class Recording(Base):
         r = self.report("raises")
         self.assertEqual({s["name"]: s["count"] for s in r["sections"]}, {"outer": 1, "inner": 1})
         self.assertEqual(r["warnings"], [])
+
+    def test_on_end_runs_before_every_section_end(self):
+        """The hook sonde.torch.track_cuda(sync=True) uses: called before each section ends,
+        whichever way it was opened, inside the section's time; a hook that raises still lets
+        the section end, and its exception is the block's (the function's own wins)."""
+        ends = []
+        with self.make("on_end") as prof:
+            def hook():
+                ends.append(len(ends))
+                nap()  # inside the section's time
+            prof._handle.set_on_end(hook)
+            with prof.profile("with"):
+                pass
+            with prof.session("session"):
+                pass
+            prof.start("started")
+            prof.stop()
+            prof.profile_function(lambda: None, name="decorated")()
+            self.assertEqual(len(ends), 4)
+
+            def bad():
+                raise OSError("device lost")
+            prof._handle.set_on_end(bad)
+            with self.assertRaises(OSError):
+                with prof.profile("hook_raises"):
+                    pass
+            with self.assertRaises(KeyError):  # the function's exception, not the hook's
+                with contextlib.redirect_stderr(io.StringIO()):
+                    prof.profile_function(lambda: {}["x"], name="both_raise")()
+            with self.assertRaises(OSError):
+                prof.profile_function(lambda: None, name="decorated_hook_raises")()
+            prof._handle.set_on_end(None)
+            with prof.profile("after"):
+                pass
+            with self.assertRaises(TypeError):
+                prof._handle.set_on_end(5)
+        st = {s["name"]: s for s in self.report("on_end")["sections"]}
+        self.assertGreaterEqual(st["with"]["min_s"], 0.002)  # nap() sleeps 2 ms
+        for name in ("hook_raises", "both_raise", "decorated_hook_raises", "after"):
+            self.assertEqual(st[name]["depth"], 0, name)  # each ended: nothing left open
+        self.assertEqual(len(ends), 4)
 
     def test_misuse_raises_with_libsondes_message(self):
         prof = self.make("misuse")

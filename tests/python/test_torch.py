@@ -6,12 +6,16 @@ call count, the analytic FLOPs of its products, its shapes, and the loop's throu
 Run by ctest with the extension built for the interpreter that has torch (tests/torch.sh).
 """
 
+import contextlib
+import glob
+import io
 import json
 import os
 import sys
 import tempfile
 import time
 import unittest
+from unittest import mock
 
 import torch
 import torch.nn as nn
@@ -156,6 +160,73 @@ class Instrument(unittest.TestCase):
         self.assertEqual(st["after"]["depth"], 0)  # nothing was left open
         self.assertEqual(st["model.1"]["count"], 1)
 
+    def train(self, model, prof, steps):
+        """steps of next-token training (prof None: unprofiled)."""
+        torch.manual_seed(1)
+        idx = torch.randint(0, V, (2, 8))
+        section = prof.profile if prof else (lambda name: contextlib.nullcontext())
+        for _ in range(steps):
+            with section("step"):
+                logits = model(idx)
+                loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, V),
+                                                         idx[:, 1:].reshape(-1))
+                with section("backward"):
+                    loss.backward()
+
+    def test_backward_sections(self):
+        torch.manual_seed(0)
+        model, plain = GPT(), GPT()
+        plain.load_state_dict(model.state_dict())
+        cfg = dict(QUIET, name="bwd", output_dir=self.tmp.name, formats="json")
+        with sonde.Profiler(cfg, from_env=False) as prof:
+            h = sonde.torch.instrument(model, backward=True)
+            self.train(model, prof, 3)
+            model(torch.zeros(1, 2, dtype=torch.long))  # gradients on, no backward: hooks left
+            h.remove()
+        self.train(plain, None, 3)
+        # the gradients are what they are without sonde
+        for (n, a), b in zip(model.named_parameters(), plain.parameters()):
+            self.assertTrue(torch.equal(a.grad, b.grad), n)
+        # no hook left behind: a parameter's hooks went with remove()
+        for n, q in model.named_parameters():
+            self.assertFalse(q._backward_hooks, n)
+        with open(prof.file_path[:-len(".sonde")] + ".json") as f:
+            st = {s["name"]: s for s in json.load(f)["sections"]}
+        for mod, name in h.names.items():
+            if name.endswith(("out_proj", ".blocks")):
+                continue
+            self.assertEqual(st[name + ".backward"]["count"], 3, name)
+        # nested as the modules nest, inside the section around loss.backward()
+        self.assertEqual(st["model.backward"]["depth"], 2)
+        self.assertEqual(st["model.blocks.1.backward"]["depth"], 3)
+        self.assertEqual(st["model.blocks.1.attn.backward"]["depth"], 4)
+        self.assertEqual(st["model.tok.backward"]["depth"], 3)  # ends with its weight's gradient
+        self.assertLessEqual(st["model.blocks.1.mlp.backward"]["total_s"],
+                             st["model.blocks.1.backward"]["total_s"])
+        self.assertLessEqual(st["model.backward"]["total_s"], st["backward"]["total_s"])
+
+    def test_backward_with_in_place_modules(self):
+        torch.manual_seed(0)
+        def net():
+            return nn.Sequential(nn.Linear(4, 8), nn.ReLU(inplace=True), nn.Linear(8, 8),
+                                 nn.ReLU(inplace=True), nn.Linear(8, 1))
+        model, plain = net(), net()
+        plain.load_state_dict(model.state_dict())
+        x = torch.randn(5, 4)
+        cfg = dict(QUIET, name="inplace", output_dir=self.tmp.name, formats="json")
+        with sonde.Profiler(cfg, from_env=False) as prof:
+            with sonde.torch.instrument(model, prof, backward=True):
+                model(x).sum().backward()
+        plain(x).sum().backward()
+        for a, b in zip(model.parameters(), plain.parameters()):
+            self.assertTrue(torch.equal(a.grad, b.grad))
+        with open(prof.file_path[:-len(".sonde")] + ".json") as f:
+            st = {s["name"]: s for s in json.load(f)["sections"]}
+        for i in range(5):
+            self.assertEqual(st["model.%d.backward" % i]["count"], 1)
+            self.assertEqual(st["model.%d.backward" % i]["depth"], 1)
+        self.assertEqual(st["model.backward"]["depth"], 0)
+
     def test_flop_formulas(self):
         from sonde.torch import count_flops
         import torch.nn.functional as F
@@ -168,6 +239,115 @@ class Instrument(unittest.TestCase):
         self.assertEqual(count_flops(torch.addmm, (c, m1, m2), None, torch.addmm(c, m1, m2)),
                          2 * 4 * 6 * 5)
         self.assertEqual(count_flops(torch.relu, (m1,), None, m1), 0)
+
+
+class CudaSubstituted(unittest.TestCase):
+    """sonde.torch.track_cuda against torch.cuda functions substituted by fakes (no GPU here):
+    two devices, a synchronize that takes 3 ms (the GPU work a section queued), memory figures
+    the test sets, a memory snapshot."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.calls = []
+        self.alloc = {0: 0, 1: 0}
+        c, m = torch.cuda, torch.cuda.memory
+        fakes = [(c, "is_available", lambda: True), (c, "device_count", lambda: 2),
+                 (c, "synchronize", self.synchronize),
+                 (c, "memory_allocated", lambda d=None: self.alloc[d]),
+                 (c, "max_memory_allocated", lambda d=None: 2 * self.alloc[d]),
+                 (c, "memory_reserved", lambda d=None: 4 << 30),
+                 (m, "_record_memory_history",
+                  lambda enabled, device=None: self.calls.append(("history", enabled, device))),
+                 (m, "_snapshot", lambda device=None: {"segments": [{"device": 0}],
+                                                       "device_traces": [[]]})]
+        for obj, name, f in fakes:
+            patcher = mock.patch.object(obj, name, f)
+            patcher.start()
+            self.addCleanup(patcher.stop)
+
+    def synchronize(self, device=None):
+        self.calls.append(("sync", device))
+        time.sleep(0.003)
+
+    def report(self, prof):
+        with open(prof.file_path[:-len(".sonde")] + ".json") as f:
+            return json.load(f)
+
+    def test_sync_and_memory_counters(self):
+        cfg = dict(QUIET, name="cuda", output_dir=self.tmp.name, formats="json")
+        with sonde.Profiler(cfg, from_env=False) as prof:
+            tracker = sonde.torch.track_cuda(sync=True)
+            self.assertEqual(tracker.devices, [0, 1])
+            for i in range(3):
+                self.alloc[0] = (i + 1) * 10 << 20
+                with prof.profile("gpu_work"):
+                    pass
+                prof.step()
+        rep = self.report(prof)
+        st = {s["name"]: s for s in rep["sections"]}
+        # each section waited for both devices before it ended: its time holds the wait
+        self.assertEqual(self.calls.count(("sync", 0)), 3)
+        self.assertEqual(self.calls.count(("sync", 1)), 3)
+        self.assertGreaterEqual(st["gpu_work"]["min_s"], 0.006)
+        ctr = {c["name"]: c for c in rep["counters"]}
+        self.assertEqual(ctr["cuda0 allocated MiB"]["max"], 30)
+        self.assertEqual(ctr["cuda0 allocated MiB"]["samples"], 5)  # start, 3 steps, end
+        self.assertEqual(ctr["cuda0 peak allocated MiB"]["max"], 60)
+        self.assertEqual(ctr["cuda1 reserved MiB"]["last"], 4096)
+        self.assertEqual(ctr["cuda1 allocated MiB"]["max"], 0)
+        # stopped with the profiler: the hooks are gone
+        self.assertEqual(prof._after_step, [])
+        self.assertNotIn(("history", True, 0), self.calls)  # no snapshot asked for
+
+    def test_hook_off_after_stop(self):
+        cfg = dict(QUIET, name="off", output_dir=self.tmp.name, formats="json")
+        with sonde.Profiler(cfg, from_env=False) as prof:
+            with sonde.torch.track_cuda(prof, sync=True, memory=False):
+                with prof.profile("synced"):
+                    pass
+            with prof.profile("not_synced"):
+                pass
+        self.assertEqual(len([c for c in self.calls if c[0] == "sync"]), 2)
+
+    def test_002_mem_writes_the_snapshot(self):
+        import pickle
+        from sonde.compat.cache_dit import ProfilerContext
+        ctx = ProfilerContext(activities=["CPU", "MEM"], output_dir=self.tmp.name,
+                              profile_name="flux", wait=0, warmup=0, active=2)
+        with contextlib.redirect_stderr(io.StringIO()):
+            with ctx:
+                for _ in range(2):
+                    with ctx.profiler.profile("denoise"):
+                        torch.ones(4).sum()
+                    ctx.step()
+        (snap,) = glob.glob(os.path.join(self.tmp.name, "flux-rank0-memory-*.pickle"))
+        with open(snap, "rb") as f:
+            self.assertEqual(pickle.load(f)["segments"], [{"device": 0}])
+        self.assertEqual([c for c in self.calls if c[0] == "history"],
+                         [("history", True, 0), ("history", True, 1),
+                          ("history", False, 0), ("history", False, 1)])
+        self.assertEqual(glob.glob(os.path.join(self.tmp.name, ".tmp-*")), [])
+
+
+class CudaAbsent(unittest.TestCase):
+    def test_one_line_and_nothing_else(self):
+        with tempfile.TemporaryDirectory() as d:
+            cfg = dict(QUIET, name="nocuda", output_dir=d, formats="json")
+            err = io.StringIO()
+            with sonde.Profiler(cfg, from_env=False) as prof:
+                with contextlib.redirect_stderr(err):
+                    t = sonde.torch.track_cuda(sync=True, snapshot=True)
+                with prof.profile("work"):
+                    pass
+                prof.step()
+            self.assertEqual(err.getvalue().count("\n"), 1)
+            self.assertIn("torch.cuda.is_available() is False", err.getvalue())
+            self.assertEqual(t.devices, [])
+            with open(prof.file_path[:-len(".sonde")] + ".json") as f:
+                rep = json.load(f)
+            self.assertEqual([c for c in rep["counters"] if c["name"].startswith("cuda")], [])
+            self.assertIn("sonde.torch", [e["name"] for e in rep["events"]])
 
 
 if __name__ == "__main__":

@@ -314,7 +314,11 @@ class Compat(unittest.TestCase):
         tp_windows = [(w["first_step"], w["last_step"]) for w in seen[0].torch_profiler.windows]
         got = [s for a, b in tp_windows for s in range(a, b + 1)]
         self.assertEqual(got, want)
-        self.assertEqual(out.getvalue().count("Top sections by total time"), 1)
+        # rank 0's table, once: 003's columns, the operators of every window
+        printed = out.getvalue()
+        self.assertEqual(printed.count("Top operations by CPU time"), 1, printed)
+        self.assertIn("Name Self FLOPS CPU total CUDA total # of Calls", " ".join(printed.split()))
+        (row,) = [ln.split() for ln in printed.splitlines() if ln.split()[:1] == ["aten::addmm"]]
         traces = glob.glob(os.path.join(self.dir, "rank_0", "plugins", "profile", "*",
                                         "*.pt.trace.json.gz"))
         self.assertEqual(len(traces), 2, traces)  # one per cycle
@@ -329,6 +333,11 @@ class Compat(unittest.TestCase):
         names = {s["name"] for s in r["sections"]}
         self.assertIn("nn.Module: Linear", names)
         self.assertEqual(table(r, "aten::addmm")["calls"], 2 * len(want))  # 2 Linears a step
+        # the printed row is the report's: 2 x 4 x (8 x 16 + 16 x 1) FLOPs a step
+        self.assertEqual(table(r, "aten::addmm")["flops"], len(want) * 2 * 4 * (8 * 16 + 16))
+        self.assertEqual(row[1], "%.3fK" % (len(want) * 2 * 4 * (8 * 16 + 16) / 1e3))
+        self.assertEqual(row[3], "-")  # no GPU: no CUDA time
+        self.assertEqual(int(row[4]), 2 * len(want))
         self.assertIsNotNone(table(r, "autograd::engine::evaluate_function: AddmmBackward0"))
 
 

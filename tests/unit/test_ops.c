@@ -76,6 +76,25 @@ static void folded_under_their_section(void **state)
          .tid = 0x40000003},
     };
     assert_int_equal(sonde_ops(p, ops, sizeof ops / sizeof ops[0]), 0);
+    /* the summary carries the operator table, as the reports do */
+    sonde_summary_t *sum = sonde_summary(p);
+    assert_non_null(sum);
+    assert_int_equal(sum->n_ops, 4);
+    const sonde_op_stats *os = NULL;
+    for (size_t i = 0; i < sum->n_ops; i++)
+        if (!strcmp(sum->ops[i].name, "aten::addmm"))
+            os = &sum->ops[i];
+    assert_non_null(os);
+    assert_int_equal(os->calls, 2);
+    assert_true(fabs(os->flops - 4000) < 1e-9);
+    assert_true(fabs(os->cpu_total_s - 150e-6) < 1e-12);
+    assert_true(fabs(os->self_cuda_s - 55e-6) < 1e-12);
+    assert_int_equal(os->self_cpu_memory, 4096);
+    assert_int_equal(os->self_cuda_memory, 1 << 20);
+    assert_string_equal(sum->stats[0].name, "forward");
+    for (size_t i = 1; i < sum->n_ops; i++) /* largest self CPU time first */
+        assert_true(sum->ops[i - 1].self_cpu_s >= sum->ops[i].self_cpu_s);
+    sonde_summary_free(sum);
     sm_model m;
     assert_int_equal(tu_finish(p, &m), 0);
 

@@ -18,7 +18,9 @@ record_shapes on, wait 0, warmup 1, active 3, repeat 1. The schedule counts step
 instance; a block that counted no step keeps nothing, and says so on stderr. Each rank writes
 NAME-rankN.trace.json.gz (Perfetto, chrome://tracing) into the output directory, and the
 TensorBoard layout (plugins/profile/NAME/...) beside it; NAME.sonde keeps the raw data. MEM turns
-on sonde's memory sampling; torch's CUDA memory snapshots (*.pickle) are not written.
+on sonde's memory sampling and, in a program that imported torch, torch.profiler's memory events,
+CUDA memory counters per device and torch's CUDA memory snapshot as NAME-memory-*.pickle beside
+the trace (sonde.torch.track_cuda; without a CUDA device, one line on stderr says it is off).
 """
 
 import argparse
@@ -91,6 +93,8 @@ class ProfilerContext:
             sonde_torch.profile_operators(self.profiler, activities=acts, profile_memory=mem,
                                           record_shapes=self.record_shapes,
                                           with_stack=self.with_stack)
+            if mem:  # the CUDA memory counters and NAME-memory-*.pickle
+                sonde_torch.track_cuda(self.profiler, memory=True, snapshot=True)
         self.steps = 0
         if not hasattr(_tls, "stack"):
             _tls.stack = []

@@ -14,7 +14,8 @@ skip_first / wait / warmup / active / repeat (sonde's own schedule, in C); step_
 sonde_step. When the call returns, each rank writes {output_dir}/trace_rank_{rank}.json (a
 Chrome trace holding the active steps as ProfilerStep#N spans, numbered from 0 as PyTorch
 numbers them) and {output_dir}/rank_{rank}/ (the TensorBoard layout, and the raw NAME.sonde),
-and rank 0 alone prints the top sections with their FLOPs. nsight_enabled turns on sonde's NVTX
+and rank 0 alone prints its table: the top operators with their FLOPs when torch.profiler ran,
+else the top sections. nsight_enabled turns on sonde's NVTX
 ranges and cudaProfilerStart/Stop around each active window (`nsys profile
 --capture-range=cudaProfilerApi`). A program that imported torch is also profiled by
 torch.profiler under the same schedule (sonde.torch.profile_operators): every operator with its
@@ -57,9 +58,12 @@ def _fmt_time(s):
 
 
 def _summary(p, rank, with_flops, top=10):
-    """Rank 0's console summary: the top sections by total time, as 003's table lays them
-    (the FLOP column with with_flops)."""
+    """Rank 0's console summary, as 003's table lays it (the FLOP column with with_flops): the
+    top operators by CUDA time (by CPU time when none ran on a GPU) when torch.profiler
+    recorded them, else the top sections by total time."""
     s = p.get_summary()
+    if s["operators"]:
+        return _op_table(s, rank, with_flops, top)
     rows = s["stats"][:top]
     w = max([len("Name")] + [len(r["name"]) for r in rows]) + 2
     rule = "-" * w + "  " + "  ".join(["-" * 12] * 4)
@@ -67,9 +71,36 @@ def _summary(p, rank, with_flops, top=10):
            "%*s  %12s  %12s  %12s  %12s" % (w, "Name", "Self FLOPS", "Total", "Self",
                                             "# of Calls"), rule]
     for r in rows:
-        flops = "%.3fG" % (r["flops"] / 1e9) if r["flops"] and with_flops else "-"
+        flops = _fmt_flops(r["flops"]) if r["flops"] and with_flops else "-"
         out.append("%*s  %12s  %12s  %12s  %12d" % (w, r["name"], flops, _fmt_time(r["total_s"]),
                                                      _fmt_time(r["self_s"]), r["count"]))
+    out.append(rule)
+    return "\n".join(out)
+
+
+def _fmt_flops(n):
+    """9216 -> "9.216K", 1.074e9 -> "1.074G" (003's table writes G, with three decimals)."""
+    for div, unit in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
+        if n >= div:
+            return "%.3f%s" % (n / div, unit)
+    return "%d" % n
+
+
+def _op_table(s, rank, with_flops, top):
+    ops = s["operators"]
+    cuda = any(o["cuda_total_s"] > 0 for o in ops)
+    ops = sorted(ops, key=lambda o: -(o["cuda_total_s"] if cuda else o["cpu_total_s"]))[:top]
+    w = max([len("Name")] + [len(o["name"]) for o in ops]) + 2
+    rule = "-" * w + "  " + "  ".join(["-" * 12] * 4)
+    out = ["Top operations by %s time (rank %d, %d steps)" % ("CUDA" if cuda else "CPU", rank,
+                                                            s["steps"]), rule,
+           "%*s  %12s  %12s  %12s  %12s" % (w, "Name", "Self FLOPS", "CPU total", "CUDA total",
+                                            "# of Calls"), rule]
+    for o in ops:
+        flops = _fmt_flops(o["flops"]) if o["flops"] and with_flops else "-"
+        out.append("%*s  %12s  %12s  %12s  %12d" % (
+            w, o["name"], flops, _fmt_time(o["cpu_total_s"]),
+            _fmt_time(o["cuda_total_s"]) if cuda else "-", o["calls"]))
     out.append(rule)
     return "\n".join(out)
 
@@ -120,6 +151,8 @@ def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, w
                 with _lock:
                     _active.remove(p)
                 ok = sys.exc_info()[0] is None
+                if rank == 0 and ok:  # torch's last window folded in before the table
+                    p._stop_attached()
                 text = _summary(p, rank, with_flops) if rank == 0 and ok else None
                 p.close(raise_on_error=ok)
                 _publish(p, output_dir, rank)
