@@ -197,11 +197,12 @@ static int write_formats(const sm_model *m, const char *dir, const char *name, u
         int r = 0;
         if (!path)
             return sonde__fail(SONDE_ENOMEM, "out of memory");
-        if (g_formats[f].tensorboard) { /* its directory is its own */
+        if (g_formats[f].tensorboard) { /* plugins/profile/RUN/ under dir: no symlink followed */
             char *slash = strrchr(path, '/');
             *slash = 0;
-            if (mkdir_p(path) != 0)
-                r = sonde__fail(SONDE_EIO, "cannot create %s: %s", path, strerror(errno));
+            if (mkdir_beneath(dir, path + strlen(dir)) != 0)
+                r = sonde__fail(SONDE_EIO, "cannot create %s: %s%s", path, strerror(errno),
+                                errno == ELOOP ? " (a symlink on the way; not followed)" : "");
             *slash = '/';
         }
         if (!r)

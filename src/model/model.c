@@ -1290,6 +1290,8 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     m->run_meta = -1;
     if (!m->name && !(m->name = sonde__strdup("?")))
         goto out;
+    if (sm_safe_name(&m->name))
+        goto out;
     if (!m->unit && !(m->unit = sonde__strdup("units")))
         goto out;
 
@@ -1448,6 +1450,22 @@ void sb_raw_free(sb_raw *raw)
     sm__gpu_free_raw(raw);
     sm__ops_free_raw(raw);
     memset(raw, 0, sizeof *raw);
+}
+
+int sm_safe_name(char **name)
+{
+    char *s = *name;
+    for (unsigned char *c = (unsigned char *)s; *c; c++)
+        if (*c == '/' || *c == '\\' || *c < 0x20 || *c == 0x7f)
+            *c = '_';
+    if (*s && strcmp(s, ".") && strcmp(s, ".."))
+        return 0;
+    char *run = sonde__strdup("run");
+    if (!run)
+        return -1;
+    sonde__free(s);
+    *name = run;
+    return 0;
 }
 
 void sm_free(sm_model *m)

@@ -276,6 +276,10 @@ int sm_read_file(const char *path, sm_model *m);
 /* The same from memory (for fuzzing and tests); name is used in messages. */
 int sm_read_mem(const uint8_t *data, size_t n, const char *name, sm_model *m);
 void sm_free(sm_model *m);
+/* A run name read from a file made into what the library itself allows as a name, a single path
+ * component, since the CLI names its outputs after it: '/', '\\' and control characters become
+ * '_', and "", "." and ".." become "run" (*name replaced). 0, or -1 when out of memory. */
+int sm_safe_name(char **name);
 
 /* Statistics of the spans for which keep(span, ctx) is true (NULL: all) into a malloc'ed array
  * sorted by total time; *n receives its length. span_scale is the duration used for share.

@@ -723,9 +723,13 @@ static int finalize(sonde_profiler *p)
         size_t k = 0;
         int d = tb->hot.depth < 64 ? tb->hot.depth : 64;
         for (int i = 0; i < d && k < sizeof open - 40; i++) {
-            const sonde_site_rec *r = sonde__site_get(tb->hot.stack[i]);
+            uint32_t id = tb->hot.stack[i];
+            const sonde_site_rec *r = sonde__site_get(id); /* NULL for the placeholders */
             k += (size_t)snprintf(open + k, sizeof open - k, "%s%.32s", i ? " > " : "",
-                                  r ? r->name : "?");
+                                  r                  ? r->name
+                                  : id == PAUSED_ID  ? "(paused by the schedule)"
+                                  : id == DROPPED_ID ? "(dropped: buffers full)"
+                                                     : "?");
         }
         sonde__warn(p, "%d section(s) still open at the end of the run on thread %u (%s): %s",
                     tb->hot.depth, tb->thread, tb->name, open);
@@ -757,17 +761,37 @@ static int finalize(sonde_profiler *p)
  * ends with its reports. */
 void sonde__finalize_at_exit(sonde_profiler *p) { finalize(p); }
 
+/* sonde_destroy runs one at a time: a second call on the same profiler, from another thread at
+ * the same moment, waits for the first and then finds it destroyed (SONDE_ESTATE) instead of
+ * joining the writer thread twice. Recursive: a callback run by the first may destroy another. */
+static pthread_mutex_t g_destroy_lock;
+static pthread_once_t g_destroy_once = PTHREAD_ONCE_INIT;
+
+static void destroy_lock_init(void)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&g_destroy_lock, &a);
+    pthread_mutexattr_destroy(&a);
+}
+
 int sonde_destroy(sonde_profiler *p)
 {
-    CHECK_P(p, "sonde_destroy");
-    int rc = finalize(p);
-    sonde__writer_stop(p);
-    sonde__registry_remove(p);
-    if (sonde__tl.serial == p->hot.serial) {
-        sonde__tl.serial = 0;
-        sonde__tl.tb = NULL;
+    pthread_once(&g_destroy_once, destroy_lock_init);
+    pthread_mutex_lock(&g_destroy_lock);
+    int rc = check_p(p, "sonde_destroy");
+    if (!rc) {
+        rc = finalize(p);
+        sonde__writer_stop(p);
+        sonde__registry_remove(p);
+        if (sonde__tl.serial == p->hot.serial) {
+            sonde__tl.serial = 0;
+            sonde__tl.tb = NULL;
+        }
+        bury(p);
     }
-    bury(p);
+    pthread_mutex_unlock(&g_destroy_lock);
     return rc;
 }
 

@@ -43,6 +43,8 @@ uint32_t sonde__site_count(void) { return atomic_load_explicit(&g_count, memory_
 
 const sonde_site_rec *sonde__site_get(uint32_t id)
 {
+    if ((id >> BLOCK_BITS) >= MAX_BLOCKS) /* not an id: a placeholder, or garbage */
+        return NULL;
     sonde_site_rec *b = atomic_load_explicit(&g_blocks[id >> BLOCK_BITS], memory_order_acquire);
     return b ? &b[id & (BLOCK_SIZE - 1)] : NULL;
 }

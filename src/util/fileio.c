@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <time.h>
 #include <stdint.h>
@@ -219,11 +220,50 @@ int write_file_atomic(const char *path, const void *data, size_t n)
     return afile_commit(&af, 0);
 }
 
+int mkdir_beneath(const char *base, const char *rel)
+{
+    int fd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char comp[NAME_MAX + 1];
+    for (const char *s = rel; *s;) {
+        size_t l = strcspn(s, "/");
+        if (l == 0) {
+            s++;
+            continue;
+        }
+        int err = 0, next = -1;
+        if (l > NAME_MAX) {
+            err = ENAMETOOLONG;
+        } else {
+            memcpy(comp, s, l);
+            comp[l] = 0;
+            if (mkdirat(fd, comp, 0755) != 0 && errno != EEXIST)
+                err = errno;
+            else if ((next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+                struct stat st; /* O_DIRECTORY makes a symlink ENOTDIR: say which it was */
+                err = errno;
+                if (fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+                    err = ELOOP;
+            }
+        }
+        close(fd);
+        if (err) {
+            errno = err;
+            return -1;
+        }
+        fd = next;
+        s += l;
+    }
+    close(fd);
+    return 0;
+}
+
 int read_file_all(const char *path, size_t max, char **out, size_t *len)
 {
     *out = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block the open */
     if (fd < 0)
         return -1;
     struct stat st;

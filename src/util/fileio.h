@@ -7,6 +7,11 @@
 /* Creates dir and its parents (mode 0755, less the umask). 0, or -1 with errno set. */
 int mkdir_p(const char *dir);
 
+/* Creates the directories of rel ("a/b/c", relative) under base, which exists, never through a
+ * symlink: one planted at any of them is refused (errno ELOOP), as is anything there that is
+ * not a directory (ENOTDIR). 0, or -1 with errno set. */
+int mkdir_beneath(const char *base, const char *rel);
+
 /* Writes all n bytes, retrying on EINTR and short writes. 0, or -1 with errno set.
  * Async-signal-safe. */
 int write_all(int fd, const void *p, size_t n);

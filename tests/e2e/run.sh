@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh - end-to-end tests: the real binaries on real files. Usage: run.sh TEST BUILD_DIR SRC_DIR
-#   demo | crash | config | cli | html | ranks | limits | fork | cxx | compiled_out | install
+#   demo | crash | hostile | config | cli | html | ranks | limits | fork | cxx | compiled_out | install
 set -euo pipefail
 test=$1 build=$(cd "$2" && pwd) src=$(cd "$3" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/sonde-e2e-XXXXXX")
@@ -123,6 +123,75 @@ PY
     echo "hello" > out/bogus.sonde
     set +e; "$build/tests/readback" out/bogus.sonde out/x.json 2>err.txt; rc=$?; set -e
     [ $rc = 2 ] && grep -q "bogus.sonde: not a .sonde file" err.txt || fail "bad magic: rc=$rc $(cat err.txt)"
+    ;;
+hostile)
+    # issue 14: misuse and hostile input must never crash the host, write elsewhere, hang or lie
+    cd "$work"
+    status() { set +e; "$@" > out.txt 2> err.txt; echo $? > rc.txt; set -e; cat rc.txt; }
+    # 1. a section begun while the schedule paused recording, still open at exit(5)
+    [ "$(status "$build/tests/hostile" paused_open out)" = 5 ] ||
+        fail "paused_open exited $(cat rc.txt), not 5: $(cat err.txt)"
+    python3 - out/paused_open.json <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert [s["count"] for s in r["sections"] if s["name"] == "step"] == [1], r["sections"]
+assert any("(paused by the schedule)" in w for w in r["warnings"]), r["warnings"]
+PY
+    #    ... and one dropped for want of a buffer, still open at sonde_destroy
+    [ "$(status "$build/tests/hostile" dropped_open out)" = 0 ] ||
+        fail "dropped_open exited $(cat rc.txt): $(cat err.txt)"
+    grep -q "begin: SONDE_EDROPPED" out.txt || fail "dropped_open: $(cat out.txt)"
+    grep -q "destroy: SONDE_EOPEN" out.txt || fail "dropped_open: $(cat out.txt)"
+    [ -s out/dropped_open.json ] || fail "dropped_open wrote no report"
+    # 3. two threads destroying at once: one does, the other is told it is destroyed
+    [ "$(status timeout 60 "$build/tests/hostile" double_destroy out)" = 0 ] ||
+        fail "double_destroy exited $(cat rc.txt) (124: it hung): $(cat err.txt)"
+    grep -Eq "destroy: (SONDE_OK SONDE_ESTATE|SONDE_ESTATE SONDE_OK)" out.txt ||
+        fail "double_destroy: $(cat out.txt)"
+    sonde="$build/tools/sonde/sonde"
+    # 4. a run name read from a file (.sonde INFO, JSON run.name) is one path component
+    python3 "$src/tests/e2e/sonde_edit.py" name out/double_destroy.sonde evil.sonde "../../../x"
+    python3 - out/double_destroy.json evil.json <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["run"]["name"] = "../../../y"
+json.dump(r, open(sys.argv[2], "w"))
+PY
+    mkdir -p deep/a/b/c
+    "$sonde" export evil.sonde --format json,txt,html,tensorboard -o deep/a/b/c/out > /dev/null
+    "$sonde" report evil.json -o deep/a/b/c/fromjson.html > /dev/null
+    (cd deep/a/b/c && "$sonde" report ../../../../evil.sonde > /dev/null)
+    [ -s deep/a/b/c/out/.._.._.._x.json ] || fail "export: $(ls -R deep)"
+    [ -s deep/a/b/c/out/plugins/profile/.._.._.._x/*.pt.trace.json.gz ] || fail "tensorboard: $(ls -R deep)"
+    [ -s .._.._.._x.html ] || fail "report beside its input: $(ls)"
+    found=$(find "$work" \( -name 'x.*' -o -name 'y.*' -o -name x -o -name y \) -print)
+    [ -z "$found" ] || fail "a name from a file wrote outside its directory: $found"
+    # 5. a planted OUTDIR/plugins symlink is not followed
+    mkdir -p planted elsewhere && ln -s ../elsewhere planted/plugins
+    set +e; "$sonde" export out/double_destroy.sonde --format tensorboard -o planted 2> err.txt
+    rc=$?; set -e
+    [ $rc = 2 ] && grep -q "symlink" err.txt || fail "plugins symlink: rc=$rc $(cat err.txt)"
+    [ -z "$(ls -A elsewhere)" ] || fail "wrote through the planted symlink: $(ls -R elsewhere)"
+    # 6. merge and aggregate never overwrite an input, nor follow a symlink at -o
+    cp out/double_destroy.sonde a.sonde
+    cp a.sonde a.orig
+    set +e; "$sonde" merge a.sonde -o a.sonde 2> err.txt; rc=$?; set -e
+    [ $rc = 2 ] && grep -q "is the input" err.txt && cmp -s a.sonde a.orig ||
+        fail "merge over its input: rc=$rc $(cat err.txt)"
+    set +e; "$sonde" aggregate a.sonde -o a.sonde 2> err.txt; rc=$?; set -e
+    [ $rc = 2 ] && grep -q "is the input" err.txt && cmp -s a.sonde a.orig ||
+        fail "aggregate over its input: rc=$rc $(cat err.txt)"
+    echo "precious" > victim.txt && ln -s victim.txt agg.txt
+    "$sonde" aggregate a.sonde -o agg.txt > /dev/null
+    [ "$(cat victim.txt)" = precious ] && [ ! -L agg.txt ] && grep -q double_destroy agg.txt ||
+        fail "aggregate -o followed a symlink: $(cat victim.txt)"
+    # 9. a FIFO among the runs of a directory is skipped, one named on the command line refused
+    mkdir -p runs && cp a.sonde runs/r0.sonde && mkfifo runs/fifo.sonde runs/fifo.json
+    timeout 60 "$sonde" aggregate runs > /dev/null || fail "aggregate with a FIFO in the directory"
+    timeout 60 "$sonde" merge runs -o merged.trace.json.gz > /dev/null ||
+        fail "merge with a FIFO in the directory"
+    set +e; timeout 60 "$sonde" summary runs/fifo.sonde 2> err.txt; rc=$?; set -e
+    [ $rc = 2 ] && grep -q "not a regular file" err.txt || fail "summary of a FIFO: rc=$rc $(cat err.txt)"
     ;;
 config)
     # --profile* flags through the demo's own argument parser: a step schedule

@@ -67,6 +67,10 @@ static int collect(char **args, int n, char ***out, size_t *count)
                     return -1;
                 if (asprintf(&v[*count], "%s/%s", args[i], e->d_name) < 0)
                     return -1;
+                if (!cli_regular_file(v[*count])) { /* a FIFO, a directory: not a report */
+                    free(v[*count]);
+                    continue;
+                }
                 (*count)++;
             }
             if (d)
@@ -426,9 +430,14 @@ int cmd_aggregate(int argc, char **argv)
     }
     int rc = CLI_OK;
     if (outpath) {
-        FILE *f = fopen(outpath, "w");
-        if (!f || fputs(o.data ? o.data : "", f) < 0 || fclose(f) != 0)
-            rc = cli_fail(CLI_USAGE, "aggregate", "cannot write %s", outpath);
+        char **ins = malloc(nf * sizeof *ins);
+        for (size_t i = 0; ins && i < nf; i++)
+            ins[i] = r[i].path;
+        rc = !ins ? cli_fail(CLI_USAGE, "aggregate", "out of memory")
+                  : cli_output_check("aggregate", outpath, ins, nf);
+        free(ins);
+        if (rc == CLI_OK)
+            rc = cli_write_output("aggregate", outpath, o.data ? o.data : "", o.len);
     } else {
         fputs(o.data ? o.data : "", stdout);
     }

@@ -67,6 +67,10 @@ int cmd_merge(int argc, char **argv)
                     continue;
                 if (asprintf(&path, "%s/%s", argv[i], e->d_name) < 0)
                     path = NULL;
+                if (path && !cli_regular_file(path)) { /* a FIFO, a directory: not a run */
+                    free(path);
+                    continue;
+                }
             } else {
                 path = strdup(argv[i]);
             }
@@ -85,6 +89,15 @@ int cmd_merge(int argc, char **argv)
             return cli_fail(CLI_USAGE, "merge", "-o merged.trace.json.gz is needed");
         return cli_usage(cli_find("merge"), 1);
     }
+    char **ins = malloc(n * sizeof *ins);
+    if (!ins)
+        return cli_fail(CLI_USAGE, "merge", "out of memory");
+    for (size_t i = 0; i < n; i++)
+        ins[i] = rf[i].path;
+    int same = cli_output_check("merge", out, ins, n);
+    free(ins);
+    if (same)
+        return same;
     /* First pass: each rank's number, start and sync instants (one model at a time). */
     for (size_t i = 0; i < n; i++) {
         sm_model m;

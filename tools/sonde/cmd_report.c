@@ -50,6 +50,13 @@ int cmd_report(int argc, char **argv)
         free(path);
         return cli_fail(CLI_USAGE, "report", "%s: the report's name must end in .html", out);
     }
+    char *in = (char *)file;
+    rc = cli_output_check("report", out, &in, 1);
+    if (rc) {
+        sm_free(&m);
+        free(path);
+        return rc;
+    }
     rc = sx_write_path(&m, out);
     sm_free(&m);
     if (rc) {

@@ -105,7 +105,7 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
     m->unit = str(run, "unit");
     m->sonde_version = str(run, "sonde_version");
     m->path = strdup(path);
-    if (!m->name || !m->host || !m->unit || !m->sonde_version || !m->path)
+    if (!m->name || !m->host || !m->unit || !m->sonde_version || !m->path || sm_safe_name(&m->name))
         goto out;
     m->pid = I32(run, "pid");
     m->rank = json_is_number(json_object_get(run, "rank")) ? I32(run, "rank") : -1;
@@ -338,6 +338,8 @@ int cli_load(const char *cmd, const char *path, sm_model *m)
     if (S_ISDIR(st.st_mode))
         return cli_fail(CLI_USAGE, cmd, "%s is a directory; " EXPECTED " (e.g. %s%sNAME.sonde)",
                         path, path, path[strlen(path) - 1] == '/' ? "" : "/");
+    if (!S_ISREG(st.st_mode))
+        return cli_fail(CLI_USAGE, cmd, "%s: not a regular file; " EXPECTED, path);
     FILE *f = fopen(path, "rb");
     if (!f)
         return cli_fail(CLI_USAGE, cmd, "%s: %s", path, strerror(errno));

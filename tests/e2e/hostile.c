@@ -1,0 +1,106 @@
+/* hostile.c - host programs that misuse or strain libsonde in ways a real host does, for the
+ * end-to-end tests of issue 14's findings. Usage: hostile MODE DIR
+ *   paused_open    schedule wait 1 active 1 repeat 1, five steps, then a section begun while the
+ *                  schedule pauses recording is still open at exit(5): the exit status stays 5
+ *                  and the reports are written
+ *   dropped_open   a 1 MiB buffer whose chunks 64 threads hold: the main thread's sonde_begin is
+ *                  dropped (SONDE_EDROPPED), then sonde_destroy with it still open
+ *   double_destroy two threads call sonde_destroy at the same moment: one destroys, the other
+ *                  gets SONDE_ESTATE; nothing hangs */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sonde/sonde.h>
+
+static sonde_profiler *g_p;
+static pthread_barrier_t g_held, g_done;
+static pthread_barrier_t g_go;
+static int g_rc[2];
+
+static sonde_config config(const char *dir, const char *name)
+{
+    sonde_config c = sonde_config_default();
+    c.output_dir = dir;
+    c.name = name;
+    c.formats = SONDE_FORMAT_JSON;
+    c.print_summary = 0;
+    c.collect_cpu = c.collect_memory = c.collect_gpu = 0;
+    return c;
+}
+
+static void *holder(void *arg)
+{
+    (void)arg;
+    sonde_begin(g_p, "held");
+    sonde_end(g_p); /* the thread keeps its chunk */
+    pthread_barrier_wait(&g_held);
+    pthread_barrier_wait(&g_done);
+    return NULL;
+}
+
+static void *destroyer(void *arg)
+{
+    int *rc = arg;
+    pthread_barrier_wait(&g_go);
+    *rc = sonde_destroy(g_p);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: hostile paused_open|dropped_open|double_destroy DIR\n");
+        return 2;
+    }
+    const char *mode = argv[1], *dir = argv[2];
+    sonde_config c = config(dir, mode);
+    if (!strcmp(mode, "paused_open")) {
+        c.wait = 1;
+        c.active = 1;
+        c.repeat = 1;
+        g_p = sonde_create(&c);
+        for (int i = 0; i < 5; i++) {
+            SONDE_SCOPE(g_p, "step");
+            sonde_step(g_p);
+        }
+        sonde_begin(g_p, "epoch");
+        exit(5);
+    }
+    if (!strcmp(mode, "dropped_open")) {
+        c.buffer_mb = 1;
+        g_p = sonde_create(&c);
+        pthread_t t[64];
+        pthread_barrier_init(&g_held, NULL, 65);
+        pthread_barrier_init(&g_done, NULL, 65);
+        for (int i = 0; i < 64; i++)
+            if (pthread_create(&t[i], NULL, holder, NULL))
+                return 3;
+        pthread_barrier_wait(&g_held);
+        int rc = sonde_begin(g_p, "epoch");
+        printf("begin: %s\n", sonde_err_name(rc));
+        pthread_barrier_wait(&g_done);
+        for (int i = 0; i < 64; i++)
+            pthread_join(t[i], NULL);
+        printf("destroy: %s\n", sonde_err_name(sonde_destroy(g_p)));
+        return 0;
+    }
+    if (!strcmp(mode, "double_destroy")) {
+        g_p = sonde_create(&c);
+        {
+            SONDE_SCOPE(g_p, "work");
+        }
+        pthread_t t[2];
+        pthread_barrier_init(&g_go, NULL, 2);
+        for (int i = 0; i < 2; i++)
+            if (pthread_create(&t[i], NULL, destroyer, &g_rc[i]))
+                return 3;
+        for (int i = 0; i < 2; i++)
+            pthread_join(t[i], NULL);
+        printf("destroy: %s %s\n", sonde_err_name(g_rc[0]), sonde_err_name(g_rc[1]));
+        return 0;
+    }
+    fprintf(stderr, "hostile: unknown mode %s\n", mode);
+    return 2;
+}
