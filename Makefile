@@ -60,6 +60,7 @@ fuzz-run:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	    c=build-fuzz/corpus/$$t; mkdir -p $$c; cp tests/fuzz/corpus/$${t#fuzz_}/* $$c/; \
 	    ./build-fuzz/tests/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	        -rss_limit_mb=1024 -malloc_limit_mb=256 \
 	        -artifact_prefix=build-fuzz/$$t- $$c > build-fuzz/$$t.log 2>&1 \
 	        || { tail -40 build-fuzz/$$t.log; echo "fuzz: $$t found a crash (build-fuzz/$$t-*)"; exit 1; }; \
 	    echo "fuzz: $$t ran $$(awk '/stat::number_of_executed_units/ {print $$2}' build-fuzz/$$t.log) inputs in $(FUZZ_SECONDS) s, no finding"; \

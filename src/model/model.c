@@ -1258,6 +1258,104 @@ int sm_merge(sm_model *d, sm_model *s)
     return 0;
 }
 
+static int cmp_site_id(const void *a, const void *b)
+{
+    uint32_t x = ((const sm_site *)a)->id, y = ((const sm_site *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+static void free_site(sm_site *s)
+{
+    sonde__free(s->name);
+    sonde__free(s->file);
+    sonde__free(s->func);
+}
+
+#define BIT_SET(v, i) ((v)[(i) >> 6] |= 1ull << ((i) & 63))
+#define BIT_GET(v, i) (((v)[(i) >> 6] >> ((i) & 63)) & 1u)
+
+/* The model's site table, dense: every id a SITE record or an event names has an entry ("?"
+ * when its record is missing). Ids are indices, as in the file, unless they are sparse (a
+ * crafted file naming id 4,000,000 and nothing else, or a profiler whose process interned many
+ * names before it): then they are renumbered by rank and the events rewritten, so the table
+ * grows with what the file holds, never with the largest id in it (at most 64 Ki gaps). */
+static int build_sites(sb_raw *raw, sm_model *m, uint32_t max_id)
+{
+    if (raw->n_sites)
+        qsort(raw->sites, raw->n_sites, sizeof *raw->sites, cmp_site_id);
+    size_t nu = 0; /* a site is written twice (writer and signal handler): the first is kept */
+    for (size_t i = 0; i < raw->n_sites; i++) {
+        if (nu && raw->sites[nu - 1].id == raw->sites[i].id)
+            free_site(&raw->sites[i]);
+        else
+            raw->sites[nu++] = raw->sites[i];
+    }
+    raw->n_sites = nu;
+    if (nu && raw->sites[nu - 1].id > max_id)
+        max_id = raw->sites[nu - 1].id;
+    uint64_t *used = NULL;
+    uint32_t *rank = NULL;
+    size_t n = (size_t)max_id + 1;
+    if (n > 2 * nu + 65536) { /* perhaps sparse: count the ids named */
+        used = sonde__calloc(SM_MAX_ID / 64, sizeof *used);
+        if (!used)
+            return -1;
+        BIT_SET(used, 0u);
+        for (size_t i = 0; i < nu; i++)
+            BIT_SET(used, raw->sites[i].id);
+        for (size_t t = 0; t < raw->n_threads; t++)
+            for (size_t i = 0; i < raw->tev[t].n; i++) {
+                const sb_ev *e = &raw->tev[t].ev[i];
+                BIT_SET(used, e->id);
+                if (e->kind == SONDE_K_METADATA)
+                    BIT_SET(used, e->arg);
+            }
+        size_t count = 0;
+        for (size_t w = 0; w <= max_id / 64; w++)
+            count += (size_t)__builtin_popcountll(used[w]);
+        if (n > 2 * count + 65536) { /* sparse: renumber */
+            rank = sonde__malloc(n * sizeof *rank);
+            if (!rank) {
+                sonde__free(used);
+                return -1;
+            }
+            uint32_t next = 0;
+            for (uint32_t id = 0; id <= max_id; id++)
+                rank[id] = BIT_GET(used, id) ? next++ : UINT32_MAX;
+            n = count;
+        }
+        sonde__free(used);
+    }
+    sm_site *t = sonde__calloc(n, sizeof *t);
+    if (!t) {
+        sonde__free(rank);
+        return -1;
+    }
+    for (size_t i = 0; i < nu; i++) {
+        uint32_t id = raw->sites[i].id;
+        t[rank ? rank[id] : id] = raw->sites[i];
+    }
+    raw->n_sites = 0;
+    if (rank)
+        for (size_t k = 0; k < raw->n_threads; k++)
+            for (size_t i = 0; i < raw->tev[k].n; i++) {
+                sb_ev *e = &raw->tev[k].ev[i];
+                e->id = rank[e->id];
+                if (e->kind == SONDE_K_METADATA)
+                    e->arg = rank[e->arg];
+            }
+    sonde__free(rank);
+    m->sites = t;
+    m->n_sites = n;
+    for (size_t i = 0; i < n; i++) {
+        t[i].stat = -1;
+        t[i].id = (uint32_t)i;
+        if (!t[i].name && !(t[i].name = sonde__strdup("?")))
+            return -1;
+    }
+    return 0;
+}
+
 int sm__build(sb_raw *raw, sm_model *m, const char *fname)
 {
     bctx b;
@@ -1326,23 +1424,8 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         end_tick = b.cut_tick;
     m->duration_ns = rel(&b, end_tick);
 
-    /* Sites: every id an event names gets an entry, "?" when its record is missing. */
-    size_t nsites = raw->n_sites > (size_t)max_id + 1 ? raw->n_sites : (size_t)max_id + 1;
-    m->sites = sonde__realloc(raw->sites, nsites * sizeof *m->sites);
-    if (!m->sites) {
-        m->sites = raw->sites;
-        m->n_sites = raw->n_sites;
-        raw->sites = NULL;
+    if (build_sites(raw, m, max_id))
         goto out;
-    }
-    memset(m->sites + raw->n_sites, 0, (nsites - raw->n_sites) * sizeof *m->sites);
-    raw->sites = NULL;
-    m->n_sites = nsites;
-    for (size_t i = 0; i < nsites; i++) {
-        m->sites[i].stat = -1;
-        if (!m->sites[i].name && !(m->sites[i].name = sonde__strdup("?")))
-            goto out;
-    }
 
     m->threads = sonde__calloc(raw->n_threads ? raw->n_threads : 1, sizeof *m->threads);
     if (!m->threads)

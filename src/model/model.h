@@ -11,6 +11,7 @@ typedef struct sm_site {
     char *name, *file, *func;  /* name is never NULL ("?" when its record was missing) */
     int line;
     int stat;                  /* index into sm_model.stats grouping sites by name, -1 if none */
+    uint32_t id;               /* its id in the file (in the model, ids are indices of sites) */
 } sm_site;
 
 typedef struct sm_thread {

@@ -7,6 +7,10 @@
 
 #include "model.h"
 
+/* Ids of sites and interned strings stay below this in any file libsonde writes (its table holds
+ * 4 Mi); a reader refuses larger ones, so no id in a crafted file can size an array. */
+#define SM_MAX_ID (1u << 22)
+
 typedef struct sb_ev {
     uint64_t tick;
     uint32_t id, arg;
@@ -44,8 +48,9 @@ typedef struct sb_raw {
     sm_kv *info;
     size_t n_info, cap_info;
     int clean_end;
-    sm_site *sites;
-    size_t n_sites;
+    sm_site *sites;    /* as the file gives them (by id, some twice, gaps between): sm__build
+                          makes them the model's dense table */
+    size_t n_sites, cap_sites;
     sb_tevents *tev;
     size_t n_threads;
     sb_anchor *anchors;

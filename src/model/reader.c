@@ -41,6 +41,7 @@ typedef struct rstate {
     size_t cap_anchor;
     size_t cap_warn;
     uint32_t version;      /* the file's format version */
+    size_t max_threads;    /* thread indices are dense: no more than the file has records for */
 } rstate;
 
 static int rwarn(rstate *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -88,7 +89,7 @@ int sm__get_var(const uint8_t **pp, const uint8_t *end, uint64_t *v)
 
 static rthread *thread_at(rstate *s, uint64_t idx)
 {
-    if (idx > 1000000)
+    if (idx >= s->max_threads) /* a crafted index: it would size the table */
         return NULL;
     if (idx >= s->n_th) {
         size_t nn = (size_t)idx + 1;
@@ -147,35 +148,22 @@ static int parse_site(rstate *s, const uint8_t *p, const uint8_t *end)
 {
     uint64_t id, line;
     char *name = NULL, *file = NULL, *func = NULL;
-    if (sm__get_var(&p, end, &id) || id >= (1u << 28) || get_str(&p, end, &name) ||
+    if (sm__get_var(&p, end, &id) || id >= SM_MAX_ID || get_str(&p, end, &name) ||
         get_str(&p, end, &file) || get_str(&p, end, &func) || sm__get_var(&p, end, &line)) {
         sonde__free(name);
         sonde__free(file);
         sonde__free(func);
         return -1;
     }
-    if (id >= s->raw.n_sites) {
-        size_t nn = (size_t)id + 1;
-        if (nn < s->raw.n_sites * 2)
-            nn = s->raw.n_sites * 2;
-        sm_site *ns = sonde__realloc(s->raw.sites, nn * sizeof *ns);
-        if (!ns) {
-            sonde__free(name);
-            sonde__free(file);
-            sonde__free(func);
-            return -2;
-        }
-        memset(ns + s->raw.n_sites, 0, (nn - s->raw.n_sites) * sizeof *ns);
-        s->raw.sites = ns;
-        s->raw.n_sites = nn;
-    }
-    sm_site *st = &s->raw.sites[id];
-    if (st->name) { /* written twice (writer and signal handler): same content */
+    if (GROW(s->raw.sites, s->raw.n_sites, s->raw.cap_sites)) { /* sm__build sorts them by id */
         sonde__free(name);
         sonde__free(file);
         sonde__free(func);
-        return 0;
+        return -2;
     }
+    sm_site *st = &s->raw.sites[s->raw.n_sites++];
+    memset(st, 0, sizeof *st);
+    st->id = (uint32_t)id;
     st->name = name;
     st->file = *file ? file : (sonde__free(file), NULL);
     st->func = *func ? func : (sonde__free(func), NULL);
@@ -268,6 +256,8 @@ static int decode_thread(rstate *s, rthread *t, sb_tevents *out)
                 sb_ev *e = &out->ev[out->n++];
                 e->tick = tick;
                 e->kind = (uint8_t)kind;
+                if ((tag >> 4) >= SM_MAX_ID || (kind == SONDE_K_METADATA && arg >= SM_MAX_ID))
+                    goto bad; /* no id libsonde writes */
                 e->id = (uint32_t)(tag >> 4);
                 e->arg = (uint32_t)arg;
                 e->v0 = v[0];
@@ -301,6 +291,7 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
     rstate s;
     memset(&s, 0, sizeof s);
     s.fname = fname;
+    s.max_threads = n / 12 + 64; /* each thread has a THREAD or EVENTS record, 12 bytes or more */
     s.version = version;
     s.raw.bytes = n;
     int rc = 0;

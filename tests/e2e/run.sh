@@ -185,6 +185,16 @@ PY
     "$sonde" aggregate a.sonde -o agg.txt > /dev/null
     [ "$(cat victim.txt)" = precious ] && [ ! -L agg.txt ] && grep -q double_destroy agg.txt ||
         fail "aggregate -o followed a symlink: $(cat victim.txt)"
+    # 7. no id or thread index in a crafted file sizes an array: each of these took gigabytes
+    for f in site_id_huge site_id_sparse thread_index_huge event_id_sparse; do
+        python3 - "$sonde" "$src/tests/fuzz/corpus/sonde/$f.sonde" <<'PY'
+import resource, subprocess, sys
+subprocess.run([sys.argv[1], "summary", sys.argv[2]], stdout=subprocess.DEVNULL,
+               stderr=subprocess.DEVNULL)
+kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+assert kb < 100 * 1024, "%s: %d KB" % (sys.argv[2], kb)
+PY
+    done
     # 9. a FIFO among the runs of a directory is skipped, one named on the command line refused
     mkdir -p runs && cp a.sonde runs/r0.sonde && mkfifo runs/fifo.sonde runs/fifo.json
     timeout 60 "$sonde" aggregate runs > /dev/null || fail "aggregate with a FIFO in the directory"
