@@ -59,6 +59,7 @@ static void txt_meta(const char *key, const char *value, void *ctx)
 }
 
 int sx_txt(const sm_model *m, sbuf *b) { return sx_txt_opts(m, b, SX_SORT_TOTAL, 0, 0); }
+static int sx_txt_body(const sm_model *m, sbuf *b, int sort, size_t top, int wide);
 
 void sx_txt_analysis(const struct sa_report *an, sbuf *b)
 {
@@ -109,6 +110,13 @@ static int cmp_sort(const void *a, const void *b)
 }
 
 int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top, int wide)
+{
+    size_t from = b->len;
+    int rc = sx_txt_body(m, b, sort, top, wide);
+    return sbuf_text_safe(b, from) || rc ? -1 : 0; /* names from the run, printed as text */
+}
+
+static int sx_txt_body(const sm_model *m, sbuf *b, int sort, size_t top, int wide)
 {
     double flops = m->total_flops, flops_s = m->total_flops_s;
     char d[32], x[64];

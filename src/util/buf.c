@@ -194,21 +194,65 @@ int sbuf_json_num(sbuf *b, double v)
     return sbuf_puts(b, tmp);
 }
 
-int sbuf_csv_str(sbuf *b, const char *s)
+int sbuf_csv_str(sbuf *b, const char *str)
 {
-    if (!s)
+    if (!str)
         return 0;
-    if (!strpbrk(s, ",\"\r\n"))
-        return sbuf_puts(b, s);
-    if (sbuf_putc(b, '"'))
+    const unsigned char *s = (const unsigned char *)str;
+    /* OWASP's CSV injection guidance: a cell a spreadsheet would take for a formula is quoted and
+     * begins with a ' */
+    int formula = s[0] && strchr("=+-@\t\r", s[0]);
+    int quote = formula || strpbrk(str, ",\"\r\n");
+    if ((quote && sbuf_putc(b, '"')) || (formula && sbuf_putc(b, '\'')))
         return -1;
-    for (; *s; s++) {
-        if (*s == '"' && sbuf_putc(b, '"'))
+    while (*s) {
+        if (*s >= 0x80) { /* valid UTF-8 as it is, anything else as U+FFFD, as in JSON */
+            size_t n = utf8_len(s);
+            if (n ? sbuf_add(b, s, n) : sbuf_add(b, "\xef\xbf\xbd", 3))
+                return -1;
+            s += n ? n : 1;
+            continue;
+        }
+        if ((*s == '"' && sbuf_putc(b, '"')) || sbuf_putc(b, (char)*s))
             return -1;
-        if (sbuf_putc(b, *s))
-            return -1;
+        s++;
     }
-    return sbuf_putc(b, '"');
+    return quote ? sbuf_putc(b, '"') : 0;
+}
+
+int sbuf_text_safe(sbuf *b, size_t from)
+{
+    if (b->oom || from >= b->len)
+        return b->oom ? -1 : 0;
+    sbuf o;
+    sbuf_init(&o);
+    const unsigned char *s = (const unsigned char *)b->data + from;
+    const unsigned char *end = (const unsigned char *)b->data + b->len;
+    while (s < end) {
+        unsigned c = *s;
+        size_t n = c >= 0x80 ? utf8_len(s) : 1;
+        if (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f) ||
+            (n >= 2 && !(c == 0xc2 && s[1] < 0xa0))) { /* text, and UTF-8 but C1 controls */
+            sbuf_add(&o, s, n);
+            s += n;
+        } else if (n == 2) { /* C1 control (CSI 0x9b is ESC [ to a terminal) */
+            sbuf_printf(&o, "\\u%04x", s[1]);
+            s += 2;
+        } else if (c >= 0x80) {
+            sbuf_add(&o, "\xef\xbf\xbd", 3);
+            s++;
+        } else {
+            sbuf_printf(&o, "\\x%02x", c);
+            s++;
+        }
+    }
+    b->len = from;
+    if (!o.oom)
+        sbuf_add(b, o.data ? o.data : "", o.len);
+    else
+        b->oom = 1;
+    sbuf_free(&o);
+    return b->oom ? -1 : 0;
 }
 
 int sbuf_u64(sbuf *b, uint64_t v)

@@ -39,6 +39,10 @@ int sbuf_json_str(sbuf *b, const char *s);
 int sbuf_json_num(sbuf *b, double v);
 /* A CSV field, quoted when it holds a comma, quote, CR or LF. */
 int sbuf_csv_str(sbuf *b, const char *s);
+/* Makes what b holds from byte `from` on safe to print on a terminal: control characters but
+ * newline and tab become \xHH, C1 controls \u00HH, invalid UTF-8 U+FFFD, so no name read from a
+ * file can move the cursor, retitle the window or clear the screen. 0, or -1 out of memory. */
+int sbuf_text_safe(sbuf *b, size_t from);
 /* An unsigned decimal integer, without printf. */
 int sbuf_u64(sbuf *b, uint64_t v);
 /* ns as microseconds with three decimals ("12.345"), without printf. */

@@ -6,7 +6,10 @@
  *   dropped_open   a 1 MiB buffer whose chunks 64 threads hold: the main thread's sonde_begin is
  *                  dropped (SONDE_EDROPPED), then sonde_destroy with it still open
  *   double_destroy two threads call sonde_destroy at the same moment: one destroys, the other
- *                  gets SONDE_ESTATE; nothing hangs */
+ *                  gets SONDE_ESTATE; nothing hangs
+ *   names          sections named like spreadsheet formulas, invalid UTF-8 and terminal escapes,
+ *                  written as CSV, text and JSON */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +54,7 @@ static void *destroyer(void *arg)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: hostile paused_open|dropped_open|double_destroy DIR\n");
+        fprintf(stderr, "usage: hostile paused_open|dropped_open|double_destroy|names DIR\n");
         return 2;
     }
     const char *mode = argv[1], *dir = argv[2];
@@ -99,6 +102,19 @@ int main(int argc, char **argv)
         for (int i = 0; i < 2; i++)
             pthread_join(t[i], NULL);
         printf("destroy: %s %s\n", sonde_err_name(g_rc[0]), sonde_err_name(g_rc[1]));
+        return 0;
+    }
+    if (!strcmp(mode, "names")) {
+        c.formats = SONDE_FORMAT_CSV | SONDE_FORMAT_TXT | SONDE_FORMAT_JSON;
+        g_p = sonde_create(&c);
+        static const char *const names[] = {"=HYPERLINK(\"http://x\")", "@SUM(1)", "-2+3",
+                                            "bad\xff\xfeutf8", "\x1b]0;pwned\x07\x1b[2J",
+                                            "\xc2\23331m"};
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            sonde_begin(g_p, names[i]);
+            sonde_end(g_p);
+        }
+        printf("destroy: %s\n", sonde_err_name(sonde_destroy(g_p)));
         return 0;
     }
     fprintf(stderr, "hostile: unknown mode %s\n", mode);

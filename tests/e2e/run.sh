@@ -195,6 +195,42 @@ kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 assert kb < 100 * 1024, "%s: %d KB" % (sys.argv[2], kb)
 PY
     done
+    # 8. a world size read from a file does not size the output: 16 missing ranks named, the rest
+    #    counted
+    for ws in 100000000 1e308; do
+        python3 - out/double_destroy.json ws.json $ws <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["run"]["world_size"] = float(sys.argv[3])
+r["run"]["rank"] = 3
+json.dump(r, open(sys.argv[2], "w"))
+PY
+        timeout 60 "$sonde" aggregate ws.json > agg.out || fail "aggregate, world size $ws"
+        [ "$(grep -c "missing rank" agg.out)" = 16 ] && grep -q "more of the" agg.out &&
+            [ "$(wc -l < agg.out)" -lt 60 ] || fail "world size $ws: $(head -c 2000 agg.out)"
+    done
+    # 15. non-finite numbers in options are refused
+    for v in nan inf -nan; do
+        set +e; "$sonde" diff out/double_destroy.json out/double_destroy.json --threshold $v \
+            > /dev/null 2> err.txt; rc=$?; set -e
+        [ $rc = 2 ] && grep -q -- "--threshold" err.txt || fail "--threshold $v: rc=$rc $(cat err.txt)"
+    done
+    # 13, 14. names from a file: no formula in a CSV cell, valid UTF-8, no terminal escape printed
+    "$build/tests/hostile" names names > /dev/null
+    python3 - names/names.csv names/names.txt <<'PY'
+import csv, sys
+raw = open(sys.argv[1], "rb").read()
+raw.decode("utf-8")  # valid UTF-8, or this raises
+cells = [row[0] for row in csv.reader(open(sys.argv[1], encoding="utf-8"))][1:]
+for c in cells:
+    assert c[:1] not in ("=", "+", "-", "@", "\t", "\r"), cells
+assert "'=HYPERLINK(\"http://x\")" in cells and "'@SUM(1)" in cells and "'-2+3" in cells, cells
+txt = open(sys.argv[2], "rb").read()
+assert b"\x1b" not in txt and b"\x07" not in txt and b"\xc2\x9b" not in txt, txt
+assert b"\\x1b]0;pwned" in txt, txt
+PY
+    "$sonde" summary names/names.sonde > sum.out 2>&1
+    python3 -c "import sys; t=open('sum.out','rb').read(); assert b'\x1b' not in t and b'\xc2\x9b' not in t, t"
     # 9. a FIFO among the runs of a directory is skipped, one named on the command line refused
     mkdir -p runs && cp a.sonde runs/r0.sonde && mkfifo runs/fifo.sonde runs/fifo.json
     timeout 60 "$sonde" aggregate runs > /dev/null || fail "aggregate with a FIFO in the directory"

@@ -199,13 +199,24 @@ int cmd_aggregate(int argc, char **argv)
         if (r[i].rank == r[i - 1].rank)
             sbuf_printf(&notes, "duplicate rank %d: %s and %s\n", r[i].rank, r[i - 1].path,
                         r[i].path);
-    for (int k = 0; k < world; k++) {
-        size_t i;
-        for (i = 0; i < nf && r[i].rank != k; i++) {
-        }
-        if (i == nf)
+    /* Missing ranks, between the ranks present (r is sorted by rank): the world size is what a
+     * file says, so the first 16 are named and the rest counted, whatever it says. */
+    long long n_missing = 0;
+    int named = 0, next = 0;
+    for (size_t i = 0; i <= nf; i++) {
+        int upto = i < nf && r[i].rank < world ? r[i].rank : world;
+        for (int k = next; k < upto && named < 16; k++, named++)
             sbuf_printf(&notes, "missing rank %d of %d\n", k, world);
+        if (upto > next)
+            n_missing += upto - next;
+        if (i < nf && r[i].rank + 1 > next)
+            next = r[i].rank + 1;
+        if (upto == world)
+            break;
     }
+    if (n_missing > named)
+        sbuf_printf(&notes, "missing: %lld more of the %d ranks the runs' world size names "
+                            "(%zu file(s) read)\n", n_missing - named, world, nf);
     for (size_t i = 1; i < nf; i++)
         if (strcmp(r[i].stem, r[0].stem))
             sbuf_printf(&notes, "different run: %s is run \"%s\", %s is run \"%s\"\n", r[0].path,
@@ -439,6 +450,7 @@ int cmd_aggregate(int argc, char **argv)
         if (rc == CLI_OK)
             rc = cli_write_output("aggregate", outpath, o.data ? o.data : "", o.len);
     } else {
+        sbuf_text_safe(&o, 0); /* names from the files: no terminal escapes */
         fputs(o.data ? o.data : "", stdout);
     }
     sbuf_free(&o);

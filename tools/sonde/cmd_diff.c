@@ -206,7 +206,7 @@ int cmd_diff(int argc, char **argv)
             }
             char *end;
             double t = strtod(v, &end);
-            if (end == v || (*end && strcmp(end, "%")) || t < 0 || t > 1000)
+            if (end == v || (*end && strcmp(end, "%")) || !(t >= 0 && t <= 1000)) /* NaN too */
                 return cli_fail(CLI_USAGE, "diff", "--threshold %s: expected a percentage such "
                                                    "as 5%% or 12.5", v);
             threshold = t / 100.0;
@@ -394,6 +394,7 @@ int cmd_diff(int argc, char **argv)
                             "for significance; diff the .sonde files for that)\n", md ? "\n" : "");
         sbuf_printf(&o, "%s%d regression(s)\n", md ? "\n" : "", regressions);
     }
+    sbuf_text_safe(&o, 0); /* section names from the files: no terminal escapes */
     fputs(o.data ? o.data : "", stdout);
     sbuf_free(&o);
     free(rows);

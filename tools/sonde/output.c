@@ -1,6 +1,7 @@
 /* output.c - what every command that writes a file shares: never over one of its own inputs,
  * always through a temporary file renamed into place (never through a planted symlink), and
  * only regular files read from directories. */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
