@@ -48,6 +48,16 @@ int sonde__write_cycle_trace(sonde_profiler *p, int cycle, const char *path)
     return rc;
 }
 
+/* Copies s to *np (room was counted) and moves *np past it; returns the copy. */
+static const char *put_str(char **np, const char *s)
+{
+    size_t l = strlen(s) + 1;
+    memcpy(*np, s, l);
+    const char *at = *np;
+    *np += l;
+    return at;
+}
+
 sonde_summary_t *sonde_summary(sonde_profiler *p)
 {
     if (!p || p->destroyed) {
@@ -116,10 +126,7 @@ sonde_summary_t *sonde_summary(sonde_profiler *p)
     for (size_t i = 0; i < n_ops; i++) {
         const sm_op_row *r = &ops[i];
         sonde_op_stats *o = &s->ops[i];
-        size_t l = strlen(r->name) + 1;
-        memcpy(np, r->name, l);
-        o->name = np;
-        np += l;
+        o->name = put_str(&np, r->name);
         o->calls = r->calls;
         o->self_cpu_s = r->self_cpu_s;
         o->cpu_total_s = r->cpu_total_s;
@@ -130,25 +137,14 @@ sonde_summary_t *sonde_summary(sonde_profiler *p)
         o->self_cuda_memory = r->device_bytes;
     }
     sonde__free(ops);
-    strcpy(np, p->unit);
-    s->unit = np;
-    np += strlen(np) + 1;
-    if (why) {
-        strcpy(np, why);
-        s->not_recorded = np;
-        np += strlen(np) + 1;
-    }
+    s->unit = put_str(&np, p->unit);
+    if (why)
+        s->not_recorded = put_str(&np, why);
     for (size_t i = 0; i < m.n_stats; i++) {
         const sm_stat *x = &m.stats[i];
         sonde_section_stats *o = &s->stats[i];
-        size_t l = strlen(x->name) + 1;
-        memcpy(np, x->name, l);
-        o->name = np;
-        np += l;
-        l = strlen(x->unit) + 1;
-        memcpy(np, x->unit, l);
-        o->unit = np;
-        np += l;
+        o->name = put_str(&np, x->name);
+        o->unit = put_str(&np, x->unit);
         o->count = x->count;
         o->total_s = x->total_s;
         o->self_s = x->self_s;
