@@ -226,33 +226,21 @@ def _bwd_close(call):
             c.prof.stop()
 
 
-class _OnOutputs(torch.autograd.Function):
-    """Identity on a call's outputs; its backward runs once all their gradients are in."""
+class _Mark(torch.autograd.Function):
+    """Identity on some of a call's tensors whose backward, run by autograd once every gradient
+    for them is in, calls at(call): on the call's outputs _bwd_open (its backward begins), on
+    its inputs _bwd_close (the call's gradients for them are computed; only this call's, as the
+    aliases are used by no one else)."""
 
     @staticmethod
-    def forward(ctx, call, *xs):
-        ctx.call = call
+    def forward(ctx, at, call, *xs):
+        ctx.at, ctx.call = at, call
         return tuple(x.detach() for x in xs)  # aliases, not views: in-place use stays legal
 
     @staticmethod
     def backward(ctx, *grads):
-        _bwd_open(ctx.call)
-        return (None,) + grads
-
-
-class _OnInputs(torch.autograd.Function):
-    """Identity on a call's inputs; its backward runs once the call's gradients for them are
-    computed (only this call's: the aliases are used by no one else)."""
-
-    @staticmethod
-    def forward(ctx, call, *xs):
-        ctx.call = call
-        return tuple(x.detach() for x in xs)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        _bwd_close(ctx.call)
-        return (None,) + grads
+        ctx.at(ctx.call)
+        return (None, None) + grads
 
 
 def _grad_tensors(values):
@@ -286,7 +274,7 @@ def _substitute(v, alias):
 
 class _Backward:
     """backward=True for one module: wraps each call made with gradients on. The call's inputs
-    that need a gradient pass through _OnInputs, its outputs through _OnOutputs, so autograd
+    that need a gradient, and its outputs, pass through a _Mark each, so autograd
     itself says when the call's backward begins and ends, on the thread that runs it. A call
     none of whose inputs needs a gradient (token ids into an embedding, images into the first
     convolution) ends when the gradients of the module's parameters are computed, seen through
@@ -312,7 +300,7 @@ class _Backward:
             return orig(*args, **kwargs)
         call = _Call(prof, self.name)
         if ins:
-            alias = {id(t): a for t, a in zip(ins, _OnInputs.apply(call, *ins))}
+            alias = {id(t): a for t, a in zip(ins, _Mark.apply(_bwd_close, call, *ins))}
             args = tuple(_substitute(a, alias) for a in args)
             kwargs = {k: _substitute(v, alias) for k, v in kwargs.items()}
         out = orig(*args, **kwargs)
@@ -325,7 +313,7 @@ class _Backward:
             call.hooks = [q.register_hook(functools.partial(self._param_done, call))
                           for q in params]
             self.pending = call
-        alias = {id(t): a for t, a in zip(outs, _OnOutputs.apply(call, *outs))}
+        alias = {id(t): a for t, a in zip(outs, _Mark.apply(_bwd_open, call, *outs))}
         return _substitute(out, alias)
 
     def _param_done(self, call, grad):

@@ -1283,7 +1283,7 @@ static int build_sites(sb_raw *raw, sm_model *m, uint32_t max_id)
 {
     if (raw->n_sites)
         qsort(raw->sites, raw->n_sites, sizeof *raw->sites, cmp_site_id);
-    size_t nu = 0; /* a site is written twice (writer and signal handler): the first is kept */
+    size_t nu = 0; /* a site written twice (writer and signal handler): one copy, both alike */
     for (size_t i = 0; i < raw->n_sites; i++) {
         if (nu && raw->sites[nu - 1].id == raw->sites[i].id)
             free_site(&raw->sites[i]);

@@ -40,9 +40,9 @@ int cli_read_report(const char *path, const char *text, size_t n, sm_model *m);
 /* 1 when path is (or leads to) a regular file: directory scans read nothing else (a FIFO would
  * block them). */
 int cli_regular_file(const char *path);
-/* CLI_OK, or CLI_USAGE with the message printed when out already is one of the n inputs (the
- * same file, by device and inode, whatever the names). */
-int cli_output_check(const char *cmd, const char *out, char *const *inputs, size_t n);
+/* CLI_OK, or CLI_USAGE with the message printed when out already is the file input (by device
+ * and inode, whatever the names). Called for each input before anything is written. */
+int cli_output_check(const char *cmd, const char *out, const char *input);
 /* Writes data to out through a temporary file renamed over it (a symlink at out is replaced,
  * never followed). CLI_OK, or CLI_USAGE with the message printed. */
 int cli_write_output(const char *cmd, const char *out, const char *data, size_t n);

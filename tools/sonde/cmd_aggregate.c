@@ -441,12 +441,8 @@ int cmd_aggregate(int argc, char **argv)
     }
     int rc = CLI_OK;
     if (outpath) {
-        char **ins = malloc(nf * sizeof *ins);
-        for (size_t i = 0; ins && i < nf; i++)
-            ins[i] = r[i].path;
-        rc = !ins ? cli_fail(CLI_USAGE, "aggregate", "out of memory")
-                  : cli_output_check("aggregate", outpath, ins, nf);
-        free(ins);
+        for (size_t i = 0; i < nf && rc == CLI_OK; i++)
+            rc = cli_output_check("aggregate", outpath, r[i].path);
         if (rc == CLI_OK)
             rc = cli_write_output("aggregate", outpath, o.data ? o.data : "", o.len);
     } else {

@@ -89,15 +89,9 @@ int cmd_merge(int argc, char **argv)
             return cli_fail(CLI_USAGE, "merge", "-o merged.trace.json.gz is needed");
         return cli_usage(cli_find("merge"), 1);
     }
-    char **ins = malloc(n * sizeof *ins);
-    if (!ins)
-        return cli_fail(CLI_USAGE, "merge", "out of memory");
     for (size_t i = 0; i < n; i++)
-        ins[i] = rf[i].path;
-    int same = cli_output_check("merge", out, ins, n);
-    free(ins);
-    if (same)
-        return same;
+        if (cli_output_check("merge", out, rf[i].path))
+            return CLI_USAGE;
     /* First pass: each rank's number, start and sync instants (one model at a time). */
     for (size_t i = 0; i < n; i++) {
         sm_model m;

@@ -50,8 +50,7 @@ int cmd_report(int argc, char **argv)
         free(path);
         return cli_fail(CLI_USAGE, "report", "%s: the report's name must end in .html", out);
     }
-    char *in = (char *)file;
-    rc = cli_output_check("report", out, &in, 1);
+    rc = cli_output_check("report", out, file);
     if (rc) {
         sm_free(&m);
         free(path);

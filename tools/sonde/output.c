@@ -15,15 +15,12 @@ int cli_regular_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-int cli_output_check(const char *cmd, const char *out, char *const *inputs, size_t n)
+int cli_output_check(const char *cmd, const char *out, const char *input)
 {
     struct stat o, in;
-    if (stat(out, &o) != 0)
-        return CLI_OK; /* not there yet: no input it can be */
-    for (size_t i = 0; i < n; i++)
-        if (stat(inputs[i], &in) == 0 && in.st_dev == o.st_dev && in.st_ino == o.st_ino)
-            return cli_fail(CLI_USAGE, cmd, "-o %s is the input %s; write elsewhere", out,
-                            inputs[i]);
+    if (stat(out, &o) == 0 && stat(input, &in) == 0 && in.st_dev == o.st_dev &&
+        in.st_ino == o.st_ino)
+        return cli_fail(CLI_USAGE, cmd, "-o %s is the input %s; write elsewhere", out, input);
     return CLI_OK;
 }
 
