@@ -237,7 +237,8 @@ int sonde_config_preset(sonde_config *cfg, const char *name);
 int sonde_config_load_file(sonde_config *cfg, const char *path);
 
 /* Recognises the --profile* flags, applies them and removes them from argv, leaving every other
- * argument in order (argv[*argc] becomes NULL). Both "--flag value" and "--flag=value":
+ * argument in order (argv[*argc] becomes NULL). Both "--flag value" and "--flag=value". A "--"
+ * ends the flags: it and every argument after it are left to the program, --profile* or not:
  *   --profile  --profile-name NAME  --profile-dir DIR  --profile-activities CPU GPU MEM
  *   --profile-with-stack  --profile-record-shapes  --profile-skip-first N  --profile-wait N
  *   --profile-warmup N  --profile-active N  --profile-repeat N  --profile-start-step N

@@ -149,6 +149,11 @@ int sonde_config_from_args(sonde_config *cfg, int *argc, char **argv)
     /* 1. Recognise, without changing anything yet. */
     for (int i = 1; i < n; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--")) { /* the end of options: it and all after it are the program's */
+            while (i < n)
+                keep[nk++] = argv[i++];
+            break;
+        }
         if (strncmp(a, "--profile", 9) != 0 || (a[9] != 0 && a[9] != '-' && a[9] != '=')) {
             keep[nk++] = argv[i];
             continue;

@@ -90,6 +90,8 @@ static void start_over(sonde_profiler *p)
     atomic_store(&p->bytes_written, 0);
     atomic_store(&p->dropped_io, 0);
     atomic_store(&p->io_failed, 0);
+    atomic_store(&p->full_errno, 0);
+    atomic_store(&p->reserved_to, 0);
     atomic_store(&p->status, 0);
     p->status_msg[0] = 0;
     atomic_store(&p->writer_cpu_ns, 0);

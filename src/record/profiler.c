@@ -1051,10 +1051,9 @@ int sonde_throughput_unit(sonde_profiler *p, double units, double seconds, const
 {
     RECORDING_OR_RETURN(p, "sonde_throughput");
     uint32_t uid = 0;
-    if (unit && !(uid = sonde__intern(unit)))
-        return sonde__fail(SONDE_ENOMEM, "sonde_throughput_unit: out of memory");
-    int rc = finite_arg(p, units, "sonde_throughput");
-    if (rc || (rc = finite_arg(p, seconds, "sonde_throughput")))
+    int rc = unit ? intern_arg(unit, "sonde_throughput_unit", "unit", &uid) : 0;
+    if (rc || (rc = finite_arg(p, units, "sonde_throughput")) ||
+        (rc = finite_arg(p, seconds, "sonde_throughput")))
         return rc;
     if (units < 0)
         return sonde__fail(SONDE_EINVAL, "sonde_throughput: units %g is negative", units);

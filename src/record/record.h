@@ -93,6 +93,10 @@ struct sonde_tbuf {
 };
 
 /* ---- the profiler ---- */
+/* Room kept for the file's end (statistics, every warning, END) when the disk fills, and how far
+ * ahead blocks are reserved at a time (one fallocate per step written). */
+#define SONDE_TAIL_ROOM (48u * 1024u)
+#define SONDE_RESERVE_STEP (1024u * 1024u)
 #define SONDE_MAX_WARNINGS 64
 
 struct sonde_profiler {
@@ -102,6 +106,10 @@ struct sonde_profiler {
     int fd;                        /* the .sonde file, -1 when none */
     _Atomic int status;            /* first internal error, 0 when none */
     _Atomic int io_failed;         /* writes stopped after an I/O error */
+    _Atomic int full_errno;        /* ... because the disk filled (ENOSPC, EDQUOT, EFBIG): the
+                                    * file's end still fits in the room kept (writer.c) */
+    _Atomic uint64_t reserved_to;  /* the file's blocks are reserved up to here; UINT64_MAX:
+                                    * the file system cannot (no fallocate) */
     char status_msg[256];
 
     pthread_mutex_t lock;          /* thread list appends, warnings, sessions */

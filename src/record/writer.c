@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -61,10 +62,62 @@ void sonde__chunk_push(sonde_profiler *p, uint32_t idx)
  * Async-signal-safe; the status message is set by the caller outside a handler. */
 static void mark_failed(sonde_profiler *p) { atomic_store(&p->io_failed, 1); }
 
-/* Async-signal-safe. */
-static int write_record_raw(sonde_profiler *p, unsigned type, const uint8_t *payload, size_t len)
+/* The disk is full or the file size limit is near: no more data is written, but the records
+ * that end the file (statistics, warnings, END) still fit in the room kept for them, so the
+ * report says what was dropped instead of "the process crashed". */
+static void mark_full(sonde_profiler *p, int err)
 {
-    if (p->fd < 0 || atomic_load_explicit(&p->io_failed, memory_order_relaxed))
+    atomic_store(&p->full_errno, err);
+    mark_failed(p);
+}
+
+/* Makes sure a data record of len bytes leaves SONDE_TAIL_ROOM bytes for the file's end: under
+ * RLIMIT_FSIZE, and on the disk by reserving blocks past the end of the file with fallocate
+ * (KEEP_SIZE: the file's size does not change) a step at a time. 0, or -1 with errno ENOSPC,
+ * EDQUOT or EFBIG. A file system without fallocate keeps no room (the END record may then be
+ * lost when the disk fills). Async-signal-safe. */
+static int room_for(sonde_profiler *p, size_t len)
+{
+    uint64_t end = SONDE_FILE_HEADER_LEN + atomic_load_explicit(&p->bytes_written,
+                                                                memory_order_relaxed);
+    uint64_t need = end + len + SONDE_TAIL_ROOM;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && need > rl.rlim_cur) {
+        errno = EFBIG;
+        return -1;
+    }
+    uint64_t have = atomic_load_explicit(&p->reserved_to, memory_order_relaxed);
+    if (have == UINT64_MAX || need <= have)
+        return 0;
+    for (int k = 0; k < 2; k++) { /* a whole step ahead, else just this record */
+        uint64_t to = k == 0 ? need + SONDE_RESERVE_STEP : need;
+        int rc;
+        do
+            rc = fallocate(p->fd, FALLOC_FL_KEEP_SIZE, (off_t)end, (off_t)(to - end));
+        while (rc != 0 && errno == EINTR);
+        if (rc == 0) {
+            atomic_store_explicit(&p->reserved_to, to, memory_order_relaxed);
+            return 0;
+        }
+        if (errno != ENOSPC && errno != EDQUOT && errno != EFBIG) {
+            atomic_store_explicit(&p->reserved_to, UINT64_MAX, memory_order_relaxed);
+            return 0; /* no fallocate here (EOPNOTSUPP, ...): write without room kept */
+        }
+    }
+    return -1;
+}
+
+static int out_of_room(int e) { return e == ENOSPC || e == EDQUOT || e == EFBIG; }
+
+/* Writes one record. A tail record (the file's end, written at close) may use the room kept by
+ * room_for after the disk filled; any other stops at the first failure. Async-signal-safe. */
+static int write_rec(sonde_profiler *p, unsigned type, const uint8_t *payload, size_t len,
+                     int tail)
+{
+    if (p->fd < 0)
+        return -1;
+    if (atomic_load_explicit(&p->io_failed, memory_order_relaxed) &&
+        !(tail && atomic_load(&p->full_errno)))
         return -1;
     uint8_t hdr[SONDE_RECORD_HEADER_LEN];
     hdr[0] = (uint8_t)type;
@@ -73,6 +126,10 @@ static int write_record_raw(sonde_profiler *p, unsigned type, const uint8_t *pay
     sonde_put_u32le(hdr + 8, (uint32_t)crc32(0L, payload, (uInt)len));
     struct iovec iov[2] = {{hdr, sizeof hdr}, {(void *)payload, len}};
     size_t total = sizeof hdr + len;
+    if (!tail && room_for(p, total) != 0) {
+        mark_full(p, errno);
+        return -1;
+    }
     ssize_t w;
     xfsz_guard g;
     xfsz_block(&g);
@@ -83,7 +140,11 @@ static int write_record_raw(sonde_profiler *p, unsigned type, const uint8_t *pay
     xfsz_restore(&g);
     errno = e;
     if (w < 0) {
-        mark_failed(p);
+        if (!tail && out_of_room(e)) /* nothing of it was written: the tail may still fit */
+            mark_full(p, e);
+        else
+            mark_failed(p);
+        errno = e;
         return -1;
     }
     if ((size_t)w < total) {
@@ -98,7 +159,9 @@ static int write_record_raw(sonde_profiler *p, unsigned type, const uint8_t *pay
         xfsz_restore(&g);
         errno = e;
         if (rc) {
+            atomic_store(&p->full_errno, 0); /* torn: nothing after it could be read */
             mark_failed(p);
+            errno = e;
             return -1;
         }
     }
@@ -106,10 +169,15 @@ static int write_record_raw(sonde_profiler *p, unsigned type, const uint8_t *pay
     return 0;
 }
 
+static int write_record_raw(sonde_profiler *p, unsigned type, const uint8_t *payload, size_t len)
+{
+    return write_rec(p, type, payload, len, 0);
+}
+
 int sonde__write_record(sonde_profiler *p, unsigned type, const uint8_t *payload, size_t len)
 {
     int rc = write_record_raw(p, type, payload, len);
-    if (rc && p->fd >= 0) {
+    if (rc && p->fd >= 0 && !atomic_load(&p->full_errno)) { /* a full disk is told at close */
         char msg[512];
         snprintf(msg, sizeof msg, "writing %s failed (%s); recording continues in memory only "
                  "and later events are dropped", p->path, strerror(errno));
@@ -128,18 +196,19 @@ static size_t put_str(uint8_t *out, const char *s)
     return k + n;
 }
 
-static int write_anchor_at(sonde_profiler *p, uint64_t tick, uint64_t mono, uint64_t real)
+static int write_anchor_at(sonde_profiler *p, uint64_t tick, uint64_t mono, uint64_t real,
+                           int tail)
 {
     uint8_t buf[32];
     size_t n = varint_put(buf, tick);
     n += varint_put(buf + n, mono);
     n += varint_put(buf + n, real);
-    return write_record_raw(p, SONDE_R_ANCHOR, buf, n);
+    return write_rec(p, SONDE_R_ANCHOR, buf, n, tail);
 }
 
 static int write_anchor(sonde_profiler *p)
 {
-    return write_anchor_at(p, sonde__ticks(), sonde__mono_ns(), sonde__real_ns());
+    return write_anchor_at(p, sonde__ticks(), sonde__mono_ns(), sonde__real_ns(), 0);
 }
 
 /* The file's first anchor: now, or the run's start when that came before the file (a forked
@@ -148,7 +217,7 @@ static int write_first_anchor(sonde_profiler *p)
 {
     if (!p->start_tick)
         return write_anchor(p);
-    return write_anchor_at(p, p->start_tick, p->start_mono_ns, p->start_real_ns);
+    return write_anchor_at(p, p->start_tick, p->start_mono_ns, p->start_real_ns, 0);
 }
 
 /* Writes the sites registered since the last call. Async-signal-safe. */
@@ -555,26 +624,48 @@ int sonde__writer_close(sonde_profiler *p)
     k += put_stat(b + k, "writer_cpu_ns", atomic_load(&p->writer_cpu_ns));
     k += put_stat(b + k, "sampler_cpu_ns", atomic_load(&p->sampler_cpu_ns));
     k += put_stat(b + k, "buffer_bytes", (uint64_t)p->n_chunks * p->chunk_slots * sizeof(sonde__ev));
-    write_record_raw(p, SONDE_R_STATS, b, k);
+    int full = atomic_load(&p->full_errno);
+    char fullmsg[512];
+    if (full) {
+        /* the disk filled: say so in the file (the tail fits in the room kept for it) */
+        snprintf(fullmsg, sizeof fullmsg, "writing %s stopped after %llu bytes: %s; the %llu "
+                 "events recorded after that were dropped", p->path,
+                 (unsigned long long)(SONDE_FILE_HEADER_LEN + atomic_load(&p->bytes_written)),
+                 strerror(full), (unsigned long long)dropped);
+        sonde__set_status(p, SONDE_EIO, fullmsg);
+    }
+    write_rec(p, SONDE_R_STATS, b, k, 1);
     pthread_mutex_lock(&p->lock);
     if (p->status_msg[0]) {
         k = put_str(b, p->status_msg);
-        write_record_raw(p, SONDE_R_WARNING, b, k);
+        write_rec(p, SONDE_R_WARNING, b, k, 1);
+    }
+    if (full && strncmp(p->status_msg, fullmsg, sizeof p->status_msg - 1) != 0) {
+        fprintf(stderr, "sonde: %s\n", fullmsg); /* an earlier error took the status */
+        k = put_str(b, fullmsg);
+        write_rec(p, SONDE_R_WARNING, b, k, 1);
     }
     for (int i = 0; i < p->n_warnings; i++) {
         if (strlen(p->warnings[i]) + 16 > p->enc_cap)
             continue;
         k = put_str(b, p->warnings[i]);
-        write_record_raw(p, SONDE_R_WARNING, b, k);
+        write_rec(p, SONDE_R_WARNING, b, k, 1);
     }
     pthread_mutex_unlock(&p->lock);
-    write_anchor(p);
+    write_anchor_at(p, sonde__ticks(), sonde__mono_ns(), sonde__real_ns(), 1);
     k = varint_put(b, sonde__ticks());
-    int rc = write_record_raw(p, SONDE_R_END, b, k);
+    int rc = write_rec(p, SONDE_R_END, b, k, 1);
+    /* give back the blocks reserved past the end (a truncate to the same size frees them) */
+    uint64_t reserved = atomic_load(&p->reserved_to);
+    struct stat st;
+    if (reserved != UINT64_MAX && reserved && fstat(p->fd, &st) == 0)
+        (void)!ftruncate(p->fd, st.st_size);
     if (close(p->fd) != 0)
         rc = -1;
     p->fd = -1;
     pthread_mutex_unlock(&p->wlock);
+    if (full)
+        return -1; /* the status says what was dropped */
     if (rc || atomic_load(&p->io_failed)) {
         char msg[512];
         snprintf(msg, sizeof msg, "writing %s failed; the file holds what was written before",

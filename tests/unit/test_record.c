@@ -286,6 +286,9 @@ static void misuse(void **state)
     assert_non_null(strstr(sonde_last_error(), "longer than 65535 bytes"));
     assert_int_equal(sonde_metadata(p, "k", huge), SONDE_EINVAL);
     assert_int_equal(sonde_event(p, huge), SONDE_EINVAL);
+    /* issue 14.16: a unit too long is bad input, not an out-of-memory */
+    assert_int_equal(sonde_throughput_unit(p, 1, 1, huge), SONDE_EINVAL);
+    assert_non_null(strstr(sonde_last_error(), "the unit is longer than 65535 bytes"));
     huge[SONDE_MAX_NAME] = 0; /* exactly the limit is fine */
     assert_int_equal(sonde_event(p, huge), 0);
     free(huge);
