@@ -54,24 +54,6 @@ static int unknown_key(yctx *y, const yaml_mark_t *m, const char *key)
     return where_fail(y, m, "unknown key \"%s\"%s", key, hint);
 }
 
-/* Skips a whole node (scalar, sequence or mapping) whose first event is ev. */
-static int skip_node(yctx *y, yaml_event_t *ev)
-{
-    int depth = 0;
-    for (;;) {
-        if (ev->type == YAML_SEQUENCE_START_EVENT || ev->type == YAML_MAPPING_START_EVENT)
-            depth++;
-        else if (ev->type == YAML_SEQUENCE_END_EVENT || ev->type == YAML_MAPPING_END_EVENT)
-            depth--;
-        yaml_event_delete(ev);
-        if (depth <= 0)
-            return 0;
-        int rc = next(y, ev);
-        if (rc)
-            return rc;
-    }
-}
-
 /* The value of one key: a scalar, a sequence of scalars (joined with commas) for the list keys
  * (formats, gpu_devices), or a mapping of scalars (key=value, joined with commas) for
  * session_tags. ev is the value's first event; consumed. */
@@ -131,15 +113,26 @@ static int set_value(yctx *y, const sonde_key *k, const char *key, const yaml_ma
         sbuf_free(&text);
         return rc;
     }
+    if (ev->type == YAML_ALIAS_EVENT) {
+        rc = sonde__fail(SONDE_EINVAL, "%s: an alias (*%s) is not a value: sonde configuration "
+                         "files take no anchors or aliases", where,
+                         (const char *)ev->data.alias.anchor);
+        yaml_event_delete(ev);
+        return rc;
+    }
     char expect[96];
     sonde__key_expect(k, expect, sizeof expect);
     rc = sonde__fail(SONDE_EINVAL, "%s: expected %s, found a %s", where, expect,
                      ev->type == YAML_MAPPING_START_EVENT ? "mapping" : "list");
-    skip_node(y, ev);
+    yaml_event_delete(ev); /* the node is not read on: its nesting could be deep (see below) */
     return rc;
 }
 
-/* A mapping of keys (its MAPPING_START already consumed). top: `profiling:` is allowed. */
+/* A mapping of keys (its MAPPING_START already consumed). top: `profiling:` is allowed.
+ * A node in the wrong place is an error at its first event and is never read through: libyaml's
+ * scanner takes time quadratic in the nesting of flow collections ([[[[...), so reading a
+ * 16 MB file of brackets would take hours (test_config's yaml_deep_nesting). Every node sonde
+ * accepts is at most two levels deep. */
 static int mapping(yctx *y, int top)
 {
     yaml_event_t ev;
@@ -167,7 +160,7 @@ static int mapping(yctx *y, int top)
             if (ev.type != YAML_MAPPING_START_EVENT) {
                 rc = where_fail(y, &ev.start_mark, "profiling: expected a mapping of keys%s%s",
                                 "", "");
-                skip_node(y, &ev);
+                yaml_event_delete(&ev);
                 return rc;
             }
             yaml_event_delete(&ev);
@@ -178,14 +171,14 @@ static int mapping(yctx *y, int top)
         const sonde_key *k = sonde__key_find(key);
         if (!k) {
             rc = unknown_key(y, &km, key);
-            skip_node(y, &ev);
+            yaml_event_delete(&ev);
             return rc;
         }
         unsigned idx = (unsigned)(k - sonde__keys(&(size_t){0}));
         for (size_t i = 0; i < y->n_seen; i++)
             if (y->seen[i] == idx + 1) {
                 rc = where_fail(y, &km, "key \"%s\" is set twice%s", key, "");
-                skip_node(y, &ev);
+                yaml_event_delete(&ev);
                 return rc;
             }
         if (y->n_seen < 64)
@@ -226,14 +219,15 @@ int sonde__config_load_mem(sonde_config *cfg, const char *data, size_t n, const 
                 goto out;
             continue;
         }
-        if (t == YAML_SCALAR_EVENT || t == YAML_SEQUENCE_START_EVENT) {
+        if (t == YAML_SCALAR_EVENT || t == YAML_SEQUENCE_START_EVENT || t == YAML_ALIAS_EVENT) {
             rc = sonde__fail(SONDE_EINVAL, "%s:%zu:%zu: expected a mapping of keys (key: value), "
-                                           "found a %s", name, m.line + 1, m.column + 1,
-                             t == YAML_SCALAR_EVENT ? "plain value" : "list");
+                                           "found %s", name, m.line + 1, m.column + 1,
+                             t == YAML_SCALAR_EVENT ? "a plain value"
+                             : t == YAML_ALIAS_EVENT ? "an alias" : "a list");
             yaml_event_delete(&ev);
             goto out;
         }
-        yaml_event_delete(&ev); /* stream, document start and end, aliases */
+        yaml_event_delete(&ev); /* stream, document start and end */
     }
     *cfg = y.cfg;
     rc = 0;

@@ -6,6 +6,7 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <time.h>
 
 #include "config/keys.h"
 
@@ -117,6 +118,41 @@ static void yaml_bad_corpus(void **state)
     sonde_config c = sonde_config_default();
     assert_int_equal(sonde_config_load_file(&c, "/nonexistent/sonde.yaml"), SONDE_ENOTFOUND);
     assert_string_equal(sonde_last_error(), "/nonexistent/sonde.yaml: No such file or directory");
+}
+
+static double cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Issue 14.10: 200,000 nested flow brackets (where a value, a list item, a mapping or an unknown
+ * key's value is expected) are refused at once: libyaml's scanner takes time quadratic in the
+ * nesting when the whole node is read (37 s of CPU for 200 KB before the fix). CPU time, not wall
+ * time, so a loaded machine cannot fail it; the bound is 200 times what the fix takes. */
+static void yaml_deep_nesting(void **state)
+{
+    (void)state;
+    static const char *const heads[] = {"profiling: ", "buffer_mb: ", "formats: [json, ",
+                                        "session_tags: {a: ", "no_such_key: ", "profiling:\n  x: "};
+    const size_t depth = 200000;
+    char *doc = malloc(depth + 64);
+    assert_non_null(doc);
+    double t0 = cpu_s();
+    for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)
+        for (int open = 0; open < 2; open++) {
+            size_t k = (size_t)snprintf(doc, 64, "%s", heads[h]);
+            memset(doc + k, open ? '{' : '[', depth);
+            sonde_config c = sonde_config_default();
+            int rc = sonde__config_load_mem(&c, doc, k + depth, "deep.yaml");
+            if (rc != SONDE_EINVAL)
+                fail_msg("%s%c...: rc %d (%s)", heads[h], open ? '{' : '[', rc, sonde_last_error());
+        }
+    double used = cpu_s() - t0;
+    free(doc);
+    if (used > 2.0)
+        fail_msg("12 deeply nested files took %.1f s of CPU", used);
 }
 
 /* argv helper: a writable copy of the words with the NULL C gives argv. */
@@ -362,6 +398,7 @@ int main(int argc, char **argv)
     snprintf(g_data, sizeof g_data, "%s", argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(presets), cmocka_unit_test(yaml_good), cmocka_unit_test(yaml_bad_corpus),
+        cmocka_unit_test(yaml_deep_nesting),
         cmocka_unit_test(flags_strip_and_keep_order), cmocka_unit_test(flags_errors),
         cmocka_unit_test(precedence), cmocka_unit_test(key_table),
         cmocka_unit_test(set_get_by_key), cmocka_unit_test(activities),
