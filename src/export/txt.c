@@ -52,10 +52,17 @@ static int headline(const char *name)
     return 0;
 }
 
+typedef struct meta_ctx {
+    sbuf *b;
+    sbuf_pool *pool;
+} meta_ctx;
+
 static void txt_meta(const char *key, const char *value, void *ctx)
 {
-    sbuf *b = ctx;
-    sbuf_printf(b, "%s%s=%s", b->len && b->data[b->len - 1] == ' ' ? "" : ", ", key, value);
+    meta_ctx *c = ctx;
+    sbuf *b = c->b;
+    sbuf_printf(b, "%s%s=%s", b->len && b->data[b->len - 1] == ' ' ? "" : ", ",
+                sbuf_oneline(c->pool, key), sbuf_oneline(c->pool, value));
 }
 
 int sx_txt(const sm_model *m, sbuf *b) { return sx_txt_opts(m, b, SX_SORT_TOTAL, 0, 0); }
@@ -84,9 +91,12 @@ void sx_txt_analysis(const struct sa_report *an, sbuf *b)
             sbuf_printf(b, ", peak block memory %.6g MB", d->block_memory_peak_mb);
         sbuf_putc(b, '\n');
     }
+    sbuf_pool pool = {0};
     for (size_t i = 0; i < an->n_findings; i++)
-        sbuf_printf(b, "Recommendation: %s (%s)\n", an->findings[i].title,
-                    an->findings[i].evidence);
+        sbuf_printf(b, "Recommendation: %s (%s)\n", sbuf_oneline(&pool, an->findings[i].title),
+                    sbuf_oneline(&pool, an->findings[i].evidence));
+    b->oom |= pool.oom;
+    sbuf_pool_free(&pool);
 }
 
 static int g_sort; /* qsort has no context argument */
@@ -116,14 +126,31 @@ int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top, int wide)
     return sbuf_text_safe(b, from) || rc ? -1 : 0; /* names from the run, printed as text */
 }
 
+static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wide,
+                        sbuf_pool *pool);
+
+/* Every name from the run goes through L(): one line each, whatever it holds. */
 static int sx_txt_body(const sm_model *m, sbuf *b, int sort, size_t top, int wide)
+{
+    sbuf_pool pool = {0};
+    int rc = sx_txt_lines(m, b, sort, top, wide, &pool);
+    if (pool.oom)
+        rc = -1;
+    sbuf_pool_free(&pool);
+    return rc;
+}
+
+#define L(s) sbuf_oneline(pool, (s))
+
+static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wide,
+                        sbuf_pool *pool)
 {
     double flops = m->total_flops, flops_s = m->total_flops_s;
     char d[32], x[64];
     sx_fmt_dur(d, sizeof d, (double)m->duration_ns / 1e9);
     sbuf_printf(b, "sonde summary: %s  (%s, %llu sections, %zu section names, %llu steps, %zu "
                    "threads)\n",
-                m->name, d, (unsigned long long)m->total_sections, m->n_stats,
+                L(m->name), d, (unsigned long long)m->total_sections, m->n_stats,
                 (unsigned long long)m->total_steps, sm_program_threads(m));
     /* rows in the order asked for, at most top of them */
     const sm_stat **rows = sonde__malloc((m->n_stats ? m->n_stats : 1) * sizeof *rows);
@@ -137,7 +164,7 @@ static int sx_txt_body(const sm_model *m, sbuf *b, int sort, size_t top, int wid
     size_t nrows = top && top < m->n_stats ? top : m->n_stats;
     size_t w = 4;
     for (size_t i = 0; i < nrows; i++) {
-        size_t l = strlen(rows[i]->name);
+        size_t l = strlen(L(rows[i]->name));
         if (l > w)
             w = l;
     }
@@ -162,12 +189,13 @@ static int sx_txt_body(const sm_model *m, sbuf *b, int sort, size_t top, int wid
     for (size_t i = 0; i < nrows; i++) {
         const sm_stat *s = rows[i];
         char name[NAME_W + 1];
-        size_t l = strlen(s->name);
+        const char *full = L(s->name);
+        size_t l = strlen(full);
         if (l > w) {
-            memcpy(name, s->name, w - 3);
+            memcpy(name, full, w - 3);
             memcpy(name + w - 3, "...", 4);
         } else {
-            memcpy(name, s->name, l + 1);
+            memcpy(name, full, l + 1);
         }
         sbuf_printf(b, "%-*s %7llu", (int)w, name, (unsigned long long)s->count);
         double v[7] = {s->total_s, s->self_s, s->mean_s, s->min_s, s->max_s, s->p50_s, s->p99_s};
@@ -186,7 +214,7 @@ static int sx_txt_body(const sm_model *m, sbuf *b, int sort, size_t top, int wid
         if (m->stats[i].aggregated)
             sbuf_printf(b, "%s: %llu of its %llu calls counted, not recorded (a hot function: "
                         "in count, total and mean, not in min, max or percentiles)\n",
-                        m->stats[i].name, (unsigned long long)m->stats[i].aggregated,
+                        L(m->stats[i].name), (unsigned long long)m->stats[i].aggregated,
                         (unsigned long long)m->stats[i].count);
     sbuf_printf(b, "%s\n", rule);
     sx_fmt_dur(d, sizeof d, (double)m->duration_ns / 1e9);
@@ -195,7 +223,7 @@ static int sx_txt_body(const sm_model *m, sbuf *b, int sort, size_t top, int wid
     sbuf_init(&meta);
     sbuf_puts(&meta, "Run metadata: ");
     size_t empty = meta.len;
-    sm_each_run_meta(m, txt_meta, &meta);
+    sm_each_run_meta(m, txt_meta, &(meta_ctx){&meta, pool});
     if (meta.len > empty)
         sbuf_printf(b, "%s\n", meta.data);
     b->oom |= meta.oom;
@@ -204,7 +232,7 @@ static int sx_txt_body(const sm_model *m, sbuf *b, int sort, size_t top, int wid
         const sm_rate *r = &m->rates[i];
         if (r->units > 0)
             sbuf_printf(b, "Throughput: %.2f %s/s (%.6g %s in %.3f s)\n",
-                        r->seconds > 0 ? r->units / r->seconds : 0, r->unit, r->units, r->unit,
+                        r->seconds > 0 ? r->units / r->seconds : 0, L(r->unit), r->units, L(r->unit),
                         r->seconds);
     }
     if (flops > 0) {
@@ -229,19 +257,19 @@ static int sx_txt_body(const sm_model *m, sbuf *b, int sort, size_t top, int wid
         if (c->system && !headline(c->name))
             continue;
         sbuf_printf(b, "%s %s: min %.6g, mean %.6g, max %.6g, last %.6g (%zu samples)\n",
-                    c->system ? "Sampled" : "Counter", c->name, c->min,
+                    c->system ? "Sampled" : "Counter", L(c->name), c->min,
                     c->n ? c->sum / (double)c->n : 0, c->max, c->last, c->n);
     }
     const char *gs = sm_info(m, "system.gpu_status"), *gn = sm_info(m, "system.gpu_notes");
     if (gs)
-        sbuf_printf(b, "%s\n", gs);
+        sbuf_printf(b, "%s\n", L(gs));
     if (gn)
-        sbuf_printf(b, "GPU figures unavailable: %s\n", gn);
+        sbuf_printf(b, "GPU figures unavailable: %s\n", L(gn));
     const char *cpu = sm_info(m, "system.cpu_model"), *cores = sm_info(m, "system.cpu_cores");
     const char *mem = sm_info(m, "system.memory_total_mib"), *kern = sm_info(m, "system.kernel");
     if (cpu || kern)
-        sbuf_printf(b, "System: %s, %s cores, %s MiB, %s\n", cpu ? cpu : "?", cores ? cores : "?",
-                    mem ? mem : "?", kern ? kern : "?");
+        sbuf_printf(b, "System: %s, %s cores, %s MiB, %s\n", cpu ? L(cpu) : "?",
+                    cores ? L(cores) : "?", mem ? L(mem) : "?", kern ? L(kern) : "?");
     for (int g = 0; g < 64; g++) {
         char key[48];
         snprintf(key, sizeof key, "system.gpu%d_name", g);
@@ -251,7 +279,8 @@ static int sx_txt_body(const sm_model *m, sbuf *b, int sort, size_t top, int wid
         snprintf(key, sizeof key, "system.gpu%d_memory_total_mib", g);
         const char *gm = sm_info(m, key);
         const char *drv = sm_info(m, "system.gpu_driver");
-        sbuf_printf(b, "GPU %d: %s, %s MiB, driver %s\n", g, name, gm ? gm : "?", drv ? drv : "?");
+        sbuf_printf(b, "GPU %d: %s, %s MiB, driver %s\n", g, L(name), gm ? L(gm) : "?",
+                    drv ? L(drv) : "?");
     }
     /* Diffusion figures and recommendations: computed here, or as a JSON report stated them */
     if (m->analysis_text) {
@@ -277,7 +306,7 @@ static int sx_txt_body(const sm_model *m, sbuf *b, int sort, size_t top, int wid
                         (unsigned long long)g.linked);
             for (size_t i = 0; i < g.n_by_kernel && i < 5; i++) {
                 sx_fmt_dur(t, sizeof t, g.by_kernel[i].total_s);
-                sbuf_printf(b, "  kernel %-40.40s %6llu x  %s\n", g.by_kernel[i].name,
+                sbuf_printf(b, "  kernel %-40.40s %6llu x  %s\n", L(g.by_kernel[i].name),
                             (unsigned long long)g.by_kernel[i].count, t);
             }
             sm_gpu_sum_free(&g);
@@ -297,7 +326,7 @@ static int sx_txt_body(const sm_model *m, sbuf *b, int sort, size_t top, int wid
             sx_fmt_dur(c2, sizeof c2, ops[i].self_device_s);
             sx_fmt_dur(c3, sizeof c3, ops[i].device_total_s);
             sx_fmt_si(fl, sizeof fl, ops[i].flops, "");
-            sbuf_printf(b, "  %-32.32s %8llu %10s %10s %10s %10s %10s\n", ops[i].name,
+            sbuf_printf(b, "  %-32.32s %8llu %10s %10s %10s %10s %10s\n", L(ops[i].name),
                         (unsigned long long)ops[i].calls, c0, c1, c2, c3,
                         ops[i].flops > 0 ? fl : "-");
         }
@@ -310,6 +339,8 @@ static int sx_txt_body(const sm_model *m, sbuf *b, int sort, size_t top, int wid
         sbuf_printf(b, "Dropped events: %llu (buffers full or the disk failed)\n",
                     (unsigned long long)m->dropped_events);
     for (size_t i = 0; i < m->n_warnings; i++)
-        sbuf_printf(b, "Warning: %s\n", m->warnings[i]);
+        sbuf_printf(b, "Warning: %s\n", L(m->warnings[i]));
     return b->oom ? -1 : 0;
 }
+
+#undef L

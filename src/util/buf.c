@@ -255,6 +255,56 @@ int sbuf_text_safe(sbuf *b, size_t from)
     return b->oom ? -1 : 0;
 }
 
+/* The length of the line break at s (LF, CR, U+2028, U+2029), 0 when none. */
+static size_t line_break(const char *s)
+{
+    if (*s == '\n' || *s == '\r')
+        return 1;
+    return (unsigned char)s[0] == 0xe2 && (unsigned char)s[1] == 0x80 &&
+                   ((unsigned char)s[2] == 0xa8 || (unsigned char)s[2] == 0xa9)
+               ? 3
+               : 0;
+}
+
+const char *sbuf_oneline(sbuf_pool *pool, const char *s)
+{
+    if (!s)
+        return s;
+    const char *q = s;
+    while (*q && !line_break(q))
+        q++;
+    if (!*q)
+        return s;
+    sbuf o;
+    sbuf_init(&o);
+    for (q = s; *q;) {
+        size_t n = line_break(q);
+        if (n == 1)
+            sbuf_puts(&o, *q == '\n' ? "\\n" : "\\r");
+        else if (n == 3)
+            sbuf_puts(&o, q[2] == (char)0xa8 ? "\\u2028" : "\\u2029");
+        else
+            sbuf_putc(&o, *q);
+        q += n ? n : 1;
+    }
+    sbuf_putc(&o, 0);
+    if (o.oom || SONDE_GROW(pool->v, pool->n, pool->cap)) {
+        sbuf_free(&o);
+        pool->oom = 1;
+        return "?";
+    }
+    pool->v[pool->n++] = o.data;
+    return o.data;
+}
+
+void sbuf_pool_free(sbuf_pool *pool)
+{
+    for (size_t i = 0; i < pool->n; i++)
+        sonde__free(pool->v[i]);
+    sonde__free(pool->v);
+    memset(pool, 0, sizeof *pool);
+}
+
 int sbuf_u64(sbuf *b, uint64_t v)
 {
     char tmp[24];

@@ -43,6 +43,17 @@ int sbuf_csv_str(sbuf *b, const char *s);
  * newline and tab become \xHH, C1 controls \u00HH, invalid UTF-8 U+FFFD, so no name read from a
  * file can move the cursor, retitle the window or clear the screen. 0, or -1 out of memory. */
 int sbuf_text_safe(sbuf *b, size_t from);
+/* Names printed in a line of text (a table row, "Warning: ...") must not start lines of their
+ * own: sbuf_oneline returns s itself, or, when s holds a line break (LF, CR, or a Unicode line or
+ * paragraph separator), a copy with each written as \n, \r, \u2028 or \u2029, owned by the pool
+ * until sbuf_pool_free. Out of memory: "?" and pool->oom set. sbuf_text_safe does the rest. */
+typedef struct sbuf_pool {
+    char **v;
+    size_t n, cap;
+    int oom;
+} sbuf_pool;
+const char *sbuf_oneline(sbuf_pool *pool, const char *s);
+void sbuf_pool_free(sbuf_pool *pool);
 /* An unsigned decimal integer, without printf. */
 int sbuf_u64(sbuf *b, uint64_t v);
 /* ns as microseconds with three decimals ("12.345"), without printf. */

@@ -7,7 +7,8 @@
  *                  dropped (SONDE_EDROPPED), then sonde_destroy with it still open
  *   double_destroy two threads call sonde_destroy at the same moment: one destroys, the other
  *                  gets SONDE_ESTATE; nothing hangs
- *   names          sections named like spreadsheet formulas, invalid UTF-8 and terminal escapes,
+ *   names          sections named like spreadsheet formulas, invalid UTF-8, terminal escapes and
+ *                  line breaks that would forge a report line,
  *                  written as CSV, text and JSON */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -109,7 +110,9 @@ int main(int argc, char **argv)
         g_p = sonde_create(&c);
         static const char *const names[] = {"=HYPERLINK(\"http://x\")", "@SUM(1)", "-2+3",
                                             "bad\xff\xfeutf8", "\x1b]0;pwned\x07\x1b[2J",
-                                            "\xc2\23331m"};
+                                            "\xc2\23331m", "ok\nWarning: forged line",
+                                            "cr\rWarning: forged cr",
+                                            "ls\xe2\x80\xa8Warning: forged separator"};
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
             sonde_begin(g_p, names[i]);
             sonde_end(g_p);

@@ -229,8 +229,21 @@ txt = open(sys.argv[2], "rb").read()
 assert b"\x1b" not in txt and b"\x07" not in txt and b"\xc2\x9b" not in txt, txt
 assert b"\\x1b]0;pwned" in txt, txt
 PY
+    # a line break in a name is written \n (\r, \u2028): no report line can be forged
     "$sonde" summary names/names.sonde > sum.out 2>&1
-    python3 -c "import sys; t=open('sum.out','rb').read(); assert b'\x1b' not in t and b'\xc2\x9b' not in t, t"
+    "$sonde" aggregate names/names.sonde > agg.out 2>&1
+    "$sonde" diff names/names.sonde names/names.sonde > diff.out 2>&1 || true
+    python3 - names/names.txt sum.out agg.out diff.out <<'PY'
+import sys
+for f in sys.argv[1:]:
+    t = open(f, "rb").read()
+    assert b"\x1b" not in t and b"\xc2\x9b" not in t, (f, t)
+    lines = t.decode("utf-8").splitlines()  # splits at \r and U+2028 too
+    forged = [l for l in lines if "forged" in l and
+              not any(p in l for p in ("ok\\nWarning", "cr\\rWarning", "ls\\u2028Warning"))]
+    assert not forged, (f, forged)
+    assert "ok\\nWarning: forged" in t.decode("utf-8"), (f, t)
+PY
     # 9. a FIFO among the runs of a directory is skipped, one named on the command line refused
     mkdir -p runs && cp a.sonde runs/r0.sonde && mkfifo runs/fifo.sonde runs/fifo.json
     timeout 60 "$sonde" aggregate runs > /dev/null || fail "aggregate with a FIFO in the directory"

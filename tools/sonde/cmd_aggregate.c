@@ -38,6 +38,26 @@ static int ends_with(const char *s, const char *suf)
 
 /* The files to read: FILES as given, and in a DIR its reports (NAME.json, not the memory
  * snapshots), else its .sonde files. */
+static void free_paths(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* Room for one more path in *v; 0, or -1 (out of memory) with *v unchanged. */
+static int room(char ***v, size_t n, size_t *cap)
+{
+    if (n < *cap)
+        return 0;
+    char **g = realloc(*v, 2 * *cap * sizeof *g);
+    if (!g)
+        return -1;
+    *v = g;
+    *cap *= 2;
+    return 0;
+}
+
 static int collect(char **args, int n, char ***out, size_t *count)
 {
     size_t cap = 16;
@@ -48,9 +68,9 @@ static int collect(char **args, int n, char ***out, size_t *count)
     for (int i = 0; i < n; i++) {
         struct stat st;
         if (stat(args[i], &st) != 0 || !S_ISDIR(st.st_mode)) {
-            if (*count == cap && !(v = realloc(v, (cap *= 2) * sizeof *v)))
-                return -1;
-            v[(*count)++] = strdup(args[i]);
+            if (room(&v, *count, &cap) || !(v[*count] = strdup(args[i])))
+                goto oom;
+            (*count)++;
             continue;
         }
         for (int pass = 0; pass < 2; pass++) {
@@ -63,10 +83,10 @@ static int collect(char **args, int n, char ***out, size_t *count)
                 int sonde = ends_with(e->d_name, ".sonde") && !strstr(e->d_name, ".pid");
                 if (pass == 0 ? !json : !sonde)
                     continue;
-                if (*count == cap && !(v = realloc(v, (cap *= 2) * sizeof *v)))
-                    return -1;
-                if (asprintf(&v[*count], "%s/%s", args[i], e->d_name) < 0)
-                    return -1;
+                if (room(&v, *count, &cap) || asprintf(&v[*count], "%s/%s", args[i], e->d_name) < 0) {
+                    closedir(d);
+                    goto oom;
+                }
                 if (!cli_regular_file(v[*count])) { /* a FIFO, a directory: not a report */
                     free(v[*count]);
                     continue;
@@ -81,6 +101,10 @@ static int collect(char **args, int n, char ***out, size_t *count)
     }
     *out = v;
     return 0;
+oom:
+    free_paths(v, *count);
+    *count = 0;
+    return -1;
 }
 
 static void stem_of(const char *name, char *out, size_t cap)
@@ -164,41 +188,48 @@ int cmd_aggregate(int argc, char **argv)
     }
     char **files;
     size_t nf;
-    if (collect(args, na, &files, &nf) != 0) {
-        free(args);
+    int rc = collect(args, na, &files, &nf);
+    free(args);
+    if (rc != 0)
+        return cli_fail(CLI_USAGE, "aggregate", "out of memory");
+    if (!nf) {
+        free(files);
+        return cli_fail(CLI_USAGE, "aggregate", "no report found (NAME.json or NAME.sonde)");
+    }
+    /* Everything below is freed at `out`, whatever path leads there. */
+    rep *r = calloc(nf, sizeof *r);
+    size_t loaded = 0; /* models in r to free */
+    agg *rows = NULL;
+    size_t nr = 0;
+    sbuf notes, o;
+    sbuf_init(&notes);
+    sbuf_init(&o);
+    sbuf_pool pool = {0}; /* names printed on one line each */
+#define OOM()                                                                                      do {                                                                                               rc = cli_fail(CLI_USAGE, "aggregate", "out of memory");                                        goto out;                                                                                  } while (0)
+    if (!r) {
+        free_paths(files, nf);
         return cli_fail(CLI_USAGE, "aggregate", "out of memory");
     }
-    free(args);
-    if (!nf)
-        return cli_fail(CLI_USAGE, "aggregate", "no report found (NAME.json or NAME.sonde)");
-    rep *r = calloc(nf, sizeof *r);
-    if (!r)
-        return cli_fail(CLI_USAGE, "aggregate", "out of memory");
-    for (size_t i = 0; i < nf; i++) {
-        r[i].path = files[i];
-        int rc = cli_load("aggregate", files[i], &r[i].m);
-        if (rc) {
-            for (size_t k = 0; k < i; k++)
-                sm_free(&r[k].m);
-            return rc;
-        }
+    for (size_t i = 0; i < nf; i++)
+        r[i].path = files[i]; /* r owns them now */
+    free(files);
+    for (size_t i = 0; i < nf; i++, loaded++) {
+        if ((rc = cli_load("aggregate", r[i].path, &r[i].m)))
+            goto out;
         r[i].rank = r[i].m.rank >= 0 ? r[i].m.rank : (int)i;
         stem_of(r[i].m.name, r[i].stem, sizeof r[i].stem);
     }
-    free(files);
     qsort(r, nf, sizeof *r, cmp_rep);
 
     /* What does not fit: duplicate and missing ranks, other runs. */
-    sbuf notes;
-    sbuf_init(&notes);
     int world = 1;
     for (size_t i = 0; i < nf; i++)
         if (r[i].m.world_size > world)
             world = r[i].m.world_size;
     for (size_t i = 1; i < nf; i++)
         if (r[i].rank == r[i - 1].rank)
-            sbuf_printf(&notes, "duplicate rank %d: %s and %s\n", r[i].rank, r[i - 1].path,
-                        r[i].path);
+            sbuf_printf(&notes, "duplicate rank %d: %s and %s\n", r[i].rank,
+                        sbuf_oneline(&pool, r[i - 1].path), sbuf_oneline(&pool, r[i].path));
     /* Missing ranks, between the ranks present (r is sorted by rank): the world size is what a
      * file says, so the first 16 are named and the rest counted, whatever it says. */
     long long n_missing = 0;
@@ -219,12 +250,11 @@ int cmd_aggregate(int argc, char **argv)
                             "(%zu file(s) read)\n", n_missing - named, world, nf);
     for (size_t i = 1; i < nf; i++)
         if (strcmp(r[i].stem, r[0].stem))
-            sbuf_printf(&notes, "different run: %s is run \"%s\", %s is run \"%s\"\n", r[0].path,
-                        r[0].stem, r[i].path, r[i].stem);
+            sbuf_printf(&notes, "different run: %s is run \"%s\", %s is run \"%s\"\n",
+                        sbuf_oneline(&pool, r[0].path), sbuf_oneline(&pool, r[0].stem),
+                        sbuf_oneline(&pool, r[i].path), sbuf_oneline(&pool, r[i].stem));
 
     /* Rows: every section (or session) name, its total on each rank. */
-    agg *rows = NULL;
-    size_t nr = 0;
     for (size_t i = 0; i < nf; i++) {
         const sm_model *m = &r[i].m;
         size_t n = sessions ? m->n_sessions : m->n_stats;
@@ -239,16 +269,16 @@ int cmd_aggregate(int argc, char **argv)
             if (j == nr) {
                 agg *g = realloc(rows, (nr + 1) * sizeof *g);
                 if (!g)
-                    return cli_fail(CLI_USAGE, "aggregate", "out of memory");
+                    OOM();
                 rows = g;
-                rows[nr].name = strdup(name);
-                rows[nr].per_rank = malloc(nf * sizeof(double));
-                rows[nr].count = 0;
-                if (!rows[nr].name || !rows[nr].per_rank)
-                    return cli_fail(CLI_USAGE, "aggregate", "out of memory");
+                agg *row = &rows[nr++]; /* freed at out whatever it holds */
+                row->name = strdup(name);
+                row->per_rank = malloc(nf * sizeof(double));
+                row->count = 0;
+                if (!row->name || !row->per_rank)
+                    OOM();
                 for (size_t q = 0; q < nf; q++)
-                    rows[nr].per_rank[q] = NAN;
-                nr++;
+                    row->per_rank[q] = NAN;
             }
             rows[j].per_rank[i] = isnan(rows[j].per_rank[i]) ? t : rows[j].per_rank[i] + t;
             rows[j].count += c;
@@ -262,12 +292,11 @@ int cmd_aggregate(int argc, char **argv)
                 sbuf_printf(&missing, "%s%d", missing.len ? ", " : "", r[i].rank);
         if (missing.len)
             sbuf_printf(&notes, "%s \"%s\" is missing on rank(s) %s\n", sessions ? "session" : "section",
-                        rows[j].name, missing.data);
+                        sbuf_oneline(&pool, rows[j].name), missing.data);
+        notes.oom |= missing.oom;
         sbuf_free(&missing);
     }
 
-    sbuf o;
-    sbuf_init(&o);
     if (json)
         sbuf_printf(&o, "{\"schema\":\"sonde-aggregate\",\"schema_version\":1,\"by\":\"%s\","
                         "\"ranks\":%zu,\"world_size\":%d,\"rows\":[", sessions ? "session" : "section",
@@ -280,11 +309,13 @@ int cmd_aggregate(int argc, char **argv)
                         "| --- | --- |\n", nf, sessions ? "session" : "section");
     else
         sbuf_printf(&o, "sonde aggregate: %zu report(s), run \"%s\", world size %d\n%-28s %8s %10s "
-                        "%10s %10s %10s  %s\n", nf, r[0].stem, world,
+                        "%10s %10s %10s  %s\n", nf, sbuf_oneline(&pool, r[0].stem), world,
                     sessions ? "session" : "section", "count", "min", "mean", "max", "stddev",
                     "slowest rank (over median)");
     for (size_t j = 0; j < nr; j++) {
         double *v = malloc(nf * sizeof *v);
+        if (!v)
+            OOM();
         size_t n = 0, slow = 0;
         double sum = 0;
         for (size_t i = 0; i < nf; i++)
@@ -344,11 +375,12 @@ int cmd_aggregate(int argc, char **argv)
             sx_fmt_dur(c, sizeof c, mx);
             sx_fmt_dur(d, sizeof d, sd);
             if (md)
-                sbuf_printf(&o, "| %s | %llu | %s | %s | %s | %s | %d | %+.1f%% |\n", rows[j].name,
+                sbuf_printf(&o, "| %s | %llu | %s | %s | %s | %s | %d | %+.1f%% |\n",
+                            sbuf_oneline(&pool, rows[j].name),
                             (unsigned long long)rows[j].count, a, b2, c, d, rank, 100 * over);
             else
                 sbuf_printf(&o, "%-28.28s %8llu %10s %10s %10s %10s  rank %d (%+.1f%%)\n",
-                            rows[j].name, (unsigned long long)rows[j].count, a, b2, c, d, rank,
+                            sbuf_oneline(&pool, rows[j].name), (unsigned long long)rows[j].count, a, b2, c, d, rank,
                             100 * over);
         }
     }
@@ -387,7 +419,7 @@ int cmd_aggregate(int argc, char **argv)
             sbuf_json_num(&o, um);
             sbuf_putc(&o, '}');
         } else if (!csv) {
-            sbuf_printf(&o, "  rank %d (%s): %.3f s", r[i].rank, host ? host : "?",
+            sbuf_printf(&o, "  rank %d (%s): %.3f s", r[i].rank, host ? sbuf_oneline(&pool, host) : "?",
                         (double)m->duration_ns / 1e9);
             if (peak > 0)
                 sbuf_printf(&o, ", GPU memory peak %.0f MiB, utilization %.1f%%", peak, um);
@@ -398,7 +430,7 @@ int cmd_aggregate(int argc, char **argv)
                 if (!strcmp(units[k], m->rates[u].unit))
                     units_sum[k] += ps;
             if (!json && !csv && ps > 0)
-                sbuf_printf(&o, ", %.2f %s/s", ps, m->rates[u].unit);
+                sbuf_printf(&o, ", %.2f %s/s", ps, sbuf_oneline(&pool, m->rates[u].unit));
         }
         if (!json && !csv)
             sbuf_putc(&o, '\n');
@@ -413,7 +445,8 @@ int cmd_aggregate(int argc, char **argv)
             sbuf_json_num(&o, units_sum[u]);
             sbuf_putc(&o, '}');
         } else if (!csv && units_sum[u] > 0) {
-            sbuf_printf(&o, "throughput summed over ranks: %.2f %s/s\n", units_sum[u], units[u]);
+            sbuf_printf(&o, "throughput summed over ranks: %.2f %s/s\n", units_sum[u],
+                        sbuf_oneline(&pool, units[u]));
         }
     }
     if (json) {
@@ -439,18 +472,24 @@ int cmd_aggregate(int argc, char **argv)
             line = nl ? nl + 1 : NULL;
         }
     }
-    int rc = CLI_OK;
+    if (!json && !csv)
+        sbuf_text_safe(&o, 0); /* names from the files: no terminal escapes */
+    if (o.oom || notes.oom || pool.oom)
+        OOM();
+    rc = CLI_OK;
     if (outpath) {
         for (size_t i = 0; i < nf && rc == CLI_OK; i++)
             rc = cli_output_check("aggregate", outpath, r[i].path);
         if (rc == CLI_OK)
             rc = cli_write_output("aggregate", outpath, o.data ? o.data : "", o.len);
     } else {
-        sbuf_text_safe(&o, 0); /* names from the files: no terminal escapes */
         fputs(o.data ? o.data : "", stdout);
     }
+#undef OOM
+out:
     sbuf_free(&o);
     sbuf_free(&notes);
+    sbuf_pool_free(&pool);
     for (size_t j = 0; j < nr; j++) {
         free(rows[j].name);
         free(rows[j].per_rank);
@@ -458,7 +497,8 @@ int cmd_aggregate(int argc, char **argv)
     free(rows);
     for (size_t i = 0; i < nf; i++) {
         free(r[i].path);
-        sm_free(&r[i].m);
+        if (i < loaded)
+            sm_free(&r[i].m);
     }
     free(r);
     return rc;

@@ -333,6 +333,7 @@ int cmd_diff(int argc, char **argv)
         sbuf_puts(&o, "]}\n");
     } else {
         const char *sep = md ? " | " : "  ";
+        sbuf_pool pool = {0}; /* names on one line each */
         if (md)
             sbuf_printf(&o, "### sonde diff\n\n`%s` → `%s`, threshold %.1f%%, %s.\n\n"
                             "| section | count | mean | p50 | p99 | change | p | verdict |\n"
@@ -367,7 +368,7 @@ int cmd_diff(int argc, char **argv)
                 snprintf(pv, sizeof pv, "%.3g", r->p);
             if (md)
                 sbuf_printf(&o, "| %s | %llu → %llu | %s → %s | %s → %s | %s → %s | %s | %s | %s |\n",
-                            r->name, (unsigned long long)(r->a ? r->a->count : 0),
+                            sbuf_oneline(&pool, r->name), (unsigned long long)(r->a ? r->a->count : 0),
                             (unsigned long long)(r->b ? r->b->count : 0), ma, mb, pa, pb, qa, qb,
                             ch, pv, r->regression ? "**regression**" : verdict);
             else {
@@ -375,7 +376,8 @@ int cmd_diff(int argc, char **argv)
                 snprintf(cnt, sizeof cnt, "%llu->%llu", (unsigned long long)(r->a ? r->a->count : 0),
                          (unsigned long long)(r->b ? r->b->count : 0));
                 snprintf(mean, sizeof mean, "%s -> %s", ma, mb);
-                sbuf_printf(&o, "%-32.32s%s%9s%s%21s%s%9s%s%s%s%s\n", r->name, sep, cnt, sep, mean,
+                sbuf_printf(&o, "%-32.32s%s%9s%s%21s%s%9s%s%s%s%s\n", sbuf_oneline(&pool, r->name),
+                            sep, cnt, sep, mean,
                             sep, ch, sep, verdict, pv[0] ? "  p=" : "", pv);
             }
         }
@@ -383,7 +385,8 @@ int cmd_diff(int argc, char **argv)
             double ra = rate_of(&A, A.rates[i].unit), rb = rate_of(&B, A.rates[i].unit);
             if (ra > 0 || rb > 0)
                 sbuf_printf(&o, "%sthroughput %s/s: %.2f -> %.2f (%+.1f%%)\n", md ? "\n" : "",
-                            A.rates[i].unit, ra, rb, ra > 0 ? 100 * (rb / ra - 1) : 0);
+                            sbuf_oneline(&pool, A.rates[i].unit), ra, rb,
+                            ra > 0 ? 100 * (rb / ra - 1) : 0);
         }
         if (A.total_flops_s > 0 && B.total_flops_s > 0)
             sbuf_printf(&o, "%sFLOP/s: %.4g -> %.4g (%+.1f%%)\n", md ? "\n" : "",
@@ -393,6 +396,8 @@ int cmd_diff(int argc, char **argv)
             sbuf_printf(&o, "%s(a JSON report has no per-instance durations: changes were not tested "
                             "for significance; diff the .sonde files for that)\n", md ? "\n" : "");
         sbuf_printf(&o, "%s%d regression(s)\n", md ? "\n" : "", regressions);
+        o.oom |= pool.oom;
+        sbuf_pool_free(&pool);
     }
     sbuf_text_safe(&o, 0); /* section names from the files: no terminal escapes */
     fputs(o.data ? o.data : "", stdout);
