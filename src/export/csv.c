@@ -55,7 +55,8 @@ int sx_csv_instances(const sm_model *m, sbuf *b)
         if (s->session >= 0)
             sbuf_csv_str(b, sm_str(m, m->sessions[s->session].name));
         sbuf_printf(b, ",%.6g,%.6g,%s,", s->units, s->flops,
-                    s->flags & SM_SPAN_UNTERMINATED     ? "unterminated"
+                    s->flags & SM_SPAN_END_LOST         ? "end_lost"
+                    : s->flags & SM_SPAN_UNTERMINATED   ? "unterminated"
                     : s->flags & SM_SPAN_CLOSED_BY_OUTER ? "closed_by_outer"
                                                          : "");
         /* metadata as key=value pairs separated by ';' in one field */

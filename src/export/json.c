@@ -425,6 +425,7 @@ int sx_json(const sm_model *m, sbuf *b)
     kv_num(b, "flops_per_s", fps, 1);
     kv_num(b, "mfu", m->peak_flops > 0 ? fps / m->peak_flops : 0, 1);
     kv_num(b, "dropped_events", (double)m->dropped_events, 1);
+    kv_num(b, "sections_end_lost", (double)m->sections_end_lost, 1);
     kv_num(b, "short_sections_left_out", (double)m->short_spans, 1);
     kv_num(b, "writer_cpu_s", (double)m->writer_cpu_ns / 1e9, 1);
     kv_num(b, "sampler_cpu_s", (double)m->sampler_cpu_ns / 1e9, 1);

@@ -301,8 +301,9 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
             }
             if (s->flags) {
                 sbuf_puts(&t.b, first ? "" : ",");
-                sbuf_puts(&t.b, s->flags & SM_SPAN_UNTERMINATED ? "\"sonde\":\"unterminated\""
-                                                                : "\"sonde\":\"closed_by_outer\"");
+                sbuf_puts(&t.b, s->flags & SM_SPAN_END_LOST       ? "\"sonde\":\"end_lost\""
+                                : s->flags & SM_SPAN_UNTERMINATED ? "\"sonde\":\"unterminated\""
+                                                                  : "\"sonde\":\"closed_by_outer\"");
             }
             sbuf_putc(&t.b, '}');
         }

@@ -338,6 +338,9 @@ static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wi
     if (m->dropped_events)
         sbuf_printf(b, "Dropped events: %llu (buffers full or the disk failed)\n",
                     (unsigned long long)m->dropped_events);
+    if (m->sections_end_lost)
+        sbuf_printf(b, "Sections whose end was dropped: %llu (not in the table: their duration "
+                       "is unknown)\n", (unsigned long long)m->sections_end_lost);
     for (size_t i = 0; i < m->n_warnings; i++)
         sbuf_printf(b, "Warning: %s\n", L(m->warnings[i]));
     return b->oom ? -1 : 0;

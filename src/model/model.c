@@ -51,6 +51,9 @@ typedef struct bctx {
         cap_warn, cap_dsteps, cap_blocks;
     strmap counters, metrics;
     uint64_t unmatched_ends, gaps, gap_events, unterminated;
+    uint64_t end_lost;       /* sections whose end was among the dropped events */
+    int lost_at_end;         /* the file dropped events no GAP marks (a thread's last ones, or
+                                writes that failed): a section open at the end lost its end */
     /* the step schedule's modes over time (MODE events): kept = ACTIVE */
     int64_t *mode_t;
     int *mode_active;
@@ -248,6 +251,7 @@ static int build_sessions(bctx *b, sb_raw *raw, uint64_t end_tick)
 typedef struct sentry {
     int32_t span; /* -1: a section begun before a clear, tracked only to match its end */
     uint32_t site;
+    uint64_t gaps; /* GAP markers on its thread before it began */
 } sentry;
 
 /* Where metadata, metrics, throughput and FLOPs go: the innermost section, else the session in
@@ -376,11 +380,21 @@ static int add_counter(bctx *b, const char *name, int64_t t, double v, int syste
     return 0;
 }
 
-static void close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flags)
+/* Ends the section at stack[k] at t. lost: its END was among dropped events (it was open when
+ * events were dropped, and no END of its own came): it is flagged SM_SPAN_END_LOST and keeps
+ * no duration (its end is unknown: closing it at the next outer end or at the run's end would
+ * stretch it), and the statistics leave it out. */
+static void close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flags, int lost)
 {
     if (stack[k].span < 0)
         return;
     sm_span *s = &b->m->spans[stack[k].span];
+    if (lost) {
+        s->flags |= flags | SM_SPAN_END_LOST;
+        s->end_ns = s->start_ns;
+        b->end_lost++;
+        return;
+    }
     s->end_ns = t < s->start_ns ? s->start_ns : t;
     s->flags |= flags;
     int64_t dur = s->end_ns - s->start_ns;
@@ -397,6 +411,7 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
     int rc = -1;
     /* Counters from sonde's own sampler thread are the system's figures. */
     int sampler_thread = m->threads[tindex].name && !strcmp(m->threads[tindex].name, "sonde-sampler");
+    uint64_t gaps = 0;      /* GAP markers so far on this thread */
     uint32_t args_left = 0; /* METADATA events still to come that are an instant's payload */
     int32_t args_of = -1;   /* that instant, -1 when it was not kept */
     for (size_t i = 0; i < te->n; i++) {
@@ -423,6 +438,7 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
                 }
             stack[depth].site = e->id;
             stack[depth].span = -1;
+            stack[depth].gaps = gaps;
             if (!before_cut) {
                 if (GROW(m->spans, m->n_spans, b->cap_spans))
                     goto out;
@@ -453,9 +469,9 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
                 b->unmatched_ends++;
                 break;
             }
-            for (size_t j = depth; j-- > k + 1;)
-                close_span(b, stack, j, t, SM_SPAN_CLOSED_BY_OUTER);
-            close_span(b, stack, k, t, 0);
+            for (size_t j = depth; j-- > k + 1;) /* their ends are missing: dropped or never */
+                close_span(b, stack, j, t, SM_SPAN_CLOSED_BY_OUTER, gaps > stack[j].gaps);
+            close_span(b, stack, k, t, 0, 0);
             depth = k;
             break;
         }
@@ -497,6 +513,7 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
             break;
         }
         case SONDE_K_GAP:
+            gaps++;
             b->gaps++;
             b->gap_events += e->arg;
             break;
@@ -576,9 +593,10 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
     /* Sections still open when the file ends: closed at the run's end and flagged. */
     int64_t tend = rel(b, end_tick);
     for (size_t j = depth; j-- > 0;) {
-        if (stack[j].span >= 0)
+        int lost = gaps > stack[j].gaps || b->lost_at_end;
+        if (stack[j].span >= 0 && !lost)
             b->unterminated++;
-        close_span(b, stack, j, tend, SM_SPAN_UNTERMINATED);
+        close_span(b, stack, j, tend, SM_SPAN_UNTERMINATED, lost);
     }
     rc = 0;
 out:
@@ -1060,7 +1078,7 @@ static int derive(sm_model *m)
             }
     }
     sm_resources(m, m->stats, m->n_stats, NULL, NULL);
-    m->total_sections = m->n_spans;
+    m->total_sections = m->n_spans - m->sections_end_lost; /* those are counted apart */
     m->total_steps = m->n_steps;
     double tu, tus;
     sm_totals(m, &tu, &tus, &m->total_flops, &m->total_flops_s);
@@ -1244,6 +1262,7 @@ int sm_merge(sm_model *d, sm_model *s)
     d->run_units_s += s->run_units_s;
     d->run_flops += s->run_flops;
     d->dropped_events += s->dropped_events;
+    d->sections_end_lost += s->sections_end_lost;
     /* The elements moved into d: src's arrays hold none any more (sm_free frees the arrays). */
     s->n_spans = s->n_meta = s->n_sessions = s->n_instants = s->n_steps = s->n_windows = 0;
     s->n_dsteps = s->n_blocks = 0;
@@ -1404,6 +1423,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
 
     uint64_t end_tick = raw->end_tick;
     uint32_t max_id = 0;
+    uint64_t marked = 0; /* dropped events that GAP markers place */
     if (!raw->clean_end) {
         for (size_t i = 0; i < raw->n_anchors; i++)
             if (raw->anchors[i].tick > end_tick)
@@ -1418,10 +1438,13 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
                 max_id = e->id;
             if (e->kind == SONDE_K_METADATA && e->arg > max_id)
                 max_id = e->arg;
+            if (e->kind == SONDE_K_GAP)
+                marked += e->arg;
         }
     }
     if (end_tick < b.cut_tick)
         end_tick = b.cut_tick;
+    b.lost_at_end = raw->dropped > marked;
     m->duration_ns = rel(&b, end_tick);
 
     if (build_sites(raw, m, max_id))
@@ -1475,6 +1498,13 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         fmt_warning(&b, "%llu section end(s) had no matching begin in the file (begins dropped "
                         "or discarded by sonde_clear, or recorded before a fork())", (unsigned long long)b.unmatched_ends))
         goto out;
+    if (b.end_lost &&
+        fmt_warning(&b, "%llu section(s) lost their end among the dropped events (they were open "
+                        "when events were dropped and never ended after): they are counted "
+                        "apart (sections_end_lost) and left out of the statistics",
+                    (unsigned long long)b.end_lost))
+        goto out;
+    m->sections_end_lost = b.end_lost;
     if (b.unterminated &&
         fmt_warning(&b, "%llu section(s) had not ended when the recording stopped; they are "
                         "closed at its end", (unsigned long long)b.unterminated))
@@ -1772,7 +1802,7 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
     size_t kept = 0;
     for (size_t i = 0; i < m->n_spans; i++) {
         const sm_span *s = &m->spans[i];
-        if (keep && !keep(s, ctx))
+        if ((s->flags & SM_SPAN_END_LOST) || (keep && !keep(s, ctx)))
             continue;
         count[site_stat[s->site]]++;
         kept++;
@@ -1791,7 +1821,7 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
     }
     for (size_t i = 0; i < m->n_spans; i++) {
         const sm_span *s = &m->spans[i];
-        if (keep && !keep(s, ctx))
+        if ((s->flags & SM_SPAN_END_LOST) || (keep && !keep(s, ctx)))
             continue;
         int k = site_stat[s->site];
         sm_stat *x = &st[k];

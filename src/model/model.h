@@ -22,7 +22,10 @@ typedef struct sm_thread {
     int pid;                   /* its process (runs merged from several processes) */
 } sm_thread;
 
-enum { SM_SPAN_UNTERMINATED = 1, SM_SPAN_CLOSED_BY_OUTER = 2 };
+/* UNTERMINATED: still open when the file ends (closed at its end); CLOSED_BY_OUTER: closed by an
+ * enclosing section's end; END_LOST: its end was among dropped events (zero duration, left out of
+ * the statistics, counted in sm_model.sections_end_lost). */
+enum { SM_SPAN_UNTERMINATED = 1, SM_SPAN_CLOSED_BY_OUTER = 2, SM_SPAN_END_LOST = 4 };
 
 typedef struct sm_span {
     uint32_t site;             /* sm_model.sites index */
@@ -213,6 +216,7 @@ typedef struct sm_model {
     int64_t duration_ns;
     int clean_end;             /* the END record was found */
     uint64_t dropped_events;
+    uint64_t sections_end_lost; /* spans flagged SM_SPAN_END_LOST */
     uint64_t short_spans;      /* instances under config min_duration_s, left out */
     uint64_t bytes;            /* size of the file read */
     uint64_t writer_cpu_ns;    /* CPU time of the recorder's writer thread (0: unknown) */

@@ -5,6 +5,9 @@
  *                  and the reports are written
  *   dropped_open   a 1 MiB buffer whose chunks 64 threads hold: the main thread's sonde_begin is
  *                  dropped (SONDE_EDROPPED), then sonde_destroy with it still open
+ *   lost_end       a section "x" whose END is dropped (64 threads hold the rest of a 1 MiB
+ *                  buffer), then, once they let go, 1,000 short sections "x" and 0.3 s of idle:
+ *                  the lost end must not stretch "x" to the end of the run
  *   double_destroy two threads call sonde_destroy at the same moment: one destroys, the other
  *                  gets SONDE_ESTATE; nothing hangs
  *   names          sections named like spreadsheet formulas, invalid UTF-8, terminal escapes and
@@ -15,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sonde/sonde.h>
 
@@ -55,7 +59,7 @@ static void *destroyer(void *arg)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: hostile paused_open|dropped_open|double_destroy|names DIR\n");
+        fprintf(stderr, "usage: hostile paused_open|dropped_open|lost_end|double_destroy|names DIR\n");
         return 2;
     }
     const char *mode = argv[1], *dir = argv[2];
@@ -87,6 +91,40 @@ int main(int argc, char **argv)
         pthread_barrier_wait(&g_done);
         for (int i = 0; i < 64; i++)
             pthread_join(t[i], NULL);
+        printf("destroy: %s\n", sonde_err_name(sonde_destroy(g_p)));
+        return 0;
+    }
+    if (!strcmp(mode, "lost_end")) {
+        c.buffer_mb = 1;
+        g_p = sonde_create(&c);
+        sonde_begin(g_p, "x"); /* the main thread's chunk, before the holders take the rest */
+        pthread_t t[64];
+        pthread_barrier_init(&g_held, NULL, 65);
+        pthread_barrier_init(&g_done, NULL, 65);
+        for (int i = 0; i < 64; i++)
+            if (pthread_create(&t[i], NULL, holder, NULL))
+                return 3;
+        pthread_barrier_wait(&g_held);
+        int rc = 0;
+        for (long i = 0; i < 10000000 && rc != SONDE_EDROPPED; i++) { /* fill the chunk */
+            sonde_begin(g_p, "x");
+            rc = sonde_end(g_p);
+        }
+        printf("filled: %s\n", sonde_err_name(rc));
+        printf("end: %s\n", sonde_err_name(sonde_end(g_p))); /* the outer x's END, dropped */
+        pthread_barrier_wait(&g_done);
+        for (int i = 0; i < 64; i++)
+            pthread_join(t[i], NULL);
+        /* the writer frees the holders' chunks: wait for one (at most 10 s) */
+        for (int i = 0; i < 10000 && sonde_begin(g_p, "x") == SONDE_EDROPPED; i++) {
+            sonde_end(g_p);
+            usleep(1000);
+        }
+        sonde_end(g_p);
+        for (int i = 0; i < 1000; i++) {
+            SONDE_SCOPE(g_p, "x");
+        }
+        usleep(300000);
         printf("destroy: %s\n", sonde_err_name(sonde_destroy(g_p)));
         return 0;
     }

@@ -3,6 +3,7 @@
 #   demo | crash | hostile | config | cli | html | ranks | limits | fork | cxx | compiled_out | install
 set -euo pipefail
 test=$1 build=$(cd "$2" && pwd) src=$(cd "$3" && pwd)
+sonde="$build/tools/sonde/sonde"
 work=$(mktemp -d "${TMPDIR:-/tmp}/sonde-e2e-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 check() { python3 "$src/tests/e2e/check.py" "$@"; }
@@ -143,12 +144,28 @@ PY
     grep -q "begin: SONDE_EDROPPED" out.txt || fail "dropped_open: $(cat out.txt)"
     grep -q "destroy: SONDE_EOPEN" out.txt || fail "dropped_open: $(cat out.txt)"
     [ -s out/dropped_open.json ] || fail "dropped_open wrote no report"
+    # 11. a dropped END does not stretch its section to the run's end: counted apart, left out
+    [ "$(status "$build/tests/hostile" lost_end out)" = 0 ] ||
+        fail "lost_end exited $(cat rc.txt): $(cat err.txt)"
+    grep -q "end: SONDE_EDROPPED" out.txt || fail "lost_end: $(cat out.txt)"
+    "$sonde" export out/lost_end.sonde --format csv,txt -o lost > /dev/null
+    python3 - out/lost_end.json lost/lost_end.txt lost/lost_end.instances.csv <<'PY'
+import csv, json, sys
+r = json.load(open(sys.argv[1]))
+x = [s for s in r["sections"] if s["name"] == "x"][0]
+assert x["max_s"] < 0.1, x  # 0.3 s and more when the lost end closed it at the run's end
+assert r["summary"]["sections_end_lost"] >= 1, r["summary"]
+assert any("lost their end" in w for w in r["warnings"]), r["warnings"]
+assert "Sections whose end was dropped:" in open(sys.argv[2]).read()
+flags = [row["flags"] for row in csv.DictReader(open(sys.argv[3]))]
+assert flags.count("end_lost") == r["summary"]["sections_end_lost"], flags.count("end_lost")
+print("lost_end: %d section(s) lost their end, x max %.1f us" % (r["summary"]["sections_end_lost"], x["max_s"] * 1e6))
+PY
     # 3. two threads destroying at once: one does, the other is told it is destroyed
     [ "$(status timeout 60 "$build/tests/hostile" double_destroy out)" = 0 ] ||
         fail "double_destroy exited $(cat rc.txt) (124: it hung): $(cat err.txt)"
     grep -Eq "destroy: (SONDE_OK SONDE_ESTATE|SONDE_ESTATE SONDE_OK)" out.txt ||
         fail "double_destroy: $(cat out.txt)"
-    sonde="$build/tools/sonde/sonde"
     # 4. a run name read from a file (.sonde INFO, JSON run.name) is one path component
     python3 "$src/tests/e2e/sonde_edit.py" name out/double_destroy.sonde evil.sonde "../../../x"
     python3 - out/double_destroy.json evil.json <<'PY'
@@ -291,7 +308,6 @@ PY
     ;;
 cli)
     cd "$work"
-    sonde="$build/tools/sonde/sonde"
     expect() { # want-status want-stderr-text cmd...
         local want=$1 text=$2; shift 2
         set +e; "$@" >out.txt 2>err.txt; local got=$?; set -e
@@ -542,7 +558,6 @@ PY
     ;;
 ranks)
     cd "$work"
-    sonde="$build/tools/sonde/sonde"
     # torchrun-style variables, 3 ranks at once; rank 2's steps are 60% slower (the stages sleep,
     # so three ranks on two cores keep their timings)
     for r in 0 1 2; do
@@ -665,8 +680,9 @@ limits)
 import json, sys
 r = json.load(open(sys.argv[1]))
 n, d = r["summary"]["sections"], r["summary"]["dropped_events"]
+lost = r["summary"]["sections_end_lost"]  # a BEGIN in the file whose END was dropped
 assert n > 5000 and d > 0, (n, d)
-assert 2 * n + d == 800000, (n, d)
+assert 2 * n + lost + d == 800000, (n, lost, d)
 assert not any("did not end cleanly" in w for w in r["warnings"]), r["warnings"]
 assert any("events recorded after that were dropped" in w for w in r["warnings"]), r["warnings"]
 print("%s: %d sections in the file, %d events counted as dropped, the file ends cleanly" % (sys.argv[2], n, d))

@@ -121,6 +121,7 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
     double fps = num0(sum, "flops_per_s");
     m->total_flops_s = fps > 0 ? m->total_flops / fps : 0;
     m->dropped_events = U64(sum, "dropped_events");
+    m->sections_end_lost = U64(sum, "sections_end_lost");
     m->short_spans = U64(sum, "short_sections_left_out");
     if (facts(m, json_object_get(run, "system") ? json_object_get(run, "system")
                                                 : json_object_get(root, "system"), "system.") ||
