@@ -494,6 +494,21 @@ dec = [s for s in r["sections"] if s["name"] == "decode"][0]
 assert dec["total_s"] < run["total_s"]                    # on the run's clock
 print("sonde run + libsonde child: one report, processes", sorted(pids))
 PY
+    # 14.12: the reports made again from joined.sonde hold the program's sections too
+    "$sonde" export runs/joined.sonde --format json,txt -o again > /dev/null
+    "$sonde" summary runs/joined.sonde > again/summary.txt
+    "$sonde" report runs/joined.sonde -o again/report.html > /dev/null
+    python3 - runs/joined.json again/joined.json again/summary.txt again/report.html <<'PY'
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+ca = {s["name"]: s["count"] for s in a["sections"]}
+cb = {s["name"]: s["count"] for s in b["sections"]}
+assert ca == cb, (ca, cb)
+for f in sys.argv[3:]:
+    t = open(f).read()
+    assert "decode" in t and "load_model" in t, f
+print("export, summary and report of joined.sonde: the program's sections are in", sorted(cb))
+PY
     expect 137 "ended with signal 9" "$sonde" run -o runs -- sh -c 'kill -9 $$'
     expect 127 "cannot run /nonexistent/prog" "$sonde" run -o runs -- /nonexistent/prog
     expect 2 "no command" "$sonde" run -o runs --

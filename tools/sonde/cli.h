@@ -32,6 +32,11 @@ int cli_bad_option(const char *cmd, const char *opt, const char *const *opts);
 /* Reads a run from a .sonde file or from a NAME.json report (by content, not by name). 0, or 2
  * with the message printed. */
 int cli_load(const char *cmd, const char *path, sm_model *m);
+/* Under `sonde run NAME`, programs that link libsonde write NAME.pidN.sonde beside NAME.sonde:
+ * given NAME.sonde at path, merges each of them into m (the whole run, as `sonde run` reported
+ * it). A file that cannot be read is named on stderr and left out. The number joined, or -1
+ * (out of memory, said on stderr). cli_load does this for every .sonde file. */
+int cli_join_programs(const char *cmd, const char *path, sm_model *m);
 /* A JSON report of schema sonde-report v1 into a model that holds what it says: statistics,
  * throughput, steps, counters, warnings, facts; no instances. 0, or a SONDE_E* code with the
  * message (naming file, line and column) in sonde_last_error(). */

@@ -59,6 +59,10 @@ int cmd_export(int argc, char **argv)
             fputc('\n', stderr);
         return cli_fail(CLI_USAGE, "export", "%s", sonde_last_error());
     }
+    if (cli_join_programs("export", file, &m) < 0) { /* a `sonde run` recording: the whole run */
+        sm_free(&m);
+        return CLI_USAGE;
+    }
     if (!fmt) { /* the run's own formats, as the library wrote them; every one when unknown */
         const char *run = sm_info(&m, "config.formats");
         if (!run || sonde__parse_formats("config.formats", run, &formats) || !formats)

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <glob.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,22 +55,7 @@ static void write_reports(const char *path, const char *dir, const char *name, u
         cli_fail(0, "run", "%s", sonde_last_error());
         return;
     }
-    char pattern[4096];
-    snprintf(pattern, sizeof pattern, "%s/%s.pid*.sonde", dir, name);
-    glob_t g;
-    if (glob(pattern, 0, NULL, &g) == 0) {
-        for (size_t i = 0; i < g.gl_pathc; i++) {
-            sm_model child;
-            if (sm_read_file(g.gl_pathv[i], &child) != 0) {
-                cli_fail(0, "run", "%s (left out of the report)", sonde_last_error());
-                continue;
-            }
-            if (sm_merge(&m, &child) != 0)
-                cli_fail(0, "run", "%s", sonde_last_error());
-            sm_free(&child);
-        }
-        globfree(&g);
-    }
+    cli_join_programs("run", path, &m); /* what it could not join it said */
     /* the run's configuration says what it wrote (the profiler itself was told to write none) */
     sonde_config fc = sonde_config_default();
     fc.formats = formats;

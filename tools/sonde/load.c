@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include "analyze/analyze.h"
@@ -329,6 +330,81 @@ static const char *kind_of(const unsigned char *head, size_t got)
     return memchr(head, ',', got) ? "a CSV or text file" : "a text file";
 }
 
+/* 1 when name is STEM.pidN....sonde: the file of a program that ran under `sonde run STEM`. */
+static int program_file_of(const char *name, const char *stem, size_t stem_len)
+{
+    size_t n = strlen(name);
+    return n > stem_len + 10 && !strncmp(name, stem, stem_len) &&
+           !strncmp(name + stem_len, ".pid", 4) && name[stem_len + 4] >= '0' &&
+           name[stem_len + 4] <= '9' && !strcmp(name + n - 6, ".sonde");
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int cli_join_programs(const char *cmd, const char *path, sm_model *m)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t bl = strlen(base);
+    if (bl <= 6 || strcmp(base + bl - 6, ".sonde"))
+        return 0;
+    size_t stem_len = bl - 6;
+    char *dir = slash ? strndup(path, (size_t)(slash - path) + 1) : strdup("./");
+    if (!dir)
+        return -1;
+    DIR *d = opendir(dir);
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int joined = 0, rc = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!program_file_of(e->d_name, base, stem_len))
+            continue;
+        if (n == cap) {
+            size_t nc = cap ? 2 * cap : 8;
+            char **g = realloc(names, nc * sizeof *g);
+            if (!g) {
+                rc = -1;
+                break;
+            }
+            names = g;
+            cap = nc;
+        }
+        if (asprintf(&names[n], "%s%s", dir, e->d_name) < 0) {
+            rc = -1;
+            break;
+        }
+        n++;
+    }
+    if (d)
+        closedir(d);
+    if (n > 1)
+        qsort(names, n, sizeof *names, cmp_str); /* the same order whatever readdir gives */
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        sm_model child;
+        if (!cli_regular_file(names[i]))
+            continue;
+        if (sm_read_file(names[i], &child) != 0) {
+            cli_fail(0, cmd, "%s (left out)", sonde_last_error());
+            continue;
+        }
+        if (sm_merge(m, &child) != 0)
+            cli_fail(0, cmd, "%s: %s (left out)", names[i], sonde_last_error());
+        else
+            joined++;
+        sm_free(&child);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    free(dir);
+    if (rc)
+        cli_fail(0, cmd, "out of memory looking for the program files of %s", path);
+    return rc ? -1 : joined;
+}
+
 #define EXPECTED "expected a .sonde file or a NAME.json report"
 
 int cli_load(const char *cmd, const char *path, sm_model *m)
@@ -350,6 +426,10 @@ int cli_load(const char *cmd, const char *path, sm_model *m)
         fclose(f);
         if (sm_read_file(path, m) != 0)
             return cli_fail(CLI_USAGE, cmd, "%s", sonde_last_error());
+        if (cli_join_programs(cmd, path, m) < 0) {
+            sm_free(m);
+            return CLI_USAGE;
+        }
         return 0;
     }
     const char *kind = kind_of(head, got);
