@@ -158,6 +158,7 @@ static void thread_exit(void *unused)
     pthread_mutex_unlock(&sonde__registry_lock);
     sonde__tl.serial = 0;
     sonde__tl.tb = NULL;
+    sonde__altstack_release();
 }
 
 static void make_key(void)
@@ -266,6 +267,8 @@ sonde_tbuf *sonde__thread_buf(sonde_profiler *p)
         pthread_once(&g_key_once, make_key);
         if (g_exit_key != (pthread_key_t)-1)
             pthread_setspecific(g_exit_key, (void *)1);
+        if (p->cfg.signal_handlers)
+            sonde__altstack_ensure(); /* the flush on SIGSEGV survives a stack overflow */
     }
     sonde__tl.serial = p->hot.serial;
     sonde__tl.tb = p->nvtx ? &found->shadow : &found->hot;

@@ -256,6 +256,12 @@ void sonde__sampler_forget(sonde_profiler *p);
 /* ---- signal.c: the process-wide registry of live profilers ---- */
 int sonde__registry_add(sonde_profiler *p);
 void sonde__registry_remove(sonde_profiler *p);
+/* Gives the calling thread an alternate signal stack of its own (SONDE_ALT_STACK bytes under a
+ * guard page, mapped, not touched) unless it has one, so that the flush on SIGSEGV can run after
+ * a stack overflow; release takes it back at thread exit. Called when a thread first records. */
+#define SONDE_ALT_STACK (64u * 1024u)
+void sonde__altstack_ensure(void);
+void sonde__altstack_release(void);
 
 /* ---- reports (export side) ---- */
 int sonde__write_reports(sonde_profiler *p, const char *path);

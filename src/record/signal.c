@@ -6,6 +6,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "record.h"
 
@@ -94,6 +96,68 @@ static void install_handlers(void)
     sigemptyset(&sa.sa_mask);
     for (int i = 0; i < NSIG_HANDLED; i++)
         sigaction(g_signals[i], &sa, &g_old[i]);
+}
+
+/* The alternate stack this thread got from sonde (its mapping, guard page included), if any. */
+static _Thread_local void *g_alt_base;
+static _Thread_local size_t g_alt_len;
+
+void sonde__altstack_ensure(void)
+{
+    if (g_alt_base)
+        return;
+    stack_t cur;
+    if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_DISABLE))
+        return; /* the host (or a sanitizer) gave the thread one: handlers run there */
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t guard = pg > 0 ? (size_t)pg : 4096;
+    size_t size = SONDE_ALT_STACK;
+    long min = sysconf(_SC_SIGSTKSZ);
+    if (min > 0 && (size_t)min > size)
+        size = (size_t)min;
+    size = (size + guard - 1) / guard * guard;
+    void *base = mmap(NULL, guard + size, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED)
+        return; /* no flush after a stack overflow on this thread; everything else works */
+    /* stacks grow down: running off the end of this one faults on the guard page instead of
+     * writing over whatever lies below */
+    if (mprotect(base, guard, PROT_NONE) != 0) {
+        munmap(base, guard + size);
+        return;
+    }
+    stack_t ss;
+    memset(&ss, 0, sizeof ss);
+    ss.ss_sp = (char *)base + guard;
+    ss.ss_size = size;
+    if (sigaltstack(&ss, NULL) != 0) {
+        munmap(base, guard + size);
+        return;
+    }
+    g_alt_base = base;
+    g_alt_len = guard + size;
+}
+
+void sonde__altstack_release(void)
+{
+    if (!g_alt_base)
+        return;
+    stack_t cur;
+    /* only sonde's own, and never while running on it */
+    if (sigaltstack(NULL, &cur) == 0 && !(cur.ss_flags & SS_ONSTACK)) {
+        if ((char *)cur.ss_sp >= (char *)g_alt_base &&
+            (char *)cur.ss_sp < (char *)g_alt_base + g_alt_len) {
+            stack_t off;
+            memset(&off, 0, sizeof off);
+            off.ss_flags = SS_DISABLE;
+            sigaltstack(&off, NULL);
+        } else if (!(cur.ss_flags & SS_DISABLE)) {
+            return; /* the host replaced it: leave its stack, keep the mapping (it may point in) */
+        }
+        munmap(g_alt_base, g_alt_len);
+    }
+    g_alt_base = NULL;
+    g_alt_len = 0;
 }
 
 int sonde__registry_add(sonde_profiler *p)

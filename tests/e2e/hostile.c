@@ -8,6 +8,9 @@
  *   lost_end       a section "x" whose END is dropped (64 threads hold the rest of a 1 MiB
  *                  buffer), then, once they let go, 1,000 short sections "x" and 0.3 s of idle:
  *                  the lost end must not stretch "x" to the end of the run
+ *   overflow       1,000 sections, then runaway recursion: the stack overflows (SIGSEGV on a
+ *                  thread with no stack left) and the flush must still run, on the alternate
+ *                  stack sonde gave the thread
  *   double_destroy two threads call sonde_destroy at the same moment: one destroys, the other
  *                  gets SONDE_ESTATE; nothing hangs
  *   names          sections named like spreadsheet formulas, invalid UTF-8, terminal escapes and
@@ -38,6 +41,19 @@ static sonde_config config(const char *dir, const char *name)
     return c;
 }
 
+static volatile int g_never = -1;
+
+/* Recursion that never ends (g_never is never reached) and that no compiler can make a loop:
+ * every frame's array is used after the call. */
+static int deeper(int n)
+{
+    volatile char frame[256];
+    frame[n % 256] = (char)n;
+    if (n == g_never)
+        return 0;
+    return deeper(n + 1) + frame[n % 256];
+}
+
 static void *holder(void *arg)
 {
     (void)arg;
@@ -59,7 +75,7 @@ static void *destroyer(void *arg)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: hostile paused_open|dropped_open|lost_end|double_destroy|names DIR\n");
+        fprintf(stderr, "usage: hostile paused_open|dropped_open|lost_end|overflow|double_destroy|names DIR\n");
         return 2;
     }
     const char *mode = argv[1], *dir = argv[2];
@@ -93,6 +109,16 @@ int main(int argc, char **argv)
             pthread_join(t[i], NULL);
         printf("destroy: %s\n", sonde_err_name(sonde_destroy(g_p)));
         return 0;
+    }
+    if (!strcmp(mode, "overflow")) {
+        c.flush_interval_s = 3600; /* nothing reaches the file but through the handler's flush */
+        g_p = sonde_create(&c);
+        for (int i = 0; i < 1000; i++) {
+            SONDE_SCOPE(g_p, "before_overflow");
+        }
+        printf("recursing\n");
+        fflush(stdout);
+        return deeper(0);
     }
     if (!strcmp(mode, "lost_end")) {
         c.buffer_mb = 1;

@@ -112,6 +112,8 @@ int main(int argc, char **argv)
         return sonde_destroy(g_p) == 0 ? 0 : 1;
     }
     if (!strcmp(mode, "kill")) {
+        if (sonde_config_from_env(&c) != 0) /* SONDE_FLUSH_INTERVAL_S: the interval under test */
+            return 2;
         g_p = sonde_create(&c);
         pthread_t th[8];
         for (int i = 0; i < 8; i++)
