@@ -37,62 +37,76 @@ static int gz_out(void *ctx, const char *d, size_t n)
     return gzwrite((gzFile)ctx, d, (unsigned)n) == (int)n ? 0 : -1;
 }
 
-int cmd_merge(int argc, char **argv)
+static void free_ranks(rank_file *rf, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(rf[i].path);
+        free(rf[i].syncs);
+    }
+    free(rf);
+}
+
+/* Appends path (owned from now on, freed on failure too). 0, or -1 out of memory. */
+static int add_rank(rank_file **rf, size_t *n, char *path)
+{
+    rank_file *g = path ? realloc(*rf, (*n + 1) * sizeof *g) : NULL;
+    if (!g) {
+        free(path);
+        return -1;
+    }
+    *rf = g;
+    memset(&g[*n], 0, sizeof g[*n]);
+    g[(*n)++].path = path;
+    return 0;
+}
+
+/* The files to merge: FILES as given, and in a DIR its .sonde files (not the RUN.pidN.sonde of
+ * programs under `sonde run`, nor FIFOs). CLI_OK, or CLI_USAGE with the message printed. */
+static int collect(int argc, char **argv, const char **out, rank_file **rf, size_t *n)
 {
     static const char *const opts[] = {"-o", NULL};
-    const char *out = NULL;
-    rank_file *rf = NULL;
-    size_t n = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-o")) {
             if (i + 1 >= argc)
                 return cli_fail(CLI_USAGE, "merge", "-o needs a file name");
-            out = argv[++i];
+            *out = argv[++i];
             continue;
         }
         if (argv[i][0] == '-' && argv[i][1])
             return cli_bad_option("merge", argv[i], opts);
         struct stat st;
-        int dir = stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode);
-        DIR *d = dir ? opendir(argv[i]) : NULL;
-        struct dirent *e = NULL;
-        do {
-            char *path = NULL;
-            if (dir) {
-                e = readdir(d);
-                if (!e)
-                    break;
-                size_t l = strlen(e->d_name);
-                if (l < 7 || strcmp(e->d_name + l - 6, ".sonde") || strstr(e->d_name, ".pid"))
-                    continue;
-                if (asprintf(&path, "%s/%s", argv[i], e->d_name) < 0)
-                    path = NULL;
-                if (path && !cli_regular_file(path)) { /* a FIFO, a directory: not a run */
-                    free(path);
-                    continue;
-                }
-            } else {
-                path = strdup(argv[i]);
-            }
-            rank_file *g = path ? realloc(rf, (n + 1) * sizeof *rf) : NULL;
-            if (!g)
+        if (stat(argv[i], &st) != 0 || !S_ISDIR(st.st_mode)) {
+            if (add_rank(rf, n, strdup(argv[i])))
                 return cli_fail(CLI_USAGE, "merge", "out of memory");
-            rf = g;
-            memset(&rf[n], 0, sizeof rf[n]);
-            rf[n++].path = path;
-        } while (dir);
+            continue;
+        }
+        DIR *d = opendir(argv[i]);
+        for (struct dirent *e; d && (e = readdir(d));) {
+            size_t l = strlen(e->d_name);
+            if (l < 7 || strcmp(e->d_name + l - 6, ".sonde") || strstr(e->d_name, ".pid"))
+                continue;
+            char *path;
+            if (asprintf(&path, "%s/%s", argv[i], e->d_name) < 0)
+                path = NULL;
+            if (path && !cli_regular_file(path)) { /* a FIFO, a directory: not a run */
+                free(path);
+                continue;
+            }
+            if (add_rank(rf, n, path)) {
+                closedir(d);
+                return cli_fail(CLI_USAGE, "merge", "out of memory");
+            }
+        }
         if (d)
             closedir(d);
     }
-    if (!out || !n) {
-        if (!out && n)
-            return cli_fail(CLI_USAGE, "merge", "-o merged.trace.json.gz is needed");
-        return cli_usage(cli_find("merge"), 1);
-    }
-    for (size_t i = 0; i < n; i++)
-        if (cli_output_check("merge", out, rf[i].path))
-            return CLI_USAGE;
-    /* First pass: each rank's number, start and sync instants (one model at a time). */
+    return CLI_OK;
+}
+
+/* Reads each rank's number, start and sync instants (one model at a time), then writes each
+ * rank's part of the trace. CLI_OK, or CLI_USAGE with the message printed. */
+static int merge(const char *out, rank_file *rf, size_t n)
+{
     for (size_t i = 0; i < n; i++) {
         sm_model m;
         if (sm_read_file(rf[i].path, &m) != 0)
@@ -104,6 +118,8 @@ int cmd_merge(int argc, char **argv)
             if (!strcmp(sm_str(&m, m.instants[k].name), "sonde.sync"))
                 rf[i].syncs[rf[i].n_syncs++] = m.instants[k].t_ns;
         sm_free(&m);
+        if (!rf[i].syncs)
+            return cli_fail(CLI_USAGE, "merge", "out of memory");
     }
     qsort(rf, n, sizeof *rf, cmp_rank);
     uint64_t base = rf[0].start_real_ns;
@@ -126,13 +142,16 @@ int cmd_merge(int argc, char **argv)
                 d += (double)(rf[0].syncs[k] + shift[0]) - (double)(rf[i].syncs[k] + shift[i]);
             shift[i] += (int64_t)(d / (double)rf[0].n_syncs);
         }
-    /* Second pass: write each rank's part. */
     afile af;
-    if (afile_open(&af, out) != 0)
+    if (afile_open(&af, out) != 0) {
+        free(shift);
         return cli_fail(CLI_USAGE, "merge", "cannot create %s: %s", out, strerror(errno));
+    }
     int fd2 = dup(af.fd);
     gzFile gz = fd2 >= 0 ? gzdopen(fd2, "wb1") : NULL;
     int rc = gz ? 0 : -1;
+    if (!gz && fd2 >= 0)
+        close(fd2);
     for (size_t i = 0; i < n && !rc; i++) {
         sm_model m;
         if (sm_read_file(rf[i].path, &m) != 0) {
@@ -148,6 +167,7 @@ int cmd_merge(int argc, char **argv)
             rc = cli_fail(CLI_USAGE, "merge", "cannot write %s", out);
         sm_free(&m);
     }
+    free(shift);
     if (gz && gzclose(gz) != Z_OK && !rc)
         rc = cli_fail(CLI_USAGE, "merge", "cannot write %s", out);
     if (rc)
@@ -156,11 +176,22 @@ int cmd_merge(int argc, char **argv)
         rc = cli_fail(CLI_USAGE, "merge", "cannot write %s: %s", out, strerror(errno));
     if (!rc)
         printf("%s: %zu rank(s)%s\n", out, n, synced ? ", aligned on sonde_sync" : ", aligned on wall clocks");
-    for (size_t i = 0; i < n; i++) {
-        free(rf[i].path);
-        free(rf[i].syncs);
-    }
-    free(rf);
-    free(shift);
     return rc ? CLI_USAGE : CLI_OK;
+}
+
+int cmd_merge(int argc, char **argv)
+{
+    const char *out = NULL;
+    rank_file *rf = NULL;
+    size_t n = 0;
+    int rc = collect(argc, argv, &out, &rf, &n);
+    if (rc == CLI_OK && (!out || !n))
+        rc = !out && n ? cli_fail(CLI_USAGE, "merge", "-o merged.trace.json.gz is needed")
+                       : cli_usage(cli_find("merge"), 1);
+    for (size_t i = 0; i < n && rc == CLI_OK; i++)
+        rc = cli_output_check("merge", out, rf[i].path);
+    if (rc == CLI_OK)
+        rc = merge(out, rf, n);
+    free_ranks(rf, n);
+    return rc;
 }
