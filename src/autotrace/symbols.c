@@ -1,6 +1,7 @@
 /* symbols.c - address to symbol through libdwfl: the process's modules are reported from
  * /proc/self/maps once, and again when an address falls outside every known module (a library
- * loaded later with dlopen). */
+ * loaded later with dlopen) or inside one that has no symbol there (a library unloaded since,
+ * whose addresses another now holds). */
 #define _GNU_SOURCE
 #include "symbols.h"
 
@@ -29,7 +30,10 @@ static int report(void)
         if (!g_dwfl)
             return -1;
     }
-    dwfl_report_begin_add(g_dwfl);
+    /* a whole new report: modules still mapped are kept (and what was read of them), those
+     * unmapped are dropped, so a stale module can never answer for a new library's address
+     * (libdw itself loads and unloads libdebuginfod, leaving a hole a dlopen may fill) */
+    dwfl_report_begin(g_dwfl);
     int rc = dwfl_linux_proc_report(g_dwfl, getpid());
     dwfl_report_end(g_dwfl, NULL, NULL);
     return rc == 0 ? 0 : -1;
@@ -90,13 +94,14 @@ int at_resolve(void *addr, at_symbol *out)
     Dwfl_Module *mod = NULL;
     if (g_dwfl || report() == 0)
         mod = dwfl_addrmodule(g_dwfl, a);
-    if (!mod && report() == 0) /* loaded since the last report */
+    GElf_Off off = 0;
+    GElf_Sym s;
+    const char *sym = mod ? dwfl_module_addrinfo(mod, a, &off, &s, NULL, NULL, NULL) : NULL;
+    if (!sym && report() == 0) { /* loaded, or unloaded, since the last report */
         mod = dwfl_addrmodule(g_dwfl, a);
-    const char *sym = NULL;
+        sym = mod ? dwfl_module_addrinfo(mod, a, &off, &s, NULL, NULL, NULL) : NULL;
+    }
     if (mod) {
-        GElf_Off off = 0;
-        GElf_Sym s;
-        sym = dwfl_module_addrinfo(mod, a, &off, &s, NULL, NULL, NULL);
         const char *obj = dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
         if (obj && !(out->object = strdup(obj)))
             goto oom;
