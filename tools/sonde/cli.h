@@ -61,7 +61,5 @@ int cmd_run(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_aggregate(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
-/* Two-sided Mann-Whitney U test p-value, NAN when a sample has fewer than 5 values. */
-double mann_whitney_p(const double *a, size_t na, const double *b, size_t nb);
 
 #endif

@@ -1,32 +1,227 @@
-/* cmd_diff.c - `sonde diff BASE NEW`: section by section, and CUDA kernel by kernel (rows named
- * "cuda:KERNEL", from cuda_activity), what changed between two runs. A change is a regression
- * only when the mean time per instance grew by more than the threshold and a Mann-Whitney U test
- * over the per-instance durations says it is significant (p < 0.05); with --fail-on-regression
- * the command exits 1 when there is one, to gate a CI job. */
+/* cmd_diff.c - `sonde diff BASE... -- NEW...`: section by section, and CUDA kernel by kernel
+ * (rows "cuda:KERNEL"), what changed between two sets of runs.
+ *
+ * The noise that matters is between runs (the machine busier during one of them), so the test is
+ * across runs: each run gives one figure per section (its mean time per instance, or a chosen
+ * percentile), and a two-sided Mann-Whitney U test (or Welch's t with --test welch) compares the
+ * base runs' figures with the new runs'. A row is a regression when it grew by more than the
+ * threshold and p < 0.05. With one run a side there is nothing to test: a change over the
+ * threshold is then a regression "over threshold, not tested", never a silent pass.
+ * --per-instance tests the instances of all runs instead, assuming they are independent (they are
+ * not when the whole machine slows down: the old behaviour, kept as an option).
+ * Exit: 1 with --fail-on-regression when there is a regression, 2 on misuse (and with --strict
+ * when the two sides do not look like the same program), 0 otherwise. */
 #define _GNU_SOURCE
+#include <dirent.h>
+#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "export/export.h"
+#include "stats.h"
 #include "util/buf.h"
 #include "util/strmap.h"
 
 #define KERNEL_PREFIX "cuda:"
+#define ALPHA 0.05
 
-/* Per-instance GPU durations of the kernels named name (without the prefix). */
-static double *kernel_durations(const sm_model *m, const char *name, size_t *n)
+enum { FIG_MEAN, FIG_P50, FIG_P90, FIG_P99 };
+static const char *const g_fig_names[] = {"mean", "p50", "p90", "p99"};
+
+/* ---- the runs of a side ---- */
+
+typedef struct side {
+    char **paths;
+    size_t n, cap;
+    char *program, *name; /* of its first run, for the same-program check */
+} side;
+
+static int add_path(side *s, const char *path)
 {
-    *n = 0;
-    double *d = malloc((m->n_gpu ? m->n_gpu : 1) * sizeof *d);
-    if (!d)
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? 2 * s->cap : 8;
+        char **g = realloc(s->paths, nc * sizeof *g);
+        if (!g)
+            return -1;
+        s->paths = g;
+        s->cap = nc;
+    }
+    if (!(s->paths[s->n] = strdup(path)))
+        return -1;
+    s->n++;
+    return 0;
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A directory's runs: its NAME.json reports, else its .sonde files (not a program's
+ * RUN.pidN.sonde under `sonde run`: loading RUN.sonde joins them), in name order. */
+static int add_dir(side *s, const char *dir)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        size_t before = s->n;
+        DIR *d = opendir(dir);
+        if (!d)
+            return cli_fail(CLI_USAGE, "diff", "%s: cannot read the directory", dir);
+        for (struct dirent *e; (e = readdir(d));) {
+            const char *nm = e->d_name;
+            int json = ends_with(nm, ".json") && !ends_with(nm, ".memory.json") &&
+                       !ends_with(nm, ".aggregate.json") && !ends_with(nm, ".diff.json");
+            int run = ends_with(nm, ".sonde") && !strstr(nm, ".pid");
+            if (pass == 0 ? !json : !run)
+                continue;
+            char *p;
+            if (asprintf(&p, "%s/%s", dir, nm) < 0) {
+                closedir(d);
+                return cli_fail(CLI_USAGE, "diff", "out of memory");
+            }
+            int rc = cli_regular_file(p) ? add_path(s, p) : 0; /* no FIFO: it would block */
+            free(p);
+            if (rc) {
+                closedir(d);
+                return cli_fail(CLI_USAGE, "diff", "out of memory");
+            }
+        }
+        closedir(d);
+        if (s->n > before) {
+            qsort(s->paths + before, s->n - before, sizeof *s->paths, cmp_str);
+            return CLI_OK;
+        }
+    }
+    return cli_fail(CLI_USAGE, "diff", "%s: no run in the directory (NAME.json or NAME.sonde)", dir);
+}
+
+/* One argument: a directory, a file, or a glob the shell did not expand. */
+static int add_arg(side *s, const char *a)
+{
+    struct stat st;
+    if (stat(a, &st) == 0)
+        return S_ISDIR(st.st_mode) ? add_dir(s, a)
+               : add_path(s, a)    ? cli_fail(CLI_USAGE, "diff", "out of memory")
+                                   : CLI_OK;
+    if (strpbrk(a, "*?[")) {
+        glob_t g;
+        int rc = glob(a, 0, NULL, &g);
+        if (rc == GLOB_NOMATCH)
+            return cli_fail(CLI_USAGE, "diff", "%s: matches no file", a);
+        if (rc)
+            return cli_fail(CLI_USAGE, "diff", "%s: out of memory", a);
+        for (size_t i = 0; i < g.gl_pathc && rc == CLI_OK; i++)
+            rc = add_arg(s, g.gl_pathv[i]);
+        globfree(&g);
+        return rc;
+    }
+    return cli_fail(CLI_USAGE, "diff", "%s: no such file or directory", a);
+}
+
+static void side_free(side *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->paths[i]);
+    free(s->paths);
+    free(s->program);
+    free(s->name);
+}
+
+/* ---- rows: a section or kernel name, its figures on each side ---- */
+
+typedef struct values {
+    double *v;
+    size_t n, cap;
+} values;
+
+static int push(values *x, double v)
+{
+    if (x->n == x->cap) {
+        size_t nc = x->cap ? 2 * x->cap : 8;
+        double *g = realloc(x->v, nc * sizeof *g);
+        if (!g)
+            return -1;
+        x->v = g;
+        x->cap = nc;
+    }
+    x->v[x->n++] = v;
+    return 0;
+}
+
+typedef struct row {
+    char *name;
+    int kernel;
+    struct {
+        values runs;            /* the chosen figure of each run that has the row */
+        double count, mean, m2; /* its instances pooled over runs: count, mean, sum of squares */
+        values inst;            /* their durations (--per-instance, .sonde runs) */
+    } s[2];
+    double change;     /* relative change of the centre (median of runs; pooled mean per instance) */
+    st_result r;       /* p (NAN: not tested), the interval of the change (relative) */
+    int tested, regression, improvement;
+} row;
+
+typedef struct table {
+    row *rows;
+    size_t n, cap;
+    strmap idx;
+    int no_instances[2]; /* a run of that side had no instances to give (a JSON report) */
+} table;
+
+static row *row_of(table *t, const char *name, int kernel)
+{
+    int k = strmap_get(&t->idx, name);
+    if (k >= 0)
+        return &t->rows[k];
+    if (t->n == t->cap) {
+        size_t nc = t->cap ? 2 * t->cap : 32;
+        row *g = realloc(t->rows, nc * sizeof *g);
+        if (!g)
+            return NULL;
+        t->rows = g;
+        t->cap = nc;
+    }
+    row *r = &t->rows[t->n];
+    memset(r, 0, sizeof *r);
+    if (!(r->name = strdup(name)) || strmap_put(&t->idx, r->name, (int)t->n)) {
+        free(r->name);
         return NULL;
-    for (size_t i = 0; i < m->n_gpu; i++)
-        if (m->gpu[i].kind == SM_GPU_KERNEL && !strcmp(m->gpu[i].name ? m->gpu[i].name : "?", name))
-            d[(*n)++] = (double)(m->gpu[i].end_ns - m->gpu[i].start_ns) / 1e9;
-    return d;
+    }
+    r->kernel = kernel;
+    t->n++;
+    return r;
+}
+
+static void table_free(table *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        free(t->rows[i].name);
+        for (int s = 0; s < 2; s++) {
+            free(t->rows[i].s[s].runs.v);
+            free(t->rows[i].s[s].inst.v);
+        }
+    }
+    free(t->rows);
+    strmap_free(&t->idx);
+}
+
+static double pick(const sm_stat *st, int fig)
+{
+    switch (fig) {
+    case FIG_P50: return st->p50_s;
+    case FIG_P90: return st->p90_s;
+    case FIG_P99: return st->p99_s;
+    default: return st->mean_s;
+    }
 }
 
 static int cmp_dbl(const void *a, const void *b)
@@ -35,45 +230,50 @@ static int cmp_dbl(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* A statistics row per CUDA kernel name ("cuda:NAME"), as sections have; *n rows (0 and NULL
- * when the run has no kernels). NULL with *n = SIZE_MAX when out of memory. */
+/* The statistics of every CUDA kernel name of m, as sections have them (*n of them). */
 static sm_stat *kernel_stats(const sm_model *m, size_t *n)
 {
     *n = 0;
     strmap idx;
     strmap_init(&idx);
     sm_stat *v = NULL;
+    double *d = malloc((m->n_gpu ? m->n_gpu : 1) * sizeof *d);
+    if (!d)
+        goto oom;
     for (size_t i = 0; i < m->n_gpu; i++) {
         const char *nm = m->gpu[i].name ? m->gpu[i].name : "?";
         if (m->gpu[i].kind != SM_GPU_KERNEL || strmap_get(&idx, nm) >= 0)
             continue;
         sm_stat *g = realloc(v, (*n + 1) * sizeof *g);
-        if (!g || strmap_put(&idx, nm, (int)*n))
+        if (!g)
             goto oom;
         v = g;
         memset(&v[*n], 0, sizeof v[*n]);
-        size_t k;
-        double *d = kernel_durations(m, nm, &k);
-        v[*n].name = malloc(strlen(KERNEL_PREFIX) + strlen(nm) + 1);
-        (*n)++;
-        if (!d || !v[*n - 1].name) {
-            free(d);
+        if (!(v[*n].name = strdup(nm)))
             goto oom;
-        }
-        sprintf(v[*n - 1].name, "%s%s", KERNEL_PREFIX, nm);
+        (*n)++;
+        if (strmap_put(&idx, v[*n - 1].name, (int)*n - 1))
+            goto oom;
+        size_t k = 0;
+        for (size_t j = i; j < m->n_gpu; j++)
+            if (m->gpu[j].kind == SM_GPU_KERNEL && !strcmp(m->gpu[j].name ? m->gpu[j].name : "?", nm))
+                d[k++] = (double)(m->gpu[j].end_ns - m->gpu[j].start_ns) / 1e9;
         qsort(d, k, sizeof *d, cmp_dbl);
         sm_stat *s = &v[*n - 1];
+        double mean, var;
+        st_mean_var(d, k, &mean, &var);
         s->count = k;
-        for (size_t j = 0; j < k; j++)
-            s->total_s += d[j];
-        s->mean_s = k ? s->total_s / (double)k : 0;
+        s->mean_s = mean;
+        s->stddev_s = k ? sqrt(var * (double)(k - 1) / (double)k) : 0; /* as sections: over n */
         s->p50_s = sm_percentile(d, k, 50);
+        s->p90_s = sm_percentile(d, k, 90);
         s->p99_s = sm_percentile(d, k, 99);
-        free(d);
     }
+    free(d);
     strmap_free(&idx);
     return v;
 oom:
+    free(d);
     strmap_free(&idx);
     for (size_t i = 0; i < *n; i++)
         free(v[i].name);
@@ -82,330 +282,562 @@ oom:
     return NULL;
 }
 
-static void kernel_stats_free(sm_stat *v, size_t n)
+typedef struct opts {
+    int fig, welch, per_instance;
+} opts;
+
+/* Adds one statistics row of one run to side s of its table row. */
+static int add_stat(table *t, int s, const sm_stat *st, const char *name, int kernel,
+                    const opts *o)
 {
-    for (size_t i = 0; v && i < n; i++)
-        free(v[i].name);
-    free(v);
-}
-
-static const sm_stat *find_in(const sm_stat *v, size_t n, const char *name)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(v[i].name, name))
-            return &v[i];
-    return NULL;
-}
-
-#define ALPHA 0.05
-#define MIN_INSTANCES 5
-
-/* Per-instance durations of the spans named name. */
-static double *durations(const sm_model *m, const char *name, size_t *n)
-{
-    *n = 0;
-    double *d = malloc((m->n_spans ? m->n_spans : 1) * sizeof *d);
-    if (!d)
-        return NULL;
-    for (size_t i = 0; i < m->n_spans; i++)
-        if (!strcmp(sm_str(m, m->spans[i].site), name))
-            d[(*n)++] = (double)(m->spans[i].end_ns - m->spans[i].start_ns) / 1e9;
-    return d;
-}
-
-typedef struct ranked {
-    double v;
-    int group;
-} ranked;
-
-static int cmp_ranked(const void *a, const void *b)
-{
-    double x = ((const ranked *)a)->v, y = ((const ranked *)b)->v;
-    return x < y ? -1 : x > y;
-}
-
-/* Two-sided Mann-Whitney U test (normal approximation with the tie correction and a continuity
- * correction); returns p, or NAN when a sample has fewer than MIN_INSTANCES. */
-double mann_whitney_p(const double *a, size_t na, const double *b, size_t nb)
-{
-    if (na < MIN_INSTANCES || nb < MIN_INSTANCES)
-        return NAN;
-    size_t n = na + nb;
-    ranked *r = malloc(n * sizeof *r);
+    if (!st->count)
+        return 0;
+    row *r = row_of(t, name, kernel);
     if (!r)
-        return NAN;
-    for (size_t i = 0; i < na; i++)
-        r[i] = (ranked){a[i], 0};
-    for (size_t i = 0; i < nb; i++)
-        r[na + i] = (ranked){b[i], 1};
-    qsort(r, n, sizeof *r, cmp_ranked);
-    double ra = 0, ties = 0;
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        while (j < n && r[j].v == r[i].v)
-            j++;
-        double avg = (double)(i + 1 + j) / 2.0, t = (double)(j - i);
-        for (size_t k = i; k < j; k++)
-            if (r[k].group == 0)
-                ra += avg;
-        ties += t * t * t - t;
-        i = j;
+        return -1;
+    double n = (double)st->count, var = st->stddev_s * st->stddev_s * n; /* sum of squares */
+    double tot = r->s[s].count + n, delta = st->mean_s - r->s[s].mean;
+    r->s[s].m2 += var + delta * delta * r->s[s].count * n / tot; /* Chan et al. */
+    r->s[s].mean += delta * n / tot;
+    r->s[s].count = tot;
+    return push(&r->s[s].runs, pick(st, o->fig));
+}
+
+/* The instance durations of a run for --per-instance. */
+static int add_instances(table *t, int s, const sm_model *m)
+{
+    for (size_t i = 0; i < m->n_spans; i++) {
+        const sm_span *sp = &m->spans[i];
+        if (sp->flags & SM_SPAN_END_LOST)
+            continue;
+        row *r = row_of(t, sm_str(m, sp->site), 0);
+        if (!r || push(&r->s[s].inst, (double)(sp->end_ns - sp->start_ns) / 1e9))
+            return -1;
     }
-    free(r);
-    double n1 = (double)na, n2 = (double)nb, N = (double)n;
-    double u = ra - n1 * (n1 + 1) / 2, mu = n1 * n2 / 2;
-    double sigma = sqrt(n1 * n2 / 12.0 * ((N + 1) - ties / (N * (N - 1))));
-    if (sigma <= 0)
-        return 1;
-    double z = (fabs(u - mu) - 0.5) / sigma;
-    if (z < 0)
-        z = 0;
-    return erfc(z / sqrt(2.0));
-}
-
-typedef struct row {
-    const char *name;
-    const sm_stat *a, *b;
-    double change;   /* relative change of the mean time per instance */
-    double p;        /* NAN: not tested */
-    int regression, improvement;
-    int kernel;      /* a CUDA kernel's row: its durations come from the GPU activity */
-} row;
-
-static const sm_stat *find(const sm_model *m, const char *name)
-{
-    for (size_t i = 0; i < m->n_stats; i++)
-        if (!strcmp(m->stats[i].name, name))
-            return &m->stats[i];
-    return NULL;
-}
-
-static double rate_of(const sm_model *m, const char *unit)
-{
-    for (size_t i = 0; i < m->n_rates; i++)
-        if (!strcmp(m->rates[i].unit, unit) && m->rates[i].seconds > 0)
-            return m->rates[i].units / m->rates[i].seconds;
+    char name[1024];
+    for (size_t i = 0; i < m->n_gpu; i++) {
+        if (m->gpu[i].kind != SM_GPU_KERNEL)
+            continue;
+        snprintf(name, sizeof name, "%s%s", KERNEL_PREFIX, m->gpu[i].name ? m->gpu[i].name : "?");
+        row *r = row_of(t, name, 1);
+        if (!r || push(&r->s[s].inst, (double)(m->gpu[i].end_ns - m->gpu[i].start_ns) / 1e9))
+            return -1;
+    }
     return 0;
+}
+
+/* Throughput per unit, summed figures per side (the mean over the side's runs). */
+typedef struct rate {
+    char unit[128];
+    double sum[2];
+    int n[2];
+} rate;
+
+static char *base_name(const char *path)
+{
+    const char *s = path ? strrchr(path, '/') : NULL;
+    return strdup(s ? s + 1 : path ? path : "");
+}
+
+/* Loads every run of side s into the table (one model at a time). CLI_OK or CLI_USAGE. */
+static int load_side(table *t, side *sd, int s, const opts *o, rate *rates, size_t *n_rates)
+{
+    for (size_t i = 0; i < sd->n; i++) {
+        sm_model m;
+        int rc = cli_load("diff", sd->paths[i], &m);
+        if (rc)
+            return rc;
+        if (i == 0) {
+            sd->program = base_name(m.program);
+            sd->name = strdup(m.name ? m.name : "");
+            if (!sd->program || !sd->name)
+                rc = -1;
+        }
+        for (size_t k = 0; k < m.n_stats && !rc; k++)
+            rc = add_stat(t, s, &m.stats[k], m.stats[k].name, 0, o);
+        size_t nk;
+        sm_stat *ks = kernel_stats(&m, &nk);
+        if (nk == SIZE_MAX)
+            rc = -1;
+        char name[1024];
+        for (size_t k = 0; k < nk && nk != SIZE_MAX && !rc; k++) {
+            snprintf(name, sizeof name, "%s%s", KERNEL_PREFIX, ks[k].name);
+            rc = add_stat(t, s, &ks[k], name, 1, o);
+        }
+        for (size_t k = 0; ks && k < nk; k++)
+            free(ks[k].name);
+        free(ks);
+        if (!rc && o->per_instance) {
+            if (m.n_spans || m.n_gpu)
+                rc = add_instances(t, s, &m);
+            else
+                t->no_instances[s] = 1;
+        }
+        for (size_t u = 0; u < m.n_rates && !rc; u++) {
+            if (!(m.rates[u].seconds > 0))
+                continue;
+            size_t k = 0;
+            while (k < *n_rates && strcmp(rates[k].unit, m.rates[u].unit))
+                k++;
+            if (k == *n_rates) {
+                if (k == 16)
+                    continue;
+                memset(&rates[k], 0, sizeof rates[k]);
+                snprintf(rates[k].unit, sizeof rates[k].unit, "%s", m.rates[u].unit);
+                (*n_rates)++;
+            }
+            rates[k].sum[s] += m.rates[u].units / m.rates[u].seconds;
+            rates[k].n[s]++;
+        }
+        sm_free(&m);
+        if (rc)
+            return cli_fail(CLI_USAGE, "diff", "out of memory");
+    }
+    return CLI_OK;
+}
+
+/* ---- the verdict of a row ---- */
+
+static double centre(const values *x)
+{
+    double *c = malloc((x->n ? x->n : 1) * sizeof *c);
+    if (!c || !x->n) {
+        free(c);
+        return NAN;
+    }
+    memcpy(c, x->v, x->n * sizeof *c);
+    double m = st_median(c, x->n);
+    free(c);
+    return m;
+}
+
+static int judge(row *r, const opts *o, double threshold, int have_instances)
+{
+    r->r.p = r->r.lo = r->r.hi = NAN;
+    r->r.min_p = 1;
+    if (!r->s[0].runs.n || !r->s[1].runs.n)
+        return 0;
+    double base, nw;
+    int rc = 0;
+    if (o->per_instance) {
+        base = r->s[0].mean;
+        nw = r->s[1].mean;
+        int have = have_instances && r->s[0].inst.n && r->s[1].inst.n;
+        if (have && !o->welch)
+            rc = st_mann_whitney(r->s[0].inst.v, r->s[0].inst.n, r->s[1].inst.v,
+                                 r->s[1].inst.n, ALPHA, &r->r);
+        else if (r->s[0].count >= 2 && r->s[1].count >= 2)
+            st_welch((size_t)r->s[0].count, base, r->s[0].m2 / (r->s[0].count - 1),
+                     (size_t)r->s[1].count, nw, r->s[1].m2 / (r->s[1].count - 1), ALPHA, &r->r);
+    } else if (o->welch) {
+        double va, vb;
+        st_mean_var(r->s[0].runs.v, r->s[0].runs.n, &base, &va);
+        st_mean_var(r->s[1].runs.v, r->s[1].runs.n, &nw, &vb);
+        st_welch(r->s[0].runs.n, base, va, r->s[1].runs.n, nw, vb, ALPHA, &r->r);
+    } else {
+        base = centre(&r->s[0].runs);
+        nw = centre(&r->s[1].runs);
+        if (r->s[0].runs.n >= 2 && r->s[1].runs.n >= 2)
+            rc = st_mann_whitney(r->s[0].runs.v, r->s[0].runs.n, r->s[1].runs.v,
+                                 r->s[1].runs.n, ALPHA, &r->r);
+    }
+    if (rc)
+        return -1;
+    if (!(base > 0))
+        return 0;
+    r->change = nw / base - 1;
+    r->r.lo /= base; /* the interval of new - base, as a change relative to base */
+    r->r.hi /= base;
+    r->tested = !isnan(r->r.p);
+    int significant = r->tested ? r->r.p < ALPHA : 1; /* untested: the threshold decides */
+    r->regression = r->change > threshold && significant;
+    r->improvement = r->change < -threshold && significant;
+    return 0;
+}
+
+static const char *verdict(const row *r, double threshold)
+{
+    if (!r->s[0].runs.n)
+        return "new";
+    if (!r->s[1].runs.n)
+        return "vanished";
+    if (r->regression)
+        return r->tested ? "REGRESSION" : "REGRESSION (over threshold, not tested)";
+    if (r->improvement)
+        return r->tested ? "improvement" : "improvement (over threshold, not tested)";
+    if (fabs(r->change) > threshold)
+        return "changed, not significant";
+    return "same";
+}
+
+/* ---- output ---- */
+
+/* A side's runs: their centre (the median, or with mean the mean, as the change is computed),
+ * and their standard deviation relative to it. */
+static void fmt_side(char *out, size_t cap, const values *x, int mean)
+{
+    double m, v;
+    st_mean_var(x->v, x->n, &m, &v);
+    double c = mean ? m : centre(x);
+    char a[32];
+    sx_fmt_dur(a, sizeof a, c);
+    if (x->n < 2 || !(m > 0))
+        snprintf(out, cap, "%s", a);
+    else
+        snprintf(out, cap, "%s ±%.1f%%", a, 100 * sqrt(v) / m);
+}
+
+/* s in a column w characters wide (UTF-8 characters, not bytes), left or right aligned. */
+static void col(sbuf *o, const char *s, int w, int left)
+{
+    int extra = 0;
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+        extra += (*c & 0xc0) == 0x80;
+    sbuf_printf(o, left ? "%-*s  " : "%*s  ", w + extra, s);
+}
+
+static void fmt_ci(char *out, size_t cap, const row *r)
+{
+    if (isnan(r->r.lo) || isnan(r->r.hi))
+        snprintf(out, cap, "-");
+    else
+        snprintf(out, cap, "[%+.1f%%, %+.1f%%]", 100 * r->r.lo, 100 * r->r.hi);
+}
+
+static void json_values(sbuf *o, const values *x)
+{
+    sbuf_putc(o, '[');
+    for (size_t i = 0; i < x->n; i++) {
+        if (i)
+            sbuf_putc(o, ',');
+        sbuf_json_num(o, x->v[i]);
+    }
+    sbuf_putc(o, ']');
+}
+
+static void json_paths(sbuf *o, const side *s)
+{
+    sbuf_putc(o, '[');
+    for (size_t i = 0; i < s->n; i++) {
+        if (i)
+            sbuf_putc(o, ',');
+        sbuf_json_str(o, s->paths[i]);
+    }
+    sbuf_putc(o, ']');
+}
+
+static void describe(char *out, size_t cap, const side *sd)
+{
+    if (sd->n == 1)
+        snprintf(out, cap, "%s", sd->paths[0]);
+    else
+        snprintf(out, cap, "%zu runs (%s ...)", sd->n, sd->paths[0]);
 }
 
 int cmd_diff(int argc, char **argv)
 {
-    static const char *const opts[] = {"--threshold", "--fail-on-regression", "--format", NULL};
-    const char *files[2] = {NULL, NULL}, *format = "text";
+    static const char *const optnames[] = {"--threshold", "--fail-on-regression", "--format",
+                                           "--stat", "--test", "--per-instance", "--min-runs",
+                                           "--strict", NULL};
+    const char *format = "text";
     double threshold = 0.05;
-    int fail = 0, nf = 0;
-    for (int i = 1; i < argc; i++) {
+    int fail = 0, strict = 0, min_runs = 1, sep = -1;
+    opts o = {FIG_MEAN, 0, 0};
+    side sd[2];
+    memset(sd, 0, sizeof sd);
+    table t;
+    memset(&t, 0, sizeof t);
+    strmap_init(&t.idx);
+    sbuf out, warn;
+    sbuf_init(&out);
+    sbuf_init(&warn);
+    sbuf_pool pool = {0};
+    rate rates[16];
+    size_t n_rates = 0;
+    int rc = CLI_OK;
+    const char **pos = calloc((size_t)argc + 1, sizeof *pos);
+    int npos = 0;
+    if (!pos)
+        return cli_fail(CLI_USAGE, "diff", "out of memory");
+    for (int i = 1; i < argc && rc == CLI_OK; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--threshold") || !strcmp(a, "--format")) {
-            if (i + 1 >= argc)
-                return cli_fail(CLI_USAGE, "diff", "%s needs a value", a);
+        int valued = !strcmp(a, "--threshold") || !strcmp(a, "--format") ||
+                     !strcmp(a, "--stat") || !strcmp(a, "--test") || !strcmp(a, "--min-runs");
+        if (valued) {
+            if (i + 1 >= argc) {
+                rc = cli_fail(CLI_USAGE, "diff", "%s needs a value", a);
+                break;
+            }
             const char *v = argv[++i];
+            char *end;
             if (!strcmp(a, "--format")) {
                 format = v;
-                continue;
+            } else if (!strcmp(a, "--threshold")) {
+                double x = strtod(v, &end);
+                if (end == v || (*end && strcmp(end, "%")) || !(x >= 0 && x <= 1000)) /* NaN too */
+                    rc = cli_fail(CLI_USAGE, "diff", "--threshold %s: expected a percentage such "
+                                                     "as 5%% or 12.5", v);
+                threshold = x / 100.0;
+            } else if (!strcmp(a, "--stat")) {
+                o.fig = -1;
+                for (int k = 0; k < 4; k++)
+                    if (!strcmp(v, g_fig_names[k]))
+                        o.fig = k;
+                if (o.fig < 0)
+                    rc = cli_fail(CLI_USAGE, "diff", "--stat %s: expected mean, p50, p90 or p99", v);
+            } else if (!strcmp(a, "--test")) {
+                if (!strcmp(v, "welch"))
+                    o.welch = 1;
+                else if (strcmp(v, "mann-whitney"))
+                    rc = cli_fail(CLI_USAGE, "diff", "--test %s: expected mann-whitney or welch", v);
+            } else {
+                long x = strtol(v, &end, 10);
+                if (end == v || *end || x < 1 || x > 100000)
+                    rc = cli_fail(CLI_USAGE, "diff", "--min-runs %s: expected a number of runs, "
+                                                     "1 or more", v);
+                min_runs = (int)x;
             }
-            char *end;
-            double t = strtod(v, &end);
-            if (end == v || (*end && strcmp(end, "%")) || !(t >= 0 && t <= 1000)) /* NaN too */
-                return cli_fail(CLI_USAGE, "diff", "--threshold %s: expected a percentage such "
-                                                   "as 5%% or 12.5", v);
-            threshold = t / 100.0;
         } else if (!strcmp(a, "--fail-on-regression")) {
             fail = 1;
+        } else if (!strcmp(a, "--strict")) {
+            strict = 1;
+        } else if (!strcmp(a, "--per-instance")) {
+            o.per_instance = 1;
+        } else if (!strcmp(a, "--")) {
+            if (sep >= 0)
+                rc = cli_fail(CLI_USAGE, "diff", "one -- between the base runs and the new runs");
+            sep = npos;
         } else if (a[0] == '-' && a[1]) {
-            return cli_bad_option("diff", a, opts);
-        } else if (nf < 2) {
-            files[nf++] = a;
+            rc = cli_bad_option("diff", a, optnames);
         } else {
-            return cli_fail(CLI_USAGE, "diff", "two runs: BASE and NEW (got a third, %s)", a);
+            pos[npos++] = a;
         }
     }
-    if (nf == 1) {
-        cli_fail(CLI_USAGE, "diff", "two runs are needed, BASE and NEW; got only %s", files[0]);
-        return cli_usage(cli_find("diff"), 1);
-    }
-    if (nf != 2)
-        return cli_usage(cli_find("diff"), 1);
     int json = !strcmp(format, "json"), md = !strcmp(format, "markdown");
-    if (!json && !md && strcmp(format, "text"))
-        return cli_fail(CLI_USAGE, "diff", "--format %s: expected text, json or markdown", format);
-    sm_model A, B;
-    int rc = cli_load("diff", files[0], &A);
-    if (rc)
-        return rc;
-    if ((rc = cli_load("diff", files[1], &B))) {
-        sm_free(&A);
-        return rc;
-    }
-    size_t nr = 0, nka, nkb;
-    sm_stat *ka = kernel_stats(&A, &nka), *kb = kernel_stats(&B, &nkb);
-    row *rows = nka != SIZE_MAX && nkb != SIZE_MAX
-                    ? calloc(A.n_stats + B.n_stats + nka + nkb + 1, sizeof *rows)
-                    : NULL;
-    if (!rows) {
-        kernel_stats_free(ka, nka == SIZE_MAX ? 0 : nka);
-        kernel_stats_free(kb, nkb == SIZE_MAX ? 0 : nkb);
-        sm_free(&A);
-        sm_free(&B);
-        return cli_fail(CLI_USAGE, "diff", "out of memory");
-    }
-    for (size_t i = 0; i < A.n_stats; i++)
-        rows[nr++] = (row){A.stats[i].name, &A.stats[i], find(&B, A.stats[i].name), 0, NAN, 0, 0, 0};
-    for (size_t i = 0; i < B.n_stats; i++)
-        if (!find(&A, B.stats[i].name))
-            rows[nr++] = (row){B.stats[i].name, NULL, &B.stats[i], 0, NAN, 0, 0, 0};
-    for (size_t i = 0; i < nka; i++)
-        rows[nr++] = (row){ka[i].name, &ka[i], find_in(kb, nkb, ka[i].name), 0, NAN, 0, 0, 1};
-    for (size_t i = 0; i < nkb; i++)
-        if (!find_in(ka, nka, kb[i].name))
-            rows[nr++] = (row){kb[i].name, NULL, &kb[i], 0, NAN, 0, 0, 1};
-    int regressions = 0, instances = A.n_spans && B.n_spans;
-    for (size_t i = 0; i < nr; i++) {
-        row *r = &rows[i];
-        if (!r->a || !r->b || r->a->mean_s <= 0)
-            continue;
-        r->change = r->b->mean_s / r->a->mean_s - 1;
-        if (instances || r->kernel) {
-            size_t na, nb;
-            const char *kn = r->kernel ? r->name + strlen(KERNEL_PREFIX) : NULL;
-            double *da = kn ? kernel_durations(&A, kn, &na) : durations(&A, r->name, &na);
-            double *db = kn ? kernel_durations(&B, kn, &nb) : durations(&B, r->name, &nb);
-            if (da && db)
-                r->p = mann_whitney_p(da, na, db, nb);
-            free(da);
-            free(db);
-        }
-        int significant = !isnan(r->p) && r->p < ALPHA;
-        r->regression = r->change > threshold && significant;
-        r->improvement = r->change < -threshold && significant;
-        regressions += r->regression;
-    }
-    sbuf o;
-    sbuf_init(&o);
-    const char *test = "two-sided Mann-Whitney U test over per-instance durations, p < 0.05";
-    if (json) {
-        sbuf_puts(&o, "{\"base\":");
-        sbuf_json_str(&o, files[0]);
-        sbuf_puts(&o, ",\"new\":");
-        sbuf_json_str(&o, files[1]);
-        sbuf_printf(&o, ",\"threshold\":%g,\"test\":", threshold);
-        sbuf_json_str(&o, test);
-        sbuf_printf(&o, ",\"regressions\":%d,\"sections\":[", regressions);
-        for (size_t i = 0; i < nr; i++) {
-            const row *r = &rows[i];
-            sbuf_puts(&o, i ? ",{\"name\":" : "{\"name\":");
-            sbuf_json_str(&o, r->name);
-            sbuf_printf(&o, ",\"status\":\"%s\"", !r->a ? "new" : !r->b ? "vanished"
-                                                  : r->regression ? "regression"
-                                                  : r->improvement ? "improvement" : "same");
-            if (r->a && r->b) {
-                sbuf_printf(&o, ",\"count\":[%llu,%llu],\"total_s\":[", (unsigned long long)r->a->count,
-                            (unsigned long long)r->b->count);
-                sbuf_json_num(&o, r->a->total_s);
-                sbuf_putc(&o, ',');
-                sbuf_json_num(&o, r->b->total_s);
-                sbuf_puts(&o, "],\"mean_s\":[");
-                sbuf_json_num(&o, r->a->mean_s);
-                sbuf_putc(&o, ',');
-                sbuf_json_num(&o, r->b->mean_s);
-                sbuf_puts(&o, "],\"p50_s\":[");
-                sbuf_json_num(&o, r->a->p50_s);
-                sbuf_putc(&o, ',');
-                sbuf_json_num(&o, r->b->p50_s);
-                sbuf_puts(&o, "],\"p99_s\":[");
-                sbuf_json_num(&o, r->a->p99_s);
-                sbuf_putc(&o, ',');
-                sbuf_json_num(&o, r->b->p99_s);
-                sbuf_puts(&o, "],\"change\":");
-                sbuf_json_num(&o, r->change);
-                sbuf_puts(&o, ",\"p\":");
-                sbuf_json_num(&o, r->p);
-            }
-            sbuf_putc(&o, '}');
-        }
-        sbuf_puts(&o, "],\"throughput\":[");
-        for (size_t i = 0; i < A.n_rates; i++) {
-            double ra = rate_of(&A, A.rates[i].unit), rb = rate_of(&B, A.rates[i].unit);
-            sbuf_puts(&o, i ? ",{\"unit\":" : "{\"unit\":");
-            sbuf_json_str(&o, A.rates[i].unit);
-            sbuf_printf(&o, ",\"per_s\":[%.9g,%.9g]}", ra, rb);
-        }
-        sbuf_puts(&o, "]}\n");
-    } else {
-        const char *sep = md ? " | " : "  ";
-        sbuf_pool pool = {0}; /* names on one line each */
-        if (md)
-            sbuf_printf(&o, "### sonde diff\n\n`%s` → `%s`, threshold %.1f%%, %s.\n\n"
-                            "| section | count | mean | p50 | p99 | change | p | verdict |\n"
-                            "| --- | --- | --- | --- | --- | --- | --- | --- |\n",
-                        files[0], files[1], threshold * 100, test);
+    if (rc == CLI_OK && !json && !md && strcmp(format, "text"))
+        rc = cli_fail(CLI_USAGE, "diff", "--format %s: expected text, json or markdown", format);
+    if (rc == CLI_OK && sep < 0) { /* BASE NEW */
+        if (npos == 2)
+            sep = 1;
+        else if (npos == 1)
+            rc = cli_fail(CLI_USAGE, "diff", "two runs are needed, BASE and NEW; got only %s",
+                          pos[0]);
+        else if (npos > 2)
+            rc = cli_fail(CLI_USAGE, "diff", "%d runs given: put -- between the base runs and "
+                                             "the new ones (sonde diff base/*.sonde -- new/*.sonde)",
+                          npos);
         else
-            sbuf_printf(&o, "sonde diff: %s -> %s (threshold %.1f%%; %s)\n%-32s%s%9s%s%21s%s%9s%s%s\n",
-                        files[0], files[1], threshold * 100, test, "section", sep, "count", sep,
-                        "mean", sep, "change", sep, "verdict");
-        for (size_t i = 0; i < nr; i++) {
-            const row *r = &rows[i];
-            const char *verdict = !r->a ? "new" : !r->b ? "vanished" : r->regression ? "REGRESSION"
-                                  : r->improvement ? "improvement"
-                                  : fabs(r->change) > threshold ? (isnan(r->p) ? "changed, not tested"
-                                                                              : "changed, not significant")
-                                                                : "same";
-            char ma[32] = "-", mb[32] = "-", pa[32] = "", pb[32] = "", qa[32] = "", qb[32] = "";
-            if (r->a) {
-                sx_fmt_dur(ma, sizeof ma, r->a->mean_s);
-                sx_fmt_dur(pa, sizeof pa, r->a->p50_s);
-                sx_fmt_dur(qa, sizeof qa, r->a->p99_s);
-            }
-            if (r->b) {
-                sx_fmt_dur(mb, sizeof mb, r->b->mean_s);
-                sx_fmt_dur(pb, sizeof pb, r->b->p50_s);
-                sx_fmt_dur(qb, sizeof qb, r->b->p99_s);
-            }
-            char ch[32] = "", pv[32] = "";
-            if (r->a && r->b)
-                snprintf(ch, sizeof ch, "%+.1f%%", 100 * r->change);
-            if (!isnan(r->p))
-                snprintf(pv, sizeof pv, "%.3g", r->p);
-            if (md)
-                sbuf_printf(&o, "| %s | %llu → %llu | %s → %s | %s → %s | %s → %s | %s | %s | %s |\n",
-                            sbuf_oneline(&pool, r->name), (unsigned long long)(r->a ? r->a->count : 0),
-                            (unsigned long long)(r->b ? r->b->count : 0), ma, mb, pa, pb, qa, qb,
-                            ch, pv, r->regression ? "**regression**" : verdict);
-            else {
-                char cnt[48], mean[72]; /* two durations of up to 31 characters */
-                snprintf(cnt, sizeof cnt, "%llu->%llu", (unsigned long long)(r->a ? r->a->count : 0),
-                         (unsigned long long)(r->b ? r->b->count : 0));
-                snprintf(mean, sizeof mean, "%s -> %s", ma, mb);
-                sbuf_printf(&o, "%-32.32s%s%9s%s%21s%s%9s%s%s%s%s\n", sbuf_oneline(&pool, r->name),
-                            sep, cnt, sep, mean,
-                            sep, ch, sep, verdict, pv[0] ? "  p=" : "", pv);
-            }
-        }
-        for (size_t i = 0; i < A.n_rates; i++) {
-            double ra = rate_of(&A, A.rates[i].unit), rb = rate_of(&B, A.rates[i].unit);
-            if (ra > 0 || rb > 0)
-                sbuf_printf(&o, "%sthroughput %s/s: %.2f -> %.2f (%+.1f%%)\n", md ? "\n" : "",
-                            sbuf_oneline(&pool, A.rates[i].unit), ra, rb,
-                            ra > 0 ? 100 * (rb / ra - 1) : 0);
-        }
-        if (A.total_flops_s > 0 && B.total_flops_s > 0)
-            sbuf_printf(&o, "%sFLOP/s: %.4g -> %.4g (%+.1f%%)\n", md ? "\n" : "",
-                        A.total_flops / A.total_flops_s, B.total_flops / B.total_flops_s,
-                        100 * ((B.total_flops / B.total_flops_s) / (A.total_flops / A.total_flops_s) - 1));
-        if (!instances)
-            sbuf_printf(&o, "%s(a JSON report has no per-instance durations: changes were not tested "
-                            "for significance; diff the .sonde files for that)\n", md ? "\n" : "");
-        sbuf_printf(&o, "%s%d regression(s)\n", md ? "\n" : "", regressions);
-        o.oom |= pool.oom;
-        sbuf_pool_free(&pool);
+            rc = cli_usage(cli_find("diff"), 1);
     }
-    sbuf_text_safe(&o, 0); /* section names from the files: no terminal escapes */
-    fputs(o.data ? o.data : "", stdout);
-    sbuf_free(&o);
-    free(rows);
-    kernel_stats_free(ka, nka);
-    kernel_stats_free(kb, nkb);
-    sm_free(&A);
-    sm_free(&B);
-    return fail && regressions ? CLI_FINDING : CLI_OK;
+    if (rc == CLI_OK && (sep == 0 || sep == npos))
+        rc = cli_fail(CLI_USAGE, "diff", "no %s runs: sonde diff BASE... -- NEW...",
+                      sep == 0 ? "base" : "new");
+    for (int i = 0; i < npos && rc == CLI_OK; i++)
+        rc = add_arg(&sd[i >= sep], pos[i]);
+    for (int s = 0; s < 2 && rc == CLI_OK; s++)
+        if ((int)sd[s].n < min_runs)
+            rc = cli_fail(CLI_USAGE, "diff", "--min-runs %d: the %s side has %zu run(s)", min_runs,
+                          s ? "new" : "base", sd[s].n);
+    for (int s = 0; s < 2 && rc == CLI_OK; s++)
+        rc = load_side(&t, &sd[s], s, &o, rates, &n_rates);
+    if (rc != CLI_OK)
+        goto out;
+    int regressions = 0;
+    for (size_t i = 0; i < t.n; i++) {
+        if (judge(&t.rows[i], &o, threshold, !t.no_instances[0] && !t.no_instances[1])) {
+            rc = cli_fail(CLI_USAGE, "diff", "out of memory");
+            goto out;
+        }
+        regressions += t.rows[i].regression;
+    }
+    /* Do the two sides look like the same program? */
+    size_t common = 0, only[2] = {0, 0};
+    for (size_t i = 0; i < t.n; i++) {
+        int a = t.rows[i].s[0].runs.n > 0, b = t.rows[i].s[1].runs.n > 0;
+        common += a && b;
+        only[0] += a && !b;
+        only[1] += b && !a;
+    }
+    size_t fewer = only[0] + common < only[1] + common ? only[0] + common : only[1] + common;
+    if (fewer && common * 2 < fewer)
+        sbuf_printf(&warn, "the two sides share %zu of their section names (%zu only in base, "
+                           "%zu only in new): are they the same program?\n", common, only[0],
+                    only[1]);
+    if (sd[0].program && sd[1].program && *sd[0].program && *sd[1].program &&
+        strcmp(sd[0].program, sd[1].program))
+        sbuf_printf(&warn, "different programs: %s (base) and %s (new)\n",
+                    sbuf_oneline(&pool, sd[0].program), sbuf_oneline(&pool, sd[1].program));
+    int untestable = 0;
+    for (size_t i = 0; i < t.n; i++)
+        untestable |= t.rows[i].tested && t.rows[i].r.min_p >= ALPHA;
+    if (untestable && !o.per_instance && !o.welch)
+        sbuf_printf(&warn, "with %zu and %zu run(s), a Mann-Whitney test cannot reach p < 0.05 "
+                           "(5 runs a side can): run more, or --test welch\n", sd[0].n, sd[1].n);
+    if (!o.per_instance && sd[0].n == 1 && sd[1].n == 1)
+        sbuf_printf(&warn, "one run a side: nothing to test; a change over the threshold counts "
+                           "as a regression (run each side 5 times for a test)\n");
+    char test[200];
+    int by_summary = o.per_instance && (o.welch || t.no_instances[0] || t.no_instances[1]);
+    snprintf(test, sizeof test, "%s%s, two-sided, p < 0.05",
+             o.welch || by_summary ? "Welch's t-test" : "Mann-Whitney U test",
+             !o.per_instance ? " across runs"
+             : by_summary ? " over the instances of all runs from their count, mean and variance "
+                            "(assumes independent instances)"
+                          : " over the instances of all runs (assumes independent instances)");
+    char figure[128];
+    if (o.per_instance)
+        snprintf(figure, sizeof figure, "mean time per instance");
+    else
+        snprintf(figure, sizeof figure, "each run's %s time per instance, the %s of the runs "
+                 "(±: their standard deviation)", g_fig_names[o.fig], o.welch ? "mean" : "median");
+    char da[1200], db[1200];
+    describe(da, sizeof da, &sd[0]);
+    describe(db, sizeof db, &sd[1]);
+    if (json) {
+        sbuf_puts(&out, "{\"schema\":\"sonde-diff\",\"schema_version\":2,\"base\":");
+        json_paths(&out, &sd[0]);
+        sbuf_puts(&out, ",\"new\":");
+        json_paths(&out, &sd[1]);
+        sbuf_printf(&out, ",\"threshold\":%g,\"alpha\":%g,\"figure\":", threshold, ALPHA);
+        sbuf_json_str(&out, o.per_instance ? "instances" : g_fig_names[o.fig]);
+        sbuf_puts(&out, ",\"test\":");
+        sbuf_json_str(&out, test);
+        sbuf_printf(&out, ",\"regressions\":%d,\"warnings\":[", regressions);
+        int first = 1;
+        for (char *l = warn.data; l && *l;) {
+            char *nl = strchr(l, '\n');
+            sbuf_puts(&out, first ? "" : ",");
+            first = 0;
+            if (nl)
+                *nl = 0;
+            sbuf_json_str(&out, l);
+            if (nl)
+                *nl = '\n';
+            l = nl ? nl + 1 : NULL;
+        }
+        sbuf_puts(&out, "],\"sections\":[");
+        for (size_t i = 0; i < t.n; i++) {
+            const row *r = &t.rows[i];
+            sbuf_puts(&out, i ? ",{\"name\":" : "{\"name\":");
+            sbuf_json_str(&out, r->name);
+            sbuf_printf(&out, ",\"status\":\"%s\",\"tested\":%s,\"runs\":[%zu,%zu],\"count\":[%.0f,%.0f]",
+                        !r->s[0].runs.n ? "new" : !r->s[1].runs.n ? "vanished"
+                        : r->regression ? "regression" : r->improvement ? "improvement"
+                        : fabs(r->change) > threshold ? "changed" : "same",
+                        r->tested ? "true" : "false", r->s[0].runs.n, r->s[1].runs.n,
+                        r->s[0].count, r->s[1].count);
+            sbuf_puts(&out, ",\"base_s\":");
+            json_values(&out, &r->s[0].runs);
+            sbuf_puts(&out, ",\"new_s\":");
+            json_values(&out, &r->s[1].runs);
+            sbuf_puts(&out, ",\"mean_s\":[");
+            sbuf_json_num(&out, r->s[0].runs.n ? r->s[0].mean : NAN);
+            sbuf_putc(&out, ',');
+            sbuf_json_num(&out, r->s[1].runs.n ? r->s[1].mean : NAN);
+            sbuf_puts(&out, "],\"change\":");
+            sbuf_json_num(&out, r->s[0].runs.n && r->s[1].runs.n ? r->change : NAN);
+            sbuf_puts(&out, ",\"ci\":[");
+            sbuf_json_num(&out, r->r.lo);
+            sbuf_putc(&out, ',');
+            sbuf_json_num(&out, r->r.hi);
+            sbuf_puts(&out, "],\"p\":");
+            sbuf_json_num(&out, r->r.p);
+            sbuf_putc(&out, '}');
+        }
+        sbuf_puts(&out, "],\"throughput\":[");
+        for (size_t k = 0; k < n_rates; k++) {
+            sbuf_puts(&out, k ? ",{\"unit\":" : "{\"unit\":");
+            sbuf_json_str(&out, rates[k].unit);
+            sbuf_puts(&out, ",\"per_s\":[");
+            sbuf_json_num(&out, rates[k].n[0] ? rates[k].sum[0] / rates[k].n[0] : NAN);
+            sbuf_putc(&out, ',');
+            sbuf_json_num(&out, rates[k].n[1] ? rates[k].sum[1] / rates[k].n[1] : NAN);
+            sbuf_puts(&out, "]}");
+        }
+        sbuf_puts(&out, "]}\n");
+    } else {
+        static const int widths[] = {32, 6, 18, 18, 7, 17, 7};
+        if (md)
+            sbuf_printf(&out, "### sonde diff\n\n`%s` → `%s`: %s; %s; threshold %.1f%%.\n\n"
+                              "| section | runs | base | new | change | 95%% CI | p | verdict |\n"
+                              "| --- | --- | --- | --- | --- | --- | --- | --- |\n",
+                        da, db, figure, test, threshold * 100);
+        else {
+            sbuf_printf(&out, "sonde diff: %s -> %s\n  %s; %s; threshold %.1f%%\n", da, db,
+                        figure, test, threshold * 100);
+            static const char *const head[] = {"section", "runs", "base", "new", "change",
+                                               "95% CI", "p"};
+            for (int k = 0; k < 7; k++)
+                col(&out, head[k], widths[k], k == 0);
+            sbuf_puts(&out, "verdict\n");
+        }
+        for (size_t i = 0; i < t.n; i++) {
+            const row *r = &t.rows[i];
+            char runs[48], a[72] = "-", b[72] = "-", ch[32] = "", ci[64] = "", pv[32] = "";
+            snprintf(runs, sizeof runs, "%zu->%zu", r->s[0].runs.n, r->s[1].runs.n);
+            int by_mean = o.welch || o.per_instance;
+            if (r->s[0].runs.n)
+                fmt_side(a, sizeof a, &r->s[0].runs, by_mean);
+            if (r->s[1].runs.n)
+                fmt_side(b, sizeof b, &r->s[1].runs, by_mean);
+            if (r->s[0].runs.n && r->s[1].runs.n) {
+                snprintf(ch, sizeof ch, "%+.1f%%", 100 * r->change);
+                fmt_ci(ci, sizeof ci, r);
+                if (r->tested)
+                    snprintf(pv, sizeof pv, "%.3g", r->r.p);
+                else
+                    snprintf(pv, sizeof pv, "-");
+            }
+            const char *v = verdict(r, threshold);
+            if (md)
+                sbuf_printf(&out, "| %s | %s | %s | %s | %s | %s | %s | %s |\n",
+                            sbuf_oneline(&pool, r->name), runs, a, b, ch, ci, pv,
+                            r->regression ? "**regression**" : v);
+            else {
+                char nm[33];
+                snprintf(nm, sizeof nm, "%s", sbuf_oneline(&pool, r->name));
+                const char *cells[] = {nm, runs, a, b, ch, ci, pv};
+                for (int k = 0; k < 7; k++)
+                    col(&out, cells[k], widths[k], k == 0);
+                sbuf_printf(&out, "%s\n", v);
+            }
+        }
+        for (size_t k = 0; k < n_rates; k++) {
+            double ra = rates[k].n[0] ? rates[k].sum[0] / rates[k].n[0] : 0;
+            double rb = rates[k].n[1] ? rates[k].sum[1] / rates[k].n[1] : 0;
+            sbuf_printf(&out, "%sthroughput %s/s: %.2f -> %.2f (%+.1f%%)\n", md ? "\n" : "",
+                        sbuf_oneline(&pool, rates[k].unit), ra, rb, ra > 0 ? 100 * (rb / ra - 1) : 0);
+        }
+        for (char *l = warn.data; l && *l;) {
+            char *nl = strchr(l, '\n');
+            sbuf_printf(&out, "%swarning: %.*s\n", md ? "\n" : "", (int)(nl ? nl - l : (long)strlen(l)), l);
+            l = nl ? nl + 1 : NULL;
+        }
+        sbuf_printf(&out, "%s%d regression(s)\n", md ? "\n" : "", regressions);
+        sbuf_text_safe(&out, 0); /* names from the files: no terminal escapes */
+    }
+    if (out.oom || warn.oom || pool.oom) {
+        rc = cli_fail(CLI_USAGE, "diff", "out of memory");
+        goto out;
+    }
+    fputs(out.data ? out.data : "", stdout);
+    if (warn.len)
+        for (char *l = warn.data; l && *l;) { /* on stderr too, where CI logs show it */
+            char *nl = strchr(l, '\n');
+            fprintf(stderr, "sonde diff: warning: %.*s\n", (int)(nl ? nl - l : (long)strlen(l)), l);
+            l = nl ? nl + 1 : NULL;
+        }
+    if (strict && warn.len && (common * 2 < fewer || strstr(warn.data, "different programs")))
+        rc = cli_fail(CLI_USAGE, "diff", "--strict: the two sides do not look like the same program");
+    else
+        rc = fail && regressions ? CLI_FINDING : CLI_OK;
+out:
+    free(pos);
+    table_free(&t);
+    side_free(&sd[0]);
+    side_free(&sd[1]);
+    sbuf_free(&out);
+    sbuf_free(&warn);
+    sbuf_pool_free(&pool);
+    return rc;
 }

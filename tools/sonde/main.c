@@ -45,13 +45,18 @@ static const cli_cmd g_cmds[] = {
      "  A process per rank (\"rank N (host)\", in rank order), every rank on one time axis from\n"
      "  its clock anchors, tightened by sonde_sync instants when every rank has them; counters\n"
      "  kept per rank. Reads one rank at a time.\n"},
-    {"diff", cmd_diff, "compare two runs section by section; gate CI on regressions",
-     "usage: sonde diff BASE NEW [--threshold 5%] [--fail-on-regression]\n"
-     "                  [--format text|json|markdown]\n"
-     "  BASE and NEW are .sonde files or JSON reports. A section regressed when its mean time\n"
-     "  per instance grew by more than the threshold and a two-sided Mann-Whitney U test over\n"
-     "  the per-instance durations gives p < 0.05 (.sonde files have them; JSON reports do not,\n"
-     "  so their changes are not tested). --fail-on-regression exits 1 when one did.\n"},
+    {"diff", cmd_diff, "compare runs section by section; gate CI on regressions",
+     "usage: sonde diff BASE NEW [options]\n"
+     "       sonde diff BASE... -- NEW... [options]\n"
+     "  --threshold 5%  --fail-on-regression  --format text|json|markdown\n"
+     "  --stat mean|p50|p90|p99  --test mann-whitney|welch  --per-instance  --min-runs N\n"
+     "  --strict\n"
+     "  Each side: .sonde files, JSON reports, directories or globs. Each run gives one figure\n"
+     "  per section (its mean time per instance); a section regressed when the new runs'\n"
+     "  median is over the threshold above the base runs' and a Mann-Whitney U test across\n"
+     "  runs gives p < 0.05. Run each side 5 times; with one run a side a change over the\n"
+     "  threshold is a regression (not tested). --fail-on-regression exits 1 on one; 2 is\n"
+     "  misuse (and, with --strict, two sides that do not look like the same program).\n"},
     {"demo", cmd_demo, "run the built-in demo pipeline (as make demo does)",
      "usage: sonde demo [--steps N] [--blocks K] [--frames F] [--dim D] [--quiet] [--profile*]\n"
      "  A CPU pipeline shaped like diffusion video generation, profiled; prints its summary\n"
