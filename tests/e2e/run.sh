@@ -658,6 +658,13 @@ print("diff: the one regression is", bad)'
         set +e; "$sonde" diff sonde-out/base.$ext sonde-out/slowload.$ext --fail-on-regression > gate.txt 2>&1; st=$?; set -e
         [ $st = 1 ] && grep -q "^load .*REGRESSION" gate.txt || fail "4x slower load from .$ext: exit $st $(cat gate.txt)"
     done
+    # sonde bench: the repeated runs in one command, each section's mean ± sd over them
+    "$sonde" bench --runs 3 --warmup 1 -o bench -- "$build/tests/stages" ignored ignored > bench.txt 2> bench.err
+    grep -q "^step .* 3 .*ms ±" bench.txt && grep -q "3 run(s) after 1 warm-up" bench.txt ||
+        fail "bench: $(cat bench.txt bench.err)"
+    [ "$(ls bench/*.json | wc -l)" = 3 ] && [ -f bench/warmup/stages-warmup1.json ] || fail "bench files: $(ls -R bench)"
+    expect 0 "" "$sonde" diff bench -- bench --min-runs 3
+    expect 2 "bench/stages-1.sonde exists" "$sonde" bench --runs 3 -o bench -- "$build/tests/stages" x y
     # instance-level tests stay, labelled; --min-runs, --strict and the same-program warning
     "$sonde" diff sonde-out/base.sonde sonde-out/slow.sonde --per-instance | grep -q "assumes independent instances" \
         || fail "--per-instance is not labelled"

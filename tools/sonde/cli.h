@@ -58,6 +58,7 @@ int cmd_report(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_aggregate(int argc, char **argv);
 int cmd_merge(int argc, char **argv);

@@ -61,6 +61,12 @@ static const cli_cmd g_cmds[] = {
      "usage: sonde demo [--steps N] [--blocks K] [--frames F] [--dim D] [--quiet] [--profile*]\n"
      "  A CPU pipeline shaped like diffusion video generation, profiled; prints its summary\n"
      "  and the files it wrote (./sonde-out by default).\n"},
+    {"bench", cmd_bench, "run a command N times: the repeated runs sonde diff wants",
+     "usage: sonde bench [--runs 5] [--warmup 1] [--name NAME] [-o DIR] -- CMD [ARGS...]\n"
+     "  Runs CMD under sonde run: --warmup times into DIR/warmup, then --runs times into\n"
+     "  DIR/NAME-1 ... NAME-N (a JSON report and a .sonde file each; DIR is ./sonde-bench),\n"
+     "  and prints each section's mean time per instance over the runs: mean ± standard\n"
+     "  deviation, min and max. sonde diff DIR -- OTHER_DIR compares two sets of runs.\n"},
     {"run", cmd_run, "profile any program: CPU, memory and GPUs of its process tree",
      "usage: sonde run [--name NAME] [-o DIR] [--interval S] [--preset NAME]\n"
      "                 [--format LIST] [--display] [--quiet] -- CMD [ARGS...]\n"
