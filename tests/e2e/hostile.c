@@ -64,6 +64,26 @@ static void *holder(void *arg)
     return NULL;
 }
 
+/* 64 threads that each record once and keep their chunk until released: with a 1 MiB buffer,
+ * no chunk is left for anyone else. 0, or -1 when a thread could not start. */
+static int hold_chunks(pthread_t *t)
+{
+    pthread_barrier_init(&g_held, NULL, 65);
+    pthread_barrier_init(&g_done, NULL, 65);
+    for (int i = 0; i < 64; i++)
+        if (pthread_create(&t[i], NULL, holder, NULL))
+            return -1;
+    pthread_barrier_wait(&g_held);
+    return 0;
+}
+
+static void release_chunks(pthread_t *t)
+{
+    pthread_barrier_wait(&g_done);
+    for (int i = 0; i < 64; i++)
+        pthread_join(t[i], NULL);
+}
+
 static void *destroyer(void *arg)
 {
     int *rc = arg;
@@ -96,17 +116,11 @@ int main(int argc, char **argv)
         c.buffer_mb = 1;
         g_p = sonde_create(&c);
         pthread_t t[64];
-        pthread_barrier_init(&g_held, NULL, 65);
-        pthread_barrier_init(&g_done, NULL, 65);
-        for (int i = 0; i < 64; i++)
-            if (pthread_create(&t[i], NULL, holder, NULL))
-                return 3;
-        pthread_barrier_wait(&g_held);
+        if (hold_chunks(t))
+            return 3;
         int rc = sonde_begin(g_p, "epoch");
         printf("begin: %s\n", sonde_err_name(rc));
-        pthread_barrier_wait(&g_done);
-        for (int i = 0; i < 64; i++)
-            pthread_join(t[i], NULL);
+        release_chunks(t);
         printf("destroy: %s\n", sonde_err_name(sonde_destroy(g_p)));
         return 0;
     }
@@ -125,12 +139,8 @@ int main(int argc, char **argv)
         g_p = sonde_create(&c);
         sonde_begin(g_p, "x"); /* the main thread's chunk, before the holders take the rest */
         pthread_t t[64];
-        pthread_barrier_init(&g_held, NULL, 65);
-        pthread_barrier_init(&g_done, NULL, 65);
-        for (int i = 0; i < 64; i++)
-            if (pthread_create(&t[i], NULL, holder, NULL))
-                return 3;
-        pthread_barrier_wait(&g_held);
+        if (hold_chunks(t))
+            return 3;
         int rc = 0;
         for (long i = 0; i < 10000000 && rc != SONDE_EDROPPED; i++) { /* fill the chunk */
             sonde_begin(g_p, "x");
@@ -138,9 +148,7 @@ int main(int argc, char **argv)
         }
         printf("filled: %s\n", sonde_err_name(rc));
         printf("end: %s\n", sonde_err_name(sonde_end(g_p))); /* the outer x's END, dropped */
-        pthread_barrier_wait(&g_done);
-        for (int i = 0; i < 64; i++)
-            pthread_join(t[i], NULL);
+        release_chunks(t);
         /* the writer frees the holders' chunks: wait for one (at most 10 s) */
         for (int i = 0; i < 10000 && sonde_begin(g_p, "x") == SONDE_EDROPPED; i++) {
             sonde_end(g_p);

@@ -37,7 +37,7 @@ static const char *const g_fig_names[] = {"mean", "p50", "p90", "p99"};
 typedef struct side {
     char **paths;
     size_t n, cap;
-    char *program, *name; /* of its first run, for the same-program check */
+    char *program; /* of its first run, for the same-program check */
 } side;
 
 static int add_path(side *s, const char *path)
@@ -133,7 +133,6 @@ static void side_free(side *s)
         free(s->paths[i]);
     free(s->paths);
     free(s->program);
-    free(s->name);
 }
 
 /* ---- rows: a section or kernel name, its figures on each side ---- */
@@ -348,9 +347,7 @@ static int load_side(table *t, side *sd, int s, const opts *o, rate *rates, size
         if (rc)
             return rc;
         if (i == 0) {
-            sd->program = base_name(m.program);
-            sd->name = strdup(m.name ? m.name : "");
-            if (!sd->program || !sd->name)
+            if (!(sd->program = base_name(m.program)))
                 rc = -1;
         }
         for (size_t k = 0; k < m.n_stats && !rc; k++)
