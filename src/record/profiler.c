@@ -755,8 +755,19 @@ static int finalize(sonde_profiler *p)
         rc = SONDE_EIO;
     if (atomic_load(&p->child_pending))
         return rc; /* a forked child that recorded nothing has no file and no reports */
-    if ((p->cfg.formats || p->cfg.print_summary) && sonde__write_reports(p, NULL) != 0 && !rc)
-        rc = SONDE_EIO;
+    if (p->cfg.formats || p->cfg.print_summary) {
+        int wr = sonde__write_reports(p, NULL);
+        if (wr) {
+            /* said where it is seen even when the host ignores the code (an exit() without
+             * sonde_destroy cannot return one): the recording is whole, the reports can be made
+             * again from it */
+            fprintf(stderr, "sonde: the reports of run %s were not all written: %s; the recording "
+                            "%s is kept, and `sonde export %s` writes them again\n",
+                    p->name, sonde_last_error(), p->path ? p->path : "?", p->path ? p->path : "?");
+            if (!rc)
+                rc = wr == SONDE_ENOMEM ? SONDE_ENOMEM : SONDE_EIO;
+        }
+    }
     return rc;
 }
 

@@ -253,6 +253,14 @@ txt = open(sys.argv[2], "rb").read()
 assert b"\x1b" not in txt and b"\x07" not in txt and b"\xc2\x9b" not in txt, txt
 assert b"\\x1b]0;pwned" in txt, txt
 PY
+    # 18.6: a report that cannot be written (here NAME.json is a directory) is named on stderr
+    # with the reason and how to make it again; sonde_destroy returns the code; the .sonde stays
+    mkdir -p unwritable/names.json
+    "$build/tests/hostile" names unwritable > out.txt 2> err.txt
+    grep -q "destroy: SONDE_EIO" out.txt || fail "unwritable report: $(cat out.txt)"
+    grep -q "the reports of run names were not all written: .*unwritable/names.json.*sonde export unwritable/names.sonde" err.txt ||
+        fail "unwritable report, stderr: $(cat err.txt)"
+    [ -s unwritable/names.sonde ] && [ -s unwritable/names.csv ] || fail "unwritable report: $(ls unwritable)"
     # a line break in a name is written \n (\r, \u2028): no report line can be forged
     "$sonde" summary names/names.sonde > sum.out 2>&1
     "$sonde" aggregate names/names.sonde > agg.out 2>&1
