@@ -802,8 +802,13 @@ int cmd_diff(int argc, char **argv)
         for (size_t k = 0; k < n_rates; k++) {
             double ra = rates[k].n[0] ? rates[k].sum[0] / rates[k].n[0] : 0;
             double rb = rates[k].n[1] ? rates[k].sum[1] / rates[k].n[1] : 0;
-            sbuf_printf(&out, "%sthroughput %s/s: %.2f -> %.2f (%+.1f%%)\n", md ? "\n" : "",
-                        sbuf_oneline(&pool, rates[k].unit), ra, rb, ra > 0 ? 100 * (rb / ra - 1) : 0);
+            char chg[32];
+            if (ra > 0 && rb > 0)
+                snprintf(chg, sizeof chg, "%+.1f%%", 100 * (rb / ra - 1));
+            else
+                snprintf(chg, sizeof chg, "%s", ra > 0 ? "vanished" : "new");
+            sbuf_printf(&out, "%sthroughput %s/s: %.2f -> %.2f (%s)\n", md ? "\n" : "",
+                        sbuf_oneline(&pool, rates[k].unit), ra, rb, chg);
         }
         for (char *l = warn.data; l && *l;) {
             char *nl = strchr(l, '\n');
