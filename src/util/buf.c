@@ -297,6 +297,29 @@ const char *sbuf_oneline(sbuf_pool *pool, const char *s)
     return o.data;
 }
 
+const char *sbuf_md_cell(sbuf_pool *pool, const char *s)
+{
+    s = sbuf_oneline(pool, s);
+    if (!s || !strchr(s, '|'))
+        return s;
+    sbuf o;
+    sbuf_init(&o);
+    for (; *s; s++) {
+        if (*s == '|')
+            sbuf_puts(&o, "\\|");
+        else
+            sbuf_putc(&o, *s);
+    }
+    sbuf_putc(&o, 0);
+    if (o.oom || SONDE_GROW(pool->v, pool->n, pool->cap)) {
+        sbuf_free(&o);
+        pool->oom = 1;
+        return "?";
+    }
+    pool->v[pool->n++] = o.data;
+    return o.data;
+}
+
 void sbuf_pool_free(sbuf_pool *pool)
 {
     for (size_t i = 0; i < pool->n; i++)

@@ -53,6 +53,9 @@ typedef struct sbuf_pool {
     int oom;
 } sbuf_pool;
 const char *sbuf_oneline(sbuf_pool *pool, const char *s);
+/* The same for a markdown table cell: also each '|' written as "\|", so a name cannot split
+ * its row into more cells. */
+const char *sbuf_md_cell(sbuf_pool *pool, const char *s);
 void sbuf_pool_free(sbuf_pool *pool);
 /* An unsigned decimal integer, without printf. */
 int sbuf_u64(sbuf *b, uint64_t v);

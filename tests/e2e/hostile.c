@@ -184,7 +184,8 @@ int main(int argc, char **argv)
                                             "bad\xff\xfeutf8", "\x1b]0;pwned\x07\x1b[2J",
                                             "\xc2\23331m", "ok\nWarning: forged line",
                                             "cr\rWarning: forged cr",
-                                            "ls\xe2\x80\xa8Warning: forged separator"};
+                                            "ls\xe2\x80\xa8Warning: forged separator",
+                                            "cell|split"};
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
             sonde_begin(g_p, names[i]);
             sonde_end(g_p);

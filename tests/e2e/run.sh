@@ -282,6 +282,11 @@ for f in sys.argv[1:]:
     assert not forged, (f, forged)
     assert "ok\\nWarning: forged" in t.decode("utf-8"), (f, t)
 PY
+    # ... and a '|' in a name does not add a cell to a markdown row
+    for cmd in "diff names/names.sonde names/names.sonde" "aggregate names/names.sonde"; do
+        "$sonde" $cmd --format markdown > md.out 2> /dev/null || true
+        grep -q '^| cell\\|split | ' md.out || fail "sonde $cmd --format markdown: $(grep cell md.out)"
+    done
     # 17. error paths give back what they took (the ASan build runs this with leak detection:
     #     a leak there changes the exit status)
     echo "not a report" > bad.txt

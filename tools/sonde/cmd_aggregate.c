@@ -376,7 +376,7 @@ int cmd_aggregate(int argc, char **argv)
             sx_fmt_dur(d, sizeof d, sd);
             if (md)
                 sbuf_printf(&o, "| %s | %llu | %s | %s | %s | %s | %d | %+.1f%% |\n",
-                            sbuf_oneline(&pool, rows[j].name),
+                            sbuf_md_cell(&pool, rows[j].name),
                             (unsigned long long)rows[j].count, a, b2, c, d, rank, 100 * over);
             else
                 sbuf_printf(&o, "%-28.28s %8llu %10s %10s %10s %10s  rank %d (%+.1f%%)\n",

@@ -788,7 +788,7 @@ int cmd_diff(int argc, char **argv)
             const char *v = verdict(r, threshold);
             if (md)
                 sbuf_printf(&out, "| %s | %s | %s | %s | %s | %s | %s | %s |\n",
-                            sbuf_oneline(&pool, r->name), runs, a, b, ch, ci, pv,
+                            sbuf_md_cell(&pool, r->name), runs, a, b, ch, ci, pv,
                             r->regression ? "**regression**" : v);
             else {
                 char nm[33];
