@@ -266,6 +266,19 @@ static size_t line_break(const char *s)
                : 0;
 }
 
+/* The string o holds (its NUL added), now owned by pool; "?" (pool->oom set) out of memory. */
+static const char *pool_keep(sbuf_pool *pool, sbuf *o)
+{
+    sbuf_putc(o, 0);
+    if (o->oom || SONDE_GROW(pool->v, pool->n, pool->cap)) {
+        sbuf_free(o);
+        pool->oom = 1;
+        return "?";
+    }
+    pool->v[pool->n++] = o->data;
+    return o->data;
+}
+
 const char *sbuf_oneline(sbuf_pool *pool, const char *s)
 {
     if (!s)
@@ -287,14 +300,7 @@ const char *sbuf_oneline(sbuf_pool *pool, const char *s)
             sbuf_putc(&o, *q);
         q += n ? n : 1;
     }
-    sbuf_putc(&o, 0);
-    if (o.oom || SONDE_GROW(pool->v, pool->n, pool->cap)) {
-        sbuf_free(&o);
-        pool->oom = 1;
-        return "?";
-    }
-    pool->v[pool->n++] = o.data;
-    return o.data;
+    return pool_keep(pool, &o);
 }
 
 const char *sbuf_md_cell(sbuf_pool *pool, const char *s)
@@ -310,14 +316,7 @@ const char *sbuf_md_cell(sbuf_pool *pool, const char *s)
         else
             sbuf_putc(&o, *s);
     }
-    sbuf_putc(&o, 0);
-    if (o.oom || SONDE_GROW(pool->v, pool->n, pool->cap)) {
-        sbuf_free(&o);
-        pool->oom = 1;
-        return "?";
-    }
-    pool->v[pool->n++] = o.data;
-    return o.data;
+    return pool_keep(pool, &o);
 }
 
 void sbuf_pool_free(sbuf_pool *pool)
