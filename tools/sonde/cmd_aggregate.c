@@ -4,7 +4,7 @@
  * GPU figures per rank. Ranks with different section sets, missing or duplicate ranks and
  * reports of different runs are named in the output. --by session compares sessions instead. */
 #define _GNU_SOURCE
-#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,14 +30,7 @@ static int cmp_rep(const void *a, const void *b)
     return strcmp(x->path, y->path);
 }
 
-static int ends_with(const char *s, const char *suf)
-{
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && !strcmp(s + a - b, suf);
-}
-
-/* The files to read: FILES as given, and in a DIR its reports (NAME.json, not the memory
- * snapshots), else its .sonde files. */
+/* The files to read: FILES as given, and in a DIR its runs (cli_dir_runs). */
 static void free_paths(char **v, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -45,59 +38,32 @@ static void free_paths(char **v, size_t n)
     free(v);
 }
 
-/* Room for one more path in *v; 0, or -1 (out of memory) with *v unchanged. */
-static int room(char ***v, size_t n, size_t *cap)
-{
-    if (n < *cap)
-        return 0;
-    char **g = realloc(*v, 2 * *cap * sizeof *g);
-    if (!g)
-        return -1;
-    *v = g;
-    *cap *= 2;
-    return 0;
-}
-
 static int collect(char **args, int n, char ***out, size_t *count)
 {
-    size_t cap = 16;
-    char **v = malloc(cap * sizeof *v);
+    char **v = NULL;
+    size_t cap = 0;
     *count = 0;
-    if (!v)
-        return -1;
     for (int i = 0; i < n; i++) {
         struct stat st;
-        if (stat(args[i], &st) != 0 || !S_ISDIR(st.st_mode)) {
-            if (room(&v, *count, &cap) || !(v[*count] = strdup(args[i])))
+        if (stat(args[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            if (cli_dir_runs(args[i], 0, &v, count, &cap) == 0)
+                continue;
+            if (errno == ENOMEM)
                 goto oom;
-            (*count)++;
+            cli_fail(0, "aggregate", "%s: %s (left out)", args[i], strerror(errno));
             continue;
         }
-        for (int pass = 0; pass < 2; pass++) {
-            size_t before = *count;
-            DIR *d = opendir(args[i]);
-            struct dirent *e;
-            while (d && (e = readdir(d))) {
-                int json = ends_with(e->d_name, ".json") && !ends_with(e->d_name, ".memory.json") &&
-                           !ends_with(e->d_name, ".aggregate.json");
-                int sonde = ends_with(e->d_name, ".sonde") && !strstr(e->d_name, ".pid");
-                if (pass == 0 ? !json : !sonde)
-                    continue;
-                if (room(&v, *count, &cap) || asprintf(&v[*count], "%s/%s", args[i], e->d_name) < 0) {
-                    closedir(d);
-                    goto oom;
-                }
-                if (!cli_regular_file(v[*count])) { /* a FIFO, a directory: not a report */
-                    free(v[*count]);
-                    continue;
-                }
-                (*count)++;
-            }
-            if (d)
-                closedir(d);
-            if (*count > before)
-                break; /* JSON reports found: the .sonde files are the same runs */
+        if (*count == cap) {
+            size_t nc = cap ? 2 * cap : 16;
+            char **g = realloc(v, nc * sizeof *g);
+            if (!g)
+                goto oom;
+            v = g;
+            cap = nc;
         }
+        if (!(v[*count] = strdup(args[i])))
+            goto oom;
+        (*count)++;
     }
     *out = v;
     return 0;

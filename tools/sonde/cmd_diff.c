@@ -12,7 +12,7 @@
  * Exit: 1 with --fail-on-regression when there is a regression, 2 on misuse (and with --strict
  * when the two sides do not look like the same program), 0 otherwise. */
 #define _GNU_SOURCE
-#include <dirent.h>
+#include <errno.h>
 #include <glob.h>
 #include <math.h>
 #include <stdio.h>
@@ -56,52 +56,17 @@ static int add_path(side *s, const char *path)
     return 0;
 }
 
-static int ends_with(const char *s, const char *suf)
-{
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && !strcmp(s + a - b, suf);
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* A directory's runs: its NAME.json reports, else its .sonde files (not a program's
- * RUN.pidN.sonde under `sonde run`: loading RUN.sonde joins them), in name order. */
+/* A directory's runs (cli_dir_runs); one with none is an error. */
 static int add_dir(side *s, const char *dir)
 {
-    for (int pass = 0; pass < 2; pass++) {
-        size_t before = s->n;
-        DIR *d = opendir(dir);
-        if (!d)
-            return cli_fail(CLI_USAGE, "diff", "%s: cannot read the directory", dir);
-        for (struct dirent *e; (e = readdir(d));) {
-            const char *nm = e->d_name;
-            int json = ends_with(nm, ".json") && !ends_with(nm, ".memory.json") &&
-                       !ends_with(nm, ".aggregate.json") && !ends_with(nm, ".diff.json");
-            int run = ends_with(nm, ".sonde") && !strstr(nm, ".pid");
-            if (pass == 0 ? !json : !run)
-                continue;
-            char *p;
-            if (asprintf(&p, "%s/%s", dir, nm) < 0) {
-                closedir(d);
-                return cli_fail(CLI_USAGE, "diff", "out of memory");
-            }
-            int rc = cli_regular_file(p) ? add_path(s, p) : 0; /* no FIFO: it would block */
-            free(p);
-            if (rc) {
-                closedir(d);
-                return cli_fail(CLI_USAGE, "diff", "out of memory");
-            }
-        }
-        closedir(d);
-        if (s->n > before) {
-            qsort(s->paths + before, s->n - before, sizeof *s->paths, cmp_str);
-            return CLI_OK;
-        }
-    }
-    return cli_fail(CLI_USAGE, "diff", "%s: no run in the directory (NAME.json or NAME.sonde)", dir);
+    size_t before = s->n;
+    if (cli_dir_runs(dir, 0, &s->paths, &s->n, &s->cap) != 0)
+        return errno == ENOMEM ? cli_fail(CLI_USAGE, "diff", "out of memory")
+                               : cli_fail(CLI_USAGE, "diff", "%s: %s", dir, strerror(errno));
+    if (s->n == before)
+        return cli_fail(CLI_USAGE, "diff", "%s: no run in the directory (NAME.json or NAME.sonde)",
+                        dir);
+    return CLI_OK;
 }
 
 /* One argument: a directory, a file, or a glob the shell did not expand. */

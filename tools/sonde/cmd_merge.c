@@ -4,7 +4,6 @@
  * them (the k-th sync of every rank is made to coincide with rank 0's, on average). Ranks are
  * read one at a time, so memory holds one rank's run at once. */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,25 +79,21 @@ static int collect(int argc, char **argv, const char **out, rank_file **rf, size
                 return cli_fail(CLI_USAGE, "merge", "out of memory");
             continue;
         }
-        DIR *d = opendir(argv[i]);
-        for (struct dirent *e; d && (e = readdir(d));) {
-            size_t l = strlen(e->d_name);
-            if (l < 7 || strcmp(e->d_name + l - 6, ".sonde") || strstr(e->d_name, ".pid"))
-                continue;
-            char *path;
-            if (asprintf(&path, "%s/%s", argv[i], e->d_name) < 0)
-                path = NULL;
-            if (path && !cli_regular_file(path)) { /* a FIFO, a directory: not a run */
-                free(path);
-                continue;
-            }
-            if (add_rank(rf, n, path)) {
-                closedir(d);
-                return cli_fail(CLI_USAGE, "merge", "out of memory");
-            }
+        char **runs = NULL; /* its .sonde files (cli_dir_runs): a trace needs the instances */
+        size_t nr = 0, cap = 0;
+        int rc = cli_dir_runs(argv[i], 1, &runs, &nr, &cap);
+        int oom = rc && errno == ENOMEM;
+        if (rc && !oom)
+            cli_fail(0, "merge", "%s: %s (left out)", argv[i], strerror(errno));
+        for (size_t k = 0; k < nr; k++) {
+            if (oom)
+                free(runs[k]);
+            else if (add_rank(rf, n, runs[k])) /* it owns the path, or frees it */
+                oom = 1;
         }
-        if (d)
-            closedir(d);
+        free(runs);
+        if (oom)
+            return cli_fail(CLI_USAGE, "merge", "out of memory");
     }
     return CLI_OK;
 }

@@ -330,6 +330,61 @@ static const char *kind_of(const unsigned char *head, size_t got)
     return memchr(head, ',', got) ? "a CSV or text file" : "a text file";
 }
 
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+static int cmp_path(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int cli_dir_runs(const char *dir, int sonde_only, char ***v, size_t *n, size_t *cap)
+{
+    for (int pass = sonde_only; pass < 2; pass++) {
+        size_t before = *n;
+        DIR *d = opendir(dir);
+        if (!d)
+            return -1;
+        for (struct dirent *e; (e = readdir(d));) {
+            const char *nm = e->d_name;
+            int want = pass == 0 ? ends_with(nm, ".json") && !ends_with(nm, ".memory.json") &&
+                                       !ends_with(nm, ".aggregate.json") &&
+                                       !ends_with(nm, ".diff.json")
+                                 : ends_with(nm, ".sonde") && !strstr(nm, ".pid");
+            if (!want)
+                continue;
+            if (*n == *cap) {
+                size_t nc = *cap ? 2 * *cap : 16;
+                char **g = realloc(*v, nc * sizeof *g);
+                if (!g)
+                    goto oom;
+                *v = g;
+                *cap = nc;
+            }
+            if (asprintf(&(*v)[*n], "%s/%s", dir, nm) < 0)
+                goto oom;
+            if (cli_regular_file((*v)[*n])) /* a FIFO, a directory: not a run */
+                (*n)++;
+            else
+                free((*v)[*n]);
+            continue;
+        oom:
+            closedir(d);
+            errno = ENOMEM;
+            return -1;
+        }
+        closedir(d);
+        if (*n > before) { /* JSON reports found: the .sonde files are the same runs */
+            qsort(*v + before, *n - before, sizeof **v, cmp_path);
+            return 0;
+        }
+    }
+    return 0;
+}
+
 /* 1 when name is STEM.pidN....sonde: the file of a program that ran under `sonde run STEM`. */
 static int program_file_of(const char *name, const char *stem, size_t stem_len)
 {
@@ -337,11 +392,6 @@ static int program_file_of(const char *name, const char *stem, size_t stem_len)
     return n > stem_len + 10 && !strncmp(name, stem, stem_len) &&
            !strncmp(name + stem_len, ".pid", 4) && name[stem_len + 4] >= '0' &&
            name[stem_len + 4] <= '9' && !strcmp(name + n - 6, ".sonde");
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 int cli_join_programs(const char *cmd, const char *path, sm_model *m)
@@ -381,7 +431,7 @@ int cli_join_programs(const char *cmd, const char *path, sm_model *m)
     if (d)
         closedir(d);
     if (n > 1)
-        qsort(names, n, sizeof *names, cmp_str); /* the same order whatever readdir gives */
+        qsort(names, n, sizeof *names, cmp_path); /* the same order whatever readdir gives */
     for (size_t i = 0; i < n && rc == 0; i++) {
         sm_model child;
         if (!cli_regular_file(names[i]))

@@ -11,6 +11,20 @@ static int cmp_dbl(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+typedef struct obs {
+    double v;
+    int side; /* 0: base, 1: new */
+} obs;
+
+static int cmp_obs(const void *a, const void *b)
+{
+    return cmp_dbl(&((const obs *)a)->v, &((const obs *)b)->v);
+}
+
+/* The Hodges-Lehmann interval needs every pairwise difference: up to this many (32 MiB), past it
+ * (instances by the hundred thousand with --per-instance) the interval is not given. */
+#define HL_MAX_PAIRS (4u << 20)
+
 void st_mean_var(const double *v, size_t n, double *mean, double *var)
 {
     double m = 0, s = 0;
@@ -171,27 +185,19 @@ int st_mann_whitney(const double *a, size_t na, const double *b, size_t nb, doub
     if (!na || !nb)
         return 0;
     size_t n = na + nb;
-    struct obs {
-        double v;
-        int side;
-    } *o = malloc(n * sizeof *o);
-    double *diff = malloc(na * nb * sizeof *diff);
-    if (!o || !diff) {
+    int pairs = na <= HL_MAX_PAIRS / nb;
+    obs *o = malloc(n * sizeof *o);
+    double *diff = pairs ? malloc(na * nb * sizeof *diff) : NULL;
+    if (!o || (pairs && !diff)) {
         free(o);
         free(diff);
         return -1;
     }
     for (size_t i = 0; i < na; i++)
-        o[i] = (struct obs){a[i], 0};
+        o[i] = (obs){a[i], 0};
     for (size_t i = 0; i < nb; i++)
-        o[na + i] = (struct obs){b[i], 1};
-    /* ranks (ties share their mean rank); an insertion sort: samples are runs, few */
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0 && o[j - 1].v > o[j].v; j--) {
-            struct obs t = o[j];
-            o[j] = o[j - 1];
-            o[j - 1] = t;
-        }
+        o[na + i] = (obs){b[i], 1};
+    qsort(o, n, sizeof *o, cmp_obs); /* ranks: ties share their mean rank */
     double ra = 0, ties = 0;
     for (size_t i = 0; i < n;) {
         size_t j = i;
@@ -209,10 +215,11 @@ int st_mann_whitney(const double *a, size_t na, const double *b, size_t nb, doub
     double ua = ra - n1 * (n1 + 1) / 2; /* pairs where base > new */
     double u = fmin(ua, mn - ua);
     size_t k = 0;
-    for (size_t i = 0; i < na; i++)
+    for (size_t i = 0; pairs && i < na; i++)
         for (size_t j = 0; j < nb; j++)
             diff[k++] = b[j] - a[i];
-    qsort(diff, k, sizeof *diff, cmp_dbl);
+    if (k)
+        qsort(diff, k, sizeof *diff, cmp_dbl);
     long crit = -1; /* the largest c with P(U <= c) <= alpha / 2 under no difference */
     double *cnt = n <= 50 && ties == 0 ? u_counts(na, nb) : NULL;
     if (cnt) {
@@ -237,7 +244,7 @@ int st_mann_whitney(const double *a, size_t na, const double *b, size_t nb, doub
         if (crit >= (long)(mn / 2))
             crit = -1;
     }
-    if (crit >= 0) { /* Hodges-Lehmann: order statistics of the pairwise differences */
+    if (crit >= 0 && pairs) { /* Hodges-Lehmann: order statistics of the pairwise differences */
         r->lo = diff[crit];
         r->hi = diff[k - 1 - (size_t)crit];
     }

@@ -9,7 +9,8 @@
 
 typedef struct st_result {
     double p;            /* two-sided p-value; NAN when it cannot be computed */
-    double lo, hi;       /* confidence interval of new - base at 1 - alpha (NAN: unbounded) */
+    double lo, hi;       /* confidence interval of new - base at 1 - alpha (NAN: unbounded, or
+                            Mann-Whitney with over 4 Mi pairs: not computed) */
     double min_p;        /* the smallest p these sample sizes can give (1 when none below 1) */
 } st_result;
 
