@@ -17,6 +17,7 @@
 #include <sonde/sonde.h>
 
 #include "_pytrace.h"
+#include "config/keys.h"
 #include "record/schedule.h"
 
 int sonde_cli_main(int argc, char **argv); /* tools/sonde/main.c */
@@ -1185,12 +1186,9 @@ static int y_next(ydoc *y, yaml_event_t *ev)
 {
     if (yaml_parser_parse(&y->parser, ev))
         return 0;
-    const yaml_parser_t *p = &y->parser;
-    const yaml_mark_t *mk = p->problem_mark.line || p->problem_mark.column ? &p->problem_mark
-                                                                         : &p->context_mark;
-    PyErr_Format(PyExc_ValueError, "%s:%zu:%zu: YAML syntax error: %s%s%s", y->name,
-                 mk->line + 1, mk->column + 1, p->problem ? p->problem : "malformed",
-                 p->context ? " " : "", p->context ? p->context : "");
+    char msg[600];
+    sonde__yaml_problem(&y->parser, y->name, msg, sizeof msg);
+    PyErr_SetString(PyExc_ValueError, msg);
     return -1;
 }
 

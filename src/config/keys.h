@@ -53,6 +53,11 @@ int sonde__parse_formats(const char *where, const char *s, unsigned *out);
 /* The YAML loader on a buffer (the file loader and the fuzz target use it); name is the file
  * named in messages. Same contract as sonde_config_load_file. */
 int sonde__config_load_mem(sonde_config *c, const char *data, size_t n, const char *name);
+/* The message for the syntax error libyaml's parser stopped at, in the file name:
+ * "NAME:LINE:COL: YAML syntax error: PROBLEM CONTEXT" (the configuration loader's and the
+ * Python package's YAML reader's). */
+struct yaml_parser_s;
+void sonde__yaml_problem(const struct yaml_parser_s *p, const char *name, char *out, size_t cap);
 /* The values of a preset as "key=value" strings (NULL-terminated); -1 for an unknown name. */
 int sonde__preset_values(const char *name, const char *const **values);
 /* Prints the --profile* flags and what they do. */

@@ -26,16 +26,22 @@ typedef struct yctx {
     size_t n_seen;
 } yctx;
 
+void sonde__yaml_problem(const yaml_parser_t *p, const char *name, char *out, size_t cap)
+{
+    const yaml_mark_t *mk = p->problem_mark.line || p->problem_mark.column ? &p->problem_mark
+                                                                         : &p->context_mark;
+    snprintf(out, cap, "%s:%zu:%zu: YAML syntax error: %s%s%s", name, mk->line + 1,
+             mk->column + 1, p->problem ? p->problem : "malformed", p->context ? " " : "",
+             p->context ? p->context : "");
+}
+
 static int next(yctx *y, yaml_event_t *ev)
 {
     if (yaml_parser_parse(&y->parser, ev))
         return 0;
-    const yaml_parser_t *p = &y->parser;
-    const yaml_mark_t *mk = p->problem_mark.line || p->problem_mark.column ? &p->problem_mark
-                                                                         : &p->context_mark;
-    return sonde__fail(SONDE_EINVAL, "%s:%zu:%zu: YAML syntax error: %s%s%s", y->name,
-                       mk->line + 1, mk->column + 1, p->problem ? p->problem : "malformed",
-                       p->context ? " " : "", p->context ? p->context : "");
+    char msg[600];
+    sonde__yaml_problem(&y->parser, y->name, msg, sizeof msg);
+    return sonde__fail(SONDE_EINVAL, "%s", msg);
 }
 
 static int where_fail(yctx *y, const yaml_mark_t *m, const char *fmt, const char *a, const char *b)

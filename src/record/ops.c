@@ -14,17 +14,6 @@
 /* one entry: kind, 6 varints and a zigzag of at most 10 bytes each, flops, two strings */
 #define OPS_ENTRY_MAX (1 + 7 * 10 + 8 + 2 * 10 + SONDE_OP_NAME_MAX + SONDE_OP_SHAPES_MAX)
 
-static size_t put_str(uint8_t *out, const char *s, size_t max)
-{
-    size_t n = s ? strlen(s) : 0;
-    if (n > max)
-        n = max;
-    size_t k = varint_put(out, n);
-    if (n)
-        memcpy(out + k, s, n);
-    return k + n;
-}
-
 static size_t encode(const sonde_op *o, int tid, uint8_t *out)
 {
     size_t k = 0;
@@ -40,8 +29,8 @@ static size_t encode(const sonde_op *o, int tid, uint8_t *out)
     memcpy(&bits, &o->flops, sizeof bits);
     sonde_put_u64le(out + k, bits);
     k += 8;
-    k += put_str(out + k, o->name, SONDE_OP_NAME_MAX);
-    k += put_str(out + k, o->kind == SONDE_OP_CPU ? o->shapes : NULL, SONDE_OP_SHAPES_MAX);
+    k += str_put(out + k, o->name, SONDE_OP_NAME_MAX);
+    k += str_put(out + k, o->kind == SONDE_OP_CPU ? o->shapes : NULL, SONDE_OP_SHAPES_MAX);
     return k;
 }
 

@@ -187,14 +187,7 @@ int sonde__write_record(sonde_profiler *p, unsigned type, const uint8_t *payload
 }
 
 /* A string field: varint length, bytes. */
-static size_t put_str(uint8_t *out, const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    size_t k = varint_put(out, n);
-    if (n)
-        memcpy(out + k, s, n);
-    return k + n;
-}
+static size_t put_str(uint8_t *out, const char *s) { return str_put(out, s, SIZE_MAX); }
 
 static int write_anchor_at(sonde_profiler *p, uint64_t tick, uint64_t mono, uint64_t real,
                            int tail)

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct sbuf {
     char *data;   /* NUL-terminated when len < cap */
@@ -75,6 +76,18 @@ static inline size_t varint_put(uint8_t *out, uint64_t v)
     return n;
 }
 size_t varint_get(const uint8_t *in, size_t avail, uint64_t *v);
+/* A string field of a record: its length as a varint, then its bytes (at most max of them; s
+ * NULL is the empty string). Returns bytes written. Async-signal-safe. */
+static inline size_t str_put(uint8_t *out, const char *s, size_t max)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n > max)
+        n = max;
+    size_t k = varint_put(out, n);
+    if (n)
+        memcpy(out + k, s, n);
+    return k + n;
+}
 static inline uint64_t zigzag_enc(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
 static inline int64_t zigzag_dec(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
 
