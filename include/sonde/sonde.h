@@ -4,7 +4,8 @@
  *   libsonde times the stages and steps of a C or C++ program: sessions, nested sections with
  *   metadata, metrics, throughput, FLOP counts, instant events and counters. A section edge costs
  *   one clock read and one 16-byte store into the calling thread's buffer; full buffers stream to
- *   an append-only OUTDIR/NAME.sonde file from a writer thread, and at the end of the run the
+ *   an append-only OUTDIR/NAME.sonde file from a writer thread (when the writer falls behind, a
+ *   thread whose buffer is full writes it itself rather than drop events), and at the end of the run the
  *   library reads that file back and writes the configured reports (NAME.json, NAME.csv,
  *   NAME.txt, NAME.trace.json.gz for Perfetto).
  *
@@ -125,7 +126,9 @@ typedef struct sonde_config {
     const char *name;        /* run name, the stem of every file; NULL: PROGRAM-YYYYmmdd-HHMMSS */
     const char *output_dir;  /* directory for every file, created if missing (default ./sonde-out) */
     unsigned formats;        /* SONDE_FORMAT_* bits written at sonde_destroy (default REPORTS) */
-    double buffer_mb;        /* bound on event buffer memory in MiB, 1..65536 (default 64) */
+    double buffer_mb;        /* bound on event buffer memory in MiB, 1..65536 (default 64): chunks
+                              * of 64 KiB, one held by each recording thread; events are dropped
+                              * (SONDE_EDROPPED) only when more threads record at once than that */
     const char *unit;        /* unit of sonde_throughput, e.g. "tokens", "frames" (default tokens) */
     double peak_flops;       /* device peak FLOP/s for utilization (MFU); 0: unknown (default 0) */
     const char *peak_device; /* or a device whose dense peak sonde knows ("h100-sxm-bf16"; see
@@ -343,7 +346,7 @@ int sonde_event(sonde_profiler *p, const char *name);
 /* The same with a payload: n key/value pairs (at most SONDE_EVENT_ARGS_MAX, each string at most SONDE_MAX_NAME
  * bytes) that travel with this event (not with the open section) into every report: the JSON's
  * events[].occurrences, the HTML's Events table, the trace event's args. Recorded in one piece:
- * when the buffers are full the event and all its arguments are dropped (SONDE_EDROPPED).
+ * when no buffer chunk can be had the event and all its arguments are dropped (SONDE_EDROPPED).
  * SONDE_EINVAL for n > 64, a NULL name, key or value, or a string over the limit. */
 int sonde_event_args(sonde_profiler *p, const char *name, const char *const *keys,
                      const char *const *values, size_t n);

@@ -428,6 +428,8 @@ int sx_json(const sm_model *m, sbuf *b)
     kv_num(b, "sections_end_lost", (double)m->sections_end_lost, 1);
     kv_num(b, "short_sections_left_out", (double)m->short_spans, 1);
     kv_num(b, "writer_cpu_s", (double)m->writer_cpu_ns / 1e9, 1);
+    kv_num(b, "backpressure_chunks", (double)m->backpressure_chunks, 1);
+    kv_num(b, "backpressure_wait_s", (double)m->backpressure_ns / 1e9, 1);
     kv_num(b, "sampler_cpu_s", (double)m->sampler_cpu_ns / 1e9, 1);
     kv_num(b, "sampler_cpu_share", dur > 0 ? (double)m->sampler_cpu_ns / 1e9 / dur : 0, 1);
     kv_num(b, "warnings", (double)m->n_warnings, 0);

@@ -336,8 +336,13 @@ static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wi
         sbuf_printf(b, "Left out: %llu section instances shorter than min_duration_s\n",
                     (unsigned long long)m->short_spans);
     if (m->dropped_events)
-        sbuf_printf(b, "Dropped events: %llu (buffers full or the disk failed)\n",
-                    (unsigned long long)m->dropped_events);
+        sbuf_printf(b, "Dropped events: %llu (the disk failed, or more threads recorded at once "
+                       "than there were buffer chunks)\n", (unsigned long long)m->dropped_events);
+    if (m->backpressure_chunks)
+        sbuf_printf(b, "Back-pressure: the writer fell behind and recording threads wrote %llu "
+                       "buffer chunks themselves, waiting %.3f s in all (a larger buffer_mb or a "
+                       "faster disk avoids it)\n", (unsigned long long)m->backpressure_chunks,
+                    (double)m->backpressure_ns / 1e9);
     if (m->sections_end_lost)
         sbuf_printf(b, "Sections whose end was dropped: %llu (not in the table: their duration "
                        "is unknown)\n", (unsigned long long)m->sections_end_lost);

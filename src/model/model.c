@@ -1399,6 +1399,8 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     m->dropped_events = raw->dropped;
     m->bytes = raw->bytes;
     m->writer_cpu_ns = raw->writer_cpu_ns;
+    m->backpressure_chunks = raw->bp_chunks;
+    m->backpressure_ns = raw->bp_ns;
     m->sampler_cpu_ns = raw->sampler_cpu_ns;
     m->info = raw->info;
     m->n_info = raw->n_info;

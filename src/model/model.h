@@ -220,6 +220,9 @@ typedef struct sm_model {
     uint64_t short_spans;      /* instances under config min_duration_s, left out */
     uint64_t bytes;            /* size of the file read */
     uint64_t writer_cpu_ns;    /* CPU time of the recorder's writer thread (0: unknown) */
+    uint64_t backpressure_chunks; /* chunks recording threads wrote themselves: the writer had
+                                   * fallen behind and no buffer was free */
+    uint64_t backpressure_ns;  /* the time those threads spent on it (waiting included) */
     uint64_t sampler_cpu_ns;   /* CPU time of the sampler thread (0: none ran) */
     sm_kv *info;               /* "system.*" and "config.*" facts, in file order */
     size_t n_info;

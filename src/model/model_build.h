@@ -45,6 +45,7 @@ typedef struct sb_raw {
     int pid;
     double ticks_per_s, peak_flops;
     uint64_t bytes, dropped, clear_tick, end_tick, writer_cpu_ns, sampler_cpu_ns;
+    uint64_t bp_chunks, bp_ns;      /* back-pressure: chunks recording threads wrote, time spent */
     sm_kv *info;
     size_t n_info, cap_info;
     int clean_end;

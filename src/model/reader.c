@@ -366,6 +366,10 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
                     s.raw.writer_cpu_ns = v;
                 else if (!r && !strcmp(k, "sampler_cpu_ns"))
                     s.raw.sampler_cpu_ns = v;
+                else if (!r && !strcmp(k, "backpressure_chunks"))
+                    s.raw.bp_chunks = v;
+                else if (!r && !strcmp(k, "backpressure_ns"))
+                    s.raw.bp_ns = v;
                 sonde__free(k);
             }
             break;

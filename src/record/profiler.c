@@ -97,16 +97,21 @@ static void retire_chunk(sonde_profiler *p, sonde_tbuf *tb)
     sem_post(&p->wake);
 }
 
-/* Makes room for n slots in tb's buffer. 0, or -1 when no chunk is free (the event is dropped
- * and counted: a full buffer never stalls the host). */
+/* Makes room for n slots in tb's buffer. When no chunk is free the thread writes its own full
+ * chunk to the file itself and reuses it (back-pressure: a writer that has fallen behind slows
+ * the producers down instead of losing their events). 0, or -1 when even that finds no chunk
+ * (every chunk held by another live thread): the event is dropped and counted. */
 static int ensure_room(sonde_profiler *p, sonde_tbuf *tb, unsigned n)
 {
     if (tb->hot.cur && tb->hot.cur + n <= tb->hot.end)
         return 0;
     if (SONDE__UNLIKELY(atomic_load_explicit(&p->child_pending, memory_order_relaxed)))
         sonde__child_start(p); /* the first record of a forked child */
+    uint32_t own = atomic_load_explicit(&tb->chunk, memory_order_relaxed);
     retire_chunk(p, tb);
     uint32_t idx = sonde__chunk_pop(p);
+    if (idx == SONDE_NO_CHUNK)
+        idx = sonde__chunk_back_pressure(p, own);
     if (idx == SONDE_NO_CHUNK) {
         tb->gap++;
         atomic_fetch_add_explicit(&tb->dropped, 1, memory_order_relaxed);

@@ -133,6 +133,8 @@ struct sonde_profiler {
     _Atomic uint32_t sites_written;
     _Atomic uint64_t bytes_written;
     _Atomic uint64_t dropped_io;   /* events lost to write errors */
+    _Atomic uint64_t bp_chunks;    /* chunks recording threads wrote themselves (back-pressure) */
+    _Atomic uint64_t bp_ns;        /* ... and the time they spent on it, waiting included */
     _Atomic uint64_t writer_cpu_ns; /* CPU time the writer thread used, set when it stops */
 
     /* the sampler thread (sampler.c) */
@@ -217,6 +219,12 @@ void sonde__signal_flush(sonde_profiler *p);
 /* A chunk from the free stack (state ACTIVE), or SONDE_NO_CHUNK. Lock-free. */
 uint32_t sonde__chunk_pop(sonde_profiler *p);
 void sonde__chunk_push(sonde_profiler *p, uint32_t idx);
+/* Back-pressure, for a thread that found the free stack empty: under wlock, writes the chunk it
+ * has just filled (own, in state FULL; SONDE_NO_CHUNK when it had none) itself and returns it
+ * for reuse; if the writer got to it first, returns a chunk the writer or this call freed.
+ * SONDE_NO_CHUNK only when every chunk is held by a live thread (more threads recording at once
+ * than chunks) or a forked child's file cannot be made. The caller holds no sonde lock. */
+uint32_t sonde__chunk_back_pressure(sonde_profiler *p, uint32_t own);
 
 /* ---- nvtx.c: NVTX ranges for Nsight Systems (option nvtx) ---- */
 /* NULL when NVTX calls are compiled in, else why there are none (for the report's warning). */

@@ -379,6 +379,39 @@ void sonde__writer_pass(sonde_profiler *p, int flush_active)
         write_anchor(p);
 }
 
+uint32_t sonde__chunk_back_pressure(sonde_profiler *p, uint32_t own)
+{
+    uint64_t t0 = sonde__mono_ns();
+    pthread_mutex_lock(&p->wlock);
+    uint32_t got = SONDE_NO_CHUNK;
+    if (sonde__child_open(p) == 0) {
+        sonde_chunk *c = own == SONDE_NO_CHUNK ? NULL : &p->chunks[own];
+        if (c && atomic_load_explicit(&c->state, memory_order_acquire) == CHUNK_FULL) {
+            /* still ours: the writer has not reached it. Write it here and keep it (FREE and
+             * off the stack while wlock is held, so no pass pushes it; the caller makes it
+             * ACTIVE again). */
+            write_sites(p, p->enc);
+            write_threads(p, p->enc, 1);
+            write_range(p, c, atomic_load_explicit(&c->final_count, memory_order_relaxed),
+                        p->enc);
+            atomic_store_explicit(&c->owner, NULL, memory_order_relaxed);
+            atomic_store_explicit(&c->state, CHUNK_FREE, memory_order_release);
+            got = own;
+        } else {
+            /* the writer took it (or the thread had none): empty what other threads filled */
+            got = sonde__chunk_pop(p);
+            if (got == SONDE_NO_CHUNK) {
+                sonde__writer_pass(p, 0);
+                got = sonde__chunk_pop(p);
+            }
+        }
+    }
+    pthread_mutex_unlock(&p->wlock);
+    atomic_fetch_add_explicit(&p->bp_chunks, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->bp_ns, sonde__mono_ns() - t0, memory_order_relaxed);
+    return got;
+}
+
 void sonde__signal_flush(sonde_profiler *p)
 {
     if (p->fd < 0 || atomic_load(&p->finalized))
@@ -616,6 +649,8 @@ int sonde__writer_close(sonde_profiler *p)
     k += put_stat(b + k, "bytes_written", atomic_load(&p->bytes_written));
     k += put_stat(b + k, "writer_cpu_ns", atomic_load(&p->writer_cpu_ns));
     k += put_stat(b + k, "sampler_cpu_ns", atomic_load(&p->sampler_cpu_ns));
+    k += put_stat(b + k, "backpressure_chunks", atomic_load(&p->bp_chunks));
+    k += put_stat(b + k, "backpressure_ns", atomic_load(&p->bp_ns));
     k += put_stat(b + k, "buffer_bytes", (uint64_t)p->n_chunks * p->chunk_slots * sizeof(sonde__ev));
     int full = atomic_load(&p->full_errno);
     char fullmsg[512];

@@ -2,13 +2,21 @@
 record is re-encoded with a correct length and CRC, so the reader takes the edit at its word.
 
     python3 sonde_edit.py name IN OUT NEW_NAME     the INFO record's run name replaced
+    python3 sonde_edit.py lose_end IN OUT          the END of the first outermost section of the
+                                                   first thread becomes a GAP marker, as when
+                                                   the recorder dropped that END for want of a
+                                                   buffer (same slot, so the stream stays whole)
 """
 import struct
 import sys
 import zlib
 
 MAGIC = b"\x89SONDE\r\n"
-INFO = 1
+INFO, EVENTS = 1, 4
+BEGIN, END, GAP = 0, 1, 11
+SLOTS = {3: 2, 4: 2, 5: 2, 6: 2, 15: 2, 13: 3, 14: 3}   # kind -> slots (else 1)
+VALUES = {3: 1, 4: 1, 6: 1, 15: 1, 5: 2, 13: 4, 14: 4}  # kind -> doubles after the event
+HAS_ARG = {2, 7, 8, 11, 12, 13, 14}
 
 
 def varint(b, i):
@@ -57,13 +65,69 @@ def info_pairs(p):
     return out
 
 
+def events(p):
+    """The thread of an EVENTS payload and its events as (slot, start, end, kind) byte spans."""
+    thread, i = varint(p, 0)
+    _, i = varint(p, i)
+    slot, i = varint(p, i)
+    nslots, i = varint(p, i)
+    i += 8
+    out, last = [], slot + nslots
+    while slot < last:
+        at = i
+        tag, i = varint(p, i)
+        _, i = varint(p, i)
+        kind = tag & 15
+        if kind in HAS_ARG:
+            _, i = varint(p, i)
+        i += 8 * VALUES.get(kind, 0)
+        out.append((slot, at, i, kind))
+        slot += SLOTS.get(kind, 1)
+    return thread, out
+
+
+def lose_end(recs):
+    """Replaces the first outermost END of thread 0 (in every copy of its slot) by GAP, 1."""
+    depth, seen, target = 0, set(), None
+    for typ, _, _, p in recs:
+        if typ != EVENTS or target is not None:
+            continue
+        thread, evs = events(p)
+        for slot, _, _, kind in evs if thread == 0 else []:
+            if slot in seen:
+                continue
+            seen.add(slot)
+            if kind == BEGIN:
+                depth += 1
+            elif kind == END:
+                depth -= 1
+                if depth == 0:
+                    target = slot
+                    break
+    assert target is not None, "no outermost section ends on thread 0"
+    out = []
+    for typ, flags, res, p in recs:
+        if typ == EVENTS and events(p)[0] == 0:
+            for slot, a, b, kind in events(p)[1]:
+                if slot == target:
+                    _, j = varint(p, a)
+                    delta_end = varint(p, j)[1]
+                    p = p[:a] + put_varint(GAP) + p[j:delta_end] + put_varint(1) + p[b:]
+                    break
+        out.append((typ, flags, res, p))
+    return out
+
+
 def main(argv):
-    if len(argv) != 5 or argv[1] != "name":
+    if not (len(argv) == 5 and argv[1] == "name" or len(argv) == 4 and argv[1] == "lose_end"):
         sys.exit(__doc__)
     data = open(argv[2], "rb").read()
+    recs = list(records(data))
+    if argv[1] == "lose_end":
+        recs = lose_end(recs)
     out = bytearray(data[:16])
-    for typ, flags, res, p in records(data):
-        if typ == INFO:
+    for typ, flags, res, p in recs:
+        if typ == INFO and argv[1] == "name":
             pairs = [(k, argv[4].encode() if k == b"name" else v) for k, v in info_pairs(p)]
             p = b"".join(put_varint(len(k)) + k + put_varint(len(v)) + v for k, v in pairs)
         out += record(typ, flags, res, p)

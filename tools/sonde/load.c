@@ -123,6 +123,8 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
     m->total_flops_s = fps > 0 ? m->total_flops / fps : 0;
     m->dropped_events = U64(sum, "dropped_events");
     m->sections_end_lost = U64(sum, "sections_end_lost");
+    m->backpressure_chunks = U64(sum, "backpressure_chunks");
+    m->backpressure_ns = NS(sum, "backpressure_wait_s");
     m->short_spans = U64(sum, "short_sections_left_out");
     if (facts(m, json_object_get(run, "system") ? json_object_get(run, "system")
                                                 : json_object_get(root, "system"), "system.") ||
