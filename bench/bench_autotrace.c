@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -75,6 +76,7 @@ int main(int argc, char **argv)
     cfg.formats = 0;
     cfg.signal_handlers = 0;
     cfg.collect_cpu = cfg.collect_memory = cfg.collect_gpu = 0;
+    cfg.autotrace_hot_calls = 0; /* every call recorded: the cost of a traced call */
     g_p = sonde_create(&cfg);
     if (sonde_status(g_p) || sonde_autotrace_attach(g_p) != 0) {
         fprintf(stderr, "bench_autotrace: %s\n", sonde_last_error());
@@ -88,10 +90,27 @@ int main(int argc, char **argv)
     snprintf(path, sizeof path, "%s", sonde_file_path(g_p) ? sonde_file_path(g_p) : "");
     sonde_destroy(g_p);
     unlink(path);
+    /* the defaults: the function is found hot after its first 10,000 calls, then counted */
+    cfg.autotrace_hot_calls = sonde_config_default().autotrace_hot_calls;
+    cfg.name = "bench-autotrace-hot";
+    g_p = sonde_create(&cfg);
+    if (sonde_status(g_p) || sonde_autotrace_attach(g_p) != 0) {
+        fprintf(stderr, "bench_autotrace: %s\n", sonde_last_error());
+        return 1;
+    }
+    double hot = best_ns(tiny_traced, n);
+    sonde_autotrace_detach();
+    snprintf(path, sizeof path, "%s", sonde_file_path(g_p) ? sonde_file_path(g_p) : "");
+    sonde_destroy(g_p);
+    struct stat st;
+    double hot_bytes = stat(path, &st) == 0 ? (double)st.st_size : 0;
+    unlink(path);
     printf("\nlibsonde-autotrace, best of %d runs of %ld calls of a one-line function\n", RUNS, n);
     printf("  untraced call (floor)                 %7.2f ns\n", plain);
     printf("  traced call, streaming to disk        %7.2f ns  (+%.2f ns a call)\n", traced,
            traced - plain);
     printf("  the same call in a SONDE_SCOPE        %7.2f ns  (+%.2f ns)\n", scope, scope - plain);
+    printf("  traced at the defaults (hot: counted) %7.2f ns  (+%.2f ns; .sonde file %.0f KiB "
+           "for %d x %ld calls)\n", hot, hot - plain, hot_bytes / 1024, RUNS, n);
     return 0;
 }

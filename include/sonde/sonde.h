@@ -185,6 +185,10 @@ typedef struct sonde_config {
     unsigned autotrace_max_depth; /* calls nested deeper than this are not traced (default 64) */
     const char *autotrace_include;
     const char *autotrace_exclude;
+    unsigned autotrace_hot_calls; /* a function whose first N calls averaged under
+                                     autotrace_hot_s is counted and summed from then on, not
+                                     recorded per call (default 10000; 0: never) */
+    double autotrace_hot_s;  /* (default 0.000001) */
     double min_duration_s;   /* section instances shorter than this are left out of every
                                 report, statistics included (counted in the summary; default 0) */
     int cuda_activity;       /* CUDA kernels, memcpy and memset from CUPTI (libcupti loaded at

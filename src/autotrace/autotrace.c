@@ -1,7 +1,14 @@
 /* autotrace.c - libsonde-autotrace: GCC's and clang's -finstrument-functions hooks turned into
  * sonde sections. Each thread keeps a stack of the frames it entered; each function address is
  * resolved once (symbols.c) into a sonde_site, found again through a lock-free open-addressing
- * table, so a traced call costs a table probe and SONDE_SCOPE's own begin and end. Nothing here
+ * table, so a traced call costs a table probe and SONDE_SCOPE's own begin and end.
+ *
+ * Hot functions (uftrace's time filter, done at run time): a function's first autotrace_hot_calls
+ * calls are recorded and timed; when they averaged under autotrace_hot_s, its later calls are
+ * only counted and summed (two atomic adds, no event), and the totals go into the profiler as
+ * "sonde.aggregated" events (section, calls, total_s) when tracing stops, which the reports fold
+ * into the function's statistics (aggregated_calls). A comparator called millions of times
+ * then costs a few hundred kilobytes of file, not gigabytes. Nothing here
  * is instrumented (-finstrument-functions is for the program, and every function below says
  * no_instrument_function as well). */
 #define _GNU_SOURCE
@@ -22,14 +29,27 @@
 #define TABLE_SIZE (1u << 16) /* functions; a program with more traces the first 49,152 */
 #define TABLE_MAX (TABLE_SIZE / 4 * 3)
 
+enum { M_RECORD, M_PROBE, M_HOT };     /* what a function's calls do */
+enum { F_NONE, F_PROBE, F_HOT };       /* what a frame does at its exit, beside closing sc */
+
+typedef struct func {
+    sonde_site site;             /* first member: the table hands out &func->site */
+    _Atomic int mode;            /* M_*: M_PROBE until its first hot_calls calls were timed */
+    _Atomic uint64_t probe_n, probe_ticks; /* calls timed while deciding whether it is hot */
+    _Atomic uint64_t hot_n, hot_ticks;     /* calls counted and summed since it became hot */
+} func;
+
 typedef struct entry {
     _Atomic uintptr_t fn;        /* 0: empty; published last */
-    sonde_site *site;            /* &g_excluded: filtered out */
+    func *fu;                    /* &g_excluded: filtered out */
 } entry;
 
 typedef struct frame {
     void *fn;
     sonde__scope sc;             /* tb NULL: not recorded (excluded, or no profiler) */
+    func *fu;                    /* with how: the function whose figures the exit adds to */
+    uint64_t t0;                 /* ticks at the call (F_PROBE, F_HOT) */
+    int how;                     /* F_* */
 } frame;
 
 typedef struct tstate {
@@ -39,7 +59,7 @@ typedef struct tstate {
 
 static entry g_table[TABLE_SIZE];
 static unsigned g_used;          /* entries, under g_lock */
-static sonde_site g_excluded;
+static func g_excluded;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static sonde_profiler *_Atomic g_prof;
@@ -49,6 +69,8 @@ static int g_auto_own;           /* g_prof is the automatic one */
 static sonde_globs g_inc, g_exc; /* under g_lock */
 
 static _Atomic uint64_t g_functions, g_excluded_n, g_too_deep, g_table_full, g_mismatch;
+static _Atomic uint64_t g_hot_functions;
+static uint64_t g_hot_calls, g_hot_ticks; /* the profiler's thresholds, set by attach */
 
 static __thread tstate *t_state __attribute__((tls_model("initial-exec")));
 static __thread int t_busy __attribute__((tls_model("initial-exec")));
@@ -86,13 +108,13 @@ NOINSTR static inline uint32_t slot_of(uintptr_t fn)
     return (uint32_t)(((uint64_t)fn * 0x9E3779B97F4A7C15ull) >> 48) & (TABLE_SIZE - 1);
 }
 
-/* The site of fn, NULL when not in the table yet. Lock-free. */
-NOINSTR static inline sonde_site *lookup(uintptr_t fn)
+/* The function of fn, NULL when not in the table yet. Lock-free. */
+NOINSTR static inline func *lookup(uintptr_t fn)
 {
     for (uint32_t i = slot_of(fn);; i = (i + 1) & (TABLE_SIZE - 1)) {
         uintptr_t f = atomic_load_explicit(&g_table[i].fn, memory_order_acquire);
         if (f == fn)
-            return g_table[i].site;
+            return g_table[i].fu;
         if (!f)
             return NULL;
     }
@@ -100,10 +122,10 @@ NOINSTR static inline sonde_site *lookup(uintptr_t fn)
 
 /* Resolves fn, applies the filters and publishes its entry. NULL when the table is full or
  * memory ran out (the call is then not traced). */
-NOINSTR static sonde_site *add(uintptr_t fn)
+NOINSTR static func *add(uintptr_t fn)
 {
     pthread_mutex_lock(&g_lock);
-    sonde_site *site = lookup(fn); /* another thread may have added it */
+    func *site = lookup(fn); /* another thread may have added it */
     if (site || g_used >= TABLE_MAX) {
         if (!site)
             atomic_fetch_add(&g_table_full, 1);
@@ -125,10 +147,12 @@ NOINSTR static sonde_site *add(uintptr_t fn)
             return NULL;
         }
         /* the strings live as long as the process, as a SONDE_SCOPE literal does */
-        site->name = sym.name;
-        site->func = sym.name;
-        site->file = sym.source ? sym.source : sym.object ? sym.object : "";
-        site->line = sym.line;
+        site->site.name = sym.name;
+        site->site.func = sym.name;
+        site->site.file = sym.source ? sym.source : sym.object ? sym.object : "";
+        site->site.line = sym.line;
+        atomic_store_explicit(&site->mode, g_hot_calls ? M_PROBE : M_RECORD,
+                              memory_order_relaxed);
         if (sym.source)
             free(sym.object);
         else
@@ -142,7 +166,7 @@ NOINSTR static sonde_site *add(uintptr_t fn)
     uint32_t i = slot_of(fn);
     while (atomic_load_explicit(&g_table[i].fn, memory_order_relaxed))
         i = (i + 1) & (TABLE_SIZE - 1);
-    g_table[i].site = site;
+    g_table[i].fu = site;
     atomic_store_explicit(&g_table[i].fn, fn, memory_order_release);
     g_used++;
     pthread_mutex_unlock(&g_lock);
@@ -150,6 +174,37 @@ NOINSTR static sonde_site *add(uintptr_t fn)
 }
 
 /* ---- profiler ----------------------------------------------------------------------------- */
+/* Writes the hot functions' totals since the last call into p as "sonde.aggregated" events
+ * (the reports fold them into each function's statistics) and starts them again from zero. */
+NOINSTR static void write_hot(sonde_profiler *p)
+{
+    pthread_mutex_lock(&g_lock);
+    double tps = sonde__clock()->ticks_per_s;
+    for (uint32_t i = 0; i < TABLE_SIZE; i++) {
+        func *u = atomic_load_explicit(&g_table[i].fn, memory_order_acquire) ? g_table[i].fu
+                                                                              : NULL;
+        if (!u || u == &g_excluded || !atomic_load(&u->hot_n))
+            continue;
+        uint64_t n = atomic_exchange(&u->hot_n, 0), ticks = atomic_exchange(&u->hot_ticks, 0);
+        char calls[32], total[32];
+        snprintf(calls, sizeof calls, "%llu", (unsigned long long)n);
+        snprintf(total, sizeof total, "%.9g", (double)ticks / tps);
+        const char *keys[] = {"section", "calls", "total_s"};
+        const char *values[] = {u->site.name, calls, total};
+        sonde_event_args(p, "sonde.aggregated", keys, values, 3);
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* At exit, before libsonde's own handler (registered earlier, so run later) writes the reports
+ * of the profiler traced into: the hot functions' totals go in first. */
+NOINSTR static void hot_at_exit(void)
+{
+    sonde_profiler *p = atomic_load(&g_prof);
+    if (p)
+        write_hot(p);
+}
+
 NOINSTR static int attach(sonde_profiler *p, int own)
 {
     const sonde_config *c = sonde_config_of(p);
@@ -169,12 +224,17 @@ NOINSTR static int attach(sonde_profiler *p, int own)
     /* Functions seen under other filters are looked at again. */
     for (uint32_t i = 0; i < TABLE_SIZE; i++) {
         atomic_store_explicit(&g_table[i].fn, 0, memory_order_relaxed);
-        g_table[i].site = NULL;
+        g_table[i].fu = NULL;
     }
     g_used = 0;
+    g_hot_calls = c->autotrace_hot_calls;
+    g_hot_ticks = (uint64_t)(c->autotrace_hot_s * sonde__clock()->ticks_per_s);
     atomic_store(&g_max_depth, c->autotrace_max_depth ? c->autotrace_max_depth : 64);
     g_auto_own = own;
     atomic_store(&g_prof, p);
+    static int exit_hook;
+    if (!exit_hook && atexit(hot_at_exit) == 0)
+        exit_hook = 1;
     pthread_mutex_unlock(&g_lock);
     return 0;
 }
@@ -226,6 +286,8 @@ sonde_profiler *sonde_autotrace_detach(void)
     sonde_profiler *p = atomic_exchange(&g_prof, NULL);
     g_auto_own = 0;
     pthread_mutex_unlock(&g_lock);
+    if (p)
+        write_hot(p);
     return p;
 }
 
@@ -236,6 +298,7 @@ void sonde_autotrace_get_stats(sonde_autotrace_stats *out)
     out->too_deep = atomic_load(&g_too_deep);
     out->table_full = atomic_load(&g_table_full);
     out->mismatched_exits = atomic_load(&g_mismatch);
+    out->hot_functions = atomic_load(&g_hot_functions);
 }
 
 /* ---- the hooks ---------------------------------------------------------------------------- */
@@ -281,6 +344,7 @@ NOINSTR void __cyg_profile_func_enter(void *fn, void *call_site)
     frame *f = &t->stack[d];
     f->fn = fn;
     f->sc.tb = NULL;
+    f->how = F_NONE;
     if (d >= atomic_load_explicit(&g_max_depth, memory_order_relaxed)) {
         atomic_fetch_add_explicit(&g_too_deep, 1, memory_order_relaxed);
         return;
@@ -288,7 +352,7 @@ NOINSTR void __cyg_profile_func_enter(void *fn, void *call_site)
     sonde_profiler *p = atomic_load_explicit(&g_prof, memory_order_acquire);
     if (!p)
         return;
-    sonde_site *s = lookup((uintptr_t)fn);
+    func *s = lookup((uintptr_t)fn);
     if (__builtin_expect(!s, 0)) {
         t_busy = 1; /* symbol reading must not come back here (a traced callback, malloc) */
         s = add((uintptr_t)fn);
@@ -296,8 +360,44 @@ NOINSTR void __cyg_profile_func_enter(void *fn, void *call_site)
         if (!s)
             return;
     }
-    if (s != &g_excluded)
-        f->sc = sonde__scope_open(p, s);
+    if (s == &g_excluded)
+        return;
+    int mode = atomic_load_explicit(&s->mode, memory_order_relaxed);
+    if (mode == M_HOT) { /* counted and summed, while the profiler records */
+        if (__atomic_load_n(&((const sonde__hot *)(const void *)p)->recording, __ATOMIC_RELAXED)) {
+            f->how = F_HOT;
+            f->fu = s;
+            f->t0 = sonde__ticks();
+        }
+        return;
+    }
+    f->sc = sonde__scope_open(p, &s->site);
+    if (mode == M_PROBE && f->sc.tb) {
+        f->how = F_PROBE;
+        f->fu = s;
+        f->t0 = sonde__ticks();
+    }
+}
+
+/* At the exit of a frame that timed its call: a hot function's totals, or one more probe call
+ * (the hot_calls-th decides, once, whether the function is hot). */
+NOINSTR static void account(frame *f)
+{
+    uint64_t dt = sonde__ticks() - f->t0;
+    func *u = f->fu;
+    if (f->how == F_HOT) {
+        atomic_fetch_add_explicit(&u->hot_n, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&u->hot_ticks, dt, memory_order_relaxed);
+        return;
+    }
+    uint64_t ticks = atomic_fetch_add_explicit(&u->probe_ticks, dt, memory_order_relaxed) + dt;
+    uint64_t n = atomic_fetch_add_explicit(&u->probe_n, 1, memory_order_relaxed) + 1;
+    if (n == g_hot_calls) {
+        int hot = ticks < g_hot_ticks * n;
+        atomic_store_explicit(&u->mode, hot ? M_HOT : M_RECORD, memory_order_relaxed);
+        if (hot)
+            atomic_fetch_add_explicit(&g_hot_functions, 1, memory_order_relaxed);
+    }
 }
 
 NOINSTR void __cyg_profile_func_exit(void *fn, void *call_site)
@@ -320,9 +420,12 @@ NOINSTR void __cyg_profile_func_exit(void *fn, void *call_site)
         }
         atomic_fetch_add_explicit(&g_mismatch, 1, memory_order_relaxed);
         for (unsigned j = d; j >= k; j--)
-            sonde__scope_close(&t->stack[j].sc);
+            sonde__scope_close(&t->stack[j].sc); /* their time is not counted: it is unknown */
         d = k - 1;
         t->depth = d;
     }
-    sonde__scope_close(&t->stack[d].sc);
+    frame *f = &t->stack[d];
+    sonde__scope_close(&f->sc);
+    if (f->how != F_NONE)
+        account(f);
 }

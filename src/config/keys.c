@@ -87,6 +87,11 @@ static const sonde_key g_keys[] = {
      "function tracing: only functions matching these globs (name, source or object file)"},
     {"autotrace_exclude", KEY_STRING, OFF(autotrace_exclude), 0, 0, NULL,
      "function tracing: never functions matching these globs"},
+    {"autotrace_hot_calls", KEY_UINT, OFF(autotrace_hot_calls), 0, 1e9, "10000",
+     "function tracing: after this many calls, a function averaging under autotrace_hot_s is "
+     "counted, not recorded (0: never)"},
+    {"autotrace_hot_s", KEY_DOUBLE, OFF(autotrace_hot_s), 0, 1, "0.000001",
+     "function tracing: the mean duration under which a function is hot"},
     {"min_duration_s", KEY_DOUBLE, OFF(min_duration_s), 0, 3600, "0",
      "sections shorter than this are left out of reports (counted in the summary)"},
     {"cuda_activity", KEY_BOOL, OFF(cuda_activity), 0, 1, "0",

@@ -178,7 +178,7 @@ typedef struct sm_stat {
     double units, units_s, flops, flops_time_s;
     uint32_t threads;          /* distinct threads it ran on */
     uint64_t aggregated;       /* of count, calls only counted and summed (a hot function of
-                                  Python tracing): in total_s and mean_s, not in the
+                                  Python tracing or autotrace): in total_s and mean_s, not in the
                                   percentiles, min, max or stddev, which are its instances' */
     int min_depth;
     /* Resources while it ran, from the samples that fall inside its instances (NaN: none) */
@@ -189,9 +189,9 @@ typedef struct sm_stat {
     double res_gpu_mem_peak;   /* highest GPU memory MiB of any GPU */
 } sm_stat;
 
-/* The event Python tracing writes for a hot function's calls that were counted, not recorded:
- * arguments "section" (its name), "calls" and "total_s". The run's statistics (sm_model.stats)
- * fold them into the section's count, total and mean. */
+/* The event Python tracing and autotrace write for a hot function's calls that were counted,
+ * not recorded: arguments "section" (its name), "calls" and "total_s". The run's statistics
+ * (sm_model.stats) fold them into the section's count, total and mean. */
 #define SM_AGGREGATED_EVENT "sonde.aggregated"
 
 typedef struct sm_kv {

@@ -832,7 +832,9 @@ PY
 diffgate)
     # issue 20: sonde diff across repeated runs, on the sleep-based stage program with two CPU
     # burners beside it: 10 pairs of identical sides (3 runs each) give no regression, and a 10%
-    # slowdown of one stage (5 runs a side) is found every time in 10 tries, and nothing else is
+    # slowdown of one stage (5 runs a side) is found every time in 10 tries; the two unchanged
+    # stages, tested 20 times at p < 0.05, may be flagged at most twice (a burst of load on one
+    # side of a 5-run pair can reach p = 0.008: seen once in CI while the machine ran other work)
     cd "$work"
     python3 -c 'while True: pass' & burn1=$!
     python3 -c 'while True: pass' & burn2=$!
@@ -846,23 +848,28 @@ diffgate)
         [ $st = 0 ] || fail "identical sides, try $i: exit $st $(cat same$i.txt)"
     done
     found=0
+    : > false.txt
     for i in $(seq 1 10); do
         for r in 1 2 3 4 5; do
             "$build/tests/stages" slow$i/base r$r
             STAGES_SLOW=step=0.1 "$build/tests/stages" slow$i/new r$r
         done
         set +e; "$sonde" diff slow$i/base -- slow$i/new --fail-on-regression --format json > slow$i.json; st=$?; set -e
-        python3 - slow$i.json $st <<'PY' || fail "10% slower step, try $i: $(cat slow$i.json)"
+        python3 - slow$i.json $st <<'PY' >> false.txt || fail "10% slower step, try $i: $(cat slow$i.json)"
 import json, sys
 d = json.load(open(sys.argv[1]))
 bad = [s["name"] for s in d["sections"] if s["status"] == "regression"]
 step = [s for s in d["sections"] if s["name"] == "step"][0]
-assert sys.argv[2] == "1" and bad == ["step"], (sys.argv[2], bad)
+assert sys.argv[2] == "1" and "step" in bad, (sys.argv[2], bad)
 assert step["runs"] == [5, 5] and step["ci"][0] > 0, step
+for name in bad:
+    if name != "step":
+        print(name)
 PY
         found=$((found + 1))
     done
-    echo "diff across runs under load: 0 regressions in 10 identical pairs (3 runs a side), the 10% slower step found $found times in 10 (5 runs a side)"
+    [ "$(wc -l < false.txt)" -le 2 ] || fail "unchanged stages flagged $(wc -l < false.txt) times in 20: $(tr '\n' ' ' < false.txt)"
+    echo "diff across runs under load: 0 regressions in 10 identical pairs (3 runs a side), the 10% slower step found $found times in 10 (5 runs a side), unchanged stages flagged $(wc -l < false.txt) times in 20"
     ;;
 cxx)
     "$build/tests/cxx_scope" "$work"
@@ -1056,6 +1063,39 @@ assert kept.get("fast_leaf", 0) + out == 1000 and out >= 980, (kept, out)' out/s
     # manual: no automatic profiler, no file
     mkdir manual && (cd manual && SONDE_AUTOTRACE=manual "$traced") && [ -z "$(ls manual)" ] \
         || fail "SONDE_AUTOTRACE=manual still wrote $(ls manual)"
+    ;;
+hotfn)
+    # issue 18: a comparator called 10^7 times under autotrace at its defaults (as llama2.c's
+    # qsort callback was): the program finishes, every report is written, peak RSS stays under
+    # 512 MiB, and the comparator's calls after its first autotrace_hot_calls (10,000) are
+    # counted and summed, every one of them in its count
+    cd "$work"
+    SONDE_OUTPUT_DIR=out SONDE_NAME=cmp SONDE_COLLECT_GPU=0 python3 - "$build/tests/comparator" <<'PY' > hot.txt || fail "comparator: $(cat hot.txt)"
+import resource, subprocess, sys
+out = subprocess.run([sys.argv[1], "10000000"], capture_output=True, text=True)
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(out.stdout.strip(), "exit", out.returncode, "rss_mib %.1f" % rss)
+sys.stderr.write(out.stderr)
+assert out.returncode == 0 and rss < 512, (out.returncode, rss)
+PY
+    n=$(awk '/^comparisons/ {print $2}' hot.txt)
+    for f in cmp.sonde cmp.json cmp.csv cmp.txt cmp.html cmp.trace.json.gz; do
+        [ -s "out/$f" ] || fail "comparator: no $f ($(ls out))"
+    done
+    python3 - out/cmp.json out/cmp.txt "$n" out/cmp.sonde <<'PY' || fail "comparator report: $(cat out/cmp.txt)"
+import json, os, sys
+r = json.load(open(sys.argv[1]))
+n = int(sys.argv[3])
+s = {x["name"]: x for x in r["sections"]}
+cmp = s["by_value"]
+assert cmp["count"] == n and cmp["aggregated_calls"] == n - 10000, (cmp["count"], cmp["aggregated_calls"], n)
+assert cmp["total_s"] > 0 and s["sort_round"]["count"] > 0 and "aggregated_calls" not in s["sort_round"] or s["sort_round"]["aggregated_calls"] == 0
+assert "by_value" in open(sys.argv[2]).read()
+size = os.path.getsize(sys.argv[4])
+assert size < 8 << 20, size
+print("comparator: %d calls, %d counted and summed, .sonde %.1f MiB" % (n, cmp["aggregated_calls"], size / 2**20))
+PY
+    cat hot.txt
     ;;
 nvtx)
     cd "$work"
