@@ -210,6 +210,10 @@ typedef struct sonde_config {
                                         trace_python_hot_s is counted and summed from then on,
                                         not recorded per call (default 100000; 0: never) */
     double trace_python_hot_s; /* (default 0.000002) */
+    unsigned trace_max_events; /* the trace keeps at most this many sections: the longest (and
+                                  so the outermost) whole, the others folded into slices
+                                  "NAME x N (T ms)" that the reports count (default 4000000;
+                                  0: no limit; docs/formats.md) */
     int reserved_int;        /* zero */
     void *reserved[2];       /* zero; room for later fields without breaking the ABI */
 } sonde_config;

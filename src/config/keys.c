@@ -111,6 +111,8 @@ static const sonde_key g_keys[] = {
      "counted, not recorded (0: never)"},
     {"trace_python_hot_s", KEY_DOUBLE, OFF(trace_python_hot_s), 0, 1, "0.000002",
      "Python tracing: the mean duration under which a function is hot"},
+    {"trace_max_events", KEY_UINT, OFF(trace_max_events), 0, 1e9, "4000000",
+     "sections a trace holds: the longest whole, the rest folded into slices (0: no limit)"},
     {"rank", KEY_INT, OFF(rank), -1, 1000000, "-1", "this process's rank (-1: from the launcher)"},
     {"world_size", KEY_INT, OFF(world_size), -1, 1000000, "-1",
      "processes in the job (-1: from the launcher)"},

@@ -71,6 +71,46 @@ static uint64_t tid_of(const sm_model *m, uint32_t thread)
     return m->threads[thread].tid ? m->threads[thread].tid : 1000000000u + thread;
 }
 
+/* A run of sections folded by the trace budget: consecutive direct children of one kept section
+ * (or of a thread's top level) with no kept sibling between them. */
+typedef struct fold_run {
+    uint32_t thread, site;
+    int mixed;                   /* more than one name */
+    int64_t start_ns, end_ns;
+    uint64_t n, sum_ns;
+} fold_run;
+
+/* The folded runs as slices: "NAME x N (T ms)", or "N sections (T ms)" when names differ. */
+static void fold_events(tctx *t, const sm_model *m, const fold_run *runs, size_t n_runs,
+                        char **ids, int64_t sh, int64_t min_ns)
+{
+    for (size_t i = 0; i < n_runs && !t->err; i++) {
+        const fold_run *r = &runs[i];
+        char label[512];
+        if (r->mixed)
+            snprintf(label, sizeof label, "%llu sections (%.3f ms)", (unsigned long long)r->n,
+                     (double)r->sum_ns / 1e6);
+        else
+            snprintf(label, sizeof label, "%.400s x %llu (%.3f ms)", m->sites[r->site].name,
+                     (unsigned long long)r->n, (double)r->sum_ns / 1e6);
+        sep(t);
+        sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"folded\",\"name\":");
+        sbuf_json_str(&t->b, label);
+        sbuf_add(&t->b, ",\"ts\":", 6);
+        sbuf_us3(&t->b, r->start_ns + sh);
+        sbuf_add(&t->b, ",\"dur\":", 7);
+        sbuf_us3(&t->b, r->end_ns - r->start_ns);
+        sbuf_puts(&t->b, ids[r->thread]);
+        sbuf_printf(&t->b, ",\"args\":{\"sections\":%llu,\"total_ms\":",
+                    (unsigned long long)r->n);
+        sbuf_json_num(&t->b, (double)r->sum_ns / 1e6);
+        sbuf_puts(&t->b, ",\"why\":\"trace_max_events: sections shorter than ");
+        sbuf_json_num(&t->b, (double)min_ns / 1e3);
+        sbuf_puts(&t->b, " us are folded\"}}");
+        flush(t, 0);
+    }
+}
+
 /* A GPU stream's track: a thread of the run's process (so ranks stay apart in a merged trace)
  * with a tid no kernel thread id reaches. */
 static uint64_t gpu_tid(const sm_gpu *g)
@@ -260,10 +300,58 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     size_t x_len = o->tensorboard ? sizeof x_ann - 1 : sizeof x_sec - 1;
     const char *ws = sm_info(m, "config.with_stack");
     int stack = ws && !strcmp(ws, "1");
+    /* The budget: sections shorter than bud.min_ns are folded into runs (open_run: the open run
+     * of each kept section, then of each thread's top level; -1 when none). */
+    sx_budget bud;
+    if (!t.err && sx_trace_budget(m, t0, t1, &bud) != 0)
+        t.err = -1;
+    int32_t *open_run = NULL;
+    fold_run *runs = NULL;
+    size_t n_runs = 0, cap_runs = 0;
+    if (!t.err && bud.folded) {
+        open_run = sonde__malloc((m->n_spans + m->n_threads) * sizeof *open_run);
+        if (!open_run)
+            t.err = -1;
+        else
+            memset(open_run, 0xff, (m->n_spans + m->n_threads) * sizeof *open_run);
+    }
     for (size_t i = 0; i < m->n_spans && !t.err; i++) {
         const sm_span *s = &m->spans[i];
         if (s->start_ns < t0 || s->start_ns >= t1)
             continue;
+        if (open_run) {
+            const sm_span *up = s->parent >= 0 ? &m->spans[s->parent] : NULL;
+            int up_in = up && up->start_ns >= t0 && up->start_ns < t1;
+            size_t box = up_in ? (size_t)s->parent : m->n_spans + s->thread;
+            if (s->end_ns - s->start_ns < bud.min_ns) {
+                if (up_in && up->end_ns - up->start_ns < bud.min_ns)
+                    continue; /* inside a folded section: in its run's time */
+                int32_t r = open_run[box];
+                if (r < 0) {
+                    if (n_runs == cap_runs) {
+                        size_t nc = cap_runs ? 2 * cap_runs : 256;
+                        fold_run *nr = sonde__realloc(runs, nc * sizeof *nr);
+                        if (!nr) {
+                            t.err = -1;
+                            break;
+                        }
+                        runs = nr;
+                        cap_runs = nc;
+                    }
+                    r = (int32_t)n_runs++;
+                    runs[r] = (fold_run){s->thread, s->site, 0, s->start_ns, s->end_ns, 0, 0};
+                    open_run[box] = r;
+                }
+                fold_run *fr = &runs[r];
+                fr->mixed |= fr->site != s->site;
+                if (s->end_ns > fr->end_ns)
+                    fr->end_ns = s->end_ns;
+                fr->n++;
+                fr->sum_ns += (uint64_t)(s->end_ns - s->start_ns);
+                continue;
+            }
+            open_run[box] = -1; /* a kept sibling ends the run before it */
+        }
         const char *name = esc[s->site] ? esc[s->site] : "\"?\"";
         const sm_site *site = &m->sites[s->site];
         int where = stack && site->file;
@@ -310,6 +398,10 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         sbuf_putc(&t.b, '}');
         flush(&t, 0);
     }
+    if (!t.err)
+        fold_events(&t, m, runs, n_runs, ids, sh, bud.min_ns);
+    sonde__free(open_run);
+    sonde__free(runs);
     /* Operators of another tracer (sonde_ops) on their threads, inside the sections they ran
      * in, in PyTorch's category. */
     for (size_t i = 0; i < m->n_ops && !t.err; i++) {

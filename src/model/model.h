@@ -218,6 +218,10 @@ typedef struct sm_model {
     uint64_t dropped_events;
     uint64_t sections_end_lost; /* spans flagged SM_SPAN_END_LOST */
     uint64_t short_spans;      /* instances under config min_duration_s, left out */
+    int trace_known;           /* 1: the trace budget below was read from a report (a model
+                                  without instances); 0: export/trace_budget.c computes it */
+    uint64_t trace_sections, trace_folded; /* sections a whole-run trace has; folded of them */
+    int64_t trace_min_ns;      /* sections shorter than this were folded */
     uint64_t bytes;            /* size of the file read */
     uint64_t writer_cpu_ns;    /* CPU time of the recorder's writer thread (0: unknown) */
     uint64_t backpressure_chunks; /* chunks recording threads wrote themselves: the writer had

@@ -342,6 +342,42 @@ PY
     ;;
 cli)
     cd "$work"
+    # issue 18: a trace budget (trace_max_events) keeps the longest sections whole and folds the
+    # rest into slices, nesting intact, and the reports say what was folded
+    SONDE_OUTPUT_DIR=budget SONDE_TRACE_MAX_EVENTS=30 "$build/examples/pipeline" --steps 12 \
+        --blocks 3 --frames 2 --dim 16 --quiet --name budget
+    "$sonde" summary budget/budget.sonde > bud_sonde.txt
+    "$sonde" summary budget/budget.json > bud_json.txt
+    [ "$(grep '^Trace:' bud_sonde.txt)" = "$(grep '^Trace:' bud_json.txt)" ] && grep -q "^Trace: " bud_sonde.txt ||
+        fail "trace budget lines: $(grep '^Trace' bud_sonde.txt bud_json.txt)"
+    python3 - budget/budget.trace.json.gz budget/budget.json <<'PY' || fail "trace budget"
+import collections, gzip, json, sys
+ev = json.load(gzip.open(sys.argv[1], "rt"))
+r = json.load(open(sys.argv[2]))["summary"]
+xs = [e for e in ev if e.get("ph") == "X" and e["cat"] in ("section", "folded")]
+kept = [e for e in xs if e["cat"] == "section"]
+folded = [e for e in xs if e["cat"] == "folded"]
+assert len(xs) <= 30 and folded, (len(xs), len(folded))
+assert r["trace_sections"] == r["sections"] and r["trace_sections_folded"] == r["sections"] - len(kept), r
+cut = r["trace_folded_under_s"] * 1e6
+assert all(e["dur"] >= cut - 0.001 for e in kept), cut
+for e in folded:  # "NAME x N (T ms)" or "N sections (T ms)", N in args
+    assert (" x %d (" % e["args"]["sections"]) in e["name"] or e["name"].startswith("%d sections" % e["args"]["sections"]), e
+# per thread, intervals nest or are apart: never a partial overlap
+by = collections.defaultdict(list)
+for e in xs:
+    by[e["tid"]].append((e["ts"], e["ts"] + e["dur"]))
+for iv in by.values():
+    iv.sort(key=lambda a: (a[0], -a[1]))
+    stack = []
+    for a, b in iv:
+        while stack and stack[-1] <= a + 0.0015:
+            stack.pop()
+        assert not stack or b <= stack[-1] + 0.0015, (a, b, stack[-1])
+        stack.append(b)
+print("trace budget: %d of %d sections kept whole, %d folded into %d slices, under %.1f us"
+      % (len(kept), r["sections"], r["trace_sections_folded"], len(folded), cut))
+PY
     # a .sonde file of format version 1 (before events carried arguments) is still read whole
     [ "$(od -A n -t u4 -j 8 -N 4 "$src/tests/fuzz/corpus/sonde/minimal.sonde" | tr -d ' ')" = 1 ] \
         || fail "tests/fuzz/corpus/sonde/minimal.sonde is no longer a version 1 file"
