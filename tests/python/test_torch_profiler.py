@@ -12,6 +12,7 @@ import gzip
 import io
 import json
 import os
+import shutil
 import sys
 import tempfile
 import unittest
@@ -99,6 +100,7 @@ def table(report, name):
 class Backend(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="sonde-torchprof-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
 
     def test_operator_table_agrees_with_key_averages(self):
         model = UNet()
@@ -238,6 +240,7 @@ class FoldSubstitutes(unittest.TestCase):
 
     def dir(self):
         self.d = tempfile.mkdtemp(prefix="sonde-fold-")
+        self.addCleanup(shutil.rmtree, self.d, True)
         return self.d
 
 
@@ -246,6 +249,7 @@ class Compat(unittest.TestCase):
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="sonde-compat-torch-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
 
     def test_000_diffulex_pytorch_backend(self):
         from sonde.compat.diffulex import DiffulexProfiler, ProfilerConfig
