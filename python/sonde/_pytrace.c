@@ -75,7 +75,6 @@ static struct {
     unsigned max_depth;
     int c_calls;
     uint64_t hot_calls, hot_ticks;
-    double ticks_per_s;
     /* counters of the current session (stats()) */
     uint64_t functions, excluded, too_deep, mismatched, hot_functions, table_full;
 } g;
@@ -545,8 +544,7 @@ static PyObject *m_trace_start(PyObject *self, PyObject *args, PyObject *kw)
     g.max_depth = max_depth ? max_depth : 64;
     g.c_calls = c_calls;
     g.hot_calls = hot_calls;
-    g.ticks_per_s = sonde__clock()->ticks_per_s;
-    g.hot_ticks = (uint64_t)(hot_s * g.ticks_per_s);
+    g.hot_ticks = (uint64_t)(hot_s * sonde__clock()->ticks_per_s);
     g.gen++;
     g.p = p;
     Py_INCREF(handle);
@@ -567,12 +565,7 @@ static void write_aggregates(void)
         entry *e = g.slots[i];
         if (!e || !e->hot_n)
             continue;
-        char calls[32], total[32];
-        snprintf(calls, sizeof calls, "%llu", (unsigned long long)e->hot_n);
-        snprintf(total, sizeof total, "%.9g", (double)e->hot_ticks / g.ticks_per_s);
-        const char *keys[] = {"section", "calls", "total_s"};
-        const char *values[] = {e->site.name, calls, total};
-        sonde_event_args(g.p, "sonde.aggregated", keys, values, 3);
+        sonde__aggregated(g.p, e->site.name, e->hot_n, e->hot_ticks);
         e->hot_n = e->hot_ticks = 0;
     }
 }

@@ -179,19 +179,13 @@ NOINSTR static func *add(uintptr_t fn)
 NOINSTR static void write_hot(sonde_profiler *p)
 {
     pthread_mutex_lock(&g_lock);
-    double tps = sonde__clock()->ticks_per_s;
     for (uint32_t i = 0; i < TABLE_SIZE; i++) {
         func *u = atomic_load_explicit(&g_table[i].fn, memory_order_acquire) ? g_table[i].fu
                                                                               : NULL;
         if (!u || u == &g_excluded || !atomic_load(&u->hot_n))
             continue;
         uint64_t n = atomic_exchange(&u->hot_n, 0), ticks = atomic_exchange(&u->hot_ticks, 0);
-        char calls[32], total[32];
-        snprintf(calls, sizeof calls, "%llu", (unsigned long long)n);
-        snprintf(total, sizeof total, "%.9g", (double)ticks / tps);
-        const char *keys[] = {"section", "calls", "total_s"};
-        const char *values[] = {u->site.name, calls, total};
-        sonde_event_args(p, "sonde.aggregated", keys, values, 3);
+        sonde__aggregated(p, u->site.name, n, ticks);
     }
     pthread_mutex_unlock(&g_lock);
 }

@@ -40,23 +40,6 @@ typedef struct sx_trace_opts {
 } sx_trace_opts;
 int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void *ctx);
 
-/* The trace budget (trace_budget.c): the key trace_max_events, read from the run's
- * configuration (default SX_TRACE_MAX_DEFAULT; 0: no limit), bounds the sections a trace holds.
- * When the sections in [t0, t1) are more, only those lasting at least min_ns are kept (the
- * longest, never more than half the budget: nesting stays whole, since a section outlasts what
- * is nested in it); the others are folded into one slice per run of them between kept
- * sections. The reports say what was folded. */
-#define SX_TRACE_MAX_DEFAULT 4000000ull
-typedef struct sx_budget {
-    unsigned long long max_events; /* the key's value */
-    size_t sections, kept, folded; /* sections in range; kept whole; folded into slices */
-    int64_t min_ns;                /* kept: duration >= min_ns (INT64_MIN: every one) */
-} sx_budget;
-/* 0, or SONDE_ENOMEM (out untouched but zeroed). */
-int sx_trace_budget(const sm_model *m, int64_t t0, int64_t t1, sx_budget *out);
-/* The budget of the whole run's trace, for the reports: read from the model when it came from a
- * JSON report (trace_known), else sx_trace_budget over every section. */
-int sx_trace_budget_of(const sm_model *m, sx_budget *out);
 /* The same limited to [t0_ns, t1_ns): sections that begin, and samples, instants and steps that
  * fall, in it; sessions that overlap it. */
 int sx_trace_range(const sm_model *m, int64_t t0_ns, int64_t t1_ns, sx_sink sink, void *ctx);

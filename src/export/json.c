@@ -427,12 +427,9 @@ int sx_json(const sm_model *m, sbuf *b)
     kv_num(b, "dropped_events", (double)m->dropped_events, 1);
     kv_num(b, "sections_end_lost", (double)m->sections_end_lost, 1);
     kv_num(b, "short_sections_left_out", (double)m->short_spans, 1);
-    sx_budget bud;
-    if (sx_trace_budget_of(m, &bud) != 0)
-        b->oom = 1;
-    kv_num(b, "trace_sections", (double)bud.sections, 1);
-    kv_num(b, "trace_sections_folded", (double)bud.folded, 1);
-    kv_num(b, "trace_folded_under_s", bud.folded ? (double)bud.min_ns / 1e9 : 0, 1);
+    kv_num(b, "trace_sections", (double)m->trace.sections, 1);
+    kv_num(b, "trace_sections_folded", (double)m->trace.folded, 1);
+    kv_num(b, "trace_folded_under_s", m->trace.folded ? (double)m->trace.min_ns / 1e9 : 0, 1);
     kv_num(b, "writer_cpu_s", (double)m->writer_cpu_ns / 1e9, 1);
     kv_num(b, "backpressure_chunks", (double)m->backpressure_chunks, 1);
     kv_num(b, "backpressure_wait_s", (double)m->backpressure_ns / 1e9, 1);

@@ -343,14 +343,11 @@ static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wi
                        "buffer chunks themselves, waiting %.3f s in all (a larger buffer_mb or a "
                        "faster disk avoids it)\n", (unsigned long long)m->backpressure_chunks,
                     (double)m->backpressure_ns / 1e9);
-    sx_budget bud;
-    if (sx_trace_budget_of(m, &bud) != 0)
-        b->oom = 1;
-    else if (bud.folded)
+    if (m->trace.folded)
         sbuf_printf(b, "Trace: %llu of its %llu sections, those shorter than %.3f us, are folded "
                        "into slices \"NAME x N (T ms)\" (trace_max_events)\n",
-                    (unsigned long long)bud.folded, (unsigned long long)bud.sections,
-                    (double)bud.min_ns / 1e3);
+                    (unsigned long long)m->trace.folded, (unsigned long long)m->trace.sections,
+                    (double)m->trace.min_ns / 1e3);
     if (m->sections_end_lost)
         sbuf_printf(b, "Sections whose end was dropped: %llu (not in the table: their duration "
                        "is unknown)\n", (unsigned long long)m->sections_end_lost);

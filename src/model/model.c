@@ -1083,7 +1083,7 @@ static int derive(sm_model *m)
     double tu, tus;
     sm_totals(m, &tu, &tus, &m->total_flops, &m->total_flops_s);
     sm_steps(m, &m->steps_summary);
-    return 0;
+    return sm_trace_budget(m, INT64_MIN, INT64_MAX, &m->trace);
 }
 
 #define MOVE_APPEND(dst, nd, src, ns)                                                           \

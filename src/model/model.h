@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../format/format.h"
+
 typedef struct sm_site {
     char *name, *file, *func;  /* name is never NULL ("?" when its record was missing) */
     int line;
@@ -190,9 +192,21 @@ typedef struct sm_stat {
 } sm_stat;
 
 /* The event Python tracing and autotrace write for a hot function's calls that were counted,
- * not recorded: arguments "section" (its name), "calls" and "total_s". The run's statistics
- * (sm_model.stats) fold them into the section's count, total and mean. */
-#define SM_AGGREGATED_EVENT "sonde.aggregated"
+ * not recorded (format.h, SONDE_AGGREGATED_EVENT). The run's statistics (sm_model.stats) fold
+ * them into the section's count, total and mean. */
+#define SM_AGGREGATED_EVENT SONDE_AGGREGATED_EVENT
+
+/* The trace budget (budget.c): the key trace_max_events, read from the run's configuration
+ * (default SM_TRACE_MAX_DEFAULT; 0: no limit), bounds the sections a trace holds. When the
+ * sections are more, only those lasting at least min_ns are kept (the longest, never more than
+ * half the budget: nesting stays whole, since a section outlasts what is nested in it); the
+ * others are folded into one slice per run of them between kept sections, and the reports say
+ * how many. */
+#define SM_TRACE_MAX_DEFAULT 4000000ull
+typedef struct sm_budget {
+    uint64_t sections, folded; /* sections in the trace's range; folded into slices of them */
+    int64_t min_ns;            /* kept: duration >= min_ns (INT64_MIN: every one) */
+} sm_budget;
 
 typedef struct sm_kv {
     char *key, *value;
@@ -218,10 +232,8 @@ typedef struct sm_model {
     uint64_t dropped_events;
     uint64_t sections_end_lost; /* spans flagged SM_SPAN_END_LOST */
     uint64_t short_spans;      /* instances under config min_duration_s, left out */
-    int trace_known;           /* 1: the trace budget below was read from a report (a model
-                                  without instances); 0: export/trace_budget.c computes it */
-    uint64_t trace_sections, trace_folded; /* sections a whole-run trace has; folded of them */
-    int64_t trace_min_ns;      /* sections shorter than this were folded */
+    sm_budget trace;           /* the whole run's trace under trace_max_events (budget.c; read
+                                  back from a JSON report, which has no instances) */
     uint64_t bytes;            /* size of the file read */
     uint64_t writer_cpu_ns;    /* CPU time of the recorder's writer thread (0: unknown) */
     uint64_t backpressure_chunks; /* chunks recording threads wrote themselves: the writer had
@@ -371,6 +383,9 @@ const char *sm_str(const sm_model *m, uint32_t id);
 
 /* The value of an INFO fact ("system.cpu_model", "config.max_data_points"), or NULL. */
 const char *sm_info(const sm_model *m, const char *key);
+/* The trace budget of the sections that begin in [t0, t1) (sm_model.trace is the whole run's,
+ * set by the build and by a merge). 0, or -1 when out of memory (out zeroed). */
+int sm_trace_budget(const sm_model *m, int64_t t0, int64_t t1, sm_budget *out);
 /* The run's max_data_points (its configuration fact; the default 10000 when absent; at least
  * 10): how many samples or occurrences of one series a report keeps. */
 size_t sm_max_data_points(const sm_model *m);

@@ -1140,6 +1140,16 @@ int sonde_event_args(sonde_profiler *p, const char *name, const char *const *key
     return 0;
 }
 
+int sonde__aggregated(sonde_profiler *p, const char *section, uint64_t calls, uint64_t ticks)
+{
+    char n[32], total[32];
+    snprintf(n, sizeof n, "%llu", (unsigned long long)calls);
+    snprintf(total, sizeof total, "%.9g", (double)ticks / sonde__clock()->ticks_per_s);
+    const char *keys[] = {"section", "calls", "total_s"};
+    const char *values[] = {section, n, total};
+    return sonde_event_args(p, SONDE_AGGREGATED_EVENT, keys, values, 3);
+}
+
 int sonde_counter(sonde_profiler *p, const char *name, double value)
 {
     RECORDING_OR_RETURN(p, "sonde_counter");

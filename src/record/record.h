@@ -134,7 +134,8 @@ struct sonde_profiler {
     _Atomic uint64_t bytes_written;
     _Atomic uint64_t dropped_io;   /* events lost to write errors */
     _Atomic uint64_t bp_chunks;    /* chunks recording threads wrote themselves (back-pressure) */
-    _Atomic uint64_t bp_ns;        /* ... and the time they spent on it, waiting included */
+    _Atomic uint64_t bp_ns;        /* the time threads that found no free chunk spent getting one
+                                    * (waiting for the writer included) */
     _Atomic uint64_t writer_cpu_ns; /* CPU time the writer thread used, set when it stops */
 
     /* the sampler thread (sampler.c) */
@@ -194,6 +195,10 @@ sonde_tbuf *sonde__thread_buf(sonde_profiler *p);
 /* Appends one event of kind with id/arg and n value doubles (0..2) on the calling thread.
  * Returns 0, or SONDE_EDROPPED when no buffer space was free. */
 int sonde__record(sonde_profiler *p, unsigned kind, uint32_t id, uint32_t arg, const double *v);
+/* Records calls a hot function made that were counted and summed, not recorded: the event
+ * SONDE_AGGREGATED_EVENT with arguments section, calls and total_s (ticks on sonde__ticks'
+ * clock, written in seconds). For Python tracing and libsonde-autotrace. sonde_event_args' code. */
+int sonde__aggregated(sonde_profiler *p, const char *section, uint64_t calls, uint64_t ticks);
 /* Frees the structs kept for destroyed profilers (for tests that count every allocation). */
 void sonde__tombstones_free(void);
 /* Adds a warning line to the report (copied; the first SONDE_MAX_WARNINGS are kept). */

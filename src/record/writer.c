@@ -407,7 +407,8 @@ uint32_t sonde__chunk_back_pressure(sonde_profiler *p, uint32_t own)
         }
     }
     pthread_mutex_unlock(&p->wlock);
-    atomic_fetch_add_explicit(&p->bp_chunks, 1, memory_order_relaxed);
+    if (got != SONDE_NO_CHUNK && got == own)
+        atomic_fetch_add_explicit(&p->bp_chunks, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->bp_ns, sonde__mono_ns() - t0, memory_order_relaxed);
     return got;
 }

@@ -1107,10 +1107,12 @@ hotfn)
     # counted and summed, every one of them in its count
     cd "$work"
     SONDE_OUTPUT_DIR=out SONDE_NAME=cmp SONDE_COLLECT_GPU=0 python3 - "$build/tests/comparator" <<'PY' > hot.txt || fail "comparator: $(cat hot.txt)"
-import resource, subprocess, sys
+import resource, subprocess, sys, time
+t = time.monotonic()
 out = subprocess.run([sys.argv[1], "10000000"], capture_output=True, text=True)
+t = time.monotonic() - t
 rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-print(out.stdout.strip(), "exit", out.returncode, "rss_mib %.1f" % rss)
+print(out.stdout.strip(), "exit", out.returncode, "rss_mib %.1f" % rss, "wall_s %.2f" % t)
 sys.stderr.write(out.stderr)
 assert out.returncode == 0 and rss < 512, (out.returncode, rss)
 PY
@@ -1129,7 +1131,7 @@ assert cmp["total_s"] > 0 and s["sort_round"]["count"] > 0 and "aggregated_calls
 assert "by_value" in open(sys.argv[2]).read()
 size = os.path.getsize(sys.argv[4])
 assert size < 8 << 20, size
-print("comparator: %d calls, %d counted and summed, .sonde %.1f MiB" % (n, cmp["aggregated_calls"], size / 2**20))
+print("comparator: %d calls, %d counted and summed, .sonde %.0f KiB" % (n, cmp["aggregated_calls"], size / 1024))
 PY
     cat hot.txt
     ;;

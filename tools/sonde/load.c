@@ -126,10 +126,10 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
     m->backpressure_chunks = U64(sum, "backpressure_chunks");
     m->backpressure_ns = NS(sum, "backpressure_wait_s");
     m->short_spans = U64(sum, "short_sections_left_out");
-    m->trace_known = 1;
-    m->trace_sections = U64(sum, "trace_sections");
-    m->trace_folded = U64(sum, "trace_sections_folded");
-    m->trace_min_ns = llround(num0(sum, "trace_folded_under_s") * 1e9);
+    m->trace.sections = U64(sum, "trace_sections");
+    m->trace.folded = U64(sum, "trace_sections_folded");
+    m->trace.min_ns = m->trace.folded ? llround(num0(sum, "trace_folded_under_s") * 1e9)
+                                      : INT64_MIN;
     if (facts(m, json_object_get(run, "system") ? json_object_get(run, "system")
                                                 : json_object_get(root, "system"), "system.") ||
         facts(m, json_object_get(root, "config"), "config.") ||
