@@ -107,8 +107,10 @@ const char *sonde_last_error(void);
 #define SONDE_FORMAT_HTML 0x20u    /* NAME.html: the self-contained report with charts */
 #define SONDE_FORMAT_TENSORBOARD 0x40u /* the trace where TensorBoard looks for it:
                                           OUTDIR/plugins/profile/RUN/HOST_PID.pt.trace.json.gz */
+#define SONDE_FORMAT_PERFETTO 0x80u /* NAME.pftrace: Perfetto's own protobuf trace (smaller than
+                                       the JSON trace, loaded faster by ui.perfetto.dev) */
 #define SONDE_FORMAT_REPORTS 0x2fu /* json, csv, txt, trace, html: the default */
-#define SONDE_FORMAT_ALL 0x7fu
+#define SONDE_FORMAT_ALL 0xffu
 
 typedef struct sonde_profiler sonde_profiler;
 

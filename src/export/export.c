@@ -103,6 +103,26 @@ int sx_write_trace_range(const sm_model *m, const char *path, int64_t t0, int64_
     return 0;
 }
 
+static int fd_sink(void *ctx, const char *data, size_t n)
+{
+    return write_all(*(int *)ctx, data, n);
+}
+
+/* NAME.pftrace: Perfetto's protobuf, streamed to the file. */
+static int write_perfetto(const sm_model *m, const char *path)
+{
+    afile af;
+    if (afile_open(&af, path) != 0)
+        return -1;
+    if (sx_perfetto(m, fd_sink, &af.fd) != 0) {
+        int e = errno == ENOSPC || errno == EFBIG ? errno : EIO;
+        afile_abort(&af);
+        errno = e;
+        return -1;
+    }
+    return afile_commit(&af, 0);
+}
+
 static int write_text(const sm_model *m, const char *path, sx_text_fn fn)
 {
     sbuf b;
@@ -118,27 +138,31 @@ static int write_text(const sm_model *m, const char *path, sx_text_fn fn)
 }
 
 /* One row per file a format writes. */
+enum { TRACE_GZ, TENSORBOARD, PERFETTO };
 static const struct {
     unsigned bit;
     const char *ext;
-    sx_text_fn text; /* NULL: a gzip trace */
-    int tensorboard;  /* 1: TensorBoard's flavour, in its own directory (sx_tensorboard_path) */
+    sx_text_fn text; /* NULL: a trace of the kind below */
+    int kind;         /* TENSORBOARD: TensorBoard's flavour, in its own directory
+                         (sx_tensorboard_path); PERFETTO: Perfetto's protobuf */
 } g_formats[] = {
     {SONDE_FORMAT_JSON, ".json", sx_json, 0},
     {SONDE_FORMAT_CSV, ".csv", sx_csv, 0},
     {SONDE_FORMAT_CSV, ".instances.csv", sx_csv_instances, 0},
     {SONDE_FORMAT_TXT, ".txt", sx_txt, 0},
-    {SONDE_FORMAT_TRACE, ".trace.json.gz", NULL, 0},
+    {SONDE_FORMAT_TRACE, ".trace.json.gz", NULL, TRACE_GZ},
     {SONDE_FORMAT_SAMPLES, ".samples.csv", sx_csv_samples, 0},
     {SONDE_FORMAT_HTML, ".html", sx_html, 0},
-    {SONDE_FORMAT_TENSORBOARD, ".pt.trace.json.gz", NULL, 1},
+    {SONDE_FORMAT_TENSORBOARD, ".pt.trace.json.gz", NULL, TENSORBOARD},
+    {SONDE_FORMAT_PERFETTO, ".pftrace", NULL, PERFETTO},
 };
 #define N_FORMATS (sizeof g_formats / sizeof g_formats[0])
 
 static int write_one(const sm_model *m, const char *path, size_t f)
 {
     int rc = g_formats[f].text          ? write_text(m, path, g_formats[f].text)
-             : g_formats[f].tensorboard ? write_tensorboard_gz(m, path)
+             : g_formats[f].kind == PERFETTO ? write_perfetto(m, path)
+             : g_formats[f].kind == TENSORBOARD ? write_tensorboard_gz(m, path)
                                         : write_trace_gz(m, path);
     if (rc)
         return sonde__fail(errno == ENOMEM ? SONDE_ENOMEM : SONDE_EIO, "cannot write %s: %s", path,
@@ -161,7 +185,7 @@ int sx_write_formats(const sm_model *m, const char *dir, const char *name, unsig
  * when out of memory. */
 static char *format_path(const sm_model *m, const char *dir, const char *name, size_t f)
 {
-    if (g_formats[f].tensorboard)
+    if (g_formats[f].kind == TENSORBOARD)
         return sx_tensorboard_path(m, dir, name);
     char *path = NULL;
     if (sonde__asprintf(&path, "%s%s%s%s", dir, dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/",
@@ -197,7 +221,8 @@ static int write_formats(const sm_model *m, const char *dir, const char *name, u
         int r = 0;
         if (!path)
             return sonde__fail(SONDE_ENOMEM, "out of memory");
-        if (g_formats[f].tensorboard) { /* plugins/profile/RUN/ under dir: no symlink followed */
+        if (g_formats[f].kind == TENSORBOARD) { /* plugins/profile/RUN/ under dir, no symlink
+                                                   followed */
             char *slash = strrchr(path, '/');
             *slash = 0;
             if (mkdir_beneath(dir, path + strlen(dir)) != 0)
@@ -274,7 +299,7 @@ int sx_write_path(const sm_model *m, const char *path)
 static int write_path(const sm_model *m, const char *path)
 {
     /* Longest extensions first, so x.instances.csv is not taken for x.csv. */
-    static const size_t order[] = {7, 4, 2, 5, 0, 1, 3, 6};
+    static const size_t order[] = {7, 4, 2, 5, 0, 1, 3, 6, 8};
     for (size_t i = 0; i < N_FORMATS; i++) {
         size_t f = order[i];
         if (ends_with(path, g_formats[f].ext))
@@ -284,5 +309,6 @@ static int write_path(const sm_model *m, const char *path)
         return write_one(m, path, 4);
     return sonde__fail(SONDE_EINVAL,
                        "%s: unknown report format (use .json, .csv, .instances.csv, .txt, "
-                       ".samples.csv, .html, .trace.json.gz or .pt.trace.json.gz)", path);
+                       ".samples.csv, .html, .trace.json.gz, .pt.trace.json.gz or .pftrace)",
+                       path);
 }

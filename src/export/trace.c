@@ -71,74 +71,19 @@ static uint64_t tid_of(const sm_model *m, uint32_t thread)
     return m->threads[thread].tid ? m->threads[thread].tid : 1000000000u + thread;
 }
 
-/* A run of sections folded by the trace budget: consecutive direct children of one kept section
- * (or of a thread's top level) with no kept sibling between them. */
-typedef struct fold_run {
-    uint32_t thread, site;
-    int mixed;                   /* more than one name */
-    int64_t start_ns, end_ns;
-    uint64_t n, sum_ns;
-} fold_run;
-
-/* The folding of the trace budget (sm_budget): each section shorter than min_ns joins the open
- * run of its box (its kept parent, else its thread's top level); a kept section closes the run
- * open in its own box, so a run never overlaps a kept sibling. */
-typedef struct folder {
-    const sm_model *m;
-    int64_t t0, t1, min_ns;
-    int32_t *open_run;           /* per box: the open run, -1 when none */
-    fold_run *runs;
-    size_t n_runs, cap_runs;
-} folder;
-
 static int in_range(const sm_span *s, int64_t t0, int64_t t1)
 {
     return s->start_ns >= t0 && s->start_ns < t1;
 }
 
-/* 1: s is folded (written as part of a run, not as itself), 0: kept, -1: out of memory. */
-static int fold(folder *f, const sm_span *s)
-{
-    const sm_model *m = f->m;
-    const sm_span *up = s->parent >= 0 ? &m->spans[s->parent] : NULL;
-    int up_in = up && in_range(up, f->t0, f->t1);
-    size_t box = up_in ? (size_t)s->parent : m->n_spans + s->thread;
-    if (s->end_ns - s->start_ns >= f->min_ns) {
-        f->open_run[box] = -1; /* a kept sibling ends the run before it */
-        return 0;
-    }
-    if (up_in && up->end_ns - up->start_ns < f->min_ns)
-        return 1; /* inside a folded section: in its run's time */
-    int32_t r = f->open_run[box];
-    if (r < 0) {
-        if (SONDE_GROW(f->runs, f->n_runs, f->cap_runs))
-            return -1;
-        r = (int32_t)f->n_runs++;
-        f->runs[r] = (fold_run){s->thread, s->site, 0, s->start_ns, s->end_ns, 0, 0};
-        f->open_run[box] = r;
-    }
-    fold_run *fr = &f->runs[r];
-    fr->mixed |= fr->site != s->site;
-    if (s->end_ns > fr->end_ns)
-        fr->end_ns = s->end_ns;
-    fr->n++;
-    fr->sum_ns += (uint64_t)(s->end_ns - s->start_ns);
-    return 1;
-}
-
 /* The folded runs as slices: "NAME x N (T ms)", or "N sections (T ms)" when names differ. */
-static void fold_events(tctx *t, const sm_model *m, const fold_run *runs, size_t n_runs,
+static void fold_events(tctx *t, const sm_model *m, const sm_fold_run *runs, size_t n_runs,
                         char **ids, int64_t sh, int64_t min_ns)
 {
     for (size_t i = 0; i < n_runs && !t->err; i++) {
-        const fold_run *r = &runs[i];
+        const sm_fold_run *r = &runs[i];
         char label[512];
-        if (r->mixed)
-            snprintf(label, sizeof label, "%llu sections (%.3f ms)", (unsigned long long)r->n,
-                     (double)r->sum_ns / 1e6);
-        else
-            snprintf(label, sizeof label, "%.400s x %llu (%.3f ms)", m->sites[r->site].name,
-                     (unsigned long long)r->n, (double)r->sum_ns / 1e6);
+        sm_fold_label(m, r, label, sizeof label);
         sep(t);
         sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"folded\",\"name\":");
         sbuf_json_str(&t->b, label);
@@ -346,23 +291,18 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     size_t x_len = o->tensorboard ? sizeof x_ann - 1 : sizeof x_sec - 1;
     const char *ws = sm_info(m, "config.with_stack");
     int stack = ws && !strcmp(ws, "1");
-    /* The budget: sections shorter than bud.min_ns are folded into runs (folder, fold). */
+    /* The budget: sections shorter than bud.min_ns are folded into runs (sm_folder). */
     sm_budget bud = m->trace; /* the whole run's, else that of [t0, t1) */
     if (!t.err && (t0 != INT64_MIN || t1 != INT64_MAX) && sm_trace_budget(m, t0, t1, &bud) != 0)
         t.err = -1;
-    folder fo = {m, t0, t1, bud.min_ns, NULL, NULL, 0, 0};
-    if (!t.err && bud.folded) {
-        fo.open_run = sonde__malloc((m->n_spans + m->n_threads) * sizeof *fo.open_run);
-        if (!fo.open_run)
-            t.err = -1;
-        else
-            memset(fo.open_run, 0xff, (m->n_spans + m->n_threads) * sizeof *fo.open_run);
-    }
+    sm_folder fo;
+    if (sm_folder_init(&fo, m, t0, t1, bud.folded ? bud.min_ns : INT64_MIN) != 0)
+        t.err = -1;
     for (size_t i = 0; i < m->n_spans && !t.err; i++) {
         const sm_span *s = &m->spans[i];
         if (!in_range(s, t0, t1))
             continue;
-        int folded = fo.open_run ? fold(&fo, s) : 0;
+        int folded = sm_fold(&fo, s);
         if (folded < 0)
             t.err = -1;
         if (folded)
@@ -415,8 +355,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     }
     if (!t.err)
         fold_events(&t, m, fo.runs, fo.n_runs, ids, sh, bud.min_ns);
-    sonde__free(fo.open_run);
-    sonde__free(fo.runs);
+    sm_folder_free(&fo);
     /* Operators of another tracer (sonde_ops) on their threads, inside the sections they ran
      * in, in PyTorch's category. */
     for (size_t i = 0; i < m->n_ops && !t.err; i++) {

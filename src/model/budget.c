@@ -1,7 +1,8 @@
 /* budget.c - which sections a trace keeps under trace_max_events: the longest ones, which are
  * also the outermost (a section is never shorter than one nested in it), so what is kept still
- * nests; the rest are folded into slices by the trace writer (export/trace.c) and counted in
- * the reports. */
+ * nests; and the folding of the rest into slices (sm_folder), shared by the trace writers
+ * (export/trace.c, export/perfetto.c) and counted in the reports. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,4 +85,82 @@ int sm_trace_budget(const sm_model *m, int64_t t0, int64_t t1, sm_budget *out)
         out->folded += in_range(s, t0, t1) && s->end_ns - s->start_ns < out->min_ns;
     }
     return 0;
+}
+
+int sm_folder_init(sm_folder *f, const sm_model *m, int64_t t0, int64_t t1, int64_t min_ns)
+{
+    memset(f, 0, sizeof *f);
+    f->m = m;
+    f->t0 = t0;
+    f->t1 = t1;
+    f->min_ns = min_ns;
+    f->closed = -1;
+    if (min_ns == INT64_MIN)
+        return 0;
+    size_t boxes = m->n_spans + m->n_threads;
+    f->open_run = sonde__malloc((boxes ? boxes : 1) * sizeof *f->open_run);
+    if (!f->open_run)
+        return -1;
+    memset(f->open_run, 0xff, boxes * sizeof *f->open_run);
+    return 0;
+}
+
+int sm_fold(sm_folder *f, const sm_span *s)
+{
+    f->closed = -1;
+    if (!f->open_run)
+        return 0;
+    const sm_model *m = f->m;
+    const sm_span *up = s->parent >= 0 ? &m->spans[s->parent] : NULL;
+    int up_in = up && in_range(up, f->t0, f->t1);
+    size_t box = up_in ? (size_t)s->parent : m->n_spans + s->thread;
+    if (s->end_ns - s->start_ns >= f->min_ns) {
+        f->closed = f->open_run[box]; /* a kept sibling ends the run before it */
+        f->open_run[box] = -1;
+        return 0;
+    }
+    if (up_in && up->end_ns - up->start_ns < f->min_ns)
+        return 1; /* inside a folded section: in its run's time */
+    int32_t r = f->open_run[box];
+    if (r < 0) {
+        if (SONDE_GROW(f->runs, f->n_runs, f->cap_runs))
+            return -1;
+        r = (int32_t)f->n_runs++;
+        f->runs[r] = (sm_fold_run){s->thread, s->site, 0, s->start_ns, s->end_ns, 0, 0};
+        f->open_run[box] = r;
+    }
+    sm_fold_run *fr = &f->runs[r];
+    fr->mixed |= fr->site != s->site;
+    if (s->end_ns > fr->end_ns)
+        fr->end_ns = s->end_ns;
+    fr->n++;
+    fr->sum_ns += (uint64_t)(s->end_ns - s->start_ns);
+    return 1;
+}
+
+int32_t sm_fold_take(sm_folder *f, size_t box)
+{
+    if (!f->open_run)
+        return -1;
+    int32_t r = f->open_run[box];
+    f->open_run[box] = -1;
+    return r;
+}
+
+void sm_fold_label(const sm_model *m, const sm_fold_run *r, char *out, size_t cap)
+{
+    if (r->mixed)
+        snprintf(out, cap, "%llu sections (%.3f ms)", (unsigned long long)r->n,
+                 (double)r->sum_ns / 1e6);
+    else
+        snprintf(out, cap, "%.400s x %llu (%.3f ms)", m->sites[r->site].name,
+                 (unsigned long long)r->n, (double)r->sum_ns / 1e6);
+}
+
+void sm_folder_free(sm_folder *f)
+{
+    sonde__free(f->open_run);
+    sonde__free(f->runs);
+    f->open_run = NULL;
+    f->runs = NULL;
 }

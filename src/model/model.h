@@ -386,6 +386,37 @@ const char *sm_info(const sm_model *m, const char *key);
 /* The trace budget of the sections that begin in [t0, t1) (sm_model.trace is the whole run's,
  * set by the build and by a merge). 0, or -1 when out of memory (out zeroed). */
 int sm_trace_budget(const sm_model *m, int64_t t0, int64_t t1, sm_budget *out);
+/* The folding of a trace under its budget (sm_budget), shared by the trace writers: feed a
+ * thread's sections in start order (sections of several threads may interleave); each shorter
+ * than min_ns joins the open run of its box (its parent when that is kept and in [t0, t1), else
+ * its thread's top level), so consecutive short siblings become one slice "NAME x N (T ms)"; a
+ * kept section closes the run open in its own box, so a run never overlaps a kept sibling; a
+ * section inside a folded one is in its run's time. */
+typedef struct sm_fold_run {
+    uint32_t thread, site;
+    int mixed;                 /* more than one name */
+    int64_t start_ns, end_ns;
+    uint64_t n, sum_ns;        /* sections folded into it, their summed duration */
+} sm_fold_run;
+typedef struct sm_folder {
+    const sm_model *m;
+    int64_t t0, t1, min_ns;
+    int32_t *open_run;         /* per box (span index, then n_spans + thread): -1 when none */
+    sm_fold_run *runs;         /* in order of their first section */
+    size_t n_runs, cap_runs;
+    int32_t closed;            /* the run the last kept section closed, -1 when none */
+} sm_folder;
+/* 0, or -1 when out of memory. With min_ns INT64_MIN nothing is folded and nothing allocated. */
+int sm_folder_init(sm_folder *f, const sm_model *m, int64_t t0, int64_t t1, int64_t min_ns);
+/* 1: s is folded (part of a run), 0: kept (f->closed says which run it closed), -1: out of
+ * memory. */
+int sm_fold(sm_folder *f, const sm_span *s);
+/* The run open in a box (sm_folder.open_run's index), -1 when none; it is closed. */
+int32_t sm_fold_take(sm_folder *f, size_t box);
+/* A run's label: "NAME x N (T ms)", or "N sections (T ms)" when names differ. */
+void sm_fold_label(const sm_model *m, const sm_fold_run *r, char *out, size_t cap);
+void sm_folder_free(sm_folder *f);
+
 /* The run's max_data_points (its configuration fact; the default 10000 when absent; at least
  * 10): how many samples or occurrences of one series a report keeps. */
 size_t sm_max_data_points(const sm_model *m);

@@ -378,6 +378,25 @@ for iv in by.values():
 print("trace budget: %d of %d sections kept whole, %d folded into %d slices, under %.1f us"
       % (len(kept), r["sections"], r["trace_sections_folded"], len(folded), cut))
 PY
+    # issue 18: Perfetto's protobuf trace (NAME.pftrace) decodes with protoc and shows what the
+    # JSON trace of the same run shows, folding included; sonde export writes it byte for byte
+    command -v protoc > /dev/null || fail "protoc missing: apt-get install protobuf-compiler"
+    for run in budget plain; do
+        limit=30; [ $run = plain ] && limit=0
+        SONDE_OUTPUT_DIR=pf SONDE_FORMATS=json,trace,perfetto SONDE_TRACE_MAX_EVENTS=$limit \
+            "$build/examples/pipeline" --steps 12 --blocks 3 --frames 2 --dim 16 --quiet --name $run
+        protoc --decode_raw < pf/$run.pftrace > pf/$run.raw || fail "protoc cannot decode $run.pftrace"
+        grep -q '5: "denoise-worker-0"' pf/$run.raw && grep -q '2: "denoise_step"' pf/$run.raw ||
+            fail "$run.pftrace: no thread or section names: $(head -40 pf/$run.raw)"
+        python3 "$src/tests/e2e/pftrace.py" compare pf/$run.pftrace pf/$run.trace.json.gz > pf/$run.cmp ||
+            fail "$run.pftrace differs from the JSON trace"
+        echo "pftrace $run: $(cat pf/$run.cmp), $(stat -c %s pf/$run.pftrace) bytes"
+        cp pf/$run.pftrace pf/$run.first
+        "$sonde" export pf/$run.sonde --format perfetto --quiet
+        cmp pf/$run.pftrace pf/$run.first || fail "sonde export wrote another $run.pftrace"
+    done
+    grep -q '"folded": 0,' pf/plain.cmp && ! grep -q '"folded": 0,' pf/budget.cmp ||
+        fail "folding: $(cat pf/plain.cmp pf/budget.cmp)"
     # a .sonde file of format version 1 (before events carried arguments) is still read whole
     [ "$(od -A n -t u4 -j 8 -N 4 "$src/tests/fuzz/corpus/sonde/minimal.sonde" | tr -d ' ')" = 1 ] \
         || fail "tests/fuzz/corpus/sonde/minimal.sonde is no longer a version 1 file"
@@ -964,6 +983,16 @@ PY
     grep -q "^CUDA: 5 kernels" out/gpu.txt || fail "the text summary lacks the CUDA line: $(cat out/gpu.txt)"
     "$build/tools/sonde/sonde" export out/gpu.sonde --format tensorboard -o tb --quiet
     check tensorboard tb gpu out/gpu.json
+    # the GPU tracks in Perfetto's protobuf trace, as in the JSON one
+    "$build/tools/sonde/sonde" export out/gpu.sonde --format perfetto --quiet
+    python3 "$src/tests/e2e/pftrace.py" compare out/gpu.pftrace out/gpu.trace.json.gz > pf.txt ||
+        fail "gpu.pftrace differs from the JSON trace"
+    python3 "$src/tests/e2e/pftrace.py" out/gpu.pftrace | python3 -c 'import json, sys
+t = json.load(sys.stdin)
+k = [s for s in t["slices"] if s["cat"] == "kernel"]
+names = {t["tracks"][str(s["track"])]["name"] for s in k}
+assert len(k) == 5 and names == {"GPU 0 stream 7"}, (len(k), names)
+print("cuda: 5 kernels on GPU 0 stream 7 in gpu.pftrace")' || fail "gpu.pftrace GPU tracks"
     python3 - out/gpu.html <<'PY'
 import re, sys
 h = open(sys.argv[1]).read()

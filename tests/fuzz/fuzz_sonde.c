@@ -31,6 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sx_txt(&m, &b);
     sbuf_free(&b);
     sx_trace(&m, null_sink, NULL);
+    sx_perfetto(&m, null_sink, NULL);
     sm_free(&m);
     return 0;
 }

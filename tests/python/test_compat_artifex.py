@@ -229,6 +229,12 @@ class ArtifexDocument(InTempDir):
             events = json.load(f)  # the Chrome trace: an array of events
         calls = [e for e in events if e.get("ph") == "X" and e["name"].endswith(".forward")]
         self.assertEqual(len(calls), 2)  # the window's two steps, not the other four
+        # and Perfetto's protobuf trace of the same window beside it
+        pf = prof.trace_path[:-len(".trace.json.gz")] + ".pftrace"
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+        import pftrace
+        got = pftrace.read(pf)
+        self.assertEqual(sum(s["name"].endswith(".forward") for s in got["slices"]), 2)
 
     def test_defaults_and_torch_allocator(self):
         c, m = artifex.ProfilingConfig(), artifex.MemoryProfileConfig()

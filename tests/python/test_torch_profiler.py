@@ -105,7 +105,7 @@ class Backend(unittest.TestCase):
     def test_operator_table_agrees_with_key_averages(self):
         model = UNet()
         with sonde.Profiler(QUIET, name="unet", output_dir=self.dir, wait=1, warmup=1,
-                            active=3, repeat=1, formats=["json", "txt", "trace"]) as p:
+                            active=3, repeat=1, formats=["json", "txt", "trace", "perfetto"]) as p:
             ins = sonde.torch.instrument(model)
             tp = sonde.torch.profile_operators(keep_key_averages=True)
             denoise(model, p)
@@ -135,6 +135,12 @@ class Backend(unittest.TestCase):
         # one clock, nested: operators inside the module sections of their thread
         ops = check_nesting(self, load_trace(os.path.join(self.dir, "unet.trace.json.gz")))
         self.assertEqual(sum(1 for o in ops if o["name"] == "aten::conv2d"), 9)
+        # Perfetto's protobuf trace holds the same sections and operators (tests/e2e/pftrace.py)
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+        import pftrace
+        got = pftrace.compare(os.path.join(self.dir, "unet.pftrace"),
+                              os.path.join(self.dir, "unet.trace.json.gz"))
+        self.assertEqual(got["operators"], len(ops))
         with open(os.path.join(self.dir, "unet.txt")) as f:
             txt = f.read()
         self.assertIn("Operators:", txt)

@@ -115,7 +115,7 @@ class JAXProfiler(_Callback):
 
     def _keys(self, first):
         c = self.config
-        return {"name": "trace", "output_dir": c.log_dir, "formats": ["tensorboard", "trace"],
+        return {"name": "trace", "output_dir": c.log_dir, "formats": ["tensorboard", "trace", "perfetto"],
                 "start_step": max(0, c.start_step - first), "end_step": max(1, c.end_step - first),
                 "collect_memory": c.trace_memory, "collect_gpu": c.trace_memory,
                 "trace_python": c.trace_python}

@@ -1,0 +1,730 @@
+/* perfetto.c - Perfetto's own trace format (NAME.pftrace): a protobuf `Trace`, one TracePacket
+ * after another, each a TrackEvent or a TrackDescriptor (protos/perfetto/trace/ in Perfetto's
+ * tree). Tracks: a process track per process, a thread track per thread, under each thread a
+ * "cpu ops" track for another tracer's operators, a counter track per counter, and "steps",
+ * "sessions" and one track per GPU stream under the run's process.
+ *
+ * Each thread's sections are one packet sequence in time order: a slice begins and ends as two
+ * events, names are interned (an EventName sent once per sequence, then its iid), and times are
+ * deltas from the event before on a sequence-scoped incremental clock declared by a
+ * ClockSnapshot, so an event costs about 12 bytes where the JSON trace spends about 100. The
+ * trace budget (sm_trace_budget) folds the same sections as the JSON trace does (sm_folder).
+ * Written in pieces of about 1 MiB, never held whole. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "export.h"
+#include "../util/alloc.h"
+
+#define FLUSH_AT (1u << 20)
+
+/* Field numbers of the messages written (Perfetto's protos). */
+enum {
+    TRACE_PACKET = 1,
+    /* TracePacket */
+    TP_CLOCK_SNAPSHOT = 6, TP_TIMESTAMP = 8, TP_SEQ_ID = 10, TP_TRACK_EVENT = 11,
+    TP_INTERNED = 12, TP_SEQ_FLAGS = 13, TP_CLOCK_ID = 58, TP_DEFAULTS = 59, TP_TRACK = 60,
+    /* ClockSnapshot, ClockSnapshot.Clock */
+    CS_CLOCK = 1, CLK_ID = 1, CLK_TS = 2, CLK_INCREMENTAL = 3,
+    /* TracePacketDefaults, TrackEventDefaults */
+    DEF_CLOCK_ID = 58, DEF_TRACK_EVENT = 11, TED_TRACK = 11,
+    /* TrackDescriptor, ProcessDescriptor, ThreadDescriptor */
+    TD_UUID = 1, TD_NAME = 2, TD_PROCESS = 3, TD_THREAD = 4, TD_PARENT = 5, TD_COUNTER = 8,
+    PD_PID = 1, PD_NAME = 6, THD_PID = 1, THD_TID = 2, THD_NAME = 5,
+    /* TrackEvent */
+    TE_CATEGORY = 3, TE_ARG = 4, TE_TYPE = 9, TE_NAME_IID = 10, TE_TRACK = 11, TE_NAME = 23,
+    TE_COUNTER = 44,
+    /* DebugAnnotation */
+    DA_UINT = 3, DA_INT = 4, DA_DOUBLE = 5, DA_STRING = 6, DA_NAME = 10,
+    /* InternedData, EventCategory / EventName */
+    ID_CATEGORY = 1, ID_NAME = 2, IN_IID = 1, IN_NAME = 2,
+};
+enum { TYPE_BEGIN = 1, TYPE_END = 2, TYPE_INSTANT = 3, TYPE_COUNTER = 4 };
+enum { SEQ_CLEARED = 1, SEQ_NEEDS_STATE = 2 };
+enum { CLOCK_BOOTTIME = 6, CLOCK_SEQUENCE = 64 }; /* 64: the first sequence-scoped clock id */
+
+/* The categories, interned as iid = index + 1 on every sequence. */
+static const char *const g_cats[] = {"section", "folded", "event",      "cpu_op",    "step",
+                                     "session", "kernel", "gpu_memcpy", "gpu_memset"};
+enum { CAT_SECTION = 1, CAT_FOLDED, CAT_EVENT, CAT_OP, CAT_STEP, CAT_SESSION, CAT_KERNEL };
+
+/* Track uuids: a kind in the top byte, an index below. */
+#define UUID_PROCESS(pid) ((1ull << 56) + (uint64_t)(uint32_t)(pid))
+#define UUID_THREAD(i) ((2ull << 56) + (i))
+#define UUID_OPS(i) ((3ull << 56) + (i))
+#define UUID_COUNTER(i) ((4ull << 56) + (i))
+#define UUID_GPU(key) ((5ull << 56) + (key))
+#define UUID_STEPS (6ull << 56)
+#define UUID_SESSIONS ((6ull << 56) + 1)
+
+typedef struct pw {
+    sbuf b;
+    sx_sink sink;
+    void *ctx;
+    int err;
+    const sm_model *m;
+    int64_t off;          /* added to every time: the earliest one becomes 0 */
+    uint32_t next_seq;    /* the next sequence id */
+    uint32_t seq;         /* the open sequence */
+    int incremental;      /* its times are deltas on CLOCK_SEQUENCE */
+    uint64_t last;        /* its last time */
+    uint8_t *seen;        /* names interned on it, one bit per name */
+    size_t seen_bytes;
+    unsigned seen_cats;   /* categories interned on it, one bit per category */
+} pw;
+
+/* ---- protobuf encoding ---- */
+
+static void pb_varint(sbuf *b, uint64_t v)
+{
+    uint8_t t[10];
+    sbuf_add(b, t, varint_put(t, v));
+}
+
+static void pb_uint(sbuf *b, unsigned field, uint64_t v)
+{
+    pb_varint(b, (uint64_t)field << 3);
+    pb_varint(b, v);
+}
+
+static void pb_double(sbuf *b, unsigned field, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    uint8_t t[8];
+    for (int i = 0; i < 8; i++)
+        t[i] = (uint8_t)(u >> (8 * i)); /* fixed64: little-endian */
+    pb_varint(b, (uint64_t)field << 3 | 1);
+    sbuf_add(b, t, 8);
+}
+
+static void pb_str(sbuf *b, unsigned field, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    pb_varint(b, (uint64_t)field << 3 | 2);
+    pb_varint(b, n);
+    sbuf_add(b, s ? s : "", n);
+}
+
+/* A nested message: its tag and room for its length, which pb_close writes once known. */
+static size_t pb_open(sbuf *b, unsigned field)
+{
+    pb_varint(b, (uint64_t)field << 3 | 2);
+    size_t at = b->len;
+    sbuf_add(b, "\0\0\0\0", 4);
+    return at;
+}
+
+/* Writes the length of the message opened at `at` in as few bytes as it takes, moving the
+ * message back over the room left unused. Messages here stay far below the 2^28 bytes that four
+ * bytes of varint hold. */
+static void pb_close(pw *w, size_t at)
+{
+    sbuf *b = &w->b;
+    if (b->oom)
+        return;
+    size_t n = b->len - at - 4;
+    if (n >= (1u << 28)) {
+        w->err = -1;
+        return;
+    }
+    uint8_t t[10];
+    size_t k = varint_put(t, n);
+    memmove(b->data + at + k, b->data + at + 4, n);
+    memcpy(b->data + at, t, k);
+    b->len -= 4 - k;
+}
+
+static void flush(pw *w, int force)
+{
+    if (w->b.oom)
+        w->err = -1;
+    if (w->err || (!force && w->b.len < FLUSH_AT))
+        return;
+    if (w->b.len && w->sink(w->ctx, w->b.data, w->b.len) != 0)
+        w->err = -1;
+    sbuf_reset(&w->b);
+}
+
+/* ---- sequences and packets ---- */
+
+static uint64_t abs_time(const pw *w, int64_t t_ns)
+{
+    int64_t v = t_ns + w->off;
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+/* Opens a new sequence whose events go to track unless they say otherwise. incremental: its
+ * times are deltas from first_ns (they must not go back). Names and categories are interned
+ * on it as they come (intern). */
+static void seq_open(pw *w, uint64_t track, int incremental, int64_t first_ns)
+{
+    sbuf *b = &w->b;
+    w->seq = w->next_seq++;
+    w->incremental = incremental;
+    w->last = abs_time(w, first_ns);
+    if (w->seen)
+        memset(w->seen, 0, w->seen_bytes);
+    w->seen_cats = 0;
+    size_t p = pb_open(b, TRACE_PACKET);
+    pb_uint(b, TP_SEQ_ID, w->seq);
+    pb_uint(b, TP_SEQ_FLAGS, SEQ_CLEARED);
+    size_t d = pb_open(b, TP_DEFAULTS);
+    if (incremental)
+        pb_uint(b, DEF_CLOCK_ID, CLOCK_SEQUENCE);
+    size_t e = pb_open(b, DEF_TRACK_EVENT);
+    pb_uint(b, TED_TRACK, track);
+    pb_close(w, e);
+    pb_close(w, d);
+    if (incremental) { /* the clock: CLOCK_SEQUENCE reads first_ns when BOOTTIME does */
+        pb_uint(b, TP_TIMESTAMP, w->last);
+        pb_uint(b, TP_CLOCK_ID, CLOCK_BOOTTIME);
+        size_t cs = pb_open(b, TP_CLOCK_SNAPSHOT);
+        size_t c = pb_open(b, CS_CLOCK);
+        pb_uint(b, CLK_ID, CLOCK_BOOTTIME);
+        pb_uint(b, CLK_TS, w->last);
+        pb_close(w, c);
+        c = pb_open(b, CS_CLOCK);
+        pb_uint(b, CLK_ID, CLOCK_SEQUENCE);
+        pb_uint(b, CLK_TS, w->last);
+        pb_uint(b, CLK_INCREMENTAL, 1);
+        pb_close(w, c);
+        pb_close(w, cs);
+    }
+    pb_close(w, p);
+}
+
+/* Opens an event's packet at t_ns on the open sequence (never before its last time: a section
+ * ending after its parent is drawn ending with it). Returns where pb_close must close it. */
+static size_t packet_open(pw *w, int64_t t_ns)
+{
+    sbuf *b = &w->b;
+    uint64_t t = abs_time(w, t_ns);
+    size_t p = pb_open(b, TRACE_PACKET);
+    if (w->incremental) {
+        if (t < w->last)
+            t = w->last;
+        pb_uint(b, TP_TIMESTAMP, t - w->last);
+        w->last = t;
+    } else {
+        pb_uint(b, TP_TIMESTAMP, t);
+    }
+    pb_uint(b, TP_SEQ_ID, w->seq);
+    pb_uint(b, TP_SEQ_FLAGS, SEQ_NEEDS_STATE);
+    return p;
+}
+
+/* Interns, in the packet being written, the category cat and the name number id (its text:
+ * name; SIZE_MAX: none) when the open sequence has not had them yet. Returns the name's iid. */
+static uint64_t intern(pw *w, int cat, size_t id, const char *name)
+{
+    int new_cat = !(w->seen_cats & (1u << cat));
+    int new_name = id != SIZE_MAX && !(w->seen[id / 8] & (1u << (id % 8)));
+    if (new_cat || new_name) {
+        size_t in = pb_open(&w->b, TP_INTERNED);
+        if (new_cat) {
+            w->seen_cats |= 1u << cat;
+            size_t c = pb_open(&w->b, ID_CATEGORY);
+            pb_uint(&w->b, IN_IID, (uint64_t)cat);
+            pb_str(&w->b, IN_NAME, g_cats[cat - 1]);
+            pb_close(w, c);
+        }
+        if (new_name) {
+            w->seen[id / 8] |= (uint8_t)(1u << (id % 8));
+            size_t e = pb_open(&w->b, ID_NAME);
+            pb_uint(&w->b, IN_IID, id + 1);
+            pb_str(&w->b, IN_NAME, name);
+            pb_close(w, e);
+        }
+        pb_close(w, in);
+    }
+    return id != SIZE_MAX ? id + 1 : 0;
+}
+
+/* A slice's end (or, with name NULL and type TYPE_END, nothing but the type). */
+static void end_event(pw *w, int64_t t_ns)
+{
+    size_t p = packet_open(w, t_ns);
+    size_t e = pb_open(&w->b, TP_TRACK_EVENT);
+    pb_uint(&w->b, TE_TYPE, TYPE_END);
+    pb_close(w, e);
+    pb_close(w, p);
+    flush(w, 0);
+}
+
+static void arg_str(pw *w, const char *key, const char *value)
+{
+    size_t a = pb_open(&w->b, TE_ARG);
+    pb_str(&w->b, DA_NAME, key);
+    pb_str(&w->b, DA_STRING, value);
+    pb_close(w, a);
+}
+
+static void arg_num(pw *w, const char *key, double v)
+{
+    size_t a = pb_open(&w->b, TE_ARG);
+    pb_str(&w->b, DA_NAME, key);
+    pb_double(&w->b, DA_DOUBLE, v);
+    pb_close(w, a);
+}
+
+static void arg_int(pw *w, const char *key, int64_t v)
+{
+    size_t a = pb_open(&w->b, TE_ARG);
+    pb_str(&w->b, DA_NAME, key);
+    pb_uint(&w->b, DA_INT, (uint64_t)v);
+    pb_close(w, a);
+}
+
+static void arg_kv(const char *key, const char *value, void *ctx)
+{
+    arg_str(ctx, key, value);
+}
+
+/* A slice's beginning or an instant named by the interned name id (or, id SIZE_MAX, by name
+ * itself). Leaves the TrackEvent open (returned with its packet's start in *packet) for
+ * arguments. */
+static size_t event_open(pw *w, int64_t t_ns, int type, int cat, size_t id, const char *name,
+                         size_t *packet)
+{
+    *packet = packet_open(w, t_ns);
+    uint64_t iid = intern(w, cat, id / 8 < w->seen_bytes ? id : SIZE_MAX, name);
+    size_t e = pb_open(&w->b, TP_TRACK_EVENT);
+    pb_uint(&w->b, TE_TYPE, (uint64_t)type);
+    pb_uint(&w->b, TE_CATEGORY, (uint64_t)cat);
+    if (iid)
+        pb_uint(&w->b, TE_NAME_IID, iid);
+    else
+        pb_str(&w->b, TE_NAME, name);
+    return e;
+}
+
+static void event_close(pw *w, size_t e, size_t packet)
+{
+    pb_close(w, e);
+    pb_close(w, packet);
+    flush(w, 0);
+}
+
+/* ---- tracks ---- */
+
+static void track(pw *w, uint64_t uuid, uint64_t parent, const char *name, int pid, int64_t tid,
+                  int counter)
+{
+    sbuf *b = &w->b;
+    size_t p = pb_open(b, TRACE_PACKET);
+    size_t t = pb_open(b, TP_TRACK);
+    pb_uint(b, TD_UUID, uuid);
+    if (parent)
+        pb_uint(b, TD_PARENT, parent);
+    if (tid >= 0) {
+        size_t d = pb_open(b, TD_THREAD);
+        pb_uint(b, THD_PID, (uint64_t)pid);
+        pb_uint(b, THD_TID, (uint64_t)tid);
+        pb_str(b, THD_NAME, name);
+        pb_close(w, d);
+    } else if (!parent) {
+        size_t d = pb_open(b, TD_PROCESS);
+        pb_uint(b, PD_PID, (uint64_t)pid);
+        pb_str(b, PD_NAME, name);
+        pb_close(w, d);
+    } else {
+        pb_str(b, TD_NAME, name);
+    }
+    if (counter)
+        pb_close(w, pb_open(b, TD_COUNTER));
+    pb_close(w, t);
+    pb_close(w, p);
+    flush(w, 0);
+}
+
+static int thread_pid(const sm_model *m, size_t i, int run_pid)
+{
+    return m->threads[i].pid > 0 ? m->threads[i].pid : run_pid;
+}
+
+/* The tid a thread's track shows: the kernel's when known, else one none can have. */
+static int64_t thread_tid(const sm_model *m, size_t i)
+{
+    return m->threads[i].tid ? (int64_t)m->threads[i].tid : 1000000000 + (int64_t)i;
+}
+
+static uint64_t gpu_key(const sm_gpu *g)
+{
+    return ((uint64_t)g->device << 32) | g->stream;
+}
+
+static void tracks(pw *w, int run_pid)
+{
+    const sm_model *m = w->m;
+    track(w, UUID_PROCESS(run_pid), 0, m->name, run_pid, -1, 0);
+    for (size_t i = 0; i < m->n_threads; i++) { /* other processes (`sonde run`): their own */
+        int pid = thread_pid(m, i, run_pid);
+        size_t j = 0;
+        while (j < i && thread_pid(m, j, run_pid) != pid)
+            j++;
+        if (pid != run_pid && j == i) {
+            char label[160];
+            snprintf(label, sizeof label, "%s (pid %d)", m->threads[i].name, pid);
+            track(w, UUID_PROCESS(pid), 0, label, pid, -1, 0);
+        }
+        track(w, UUID_THREAD(i), 0, m->threads[i].name, pid, thread_tid(m, i), 0);
+    }
+    if (m->n_steps)
+        track(w, UUID_STEPS, UUID_PROCESS(run_pid), "steps", run_pid, -1, 0);
+    if (m->n_sessions)
+        track(w, UUID_SESSIONS, UUID_PROCESS(run_pid), "sessions", run_pid, -1, 0);
+    for (size_t c = 0; c < m->n_counters; c++)
+        track(w, UUID_COUNTER(c), UUID_PROCESS(run_pid), m->counters[c].name, run_pid, -1, 1);
+}
+
+/* ---- events ---- */
+
+/* A kept section's beginning, with its metadata, throughput, FLOPs and how it ended. */
+static void section_begin(pw *w, const sm_span *s, int stack)
+{
+    const sm_model *m = w->m;
+    const sm_site *site = &m->sites[s->site];
+    size_t p, e = event_open(w, s->start_ns, TYPE_BEGIN, CAT_SECTION, s->site, site->name, &p);
+    if (stack && site->file) { /* with_stack: where the section is in the source */
+        arg_str(w, "file", site->file);
+        arg_int(w, "line", site->line);
+        arg_str(w, "function", site->func ? site->func : "");
+    }
+    if (s->meta >= 0)
+        sm_each_meta(m, s->meta, arg_kv, w);
+    if (s->units > 0)
+        arg_num(w, "units", s->units);
+    if (s->flops > 0)
+        arg_num(w, "flops", s->flops);
+    if (s->flags)
+        arg_str(w, "sonde", s->flags & SM_SPAN_END_LOST       ? "end_lost"
+                            : s->flags & SM_SPAN_UNTERMINATED ? "unterminated"
+                                                              : "closed_by_outer");
+    event_close(w, e, p);
+}
+
+/* A folded run as one slice, named as in the JSON trace. */
+static void run_slice(pw *w, sm_folder *fo, int32_t r)
+{
+    if (r < 0)
+        return;
+    const sm_fold_run *run = &fo->runs[r];
+    char label[512];
+    sm_fold_label(w->m, run, label, sizeof label);
+    size_t p, e = event_open(w, run->start_ns, TYPE_BEGIN, CAT_FOLDED, SIZE_MAX, label, &p);
+    arg_int(w, "sections", (int64_t)run->n);
+    arg_num(w, "total_ms", (double)run->sum_ns / 1e6);
+    event_close(w, e, p);
+    end_event(w, run->end_ns);
+}
+
+/* One thread's sections, spans[a, b), as a sequence: each kept one begins after the ones it
+ * follows have ended, and a folded run is written once closed (its name holds its count), all
+ * in time order. */
+static int thread_sections(pw *w, size_t th, size_t a, size_t b, sm_folder *fo, int stack_info)
+{
+    const sm_model *m = w->m;
+    size_t *stack = NULL, depth = 0, cap = 0;
+    if (a < b)
+        seq_open(w, UUID_THREAD(th), 1, m->spans[a].start_ns);
+    for (size_t i = a; i < b && !w->err; i++) {
+        const sm_span *s = &m->spans[i];
+        int folded = sm_fold(fo, s);
+        if (folded < 0) {
+            w->err = -1;
+            break;
+        }
+        if (folded)
+            continue;
+        int32_t closed = fo->closed; /* in s's box: written once the stack is down to it */
+        while (depth && m->spans[stack[depth - 1]].end_ns <= s->start_ns) {
+            size_t k = stack[--depth];
+            run_slice(w, fo, sm_fold_take(fo, k));
+            end_event(w, m->spans[k].end_ns);
+        }
+        run_slice(w, fo, closed);
+        section_begin(w, s, stack_info);
+        if (SONDE_GROW(stack, depth, cap)) {
+            w->err = -1;
+            break;
+        }
+        stack[depth++] = i;
+    }
+    while (depth && !w->err) {
+        size_t k = stack[--depth];
+        run_slice(w, fo, sm_fold_take(fo, k));
+        end_event(w, m->spans[k].end_ns);
+    }
+    if (!w->err)
+        run_slice(w, fo, sm_fold_take(fo, m->n_spans + th));
+    sonde__free(stack);
+    return w->err;
+}
+
+/* One thread's operators (grouped by thread, in start order, nested by parent) on its
+ * "cpu ops" track. */
+static int thread_ops(pw *w, size_t th, size_t a, size_t b)
+{
+    const sm_model *m = w->m;
+    size_t *stack = NULL, depth = 0, cap = 0;
+    seq_open(w, UUID_OPS(th), 1, m->ops[a].start_ns);
+    for (size_t i = a; i <= b && !w->err; i++) {
+        int64_t at = i < b ? m->ops[i].start_ns : INT64_MAX;
+        while (depth && m->ops[stack[depth - 1]].end_ns <= at)
+            end_event(w, m->ops[stack[--depth]].end_ns);
+        if (i == b)
+            break;
+        const sm_op *op = &m->ops[i];
+        size_t p, e = event_open(w, op->start_ns, TYPE_BEGIN, CAT_OP, op->name,
+                                 m->op_names[op->name], &p);
+        arg_int(w, "correlation", (int64_t)op->id);
+        if (op->shapes >= 0)
+            arg_str(w, "input_shapes", m->op_names[op->shapes]);
+        if (op->flops > 0)
+            arg_num(w, "flops", op->flops);
+        event_close(w, e, p);
+        if (SONDE_GROW(stack, depth, cap)) {
+            w->err = -1;
+            break;
+        }
+        stack[depth++] = i;
+    }
+    sonde__free(stack);
+    return w->err;
+}
+
+/* Every thread's instants, each thread's on a sequence of its own. */
+static int instants(pw *w)
+{
+    const sm_model *m = w->m;
+    if (!m->n_instants)
+        return 0;
+    /* The instants (in time order) grouped by thread: a counting sort. */
+    size_t *first = sonde__calloc(m->n_threads + 1, sizeof *first);
+    size_t *order = sonde__malloc(m->n_instants * sizeof *order);
+    if (!first || !order) {
+        sonde__free(first);
+        sonde__free(order);
+        return w->err = -1;
+    }
+    for (size_t i = 0; i < m->n_instants; i++)
+        first[m->instants[i].thread + 1]++;
+    for (size_t t = 0; t < m->n_threads; t++)
+        first[t + 1] += first[t];
+    size_t *fill = sonde__malloc((m->n_threads + 1) * sizeof *fill);
+    if (!fill) {
+        sonde__free(first);
+        sonde__free(order);
+        return w->err = -1;
+    }
+    memcpy(fill, first, (m->n_threads + 1) * sizeof *fill);
+    for (size_t i = 0; i < m->n_instants; i++)
+        order[fill[m->instants[i].thread]++] = i;
+    for (size_t t = 0; t < m->n_threads && !w->err; t++) {
+        if (first[t] == first[t + 1])
+            continue;
+        seq_open(w, UUID_THREAD(t), 1, m->instants[order[first[t]]].t_ns);
+        for (size_t k = first[t]; k < first[t + 1] && !w->err; k++) {
+            const sm_instant *e = &m->instants[order[k]];
+            int named = e->name < m->n_sites;
+            size_t p, ev = event_open(w, e->t_ns, TYPE_INSTANT, CAT_EVENT,
+                                      named ? e->name : SIZE_MAX,
+                                      named ? m->sites[e->name].name : "?", &p);
+            if (e->args >= 0)
+                sm_each_meta(m, e->args, arg_kv, w);
+            event_close(w, ev, p);
+        }
+    }
+    sonde__free(fill);
+    sonde__free(first);
+    sonde__free(order);
+    return w->err;
+}
+
+/* Counters, downsampled to max_data_points as in the JSON trace, each on its own sequence. */
+static int counters(pw *w)
+{
+    const sm_model *m = w->m;
+    size_t max_points = sm_max_data_points(m);
+    size_t *keep = sonde__malloc((max_points + 2) * sizeof *keep);
+    if (!keep)
+        return w->err = -1;
+    for (size_t c = 0; c < m->n_counters && !w->err; c++) {
+        const sm_counter *k = &m->counters[c];
+        size_t nk = sm_downsample(k, max_points, keep);
+        if (!nk)
+            continue;
+        seq_open(w, UUID_COUNTER(c), 1, k->t_ns[keep[0]]);
+        for (size_t q = 0; q < nk && !w->err; q++) {
+            size_t p = packet_open(w, k->t_ns[keep[q]]);
+            size_t e = pb_open(&w->b, TP_TRACK_EVENT);
+            pb_uint(&w->b, TE_TYPE, TYPE_COUNTER);
+            pb_double(&w->b, TE_COUNTER, k->v[keep[q]]);
+            event_close(w, e, p);
+        }
+    }
+    sonde__free(keep);
+    return w->err;
+}
+
+/* Steps, sessions and GPU activity: few, on sequences with absolute times, each slice's
+ * beginning and end together. */
+static void slice_on(pw *w, uint64_t track_uuid, int64_t t0, int64_t t1, int cat,
+                     const char *name)
+{
+    size_t p, e = event_open(w, t0, TYPE_BEGIN, cat, SIZE_MAX, name, &p);
+    if (track_uuid)
+        pb_uint(&w->b, TE_TRACK, track_uuid);
+    event_close(w, e, p);
+    p = packet_open(w, t1);
+    e = pb_open(&w->b, TP_TRACK_EVENT);
+    pb_uint(&w->b, TE_TYPE, TYPE_END);
+    if (track_uuid)
+        pb_uint(&w->b, TE_TRACK, track_uuid);
+    event_close(w, e, p);
+}
+
+static int steps_sessions(pw *w)
+{
+    const sm_model *m = w->m;
+    if (m->n_steps) {
+        seq_open(w, UUID_STEPS, 0, 0);
+        for (size_t i = 0; i < m->n_steps && !w->err; i++) {
+            char name[48];
+            snprintf(name, sizeof name, "step %llu", (unsigned long long)m->steps[i].number);
+            slice_on(w, 0, m->steps[i].start_ns, m->steps[i].t_ns, CAT_STEP, name);
+        }
+    }
+    if (m->n_sessions) {
+        seq_open(w, UUID_SESSIONS, 0, 0);
+        for (size_t i = 0; i < m->n_sessions && !w->err; i++) {
+            const sm_session *s = &m->sessions[i];
+            slice_on(w, 0, s->start_ns, s->end_ns, CAT_SESSION,
+                     s->name < m->n_sites ? m->sites[s->name].name : "?");
+        }
+    }
+    return w->err;
+}
+
+static int gpu(pw *w, int run_pid)
+{
+    const sm_model *m = w->m;
+    if (!m->n_gpu)
+        return 0;
+    uint64_t *seen = NULL;
+    size_t n_seen = 0, cap = 0;
+    for (size_t i = 0; i < m->n_gpu && !w->err; i++) { /* a track per device and stream */
+        uint64_t key = gpu_key(&m->gpu[i]);
+        size_t k = 0;
+        while (k < n_seen && seen[k] != key)
+            k++;
+        if (k < n_seen)
+            continue;
+        if (SONDE_GROW(seen, n_seen, cap)) {
+            w->err = -1;
+            break;
+        }
+        seen[n_seen++] = key;
+        char label[64];
+        snprintf(label, sizeof label, "GPU %u stream %u", m->gpu[i].device, m->gpu[i].stream);
+        track(w, UUID_GPU(key), UUID_PROCESS(run_pid), label, run_pid, -1, 0);
+    }
+    sonde__free(seen);
+    if (!w->err)
+        seq_open(w, 0, 0, 0);
+    for (size_t i = 0; i < m->n_gpu && !w->err; i++) {
+        const sm_gpu *g = &m->gpu[i];
+        char name[64];
+        const char *nm = name;
+        if (g->kind == SM_GPU_KERNEL)
+            nm = g->name ? g->name : "?";
+        else if (g->kind == SM_GPU_MEMCPY)
+            snprintf(name, sizeof name, "Memcpy %s", sm_gpu_copy_kind(g->copy_kind));
+        else
+            snprintf(name, sizeof name, "Memset");
+        slice_on(w, UUID_GPU(gpu_key(g)), g->start_ns, g->end_ns, CAT_KERNEL + (g->kind & 3) - 1,
+                 nm);
+    }
+    return w->err;
+}
+
+/* The earliest time written, so every time can be written as an unsigned offset from it. */
+static int64_t earliest(const sm_model *m)
+{
+    int64_t t = 0;
+#define EARLIER(v)                                                                             \
+    do {                                                                                       \
+        if ((v) < t)                                                                           \
+            t = (v);                                                                           \
+    } while (0)
+    for (size_t i = 0; i < m->n_spans; i++)
+        EARLIER(m->spans[i].start_ns);
+    for (size_t i = 0; i < m->n_ops; i++)
+        EARLIER(m->ops[i].start_ns);
+    if (m->n_instants)
+        EARLIER(m->instants[0].t_ns);
+    for (size_t c = 0; c < m->n_counters; c++)
+        if (m->counters[c].n)
+            EARLIER(m->counters[c].t_ns[0]);
+    for (size_t i = 0; i < m->n_steps; i++)
+        EARLIER(m->steps[i].start_ns);
+    for (size_t i = 0; i < m->n_sessions; i++)
+        EARLIER(m->sessions[i].start_ns);
+    for (size_t i = 0; i < m->n_gpu; i++)
+        EARLIER(m->gpu[i].start_ns);
+#undef EARLIER
+    return t;
+}
+
+int sx_perfetto(const sm_model *m, sx_sink sink, void *ctx)
+{
+    pw w;
+    memset(&w, 0, sizeof w);
+    sbuf_init(&w.b);
+    w.sink = sink;
+    w.ctx = ctx;
+    w.m = m;
+    w.off = -earliest(m);
+    w.next_seq = 1;
+    int run_pid = m->pid > 0 ? m->pid : 1;
+    size_t names = m->n_sites > m->n_op_names ? m->n_sites : m->n_op_names;
+    w.seen_bytes = names / 8 + 1;
+    w.seen = sonde__calloc(w.seen_bytes, 1);
+    sm_folder fo;
+    const sm_budget *bud = &m->trace;
+    if (sm_folder_init(&fo, m, INT64_MIN, INT64_MAX, bud->folded ? bud->min_ns : INT64_MIN) ||
+        !w.seen)
+        w.err = -1;
+    const char *ws = sm_info(m, "config.with_stack");
+    int stack_info = ws && !strcmp(ws, "1");
+    if (!w.err)
+        tracks(&w, run_pid);
+    /* spans and ops are grouped by thread, each thread's in start order */
+    for (size_t a = 0, b; a < m->n_spans && !w.err; a = b) {
+        for (b = a; b < m->n_spans && m->spans[b].thread == m->spans[a].thread; b++) {
+        }
+        thread_sections(&w, m->spans[a].thread, a, b, &fo, stack_info);
+    }
+    for (size_t a = 0, b; a < m->n_ops && !w.err; a = b) {
+        for (b = a; b < m->n_ops && m->ops[b].thread == m->ops[a].thread; b++) {
+        }
+        uint32_t th = m->ops[a].thread;
+        track(&w, UUID_OPS(th), UUID_THREAD(th), "cpu ops", 0, -1, 0);
+        thread_ops(&w, th, a, b);
+    }
+    if (!w.err)
+        instants(&w);
+    if (!w.err)
+        counters(&w);
+    if (!w.err)
+        steps_sessions(&w);
+    if (!w.err)
+        gpu(&w, run_pid);
+    flush(&w, 1);
+    sm_folder_free(&fo);
+    sonde__free(w.seen);
+    sbuf_free(&w.b);
+    return w.err;
+}
