@@ -302,6 +302,12 @@ int main(int argc, char **argv)
         printf("  with gzip (level 1): %.1f M events/s, %.1f bytes/event\n",
                events / gz_s / 1e6, (double)st.st_size / events);
     unlink(path);
+    g_bytes = 0; /* Perfetto's protobuf: a section is two events, begin and end */
+    t0 = now_s();
+    sx_perfetto(&m, count_sink, NULL);
+    double pf_s = now_s() - t0;
+    printf("  Perfetto protobuf (.pftrace): %.1f M sections/s, %.1f bytes/section\n",
+           events / pf_s / 1e6, (double)g_bytes / events);
     sm_free(&m);
 
     /* The sampler: its own CPU at 10 Hz with every source on, and the pair cost while it

@@ -129,6 +129,34 @@ static int events_arr(sbuf *b, const sm_model *m)
     return b->oom ? -1 : 0;
 }
 
+/* A quantile sketch: {"alpha", "zeros", "min_ns", "max_ns", "buckets": [[index, count], ...]}
+ * with only the buckets holding instances; null when there is none. */
+static void sketch_json(sbuf *b, const sm_sketch *k)
+{
+    if (!k) {
+        sbuf_puts(b, "null");
+        return;
+    }
+    sbuf_putc(b, '{');
+    kv_num(b, "alpha", SM_SKETCH_ALPHA, 1);
+    kv_num(b, "zeros", (double)k->zeros, 1);
+    key(b, "min_ns");
+    sbuf_printf(b, "%lld,", (long long)(k->count ? k->min_ns : 0));
+    key(b, "max_ns");
+    sbuf_printf(b, "%lld,", (long long)(k->count ? k->max_ns : 0));
+    key(b, "buckets");
+    sbuf_putc(b, '[');
+    int first = 1;
+    for (uint32_t i = 0; i < k->n; i++) {
+        if (!k->bins[i])
+            continue;
+        sbuf_printf(b, "%s[%d,%llu]", first ? "" : ",", k->lo + (int32_t)i,
+                    (unsigned long long)k->bins[i]);
+        first = 0;
+    }
+    sbuf_puts(b, "]}");
+}
+
 void sx_stat_json(sbuf *b, const sm_stat *s, double peak)
 {
     sbuf_putc(b, '{');
@@ -143,6 +171,7 @@ void sx_stat_json(sbuf *b, const sm_stat *s, double peak)
     kv_num(b, "p50_s", s->p50_s, 1);
     kv_num(b, "p90_s", s->p90_s, 1);
     kv_num(b, "p99_s", s->p99_s, 1);
+    kv_str(b, "percentiles", s->sketched ? "sketch" : "exact", 1);
     kv_num(b, "share", s->share, 1);
     kv_num(b, "threads", s->threads, 1);
     kv_num(b, "aggregated_calls", (double)s->aggregated, 1);
@@ -166,7 +195,10 @@ void sx_stat_json(sbuf *b, const sm_stat *s, double peak)
     kv_num(b, "gpu_memory_peak_mib", s->res_gpu_mem_peak, s->res_samples ? 0 : 1);
     if (!s->res_samples)
         kv_str(b, "note", "no sample fell inside: shorter than the sampling interval", 0);
-    sbuf_puts(b, "}}");
+    sbuf_puts(b, "},");
+    key(b, "sketch");
+    sketch_json(b, s->sketch);
+    sbuf_putc(b, '}');
 }
 
 /* "system.*" or "config.*" facts as one object, the prefix removed. */

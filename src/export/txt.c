@@ -216,6 +216,12 @@ static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wi
                         "in count, total and mean, not in min, max or percentiles)\n",
                         L(m->stats[i].name), (unsigned long long)m->stats[i].aggregated,
                         (unsigned long long)m->stats[i].count);
+    size_t sketched = 0;
+    for (size_t i = 0; i < m->n_stats; i++)
+        sketched += m->stats[i].sketched != 0;
+    if (sketched)
+        sbuf_printf(b, "Percentiles of %zu name(s) with over %u instances: from a quantile "
+                       "sketch, within %.0f%%\n", sketched, SM_SKETCH_AT, 100 * SM_SKETCH_ALPHA);
     sbuf_printf(b, "%s\n", rule);
     sx_fmt_dur(d, sizeof d, (double)m->duration_ns / 1e9);
     sbuf_printf(b, "Run duration: %s\n", d);

@@ -1745,8 +1745,12 @@ static int fold_aggregated(sm_model *m)
 
 void sm_stats_free(sm_stat *s, size_t n)
 {
-    for (size_t i = 0; s && i < n; i++)
+    for (size_t i = 0; s && i < n; i++) {
         sonde__free(s[i].name);
+        if (s[i].sketch)
+            sm_sketch_free(s[i].sketch);
+        sonde__free(s[i].sketch);
+    }
     sonde__free(s);
 }
 
@@ -1777,6 +1781,7 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
     int *site_stat = sonde__malloc(m->n_sites * sizeof *site_stat);
     size_t *count = NULL, *fill = NULL;
     double *dur = NULL;
+    double *mean = NULL, *m2 = NULL; /* running mean and squared deviations (Welford) */
     gsm_iv *iv = NULL;
     size_t n_iv = 0;
     uint32_t *last_thread = NULL;
@@ -1809,14 +1814,28 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
         count[site_stat[s->site]]++;
         kept++;
     }
-    dur = sonde__malloc((kept ? kept : 1) * sizeof *dur);
-    iv = sonde__malloc((2 * kept + 1) * sizeof *iv);
-    if (!dur || !iv)
-        goto fail;
-    for (size_t k = 0, off = 0; k < ns; k++) { /* offsets of each group in dur */
-        fill[k] = off;
-        off += count[k];
+    /* Every duration of a group with at most SM_SKETCH_AT instances (exact percentiles); the
+     * larger ones take theirs from their quantile sketch, so memory does not grow with their
+     * instances. Every group has a sketch: the JSON report carries it for merging. */
+    size_t exact = 0;
+    for (size_t k = 0; k < ns; k++) {
+        fill[k] = exact; /* offset of the group in dur */
+        if (count[k] <= SM_SKETCH_AT)
+            exact += count[k];
+        st[k].sketched = count[k] > SM_SKETCH_AT;
+        if (!count[k])
+            continue;
+        st[k].sketch = sonde__malloc(sizeof *st[k].sketch); /* every group's: mergeable */
+        if (!st[k].sketch)
+            goto fail;
+        sm_sketch_init(st[k].sketch);
     }
+    dur = sonde__malloc((exact ? exact : 1) * sizeof *dur);
+    iv = sonde__malloc((2 * kept + 1) * sizeof *iv);
+    mean = sonde__calloc(ns + 1, sizeof *mean);
+    m2 = sonde__calloc(ns + 1, sizeof *m2);
+    if (!dur || !iv || !mean || !m2)
+        goto fail;
     for (size_t k = 0; k < ns; k++) {
         last_thread[k] = UINT32_MAX;
         st[k].min_depth = 1 << 30;
@@ -1828,8 +1847,16 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
         int k = site_stat[s->site];
         sm_stat *x = &st[k];
         double d = (double)(s->end_ns - s->start_ns) / 1e9;
-        dur[fill[k]++] = d;
         x->count++;
+        if (sm_sketch_add(x->sketch, s->end_ns - s->start_ns))
+            goto fail;
+        if (!x->sketched) {
+            dur[fill[k]++] = d;
+        } else {
+            double delta = d - mean[k];
+            mean[k] += delta / (double)x->count;
+            m2[k] += delta * (d - mean[k]);
+        }
         if (last_thread[k] != s->thread) { /* spans are grouped by thread */
             last_thread[k] = s->thread;
             x->threads++;
@@ -1881,11 +1908,27 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
     size_t out = 0, off = 0;
     for (size_t k = 0; k < ns; k++) {
         double *d = dur + off;
-        off += count[k];
         if (!st[k].count)
             continue;
         sm_stat x = st[k];
         size_t c = (size_t)x.count;
+        st[k].sketch = NULL; /* now x's */
+        if (x.sketched) { /* from the running figures and the sketch */
+            x.mean_s = mean[k];
+            x.stddev_s = sqrt(m2[k] / (double)c);
+            x.min_s = (double)x.sketch->min_ns / 1e9;
+            x.max_s = (double)x.sketch->max_ns / 1e9;
+            x.p50_s = sm_sketch_quantile(x.sketch, 0.50) / 1e9;
+            x.p90_s = sm_sketch_quantile(x.sketch, 0.90) / 1e9;
+            x.p99_s = sm_sketch_quantile(x.sketch, 0.99) / 1e9;
+            x.share = share_of_s > 0 ? x.total_s / share_of_s : 0;
+            x.name = NULL;
+            if (!x.unit)
+                x.unit = m->unit;
+            st[out++] = x;
+            continue;
+        }
+        off += c;
         qsort(d, c, sizeof *d, cmp_double);
         double sum = 0;
         for (size_t i = 0; i < c; i++)
@@ -1930,31 +1973,31 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
         sonde__free(gname);
     }
     qsort(st, out, sizeof *st, cmp_stat);
-    strmap_free(&names);
-    sonde__free(site_stat);
-    sonde__free(count);
-    sonde__free(fill);
-    sonde__free(dur);
-    sonde__free(iv);
-    sonde__free(last_thread);
-    sonde__free(open_end);
     *n_out = out;
     if (!out) {
         sonde__free(st);
-        return NULL;
+        st = NULL;
     }
-    return st;
+    ns = 0; /* st's sketches are its rows' now */
 fail:
-    sonde__free(st);
+    for (size_t k = 0; st && k < ns; k++) { /* failed: the sketches of every group */
+        if (st[k].sketch)
+            sm_sketch_free(st[k].sketch);
+        sonde__free(st[k].sketch);
+    }
+    if (!*n_out)
+        sonde__free(st);
     strmap_free(&names);
     sonde__free(site_stat);
     sonde__free(count);
     sonde__free(fill);
     sonde__free(dur);
+    sonde__free(mean);
+    sonde__free(m2);
     sonde__free(iv);
     sonde__free(last_thread);
     sonde__free(open_end);
-    return NULL;
+    return *n_out ? st : NULL;
 }
 
 void sm_steps(const sm_model *m, sm_steps_summary *o)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "../format/format.h"
+#include "sketch.h"
 
 typedef struct sm_site {
     char *name, *file, *func;  /* name is never NULL ("?" when its record was missing) */
@@ -183,6 +184,10 @@ typedef struct sm_stat {
                                   Python tracing or autotrace): in total_s and mean_s, not in the
                                   percentiles, min, max or stddev, which are its instances' */
     int min_depth;
+    sm_sketch *sketch;         /* its durations' quantile sketch (owned; NULL when read from a
+                                  report without one): ranks' sketches merge */
+    int sketched;              /* p50, p90 and p99 come from the sketch, within SM_SKETCH_ALPHA
+                                  (more than SM_SKETCH_AT instances); 0: exact */
     /* Resources while it ran, from the samples that fall inside its instances (NaN: none) */
     uint64_t res_samples;      /* samples of "process cpu %" or "rss MiB" inside */
     double res_cpu_mean;       /* mean process CPU % */

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """pftrace.py - the tests' own reader of Perfetto protobuf traces (NAME.pftrace), written from
-Perfetto's trace protos without their generated code: wire format, packet sequences, interned
-names and categories, incremental clocks, track descriptors.
+Perfetto's trace protos without their generated code: wire format, compressed packets, packet
+sequences, interned names and categories, incremental clocks, track descriptors.
 
   pftrace.py FILE.pftrace                    what the trace holds, as JSON
+  pftrace.py plain FILE.pftrace OUT          OUT: the trace with its compressed packets inflated
   pftrace.py compare FILE.pftrace TRACE.json.gz
       checks that both traces show the same sections (kept and folded), operators, instants,
       counters, steps and sessions on the same threads at the same times; exits 1 naming the
@@ -13,6 +14,7 @@ import gzip
 import json
 import struct
 import sys
+import zlib
 
 
 def fields(buf):
@@ -71,6 +73,38 @@ def signed(v):
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
+def packets(data):
+    """The Trace's packets in order, those inside compressed_packets (zlib) in their place."""
+    for f, wt, pkt in fields(data):
+        if f != 1 or wt != 2:
+            raise ValueError("a Trace holds only packets (field 1), found field %d" % f)
+        z = [v for f2, wt2, v in fields(pkt) if f2 == 50 and wt2 == 2]
+        if not z:
+            yield pkt
+            continue
+        for blob in z:
+            try:
+                inner = zlib.decompress(blob)
+            except zlib.error as e:
+                raise ValueError("compressed_packets do not inflate: %s" % e)
+            yield from packets(inner)
+
+
+def plain(path, out):
+    """The trace with its compressed packets inflated: what protoc --decode_raw can show."""
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(out, "wb") as f:
+        for pkt in packets(data):
+            n, head = len(pkt), bytearray([0x0A])
+            while True:
+                head.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+                n >>= 7
+                if not n:
+                    break
+            f.write(bytes(head) + pkt)
+
+
 def read(path):
     with open(path, "rb") as f:
         data = f.read()
@@ -78,9 +112,7 @@ def read(path):
     seqs = {}        # sequence id -> state
     slices, instants, counts = [], [], []
     open_ = {}       # track uuid -> stack of open slices
-    for f, wt, pkt in fields(data):
-        if f != 1 or wt != 2:
-            raise ValueError("a Trace holds only packets (field 1), found field %d" % f)
+    for pkt in packets(data):
         p = msg(pkt)
         sid = one(p, 10, 0)
         flags = one(p, 13, 0)
@@ -247,6 +279,8 @@ if __name__ == "__main__":
     try:
         if len(sys.argv) == 4 and sys.argv[1] == "compare":
             print(json.dumps(compare(sys.argv[2], sys.argv[3])))
+        elif len(sys.argv) == 4 and sys.argv[1] == "plain":
+            plain(sys.argv[2], sys.argv[3])
         elif len(sys.argv) == 2:
             print(json.dumps(read(sys.argv[1]), default=str))
         else:

@@ -385,7 +385,9 @@ PY
         limit=30; [ $run = plain ] && limit=0
         SONDE_OUTPUT_DIR=pf SONDE_FORMATS=json,trace,perfetto SONDE_TRACE_MAX_EVENTS=$limit \
             "$build/examples/pipeline" --steps 12 --blocks 3 --frames 2 --dim 16 --quiet --name $run
-        protoc --decode_raw < pf/$run.pftrace > pf/$run.raw || fail "protoc cannot decode $run.pftrace"
+        protoc --decode_raw < pf/$run.pftrace > /dev/null || fail "protoc cannot decode $run.pftrace"
+        python3 "$src/tests/e2e/pftrace.py" plain pf/$run.pftrace pf/$run.plain  # inflated
+        protoc --decode_raw < pf/$run.plain > pf/$run.raw || fail "protoc cannot decode its packets"
         grep -q '5: "denoise-worker-0"' pf/$run.raw && grep -q '2: "denoise_step"' pf/$run.raw ||
             fail "$run.pftrace: no thread or section names: $(head -40 pf/$run.raw)"
         python3 "$src/tests/e2e/pftrace.py" compare pf/$run.pftrace pf/$run.trace.json.gz > pf/$run.cmp ||
@@ -679,6 +681,28 @@ row = [r for r in a["rows"] if r["name"] == "step"][0]
 assert row["slowest_rank"] == 2 and row["over_median"] > 0.3, row
 print("aggregate: step slowest on rank 2, %+.0f%% over the median" % (100 * row["over_median"]))
 PY
+    # issue 18: the ranks' quantile sketches merge: percentiles of every instance of every rank,
+    # within the sketch's 1% of the exact ones from the instances themselves
+    for r in 0 1 2; do "$sonde" export tr/job-rank$r.sonde --format csv -o csv --quiet; done
+    python3 - agg.json csv/job-rank0.instances.csv csv/job-rank1.instances.csv csv/job-rank2.instances.csv <<'PY'
+import csv, json, math, sys
+a = json.load(open(sys.argv[1]))
+for row in a["rows"]:
+    d = sorted(float(x["duration_s"]) for f in sys.argv[2:] for x in csv.DictReader(open(f))
+               if x["name"] == row["name"])
+    got = row["instances"]
+    assert got["count"] == len(d) == row["count"] and got["relative_error"] == 0.01, (row, len(d))
+    for q in (50, 90, 99):
+        want = d[math.floor(q / 100 * (len(d) - 1))]
+        assert abs(got["p%d_s" % q] - want) <= 0.01 * want + 1e-12, (row["name"], q, got, want)
+print("aggregate: %d names' p50/p90/p99 over 3 ranks within 1%% of the exact ones" % len(a["rows"]))
+PY
+    # a report whose sketch is damaged is refused, naming the section and what is wrong
+    python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+r["sections"][0]["sketch"]["buckets"].append([5000, 1])
+json.dump(r, open("badsketch.json", "w"))' tr/job-rank0.json
+    expect 2 '.sketch: a bucket is not [index 0..2200, count >= 0]' "$sonde" aggregate badsketch.json
     # missing, duplicate and foreign reports are named, not mixed in silently
     mkdir odd && cp tr/job-rank0.json tr/job-rank2.json odd/ && cp tr/job-rank2.json odd/copy.json
     cp sonde-out/../tr/job-rank1.json odd/ 2>/dev/null || true

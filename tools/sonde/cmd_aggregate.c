@@ -106,6 +106,8 @@ typedef struct agg {
     char *name;
     double *per_rank; /* NAN where a rank does not have it */
     uint64_t count;
+    sm_sketch sketch;  /* the instances of every rank (their reports' sketches merged) */
+    int sketched;      /* every rank's report had a sketch for it */
 } agg;
 
 int cmd_aggregate(int argc, char **argv)
@@ -238,6 +240,8 @@ int cmd_aggregate(int argc, char **argv)
                     OOM();
                 rows = g;
                 agg *row = &rows[nr++]; /* freed at out whatever it holds */
+                sm_sketch_init(&row->sketch);
+                row->sketched = !sessions;
                 row->name = strdup(name);
                 row->per_rank = malloc(nf * sizeof(double));
                 row->count = 0;
@@ -248,6 +252,12 @@ int cmd_aggregate(int argc, char **argv)
             }
             rows[j].per_rank[i] = isnan(rows[j].per_rank[i]) ? t : rows[j].per_rank[i] + t;
             rows[j].count += c;
+            if (sessions || !rows[j].sketched)
+                continue;
+            if (!m->stats[k].sketch)
+                rows[j].sketched = 0; /* a report from before sketches */
+            else if (sm_sketch_merge(&rows[j].sketch, m->stats[k].sketch))
+                OOM();
         }
     }
     for (size_t j = 0; j < nr; j++) {
@@ -329,7 +339,22 @@ int cmd_aggregate(int argc, char **argv)
                     sbuf_putc(&o, ',');
                 sbuf_json_num(&o, rows[j].per_rank[i]);
             }
-            sbuf_puts(&o, "]}");
+            /* percentiles of every instance on every rank, from the merged sketches */
+            sbuf_puts(&o, "],\"instances\":");
+            if (rows[j].sketched && rows[j].sketch.count) {
+                const sm_sketch *k = &rows[j].sketch;
+                sbuf_printf(&o, "{\"count\":%llu,\"p50_s\":", (unsigned long long)k->count);
+                sbuf_json_num(&o, sm_sketch_quantile(k, 0.50) / 1e9);
+                sbuf_puts(&o, ",\"p90_s\":");
+                sbuf_json_num(&o, sm_sketch_quantile(k, 0.90) / 1e9);
+                sbuf_puts(&o, ",\"p99_s\":");
+                sbuf_json_num(&o, sm_sketch_quantile(k, 0.99) / 1e9);
+                sbuf_puts(&o, ",\"relative_error\":");
+                sbuf_json_num(&o, SM_SKETCH_ALPHA);
+                sbuf_puts(&o, "}}");
+            } else {
+                sbuf_puts(&o, "null}");
+            }
         } else if (csv) {
             sbuf_csv_str(&o, rows[j].name);
             sbuf_printf(&o, ",%llu,%zu,%.9f,%.9f,%.9f,%.9f,%d,%.6f\n", (unsigned long long)rows[j].count,
@@ -459,6 +484,7 @@ out:
     for (size_t j = 0; j < nr; j++) {
         free(rows[j].name);
         free(rows[j].per_rank);
+        sm_sketch_free(&rows[j].sketch);
     }
     free(rows);
     for (size_t i = 0; i < nf; i++) {

@@ -16,6 +16,7 @@
 #include "export/export.h"
 #include "format/format.h"
 #include "record/record.h"
+#include "util/alloc.h"
 
 static double num(json_t *o, const char *k)
 {
@@ -45,6 +46,56 @@ static char *str(json_t *o, const char *k)
 {
     json_t *v = json_object_get(o, k);
     return strdup(json_is_string(v) ? json_string_value(v) : "");
+}
+
+/* A section's "sketch" (sx_stat_json) into *out: 0 (NULL when the report has none: one from
+ * before sketches), SONDE_ENOMEM, or SONDE_EFORMAT naming what is wrong in why. */
+static int sketch_of(json_t *o, sm_sketch **out, const char **why)
+{
+    *out = NULL;
+    if (!o || json_is_null(o))
+        return 0;
+    json_t *b = json_object_get(o, "buckets"), *lo = json_object_get(o, "min_ns"),
+           *hi = json_object_get(o, "max_ns");
+    if (!json_is_object(o) || !json_is_array(b) || !json_is_integer(lo) || !json_is_integer(hi)) {
+        *why = "not an object with buckets, min_ns and max_ns";
+        return SONDE_EFORMAT;
+    }
+    if (fabs(num0(o, "alpha") - SM_SKETCH_ALPHA) > 1e-12) {
+        *why = "alpha is not this sonde's (0.01)";
+        return SONDE_EFORMAT;
+    }
+    sm_sketch *k = sonde__malloc(sizeof *k);
+    if (!k)
+        return SONDE_ENOMEM;
+    sm_sketch_init(k);
+    size_t i;
+    json_t *e;
+    json_array_foreach(b, i, e)
+    {
+        json_t *ix = json_array_get(e, 0), *n = json_array_get(e, 1);
+        /* indices of 1 ns to 2^63 ns, counts below 2^63 */
+        if (json_array_size(e) != 2 || !json_is_integer(ix) || !json_is_integer(n) ||
+            json_integer_value(ix) < 0 || json_integer_value(ix) > 2200 ||
+            json_integer_value(n) < 0) {
+            *why = "a bucket is not [index 0..2200, count >= 0]";
+            sm_sketch_free(k);
+            sonde__free(k);
+            return SONDE_EFORMAT;
+        }
+        if (sm_sketch_add_bucket(k, (int32_t)json_integer_value(ix),
+                                 (uint64_t)json_integer_value(n))) {
+            sm_sketch_free(k);
+            sonde__free(k);
+            return SONDE_ENOMEM;
+        }
+    }
+    k->zeros = U64(o, "zeros");
+    k->count += k->zeros;
+    k->min_ns = json_integer_value(lo);
+    k->max_ns = json_integer_value(hi);
+    *out = k;
+    return 0;
 }
 
 /* Facts of one JSON object as "prefix.key" info pairs. */
@@ -170,6 +221,15 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
         s->p50_s = num0(e, "p50_s");
         s->p90_s = num0(e, "p90_s");
         s->p99_s = num0(e, "p99_s");
+        json_t *pct = json_object_get(e, "percentiles");
+        s->sketched = json_is_string(pct) && !strcmp(json_string_value(pct), "sketch");
+        const char *why = NULL;
+        if ((rc = sketch_of(json_object_get(e, "sketch"), &s->sketch, &why)) != 0) {
+            if (rc == SONDE_EFORMAT)
+                sonde__fail(rc, "%s: sections[%zu] (\"%s\").sketch: %s", path, i, s->name, why);
+            goto out;
+        }
+        rc = SONDE_ENOMEM;
         s->share = num0(e, "share");
         s->threads = U32(e, "threads");
         s->aggregated = U64(e, "aggregated_calls");

@@ -1,0 +1,122 @@
+/* sketch.c - the quantile sketch of sketch.h. */
+#include <math.h>
+#include <string.h>
+
+#include "sketch.h"
+#include "../util/alloc.h"
+
+/* ln(gamma), gamma = (1 + alpha) / (1 - alpha) */
+static double ln_gamma(void)
+{
+    return log((1 + SM_SKETCH_ALPHA) / (1 - SM_SKETCH_ALPHA));
+}
+
+void sm_sketch_init(sm_sketch *s)
+{
+    memset(s, 0, sizeof *s);
+    s->min_ns = INT64_MAX;
+    s->max_ns = INT64_MIN;
+}
+
+int32_t sm_sketch_index(int64_t ns)
+{
+    return (int32_t)ceil(log((double)ns) / ln_gamma());
+}
+
+/* Makes bucket i held, growing bins to either side with room to spare. */
+static int reach(sm_sketch *s, int32_t i)
+{
+    if (s->n && i >= s->lo && i < s->lo + (int32_t)s->n)
+        return 0;
+    int32_t lo = s->n ? (i < s->lo ? i : s->lo) : i;
+    int32_t hi = s->n ? (i >= s->lo + (int32_t)s->n ? i + 1 : s->lo + (int32_t)s->n) : i + 1;
+    int32_t slack = (hi - lo) / 4 + 8; /* fewer moves as the range widens */
+    if (s->n && i < s->lo)
+        lo -= slack;
+    else
+        hi += slack;
+    uint64_t *b = sonde__calloc((size_t)(hi - lo), sizeof *b);
+    if (!b)
+        return -1;
+    if (s->n)
+        memcpy(b + (s->lo - lo), s->bins, s->n * sizeof *b);
+    sonde__free(s->bins);
+    s->bins = b;
+    s->lo = lo;
+    s->n = (uint32_t)(hi - lo);
+    return 0;
+}
+
+int sm_sketch_add_bucket(sm_sketch *s, int32_t i, uint64_t count)
+{
+    if (reach(s, i))
+        return -1;
+    s->bins[i - s->lo] += count;
+    s->count += count;
+    return 0;
+}
+
+int sm_sketch_add(sm_sketch *s, int64_t ns)
+{
+    if (ns <= 0) {
+        s->zeros++;
+        s->count++;
+        ns = 0;
+    } else if (sm_sketch_add_bucket(s, sm_sketch_index(ns), 1)) {
+        return -1;
+    }
+    if (ns < s->min_ns)
+        s->min_ns = ns;
+    if (ns > s->max_ns)
+        s->max_ns = ns;
+    return 0;
+}
+
+int sm_sketch_merge(sm_sketch *into, const sm_sketch *from)
+{
+    if (from->n && (reach(into, from->lo) || reach(into, from->lo + (int32_t)from->n - 1)))
+        return -1;
+    for (uint32_t k = 0; k < from->n; k++)
+        into->bins[from->lo + (int32_t)k - into->lo] += from->bins[k];
+    into->count += from->count;
+    into->zeros += from->zeros;
+    if (from->min_ns < into->min_ns)
+        into->min_ns = from->min_ns;
+    if (from->max_ns > into->max_ns)
+        into->max_ns = from->max_ns;
+    return 0;
+}
+
+double sm_sketch_quantile(const sm_sketch *s, double q)
+{
+    if (!s->count)
+        return 0;
+    if (q < 0)
+        q = 0;
+    if (q > 1)
+        q = 1;
+    uint64_t rank = (uint64_t)floor(q * (double)(s->count - 1));
+    if (rank < s->zeros)
+        return 0;
+    uint64_t seen = s->zeros;
+    double g = exp(ln_gamma()), v = (double)s->max_ns;
+    for (uint32_t k = 0; k < s->n; k++) {
+        seen += s->bins[k];
+        if (seen > rank) { /* the bucket's centre in relative terms: within alpha of all in it */
+            v = 2 * pow(g, s->lo + (int32_t)k) / (g + 1);
+            break;
+        }
+    }
+    if (v < (double)s->min_ns)
+        v = (double)s->min_ns;
+    if (v > (double)s->max_ns)
+        v = (double)s->max_ns;
+    return v;
+}
+
+void sm_sketch_free(sm_sketch *s)
+{
+    sonde__free(s->bins);
+    s->bins = NULL;
+    s->n = 0;
+}
