@@ -1,5 +1,5 @@
 /* model_build.h - private: the decoded contents of a .sonde file, handed from reader.c to
- * model.c, which builds the model from them. */
+ * model.c, which builds the model from them; and the helpers the model's files share. */
 #ifndef SONDE_MODEL_BUILD_H
 #define SONDE_MODEL_BUILD_H
 
@@ -98,5 +98,22 @@ void sm__ops_free_raw(sb_raw *raw);
 /* Moves what it keeps out of raw into m (raw is freed by the caller either way). */
 int sm__build(sb_raw *raw, sm_model *m, const char *fname);
 void sb_raw_free(sb_raw *raw);
+
+/* Shared by the model's files (model.c, stats.c, merge.c). */
+/* An interval of time, ns. */
+typedef struct sm_iv {
+    int64_t s, e;
+} sm_iv;
+/* Wall time covered by a set of intervals (overlaps counted once), in seconds. Sorts v. */
+double sm__union_s(sm_iv *v, size_t n);
+/* The name of a throughput unit (a site id; 0: the run's unit). */
+const char *sm__unit_name(const sm_model *m, uint32_t unit);
+/* The throughput per unit (sm_model.rates) from the spans and sessions. 0, or -1 out of memory. */
+int sm__build_rates(sm_model *m);
+/* What is computed from the instances once they are in place: order, active steps, statistics,
+ * resources, totals, the trace budget. Run after a build and after a merge. 0, or -1. */
+int sm__derive(sm_model *m);
+/* Folds the hot functions' counted calls (SM_AGGREGATED_EVENT) into m->stats. 0, or -1. */
+int sm__fold_aggregated(sm_model *m);
 
 #endif

@@ -1,0 +1,200 @@
+/* merge.c - several runs as one model (sonde merge, `sonde run` joining a program's own
+ * recording): sites, threads, sections, sessions and the rest appended with their ids moved,
+ * times put on the first run's clock, then everything derived again. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../record/record.h"
+#include "model_build.h"
+#include "../util/alloc.h"
+
+#define MOVE_APPEND(dst, nd, src, ns)                                                           \
+    do {                                                                                        \
+        if (ns) {                                                                               \
+            void *g_ = sonde__realloc((dst), ((nd) + (ns)) * sizeof *(dst));                           \
+            if (!g_)                                                                            \
+                return sonde__fail(SONDE_ENOMEM, "out of memory merging runs");                 \
+            (dst) = g_;                                                                         \
+            memcpy((dst) + (nd), (src), (ns) * sizeof *(dst));                                  \
+        }                                                                                       \
+    } while (0)
+
+int sm_merge(sm_model *d, sm_model *s)
+{
+    int64_t off = (int64_t)(s->start_mono_ns - d->start_mono_ns);
+    uint32_t site0 = (uint32_t)d->n_sites, th0 = (uint32_t)d->n_threads;
+    int32_t span0 = (int32_t)d->n_spans, meta0 = (int32_t)d->n_meta, sess0 = (int32_t)d->n_sessions;
+#define REMAP_UNIT(u) ((u) ? (u) + site0 : 0)
+    MOVE_APPEND(d->sites, d->n_sites, s->sites, s->n_sites);
+    d->n_sites += s->n_sites;
+    s->n_sites = 0; /* the strings now belong to d */
+    MOVE_APPEND(d->threads, d->n_threads, s->threads, s->n_threads);
+    for (size_t i = 0; i < s->n_threads; i++) {
+        sm_thread *t = &d->threads[th0 + i];
+        t->index = th0 + (uint32_t)i;
+        if (!t->pid)
+            t->pid = s->pid;
+    }
+    d->n_threads += s->n_threads;
+    s->n_threads = 0;
+    MOVE_APPEND(d->meta, d->n_meta, s->meta, s->n_meta);
+    for (size_t i = 0; i < s->n_meta; i++) {
+        sm_meta *e = &d->meta[meta0 + (int32_t)i];
+        e->key += site0;
+        e->value += site0;
+        if (e->next >= 0)
+            e->next += meta0;
+    }
+    d->n_meta += s->n_meta;
+    MOVE_APPEND(d->sessions, d->n_sessions, s->sessions, s->n_sessions);
+    for (size_t i = 0; i < s->n_sessions; i++) {
+        sm_session *x = &d->sessions[sess0 + (int32_t)i];
+        x->name += site0;
+        x->thread += th0;
+        x->start_ns += off;
+        x->end_ns += off;
+        x->unit = REMAP_UNIT(x->unit);
+        if (x->meta >= 0)
+            x->meta += meta0;
+    }
+    d->n_sessions += s->n_sessions;
+    MOVE_APPEND(d->spans, d->n_spans, s->spans, s->n_spans);
+    for (size_t i = 0; i < s->n_spans; i++) {
+        sm_span *x = &d->spans[span0 + (int32_t)i];
+        x->site += site0;
+        x->thread += th0;
+        x->start_ns += off;
+        x->end_ns += off;
+        x->unit = REMAP_UNIT(x->unit);
+        if (x->parent >= 0)
+            x->parent += span0;
+        if (x->session >= 0)
+            x->session += sess0;
+        if (x->meta >= 0)
+            x->meta += meta0;
+    }
+    d->n_spans += s->n_spans;
+    MOVE_APPEND(d->instants, d->n_instants, s->instants, s->n_instants);
+    for (size_t i = 0; i < s->n_instants; i++) {
+        sm_instant *x = &d->instants[d->n_instants + i];
+        x->name += site0;
+        if (x->args >= 0)
+            x->args += meta0;
+        x->thread += th0;
+        x->t_ns += off;
+    }
+    d->n_instants += s->n_instants;
+    MOVE_APPEND(d->steps, d->n_steps, s->steps, s->n_steps);
+    for (size_t i = 0; i < s->n_steps; i++) {
+        d->steps[d->n_steps + i].thread += th0;
+        d->steps[d->n_steps + i].t_ns += off;
+        d->steps[d->n_steps + i].start_ns += off;
+    }
+    d->n_steps += s->n_steps;
+    MOVE_APPEND(d->windows, d->n_windows, s->windows, s->n_windows);
+    for (size_t i = 0; i < s->n_windows; i++) {
+        d->windows[d->n_windows + i].start_ns += off;
+        d->windows[d->n_windows + i].end_ns += off;
+    }
+    d->n_windows += s->n_windows;
+    d->scheduled |= s->scheduled;
+    MOVE_APPEND(d->counters, d->n_counters, s->counters, s->n_counters);
+    for (size_t i = 0; i < s->n_counters; i++) {
+        sm_counter *c = &d->counters[d->n_counters + i];
+        for (size_t k = 0; k < c->n; k++)
+            c->t_ns[k] += off;
+    }
+    d->n_counters += s->n_counters;
+    s->n_counters = 0;
+    MOVE_APPEND(d->metrics, d->n_metrics, s->metrics, s->n_metrics);
+    d->n_metrics += s->n_metrics;
+    s->n_metrics = 0;
+    /* diffusion records and CUDA activity: their times and the spans and threads they name */
+    MOVE_APPEND(d->dsteps, d->n_dsteps, s->dsteps, s->n_dsteps);
+    for (size_t i = 0; i < s->n_dsteps; i++) {
+        sm_dstep *x = &d->dsteps[d->n_dsteps + i];
+        x->t_ns += off;
+        if (x->span >= 0)
+            x->span += span0;
+    }
+    d->n_dsteps += s->n_dsteps;
+    MOVE_APPEND(d->blocks, d->n_blocks, s->blocks, s->n_blocks);
+    for (size_t i = 0; i < s->n_blocks; i++) {
+        sm_block *x = &d->blocks[d->n_blocks + i];
+        x->t_ns += off;
+        if (x->span >= 0)
+            x->span += span0;
+    }
+    d->n_blocks += s->n_blocks;
+    MOVE_APPEND(d->gpu, d->n_gpu, s->gpu, s->n_gpu);
+    for (size_t i = 0; i < s->n_gpu; i++) {
+        sm_gpu *x = &d->gpu[d->n_gpu + i];
+        x->start_ns += off;
+        x->end_ns += off;
+        if (x->launch_ns >= 0)
+            x->launch_ns += off;
+        if (x->launch_thread >= 0)
+            x->launch_thread += (int32_t)th0;
+        if (x->span >= 0)
+            x->span += span0;
+    }
+    d->n_gpu += s->n_gpu;
+    s->n_gpu = 0; /* the kernel names now belong to d */
+    MOVE_APPEND(d->ops, d->n_ops, s->ops, s->n_ops);
+    for (size_t i = 0; i < s->n_ops; i++) {
+        sm_op *x = &d->ops[d->n_ops + i];
+        x->start_ns += off;
+        x->end_ns += off;
+        x->name += (uint32_t)d->n_op_names;
+        if (x->shapes >= 0)
+            x->shapes += (int32_t)d->n_op_names;
+        x->thread += th0;
+        if (x->span >= 0)
+            x->span += span0;
+        if (x->parent >= 0)
+            x->parent += (int32_t)d->n_ops;
+    }
+    d->n_ops += s->n_ops;
+    s->n_ops = 0;
+    MOVE_APPEND(d->op_names, d->n_op_names, s->op_names, s->n_op_names);
+    d->n_op_names += s->n_op_names;
+    s->n_op_names = 0; /* the names now belong to d */
+    MOVE_APPEND(d->params, d->n_params, s->params, s->n_params);
+    d->n_params += s->n_params;
+    s->n_params = 0; /* and the model names */
+    for (size_t i = 0; i < s->n_warnings; i++) {
+        char *w = NULL;
+        if (sonde__asprintf(&w, "pid %d: %s", s->pid, s->warnings[i]) < 0)
+            return sonde__fail(SONDE_ENOMEM, "out of memory merging runs");
+        char **g = sonde__realloc(d->warnings, (d->n_warnings + 1) * sizeof *g);
+        if (!g) {
+            sonde__free(w);
+            return sonde__fail(SONDE_ENOMEM, "out of memory merging runs");
+        }
+        d->warnings = g;
+        d->warnings[d->n_warnings++] = w;
+    }
+    /* the program's run-level metadata joins the run's */
+    for (int32_t e = s->run_meta, next; e >= 0; e = next) {
+        next = s->meta[e].next;
+        d->meta[meta0 + e].next = d->run_meta;
+        d->run_meta = meta0 + e;
+    }
+    d->run_units += s->run_units;
+    d->run_units_s += s->run_units_s;
+    d->run_flops += s->run_flops;
+    d->dropped_events += s->dropped_events;
+    d->sections_end_lost += s->sections_end_lost;
+    /* The elements moved into d: src's arrays hold none any more (sm_free frees the arrays). */
+    s->n_spans = s->n_meta = s->n_sessions = s->n_instants = s->n_steps = s->n_windows = 0;
+    s->n_dsteps = s->n_blocks = 0;
+#undef REMAP_UNIT
+    for (size_t i = 0; i < d->n_rates; i++)
+        sonde__free(d->rates[i].unit);
+    sonde__free(d->rates);
+    d->rates = NULL;
+    d->n_rates = 0;
+    if (sm__build_rates(d) || sm__derive(d))
+        return sonde__fail(SONDE_ENOMEM, "out of memory merging runs");
+    return 0;
+}
