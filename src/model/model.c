@@ -396,8 +396,10 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
     uint64_t gaps = 0;      /* GAP markers so far on this thread */
     uint32_t args_left = 0; /* METADATA events still to come that are an instant's payload */
     int32_t args_of = -1;   /* that instant, -1 when it was not kept */
+    static const double none[SONDE_MAX_VALUES];
     for (size_t i = 0; i < te->n; i++) {
         const sb_ev *e = &te->ev[i];
+        const double *v = e->vi ? te->v[e->vi - 1] : none; /* its values */
         int64_t t = rel(b, e->tick);
         if (args_left && e->kind == SONDE_K_METADATA) {
             args_left--;
@@ -465,13 +467,13 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
             if (e->kind == SONDE_K_DSTEP) {
                 if (GROW(m->dsteps, m->n_dsteps, b->cap_dsteps))
                     goto out;
-                m->dsteps[m->n_dsteps++] = (sm_dstep){t, e->arg, e->v0, e->v1, e->v2, e->v3,
-                                                      e->v0 > 0 ? -1 : span};
+                m->dsteps[m->n_dsteps++] = (sm_dstep){t, e->arg, v[0], v[1], v[2], v[3],
+                                                      v[0] > 0 ? -1 : span};
             } else {
                 if (GROW(m->blocks, m->n_blocks, b->cap_blocks))
                     goto out;
-                m->blocks[m->n_blocks++] = (sm_block){t, e->arg, e->v0, e->v1, e->v2,
-                                                      e->v0 > 0 ? -1 : span};
+                m->blocks[m->n_blocks++] = (sm_block){t, e->arg, v[0], v[1], v[2],
+                                                      v[0] > 0 ? -1 : span};
             }
             break;
         }
@@ -491,7 +493,7 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
                     goto out;
                 m->n_params++;
             }
-            m->params[k].count = e->v0;
+            m->params[k].count = v[0];
             break;
         }
         case SONDE_K_GAP:
@@ -511,7 +513,7 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
             m->instants[m->n_instants++] = (sm_instant){t, tindex, e->id, -1};
             break;
         case SONDE_K_COUNTER:
-            if (!before_cut && add_counter(b, sm_str(m, e->id), t, e->v0, sampler_thread))
+            if (!before_cut && add_counter(b, sm_str(m, e->id), t, v[0], sampler_thread))
                 goto out;
             break;
         case SONDE_K_STEP:
@@ -534,7 +536,7 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
             if (!tg.owner)
                 break;
             if (e->kind == SONDE_K_METRIC) {
-                if (add_metric(b, tg.owner, sm_str(m, e->id), e->v0))
+                if (add_metric(b, tg.owner, sm_str(m, e->id), v[0]))
                     goto out;
             } else if (e->kind == SONDE_K_METADATA) {
                 int32_t *head = tg.span ? &tg.span->meta : tg.session ? &tg.session->meta
@@ -543,11 +545,11 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
                     goto out;
             } else if (e->kind == SONDE_K_FLOPS) {
                 if (tg.span)
-                    tg.span->flops += e->v0;
+                    tg.span->flops += v[0];
                 else if (tg.session)
-                    tg.session->flops += e->v0;
+                    tg.session->flops += v[0];
                 else
-                    m->run_flops += e->v0;
+                    m->run_flops += v[0];
             } else {
                 uint32_t *un = tg.span ? &tg.span->unit : tg.session ? &tg.session->unit
                                                                       : &m->run_unit;
@@ -556,9 +558,9 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
                                                                    : &m->run_units;
                 double *us = tg.span ? &tg.span->units_s : tg.session ? &tg.session->units_s
                                                                       : &m->run_units_s;
-                *u += e->v0;
-                if (e->v1 > 0)
-                    *us += e->v1;
+                *u += v[0];
+                if (v[1] > 0)
+                    *us += v[1];
                 else if (tg.span)
                     tg.span->own_dur_units = 1;
                 else if (tg.session)
@@ -1185,6 +1187,7 @@ void sb_raw_free(sb_raw *raw)
         for (size_t i = 0; i < raw->n_threads; i++) {
             sonde__free(raw->tev[i].name);
             sonde__free(raw->tev[i].ev);
+            sonde__free(raw->tev[i].v);
         }
     sonde__free(raw->tev);
     sonde__free(raw->anchors);

@@ -11,11 +11,13 @@
  * 4 Mi); a reader refuses larger ones, so no id in a crafted file can size an array. */
 #define SM_MAX_ID (1u << 22)
 
+/* One decoded event: 24 bytes. Its values, for the kinds that have them (a metric, a counter,
+ * throughput, FLOPs, a diffusion record), are in its thread's value table. */
 typedef struct sb_ev {
     uint64_t tick;
     uint32_t id, arg;
     uint8_t kind;
-    double v0, v1, v2, v3;
+    uint32_t vi;     /* its values: sb_tevents.v[vi - 1]; 0: none (all read as 0) */
 } sb_ev;
 
 typedef struct sb_tevents {
@@ -23,6 +25,8 @@ typedef struct sb_tevents {
     char *name;
     sb_ev *ev;       /* in recording order */
     size_t n;
+    double (*v)[SONDE_MAX_VALUES]; /* the values of its events that have some */
+    size_t n_v;
 } sb_tevents;
 
 typedef struct sb_anchor {

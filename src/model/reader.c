@@ -225,7 +225,7 @@ static int decode_thread(rstate *s, rthread *t, sb_tevents *out)
     if (t->n_blocks)
         qsort(t->blocks, t->n_blocks, sizeof *t->blocks, cmp_block);
     uint64_t covered = 0;
-    size_t cap = 0;
+    size_t cap = 0, vcap = 0;
     for (size_t bi = 0; bi < t->n_blocks; bi++) {
         rblock *b = &t->blocks[bi];
         const uint8_t *p = b->p, *end = b->p + b->len;
@@ -260,10 +260,13 @@ static int decode_thread(rstate *s, rthread *t, sb_tevents *out)
                     goto bad; /* no id libsonde writes */
                 e->id = (uint32_t)(tag >> 4);
                 e->arg = (uint32_t)arg;
-                e->v0 = v[0];
-                e->v1 = v[1];
-                e->v2 = v[2];
-                e->v3 = v[3];
+                e->vi = 0;
+                if (nv) { /* the values out of line: most events (sections) have none */
+                    if (out->n_v >= UINT32_MAX - 1 || GROW(out->v, out->n_v, vcap))
+                        return -2;
+                    memcpy(out->v[out->n_v++], v, sizeof out->v[0]);
+                    e->vi = (uint32_t)out->n_v;
+                }
             }
             slot += sonde_kind_slots(kind);
         }

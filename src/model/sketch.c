@@ -1,5 +1,6 @@
 /* sketch.c - the quantile sketch of sketch.h. */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "sketch.h"
@@ -18,9 +19,39 @@ void sm_sketch_init(sm_sketch *s)
     s->max_ns = INT64_MIN;
 }
 
+/* The bucket of a duration without a logarithm per call: a table gives, for each binade of
+ * the duration (its power of two) split in 64 by its leading mantissa bits, the first bucket
+ * that part can fall in (one sixty-fourth of a binade spans 0.78 buckets), and the buckets'
+ * upper bounds γ^i settle it in one or two comparisons. */
+#define SUB_BITS 6
+#define N_BOUNDS 2400 /* γ^2399 > 2^63 */
+static int32_t g_first[64 << SUB_BITS];
+static double g_bound[N_BOUNDS]; /* γ^i */
+static pthread_once_t g_tables_once = PTHREAD_ONCE_INIT;
+
+static void tables(void)
+{
+    double lg = ln_gamma();
+    for (int i = 0; i < N_BOUNDS; i++)
+        g_bound[i] = exp(lg * i);
+    for (int e = 0; e < 64; e++)
+        for (int k = 0; k < (1 << SUB_BITS); k++) {
+            double lo = ldexp(1.0 + (double)k / (1 << SUB_BITS), e); /* the part's least */
+            int32_t i = (int32_t)floor(log(lo) / lg) - 1;
+            g_first[e << SUB_BITS | k] = i < 0 ? 0 : i;
+        }
+}
+
 int32_t sm_sketch_index(int64_t ns)
 {
-    return (int32_t)ceil(log((double)ns) / ln_gamma());
+    pthread_once(&g_tables_once, tables);
+    double x = (double)ns;
+    int e = ilogb(x); /* 0..62 for ns >= 1 */
+    int k = (int)((ldexp(x, -e) - 1.0) * (1 << SUB_BITS));
+    int32_t i = g_first[e << SUB_BITS | k];
+    while (i < N_BOUNDS - 1 && g_bound[i] < x) /* the first bucket whose bound holds x */
+        i++;
+    return i;
 }
 
 /* Makes bucket i held, growing bins to either side with room to spare. */

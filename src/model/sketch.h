@@ -28,7 +28,7 @@ int sm_sketch_add(sm_sketch *s, int64_t ns);
 /* Adds the bucket index i (as sm_sketch_index gives) count times: a bucket read back from a
  * report. 0, or -1 when out of memory. */
 int sm_sketch_add_bucket(sm_sketch *s, int32_t i, uint64_t count);
-/* The bucket of a duration > 0. */
+/* The bucket of a duration > 0: the least i with duration <= gamma^i. */
 int32_t sm_sketch_index(int64_t ns);
 /* Adds every instance of from into into. 0, or -1 when out of memory. */
 int sm_sketch_merge(sm_sketch *into, const sm_sketch *from);
