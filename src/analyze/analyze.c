@@ -370,21 +370,72 @@ static int add_bottleneck(sa_report *r, double share, const char *fmt, ...)
 
 static int analyze_into(const sm_model *m, double threshold, sa_report *r);
 
-/* Time of each section name's top-level instances in a session (-1: outside sessions), into
- * t[n_stats]; returns how many names have some. */
-static int stage_times(const sm_model *m, int32_t sess, double *t)
+/* The top-level instances grouped by session, in one pass: those of session s are
+ * order[first[s] .. first[s + 1]), s = n_sessions standing for outside sessions. 0, or -1 when
+ * out of memory. */
+static int by_session(const sm_model *m, size_t **order, size_t **first)
 {
-    int stages = 0;
-    for (size_t k = 0; k < m->n_stats; k++)
-        t[k] = 0;
+    size_t ns = m->n_sessions + 1, n = 0;
+    *first = sonde__calloc(ns + 1, sizeof **first);
+    if (!*first)
+        return -1;
     for (size_t i = 0; i < m->n_spans; i++) {
         const sm_span *x = &m->spans[i];
-        int k = m->sites[x->site].stat;
-        if (x->parent < 0 && x->session == sess && k >= 0) {
-            stages += t[k] == 0 && x->end_ns > x->start_ns;
-            t[k] += (double)(x->end_ns - x->start_ns) / 1e9;
+        if (x->parent < 0) {
+            size_t s = x->session >= 0 && (size_t)x->session < m->n_sessions
+                           ? (size_t)x->session : m->n_sessions;
+            (*first)[s + 1]++;
+            n++;
         }
     }
+    for (size_t s = 0; s < ns; s++)
+        (*first)[s + 1] += (*first)[s];
+    *order = sonde__malloc((n ? n : 1) * sizeof **order);
+    size_t *fill = sonde__malloc(ns * sizeof *fill);
+    if (!*order || !fill) {
+        sonde__free(fill);
+        return -1;
+    }
+    memcpy(fill, *first, ns * sizeof *fill);
+    for (size_t i = 0; i < m->n_spans; i++) {
+        const sm_span *x = &m->spans[i];
+        if (x->parent < 0) {
+            size_t s = x->session >= 0 && (size_t)x->session < m->n_sessions
+                           ? (size_t)x->session : m->n_sessions;
+            (*order)[fill[s]++] = i;
+        }
+    }
+    sonde__free(fill);
+    return 0;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Time of each section name among the top-level instances order[a..b) (one session's), into t
+ * (all zero before); the names met are listed in names (ascending, *n_names of them, marked in
+ * met). Returns how many names have some time. */
+static int stage_times(const sm_model *m, const size_t *order, size_t a, size_t b, double *t,
+                       int *names, size_t *n_names, char *met)
+{
+    int stages = 0;
+    *n_names = 0;
+    for (size_t j = a; j < b; j++) {
+        const sm_span *x = &m->spans[order[j]];
+        int k = m->sites[x->site].stat;
+        if (k < 0)
+            continue;
+        if (!met[k]) {
+            met[k] = 1;
+            names[(*n_names)++] = k;
+        }
+        stages += t[k] == 0 && x->end_ns > x->start_ns;
+        t[k] += (double)(x->end_ns - x->start_ns) / 1e9;
+    }
+    qsort(names, *n_names, sizeof *names, cmp_int);
     return stages;
 }
 
@@ -413,16 +464,16 @@ static int analyze_into(const sm_model *m, double threshold, sa_report *r)
             r->findings[r->n_findings++] = f;
         }
     }
-    /* Stages (top-level sections) over the threshold of their session, else of the run. */
+    /* Stages (top-level sections) over the threshold of their session, else of the run: one
+     * pass groups the top-level instances by session, so many sessions cost no more. */
     double dur = (double)m->duration_ns / 1e9;
-    double *times = sonde__malloc((m->n_stats ? m->n_stats : 1) * sizeof *times);
+    size_t nst = m->n_stats ? m->n_stats : 1;
+    double *times = sonde__calloc(nst, sizeof *times);
+    int *names = sonde__malloc(nst * sizeof *names);
+    char *met = sonde__calloc(nst, 1);
+    size_t *order = NULL, *first = NULL;
     int *kids = child_names(m);
-    if (!times || !kids) {
-        sonde__free(times);
-        sonde__free(kids);
-        return -1;
-    }
-    int rc = 0;
+    int rc = !times || !names || !met || !kids || by_session(m, &order, &first) ? -1 : 0;
     for (size_t s = 0; s <= m->n_sessions && !rc; s++) {
         int32_t sess = s < m->n_sessions ? (int32_t)s : -1;
         double sd = sess >= 0 ? (double)(m->sessions[s].end_ns - m->sessions[s].start_ns) / 1e9
@@ -431,8 +482,10 @@ static int analyze_into(const sm_model *m, double threshold, sa_report *r)
             continue;
         /* a stage's share restates the table unless the session has several stages; a
          * wrapper whose one child holds its time is left to that child */
-        int stages = stage_times(m, sess, times);
-        for (size_t k = 0; k < m->n_stats && stages > 1 && !rc; k++) {
+        size_t n_names = 0;
+        int stages = stage_times(m, order, first[s], first[s + 1], times, names, &n_names, met);
+        for (size_t q = 0; q < n_names && stages > 1 && !rc; q++) {
+            size_t k = (size_t)names[q];
             double t = times[k];
             const sm_stat *st = &m->stats[k];
             if (kids[k] == 1 && st->self_s < 0.1 * st->total_s)
@@ -443,8 +496,16 @@ static int analyze_into(const sm_model *m, double threshold, sa_report *r)
                                sess >= 0 ? sm_str(m, m->sessions[s].name) : ""))
                 rc = -1;
         }
+        for (size_t q = 0; q < n_names; q++) { /* all zero again for the next session */
+            times[names[q]] = 0;
+            met[names[q]] = 0;
+        }
     }
     sonde__free(times);
+    sonde__free(names);
+    sonde__free(met);
+    sonde__free(order);
+    sonde__free(first);
     sonde__free(kids);
     if (rc)
         return -1;
@@ -463,19 +524,21 @@ static int analyze_into(const sm_model *m, double threshold, sa_report *r)
             add_bottleneck(r, m->stats[top[j]].self_s / dur, "self time: %s %.3f s",
                            m->stats[top[j]].name, m->stats[top[j]].self_s))
             return -1;
-    /* The busiest thread: its time in top-level sections. */
+    /* The busiest thread: its time in top-level sections, all threads in one pass. */
     double best = 0;
     size_t bt = 0;
-    for (size_t t = 0; t < m->n_threads; t++) {
-        double busy = 0;
-        for (size_t i = 0; i < m->n_spans; i++)
-            if (m->spans[i].thread == t && m->spans[i].parent < 0)
-                busy += (double)(m->spans[i].end_ns - m->spans[i].start_ns) / 1e9;
-        if (busy > best) {
-            best = busy;
+    double *busy = sonde__calloc(m->n_threads ? m->n_threads : 1, sizeof *busy);
+    if (!busy)
+        return -1;
+    for (size_t i = 0; i < m->n_spans; i++)
+        if (m->spans[i].parent < 0 && m->spans[i].thread < m->n_threads)
+            busy[m->spans[i].thread] += (double)(m->spans[i].end_ns - m->spans[i].start_ns) / 1e9;
+    for (size_t t = 0; t < m->n_threads; t++)
+        if (busy[t] > best) {
+            best = busy[t];
             bt = t;
         }
-    }
+    sonde__free(busy);
     if (best > 0 && dur > 0 && m->n_threads > 1 &&
         add_bottleneck(r, best / dur, "busiest thread: %s, in sections %.0f%% of the run",
                        m->threads[bt].name, 100 * best / dur))

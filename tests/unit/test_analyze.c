@@ -346,6 +346,59 @@ static void html_stays_light(void **state)
     tu_rmrf(dir);
 }
 
+static double cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* 20,000 sessions (an inference server's requests): the analysis groups the top-level
+ * sections by session in one pass. Looking through every section once per session made it
+ * about 10^9 steps here, hundreds of times the CPU of reading the file. */
+static void many_sessions_stay_linear(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "sessions");
+    sonde_profiler *p = sonde_create(&c);
+    for (int i = 0; i < 20000; i++) {
+        sonde_session_begin(p, "request");
+        sonde_begin(p, "serve");
+        spin_ms(0.001);
+        sonde_end(p);
+        sonde_session_end(p);
+    }
+    sonde_begin(p, "load"); /* outside sessions: two stages of the run */
+    spin_ms(30);
+    sonde_end(p);
+    sonde_begin(p, "warmup");
+    spin_ms(20);
+    sonde_end(p);
+    char path[4096];
+    snprintf(path, sizeof path, "%s", sonde_file_path(p));
+    assert_int_equal(sonde_destroy(p), 0);
+    double t0 = cpu_s();
+    sm_model m;
+    assert_int_equal(sm_read_file(path, &m), 0); /* builds the model, once */
+    double read_s = cpu_s() - t0;
+    assert_int_equal(m.n_sessions, 20000);
+    sa_report r;
+    t0 = cpu_s();
+    assert_int_equal(sa_analyze(&m, 0.3, &r), 0);
+    double analyze_s = cpu_s() - t0;
+    int found = 0;
+    for (size_t i = 0; i < r.n_bottlenecks; i++)
+        found |= strstr(r.bottlenecks[i].what, "stage load:") != NULL;
+    assert_true(found);
+    if (analyze_s > read_s + 0.05)
+        fail_msg("the analysis took %.3f s of CPU, reading the file %.3f s", analyze_s, read_s);
+    sa_free(&r);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -353,6 +406,7 @@ int main(void)
         cmocka_unit_test(advice_points_at_self_time),
         cmocka_unit_test(diffusion_figures), cmocka_unit_test(html_escapes_and_sections),
         cmocka_unit_test(mfu_from_a_device), cmocka_unit_test(html_stays_light),
+        cmocka_unit_test(many_sessions_stay_linear),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
