@@ -1,4 +1,5 @@
-/* csv.c - NAME.csv (one row per section name) and NAME.instances.csv (one row per instance). */
+/* csv.c - NAME.csv (one row per section name) and NAME.instances.csv (one row per instance,
+ * written in pieces of about 1 MiB as it is made). */
 #define _GNU_SOURCE
 #include "export.h"
 
@@ -40,11 +41,27 @@ int sx_csv_samples(const sm_model *m, sbuf *b)
     return b->oom ? -1 : 0;
 }
 
-int sx_csv_instances(const sm_model *m, sbuf *b)
+/* Appends to the sbuf ctx: sx_csv_instances into memory. */
+static int sbuf_sink(void *ctx, const char *data, size_t n)
 {
+    return sbuf_add(ctx, data, n);
+}
+
+int sx_csv_instances(const sm_model *m, sbuf *out)
+{
+    return sx_csv_instances_stream(m, sbuf_sink, out);
+}
+
+int sx_csv_instances_stream(const sm_model *m, sx_sink sink, void *ctx)
+{
+    sbuf buf, meta;
+    sbuf_init(&buf);
+    sbuf_init(&meta);
+    sbuf *b = &buf;
+    int err = 0;
     sbuf_puts(b, "thread,thread_name,name,depth,start_s,end_s,duration_s,session,units,flops,"
                  "flags,metadata\n");
-    for (size_t i = 0; i < m->n_spans && !b->oom; i++) {
+    for (size_t i = 0; i < m->n_spans && !b->oom && !err; i++) {
         const sm_span *s = &m->spans[i];
         sbuf_printf(b, "%u,", m->threads[s->thread].index);
         sbuf_csv_str(b, m->threads[s->thread].name);
@@ -60,8 +77,7 @@ int sx_csv_instances(const sm_model *m, sbuf *b)
                     : s->flags & SM_SPAN_CLOSED_BY_OUTER ? "closed_by_outer"
                                                          : "");
         /* metadata as key=value pairs separated by ';' in one field */
-        sbuf meta;
-        sbuf_init(&meta);
+        sbuf_reset(&meta);
         for (int32_t k = s->meta; k >= 0; k = m->meta[k].next) {
             if (meta.len)
                 sbuf_putc(&meta, ';');
@@ -73,8 +89,16 @@ int sx_csv_instances(const sm_model *m, sbuf *b)
             b->oom = 1;
         else if (meta.len)
             sbuf_csv_str(b, meta.data);
-        sbuf_free(&meta);
         sbuf_putc(b, '\n');
+        if (b->len >= (1u << 20) && !b->oom) { /* written as it goes: never the whole file */
+            err = sink(ctx, b->data, b->len) != 0;
+            sbuf_reset(b);
+        }
     }
-    return b->oom ? -1 : 0;
+    if (!err && !b->oom && b->len)
+        err = sink(ctx, b->data, b->len) != 0;
+    err |= b->oom;
+    sbuf_free(&buf);
+    sbuf_free(&meta);
+    return err ? -1 : 0;
 }

@@ -108,14 +108,17 @@ static int fd_sink(void *ctx, const char *data, size_t n)
     return write_all(*(int *)ctx, data, n);
 }
 
-/* NAME.pftrace: Perfetto's protobuf, streamed to the file. */
-static int write_perfetto(const sm_model *m, const char *path)
+typedef int (*sx_stream_fn)(const sm_model *, sx_sink, void *);
+
+/* A format written as it is made (NAME.instances.csv, NAME.pftrace), straight to the file. */
+static int write_stream(const sm_model *m, const char *path, sx_stream_fn fn)
 {
     afile af;
     if (afile_open(&af, path) != 0)
         return -1;
-    if (sx_perfetto(m, fd_sink, &af.fd) != 0) {
-        int e = errno == ENOSPC || errno == EFBIG ? errno : EIO;
+    errno = 0;
+    if (fn(m, fd_sink, &af.fd) != 0) {
+        int e = errno ? errno : EIO; /* ENOMEM, or the write's: ENOSPC, EFBIG, EIO */
         afile_abort(&af);
         errno = e;
         return -1;
@@ -137,32 +140,32 @@ static int write_text(const sm_model *m, const char *path, sx_text_fn fn)
     return rc;
 }
 
-/* One row per file a format writes. */
-enum { TRACE_GZ, TENSORBOARD, PERFETTO };
+/* One row per file a format writes: made in memory (text), written as it is made (stream), or
+ * a gzip trace (neither), TensorBoard's in its own directory (sx_tensorboard_path). */
 static const struct {
     unsigned bit;
     const char *ext;
-    sx_text_fn text; /* NULL: a trace of the kind below */
-    int kind;         /* TENSORBOARD: TensorBoard's flavour, in its own directory
-                         (sx_tensorboard_path); PERFETTO: Perfetto's protobuf */
+    sx_text_fn text;
+    sx_stream_fn stream;
+    int tensorboard;
 } g_formats[] = {
-    {SONDE_FORMAT_JSON, ".json", sx_json, 0},
-    {SONDE_FORMAT_CSV, ".csv", sx_csv, 0},
-    {SONDE_FORMAT_CSV, ".instances.csv", sx_csv_instances, 0},
-    {SONDE_FORMAT_TXT, ".txt", sx_txt, 0},
-    {SONDE_FORMAT_TRACE, ".trace.json.gz", NULL, TRACE_GZ},
-    {SONDE_FORMAT_SAMPLES, ".samples.csv", sx_csv_samples, 0},
-    {SONDE_FORMAT_HTML, ".html", sx_html, 0},
-    {SONDE_FORMAT_TENSORBOARD, ".pt.trace.json.gz", NULL, TENSORBOARD},
-    {SONDE_FORMAT_PERFETTO, ".pftrace", NULL, PERFETTO},
+    {SONDE_FORMAT_JSON, ".json", sx_json, NULL, 0},
+    {SONDE_FORMAT_CSV, ".csv", sx_csv, NULL, 0},
+    {SONDE_FORMAT_CSV, ".instances.csv", NULL, sx_csv_instances_stream, 0},
+    {SONDE_FORMAT_TXT, ".txt", sx_txt, NULL, 0},
+    {SONDE_FORMAT_TRACE, ".trace.json.gz", NULL, NULL, 0},
+    {SONDE_FORMAT_SAMPLES, ".samples.csv", sx_csv_samples, NULL, 0},
+    {SONDE_FORMAT_HTML, ".html", sx_html, NULL, 0},
+    {SONDE_FORMAT_TENSORBOARD, ".pt.trace.json.gz", NULL, NULL, 1},
+    {SONDE_FORMAT_PERFETTO, ".pftrace", NULL, sx_perfetto, 0},
 };
 #define N_FORMATS (sizeof g_formats / sizeof g_formats[0])
 
 static int write_one(const sm_model *m, const char *path, size_t f)
 {
     int rc = g_formats[f].text          ? write_text(m, path, g_formats[f].text)
-             : g_formats[f].kind == PERFETTO ? write_perfetto(m, path)
-             : g_formats[f].kind == TENSORBOARD ? write_tensorboard_gz(m, path)
+             : g_formats[f].stream      ? write_stream(m, path, g_formats[f].stream)
+             : g_formats[f].tensorboard ? write_tensorboard_gz(m, path)
                                         : write_trace_gz(m, path);
     if (rc)
         return sonde__fail(errno == ENOMEM ? SONDE_ENOMEM : SONDE_EIO, "cannot write %s: %s", path,
@@ -185,7 +188,7 @@ int sx_write_formats(const sm_model *m, const char *dir, const char *name, unsig
  * when out of memory. */
 static char *format_path(const sm_model *m, const char *dir, const char *name, size_t f)
 {
-    if (g_formats[f].kind == TENSORBOARD)
+    if (g_formats[f].tensorboard)
         return sx_tensorboard_path(m, dir, name);
     char *path = NULL;
     if (sonde__asprintf(&path, "%s%s%s%s", dir, dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/",
@@ -221,7 +224,7 @@ static int write_formats(const sm_model *m, const char *dir, const char *name, u
         int r = 0;
         if (!path)
             return sonde__fail(SONDE_ENOMEM, "out of memory");
-        if (g_formats[f].kind == TENSORBOARD) { /* plugins/profile/RUN/ under dir, no symlink
+        if (g_formats[f].tensorboard) { /* plugins/profile/RUN/ under dir, no symlink
                                                    followed */
             char *slash = strrchr(path, '/');
             *slash = 0;

@@ -26,6 +26,9 @@ int sx_txt_opts(const sm_model *m, sbuf *out, int sort, size_t top, int wide);
 /* The Chrome trace (JSON array form), handed to sink in pieces of about 1 MiB. */
 typedef int (*sx_sink)(void *ctx, const char *data, size_t n);
 int sx_trace(const sm_model *m, sx_sink sink, void *ctx);
+/* NAME.instances.csv handed to sink in pieces of about 1 MiB: its memory does not grow with the
+ * instances. 0, or -1 when out of memory or when sink failed. */
+int sx_csv_instances_stream(const sm_model *m, sx_sink sink, void *ctx);
 /* Perfetto's protobuf trace (NAME.pftrace, perfetto.c), handed to sink in compressed pieces.
  * 0, or -1 when out of memory or when sink failed. */
 int sx_perfetto(const sm_model *m, sx_sink sink, void *ctx);
