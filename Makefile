@@ -16,7 +16,7 @@ CMAKE_FLAGS ?=
 PYTHON ?= python3
 PYBUILD ?= build-python
 
-.PHONY: all build deps demo test bench fuzz fuzz-run install python-install clean
+.PHONY: all build deps demo test bench bench-scale fuzz fuzz-run install python-install clean
 
 all: build
 
@@ -74,6 +74,15 @@ bench: deps
 	@PYTHONPATH=build-bench/python python3 bench/bench_python.py
 	@bash tests/python/run_torch.sh "$(CURDIR)" "$(CURDIR)/build-bench" "$$(command -v python3)" build-bench/python bench/bench_torch.py || [ $$? -eq 77 ]
 	@if [ -x build-bench/bench/bench_autotrace ]; then mkdir -p build-bench/out && ./build-bench/bench/bench_autotrace --dir build-bench/out && bench/uftrace_compare.sh build-bench/bench/bench_autotrace; rm -rf build-bench/out; fi
+
+# Issue 18's scale benchmark: EDGES section edges (default 10^8) from 4 threads, then the report
+# pass's time and peak RSS against the targets for 10^9 (docs/performance.md).
+EDGES ?= 1e8
+bench-scale: deps
+	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DSONDE_BUILD_TESTS=OFF > build-bench.log 2>&1 || (cat build-bench.log; exit 1)
+	@cmake --build build-bench -j $(JOBS) --target bench_scale >> build-bench.log 2>&1 || (cat build-bench.log; exit 1)
+	@rm -f build-bench.log
+	@mkdir -p build-bench/out && ./build-bench/bench/bench_scale --edges $(EDGES) --dir build-bench/out; rc=$$?; rm -rf build-bench/out; exit $$rc
 
 install: build
 	@cmake --install build --prefix $(PREFIX)

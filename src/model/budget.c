@@ -64,9 +64,11 @@ int sm_trace_budget(const sm_model *m, int64_t t0, int64_t t1, sm_budget *out)
     out->sections = n;
     if (!max || n <= max)
         return 0;
-    /* Folded slices can add one per kept section and one per thread: keep half the budget,
-     * the sections strictly longer than the keep-th longest (none when the budget is 1). */
-    size_t keep = (size_t)(max / 2);
+    /* A folded run lies in a box (a kept section, or a thread's top level) between two of the
+     * box's kept children, so a box holds at most one run more than it has kept children: at
+     * most 2 kept + threads runs in all. Keep a third of what the threads leave, the sections
+     * strictly longer than the keep-th longest (none when that is 0). */
+    size_t keep = max > m->n_threads ? (size_t)((max - m->n_threads) / 3) : 0;
     if (!keep) {
         out->min_ns = INT64_MAX;
     } else {

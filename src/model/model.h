@@ -203,10 +203,10 @@ typedef struct sm_stat {
 
 /* The trace budget (budget.c): the key trace_max_events, read from the run's configuration
  * (default SM_TRACE_MAX_DEFAULT; 0: no limit), bounds the sections a trace holds. When the
- * sections are more, only those lasting at least min_ns are kept (the longest, never more than
- * half the budget: nesting stays whole, since a section outlasts what is nested in it); the
- * others are folded into one slice per run of them between kept sections, and the reports say
- * how many. */
+ * sections are more, only those lasting at least min_ns are kept (the longest, never more than a
+ * third of the budget less one per thread: nesting stays whole, since a section outlasts what is
+ * nested in it); the others are folded into one slice per run of them between kept sections (at
+ * most two runs per kept section and one per thread), and the reports say how many. */
 #define SM_TRACE_MAX_DEFAULT 4000000ull
 typedef struct sm_budget {
     uint64_t sections, folded; /* sections in the trace's range; folded into slices of them */

@@ -408,6 +408,53 @@ static int to_sbuf(void *ctx, const char *data, size_t n)
     return sbuf_add(ctx, data, n);
 }
 
+/* The trace budget holds however the folded runs fall: here every kept step has a run of its
+ * own children and a run of the folded steps before it, two runs per kept section, which the
+ * first budget (half of it kept) let reach 1.5 times the budget. */
+static int count_slices(void *ctx, const char *data, size_t n)
+{
+    static const char sec[] = "\"cat\":\"section\"", fold[] = "\"cat\":\"folded\"";
+    size_t *count = ctx;
+    for (size_t i = 0; i + sizeof sec - 1 <= n; i++)
+        if (!memcmp(data + i, sec, sizeof sec - 1) || !memcmp(data + i, fold, sizeof fold - 1))
+            (*count)++;
+    return 0;
+}
+
+static void trace_budget_holds(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "budget");
+    c.trace_max_events = 300;
+    sonde_profiler *p = sonde_create(&c);
+    for (int i = 0; i < 1000; i++) {
+        sonde_begin(p, i % 2 ? "short" : "long");
+        if (i % 2 == 0) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            do /* 20 us */
+                clock_gettime(CLOCK_MONOTONIC, &t1);
+            while ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) < 20000);
+            for (int k = 0; k < 3; k++) {
+                sonde_begin(p, "child");
+                sonde_end(p);
+            }
+        }
+        sonde_end(p);
+    }
+    sm_model m;
+    tu_finish(p, &m);
+    size_t n = 0;
+    assert_int_equal(sx_trace(&m, count_slices, &n), 0);
+    assert_true(m.trace.folded > 0);
+    if (n > 300)
+        fail_msg("%zu sections and folded slices in a trace of budget 300", n);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
 static void event_args_travel_with_the_event(void **state)
 {
     (void)state;
@@ -926,6 +973,7 @@ int main(void)
         cmocka_unit_test(overlapping_sections_count_wall_time_once),
         cmocka_unit_test(dropped_begin_drops_its_end),
         cmocka_unit_test(writer_behind_is_back_pressure),
+        cmocka_unit_test(trace_budget_holds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

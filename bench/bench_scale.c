@@ -1,0 +1,200 @@
+/* bench_scale.c - issue 18's scale benchmark: N section edges recorded from 4 threads, then the
+ * report pass over the file (what `sonde export` does: read, derive, write JSON, text, the JSON
+ * trace under its budget and the .pftrace) in a child process, whose peak RSS and time are
+ * printed next to the targets for 10^9 edges (1 GiB, 60 s). The floor of the pass is reading the
+ * file's bytes, measured in the same run.
+ * Usage: bench_scale [--edges N] [--dir DIR] [--keep]   (default 10^8 edges; --keep leaves the
+ * .sonde file for a closer look) */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "export/export.h"
+#include "model/model.h"
+#include <sonde/sonde.h>
+
+#define THREADS 4
+
+static sonde_profiler *g_p;
+static long g_pairs; /* begin+end pairs per thread */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A decoder-like shape: a step holding 7 nested calls of 3 names. */
+static void *worker(void *arg)
+{
+    (void)arg;
+    for (long i = 0; i < g_pairs; i += 8) {
+        SONDE_SCOPE(g_p, "step");
+        for (int j = 0; j < 7; j++) { /* SONDE_SCOPE's name is a literal: one site each */
+            if (j % 3 == 0) {
+                SONDE_SCOPE(g_p, "matmul");
+            } else if (j % 3 == 1) {
+                SONDE_SCOPE(g_p, "attention");
+            } else {
+                SONDE_SCOPE(g_p, "compare");
+            }
+        }
+    }
+    return NULL;
+}
+
+/* The file's bytes read into a buffer and dropped: the least any report pass costs. */
+static double read_floor_s(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    static char buf[1 << 20];
+    double t0 = now_s();
+    while (read(fd, buf, sizeof buf) > 0) {
+    }
+    double s = now_s() - t0;
+    close(fd);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    double edges = 1e8;
+    const char *dir = "/tmp";
+    int keep = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--keep"))
+            keep = 1;
+        else if (!strcmp(argv[i], "--edges") && i + 1 < argc)
+            edges = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
+            dir = argv[++i];
+        else {
+            fprintf(stderr, "bench_scale: unknown argument %s (--edges N, --dir DIR, --keep)\n",
+                    argv[i]);
+            return 2;
+        }
+    }
+    if (edges < 1e3) {
+        fprintf(stderr, "bench_scale: --edges %g: at least 1000\n", edges);
+        return 2;
+    }
+    g_pairs = (long)(edges / 2 / THREADS);
+    sonde_config c = sonde_config_default();
+    c.output_dir = dir;
+    c.name = "bench-scale";
+    c.formats = 0;
+    c.print_summary = 0;
+    c.collect_cpu = c.collect_memory = c.collect_gpu = 0;
+    c.signal_handlers = 0;
+    g_p = sonde_create(&c);
+    if (!g_p) {
+        fprintf(stderr, "bench_scale: %s\n", sonde_last_error());
+        return 1;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s", sonde_file_path(g_p));
+    pthread_t th[THREADS];
+    double t0 = now_s();
+    for (int i = 0; i < THREADS; i++)
+        pthread_create(&th[i], NULL, worker, NULL);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    double rec_s = now_s() - t0;
+    sonde_destroy(g_p);
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        fprintf(stderr, "bench_scale: %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    double n_edges = 2.0 * (double)g_pairs * THREADS;
+    printf("sonde scale bench: %.3g section edges from %d threads\n", n_edges, THREADS);
+    printf("  record: %.2f s, %.2f bytes per edge on disk (%.1f MB)\n", rec_s,
+           (double)sb.st_size / n_edges, (double)sb.st_size / 1e6);
+    fflush(stdout);
+
+    /* The report pass in a child: its own peak RSS. */
+    double floor_s = read_floor_s(path);
+    t0 = now_s();
+    pid_t pid = fork();
+    if (pid == 0) {
+        sm_model m;
+        if (sm_read_file(path, &m) != 0) {
+            fprintf(stderr, "bench_scale: %s\n", sonde_last_error());
+            _exit(1);
+        }
+        double read_s = now_s() - t0;
+        printf("  read back in %.2f s (%.1f M edges/s): %zu sections, %llu events dropped; the "
+               "trace keeps %llu of them whole and folds %llu\n", read_s,
+               n_edges / read_s / 1e6, m.n_spans, (unsigned long long)m.dropped_events,
+               (unsigned long long)(m.trace.sections - m.trace.folded),
+               (unsigned long long)m.trace.folded);
+        fflush(stdout);
+        static const struct {
+            unsigned bit;
+            const char *what;
+        } fmts[] = {{SONDE_FORMAT_JSON, "JSON"},
+                    {SONDE_FORMAT_TXT, "text"},
+                    {SONDE_FORMAT_TRACE, "JSON trace"},
+                    {SONDE_FORMAT_PERFETTO, ".pftrace"}};
+        for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
+            double t1 = now_s();
+            if (sx_write_formats(&m, dir, "bench-scale-report", fmts[i].bit)) {
+                fprintf(stderr, "bench_scale: %s\n", sonde_last_error());
+                _exit(1);
+            }
+            printf("    %s written in %.2f s\n", fmts[i].what, now_s() - t1);
+        }
+        fflush(stdout);
+        _exit(0);
+    }
+    int status = 0;
+    struct rusage ru;
+    if (pid < 0 || wait4(pid, &status, 0, &ru) != pid) {
+        fprintf(stderr, "bench_scale: fork: %s\n", strerror(errno));
+        return 1;
+    }
+    double rep_s = now_s() - t0;
+    double rss = (double)ru.ru_maxrss * 1024.0;
+    if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+        printf("  report pass: failed (%s %d) after %.1f s, peak RSS %.0f MiB\n",
+               WIFEXITED(status) ? "exit" : "signal",
+               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), rep_s,
+               rss / (1 << 20));
+        return 1;
+    }
+    printf("  report pass (read, statistics, JSON, text, trace, .pftrace): %.2f s, %.1f M "
+           "edges/s; floor (reading the file's bytes): %.3f s\n", rep_s, n_edges / rep_s / 1e6,
+           floor_s);
+    printf("  peak RSS of the report pass: %.0f MiB, %.1f bytes per edge\n", rss / (1 << 20),
+           rss / n_edges);
+    printf("  issue 18's target at 10^9 edges: 60 s (%.0f M edges/s) and 1 GiB (%.2f bytes per "
+           "edge): %s\n", 1e9 / 60 / 1e6, (double)(1u << 30) / 1e9,
+           rep_s / n_edges * 1e9 <= 60 && rss / n_edges * 1e9 <= (double)(1u << 30)
+               ? "met at this rate"
+               : "not met");
+    char out[4200];
+    static const char *const ext[] = {".json", ".txt", ".trace.json.gz", ".pftrace"};
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
+        snprintf(out, sizeof out, "%s/bench-scale-report%s", dir, ext[i]);
+        if (stat(out, &sb) == 0)
+            printf("    %s: %.3f MB\n", out, (double)sb.st_size / 1e6);
+        unlink(out);
+    }
+    if (keep)
+        printf("  kept %s\n", path);
+    else
+        unlink(path);
+    return 0;
+}
