@@ -1127,6 +1127,13 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         if (build_thread(&b, &raw->tev[t], (uint32_t)t, end_tick))
             goto out;
         m->threads[t].spans = m->n_spans - before;
+        /* its events are built: given back now, so the events of every thread and the sections
+         * of every thread are never held at once */
+        sonde__free(raw->tev[t].ev);
+        sonde__free(raw->tev[t].v);
+        raw->tev[t].ev = NULL;
+        raw->tev[t].v = NULL;
+        raw->tev[t].n = raw->tev[t].n_v = 0;
     }
     if (drop_short(m) || sm__ops_build(raw, m) || sm__gpu_build(raw, m))
         goto out;

@@ -10,15 +10,6 @@
 #include "config/keys.h"
 #include "export/export.h"
 
-static void spin_ms(double ms)
-{
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    do
-        clock_gettime(CLOCK_MONOTONIC, &b);
-    while ((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6 < ms);
-}
-
 /* Steps that sleep rather than spin: their length needs no CPU, so two busy programs beside the
  * test move it by a wake-up's latency (about a millisecond), not by a share of a core. */
 static void sleep_ms(double ms)
@@ -117,7 +108,7 @@ static void run_rules(void **state)
             sonde_step(p);
         }
     }
-    spin_ms(1);
+    tu_spin_ms(1);
     sonde_event(p, "gpu0 clocks: SwThermalSlowdown");
     sm_model m;
     tu_finish(p, &m);
@@ -217,7 +208,7 @@ static void diffusion_figures(void **state)
         assert_int_equal(sonde_diffusion_step(p, s, 1000.0 - s * 250, 8, 0.5 + 0.5 * (s == 3), 7.5), 0);
     for (int b = 0; b < 5; b++) {
         SONDE_SCOPE(p, "block");
-        spin_ms(3);
+        tu_spin_ms(3);
         assert_int_equal(sonde_block(p, b, 16, 0, 512), 0); /* seconds from the section */
     }
     assert_int_equal(sonde_model_params(p, "unet", 8.6e8), 0);
@@ -261,7 +252,7 @@ static void html_escapes_and_sections(void **state)
         SONDE_SCOPE(p, "stage");
         sonde_begin(p, "<script>alert(1)</script>");
         sonde_metadata(p, "k", "\"quoted\" & <tag>");
-        spin_ms(1);
+        tu_spin_ms(1);
         sonde_end(p);
         sonde_step(p);
     }
@@ -302,7 +293,7 @@ static void mfu_from_a_device(void **state)
     sonde_profiler *p = sonde_create(&c);
     {
         SONDE_SCOPE(p, "matmul");
-        spin_ms(5);
+        tu_spin_ms(5);
         sonde_flops(p, 1e12);
     }
     sm_model m;
@@ -366,15 +357,15 @@ static void many_sessions_stay_linear(void **state)
     for (int i = 0; i < 20000; i++) {
         sonde_session_begin(p, "request");
         sonde_begin(p, "serve");
-        spin_ms(0.001);
+        tu_spin_ms(0.001);
         sonde_end(p);
         sonde_session_end(p);
     }
     sonde_begin(p, "load"); /* outside sessions: two stages of the run */
-    spin_ms(30);
+    tu_spin_ms(30);
     sonde_end(p);
     sonde_begin(p, "warmup");
-    spin_ms(20);
+    tu_spin_ms(20);
     sonde_end(p);
     char path[4096];
     snprintf(path, sizeof path, "%s", sonde_file_path(p));

@@ -13,15 +13,6 @@
 #include "export/export.h"
 #include "record/record.h"
 
-static void spin_ms(double ms)
-{
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    do
-        clock_gettime(CLOCK_MONOTONIC, &b);
-    while ((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6 < ms);
-}
-
 static void sections_nest(void **state)
 {
     (void)state;
@@ -33,13 +24,13 @@ static void sections_nest(void **state)
     assert_int_equal(sonde_status(p), 0);
     for (int i = 0; i < 3; i++) {
         SONDE_SCOPE(p, "outer");
-        spin_ms(2);
+        tu_spin_ms(2);
         {
             SONDE_SCOPE(p, "inner");
-            spin_ms(3);
+            tu_spin_ms(3);
         }
         assert_int_equal(sonde_begin(p, "runtime"), 0);
-        spin_ms(1);
+        tu_spin_ms(1);
         assert_int_equal(sonde_end(p), 0);
     }
     sm_model m;
@@ -94,7 +85,7 @@ static void attachments(void **state)
         char v[8];
         snprintf(v, sizeof v, "%d", i);
         sonde_metadata(p, "iter", v);
-        spin_ms(2);
+        tu_spin_ms(2);
         assert_int_equal(sonde_metric(p, "loss", (double)i), 0);
         assert_int_equal(sonde_throughput(p, 100, 0), 0);
         assert_int_equal(sonde_flops(p, 1e9), 0);
@@ -157,12 +148,12 @@ static void sessions_steps_counters_events(void **state)
     sonde_session_begin(p, "first");
     {
         SONDE_SCOPE(p, "a");
-        spin_ms(1);
+        tu_spin_ms(1);
     }
     sonde_session_begin(p, "second"); /* ends "first" */
     for (int i = 0; i < 5; i++) {
         SONDE_SCOPE(p, "step");
-        spin_ms(1);
+        tu_spin_ms(1);
         sonde_counter(p, "queue", i * 10);
         sonde_step(p);
     }
@@ -214,16 +205,16 @@ static void step_begin_marks(void **state)
         sonde_profiler *p = sonde_create(&c);
         {
             SONDE_SCOPE(p, "prefill");
-            spin_ms(2);
+            tu_spin_ms(2);
         }
         for (int i = 0; i < 4; i++) {
             if (marked) {
                 SONDE_STEP(p);
                 SONDE_SCOPE(p, "decode");
-                spin_ms(1);
+                tu_spin_ms(1);
             } else {
                 SONDE_SCOPE(p, "decode");
-                spin_ms(1);
+                tu_spin_ms(1);
                 sonde_step(p);
             }
         }
@@ -374,7 +365,7 @@ static void min_duration_leaves_out_short(void **state)
         for (int k = 0; k < 50; k++) {
             SONDE_SCOPE(p, "short");
         }
-        spin_ms(3);
+        tu_spin_ms(3);
     }
     sonde_begin(p, "short with units");
     sonde_throughput(p, 10, 0.5);
@@ -432,11 +423,7 @@ static void trace_budget_holds(void **state)
     for (int i = 0; i < 1000; i++) {
         sonde_begin(p, i % 2 ? "short" : "long");
         if (i % 2 == 0) {
-            struct timespec t0, t1;
-            clock_gettime(CLOCK_MONOTONIC, &t0);
-            do /* 20 us */
-                clock_gettime(CLOCK_MONOTONIC, &t1);
-            while ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) < 20000);
+            tu_spin_ms(0.02);
             for (int k = 0; k < 3; k++) {
                 sonde_begin(p, "child");
                 sonde_end(p);
@@ -605,7 +592,7 @@ static void export_and_summary(void **state)
     sonde_profiler *p = sonde_create(&c);
     for (int i = 0; i < 4; i++) {
         SONDE_SCOPE(p, "work");
-        spin_ms(1);
+        tu_spin_ms(1);
         sonde_throughput(p, 10, 0.5);
     }
     static const char *exts[] = {".json", ".csv", ".instances.csv", ".txt", ".trace.json.gz",
@@ -913,7 +900,7 @@ static void *parallel_section(void *arg)
     pthread_barrier_wait(a->bar);
     {
         SONDE_SCOPE(a->p, "parallel");
-        spin_ms(30);
+        tu_spin_ms(30);
         sonde_throughput_unit(a->p, 100, 0, "frames");
         sonde_flops(a->p, 1e9);
     }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "model/model.h"
@@ -23,6 +24,16 @@ static inline const char *tu_tmpdir(char *buf, size_t cap)
     if (!mkdtemp(buf))
         fail_msg("mkdtemp failed");
     return buf;
+}
+
+/* Busy for ms milliseconds of wall time (CPU-bound, so a section around it has that length). */
+static inline void tu_spin_ms(double ms)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6 < ms);
 }
 
 static inline sonde_config tu_config(const char *dir, const char *name)
