@@ -109,8 +109,11 @@ const char *sonde_last_error(void);
                                           OUTDIR/plugins/profile/RUN/HOST_PID.pt.trace.json.gz */
 #define SONDE_FORMAT_PERFETTO 0x80u /* NAME.pftrace: Perfetto's own protobuf trace (smaller than
                                        the JSON trace, loaded faster by ui.perfetto.dev) */
+#define SONDE_FORMAT_FOLDED 0x100u /* NAME.folded: CPU samples' stacks, one line per distinct
+                                      stack and its count (flame graph tools' input); written
+                                      when there are samples (`sonde run`, docs/stacks.md) */
 #define SONDE_FORMAT_REPORTS 0x2fu /* json, csv, txt, trace, html: the default */
-#define SONDE_FORMAT_ALL 0xffu
+#define SONDE_FORMAT_ALL 0x1ffu
 
 typedef struct sonde_profiler sonde_profiler;
 

@@ -741,6 +741,28 @@ int sx_json(const sm_model *m, sbuf *b)
     }
     sbuf_puts(b, "],");
 
+    if (m->profile.samples) { /* CPU samples with stacks: every function, by self samples */
+        const sm_profile *pr = &m->profile;
+        key(b, "profile");
+        sbuf_putc(b, '{');
+        kv_num(b, "samples", (double)pr->samples, 1);
+        kv_num(b, "lost", (double)pr->lost, 1);
+        kv_num(b, "hz", pr->hz, 1);
+        kv_num(b, "stacks", (double)pr->n_stacks, 1);
+        key(b, "functions");
+        sbuf_putc(b, '[');
+        for (size_t i = 0; i < pr->n_funcs; i++) {
+            sbuf_puts(b, i ? ",{" : "{");
+            kv_str(b, "name", pr->funcs[i].name, 1);
+            kv_str(b, "object", pr->funcs[i].object, 1);
+            kv_num(b, "self", (double)pr->funcs[i].self, 1);
+            kv_num(b, "total", (double)pr->funcs[i].total, 1);
+            kv_num(b, "self_share", (double)pr->funcs[i].self / (double)pr->samples, 1);
+            kv_num(b, "total_share", (double)pr->funcs[i].total / (double)pr->samples, 0);
+            sbuf_putc(b, '}');
+        }
+        sbuf_puts(b, "]},");
+    }
     key(b, "warnings");
     sbuf_putc(b, '[');
     for (size_t i = 0; i < m->n_warnings; i++) {

@@ -318,6 +318,19 @@ static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wi
             sm_gpu_sum_free(&g);
         }
     }
+    const sm_profile *pr = &m->profile;
+    if (pr->samples) { /* where the CPU time went, from the samples with stacks */
+        sbuf_printf(b, "CPU samples: %llu at %u Hz (%llu lost); the top functions by self "
+                       "samples (NAME.folded has every stack):\n",
+                    (unsigned long long)pr->samples, pr->hz, (unsigned long long)pr->lost);
+        sbuf_printf(b, "  %-40s %-20s %7s %7s\n", "function", "object", "self", "total");
+        for (size_t i = 0; i < pr->n_funcs && i < 15; i++) {
+            const sm_func *fn = &pr->funcs[i];
+            sbuf_printf(b, "  %-40.40s %-20.20s %6.1f%% %6.1f%%\n", L(fn->name), L(fn->object),
+                        100.0 * (double)fn->self / (double)pr->samples,
+                        100.0 * (double)fn->total / (double)pr->samples);
+        }
+    }
     sm_op_row *ops;
     size_t n_ops;
     if (m->n_ops && sm_ops_table(m, 0, &ops, &n_ops) == 0) {

@@ -1227,8 +1227,23 @@ int sm_safe_name(char **name)
     return 0;
 }
 
+void sm_profile_free(sm_profile *p)
+{
+    for (size_t i = 0; i < p->n_funcs; i++) {
+        sonde__free(p->funcs[i].name);
+        sonde__free(p->funcs[i].object);
+    }
+    for (size_t i = 0; i < p->n_stacks; i++)
+        sonde__free(p->stacks[i]);
+    sonde__free(p->funcs);
+    sonde__free(p->stacks);
+    sonde__free(p->counts);
+    memset(p, 0, sizeof *p);
+}
+
 void sm_free(sm_model *m)
 {
+    sm_profile_free(&m->profile);
     sonde__free(m->name);
     sonde__free(m->host);
     sonde__free(m->program);

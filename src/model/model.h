@@ -224,6 +224,25 @@ typedef struct sm_steps_summary {
     double per_s, mean_s, p50_s, p90_s, p99_s, min_s, max_s, first_s;
 } sm_steps_summary;
 
+/* CPU samples with call stacks (`sonde run`, tools/sonde/sample.c): per function, the samples
+ * where it was running (self) and where it was on the stack (total, once per sample); and every
+ * distinct stack, "process;outermost;...;innermost", with its count (NAME.folded). */
+typedef struct sm_func {
+    char *name;                /* function, or "object+0xOFFSET" when the object has no symbol */
+    char *object;              /* the file it is in (its base name) */
+    uint64_t self, total;      /* samples */
+} sm_func;
+typedef struct sm_profile {
+    uint64_t samples, lost;    /* samples taken; samples the kernel dropped (ring full) */
+    unsigned hz;
+    sm_func *funcs;            /* by self samples, most first */
+    size_t n_funcs;
+    char **stacks;             /* folded stacks */
+    uint64_t *counts;
+    size_t n_stacks;
+} sm_profile;
+void sm_profile_free(sm_profile *p);
+
 typedef struct sm_model {
     /* run information (INFO record) */
     char *name, *host, *program, *cmdline, *clock, *unit, *sonde_version, *path;
@@ -294,6 +313,7 @@ typedef struct sm_model {
     double total_flops, total_flops_s;
     sm_steps_summary steps_summary;
     char *analysis_text;       /* read back from a JSON report: its analysis lines, as printed */
+    sm_profile profile;        /* CPU samples with stacks (samples 0: none were taken) */
     char **warnings;           /* recorder warnings, then the reader's own */
     size_t n_warnings;
 } sm_model;

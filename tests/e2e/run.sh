@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh - end-to-end tests: the real binaries on real files. Usage: run.sh TEST BUILD_DIR SRC_DIR
 #   demo | crash | hostile | config | cli | html | ranks | limits | fork | cxx | compiled_out | install
-#   | diffgate
+#   | diffgate | stacks
 set -euo pipefail
 test=$1 build=$(cd "$2" && pwd) src=$(cd "$3" && pwd)
 sonde="$build/tools/sonde/sonde"
@@ -962,6 +962,53 @@ compiled_out)
         fail "a -DSONDE_DISABLE build still references sonde: $(nm "$build/tests/compiled_out" | grep sonde)"
     fi
     echo "compiled out: no sonde symbol in the binary"
+    ;;
+stacks)
+    cd "$work"
+    # issue 19: `sonde run` samples the program's CPU time with call stacks. hotspots spends 70%
+    # of each thread's work in hot70, 20% in warm20, 10% in cool10 (CPU samples: what the load
+    # on the machine does to its wall time does not move them)
+    hs="$build/tests/hotspots"
+    for th in 1 4; do
+        "$sonde" run --quiet -o st --name hs$th -- "$hs" $th 40 || fail "sonde run hotspots $th exited $?"
+        python3 - st/hs$th.json st/hs$th.folded $th <<'PY' || fail "hotspots, $th thread(s)"
+import json, sys
+p = json.load(open(sys.argv[1]))["profile"]
+f = {x["name"]: x for x in p["functions"]}
+n = p["samples"]
+assert n >= 200 and p["hz"] == 999, p
+got = {k: 100.0 * f[k]["self"] / n for k in ("hot70", "warm20", "cool10")}
+for k, want in (("hot70", 70), ("warm20", 20), ("cool10", 10)):
+    assert abs(got[k] - want) <= 5, (k, got)
+assert f["work"]["total"] >= 0.95 * n and f["work"]["self"] <= 0.02 * n, f["work"]
+lines = [l.rsplit(" ", 1) for l in open(sys.argv[2]).read().splitlines()]
+assert sum(int(c) for _, c in lines) == n, (sum(int(c) for _, c in lines), n)
+assert all(s.startswith("hotspots;") for s, _ in lines), lines[:3]
+hot = [s for s, _ in lines if s.endswith(";hot70")]
+assert hot and all(s.endswith(";work;hot70") for s in hot), hot[:3]
+print("hotspots, %s thread(s): %d samples, self %s" % (sys.argv[3], n, {k: round(v, 1) for k, v in got.items()}))
+PY
+        grep -q "^CPU samples: " st/hs$th.txt && grep -q "^  hot70 " st/hs$th.txt || fail "text report: $(cat st/hs$th.txt)"
+    done
+    # the same top functions by self time as perf record -g + perf report --no-children
+    if command -v perf > /dev/null && perf record -q -F 999 -g -o perf.data -- "$hs" 1 20 > /dev/null 2> perf.err; then
+        perf report -i perf.data --no-children --stdio 2> /dev/null | awk '/^ +[0-9.]+%/ {print $NF}' | head -3 | sort > perf.top
+        python3 -c 'import json, sys
+f = json.load(open(sys.argv[1]))["profile"]["functions"]
+print("\n".join(sorted(x["name"] for x in f[:3])))' st/hs1.json > sonde.top
+        cmp -s perf.top sonde.top || fail "top functions: perf says $(tr '\n' ' ' < perf.top), sonde $(tr '\n' ' ' < sonde.top)"
+        echo "top 3 functions by self samples, as perf report has them: $(tr '\n' ' ' < sonde.top)"
+    else
+        echo "perf comparison skipped: perf record cannot run here ($(head -1 perf.err 2> /dev/null))"
+    fi
+    # --sample-hz 0: no sampling; a bad rate is refused
+    "$sonde" run --quiet --sample-hz 0 -o st --name off -- "$hs" 1 1
+    [ ! -e st/off.folded ] && ! grep -q '"profile"' st/off.json || fail "--sample-hz 0 sampled"
+    expect 2 "--sample-hz abc: expected 0 (off) to 10000" "$sonde" run --sample-hz abc -- true
+    # a command that cannot start: exit 127, one line, no reports
+    expect 127 "cannot run /nonexistent/prog" "$sonde" run -o gone --name gone -- /nonexistent/prog
+    [ "$(wc -l < err.txt)" = 1 ] && [ -z "$(ls gone 2> /dev/null)" ] ||
+        fail "a command that cannot start: $(cat err.txt; ls gone)"
     ;;
 cuda)
     cd "$work"

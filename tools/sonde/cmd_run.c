@@ -17,6 +17,7 @@
 #include "config/keys.h"
 #include "export/export.h"
 #include "record/record.h"
+#include "sample.h"
 #include "util/alloc.h"
 
 static volatile sig_atomic_t g_child;
@@ -48,13 +49,18 @@ static char *default_name(const char *cmd)
 /* The run's reports: its own file and those of the programs under it that link libsonde
  * (RUN.pidN.sonde), merged into one model on the run's clock. */
 static void write_reports(const char *path, const char *dir, const char *name, unsigned formats,
-                          int print_summary)
+                          int print_summary, sm_profile *prof)
 {
     sm_model m;
     if (sm_read_file(path, &m) != 0) {
         cli_fail(0, "run", "%s", sonde_last_error());
+        sm_profile_free(prof);
         return;
     }
+    m.profile = *prof; /* the model's now */
+    memset(prof, 0, sizeof *prof);
+    if (m.profile.samples && formats)
+        formats |= SONDE_FORMAT_FOLDED;
     cli_join_programs("run", path, &m); /* what it could not join it said */
     /* the run's configuration says what it wrote (the profiler itself was told to write none) */
     sonde_config fc = sonde_config_default();
@@ -79,17 +85,19 @@ static void write_reports(const char *path, const char *dir, const char *name, u
 int cmd_run(int argc, char **argv)
 {
     static const char *const opts[] = {"--name", "-o", "--interval", "--preset", "--format",
-                                       "--display", "--quiet", NULL};
+                                       "--sample-hz", "--display", "--quiet", NULL};
     sonde_config c = sonde_config_default();
     if (sonde_config_from_env(&c) != 0)
         return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
     const char *name = NULL, *preset = NULL, *interval = NULL, *format = NULL, *dir = NULL;
+    const char *hz_text = NULL;
     int display = 0, quiet = 0, i;
     for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
         const char *a = argv[i];
         const char **slot = !strcmp(a, "--name") ? &name : !strcmp(a, "-o") ? &dir
                           : !strcmp(a, "--interval") ? &interval : !strcmp(a, "--preset") ? &preset
-                          : !strcmp(a, "--format") ? &format : NULL;
+                          : !strcmp(a, "--format") ? &format
+                          : !strcmp(a, "--sample-hz") ? &hz_text : NULL;
         if (slot) {
             if (i + 1 >= argc || !strcmp(argv[i + 1], "--"))
                 return cli_fail(CLI_USAGE, "run", "%s needs a value", a);
@@ -108,6 +116,15 @@ int cmd_run(int argc, char **argv)
     if (i >= argc - 1)
         return cli_fail(CLI_USAGE, "run", "no command: sonde run [options] -- CMD [ARGS...]");
     char **cmd = argv + i + 1;
+    unsigned hz = 999; /* CPU samples a second, with their stacks: 0 turns them off */
+    if (hz_text) {
+        char *end = NULL;
+        unsigned long v = strtoul(hz_text, &end, 10);
+        if (!*hz_text || *end || v > 10000)
+            return cli_fail(CLI_USAGE, "run", "--sample-hz %s: expected 0 (off) to 10000",
+                            hz_text);
+        hz = (unsigned)v;
+    }
     if (preset && sonde_config_preset(&c, preset) != 0)
         return cli_fail(CLI_USAGE, "run", "--preset: %s", sonde_last_error());
     if (interval) {
@@ -186,6 +203,13 @@ int cmd_run(int argc, char **argv)
     char cmdline[1024] = "";
     for (size_t k = 0, n = 0; cmd[k] && n < sizeof cmdline - 1; k++)
         n += (size_t)snprintf(cmdline + n, sizeof cmdline - n, "%s%s", k ? " " : "", cmd[k]);
+    cli_sampler *smp = NULL; /* attached before the exec: the program is sampled from its start */
+    if (hz) {
+        char why[256];
+        smp = cli_sampler_start(child, hz, why, sizeof why);
+        if (!smp && !quiet)
+            fprintf(stderr, "sonde run: no CPU samples: %s\n", why);
+    }
     sonde_begin(p, "run");
     sonde_metadata(p, "command", cmdline);
     char pidtxt[32];
@@ -233,14 +257,21 @@ int cmd_run(int argc, char **argv)
         runpath = strdup(path);
     }
     int rc = sonde_destroy(p);
-    if (runpath && dirpath && runname)
-        write_reports(runpath, dirpath, runname, formats, print_summary);
-    free(runpath);
-    if (exec_errno) {
+    sm_profile prof;
+    memset(&prof, 0, sizeof prof);
+    if (smp && cli_sampler_finish(smp, &prof) != 0)
+        fprintf(stderr, "sonde run: out of memory naming the CPU samples' functions\n");
+    if (runpath && dirpath && runname && !exec_errno)
+        write_reports(runpath, dirpath, runname, formats, print_summary, &prof);
+    sm_profile_free(&prof);
+    if (exec_errno) { /* nothing ran: no reports, one line */
+        if (runpath)
+            unlink(runpath);
         fprintf(stderr, "sonde run: cannot run %s: %s\n", cmd[0], strerror(exec_errno));
         code = 127;
     }
-    if (!quiet && dirpath && runname)
+    free(runpath);
+    if (!quiet && dirpath && runname && !exec_errno)
         fprintf(stderr, "sonde run: %s ended with %s; reports in %s/%s.*\n", cmd[0], how, dirpath,
                 runname);
     if (rc && rc != SONDE_EOPEN)

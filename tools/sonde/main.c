@@ -70,11 +70,12 @@ static const cli_cmd g_cmds[] = {
      "  deviation, min and max. sonde diff DIR -- OTHER_DIR compares two sets of runs.\n"},
     {"run", cmd_run, "profile any program: CPU, memory and GPUs of its process tree",
      "usage: sonde run [--name NAME] [-o DIR] [--interval S] [--preset NAME]\n"
-     "                 [--format LIST] [--display] [--quiet] -- CMD [ARGS...]\n"
+     "                 [--format LIST] [--sample-hz N] [--display] [--quiet] -- CMD [ARGS...]\n"
      "  Starts CMD without a shell, samples its whole process tree and the GPUs, forwards\n"
      "  SIGINT and SIGTERM to it, writes the reports when it exits, and exits with its status\n"
      "  (128+N when it died of signal N). A child that links libsonde records into the same\n"
-     "  run.\n"},
+     "  run. --sample-hz: CPU samples with call stacks a second (default 999; 0: off): the top\n"
+     "  functions in the reports, every stack in NAME.folded (docs/stacks.md).\n"},
 };
 #define N_CMDS (sizeof g_cmds / sizeof g_cmds[0])
 

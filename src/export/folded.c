@@ -1,0 +1,28 @@
+/* folded.c - NAME.folded: the CPU samples' stacks in the format flame graph tools read (Brendan
+ * Gregg's stackcollapse output, speedscope, inferno): one line per distinct stack, its frames
+ * from the process through the outermost function to the innermost joined by ';', a space and
+ * the number of samples. Written in pieces of about 1 MiB. */
+#include "export.h"
+
+int sx_folded_stream(const sm_model *m, sx_sink sink, void *ctx)
+{
+    const sm_profile *p = &m->profile;
+    sbuf b;
+    sbuf_init(&b);
+    int err = 0;
+    for (size_t i = 0; i < p->n_stacks && !err && !b.oom; i++) {
+        sbuf_puts(&b, p->stacks[i]);
+        sbuf_putc(&b, ' ');
+        sbuf_u64(&b, p->counts[i]);
+        sbuf_putc(&b, '\n');
+        if (b.len >= (1u << 20) && !b.oom) {
+            err = sink(ctx, b.data, b.len) != 0;
+            sbuf_reset(&b);
+        }
+    }
+    if (!err && !b.oom && b.len)
+        err = sink(ctx, b.data, b.len) != 0;
+    err |= b.oom;
+    sbuf_free(&b);
+    return err ? -1 : 0;
+}
