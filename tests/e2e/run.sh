@@ -973,10 +973,16 @@ stacks)
         "$sonde" run --quiet -o st --name hs$th -- "$hs" $th 40 || fail "sonde run hotspots $th exited $?"
         python3 - st/hs$th.json st/hs$th.folded $th <<'PY' || fail "hotspots, $th thread(s)"
 import json, sys
-p = json.load(open(sys.argv[1]))["profile"]
+r = json.load(open(sys.argv[1]))
+p = r["profile"]
 f = {x["name"]: x for x in p["functions"]}
 n = p["samples"]
 assert n >= 200 and p["hz"] == 999, p
+# the program's rusage is in the run's metadata, and the samples agree with its CPU time
+meta = r["run"]["metadata"]
+cpu = float(meta["cpu_user_s"]) + float(meta["cpu_system_s"])
+assert float(meta["peak_rss_mib"]) > 0 and int(meta["page_faults_minor"]) > 0, meta
+assert abs(n / 999.0 - cpu) <= 0.15 * cpu, (n, cpu)
 got = {k: 100.0 * f[k]["self"] / n for k in ("hot70", "warm20", "cool10")}
 for k, want in (("hot70", 70), ("warm20", 20), ("cool10", 10)):
     assert abs(got[k] - want) <= 5, (k, got)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -80,6 +81,27 @@ static void write_reports(const char *path, const char *dir, const char *name, u
     if (print_summary)
         sx_print_summary(&m);
     sm_free(&m);
+}
+
+/* The program's own account from the kernel (its rusage, the children it waited for included),
+ * as the run's metadata: every report has it. */
+static void rusage_metadata(sonde_profiler *p, const struct rusage *ru)
+{
+    char v[64];
+    snprintf(v, sizeof v, "%.6f", (double)ru->ru_utime.tv_sec + ru->ru_utime.tv_usec / 1e6);
+    sonde_metadata(p, "cpu_user_s", v);
+    snprintf(v, sizeof v, "%.6f", (double)ru->ru_stime.tv_sec + ru->ru_stime.tv_usec / 1e6);
+    sonde_metadata(p, "cpu_system_s", v);
+    snprintf(v, sizeof v, "%.1f", (double)ru->ru_maxrss / 1024.0);
+    sonde_metadata(p, "peak_rss_mib", v);
+    snprintf(v, sizeof v, "%ld", ru->ru_majflt);
+    sonde_metadata(p, "page_faults_major", v);
+    snprintf(v, sizeof v, "%ld", ru->ru_minflt);
+    sonde_metadata(p, "page_faults_minor", v);
+    snprintf(v, sizeof v, "%ld", ru->ru_nvcsw);
+    sonde_metadata(p, "context_switches_voluntary", v);
+    snprintf(v, sizeof v, "%ld", ru->ru_nivcsw);
+    sonde_metadata(p, "context_switches_involuntary", v);
 }
 
 int cmd_run(int argc, char **argv)
@@ -233,7 +255,9 @@ int cmd_run(int argc, char **argv)
                 cmd[0], (int)child, c.output_dir ? c.output_dir : "./sonde-out", sonde_name(p));
 
     int status = 0;
-    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    while (wait4(child, &status, 0, &ru) < 0 && errno == EINTR) {
     }
     g_child = 0;
     int code;
@@ -250,6 +274,8 @@ int cmd_run(int argc, char **argv)
     }
     sonde_metadata(p, "exit", how);
     sonde_end(p);
+    if (!exec_errno)
+        rusage_metadata(p, &ru);
     const char *path = sonde_file_path(p);
     char *dirpath = NULL, *runname = strdup(sonde_name(p)), *runpath = NULL;
     if (path) {
