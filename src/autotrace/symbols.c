@@ -4,6 +4,7 @@
  * whose addresses another now holds). */
 #define _GNU_SOURCE
 #include "symbols.h"
+#include "../util/demangle.h"
 
 #include <dlfcn.h>
 #include <elfutils/libdw.h>
@@ -41,27 +42,7 @@ static int report(void)
 
 char *at_demangle(const char *name)
 {
-    if (strncmp(name, "_Z", 2) != 0)
-        return NULL;
-    /* libstdc++'s, when the program has it (a program with C++ names does) */
-    typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
-    static demangle_fn fn;
-    static int looked;
-    if (!looked) {
-        fn = (demangle_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "__cxa_demangle");
-        looked = 1;
-    }
-    if (!fn)
-        return NULL;
-    int status = 0;
-    char *d = fn(name, NULL, NULL, &status);
-    if (status != 0 || !d) {
-        free(d);
-        return NULL;
-    }
-    char *copy = strdup(d); /* given back with our free, whatever allocated d */
-    free(d);
-    return copy;
+    return sonde__demangle(name, 0); /* the traced program's own libstdc++, never loaded */
 }
 
 /* The source line of a through the unit whose ranges hold it: the path when the module has no

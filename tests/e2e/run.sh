@@ -1007,6 +1007,12 @@ print("\n".join(sorted(x["name"] for x in f[:3])))' st/hs1.json > sonde.top
     else
         echo "perf comparison skipped: perf record cannot run here ($(head -1 perf.err 2> /dev/null))"
     fi
+    # C++ names as written in the source, in the table and in the folded stacks
+    "$sonde" run --quiet -o st --name cxx -- "$build/tests/hotspots_cxx" 10
+    grep -q '"name":"dec::Model<double>::matmul(long)"' st/cxx.json ||
+        fail "C++ names not demangled: $(grep -o '"functions":.\{200\}' st/cxx.json)"
+    grep -q ";main;dec::Model<double>::matmul(long) " st/cxx.folded ||
+        fail "folded C++ stack: $(cat st/cxx.folded)"
     # --sample-hz 0: no sampling; a bad rate is refused
     "$sonde" run --quiet --sample-hz 0 -o st --name off -- "$hs" 1 1
     [ ! -e st/off.folded ] && ! grep -q '"profile"' st/off.json || fail "--sample-hz 0 sampled"

@@ -24,6 +24,7 @@
 
 #include "util/alloc.h"
 #include "util/buf.h"
+#include "util/demangle.h"
 #include "util/strmap.h"
 
 #define RING_PAGES 64     /* data pages per CPU: 256 KiB */
@@ -495,8 +496,15 @@ static char *name_at(const sfile *f, uint64_t off)
             hi = mid;
     }
     char *r = NULL;
-    if (lo && (a < f->syms[lo - 1].hi || f->syms[lo - 1].hi == f->syms[lo - 1].lo))
+    if (lo && (a < f->syms[lo - 1].hi || f->syms[lo - 1].hi == f->syms[lo - 1].lo)) {
+        char *d = sonde__demangle(f->syms[lo - 1].name, 1); /* C++ names as written */
+        if (d) {
+            r = sonde__strdup(d);
+            free(d);
+            return r;
+        }
         return sonde__strdup(f->syms[lo - 1].name);
+    }
     if (sonde__asprintf(&r, "%s+0x%llx", f->base, (unsigned long long)off) < 0)
         return NULL;
     return r;
@@ -562,11 +570,9 @@ int cli_sampler_finish(cli_sampler *s, sm_profile *out)
                 rc = -1;
             if (rc)
                 break;
-            for (char *c = nm; *c; c++)
-                if (*c == ';' || *c == ' ' || *c == '\n')
-                    *c = '_'; /* the folded format's separators */
             sbuf_putc(&line, ';');
-            sbuf_puts(&line, nm);
+            for (const char *c = nm; *c; c++) /* the folded format's separators, replaced */
+                sbuf_putc(&line, *c == ';' || *c == ' ' || *c == '\n' ? '_' : *c);
             int k = strmap_get(&names, nm);
             if (k < 0) {
                 if (SONDE_GROW(out->funcs, out->n_funcs, cap_funcs)) {
