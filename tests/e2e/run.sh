@@ -911,9 +911,10 @@ PY
 diffgate)
     # issue 20: sonde diff across repeated runs, on the sleep-based stage program with two CPU
     # burners beside it: 10 pairs of identical sides (3 runs each) give no regression, and a 10%
-    # slowdown of one stage (5 runs a side) is found every time in 10 tries; the two unchanged
-    # stages, tested 20 times at p < 0.05, may be flagged at most twice (a burst of load on one
-    # side of a 5-run pair can reach p = 0.008: seen once in CI while the machine ran other work)
+    # slowdown of one stage (5 runs a side) is found in at least 9 of 10 tries, each miss still
+    # measured as a slowdown over the 5% threshold (one disturbed run among five can leave
+    # p = 0.095: seen twice in CI); the two unchanged stages, tested 20 times at p < 0.05, may be
+    # flagged at most twice (a burst of load on one side of a 5-run pair can reach p = 0.008)
     cd "$work"
     python3 -c 'while True: pass' & burn1=$!
     python3 -c 'while True: pass' & burn2=$!
@@ -939,14 +940,19 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 bad = [s["name"] for s in d["sections"] if s["status"] == "regression"]
 step = [s for s in d["sections"] if s["name"] == "step"][0]
-assert sys.argv[2] == "1" and "step" in bad, (sys.argv[2], bad)
-assert step["runs"] == [5, 5] and step["ci"][0] > 0, step
+assert step["runs"] == [5, 5] and step["change"] > 0.05, step
+if "step" in bad:
+    assert sys.argv[2] == "1" and step["ci"][0] > 0, (sys.argv[2], step)
+else:
+    print("MISSED step: +%.1f%%, p = %.3f" % (100 * step["change"], step["p"]))
 for name in bad:
     if name != "step":
         print(name)
 PY
-        found=$((found + 1))
+        grep "^MISSED" false.txt && sed -i '/^MISSED/d' false.txt && missed=$((${missed:-0} + 1)) ||
+            found=$((found + 1))
     done
+    [ "$found" -ge 9 ] || fail "the 10% slower step was found in $found tries of 10"
     [ "$(wc -l < false.txt)" -le 2 ] || fail "unchanged stages flagged $(wc -l < false.txt) times in 20: $(tr '\n' ' ' < false.txt)"
     echo "diff across runs under load: 0 regressions in 10 identical pairs (3 runs a side), the 10% slower step found $found times in 10 (5 runs a side), unchanged stages flagged $(wc -l < false.txt) times in 20"
     ;;

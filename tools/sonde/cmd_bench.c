@@ -19,15 +19,19 @@
 #include "util/buf.h"
 #include "util/strmap.h"
 
-/* One `sonde run --quiet --format json --name NAME -o DIR -- CMD...`: the program's exit code. */
+/* One `sonde run --quiet --sample-hz 0 --format json --name NAME -o DIR -- CMD...`: the
+ * program's exit code. No CPU samples: their interrupts and the thread draining them would add
+ * to the times being compared, and move them from run to run. */
 static int run_once(const char *name, const char *dir, char **cmd, int ncmd)
 {
-    char **v = calloc((size_t)ncmd + 10, sizeof *v);
+    char **v = calloc((size_t)ncmd + 12, sizeof *v);
     if (!v)
         return cli_fail(CLI_USAGE, "bench", "out of memory");
     int k = 0;
     v[k++] = (char *)"run";
     v[k++] = (char *)"--quiet";
+    v[k++] = (char *)"--sample-hz";
+    v[k++] = (char *)"0";
     v[k++] = (char *)"--format";
     v[k++] = (char *)"json";
     v[k++] = (char *)"--name";
