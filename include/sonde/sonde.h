@@ -112,8 +112,10 @@ const char *sonde_last_error(void);
 #define SONDE_FORMAT_FOLDED 0x100u /* NAME.folded: CPU samples' stacks, one line per distinct
                                       stack and its count (flame graph tools' input); written
                                       when there are samples (`sonde run`, docs/stacks.md) */
+#define SONDE_FORMAT_PPROF 0x200u /* NAME.pb.gz: the CPU samples as pprof's profile.proto, for
+                                     pprof and speedscope (docs/stacks.md) */
 #define SONDE_FORMAT_REPORTS 0x2fu /* json, csv, txt, trace, html: the default */
-#define SONDE_FORMAT_ALL 0x1ffu
+#define SONDE_FORMAT_ALL 0x3ffu
 
 typedef struct sonde_profiler sonde_profiler;
 

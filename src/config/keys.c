@@ -22,7 +22,7 @@ static const sonde_key g_keys[] = {
     {"output_dir", KEY_STRING, OFF(output_dir), 0, 0, "./sonde-out", "directory for every file"},
     {"formats", KEY_FORMATS, OFF(formats), 0, 0, "json,csv,txt,trace,html",
      "reports written at the end: json, csv, txt, trace, html, samples, tensorboard, perfetto, "
-     "folded, all or none"},
+     "folded, pprof, all or none"},
     {"buffer_mb", KEY_DOUBLE, OFF(buffer_mb), 1, 65536, "64", "bound on event buffer memory, MiB"},
     {"unit", KEY_STRING, OFF(unit), 0, 0, "tokens", "unit of sonde_throughput"},
     {"peak_flops", KEY_DOUBLE, OFF(peak_flops), 0, 1e30, "0",
@@ -169,7 +169,7 @@ void sonde__key_expect(const sonde_key *k, char *out, size_t cap)
     case KEY_FORMATS:
         snprintf(out, cap,
                  "a list of json, csv, txt, trace, html, samples, tensorboard, perfetto, folded, "
-                 "all or none");
+                 "pprof, all or none");
         break;
     }
 }
@@ -181,7 +181,8 @@ int sonde__parse_formats(const char *where, const char *s, unsigned *out)
         {"summary", SONDE_FORMAT_TXT}, {"trace", SONDE_FORMAT_TRACE},
         {"samples", SONDE_FORMAT_SAMPLES}, {"html", SONDE_FORMAT_HTML},
         {"tensorboard", SONDE_FORMAT_TENSORBOARD}, {"perfetto", SONDE_FORMAT_PERFETTO},
-        {"folded", SONDE_FORMAT_FOLDED}, {"all", SONDE_FORMAT_ALL},
+        {"folded", SONDE_FORMAT_FOLDED}, {"pprof", SONDE_FORMAT_PPROF},
+        {"all", SONDE_FORMAT_ALL},
         {"none", 0}};
     unsigned bits = 0;
     const char *p = s;
@@ -195,7 +196,8 @@ int sonde__parse_formats(const char *where, const char *s, unsigned *out)
         if (i == sizeof fmts / sizeof fmts[0])
             return sonde__fail(SONDE_EINVAL,
                                "%s: unknown format \"%.*s\" (expected json, csv, txt, trace, "
-                               "html, samples, tensorboard, perfetto, folded, all or none)",
+                               "html, samples, tensorboard, perfetto, folded, pprof, all or "
+                               "none)",
                                where, (int)n, p);
         bits |= fmts[i].bit;
         p += n;

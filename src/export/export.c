@@ -110,8 +110,8 @@ static int fd_sink(void *ctx, const char *data, size_t n)
 
 typedef int (*sx_stream_fn)(const sm_model *, sx_sink, void *);
 
-/* A format written as it is made (NAME.instances.csv, NAME.pftrace, NAME.folded), straight to
- * the file. */
+/* A format written as it is made (NAME.instances.csv, NAME.pftrace, NAME.folded, NAME.pb.gz),
+ * straight to the file. */
 static int write_stream(const sm_model *m, const char *path, sx_stream_fn fn)
 {
     afile af;
@@ -160,6 +160,7 @@ static const struct {
     {SONDE_FORMAT_TENSORBOARD, ".pt.trace.json.gz", NULL, NULL, 1},
     {SONDE_FORMAT_PERFETTO, ".pftrace", NULL, sx_perfetto, 0},
     {SONDE_FORMAT_FOLDED, ".folded", NULL, sx_folded_stream, 0},
+    {SONDE_FORMAT_PPROF, ".pb.gz", NULL, sx_pprof_stream, 0},
 };
 #define N_FORMATS (sizeof g_formats / sizeof g_formats[0])
 
@@ -304,7 +305,7 @@ int sx_write_path(const sm_model *m, const char *path)
 static int write_path(const sm_model *m, const char *path)
 {
     /* Longest extensions first, so x.instances.csv is not taken for x.csv. */
-    static const size_t order[] = {7, 4, 2, 5, 0, 1, 3, 6, 8, 9};
+    static const size_t order[] = {7, 4, 2, 5, 0, 1, 3, 6, 8, 9, 10};
     for (size_t i = 0; i < N_FORMATS; i++) {
         size_t f = order[i];
         if (ends_with(path, g_formats[f].ext))
@@ -314,6 +315,6 @@ static int write_path(const sm_model *m, const char *path)
         return write_one(m, path, 4);
     return sonde__fail(SONDE_EINVAL,
                        "%s: unknown report format (use .json, .csv, .instances.csv, .txt, "
-                       ".samples.csv, .html, .trace.json.gz, .pt.trace.json.gz, .pftrace or "
-                       ".folded)", path);
+                       ".samples.csv, .html, .trace.json.gz, .pt.trace.json.gz, .pftrace, "
+                       ".folded or .pb.gz)", path);
 }

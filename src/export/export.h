@@ -31,6 +31,8 @@ int sx_trace(const sm_model *m, sx_sink sink, void *ctx);
 int sx_csv_instances_stream(const sm_model *m, sx_sink sink, void *ctx);
 /* NAME.folded (folded.c): the CPU samples' stacks, one line per distinct stack. 0, or -1. */
 int sx_folded_stream(const sm_model *m, sx_sink sink, void *ctx);
+/* NAME.pb.gz (pprof.c): the CPU samples as pprof's profile, gzip-compressed. 0, or -1. */
+int sx_pprof_stream(const sm_model *m, sx_sink sink, void *ctx);
 /* Perfetto's protobuf trace (NAME.pftrace, perfetto.c), handed to sink in compressed pieces.
  * 0, or -1 when out of memory or when sink failed. */
 int sx_perfetto(const sm_model *m, sx_sink sink, void *ctx);

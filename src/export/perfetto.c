@@ -18,6 +18,7 @@
 
 #include "export.h"
 #include "../util/alloc.h"
+#include "../util/pb.h"
 
 /* Packets are compressed in batches of about this many bytes: Perfetto wants each
  * compressed_packets packet under 512 KiB. */
@@ -79,68 +80,6 @@ typedef struct pw {
     size_t seen_bytes;
     unsigned seen_cats;   /* categories interned on it, one bit per category */
 } pw;
-
-/* ---- protobuf encoding ---- */
-
-static void pb_varint(sbuf *b, uint64_t v)
-{
-    uint8_t t[10];
-    sbuf_add(b, t, varint_put(t, v));
-}
-
-static void pb_uint(sbuf *b, unsigned field, uint64_t v)
-{
-    pb_varint(b, (uint64_t)field << 3);
-    pb_varint(b, v);
-}
-
-static void pb_double(sbuf *b, unsigned field, double v)
-{
-    uint64_t u;
-    memcpy(&u, &v, sizeof u);
-    uint8_t t[8];
-    for (int i = 0; i < 8; i++)
-        t[i] = (uint8_t)(u >> (8 * i)); /* fixed64: little-endian */
-    pb_varint(b, (uint64_t)field << 3 | 1);
-    sbuf_add(b, t, 8);
-}
-
-static void pb_str(sbuf *b, unsigned field, const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    pb_varint(b, (uint64_t)field << 3 | 2);
-    pb_varint(b, n);
-    sbuf_add(b, s ? s : "", n);
-}
-
-/* A nested message: its tag and room for its length, which pb_close writes once known. */
-static size_t pb_open(sbuf *b, unsigned field)
-{
-    pb_varint(b, (uint64_t)field << 3 | 2);
-    size_t at = b->len;
-    sbuf_add(b, "\0\0\0\0", 4);
-    return at;
-}
-
-/* Writes the length of the message opened at `at` in as few bytes as it takes, moving the
- * message back over the room left unused. Messages here stay far below the 2^28 bytes that four
- * bytes of varint hold. */
-static void pb_close(pw *w, size_t at)
-{
-    sbuf *b = &w->b;
-    if (b->oom)
-        return;
-    size_t n = b->len - at - 4;
-    if (n >= (1u << 28)) {
-        w->err = -1;
-        return;
-    }
-    uint8_t t[10];
-    size_t k = varint_put(t, n);
-    memmove(b->data + at + k, b->data + at + 4, n);
-    memcpy(b->data + at, t, k);
-    b->len -= 4 - k;
-}
 
 /* Writes the packets held, once they reach FLUSH_AT bytes (or force), as one TracePacket whose
  * compressed_packets are their zlib-compressed bytes (level 1): about a tenth of their size. */
@@ -205,8 +144,8 @@ static void seq_open(pw *w, uint64_t track, int incremental, int64_t first_ns)
         pb_uint(b, DEF_CLOCK_ID, CLOCK_SEQUENCE);
     size_t e = pb_open(b, DEF_TRACK_EVENT);
     pb_uint(b, TED_TRACK, track);
-    pb_close(w, e);
-    pb_close(w, d);
+    pb_close(&w->b, e);
+    pb_close(&w->b, d);
     if (incremental) { /* the clock: CLOCK_SEQUENCE reads first_ns when BOOTTIME does */
         pb_uint(b, TP_TIMESTAMP, w->last);
         pb_uint(b, TP_CLOCK_ID, CLOCK_BOOTTIME);
@@ -214,15 +153,15 @@ static void seq_open(pw *w, uint64_t track, int incremental, int64_t first_ns)
         size_t c = pb_open(b, CS_CLOCK);
         pb_uint(b, CLK_ID, CLOCK_BOOTTIME);
         pb_uint(b, CLK_TS, w->last);
-        pb_close(w, c);
+        pb_close(&w->b, c);
         c = pb_open(b, CS_CLOCK);
         pb_uint(b, CLK_ID, CLOCK_SEQUENCE);
         pb_uint(b, CLK_TS, w->last);
         pb_uint(b, CLK_INCREMENTAL, 1);
-        pb_close(w, c);
-        pb_close(w, cs);
+        pb_close(&w->b, c);
+        pb_close(&w->b, cs);
     }
-    pb_close(w, p);
+    pb_close(&w->b, p);
 }
 
 /* Opens an event's packet at t_ns on the open sequence (never before its last time: a section
@@ -258,16 +197,16 @@ static uint64_t intern(pw *w, int cat, size_t id, const char *name)
             size_t c = pb_open(&w->b, ID_CATEGORY);
             pb_uint(&w->b, IN_IID, (uint64_t)cat);
             pb_str(&w->b, IN_NAME, g_cats[cat - 1]);
-            pb_close(w, c);
+            pb_close(&w->b, c);
         }
         if (new_name) {
             w->seen[id / 8] |= (uint8_t)(1u << (id % 8));
             size_t e = pb_open(&w->b, ID_NAME);
             pb_uint(&w->b, IN_IID, id + 1);
             pb_str(&w->b, IN_NAME, name);
-            pb_close(w, e);
+            pb_close(&w->b, e);
         }
-        pb_close(w, in);
+        pb_close(&w->b, in);
     }
     return id != SIZE_MAX ? id + 1 : 0;
 }
@@ -278,8 +217,8 @@ static void end_event(pw *w, int64_t t_ns)
     size_t p = packet_open(w, t_ns);
     size_t e = pb_open(&w->b, TP_TRACK_EVENT);
     pb_uint(&w->b, TE_TYPE, TYPE_END);
-    pb_close(w, e);
-    pb_close(w, p);
+    pb_close(&w->b, e);
+    pb_close(&w->b, p);
     flush(w, 0);
 }
 
@@ -288,7 +227,7 @@ static void arg_str(pw *w, const char *key, const char *value)
     size_t a = pb_open(&w->b, TE_ARG);
     pb_str(&w->b, DA_NAME, key);
     pb_str(&w->b, DA_STRING, value);
-    pb_close(w, a);
+    pb_close(&w->b, a);
 }
 
 static void arg_num(pw *w, const char *key, double v)
@@ -296,7 +235,7 @@ static void arg_num(pw *w, const char *key, double v)
     size_t a = pb_open(&w->b, TE_ARG);
     pb_str(&w->b, DA_NAME, key);
     pb_double(&w->b, DA_DOUBLE, v);
-    pb_close(w, a);
+    pb_close(&w->b, a);
 }
 
 static void arg_int(pw *w, const char *key, int64_t v)
@@ -304,7 +243,7 @@ static void arg_int(pw *w, const char *key, int64_t v)
     size_t a = pb_open(&w->b, TE_ARG);
     pb_str(&w->b, DA_NAME, key);
     pb_uint(&w->b, DA_INT, (uint64_t)v);
-    pb_close(w, a);
+    pb_close(&w->b, a);
 }
 
 static void arg_kv(const char *key, const char *value, void *ctx)
@@ -332,8 +271,8 @@ static size_t event_open(pw *w, int64_t t_ns, int type, int cat, size_t id, cons
 
 static void event_close(pw *w, size_t e, size_t packet)
 {
-    pb_close(w, e);
-    pb_close(w, packet);
+    pb_close(&w->b, e);
+    pb_close(&w->b, packet);
     flush(w, 0);
 }
 
@@ -353,19 +292,19 @@ static void track(pw *w, uint64_t uuid, uint64_t parent, const char *name, int p
         pb_uint(b, THD_PID, (uint64_t)pid);
         pb_uint(b, THD_TID, (uint64_t)tid);
         pb_str(b, THD_NAME, name);
-        pb_close(w, d);
+        pb_close(&w->b, d);
     } else if (!parent) {
         size_t d = pb_open(b, TD_PROCESS);
         pb_uint(b, PD_PID, (uint64_t)pid);
         pb_str(b, PD_NAME, name);
-        pb_close(w, d);
+        pb_close(&w->b, d);
     } else {
         pb_str(b, TD_NAME, name);
     }
     if (counter)
-        pb_close(w, pb_open(b, TD_COUNTER));
-    pb_close(w, t);
-    pb_close(w, p);
+        pb_close(&w->b, pb_open(b, TD_COUNTER));
+    pb_close(&w->b, t);
+    pb_close(&w->b, p);
     flush(w, 0);
 }
 

@@ -1238,6 +1238,8 @@ void sm_profile_free(sm_profile *p)
     sonde__free(p->funcs);
     sonde__free(p->stacks);
     sonde__free(p->counts);
+    sonde__free(p->frames);
+    sonde__free(p->first);
     memset(p, 0, sizeof *p);
 }
 

@@ -240,6 +240,8 @@ typedef struct sm_profile {
     char **stacks;             /* folded stacks */
     uint64_t *counts;
     size_t n_stacks;
+    uint32_t *frames;          /* each stack's functions (funcs indices), outermost first: */
+    size_t *first;             /* stack i's are frames[first[i] .. first[i + 1]) */
 } sm_profile;
 void sm_profile_free(sm_profile *p);
 

@@ -1001,6 +1001,43 @@ assert hot and all(s.endswith(";work;hot70") for s in hot), hot[:3]
 print("hotspots, %s thread(s): %d samples, self %s" % (sys.argv[3], n, {k: round(v, 1) for k, v in got.items()}))
 PY
         grep -q "^CPU samples: " st/hs$th.txt && grep -q "^  hot70 " st/hs$th.txt || fail "text report: $(cat st/hs$th.txt)"
+        # pprof's profile.proto: decoded by protoc, and by our own reader to the same shares
+        gzip -dc st/hs$th.pb.gz > st/hs$th.pb && protoc --decode_raw < st/hs$th.pb > /dev/null ||
+            fail "protoc cannot decode hs$th.pb.gz"
+        python3 - st/hs$th.pb st/hs$th.json "$src/tests/e2e" <<'PY' || fail "hs$th.pb.gz"
+import json, sys
+sys.path.insert(0, sys.argv[3])
+from pftrace import fields, msg
+def varints(b):
+    out, v, sh = [], 0, 0
+    for c in b:
+        v |= (c & 0x7F) << sh
+        sh += 7
+        if not c & 0x80:
+            out.append(v)
+            v, sh = 0, 0
+    return out
+p = msg(open(sys.argv[1], "rb").read())
+strings = [s.decode() for s in p[6]]
+assert strings[0] == "", strings[:3]
+types = [(strings[msg(v)[1][0]], strings[msg(v)[2][0]]) for v in p[1]]
+assert types == [("samples", "count"), ("cpu", "nanoseconds")], types
+fname = {msg(f)[1][0]: strings[msg(f)[2][0]] for f in p[5]}
+loc = {msg(l)[1][0]: msg(msg(l)[4][0])[1][0] for l in p[4]}
+total, self_ = 0, {}
+for sa in p[2]:
+    s = msg(sa)
+    locs, vals = varints(s[1][0]), varints(s[2][0])
+    assert vals[1] == vals[0] * p[12][0], vals  # CPU time: count times the period
+    total += vals[0]
+    leaf = fname[loc[locs[0]]]
+    self_[leaf] = self_.get(leaf, 0) + vals[0]
+want = json.load(open(sys.argv[2]))["profile"]
+assert total == want["samples"], (total, want["samples"])
+for f in want["functions"]:
+    assert self_.get(f["name"], 0) == f["self"], (f, self_.get(f["name"]))
+print("pprof: %d samples, hot70 %.1f%% self" % (total, 100.0 * self_["hot70"] / total))
+PY
     done
     # the same top functions by self time as perf record -g + perf report --no-children
     if command -v perf > /dev/null && perf record -q -F 999 -g -o perf.data -- "$hs" 1 20 > /dev/null 2> perf.err; then

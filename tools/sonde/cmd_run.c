@@ -61,7 +61,7 @@ static void write_reports(const char *path, const char *dir, const char *name, u
     m.profile = *prof; /* the model's now */
     memset(prof, 0, sizeof *prof);
     if (m.profile.samples && formats)
-        formats |= SONDE_FORMAT_FOLDED;
+        formats |= SONDE_FORMAT_FOLDED | SONDE_FORMAT_PPROF;
     cli_join_programs("run", path, &m); /* what it could not join it said */
     /* the run's configuration says what it wrote (the profiler itself was told to write none) */
     sonde_config fc = sonde_config_default();

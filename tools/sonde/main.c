@@ -75,7 +75,8 @@ static const cli_cmd g_cmds[] = {
      "  SIGINT and SIGTERM to it, writes the reports when it exits, and exits with its status\n"
      "  (128+N when it died of signal N). A child that links libsonde records into the same\n"
      "  run. --sample-hz: CPU samples with call stacks a second (default 999; 0: off): the top\n"
-     "  functions in the reports, every stack in NAME.folded (docs/stacks.md).\n"},
+     "  functions in the reports, every stack in NAME.folded and NAME.pb.gz (pprof)\n"
+     "  (docs/stacks.md).\n"},
 };
 #define N_CMDS (sizeof g_cmds / sizeof g_cmds[0])
 

@@ -520,6 +520,42 @@ static int cmp_func(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
+static const sm_func *g_sort_funcs; /* cmp_order's table */
+
+static int cmp_order(const void *a, const void *b)
+{
+    return cmp_func(&g_sort_funcs[*(const uint32_t *)a], &g_sort_funcs[*(const uint32_t *)b]);
+}
+
+/* The functions by self samples, most first, and the stacks' frames pointing at them anew. */
+static int sort_funcs(sm_profile *p)
+{
+    uint32_t *order = sonde__malloc(p->n_funcs * sizeof *order);
+    uint32_t *at = sonde__malloc(p->n_funcs * sizeof *at);
+    sm_func *sorted = sonde__malloc(p->n_funcs * sizeof *sorted);
+    if (!order || !at || !sorted) {
+        sonde__free(order);
+        sonde__free(at);
+        sonde__free(sorted);
+        return -1;
+    }
+    for (size_t i = 0; i < p->n_funcs; i++)
+        order[i] = (uint32_t)i;
+    g_sort_funcs = p->funcs;
+    qsort(order, p->n_funcs, sizeof *order, cmp_order);
+    for (size_t i = 0; i < p->n_funcs; i++) {
+        sorted[i] = p->funcs[order[i]];
+        at[order[i]] = (uint32_t)i;
+    }
+    for (size_t i = 0; p->first && i < p->first[p->n_stacks]; i++)
+        p->frames[i] = at[p->frames[i]];
+    sonde__free(p->funcs);
+    p->funcs = sorted;
+    sonde__free(order);
+    sonde__free(at);
+    return 0;
+}
+
 int cli_sampler_finish(cli_sampler *s, sm_profile *out)
 {
     memset(out, 0, sizeof *out);
@@ -548,10 +584,13 @@ int cli_sampler_finish(cli_sampler *s, sm_profile *out)
     sbuf_init(&line);
     out->stacks = sonde__calloc(s->n_stacks + 1, sizeof *out->stacks);
     out->counts = sonde__calloc(s->n_stacks + 1, sizeof *out->counts);
-    size_t cap_funcs = 0;
+    out->first = sonde__calloc(s->n_stacks + 2, sizeof *out->first);
+    size_t cap_funcs = 0, n_frames = 0, cap_frames = 0;
+    uint32_t *ks = NULL; /* this stack's functions */
+    size_t cap_ks = 0, n_ks = 0;
     int *seen = NULL; /* functions already counted in this sample's total */
     size_t cap_seen = 0;
-    if (!out->stacks || !out->counts)
+    if (!out->stacks || !out->counts || !out->first)
         rc = -1;
     for (size_t t = 0; t < s->cap_table && !rc; t++) {
         const sstack *st = &s->table[t];
@@ -561,6 +600,7 @@ int cli_sampler_finish(cli_sampler *s, sm_profile *out)
         const sproc *p = &s->procs[st->proc];
         sbuf_puts(&line, p->comm[0] ? p->comm : "?");
         size_t n_seen = 0;
+        n_ks = 0;
         for (uint32_t i = 0; i < st->n && !rc; i++) {
             const sframe *fr = &st->f[i];
             char *nm = NULL;
@@ -593,6 +633,11 @@ int cli_sampler_finish(cli_sampler *s, sm_profile *out)
             } else {
                 sonde__free(nm);
             }
+            if (SONDE_GROW(ks, n_ks, cap_ks)) {
+                rc = -1;
+                break;
+            }
+            ks[n_ks++] = (uint32_t)k;
             if (i == st->n - 1)
                 out->funcs[k].self += st->count;
             size_t q = 0;
@@ -621,10 +666,18 @@ int cli_sampler_finish(cli_sampler *s, sm_profile *out)
         out->counts[out->n_stacks] = st->count;
         if (!out->stacks[out->n_stacks] || strmap_put(&lines, line.data, (int)out->n_stacks))
             rc = -1;
+        for (size_t q = 0; q < n_ks && !rc; q++) {
+            if (SONDE_GROW(out->frames, n_frames, cap_frames))
+                rc = -1;
+            else
+                out->frames[n_frames++] = ks[q];
+        }
         out->n_stacks += out->stacks[out->n_stacks] != NULL;
+        out->first[out->n_stacks] = n_frames;
     }
-    if (!rc && out->n_funcs)
-        qsort(out->funcs, out->n_funcs, sizeof *out->funcs, cmp_func);
+    sonde__free(ks);
+    if (!rc && out->n_funcs && sort_funcs(out))
+        rc = -1;
     sonde__free(seen);
     sbuf_free(&line);
     strmap_free(&names);
