@@ -4,8 +4,10 @@
 set -euo pipefail
 pkgs=(cmake make gcc g++ clang libclang-rt-14-dev pkg-config zlib1g-dev libcmocka-dev libyaml-dev libjansson-dev libdw-dev libelf-dev python3 python3-dev binutils)
 # `setup.sh test`: also what the tests use (a headless browser for the HTML report, Open MPI,
-# PyTorch for Debian's python3, for sonde.torch's tests, and protoc to decode .pftrace)
-[ "${1:-}" = test ] && pkgs+=(chromium openmpi-bin libopenmpi-dev python3-venv python3-torch protobuf-compiler)
+# PyTorch for Debian's python3, for sonde.torch's tests, protoc to decode .pftrace, and perf
+# and xz to compare sonde run's CPU samples with)
+[ "${1:-}" = test ] && pkgs+=(chromium openmpi-bin libopenmpi-dev python3-venv python3-torch protobuf-compiler linux-perf
+    xz-utils)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

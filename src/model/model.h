@@ -228,7 +228,7 @@ typedef struct sm_steps_summary {
  * where it was running (self) and where it was on the stack (total, once per sample); and every
  * distinct stack, "process;outermost;...;innermost", with its count (NAME.folded). */
 typedef struct sm_func {
-    char *name;                /* function, or "object+0xOFFSET" when the object has no symbol */
+    char *name;                /* function, or "object+0xADDRESS" when no symbol covers it */
     char *object;              /* the file it is in (its base name) */
     uint64_t self, total;      /* samples */
 } sm_func;

@@ -1041,12 +1041,52 @@ PY
     done
     # the same top functions by self time as perf record -g + perf report --no-children
     if command -v perf > /dev/null && perf record -q -F 999 -g -o perf.data -- "$hs" 1 20 > /dev/null 2> perf.err; then
-        perf report -i perf.data --no-children --stdio 2> /dev/null | awk '/^ +[0-9.]+%/ {print $NF}' | head -3 | sort > perf.top
+        perf report -i perf.data --no-children --stdio 2> /dev/null |
+            awk '/^ +[0-9.]+%/ && n < 3 {print $NF; n++}' | sort > perf.top
         python3 -c 'import json, sys
 f = json.load(open(sys.argv[1]))["profile"]["functions"]
 print("\n".join(sorted(x["name"] for x in f[:3])))' st/hs1.json > sonde.top
         cmp -s perf.top sonde.top || fail "top functions: perf says $(tr '\n' ' ' < perf.top), sonde $(tr '\n' ' ' < sonde.top)"
         echo "top 3 functions by self samples, as perf report has them: $(tr '\n' ' ' < sonde.top)"
+        # and on programs nobody here wrote: xz compressing 8 MB, python3 running a loop. perf
+        # records the same run sonde samples (python's time moves between its functions from
+        # one run to the next by several points). Functions of stripped objects are addresses in
+        # both: "liblzma.so.5+0x1692b" here, "0x000000000001692b" in perf. Every function in
+        # either top 5 must have the same self share within 4 points (two samplings of about
+        # 2,000 samples differ by 1.1 points as one standard deviation)
+        head -c 6000000 /dev/urandom | base64 > xzin.txt
+        for prog in xz py; do
+            case $prog in
+            xz) command -v xz > /dev/null || { echo "xz comparison skipped: no xz"; continue; }
+                set -- xz -6 -T1 -k -c xzin.txt ;;
+            py) set -- python3 -c 's = 0
+for i in range(8000000): s += i * i % 7' ;;
+            esac
+            perf record -q -F 999 -g -o $prog.data -- "$sonde" run --quiet -o cmp --name $prog \
+                -- "$@" > /dev/null 2>&1
+            comm=$(head -1 cmp/$prog.folded | cut -d';' -f1)
+            perf report -i $prog.data --comm "$comm" --no-children --stdio 2> /dev/null |
+                awk '/^ +[0-9.]+%/ && n < 40 {print $1, $NF; n++}' > $prog.perf
+            python3 - cmp/$prog.json $prog.perf $prog <<'PY' || fail "$prog: top functions differ from perf's"
+import json, re, sys
+def norm(n):
+    m = re.match(r"^(?:.*\+)?0x0*([0-9a-f]+)$", n)
+    return "0x" + m.group(1) if m else n
+p = json.load(open(sys.argv[1]))["profile"]
+ours = {norm(f["name"]): 100.0 * f["self"] / p["samples"] for f in p["functions"]}
+top = [norm(f["name"]) for f in p["functions"][:5]]
+theirs = {}
+order = []
+for line in open(sys.argv[2]):
+    pct, name = line.split()
+    theirs[norm(name)] = float(pct.rstrip("%"))
+    order.append(norm(name))
+assert len(order) >= 5, order
+for name in set(top) | set(order[:5]):
+    assert abs(ours.get(name, 0) - theirs.get(name, 0)) <= 4, (name, ours.get(name), theirs.get(name))
+print("%s: top 5 by self samples %s, each within 4 points of perf's share of the same run" % (sys.argv[3], " ".join(top)))
+PY
+        done
     else
         echo "perf comparison skipped: perf record cannot run here ($(head -1 perf.err 2> /dev/null))"
     fi

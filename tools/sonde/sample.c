@@ -478,7 +478,7 @@ static void free_file(sfile *f)
 
 /* The name of the function at file offset off: through the segment holding it, the address in
  * the file, then the symbol whose range holds it (or, for a symbol without a size, the nearest
- * below). Allocated; NULL out of memory. */
+ * below); "FILE+0xADDRESS" when none does. Allocated; NULL out of memory. */
 static char *name_at(const sfile *f, uint64_t off)
 {
     uint64_t a = off;
@@ -505,7 +505,8 @@ static char *name_at(const sfile *f, uint64_t off)
         }
         return sonde__strdup(f->syms[lo - 1].name);
     }
-    if (sonde__asprintf(&r, "%s+0x%llx", f->base, (unsigned long long)off) < 0)
+    /* the address in the file, as nm, objdump and perf report give it */
+    if (sonde__asprintf(&r, "%s+0x%llx", f->base, (unsigned long long)a) < 0)
         return NULL;
     return r;
 }
