@@ -113,7 +113,8 @@ const char *sonde_last_error(void);
                                       stack and its count (flame graph tools' input); written
                                       when there are samples (`sonde run`, docs/stacks.md) */
 #define SONDE_FORMAT_PPROF 0x200u /* NAME.pb.gz: the CPU samples as pprof's profile.proto, for
-                                     pprof and speedscope (docs/stacks.md) */
+                                     pprof and speedscope; written when there are samples
+                                     (docs/stacks.md) */
 #define SONDE_FORMAT_REPORTS 0x2fu /* json, csv, txt, trace, html: the default */
 #define SONDE_FORMAT_ALL 0x3ffu
 

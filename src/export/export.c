@@ -178,11 +178,18 @@ static int write_one(const sm_model *m, const char *path, size_t f)
 
 static int write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats);
 
+/* The formats a run has something to write in: the CPU samples' only when there are some, so
+ * `formats: all` leaves no empty NAME.folded or NAME.pb.gz. */
+static unsigned writable(const sm_model *m, unsigned formats)
+{
+    return m->profile.samples ? formats : formats & ~(SONDE_FORMAT_FOLDED | SONDE_FORMAT_PPROF);
+}
+
 int sx_write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats)
 {
     xfsz_guard g; /* a file-size limit makes a report fail, never the host */
     xfsz_block(&g);
-    int rc = write_formats(m, dir, name, formats);
+    int rc = write_formats(m, dir, name, writable(m, formats));
     xfsz_restore(&g);
     return rc;
 }
@@ -203,6 +210,7 @@ static char *format_path(const sm_model *m, const char *dir, const char *name, s
 int sx_each_path(const sm_model *m, const char *dir, const char *name, unsigned formats,
                  void (*fn)(const char *path, void *ctx), void *ctx)
 {
+    formats = writable(m, formats);
     for (size_t f = 0; f < N_FORMATS; f++) {
         if (!(formats & g_formats[f].bit))
             continue;

@@ -57,7 +57,7 @@ int sx_trace_range(const sm_model *m, int64_t t0_ns, int64_t t1_ns, sx_sink sink
 int sx_write_trace_range(const sm_model *m, const char *path, int64_t t0_ns, int64_t t1_ns);
 
 /* Writes the formats in the SONDE_FORMAT_* mask as DIR/NAME.ext, each through a temporary
- * file. Prints nothing. 0, or a negative SONDE_E* code naming the failing file in
+ * file; the CPU samples' (folded, pprof) only when the run has samples. Prints nothing. 0, or a negative SONDE_E* code naming the failing file in
  * sonde_last_error() (the other formats are still written). */
 int sx_write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats);
 /* Prints the text summary to stderr (sonde_destroy with print_summary, `sonde run`); nothing

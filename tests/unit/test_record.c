@@ -634,6 +634,13 @@ static void export_and_summary(void **state)
     char json[600];
     snprintf(json, sizeof json, "%s/exp-2.json", dir);
     assert_int_equal(sonde_destroy(p), 0);
+    char nosamples[600]; /* no CPU samples: no empty NAME.folded or NAME.pb.gz */
+    snprintf(nosamples, sizeof nosamples, "%s/exp-2.folded", dir);
+    assert_int_equal(access(nosamples, F_OK), -1);
+    snprintf(nosamples, sizeof nosamples, "%s/exp-2.pb.gz", dir);
+    assert_int_equal(access(nosamples, F_OK), -1);
+    snprintf(nosamples, sizeof nosamples, "%s/exp-2.pftrace", dir); /* but every other one */
+    assert_int_equal(access(nosamples, F_OK), 0);
     FILE *jf = fopen(json, "r");
     static char jbuf[1 << 16];
     size_t jn = fread(jbuf, 1, sizeof jbuf - 1, jf);
