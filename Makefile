@@ -71,6 +71,7 @@ bench: deps
 	@cmake --build build-bench -j $(JOBS) >> build-bench.log 2>&1 || (cat build-bench.log; exit 1)
 	@rm -f build-bench.log
 	@mkdir -p build-bench/out && ./build-bench/bench/bench_scope --dir build-bench/out && rm -rf build-bench/out
+	@mkdir -p build-bench/out && ./build-bench/bench/bench_sample build-bench/tools/sonde/sonde --dir build-bench/out && rm -rf build-bench/out
 	@PYTHONPATH=build-bench/python python3 bench/bench_python.py
 	@bash tests/python/run_torch.sh "$(CURDIR)" "$(CURDIR)/build-bench" "$$(command -v python3)" build-bench/python bench/bench_torch.py || [ $$? -eq 77 ]
 	@if [ -x build-bench/bench/bench_autotrace ]; then mkdir -p build-bench/out && ./build-bench/bench/bench_autotrace --dir build-bench/out && bench/uftrace_compare.sh build-bench/bench/bench_autotrace; rm -rf build-bench/out; fi

@@ -13,16 +13,10 @@
 
 #include <sonde/autotrace.h>
 
+#include "bench.h"
 #include "traced_fn.h"
 
 #define RUNS 5
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 typedef int (*fn_t)(int);
 
@@ -32,10 +26,10 @@ static double best_ns(fn_t f, long n)
 {
     double best = 1e30;
     for (int r = 0; r < RUNS; r++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         for (long i = 0; i < n; i++)
             g_sink += f((int)i);
-        double t = (now_s() - t0) / (double)n * 1e9;
+        double t = (bench_now_s() - t0) / (double)n * 1e9;
         if (t < best)
             best = t;
     }

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "export/export.h"
 #include "model/model.h"
 #include <sonde/sonde.h>
@@ -26,13 +27,6 @@
 
 static sonde_profiler *g_p;
 static long g_pairs; /* begin+end pairs per thread */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* A decoder-like shape: a step holding 7 nested calls of 3 names. */
 static void *worker(void *arg)
@@ -51,21 +45,6 @@ static void *worker(void *arg)
         }
     }
     return NULL;
-}
-
-/* The file's bytes read into a buffer and dropped: the least any report pass costs. */
-static double read_floor_s(const char *path)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return -1;
-    static char buf[1 << 20];
-    double t0 = now_s();
-    while (read(fd, buf, sizeof buf) > 0) {
-    }
-    double s = now_s() - t0;
-    close(fd);
-    return s;
 }
 
 int main(int argc, char **argv)
@@ -106,12 +85,12 @@ int main(int argc, char **argv)
     char path[4096];
     snprintf(path, sizeof path, "%s", sonde_file_path(g_p));
     pthread_t th[THREADS];
-    double t0 = now_s();
+    double t0 = bench_now_s();
     for (int i = 0; i < THREADS; i++)
         pthread_create(&th[i], NULL, worker, NULL);
     for (int i = 0; i < THREADS; i++)
         pthread_join(th[i], NULL);
-    double rec_s = now_s() - t0;
+    double rec_s = bench_now_s() - t0;
     sonde_destroy(g_p);
     struct stat sb;
     if (stat(path, &sb) != 0) {
@@ -125,8 +104,8 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     /* The report pass in a child: its own peak RSS. */
-    double floor_s = read_floor_s(path);
-    t0 = now_s();
+    double floor_s = bench_read_s(path); /* the least any report pass costs */
+    t0 = bench_now_s();
     pid_t pid = fork();
     if (pid == 0) {
         sm_model m;
@@ -134,7 +113,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_scale: %s\n", sonde_last_error());
             _exit(1);
         }
-        double read_s = now_s() - t0;
+        double read_s = bench_now_s() - t0;
         printf("  read back in %.2f s (%.1f M edges/s): %zu sections, %llu events dropped; the "
                "trace keeps %llu of them whole and folds %llu\n", read_s,
                n_edges / read_s / 1e6, m.n_spans, (unsigned long long)m.dropped_events,
@@ -149,12 +128,12 @@ int main(int argc, char **argv)
                     {SONDE_FORMAT_TRACE, "JSON trace"},
                     {SONDE_FORMAT_PERFETTO, ".pftrace"}};
         for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
-            double t1 = now_s();
+            double t1 = bench_now_s();
             if (sx_write_formats(&m, dir, "bench-scale-report", fmts[i].bit)) {
                 fprintf(stderr, "bench_scale: %s\n", sonde_last_error());
                 _exit(1);
             }
-            printf("    %s written in %.2f s\n", fmts[i].what, now_s() - t1);
+            printf("    %s written in %.2f s\n", fmts[i].what, bench_now_s() - t1);
         }
         fflush(stdout);
         _exit(0);
@@ -165,7 +144,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_scale: fork: %s\n", strerror(errno));
         return 1;
     }
-    double rep_s = now_s() - t0;
+    double rep_s = bench_now_s() - t0;
     double rss = (double)ru.ru_maxrss * 1024.0;
     if (!WIFEXITED(status) || WEXITSTATUS(status)) {
         printf("  report pass: failed (%s %d) after %.1f s, peak RSS %.0f MiB\n",

@@ -5,8 +5,8 @@
  *   metadata, metrics, throughput, FLOP counts, instant events and counters. A section edge costs
  *   one clock read and one 16-byte store into the calling thread's buffer; full buffers stream to
  *   an append-only OUTDIR/NAME.sonde file from a writer thread (when the writer falls behind, a
- *   thread whose buffer is full writes it itself rather than drop events), and at the end of the run the
- *   library reads that file back and writes the configured reports (NAME.json, NAME.csv,
+ *   thread whose buffer is full writes it itself rather than drop events), and at the end of the
+ *   run the library reads that file back and writes the configured reports (NAME.json, NAME.csv,
  *   NAME.txt, NAME.trace.json.gz for Perfetto).
  *
  * USAGE

@@ -90,14 +90,10 @@ int sx_csv_instances_stream(const sm_model *m, sx_sink sink, void *ctx)
         else if (meta.len)
             sbuf_csv_str(b, meta.data);
         sbuf_putc(b, '\n');
-        if (b->len >= (1u << 20) && !b->oom) { /* written as it goes: never the whole file */
-            err = sink(ctx, b->data, b->len) != 0;
-            sbuf_reset(b);
-        }
+        err = sx_drain(b, sink, ctx, SX_PIECE); /* written as it goes: never the whole file */
     }
-    if (!err && !b->oom && b->len)
-        err = sink(ctx, b->data, b->len) != 0;
-    err |= b->oom;
+    if (!err)
+        err = sx_drain(b, sink, ctx, 0);
     sbuf_free(&buf);
     sbuf_free(&meta);
     return err ? -1 : 0;

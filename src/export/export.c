@@ -108,6 +108,17 @@ static int fd_sink(void *ctx, const char *data, size_t n)
     return write_all(*(int *)ctx, data, n);
 }
 
+int sx_drain(sbuf *b, sx_sink sink, void *ctx, size_t at)
+{
+    if (b->oom)
+        return -1;
+    if (!b->len || b->len < at)
+        return 0;
+    int rc = sink(ctx, b->data, b->len) != 0 ? -1 : 0;
+    sbuf_reset(b);
+    return rc;
+}
+
 typedef int (*sx_stream_fn)(const sm_model *, sx_sink, void *);
 
 /* A format written as it is made (NAME.instances.csv, NAME.pftrace, NAME.folded, NAME.pb.gz),

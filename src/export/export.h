@@ -26,6 +26,10 @@ int sx_txt_opts(const sm_model *m, sbuf *out, int sort, size_t top, int wide);
 /* The Chrome trace (JSON array form), handed to sink in pieces of about 1 MiB. */
 typedef int (*sx_sink)(void *ctx, const char *data, size_t n);
 int sx_trace(const sm_model *m, sx_sink sink, void *ctx);
+/* The streamed writers' step: hands what b holds to sink once it holds at least `at` bytes (0:
+ * whatever it holds), then empties it. 0, or -1 when b ran out of memory or sink failed. */
+#define SX_PIECE (1u << 20)
+int sx_drain(sbuf *b, sx_sink sink, void *ctx, size_t at);
 /* NAME.instances.csv handed to sink in pieces of about 1 MiB: its memory does not grow with the
  * instances. 0, or -1 when out of memory or when sink failed. */
 int sx_csv_instances_stream(const sm_model *m, sx_sink sink, void *ctx);

@@ -15,14 +15,10 @@ int sx_folded_stream(const sm_model *m, sx_sink sink, void *ctx)
         sbuf_putc(&b, ' ');
         sbuf_u64(&b, p->counts[i]);
         sbuf_putc(&b, '\n');
-        if (b.len >= (1u << 20) && !b.oom) {
-            err = sink(ctx, b.data, b.len) != 0;
-            sbuf_reset(&b);
-        }
+        err = sx_drain(&b, sink, ctx, SX_PIECE);
     }
-    if (!err && !b.oom && b.len)
-        err = sink(ctx, b.data, b.len) != 0;
-    err |= b.oom;
+    if (!err)
+        err = sx_drain(&b, sink, ctx, 0);
     sbuf_free(&b);
     return err ? -1 : 0;
 }

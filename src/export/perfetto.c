@@ -7,7 +7,7 @@
  * Each thread's sections are one packet sequence in time order: a slice begins and ends as two
  * events, names are interned (an EventName sent once per sequence, then its iid), and times are
  * deltas from the event before on a sequence-scoped incremental clock declared by a
- * ClockSnapshot, so an event costs about 14 bytes where the JSON trace spends about 90. The
+ * ClockSnapshot, so an event costs a few bytes where the JSON trace spends about 90. The
  * packets are then zlib-compressed in batches (TracePacket.compressed_packets, which Perfetto
  * inflates on loading). The trace budget (sm_trace_budget) folds the same sections as the JSON
  * trace does (sm_folder). Written in pieces of 256 KiB, never held whole. */
@@ -313,11 +313,6 @@ static int thread_pid(const sm_model *m, size_t i, int run_pid)
     return m->threads[i].pid > 0 ? m->threads[i].pid : run_pid;
 }
 
-/* The tid a thread's track shows: the kernel's when known, else one none can have. */
-static int64_t thread_tid(const sm_model *m, size_t i)
-{
-    return m->threads[i].tid ? (int64_t)m->threads[i].tid : 1000000000 + (int64_t)i;
-}
 
 static uint64_t gpu_key(const sm_gpu *g)
 {
@@ -338,7 +333,8 @@ static void tracks(pw *w, int run_pid)
             snprintf(label, sizeof label, "%s (pid %d)", m->threads[i].name, pid);
             track(w, UUID_PROCESS(pid), 0, label, pid, -1, 0);
         }
-        track(w, UUID_THREAD(i), 0, m->threads[i].name, pid, thread_tid(m, i), 0);
+        track(w, UUID_THREAD(i), 0, m->threads[i].name, pid, (int64_t)sm_thread_tid(m, i),
+              0);
     }
     if (m->n_steps)
         track(w, UUID_STEPS, UUID_PROCESS(run_pid), "steps", run_pid, -1, 0);

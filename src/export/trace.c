@@ -11,8 +11,6 @@
 #include "export.h"
 #include "../util/alloc.h"
 
-#define FLUSH_AT (1u << 20)
-
 typedef struct tctx {
     sbuf b;
     sx_sink sink;
@@ -23,13 +21,8 @@ typedef struct tctx {
 
 static void flush(tctx *t, int force)
 {
-    if (t->b.oom)
+    if (!t->err && sx_drain(&t->b, t->sink, t->ctx, force ? 0 : SX_PIECE) != 0)
         t->err = -1;
-    if (t->err || (!force && t->b.len < FLUSH_AT))
-        return;
-    if (t->b.len && t->sink(t->ctx, t->b.data, t->b.len) != 0)
-        t->err = -1;
-    sbuf_reset(&t->b);
 }
 
 static void sep(tctx *t)
@@ -63,17 +56,6 @@ static void name_meta(tctx *t, const char *what, int pid, uint64_t tid, const ch
 static void label_meta(const char *key, const char *value, void *ctx)
 {
     sbuf_printf(ctx, ", %s=%s", key, value);
-}
-
-static uint64_t tid_of(const sm_model *m, uint32_t thread)
-{
-    /* kernel tid when known; otherwise a number that cannot collide with the steps' track */
-    return m->threads[thread].tid ? m->threads[thread].tid : 1000000000u + thread;
-}
-
-static int in_range(const sm_span *s, int64_t t0, int64_t t1)
-{
-    return s->start_ns >= t0 && s->start_ns < t1;
 }
 
 /* The folded runs as slices: "NAME x N (T ms)", or "N sections (T ms)" when names differ. */
@@ -267,7 +249,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
             snprintf(label, sizeof label, "%s (pid %d)", m->threads[i].name, tp);
             name_meta(&t, "process_name", tp, 0, label);
         }
-        name_meta(&t, "thread_name", tp, tid_of(m, (uint32_t)i), m->threads[i].name);
+        name_meta(&t, "thread_name", tp, sm_thread_tid(m, i), m->threads[i].name);
     }
 
     /* ",\"pid\":P,\"tid\":T" once per thread: most events only copy it. */
@@ -280,7 +262,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         sbuf_puts(&e, ",\"pid\":");
         sbuf_u64(&e, (uint64_t)(o->pid <= 0 && m->threads[i].pid > 0 ? m->threads[i].pid : pid));
         sbuf_puts(&e, ",\"tid\":");
-        sbuf_u64(&e, tid_of(m, (uint32_t)i));
+        sbuf_u64(&e, sm_thread_tid(m, i));
         if (e.oom)
             t.err = -1;
         ids[i] = e.data;
@@ -300,7 +282,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         t.err = -1;
     for (size_t i = 0; i < m->n_spans && !t.err; i++) {
         const sm_span *s = &m->spans[i];
-        if (!in_range(s, t0, t1))
+        if (!sm_span_in(s, t0, t1))
             continue;
         int folded = sm_fold(&fo, s);
         if (folded < 0)

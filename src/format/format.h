@@ -122,7 +122,7 @@ static inline uint64_t sonde_get_u64le(const uint8_t *p)
 
 /* The instant event that carries a hot function's calls counted but not recorded (Python tracing,
  * libsonde-autotrace): arguments "section" (its name), "calls" and "total_s". The model folds it
- * into that section's statistics (model.c, fold_aggregated). */
+ * into that section's statistics (stats.c, sm__fold_aggregated). */
 #define SONDE_AGGREGATED_EVENT "sonde.aggregated"
 
 #endif

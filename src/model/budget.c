@@ -44,11 +44,6 @@ static int64_t kth_largest(int64_t *v, size_t n, size_t k)
     }
 }
 
-static int in_range(const sm_span *s, int64_t t0, int64_t t1)
-{
-    return s->start_ns >= t0 && s->start_ns < t1;
-}
-
 int sm_trace_budget(const sm_model *m, int64_t t0, int64_t t1, sm_budget *out)
 {
     memset(out, 0, sizeof *out);
@@ -60,7 +55,7 @@ int sm_trace_budget(const sm_model *m, int64_t t0, int64_t t1, sm_budget *out)
         max = SM_TRACE_MAX_DEFAULT; /* not a number (a hand-edited file): the default */
     size_t n = 0;
     for (size_t i = 0; i < m->n_spans; i++)
-        n += in_range(&m->spans[i], t0, t1);
+        n += sm_span_in(&m->spans[i], t0, t1);
     out->sections = n;
     if (!max || n <= max)
         return 0;
@@ -77,14 +72,14 @@ int sm_trace_budget(const sm_model *m, int64_t t0, int64_t t1, sm_budget *out)
             return -1;
         size_t j = 0;
         for (size_t i = 0; i < m->n_spans; i++)
-            if (in_range(&m->spans[i], t0, t1))
+            if (sm_span_in(&m->spans[i], t0, t1))
                 d[j++] = m->spans[i].end_ns - m->spans[i].start_ns;
         out->min_ns = kth_largest(d, n, keep) + 1;
         sonde__free(d);
     }
     for (size_t i = 0; i < m->n_spans; i++) {
         const sm_span *s = &m->spans[i];
-        out->folded += in_range(s, t0, t1) && s->end_ns - s->start_ns < out->min_ns;
+        out->folded += sm_span_in(s, t0, t1) && s->end_ns - s->start_ns < out->min_ns;
     }
     return 0;
 }
@@ -114,7 +109,7 @@ int sm_fold(sm_folder *f, const sm_span *s)
         return 0;
     const sm_model *m = f->m;
     const sm_span *up = s->parent >= 0 ? &m->spans[s->parent] : NULL;
-    int up_in = up && in_range(up, f->t0, f->t1);
+    int up_in = up && sm_span_in(up, f->t0, f->t1);
     size_t box = up_in ? (size_t)s->parent : m->n_spans + s->thread;
     if (s->end_ns - s->start_ns >= f->min_ns) {
         f->closed = f->open_run[box]; /* a kept sibling ends the run before it */

@@ -444,6 +444,17 @@ int32_t sm_fold_take(sm_folder *f, size_t box);
 void sm_fold_label(const sm_model *m, const sm_fold_run *r, char *out, size_t cap);
 void sm_folder_free(sm_folder *f);
 
+/* A section begins in [t0, t1): the range the trace writers and the budget take. */
+static inline int sm_span_in(const sm_span *s, int64_t t0, int64_t t1)
+{
+    return s->start_ns >= t0 && s->start_ns < t1;
+}
+/* The tid a trace shows for thread i: the kernel's when known, else one no kernel tid reaches. */
+static inline uint64_t sm_thread_tid(const sm_model *m, size_t i)
+{
+    return m->threads[i].tid ? m->threads[i].tid : 1000000000u + (uint64_t)i;
+}
+
 /* The run's max_data_points (its configuration fact; the default 10000 when absent; at least
  * 10): how many samples or occurrences of one series a report keeps. */
 size_t sm_max_data_points(const sm_model *m);

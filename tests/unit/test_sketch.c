@@ -57,6 +57,29 @@ static void quantiles_within_alpha(void **state)
     free(v);
 }
 
+/* The bucket comes from a table (no logarithm per instance): the same bucket as
+ * ceil(log(ns) / log(gamma)) for every duration from 1 ns to 2 ms and for a million spread up to
+ * 2^63 ns. */
+static void index_matches_logarithm(void **state)
+{
+    (void)state;
+    double lg = log((1 + SM_SKETCH_ALPHA) / (1 - SM_SKETCH_ALPHA));
+    uint64_t seed = 1;
+    for (long i = 0; i < 3000000; i++) {
+        int64_t ns = i + 1;
+        if (i >= 2000000) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            ns = (int64_t)(seed >> 1) >> (seed % 62); /* every binade */
+            if (ns < 1)
+                ns = 1;
+        }
+        int32_t want = (int32_t)ceil(log((double)ns) / lg);
+        if (sm_sketch_index(ns) != want)
+            fail_msg("%lld ns: bucket %d, the logarithm says %d", (long long)ns,
+                     sm_sketch_index(ns), want);
+    }
+}
+
 static void merge_equals_union(void **state)
 {
     (void)state;
@@ -159,6 +182,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(quantiles_within_alpha),
+        cmocka_unit_test(index_matches_logarithm),
         cmocka_unit_test(merge_equals_union),
         cmocka_unit_test(constants_and_empty),
         cmocka_unit_test(stats_from_sketch),

@@ -521,38 +521,37 @@ static int cmp_func(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-static const sm_func *g_sort_funcs; /* cmp_order's table */
+/* A function and its place before the sort. */
+typedef struct sfunc_at {
+    sm_func f;
+    uint32_t was;
+} sfunc_at;
 
-static int cmp_order(const void *a, const void *b)
+static int cmp_func_at(const void *a, const void *b)
 {
-    return cmp_func(&g_sort_funcs[*(const uint32_t *)a], &g_sort_funcs[*(const uint32_t *)b]);
+    return cmp_func(&((const sfunc_at *)a)->f, &((const sfunc_at *)b)->f);
 }
 
 /* The functions by self samples, most first, and the stacks' frames pointing at them anew. */
 static int sort_funcs(sm_profile *p)
 {
-    uint32_t *order = sonde__malloc(p->n_funcs * sizeof *order);
+    sfunc_at *v = sonde__malloc(p->n_funcs * sizeof *v);
     uint32_t *at = sonde__malloc(p->n_funcs * sizeof *at);
-    sm_func *sorted = sonde__malloc(p->n_funcs * sizeof *sorted);
-    if (!order || !at || !sorted) {
-        sonde__free(order);
+    if (!v || !at) {
+        sonde__free(v);
         sonde__free(at);
-        sonde__free(sorted);
         return -1;
     }
     for (size_t i = 0; i < p->n_funcs; i++)
-        order[i] = (uint32_t)i;
-    g_sort_funcs = p->funcs;
-    qsort(order, p->n_funcs, sizeof *order, cmp_order);
+        v[i] = (sfunc_at){p->funcs[i], (uint32_t)i};
+    qsort(v, p->n_funcs, sizeof *v, cmp_func_at);
     for (size_t i = 0; i < p->n_funcs; i++) {
-        sorted[i] = p->funcs[order[i]];
-        at[order[i]] = (uint32_t)i;
+        p->funcs[i] = v[i].f;
+        at[v[i].was] = (uint32_t)i;
     }
     for (size_t i = 0; p->first && i < p->first[p->n_stacks]; i++)
         p->frames[i] = at[p->frames[i]];
-    sonde__free(p->funcs);
-    p->funcs = sorted;
-    sonde__free(order);
+    sonde__free(v);
     sonde__free(at);
     return 0;
 }
