@@ -172,7 +172,8 @@ typedef struct sonde_config {
     int cuda_profiler_range; /* cudaProfilerStart/Stop around each active window (default 0) */
     unsigned memory_every_n_steps; /* a memory snapshot into NAME.memory.json every N steps */
     int with_stack;          /* sections carry their source file, line and function in the
-                                trace (default 0) */
+                                trace, and CPU samples with call stacks are taken (sample_hz;
+                                default 0) */
     int record_shapes;       /* sonde_shape records shapes; off, it costs a branch (default 0) */
     double bottleneck_threshold; /* a stage above this share of its session is a bottleneck
                                     (default 0.3) */
@@ -222,7 +223,10 @@ typedef struct sonde_config {
                                   so the outermost) whole, the others folded into slices
                                   "NAME x N (T ms)" that the reports count (default 4000000;
                                   0: no limit; docs/formats.md) */
-    int reserved_int;        /* zero */
+    int sample_hz;           /* CPU samples with call stacks of every thread, per second of its
+                                CPU time, each attributed to the innermost section open on its
+                                thread (perf_event_open; docs/stacks.md). -1 (the default): 999
+                                when with_stack is on, else none; 0: none */
     void *reserved[2];       /* zero; room for later fields without breaking the ABI */
 } sonde_config;
 

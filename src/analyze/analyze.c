@@ -316,9 +316,26 @@ static int rule_hot_self_time(const sm_model *m, sa_finding *f)
                                                "%.3f s) over %llu instance(s)", hot->self_s, dur,
              100 * hot->self_s / (hot->total_s > 0 ? hot->total_s : 1), hot->total_s,
              (unsigned long long)hot->count);
+    const sm_profile *pr = &m->profile;
+    for (size_t i = 0; i < pr->n_sections; i++) { /* its CPU samples say where the time goes */
+        const sm_psection *ps = &pr->sections[i];
+        if (strcmp(ps->name, hot->name) || !ps->samples || !ps->n_funcs || !ps->funcs[0].self)
+            continue;
+        char tops[300] = "";
+        size_t k = 0;
+        for (size_t j = 0; j < ps->n_funcs && j < 3 && ps->funcs[j].self && k < sizeof tops; j++)
+            k += (size_t)snprintf(tops + k, sizeof tops - k, "%s%.0f%% in %.60s", j ? ", " : "",
+                                  100.0 * (double)ps->funcs[j].self / (double)ps->samples,
+                                  pr->funcs[ps->funcs[j].func].name);
+        snprintf(f->advice, sizeof f->advice,
+                 "Its CPU samples (%llu) say where: %s. Start with the first; NAME.folded has "
+                 "the stacks that lead to it.", (unsigned long long)ps->samples, tops);
+        return 1;
+    }
     snprintf(f->advice, sizeof f->advice,
              "%s: put sections around its parts (or build with -finstrument-functions and "
-             "libsonde-autotrace) to see which part holds the time before optimising.",
+             "libsonde-autotrace, or sample its CPU time with sample_hz) to see which part "
+             "holds the time before optimising.",
              kids ? "Its nested sections cover little of it" : "It has no nested sections");
     return 1;
 }
@@ -326,16 +343,17 @@ static int rule_hot_self_time(const sm_model *m, sa_finding *f)
 static int rule_overhead(const sm_model *m, sa_finding *f)
 {
     double dur = (double)m->duration_ns / 1e9;
-    double own = (double)(m->sampler_cpu_ns + m->writer_cpu_ns) / 1e9;
+    double own = (double)(m->sampler_cpu_ns + m->writer_cpu_ns + m->profile.cpu_ns) / 1e9;
     if (dur < 1 || own / dur <= 0.02)
         return 0;
     snprintf(f->title, sizeof f->title, "Profiling itself took %.1f%% of a core", 100 * own / dur);
-    snprintf(f->evidence, sizeof f->evidence, "sampler %.3f s and writer %.3f s of CPU in a "
-                                               "%.3f s run", (double)m->sampler_cpu_ns / 1e9,
-             (double)m->writer_cpu_ns / 1e9, dur);
+    snprintf(f->evidence, sizeof f->evidence, "sampler %.3f s, writer %.3f s and stack samples "
+                                               "%.3f s of CPU in a %.3f s run",
+             (double)m->sampler_cpu_ns / 1e9, (double)m->writer_cpu_ns / 1e9,
+             (double)m->profile.cpu_ns / 1e9, dur);
     snprintf(f->advice, sizeof f->advice,
-             "Sample less often (cpu_interval_s, gpu_interval_s, or the production preset), or "
-             "record fewer, coarser sections in hot loops.");
+             "Sample less often (cpu_interval_s, gpu_interval_s, sample_hz, or the production "
+             "preset), or record fewer, coarser sections in hot loops.");
     return 1;
 }
 

@@ -71,7 +71,11 @@ static const sonde_key g_keys[] = {
     {"memory_every_n_steps", KEY_UINT, OFF(memory_every_n_steps), 0, 1e9, "0",
      "a memory snapshot into NAME.memory.json every N steps (0: none)"},
     {"with_stack", KEY_BOOL, OFF(with_stack), 0, 1, "0",
-     "sections carry their source file, line and function in the trace"},
+     "sections carry their source file, line and function in the trace; CPU samples with call "
+     "stacks at 999 Hz unless sample_hz says otherwise"},
+    {"sample_hz", KEY_INT, OFF(sample_hz), -1, 100000, "-1",
+     "CPU samples with call stacks per second of CPU time, by section (-1: 999 with with_stack, "
+     "else none; 0: none)"},
     {"record_shapes", KEY_BOOL, OFF(record_shapes), 0, 1, "0", "sonde_shape records shapes"},
     {"bottleneck_threshold", KEY_DOUBLE, OFF(bottleneck_threshold), 0.01, 1, "0.3",
      "share of its session above which a stage is a bottleneck"},

@@ -748,6 +748,7 @@ int sx_json(const sm_model *m, sbuf *b)
         kv_num(b, "samples", (double)pr->samples, 1);
         kv_num(b, "lost", (double)pr->lost, 1);
         kv_num(b, "hz", pr->hz, 1);
+        kv_num(b, "sampler_cpu_s", (double)pr->cpu_ns / 1e9, 1);
         kv_num(b, "stacks", (double)pr->n_stacks, 1);
         key(b, "functions");
         sbuf_putc(b, '[');
@@ -760,6 +761,30 @@ int sx_json(const sm_model *m, sbuf *b)
             kv_num(b, "self_share", (double)pr->funcs[i].self / (double)pr->samples, 1);
             kv_num(b, "total_share", (double)pr->funcs[i].total / (double)pr->samples, 0);
             sbuf_putc(b, '}');
+        }
+        sbuf_puts(b, "],");
+        /* by the innermost section open on the sample's thread: its functions, top 20 */
+        kv_num(b, "in_sections", (double)pr->in_sections, 1);
+        key(b, "sections");
+        sbuf_putc(b, '[');
+        for (size_t i = 0; i < pr->n_sections; i++) {
+            const sm_psection *ps = &pr->sections[i];
+            sbuf_puts(b, i ? ",{" : "{");
+            kv_str(b, "name", ps->name, 1);
+            kv_num(b, "samples", (double)ps->samples, 1);
+            kv_num(b, "share", (double)ps->samples / (double)pr->samples, 1);
+            key(b, "functions");
+            sbuf_putc(b, '[');
+            for (size_t j = 0; j < ps->n_funcs && j < 20; j++) {
+                const sm_func_in *f = &ps->funcs[j];
+                sbuf_puts(b, j ? ",{" : "{");
+                kv_str(b, "name", pr->funcs[f->func].name, 1);
+                kv_num(b, "self", (double)f->self, 1);
+                kv_num(b, "total", (double)f->total, 1);
+                kv_num(b, "self_share", (double)f->self / (double)ps->samples, 0);
+                sbuf_putc(b, '}');
+            }
+            sbuf_puts(b, "]}");
         }
         sbuf_puts(b, "]},");
     }

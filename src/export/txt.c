@@ -330,6 +330,19 @@ static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wi
                         100.0 * (double)fn->self / (double)pr->samples,
                         100.0 * (double)fn->total / (double)pr->samples);
         }
+        if (pr->n_sections) /* "inside decode: 61% in matmul" */
+            sbuf_printf(b, "CPU samples by the innermost section open on their thread (%.1f%% of "
+                           "them were inside one), with its top functions:\n",
+                        100.0 * (double)pr->in_sections / (double)pr->samples);
+        for (size_t i = 0; i < pr->n_sections && i < 10; i++) {
+            const sm_psection *ps = &pr->sections[i];
+            sbuf_printf(b, "  %-24.24s %6.1f%% ", L(ps->name),
+                        100.0 * (double)ps->samples / (double)pr->samples);
+            for (size_t j = 0; j < ps->n_funcs && j < 3 && ps->funcs[j].self; j++)
+                sbuf_printf(b, "%s %s %.1f%%", j ? "," : " in", L(pr->funcs[ps->funcs[j].func].name),
+                            100.0 * (double)ps->funcs[j].self / (double)ps->samples);
+            sbuf_putc(b, '\n');
+        }
     }
     sm_op_row *ops;
     size_t n_ops;

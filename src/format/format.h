@@ -7,7 +7,9 @@
 
 #define SONDE_FILE_MAGIC "\x89SONDE\r\n" /* 8 bytes */
 #define SONDE_FILE_MAGIC_LEN 8
-#define SONDE_FILE_VERSION 2u /* 2: INSTANT carries an arg (its payload); 1 is read too */
+#define SONDE_FILE_VERSION 2u /* 2: INSTANT carries an arg (its payload); 1 is read too. Record
+                                 types added later need no new version: readers skip a type
+                                 they do not know */
 #define SONDE_FILE_HEADER_LEN 16   /* magic, u32 version, u32 reserved (little endian) */
 #define SONDE_RECORD_HEADER_LEN 12 /* u8 type, u8 flags, u16 reserved, u32 length, u32 crc32 */
 #define SONDE_RECORD_MAX (64u << 20)
@@ -32,6 +34,12 @@ enum {
                             varint tid, zigzag device, varint stream, varint id, varint start
                             (CLOCK_MONOTONIC ns), varint duration, zigzag bytes, f64 flops,
                             str name, str shapes */
+    SONDE_R_SAMPLES = 12, /* CPU samples (sample_hz, sonde run): varint hz, varint flags (1: times
+                            on CLOCK_MONOTONIC), varint samples lost since the last record, then
+                            per sample varint tid, varint stack id, zigzag time - previous's */
+    SONDE_R_STACKS = 13, /* (varint id, varint pid, str process, varint n, n x varint function
+                            id, outermost first)*: the samples' distinct stacks, ids from 0 */
+    SONDE_R_FUNCS = 14,  /* (varint id, str name, str object)*: the stacks' functions, from 0 */
 };
 
 /* Event kinds, the low 4 bits of an event's tag (the id above them). Each event in an EVENTS

@@ -1135,7 +1135,8 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         raw->tev[t].v = NULL;
         raw->tev[t].n = raw->tev[t].n_v = 0;
     }
-    if (drop_short(m) || sm__ops_build(raw, m) || sm__gpu_build(raw, m))
+    if (drop_short(m) || sm__ops_build(raw, m) || sm__gpu_build(raw, m) ||
+        sm__profile_build(raw, m))
         goto out;
     if (sm__build_rates(m))
         goto out;
@@ -1208,6 +1209,7 @@ void sb_raw_free(sb_raw *raw)
     sonde__free(raw->warnings);
     sm__gpu_free_raw(raw);
     sm__ops_free_raw(raw);
+    sm__profile_free_raw(raw);
     memset(raw, 0, sizeof *raw);
 }
 
@@ -1225,22 +1227,6 @@ int sm_safe_name(char **name)
     sonde__free(s);
     *name = run;
     return 0;
-}
-
-void sm_profile_free(sm_profile *p)
-{
-    for (size_t i = 0; i < p->n_funcs; i++) {
-        sonde__free(p->funcs[i].name);
-        sonde__free(p->funcs[i].object);
-    }
-    for (size_t i = 0; i < p->n_stacks; i++)
-        sonde__free(p->stacks[i]);
-    sonde__free(p->funcs);
-    sonde__free(p->stacks);
-    sonde__free(p->counts);
-    sonde__free(p->frames);
-    sonde__free(p->first);
-    memset(p, 0, sizeof *p);
 }
 
 void sm_free(sm_model *m)

@@ -224,17 +224,31 @@ typedef struct sm_steps_summary {
     double per_s, mean_s, p50_s, p90_s, p99_s, min_s, max_s, first_s;
 } sm_steps_summary;
 
-/* CPU samples with call stacks (`sonde run`, tools/sonde/sample.c): per function, the samples
- * where it was running (self) and where it was on the stack (total, once per sample); and every
- * distinct stack, "process;outermost;...;innermost", with its count (NAME.folded). */
+/* CPU samples with call stacks (sample_hz, `sonde run`; src/sources/stacks.c, built by
+ * profile.c): per function, the samples where it was running (self) and where it was on the
+ * stack (total, once per sample); every distinct stack, "process;outermost;...;innermost",
+ * with its count (NAME.folded); and per section, the samples taken while it was the innermost
+ * section open on the sample's thread, with their functions. */
 typedef struct sm_func {
     char *name;                /* function, or "object+0xADDRESS" when no symbol covers it */
     char *object;              /* the file it is in (its base name) */
     uint64_t self, total;      /* samples */
 } sm_func;
+typedef struct sm_func_in {
+    uint32_t func;             /* sm_profile.funcs index */
+    uint64_t self, total;      /* samples in the section */
+} sm_func_in;
+typedef struct sm_psection {
+    char *name;                /* the section's name */
+    uint64_t samples;
+    sm_func_in *funcs;         /* by self samples, most first */
+    size_t n_funcs;
+} sm_psection;
 typedef struct sm_profile {
     uint64_t samples, lost;    /* samples taken; samples the kernel dropped (ring full) */
     unsigned hz;
+    uint64_t cpu_ns;           /* CPU time of the thread that took them */
+    int untimed;               /* the samples carry no time (a kernel before 4.1): no sections */
     sm_func *funcs;            /* by self samples, most first */
     size_t n_funcs;
     char **stacks;             /* folded stacks */
@@ -242,6 +256,10 @@ typedef struct sm_profile {
     size_t n_stacks;
     uint32_t *frames;          /* each stack's functions (funcs indices), outermost first: */
     size_t *first;             /* stack i's are frames[first[i] .. first[i + 1]) */
+    sm_psection *sections;     /* by samples, most first */
+    size_t n_sections;
+    uint64_t in_sections;      /* samples taken inside some section (the rest: outside any, or
+                                  on threads that record none) */
 } sm_profile;
 void sm_profile_free(sm_profile *p);
 

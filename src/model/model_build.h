@@ -44,6 +44,20 @@ typedef struct sm_op_raw {
     char *name, *shapes;       /* shapes NULL when empty */
 } sm_op_raw;
 
+/* CPU samples as read (profile.c): SAMPLES, STACKS and FUNCS records. */
+typedef struct sm_sample_raw {
+    uint32_t tid, stack;
+    uint64_t t_mono;
+} sm_sample_raw;
+typedef struct sm_pstack_raw {
+    uint32_t pid, n;
+    char *process;
+    uint32_t *f;               /* function ids, outermost first */
+} sm_pstack_raw;
+typedef struct sm_pfunc_raw {
+    char *name, *object;
+} sm_pfunc_raw;
+
 typedef struct sb_raw {
     char *name, *host, *program, *cmdline, *clock, *unit, *sonde_version;
     int pid;
@@ -66,10 +80,22 @@ typedef struct sb_raw {
     size_t n_gpu, cap_gpu;
     sm_op_raw *ops;   /* operators of another tracer (sonde_ops) */
     size_t n_ops, cap_ops;
+    sm_sample_raw *samples; /* CPU samples with stacks */
+    size_t n_samples, cap_samples;
+    sm_pstack_raw *pstacks;
+    size_t n_pstacks, cap_pstacks;
+    sm_pfunc_raw *pfuncs;
+    size_t n_pfuncs, cap_pfuncs;
+    uint64_t samples_lost, stacks_cpu_ns;
+    unsigned sample_hz;
+    int samples_untimed;
 } sb_raw;
 
 /* reader.c: the varint at *pp (advanced past it); 0, or -1 when it runs past end. */
 int sm__get_var(const uint8_t **pp, const uint8_t *end, uint64_t *v);
+/* reader.c: the string at *pp (a varint length, at most max, then its bytes) as a malloc'ed
+ * NUL-terminated copy in *out; 0, -1 when malformed or longer than max, -2 out of memory. */
+int sm__get_str(const uint8_t **pp, const uint8_t *end, size_t max, char **out);
 /* gpu.c: one GPU record's entries appended to raw; 0, -1 malformed, -2 out of memory. */
 int sm__gpu_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end);
 /* Places the entries on the run's time line and links each to the section that launched it;
@@ -98,6 +124,14 @@ int sm__ops_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end);
  * which it hands their GPU work as CUDA activity). 0, or -1 when out of memory. */
 int sm__ops_build(sb_raw *raw, sm_model *m);
 void sm__ops_free_raw(sb_raw *raw);
+
+/* profile.c: one SAMPLES, STACKS or FUNCS record appended to raw; 0, -1 malformed, -2 out of
+ * memory. */
+int sm__profile_parse(sb_raw *raw, unsigned type, const uint8_t *p, const uint8_t *end);
+/* The profile from the samples, each placed in the innermost section open on its thread then
+ * (after the spans are built). 0, or -1 when out of memory. */
+int sm__profile_build(sb_raw *raw, sm_model *m);
+void sm__profile_free_raw(sb_raw *raw);
 
 /* Moves what it keeps out of raw into m (raw is freed by the caller either way). */
 int sm__build(sb_raw *raw, sm_model *m, const char *fname);

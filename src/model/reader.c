@@ -61,12 +61,11 @@ static int rwarn(rstate *s, const char *fmt, ...)
     return 0;
 }
 
-/* A length-prefixed string; NULL on malformed input. *out is a malloc'ed NUL-terminated copy. */
-static int get_str(const uint8_t **pp, const uint8_t *end, char **out)
+int sm__get_str(const uint8_t **pp, const uint8_t *end, size_t max, char **out)
 {
     uint64_t n;
     size_t k = varint_get(*pp, (size_t)(end - *pp), &n);
-    if (!k || n > (uint64_t)(end - *pp - (ptrdiff_t)k))
+    if (!k || n > (uint64_t)(end - *pp - (ptrdiff_t)k) || n > max)
         return -1;
     char *s = sonde__malloc(n + 1);
     if (!s)
@@ -77,6 +76,9 @@ static int get_str(const uint8_t **pp, const uint8_t *end, char **out)
     *out = s;
     return 0;
 }
+
+/* A string of any length. */
+#define get_str(pp, end, out) sm__get_str(pp, end, SIZE_MAX, out)
 
 int sm__get_var(const uint8_t **pp, const uint8_t *end, uint64_t *v)
 {
@@ -369,6 +371,8 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
                     s.raw.writer_cpu_ns = v;
                 else if (!r && !strcmp(k, "sampler_cpu_ns"))
                     s.raw.sampler_cpu_ns = v;
+                else if (!r && !strcmp(k, "stacks_cpu_ns"))
+                    s.raw.stacks_cpu_ns = v;
                 else if (!r && !strcmp(k, "backpressure_chunks"))
                     s.raw.bp_chunks = v;
                 else if (!r && !strcmp(k, "backpressure_ns"))
@@ -387,6 +391,11 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
             break;
         case SONDE_R_OPS:
             r = sm__ops_parse(&s.raw, p, end);
+            break;
+        case SONDE_R_SAMPLES:
+        case SONDE_R_STACKS:
+        case SONDE_R_FUNCS:
+            r = sm__profile_parse(&s.raw, type, p, end);
             break;
         case SONDE_R_END:
             if (sm__get_var(&p, end, &v))

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "record.h"
+#include "../sources/sources.h"
 #include "../util/alloc.h"
 
 #define REGISTRY_SLOTS 64
@@ -56,6 +57,8 @@ static void start_over(sonde_profiler *p)
     p->writer_started = 0;  /* the threads did not come across: nothing to join */
     p->child_sampler = p->sampler_started;
     p->sampler_started = 0; /* its state is freed by sonde__child_start */
+    sonde__stacks_forget(p->stacks); /* the parent's: its thread did not come across */
+    p->stacks = NULL;
     sem_destroy(&p->wake);
     sem_init(&p->wake, 0, 0);
     atomic_store(&p->stop, 0);
@@ -166,5 +169,9 @@ int sonde__child_open(sonde_profiler *p)
     }
     if (p->child_sampler && !atomic_load(&p->finalized) && sonde__sampler_start(p) != 0)
         sonde__warn(p, "could not start the sampler thread in the forked child");
+    char why[300];
+    if (p->stacks_hz && !p->watch_pid && !atomic_load(&p->finalized) &&
+        sonde__stacks_attach(p, 0, p->stacks_hz, why, sizeof why) != 0)
+        sonde__warn(p, "no CPU samples with call stacks in the forked child: %s", why);
     return 0;
 }

@@ -697,12 +697,48 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
     }
     if (sonde__sampler_start(p) != 0)
         sonde__warn(p, "could not start the sampler thread: no CPU, memory or GPU samples");
+    int hz = cfg.sample_hz < 0 ? (cfg.with_stack ? 999 : 0) : cfg.sample_hz;
+    if (!watch && hz > 0) {
+        char why[300];
+        if (sonde__stacks_attach(p, 0, (unsigned)hz, why, sizeof why) != 0)
+            sonde__warn(p, "no CPU samples with call stacks: %s", why);
+    }
     if (cfg.cuda_activity) {
         char why[400];
         if (sonde__cupti_start(p, why, sizeof why) != 0)
             sonde__warn(p, "cuda activity: %s", why);
     }
     return p;
+}
+
+static int stacks_write(void *ctx, unsigned type, const uint8_t *payload, size_t len)
+{
+    sonde_profiler *p = ctx;
+    return p->fd >= 0 ? sonde__write_record(p, type, payload, len) : -1;
+}
+
+int sonde__stacks_attach(sonde_profiler *p, pid_t pid, unsigned hz, char *why, size_t cap)
+{
+    if (p->stacks || p->fd < 0) {
+        snprintf(why, cap, "%s", p->stacks ? "already sampling" : "the profiler records nothing");
+        return -1;
+    }
+    p->stacks = sonde__stacks_start(pid, hz, stacks_write, p, why, cap);
+    if (p->stacks)
+        p->stacks_hz = hz;
+    return p->stacks ? 0 : -1;
+}
+
+void sonde__stacks_stop(sonde_profiler *p)
+{
+    if (!p->stacks)
+        return;
+    int rc = sonde__stacks_finish(p->stacks, &p->stacks_cpu_ns);
+    p->stacks = NULL;
+    if (rc)
+        sonde__warn(p, "CPU samples with call stacks: %s; the report's are incomplete",
+                    rc == SONDE_ENOMEM ? "out of memory naming their functions"
+                                       : "a record could not be written");
 }
 
 /* Stops recording, writes everything and the reports; everything except freeing. */
@@ -713,6 +749,7 @@ static int finalize(sonde_profiler *p)
         return 0;
     int rc = 0;
     sonde__sampler_stop(p); /* its last samples are still recorded */
+    sonde__stacks_stop(p);  /* its samples, stacks and functions too */
     sonde__cupti_stop(p);   /* CUPTI's last buffers too */
     if (p->schedule_on && p->fd >= 0) {
         /* An active window still open ends with the run: its trace and callback too. */

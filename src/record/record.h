@@ -145,6 +145,10 @@ struct sonde_profiler {
     _Atomic int sampler_stop;
     void *sampler_state;
     _Atomic uint64_t sampler_cpu_ns; /* CPU time the sampler used, set when it stops */
+    /* CPU samples with call stacks (sources/stacks.c: sample_hz, sonde run) */
+    struct sonde_stacks *stacks;
+    uint64_t stacks_cpu_ns;        /* CPU time its thread used, set when it stops */
+    unsigned stacks_hz;            /* its rate; a forked child that records starts its own */
     /* the latest value of every sampled figure, for sonde_current_metrics and the display */
     pthread_mutex_t latest_lock;
     struct sonde__latest {
@@ -265,6 +269,11 @@ void sonde__sampler_stop(sonde_profiler *p);
 /* Frees the sampler's state without joining its thread (in a forked child, where the thread did
  * not come across); idempotent. */
 void sonde__sampler_forget(sonde_profiler *p);
+/* CPU samples with call stacks of pid (0: this process) at hz into p's file, until
+ * sonde__stacks_stop (finalize calls it). 0, or -1 with the reason in why. */
+int sonde__stacks_attach(sonde_profiler *p, pid_t pid, unsigned hz, char *why, size_t cap);
+/* Stops them and writes what they hold; a warning says what could not be written. */
+void sonde__stacks_stop(sonde_profiler *p);
 
 /* ---- signal.c: the process-wide registry of live profilers ---- */
 int sonde__registry_add(sonde_profiler *p);

@@ -95,4 +95,29 @@ int sonde__cupti_convert(const void *record, int64_t offset_ns, sonde_gpu_rec *o
 /* Every record of a completed CUPTI buffer into p's file. */
 int sonde__gpu_write(sonde_profiler *p, uint8_t *buffer, size_t valid, int64_t offset_ns);
 
+/* ---- CPU samples with call stacks (stacks.c) ---- */
+/* The kernel's cpu-clock event through perf_event_open: hz samples per second of CPU time of
+ * each thread followed, each with its user-space call stack (the kernel walks the frame
+ * pointers) and its time on CLOCK_MONOTONIC. The samples go out through write as SAMPLES
+ * records while the program runs; the functions are named (ELF symbol tables) and written as
+ * FUNCS and STACKS records when sampling stops (format.h, docs/formats.md). */
+typedef struct sonde_stacks sonde_stacks;
+/* Writes one record; 0, or nonzero when it could not. Called from the sampler's thread. */
+typedef int (*sonde_stacks_write)(void *ctx, unsigned type, const uint8_t *payload, size_t len);
+/* pid > 0: a child that has not exec'd yet (it waits for its go), sampled from its exec with
+ * its threads and its children. pid 0: this process from now on, every thread it has and
+ * starts (its children's samples are left out). NULL with the reason in why when the kernel
+ * refuses (perf_event_paranoid, no perf_event_open) or out of memory. */
+sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, sonde_stacks_write write, void *ctx,
+                                  char *why, size_t cap);
+/* Stops sampling (once the program has ended, for a child), writes the last samples, the
+ * functions and the stacks, and frees s; *cpu_ns (when not NULL) gets the CPU time the
+ * sampler's thread used. 0, SONDE_ENOMEM (what could not be named is left out) or SONDE_EIO (a
+ * record could not be written). */
+int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns);
+/* In a forked child, whose copy of the sampler has no thread while the parent's goes on:
+ * closes the copy's descriptors and unmaps its buffers, and leaves its memory (the parent's
+ * thread may have been changing it at the fork). NULL is ignored. */
+void sonde__stacks_forget(sonde_stacks *s);
+
 #endif

@@ -39,6 +39,15 @@ static inline void pb_double(sbuf *b, unsigned field, double v)
     sbuf_add(b, t, 8);
 }
 
+/* A string as its varint length and its bytes, without a field tag (s NULL: empty): the value
+ * of a length-delimited field, and the str of sonde's own records (format.h). */
+static inline void pb_lenstr(sbuf *b, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    pb_varint(b, n);
+    sbuf_add(b, s ? s : "", n);
+}
+
 static inline void pb_bytes(sbuf *b, unsigned field, const void *s, size_t n)
 {
     pb_varint(b, (uint64_t)field << 3 | 2);

@@ -6,19 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-static volatile double g_sink;
-
-#define LOOP(n)                                                                                \
-    do {                                                                                       \
-        double x_ = 0;                                                                         \
-        for (long i_ = 0; i_ < (n); i_++)                                                      \
-            x_ += (double)i_ * 0.5;                                                            \
-        g_sink = x_;                                                                           \
-    } while (0)
-
-__attribute__((noinline)) static void hot70(void) { LOOP(7000000); }
-__attribute__((noinline)) static void warm20(void) { LOOP(2000000); }
-__attribute__((noinline)) static void cool10(void) { LOOP(1000000); }
+#include "hotwork.h"
 
 static long g_rounds;
 

@@ -371,6 +371,26 @@ class Recording(Base):
                          {"t0": 50, "t1": 50, "t2": 50, "t3": 50})
         self.assertEqual(sorted(s["threads"] for s in r["sections"]), [1, 1, 1, 1])
 
+    def test_cpu_samples_land_in_the_section_running_on_each_thread(self):
+        # sample_hz reaches libsonde's sampler: Python's own time shows as the interpreter's C
+        # functions, each sample in the section open on its thread (docs/stacks.md)
+        def spin(n):
+            s = 0
+            for i in range(n):
+                s += i * i % 7
+            return s
+
+        with self.make("samples", sample_hz=999) as prof:
+            with prof.profile("busy"):
+                spin(3000000)
+            with prof.profile("idle"):
+                time.sleep(0.3)
+        p = self.report("samples")["profile"]
+        sec = {s["name"]: s["samples"] for s in p["sections"]}
+        self.assertGreaterEqual(sec.get("busy", 0), 50, p["sections"])
+        self.assertLessEqual(sec.get("idle", 0), 5, p["sections"])  # CPU time, not wall time
+        self.assertEqual(p["hz"], 999)
+
     def test_job_rank_reads_the_launchers_variables(self):
         base = {k: v for k, v in os.environ.items()
                 if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_", "PMI_",

@@ -12,7 +12,8 @@ static const char *flag_of(const char *key)
 {
     static const struct { const char *key, *flag; } f[] = {
         {"enabled", "--profile"}, {"name", "--profile-name"}, {"output_dir", "--profile-dir"},
-        {"with_stack", "--profile-with-stack"}, {"record_shapes", "--profile-record-shapes"},
+        {"with_stack", "--profile-with-stack"}, {"sample_hz", "--profile-sample-hz"},
+        {"record_shapes", "--profile-record-shapes"},
         {"skip_first", "--profile-skip-first"}, {"wait", "--profile-wait"},
         {"warmup", "--profile-warmup"}, {"active", "--profile-active"},
         {"repeat", "--profile-repeat"}, {"start_step", "--profile-start-step"},

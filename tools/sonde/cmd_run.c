@@ -18,7 +18,6 @@
 #include "config/keys.h"
 #include "export/export.h"
 #include "record/record.h"
-#include "sample.h"
 #include "util/alloc.h"
 
 static volatile sig_atomic_t g_child;
@@ -50,16 +49,13 @@ static char *default_name(const char *cmd)
 /* The run's reports: its own file and those of the programs under it that link libsonde
  * (RUN.pidN.sonde), merged into one model on the run's clock. */
 static void write_reports(const char *path, const char *dir, const char *name, unsigned formats,
-                          int print_summary, sm_profile *prof)
+                          int print_summary)
 {
     sm_model m;
     if (sm_read_file(path, &m) != 0) {
         cli_fail(0, "run", "%s", sonde_last_error());
-        sm_profile_free(prof);
         return;
     }
-    m.profile = *prof; /* the model's now */
-    memset(prof, 0, sizeof *prof);
     if (m.profile.samples && formats)
         formats |= SONDE_FORMAT_FOLDED | SONDE_FORMAT_PPROF;
     cli_join_programs("run", path, &m); /* what it could not join it said */
@@ -225,11 +221,9 @@ int cmd_run(int argc, char **argv)
     char cmdline[1024] = "";
     for (size_t k = 0, n = 0; cmd[k] && n < sizeof cmdline - 1; k++)
         n += (size_t)snprintf(cmdline + n, sizeof cmdline - n, "%s%s", k ? " " : "", cmd[k]);
-    cli_sampler *smp = NULL; /* attached before the exec: the program is sampled from its start */
-    if (hz) {
+    if (hz && sonde_file_path(p)) { /* attached before the exec: sampled from its start */
         char why[256];
-        smp = cli_sampler_start(child, hz, why, sizeof why);
-        if (!smp && !quiet)
+        if (sonde__stacks_attach(p, child, hz, why, sizeof why) != 0 && !quiet)
             fprintf(stderr, "sonde run: no CPU samples: %s\n", why);
     }
     sonde_begin(p, "run");
@@ -282,14 +276,9 @@ int cmd_run(int argc, char **argv)
         dirpath = strdup(c.output_dir);
         runpath = strdup(path);
     }
-    int rc = sonde_destroy(p);
-    sm_profile prof;
-    memset(&prof, 0, sizeof prof);
-    if (smp && cli_sampler_finish(smp, &prof) != 0)
-        fprintf(stderr, "sonde run: out of memory naming the CPU samples' functions\n");
+    int rc = sonde_destroy(p); /* the CPU samples, stacks and functions written first */
     if (runpath && dirpath && runname && !exec_errno)
-        write_reports(runpath, dirpath, runname, formats, print_summary, &prof);
-    sm_profile_free(&prof);
+        write_reports(runpath, dirpath, runname, formats, print_summary);
     if (exec_errno) { /* nothing ran: no reports, one line */
         if (runpath)
             unlink(runpath);

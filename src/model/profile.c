@@ -1,0 +1,448 @@
+/* profile.c - CPU samples with call stacks in the model: the SAMPLES, STACKS and FUNCS records
+ * (src/sources/stacks.c writes them) parsed, then built into sm_model.profile: the functions with
+ * their self and total samples, the folded stacks, and per section the samples taken while it
+ * was the innermost section open on the sample's thread, with their functions. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/alloc.h"
+#include "../util/buf.h"
+#include "../util/strmap.h"
+#include "model_build.h"
+
+#define PF_MAX_FRAMES 4096   /* frames of one stack a reader accepts (the sampler keeps 128) */
+#define PF_NAME_MAX 65536    /* bytes of a function, object or process name */
+
+int sm__profile_parse(sb_raw *raw, unsigned type, const uint8_t *p, const uint8_t *end)
+{
+    uint64_t v[4];
+    if (type == SONDE_R_SAMPLES) {
+        if (sm__get_var(&p, end, &v[0]) || sm__get_var(&p, end, &v[1]) ||
+            sm__get_var(&p, end, &v[2]) || v[0] > 1000000)
+            return -1;
+        raw->sample_hz = (unsigned)v[0];
+        raw->samples_untimed |= !(v[1] & 1);
+        raw->samples_lost += v[2];
+        uint64_t t = 0;
+        while (p < end) {
+            if (sm__get_var(&p, end, &v[0]) || sm__get_var(&p, end, &v[1]) ||
+                sm__get_var(&p, end, &v[2]) || v[0] > UINT32_MAX || v[1] >= SM_MAX_ID)
+                return -1;
+            if (SONDE_GROW(raw->samples, raw->n_samples, raw->cap_samples))
+                return -2;
+            t += (uint64_t)zigzag_dec(v[2]);
+            raw->samples[raw->n_samples++] = (sm_sample_raw){(uint32_t)v[0], (uint32_t)v[1], t};
+        }
+        return 0;
+    }
+    if (type == SONDE_R_FUNCS) {
+        while (p < end) {
+            if (sm__get_var(&p, end, &v[0]) || v[0] != raw->n_pfuncs || v[0] >= SM_MAX_ID)
+                return -1;
+            if (SONDE_GROW(raw->pfuncs, raw->n_pfuncs, raw->cap_pfuncs))
+                return -2;
+            sm_pfunc_raw *f = &raw->pfuncs[raw->n_pfuncs];
+            memset(f, 0, sizeof *f);
+            int r = sm__get_str(&p, end, PF_NAME_MAX, &f->name);
+            if (!r && (r = sm__get_str(&p, end, PF_NAME_MAX, &f->object)) != 0) {
+                sonde__free(f->name);
+                f->name = NULL;
+            }
+            if (r)
+                return r;
+            raw->n_pfuncs++;
+        }
+        return 0;
+    }
+    while (p < end) { /* STACKS */
+        if (sm__get_var(&p, end, &v[0]) || v[0] != raw->n_pstacks || v[0] >= SM_MAX_ID ||
+            sm__get_var(&p, end, &v[1]) || v[1] > UINT32_MAX)
+            return -1;
+        if (SONDE_GROW(raw->pstacks, raw->n_pstacks, raw->cap_pstacks))
+            return -2;
+        sm_pstack_raw *st = &raw->pstacks[raw->n_pstacks];
+        memset(st, 0, sizeof *st);
+        st->pid = (uint32_t)v[1];
+        int r = sm__get_str(&p, end, PF_NAME_MAX, &st->process);
+        if (r)
+            return r;
+        raw->n_pstacks++; /* owns its process name from here */
+        if (sm__get_var(&p, end, &v[2]) || v[2] > PF_MAX_FRAMES)
+            return -1;
+        st->f = sonde__malloc((v[2] ? v[2] : 1) * sizeof *st->f);
+        if (!st->f)
+            return -2;
+        for (uint64_t i = 0; i < v[2]; i++) {
+            if (sm__get_var(&p, end, &v[3]) || v[3] >= SM_MAX_ID)
+                return -1;
+            st->f[i] = (uint32_t)v[3];
+            st->n++;
+        }
+    }
+    return 0;
+}
+
+void sm__profile_free_raw(sb_raw *raw)
+{
+    for (size_t i = 0; i < raw->n_pfuncs; i++) {
+        sonde__free(raw->pfuncs[i].name);
+        sonde__free(raw->pfuncs[i].object);
+    }
+    for (size_t i = 0; i < raw->n_pstacks; i++) {
+        sonde__free(raw->pstacks[i].process);
+        sonde__free(raw->pstacks[i].f);
+    }
+    sonde__free(raw->pfuncs);
+    sonde__free(raw->pstacks);
+    sonde__free(raw->samples);
+    raw->pfuncs = NULL;
+    raw->pstacks = NULL;
+    raw->samples = NULL;
+    raw->n_pfuncs = raw->n_pstacks = raw->n_samples = 0;
+}
+
+void sm_profile_free(sm_profile *p)
+{
+    for (size_t i = 0; i < p->n_funcs; i++) {
+        sonde__free(p->funcs[i].name);
+        sonde__free(p->funcs[i].object);
+    }
+    for (size_t i = 0; i < p->n_stacks; i++)
+        sonde__free(p->stacks[i]);
+    for (size_t i = 0; i < p->n_sections; i++) {
+        sonde__free(p->sections[i].name);
+        sonde__free(p->sections[i].funcs);
+    }
+    sonde__free(p->funcs);
+    sonde__free(p->stacks);
+    sonde__free(p->counts);
+    sonde__free(p->frames);
+    sonde__free(p->first);
+    sonde__free(p->sections);
+    memset(p, 0, sizeof *p);
+}
+
+/* ---- a table of two counts by a 64-bit key (open addressing, capacity a power of two) ---- */
+typedef struct pf_slot {
+    uint64_t key;  /* key + 1; 0: empty */
+    uint64_t a, b;
+} pf_slot;
+typedef struct pf_table {
+    pf_slot *s;
+    size_t n, cap;
+} pf_table;
+
+static uint64_t pf_hash(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return k;
+}
+
+/* Adds a and b to key's counts. 0, or -1 out of memory. */
+static int pf_add(pf_table *t, uint64_t key, uint64_t a, uint64_t b)
+{
+    if (2 * (t->n + 1) > t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 256;
+        pf_slot *s = sonde__calloc(cap, sizeof *s);
+        if (!s)
+            return -1;
+        for (size_t i = 0; i < t->cap; i++)
+            if (t->s[i].key) {
+                size_t j = pf_hash(t->s[i].key) & (cap - 1);
+                while (s[j].key)
+                    j = (j + 1) & (cap - 1);
+                s[j] = t->s[i];
+            }
+        sonde__free(t->s);
+        t->s = s;
+        t->cap = cap;
+    }
+    size_t j = pf_hash(key + 1) & (t->cap - 1);
+    while (t->s[j].key && t->s[j].key != key + 1)
+        j = (j + 1) & (t->cap - 1);
+    if (!t->s[j].key) {
+        t->s[j].key = key + 1;
+        t->n++;
+    }
+    t->s[j].a += a;
+    t->s[j].b += b;
+    return 0;
+}
+
+static int cmp_func(const void *a, const void *b)
+{
+    const sm_func *x = a, *y = b;
+    if (x->self != y->self)
+        return x->self > y->self ? -1 : 1;
+    if (x->total != y->total)
+        return x->total > y->total ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* A function and its place before the sort. */
+typedef struct pf_at {
+    sm_func f;
+    uint32_t was;
+} pf_at;
+
+static int cmp_at(const void *a, const void *b)
+{
+    return cmp_func(&((const pf_at *)a)->f, &((const pf_at *)b)->f);
+}
+
+/* The functions by self samples, most first; at[old index] = new index. 0, or -1. */
+static int sort_funcs(sm_profile *p, uint32_t *at)
+{
+    pf_at *v = sonde__malloc((p->n_funcs ? p->n_funcs : 1) * sizeof *v);
+    if (!v)
+        return -1;
+    for (size_t i = 0; i < p->n_funcs; i++)
+        v[i] = (pf_at){p->funcs[i], (uint32_t)i};
+    qsort(v, p->n_funcs, sizeof *v, cmp_at);
+    for (size_t i = 0; i < p->n_funcs; i++) {
+        p->funcs[i] = v[i].f;
+        at[v[i].was] = (uint32_t)i;
+    }
+    for (size_t i = 0; p->first && i < p->first[p->n_stacks]; i++)
+        p->frames[i] = at[p->frames[i]];
+    sonde__free(v);
+    return 0;
+}
+
+/* The functions and folded stacks: count[i] samples of raw stack i. */
+static int build_stacks(sb_raw *raw, sm_profile *pr, const uint64_t *count)
+{
+    pr->funcs = sonde__calloc(raw->n_pfuncs ? raw->n_pfuncs : 1, sizeof *pr->funcs);
+    pr->stacks = sonde__calloc(raw->n_pstacks + 1, sizeof *pr->stacks);
+    pr->counts = sonde__calloc(raw->n_pstacks + 1, sizeof *pr->counts);
+    pr->first = sonde__calloc(raw->n_pstacks + 2, sizeof *pr->first);
+    uint64_t *mark = sonde__calloc(raw->n_pfuncs ? raw->n_pfuncs : 1, sizeof *mark);
+    if (!pr->funcs || !pr->stacks || !pr->counts || !pr->first || !mark) {
+        sonde__free(mark);
+        return -1;
+    }
+    for (size_t i = 0; i < raw->n_pfuncs; i++) {
+        sm_pfunc_raw *f = &raw->pfuncs[i];
+        pr->funcs[i] = (sm_func){f->name, f->object, 0, 0};
+        f->name = f->object = NULL;
+        pr->n_funcs++;
+    }
+    strmap lines;
+    strmap_init(&lines);
+    sbuf line;
+    sbuf_init(&line);
+    size_t n_frames = 0, cap_frames = 0;
+    int rc = 0;
+    for (size_t i = 0; i < raw->n_pstacks && !rc; i++) {
+        const sm_pstack_raw *st = &raw->pstacks[i];
+        if (!count[i])
+            continue;
+        sbuf_reset(&line);
+        sbuf_puts(&line, st->process[0] ? st->process : "?");
+        for (uint32_t k = 0; k < st->n; k++) {
+            sm_func *fn = &pr->funcs[st->f[k]];
+            sbuf_putc(&line, ';');
+            for (const char *c = fn->name; *c; c++) /* the folded format's separators, replaced */
+                sbuf_putc(&line, *c == ';' || *c == ' ' || *c == '\n' ? '_' : *c);
+            if (k == st->n - 1)
+                fn->self += count[i];
+            if (mark[st->f[k]] != i + 1) { /* once per stack, however deep the recursion */
+                mark[st->f[k]] = i + 1;
+                fn->total += count[i];
+            }
+        }
+        if (line.oom) {
+            rc = -1;
+            break;
+        }
+        /* stacks that differ only in where in each function they were are one line */
+        int at = strmap_get(&lines, line.data);
+        if (at >= 0) {
+            pr->counts[at] += count[i];
+            continue;
+        }
+        pr->stacks[pr->n_stacks] = sonde__strdup(line.data);
+        pr->counts[pr->n_stacks] = count[i];
+        if (!pr->stacks[pr->n_stacks] || strmap_put(&lines, line.data, (int)pr->n_stacks)) {
+            sonde__free(pr->stacks[pr->n_stacks]);
+            rc = -1;
+            break;
+        }
+        for (uint32_t k = 0; k < st->n && !rc; k++) {
+            if (SONDE_GROW(pr->frames, n_frames, cap_frames))
+                rc = -1;
+            else
+                pr->frames[n_frames++] = st->f[k];
+        }
+        pr->first[++pr->n_stacks] = n_frames;
+    }
+    sonde__free(mark);
+    sbuf_free(&line);
+    strmap_free(&lines);
+    return rc;
+}
+
+typedef struct pf_thread {
+    uint32_t tid, index;
+} pf_thread;
+
+static int cmp_thread(const void *a, const void *b)
+{
+    uint32_t x = ((const pf_thread *)a)->tid, y = ((const pf_thread *)b)->tid;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_section(const void *a, const void *b)
+{
+    const sm_psection *x = a, *y = b;
+    if (x->samples != y->samples)
+        return x->samples > y->samples ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static int cmp_in(const void *a, const void *b)
+{
+    const sm_func_in *x = a, *y = b;
+    if (x->self != y->self)
+        return x->self > y->self ? -1 : 1;
+    if (x->total != y->total)
+        return x->total > y->total ? -1 : 1;
+    return x->func < y->func ? -1 : x->func > y->func;
+}
+
+/* Each sample in the innermost section open on its thread at its time, grouped by the
+ * section's name: first (section, stack) pairs counted, then each pair's functions. */
+static int build_sections(sb_raw *raw, sm_model *m, const uint32_t *at)
+{
+    sm_profile *pr = &m->profile;
+    pf_thread *th = sonde__malloc((m->n_threads ? m->n_threads : 1) * sizeof *th);
+    sm_nested spans = SM_SPANS(m);
+    size_t *first = sm__thread_firsts(&spans, m->n_threads);
+    uint64_t *mark = sonde__calloc(pr->n_funcs ? pr->n_funcs : 1, sizeof *mark);
+    pf_table pairs = {0}, fns = {0};
+    size_t cap_sections = 0;
+    strmap names;
+    strmap_init(&names);
+    int rc = -1;
+    if (!th || !first || !mark)
+        goto out;
+    for (size_t i = 0; i < m->n_threads; i++)
+        th[i] = (pf_thread){m->threads[i].tid, (uint32_t)i};
+    qsort(th, m->n_threads, sizeof *th, cmp_thread);
+    for (size_t i = 0; i < raw->n_samples; i++) {
+        const sm_sample_raw *s = &raw->samples[i]; /* its stack is one of the file's */
+        pf_thread key = {s->tid, 0};
+        const pf_thread *hit = bsearch(&key, th, m->n_threads, sizeof *th, cmp_thread);
+        const sm_pstack_raw *st = &raw->pstacks[s->stack];
+        int pid = hit ? m->threads[hit->index].pid : 0;
+        if (!hit || (pid && (uint32_t)pid != st->pid))
+            continue;
+        int32_t sp = sm__innermost_at(&spans, first, hit->index,
+                                      (int64_t)(s->t_mono - m->start_mono_ns));
+        if (sp < 0)
+            continue;
+        const char *name = m->sites[m->spans[sp].site].name;
+        int sec = strmap_get(&names, name);
+        if (sec < 0) {
+            if (SONDE_GROW(pr->sections, pr->n_sections, cap_sections))
+                goto out;
+            sec = (int)pr->n_sections;
+            pr->sections[sec] = (sm_psection){sonde__strdup(name), 0, NULL, 0};
+            pr->n_sections++;
+            if (!pr->sections[sec].name || strmap_put(&names, name, sec))
+                goto out;
+        }
+        pr->sections[sec].samples++;
+        pr->in_sections++;
+        if (pf_add(&pairs, (uint64_t)sec << 32 | s->stack, 1, 0))
+            goto out;
+    }
+    /* each pair's functions: (section, function) -> self and total samples */
+    for (size_t i = 0; i < pairs.cap; i++) {
+        if (!pairs.s[i].key)
+            continue;
+        uint64_t k = pairs.s[i].key - 1, c = pairs.s[i].a, sec = k >> 32;
+        const sm_pstack_raw *st = &raw->pstacks[(uint32_t)k];
+        for (uint32_t f = 0; f < st->n; f++) {
+            uint32_t fn = at[st->f[f]];
+            uint64_t self = f == st->n - 1 ? c : 0, total = mark[fn] != i + 1 ? c : 0;
+            mark[fn] = i + 1; /* a total once per stack, however deep the recursion */
+            if ((self || total) && pf_add(&fns, sec << 32 | fn, self, total))
+                goto out;
+        }
+    }
+    for (size_t i = 0; i < fns.cap; i++)
+        if (fns.s[i].key)
+            pr->sections[(fns.s[i].key - 1) >> 32].n_funcs++;
+    for (size_t i = 0; i < pr->n_sections; i++) {
+        pr->sections[i].funcs = sonde__malloc((pr->sections[i].n_funcs + 1) * sizeof(sm_func_in));
+        if (!pr->sections[i].funcs)
+            goto out;
+        pr->sections[i].n_funcs = 0;
+    }
+    for (size_t i = 0; i < fns.cap; i++) {
+        if (!fns.s[i].key)
+            continue;
+        uint64_t k = fns.s[i].key - 1;
+        sm_psection *ps = &pr->sections[k >> 32];
+        ps->funcs[ps->n_funcs++] = (sm_func_in){(uint32_t)k, fns.s[i].a, fns.s[i].b};
+    }
+    for (size_t i = 0; i < pr->n_sections; i++)
+        qsort(pr->sections[i].funcs, pr->sections[i].n_funcs, sizeof(sm_func_in), cmp_in);
+    if (pr->n_sections)
+        qsort(pr->sections, pr->n_sections, sizeof *pr->sections, cmp_section);
+    rc = 0;
+out:
+    sonde__free(fns.s);
+    sonde__free(th);
+    sonde__free(first);
+    sonde__free(mark);
+    sonde__free(pairs.s);
+    strmap_free(&names);
+    return rc;
+}
+
+int sm__profile_build(sb_raw *raw, sm_model *m)
+{
+    if (!raw->n_samples && !raw->n_pstacks)
+        return 0;
+    sm_profile *pr = &m->profile;
+    pr->hz = raw->sample_hz;
+    pr->lost = raw->samples_lost;
+    pr->cpu_ns = raw->stacks_cpu_ns;
+    pr->untimed = raw->samples_untimed;
+    /* a stack naming a function the file does not have is left out, with its samples */
+    uint64_t *count = sonde__calloc(raw->n_pstacks + 1, sizeof *count);
+    uint32_t *at = sonde__malloc((raw->n_pfuncs + 1) * sizeof *at);
+    uint8_t *bad = sonde__calloc(raw->n_pstacks + 1, 1);
+    int rc = -1;
+    if (!count || !at || !bad)
+        goto out;
+    for (size_t i = 0; i < raw->n_pstacks; i++)
+        for (uint32_t k = 0; k < raw->pstacks[i].n; k++)
+            bad[i] |= raw->pstacks[i].f[k] >= raw->n_pfuncs;
+    size_t kept = 0;
+    for (size_t i = 0; i < raw->n_samples; i++) {
+        uint32_t s = raw->samples[i].stack;
+        if (s < raw->n_pstacks && !bad[s]) {
+            count[s]++;
+            raw->samples[kept++] = raw->samples[i];
+        }
+    }
+    raw->n_samples = kept;
+    pr->samples = kept;
+    if (build_stacks(raw, pr, count) || sort_funcs(pr, at))
+        goto out;
+    if (!pr->untimed && build_sections(raw, m, at))
+        goto out;
+    rc = 0;
+out:
+    sonde__free(count);
+    sonde__free(at);
+    sonde__free(bad);
+    return rc;
+}

@@ -1,0 +1,883 @@
+/* stacks.c - CPU samples with call stacks (sources.h): the kernel's cpu-clock event through
+ * perf_event_open, one event per CPU (an inherited per-task event cannot be mapped, so perf
+ * record does the same), following a program `sonde run` starts or this process's own threads.
+ * A thread drains the ring buffers every 10 ms, merging them in time order. Each sample's
+ * addresses are placed at once in the mappings of its process (file, offset), so a library
+ * unloaded later is still named; distinct stacks are kept in a hash table and each sample
+ * (thread, stack, time) is written out in SAMPLES records as they accumulate; functions are
+ * named once per distinct address at the end, from the ELF symbol tables, and written as FUNCS
+ * and STACKS records (docs/formats.md). */
+#define _GNU_SOURCE
+#include "sources.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <libelf.h>
+#include <linux/perf_event.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../format/format.h"
+#include "../util/alloc.h"
+#include "../util/buf.h"
+#include "../util/demangle.h"
+#include "../util/pb.h"
+#include "../util/strmap.h"
+
+#define RING_PAGES 64        /* data pages per CPU: 256 KiB */
+#define MAX_FRAMES 128
+#define MAX_CPUS 1024
+#define FLUSH_SAMPLES 16384  /* samples held before they are written (about 128 KiB a record) */
+#define RECORD_BYTES (1u << 20) /* a FUNCS or STACKS record is cut past this size */
+
+/* A mapped file of a process: [start, end) maps the file from offset pgoff. */
+typedef struct smap {
+    uint64_t start, end, pgoff;
+    uint32_t file;
+} smap;
+
+typedef struct sproc {
+    int pid;
+    char comm[16];
+    smap *maps;
+    size_t n_maps, cap_maps;
+} sproc;
+
+/* A frame: an offset in a file (file UINT32_MAX: an address no mapping held). */
+typedef struct sframe {
+    uint32_t file;
+    uint64_t off;
+} sframe;
+
+typedef struct sstack {
+    uint64_t hash;
+    uint32_t proc, n;
+    sframe *f;             /* outermost first */
+} sstack;
+
+typedef struct ssample {
+    uint32_t tid, stack;
+    uint64_t t;
+} ssample;
+
+/* A record waiting in a ring: its time, its ring, its position there. */
+typedef struct sorder {
+    uint64_t t, at;
+    int ring;
+} sorder;
+
+struct sonde_stacks {
+    int fds[MAX_CPUS];     /* the event of each CPU, whose ring buffer is mapped */
+    void *rings[MAX_CPUS];
+    int cpus[MAX_CPUS];    /* the CPU of each (offline ones have none) */
+    int n_cpus;
+    int *task_fds;         /* this process's threads alive at the start: their events, writing
+                              into the rings of fds[] */
+    size_t n_task_fds, cap_task_fds;
+    size_t ring_bytes;
+    unsigned hz;
+    int only_pid;          /* samples of this process alone (0: of every process followed) */
+    int timed;             /* sample times are on CLOCK_MONOTONIC */
+    sonde_stacks_write write;
+    void *ctx;
+    pthread_t thread;
+    atomic_int stop;
+    int oom, write_failed;
+    uint64_t lost, lost_written, cpu_ns;
+    char **files;
+    size_t n_files, cap_files;
+    sproc *procs;
+    size_t n_procs, cap_procs;
+    sstack *stacks;
+    size_t n_stacks, cap_stacks;
+    uint32_t *table;       /* stack index + 1 by hash, open addressing, cap a power of two */
+    size_t cap_table;
+    ssample *pend;         /* samples not written yet */
+    size_t n_pend, cap_pend;
+    sorder *order;         /* the records of one drain, put in time order */
+    size_t n_order, cap_order;
+    uint64_t ends[MAX_CPUS]; /* per ring, the position after the last record taken */
+    sbuf out;
+    uint8_t rec[1 << 16];  /* a record that wraps around the ring's end, made whole */
+};
+
+static sproc *proc_of(sonde_stacks *s, int pid, int make)
+{
+    for (size_t i = 0; i < s->n_procs; i++)
+        if (s->procs[i].pid == pid)
+            return &s->procs[i];
+    if (!make || SONDE_GROW(s->procs, s->n_procs, s->cap_procs)) {
+        s->oom |= make;
+        return NULL;
+    }
+    sproc *p = &s->procs[s->n_procs++];
+    memset(p, 0, sizeof *p);
+    p->pid = pid;
+    return p;
+}
+
+static uint32_t file_id(sonde_stacks *s, const char *path)
+{
+    for (size_t i = 0; i < s->n_files; i++)
+        if (!strcmp(s->files[i], path))
+            return (uint32_t)i;
+    char *c = sonde__strdup(path);
+    if (!c || SONDE_GROW(s->files, s->n_files, s->cap_files)) {
+        sonde__free(c);
+        s->oom = 1;
+        return UINT32_MAX;
+    }
+    s->files[s->n_files] = c;
+    return (uint32_t)s->n_files++;
+}
+
+/* A new mapping replaces what it overlaps (only whole ones: a partial unmap keeps the rest). */
+static void add_map(sonde_stacks *s, int pid, uint64_t start, uint64_t len, uint64_t pgoff,
+                    const char *path)
+{
+    if (path[0] != '/') /* [vdso], [heap], anonymous memory: no file to name a function */
+        return;
+    sproc *p = proc_of(s, pid, 1);
+    uint32_t f = file_id(s, path);
+    if (!p || f == UINT32_MAX)
+        return;
+    size_t k = 0;
+    for (size_t i = 0; i < p->n_maps; i++)
+        if (p->maps[i].end <= start || p->maps[i].start >= start + len)
+            p->maps[k++] = p->maps[i];
+    p->n_maps = k;
+    if (SONDE_GROW(p->maps, p->n_maps, p->cap_maps)) {
+        s->oom = 1;
+        return;
+    }
+    p->maps[p->n_maps++] = (smap){start, start + len, pgoff, f};
+}
+
+static sframe place(const sproc *p, uint64_t ip)
+{
+    for (size_t i = 0; p && i < p->n_maps; i++)
+        if (ip >= p->maps[i].start && ip < p->maps[i].end)
+            return (sframe){p->maps[i].file, ip - p->maps[i].start + p->maps[i].pgoff};
+    return (sframe){UINT32_MAX, ip};
+}
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+}
+
+/* The index of a stack (frames innermost first, as the kernel gives them), added when new;
+ * UINT32_MAX when out of memory. */
+static uint32_t stack_id(sonde_stacks *s, uint32_t proc, const sframe *inner, uint32_t n)
+{
+    uint64_t h = mix(proc, n);
+    for (uint32_t i = 0; i < n; i++)
+        h = mix(mix(h, inner[i].file), inner[i].off);
+    if (s->n_stacks * 2 >= s->cap_table) { /* grow to keep the table half empty */
+        size_t cap = s->cap_table ? 2 * s->cap_table : 1024;
+        uint32_t *t = sonde__calloc(cap, sizeof *t);
+        if (!t) {
+            s->oom = 1;
+            return UINT32_MAX;
+        }
+        for (size_t i = 0; i < s->cap_table; i++)
+            if (s->table[i]) {
+                size_t j = s->stacks[s->table[i] - 1].hash & (cap - 1);
+                while (t[j])
+                    j = (j + 1) & (cap - 1);
+                t[j] = s->table[i];
+            }
+        sonde__free(s->table);
+        s->table = t;
+        s->cap_table = cap;
+    }
+    size_t j = h & (s->cap_table - 1);
+    for (; s->table[j]; j = (j + 1) & (s->cap_table - 1)) {
+        const sstack *e = &s->stacks[s->table[j] - 1];
+        if (e->hash != h || e->proc != proc || e->n != n)
+            continue;
+        uint32_t i = 0;
+        while (i < n && e->f[n - 1 - i].file == inner[i].file &&
+               e->f[n - 1 - i].off == inner[i].off)
+            i++;
+        if (i == n)
+            return s->table[j] - 1;
+    }
+    sframe *f = sonde__malloc((n ? n : 1) * sizeof *f);
+    if (!f || s->n_stacks >= UINT32_MAX - 1 || SONDE_GROW(s->stacks, s->n_stacks, s->cap_stacks)) {
+        sonde__free(f);
+        s->oom = 1;
+        return UINT32_MAX;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        f[i] = inner[n - 1 - i];
+    s->stacks[s->n_stacks] = (sstack){h, proc, n, f};
+    s->table[j] = (uint32_t)++s->n_stacks;
+    return (uint32_t)(s->n_stacks - 1);
+}
+
+/* The samples held so far as one SAMPLES record: varint hz, varint flags (1: times on
+ * CLOCK_MONOTONIC), varint samples the kernel lost since the last record, then per sample
+ * varint tid, varint stack, zigzag time less the previous sample's. */
+static void flush_samples(sonde_stacks *s)
+{
+    if (!s->n_pend && s->lost == s->lost_written)
+        return;
+    sbuf_reset(&s->out);
+    pb_varint(&s->out, s->hz);
+    pb_varint(&s->out, (uint64_t)s->timed);
+    pb_varint(&s->out, s->lost - s->lost_written);
+    uint64_t prev = 0;
+    for (size_t i = 0; i < s->n_pend; i++) {
+        pb_varint(&s->out, s->pend[i].tid);
+        pb_varint(&s->out, s->pend[i].stack);
+        pb_varint(&s->out, zigzag_enc((int64_t)(s->pend[i].t - prev)));
+        prev = s->pend[i].t;
+    }
+    if (s->out.oom)
+        s->oom = 1;
+    else if (s->write(s->ctx, SONDE_R_SAMPLES, (const uint8_t *)s->out.data, s->out.len))
+        s->write_failed = 1;
+    s->lost_written = s->lost;
+    s->n_pend = 0;
+}
+
+/* One record of the ring (PERF_RECORD_*). */
+static void record(sonde_stacks *s, const struct perf_event_header *h)
+{
+    const uint8_t *b = (const uint8_t *)(h + 1), *end = (const uint8_t *)h + h->size;
+    switch (h->type) {
+    case PERF_RECORD_SAMPLE: { /* pid, tid, time, nr, ips[nr] */
+        if (end - b < 24)
+            return;
+        uint32_t pid, tid;
+        uint64_t t, nr;
+        memcpy(&pid, b, 4);
+        memcpy(&tid, b + 4, 4);
+        memcpy(&t, b + 8, 8);
+        memcpy(&nr, b + 16, 8);
+        const uint8_t *ips = b + 24;
+        if (nr > (uint64_t)(end - ips) / 8 || (s->only_pid && (int)pid != s->only_pid))
+            return;
+        sproc *p = proc_of(s, (int)pid, 1);
+        if (!p)
+            return;
+        sframe fr[MAX_FRAMES];
+        uint32_t n = 0;
+        for (uint64_t i = 0; i < nr && n < MAX_FRAMES; i++) {
+            uint64_t ip;
+            memcpy(&ip, ips + 8 * i, 8);
+            if (ip >= (uint64_t)PERF_CONTEXT_MAX) /* a context marker (user, kernel) */
+                continue;
+            /* a return address points after its call: one byte back is inside the call */
+            fr[n] = place(p, n ? ip - 1 : ip);
+            n++;
+        }
+        uint32_t id = stack_id(s, (uint32_t)(p - s->procs), fr, n);
+        if (id == UINT32_MAX || SONDE_GROW(s->pend, s->n_pend, s->cap_pend)) {
+            s->oom = 1;
+            return;
+        }
+        s->pend[s->n_pend++] = (ssample){tid, id, s->timed ? t : 0};
+        if (s->n_pend >= FLUSH_SAMPLES)
+            flush_samples(s);
+        break;
+    }
+    case PERF_RECORD_MMAP2: { /* pid, tid, addr, len, pgoff, maj, min, ino, ino_gen, prot,
+                                 flags, filename */
+        if (end - b < 64)
+            return;
+        uint32_t pid;
+        uint64_t addr, len, pgoff;
+        memcpy(&pid, b, 4);
+        memcpy(&addr, b + 8, 8);
+        memcpy(&len, b + 16, 8);
+        memcpy(&pgoff, b + 24, 8);
+        const char *name = (const char *)(b + 64);
+        if (!memchr(name, 0, (size_t)(end - (const uint8_t *)name)))
+            return;
+        add_map(s, (int)pid, addr, len, pgoff, name);
+        break;
+    }
+    case PERF_RECORD_COMM: { /* pid, tid, comm */
+        uint32_t pid, tid;
+        if (end - b < 9)
+            return;
+        memcpy(&pid, b, 4);
+        memcpy(&tid, b + 4, 4);
+        sproc *p = proc_of(s, (int)pid, 1);
+        if (p && pid == tid) /* the process's name, not a thread's */
+            snprintf(p->comm, sizeof p->comm, "%.*s", (int)(end - b - 8), (const char *)(b + 8));
+        break;
+    }
+    case PERF_RECORD_FORK: { /* pid, ppid, tid, ptid: a new process starts with its parent's
+                                mappings */
+        uint32_t pid, ppid;
+        if (end - b < 16)
+            return;
+        memcpy(&pid, b, 4);
+        memcpy(&ppid, b + 4, 4);
+        if (pid == ppid)
+            return; /* a thread */
+        sproc *child = proc_of(s, (int)pid, 1);
+        sproc *parent = proc_of(s, (int)ppid, 0); /* after: making child may move procs */
+        if (!child || !parent || child->n_maps || !parent->n_maps)
+            return;
+        smap *maps = sonde__malloc(parent->n_maps * sizeof *maps);
+        if (!maps) {
+            s->oom = 1;
+            return;
+        }
+        memcpy(maps, parent->maps, parent->n_maps * sizeof *maps);
+        sonde__free(child->maps);
+        child->maps = maps;
+        child->n_maps = child->cap_maps = parent->n_maps;
+        memcpy(child->comm, parent->comm, sizeof child->comm);
+        break;
+    }
+    case PERF_RECORD_LOST: {
+        uint64_t lost;
+        if (end - b >= 16) {
+            memcpy(&lost, b + 8, 8);
+            s->lost += lost;
+        }
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* The bytes [at, at + n) of a ring of size bytes, wherever it wraps. */
+static void ring_copy(const uint8_t *data, uint64_t size, uint64_t at, void *dst, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ((uint8_t *)dst)[i] = data[(at + i) % size];
+}
+
+/* The time of the record at position at: a sample's own, after pid and tid; any other's in the
+ * last 8 bytes, the fields sample_id_all appends (pid, tid, time); 0 when too short. */
+static uint64_t time_at(const uint8_t *data, uint64_t size, uint64_t at,
+                        const struct perf_event_header *h)
+{
+    uint64_t t = 0;
+    if (h->size >= 24)
+        ring_copy(data, size, at + (h->type == PERF_RECORD_SAMPLE ? 16u : h->size - 8u), &t, 8);
+    return t;
+}
+
+static int cmp_order(const void *a, const void *b)
+{
+    const sorder *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    if (x->ring != y->ring)
+        return x->ring < y->ring ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Everything the rings hold with a time up to cut, in time order across the rings: a library's
+ * MMAP2 record may sit in one CPU's ring and its first samples in another's, and a sample read
+ * before the mapping it falls in would name no function. Each ring is in time order by itself. */
+static void drain(sonde_stacks *s, uint64_t cut)
+{
+    s->n_order = 0;
+    for (int c = 0; c < s->n_cpus; c++) {
+        struct perf_event_mmap_page *pg = s->rings[c];
+        const uint8_t *data = (const uint8_t *)pg + pg->data_offset;
+        uint64_t size = pg->data_size;
+        uint64_t head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE), tail = pg->data_tail;
+        while (tail + sizeof(struct perf_event_header) <= head) {
+            struct perf_event_header h;
+            ring_copy(data, size, tail, &h, sizeof h);
+            if (h.size < sizeof h || tail + h.size > head)
+                break;
+            uint64_t t = time_at(data, size, tail, &h);
+            if (t > cut)
+                break;
+            if (SONDE_GROW(s->order, s->n_order, s->cap_order)) {
+                s->oom = 1;
+                break;
+            }
+            s->order[s->n_order++] = (sorder){t, tail, c};
+            tail += h.size;
+        }
+        s->ends[c] = tail;
+    }
+    if (s->n_order > 1)
+        qsort(s->order, s->n_order, sizeof *s->order, cmp_order);
+    for (size_t i = 0; i < s->n_order; i++) {
+        struct perf_event_mmap_page *pg = s->rings[s->order[i].ring];
+        const uint8_t *data = (const uint8_t *)pg + pg->data_offset;
+        struct perf_event_header h;
+        ring_copy(data, pg->data_size, s->order[i].at, &h, sizeof h);
+        ring_copy(data, pg->data_size, s->order[i].at, s->rec, h.size); /* made whole */
+        record(s, (const struct perf_event_header *)s->rec);
+    }
+    for (int c = 0; c < s->n_cpus; c++) {
+        struct perf_event_mmap_page *pg = s->rings[c];
+        __atomic_store_n(&pg->data_tail, s->ends[c], __ATOMIC_RELEASE);
+    }
+}
+
+static void *reader(void *arg)
+{
+    sonde_stacks *s = arg;
+    while (!atomic_load(&s->stop)) {
+        struct timespec t = {0, 10 * 1000 * 1000}, now;
+        nanosleep(&t, NULL);
+        /* a record stamped before now but still being written into another ring would come
+         * after the later ones of this pass: those stamped after now wait for the next */
+        uint64_t cut = UINT64_MAX;
+        if (s->timed && clock_gettime(CLOCK_MONOTONIC, &now) == 0)
+            cut = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+        drain(s, cut);
+    }
+    drain(s, UINT64_MAX);
+    struct timespec cpu;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
+        s->cpu_ns = (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec;
+    return NULL;
+}
+
+/* This process's mappings as they are now (the kernel reports only those made later). */
+static void read_own_maps(sonde_stacks *s, int pid)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f)
+        return;
+    char line[4096 + 128];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long lo, hi, off;
+        char perms[8];
+        int at = 0;
+        if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &lo, &hi, perms, &off, &at) < 4 || !at)
+            continue;
+        char *path = line + at;
+        path[strcspn(path, "\n")] = 0;
+        if (perms[2] == 'x' && hi > lo)
+            add_map(s, pid, lo, hi - lo, off, path);
+    }
+    fclose(f);
+    sproc *p = proc_of(s, pid, 1);
+    FILE *c = fopen("/proc/self/comm", "re");
+    if (p && c && fgets(p->comm, sizeof p->comm, c))
+        p->comm[strcspn(p->comm, "\n")] = 0;
+    if (c)
+        fclose(c);
+}
+
+static void free_all(sonde_stacks *s);
+
+static int open_event(struct perf_event_attr *a, pid_t pid, int cpu)
+{
+    return (int)syscall(SYS_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static void close_all(sonde_stacks *s)
+{
+    for (size_t i = 0; i < s->n_task_fds; i++)
+        close(s->task_fds[i]);
+    s->n_task_fds = 0;
+    for (int c = 0; c < s->n_cpus; c++) {
+        munmap(s->rings[c], s->ring_bytes);
+        close(s->fds[c]);
+    }
+    s->n_cpus = 0;
+}
+
+/* The events of thread tid of this process on every CPU that has a ring, writing into it.
+ * 0, or -1 (errno set). */
+static int follow_task(sonde_stacks *s, struct perf_event_attr *a, pid_t tid)
+{
+    for (int k = 0; k < s->n_cpus; k++) {
+        int fd = open_event(a, tid, s->cpus[k]);
+        if (fd < 0)
+            return errno == ESRCH ? 0 : -1; /* ESRCH: the thread has ended */
+        if (SONDE_GROW(s->task_fds, s->n_task_fds, s->cap_task_fds)) {
+            close(fd);
+            errno = ENOMEM;
+            return -1;
+        }
+        s->task_fds[s->n_task_fds++] = fd;
+        if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, s->fds[k]) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, sonde_stacks_write write, void *ctx,
+                                  char *why, size_t cap)
+{
+    sonde_stacks *s = sonde__calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(why, cap, "out of memory");
+        return NULL;
+    }
+    sbuf_init(&s->out);
+    s->hz = hz;
+    s->write = write;
+    s->ctx = ctx;
+    s->timed = 1;
+    pid_t self = getpid(), main_task = pid ? pid : self;
+    if (!pid)
+        s->only_pid = (int)self;
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_CPU_CLOCK;
+    a.freq = 1;
+    a.sample_freq = hz;
+    a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
+    a.exclude_kernel = a.exclude_hv = a.exclude_callchain_kernel = 1;
+    a.inherit = 1;
+    a.mmap = a.mmap2 = a.comm = a.task = 1;
+    a.sample_id_all = 1; /* every record has a time: the rings are read in time order */
+    a.use_clockid = 1; /* the clock sonde's sections are anchored to */
+    a.clockid = CLOCK_MONOTONIC;
+    if (pid) { /* counting begins at the child's exec */
+        a.disabled = 1;
+        a.enable_on_exec = 1;
+    }
+    long n = sysconf(_SC_NPROCESSORS_CONF);
+    s->ring_bytes = (size_t)(1 + RING_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+    for (long c = 0; c < n && c < MAX_CPUS; c++) {
+        int fd = open_event(&a, main_task, (int)c);
+        if (fd < 0 && errno == EINVAL && a.use_clockid && !s->n_cpus) {
+            a.use_clockid = 0; /* a kernel before 4.1: samples without times */
+            a.clockid = 0;
+            s->timed = 0;
+            fd = open_event(&a, main_task, (int)c);
+        }
+        if (fd < 0) {
+            if (errno == ENODEV || errno == EINVAL) /* an offline CPU */
+                continue;
+            snprintf(why, cap, "perf_event_open: %s%s", strerror(errno),
+                     errno == EACCES || errno == EPERM
+                         ? " (kernel.perf_event_paranoid must be 2 or less; docs/stacks.md)"
+                         : "");
+            goto fail;
+        }
+        void *ring = mmap(NULL, s->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (ring == MAP_FAILED) {
+            snprintf(why, cap, "mmap of the sample buffer: %s", strerror(errno));
+            close(fd);
+            goto fail;
+        }
+        s->fds[s->n_cpus] = fd;
+        s->cpus[s->n_cpus] = (int)c;
+        s->rings[s->n_cpus++] = ring;
+    }
+    if (!s->n_cpus) {
+        snprintf(why, cap, "perf_event_open: no CPU accepted the event");
+        goto fail;
+    }
+    if (!pid) {
+        /* This process's other threads alive now (those started later inherit the events of
+         * the thread that starts them), and the mappings already made. */
+        DIR *d = opendir("/proc/self/task");
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            char *endp;
+            long tid = strtol(e->d_name, &endp, 10);
+            if (*endp || tid <= 0 || tid == (long)self)
+                continue;
+            if (follow_task(s, &a, (pid_t)tid) != 0) {
+                snprintf(why, cap, "perf_event_open for thread %ld: %s", tid, strerror(errno));
+                closedir(d);
+                goto fail;
+            }
+        }
+        if (d)
+            closedir(d);
+        read_own_maps(s, (int)self);
+        if (s->oom) {
+            snprintf(why, cap, "out of memory");
+            goto fail;
+        }
+    }
+    if (pthread_create(&s->thread, NULL, reader, s) != 0) {
+        snprintf(why, cap, "cannot start the sampler's thread");
+        goto fail;
+    }
+    return s;
+fail:
+    free_all(s);
+    return NULL;
+}
+
+/* ---- names ---- */
+
+typedef struct ssym {
+    uint64_t lo, hi; /* [lo, hi) in the file's addresses */
+    char *name;
+} ssym;
+
+typedef struct sfile {
+    ssym *syms;
+    size_t n, cap;
+    GElf_Phdr *loads;
+    size_t n_loads;
+    const char *base;
+} sfile;
+
+static int cmp_sym(const void *a, const void *b)
+{
+    const ssym *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The function symbols of a file (.symtab, else .dynsym) and its loaded segments. */
+static int load_file(const char *path, sfile *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *slash = strrchr(path, '/');
+    out->base = slash ? slash + 1 : path;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0; /* gone: its addresses stay numbers */
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    if (!e) {
+        close(fd);
+        return 0;
+    }
+    size_t np = 0;
+    if (elf_getphdrnum(e, &np) == 0 && np) {
+        out->loads = sonde__calloc(np, sizeof *out->loads);
+        if (!out->loads)
+            goto oom;
+        for (size_t i = 0; i < np; i++) {
+            GElf_Phdr ph;
+            if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD)
+                out->loads[out->n_loads++] = ph;
+        }
+    }
+    for (int pass = 0; pass < 2 && !out->n; pass++) { /* .symtab has the static functions */
+        Elf_Scn *scn = NULL;
+        while ((scn = elf_nextscn(e, scn))) {
+            GElf_Shdr sh;
+            if (!gelf_getshdr(scn, &sh) || sh.sh_type != (pass ? SHT_DYNSYM : SHT_SYMTAB) ||
+                !sh.sh_entsize)
+                continue;
+            Elf_Data *d = elf_getdata(scn, NULL);
+            size_t count = sh.sh_size / sh.sh_entsize;
+            for (size_t i = 0; d && i < count; i++) {
+                GElf_Sym sym;
+                if (!gelf_getsym(d, (int)i, &sym) || !sym.st_value ||
+                    (GELF_ST_TYPE(sym.st_info) != STT_FUNC &&
+                     GELF_ST_TYPE(sym.st_info) != STT_GNU_IFUNC))
+                    continue;
+                const char *nm = elf_strptr(e, sh.sh_link, sym.st_name);
+                if (!nm || !*nm)
+                    continue;
+                if (SONDE_GROW(out->syms, out->n, out->cap))
+                    goto oom;
+                char *c = sonde__strdup(nm);
+                if (!c)
+                    goto oom;
+                out->syms[out->n++] = (ssym){sym.st_value, sym.st_value + sym.st_size, c};
+            }
+        }
+    }
+    if (out->n)
+        qsort(out->syms, out->n, sizeof *out->syms, cmp_sym);
+    elf_end(e);
+    close(fd);
+    return 0;
+oom:
+    elf_end(e);
+    close(fd);
+    return -1;
+}
+
+static void free_file(sfile *f)
+{
+    for (size_t i = 0; i < f->n; i++)
+        sonde__free(f->syms[i].name);
+    sonde__free(f->syms);
+    sonde__free(f->loads);
+}
+
+/* The name of the function at file offset off: through the segment holding it, the address in
+ * the file, then the symbol whose range holds it (or, for a symbol without a size, the nearest
+ * below); "FILE+0xADDRESS" when none does. Allocated; NULL out of memory. */
+static char *name_at(const sfile *f, uint64_t off)
+{
+    uint64_t a = off;
+    for (size_t i = 0; i < f->n_loads; i++)
+        if (off >= f->loads[i].p_offset && off < f->loads[i].p_offset + f->loads[i].p_filesz) {
+            a = off - f->loads[i].p_offset + f->loads[i].p_vaddr;
+            break;
+        }
+    size_t lo = 0, hi = f->n;
+    while (lo < hi) { /* the last symbol starting at or below a */
+        size_t mid = (lo + hi) / 2;
+        if (f->syms[mid].lo <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    char *r = NULL;
+    if (lo && (a < f->syms[lo - 1].hi || f->syms[lo - 1].hi == f->syms[lo - 1].lo)) {
+        char *d = sonde__demangle(f->syms[lo - 1].name, 1); /* C++ names as written */
+        if (d) {
+            r = sonde__strdup(d);
+            free(d);
+            return r;
+        }
+        return sonde__strdup(f->syms[lo - 1].name);
+    }
+    /* the address in the file, as nm, objdump and perf report give it */
+    if (sonde__asprintf(&r, "%s+0x%llx", f->base, (unsigned long long)a) < 0)
+        return NULL;
+    return r;
+}
+
+/* Writes b as a record of the given type when it holds more than limit bytes, and empties it. */
+static void emit(sonde_stacks *s, unsigned type, sbuf *b, size_t limit)
+{
+    if (b->len <= limit)
+        return;
+    if (b->oom)
+        s->oom = 1;
+    else if (s->write(s->ctx, type, (const uint8_t *)b->data, b->len))
+        s->write_failed = 1;
+    sbuf_reset(b);
+}
+
+int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns)
+{
+    atomic_store(&s->stop, 1);
+    pthread_join(s->thread, NULL);
+    close_all(s);
+    if (cpu_ns)
+        *cpu_ns = s->cpu_ns;
+    flush_samples(s);
+    elf_version(EV_CURRENT);
+    sfile *files = sonde__calloc(s->n_files + 1, sizeof *files);
+    if (!files)
+        s->oom = 1;
+    for (size_t i = 0; files && i < s->n_files; i++)
+        if (load_file(s->files[i], &files[i]))
+            s->oom = 1;
+    /* Each distinct frame named once (frames: "file:offset" -> function); each distinct
+     * (object, name) a function, numbered in order. */
+    strmap funcs, frames;
+    strmap_init(&funcs);
+    strmap_init(&frames);
+    sbuf fb, sb, key;
+    sbuf_init(&fb);
+    sbuf_init(&sb);
+    sbuf_init(&key);
+    int n_funcs = 0;
+    for (size_t i = 0; files && i < s->n_stacks && !s->oom; i++) {
+        const sstack *st = &s->stacks[i];
+        const sproc *p = &s->procs[st->proc];
+        pb_varint(&sb, i);
+        pb_varint(&sb, (uint64_t)p->pid);
+        pb_lenstr(&sb, p->comm[0] ? p->comm : "?");
+        pb_varint(&sb, st->n);
+        for (uint32_t k = 0; k < st->n; k++) {
+            const sframe *fr = &st->f[k];
+            char at[48];
+            snprintf(at, sizeof at, "%" PRIu32 ":%" PRIx64, fr->file, fr->off);
+            int id = strmap_get(&frames, at);
+            if (id >= 0) {
+                pb_varint(&sb, (uint64_t)id);
+                continue;
+            }
+            char *nm = NULL;
+            if (fr->file == UINT32_MAX) {
+                if (sonde__asprintf(&nm, "0x%" PRIx64, fr->off) < 0)
+                    nm = NULL;
+            } else {
+                nm = name_at(&files[fr->file], fr->off);
+            }
+            const char *obj = fr->file == UINT32_MAX ? "?" : files[fr->file].base;
+            sbuf_reset(&key);
+            sbuf_puts(&key, obj);
+            sbuf_putc(&key, '\t');
+            sbuf_puts(&key, nm ? nm : "");
+            if (!nm || key.oom) {
+                sonde__free(nm);
+                s->oom = 1;
+                break;
+            }
+            id = strmap_get(&funcs, key.data);
+            if (id < 0) {
+                id = n_funcs++;
+                if (strmap_put(&funcs, key.data, id))
+                    s->oom = 1;
+                pb_varint(&fb, (uint64_t)id);
+                pb_lenstr(&fb, nm);
+                pb_lenstr(&fb, obj);
+                emit(s, SONDE_R_FUNCS, &fb, RECORD_BYTES);
+            }
+            sonde__free(nm);
+            if (strmap_put(&frames, at, id))
+                s->oom = 1;
+            pb_varint(&sb, (uint64_t)id);
+        }
+        emit(s, SONDE_R_STACKS, &sb, RECORD_BYTES);
+    }
+    emit(s, SONDE_R_FUNCS, &fb, 0);   /* the functions before the last stacks that name them */
+    emit(s, SONDE_R_STACKS, &sb, 0);
+    sbuf_free(&fb);
+    sbuf_free(&sb);
+    sbuf_free(&key);
+    strmap_free(&funcs);
+    strmap_free(&frames);
+    for (size_t i = 0; files && i < s->n_files; i++)
+        free_file(&files[i]);
+    sonde__free(files);
+    int rc = s->oom ? SONDE_ENOMEM : s->write_failed ? SONDE_EIO : 0;
+    free_all(s);
+    return rc;
+}
+
+void sonde__stacks_forget(sonde_stacks *s)
+{
+    if (!s)
+        return;
+    /* Only the descriptors and the mappings: the parent's thread may have been growing a table
+     * at the fork, so the child's copy of the memory is left as it is (one copy per fork). */
+    for (size_t i = 0; i < s->n_task_fds && s->task_fds; i++)
+        close(s->task_fds[i]);
+    for (int c = 0; c < s->n_cpus; c++) {
+        munmap(s->rings[c], s->ring_bytes);
+        close(s->fds[c]);
+    }
+}
+
+static void free_all(sonde_stacks *s)
+{
+    close_all(s);
+    sonde__free(s->task_fds);
+    for (size_t i = 0; i < s->n_files; i++)
+        sonde__free(s->files[i]);
+    sonde__free(s->files);
+    for (size_t i = 0; i < s->n_procs; i++)
+        sonde__free(s->procs[i].maps);
+    sonde__free(s->procs);
+    for (size_t i = 0; i < s->n_stacks; i++)
+        sonde__free(s->stacks[i].f);
+    sonde__free(s->stacks);
+    sonde__free(s->table);
+    sonde__free(s->pend);
+    sonde__free(s->order);
+    sbuf_free(&s->out);
+    sonde__free(s);
+}
