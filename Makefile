@@ -2,7 +2,8 @@
 #   make          build (./build)
 #   make demo     build and run the demo pipeline, print its summary and the files it wrote
 #   make test     every test: gcc build, clang -Werror build, ASan+UBSan and TSan builds
-#   make bench    the overhead and throughput benchmarks (optimised build in ./build-bench)
+#   make bench    the overhead and throughput benchmarks (optimised build in ./build-bench), and
+#                 the HTML report of 10^6 sections in headless Chromium
 #   make fuzz     every libFuzzer target for FUZZ_SECONDS each (make test runs them 5 s each)
 #   make install PREFIX=/some/dir
 #   make python-install [PYTHON=python3]   the Python package and its C extension, built for
@@ -74,6 +75,8 @@ bench: deps
 	@mkdir -p build-bench/out && ./build-bench/bench/bench_sample build-bench/tools/sonde/sonde --dir build-bench/out && rm -rf build-bench/out
 	@PYTHONPATH=build-bench/python python3 bench/bench_python.py
 	@bash tests/python/run_torch.sh "$(CURDIR)" "$(CURDIR)/build-bench" "$$(command -v python3)" build-bench/python bench/bench_torch.py || [ $$? -eq 77 ]
+	@bash scripts/setup.sh browser
+	@mkdir -p build-bench/out && ./build-bench/bench/bench_manyspans build-bench/out many 1000000 && node bench/bench_html.js build-bench/out/many.html; rc=$$?; rm -rf build-bench/out; exit $$rc
 	@if [ -x build-bench/bench/bench_autotrace ]; then mkdir -p build-bench/out && ./build-bench/bench/bench_autotrace --dir build-bench/out && bench/uftrace_compare.sh build-bench/bench/bench_autotrace; rm -rf build-bench/out; fi
 
 # Issue 18's scale benchmark: EDGES section edges (default 10^8) from 4 threads, then the report

@@ -6,13 +6,35 @@ pkgs=(cmake make gcc g++ clang libclang-rt-14-dev pkg-config zlib1g-dev libcmock
 # `setup.sh test`: also what the tests use (a headless browser for the HTML report, Open MPI,
 # PyTorch for Debian's python3, for sonde.torch's tests, protoc to decode .pftrace, and perf
 # and xz to compare sonde run's CPU samples with)
+# `setup.sh browser`: only what make bench's HTML benchmark adds (Chromium, puppeteer-core).
+[ "${1:-}" = browser ] && pkgs+=(chromium)
 [ "${1:-}" = test ] && pkgs+=(chromium openmpi-bin libopenmpi-dev python3-venv python3-torch protobuf-compiler linux-perf
     xz-utils)
+# the browser test's driver, puppeteer-core, from the npm registry (the version
+# tests/browser/package-lock.json pins), with the machine's Node.js, else Debian's
+browser_deps() {
+    [ "${1:-}" = test ] || [ "${1:-}" = browser ] || return 0
+    local dir
+    dir="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
+    [ -f "$dir/node_modules/puppeteer-core/package.json" ] && return 0
+    echo "sonde setup: installing puppeteer-core into tests/browser/node_modules"
+    if ! (cd "$dir" && npm ci --no-audit --no-fund > /tmp/sonde-npm.log 2>&1); then
+        echo "sonde setup: npm ci in tests/browser failed; see /tmp/sonde-npm.log" >&2
+        tail -5 /tmp/sonde-npm.log >&2
+        exit 1
+    fi
+}
+if { [ "${1:-}" = test ] || [ "${1:-}" = browser ]; } && ! { command -v node && command -v npm; } > /dev/null; then
+    pkgs+=(nodejs npm)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then
+    browser_deps "${1:-}"
+    exit 0
+fi
 echo "sonde setup: installing ${missing[*]}"
 if [ "$(id -u)" = 0 ]; then
     SUDO=()
@@ -32,3 +54,4 @@ if ! "${SUDO[@]}" apt-get install -y -q "${missing[@]}" >/tmp/sonde-setup.log 2>
         exit 1
     fi
 fi
+browser_deps "${1:-}"

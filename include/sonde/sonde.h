@@ -177,7 +177,8 @@ typedef struct sonde_config {
     int record_shapes;       /* sonde_shape records shapes; off, it costs a branch (default 0) */
     double bottleneck_threshold; /* a stage above this share of its session is a bottleneck
                                     (default 0.3) */
-    unsigned html_max_spans; /* spans drawn in the HTML timeline, longest first (default 2000) */
+    unsigned html_max_spans; /* spans the HTML timeline carries, the longest when there are more
+                                (default 1000000) */
 
     /* Distributed jobs: -1 (the default) detects them from the launcher's environment
      * (torchrun RANK/WORLD_SIZE/LOCAL_RANK, Open MPI OMPI_COMM_WORLD_*, MPICH/PMI PMI_RANK/

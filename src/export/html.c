@@ -1,8 +1,13 @@
-/* html.c - NAME.html: one self-contained file (no network fetch) with summary cards, the
- * recommendations and bottlenecks, a stage chart, a timeline of sections per thread with the
- * counters on the same time axis, per-step and per-block charts, a sortable statistics table,
- * system information and configuration. Charts are SVG written here; the one script is inline
- * and only sorts the table. Every string from the program is escaped. */
+/* html.c - NAME.html: one self-contained file (no network fetch, no external file). This side
+ * writes the page's text (summary cards, run metadata, recommendations, stages, tables, the
+ * configuration folded away) and the run's data as one JSON block,
+ * <script type="application/json" id="sonde-data">. The page's script and styles are
+ * src/export/html/report.js and report.css, embedded into the library at build time
+ * (cmake/embed.cmake); the script draws from the data the timeline (a row per thread, zoom and
+ * pan), the counter charts on its time axis, the step breakdown and the flame graph
+ * (docs/formats.md says what the data holds). Every string from the program is escaped: as
+ * HTML in the text, and in the JSON with < > & written as \u003c \u003e \u0026, so no name can
+ * close the block. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -14,12 +19,17 @@
 #include "export.h"
 #include "../util/alloc.h"
 
-#define W 1000          /* chart width, px */
-#define LANE 18         /* timeline lane height, px */
-#define CHART_H 80      /* counter chart height, px */
-#define CHART_POINTS 600 /* samples drawn per counter chart */
-#define LABEL_W 120     /* timeline: room for the thread names on the left */
-#define X(t, dur) (LABEL_W + (double)(t) / (dur) * (W - LABEL_W - 4))
+/* The page's script and styles (generated from src/export/html/ by cmake/embed.cmake). */
+extern const char sx_report_js[];
+extern const char sx_report_css[];
+
+#define CHART_POINTS 4000          /* samples kept per counter chart (each bucket's min and max) */
+#define TOP_NAMES 8                /* sections a step's bar names; the rest are "other" */
+#define MAX_STEPS 20000            /* steps in the step track and breakdown (the first ones) */
+#define MAX_FLAME_STACKS 20000     /* distinct stacks in the flame graph, most samples first */
+#define MAX_SPAN_META 100000       /* spans whose metadata the page carries, the first ones */
+#define W 1000                     /* the bar charts' drawing width (they stretch to the page) */
+#define CHART_H 80
 
 static void esc(sbuf *b, const char *s)
 {
@@ -37,13 +47,13 @@ static void esc(sbuf *b, const char *s)
     }
 }
 
-/* A stable colour per name. */
-static unsigned hue(const char *s)
+/* As sx_fmt_dur, with microseconds written µs. */
+static void fmt_dur(char *out, size_t cap, double s)
 {
-    unsigned h = 2166136261u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 16777619u;
-    return h % 360;
+    sx_fmt_dur(out, cap, s);
+    size_t n = strlen(out);
+    if (n >= 3 && !strcmp(out + n - 3, " us") && n + 2 <= cap)
+        memcpy(out + n - 2, "\xc2\xb5s", 4);
 }
 
 /* CUDA activity: kernels by GPU time, and by the section that launched them. */
@@ -53,9 +63,9 @@ static void gpu_rows(sbuf *b, const char *id, const char *what, const sm_gpu_nam
                    "<th>GPU time</th><th>mean</th><th>max</th></tr></thead><tbody>\n", id, what);
     for (size_t i = 0; i < n && i < 20; i++) {
         char t[32], mean[32], mx[32];
-        sx_fmt_dur(t, sizeof t, v[i].total_s);
-        sx_fmt_dur(mean, sizeof mean, v[i].count ? v[i].total_s / (double)v[i].count : 0);
-        sx_fmt_dur(mx, sizeof mx, v[i].max_s);
+        fmt_dur(t, sizeof t, v[i].total_s);
+        fmt_dur(mean, sizeof mean, v[i].count ? v[i].total_s / (double)v[i].count : 0);
+        fmt_dur(mx, sizeof mx, v[i].max_s);
         sbuf_puts(b, "<tr><td>");
         esc(b, v[i].name);
         sbuf_printf(b, "</td><td>%llu</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
@@ -67,7 +77,7 @@ static void gpu_rows(sbuf *b, const char *id, const char *what, const sm_gpu_nam
 static void gpu_tables(sbuf *b, const sm_gpu_sum *g)
 {
     char t[32], bytes[32];
-    sx_fmt_dur(t, sizeof t, g->memcpy_s);
+    fmt_dur(t, sizeof t, g->memcpy_s);
     sx_fmt_si(bytes, sizeof bytes, (double)g->memcpy_bytes, "B");
     sbuf_printf(b, "<h2 id=\"cuda\">CUDA activity</h2>\n<p>%llu kernels, %llu copies (%s in %s), "
                    "%llu sets; %llu of them linked to the section that launched them.</p>\n",
@@ -92,10 +102,10 @@ static void ops_table(sbuf *b, const sm_model *m)
                    "</tr></thead><tbody>\n", (unsigned long long)m->n_ops, n);
     for (size_t i = 0; i < n; i++) {
         char c0[32], c1[32], c2[32], c3[32], fl[32], mem[32];
-        sx_fmt_dur(c0, sizeof c0, v[i].self_cpu_s);
-        sx_fmt_dur(c1, sizeof c1, v[i].cpu_total_s);
-        sx_fmt_dur(c2, sizeof c2, v[i].self_device_s);
-        sx_fmt_dur(c3, sizeof c3, v[i].device_total_s);
+        fmt_dur(c0, sizeof c0, v[i].self_cpu_s);
+        fmt_dur(c1, sizeof c1, v[i].cpu_total_s);
+        fmt_dur(c2, sizeof c2, v[i].self_device_s);
+        fmt_dur(c3, sizeof c3, v[i].device_total_s);
         sx_fmt_si(fl, sizeof fl, v[i].flops, "");
         sx_fmt_si(mem, sizeof mem, (double)v[i].host_bytes, "B");
         sbuf_puts(b, "<tr><td>");
@@ -117,7 +127,9 @@ static void card(sbuf *b, const char *value, const char *label)
     sbuf_puts(b, "</div></div>\n");
 }
 
-/* A bar chart of values (seconds), one bar each, with a title per bar. */
+
+/* A bar chart of values (seconds), one bar each with its title, stretched to the page's width;
+ * its caption below. */
 static void bars(sbuf *b, const char *id, const double *v, const uint64_t *ids, size_t n,
                  const char *what)
 {
@@ -128,21 +140,20 @@ static void bars(sbuf *b, const char *id, const double *v, const uint64_t *ids, 
         if (v[i] > max)
             max = v[i];
     double bw = (double)W / (double)n;
-    sbuf_printf(b, "<svg id=\"%s\" class=\"chart\" width=\"%d\" height=\"%d\" "
-                   "viewBox=\"0 0 %d %d\">\n", id, W, CHART_H + 20, W, CHART_H + 20);
+    sbuf_printf(b, "<svg id=\"%s\" class=\"chart bars\" viewBox=\"0 0 %d %d\" "
+                   "preserveAspectRatio=\"none\">\n", id, W, CHART_H);
     for (size_t i = 0; i < n; i++) {
         double h = max > 0 ? v[i] / max * CHART_H : 0;
         char d[32];
-        sx_fmt_dur(d, sizeof d, v[i]);
-        sbuf_printf(b, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
-                       "fill=\"#4a7bd0\"><title>%s %llu: %s</title></rect>\n",
+        fmt_dur(d, sizeof d, v[i]);
+        sbuf_printf(b, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\">"
+                       "<title>%s %llu: %s</title></rect>\n",
                     (double)i * bw, CHART_H - h, bw > 2 ? bw - 1 : bw, h, what,
                     (unsigned long long)(ids ? ids[i] : i), d);
     }
     char d[32];
-    sx_fmt_dur(d, sizeof d, max);
-    sbuf_printf(b, "<text x=\"2\" y=\"%d\" class=\"axis\">%zu %ss, longest %s</text></svg>\n",
-                CHART_H + 15, n, what, d);
+    fmt_dur(d, sizeof d, max);
+    sbuf_printf(b, "</svg>\n<p class=\"caption\">%zu %ss, longest %s</p>\n", n, what, d);
 }
 
 /* Counter charts worth drawing under the timeline: the headline system figures and the
@@ -162,126 +173,580 @@ static int chart_worthy(const sm_counter *c)
             !strcmp(t, "power W"));
 }
 
+
+/* ---- the run's data for the page's script (docs/formats.md, "NAME.html") ---- */
+
+/* The sites the page names, each once, numbered in the order first named. */
+typedef struct hnames {
+    int32_t *of;               /* site -> index, -1: not named yet */
+    uint32_t *site;
+    size_t n;
+} hnames;
+
+static int32_t name_ix(hnames *nm, uint32_t site)
+{
+    if (nm->of[site] < 0) {
+        nm->of[site] = (int32_t)nm->n;
+        nm->site[nm->n++] = site;
+    }
+    return nm->of[site];
+}
+
+typedef struct hspan {
+    int64_t start;
+    uint32_t thread;
+    uint16_t depth;
+    size_t i;
+} hspan;
+
+static int cmp_hspan(const void *a, const void *b)
+{
+    const hspan *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    if (x->thread != y->thread)
+        return x->thread < y->thread ? -1 : 1;
+    return x->depth < y->depth ? -1 : x->depth > y->depth;
+}
+
 typedef struct span_ref {
-    double dur;
+    int64_t dur;
     size_t i;
 } span_ref;
 
 static int cmp_longest(const void *a, const void *b)
 {
-    double x = ((const span_ref *)a)->dur, y = ((const span_ref *)b)->dur;
-    return x > y ? -1 : x < y;
+    const span_ref *x = a, *y = b;
+    if (x->dur != y->dur)
+        return x->dur > y->dur ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static void i64(sbuf *b, int64_t v)
+{
+    if (v < 0) {
+        sbuf_putc(b, '-');
+        v = -v;
+    }
+    sbuf_u64(b, (uint64_t)v);
+}
+
+/* The spans the timeline draws: every one, or the max_spans longest; in order of start.
+ * Allocated, *n its length; NULL out of memory. */
+static hspan *shown_spans(const sm_model *m, size_t max_spans, size_t *n)
+{
+    size_t k = m->n_spans;
+    hspan *v = sonde__malloc((k ? k : 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    if (k > max_spans) {
+        span_ref *r = sonde__malloc(k * sizeof *r);
+        if (!r) {
+            sonde__free(v);
+            return NULL;
+        }
+        for (size_t i = 0; i < k; i++)
+            r[i] = (span_ref){m->spans[i].end_ns - m->spans[i].start_ns, i};
+        qsort(r, k, sizeof *r, cmp_longest);
+        k = max_spans;
+        for (size_t i = 0; i < k; i++)
+            v[i].i = r[i].i;
+        sonde__free(r);
+    } else {
+        for (size_t i = 0; i < k; i++)
+            v[i].i = i;
+    }
+    for (size_t i = 0; i < k; i++) {
+        const sm_span *s = &m->spans[v[i].i];
+        v[i].start = s->start_ns;
+        v[i].thread = s->thread;
+        v[i].depth = s->depth;
+    }
+    qsort(v, k, sizeof *v, cmp_hspan);
+    *n = k;
+    return v;
+}
+
+static void span_arrays(sbuf *d, const sm_model *m, const hspan *v, size_t n, hnames *nm)
+{
+    static const char *keys[] = {"t", "d", "c", "k", "h", "z"};
+    for (int a = 0; a < 6; a++) {
+        sbuf_printf(d, ",\"%s\":[", keys[a]);
+        int64_t prev = 0;
+        for (size_t i = 0; i < n && !d->oom; i++) {
+            const sm_span *s = &m->spans[v[i].i];
+            if (i)
+                sbuf_putc(d, ',');
+            switch (a) {
+            case 0: i64(d, s->start_ns - prev); prev = s->start_ns; break; /* from the last */
+            case 1: i64(d, s->end_ns - s->start_ns); break;
+            case 2: i64(d, s->child_ns); break;
+            case 3: sbuf_u64(d, (uint64_t)name_ix(nm, s->site)); break;
+            case 4: sbuf_u64(d, s->thread); break;
+            default: sbuf_u64(d, s->depth); break;
+            }
+        }
+        sbuf_putc(d, ']');
+    }
+    /* metadata: [index in these arrays, {key: value}] for the spans that have some */
+    sbuf_puts(d, ",\"meta\":[");
+    size_t with = 0;
+    for (size_t i = 0; i < n && with < MAX_SPAN_META; i++) {
+        const sm_span *s = &m->spans[v[i].i];
+        if (s->meta < 0)
+            continue;
+        sbuf_printf(d, "%s[%zu,{", with++ ? "," : "", i);
+        sm_each_meta(m, s->meta, sx_json_kv, d);
+        sbuf_puts(d, "}]");
+    }
+    sbuf_putc(d, ']');
+}
+
+static int cmp_step_start(const void *a, const void *b)
+{
+    const sm_step *x = *(const sm_step *const *)a, *y = *(const sm_step *const *)b;
+    return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
+}
+
+/* The step track and the step breakdown: per step (the first MAX_STEPS of the active ones),
+ * the time of the sections outermost in it (begun in it, their parent begun before it) by
+ * name, the TOP_NAMES names of most time apart and the rest as "other". */
+static void steps_json(sbuf *d, const sm_model *m, hnames *nm)
+{
+    size_t n = 0;
+    const sm_step **st = sonde__malloc((m->n_steps ? m->n_steps : 1) * sizeof *st);
+    double *tot = sonde__calloc(m->n_sites ? m->n_sites : 1, sizeof *tot);
+    uint32_t top[TOP_NAMES];
+    size_t n_top = 0;
+    double *cell = NULL;
+    if (!st || !tot) {
+        d->oom = 1;
+        goto out;
+    }
+    for (size_t i = 0; i < m->n_steps && n < MAX_STEPS; i++)
+        if (m->steps[i].active)
+            st[n++] = &m->steps[i];
+    qsort(st, n, sizeof *st, cmp_step_start);
+    sbuf_puts(d, ",\"steps\":[");
+    for (size_t i = 0; i < n; i++) {
+        sbuf_printf(d, "%s[%llu,", i ? "," : "", (unsigned long long)st[i]->number);
+        i64(d, st[i]->start_ns);
+        sbuf_putc(d, ',');
+        i64(d, st[i]->t_ns);
+        sbuf_putc(d, ']');
+    }
+    sbuf_putc(d, ']');
+    if (!n || !m->n_spans)
+        goto out;
+    cell = sonde__calloc(n * (TOP_NAMES + 1), sizeof *cell);
+    int32_t *step_of = sonde__malloc(m->n_spans * sizeof *step_of);
+    if (!cell || !step_of) {
+        sonde__free(step_of);
+        d->oom = 1;
+        goto out;
+    }
+    for (size_t i = 0; i < m->n_spans; i++) {
+        const sm_span *s = &m->spans[i];
+        step_of[i] = -1;
+        size_t lo = 0, hi = n; /* the last step begun at or before the span */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (st[mid]->start_ns <= s->start_ns)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (!lo || s->start_ns >= st[lo - 1]->t_ns)
+            continue;
+        if (s->parent >= 0 && m->spans[s->parent].start_ns >= st[lo - 1]->start_ns)
+            continue; /* nested in a section of the same step: its parent counts it */
+        step_of[i] = (int32_t)(lo - 1);
+        tot[s->site] += (double)(s->end_ns - s->start_ns);
+    }
+    for (size_t k = 0; k < TOP_NAMES; k++) { /* the names of most time, most first */
+        double best = 0;
+        size_t at = SIZE_MAX;
+        for (size_t j = 0; j < m->n_sites; j++)
+            if (tot[j] > best) {
+                best = tot[j];
+                at = j;
+            }
+        if (at == SIZE_MAX)
+            break;
+        top[n_top++] = (uint32_t)at;
+        tot[at] = -1 - (double)n_top; /* taken; its column below */
+    }
+    for (size_t i = 0; i < m->n_spans; i++) {
+        if (step_of[i] < 0)
+            continue;
+        const sm_span *s = &m->spans[i];
+        size_t col = tot[s->site] < 0 ? (size_t)(-tot[s->site] - 2) : TOP_NAMES; /* other */
+        cell[(size_t)step_of[i] * (TOP_NAMES + 1) + col] += (double)(s->end_ns - s->start_ns);
+    }
+    sonde__free(step_of);
+    sbuf_puts(d, ",\"breakdown\":{\"names\":[");
+    for (size_t k = 0; k < n_top; k++)
+        sbuf_printf(d, "%s%d", k ? "," : "", name_ix(nm, top[k]));
+    sbuf_puts(d, "],\"ns\":[");
+    for (size_t i = 0; i < n && !d->oom; i++) {
+        sbuf_puts(d, i ? ",[" : "[");
+        for (size_t k = 0; k <= n_top; k++) {
+            if (k)
+                sbuf_putc(d, ',');
+            sbuf_u64(d, (uint64_t)cell[i * (TOP_NAMES + 1) + (k < n_top ? k : TOP_NAMES)]);
+        }
+        sbuf_putc(d, ']');
+    }
+    sbuf_puts(d, "]}");
+out:
+    sonde__free(cell);
+    sonde__free(st);
+    sonde__free(tot);
+}
+
+typedef struct stack_ref {
+    uint64_t count;
+    uint32_t i;
+} stack_ref;
+
+static int cmp_stack_ref(const void *a, const void *b)
+{
+    const stack_ref *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The CPU samples for the flame graphs: functions, the distinct stacks (MAX_FLAME_STACKS of
+ * most samples; their functions outermost first), and per section its stacks among those. */
+static void profile_json(sbuf *d, const sm_model *m)
+{
+    const sm_profile *p = &m->profile;
+    if (!p->samples || !p->n_stacks)
+        return;
+    stack_ref *r = sonde__malloc(p->n_stacks * sizeof *r);
+    int32_t *at = sonde__malloc(p->n_stacks * sizeof *at);
+    if (!r || !at) {
+        d->oom = 1;
+        goto out;
+    }
+    for (size_t i = 0; i < p->n_stacks; i++) {
+        r[i] = (stack_ref){p->counts[i], (uint32_t)i};
+        at[i] = -1;
+    }
+    qsort(r, p->n_stacks, sizeof *r, cmp_stack_ref);
+    size_t k = p->n_stacks < MAX_FLAME_STACKS ? p->n_stacks : MAX_FLAME_STACKS;
+    uint64_t shown = 0;
+    for (size_t i = 0; i < k; i++) {
+        at[r[i].i] = (int32_t)i;
+        shown += r[i].count;
+    }
+    sbuf_printf(d, ",\"profile\":{\"samples\":%llu,\"shown\":%llu,\"hz\":%u,\"funcs\":[",
+                (unsigned long long)p->samples, (unsigned long long)shown, p->hz);
+    for (size_t i = 0; i < p->n_funcs; i++) {
+        if (i)
+            sbuf_putc(d, ',');
+        sbuf_json_str(d, p->funcs[i].name);
+    }
+    sbuf_puts(d, "],\"stacks\":[");
+    for (size_t i = 0; i < k && !d->oom; i++) {
+        sbuf_puts(d, i ? ",[" : "[");
+        for (size_t f = p->first[r[i].i]; f < p->first[r[i].i + 1]; f++) {
+            if (f > p->first[r[i].i])
+                sbuf_putc(d, ',');
+            sbuf_u64(d, p->frames[f]);
+        }
+        sbuf_putc(d, ']');
+    }
+    sbuf_puts(d, "],\"counts\":[");
+    for (size_t i = 0; i < k; i++) {
+        if (i)
+            sbuf_putc(d, ',');
+        sbuf_u64(d, r[i].count);
+    }
+    sbuf_puts(d, "],\"sections\":[");
+    for (size_t s = 0; s < p->n_sections; s++) {
+        const sm_psection *ps = &p->sections[s];
+        if (s)
+            sbuf_putc(d, ',');
+        sbuf_puts(d, "{\"name\":");
+        sbuf_json_str(d, ps->name);
+        sbuf_printf(d, ",\"samples\":%llu,\"stacks\":[", (unsigned long long)ps->samples);
+        size_t w = 0;
+        for (size_t i = 0; i < ps->n_stacks; i++) {
+            if (ps->stacks[i].stack >= p->n_stacks || at[ps->stacks[i].stack] < 0)
+                continue;
+            sbuf_printf(d, "%s%d,", w++ ? "," : "", at[ps->stacks[i].stack]);
+            sbuf_u64(d, ps->stacks[i].count);
+        }
+        sbuf_puts(d, "]}");
+    }
+    sbuf_puts(d, "]}");
+out:
+    sonde__free(r);
+    sonde__free(at);
+}
+
+/* Whether a counter's values have a natural zero to draw from (%, memory, power). */
+static int zero_based(const char *unit)
+{
+    static const char *u[] = {"%", "B", "KiB", "MiB", "GiB", "KB", "MB", "GB", "W", "mW"};
+    for (size_t i = 0; i < sizeof u / sizeof u[0]; i++)
+        if (!strcmp(unit, u[i]))
+            return 1;
+    return 0;
+}
+
+static void counters_json(sbuf *d, const sm_model *m)
+{
+    size_t keep[CHART_POINTS + 2];
+    sbuf_puts(d, ",\"counters\":[");
+    int first = 1;
+    for (size_t c = 0; c < m->n_counters; c++) {
+        const sm_counter *k = &m->counters[c];
+        if (!k->n || !k->t_ns || !chart_worthy(k))
+            continue;
+        const char *unit = sm_counter_unit(k->name);
+        sbuf_puts(d, first ? "{\"name\":" : ",{\"name\":");
+        first = 0;
+        sbuf_json_str(d, k->name);
+        sbuf_puts(d, ",\"unit\":");
+        sbuf_json_str(d, unit);
+        sbuf_printf(d, ",\"zero\":%s,\"n\":%zu,\"t\":[", zero_based(unit) ? "true" : "false",
+                    k->n);
+        size_t nk = sm_downsample(k, CHART_POINTS, keep);
+        int64_t prev = 0;
+        for (size_t q = 0; q < nk; q++) {
+            if (q)
+                sbuf_putc(d, ',');
+            i64(d, k->t_ns[keep[q]] - prev);
+            prev = k->t_ns[keep[q]];
+        }
+        sbuf_puts(d, "],\"v\":[");
+        for (size_t q = 0; q < nk; q++) {
+            if (q)
+                sbuf_putc(d, ',');
+            sbuf_json_num(d, k->v[keep[q]]);
+        }
+        sbuf_puts(d, "]}");
+    }
+    sbuf_putc(d, ']');
+}
+
+/* The statistics the page shows for a selected span's name: count, total, self, mean, p50,
+ * p99 and max, in seconds. */
+static void stats_json(sbuf *d, const sm_model *m)
+{
+    sbuf_puts(d, ",\"stats\":{");
+    for (size_t i = 0; i < m->n_stats; i++) {
+        const sm_stat *s = &m->stats[i];
+        if (i)
+            sbuf_putc(d, ',');
+        sbuf_json_str(d, s->name);
+        sbuf_printf(d, ":[%llu", (unsigned long long)s->count);
+        double v[6] = {s->total_s, s->self_s, s->mean_s, s->p50_s, s->p99_s, s->max_s};
+        for (int k = 0; k < 6; k++) {
+            sbuf_putc(d, ',');
+            sbuf_json_num(d, v[k]);
+        }
+        sbuf_putc(d, ']');
+    }
+    sbuf_putc(d, '}');
+}
+
+/* The whole data block into d (JSON, not yet made safe for the page). */
+static void data_json(sbuf *d, const sm_model *m, size_t max_spans)
+{
+    hnames nm = {sonde__malloc((m->n_sites ? m->n_sites : 1) * sizeof *nm.of),
+                 sonde__malloc((m->n_sites ? m->n_sites : 1) * sizeof *nm.site), 0};
+    size_t n = 0;
+    hspan *v = nm.of && nm.site ? shown_spans(m, max_spans, &n) : NULL;
+    if (!v) {
+        d->oom = 1;
+        goto out;
+    }
+    for (size_t i = 0; i < m->n_sites; i++)
+        nm.of[i] = -1;
+    sbuf_puts(d, "{\"version\":1,\"name\":");
+    sbuf_json_str(d, m->name);
+    sbuf_puts(d, ",\"duration_ns\":");
+    i64(d, m->duration_ns);
+    sbuf_puts(d, ",\"threads\":[");
+    for (size_t t = 0; t < m->n_threads; t++) {
+        sbuf_puts(d, t ? ",{\"name\":" : "{\"name\":");
+        sbuf_json_str(d, m->threads[t].name ? m->threads[t].name : "");
+        sbuf_printf(d, ",\"tid\":%u,\"pid\":%d}", m->threads[t].tid, m->threads[t].pid);
+    }
+    sbuf_printf(d, "],\"spans\":{\"total\":%zu,\"n\":%zu", m->n_spans, n);
+    span_arrays(d, m, v, n, &nm);
+    sbuf_puts(d, "},\"sessions\":[");
+    for (size_t i = 0; i < m->n_sessions; i++) {
+        const sm_session *s = &m->sessions[i];
+        sbuf_puts(d, i ? ",[" : "[");
+        sbuf_json_str(d, sm_str(m, s->name));
+        sbuf_putc(d, ',');
+        i64(d, s->start_ns);
+        sbuf_putc(d, ',');
+        i64(d, s->end_ns);
+        sbuf_putc(d, ']');
+    }
+    sbuf_putc(d, ']');
+    steps_json(d, m, &nm);
+    counters_json(d, m);
+    stats_json(d, m);
+    profile_json(d, m);
+    sbuf_puts(d, ",\"names\":[");
+    for (size_t i = 0; i < nm.n; i++) {
+        if (i)
+            sbuf_putc(d, ',');
+        sbuf_json_str(d, sm_str(m, nm.site[i]));
+    }
+    sbuf_puts(d, "]}");
+out:
+    sonde__free(v);
+    sonde__free(nm.of);
+    sonde__free(nm.site);
+}
+
+/* d into b, with < > & as JSON escapes: inside <script> no string can end the block. */
+static void put_script_json(sbuf *b, const sbuf *d)
+{
+    size_t from = 0;
+    for (size_t i = 0; i < d->len; i++) {
+        const char *e = d->data[i] == '<' ? "\\u003c" : d->data[i] == '>' ? "\\u003e"
+                        : d->data[i] == '&' ? "\\u0026" : NULL;
+        if (!e)
+            continue;
+        sbuf_add(b, d->data + from, i - from);
+        sbuf_puts(b, e);
+        from = i + 1;
+    }
+    sbuf_add(b, d->data + from, d->len - from);
+}
+
+/* ---- the page's text ---- */
+
+typedef struct stage_key {
+    uint64_t key;              /* thread << 32 | site */
+    int64_t ns;
+} stage_key;
+
+static int cmp_stage_key(const void *a, const void *b)
+{
+    const stage_key *x = a, *y = b;
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+typedef struct stage_row {
+    uint32_t thread, site;
+    uint64_t count;
+    int64_t ns;
+} stage_row;
+
+static int cmp_stage_row(const void *a, const void *b)
+{
+    const stage_row *x = a, *y = b;
+    if (x->thread != y->thread)
+        return x->thread < y->thread ? -1 : 1;
+    if (x->ns != y->ns)
+        return x->ns > y->ns ? -1 : 1;
+    return x->site < y->site ? -1 : x->site > y->site;
+}
+
+/* The stages: each thread's top-level sections by total time, as a share of the run (one thread's
+ * top-level sections never overlap, so no bar passes 100%). */
+static void stages(sbuf *b, const sm_model *m)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->n_spans; i++)
+        n += m->spans[i].depth == 0;
+    if (!n || m->duration_ns <= 0)
+        return;
+    stage_key *k = sonde__malloc(n * sizeof *k);
+    stage_row *r = sonde__malloc(n * sizeof *r);
+    if (!k || !r) {
+        sonde__free(k);
+        sonde__free(r);
+        b->oom = 1;
+        return;
+    }
+    n = 0;
+    for (size_t i = 0; i < m->n_spans; i++)
+        if (m->spans[i].depth == 0)
+            k[n++] = (stage_key){(uint64_t)m->spans[i].thread << 32 | m->spans[i].site,
+                                 m->spans[i].end_ns - m->spans[i].start_ns};
+    qsort(k, n, sizeof *k, cmp_stage_key);
+    size_t nr = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!nr || r[nr - 1].thread != (uint32_t)(k[i].key >> 32) ||
+            r[nr - 1].site != (uint32_t)k[i].key)
+            r[nr++] = (stage_row){(uint32_t)(k[i].key >> 32), (uint32_t)k[i].key, 0, 0};
+        r[nr - 1].count++;
+        r[nr - 1].ns += k[i].ns;
+    }
+    qsort(r, nr, sizeof *r, cmp_stage_row);
+    sbuf_puts(b, "<div id=\"stage-chart\" class=\"stages\">\n");
+    for (size_t i = 0; i < nr; i++) {
+        if (!i || r[i].thread != r[i - 1].thread) {
+            const sm_thread *t = &m->threads[r[i].thread];
+            sbuf_puts(b, "<div class=\"stage-thread\">");
+            if (t->name && t->name[0])
+                esc(b, t->name);
+            else
+                sbuf_printf(b, "tid %u", t->tid);
+            sbuf_puts(b, "</div>\n");
+        }
+        double share = (double)r[i].ns / (double)m->duration_ns;
+        char d[32];
+        fmt_dur(d, sizeof d, (double)r[i].ns / 1e9);
+        const char *name = sm_str(m, r[i].site);
+        sbuf_puts(b, "<div class=\"stage\"><span class=\"stage-name\">");
+        esc(b, name);
+        sbuf_printf(b, "</span><span class=\"stage-track\"><span class=\"stage-bar\" "
+                       "style=\"width:%.2f%%\" data-name=\"", share > 1 ? 100 : 100 * share);
+        esc(b, name);
+        sbuf_printf(b, "\"></span></span><span class=\"stage-value\">%s &middot; %.1f%% of the "
+                       "run &middot; %llu&times;</span></div>\n", d, 100 * share,
+                    (unsigned long long)r[i].count);
+    }
+    sbuf_puts(b, "</div>\n");
+    sonde__free(k);
+    sonde__free(r);
 }
 
 static void timeline(sbuf *b, const sm_model *m, size_t max_spans)
 {
-    double dur = (double)m->duration_ns;
-    if (dur <= 0)
-        return;
-    /* the longest spans, at most max_spans of them */
-    span_ref *refs = sonde__malloc((m->n_spans ? m->n_spans : 1) * sizeof *refs);
-    if (!refs) {
-        b->oom = 1;
-        return;
-    }
-    for (size_t i = 0; i < m->n_spans; i++)
-        refs[i] = (span_ref){(double)(m->spans[i].end_ns - m->spans[i].start_ns), i};
-    size_t shown = m->n_spans;
-    if (shown > max_spans) {
-        qsort(refs, m->n_spans, sizeof *refs, cmp_longest);
-        shown = max_spans;
-    }
-    /* one lane per depth per thread that has a shown span */
-    int *lane0 = sonde__calloc(m->n_threads + 1, sizeof *lane0);
-    int *depths = sonde__calloc(m->n_threads + 1, sizeof *depths);
-    if (!lane0 || !depths) {
-        sonde__free(refs);
-        sonde__free(lane0);
-        sonde__free(depths);
-        b->oom = 1;
-        return;
-    }
-    for (size_t k = 0; k < shown; k++) {
-        const sm_span *s = &m->spans[refs[k].i];
-        if (s->depth + 1 > depths[s->thread])
-            depths[s->thread] = s->depth + 1;
-    }
-    int lanes = 0;
-    for (size_t t = 0; t < m->n_threads; t++) {
-        lane0[t] = lanes;
-        lanes += depths[t];
-    }
-    int h = lanes * LANE + 20;
-    if (m->n_spans > shown)
+    if (m->n_spans > max_spans)
         sbuf_printf(b, "<p class=\"note\">Showing the %zu longest of %zu sections "
-                       "(html_max_spans).</p>\n", shown, m->n_spans);
-    sbuf_printf(b, "<svg id=\"timeline-svg\" class=\"chart\" width=\"%d\" height=\"%d\" "
-                   "viewBox=\"0 0 %d %d\">\n", W, h, W, h);
-    for (size_t t = 0; t < m->n_threads; t++) {
-        if (!depths[t])
-            continue;
-        sbuf_printf(b, "<text x=\"2\" y=\"%d\" class=\"lane\">", lane0[t] * LANE + 12);
-        char tn[20]; /* short enough for the label column */
-        snprintf(tn, sizeof tn, "%s", m->threads[t].name);
-        esc(b, tn);
-        sbuf_puts(b, "</text>\n");
-    }
-    for (size_t k = 0; k < shown; k++) {
-        const sm_span *s = &m->spans[refs[k].i];
-        double x = X(s->start_ns, dur), w = X(s->end_ns, dur) - x;
-        const char *name = sm_str(m, s->site);
-        char d[32];
-        sx_fmt_dur(d, sizeof d, (double)(s->end_ns - s->start_ns) / 1e9);
-        sbuf_printf(b, "<rect class=\"span\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
-                       "fill=\"hsl(%u,55%%,60%%)\"><title>", x,
-                    (lane0[s->thread] + s->depth) * LANE + 2, w < 0.5 ? 0.5 : w, LANE - 3,
-                    hue(name));
-        esc(b, name);
-        sbuf_printf(b, " - %s</title></rect>\n", d);
-    }
-    char d[32];
-    sx_fmt_dur(d, sizeof d, dur / 1e9);
-    sbuf_printf(b, "<text x=\"%d\" y=\"%d\" class=\"axis\" text-anchor=\"end\">%s</text>"
-                   "</svg>\n", W - 2, h - 4, d);
-    /* counters on the same time axis */
-    size_t keep[CHART_POINTS + 2];
-    for (size_t c = 0; c < m->n_counters; c++) {
+                       "(html_max_spans).</p>\n", max_spans, m->n_spans);
+    sbuf_puts(b, "<div class=\"toolbar\"><input id=\"search\" type=\"search\" "
+                 "placeholder=\"Highlight sections by name\" aria-label=\"search sections\">"
+                 "<button id=\"zoom-reset\" type=\"button\">Whole run</button>"
+                 "<span id=\"view-range\" class=\"note\"></span>"
+                 "<span class=\"note hint\">wheel or pinch: zoom &middot; drag: pan &middot; "
+                 "shift+drag or drag on the axis: zoom to a range &middot; click: select</span>"
+                 "</div>\n<div id=\"legend\" class=\"legend\"></div>\n"
+                 "<div id=\"timeline-view\" class=\"timeline\"><noscript><p class=\"note\">The "
+                 "timeline, the counter charts and the flame graph are drawn by the page's "
+                 "script.</p></noscript></div>\n<div id=\"selection\" class=\"selection\" "
+                 "hidden></div>\n");
+    for (size_t c = 0; c < m->n_counters; c++) { /* read from a JSON report: figures alone */
         const sm_counter *k = &m->counters[c];
-        if (!k->n || !chart_worthy(k))
+        if (!k->n || k->t_ns || !chart_worthy(k))
             continue;
-        if (!k->t_ns) { /* read from a JSON report: its figures, no samples to draw */
-            sbuf_puts(b, "<div class=\"counter\"><div class=\"cname\">");
-            esc(b, k->name);
-            sbuf_printf(b, " <span class=\"range\">min %.4g, mean %.4g, max %.4g, last %.4g "
-                           "(%zu samples; a JSON report keeps no samples to draw)</span></div></div>\n",
-                        k->min, k->sum / (double)k->n, k->max, k->last, k->n);
-            continue;
-        }
-        double lo = k->min, hi = k->max > k->min ? k->max : k->min + 1;
-        sbuf_puts(b, "<div class=\"counter\"><div class=\"cname\">");
+        sbuf_puts(b, "<p class=\"note counter-figures\">");
         esc(b, k->name);
-        sbuf_printf(b, " <span class=\"range\">%.4g .. %.4g</span></div>", k->min, k->max);
-        sbuf_printf(b, "<svg class=\"chart counter-chart\" width=\"%d\" height=\"%d\" "
-                       "viewBox=\"0 0 %d %d\"><polyline fill=\"none\" stroke=\"hsl(%u,60%%,40%%)\" "
-                       "points=\"", W, CHART_H, W, CHART_H, hue(k->name));
-        size_t nk = sm_downsample(k, CHART_POINTS, keep);
-        for (size_t q = 0; q < nk; q++) {
-            size_t i = keep[q];
-            sbuf_printf(b, "%.1f,%.1f ", X(k->t_ns[i], dur),
-                        CHART_H - 2 - (k->v[i] - lo) / (hi - lo) * (CHART_H - 4));
-        }
-        sbuf_puts(b, "\"/></svg></div>\n");
+        sbuf_printf(b, ": min %.4g, mean %.4g, max %.4g, last %.4g (%zu samples; a JSON report "
+                       "keeps no samples to draw)</p>\n", k->min, k->sum / (double)k->n, k->max,
+                    k->last, k->n);
     }
-    sonde__free(refs);
-    sonde__free(lane0);
-    sonde__free(depths);
 }
 
 static void stats_table(sbuf *b, const sm_model *m)
 {
     static const char *cols[] = {"Name", "Count", "Total", "Self", "Mean", "Min", "Max", "P50",
                                  "P99", "Share", "Throughput", "FLOP/s"};
-    sbuf_puts(b, "<table id=\"stats-table\" class=\"sortable\"><thead><tr>");
+    sbuf_puts(b, "<div class=\"scroll\"><table id=\"stats-table\" class=\"sortable\"><thead><tr>");
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
         sbuf_printf(b, "<th data-type=\"%s\">%s</th>", i ? "num" : "text", cols[i]);
     sbuf_puts(b, "</tr></thead><tbody>\n");
@@ -294,14 +759,17 @@ static void stats_table(sbuf *b, const sm_model *m)
         double v[7] = {s->total_s, s->self_s, s->mean_s, s->min_s, s->max_s, s->p50_s, s->p99_s};
         for (int c = 0; c < 7; c++) {
             char d[32];
-            sx_fmt_dur(d, sizeof d, v[c]);
+            fmt_dur(d, sizeof d, v[c]);
             sbuf_printf(b, "<td data-v=\"%.9g\">%s</td>", v[c], d);
         }
         sbuf_printf(b, "<td data-v=\"%.6g\">%.1f%%</td>", s->share, 100 * s->share);
         double ups = s->units_s > 0 ? s->units / s->units_s : 0;
         sbuf_printf(b, "<td data-v=\"%.6g\">", ups);
         if (ups > 0) {
-            sbuf_printf(b, "%.2f ", ups);
+            char r[48]; /* 173.8 K token/s, not 173767.12 token/s */
+            sx_fmt_si(r, sizeof r, ups, "");
+            esc(b, r);
+            sbuf_putc(b, ' ');
             esc(b, s->unit);
             sbuf_puts(b, "/s");
         }
@@ -311,7 +779,7 @@ static void stats_table(sbuf *b, const sm_model *m)
             sx_fmt_si(f, sizeof f, fps, "FLOP/s");
         sbuf_printf(b, "</td><td data-v=\"%.6g\">%s</td></tr>\n", fps, f);
     }
-    sbuf_puts(b, "</tbody></table>\n");
+    sbuf_puts(b, "</tbody></table></div>\n");
 }
 
 static void html_meta_row(const char *key, const char *value, void *ctx)
@@ -335,34 +803,6 @@ static void facts_table(sbuf *b, const sm_model *m, const char *prefix, const ch
     }
     sbuf_puts(b, "</tbody></table>\n");
 }
-
-static const char g_style[] =
-    "body{font:14px system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}"
-    "h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}"
-    ".meta,.note{color:#666}.cards{display:flex;flex-wrap:wrap;gap:10px}"
-    ".card{border:1px solid #ddd;border-radius:6px;padding:8px 14px;min-width:120px}"
-    ".card .v{font-size:18px;font-weight:600}.card .k{color:#666;font-size:12px}"
-    ".chart{display:block;background:#fafafa;border:1px solid #eee;margin:4px 0}"
-    ".axis,.lane{font-size:11px;fill:#555}.cname{font-size:12px;margin-top:6px}"
-    ".range{color:#888}table{border-collapse:collapse;font-size:13px}"
-    "td,th{padding:3px 8px;border-bottom:1px solid #eee;text-align:right}"
-    "td:first-child,th:first-child{text-align:left}th{cursor:pointer;background:#f3f3f3}"
-    ".facts th{cursor:default;text-align:left;font-weight:normal;color:#555}"
-    ".facts td{text-align:left}li{margin-bottom:8px}.ev{color:#555}.adv{color:#333}"
-    ".stage{font-size:12px}";
-
-/* Sorts the statistics table by the clicked column (numbers by data-v); marks the page ready
- * once the whole document has been parsed and the script has run. */
-static const char g_script[] =
-    "document.querySelectorAll('table.sortable th').forEach(function(th,col){"
-    "th.addEventListener('click',function(){var tb=th.closest('table').tBodies[0];"
-    "var rows=Array.prototype.slice.call(tb.rows);var num=th.dataset.type==='num';"
-    "var dir=th.dataset.dir==='asc'?-1:1;th.dataset.dir=dir===1?'asc':'desc';"
-    "rows.sort(function(a,b){var x=a.cells[col],y=b.cells[col];"
-    "if(num)return dir*(parseFloat(y.dataset.v)-parseFloat(x.dataset.v));"
-    "return dir*x.textContent.localeCompare(y.textContent);});"
-    "rows.forEach(function(r){tb.appendChild(r);});});});"
-    "document.body.setAttribute('data-ready','1');";
 
 /* Instant events in time order (the first HTML_MAX_EVENTS), with their arguments. */
 #define HTML_MAX_EVENTS 500
@@ -402,12 +842,13 @@ static void events_table(sbuf *b, const sm_model *m)
     sbuf_puts(b, "</tbody></table>\n");
 }
 
+
 int sx_html(const sm_model *m, sbuf *b)
 {
     const char *th = sm_info(m, "config.bottleneck_threshold");
     const char *mx = sm_info(m, "config.html_max_spans");
     double threshold = th ? atof(th) : 0.3;
-    size_t max_spans = mx ? (size_t)strtoull(mx, NULL, 10) : 2000;
+    size_t max_spans = mx ? (size_t)strtoull(mx, NULL, 10) : 1000000;
     if (threshold <= 0)
         threshold = 0.3;
     if (max_spans < 10)
@@ -420,7 +861,7 @@ int sx_html(const sm_model *m, sbuf *b)
     sbuf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                  "<meta name=\"viewport\" content=\"width=device-width\"><title>sonde: ");
     esc(b, m->name);
-    sbuf_printf(b, "</title><style>%s</style></head><body>\n<h1>sonde report: ", g_style);
+    sbuf_printf(b, "</title><style>\n%s</style></head><body>\n<h1>sonde report: ", sx_report_css);
     esc(b, m->name);
     sbuf_puts(b, "</h1>\n<p class=\"meta\">");
     char iso[64] = "";
@@ -436,14 +877,14 @@ int sx_html(const sm_model *m, sbuf *b)
     if (!m->clean_end)
         sbuf_puts(b, " &middot; <b>the run did not end cleanly</b>");
     sbuf_puts(b, "</p>\n<div class=\"cards\" id=\"cards\">\n");
-    sx_fmt_dur(d, sizeof d, dur);
+    fmt_dur(d, sizeof d, dur);
     card(b, d, "duration");
     snprintf(v, sizeof v, "%llu", (unsigned long long)m->total_sections);
     card(b, v, "sections");
     for (size_t i = 0; i < m->n_rates; i++)
         if (m->rates[i].units > 0 && m->rates[i].seconds > 0) {
             char lab[96];
-            snprintf(v, sizeof v, "%.2f", m->rates[i].units / m->rates[i].seconds);
+            sx_fmt_si(v, sizeof v, m->rates[i].units / m->rates[i].seconds, "");
             snprintf(lab, sizeof lab, "%s/s", m->rates[i].unit);
             card(b, v, lab);
         }
@@ -488,11 +929,21 @@ int sx_html(const sm_model *m, sbuf *b)
     sm_gpu_sum gs;
     int have_gpu = m->n_gpu && sm_gpu_summarize(m, &gs) == 0;
     if (have_gpu) {
-        sx_fmt_dur(d, sizeof d, gs.kernel_s);
+        fmt_dur(d, sizeof d, gs.kernel_s);
         snprintf(v, sizeof v, "%llu (%s)", (unsigned long long)gs.kernels, d);
         card(b, v, "CUDA kernels (GPU time)");
     }
-    sbuf_puts(b, "</div>\n<h2 id=\"recommendations\">Recommendations</h2>\n");
+    sbuf_puts(b, "</div>\n");
+    /* the run's own metadata (model dimensions and the like) at the top */
+    size_t at = b->len;
+    sbuf_puts(b, "<table id=\"run-table\" class=\"facts run\"><tbody>\n");
+    size_t rows = b->len;
+    sm_each_run_meta(m, html_meta_row, b);
+    if (b->len == rows)
+        b->len = at; /* none */
+    else
+        sbuf_puts(b, "</tbody></table>\n");
+    sbuf_puts(b, "<h2 id=\"recommendations\">Recommendations</h2>\n");
     if (!an.n_findings)
         sbuf_puts(b, "<p class=\"note\">No rule found anything to recommend in this run.</p>\n");
     else
@@ -516,49 +967,36 @@ int sx_html(const sm_model *m, sbuf *b)
         esc(b, an.bottlenecks[i].what);
         sbuf_puts(b, "</li>\n");
     }
-    sbuf_puts(b, "</ul>\n");
+    sbuf_puts(b, "</ul>\n<h2 id=\"timeline\">Timeline</h2>\n");
+    timeline(b, m, max_spans);
+    if (m->n_steps)
+        sbuf_puts(b, "<h2 id=\"step-breakdown-title\">Step breakdown</h2>\n<p class=\"note\">Per "
+                     "step, the time of the sections outermost in it by name (threads add up: a "
+                     "bar may pass the step's length, marked by its outline).</p>\n"
+                     "<div id=\"step-breakdown\" class=\"figure\"></div>\n");
+    if (m->profile.samples) {
+        snprintf(v, sizeof v, "%llu", (unsigned long long)m->profile.samples);
+        sbuf_printf(b, "<h2 id=\"flame-title\">CPU samples</h2>\n<p class=\"note\">%s samples "
+                       "at %u Hz, as a flame graph (callers above callees; width: samples). "
+                       "Click a frame to zoom into it; select a section to see its own.</p>\n"
+                       "<div class=\"toolbar\"><select id=\"flame-scope\" aria-label=\"samples "
+                       "of\"></select></div>\n<div id=\"flame\" class=\"figure\"></div>\n",
+                    v, m->profile.hz);
+    }
+    sbuf_puts(b, "<h2 id=\"stages\">Stages</h2>\n<p class=\"note\">Each thread's top-level "
+                 "sections by total time.</p>\n");
+    stages(b, m);
     if (m->n_sessions) {
         sbuf_puts(b, "<h2 id=\"sessions\">Sessions</h2>\n<table id=\"sessions-table\" "
                      "class=\"facts\"><tbody>\n");
         for (size_t i = 0; i < m->n_sessions; i++) {
             const sm_session *s = &m->sessions[i];
-            sx_fmt_dur(d, sizeof d, (double)(s->end_ns - s->start_ns) / 1e9);
+            fmt_dur(d, sizeof d, (double)(s->end_ns - s->start_ns) / 1e9);
             sbuf_puts(b, "<tr><th>");
             esc(b, sm_str(m, s->name));
             sbuf_printf(b, "</th><td>%s from %.3f s</td></tr>\n", d, (double)s->start_ns / 1e9);
         }
         sbuf_puts(b, "</tbody></table>\n");
-    }
-    sbuf_puts(b, "<h2 id=\"stages\">Stages</h2>\n");
-    /* stage chart: top-level sections by total time */
-    size_t ns = 0;
-    for (size_t i = 0; i < m->n_stats; i++)
-        ns += m->stats[i].min_depth == 0;
-    if (ns) {
-        double max = 0;
-        for (size_t i = 0; i < m->n_stats; i++)
-            if (m->stats[i].min_depth == 0 && m->stats[i].total_s > max)
-                max = m->stats[i].total_s;
-        sbuf_printf(b, "<svg id=\"stage-chart\" class=\"chart\" width=\"%d\" height=\"%zu\" "
-                       "viewBox=\"0 0 %d %zu\">\n", W, ns * 22 + 4, W, ns * 22 + 4);
-        size_t row = 0;
-        for (size_t i = 0; i < m->n_stats; i++) {
-            const sm_stat *s = &m->stats[i];
-            if (s->min_depth != 0)
-                continue;
-            double w = max > 0 ? s->total_s / max * (W - 320) : 0;
-            sx_fmt_dur(d, sizeof d, s->total_s);
-            sbuf_printf(b, "<text x=\"4\" y=\"%zu\" class=\"stage\">", row * 22 + 16);
-            esc(b, s->name);
-            sbuf_printf(b, "</text><rect x=\"200\" y=\"%zu\" width=\"%.1f\" height=\"16\" "
-                           "fill=\"hsl(%u,55%%,60%%)\"><title>", row * 22 + 4, w < 1 ? 1 : w,
-                        hue(s->name));
-            esc(b, s->name);
-            sbuf_printf(b, " - %s</title></rect><text x=\"%.1f\" y=\"%zu\" class=\"stage\">%s "
-                           "(%.1f%%)</text>\n", d, 206 + w, row * 22 + 16, d, 100 * s->share);
-            row++;
-        }
-        sbuf_puts(b, "</svg>\n");
     }
     if (have_gpu) {
         gpu_tables(b, &gs);
@@ -566,8 +1004,6 @@ int sx_html(const sm_model *m, sbuf *b)
     }
     if (m->n_ops)
         ops_table(b, m);
-    sbuf_puts(b, "<h2 id=\"timeline\">Timeline</h2>\n");
-    timeline(b, m, max_spans);
     size_t nd = m->n_steps > m->n_blocks ? m->n_steps : m->n_blocks;
     if (m->n_dsteps > nd)
         nd = m->n_dsteps;
@@ -609,6 +1045,8 @@ int sx_html(const sm_model *m, sbuf *b)
                         (unsigned long long)an.diffusion.blocks.slowest, an.diffusion.blocks.max_s);
             bars(b, "block-chart", vals, ids, m->n_blocks, "block");
         }
+    } else {
+        b->oom = 1;
     }
     sonde__free(vals);
     sonde__free(ids);
@@ -636,14 +1074,25 @@ int sx_html(const sm_model *m, sbuf *b)
         }
         sbuf_puts(b, "</ul>\n");
     }
-    sbuf_puts(b, "<h2 id=\"run-metadata\">Run</h2>\n<table id=\"run-table\" class=\"facts\"><tbody>\n");
-    sm_each_run_meta(m, html_meta_row, b);
-    sbuf_puts(b, "</tbody></table>\n");
     sbuf_puts(b, "<h2 id=\"system\">System</h2>\n");
     facts_table(b, m, "system.", "system-table");
-    sbuf_puts(b, "<h2 id=\"configuration\">Configuration</h2>\n");
+    size_t n_config = 0;
+    for (size_t i = 0; i < m->n_info; i++)
+        n_config += !strncmp(m->info[i].key, "config.", 7) &&
+                    sm_info(m, m->info[i].key) == m->info[i].value;
+    sbuf_printf(b, "<details id=\"configuration\"><summary>Configuration (%zu keys)</summary>\n",
+                n_config);
     facts_table(b, m, "config.", "config-table");
-    sbuf_printf(b, "<script>%s</script>\n</body></html>\n", g_script);
+    sbuf_puts(b, "</details>\n<script type=\"application/json\" id=\"sonde-data\">");
+    sbuf data;
+    sbuf_init(&data);
+    data_json(&data, m, max_spans);
+    if (data.oom)
+        b->oom = 1;
+    else
+        put_script_json(b, &data);
+    sbuf_free(&data);
+    sbuf_printf(b, "</script>\n<script>\n%s</script>\n</body></html>\n", sx_report_js);
     sa_free(&an);
     return b->oom ? -1 : 0;
 }

@@ -238,11 +238,18 @@ typedef struct sm_func_in {
     uint32_t func;             /* sm_profile.funcs index */
     uint64_t self, total;      /* samples in the section */
 } sm_func_in;
+typedef struct sm_stack_in {
+    uint32_t stack;            /* sm_profile.stacks index */
+    uint64_t count;            /* samples of it in the section */
+} sm_stack_in;
 typedef struct sm_psection {
     char *name;                /* the section's name */
     uint64_t samples;
     sm_func_in *funcs;         /* by self samples, most first */
     size_t n_funcs;
+    sm_stack_in *stacks;       /* its stacks (the HTML report's flame graph of a section), by
+                                  count, most first */
+    size_t n_stacks;
 } sm_psection;
 typedef struct sm_profile {
     uint64_t samples, lost;    /* samples taken; samples the kernel dropped (ring full) */

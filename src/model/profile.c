@@ -114,6 +114,7 @@ void sm_profile_free(sm_profile *p)
     for (size_t i = 0; i < p->n_sections; i++) {
         sonde__free(p->sections[i].name);
         sonde__free(p->sections[i].funcs);
+        sonde__free(p->sections[i].stacks);
     }
     sonde__free(p->funcs);
     sonde__free(p->stacks);
@@ -213,8 +214,9 @@ static int sort_funcs(sm_profile *p, uint32_t *at)
     return 0;
 }
 
-/* The functions and folded stacks: count[i] samples of raw stack i. */
-static int build_stacks(sb_raw *raw, sm_profile *pr, const uint64_t *count)
+/* The functions and folded stacks: count[i] samples of raw stack i, which becomes folded stack
+ * folded[i]. */
+static int build_stacks(sb_raw *raw, sm_profile *pr, const uint64_t *count, uint32_t *folded)
 {
     pr->funcs = sonde__calloc(raw->n_pfuncs ? raw->n_pfuncs : 1, sizeof *pr->funcs);
     pr->stacks = sonde__calloc(raw->n_pstacks + 1, sizeof *pr->stacks);
@@ -263,8 +265,10 @@ static int build_stacks(sb_raw *raw, sm_profile *pr, const uint64_t *count)
         int at = strmap_get(&lines, line.data);
         if (at >= 0) {
             pr->counts[at] += count[i];
+            folded[i] = (uint32_t)at;
             continue;
         }
+        folded[i] = (uint32_t)pr->n_stacks;
         pr->stacks[pr->n_stacks] = sonde__strdup(line.data);
         pr->counts[pr->n_stacks] = count[i];
         if (!pr->stacks[pr->n_stacks] || strmap_put(&lines, line.data, (int)pr->n_stacks)) {
@@ -316,14 +320,59 @@ static int cmp_in(const void *a, const void *b)
 
 /* Each sample in the innermost section open on its thread at its time, grouped by the
  * section's name: first (section, stack) pairs counted, then each pair's functions. */
-static int build_sections(sb_raw *raw, sm_model *m, const uint32_t *at)
+static int cmp_stack_in(const void *a, const void *b)
+{
+    const sm_stack_in *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+/* Spreads a table keyed section << 32 | item over the sections: into each one's funcs (the
+ * function with its self and total samples) or, with stacks, its stacks (the stack with its
+ * samples). 0, or -1 out of memory. */
+static int spread(const pf_table *t, sm_profile *pr, int stacks)
+{
+    size_t *n = sonde__calloc(pr->n_sections + 1, sizeof *n);
+    if (!n)
+        return -1;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->s[i].key)
+            n[(t->s[i].key - 1) >> 32]++;
+    for (size_t i = 0; i < pr->n_sections; i++) {
+        sm_psection *ps = &pr->sections[i];
+        void *v = sonde__malloc((n[i] + 1) * (stacks ? sizeof(sm_stack_in) : sizeof(sm_func_in)));
+        if (!v) {
+            sonde__free(n);
+            return -1;
+        }
+        if (stacks)
+            ps->stacks = v;
+        else
+            ps->funcs = v;
+    }
+    for (size_t i = 0; i < t->cap; i++) {
+        if (!t->s[i].key)
+            continue;
+        uint64_t k = t->s[i].key - 1;
+        sm_psection *ps = &pr->sections[k >> 32];
+        if (stacks)
+            ps->stacks[ps->n_stacks++] = (sm_stack_in){(uint32_t)k, t->s[i].a};
+        else
+            ps->funcs[ps->n_funcs++] = (sm_func_in){(uint32_t)k, t->s[i].a, t->s[i].b};
+    }
+    sonde__free(n);
+    return 0;
+}
+
+static int build_sections(sb_raw *raw, sm_model *m, const uint32_t *at, const uint32_t *folded)
 {
     sm_profile *pr = &m->profile;
     pf_thread *th = sonde__malloc((m->n_threads ? m->n_threads : 1) * sizeof *th);
     sm_nested spans = SM_SPANS(m);
     size_t *first = sm__thread_firsts(&spans, m->n_threads);
     uint64_t *mark = sonde__calloc(pr->n_funcs ? pr->n_funcs : 1, sizeof *mark);
-    pf_table pairs = {0}, fns = {0};
+    pf_table pairs = {0}, fns = {0}, stacks = {0};
     size_t cap_sections = 0;
     strmap names;
     strmap_init(&names);
@@ -351,7 +400,7 @@ static int build_sections(sb_raw *raw, sm_model *m, const uint32_t *at)
             if (SONDE_GROW(pr->sections, pr->n_sections, cap_sections))
                 goto out;
             sec = (int)pr->n_sections;
-            pr->sections[sec] = (sm_psection){sonde__strdup(name), 0, NULL, 0};
+            pr->sections[sec] = (sm_psection){sonde__strdup(name), 0, NULL, 0, NULL, 0};
             pr->n_sections++;
             if (!pr->sections[sec].name || strmap_put(&names, name, sec))
                 goto out;
@@ -367,6 +416,8 @@ static int build_sections(sb_raw *raw, sm_model *m, const uint32_t *at)
             continue;
         uint64_t k = pairs.s[i].key - 1, c = pairs.s[i].a, sec = k >> 32;
         const sm_pstack_raw *st = &raw->pstacks[(uint32_t)k];
+        if (pf_add(&stacks, sec << 32 | folded[(uint32_t)k], c, 0))
+            goto out;
         for (uint32_t f = 0; f < st->n; f++) {
             uint32_t fn = at[st->f[f]];
             uint64_t self = f == st->n - 1 ? c : 0, total = mark[fn] != i + 1 ? c : 0;
@@ -375,29 +426,18 @@ static int build_sections(sb_raw *raw, sm_model *m, const uint32_t *at)
                 goto out;
         }
     }
-    for (size_t i = 0; i < fns.cap; i++)
-        if (fns.s[i].key)
-            pr->sections[(fns.s[i].key - 1) >> 32].n_funcs++;
+    if (spread(&fns, pr, 0) || spread(&stacks, pr, 1))
+        goto out;
     for (size_t i = 0; i < pr->n_sections; i++) {
-        pr->sections[i].funcs = sonde__malloc((pr->sections[i].n_funcs + 1) * sizeof(sm_func_in));
-        if (!pr->sections[i].funcs)
-            goto out;
-        pr->sections[i].n_funcs = 0;
-    }
-    for (size_t i = 0; i < fns.cap; i++) {
-        if (!fns.s[i].key)
-            continue;
-        uint64_t k = fns.s[i].key - 1;
-        sm_psection *ps = &pr->sections[k >> 32];
-        ps->funcs[ps->n_funcs++] = (sm_func_in){(uint32_t)k, fns.s[i].a, fns.s[i].b};
-    }
-    for (size_t i = 0; i < pr->n_sections; i++)
         qsort(pr->sections[i].funcs, pr->sections[i].n_funcs, sizeof(sm_func_in), cmp_in);
+        qsort(pr->sections[i].stacks, pr->sections[i].n_stacks, sizeof(sm_stack_in), cmp_stack_in);
+    }
     if (pr->n_sections)
         qsort(pr->sections, pr->n_sections, sizeof *pr->sections, cmp_section);
     rc = 0;
 out:
     sonde__free(fns.s);
+    sonde__free(stacks.s);
     sonde__free(th);
     sonde__free(first);
     sonde__free(mark);
@@ -419,8 +459,9 @@ int sm__profile_build(sb_raw *raw, sm_model *m)
     uint64_t *count = sonde__calloc(raw->n_pstacks + 1, sizeof *count);
     uint32_t *at = sonde__malloc((raw->n_pfuncs + 1) * sizeof *at);
     uint8_t *bad = sonde__calloc(raw->n_pstacks + 1, 1);
+    uint32_t *folded = sonde__calloc(raw->n_pstacks + 1, sizeof *folded);
     int rc = -1;
-    if (!count || !at || !bad)
+    if (!count || !at || !bad || !folded)
         goto out;
     for (size_t i = 0; i < raw->n_pstacks; i++)
         for (uint32_t k = 0; k < raw->pstacks[i].n; k++)
@@ -435,14 +476,15 @@ int sm__profile_build(sb_raw *raw, sm_model *m)
     }
     raw->n_samples = kept;
     pr->samples = kept;
-    if (build_stacks(raw, pr, count) || sort_funcs(pr, at))
+    if (build_stacks(raw, pr, count, folded) || sort_funcs(pr, at))
         goto out;
-    if (!pr->untimed && build_sections(raw, m, at))
+    if (!pr->untimed && build_sections(raw, m, at, folded))
         goto out;
     rc = 0;
 out:
     sonde__free(count);
     sonde__free(at);
     sonde__free(bad);
+    sonde__free(folded);
     return rc;
 }

@@ -265,8 +265,8 @@ static void html_escapes_and_sections(void **state)
     assert_non_null(strstr(b.data, "&lt;script&gt;alert(1)&lt;/script&gt;"));
     assert_int_equal(strncmp(b.data, "<!DOCTYPE html>", 15), 0);
     static const char *ids[] = {"id=\"cards\"", "id=\"recommendations\"", "id=\"stage-chart\"",
-                                "id=\"timeline-svg\"", "id=\"step-chart\"", "id=\"stats-table\"",
-                                "id=\"system-table\"", "id=\"config-table\""};
+                                "id=\"timeline-view\"", "id=\"step-chart\"", "id=\"stats-table\"",
+                                "id=\"system-table\"", "id=\"config-table\"", "id=\"sonde-data\""};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
         if (!strstr(b.data, ids[i]))
             fail_msg("HTML lacks %s", ids[i]);
@@ -274,10 +274,17 @@ static void html_escapes_and_sections(void **state)
     assert_null(strstr(b.data, "http://"));
     assert_null(strstr(b.data, "https://"));
     assert_null(strstr(b.data, " src="));
-    /* exactly one script, the table sorter */
-    const char *s1 = strstr(b.data, "<script>");
+    /* two scripts: the data (JSON, where no name can end the block) and the page's code */
+    const char *d = strstr(b.data, "<script type=\"application/json\" id=\"sonde-data\">");
+    assert_non_null(d);
+    const char *d_end = strstr(d, "</script>");
+    assert_non_null(d_end);
+    assert_non_null(strstr(d, "\\u003cscript\\u003ealert(1)\\u003c/script\\u003e"));
+    assert_non_null(strstr(d, "\"k\":\"\\\"quoted\\\" \\u0026 \\u003ctag\\u003e\""));
+    assert_true(strstr(d, "\\u003c/script\\u003e") < d_end);
+    const char *s1 = strstr(d_end, "<script>");
     assert_non_null(s1);
-    assert_null(strstr(s1 + 1, "<script>"));
+    assert_null(strstr(s1 + 1, "<script"));
     sbuf_free(&b);
     sm_free(&m);
     tu_rmrf(dir);
@@ -330,8 +337,92 @@ static void html_stays_light(void **state)
     sbuf b;
     sbuf_init(&b);
     assert_int_equal(sx_html(&m, &b), 0);
-    assert_true(b.len < 1u << 20); /* 200,000 sections: under 1 MiB (2,000 spans drawn) */
+    /* every section carried, at about 15 bytes each (10^6 in 15 MB: the e2e html test) */
+    assert_non_null(strstr(b.data, "\"spans\":{\"total\":200000,\"n\":200000,"));
+    assert_null(strstr(b.data, "Showing the"));
+    assert_true(b.len < 200000u * 20u);
+    sbuf_free(&b);
+    sm_free(&m);
+    /* html_max_spans: the longest that many, and the page says so */
+    c = tu_config(dir, "capped");
+    c.html_max_spans = 2000;
+    p = sonde_create(&c);
+    for (int i = 0; i < 200000; i++) {
+        SONDE_SCOPE(p, "tiny");
+    }
+    tu_finish(p, &m);
+    sbuf_init(&b);
+    assert_int_equal(sx_html(&m, &b), 0);
+    assert_non_null(strstr(b.data, "\"spans\":{\"total\":200000,\"n\":2000,"));
     assert_non_null(strstr(b.data, "Showing the 2000 longest of 200000 sections"));
+    assert_true(b.len < 1u << 20);
+    sbuf_free(&b);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
+/* The step breakdown in the page's data: per step the time of the sections outermost in it,
+ * by name; a section nested in another of the same step is its parent's time, not its own. */
+static void html_step_breakdown(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "steps");
+    sonde_profiler *p = sonde_create(&c);
+    for (int step = 0; step < 2; step++) {
+        sonde_step_begin(p);
+        sonde_begin(p, "forward");
+        sonde_begin(p, "attention"); /* nested: forward's time */
+        tu_spin_ms(2);
+        sonde_end(p);
+        sonde_end(p);
+        sonde_begin(p, "backward");
+        tu_spin_ms(step ? 4 : 1);
+        sonde_end(p);
+        sonde_step(p);
+    }
+    sm_model m;
+    tu_finish(p, &m);
+    sbuf b;
+    sbuf_init(&b);
+    assert_int_equal(sx_html(&m, &b), 0);
+    const char *bd = strstr(b.data, "\"breakdown\":{\"names\":[");
+    assert_non_null(bd);
+    int k0, k1;
+    unsigned long long v[2][3];
+    int at = 0;
+    assert_int_equal(sscanf(bd, "\"breakdown\":{\"names\":[%d,%d],\"ns\":[%n", &k0, &k1, &at), 2);
+    assert_true(at > 0);
+    assert_int_equal(sscanf(bd + at, "[%llu,%llu,%llu],[%llu,%llu,%llu]", &v[0][0], &v[0][1],
+                            &v[0][2], &v[1][0], &v[1][1], &v[1][2]), 6);
+    /* the names: "backward" (5 ms in all) then "forward" (4 ms), nothing else */
+    const char *names = strstr(b.data, "\"names\":[\"");
+    assert_non_null(names);
+    char n0[32] = "", n1[32] = "";
+    int got = 0;
+    for (const char *q = names + 9; *q && *q != ']' && got < 2; q++) {
+        if (*q != '"')
+            continue;
+        int idx = 0, len = 0;
+        for (const char *r = names + 9; r < q; r++)
+            idx += *r == ',';
+        while (q[1 + len] && q[1 + len] != '"')
+            len++;
+        if (idx == k0)
+            snprintf(n0, sizeof n0, "%.*s", len, q + 1);
+        if (idx == k1)
+            snprintf(n1, sizeof n1, "%.*s", len, q + 1);
+        got += idx == k0 || idx == k1;
+        q += len + 1;
+    }
+    assert_string_equal(n0, "backward");
+    assert_string_equal(n1, "forward");
+    for (int i = 0; i < 2; i++) {
+        assert_true(v[i][1] >= 2000000 && v[i][1] < 50000000); /* forward: 2 ms spun in it */
+        assert_int_equal(v[i][2], 0);                            /* no other name */
+    }
+    assert_true(v[0][0] >= 1000000 && v[1][0] >= 4000000 && v[1][0] > v[0][0]);
     sbuf_free(&b);
     sm_free(&m);
     tu_rmrf(dir);
@@ -397,6 +488,7 @@ int main(void)
         cmocka_unit_test(advice_points_at_self_time),
         cmocka_unit_test(diffusion_figures), cmocka_unit_test(html_escapes_and_sections),
         cmocka_unit_test(mfu_from_a_device), cmocka_unit_test(html_stays_light),
+        cmocka_unit_test(html_step_breakdown),
         cmocka_unit_test(many_sessions_stay_linear),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
