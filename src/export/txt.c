@@ -320,9 +320,11 @@ static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wi
     }
     const sm_profile *pr = &m->profile;
     if (pr->samples) { /* where the CPU time went, from the samples with stacks */
-        sbuf_printf(b, "CPU samples: %llu at %u Hz (%llu lost); the top functions by self "
+        sbuf_printf(b, "CPU samples: %llu at %u Hz (%llu lost; %s); the top functions by self "
                        "samples (NAME.folded has every stack):\n",
-                    (unsigned long long)pr->samples, pr->hz, (unsigned long long)pr->lost);
+                    (unsigned long long)pr->samples, pr->hz, (unsigned long long)pr->lost,
+                    pr->by_timer ? "by CPU-time timers and SIGPROF, unwound from .eh_frame"
+                                 : "by perf_event_open, along frame pointers");
         sbuf_printf(b, "  %-40s %-20s %7s %7s\n", "function", "object", "self", "total");
         for (size_t i = 0; i < pr->n_funcs && i < 15; i++) {
             const sm_func *fn = &pr->funcs[i];

@@ -256,6 +256,9 @@ typedef struct sm_profile {
     unsigned hz;
     uint64_t cpu_ns;           /* CPU time of the thread that took them */
     int untimed;               /* the samples carry no time (a kernel before 4.1): no sections */
+    int by_timer;              /* taken by timers on the threads' CPU clocks and SIGPROF, stacks
+                                  unwound from .eh_frame (perf_event_open was refused); else the
+                                  kernel's cpu-clock event, stacks along frame pointers */
     sm_func *funcs;            /* by self samples, most first */
     size_t n_funcs;
     char **stacks;             /* folded stacks */

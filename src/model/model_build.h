@@ -89,6 +89,7 @@ typedef struct sb_raw {
     uint64_t samples_lost, stacks_cpu_ns;
     unsigned sample_hz;
     int samples_untimed;
+    int samples_by_timer;      /* flag 2: taken by timers on the threads' CPU clocks */
 } sb_raw;
 
 /* reader.c: the varint at *pp (advanced past it); 0, or -1 when it runs past end. */

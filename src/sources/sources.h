@@ -106,8 +106,10 @@ typedef struct sonde_stacks sonde_stacks;
 typedef int (*sonde_stacks_write)(void *ctx, unsigned type, const uint8_t *payload, size_t len);
 /* pid > 0: a child that has not exec'd yet (it waits for its go), sampled from its exec with
  * its threads and its children. pid 0: this process from now on, every thread it has and
- * starts (its children's samples are left out). NULL with the reason in why when the kernel
- * refuses (perf_event_paranoid, no perf_event_open) or out of memory. */
+ * starts (its children's samples are left out); where the kernel refuses perf_event_open
+ * (perf_event_paranoid 3, seccomp), through timers on the threads' CPU clocks (cputimer.c)
+ * instead, which sonde__stacks_method says. NULL with the reason in why when both are refused,
+ * or out of memory. */
 sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, sonde_stacks_write write, void *ctx,
                                   char *why, size_t cap);
 /* Stops sampling (once the program has ended, for a child), writes the last samples, the
@@ -115,9 +117,40 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, sonde_stacks_write wri
  * sampler's thread used. 0, SONDE_ENOMEM (what could not be named is left out) or SONDE_EIO (a
  * record could not be written). */
 int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns);
+/* How s samples: SONDE_STACKS_PERF (perf_event_open's cpu-clock event, call chains walked by
+ * the kernel along frame pointers) or SONDE_STACKS_TIMER (cputimer.c: unwound from .eh_frame). */
+enum { SONDE_STACKS_PERF = 0, SONDE_STACKS_TIMER = 1 };
+int sonde__stacks_method(const sonde_stacks *s);
 /* In a forked child, whose copy of the sampler has no thread while the parent's goes on:
  * closes the copy's descriptors and unmaps its buffers, and leaves its memory (the parent's
  * thread may have been changing it at the fork). NULL is ignored. */
 void sonde__stacks_forget(sonde_stacks *s);
+
+/* cputimer.c - the sampler's way where perf_event_open is refused: a timer on each thread's CPU
+ * clock sends it SIGPROF, whose handler unwinds its stack (.eh_frame, through libgcc) into a
+ * lock-free ring. One per process. */
+#define SONDE_CPUTIMER_FRAMES 64
+typedef struct sonde_cputimer sonde_cputimer;
+/* A sample: the thread, its time (CLOCK_MONOTONIC, ns), its frames innermost first (the
+ * interrupted instruction, then return addresses), and how many periods of 1/hz of CPU it
+ * stands for (more than 1 past the kernel's tick rate). */
+typedef void (*sonde_cputimer_fn)(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip,
+                                  uint32_t n, uint32_t weight);
+/* Arms a timer at hz on every thread of this process; NULL with the reason in why. */
+sonde_cputimer *sonde__cputimer_start(unsigned hz, char *why, size_t cap);
+/* Arms timers on the threads begun since (the sampler's thread calls it every 100 ms). 0, or
+ * -1 when a timer could not be made. */
+int sonde__cputimer_follow_new(sonde_cputimer *t);
+/* Hands each sample taken since the last call to fn; returns how many. One caller at a time. */
+size_t sonde__cputimer_drain(sonde_cputimer *t, sonde_cputimer_fn fn, void *ctx);
+/* Samples dropped because the ring was full. */
+uint64_t sonde__cputimer_lost(const sonde_cputimer *t);
+/* Deletes the timers and restores SIGPROF's action: no sample is taken after it returns (what
+ * the ring holds can still be drained). */
+void sonde__cputimer_disarm(sonde_cputimer *t);
+/* Disarms and frees t. NULL is ignored. */
+void sonde__cputimer_stop(sonde_cputimer *t);
+/* In a forked child: the copy no longer receives samples; its memory is left. */
+void sonde__cputimer_forget(sonde_cputimer *t);
 
 #endif

@@ -105,6 +105,9 @@ struct sonde_stacks {
     size_t cap_table;
     ssample *pend;         /* samples not written yet */
     size_t n_pend, cap_pend;
+    sonde_cputimer *timer; /* where perf_event_open was refused: the samples' source */
+    int method;            /* SONDE_STACKS_* */
+    int remapped;          /* /proc/self/maps read again in this drain (timer samples) */
     sorder *order;         /* the records of one drain, put in time order */
     size_t n_order, cap_order;
     uint64_t ends[MAX_CPUS]; /* per ring, the position after the last record taken */
@@ -229,7 +232,7 @@ static uint32_t stack_id(sonde_stacks *s, uint32_t proc, const sframe *inner, ui
 }
 
 /* The samples held so far as one SAMPLES record: varint hz, varint flags (1: times on
- * CLOCK_MONOTONIC), varint samples the kernel lost since the last record, then per sample
+ * CLOCK_MONOTONIC; 2: taken by timers on the threads' CPU clocks, cputimer.c), varint samples the kernel lost since the last record, then per sample
  * varint tid, varint stack, zigzag time less the previous sample's. */
 static void flush_samples(sonde_stacks *s)
 {
@@ -237,7 +240,7 @@ static void flush_samples(sonde_stacks *s)
         return;
     sbuf_reset(&s->out);
     pb_varint(&s->out, s->hz);
-    pb_varint(&s->out, (uint64_t)s->timed);
+    pb_varint(&s->out, (uint64_t)s->timed | (s->method == SONDE_STACKS_TIMER ? 2u : 0u));
     pb_varint(&s->out, s->lost - s->lost_written);
     uint64_t prev = 0;
     for (size_t i = 0; i < s->n_pend; i++) {
@@ -432,10 +435,65 @@ static void drain(sonde_stacks *s, uint64_t cut)
     }
 }
 
+static void read_own_maps(sonde_stacks *s, int pid);
+
+/* A sample of the timers (cputimer.c): placed in this process's mappings, read again once per
+ * drain when a frame falls in none (a library loaded since). */
+static void timer_sample(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip, uint32_t n,
+                         uint32_t weight)
+{
+    sonde_stacks *s = ctx;
+    sproc *p = proc_of(s, s->only_pid, 1);
+    if (!p)
+        return;
+    sframe fr[SONDE_CPUTIMER_FRAMES];
+    uint32_t k = 0, unplaced = 0;
+    for (uint32_t i = 0; i < n && k < SONDE_CPUTIMER_FRAMES; i++) {
+        fr[k] = place(p, k ? ip[i] - 1 : ip[i]); /* return addresses: one byte back is the call */
+        unplaced += fr[k].file == UINT32_MAX;
+        k++;
+    }
+    if (unplaced && !s->remapped) {
+        s->remapped = 1;
+        read_own_maps(s, s->only_pid);
+        p = proc_of(s, s->only_pid, 1);
+        for (uint32_t i = 0; p && i < k; i++)
+            fr[i] = place(p, i ? ip[i] - 1 : ip[i]);
+    }
+    uint32_t id = stack_id(s, (uint32_t)(p - s->procs), fr, k);
+    for (uint32_t w = 0; w < weight && id != UINT32_MAX; w++) { /* a sample per period */
+        if (SONDE_GROW(s->pend, s->n_pend, s->cap_pend)) {
+            s->oom = 1;
+            return;
+        }
+        s->pend[s->n_pend++] = (ssample){tid, id, t};
+        if (s->n_pend >= FLUSH_SAMPLES)
+            flush_samples(s);
+    }
+    if (id == UINT32_MAX)
+        s->oom = 1;
+}
+
+static void drain_timer(sonde_stacks *s)
+{
+    s->remapped = 0;
+    sonde__cputimer_drain(s->timer, timer_sample, s);
+    s->lost = sonde__cputimer_lost(s->timer);
+}
+
 static void *reader(void *arg)
 {
     sonde_stacks *s = arg;
-    while (!atomic_load(&s->stop)) {
+    for (unsigned round = 1; s->timer && !atomic_load(&s->stop); round++) {
+        struct timespec t = {0, 10 * 1000 * 1000};
+        nanosleep(&t, NULL);
+        drain_timer(s);
+        if (round % 10 == 0) /* the threads begun since: every 100 ms */
+            sonde__cputimer_follow_new(s->timer);
+    }
+    if (s->timer)
+        drain_timer(s);
+    while (!s->timer && !atomic_load(&s->stop)) {
         struct timespec t = {0, 10 * 1000 * 1000}, now;
         nanosleep(&t, NULL);
         /* a record stamped before now but still being written into another ring would come
@@ -445,7 +503,8 @@ static void *reader(void *arg)
             cut = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
         drain(s, cut);
     }
-    drain(s, UINT64_MAX);
+    if (!s->timer)
+        drain(s, UINT64_MAX);
     struct timespec cpu;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
         s->cpu_ns = (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec;
@@ -518,35 +577,24 @@ static int follow_task(sonde_stacks *s, struct perf_event_attr *a, pid_t tid)
     return 0;
 }
 
-sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, sonde_stacks_write write, void *ctx,
-                                  char *why, size_t cap)
+/* The cpu-clock events (perf_event_open) of pid's process, or of this one (pid 0) with every
+ * thread it has now. 0, or -1 with the reason in why and nothing left open. */
+static int perf_start(sonde_stacks *s, pid_t pid, char *why, size_t cap)
 {
-    sonde_stacks *s = sonde__calloc(1, sizeof *s);
-    if (!s) {
-        snprintf(why, cap, "out of memory");
-        return NULL;
-    }
-    sbuf_init(&s->out);
-    s->hz = hz;
-    s->write = write;
-    s->ctx = ctx;
-    s->timed = 1;
     pid_t self = getpid(), main_task = pid ? pid : self;
-    if (!pid)
-        s->only_pid = (int)self;
     struct perf_event_attr a;
     memset(&a, 0, sizeof a);
     a.size = sizeof a;
     a.type = PERF_TYPE_SOFTWARE;
     a.config = PERF_COUNT_SW_CPU_CLOCK;
     a.freq = 1;
-    a.sample_freq = hz;
+    a.sample_freq = s->hz;
     a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
     a.exclude_kernel = a.exclude_hv = a.exclude_callchain_kernel = 1;
     a.inherit = 1;
     a.mmap = a.mmap2 = a.comm = a.task = 1;
     a.sample_id_all = 1; /* every record has a time: the rings are read in time order */
-    a.use_clockid = 1; /* the clock sonde's sections are anchored to */
+    a.use_clockid = 1;   /* the clock sonde's sections are anchored to */
     a.clockid = CLOCK_MONOTONIC;
     if (pid) { /* counting begins at the child's exec */
         a.disabled = 1;
@@ -587,7 +635,7 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, sonde_stacks_write wri
     }
     if (!pid) {
         /* This process's other threads alive now (those started later inherit the events of
-         * the thread that starts them), and the mappings already made. */
+         * the thread that starts them). */
         DIR *d = opendir("/proc/self/task");
         struct dirent *e;
         while (d && (e = readdir(d))) {
@@ -603,7 +651,45 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, sonde_stacks_write wri
         }
         if (d)
             closedir(d);
-        read_own_maps(s, (int)self);
+    }
+    return 0;
+fail:
+    close_all(s);
+    s->timed = 1;
+    return -1;
+}
+
+sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, sonde_stacks_write write, void *ctx,
+                                  char *why, size_t cap)
+{
+    sonde_stacks *s = sonde__calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(why, cap, "out of memory");
+        return NULL;
+    }
+    sbuf_init(&s->out);
+    s->hz = hz;
+    s->write = write;
+    s->ctx = ctx;
+    s->timed = 1;
+    pid_t self = getpid();
+    if (!pid)
+        s->only_pid = (int)self;
+    if (perf_start(s, pid, why, cap) != 0) {
+        if (pid)
+            goto fail;
+        /* refused here: timers on the threads' CPU clocks instead */
+        char perf_why[256], timer_why[256];
+        snprintf(perf_why, sizeof perf_why, "%s", why);
+        s->timer = sonde__cputimer_start(hz, timer_why, sizeof timer_why);
+        if (!s->timer) {
+            snprintf(why, cap, "%s; and %s", perf_why, timer_why);
+            goto fail;
+        }
+        s->method = SONDE_STACKS_TIMER;
+    }
+    if (!pid) {
+        read_own_maps(s, (int)self); /* the mappings already made (the kernel reports later ones) */
         if (s->oom) {
             snprintf(why, cap, "out of memory");
             goto fail;
@@ -617,6 +703,11 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, sonde_stacks_write wri
 fail:
     free_all(s);
     return NULL;
+}
+
+int sonde__stacks_method(const sonde_stacks *s)
+{
+    return s->method;
 }
 
 /* ---- names ---- */
@@ -761,7 +852,11 @@ static void emit(sonde_stacks *s, unsigned type, sbuf *b, size_t limit)
 int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns)
 {
     atomic_store(&s->stop, 1);
-    pthread_join(s->thread, NULL);
+    pthread_join(s->thread, NULL); /* it arms the timers of new threads: stopped first */
+    if (s->timer) {
+        sonde__cputimer_disarm(s->timer); /* no sample after this */
+        drain_timer(s);
+    }
     close_all(s);
     if (cpu_ns)
         *cpu_ns = s->cpu_ns;
@@ -854,6 +949,7 @@ void sonde__stacks_forget(sonde_stacks *s)
         return;
     /* Only the descriptors and the mappings: the parent's thread may have been growing a table
      * at the fork, so the child's copy of the memory is left as it is (one copy per fork). */
+    sonde__cputimer_forget(s->timer);
     for (size_t i = 0; i < s->n_task_fds && s->task_fds; i++)
         close(s->task_fds[i]);
     for (int c = 0; c < s->n_cpus; c++) {
@@ -865,6 +961,7 @@ void sonde__stacks_forget(sonde_stacks *s)
 static void free_all(sonde_stacks *s)
 {
     close_all(s);
+    sonde__cputimer_stop(s->timer);
     sonde__free(s->task_fds);
     for (size_t i = 0; i < s->n_files; i++)
         sonde__free(s->files[i]);

@@ -1068,7 +1068,8 @@ f = json.load(open(sys.argv[1]))["profile"]["functions"]
 print("\n".join(sorted(x["name"] for x in f[:3])))' st/hs1.json > sonde.top
         cmp -s perf.top sonde.top || fail "top functions: perf says $(tr '\n' ' ' < perf.top), sonde $(tr '\n' ' ' < sonde.top)"
         echo "top 3 functions by self samples, as perf report has them: $(tr '\n' ' ' < sonde.top)"
-        # and on programs nobody here wrote: xz compressing 8 MB, python3 running a loop. perf
+        # and on programs nobody here wrote: xz compressing 8 MB, python3 running a loop, gcc -O2
+        # on a large C file (its time is in cc1, which gcc starts). perf
         # records the same run sonde samples (python's time moves between its functions from
         # one run to the next by several points). Functions of stripped objects are addresses in
         # both: "liblzma.so.5+0x1692b" here, "0x000000000001692b" in perf. Every function in
@@ -1076,12 +1077,18 @@ print("\n".join(sorted(x["name"] for x in f[:3])))' st/hs1.json > sonde.top
         # 2,000 samples differ by 1.1 points as one standard deviation), or within 4.5 such
         # deviations when fewer samples make that wider (a loaded machine: about 700 each)
         head -c 6000000 /dev/urandom | base64 > xzin.txt
-        for prog in xz py; do
+        # a large C file for gcc -O2: 1,500 functions of loops, branches and arithmetic
+        python3 -c 'import sys
+for i in range(1500):
+    print("int f%d(int *a, int n) { int s = %d; for (int i = 0; i < n; i++) { if (a[i] %% %d) s += a[i] * %d; else s ^= a[i] >> (i & 7); } return s; }" % (i, i, i % 13 + 2, i % 7 + 1))
+print("int main(void) { return 0; }")' > big.c
+        for prog in xz py gcc; do
             case $prog in
             xz) command -v xz > /dev/null || { echo "xz comparison skipped: no xz"; continue; }
                 set -- xz -6 -T1 -k -c xzin.txt ;;
             py) set -- python3 -c 's = 0
 for i in range(8000000): s += i * i % 7' ;;
+            gcc) set -- gcc -O2 -c big.c -o big.o ;;
             esac
             perf record -q -F 999 -g -o $prog.data -- "$sonde" run --quiet -o cmp --name $prog \
                 -- "$@" > /dev/null 2>&1
@@ -1133,11 +1140,14 @@ PY
     # libsonde's own sampler (sample_hz, with_stack): every thread's samples, each in the
     # innermost section open on its thread: "step" holds "decode" (hot70) and "prefill" (warm20),
     # cool10 runs outside every section
-    # (4early: the threads exist before sonde_create, so they are found, not inherited)
-    for th in 1 4 4early; do
-        if [ $th = 1 ]; then set -- SONDE_WITH_STACK=1; else set -- SONDE_SAMPLE_HZ=499; fi
+    # (4early: the threads exist before sonde_create, so they are found, not inherited;
+    # 1timer, 4timer: perf_event_open refused, as perf_event_paranoid 3 would, so timers on the
+    # threads' CPU clocks take the samples)
+    for th in 1 4 4early 1timer 4timer; do
+        case $th in 1*) set -- SONDE_WITH_STACK=1 ;; *) set -- SONDE_SAMPLE_HZ=499 ;; esac
         case $th in *early) mode=early ;; *) mode= ;; esac
-        env "$@" "$build/tests/hotsections" lib lib$th ${th%early} 30 $mode ||
+        case $th in *timer) set -- "$@" LD_PRELOAD="$build/tests/libnoperf.so" ;; esac
+        env "$@" "$build/tests/hotsections" lib lib$th ${th%%[a-z]*} 30 $mode ||
             fail "hotsections $th exited $?"
         "$sonde" export lib/lib$th.sonde --format json,folded -o again --quiet ||
             fail "sonde export lib$th.sonde"
@@ -1146,7 +1156,8 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 p = r["profile"]
 n = p["samples"]
-assert p["hz"] == (999 if sys.argv[4] == "1" else 499) and n >= 300, (p["hz"], n)
+assert p["hz"] == (999 if sys.argv[4].startswith("1") else 499) and n >= 300, (p["hz"], n)
+assert p["method"] == ("timer_signal" if sys.argv[4].endswith("timer") else "perf_event"), p["method"]
 f = {x["name"]: x for x in p["functions"]}
 got = {k: 100.0 * f[k]["self"] / n for k in ("hot70", "warm20", "cool10")}
 for k, want in (("hot70", 70), ("warm20", 20), ("cool10", 10)):
@@ -1172,18 +1183,20 @@ PY
     done
     # every thread was sampled: four threads of the same work at half the rate give twice the
     # samples of one (CPU time, whatever the load), where one thread alone would give half
+    # (the timers too: their samples stand for the CPU time they cover, past the kernel's tick)
     python3 -c 'import json, sys
-n = [json.load(open("lib/lib%s.json" % t))["profile"]["samples"] for t in ("1", "4", "4early")]
-assert all(1.6 <= x / n[0] <= 2.4 for x in n[1:]), n
-print("samples of 1, 4 and 4 early threads: %s" % n)' || fail "not every thread was sampled"
-    # refused by the kernel (perf_event_paranoid): the run goes on, its report says why
-    LD_PRELOAD="$build/tests/libnoperf.so" SONDE_SAMPLE_HZ=999 "$build/tests/hotsections" lib refused 1 2 ||
+for runs in (("1", "4", "4early"), ("1timer", "4timer")):
+    n = [json.load(open("lib/lib%s.json" % t))["profile"]["samples"] for t in runs]
+    assert all(1.6 <= x / n[0] <= 2.4 for x in n[1:]), (runs, n)
+    print("samples of %s threads: %s" % (", ".join(runs), n))' || fail "not every thread was sampled"
+    # both refused (perf_event_open, timer_create): the run goes on, its report says why
+    NOPERF_TIMERS=1 LD_PRELOAD="$build/tests/libnoperf.so" SONDE_SAMPLE_HZ=999 "$build/tests/hotsections" lib refused 1 2 ||
         fail "hotsections without perf_event_open exited $?"
     python3 -c 'import json, sys
 r = json.load(open(sys.argv[1]))
 assert "profile" not in r and r["sections"], r.keys()
 w = [x for x in r["warnings"] if "no CPU samples with call stacks: perf_event_open: Permission denied" in x]
-assert w and "perf_event_paranoid" in w[0], r["warnings"]' lib/refused.json || fail "refused: $(grep -o '"warnings".*' lib/refused.json)"
+assert w and "perf_event_paranoid" in w[0] and "timer_create: Operation not permitted" in w[0], r["warnings"]' lib/refused.json || fail "refused: $(grep -o '"warnings".*' lib/refused.json)"
     # C++ names as written in the source, in the table and in the folded stacks
     "$sonde" run --quiet -o st --name cxx -- "$build/tests/hotspots_cxx" 10
     grep -q '"name":"dec::Model<double>::matmul(long)"' st/cxx.json ||

@@ -418,11 +418,12 @@ static void html_step_breakdown(void **state)
     }
     assert_string_equal(n0, "backward");
     assert_string_equal(n1, "forward");
+    /* (sections are timed by the TSC, the spins by CLOCK_MONOTONIC: 5% apart at most) */
     for (int i = 0; i < 2; i++) {
-        assert_true(v[i][1] >= 2000000 && v[i][1] < 50000000); /* forward: 2 ms spun in it */
+        assert_true(v[i][1] >= 1900000 && v[i][1] < 50000000); /* forward: 2 ms spun in it */
         assert_int_equal(v[i][2], 0);                            /* no other name */
     }
-    assert_true(v[0][0] >= 1000000 && v[1][0] >= 4000000 && v[1][0] > v[0][0]);
+    assert_true(v[0][0] >= 950000 && v[1][0] >= 3800000 && v[1][0] > v[0][0]);
     sbuf_free(&b);
     sm_free(&m);
     tu_rmrf(dir);

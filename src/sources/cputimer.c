@@ -1,0 +1,293 @@
+/* cputimer.c - CPU-time samples with call stacks where perf_event_open is refused (a
+ * perf_event_paranoid of 3, a container's seccomp profile): a POSIX timer on each thread's CPU
+ * clock (timer_create with the thread's CPU-time clock id, SIGEV_THREAD_ID) sends SIGPROF to the
+ * thread each 1/hz of CPU it uses. The handler unwinds the interrupted thread's stack with
+ * libgcc's unwinder (backtrace(): the call frame information of .eh_frame, so code built
+ * without frame pointers unwinds too) and puts the sample in a lock-free ring (a bounded
+ * multi-producer queue, one sequence number per slot); the sampler's thread takes them out
+ * (sonde__cputimer_drain) and, every 100 ms, starts timers for the threads begun since.
+ * Nothing in the handler allocates or locks: backtrace() is called once before the first timer
+ * is armed, so libgcc is loaded, and the loader's lock it takes (dl_iterate_phdr) is recursive.
+ * One per process (the handler finds it through a global). x86-64 and AArch64. */
+#define _GNU_SOURCE
+#include "sources.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <execinfo.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "../util/alloc.h"
+
+#ifndef sigev_notify_thread_id
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
+
+#define SLOTS 4096u /* a power of two: 16 ms of 1 kHz samples on 256 busy threads */
+
+typedef struct tslot {
+    _Atomic uint64_t seq;      /* i: free for the producer of position i; i + 1: holds it */
+    uint32_t tid, n;
+    uint32_t weight;           /* expirations it stands for: 1 + the timer's overrun */
+    uint64_t t;
+    uint64_t ip[SONDE_CPUTIMER_FRAMES];
+} tslot;
+
+typedef struct tthread {
+    pid_t tid;
+    timer_t timer;
+} tthread;
+
+struct sonde_cputimer {
+    unsigned hz;
+    _Atomic uint64_t head;     /* the next position a producer takes */
+    uint64_t tail;             /* the next position the consumer reads */
+    _Atomic uint64_t lost;     /* samples dropped: the ring was full */
+    tthread *threads;          /* the threads with a timer */
+    size_t n_threads, cap_threads;
+    struct sigaction old;      /* SIGPROF's action before ours */
+    tslot slots[SLOTS];
+};
+
+static _Atomic(sonde_cputimer *) g_owner;
+static _Atomic int g_inflight; /* handlers running now */
+
+static uint64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static uint64_t interrupted_pc(const void *ucv)
+{
+    const ucontext_t *uc = ucv;
+#if defined(__x86_64__)
+    return (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+    return (uint64_t)uc->uc_mcontext.pc;
+#else
+    (void)uc;
+    return 0;
+#endif
+}
+
+static void on_sigprof(int sig, siginfo_t *si, void *ucv)
+{
+    (void)sig;
+    int saved = errno;
+    atomic_fetch_add(&g_inflight, 1);
+    sonde_cputimer *t = atomic_load_explicit(&g_owner, memory_order_acquire);
+    if (!t || si->si_code != SI_TIMER)
+        goto out;
+    uint64_t pos = atomic_load_explicit(&t->head, memory_order_relaxed);
+    tslot *s;
+    for (;;) {
+        s = &t->slots[pos & (SLOTS - 1)];
+        uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+        if (seq == pos) {
+            if (atomic_compare_exchange_weak_explicit(&t->head, &pos, pos + 1,
+                                                      memory_order_relaxed, memory_order_relaxed))
+                break;
+        } else if (seq < pos) { /* full: the consumer has not taken this slot's last sample */
+            atomic_fetch_add_explicit(&t->lost, 1, memory_order_relaxed);
+            goto out;
+        } else {
+            pos = atomic_load_explicit(&t->head, memory_order_relaxed);
+        }
+    }
+    void *frames[SONDE_CPUTIMER_FRAMES + 8];
+    int n = backtrace(frames, (int)(sizeof frames / sizeof frames[0]));
+    uint64_t pc = interrupted_pc(ucv);
+    int from = n; /* the unwinder goes through this handler and the signal's trampoline first */
+    for (int i = 0; i < n; i++)
+        if ((uint64_t)(uintptr_t)frames[i] == pc) {
+            from = i;
+            break;
+        }
+    uint32_t k = 0;
+    if (from == n && pc) /* the unwinder could not pass the signal frame: the pc alone */
+        s->ip[k++] = pc;
+    for (int i = from; i < n && k < SONDE_CPUTIMER_FRAMES; i++)
+        s->ip[k++] = (uint64_t)(uintptr_t)frames[i];
+    s->n = k;
+    /* CPU-time timers expire on the kernel's tick (CONFIG_HZ, 250 on Debian): past that rate a
+     * signal stands for the expirations since the last, which si_overrun counts */
+    s->weight = 1 + (si->si_overrun > 0 ? (si->si_overrun < 1000 ? (uint32_t)si->si_overrun : 1000u) : 0u);
+    s->tid = (uint32_t)syscall(SYS_gettid);
+    s->t = mono_ns();
+    atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+out:
+    atomic_fetch_sub(&g_inflight, 1);
+    errno = saved;
+}
+
+/* A timer on thread tid's CPU clock (the kernel's clock id for a thread's CPU time, as glibc's
+ * pthread_getcpuclockid makes it), sending SIGPROF to that thread. 0, or -1 (errno set;
+ * ESRCH-like failures of a thread that has just ended are 0). */
+static int follow(sonde_cputimer *t, pid_t tid)
+{
+    for (size_t i = 0; i < t->n_threads; i++)
+        if (t->threads[i].tid == tid)
+            return 0;
+    clockid_t clock = (clockid_t)((~(unsigned)tid << 3) | 6); /* per thread, scheduler time */
+    struct sigevent ev;
+    memset(&ev, 0, sizeof ev);
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = SIGPROF;
+    ev.sigev_notify_thread_id = tid;
+    timer_t id;
+    if (timer_create(clock, &ev, &id) != 0)
+        return errno == EINVAL || errno == ESRCH ? 0 : -1; /* EINVAL: the thread is gone */
+    long ns = 1000000000L / (long)t->hz;
+    struct itimerspec it = {{ns / 1000000000L, ns % 1000000000L}, {ns / 1000000000L, ns % 1000000000L}};
+    if (timer_settime(id, 0, &it, NULL) != 0 || SONDE_GROW(t->threads, t->n_threads, t->cap_threads)) {
+        int e = errno ? errno : ENOMEM;
+        timer_delete(id);
+        errno = e;
+        return -1;
+    }
+    t->threads[t->n_threads++] = (tthread){tid, id};
+    return 0;
+}
+
+int sonde__cputimer_follow_new(sonde_cputimer *t)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d))) {
+        char *end;
+        long tid = strtol(e->d_name, &end, 10);
+        if (*end || tid <= 0)
+            continue;
+        if (follow(t, (pid_t)tid) != 0)
+            rc = -1;
+    }
+    closedir(d);
+    return rc;
+}
+
+sonde_cputimer *sonde__cputimer_start(unsigned hz, char *why, size_t cap)
+{
+#if !defined(__x86_64__) && !defined(__aarch64__)
+    snprintf(why, cap, "timer_create sampling is built for x86-64 and AArch64 only");
+    (void)hz;
+    return NULL;
+#else
+    if (!hz || hz > 100000) {
+        snprintf(why, cap, "timer_create: a rate of %u Hz", hz);
+        return NULL;
+    }
+    sonde_cputimer *t = sonde__calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(why, cap, "out of memory");
+        return NULL;
+    }
+    t->hz = hz;
+    for (uint64_t i = 0; i < SLOTS; i++)
+        atomic_init(&t->slots[i].seq, i);
+    sonde_cputimer *none = NULL;
+    if (!atomic_compare_exchange_strong(&g_owner, &none, t)) {
+        snprintf(why, cap, "timer_create: another profiler of this process samples already");
+        sonde__free(t);
+        return NULL;
+    }
+    void *warm[4];
+    backtrace(warm, 4); /* loads libgcc's unwinder now, not in the handler */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigprof;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGPROF, NULL, &t->old) != 0 ||
+        (t->old.sa_handler != SIG_DFL && t->old.sa_handler != SIG_IGN)) {
+        snprintf(why, cap, "timer_create: SIGPROF already has a handler in this program");
+        atomic_store(&g_owner, NULL);
+        sonde__free(t);
+        return NULL;
+    }
+    if (sigaction(SIGPROF, &sa, NULL) != 0 || sonde__cputimer_follow_new(t) != 0 ||
+        !t->n_threads) {
+        snprintf(why, cap, "timer_create: %s", strerror(errno ? errno : ENOENT));
+        sonde__cputimer_stop(t);
+        return NULL;
+    }
+    return t;
+#endif
+}
+
+size_t sonde__cputimer_drain(sonde_cputimer *t, sonde_cputimer_fn fn, void *ctx)
+{
+    size_t n = 0;
+    for (;;) {
+        tslot *s = &t->slots[t->tail & (SLOTS - 1)];
+        if (atomic_load_explicit(&s->seq, memory_order_acquire) != t->tail + 1)
+            return n;
+        fn(ctx, s->tid, s->t, s->ip, s->n, s->weight);
+        atomic_store_explicit(&s->seq, t->tail + SLOTS, memory_order_release);
+        t->tail++;
+        n++;
+    }
+}
+
+uint64_t sonde__cputimer_lost(const sonde_cputimer *t)
+{
+    return atomic_load(&((sonde_cputimer *)t)->lost);
+}
+
+/* No handler runs past this: the timers deleted, SIGPROF's action restored, the handlers
+ * already running waited for. */
+static void disarm(sonde_cputimer *t)
+{
+    for (size_t i = 0; i < t->n_threads; i++)
+        timer_delete(t->threads[i].timer);
+    t->n_threads = 0;
+    /* a signal already sent but not yet taken would meet SIGPROF's default action, which ends
+     * the process: ignoring it first discards it */
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPROF, &ign, NULL);
+    sigaction(SIGPROF, &t->old, NULL);
+    atomic_store(&g_owner, NULL);
+    while (atomic_load(&g_inflight)) {
+        struct timespec w = {0, 100000};
+        nanosleep(&w, NULL);
+    }
+}
+
+void sonde__cputimer_disarm(sonde_cputimer *t)
+{
+    if (t && t->n_threads)
+        disarm(t);
+}
+
+void sonde__cputimer_stop(sonde_cputimer *t)
+{
+    if (!t)
+        return;
+    disarm(t);
+    sonde__free(t->threads);
+    sonde__free(t);
+}
+
+void sonde__cputimer_forget(sonde_cputimer *t)
+{
+    /* a forked child has none of the timers; its memory is left as it is, as the sampler's */
+    if (!t)
+        return;
+    atomic_store(&g_owner, NULL);
+    sigaction(SIGPROF, &t->old, NULL);
+}

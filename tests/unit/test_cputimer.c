@@ -1,0 +1,166 @@
+/* test_cputimer.c - the timers on the threads' CPU clocks (sources/cputimer.c), the sampler's
+ * way where perf_event_open is refused: every thread's CPU time is sampled (threads begun after
+ * the start too, once follow_new has run), each sample's periods add up to the CPU the threads
+ * used, its first frame is the interrupted function and the next ones its callers, a second
+ * sampler is refused, a program's own SIGPROF handler is left alone, and SIGPROF's action is
+ * restored at the end. Also run under TSan (label threads): the handler and the ring. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "sources/sources.h"
+
+#define THREADS 3
+
+static _Thread_local volatile double g_sink;
+static _Atomic int g_go;
+
+/* Burns ms of this thread's CPU time; not inlined, so its frames are its own. */
+__attribute__((noinline)) static void burn(double ms)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    double x = 0;
+    do {
+        for (int i = 0; i < 200000; i++)
+            x += i * 0.5;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    } while ((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6 < ms);
+    g_sink = x;
+}
+
+__attribute__((noinline)) static void caller(double ms)
+{
+    burn(ms);
+    g_sink += 1;
+}
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&g_go)) {
+        struct timespec w = {0, 1000000};
+        nanosleep(&w, NULL);
+    }
+    caller(300);
+    return NULL;
+}
+
+typedef struct seen {
+    uint64_t periods, in_burn, burn_then_caller;
+    uint32_t tids[64];
+    size_t n_tids;
+} seen;
+
+static uintptr_t g_burn_lo, g_burn_hi, g_caller_lo, g_caller_hi;
+
+static void take(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip, uint32_t n,
+                 uint32_t weight)
+{
+    seen *s = ctx;
+    (void)t;
+    s->periods += weight;
+    if (n && ip[0] >= g_burn_lo && ip[0] < g_burn_hi) {
+        s->in_burn += weight;
+        if (n > 1 && ip[1] - 1 >= g_caller_lo && ip[1] - 1 < g_caller_hi)
+            s->burn_then_caller += weight;
+    }
+    for (size_t i = 0; i < s->n_tids; i++)
+        if (s->tids[i] == tid)
+            return;
+    if (s->n_tids < 64)
+        s->tids[s->n_tids++] = tid;
+}
+
+static void cpu_samples_of_every_thread(void **state)
+{
+    (void)state;
+    /* the functions' extents: from their address to the next function's, as laid out */
+    g_burn_lo = (uintptr_t)burn;
+    g_caller_lo = (uintptr_t)caller;
+    g_burn_hi = g_burn_lo + 4096;
+    g_caller_hi = g_caller_lo + 4096;
+    if (g_caller_lo > g_burn_lo && g_caller_lo < g_burn_hi)
+        g_burn_hi = g_caller_lo;
+    if (g_burn_lo > g_caller_lo && g_burn_lo < g_caller_hi)
+        g_caller_hi = g_burn_lo;
+    char why[256] = "";
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    sonde_cputimer *t = sonde__cputimer_start(999, why, sizeof why);
+    assert_non_null(t);
+    char why2[256] = "";
+    assert_null(sonde__cputimer_start(999, why2, sizeof why2)); /* one per process */
+    assert_non_null(strstr(why2, "another profiler of this process samples already"));
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++) /* begun after the start: found by follow_new */
+        assert_int_equal(pthread_create(&th[i], NULL, worker, NULL), 0);
+    assert_int_equal(sonde__cputimer_follow_new(t), 0);
+    atomic_store(&g_go, 1);
+    caller(300);
+    seen s;
+    memset(&s, 0, sizeof s);
+    for (int i = 0; i < THREADS; i++) {
+        sonde__cputimer_drain(t, take, &s); /* the ring holds 4096: drained as they go */
+        pthread_join(th[i], NULL);
+    }
+    sonde__cputimer_disarm(t);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    sonde__cputimer_drain(t, take, &s);
+    double cpu_ms = (double)(c1.tv_sec - c0.tv_sec) * 1e3 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e6;
+    double sampled_ms = (double)s.periods * 1000.0 / 999.0;
+    print_message("cputimer: %.0f ms of CPU, %llu periods (%.0f ms), %llu in burn, %llu lost, "
+                  "%zu threads\n", cpu_ms, (unsigned long long)s.periods, sampled_ms,
+                  (unsigned long long)s.in_burn,
+                  (unsigned long long)sonde__cputimer_lost(t), s.n_tids);
+    assert_int_equal(s.n_tids, THREADS + 1);
+    /* the periods measure the CPU used (1.2 s here), within the kernel tick's granularity */
+    assert_true(sampled_ms > 0.8 * cpu_ms && sampled_ms < 1.1 * cpu_ms);
+    assert_true(s.in_burn > 0.8 * (double)s.periods);
+    /* TSan runs a handler later, from its own runtime, with no signal frame to unwind through:
+     * the interrupted pc alone there */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+    assert_true(s.burn_then_caller > 0.8 * (double)s.in_burn);
+#endif
+    sonde__cputimer_stop(t);
+    struct sigaction now;
+    sigaction(SIGPROF, NULL, &now);
+    assert_true(now.sa_handler == SIG_DFL);
+}
+
+static void on_prof(int sig) { (void)sig; }
+
+static void a_programs_handler_is_left_alone(void **state)
+{
+    (void)state;
+    struct sigaction mine, now;
+    memset(&mine, 0, sizeof mine);
+    mine.sa_handler = on_prof;
+    sigemptyset(&mine.sa_mask);
+    assert_int_equal(sigaction(SIGPROF, &mine, NULL), 0);
+    char why[256] = "";
+    assert_null(sonde__cputimer_start(999, why, sizeof why));
+    assert_non_null(strstr(why, "SIGPROF already has a handler in this program"));
+    sigaction(SIGPROF, NULL, &now);
+    assert_true(now.sa_handler == on_prof);
+    signal(SIGPROF, SIG_DFL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(cpu_samples_of_every_thread),
+        cmocka_unit_test(a_programs_handler_is_left_alone),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
