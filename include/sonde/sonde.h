@@ -228,7 +228,12 @@ typedef struct sonde_config {
                                 CPU time, each attributed to the innermost section open on its
                                 thread (perf_event_open; docs/stacks.md). -1 (the default): 999
                                 when with_stack is on, else none; 0: none */
-    void *reserved[2];       /* zero; room for later fields without breaking the ABI */
+    int sample_inline;       /* 1 (the default): a function inlined where a sample was taken is a
+                                frame of its own, under the function it was inlined into (from
+                                the DWARF); 0: the function that holds it alone, as perf report
+                                shows by default. Took half of a reserved pointer (64-bit ABI) */
+    int reserved_int;        /* zero */
+    void *reserved[1];       /* zero; room for later fields without breaking the ABI */
 } sonde_config;
 
 /* The defaults documented on each field. */

@@ -32,6 +32,8 @@ static const flag g_flags[] = {
      "source file, line and function of each section in the trace; CPU samples with stacks"},
     {"profile-sample-hz", F_VALUE, "sample_hz", "N",
      "CPU samples with call stacks per second of CPU time (0: none)"},
+    {"profile-sample-inline", F_VALUE, "sample_inline", "0|1",
+     "CPU samples: inlined functions as frames of their own (1, the default)"},
     {"profile-record-shapes", F_SWITCH, "record_shapes", NULL, "record sonde_shape calls"},
     {"profile-trace-python", F_SWITCH, "trace_python", NULL,
      "Python programs: every Python function call a section"},

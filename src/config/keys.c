@@ -76,6 +76,9 @@ static const sonde_key g_keys[] = {
     {"sample_hz", KEY_INT, OFF(sample_hz), -1, 100000, "-1",
      "CPU samples with call stacks per second of CPU time, by section (-1: 999 with with_stack, "
      "else none; 0: none)"},
+    {"sample_inline", KEY_BOOL, OFF(sample_inline), 0, 1, "1",
+     "CPU samples: a function inlined where a sample was taken is a frame of its own (DWARF); "
+     "0: the function that holds it, as perf report shows"},
     {"record_shapes", KEY_BOOL, OFF(record_shapes), 0, 1, "0", "sonde_shape records shapes"},
     {"bottleneck_threshold", KEY_DOUBLE, OFF(bottleneck_threshold), 0.01, 1, "0.3",
      "share of its session above which a stage is a bottleneck"},

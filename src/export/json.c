@@ -757,6 +757,10 @@ int sx_json(const sm_model *m, sbuf *b)
             sbuf_puts(b, i ? ",{" : "{");
             kv_str(b, "name", pr->funcs[i].name, 1);
             kv_str(b, "object", pr->funcs[i].object, 1);
+            if (pr->funcs[i].file) { /* where it is defined, from the DWARF */
+                kv_str(b, "file", pr->funcs[i].file, 1);
+                kv_num(b, "line", pr->funcs[i].line, 1);
+            }
             kv_num(b, "self", (double)pr->funcs[i].self, 1);
             kv_num(b, "total", (double)pr->funcs[i].total, 1);
             kv_num(b, "self_share", (double)pr->funcs[i].self / (double)pr->samples, 1);

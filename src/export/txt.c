@@ -325,12 +325,18 @@ static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wi
                     (unsigned long long)pr->samples, pr->hz, (unsigned long long)pr->lost,
                     pr->by_timer ? "by CPU-time timers and SIGPROF, unwound from .eh_frame"
                                  : "by perf_event_open, along frame pointers");
-        sbuf_printf(b, "  %-40s %-20s %7s %7s\n", "function", "object", "self", "total");
+        sbuf_printf(b, "  %-40s %-20s %7s %7s  %s\n", "function", "object", "self", "total",
+                    "defined at");
         for (size_t i = 0; i < pr->n_funcs && i < 15; i++) {
             const sm_func *fn = &pr->funcs[i];
-            sbuf_printf(b, "  %-40.40s %-20.20s %6.1f%% %6.1f%%\n", L(fn->name), L(fn->object),
+            char at[64] = "";
+            if (fn->file) {
+                const char *base = strrchr(fn->file, '/');
+                snprintf(at, sizeof at, "%.40s:%u", base ? base + 1 : fn->file, fn->line);
+            }
+            sbuf_printf(b, "  %-40.40s %-20.20s %6.1f%% %6.1f%%  %s\n", L(fn->name), L(fn->object),
                         100.0 * (double)fn->self / (double)pr->samples,
-                        100.0 * (double)fn->total / (double)pr->samples);
+                        100.0 * (double)fn->total / (double)pr->samples, L(at));
         }
         if (pr->n_sections) /* "inside decode: 61% in matmul" */
             sbuf_printf(b, "CPU samples by the innermost section open on their thread (%.1f%% of "

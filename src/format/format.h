@@ -40,6 +40,8 @@ enum {
     SONDE_R_STACKS = 13, /* (varint id, varint pid, str process, varint n, n x varint function
                             id, outermost first)*: the samples' distinct stacks, ids from 0 */
     SONDE_R_FUNCS = 14,  /* (varint id, str name, str object)*: the stacks' functions, from 0 */
+    SONDE_R_FUNCLOC = 15, /* (varint id, str file, varint line)*: where functions named before
+                             are defined, for those the DWARF says */
 };
 
 /* Event kinds, the low 4 bits of an event's tag (the id above them). Each event in an EVENTS

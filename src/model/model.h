@@ -232,6 +232,8 @@ typedef struct sm_steps_summary {
 typedef struct sm_func {
     char *name;                /* function, or "object+0xADDRESS" when no symbol covers it */
     char *object;              /* the file it is in (its base name) */
+    char *file;                /* the source file it is defined in (from DWARF), NULL: unknown */
+    unsigned line;             /* and the line, 0: unknown */
     uint64_t self, total;      /* samples */
 } sm_func;
 typedef struct sm_func_in {

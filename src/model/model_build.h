@@ -56,6 +56,8 @@ typedef struct sm_pstack_raw {
 } sm_pstack_raw;
 typedef struct sm_pfunc_raw {
     char *name, *object;
+    char *file;                /* where it is defined (FUNCLOC), NULL: unknown */
+    unsigned line;
 } sm_pfunc_raw;
 
 typedef struct sb_raw {

@@ -38,6 +38,24 @@ int sm__profile_parse(sb_raw *raw, unsigned type, const uint8_t *p, const uint8_
         }
         return 0;
     }
+    if (type == SONDE_R_FUNCLOC) { /* where functions read before are defined */
+        while (p < end) {
+            char *file = NULL;
+            if (sm__get_var(&p, end, &v[0]) || v[0] >= raw->n_pfuncs)
+                return -1;
+            int r = sm__get_str(&p, end, PF_NAME_MAX, &file);
+            if (r)
+                return r;
+            if (sm__get_var(&p, end, &v[1]) || v[1] > UINT32_MAX) {
+                sonde__free(file);
+                return -1;
+            }
+            sonde__free(raw->pfuncs[v[0]].file);
+            raw->pfuncs[v[0]].file = file;
+            raw->pfuncs[v[0]].line = (unsigned)v[1];
+        }
+        return 0;
+    }
     if (type == SONDE_R_FUNCS) {
         while (p < end) {
             if (sm__get_var(&p, end, &v[0]) || v[0] != raw->n_pfuncs || v[0] >= SM_MAX_ID)
@@ -90,6 +108,7 @@ void sm__profile_free_raw(sb_raw *raw)
     for (size_t i = 0; i < raw->n_pfuncs; i++) {
         sonde__free(raw->pfuncs[i].name);
         sonde__free(raw->pfuncs[i].object);
+        sonde__free(raw->pfuncs[i].file);
     }
     for (size_t i = 0; i < raw->n_pstacks; i++) {
         sonde__free(raw->pstacks[i].process);
@@ -109,6 +128,7 @@ void sm_profile_free(sm_profile *p)
     for (size_t i = 0; i < p->n_funcs; i++) {
         sonde__free(p->funcs[i].name);
         sonde__free(p->funcs[i].object);
+        sonde__free(p->funcs[i].file);
     }
     for (size_t i = 0; i < p->n_stacks; i++)
         sonde__free(p->stacks[i]);
@@ -230,8 +250,8 @@ static int build_stacks(sb_raw *raw, sm_profile *pr, const uint64_t *count, uint
     }
     for (size_t i = 0; i < raw->n_pfuncs; i++) {
         sm_pfunc_raw *f = &raw->pfuncs[i];
-        pr->funcs[i] = (sm_func){f->name, f->object, 0, 0};
-        f->name = f->object = NULL;
+        pr->funcs[i] = (sm_func){f->name, f->object, f->file, f->line, 0, 0};
+        f->name = f->object = f->file = NULL;
         pr->n_funcs++;
     }
     strmap lines;

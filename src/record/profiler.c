@@ -723,7 +723,7 @@ int sonde__stacks_attach(sonde_profiler *p, pid_t pid, unsigned hz, char *why, s
         snprintf(why, cap, "%s", p->stacks ? "already sampling" : "the profiler records nothing");
         return -1;
     }
-    p->stacks = sonde__stacks_start(pid, hz, stacks_write, p, why, cap);
+    p->stacks = sonde__stacks_start(pid, hz, p->cfg.sample_inline, stacks_write, p, why, cap);
     if (p->stacks)
         p->stacks_hz = hz;
     return p->stacks ? 0 : -1;

@@ -289,5 +289,8 @@ void sonde__cputimer_forget(sonde_cputimer *t)
     if (!t)
         return;
     atomic_store(&g_owner, NULL);
+    /* a handler running on another thread at the fork counted itself in: that thread is not in
+     * the child, and its count would stop the child's own sampler from ever disarming */
+    atomic_store(&g_inflight, 0);
     sigaction(SIGPROF, &t->old, NULL);
 }

@@ -106,12 +106,13 @@ typedef struct sonde_stacks sonde_stacks;
 typedef int (*sonde_stacks_write)(void *ctx, unsigned type, const uint8_t *payload, size_t len);
 /* pid > 0: a child that has not exec'd yet (it waits for its go), sampled from its exec with
  * its threads and its children. pid 0: this process from now on, every thread it has and
- * starts (its children's samples are left out); where the kernel refuses perf_event_open
+ * starts (its children's samples are left out). inline_frames: functions inlined at a sampled
+ * address are frames of their own (config sample_inline). Where the kernel refuses perf_event_open
  * (perf_event_paranoid 3, seccomp), through timers on the threads' CPU clocks (cputimer.c)
  * instead, which sonde__stacks_method says. NULL with the reason in why when both are refused,
  * or out of memory. */
-sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, sonde_stacks_write write, void *ctx,
-                                  char *why, size_t cap);
+sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames,
+                                  sonde_stacks_write write, void *ctx, char *why, size_t cap);
 /* Stops sampling (once the program has ended, for a child), writes the last samples, the
  * functions and the stacks, and frees s; *cpu_ns (when not NULL) gets the CPU time the
  * sampler's thread used. 0, SONDE_ENOMEM (what could not be named is left out) or SONDE_EIO (a
@@ -125,6 +126,26 @@ int sonde__stacks_method(const sonde_stacks *s);
  * closes the copy's descriptors and unmaps its buffers, and leaves its memory (the parent's
  * thread may have been changing it at the fork). NULL is ignored. */
 void sonde__stacks_forget(sonde_stacks *s);
+
+/* symbols.c - names for the samples' addresses: an ELF file's symbol table and, where it has
+ * DWARF (its own, or /usr/lib/debug/.build-id/), the functions inlined at an address and
+ * where each function is defined. */
+typedef struct sonde_symfile sonde_symfile;
+typedef struct sonde_symframe {
+    char *name;                /* allocated */
+    char *file;                /* where the function is defined (allocated), NULL: unknown */
+    unsigned line;             /* 0: unknown */
+} sonde_symframe;
+/* The file at path, read once; NULL only out of memory (a file that cannot be read names its
+ * addresses by number: "FILE+0xADDRESS"). */
+sonde_symfile *sonde__sym_open(const char *path);
+/* The functions at file offset off, innermost first: those inlined there, then the function
+ * that holds them (its symbol table name). Fills out (up to max) and returns how many (1 or
+ * more), or -1 out of memory; the caller frees each name and file. */
+int sonde__sym_at(sonde_symfile *f, uint64_t off, sonde_symframe *out, int max);
+/* The file's name without its directory. */
+const char *sonde__sym_base(const sonde_symfile *f);
+void sonde__sym_close(sonde_symfile *f);
 
 /* cputimer.c - the sampler's way where perf_event_open is refused: a timer on each thread's CPU
  * clock sends it SIGPROF, whose handler unwinds its stack (.eh_frame, through libgcc) into a

@@ -13,9 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
 #include <inttypes.h>
-#include <libelf.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,7 +29,6 @@
 #include "../format/format.h"
 #include "../util/alloc.h"
 #include "../util/buf.h"
-#include "../util/demangle.h"
 #include "../util/pb.h"
 #include "../util/strmap.h"
 
@@ -107,6 +104,7 @@ struct sonde_stacks {
     size_t n_pend, cap_pend;
     sonde_cputimer *timer; /* where perf_event_open was refused: the samples' source */
     int method;            /* SONDE_STACKS_* */
+    int inline_frames;     /* inlined functions are frames of their own */
     int remapped;          /* /proc/self/maps read again in this drain (timer samples) */
     sorder *order;         /* the records of one drain, put in time order */
     size_t n_order, cap_order;
@@ -659,8 +657,8 @@ fail:
     return -1;
 }
 
-sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, sonde_stacks_write write, void *ctx,
-                                  char *why, size_t cap)
+sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames,
+                                  sonde_stacks_write write, void *ctx, char *why, size_t cap)
 {
     sonde_stacks *s = sonde__calloc(1, sizeof *s);
     if (!s) {
@@ -669,6 +667,7 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, sonde_stacks_write wri
     }
     sbuf_init(&s->out);
     s->hz = hz;
+    s->inline_frames = inline_frames;
     s->write = write;
     s->ctx = ctx;
     s->timed = 1;
@@ -712,131 +711,6 @@ int sonde__stacks_method(const sonde_stacks *s)
 
 /* ---- names ---- */
 
-typedef struct ssym {
-    uint64_t lo, hi; /* [lo, hi) in the file's addresses */
-    char *name;
-} ssym;
-
-typedef struct sfile {
-    ssym *syms;
-    size_t n, cap;
-    GElf_Phdr *loads;
-    size_t n_loads;
-    const char *base;
-} sfile;
-
-static int cmp_sym(const void *a, const void *b)
-{
-    const ssym *x = a, *y = b;
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
-/* The function symbols of a file (.symtab, else .dynsym) and its loaded segments. */
-static int load_file(const char *path, sfile *out)
-{
-    memset(out, 0, sizeof *out);
-    const char *slash = strrchr(path, '/');
-    out->base = slash ? slash + 1 : path;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0; /* gone: its addresses stay numbers */
-    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
-    if (!e) {
-        close(fd);
-        return 0;
-    }
-    size_t np = 0;
-    if (elf_getphdrnum(e, &np) == 0 && np) {
-        out->loads = sonde__calloc(np, sizeof *out->loads);
-        if (!out->loads)
-            goto oom;
-        for (size_t i = 0; i < np; i++) {
-            GElf_Phdr ph;
-            if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD)
-                out->loads[out->n_loads++] = ph;
-        }
-    }
-    for (int pass = 0; pass < 2 && !out->n; pass++) { /* .symtab has the static functions */
-        Elf_Scn *scn = NULL;
-        while ((scn = elf_nextscn(e, scn))) {
-            GElf_Shdr sh;
-            if (!gelf_getshdr(scn, &sh) || sh.sh_type != (pass ? SHT_DYNSYM : SHT_SYMTAB) ||
-                !sh.sh_entsize)
-                continue;
-            Elf_Data *d = elf_getdata(scn, NULL);
-            size_t count = sh.sh_size / sh.sh_entsize;
-            for (size_t i = 0; d && i < count; i++) {
-                GElf_Sym sym;
-                if (!gelf_getsym(d, (int)i, &sym) || !sym.st_value ||
-                    (GELF_ST_TYPE(sym.st_info) != STT_FUNC &&
-                     GELF_ST_TYPE(sym.st_info) != STT_GNU_IFUNC))
-                    continue;
-                const char *nm = elf_strptr(e, sh.sh_link, sym.st_name);
-                if (!nm || !*nm)
-                    continue;
-                if (SONDE_GROW(out->syms, out->n, out->cap))
-                    goto oom;
-                char *c = sonde__strdup(nm);
-                if (!c)
-                    goto oom;
-                out->syms[out->n++] = (ssym){sym.st_value, sym.st_value + sym.st_size, c};
-            }
-        }
-    }
-    if (out->n)
-        qsort(out->syms, out->n, sizeof *out->syms, cmp_sym);
-    elf_end(e);
-    close(fd);
-    return 0;
-oom:
-    elf_end(e);
-    close(fd);
-    return -1;
-}
-
-static void free_file(sfile *f)
-{
-    for (size_t i = 0; i < f->n; i++)
-        sonde__free(f->syms[i].name);
-    sonde__free(f->syms);
-    sonde__free(f->loads);
-}
-
-/* The name of the function at file offset off: through the segment holding it, the address in
- * the file, then the symbol whose range holds it (or, for a symbol without a size, the nearest
- * below); "FILE+0xADDRESS" when none does. Allocated; NULL out of memory. */
-static char *name_at(const sfile *f, uint64_t off)
-{
-    uint64_t a = off;
-    for (size_t i = 0; i < f->n_loads; i++)
-        if (off >= f->loads[i].p_offset && off < f->loads[i].p_offset + f->loads[i].p_filesz) {
-            a = off - f->loads[i].p_offset + f->loads[i].p_vaddr;
-            break;
-        }
-    size_t lo = 0, hi = f->n;
-    while (lo < hi) { /* the last symbol starting at or below a */
-        size_t mid = (lo + hi) / 2;
-        if (f->syms[mid].lo <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    char *r = NULL;
-    if (lo && (a < f->syms[lo - 1].hi || f->syms[lo - 1].hi == f->syms[lo - 1].lo)) {
-        char *d = sonde__demangle(f->syms[lo - 1].name, 1); /* C++ names as written */
-        if (d) {
-            r = sonde__strdup(d);
-            free(d);
-            return r;
-        }
-        return sonde__strdup(f->syms[lo - 1].name);
-    }
-    /* the address in the file, as nm, objdump and perf report give it */
-    if (sonde__asprintf(&r, "%s+0x%llx", f->base, (unsigned long long)a) < 0)
-        return NULL;
-    return r;
-}
-
 /* Writes b as a record of the given type when it holds more than limit bytes, and empties it. */
 static void emit(sonde_stacks *s, unsigned type, sbuf *b, size_t limit)
 {
@@ -861,82 +735,117 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns)
     if (cpu_ns)
         *cpu_ns = s->cpu_ns;
     flush_samples(s);
-    elf_version(EV_CURRENT);
-    sfile *files = sonde__calloc(s->n_files + 1, sizeof *files);
+    sonde_symfile **files = sonde__calloc(s->n_files + 1, sizeof *files);
     if (!files)
         s->oom = 1;
     for (size_t i = 0; files && i < s->n_files; i++)
-        if (load_file(s->files[i], &files[i]))
+        if (!(files[i] = sonde__sym_open(s->files[i])))
             s->oom = 1;
-    /* Each distinct frame named once (frames: "file:offset" -> function); each distinct
-     * (object, name) a function, numbered in order. */
+    /* Each distinct frame named once (frames: "file:offset" -> its chain of functions, the
+     * inlined ones too, outermost first); each distinct (object, name) a function, numbered in
+     * order, with where it is defined when DWARF says (FUNCLOC). */
     strmap funcs, frames;
     strmap_init(&funcs);
     strmap_init(&frames);
-    sbuf fb, sb, key;
+    sbuf fb, lb, sb, key;
     sbuf_init(&fb);
+    sbuf_init(&lb);
     sbuf_init(&sb);
     sbuf_init(&key);
     int n_funcs = 0;
+    uint32_t *cids = NULL, *cfirst = NULL, ids[MAX_FRAMES * 8];
+    size_t n_cids = 0, cap_cids = 0, n_chains = 0, cap_chains = 0;
+    if (SONDE_GROW(cfirst, n_chains, cap_chains))
+        s->oom = 1;
+    else
+        cfirst[n_chains++] = 0; /* chain c: cids[cfirst[c] .. cfirst[c + 1]) */
     for (size_t i = 0; files && i < s->n_stacks && !s->oom; i++) {
         const sstack *st = &s->stacks[i];
         const sproc *p = &s->procs[st->proc];
-        pb_varint(&sb, i);
-        pb_varint(&sb, (uint64_t)p->pid);
-        pb_lenstr(&sb, p->comm[0] ? p->comm : "?");
-        pb_varint(&sb, st->n);
-        for (uint32_t k = 0; k < st->n; k++) {
+        uint32_t n_ids = 0;
+        for (uint32_t k = 0; k < st->n && !s->oom; k++) {
             const sframe *fr = &st->f[k];
             char at[48];
             snprintf(at, sizeof at, "%" PRIu32 ":%" PRIx64, fr->file, fr->off);
-            int id = strmap_get(&frames, at);
-            if (id >= 0) {
-                pb_varint(&sb, (uint64_t)id);
-                continue;
-            }
-            char *nm = NULL;
-            if (fr->file == UINT32_MAX) {
-                if (sonde__asprintf(&nm, "0x%" PRIx64, fr->off) < 0)
-                    nm = NULL;
-            } else {
-                nm = name_at(&files[fr->file], fr->off);
-            }
-            const char *obj = fr->file == UINT32_MAX ? "?" : files[fr->file].base;
-            sbuf_reset(&key);
-            sbuf_puts(&key, obj);
-            sbuf_putc(&key, '\t');
-            sbuf_puts(&key, nm ? nm : "");
-            if (!nm || key.oom) {
-                sonde__free(nm);
-                s->oom = 1;
-                break;
-            }
-            id = strmap_get(&funcs, key.data);
-            if (id < 0) {
-                id = n_funcs++;
-                if (strmap_put(&funcs, key.data, id))
+            int c = strmap_get(&frames, at);
+            if (c < 0) {
+                sonde_symframe sf[8];
+                int n = 1;
+                if (fr->file == UINT32_MAX) {
+                    sf[0] = (sonde_symframe){NULL, NULL, 0};
+                    if (sonde__asprintf(&sf[0].name, "0x%" PRIx64, fr->off) < 0)
+                        n = -1;
+                } else {
+                    n = sonde__sym_at(files[fr->file], fr->off, sf, s->inline_frames ? 8 : 1);
+                }
+                if (n < 0) {
                     s->oom = 1;
-                pb_varint(&fb, (uint64_t)id);
-                pb_lenstr(&fb, nm);
-                pb_lenstr(&fb, obj);
-                emit(s, SONDE_R_FUNCS, &fb, RECORD_BYTES);
+                    break;
+                }
+                const char *obj = fr->file == UINT32_MAX ? "?" : sonde__sym_base(files[fr->file]);
+                for (int j = n - 1; j >= 0; j--) { /* outermost first */
+                    sbuf_reset(&key);
+                    sbuf_puts(&key, obj);
+                    sbuf_putc(&key, '\t');
+                    sbuf_puts(&key, sf[j].name);
+                    int id = key.oom ? -1 : strmap_get(&funcs, key.data);
+                    if (!key.oom && id < 0) {
+                        id = n_funcs++;
+                        if (strmap_put(&funcs, key.data, id))
+                            s->oom = 1;
+                        pb_varint(&fb, (uint64_t)id);
+                        pb_lenstr(&fb, sf[j].name);
+                        pb_lenstr(&fb, obj);
+                        if (sf[j].file) {
+                            pb_varint(&lb, (uint64_t)id);
+                            pb_lenstr(&lb, sf[j].file);
+                            pb_varint(&lb, sf[j].line);
+                        }
+                    }
+                    if (key.oom || SONDE_GROW(cids, n_cids, cap_cids))
+                        s->oom = 1;
+                    else
+                        cids[n_cids++] = (uint32_t)id;
+                }
+                for (int j = 0; j < n; j++) {
+                    sonde__free(sf[j].name);
+                    sonde__free(sf[j].file);
+                }
+                c = (int)n_chains - 1; /* its ids: from cfirst[c] to here */
+                if (SONDE_GROW(cfirst, n_chains, cap_chains) || strmap_put(&frames, at, c)) {
+                    s->oom = 1;
+                    break;
+                }
+                cfirst[n_chains++] = (uint32_t)n_cids;
             }
-            sonde__free(nm);
-            if (strmap_put(&frames, at, id))
-                s->oom = 1;
-            pb_varint(&sb, (uint64_t)id);
+            for (uint32_t q = cfirst[c]; q < cfirst[c + 1] && n_ids < sizeof ids / sizeof ids[0]; q++)
+                ids[n_ids++] = cids[q];
         }
+        if (fb.len > RECORD_BYTES) { /* the functions (and their places) before the stacks */
+            emit(s, SONDE_R_FUNCS, &fb, 0);
+            emit(s, SONDE_R_FUNCLOC, &lb, 0);
+        }
+        pb_varint(&sb, i);
+        pb_varint(&sb, (uint64_t)p->pid);
+        pb_lenstr(&sb, p->comm[0] ? p->comm : "?");
+        pb_varint(&sb, n_ids);
+        for (uint32_t k = 0; k < n_ids; k++)
+            pb_varint(&sb, ids[k]);
         emit(s, SONDE_R_STACKS, &sb, RECORD_BYTES);
     }
-    emit(s, SONDE_R_FUNCS, &fb, 0);   /* the functions before the last stacks that name them */
+    emit(s, SONDE_R_FUNCS, &fb, 0); /* the functions before the last stacks that name them */
+    emit(s, SONDE_R_FUNCLOC, &lb, 0);
     emit(s, SONDE_R_STACKS, &sb, 0);
     sbuf_free(&fb);
+    sbuf_free(&lb);
     sbuf_free(&sb);
     sbuf_free(&key);
     strmap_free(&funcs);
     strmap_free(&frames);
+    sonde__free(cids);
+    sonde__free(cfirst);
     for (size_t i = 0; files && i < s->n_files; i++)
-        free_file(&files[i]);
+        sonde__sym_close(files[i]);
     sonde__free(files);
     int rc = s->oom ? SONDE_ENOMEM : s->write_failed ? SONDE_EIO : 0;
     free_all(s);

@@ -2,7 +2,9 @@
  * Each of FORKS children keeps profiling: it ends the section open at the fork, records 100
  * "child_work" sections and exits, leaving DIR/fork-pidN.json. Then one child execs /bin/true
  * and one _exits without recording: neither may leave a file. A child that has not exited
- * after 20 s is a deadlock: it is killed and the test fails. Prints each child's pid. */
+ * after 20 s is a deadlock: it is killed and the test fails. Prints each child's pid. With
+ * FORKY_BURN_MS set, each child's "child_work" sections burn that many ms of CPU in all (for the
+ * CPU sampler across a fork: sample_hz comes from the environment). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -17,6 +19,20 @@
 
 static sonde_profiler *g_p;
 static atomic_int g_stop;
+static volatile double g_sink;
+
+static void burn_ms(double ms)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    double x = 0;
+    do {
+        for (int i = 0; i < 10000; i++)
+            x += i * 0.5;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    } while ((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6 < ms);
+    g_sink = x;
+}
 
 static void *background(void *arg)
 {
@@ -56,11 +72,15 @@ int main(int argc, char **argv)
 {
     if (argc != 3)
         return 2;
+    const char *burn = getenv("FORKY_BURN_MS");
+    double burn_each = burn ? atof(burn) / 100 : 0;
     sonde_config c = sonde_config_default();
     c.name = "fork";
     c.output_dir = argv[1];
     c.formats = SONDE_FORMAT_JSON;
     c.collect_gpu = 0;
+    if (sonde_config_from_env(&c) != 0)
+        return 3;
     g_p = sonde_create(&c);
     if (!g_p)
         return 3;
@@ -82,6 +102,8 @@ int main(int argc, char **argv)
             int rc = sonde_end(g_p); /* "outer", begun in the parent */
             for (int k = 0; k < 100; k++) {
                 sonde_begin(g_p, "child_work");
+                if (burn_each > 0)
+                    burn_ms(burn_each);
                 rc |= sonde_end(g_p);
             }
             exit(rc ? 5 : 0); /* sonde's exit handler writes fork-pidN.json */

@@ -838,6 +838,28 @@ fork)
     [ "$n" = 11 ] || fail "expected the parent's file and 10 children's, found: $(ls out)"
     check count out/fork.json outer 1
     check absent out/fork.json child_work
+    # with CPU samples: each child samples itself (its sampler started again after the fork),
+    # its burning in child_work; the parent's samples hold none of the children's. Through
+    # perf_event_open, then through the timers on the threads' CPU clocks (perf refused)
+    for way in perf timer; do
+        pre=; [ $way = timer ] && pre="$build/tests/libnoperf.so"
+        FORKY_BURN_MS=300 SONDE_SAMPLE_HZ=999 LD_PRELOAD=$pre "$build/tests/forky" s$way 3 > pids.txt ||
+            fail "forky with CPU samples ($way) failed"
+        python3 - s$way $way $(cat pids.txt) <<'PY' || fail "CPU samples across a fork ($way)"
+import json, sys
+d, way, pids = sys.argv[1], sys.argv[2], sys.argv[3:]
+assert len(pids) == 3, pids
+for pid in pids:
+    p = json.load(open("%s/fork-pid%s.json" % (d, pid)))["profile"]
+    assert p["method"] == ("timer_signal" if way == "timer" else "perf_event"), p["method"]
+    sec = {s["name"]: s["samples"] for s in p["sections"]}
+    # 300 ms of CPU at 999 Hz: about 300 samples, nearly all in child_work
+    assert 150 <= sec.get("child_work", 0) <= 450 and sec["child_work"] >= 0.9 * p["samples"], (pid, sec, p["samples"])
+parent = json.load(open("%s/fork.json" % d))
+assert "child_work" not in {s["name"] for s in parent.get("profile", {}).get("sections", [])}, parent["profile"]["sections"]
+print("CPU samples across a fork (%s): each child's own, in child_work" % way)
+PY
+    done
     ;;
 limits)
     cd "$work"
@@ -1090,8 +1112,9 @@ print("int main(void) { return 0; }")' > big.c
 for i in range(8000000): s += i * i % 7' ;;
             gcc) set -- gcc -O2 -c big.c -o big.o ;;
             esac
-            perf record -q -F 999 -g -o $prog.data -- "$sonde" run --quiet -o cmp --name $prog \
-                -- "$@" > /dev/null 2>&1
+            # (perf names the function that holds an inlined one: so does sonde without inlines)
+            SONDE_SAMPLE_INLINE=0 perf record -q -F 999 -g -o $prog.data -- "$sonde" run --quiet \
+                -o cmp --name $prog -- "$@" > /dev/null 2>&1
             # the process with the most samples (python3's shim runs bash and pyenv first)
             comm=$(awk '{n = split($0, w, " "); c[substr($0, 1, index($0, ";") - 1)] += w[n]}
                 END {for (k in c) if (c[k] > best) {best = c[k]; top = k}; print top}' \
@@ -1197,6 +1220,35 @@ r = json.load(open(sys.argv[1]))
 assert "profile" not in r and r["sections"], r.keys()
 w = [x for x in r["warnings"] if "no CPU samples with call stacks: perf_event_open: Permission denied" in x]
 assert w and "perf_event_paranoid" in w[0] and "timer_create: Operation not permitted" in w[0], r["warnings"]' lib/refused.json || fail "refused: $(grep -o '"warnings".*' lib/refused.json)"
+    # from the DWARF: a function inlined into another is a frame of its own, under its caller,
+    # and each function says where it is defined (tests/e2e/inlined.c, built -O2 -g)
+    "$sonde" run --quiet -o st --name inl -- "$build/tests/inlined" 10
+    SONDE_SAMPLE_INLINE=0 "$sonde" run --quiet -o st --name noinl -- "$build/tests/inlined" 10
+    python3 - st/inl.json st/inl.folded "$src/tests/e2e/inlined.c" lib/lib1.json "$src/tests/e2e/hotwork.h" st/noinl.json <<'PY' || fail "inlined frames and where functions are defined"
+import json, sys
+p = json.load(open(sys.argv[1]))["profile"]
+f = {x["name"]: x for x in p["functions"]}
+src = open(sys.argv[3]).read().splitlines()
+def line_of(lines, text):
+    return next(i + 1 for i, l in enumerate(lines) if text in l)
+hot = 100.0 * f["inner_hot"]["self"] / p["samples"]
+assert abs(hot - 90) <= 7, ("inner_hot's self share", hot)
+for name, decl in (("inner_hot", "double inner_hot(long n)"), ("outer_work", "double outer_work(long n)")):
+    assert f[name]["file"].endswith("tests/e2e/inlined.c") and f[name]["line"] == line_of(src, decl), f[name]
+for l in open(sys.argv[2]):
+    stack, count = l.rsplit(" ", 1)
+    if stack.endswith(";inner_hot"):
+        assert stack.endswith(";outer_work;inner_hot"), stack
+h = {x["name"]: x for x in json.load(open(sys.argv[4]))["profile"]["functions"]}
+work = open(sys.argv[5]).read().splitlines()
+for name in ("hot70", "warm20", "cool10"):
+    assert h[name]["file"].endswith("tests/e2e/hotwork.h") and h[name]["line"] == line_of(work, "void %s(void)" % name), h[name]
+# sample_inline 0: the function that holds the inlined one takes its samples, as in perf report
+q = json.load(open(sys.argv[6]))["profile"]
+names = {x["name"]: x["self"] for x in q["functions"]}
+assert "inner_hot" not in names and names["outer_work"] >= 0.97 * q["samples"], names
+print("DWARF: inner_hot %.1f%% self under outer_work, each defined where the source says" % hot)
+PY
     # C++ names as written in the source, in the table and in the folded stacks
     "$sonde" run --quiet -o st --name cxx -- "$build/tests/hotspots_cxx" 10
     grep -q '"name":"dec::Model<double>::matmul(long)"' st/cxx.json ||
