@@ -55,7 +55,7 @@ static int write_trace_gz_opts(const sm_model *m, const char *path, const sx_tra
 
 static int write_trace_gz_range(const sm_model *m, const char *path, int64_t t0, int64_t t1)
 {
-    sx_trace_opts o = {t0, t1, 0, 0, NULL, -1, 1, 1, 0, 0};
+    sx_trace_opts o = {t0, t1, 0, 0, NULL, -1, 1, 1, 0, 0, 1};
     return write_trace_gz_opts(m, path, &o);
 }
 
@@ -68,7 +68,7 @@ static int write_trace_gz(const sm_model *m, const char *path)
  * torch's tensorboard_trace_handler writes one per cycle (HOST_PID.cycleN.pt.trace.json.gz). */
 static int write_tensorboard_gz(const sm_model *m, const char *path)
 {
-    sx_trace_opts o = {INT64_MIN, INT64_MAX, 0, 0, NULL, -1, 1, 1, 0, 1};
+    sx_trace_opts o = {INT64_MIN, INT64_MAX, 0, 0, NULL, -1, 1, 1, 0, 1, 0};
     static const char ext[] = ".pt.trace.json.gz";
     size_t n = strlen(path), e = sizeof ext - 1;
     if (m->n_windows < 2 || n < e || strcmp(path + n - e, ext))

@@ -51,6 +51,10 @@ typedef struct sx_trace_opts {
     int sort_index;
     int open, close, continued;
     int tensorboard; /* the object form, user annotations and ProfilerStep#N spans */
+    int samples;     /* with open and close: the CPU samples with their stacks too, when the
+                        run has timed ones (the object form: "traceEvents", "stackFrames",
+                        "samples"; at most trace_max_events samples, evenly, each weighted
+                        by the samples it stands for) */
 } sx_trace_opts;
 int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void *ctx);
 

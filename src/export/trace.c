@@ -172,6 +172,50 @@ static void gpu_events(tctx *t, const sm_model *m, const sx_trace_opts *o, int r
     }
 }
 
+/* Closes the events and writes the CPU samples: "stackFrames" (a node per distinct caller
+ * chain: name, category the object, parent) and "samples" (ts, tid, pid, the leaf node, weight)
+ * of [t0, t1), at most trace_max_events of them, evenly. */
+static void cpu_samples(tctx *t, const sm_model *m, int64_t t0, int64_t t1, int64_t sh, int pid)
+{
+    const sm_profile *pr = &m->profile;
+    sbuf_puts(&t->b, "\n],\"stackFrames\":{");
+    for (size_t i = 0; i < pr->n_nodes && !t->err; i++) {
+        const sm_func *f = &pr->funcs[pr->nodes[i].func];
+        sbuf_printf(&t->b, "%s\"%zu\":{\"name\":", i ? "," : "", i + 1);
+        sbuf_json_str(&t->b, f->name);
+        sbuf_puts(&t->b, ",\"category\":");
+        sbuf_json_str(&t->b, f->object);
+        if (pr->nodes[i].parent != UINT32_MAX)
+            sbuf_printf(&t->b, ",\"parent\":\"%u\"", pr->nodes[i].parent + 1);
+        sbuf_putc(&t->b, '}');
+        flush(t, 0);
+    }
+    const char *mx = sm_info(m, "config.trace_max_events");
+    uint64_t cap = mx ? strtoull(mx, NULL, 10) : SM_TRACE_MAX_DEFAULT;
+    size_t in = 0;
+    for (size_t i = 0; i < pr->n_timed; i++)
+        in += pr->timed[i].t_ns >= t0 && pr->timed[i].t_ns < t1;
+    uint64_t every = cap && in > cap ? (in + cap - 1) / cap : 1;
+    sbuf_puts(&t->b, "},\"samples\":[");
+    int first = 1;
+    size_t k = 0;
+    for (size_t i = 0; i < pr->n_timed && !t->err; i++) {
+        const sm_psample *s = &pr->timed[i];
+        if (s->t_ns < t0 || s->t_ns >= t1 || k++ % every)
+            continue;
+        sbuf_puts(&t->b, first ? "\n{\"ts\":" : ",\n{\"ts\":");
+        first = 0;
+        sbuf_us3(&t->b, s->t_ns + sh);
+        sbuf_printf(&t->b, ",\"pid\":%d,\"tid\":%u,\"cpu\":0,\"name\":\"cpu-clock\",\"weight\":%llu",
+                    s->pid ? (int)s->pid : pid, s->tid, (unsigned long long)every);
+        if (s->stack < pr->n_stacks && pr->leaf[s->stack] != UINT32_MAX)
+            sbuf_printf(&t->b, ",\"sf\":\"%u\"", pr->leaf[s->stack] + 1);
+        sbuf_putc(&t->b, '}');
+        flush(t, 0);
+    }
+    sbuf_puts(&t->b, "\n]}\n");
+}
+
 int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
 {
     return sx_trace_range(m, INT64_MIN, INT64_MAX, sink, ctx);
@@ -179,7 +223,7 @@ int sx_trace(const sm_model *m, sx_sink sink, void *ctx)
 
 int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void *ctx)
 {
-    sx_trace_opts o = {t0, t1, 0, 0, NULL, -1, 1, 1, 0, 0};
+    sx_trace_opts o = {t0, t1, 0, 0, NULL, -1, 1, 1, 0, 0, 1};
     return sx_trace_part(m, &o, sink, ctx);
 }
 
@@ -210,9 +254,12 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         esc[i] = e.data;
     }
 
+    int with_samples = o->samples && o->open && o->close && !o->tensorboard &&
+                       m->profile.n_timed;
     if (o->open)
         sbuf_puts(&t.b, o->tensorboard ? "{\"schemaVersion\":1,\"displayTimeUnit\":\"ms\","
                                          "\"traceEvents\":[\n"
+                        : with_samples ? "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"
                                        : "[\n");
     name_meta(&t, "process_name", pid, 0, o->process_name ? o->process_name : m->name);
     if (o->sort_index >= 0) {
@@ -482,7 +529,9 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     }
     if (!t.err && m->n_gpu)
         gpu_events(&t, m, o, pid, ids, esc);
-    if (o->close)
+    if (with_samples && !t.err)
+        cpu_samples(&t, m, t0, t1, sh, pid);
+    else if (o->close)
         sbuf_puts(&t.b, o->tensorboard ? "\n]}\n" : "\n]\n");
     flush(&t, 1);
     for (size_t i = 0; i < m->n_sites; i++)

@@ -253,6 +253,17 @@ typedef struct sm_psection {
                                   count, most first */
     size_t n_stacks;
 } sm_psection;
+/* A sample in time, for the trace: its thread and process, its stack (sm_profile.stacks index)
+ * and its time from the run's start. */
+typedef struct sm_psample {
+    int64_t t_ns;
+    uint32_t tid, pid, stack;
+} sm_psample;
+/* A node of the tree of the stacks' frames (the trace's stackFrames): its function and the node
+ * of its caller (UINT32_MAX: outermost). */
+typedef struct sm_pnode {
+    uint32_t func, parent;
+} sm_pnode;
 typedef struct sm_profile {
     uint64_t samples, lost;    /* samples taken; samples the kernel dropped (ring full) */
     unsigned hz;
@@ -272,6 +283,11 @@ typedef struct sm_profile {
     size_t n_sections;
     uint64_t in_sections;      /* samples taken inside some section (the rest: outside any, or
                                   on threads that record none) */
+    sm_psample *timed;         /* every sample in order of time (none when untimed) */
+    size_t n_timed;
+    sm_pnode *nodes;           /* the frames' tree; stack i ends at node leaf[i] */
+    size_t n_nodes;
+    uint32_t *leaf;
 } sm_profile;
 void sm_profile_free(sm_profile *p);
 

@@ -143,6 +143,9 @@ void sm_profile_free(sm_profile *p)
     sonde__free(p->frames);
     sonde__free(p->first);
     sonde__free(p->sections);
+    sonde__free(p->timed);
+    sonde__free(p->nodes);
+    sonde__free(p->leaf);
     memset(p, 0, sizeof *p);
 }
 
@@ -467,6 +470,60 @@ out:
     return rc;
 }
 
+static int cmp_psample(const void *a, const void *b)
+{
+    const sm_psample *x = a, *y = b;
+    if (x->t_ns != y->t_ns)
+        return x->t_ns < y->t_ns ? -1 : 1;
+    return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+/* The samples in order of time, and the tree of the stacks' frames (a node per distinct
+ * caller chain), for the trace. 0, or -1 out of memory. */
+static int build_timed(const sb_raw *raw, sm_model *m, const uint32_t *folded)
+{
+    sm_profile *pr = &m->profile;
+    pr->timed = sonde__malloc((raw->n_samples ? raw->n_samples : 1) * sizeof *pr->timed);
+    pr->leaf = sonde__malloc((pr->n_stacks ? pr->n_stacks : 1) * sizeof *pr->leaf);
+    if (!pr->timed || !pr->leaf)
+        return -1;
+    for (size_t i = 0; i < raw->n_samples; i++) {
+        const sm_sample_raw *s = &raw->samples[i];
+        pr->timed[i] = (sm_psample){(int64_t)(s->t_mono - m->start_mono_ns), s->tid,
+                                    raw->pstacks[s->stack].pid, folded[s->stack]};
+    }
+    pr->n_timed = raw->n_samples;
+    qsort(pr->timed, pr->n_timed, sizeof *pr->timed, cmp_psample);
+    pf_table nodes = {0}; /* (parent + 1) << 32 | function -> node + 1 */
+    size_t cap = 0;
+    int rc = 0;
+    for (size_t i = 0; i < pr->n_stacks && !rc; i++) {
+        uint64_t parent = UINT32_MAX;
+        for (size_t f = pr->first[i]; f < pr->first[i + 1] && !rc; f++) {
+            uint64_t key = ((parent + 1) & 0xffffffffull) << 32 | pr->frames[f];
+            if (pf_add(&nodes, key, 0, 0)) {
+                rc = -1;
+                break;
+            }
+            size_t j = pf_hash(key + 1) & (nodes.cap - 1);
+            while (nodes.s[j].key != key + 1)
+                j = (j + 1) & (nodes.cap - 1);
+            if (!nodes.s[j].a) { /* new: its node */
+                if (SONDE_GROW(pr->nodes, pr->n_nodes, cap)) {
+                    rc = -1;
+                    break;
+                }
+                pr->nodes[pr->n_nodes++] = (sm_pnode){pr->frames[f], (uint32_t)parent};
+                nodes.s[j].a = pr->n_nodes;
+            }
+            parent = nodes.s[j].a - 1;
+        }
+        pr->leaf[i] = (uint32_t)parent;
+    }
+    sonde__free(nodes.s);
+    return rc;
+}
+
 int sm__profile_build(sb_raw *raw, sm_model *m)
 {
     if (!raw->n_samples && !raw->n_pstacks)
@@ -500,7 +557,7 @@ int sm__profile_build(sb_raw *raw, sm_model *m)
     pr->samples = kept;
     if (build_stacks(raw, pr, count, folded) || sort_funcs(pr, at))
         goto out;
-    if (!pr->untimed && build_sections(raw, m, at, folded))
+    if (!pr->untimed && (build_sections(raw, m, at, folded) || build_timed(raw, m, folded)))
         goto out;
     rc = 0;
 out:

@@ -40,8 +40,19 @@ def section(report, name):
 
 def check_trace(path):
     with gzip.open(path, "rt") as f:
-        events = json.load(f)
-    expect(isinstance(events, list), "trace is the JSON array form")
+        trace = json.load(f)
+    # the JSON array form; the object form when the run has CPU samples (their stackFrames and
+    # samples beside the events)
+    if isinstance(trace, dict):
+        expect(set(trace) == {"displayTimeUnit", "traceEvents", "stackFrames", "samples"}, "object form keys %s" % sorted(trace))
+        frames = trace["stackFrames"]
+        expect(all(f.get("parent") is None or f["parent"] in frames for f in frames.values()), "every frame's parent is a frame")
+        expect(all(s["sf"] in frames for s in trace["samples"] if "sf" in s), "every sample's frame is a frame")
+        expect(all(isinstance(s["ts"], (int, float)) and s["weight"] >= 1 for s in trace["samples"]), "samples have times and weights")
+        events = trace["traceEvents"]
+    else:
+        events = trace
+    expect(isinstance(events, list), "trace events are a JSON array")
     procs = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
     expect(len(procs) >= 1, "a process_name metadata event")
     threads = {(e["pid"], e["tid"]) for e in events if e.get("ph") == "M" and e["name"] == "thread_name"}

@@ -576,6 +576,7 @@ assert [s["name"] for s in r["sessions"]] == ["inference"] and r["steps"]["count
 pids = {t["pid"] for t in r["threads"]}
 assert len(pids) == 2, r["threads"]
 ev = json.load(gzip.open(sys.argv[2], "rt"))
+ev = ev["traceEvents"] if isinstance(ev, dict) else ev  # the object form: the run has CPU samples
 procs = [e for e in ev if e.get("name") == "process_name"]
 assert len(procs) == 2, procs
 run = [s for s in r["sections"] if s["name"] == "run"][0]
@@ -1220,6 +1221,33 @@ r = json.load(open(sys.argv[1]))
 assert "profile" not in r and r["sections"], r.keys()
 w = [x for x in r["warnings"] if "no CPU samples with call stacks: perf_event_open: Permission denied" in x]
 assert w and "perf_event_paranoid" in w[0] and "timer_create: Operation not permitted" in w[0], r["warnings"]' lib/refused.json || fail "refused: $(grep -o '"warnings".*' lib/refused.json)"
+    # the samples in the Chrome trace (its object form: stackFrames and samples), on the time
+    # axis of the sections: a sample inside a "decode" span of its thread is in hot70
+    "$sonde" export lib/lib1.sonde --format trace -o tr --quiet || fail "sonde export --format trace"
+    python3 - tr/lib1.trace.json.gz lib/lib1.json <<'PY' || fail "CPU samples in the Chrome trace"
+import bisect, gzip, json, sys
+t = json.load(gzip.open(sys.argv[1], "rt"))
+p = json.load(open(sys.argv[2]))["profile"]
+sf, samples = t["stackFrames"], t["samples"]
+assert sum(s["weight"] for s in samples) == p["samples"], (len(samples), p["samples"])
+def leaf(s):
+    return sf[s["sf"]]["name"]
+def chain(i):
+    out = []
+    while i:
+        out.append(sf[i]["name"])
+        i = sf[i].get("parent")
+    return out[::-1]
+assert all(chain(s["sf"])[-2:] == ["work", leaf(s)] for s in samples if leaf(s) in ("hot70", "warm20")), "stacks"
+hot = sum(leaf(s) == "hot70" for s in samples) / len(samples)
+assert abs(hot - 0.70) <= 0.05, hot
+spans = sorted((e["ts"], e["ts"] + e["dur"], e["tid"]) for e in t["traceEvents"] if e.get("ph") == "X" and e["name"] == "decode")
+starts = [s[0] for s in spans]
+inside = [leaf(s) for s in samples
+          if (lambda k: k >= 0 and spans[k][0] <= s["ts"] < spans[k][1] and spans[k][2] == s["tid"])(bisect.bisect_right(starts, s["ts"]) - 1)]
+assert len(inside) >= 0.6 * len(samples) and inside.count("hot70") >= 0.97 * len(inside), (len(inside), len(samples), inside.count("hot70"))
+print("Chrome trace: %d samples with their stacks; %d inside decode spans, %.1f%% of them in hot70" % (len(samples), len(inside), 100.0 * inside.count("hot70") / len(inside)))
+PY
     # from the DWARF: a function inlined into another is a frame of its own, under its caller,
     # and each function says where it is defined (tests/e2e/inlined.c, built -O2 -g)
     "$sonde" run --quiet -o st --name inl -- "$build/tests/inlined" 10
@@ -1413,6 +1441,7 @@ TXT
     python3 - out/all.trace.json.gz out/all.json <<'PY'
 import gzip, json, sys
 ev = json.load(gzip.open(sys.argv[1], "rt"))
+ev = ev["traceEvents"] if isinstance(ev, dict) else ev  # the object form: the run has CPU samples
 leaf = [e for e in ev if e.get("name") == "fast_leaf"]
 assert leaf and leaf[0]["args"]["file"].endswith("tests/autotrace/traced.c"), leaf[:1]
 assert leaf[0]["args"]["line"] > 0 and leaf[0]["args"]["function"] == "fast_leaf", leaf[0]

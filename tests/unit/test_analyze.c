@@ -389,41 +389,43 @@ static void html_step_breakdown(void **state)
     assert_int_equal(sx_html(&m, &b), 0);
     const char *bd = strstr(b.data, "\"breakdown\":{\"names\":[");
     assert_non_null(bd);
-    int k0, k1;
+    int k[2];
     unsigned long long v[2][3];
     int at = 0;
-    assert_int_equal(sscanf(bd, "\"breakdown\":{\"names\":[%d,%d],\"ns\":[%n", &k0, &k1, &at), 2);
+    assert_int_equal(sscanf(bd, "\"breakdown\":{\"names\":[%d,%d],\"ns\":[%n", &k[0], &k[1], &at), 2);
     assert_true(at > 0);
     assert_int_equal(sscanf(bd + at, "[%llu,%llu,%llu],[%llu,%llu,%llu]", &v[0][0], &v[0][1],
                             &v[0][2], &v[1][0], &v[1][1], &v[1][2]), 6);
-    /* the names: "backward" (5 ms in all) then "forward" (4 ms), nothing else */
+    /* the two names, "forward" and "backward", in the order of their time (which a loaded
+     * machine may swap), and nothing else */
     const char *names = strstr(b.data, "\"names\":[\"");
     assert_non_null(names);
-    char n0[32] = "", n1[32] = "";
-    int got = 0;
-    for (const char *q = names + 9; *q && *q != ']' && got < 2; q++) {
+    char nm[2][32] = {"", ""};
+    int idx = 0;
+    for (const char *q = names + 9; *q && *q != ']'; q++) {
+        if (*q == ',') {
+            idx++;
+            continue;
+        }
         if (*q != '"')
             continue;
-        int idx = 0, len = 0;
-        for (const char *r = names + 9; r < q; r++)
-            idx += *r == ',';
+        int len = 0;
         while (q[1 + len] && q[1 + len] != '"')
             len++;
-        if (idx == k0)
-            snprintf(n0, sizeof n0, "%.*s", len, q + 1);
-        if (idx == k1)
-            snprintf(n1, sizeof n1, "%.*s", len, q + 1);
-        got += idx == k0 || idx == k1;
+        for (int j = 0; j < 2; j++)
+            if (idx == k[j])
+                snprintf(nm[j], sizeof nm[j], "%.*s", len, q + 1);
         q += len + 1;
     }
-    assert_string_equal(n0, "backward");
-    assert_string_equal(n1, "forward");
+    int fwd = !strcmp(nm[0], "forward") ? 0 : 1, bwd = 1 - fwd;
+    assert_string_equal(nm[fwd], "forward");
+    assert_string_equal(nm[bwd], "backward");
     /* (sections are timed by the TSC, the spins by CLOCK_MONOTONIC: 5% apart at most) */
     for (int i = 0; i < 2; i++) {
-        assert_true(v[i][1] >= 1900000 && v[i][1] < 50000000); /* forward: 2 ms spun in it */
-        assert_int_equal(v[i][2], 0);                            /* no other name */
+        assert_true(v[i][fwd] >= 1900000); /* forward: 2 ms spun in attention, nested in it */
+        assert_int_equal(v[i][2], 0);      /* no other name */
     }
-    assert_true(v[0][0] >= 950000 && v[1][0] >= 3800000 && v[1][0] > v[0][0]);
+    assert_true(v[0][bwd] >= 950000 && v[1][bwd] >= 3800000);
     sbuf_free(&b);
     sm_free(&m);
     tu_rmrf(dir);
@@ -469,7 +471,9 @@ static void many_sessions_stay_linear(void **state)
     assert_int_equal(m.n_sessions, 20000);
     sa_report r;
     t0 = cpu_s();
-    assert_int_equal(sa_analyze(&m, 0.3, &r), 0);
+    /* (a threshold of 1%: under ASan or on a loaded machine the 20,000 sessions' wall time
+     * grows, and load's 30 ms fall under 30% of the run: CI saw it) */
+    assert_int_equal(sa_analyze(&m, 0.01, &r), 0);
     double analyze_s = cpu_s() - t0;
     int found = 0;
     for (size_t i = 0; i < r.n_bottlenecks; i++)

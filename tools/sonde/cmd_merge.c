@@ -157,7 +157,7 @@ static int merge(const char *out, rank_file *rf, size_t n)
         const char *host = sm_info(&m, "system.hostname") ? sm_info(&m, "system.hostname") : m.host;
         snprintf(label, sizeof label, "rank %d (%s)", rf[i].rank, host ? host : "?");
         sx_trace_opts o = {INT64_MIN, INT64_MAX, shift[i], rf[i].rank + 1, label, rf[i].rank,
-                           i == 0, i == n - 1, i > 0, 0};
+                           i == 0, i == n - 1, i > 0, 0, 0};
         if (sx_trace_part(&m, &o, gz_out, gz) != 0)
             rc = cli_fail(CLI_USAGE, "merge", "cannot write %s", out);
         sm_free(&m);
