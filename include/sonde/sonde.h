@@ -232,7 +232,12 @@ typedef struct sonde_config {
                                 frame of its own, under the function it was inlined into (from
                                 the DWARF); 0: the function that holds it alone, as perf report
                                 shows by default. Took half of a reserved pointer (64-bit ABI) */
-    int reserved_int;        /* zero */
+    int sample_cfi;          /* 1: each CPU sample also carries the top 8 KiB of its thread's
+                                stack, and where the frame pointers fall short (code built
+                                without them) the stack is unwound from the call frame
+                                information (.eh_frame) instead, as perf's --call-graph dwarf
+                                does; it costs more (docs/stacks.md). 0 (the default): frame
+                                pointers. Took the other half of the reserved pointer */
     void *reserved[1];       /* zero; room for later fields without breaking the ABI */
 } sonde_config;
 

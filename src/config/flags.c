@@ -34,6 +34,8 @@ static const flag g_flags[] = {
      "CPU samples with call stacks per second of CPU time (0: none)"},
     {"profile-sample-inline", F_VALUE, "sample_inline", "0|1",
      "CPU samples: inlined functions as frames of their own (1, the default)"},
+    {"profile-sample-cfi", F_SWITCH, "sample_cfi", NULL,
+     "CPU samples: unwind code without frame pointers from its call frame information"},
     {"profile-record-shapes", F_SWITCH, "record_shapes", NULL, "record sonde_shape calls"},
     {"profile-trace-python", F_SWITCH, "trace_python", NULL,
      "Python programs: every Python function call a section"},

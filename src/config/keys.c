@@ -79,6 +79,9 @@ static const sonde_key g_keys[] = {
     {"sample_inline", KEY_BOOL, OFF(sample_inline), 0, 1, "1",
      "CPU samples: a function inlined where a sample was taken is a frame of its own (DWARF); "
      "0: the function that holds it, as perf report shows"},
+    {"sample_cfi", KEY_BOOL, OFF(sample_cfi), 0, 1, "0",
+     "CPU samples: where frame pointers fall short, unwind the stack from the call frame "
+     "information (.eh_frame; costs more)"},
     {"record_shapes", KEY_BOOL, OFF(record_shapes), 0, 1, "0", "sonde_shape records shapes"},
     {"bottleneck_threshold", KEY_DOUBLE, OFF(bottleneck_threshold), 0.01, 1, "0.3",
      "share of its session above which a stage is a bottleneck"},

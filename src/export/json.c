@@ -749,6 +749,7 @@ int sx_json(const sm_model *m, sbuf *b)
         kv_num(b, "lost", (double)pr->lost, 1);
         kv_num(b, "hz", pr->hz, 1);
         kv_str(b, "method", pr->by_timer ? "timer_signal" : "perf_event", 1);
+        kv_num(b, "cfi_unwound", (double)pr->cfi_unwound, 1);
         kv_num(b, "sampler_cpu_s", (double)pr->cpu_ns / 1e9, 1);
         kv_num(b, "stacks", (double)pr->n_stacks, 1);
         key(b, "functions");

@@ -324,7 +324,9 @@ static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wi
                        "samples (NAME.folded has every stack):\n",
                     (unsigned long long)pr->samples, pr->hz, (unsigned long long)pr->lost,
                     pr->by_timer ? "by CPU-time timers and SIGPROF, unwound from .eh_frame"
-                                 : "by perf_event_open, along frame pointers");
+                    : pr->cfi_unwound ? "by perf_event_open, along frame pointers, and the call "
+                                        "frame information where those fell short"
+                                      : "by perf_event_open, along frame pointers");
         sbuf_printf(b, "  %-40s %-20s %7s %7s  %s\n", "function", "object", "self", "total",
                     "defined at");
         for (size_t i = 0; i < pr->n_funcs && i < 15; i++) {

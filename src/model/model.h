@@ -268,6 +268,8 @@ typedef struct sm_profile {
     uint64_t samples, lost;    /* samples taken; samples the kernel dropped (ring full) */
     unsigned hz;
     uint64_t cpu_ns;           /* CPU time of the thread that took them */
+    uint64_t cfi_unwound;      /* of them, unwound by the call frame information where the
+                                  frame pointers gave fewer frames (perf_event_open's samples) */
     int untimed;               /* the samples carry no time (a kernel before 4.1): no sections */
     int by_timer;              /* taken by timers on the threads' CPU clocks and SIGPROF, stacks
                                   unwound from .eh_frame (perf_event_open was refused); else the

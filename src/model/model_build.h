@@ -89,6 +89,7 @@ typedef struct sb_raw {
     sm_pfunc_raw *pfuncs;
     size_t n_pfuncs, cap_pfuncs;
     uint64_t samples_lost, stacks_cpu_ns;
+    uint64_t stacks_cfi;       /* samples unwound by the call frame information (STATS) */
     unsigned sample_hz;
     int samples_untimed;
     int samples_by_timer;      /* flag 2: taken by timers on the threads' CPU clocks */

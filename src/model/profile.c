@@ -532,6 +532,7 @@ int sm__profile_build(sb_raw *raw, sm_model *m)
     pr->hz = raw->sample_hz;
     pr->lost = raw->samples_lost;
     pr->cpu_ns = raw->stacks_cpu_ns;
+    pr->cfi_unwound = raw->stacks_cfi;
     pr->untimed = raw->samples_untimed;
     pr->by_timer = raw->samples_by_timer;
     /* a stack naming a function the file does not have is left out, with its samples */

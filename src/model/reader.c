@@ -373,6 +373,8 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
                     s.raw.sampler_cpu_ns = v;
                 else if (!r && !strcmp(k, "stacks_cpu_ns"))
                     s.raw.stacks_cpu_ns = v;
+                else if (!r && !strcmp(k, "stacks_cfi_unwound"))
+                    s.raw.stacks_cfi = v;
                 else if (!r && !strcmp(k, "backpressure_chunks"))
                     s.raw.bp_chunks = v;
                 else if (!r && !strcmp(k, "backpressure_ns"))

@@ -723,7 +723,8 @@ int sonde__stacks_attach(sonde_profiler *p, pid_t pid, unsigned hz, char *why, s
         snprintf(why, cap, "%s", p->stacks ? "already sampling" : "the profiler records nothing");
         return -1;
     }
-    p->stacks = sonde__stacks_start(pid, hz, p->cfg.sample_inline, stacks_write, p, why, cap);
+    p->stacks = sonde__stacks_start(pid, hz, p->cfg.sample_inline, p->cfg.sample_cfi, stacks_write,
+                                    p, why, cap);
     if (p->stacks)
         p->stacks_hz = hz;
     return p->stacks ? 0 : -1;
@@ -733,7 +734,7 @@ void sonde__stacks_stop(sonde_profiler *p)
 {
     if (!p->stacks)
         return;
-    int rc = sonde__stacks_finish(p->stacks, &p->stacks_cpu_ns);
+    int rc = sonde__stacks_finish(p->stacks, &p->stacks_cpu_ns, &p->stacks_cfi);
     p->stacks = NULL;
     if (rc)
         sonde__warn(p, "CPU samples with call stacks: %s; the report's are incomplete",

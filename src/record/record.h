@@ -148,6 +148,7 @@ struct sonde_profiler {
     /* CPU samples with call stacks (sources/stacks.c: sample_hz, sonde run) */
     struct sonde_stacks *stacks;
     uint64_t stacks_cpu_ns;        /* CPU time its thread used, set when it stops */
+    uint64_t stacks_cfi;           /* its samples unwound by the call frame information */
     unsigned stacks_hz;            /* its rate; a forked child that records starts its own */
     /* the latest value of every sampled figure, for sonde_current_metrics and the display */
     pthread_mutex_t latest_lock;

@@ -651,6 +651,7 @@ int sonde__writer_close(sonde_profiler *p)
     k += put_stat(b + k, "writer_cpu_ns", atomic_load(&p->writer_cpu_ns));
     k += put_stat(b + k, "sampler_cpu_ns", atomic_load(&p->sampler_cpu_ns));
     k += put_stat(b + k, "stacks_cpu_ns", p->stacks_cpu_ns);
+    k += put_stat(b + k, "stacks_cfi_unwound", p->stacks_cfi);
     k += put_stat(b + k, "backpressure_chunks", atomic_load(&p->bp_chunks));
     k += put_stat(b + k, "backpressure_ns", atomic_load(&p->bp_ns));
     k += put_stat(b + k, "buffer_bytes", (uint64_t)p->n_chunks * p->chunk_slots * sizeof(sonde__ev));

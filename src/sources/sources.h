@@ -107,17 +107,20 @@ typedef int (*sonde_stacks_write)(void *ctx, unsigned type, const uint8_t *paylo
 /* pid > 0: a child that has not exec'd yet (it waits for its go), sampled from its exec with
  * its threads and its children. pid 0: this process from now on, every thread it has and
  * starts (its children's samples are left out). inline_frames: functions inlined at a sampled
- * address are frames of their own (config sample_inline). Where the kernel refuses perf_event_open
+ * address are frames of their own (config sample_inline). cfi: the samples carry the stack's
+ * top, and where the kernel's frame-pointer walk falls short, the call frame information
+ * unwinds it (config sample_cfi; unwind.c). Where the kernel refuses perf_event_open
  * (perf_event_paranoid 3, seccomp), through timers on the threads' CPU clocks (cputimer.c)
  * instead, which sonde__stacks_method says. NULL with the reason in why when both are refused,
  * or out of memory. */
-sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames,
+sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int cfi,
                                   sonde_stacks_write write, void *ctx, char *why, size_t cap);
 /* Stops sampling (once the program has ended, for a child), writes the last samples, the
  * functions and the stacks, and frees s; *cpu_ns (when not NULL) gets the CPU time the
- * sampler's thread used. 0, SONDE_ENOMEM (what could not be named is left out) or SONDE_EIO (a
+ * sampler's thread used, *cfi_unwound (when not NULL) the samples whose stack came from the
+ * call frame information (unwind.c) rather than the frame pointers. 0, SONDE_ENOMEM (what could not be named is left out) or SONDE_EIO (a
  * record could not be written). */
-int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns);
+int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwound);
 /* How s samples: SONDE_STACKS_PERF (perf_event_open's cpu-clock event, call chains walked by
  * the kernel along frame pointers) or SONDE_STACKS_TIMER (cputimer.c: unwound from .eh_frame). */
 enum { SONDE_STACKS_PERF = 0, SONDE_STACKS_TIMER = 1 };
@@ -126,6 +129,26 @@ int sonde__stacks_method(const sonde_stacks *s);
  * closes the copy's descriptors and unmaps its buffers, and leaves its memory (the parent's
  * thread may have been changing it at the fork). NULL is ignored. */
 void sonde__stacks_forget(sonde_stacks *s);
+
+/* unwind.c - a sample's stack unwound from the files' call frame information (libdwfl), from
+ * the registers and the top of the user stack the kernel copied into it. */
+typedef struct sonde_unwinder sonde_unwinder;
+typedef struct sonde_umap {
+    uint64_t start, end, pgoff;
+    const char *path;
+} sonde_umap;
+/* NULL out of memory, or where it is not built (x86-64 only). */
+sonde_unwinder *sonde__unwind_new(void);
+/* The registers to ask the kernel for (perf_event_attr.sample_regs_user); 0: none. */
+uint64_t sonde__unwind_regs_mask(void);
+/* Thread tid of process pid (whose files are mapped as maps says) stopped with perf_regs (the
+ * mask's registers in perf's order) and the stack's top [sp, sp + size): its frames, innermost
+ * first (the pc, then return addresses), at most max into ips. Returns how many (0 when none
+ * could be found). */
+int sonde__unwind(sonde_unwinder *u, int pid, int tid, const sonde_umap *maps, size_t n_maps,
+                  const uint64_t *perf_regs, const uint8_t *stack, uint64_t size, uint64_t *ips,
+                  int max);
+void sonde__unwind_free(sonde_unwinder *u);
 
 /* symbols.c - names for the samples' addresses: an ELF file's symbol table and, where it has
  * DWARF (its own, or /usr/lib/debug/.build-id/), the functions inlined at an address and

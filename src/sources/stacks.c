@@ -33,6 +33,9 @@
 #include "../util/strmap.h"
 
 #define RING_PAGES 64        /* data pages per CPU: 256 KiB */
+#define RING_PAGES_STACK 128 /* with the stack's top in each sample: 512 KiB (within the 516
+                                KiB a user may lock per CPU, perf_event_mlock_kb) */
+#define STACK_COPY 8192      /* bytes of the user stack each sample carries, for unwinding */
 #define MAX_FRAMES 128
 #define MAX_CPUS 1024
 #define FLUSH_SAMPLES 16384  /* samples held before they are written (about 128 KiB a record) */
@@ -49,6 +52,9 @@ typedef struct sproc {
     char comm[16];
     smap *maps;
     size_t n_maps, cap_maps;
+    sonde_umap *umaps;         /* the maps with their paths, for the unwinder (stale: remade) */
+    size_t n_umaps;
+    int umaps_stale;
 } sproc;
 
 /* A frame: an offset in a file (file UINT32_MAX: an address no mapping held). */
@@ -105,6 +111,12 @@ struct sonde_stacks {
     sonde_cputimer *timer; /* where perf_event_open was refused: the samples' source */
     int method;            /* SONDE_STACKS_* */
     int inline_frames;     /* inlined functions are frames of their own */
+    sonde_unwinder *unwinder; /* the samples carry registers and the stack's top: code without
+                                 frame pointers is unwound from its call frame information */
+    uint64_t cfi_unwound;  /* samples whose stack came from the call frame information */
+    uint8_t *fp_verdict;   /* per stack id seen as a frame-pointer walk: 0 not tried yet, 1 the
+                              walk agrees with the call frame information, 2 it does not */
+    size_t cap_verdict;
     int remapped;          /* /proc/self/maps read again in this drain (timer samples) */
     sorder *order;         /* the records of one drain, put in time order */
     size_t n_order, cap_order;
@@ -163,6 +175,7 @@ static void add_map(sonde_stacks *s, int pid, uint64_t start, uint64_t len, uint
         return;
     }
     p->maps[p->n_maps++] = (smap){start, start + len, pgoff, f};
+    p->umaps_stale = 1;
 }
 
 static sframe place(const sproc *p, uint64_t ip)
@@ -255,6 +268,95 @@ static void flush_samples(sonde_stacks *s)
     s->n_pend = 0;
 }
 
+/* The process's maps with their paths, for the unwinder. */
+static const sonde_umap *umaps_of(sonde_stacks *s, sproc *p)
+{
+    if (p->umaps_stale || !p->umaps) {
+        sonde_umap *u = sonde__malloc((p->n_maps ? p->n_maps : 1) * sizeof *u);
+        if (!u) {
+            s->oom = 1;
+            return NULL;
+        }
+        for (size_t i = 0; i < p->n_maps; i++)
+            u[i] = (sonde_umap){p->maps[i].start, p->maps[i].end, p->maps[i].pgoff,
+                                s->files[p->maps[i].file]};
+        sonde__free(p->umaps);
+        p->umaps = u;
+        p->n_umaps = p->n_maps;
+        p->umaps_stale = 0;
+    }
+    return p->umaps;
+}
+
+static uint32_t stack_id(sonde_stacks *s, uint32_t proc, const sframe *inner, uint32_t n);
+
+/* After the call chain: the ABI, the registers, the stack's top (PERF_SAMPLE_REGS_USER,
+ * PERF_SAMPLE_STACK_USER). Where unwinding them from the call frame information disagrees with
+ * the kernel's frame-pointer walk (code without frame pointers hides its callers from that
+ * walk, or leads it astray), those frames replace fr. Walks the unwinding leaves as they are
+ * are not unwound again. Asked for with sample_cfi (bench_sample measures its cost). */
+static void unwind_sample(sonde_stacks *s, sproc *p, uint32_t tid, const uint8_t *q,
+                          const uint8_t *end, sframe *fr, uint32_t *n)
+{
+    enum { REGS = 17 };
+    uint32_t walk = stack_id(s, (uint32_t)(p - s->procs), fr, *n);
+    if (walk == UINT32_MAX)
+        return;
+    if (walk >= s->cap_verdict) {
+        size_t cap = s->cap_verdict ? 2 * s->cap_verdict : 1024;
+        while (cap <= walk)
+            cap *= 2;
+        uint8_t *v = sonde__realloc(s->fp_verdict, cap);
+        if (!v) {
+            s->oom = 1;
+            return;
+        }
+        memset(v + s->cap_verdict, 0, cap - s->cap_verdict);
+        s->fp_verdict = v;
+        s->cap_verdict = cap;
+    }
+    if (s->fp_verdict[walk] == 1)
+        return;
+    uint64_t abi, regs[REGS], size, dyn;
+    if (end - q < 8)
+        return;
+    memcpy(&abi, q, 8);
+    q += 8;
+    if (!abi || end - q < 8 * REGS + 8)
+        return;
+    memcpy(regs, q, sizeof regs);
+    q += sizeof regs;
+    memcpy(&size, q, 8);
+    q += 8;
+    if (!size || (uint64_t)(end - q) < size + 8)
+        return;
+    memcpy(&dyn, q + size, 8);
+    const sonde_umap *maps = umaps_of(s, p);
+    if (!maps)
+        return;
+    uint64_t ips[MAX_FRAMES];
+    int k = sonde__unwind(s->unwinder, p->pid, (int)tid, maps, p->n_umaps, regs, q,
+                          dyn < size ? dyn : size, ips, MAX_FRAMES);
+    sframe cfi[MAX_FRAMES];
+    int same = k == (int)*n;
+    for (int i = 0; i < k; i++) {
+        cfi[i] = place(p, i ? ips[i] - 1 : ips[i]);
+        if (i < (int)*n && (cfi[i].file != fr[i].file || cfi[i].off != fr[i].off))
+            same = 0;
+    }
+    /* the same frames, or fewer (the unwinding stopped short): this walk is not unwound again;
+     * a walk the unwinding extends or corrects is unwound at each sample, since one walk cut
+     * short can stand for many callers */
+    if (same || k < (int)*n || k < 2) {
+        s->fp_verdict[walk] = 1;
+        return;
+    }
+    s->fp_verdict[walk] = 2;
+    memcpy(fr, cfi, (size_t)k * sizeof *fr);
+    *n = (uint32_t)k;
+    s->cfi_unwound++;
+}
+
 /* One record of the ring (PERF_RECORD_*). */
 static void record(sonde_stacks *s, const struct perf_event_header *h)
 {
@@ -286,6 +388,8 @@ static void record(sonde_stacks *s, const struct perf_event_header *h)
             fr[n] = place(p, n ? ip - 1 : ip);
             n++;
         }
+        if (s->unwinder)
+            unwind_sample(s, p, tid, ips + 8 * nr, end, fr, &n);
         uint32_t id = stack_id(s, (uint32_t)(p - s->procs), fr, n);
         if (id == UINT32_MAX || SONDE_GROW(s->pend, s->n_pend, s->cap_pend)) {
             s->oom = 1;
@@ -345,6 +449,7 @@ static void record(sonde_stacks *s, const struct perf_event_header *h)
         sonde__free(child->maps);
         child->maps = maps;
         child->n_maps = child->cap_maps = parent->n_maps;
+        child->umaps_stale = 1;
         memcpy(child->comm, parent->comm, sizeof child->comm);
         break;
     }
@@ -364,8 +469,9 @@ static void record(sonde_stacks *s, const struct perf_event_header *h)
 /* The bytes [at, at + n) of a ring of size bytes, wherever it wraps. */
 static void ring_copy(const uint8_t *data, uint64_t size, uint64_t at, void *dst, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        ((uint8_t *)dst)[i] = data[(at + i) % size];
+    uint64_t from = at % size, first = size - from < n ? size - from : n;
+    memcpy(dst, data + from, first);
+    memcpy((uint8_t *)dst + first, data, n - first); /* the part past the ring's end */
 }
 
 /* The time of the record at position at: a sample's own, after pid and tid; any other's in the
@@ -588,6 +694,11 @@ static int perf_start(sonde_stacks *s, pid_t pid, char *why, size_t cap)
     a.freq = 1;
     a.sample_freq = s->hz;
     a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
+    if (s->unwinder) { /* the registers and the stack's top, to unwind by the CFI */
+        a.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+        a.sample_regs_user = sonde__unwind_regs_mask();
+        a.sample_stack_user = STACK_COPY;
+    }
     a.exclude_kernel = a.exclude_hv = a.exclude_callchain_kernel = 1;
     a.inherit = 1;
     a.mmap = a.mmap2 = a.comm = a.task = 1;
@@ -599,7 +710,8 @@ static int perf_start(sonde_stacks *s, pid_t pid, char *why, size_t cap)
         a.enable_on_exec = 1;
     }
     long n = sysconf(_SC_NPROCESSORS_CONF);
-    s->ring_bytes = (size_t)(1 + RING_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+    s->ring_bytes = (size_t)(1 + (s->unwinder ? RING_PAGES_STACK : RING_PAGES)) *
+                    (size_t)sysconf(_SC_PAGESIZE);
     for (long c = 0; c < n && c < MAX_CPUS; c++) {
         int fd = open_event(&a, main_task, (int)c);
         if (fd < 0 && errno == EINVAL && a.use_clockid && !s->n_cpus) {
@@ -657,7 +769,7 @@ fail:
     return -1;
 }
 
-sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames,
+sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int cfi,
                                   sonde_stacks_write write, void *ctx, char *why, size_t cap)
 {
     sonde_stacks *s = sonde__calloc(1, sizeof *s);
@@ -674,7 +786,15 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames,
     pid_t self = getpid();
     if (!pid)
         s->only_pid = (int)self;
-    if (perf_start(s, pid, why, cap) != 0) {
+    if (cfi) /* NULL where not built: frame pointers alone */
+        s->unwinder = sonde__unwind_new();
+    int rc = perf_start(s, pid, why, cap);
+    if (rc != 0 && s->unwinder) { /* the larger rings may pass the locked-memory limit */
+        sonde__unwind_free(s->unwinder);
+        s->unwinder = NULL;
+        rc = perf_start(s, pid, why, cap);
+    }
+    if (rc != 0) {
         if (pid)
             goto fail;
         /* refused here: timers on the threads' CPU clocks instead */
@@ -723,7 +843,7 @@ static void emit(sonde_stacks *s, unsigned type, sbuf *b, size_t limit)
     sbuf_reset(b);
 }
 
-int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns)
+int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwound)
 {
     atomic_store(&s->stop, 1);
     pthread_join(s->thread, NULL); /* it arms the timers of new threads: stopped first */
@@ -734,6 +854,8 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns)
     close_all(s);
     if (cpu_ns)
         *cpu_ns = s->cpu_ns;
+    if (cfi_unwound)
+        *cfi_unwound = s->cfi_unwound;
     flush_samples(s);
     sonde_symfile **files = sonde__calloc(s->n_files + 1, sizeof *files);
     if (!files)
@@ -875,8 +997,12 @@ static void free_all(sonde_stacks *s)
     for (size_t i = 0; i < s->n_files; i++)
         sonde__free(s->files[i]);
     sonde__free(s->files);
-    for (size_t i = 0; i < s->n_procs; i++)
+    for (size_t i = 0; i < s->n_procs; i++) {
         sonde__free(s->procs[i].maps);
+        sonde__free(s->procs[i].umaps);
+    }
+    sonde__unwind_free(s->unwinder);
+    sonde__free(s->fp_verdict);
     sonde__free(s->procs);
     for (size_t i = 0; i < s->n_stacks; i++)
         sonde__free(s->stacks[i].f);

@@ -1,8 +1,9 @@
 /* symbols.c - names for the CPU samples' addresses (sources.h): the function at an offset of a
- * mapped file, from its ELF symbol table (.symtab, else .dynsym, read with libelf) and, where
- * the file has DWARF (in itself, or in /usr/lib/debug/.build-id/ by its build id), the
- * functions inlined at that address (libdw's scopes) and where each is defined
- * (DW_AT_decl_file and DW_AT_decl_line). Used once per distinct address, after sampling. */
+ * mapped file, from its ELF symbol table (.symtab, else the one of the debug file its build id
+ * names under /usr/lib/debug/.build-id/, else .dynsym; read with libelf) and, where the file
+ * has DWARF of its own, the functions inlined at that address (libdw's scopes) and where each
+ * is defined (DW_AT_decl_file and DW_AT_decl_line). Used once per distinct address, after
+ * sampling. */
 #define _GNU_SOURCE
 #include "sources.h"
 
@@ -42,21 +43,9 @@ static int cmp_sym(const void *a, const void *b)
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-/* The function symbols of e (.symtab, else .dynsym) and its loaded segments. 0, or -1 out of
- * memory. */
-static int read_symbols(sonde_symfile *f, Elf *e)
+/* The function symbols of e (.symtab, else .dynsym), sorted. 0, or -1 out of memory. */
+static int read_function_symbols(sonde_symfile *f, Elf *e)
 {
-    size_t np = 0;
-    if (elf_getphdrnum(e, &np) == 0 && np) {
-        f->loads = sonde__calloc(np, sizeof *f->loads);
-        if (!f->loads)
-            return -1;
-        for (size_t i = 0; i < np; i++) {
-            GElf_Phdr ph;
-            if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD)
-                f->loads[f->n_loads++] = ph;
-        }
-    }
     for (int pass = 0; pass < 2 && !f->n; pass++) { /* .symtab has the static functions */
         Elf_Scn *scn = NULL;
         while ((scn = elf_nextscn(e, scn))) {
@@ -89,42 +78,75 @@ static int read_symbols(sonde_symfile *f, Elf *e)
     return 0;
 }
 
-/* The file's DWARF: its own, else the debug file its build id names (Debian's -dbgsym
- * packages put them there). */
-static void open_dwarf(sonde_symfile *f, int fd, Elf *e)
+/* The loaded segments of e and its function symbols (a stripped file's from its debug file).
+ * 0, or -1 out of memory. */
+static int debug_file_symbols(sonde_symfile *f, Elf *e);
+static int has_section(Elf *e, const char *name);
+static int read_symbols(sonde_symfile *f, Elf *e)
 {
-    Elf_Scn *scn = NULL;
-    size_t shstr;
-    int own = 0;
-    if (elf_getshdrstrndx(e, &shstr) == 0)
-        while (!own && (scn = elf_nextscn(e, scn))) {
-            GElf_Shdr sh;
-            const char *nm = gelf_getshdr(scn, &sh) ? elf_strptr(e, shstr, sh.sh_name) : NULL;
-            own = nm && !strcmp(nm, ".debug_info");
+    size_t np = 0;
+    if (elf_getphdrnum(e, &np) == 0 && np) {
+        f->loads = sonde__calloc(np, sizeof *f->loads);
+        if (!f->loads)
+            return -1;
+        for (size_t i = 0; i < np; i++) {
+            GElf_Phdr ph;
+            if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD)
+                f->loads[f->n_loads++] = ph;
         }
-    if (own) {
-        f->dwarf = dwarf_begin(fd, DWARF_C_READ);
-        if (f->dwarf)
-            return;
     }
+    if (read_function_symbols(f, e))
+        return -1;
+    return has_section(e, ".symtab") ? 0 : debug_file_symbols(f, e);
+}
+
+/* Whether e has a section of that name. */
+static int has_section(Elf *e, const char *name)
+{
+    size_t shstr;
+    Elf_Scn *scn = NULL;
+    if (elf_getshdrstrndx(e, &shstr) != 0)
+        return 0;
+    while ((scn = elf_nextscn(e, scn))) {
+        GElf_Shdr sh;
+        const char *nm = gelf_getshdr(scn, &sh) ? elf_strptr(e, shstr, sh.sh_name) : NULL;
+        if (nm && !strcmp(nm, name))
+            return 1;
+    }
+    return 0;
+}
+
+/* A stripped file's full symbol table, from the debug file its build id names (Debian's
+ * -dbgsym and libc6-dbg packages put them under /usr/lib/debug/.build-id/): the static
+ * functions' names. Its DWARF is left alone: those files' compressed debug sections cost tens
+ * of milliseconds of CPU to inflate for libc alone, at every run. 0, or -1 out of memory. */
+static int debug_file_symbols(sonde_symfile *f, Elf *e)
+{
     const void *id = NULL;
     ssize_t n = dwelf_elf_gnu_build_id(e, &id);
     if (n < 2 || n > 64)
-        return;
+        return 0;
     char path[64 + 2 * 64 + 16];
     int at = snprintf(path, sizeof path, "/usr/lib/debug/.build-id/%02x/",
                       ((const unsigned char *)id)[0]);
     for (ssize_t i = 1; i < n && at > 0 && (size_t)at + 3 < sizeof path; i++)
         at += snprintf(path + at, sizeof path - (size_t)at, "%02x", ((const unsigned char *)id)[i]);
     snprintf(path + at, sizeof path - (size_t)at, ".debug");
-    int dfd = open(path, O_RDONLY | O_CLOEXEC);
-    if (dfd < 0)
-        return;
-    f->dwarf = dwarf_begin(dfd, DWARF_C_READ);
-    if (f->dwarf)
-        f->dwarf_fd = dfd;
-    else
-        close(dfd);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    Elf *d = elf_begin(fd, ELF_C_READ, NULL);
+    int rc = 0;
+    if (d && has_section(d, ".symtab")) {
+        for (size_t i = 0; i < f->n; i++) /* the .dynsym's, replaced by the fuller table */
+            sonde__free(f->syms[i].name);
+        f->n = 0;
+        rc = read_function_symbols(f, d);
+    }
+    if (d)
+        elf_end(d);
+    close(fd);
+    return rc;
 }
 
 sonde_symfile *sonde__sym_open(const char *path)
@@ -143,11 +165,11 @@ sonde_symfile *sonde__sym_open(const char *path)
         return f; /* gone: its addresses stay numbers */
     Elf *e = elf_begin(fd, ELF_C_READ, NULL);
     int rc = e ? read_symbols(f, e) : 0;
-    if (e && !rc)
-        open_dwarf(f, fd, e);
+    if (e && !rc && has_section(e, ".debug_info")) /* its own DWARF */
+        f->dwarf = dwarf_begin(fd, DWARF_C_READ);
     if (e)
         elf_end(e);
-    if (f->dwarf && f->dwarf_fd < 0)
+    if (f->dwarf)
         f->dwarf_fd = fd; /* dwarf_begin reads it as it goes */
     else
         close(fd);

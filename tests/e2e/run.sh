@@ -854,8 +854,9 @@ for pid in pids:
     p = json.load(open("%s/fork-pid%s.json" % (d, pid)))["profile"]
     assert p["method"] == ("timer_signal" if way == "timer" else "perf_event"), p["method"]
     sec = {s["name"]: s["samples"] for s in p["sections"]}
-    # 300 ms of CPU at 999 Hz: about 300 samples, nearly all in child_work
-    assert 150 <= sec.get("child_work", 0) <= 450 and sec["child_work"] >= 0.9 * p["samples"], (pid, sec, p["samples"])
+    # 300 ms of CPU at 999 Hz: up to about 300 samples (the kernel's frequency mode starts a
+    # new process's event slowly: CI saw 136), nearly all in child_work
+    assert 50 <= sec.get("child_work", 0) <= 450 and sec["child_work"] >= 0.9 * p["samples"], (pid, sec, p["samples"])
 parent = json.load(open("%s/fork.json" % d))
 assert "child_work" not in {s["name"] for s in parent.get("profile", {}).get("sections", [])}, parent["profile"]["sections"]
 print("CPU samples across a fork (%s): each child's own, in child_work" % way)
@@ -1247,6 +1248,24 @@ inside = [leaf(s) for s in samples
           if (lambda k: k >= 0 and spans[k][0] <= s["ts"] < spans[k][1] and spans[k][2] == s["tid"])(bisect.bisect_right(starts, s["ts"]) - 1)]
 assert len(inside) >= 0.6 * len(samples) and inside.count("hot70") >= 0.97 * len(inside), (len(inside), len(samples), inside.count("hot70"))
 print("Chrome trace: %d samples with their stacks; %d inside decode spans, %.1f%% of them in hot70" % (len(samples), len(inside), 100.0 * inside.count("hot70") / len(inside)))
+PY
+    # code without frame pointers (tests/e2e/nofp.c, -O2 -fomit-frame-pointer): the kernel's
+    # frame-pointer walk loses burn's callers; with sample_cfi the call frame information finds
+    # them
+    SONDE_SAMPLE_CFI=1 "$sonde" run --quiet -o st --name nofp -- "$build/tests/nofp" 40
+    "$sonde" run --quiet -o st --name nofp_fp -- "$build/tests/nofp" 40
+    python3 - st/nofp.json st/nofp.folded st/nofp_fp.folded <<'PY' || fail "unwinding by the call frame information"
+import json, sys
+# without sample_cfi, the frame pointers alone: burn's callers are lost
+fp = [l.rsplit(" ", 1)[0] for l in open(sys.argv[3])]
+assert not any(s.endswith(";level2;burn") for s in fp), fp[:5]
+p = json.load(open(sys.argv[1]))["profile"]
+burn = [l.rsplit(" ", 1) for l in open(sys.argv[2]) if l.rsplit(" ", 1)[0].endswith(";burn")]
+n = sum(int(c) for _, c in burn)
+whole = sum(int(c) for s, c in burn if s.endswith(";main;level1;level2;burn"))
+assert n >= 0.9 * p["samples"] and whole >= 0.95 * n, (n, whole, p["samples"], burn[:3])
+assert p["method"] == "perf_event" and p["cfi_unwound"] >= whole, p["cfi_unwound"]
+print("call frame information: %d of %d samples in burn under main;level1;level2" % (whole, n))
 PY
     # from the DWARF: a function inlined into another is a frame of its own, under its caller,
     # and each function says where it is defined (tests/e2e/inlined.c, built -O2 -g)
