@@ -172,6 +172,32 @@ static void gpu_events(tctx *t, const sm_model *m, const sx_trace_opts *o, int r
     }
 }
 
+/* The processes the samples were taken in other than the run's own (sonde run's child and
+ * its children), named by their command as the samples' stacks have it: their tracks in a
+ * viewer say what ran there. */
+static void sample_processes(tctx *t, const sm_model *m, int pid)
+{
+    const sm_profile *pr = &m->profile;
+    uint32_t seen[64];
+    size_t n = 0;
+    for (size_t i = 0; i < pr->n_timed && n < 64 && !t->err; i++) {
+        const sm_psample *s = &pr->timed[i];
+        if (!s->pid || (int)s->pid == pid || s->stack >= pr->n_stacks)
+            continue;
+        size_t k = 0;
+        while (k < n && seen[k] != s->pid)
+            k++;
+        if (k < n)
+            continue;
+        seen[n++] = s->pid;
+        const char *line = pr->stacks[s->stack]; /* "process;outermost;...;innermost" */
+        size_t len = strcspn(line, ";");
+        char comm[64];
+        snprintf(comm, sizeof comm, "%.*s", (int)(len < sizeof comm ? len : sizeof comm - 1), line);
+        name_meta(t, "process_name", (int)s->pid, 0, comm);
+    }
+}
+
 /* Closes the events and writes the CPU samples: "stackFrames" (a node per distinct caller
  * chain: name, category the object, parent) and "samples" (ts, tid, pid, the leaf node, weight)
  * of [t0, t1), at most trace_max_events of them, evenly. */
@@ -529,8 +555,10 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     }
     if (!t.err && m->n_gpu)
         gpu_events(&t, m, o, pid, ids, esc);
-    if (with_samples && !t.err)
+    if (with_samples && !t.err) {
+        sample_processes(&t, m, pid);
         cpu_samples(&t, m, t0, t1, sh, pid);
+    }
     else if (o->close)
         sbuf_puts(&t.b, o->tensorboard ? "\n]}\n" : "\n]\n");
     flush(&t, 1);

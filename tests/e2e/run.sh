@@ -1267,6 +1267,17 @@ assert n >= 0.9 * p["samples"] and whole >= 0.95 * n, (n, whole, p["samples"], b
 assert p["method"] == "perf_event" and p["cfi_unwound"] >= whole, p["cfi_unwound"]
 print("call frame information: %d of %d samples in burn under main;level1;level2" % (whole, n))
 PY
+    # sonde run's trace: the samples of each process of the tree under its own process, named by
+    # its command
+    "$sonde" run --quiet -o st --name tree -- sh -c "'$build/tests/nofp' 20; '$build/tests/inlined' 3"
+    python3 - st/tree.trace.json.gz <<'PY' || fail "the trace's processes of samples"
+import gzip, json, sys
+t = json.load(gzip.open(sys.argv[1], "rt"))
+names = {e["pid"]: e["args"]["name"] for e in t["traceEvents"] if e.get("name") == "process_name"}
+pids = {s["pid"] for s in t["samples"]}
+assert pids <= set(names) and {"nofp", "inlined"} <= {names[p] for p in pids}, (names, pids)
+print("trace: samples under %s" % sorted(names[p] for p in pids))
+PY
     # from the DWARF: a function inlined into another is a frame of its own, under its caller,
     # and each function says where it is defined (tests/e2e/inlined.c, built -O2 -g)
     "$sonde" run --quiet -o st --name inl -- "$build/tests/inlined" 10
