@@ -172,9 +172,9 @@ static void gpu_events(tctx *t, const sm_model *m, const sx_trace_opts *o, int r
     }
 }
 
-/* The processes the samples were taken in other than the run's own (sonde run's child and
- * its children), named by their command as the samples' stacks have it: their tracks in a
- * viewer say what ran there. */
+/* The processes the samples were taken in that the events have not named (sonde run's child
+ * and its children, when they record nothing themselves), named by their command as the
+ * samples' stacks have it: their tracks in a viewer say what ran there. */
 static void sample_processes(tctx *t, const sm_model *m, int pid)
 {
     const sm_profile *pr = &m->profile;
@@ -190,6 +190,11 @@ static void sample_processes(tctx *t, const sm_model *m, int pid)
         if (k < n)
             continue;
         seen[n++] = s->pid;
+        int named = 0; /* a process that recorded too: its threads' events named it */
+        for (size_t th = 0; th < m->n_threads && !named; th++)
+            named = m->threads[th].pid == (int)s->pid;
+        if (named)
+            continue;
         const char *line = pr->stacks[s->stack]; /* "process;outermost;...;innermost" */
         size_t len = strcspn(line, ";");
         char comm[64];
