@@ -1084,7 +1084,9 @@ print("pprof: %d samples, hot70 %.1f%% self" % (total, 100.0 * self_["hot70"] / 
 PY
     done
     # the same top functions by self time as perf record -g + perf report --no-children
-    if command -v perf > /dev/null && perf record -q -F 999 -g -o perf.data -- "$hs" 1 20 > /dev/null 2> perf.err; then
+    # (--all-user: user space alone, as sonde samples; a loaded machine otherwise puts the
+    # kernel's interrupt exits among perf's top functions)
+    if command -v perf > /dev/null && perf record -q --all-user -F 999 -g -o perf.data -- "$hs" 1 20 > /dev/null 2> perf.err; then
         perf report -i perf.data --no-children --stdio 2> /dev/null |
             awk '/^ +[0-9.]+%/ && n < 3 {print $NF; n++}' | sort > perf.top
         python3 -c 'import json, sys
@@ -1115,7 +1117,7 @@ for i in range(8000000): s += i * i % 7' ;;
             gcc) set -- gcc -O2 -c big.c -o big.o ;;
             esac
             # (perf names the function that holds an inlined one: so does sonde without inlines)
-            SONDE_SAMPLE_INLINE=0 perf record -q -F 999 -g -o $prog.data -- "$sonde" run --quiet \
+            SONDE_SAMPLE_INLINE=0 perf record -q --all-user -F 999 -g -o $prog.data -- "$sonde" run --quiet \
                 -o cmp --name $prog -- "$@" > /dev/null 2>&1
             # the process with the most samples (python3's shim runs bash and pyenv first)
             comm=$(awk '{n = split($0, w, " "); c[substr($0, 1, index($0, ";") - 1)] += w[n]}
