@@ -769,6 +769,19 @@ int sx_json(const sm_model *m, sbuf *b)
             sbuf_putc(b, '}');
         }
         sbuf_puts(b, "],");
+        /* the source lines the samples were running, top 100 */
+        key(b, "lines");
+        sbuf_putc(b, '[');
+        for (size_t i = 0; i < pr->n_lines && i < 100; i++) {
+            sbuf_puts(b, i ? ",{" : "{");
+            kv_str(b, "function", pr->funcs[pr->lines[i].func].name, 1);
+            kv_str(b, "file", pr->lines[i].file, 1);
+            kv_num(b, "line", pr->lines[i].line, 1);
+            kv_num(b, "self", (double)pr->lines[i].self, 1);
+            kv_num(b, "self_share", (double)pr->lines[i].self / (double)pr->samples, 0);
+            sbuf_putc(b, '}');
+        }
+        sbuf_puts(b, "],");
         /* by the innermost section open on the sample's thread: its functions, top 20 */
         kv_num(b, "in_sections", (double)pr->in_sections, 1);
         key(b, "sections");

@@ -340,6 +340,16 @@ static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wi
                         100.0 * (double)fn->self / (double)pr->samples,
                         100.0 * (double)fn->total / (double)pr->samples, L(at));
         }
+        if (pr->n_lines) /* where in the source, from the DWARF's line tables */
+            sbuf_printf(b, "The source lines the samples were running (the DWARF's line tables):\n");
+        for (size_t i = 0; i < pr->n_lines && i < 10; i++) {
+            const sm_line *ln = &pr->lines[i];
+            const char *base = strrchr(ln->file, '/');
+            char at[64];
+            snprintf(at, sizeof at, "%.50s:%u", base ? base + 1 : ln->file, ln->line);
+            sbuf_printf(b, "  %-30.30s %-40.40s %6.1f%%\n", L(at), L(pr->funcs[ln->func].name),
+                        100.0 * (double)ln->self / (double)pr->samples);
+        }
         if (pr->n_sections) /* "inside decode: 61% in matmul" */
             sbuf_printf(b, "CPU samples by the innermost section open on their thread (%.1f%% of "
                            "them were inside one), with its top functions:\n",

@@ -42,6 +42,8 @@ enum {
     SONDE_R_FUNCS = 14,  /* (varint id, str name, str object)*: the stacks' functions, from 0 */
     SONDE_R_FUNCLOC = 15, /* (varint id, str file, varint line)*: where functions named before
                              are defined, for those the DWARF says */
+    SONDE_R_LINES = 16,  /* (varint stack id, str file, varint line)*: the source line of the
+                            innermost frame of stacks written before, where the DWARF says */
 };
 
 /* Event kinds, the low 4 bits of an event's tag (the id above them). Each event in an EVENTS

@@ -253,6 +253,13 @@ typedef struct sm_psection {
                                   count, most first */
     size_t n_stacks;
 } sm_psection;
+/* A source line where samples were running (the innermost frame's line, from the DWARF). */
+typedef struct sm_line {
+    uint32_t func;             /* sm_profile.funcs index */
+    char *file;
+    unsigned line;
+    uint64_t self;             /* samples running there */
+} sm_line;
 /* A sample in time, for the trace: its thread and process, its stack (sm_profile.stacks index)
  * and its time from the run's start. */
 typedef struct sm_psample {
@@ -285,6 +292,8 @@ typedef struct sm_profile {
     size_t n_sections;
     uint64_t in_sections;      /* samples taken inside some section (the rest: outside any, or
                                   on threads that record none) */
+    sm_line *lines;            /* by samples, most first */
+    size_t n_lines;
     sm_psample *timed;         /* every sample in order of time (none when untimed) */
     size_t n_timed;
     sm_pnode *nodes;           /* the frames' tree; stack i ends at node leaf[i] */

@@ -53,6 +53,8 @@ typedef struct sm_pstack_raw {
     uint32_t pid, n;
     char *process;
     uint32_t *f;               /* function ids, outermost first */
+    char *file;                /* the innermost frame's source line (LINES), NULL: unknown */
+    unsigned line;
 } sm_pstack_raw;
 typedef struct sm_pfunc_raw {
     char *name, *object;

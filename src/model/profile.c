@@ -38,6 +38,24 @@ int sm__profile_parse(sb_raw *raw, unsigned type, const uint8_t *p, const uint8_
         }
         return 0;
     }
+    if (type == SONDE_R_LINES) { /* the innermost frames' lines of stacks read before */
+        while (p < end) {
+            char *file = NULL;
+            if (sm__get_var(&p, end, &v[0]) || v[0] >= raw->n_pstacks)
+                return -1;
+            int r = sm__get_str(&p, end, PF_NAME_MAX, &file);
+            if (r)
+                return r;
+            if (sm__get_var(&p, end, &v[1]) || v[1] > UINT32_MAX) {
+                sonde__free(file);
+                return -1;
+            }
+            sonde__free(raw->pstacks[v[0]].file);
+            raw->pstacks[v[0]].file = file;
+            raw->pstacks[v[0]].line = (unsigned)v[1];
+        }
+        return 0;
+    }
     if (type == SONDE_R_FUNCLOC) { /* where functions read before are defined */
         while (p < end) {
             char *file = NULL;
@@ -113,6 +131,7 @@ void sm__profile_free_raw(sb_raw *raw)
     for (size_t i = 0; i < raw->n_pstacks; i++) {
         sonde__free(raw->pstacks[i].process);
         sonde__free(raw->pstacks[i].f);
+        sonde__free(raw->pstacks[i].file);
     }
     sonde__free(raw->pfuncs);
     sonde__free(raw->pstacks);
@@ -143,6 +162,9 @@ void sm_profile_free(sm_profile *p)
     sonde__free(p->frames);
     sonde__free(p->first);
     sonde__free(p->sections);
+    for (size_t i = 0; i < p->n_lines; i++)
+        sonde__free(p->lines[i].file);
+    sonde__free(p->lines);
     sonde__free(p->timed);
     sonde__free(p->nodes);
     sonde__free(p->leaf);
@@ -470,6 +492,56 @@ out:
     return rc;
 }
 
+static int cmp_line(const void *a, const void *b)
+{
+    const sm_line *x = a, *y = b;
+    if (x->self != y->self)
+        return x->self > y->self ? -1 : 1;
+    int c = strcmp(x->file, y->file);
+    return c ? c : (x->line < y->line ? -1 : x->line > y->line);
+}
+
+/* The source lines the samples were running, by (function, file, line): count[i] samples of
+ * raw stack i, at[] the functions' order after sorting. 0, or -1 out of memory. */
+static int build_lines(const sb_raw *raw, sm_profile *pr, const uint64_t *count,
+                       const uint32_t *at)
+{
+    strmap seen;
+    strmap_init(&seen);
+    sbuf key;
+    sbuf_init(&key);
+    size_t cap = 0;
+    int rc = 0;
+    for (size_t i = 0; i < raw->n_pstacks && !rc; i++) {
+        const sm_pstack_raw *st = &raw->pstacks[i];
+        if (!count[i] || !st->file || !st->n)
+            continue;
+        uint32_t fn = at[st->f[st->n - 1]];
+        sbuf_reset(&key);
+        sbuf_printf(&key, "%u\t%u\t%s", fn, st->line, st->file);
+        int k = key.oom ? -2 : strmap_get(&seen, key.data);
+        if (k == -2 || (k < 0 && SONDE_GROW(pr->lines, pr->n_lines, cap))) {
+            rc = -1;
+            break;
+        }
+        if (k < 0) {
+            k = (int)pr->n_lines;
+            pr->lines[k] = (sm_line){fn, sonde__strdup(st->file), st->line, 0};
+            pr->n_lines++;
+            if (!pr->lines[k].file || strmap_put(&seen, key.data, k)) {
+                rc = -1;
+                break;
+            }
+        }
+        pr->lines[k].self += count[i];
+    }
+    if (pr->n_lines)
+        qsort(pr->lines, pr->n_lines, sizeof *pr->lines, cmp_line);
+    sbuf_free(&key);
+    strmap_free(&seen);
+    return rc;
+}
+
 static int cmp_psample(const void *a, const void *b)
 {
     const sm_psample *x = a, *y = b;
@@ -556,7 +628,8 @@ int sm__profile_build(sb_raw *raw, sm_model *m)
     }
     raw->n_samples = kept;
     pr->samples = kept;
-    if (build_stacks(raw, pr, count, folded) || sort_funcs(pr, at))
+    if (build_stacks(raw, pr, count, folded) || sort_funcs(pr, at) ||
+        build_lines(raw, pr, count, at))
         goto out;
     if (!pr->untimed && (build_sections(raw, m, at, folded) || build_timed(raw, m, folded)))
         goto out;

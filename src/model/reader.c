@@ -398,6 +398,7 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
         case SONDE_R_STACKS:
         case SONDE_R_FUNCS:
         case SONDE_R_FUNCLOC:
+        case SONDE_R_LINES:
             r = sm__profile_parse(&s.raw, type, p, end);
             break;
         case SONDE_R_END:

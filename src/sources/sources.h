@@ -166,6 +166,9 @@ sonde_symfile *sonde__sym_open(const char *path);
  * that holds them (its symbol table name). Fills out (up to max) and returns how many (1 or
  * more), or -1 out of memory; the caller frees each name and file. */
 int sonde__sym_at(sonde_symfile *f, uint64_t off, sonde_symframe *out, int max);
+/* The source line at file offset off (the file's own DWARF line table): 1 with *file (not to
+ * be freed; valid until sonde__sym_close) and *line set, else 0. */
+int sonde__sym_line(sonde_symfile *f, uint64_t off, const char **file, unsigned *line);
 /* The file's name without its directory. */
 const char *sonde__sym_base(const sonde_symfile *f);
 void sonde__sym_close(sonde_symfile *f);

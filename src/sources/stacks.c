@@ -869,7 +869,8 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
     strmap funcs, frames;
     strmap_init(&funcs);
     strmap_init(&frames);
-    sbuf fb, lb, sb, key;
+    sbuf fb, lb, sb, xb, key;
+    sbuf_init(&xb);
     sbuf_init(&fb);
     sbuf_init(&lb);
     sbuf_init(&sb);
@@ -953,12 +954,26 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
         pb_varint(&sb, n_ids);
         for (uint32_t k = 0; k < n_ids; k++)
             pb_varint(&sb, ids[k]);
-        emit(s, SONDE_R_STACKS, &sb, RECORD_BYTES);
+        const char *src;
+        unsigned line;
+        const sframe *leaf = st->n ? &st->f[st->n - 1] : NULL;
+        if (leaf && leaf->file != UINT32_MAX &&
+            sonde__sym_line(files[leaf->file], leaf->off, &src, &line)) {
+            pb_varint(&xb, i); /* the line the innermost frame was running */
+            pb_lenstr(&xb, src);
+            pb_varint(&xb, line);
+        }
+        if (sb.len > RECORD_BYTES || xb.len > RECORD_BYTES) {
+            emit(s, SONDE_R_STACKS, &sb, 0);
+            emit(s, SONDE_R_LINES, &xb, 0); /* after the stacks they speak of */
+        }
     }
     emit(s, SONDE_R_FUNCS, &fb, 0); /* the functions before the last stacks that name them */
     emit(s, SONDE_R_FUNCLOC, &lb, 0);
     emit(s, SONDE_R_STACKS, &sb, 0);
+    emit(s, SONDE_R_LINES, &xb, 0);
     sbuf_free(&fb);
+    sbuf_free(&xb);
     sbuf_free(&lb);
     sbuf_free(&sb);
     sbuf_free(&key);

@@ -282,14 +282,34 @@ static int cu_of(Dwarf *dbg, uint64_t a, Dwarf_Die *cu)
     return 0;
 }
 
+/* The address in the file of offset off, through the segment holding it. */
+static uint64_t file_address(const sonde_symfile *f, uint64_t off)
+{
+    for (size_t i = 0; i < f->n_loads; i++)
+        if (off >= f->loads[i].p_offset && off < f->loads[i].p_offset + f->loads[i].p_filesz)
+            return off - f->loads[i].p_offset + f->loads[i].p_vaddr;
+    return off;
+}
+
+int sonde__sym_line(sonde_symfile *f, uint64_t off, const char **file, unsigned *line)
+{
+    uint64_t a = file_address(f, off);
+    Dwarf_Die cu;
+    if (!f->dwarf || !cu_of(f->dwarf, a, &cu))
+        return 0;
+    Dwarf_Line *l = dwarf_getsrc_die(&cu, a);
+    int n = 0;
+    const char *src = l ? dwarf_linesrc(l, NULL, NULL) : NULL;
+    if (!src || dwarf_lineno(l, &n) != 0 || n <= 0)
+        return 0;
+    *file = src;
+    *line = (unsigned)n;
+    return 1;
+}
+
 int sonde__sym_at(sonde_symfile *f, uint64_t off, sonde_symframe *out, int max)
 {
-    uint64_t a = off; /* through the segment holding it, the address in the file */
-    for (size_t i = 0; i < f->n_loads; i++)
-        if (off >= f->loads[i].p_offset && off < f->loads[i].p_offset + f->loads[i].p_filesz) {
-            a = off - f->loads[i].p_offset + f->loads[i].p_vaddr;
-            break;
-        }
+    uint64_t a = file_address(f, off);
     int n = 0;
     Dwarf_Die cu, *sc = NULL;
     int ns = f->dwarf && cu_of(f->dwarf, a, &cu) ? dwarf_getscopes(&cu, a, &sc) : 0;

@@ -1203,6 +1203,7 @@ for name, fn in (("decode", "hot70"), ("prefill", "warm20")):
 # the samples are in the .sonde: sonde export makes the same profile again
 again = json.load(open(sys.argv[2]))["profile"]
 assert again["sections"] == p["sections"] and again["functions"] == p["functions"], "export differs"
+assert again["lines"] == p["lines"] and p["lines"][0]["function"] == "hot70", p["lines"][:3]
 lines = [l.rsplit(" ", 1) for l in open(sys.argv[3]).read().splitlines()]
 assert sum(int(c) for _, c in lines) == n
 assert r["warnings"] == [], r["warnings"]
@@ -1302,6 +1303,10 @@ for l in open(sys.argv[2]):
     stack, count = l.rsplit(" ", 1)
     if stack.endswith(";inner_hot"):
         assert stack.endswith(";outer_work;inner_hot"), stack
+# the lines the samples were running: inner_hot's loop (its for and its body) holds 90%
+loop = line_of(src, "double inner_hot(long n)") + 3
+in_loop = sum(l["self"] for l in p["lines"] if l["function"] == "inner_hot" and l["line"] in (loop, loop + 1))
+assert in_loop >= 0.8 * p["samples"] and all(l["file"].endswith("inlined.c") for l in p["lines"][:3]), p["lines"][:4]
 h = {x["name"]: x for x in json.load(open(sys.argv[4]))["profile"]["functions"]}
 work = open(sys.argv[5]).read().splitlines()
 for name in ("hot70", "warm20", "cool10"):
