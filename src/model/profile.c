@@ -4,6 +4,7 @@
  * was the innermost section open on the sample's thread, with their functions. */
 #define _GNU_SOURCE
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,33 @@
 
 #define PF_MAX_FRAMES 4096   /* frames of one stack a reader accepts (the sampler keeps 128) */
 #define PF_NAME_MAX 65536    /* bytes of a function, object or process name */
+
+/* FUNCLOC's and LINES' entries, (varint id, str file, varint line)*: each id below n, the place
+ * of the item id of an array (its char *file and unsigned line at those offsets; a place given
+ * twice, the last). 0, -1 malformed, -2 out of memory. */
+static int parse_places(const uint8_t *p, const uint8_t *end, void *items, size_t n, size_t size,
+                        size_t file_at, size_t line_at)
+{
+    uint64_t id, line;
+    while (p < end) {
+        char *file = NULL;
+        if (sm__get_var(&p, end, &id) || id >= n)
+            return -1;
+        int r = sm__get_str(&p, end, PF_NAME_MAX, &file);
+        if (r)
+            return r;
+        if (sm__get_var(&p, end, &line) || line > UINT32_MAX) {
+            sonde__free(file);
+            return -1;
+        }
+        char *item = (char *)items + id * size;
+        char **slot = (char **)(void *)(item + file_at);
+        sonde__free(*slot);
+        *slot = file;
+        *(unsigned *)(void *)(item + line_at) = (unsigned)line;
+    }
+    return 0;
+}
 
 int sm__profile_parse(sb_raw *raw, unsigned type, const uint8_t *p, const uint8_t *end)
 {
@@ -38,42 +66,12 @@ int sm__profile_parse(sb_raw *raw, unsigned type, const uint8_t *p, const uint8_
         }
         return 0;
     }
-    if (type == SONDE_R_LINES) { /* the innermost frames' lines of stacks read before */
-        while (p < end) {
-            char *file = NULL;
-            if (sm__get_var(&p, end, &v[0]) || v[0] >= raw->n_pstacks)
-                return -1;
-            int r = sm__get_str(&p, end, PF_NAME_MAX, &file);
-            if (r)
-                return r;
-            if (sm__get_var(&p, end, &v[1]) || v[1] > UINT32_MAX) {
-                sonde__free(file);
-                return -1;
-            }
-            sonde__free(raw->pstacks[v[0]].file);
-            raw->pstacks[v[0]].file = file;
-            raw->pstacks[v[0]].line = (unsigned)v[1];
-        }
-        return 0;
-    }
-    if (type == SONDE_R_FUNCLOC) { /* where functions read before are defined */
-        while (p < end) {
-            char *file = NULL;
-            if (sm__get_var(&p, end, &v[0]) || v[0] >= raw->n_pfuncs)
-                return -1;
-            int r = sm__get_str(&p, end, PF_NAME_MAX, &file);
-            if (r)
-                return r;
-            if (sm__get_var(&p, end, &v[1]) || v[1] > UINT32_MAX) {
-                sonde__free(file);
-                return -1;
-            }
-            sonde__free(raw->pfuncs[v[0]].file);
-            raw->pfuncs[v[0]].file = file;
-            raw->pfuncs[v[0]].line = (unsigned)v[1];
-        }
-        return 0;
-    }
+    if (type == SONDE_R_LINES) /* the innermost frames' lines of stacks read before */
+        return parse_places(p, end, raw->pstacks, raw->n_pstacks, sizeof *raw->pstacks,
+                            offsetof(sm_pstack_raw, file), offsetof(sm_pstack_raw, line));
+    if (type == SONDE_R_FUNCLOC) /* where functions read before are defined */
+        return parse_places(p, end, raw->pfuncs, raw->n_pfuncs, sizeof *raw->pfuncs,
+                            offsetof(sm_pfunc_raw, file), offsetof(sm_pfunc_raw, line));
     if (type == SONDE_R_FUNCS) {
         while (p < end) {
             if (sm__get_var(&p, end, &v[0]) || v[0] != raw->n_pfuncs || v[0] >= SM_MAX_ID)
