@@ -221,8 +221,7 @@ static void cpu_samples(tctx *t, const sm_model *m, int64_t t0, int64_t t1, int6
         sbuf_putc(&t->b, '}');
         flush(t, 0);
     }
-    const char *mx = sm_info(m, "config.trace_max_events");
-    uint64_t cap = mx ? strtoull(mx, NULL, 10) : SM_TRACE_MAX_DEFAULT;
+    uint64_t cap = sm_trace_max_events(m);
     size_t in = 0;
     for (size_t i = 0; i < pr->n_timed; i++)
         in += pr->timed[i].t_ns >= t0 && pr->timed[i].t_ns < t1;

@@ -44,15 +44,19 @@ static int64_t kth_largest(int64_t *v, size_t n, size_t k)
     }
 }
 
+uint64_t sm_trace_max_events(const sm_model *m)
+{
+    const char *k = sm_info(m, "config.trace_max_events");
+    char *end = NULL;
+    unsigned long long max = k && *k ? strtoull(k, &end, 10) : SM_TRACE_MAX_DEFAULT;
+    return k && *k && *end ? SM_TRACE_MAX_DEFAULT : max; /* not a number (hand-edited): default */
+}
+
 int sm_trace_budget(const sm_model *m, int64_t t0, int64_t t1, sm_budget *out)
 {
     memset(out, 0, sizeof *out);
     out->min_ns = INT64_MIN;
-    const char *k = sm_info(m, "config.trace_max_events");
-    char *end = NULL;
-    unsigned long long max = k && *k ? strtoull(k, &end, 10) : SM_TRACE_MAX_DEFAULT;
-    if (k && *k && *end)
-        max = SM_TRACE_MAX_DEFAULT; /* not a number (a hand-edited file): the default */
+    uint64_t max = sm_trace_max_events(m);
     size_t n = 0;
     for (size_t i = 0; i < m->n_spans; i++)
         n += sm_span_in(&m->spans[i], t0, t1);

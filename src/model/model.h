@@ -470,6 +470,9 @@ const char *sm_info(const sm_model *m, const char *key);
 /* The trace budget of the sections that begin in [t0, t1) (sm_model.trace is the whole run's,
  * set by the build and by a merge). 0, or -1 when out of memory (out zeroed). */
 int sm_trace_budget(const sm_model *m, int64_t t0, int64_t t1, sm_budget *out);
+/* The run's trace_max_events (SM_TRACE_MAX_DEFAULT when it has none, or not a number; 0: no
+ * limit): the sections a trace keeps, and the CPU samples it carries. */
+uint64_t sm_trace_max_events(const sm_model *m);
 /* The folding of a trace under its budget (sm_budget), shared by the trace writers: feed a
  * thread's sections in start order (sections of several threads may interleave); each shorter
  * than min_ns joins the open run of its box (its parent when that is kept and in [t0, t1), else

@@ -187,14 +187,14 @@ static uint64_t pf_hash(uint64_t k)
     return k;
 }
 
-/* Adds a and b to key's counts. 0, or -1 out of memory. */
-static int pf_add(pf_table *t, uint64_t key, uint64_t a, uint64_t b)
+/* key's slot, made (with zero counts) when new; NULL out of memory. */
+static pf_slot *pf_slot_of(pf_table *t, uint64_t key)
 {
     if (2 * (t->n + 1) > t->cap) {
         size_t cap = t->cap ? 2 * t->cap : 256;
         pf_slot *s = sonde__calloc(cap, sizeof *s);
         if (!s)
-            return -1;
+            return NULL;
         for (size_t i = 0; i < t->cap; i++)
             if (t->s[i].key) {
                 size_t j = pf_hash(t->s[i].key) & (cap - 1);
@@ -213,8 +213,17 @@ static int pf_add(pf_table *t, uint64_t key, uint64_t a, uint64_t b)
         t->s[j].key = key + 1;
         t->n++;
     }
-    t->s[j].a += a;
-    t->s[j].b += b;
+    return &t->s[j];
+}
+
+/* Adds a and b to key's counts. 0, or -1 out of memory. */
+static int pf_add(pf_table *t, uint64_t key, uint64_t a, uint64_t b)
+{
+    pf_slot *s = pf_slot_of(t, key);
+    if (!s)
+        return -1;
+    s->a += a;
+    s->b += b;
     return 0;
 }
 
@@ -362,8 +371,6 @@ static int cmp_in(const void *a, const void *b)
     return x->func < y->func ? -1 : x->func > y->func;
 }
 
-/* Each sample in the innermost section open on its thread at its time, grouped by the
- * section's name: first (section, stack) pairs counted, then each pair's functions. */
 static int cmp_stack_in(const void *a, const void *b)
 {
     const sm_stack_in *x = a, *y = b;
@@ -409,6 +416,9 @@ static int spread(const pf_table *t, sm_profile *pr, int stacks)
     return 0;
 }
 
+/* Each sample in the innermost section open on its thread at its time, grouped by the
+ * section's name: first (section, stack) pairs counted, then each pair's functions and its
+ * folded stack. */
 static int build_sections(sb_raw *raw, sm_model *m, const uint32_t *at, const uint32_t *folded)
 {
     sm_profile *pr = &m->profile;
@@ -571,22 +581,20 @@ static int build_timed(const sb_raw *raw, sm_model *m, const uint32_t *folded)
         uint64_t parent = UINT32_MAX;
         for (size_t f = pr->first[i]; f < pr->first[i + 1] && !rc; f++) {
             uint64_t key = ((parent + 1) & 0xffffffffull) << 32 | pr->frames[f];
-            if (pf_add(&nodes, key, 0, 0)) {
+            pf_slot *node = pf_slot_of(&nodes, key);
+            if (!node) {
                 rc = -1;
                 break;
             }
-            size_t j = pf_hash(key + 1) & (nodes.cap - 1);
-            while (nodes.s[j].key != key + 1)
-                j = (j + 1) & (nodes.cap - 1);
-            if (!nodes.s[j].a) { /* new: its node */
+            if (!node->a) { /* new: its node */
                 if (SONDE_GROW(pr->nodes, pr->n_nodes, cap)) {
                     rc = -1;
                     break;
                 }
                 pr->nodes[pr->n_nodes++] = (sm_pnode){pr->frames[f], (uint32_t)parent};
-                nodes.s[j].a = pr->n_nodes;
+                node->a = pr->n_nodes;
             }
-            parent = nodes.s[j].a - 1;
+            parent = node->a - 1;
         }
         pr->leaf[i] = (uint32_t)parent;
     }

@@ -111,8 +111,8 @@ typedef int (*sonde_stacks_write)(void *ctx, unsigned type, const uint8_t *paylo
  * top, and where the kernel's frame-pointer walk falls short, the call frame information
  * unwinds it (config sample_cfi; unwind.c). Where the kernel refuses perf_event_open
  * (perf_event_paranoid 3, seccomp), through timers on the threads' CPU clocks (cputimer.c)
- * instead, which sonde__stacks_method says. NULL with the reason in why when both are refused,
- * or out of memory. */
+ * instead, as the SAMPLES records' flag 2 says. NULL with the reason in why when both are
+ * refused, or out of memory. */
 sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int cfi,
                                   sonde_stacks_write write, void *ctx, char *why, size_t cap);
 /* Stops sampling (once the program has ended, for a child), writes the last samples, the
@@ -121,10 +121,6 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int
  * call frame information (unwind.c) rather than the frame pointers. 0, SONDE_ENOMEM (what could not be named is left out) or SONDE_EIO (a
  * record could not be written). */
 int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwound);
-/* How s samples: SONDE_STACKS_PERF (perf_event_open's cpu-clock event, call chains walked by
- * the kernel along frame pointers) or SONDE_STACKS_TIMER (cputimer.c: unwound from .eh_frame). */
-enum { SONDE_STACKS_PERF = 0, SONDE_STACKS_TIMER = 1 };
-int sonde__stacks_method(const sonde_stacks *s);
 /* In a forked child, whose copy of the sampler has no thread while the parent's goes on:
  * closes the copy's descriptors and unmaps its buffers, and leaves its memory (the parent's
  * thread may have been changing it at the fork). NULL is ignored. */

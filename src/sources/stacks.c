@@ -67,6 +67,8 @@ typedef struct sstack {
     uint64_t hash;
     uint32_t proc, n;
     sframe *f;             /* outermost first */
+    int used;              /* a sample has it (a frame-pointer walk the unwinding replaced has
+                              none: it is written without frames, not named) */
 } sstack;
 
 typedef struct ssample {
@@ -109,7 +111,6 @@ struct sonde_stacks {
     ssample *pend;         /* samples not written yet */
     size_t n_pend, cap_pend;
     sonde_cputimer *timer; /* where perf_event_open was refused: the samples' source */
-    int method;            /* SONDE_STACKS_* */
     int inline_frames;     /* inlined functions are frames of their own */
     sonde_unwinder *unwinder; /* the samples carry registers and the stack's top: code without
                                  frame pointers is unwound from its call frame information */
@@ -237,21 +238,22 @@ static uint32_t stack_id(sonde_stacks *s, uint32_t proc, const sframe *inner, ui
     }
     for (uint32_t i = 0; i < n; i++)
         f[i] = inner[n - 1 - i];
-    s->stacks[s->n_stacks] = (sstack){h, proc, n, f};
+    s->stacks[s->n_stacks] = (sstack){h, proc, n, f, 0};
     s->table[j] = (uint32_t)++s->n_stacks;
     return (uint32_t)(s->n_stacks - 1);
 }
 
 /* The samples held so far as one SAMPLES record: varint hz, varint flags (1: times on
- * CLOCK_MONOTONIC; 2: taken by timers on the threads' CPU clocks, cputimer.c), varint samples the kernel lost since the last record, then per sample
- * varint tid, varint stack, zigzag time less the previous sample's. */
+ * CLOCK_MONOTONIC; 2: taken by timers on the threads' CPU clocks, cputimer.c), varint samples
+ * the kernel lost since the last record, then per sample varint tid, varint stack, zigzag time
+ * less the previous sample's. */
 static void flush_samples(sonde_stacks *s)
 {
     if (!s->n_pend && s->lost == s->lost_written)
         return;
     sbuf_reset(&s->out);
     pb_varint(&s->out, s->hz);
-    pb_varint(&s->out, (uint64_t)s->timed | (s->method == SONDE_STACKS_TIMER ? 2u : 0u));
+    pb_varint(&s->out, (uint64_t)s->timed | (s->timer ? 2u : 0u));
     pb_varint(&s->out, s->lost - s->lost_written);
     uint64_t prev = 0;
     for (size_t i = 0; i < s->n_pend; i++) {
@@ -266,6 +268,26 @@ static void flush_samples(sonde_stacks *s)
         s->write_failed = 1;
     s->lost_written = s->lost;
     s->n_pend = 0;
+}
+
+/* weight samples of stack id on thread tid at time t (a timer's signal may stand for several
+ * periods), written out as they gather. */
+static void add_sample(sonde_stacks *s, uint32_t tid, uint32_t id, uint64_t t, uint32_t weight)
+{
+    if (id == UINT32_MAX) {
+        s->oom = 1;
+        return;
+    }
+    s->stacks[id].used = 1;
+    for (uint32_t w = 0; w < weight; w++) {
+        if (SONDE_GROW(s->pend, s->n_pend, s->cap_pend)) {
+            s->oom = 1;
+            return;
+        }
+        s->pend[s->n_pend++] = (ssample){tid, id, t};
+        if (s->n_pend >= FLUSH_SAMPLES)
+            flush_samples(s);
+    }
 }
 
 /* The process's maps with their paths, for the unwinder. */
@@ -288,20 +310,18 @@ static const sonde_umap *umaps_of(sonde_stacks *s, sproc *p)
     return p->umaps;
 }
 
-static uint32_t stack_id(sonde_stacks *s, uint32_t proc, const sframe *inner, uint32_t n);
-
 /* After the call chain: the ABI, the registers, the stack's top (PERF_SAMPLE_REGS_USER,
  * PERF_SAMPLE_STACK_USER). Where unwinding them from the call frame information disagrees with
  * the kernel's frame-pointer walk (code without frame pointers hides its callers from that
  * walk, or leads it astray), those frames replace fr. Walks the unwinding leaves as they are
- * are not unwound again. Asked for with sample_cfi (bench_sample measures its cost). */
-static void unwind_sample(sonde_stacks *s, sproc *p, uint32_t tid, const uint8_t *q,
-                          const uint8_t *end, sframe *fr, uint32_t *n)
+ * are not unwound again. Asked for with sample_cfi. walk: the stack id of fr, n frames; returns
+ * the stack id of the sample (walk, or the unwinding's). */
+static uint32_t unwind_sample(sonde_stacks *s, sproc *p, uint32_t tid, const uint8_t *q,
+                              const uint8_t *end, const sframe *fr, uint32_t n, uint32_t walk)
 {
     enum { REGS = 17 };
-    uint32_t walk = stack_id(s, (uint32_t)(p - s->procs), fr, *n);
     if (walk == UINT32_MAX)
-        return;
+        return walk;
     if (walk >= s->cap_verdict) {
         size_t cap = s->cap_verdict ? 2 * s->cap_verdict : 1024;
         while (cap <= walk)
@@ -309,52 +329,51 @@ static void unwind_sample(sonde_stacks *s, sproc *p, uint32_t tid, const uint8_t
         uint8_t *v = sonde__realloc(s->fp_verdict, cap);
         if (!v) {
             s->oom = 1;
-            return;
+            return walk;
         }
         memset(v + s->cap_verdict, 0, cap - s->cap_verdict);
         s->fp_verdict = v;
         s->cap_verdict = cap;
     }
     if (s->fp_verdict[walk] == 1)
-        return;
+        return walk;
     uint64_t abi, regs[REGS], size, dyn;
     if (end - q < 8)
-        return;
+        return walk;
     memcpy(&abi, q, 8);
     q += 8;
     if (!abi || end - q < 8 * REGS + 8)
-        return;
+        return walk;
     memcpy(regs, q, sizeof regs);
     q += sizeof regs;
     memcpy(&size, q, 8);
     q += 8;
     if (!size || (uint64_t)(end - q) < size + 8)
-        return;
+        return walk;
     memcpy(&dyn, q + size, 8);
     const sonde_umap *maps = umaps_of(s, p);
     if (!maps)
-        return;
+        return walk;
     uint64_t ips[MAX_FRAMES];
     int k = sonde__unwind(s->unwinder, p->pid, (int)tid, maps, p->n_umaps, regs, q,
                           dyn < size ? dyn : size, ips, MAX_FRAMES);
     sframe cfi[MAX_FRAMES];
-    int same = k == (int)*n;
+    int same = k == (int)n;
     for (int i = 0; i < k; i++) {
         cfi[i] = place(p, i ? ips[i] - 1 : ips[i]);
-        if (i < (int)*n && (cfi[i].file != fr[i].file || cfi[i].off != fr[i].off))
+        if (i < (int)n && (cfi[i].file != fr[i].file || cfi[i].off != fr[i].off))
             same = 0;
     }
     /* the same frames, or fewer (the unwinding stopped short): this walk is not unwound again;
      * a walk the unwinding extends or corrects is unwound at each sample, since one walk cut
      * short can stand for many callers */
-    if (same || k < (int)*n || k < 2) {
+    if (same || k < (int)n || k < 2) {
         s->fp_verdict[walk] = 1;
-        return;
+        return walk;
     }
     s->fp_verdict[walk] = 2;
-    memcpy(fr, cfi, (size_t)k * sizeof *fr);
-    *n = (uint32_t)k;
     s->cfi_unwound++;
+    return stack_id(s, (uint32_t)(p - s->procs), cfi, (uint32_t)k);
 }
 
 /* One record of the ring (PERF_RECORD_*). */
@@ -388,16 +407,10 @@ static void record(sonde_stacks *s, const struct perf_event_header *h)
             fr[n] = place(p, n ? ip - 1 : ip);
             n++;
         }
-        if (s->unwinder)
-            unwind_sample(s, p, tid, ips + 8 * nr, end, fr, &n);
         uint32_t id = stack_id(s, (uint32_t)(p - s->procs), fr, n);
-        if (id == UINT32_MAX || SONDE_GROW(s->pend, s->n_pend, s->cap_pend)) {
-            s->oom = 1;
-            return;
-        }
-        s->pend[s->n_pend++] = (ssample){tid, id, s->timed ? t : 0};
-        if (s->n_pend >= FLUSH_SAMPLES)
-            flush_samples(s);
+        if (s->unwinder)
+            id = unwind_sample(s, p, tid, ips + 8 * nr, end, fr, n, id);
+        add_sample(s, tid, id, s->timed ? t : 0, 1);
         break;
     }
     case PERF_RECORD_MMAP2: { /* pid, tid, addr, len, pgoff, maj, min, ino, ino_gen, prot,
@@ -529,7 +542,12 @@ static void drain(sonde_stacks *s, uint64_t cut)
         struct perf_event_mmap_page *pg = s->rings[s->order[i].ring];
         const uint8_t *data = (const uint8_t *)pg + pg->data_offset;
         struct perf_event_header h;
+        uint64_t from = s->order[i].at % pg->data_size;
         ring_copy(data, pg->data_size, s->order[i].at, &h, sizeof h);
+        if (from + h.size <= pg->data_size) { /* whole where it lies (8-byte aligned) */
+            record(s, (const struct perf_event_header *)(const void *)(data + from));
+            continue;
+        }
         ring_copy(data, pg->data_size, s->order[i].at, s->rec, h.size); /* made whole */
         record(s, (const struct perf_event_header *)s->rec);
     }
@@ -564,18 +582,7 @@ static void timer_sample(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip
         for (uint32_t i = 0; p && i < k; i++)
             fr[i] = place(p, i ? ip[i] - 1 : ip[i]);
     }
-    uint32_t id = stack_id(s, (uint32_t)(p - s->procs), fr, k);
-    for (uint32_t w = 0; w < weight && id != UINT32_MAX; w++) { /* a sample per period */
-        if (SONDE_GROW(s->pend, s->n_pend, s->cap_pend)) {
-            s->oom = 1;
-            return;
-        }
-        s->pend[s->n_pend++] = (ssample){tid, id, t};
-        if (s->n_pend >= FLUSH_SAMPLES)
-            flush_samples(s);
-    }
-    if (id == UINT32_MAX)
-        s->oom = 1;
+    add_sample(s, tid, stack_id(s, (uint32_t)(p - s->procs), fr, k), t, weight);
 }
 
 static void drain_timer(sonde_stacks *s)
@@ -588,18 +595,15 @@ static void drain_timer(sonde_stacks *s)
 static void *reader(void *arg)
 {
     sonde_stacks *s = arg;
-    for (unsigned round = 1; s->timer && !atomic_load(&s->stop); round++) {
-        struct timespec t = {0, 10 * 1000 * 1000};
-        nanosleep(&t, NULL);
-        drain_timer(s);
-        if (round % 10 == 0) /* the threads begun since: every 100 ms */
-            sonde__cputimer_follow_new(s->timer);
-    }
-    if (s->timer)
-        drain_timer(s);
-    while (!s->timer && !atomic_load(&s->stop)) {
+    for (unsigned round = 1; !atomic_load(&s->stop); round++) {
         struct timespec t = {0, 10 * 1000 * 1000}, now;
         nanosleep(&t, NULL);
+        if (s->timer) {
+            drain_timer(s);
+            if (round % 10 == 0) /* the threads begun since: every 100 ms */
+                sonde__cputimer_follow_new(s->timer);
+            continue;
+        }
         /* a record stamped before now but still being written into another ring would come
          * after the later ones of this pass: those stamped after now wait for the next */
         uint64_t cut = UINT64_MAX;
@@ -607,7 +611,9 @@ static void *reader(void *arg)
             cut = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
         drain(s, cut);
     }
-    if (!s->timer)
+    if (s->timer)
+        drain_timer(s);
+    else
         drain(s, UINT64_MAX);
     struct timespec cpu;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
@@ -805,7 +811,6 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int
             snprintf(why, cap, "%s; and %s", perf_why, timer_why);
             goto fail;
         }
-        s->method = SONDE_STACKS_TIMER;
     }
     if (!pid) {
         read_own_maps(s, (int)self); /* the mappings already made (the kernel reports later ones) */
@@ -824,11 +829,6 @@ fail:
     return NULL;
 }
 
-int sonde__stacks_method(const sonde_stacks *s)
-{
-    return s->method;
-}
-
 /* ---- names ---- */
 
 /* Writes b as a record of the given type when it holds more than limit bytes, and empties it. */
@@ -841,6 +841,94 @@ static void emit(sonde_stacks *s, unsigned type, sbuf *b, size_t limit)
     else if (s->write(s->ctx, type, (const uint8_t *)b->data, b->len))
         s->write_failed = 1;
     sbuf_reset(b);
+}
+
+/* The naming of the frames at the end: each distinct frame ("file:offset") once, into its chain
+ * of functions (the inlined ones too, outermost first) and the source line it was at; each
+ * distinct (object, name) a function, numbered in order, written as FUNCS (and FUNCLOC where
+ * the DWARF says where it is defined). */
+typedef struct namer {
+    sonde_symfile **files;
+    strmap funcs, frames;
+    sbuf fb, lb, key;
+    int n_funcs;
+    uint32_t *cids, *cfirst;   /* chain c: cids[cfirst[c] .. cfirst[c + 1]) */
+    size_t n_cids, cap_cids, n_chains, cap_chains;
+    const char **src;          /* per chain, the frame's source file (NULL: none) and line */
+    unsigned *line;
+    size_t cap_src, cap_line;
+} namer;
+
+/* The function id of name in object obj, named (FUNCS, FUNCLOC) when new; -1 out of memory. */
+static int function_id(namer *nm, const char *obj, const sonde_symframe *sf)
+{
+    sbuf_reset(&nm->key);
+    sbuf_puts(&nm->key, obj);
+    sbuf_putc(&nm->key, '\t');
+    sbuf_puts(&nm->key, sf->name);
+    if (nm->key.oom)
+        return -1;
+    int id = strmap_get(&nm->funcs, nm->key.data);
+    if (id >= 0)
+        return id;
+    id = nm->n_funcs++;
+    if (strmap_put(&nm->funcs, nm->key.data, id))
+        return -1;
+    pb_varint(&nm->fb, (uint64_t)id);
+    pb_lenstr(&nm->fb, sf->name);
+    pb_lenstr(&nm->fb, obj);
+    if (sf->file) {
+        pb_varint(&nm->lb, (uint64_t)id);
+        pb_lenstr(&nm->lb, sf->file);
+        pb_varint(&nm->lb, sf->line);
+    }
+    return id;
+}
+
+/* The chain of frame fr, made when new; -1 out of memory. */
+static int frame_chain(sonde_stacks *s, namer *nm, const sframe *fr)
+{
+    char at[48];
+    snprintf(at, sizeof at, "%" PRIu32 ":%" PRIx64, fr->file, fr->off);
+    int c = strmap_get(&nm->frames, at);
+    if (c >= 0)
+        return c;
+    sonde_symframe sf[8];
+    int n = 1;
+    if (fr->file == UINT32_MAX) {
+        sf[0] = (sonde_symframe){NULL, NULL, 0};
+        if (sonde__asprintf(&sf[0].name, "0x%" PRIx64, fr->off) < 0)
+            return -1;
+    } else {
+        n = sonde__sym_at(nm->files[fr->file], fr->off, sf, s->inline_frames ? 8 : 1);
+        if (n < 0)
+            return -1;
+    }
+    const char *obj = fr->file == UINT32_MAX ? "?" : sonde__sym_base(nm->files[fr->file]);
+    int rc = 0;
+    for (int j = n - 1; j >= 0 && !rc; j--) { /* outermost first */
+        int id = function_id(nm, obj, &sf[j]);
+        if (id < 0 || SONDE_GROW(nm->cids, nm->n_cids, nm->cap_cids))
+            rc = -1;
+        else
+            nm->cids[nm->n_cids++] = (uint32_t)id;
+    }
+    for (int j = 0; j < n; j++) {
+        sonde__free(sf[j].name);
+        sonde__free(sf[j].file);
+    }
+    c = (int)nm->n_chains - 1;
+    if (rc || SONDE_GROW(nm->cfirst, nm->n_chains, nm->cap_chains) ||
+        SONDE_GROW(nm->src, nm->n_chains - 1, nm->cap_src) ||
+        SONDE_GROW(nm->line, nm->n_chains - 1, nm->cap_line) ||
+        strmap_put(&nm->frames, at, c))
+        return -1;
+    nm->cfirst[nm->n_chains++] = (uint32_t)nm->n_cids;
+    nm->src[c] = NULL;
+    nm->line[c] = 0;
+    if (fr->file != UINT32_MAX) /* the line it was at (the innermost frame's, in LINES) */
+        sonde__sym_line(nm->files[fr->file], fr->off, &nm->src[c], &nm->line[c]);
+    return c;
 }
 
 int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwound)
@@ -857,96 +945,41 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
     if (cfi_unwound)
         *cfi_unwound = s->cfi_unwound;
     flush_samples(s);
-    sonde_symfile **files = sonde__calloc(s->n_files + 1, sizeof *files);
-    if (!files)
-        s->oom = 1;
-    for (size_t i = 0; files && i < s->n_files; i++)
-        if (!(files[i] = sonde__sym_open(s->files[i])))
-            s->oom = 1;
-    /* Each distinct frame named once (frames: "file:offset" -> its chain of functions, the
-     * inlined ones too, outermost first); each distinct (object, name) a function, numbered in
-     * order, with where it is defined when DWARF says (FUNCLOC). */
-    strmap funcs, frames;
-    strmap_init(&funcs);
-    strmap_init(&frames);
-    sbuf fb, lb, sb, xb, key;
-    sbuf_init(&xb);
-    sbuf_init(&fb);
-    sbuf_init(&lb);
+    namer nm;
+    memset(&nm, 0, sizeof nm);
+    strmap_init(&nm.funcs);
+    strmap_init(&nm.frames);
+    sbuf_init(&nm.fb);
+    sbuf_init(&nm.lb);
+    sbuf_init(&nm.key);
+    sbuf sb, xb;
     sbuf_init(&sb);
-    sbuf_init(&key);
-    int n_funcs = 0;
-    uint32_t *cids = NULL, *cfirst = NULL, ids[MAX_FRAMES * 8];
-    size_t n_cids = 0, cap_cids = 0, n_chains = 0, cap_chains = 0;
-    if (SONDE_GROW(cfirst, n_chains, cap_chains))
+    sbuf_init(&xb);
+    nm.files = sonde__calloc(s->n_files + 1, sizeof *nm.files);
+    if (!nm.files || SONDE_GROW(nm.cfirst, nm.n_chains, nm.cap_chains))
         s->oom = 1;
     else
-        cfirst[n_chains++] = 0; /* chain c: cids[cfirst[c] .. cfirst[c + 1]) */
-    for (size_t i = 0; files && i < s->n_stacks && !s->oom; i++) {
+        nm.cfirst[nm.n_chains++] = 0;
+    for (size_t i = 0; nm.files && i < s->n_files; i++)
+        if (!(nm.files[i] = sonde__sym_open(s->files[i])))
+            s->oom = 1;
+    uint32_t ids[MAX_FRAMES * 8];
+    for (size_t i = 0; i < s->n_stacks && !s->oom; i++) {
         const sstack *st = &s->stacks[i];
         const sproc *p = &s->procs[st->proc];
         uint32_t n_ids = 0;
-        for (uint32_t k = 0; k < st->n && !s->oom; k++) {
-            const sframe *fr = &st->f[k];
-            char at[48];
-            snprintf(at, sizeof at, "%" PRIu32 ":%" PRIx64, fr->file, fr->off);
-            int c = strmap_get(&frames, at);
-            if (c < 0) {
-                sonde_symframe sf[8];
-                int n = 1;
-                if (fr->file == UINT32_MAX) {
-                    sf[0] = (sonde_symframe){NULL, NULL, 0};
-                    if (sonde__asprintf(&sf[0].name, "0x%" PRIx64, fr->off) < 0)
-                        n = -1;
-                } else {
-                    n = sonde__sym_at(files[fr->file], fr->off, sf, s->inline_frames ? 8 : 1);
-                }
-                if (n < 0) {
-                    s->oom = 1;
-                    break;
-                }
-                const char *obj = fr->file == UINT32_MAX ? "?" : sonde__sym_base(files[fr->file]);
-                for (int j = n - 1; j >= 0; j--) { /* outermost first */
-                    sbuf_reset(&key);
-                    sbuf_puts(&key, obj);
-                    sbuf_putc(&key, '\t');
-                    sbuf_puts(&key, sf[j].name);
-                    int id = key.oom ? -1 : strmap_get(&funcs, key.data);
-                    if (!key.oom && id < 0) {
-                        id = n_funcs++;
-                        if (strmap_put(&funcs, key.data, id))
-                            s->oom = 1;
-                        pb_varint(&fb, (uint64_t)id);
-                        pb_lenstr(&fb, sf[j].name);
-                        pb_lenstr(&fb, obj);
-                        if (sf[j].file) {
-                            pb_varint(&lb, (uint64_t)id);
-                            pb_lenstr(&lb, sf[j].file);
-                            pb_varint(&lb, sf[j].line);
-                        }
-                    }
-                    if (key.oom || SONDE_GROW(cids, n_cids, cap_cids))
-                        s->oom = 1;
-                    else
-                        cids[n_cids++] = (uint32_t)id;
-                }
-                for (int j = 0; j < n; j++) {
-                    sonde__free(sf[j].name);
-                    sonde__free(sf[j].file);
-                }
-                c = (int)n_chains - 1; /* its ids: from cfirst[c] to here */
-                if (SONDE_GROW(cfirst, n_chains, cap_chains) || strmap_put(&frames, at, c)) {
-                    s->oom = 1;
-                    break;
-                }
-                cfirst[n_chains++] = (uint32_t)n_cids;
+        int c = -1;
+        for (uint32_t k = 0; st->used && k < st->n; k++) { /* unused: written without frames */
+            if ((c = frame_chain(s, &nm, &st->f[k])) < 0) {
+                s->oom = 1;
+                break;
             }
-            for (uint32_t q = cfirst[c]; q < cfirst[c + 1] && n_ids < sizeof ids / sizeof ids[0]; q++)
-                ids[n_ids++] = cids[q];
+            for (uint32_t q = nm.cfirst[c]; q < nm.cfirst[c + 1] && n_ids < MAX_FRAMES * 8; q++)
+                ids[n_ids++] = nm.cids[q];
         }
-        if (fb.len > RECORD_BYTES) { /* the functions (and their places) before the stacks */
-            emit(s, SONDE_R_FUNCS, &fb, 0);
-            emit(s, SONDE_R_FUNCLOC, &lb, 0);
+        if (nm.fb.len > RECORD_BYTES) { /* the functions (and their places) before the stacks */
+            emit(s, SONDE_R_FUNCS, &nm.fb, 0);
+            emit(s, SONDE_R_FUNCLOC, &nm.lb, 0);
         }
         pb_varint(&sb, i);
         pb_varint(&sb, (uint64_t)p->pid);
@@ -954,36 +987,34 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
         pb_varint(&sb, n_ids);
         for (uint32_t k = 0; k < n_ids; k++)
             pb_varint(&sb, ids[k]);
-        const char *src;
-        unsigned line;
-        const sframe *leaf = st->n ? &st->f[st->n - 1] : NULL;
-        if (leaf && leaf->file != UINT32_MAX &&
-            sonde__sym_line(files[leaf->file], leaf->off, &src, &line)) {
-            pb_varint(&xb, i); /* the line the innermost frame was running */
-            pb_lenstr(&xb, src);
-            pb_varint(&xb, line);
+        if (c >= 0 && nm.src[c]) { /* the line the innermost frame was running */
+            pb_varint(&xb, i);
+            pb_lenstr(&xb, nm.src[c]);
+            pb_varint(&xb, nm.line[c]);
         }
         if (sb.len > RECORD_BYTES || xb.len > RECORD_BYTES) {
             emit(s, SONDE_R_STACKS, &sb, 0);
             emit(s, SONDE_R_LINES, &xb, 0); /* after the stacks they speak of */
         }
     }
-    emit(s, SONDE_R_FUNCS, &fb, 0); /* the functions before the last stacks that name them */
-    emit(s, SONDE_R_FUNCLOC, &lb, 0);
+    emit(s, SONDE_R_FUNCS, &nm.fb, 0); /* the functions before the last stacks that name them */
+    emit(s, SONDE_R_FUNCLOC, &nm.lb, 0);
     emit(s, SONDE_R_STACKS, &sb, 0);
     emit(s, SONDE_R_LINES, &xb, 0);
-    sbuf_free(&fb);
-    sbuf_free(&xb);
-    sbuf_free(&lb);
     sbuf_free(&sb);
-    sbuf_free(&key);
-    strmap_free(&funcs);
-    strmap_free(&frames);
-    sonde__free(cids);
-    sonde__free(cfirst);
-    for (size_t i = 0; files && i < s->n_files; i++)
-        sonde__sym_close(files[i]);
-    sonde__free(files);
+    sbuf_free(&xb);
+    sbuf_free(&nm.fb);
+    sbuf_free(&nm.lb);
+    sbuf_free(&nm.key);
+    strmap_free(&nm.funcs);
+    strmap_free(&nm.frames);
+    sonde__free(nm.cids);
+    sonde__free(nm.cfirst);
+    sonde__free(nm.src);
+    sonde__free(nm.line);
+    for (size_t i = 0; nm.files && i < s->n_files; i++)
+        sonde__sym_close(nm.files[i]);
+    sonde__free(nm.files);
     int rc = s->oom ? SONDE_ENOMEM : s->write_failed ? SONDE_EIO : 0;
     free_all(s);
     return rc;

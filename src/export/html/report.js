@@ -330,7 +330,7 @@
       c.clip();
       if (r.kind === 'sessions') drawItems(c, y, D.sessions.map(function (s) { return [s[0], s[1], s[2]]; }), '#6e7781');
       else if (r.kind === 'steps') drawItems(c, y, D.steps.map(function (s) { return ['step ' + s[0], s[1], s[2]]; }), '#8c959f');
-      else drawRow(c, r, y);
+      else drawRow(c, r, k, y);
       c.restore();
     });
     c.strokeStyle = '#d8dee4';
@@ -360,7 +360,7 @@
     }
     c.fillText(t, a + 3, y + ROW_H / 2);
   }
-  function drawRow(c, r, y) {
+  function drawRow(c, r, k0, y) {
     var idx = r.idx, m = idx.length;
     var runA = -1, runB = -1, runK = -1;
     function flush() {
@@ -392,7 +392,7 @@
     }
     flush();
     c.globalAlpha = 1;
-    if (selected >= 0 && rowOf.get(th[selected] * 65536 + dp[selected]) === rows.indexOf(r)) {
+    if (selected >= 0 && rowOf.get(th[selected] * 65536 + dp[selected]) === k0) {
       var a = X(st[selected]), b = X(st[selected] + du[selected]);
       c.strokeStyle = '#0969da';
       c.lineWidth = 2;
@@ -785,11 +785,15 @@
       });
       scopeSel.addEventListener('change', function () { show(scopeSel.value); });
     }
-    function depthOf(nd) { var d = 0; for (; nd.kids.size; ) { var m = 0; nd.kids.forEach(function (k) { m = Math.max(m, depthOf(k) + 1); }); return d + m; } return d; }
+    function depthOf(nd) {   // the levels below nd
+      var d = 0;
+      nd.kids.forEach(function (k) { d = Math.max(d, depthOf(k) + 1); });
+      return d;
+    }
     function draw() {
-      var W = box.clientWidth, rowsN = 1, chain = [];
+      var W = box.clientWidth, chain = [];
       for (var a = focus; a; a = a.parent) chain.unshift(a);
-      rowsN = chain.length + depthOf(focus);
+      var rowsN = chain.length + depthOf(focus);
       var H = Math.min(rowsN, 200) * FLAME_ROW;
       var c = sizeCanvas(cv, W, H);
       c.clearRect(0, 0, W, H);
@@ -865,14 +869,14 @@
     // view, or null
     locate: function (name) {
       var best = -1, bw = 0;
-      rows.forEach(function (r, k) {
+      rows.forEach(function (r) {
         if (r.kind !== 'spans') return;
         for (var q = firstEndingAfter(r, v0); q < r.idx.length; q++) {
           var s = r.idx[q];
           if (st[s] > v1) break;
           if (name && names[nk[s]] !== name) continue;
           var w = Math.min(X(st[s] + du[s]), LABEL_W + plotW) - Math.max(X(st[s]), LABEL_W);
-          if (w > bw) { bw = w; best = s; r.at = k; }
+          if (w > bw) { bw = w; best = s; }
         }
       });
       if (best < 0) return null;
