@@ -1,7 +1,10 @@
 /* pprof.c - NAME.pb.gz: the CPU samples as pprof's profile (github.com/google/pprof,
- * proto/profile.proto), gzip-compressed, the input of `pprof` and speedscope. A location per
- * function (the samples keep function names, not addresses), a sample per distinct stack with
- * its count and its CPU time (count times the sampling period), labelled with its process. */
+ * proto/profile.proto), gzip-compressed, the input of `pprof` and speedscope. A function per
+ * function of the samples, with its source file and the line it is defined at where the DWARF
+ * says; a location per function (the samples keep function names, not addresses) and one more
+ * per source line the samples were running (`pprof -lines`); a sample per distinct stack and
+ * innermost line, with its count and its CPU time (count times the sampling period), labelled
+ * with its process. */
 #include <stdio.h>
 #include <string.h>
 #include <zlib.h>
@@ -17,8 +20,8 @@ enum {
     PR_DURATION = 10, PR_PERIOD_TYPE = 11, PR_PERIOD = 12,
     VT_TYPE = 1, VT_UNIT = 2,
     SA_LOCATION = 1, SA_VALUE = 2, SA_LABEL = 3, LB_KEY = 1, LB_STR = 2,
-    LO_ID = 1, LO_LINE = 4, LI_FUNCTION = 1,
-    FN_ID = 1, FN_NAME = 2, FN_SYSTEM_NAME = 3, FN_FILENAME = 4,
+    LO_ID = 1, LO_LINE = 4, LI_FUNCTION = 1, LI_LINE = 2,
+    FN_ID = 1, FN_NAME = 2, FN_SYSTEM_NAME = 3, FN_FILENAME = 4, FN_START_LINE = 5,
 };
 
 typedef struct strs {
@@ -68,7 +71,45 @@ static void value_type(sbuf *b, unsigned field, uint64_t type, uint64_t unit)
     pb_close(b, at);
 }
 
-/* The Profile message, whole (its size grows with distinct stacks and functions only). */
+/* A Location: id, and one Line of function func (an sm_profile.funcs index) at line (0:
+ * unknown). */
+static void location(sbuf *b, uint64_t id, size_t func, unsigned line)
+{
+    size_t at = pb_open(b, PR_LOCATION);
+    pb_uint(b, LO_ID, id);
+    size_t ln = pb_open(b, LO_LINE);
+    pb_uint(b, LI_FUNCTION, func + 1);
+    if (line)
+        pb_uint(b, LI_LINE, line);
+    pb_close(b, ln);
+    pb_close(b, at);
+}
+
+/* A Sample of count samples of stack i, labelled process proc: its innermost location leaf in
+ * place of its innermost function's (0: that function's). */
+static void sample(sbuf *b, sbuf *packed, const sm_profile *p, size_t i, uint64_t leaf,
+                   uint64_t count, uint64_t period, uint64_t process, uint64_t proc)
+{
+    size_t at = pb_open(b, PR_SAMPLE);
+    sbuf_reset(packed); /* the locations, innermost first */
+    size_t k = p->first[i + 1];
+    if (leaf && k-- > p->first[i])
+        pb_varint(packed, leaf);
+    while (k-- > p->first[i])
+        pb_varint(packed, p->frames[k] + 1);
+    pb_bytes(b, SA_LOCATION, packed->data, packed->len);
+    sbuf_reset(packed);
+    pb_varint(packed, count);
+    pb_varint(packed, count * period);
+    pb_bytes(b, SA_VALUE, packed->data, packed->len);
+    size_t lb = pb_open(b, SA_LABEL);
+    pb_uint(b, LB_KEY, process);
+    pb_uint(b, LB_STR, proc);
+    pb_close(b, lb);
+    pb_close(b, at);
+}
+
+/* The Profile message, whole (its size grows with distinct stacks, lines and functions only). */
 static int profile(const sm_model *m, sbuf *b)
 {
     const sm_profile *p = &m->profile;
@@ -86,42 +127,39 @@ static int profile(const sm_model *m, sbuf *b)
     pb_uint(b, PR_PERIOD, period);
     pb_uint(b, PR_DURATION, (uint64_t)(m->duration_ns > 0 ? m->duration_ns : 0));
     for (size_t i = 0; i < p->n_funcs; i++) { /* function i and its location: id i + 1 */
+        const sm_func *fn = &p->funcs[i];
         size_t at = pb_open(b, PR_FUNCTION);
         pb_uint(b, FN_ID, i + 1);
-        uint64_t name = str_id(&t, p->funcs[i].name);
+        uint64_t name = str_id(&t, fn->name);
         pb_uint(b, FN_NAME, name);
         pb_uint(b, FN_SYSTEM_NAME, name);
-        pb_uint(b, FN_FILENAME, str_id(&t, p->funcs[i].object));
+        pb_uint(b, FN_FILENAME, str_id(&t, fn->file ? fn->file : fn->object));
+        if (fn->file && fn->line)
+            pb_uint(b, FN_START_LINE, fn->line);
         pb_close(b, at);
-        at = pb_open(b, PR_LOCATION);
-        pb_uint(b, LO_ID, i + 1);
-        size_t line = pb_open(b, LO_LINE);
-        pb_uint(b, LI_FUNCTION, i + 1);
-        pb_close(b, line);
-        pb_close(b, at);
+        location(b, i + 1, i, 0);
     }
+    for (size_t j = 0; j < p->n_lines; j++) /* line j: location n_funcs + 1 + j */
+        location(b, p->n_funcs + 1 + j, p->lines[j].func, p->lines[j].line);
     sbuf packed;
     sbuf_init(&packed);
     char comm[64];
+    size_t sl = 0;
     for (size_t i = 0; i < p->n_stacks && p->first; i++) {
-        size_t at = pb_open(b, PR_SAMPLE);
-        sbuf_reset(&packed); /* the locations, innermost first */
-        for (size_t k = p->first[i + 1]; k-- > p->first[i];)
-            pb_varint(&packed, p->frames[k] + 1);
-        pb_bytes(b, SA_LOCATION, packed.data, packed.len);
-        sbuf_reset(&packed);
-        pb_varint(&packed, p->counts[i]);
-        pb_varint(&packed, p->counts[i] * period);
-        pb_bytes(b, SA_VALUE, packed.data, packed.len);
         const char *semi = strchr(p->stacks[i], ';'); /* the folded line starts with it */
         size_t n = semi ? (size_t)(semi - p->stacks[i]) : strlen(p->stacks[i]);
         snprintf(comm, sizeof comm, "%.*s", (int)(n < sizeof comm ? n : sizeof comm - 1),
                  p->stacks[i]);
-        size_t lb = pb_open(b, SA_LABEL);
-        pb_uint(b, LB_KEY, process);
-        pb_uint(b, LB_STR, str_copy(&t, comm));
-        pb_close(b, lb);
-        pb_close(b, at);
+        uint64_t proc = str_copy(&t, comm), rest = p->counts[i];
+        while (sl < p->n_stack_lines && p->stack_lines[sl].stack < i)
+            sl++;
+        for (; sl < p->n_stack_lines && p->stack_lines[sl].stack == i; sl++) {
+            const sm_stack_line *e = &p->stack_lines[sl];
+            sample(b, &packed, p, i, p->n_funcs + 1 + e->line, e->count, period, process, proc);
+            rest -= e->count <= rest ? e->count : rest;
+        }
+        if (rest) /* its samples at no known line */
+            sample(b, &packed, p, i, 0, rest, period, process, proc);
     }
     sbuf_free(&packed);
     for (size_t i = 0; i < t.n; i++)

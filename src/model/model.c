@@ -1140,6 +1140,11 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         goto out;
     if (sm__build_rates(m))
         goto out;
+    if (m->profile.unnamed &&
+        fmt_warning(&b, "%llu CPU sample(s) are left out: their stacks are not in the file (the "
+                        "program ended without sonde_destroy or exit, which write them) or name "
+                        "functions it lacks", (unsigned long long)m->profile.unnamed))
+        goto out;
     if (b.unmatched_ends &&
         fmt_warning(&b, "%llu section end(s) had no matching begin in the file (begins dropped "
                         "or discarded by sonde_clear, or recorded before a fork())", (unsigned long long)b.unmatched_ends))

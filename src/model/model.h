@@ -260,6 +260,12 @@ typedef struct sm_line {
     unsigned line;
     uint64_t self;             /* samples running there */
 } sm_line;
+/* The samples of one folded stack whose innermost frame was running one source line. */
+typedef struct sm_stack_line {
+    uint32_t stack;            /* sm_profile.stacks index */
+    uint32_t line;             /* sm_profile.lines index */
+    uint64_t count;
+} sm_stack_line;
 /* A sample in time, for the trace: its thread and process, its stack (sm_profile.stacks index)
  * and its time from the run's start. */
 typedef struct sm_psample {
@@ -273,6 +279,8 @@ typedef struct sm_pnode {
 } sm_pnode;
 typedef struct sm_profile {
     uint64_t samples, lost;    /* samples taken; samples the kernel dropped (ring full) */
+    uint64_t unnamed;          /* samples left out: their stack is not in the file (the program
+                                  ended before naming them) or names a function it lacks */
     unsigned hz;
     uint64_t cpu_ns;           /* CPU time of the thread that took them */
     uint64_t cfi_unwound;      /* of them, unwound by the call frame information where the
@@ -294,6 +302,10 @@ typedef struct sm_profile {
                                   on threads that record none) */
     sm_line *lines;            /* by samples, most first */
     size_t n_lines;
+    sm_stack_line *stack_lines; /* by stack, then line: which lines each stack's samples ran
+                                   (pprof's locations); a stack's samples with no line known
+                                   are its count less these */
+    size_t n_stack_lines;
     sm_psample *timed;         /* every sample in order of time (none when untimed) */
     size_t n_timed;
     sm_pnode *nodes;           /* the frames' tree; stack i ends at node leaf[i] */

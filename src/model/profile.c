@@ -163,6 +163,7 @@ void sm_profile_free(sm_profile *p)
     for (size_t i = 0; i < p->n_lines; i++)
         sonde__free(p->lines[i].file);
     sonde__free(p->lines);
+    sonde__free(p->stack_lines);
     sonde__free(p->timed);
     sonde__free(p->nodes);
     sonde__free(p->leaf);
@@ -509,24 +510,39 @@ static int cmp_line(const void *a, const void *b)
     return c ? c : (x->line < y->line ? -1 : x->line > y->line);
 }
 
-/* The source lines the samples were running, by (function, file, line): count[i] samples of
- * raw stack i, at[] the functions' order after sorting. 0, or -1 out of memory. */
+static int cmp_stack_line(const void *a, const void *b)
+{
+    const sm_stack_line *x = a, *y = b;
+    if (x->stack != y->stack)
+        return x->stack < y->stack ? -1 : 1;
+    return x->line < y->line ? -1 : x->line > y->line;
+}
+
+/* The key of a line in the table of lines: its function's index, its line and its file. */
+static void line_key(sbuf *key, uint32_t fn, unsigned line, const char *file)
+{
+    sbuf_reset(key);
+    sbuf_printf(key, "%u\t%u\t%s", fn, line, file);
+}
+
+/* The source lines the samples were running, by (function, file, line), and which of them each
+ * folded stack ran: count[i] samples of raw stack i, which became folded stack folded[i]; at[]
+ * the functions' order after sorting. 0, or -1 out of memory. */
 static int build_lines(const sb_raw *raw, sm_profile *pr, const uint64_t *count,
-                       const uint32_t *at)
+                       const uint32_t *at, const uint32_t *folded)
 {
     strmap seen;
     strmap_init(&seen);
     sbuf key;
     sbuf_init(&key);
-    size_t cap = 0;
+    size_t cap = 0, n_with = 0;
     int rc = 0;
     for (size_t i = 0; i < raw->n_pstacks && !rc; i++) {
         const sm_pstack_raw *st = &raw->pstacks[i];
         if (!count[i] || !st->file || !st->n)
             continue;
-        uint32_t fn = at[st->f[st->n - 1]];
-        sbuf_reset(&key);
-        sbuf_printf(&key, "%u\t%u\t%s", fn, st->line, st->file);
+        n_with++;
+        line_key(&key, at[st->f[st->n - 1]], st->line, st->file);
         int k = key.oom ? -2 : strmap_get(&seen, key.data);
         if (k == -2 || (k < 0 && SONDE_GROW(pr->lines, pr->n_lines, cap))) {
             rc = -1;
@@ -534,7 +550,7 @@ static int build_lines(const sb_raw *raw, sm_profile *pr, const uint64_t *count,
         }
         if (k < 0) {
             k = (int)pr->n_lines;
-            pr->lines[k] = (sm_line){fn, sonde__strdup(st->file), st->line, 0};
+            pr->lines[k] = (sm_line){at[st->f[st->n - 1]], sonde__strdup(st->file), st->line, 0};
             pr->n_lines++;
             if (!pr->lines[k].file || strmap_put(&seen, key.data, k)) {
                 rc = -1;
@@ -543,10 +559,45 @@ static int build_lines(const sb_raw *raw, sm_profile *pr, const uint64_t *count,
         }
         pr->lines[k].self += count[i];
     }
-    if (pr->n_lines)
-        qsort(pr->lines, pr->n_lines, sizeof *pr->lines, cmp_line);
-    sbuf_free(&key);
     strmap_free(&seen);
+    if (!rc && pr->n_lines) {
+        qsort(pr->lines, pr->n_lines, sizeof *pr->lines, cmp_line);
+        strmap_init(&seen); /* the same keys, to the sorted places */
+        for (size_t k = 0; k < pr->n_lines && !rc; k++) {
+            const sm_line *ln = &pr->lines[k];
+            line_key(&key, ln->func, ln->line, ln->file);
+            rc = key.oom || strmap_put(&seen, key.data, (int)k) ? -1 : 0;
+        }
+        pr->stack_lines = rc ? NULL : sonde__malloc(n_with * sizeof *pr->stack_lines);
+        rc = rc || !pr->stack_lines ? -1 : 0;
+        for (size_t i = 0; i < raw->n_pstacks && !rc; i++) {
+            const sm_pstack_raw *st = &raw->pstacks[i];
+            if (!count[i] || !st->file || !st->n)
+                continue;
+            line_key(&key, at[st->f[st->n - 1]], st->line, st->file);
+            int k = key.oom ? -1 : strmap_get(&seen, key.data);
+            if (k < 0) {
+                rc = -1;
+                break;
+            }
+            pr->stack_lines[pr->n_stack_lines++] = (sm_stack_line){folded[i], (uint32_t)k,
+                                                                   count[i]};
+        }
+        strmap_free(&seen);
+    }
+    if (!rc && pr->n_stack_lines) { /* raw stacks of one folded stack on one line: one entry */
+        qsort(pr->stack_lines, pr->n_stack_lines, sizeof *pr->stack_lines, cmp_stack_line);
+        size_t n = 1;
+        for (size_t i = 1; i < pr->n_stack_lines; i++) {
+            sm_stack_line *last = &pr->stack_lines[n - 1], *e = &pr->stack_lines[i];
+            if (e->stack == last->stack && e->line == last->line)
+                last->count += e->count;
+            else
+                pr->stack_lines[n++] = *e;
+        }
+        pr->n_stack_lines = n;
+    }
+    sbuf_free(&key);
     return rc;
 }
 
@@ -632,10 +683,11 @@ int sm__profile_build(sb_raw *raw, sm_model *m)
             raw->samples[kept++] = raw->samples[i];
         }
     }
+    pr->unnamed = raw->n_samples - kept;
     raw->n_samples = kept;
     pr->samples = kept;
     if (build_stacks(raw, pr, count, folded) || sort_funcs(pr, at) ||
-        build_lines(raw, pr, count, at))
+        build_lines(raw, pr, count, at, folded))
         goto out;
     if (!pr->untimed && (build_sections(raw, m, at, folded) || build_timed(raw, m, folded)))
         goto out;

@@ -1054,31 +1054,16 @@ PY
         python3 - st/hs$th.pb st/hs$th.json "$src/tests/e2e" <<'PY' || fail "hs$th.pb.gz"
 import json, sys
 sys.path.insert(0, sys.argv[3])
-from pftrace import fields, msg
-def varints(b):
-    out, v, sh = [], 0, 0
-    for c in b:
-        v |= (c & 0x7F) << sh
-        sh += 7
-        if not c & 0x80:
-            out.append(v)
-            v, sh = 0, 0
-    return out
-p = msg(open(sys.argv[1], "rb").read())
-strings = [s.decode() for s in p[6]]
-assert strings[0] == "", strings[:3]
-types = [(strings[msg(v)[1][0]], strings[msg(v)[2][0]]) for v in p[1]]
-assert types == [("samples", "count"), ("cpu", "nanoseconds")], types
-fname = {msg(f)[1][0]: strings[msg(f)[2][0]] for f in p[5]}
-loc = {msg(l)[1][0]: msg(msg(l)[4][0])[1][0] for l in p[4]}
+import pprof
+p = pprof.read(sys.argv[1])
+assert p["types"] == [("samples", "count"), ("cpu", "nanoseconds")], p["types"]
 total, self_ = 0, {}
-for sa in p[2]:
-    s = msg(sa)
-    locs, vals = varints(s[1][0]), varints(s[2][0])
-    assert vals[1] == vals[0] * p[12][0], vals  # CPU time: count times the period
+for sa in p["samples"]:
+    vals = sa["values"]
+    assert vals[1] == vals[0] * p["period"], vals  # CPU time: count times the period
     total += vals[0]
-    leaf = fname[loc[locs[0]]]
-    self_[leaf] = self_.get(leaf, 0) + vals[0]
+    name = pprof.leaf(p, sa)[0]
+    self_[name] = self_.get(name, 0) + vals[0]
 want = json.load(open(sys.argv[2]))["profile"]
 assert total == want["samples"], (total, want["samples"])
 for f in want["functions"]:
@@ -1220,6 +1205,19 @@ for runs in (("1", "4", "4early"), ("1timer", "4timer")):
     n = [json.load(open("lib/lib%s.json" % t))["profile"]["samples"] for t in runs]
     assert all(1.6 <= x / n[0] <= 2.4 for x in n[1:]), (runs, n)
     print("samples of %s threads: %s" % (", ".join(runs), n))' || fail "not every thread was sampled"
+    # samples whose stacks are not in the file (a program that ended before writing them) are
+    # left out with a warning that counts them, not silently
+    python3 "$src/tests/e2e/sonde_edit.py" drop lib/lib1.sonde lib/nostacks.sonde 13
+    "$sonde" export lib/nostacks.sonde --format json -o nostacks --quiet || fail "sonde export nostacks.sonde"
+    python3 - lib/lib1.json nostacks <<'PY' || fail "samples without their stacks"
+import glob, json, sys
+n = json.load(open(sys.argv[1]))["profile"]["samples"]
+r = json.load(open(glob.glob(sys.argv[2] + "/*.json")[0]))
+assert "profile" not in r or r["profile"]["samples"] == 0, r["profile"]
+w = r["warnings"]
+assert any(x.startswith("%d CPU sample(s) are left out: their stacks are not in the file" % n) for x in w), (n, w)
+print("samples without stacks: the warning counts %d" % n)
+PY
     # both refused (perf_event_open, timer_create): the run goes on, its report says why
     NOPERF_TIMERS=1 LD_PRELOAD="$build/tests/libnoperf.so" SONDE_SAMPLE_HZ=999 "$build/tests/hotsections" lib refused 1 2 ||
         fail "hotsections without perf_event_open exited $?"
@@ -1288,7 +1286,7 @@ PY
     # and each function says where it is defined (tests/e2e/inlined.c, built -O2 -g)
     "$sonde" run --quiet -o st --name inl -- "$build/tests/inlined" 10
     SONDE_SAMPLE_INLINE=0 "$sonde" run --quiet -o st --name noinl -- "$build/tests/inlined" 10
-    python3 - st/inl.json st/inl.folded "$src/tests/e2e/inlined.c" lib/lib1.json "$src/tests/e2e/hotwork.h" st/noinl.json <<'PY' || fail "inlined frames and where functions are defined"
+    python3 - st/inl.json st/inl.folded "$src/tests/e2e/inlined.c" lib/lib1.json "$src/tests/e2e/hotwork.h" st/noinl.json st/inl.pb.gz "$src/tests/e2e" <<'PY' || fail "inlined frames and where functions are defined"
 import json, sys
 p = json.load(open(sys.argv[1]))["profile"]
 f = {x["name"]: x for x in p["functions"]}
@@ -1307,6 +1305,18 @@ for l in open(sys.argv[2]):
 loop = line_of(src, "double inner_hot(long n)") + 3
 in_loop = sum(l["self"] for l in p["lines"] if l["function"] == "inner_hot" and l["line"] in (loop, loop + 1))
 assert in_loop >= 0.8 * p["samples"] and all(l["file"].endswith("inlined.c") for l in p["lines"][:3]), p["lines"][:4]
+# pprof's profile has the same lines (pprof -lines): the innermost location of each sample
+sys.path.insert(0, sys.argv[8])
+import pprof
+pp = pprof.read(sys.argv[7])
+by_line = {}
+for sa in pp["samples"]:
+    by_line[pprof.leaf(pp, sa)] = by_line.get(pprof.leaf(pp, sa), 0) + sa["values"][0]
+for l in p["lines"]:
+    assert by_line.get((l["function"], l["line"]), 0) == l["self"], (l, by_line)
+assert sum(by_line.values()) == p["samples"], (sum(by_line.values()), p["samples"])
+fns = {x["name"]: x for x in pp["functions"].values()}
+assert fns["inner_hot"]["filename"].endswith("tests/e2e/inlined.c") and fns["inner_hot"]["start_line"] == f["inner_hot"]["line"], fns["inner_hot"]
 h = {x["name"]: x for x in json.load(open(sys.argv[4]))["profile"]["functions"]}
 work = open(sys.argv[5]).read().splitlines()
 for name in ("hot70", "warm20", "cool10"):

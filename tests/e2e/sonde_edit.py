@@ -6,6 +6,7 @@ record is re-encoded with a correct length and CRC, so the reader takes the edit
                                                    first thread becomes a GAP marker, as when
                                                    the recorder dropped that END for want of a
                                                    buffer (same slot, so the stream stays whole)
+    python3 sonde_edit.py drop IN OUT TYPE         every record of type TYPE (a number) left out
 """
 import struct
 import sys
@@ -119,13 +120,16 @@ def lose_end(recs):
 
 
 def main(argv):
-    if not (len(argv) == 5 and argv[1] == "name" or len(argv) == 4 and argv[1] == "lose_end"):
+    if not (len(argv) == 5 and argv[1] in ("name", "drop") or
+            len(argv) == 4 and argv[1] == "lose_end"):
         sys.exit(__doc__)
     data = open(argv[2], "rb").read()
     recs = list(records(data))
     if argv[1] == "lose_end":
         recs = lose_end(recs)
     out = bytearray(data[:16])
+    if argv[1] == "drop":
+        recs = [r for r in recs if r[0] != int(argv[4])]
     for typ, flags, res, p in recs:
         if typ == INFO and argv[1] == "name":
             pairs = [(k, argv[4].encode() if k == b"name" else v) for k, v in info_pairs(p)]
