@@ -71,14 +71,15 @@ int sx_csv_instances_stream(const sm_model *m, sx_sink sink, void *ctx)
                     (double)s->end_ns / 1e9, (double)(s->end_ns - s->start_ns) / 1e9);
         if (s->session >= 0)
             sbuf_csv_str(b, sm_str(m, m->sessions[s->session].name));
-        sbuf_printf(b, ",%.6g,%.6g,%s,", s->units, s->flops,
+        const sm_span_x *x = sm_span_extra(m, s);
+        sbuf_printf(b, ",%.6g,%.6g,%s,", x->units, x->flops,
                     s->flags & SM_SPAN_END_LOST         ? "end_lost"
                     : s->flags & SM_SPAN_UNTERMINATED   ? "unterminated"
                     : s->flags & SM_SPAN_CLOSED_BY_OUTER ? "closed_by_outer"
                                                          : "");
         /* metadata as key=value pairs separated by ';' in one field */
         sbuf_reset(&meta);
-        for (int32_t k = s->meta; k >= 0; k = m->meta[k].next) {
+        for (int32_t k = x->meta; k >= 0; k = m->meta[k].next) {
             if (meta.len)
                 sbuf_putc(&meta, ';');
             sbuf_puts(&meta, sm_str(m, m->meta[k].key));

@@ -209,19 +209,6 @@ static int cmp_hspan(const void *a, const void *b)
     return x->depth < y->depth ? -1 : x->depth > y->depth;
 }
 
-typedef struct span_ref {
-    int64_t dur;
-    size_t i;
-} span_ref;
-
-static int cmp_longest(const void *a, const void *b)
-{
-    const span_ref *x = a, *y = b;
-    if (x->dur != y->dur)
-        return x->dur > y->dur ? -1 : 1;
-    return x->i < y->i ? -1 : x->i > y->i;
-}
-
 static void i64(sbuf *b, int64_t v)
 {
     if (v < 0) {
@@ -231,27 +218,35 @@ static void i64(sbuf *b, int64_t v)
     sbuf_u64(b, (uint64_t)v);
 }
 
-/* The spans the timeline draws: every one, or the max_spans longest; in order of start.
- * Allocated, *n its length; NULL out of memory. */
+/* The spans the timeline draws: every one, or the max_spans longest (ties: the first ones,
+ * so a section is never left out while one inside it is drawn); in order of start. Allocated,
+ * *n its length; NULL out of memory. */
 static hspan *shown_spans(const sm_model *m, size_t max_spans, size_t *n)
 {
     size_t k = m->n_spans;
     hspan *v = sonde__malloc((k ? k : 1) * sizeof *v);
     if (!v)
         return NULL;
-    if (k > max_spans) {
-        span_ref *r = sonde__malloc(k * sizeof *r);
-        if (!r) {
+    if (k > max_spans) { /* max_spans >= 10 (sx_html) */
+        int64_t *d = sonde__malloc(k * sizeof *d);
+        if (!d) {
             sonde__free(v);
             return NULL;
         }
         for (size_t i = 0; i < k; i++)
-            r[i] = (span_ref){m->spans[i].end_ns - m->spans[i].start_ns, i};
-        qsort(r, k, sizeof *r, cmp_longest);
-        k = max_spans;
+            d[i] = m->spans[i].end_ns - m->spans[i].start_ns;
+        int64_t cut = sm_kth_largest(d, k, max_spans); /* the shortest drawn */
+        sonde__free(d);
+        size_t above = 0, n_v = 0;
         for (size_t i = 0; i < k; i++)
-            v[i].i = r[i].i;
-        sonde__free(r);
+            above += m->spans[i].end_ns - m->spans[i].start_ns > cut;
+        size_t ties = max_spans - above; /* of those as long as the cut, the first ones */
+        for (size_t i = 0; i < k && n_v < max_spans; i++) {
+            int64_t dur = m->spans[i].end_ns - m->spans[i].start_ns;
+            if (dur > cut || (dur == cut && ties && ties--))
+                v[n_v++].i = i;
+        }
+        k = n_v;
     } else {
         for (size_t i = 0; i < k; i++)
             v[i].i = i;
@@ -292,11 +287,11 @@ static void span_arrays(sbuf *d, const sm_model *m, const hspan *v, size_t n, hn
     sbuf_puts(d, ",\"meta\":[");
     size_t with = 0;
     for (size_t i = 0; i < n && with < MAX_SPAN_META; i++) {
-        const sm_span *s = &m->spans[v[i].i];
-        if (s->meta < 0)
+        int32_t meta = sm_span_extra(m, &m->spans[v[i].i])->meta;
+        if (meta < 0)
             continue;
         sbuf_printf(d, "%s[%zu,{", with++ ? "," : "", i);
-        sm_each_meta(m, s->meta, sx_json_kv, d);
+        sm_each_meta(m, meta, sx_json_kv, d);
         sbuf_puts(d, "}]");
     }
     sbuf_putc(d, ']');

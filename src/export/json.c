@@ -234,7 +234,7 @@ static void stat_meta(sbuf *b, const sm_model *m, int stat)
         const sm_span *s = &m->spans[i];
         if (m->sites[s->site].stat != stat)
             continue;
-        for (int32_t e = s->meta; e >= 0; e = m->meta[e].next) {
+        for (int32_t e = sm_span_extra(m, s)->meta; e >= 0; e = m->meta[e].next) {
             const char *kname = sm_str(m, m->meta[e].key);
             int k;
             for (k = 0; k < nk && strcmp(sm_str(m, keys[k]), kname); k++) {

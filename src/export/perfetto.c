@@ -357,12 +357,13 @@ static void section_begin(pw *w, const sm_span *s, int stack)
         arg_int(w, "line", site->line);
         arg_str(w, "function", site->func ? site->func : "");
     }
-    if (s->meta >= 0)
-        sm_each_meta(m, s->meta, arg_kv, w);
-    if (s->units > 0)
-        arg_num(w, "units", s->units);
-    if (s->flops > 0)
-        arg_num(w, "flops", s->flops);
+    const sm_span_x *x = sm_span_extra(m, s);
+    if (x->meta >= 0)
+        sm_each_meta(m, x->meta, arg_kv, w);
+    if (x->units > 0)
+        arg_num(w, "units", x->units);
+    if (x->flops > 0)
+        arg_num(w, "flops", x->flops);
     if (s->flags)
         arg_str(w, "sonde", s->flags & SM_SPAN_END_LOST       ? "end_lost"
                             : s->flags & SM_SPAN_UNTERMINATED ? "unterminated"

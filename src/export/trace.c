@@ -62,6 +62,9 @@ static void label_meta(const char *key, const char *value, void *ctx)
 static void fold_events(tctx *t, const sm_model *m, const sm_fold_run *runs, size_t n_runs,
                         char **ids, int64_t sh, int64_t min_ns)
 {
+    char why[128]; /* the same for every run */
+    snprintf(why, sizeof why, ",\"why\":\"trace_max_events: sections shorter than %.3f us are "
+             "folded\"}}", (double)min_ns / 1e3);
     for (size_t i = 0; i < n_runs && !t->err; i++) {
         const sm_fold_run *r = &runs[i];
         char label[512];
@@ -76,10 +79,8 @@ static void fold_events(tctx *t, const sm_model *m, const sm_fold_run *runs, siz
         sbuf_puts(&t->b, ids[r->thread]);
         sbuf_printf(&t->b, ",\"args\":{\"sections\":%llu,\"total_ms\":",
                     (unsigned long long)r->n);
-        sbuf_json_num(&t->b, (double)r->sum_ns / 1e6);
-        sbuf_puts(&t->b, ",\"why\":\"trace_max_events: sections shorter than ");
-        sbuf_json_num(&t->b, (double)min_ns / 1e3);
-        sbuf_puts(&t->b, " us are folded\"}}");
+        sbuf_decimal(&t->b, r->sum_ns, 6);
+        sbuf_puts(&t->b, why);
         flush(t, 0);
     }
 }
@@ -377,7 +378,8 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         sbuf_add(&t.b, ",\"dur\":", 7);
         sbuf_us3(&t.b, s->end_ns - s->start_ns);
         sbuf_puts(&t.b, ids[s->thread]);
-        if (s->meta >= 0 || s->units > 0 || s->flops > 0 || s->flags || where) {
+        const sm_span_x *x = sm_span_extra(m, s);
+        if (x->meta >= 0 || x->units > 0 || x->flops > 0 || s->flags || where) {
             sbuf_puts(&t.b, ",\"args\":{");
             int first = 1;
             if (where) { /* with_stack: where the section is in the source */
@@ -387,18 +389,18 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
                 sbuf_json_str(&t.b, site->func);
                 first = 0;
             }
-            if (s->meta >= 0) { /* each key once, at its last value */
-                sm_each_meta(m, s->meta, sx_json_kv, &t.b);
+            if (x->meta >= 0) { /* each key once, at its last value */
+                sm_each_meta(m, x->meta, sx_json_kv, &t.b);
                 first = t.b.len && t.b.data[t.b.len - 1] == '{';
             }
-            if (s->units > 0) {
+            if (x->units > 0) {
                 sbuf_puts(&t.b, first ? "\"units\":" : ",\"units\":");
-                sbuf_json_num(&t.b, s->units);
+                sbuf_json_num(&t.b, x->units);
                 first = 0;
             }
-            if (s->flops > 0) {
+            if (x->flops > 0) {
                 sbuf_puts(&t.b, first ? "\"flops\":" : ",\"flops\":");
-                sbuf_json_num(&t.b, s->flops);
+                sbuf_json_num(&t.b, x->flops);
                 first = 0;
             }
             if (s->flags) {

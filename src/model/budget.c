@@ -9,9 +9,8 @@
 #include "model.h"
 #include "../util/alloc.h"
 
-/* The k-th largest of v[0..n) (1 <= k <= n), by quickselect with a three-way partition; v is
- * reordered. */
-static int64_t kth_largest(int64_t *v, size_t n, size_t k)
+/* By quickselect with a three-way partition. */
+int64_t sm_kth_largest(int64_t *v, size_t n, size_t k)
 {
     size_t lo = 0, hi = n, want = k - 1; /* want: its index in descending order */
     uint64_t seed = 0x9E3779B97F4A7C15ull;
@@ -78,7 +77,7 @@ int sm_trace_budget(const sm_model *m, int64_t t0, int64_t t1, sm_budget *out)
         for (size_t i = 0; i < m->n_spans; i++)
             if (sm_span_in(&m->spans[i], t0, t1))
                 d[j++] = m->spans[i].end_ns - m->spans[i].start_ns;
-        out->min_ns = kth_largest(d, n, keep) + 1;
+        out->min_ns = sm_kth_largest(d, n, keep) + 1;
         sonde__free(d);
     }
     for (size_t i = 0; i < m->n_spans; i++) {
@@ -150,12 +149,15 @@ int32_t sm_fold_take(sm_folder *f, size_t box)
 
 void sm_fold_label(const sm_model *m, const sm_fold_run *r, char *out, size_t cap)
 {
+    /* the time in ms with 3 decimals, rounded to the nearest us in integers (no float printf:
+     * the trace writes a label per run) */
+    unsigned long long us = (unsigned long long)(r->sum_ns + 500) / 1000;
     if (r->mixed)
-        snprintf(out, cap, "%llu sections (%.3f ms)", (unsigned long long)r->n,
-                 (double)r->sum_ns / 1e6);
+        snprintf(out, cap, "%llu sections (%llu.%03llu ms)", (unsigned long long)r->n,
+                 us / 1000, us % 1000);
     else
-        snprintf(out, cap, "%.400s x %llu (%.3f ms)", m->sites[r->site].name,
-                 (unsigned long long)r->n, (double)r->sum_ns / 1e6);
+        snprintf(out, cap, "%.400s x %llu (%llu.%03llu ms)", m->sites[r->site].name,
+                 (unsigned long long)r->n, us / 1000, us % 1000);
 }
 
 void sm_folder_free(sm_folder *f)

@@ -24,6 +24,7 @@ int sm_merge(sm_model *d, sm_model *s)
     int64_t off = (int64_t)(s->start_mono_ns - d->start_mono_ns);
     uint32_t site0 = (uint32_t)d->n_sites, th0 = (uint32_t)d->n_threads;
     int32_t span0 = (int32_t)d->n_spans, meta0 = (int32_t)d->n_meta, sess0 = (int32_t)d->n_sessions;
+    int32_t x0 = (int32_t)d->n_span_x;
 #define REMAP_UNIT(u) ((u) ? (u) + site0 : 0)
     MOVE_APPEND(d->sites, d->n_sites, s->sites, s->n_sites);
     d->n_sites += s->n_sites;
@@ -65,15 +66,22 @@ int sm_merge(sm_model *d, sm_model *s)
         x->thread += th0;
         x->start_ns += off;
         x->end_ns += off;
-        x->unit = REMAP_UNIT(x->unit);
         if (x->parent >= 0)
             x->parent += span0;
         if (x->session >= 0)
             x->session += sess0;
+        if (x->x >= 0)
+            x->x += x0;
+    }
+    d->n_spans += s->n_spans;
+    MOVE_APPEND(d->span_x, d->n_span_x, s->span_x, s->n_span_x);
+    for (size_t i = 0; i < s->n_span_x; i++) {
+        sm_span_x *x = &d->span_x[x0 + (int32_t)i];
+        x->unit = REMAP_UNIT(x->unit);
         if (x->meta >= 0)
             x->meta += meta0;
     }
-    d->n_spans += s->n_spans;
+    d->n_span_x += s->n_span_x;
     MOVE_APPEND(d->instants, d->n_instants, s->instants, s->n_instants);
     for (size_t i = 0; i < s->n_instants; i++) {
         sm_instant *x = &d->instants[d->n_instants + i];
@@ -186,7 +194,8 @@ int sm_merge(sm_model *d, sm_model *s)
     d->dropped_events += s->dropped_events;
     d->sections_end_lost += s->sections_end_lost;
     /* The elements moved into d: src's arrays hold none any more (sm_free frees the arrays). */
-    s->n_spans = s->n_meta = s->n_sessions = s->n_instants = s->n_steps = s->n_windows = 0;
+    s->n_spans = s->n_span_x = s->n_meta = s->n_sessions = s->n_instants = s->n_steps = 0;
+    s->n_windows = 0;
     s->n_dsteps = s->n_blocks = 0;
 #undef REMAP_UNIT
     for (size_t i = 0; i < d->n_rates; i++)

@@ -29,7 +29,7 @@ typedef struct bctx {
     sm_model *m;
     uint64_t cut_tick;
     double ns_per_tick;
-    size_t cap_spans, cap_meta, cap_inst, cap_steps, cap_metrics, cap_counters, cap_sessions,
+    size_t cap_spans, cap_span_x, cap_meta, cap_inst, cap_steps, cap_metrics, cap_counters, cap_sessions,
         cap_warn, cap_dsteps, cap_blocks;
     strmap counters, metrics;
     uint64_t unmatched_ends, gaps, gap_events, unterminated;
@@ -267,6 +267,21 @@ static target target_of(bctx *b, const sentry *stack, size_t depth, int64_t t, c
     return r;
 }
 
+const sm_span_x sm_span_x_none = {-1, 0, 0, 0, 0, 0};
+
+/* Span s's extras, made when it has none yet; NULL out of memory. */
+static sm_span_x *span_x_of(bctx *b, sm_span *s)
+{
+    sm_model *m = b->m;
+    if (s->x < 0) {
+        if (GROW(m->span_x, m->n_span_x, b->cap_span_x))
+            return NULL;
+        m->span_x[m->n_span_x] = sm_span_x_none;
+        s->x = (int32_t)m->n_span_x++;
+    }
+    return &m->span_x[s->x];
+}
+
 static int add_meta(bctx *b, int32_t *head, uint32_t key, uint32_t value)
 {
     sm_model *m = b->m;
@@ -432,7 +447,7 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
                 s->thread = tindex;
                 s->parent = parent;
                 s->session = session_at(m, t);
-                s->meta = -1;
+                s->x = -1;
                 s->depth = (uint16_t)(parent >= 0 ? m->spans[parent].depth + 1 : 0);
                 s->start_ns = s->end_ns = t;
                 stack[depth].span = (int32_t)m->n_spans++;
@@ -535,34 +550,27 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
             target tg = target_of(b, stack, depth, t, owner_buf, sizeof owner_buf);
             if (!tg.owner)
                 break;
+            sm_span_x *sx = NULL; /* the span's extras, the session's or the run's fields */
+            if (tg.span && e->kind != SONDE_K_METRIC && !(sx = span_x_of(b, tg.span)))
+                goto out;
             if (e->kind == SONDE_K_METRIC) {
                 if (add_metric(b, tg.owner, sm_str(m, e->id), v[0]))
                     goto out;
             } else if (e->kind == SONDE_K_METADATA) {
-                int32_t *head = tg.span ? &tg.span->meta : tg.session ? &tg.session->meta
-                                                                      : &m->run_meta;
+                int32_t *head = sx ? &sx->meta : tg.session ? &tg.session->meta : &m->run_meta;
                 if (add_meta(b, head, e->id, e->arg))
                     goto out;
             } else if (e->kind == SONDE_K_FLOPS) {
-                if (tg.span)
-                    tg.span->flops += v[0];
-                else if (tg.session)
-                    tg.session->flops += v[0];
-                else
-                    m->run_flops += v[0];
+                *(sx ? &sx->flops : tg.session ? &tg.session->flops : &m->run_flops) += v[0];
             } else {
-                uint32_t *un = tg.span ? &tg.span->unit : tg.session ? &tg.session->unit
-                                                                      : &m->run_unit;
-                *un = e->id;
-                double *u = tg.span ? &tg.span->units : tg.session ? &tg.session->units
-                                                                   : &m->run_units;
-                double *us = tg.span ? &tg.span->units_s : tg.session ? &tg.session->units_s
-                                                                      : &m->run_units_s;
-                *u += v[0];
+                *(sx ? &sx->unit : tg.session ? &tg.session->unit : &m->run_unit) = e->id;
+                *(sx ? &sx->units : tg.session ? &tg.session->units : &m->run_units) += v[0];
+                double *us = sx ? &sx->units_s : tg.session ? &tg.session->units_s
+                                                            : &m->run_units_s;
                 if (v[1] > 0)
                     *us += v[1];
-                else if (tg.span)
-                    tg.span->own_dur_units = 1;
+                else if (sx)
+                    sx->own_dur_units = 1;
                 else if (tg.session)
                     tg.session->own_dur_units = 1;
                 else
@@ -664,11 +672,12 @@ static void unit_time(const sm_model *m, const char *unit, int32_t sess, sm_iv *
     }
     for (size_t i = 0; i < m->n_spans; i++) {
         const sm_span *s = &m->spans[i];
-        if ((sess >= 0 && s->session != sess) || s->units <= 0 || strcmp(sm__unit_name(m, s->unit), unit))
+        const sm_span_x *x = sm_span_extra(m, s);
+        if ((sess >= 0 && s->session != sess) || x->units <= 0 || strcmp(sm__unit_name(m, x->unit), unit))
             continue;
-        *units += s->units;
-        *seconds += s->units_s;
-        if (s->own_dur_units)
+        *units += x->units;
+        *seconds += x->units_s;
+        if (x->own_dur_units)
             iv[n++] = (sm_iv){s->start_ns, s->end_ns};
     }
     *seconds += sm__union_s(iv, n);
@@ -682,8 +691,8 @@ int sm__build_rates(sm_model *m)
     for (size_t i = 0; i < m->n_sessions; i++)
         if (m->sessions[i].units > 0 && rate_unit(m, m->sessions[i].unit))
             return -1;
-    for (size_t i = 0; i < m->n_spans; i++)
-        if (m->spans[i].units > 0 && rate_unit(m, m->spans[i].unit))
+    for (size_t i = 0; i < m->n_span_x; i++)
+        if (m->span_x[i].units > 0 && rate_unit(m, m->span_x[i].unit))
             return -1;
     sm_iv *iv = sonde__malloc((m->n_spans + m->n_sessions + 1) * sizeof *iv);
     if (!iv)
@@ -834,7 +843,8 @@ static int drop_short(sm_model *m)
         return -1;
     for (size_t i = 0; i < m->n_spans; i++) {
         const sm_span *s = &m->spans[i];
-        map[i] = s->end_ns - s->start_ns >= min_ns || s->units > 0 || s->flops > 0 ? 0 : -1;
+        const sm_span_x *x = sm_span_extra(m, s);
+        map[i] = s->end_ns - s->start_ns >= min_ns || x->units > 0 || x->flops > 0 ? 0 : -1;
     }
     for (size_t i = 0; i < m->n_dsteps; i++)
         if (m->dsteps[i].span >= 0)
@@ -1255,6 +1265,7 @@ void sm_free(sm_model *m)
         sonde__free(m->threads[i].name);
     sonde__free(m->threads);
     sonde__free(m->spans);
+    sonde__free(m->span_x);
     sonde__free(m->meta);
     sonde__free(m->sessions);
     sonde__free(m->instants);

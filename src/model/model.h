@@ -30,21 +30,29 @@ typedef struct sm_thread {
  * the statistics, counted in sm_model.sections_end_lost). */
 enum { SM_SPAN_UNTERMINATED = 1, SM_SPAN_CLOSED_BY_OUTER = 2, SM_SPAN_END_LOST = 4 };
 
+/* A section instance: 48 bytes, the bulk of a model's memory. What few sections carry (metadata,
+ * throughput, FLOPs) is kept apart, in an sm_span_x (sm_span_extra). */
 typedef struct sm_span {
     uint32_t site;             /* sm_model.sites index */
     uint32_t thread;           /* sm_model.threads index */
     int32_t parent;            /* span index, -1 at top level */
     int32_t session;           /* session index, -1 outside sessions */
-    int32_t meta;              /* first metadata entry (linked by next), -1 none */
+    int32_t x;                 /* its sm_model.span_x entry, -1: none (no metadata, throughput or
+                                  FLOPs) */
     uint16_t depth;
     uint16_t flags;            /* SM_SPAN_* */
     int64_t start_ns, end_ns;  /* from the run's start */
     int64_t child_ns;          /* time in direct children */
-    double units, units_s;     /* throughput recorded in it */
-    double flops;
+} sm_span;
+
+/* A section's metadata, and the throughput and FLOPs recorded in it. */
+typedef struct sm_span_x {
+    int32_t meta;              /* first metadata entry (linked by next), -1 none */
     uint32_t unit;             /* site id of its throughput unit, 0: the run's unit */
     int own_dur_units;         /* units recorded with seconds <= 0 */
-} sm_span;
+    double units, units_s;     /* throughput recorded in it */
+    double flops;
+} sm_span_x;
 
 typedef struct sm_meta {
     uint32_t key, value;       /* site ids of the interned strings */
@@ -344,6 +352,8 @@ typedef struct sm_model {
     size_t n_threads;
     sm_span *spans;            /* grouped by thread, each thread's in start order */
     size_t n_spans;
+    sm_span_x *span_x;         /* the spans' extras (sm_span.x), in no order */
+    size_t n_span_x;
     sm_meta *meta;
     size_t n_meta;
     int32_t run_meta;          /* metadata outside sections and sessions */
@@ -464,6 +474,13 @@ int sm_ops_table(const sm_model *m, int by_shape, sm_op_row **rows, size_t *n);
 
 /* Metadata from the entry head of m->meta back, each key once with its last value, in the order
  * the keys were first recorded. Out of memory: nothing is visited. */
+/* Span s's metadata, throughput and FLOPs: its entry, or one of none (meta -1, all zero). */
+extern const sm_span_x sm_span_x_none;
+static inline const sm_span_x *sm_span_extra(const sm_model *m, const sm_span *s)
+{
+    return s->x >= 0 ? &m->span_x[s->x] : &sm_span_x_none;
+}
+
 void sm_each_meta(const sm_model *m, int32_t head,
                   void (*fn)(const char *key, const char *value, void *ctx), void *ctx);
 /* The run's own metadata (sonde_metadata outside sections and sessions) the same way; from a
@@ -482,6 +499,8 @@ const char *sm_info(const sm_model *m, const char *key);
 /* The trace budget of the sections that begin in [t0, t1) (sm_model.trace is the whole run's,
  * set by the build and by a merge). 0, or -1 when out of memory (out zeroed). */
 int sm_trace_budget(const sm_model *m, int64_t t0, int64_t t1, sm_budget *out);
+/* The k-th largest of v[0..n) (1 <= k <= n) in linear time (quickselect); v is reordered. */
+int64_t sm_kth_largest(int64_t *v, size_t n, size_t k);
 /* The run's trace_max_events (SM_TRACE_MAX_DEFAULT when it has none, or not a number; 0: no
  * limit): the sections a trace keeps, and the CPU samples it carries. */
 uint64_t sm_trace_max_events(const sm_model *m);

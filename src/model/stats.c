@@ -298,13 +298,13 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
     open_end = sonde__malloc((ns ? ns : 1) * sizeof *open_end);
     if (!st || !count || !fill || !last_thread || !open_end)
         goto fail;
-    size_t kept = 0;
+    size_t with_x = 0; /* kept spans with throughput or FLOPs (an interval each, at most) */
     for (size_t i = 0; i < m->n_spans; i++) {
         const sm_span *s = &m->spans[i];
         if ((s->flags & SM_SPAN_END_LOST) || (keep && !keep(s, ctx)))
             continue;
         count[site_stat[s->site]]++;
-        kept++;
+        with_x += s->x >= 0;
     }
     /* Every duration of a group with at most SM_SKETCH_AT instances (exact percentiles); the
      * larger ones take theirs from their quantile sketch, so memory does not grow with their
@@ -323,7 +323,7 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
         sm_sketch_init(st[k].sketch);
     }
     dur = sonde__malloc((exact ? exact : 1) * sizeof *dur);
-    iv = sonde__malloc((2 * kept + 1) * sizeof *iv);
+    iv = sonde__malloc((2 * with_x + 1) * sizeof *iv);
     mean = sonde__calloc(ns + 1, sizeof *mean);
     m2 = sonde__calloc(ns + 1, sizeof *m2);
     if (!dur || !iv || !mean || !m2)
@@ -361,14 +361,15 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
             open_end[k] = s->end_ns;
         }
         x->self_s += d - (double)s->child_ns / 1e9;
-        x->units += s->units;
-        x->units_s += s->units_s; /* explicit seconds; own durations are added below */
-        if (s->units > 0 && !x->unit)
-            x->unit = sm__unit_name(m, s->unit);
-        if (s->units > 0 && s->own_dur_units)
+        const sm_span_x *sx = sm_span_extra(m, s);
+        x->units += sx->units;
+        x->units_s += sx->units_s; /* explicit seconds; own durations are added below */
+        if (sx->units > 0 && !x->unit)
+            x->unit = sm__unit_name(m, sx->unit);
+        if (sx->units > 0 && sx->own_dur_units)
             iv[n_iv++] = (gsm_iv){k, 0, {s->start_ns, s->end_ns}};
-        if (s->flops > 0) {
-            x->flops += s->flops;
+        if (sx->flops > 0) {
+            x->flops += sx->flops;
             iv[n_iv++] = (gsm_iv){k, 1, {s->start_ns, s->end_ns}};
         }
         if (s->depth < x->min_depth)
@@ -535,12 +536,16 @@ void sm_totals(const sm_model *m, double *units, double *units_s, double *flops,
     double f = m->run_flops;
     for (size_t i = 0; i < m->n_sessions; i++)
         f += m->sessions[i].flops;
-    sm_iv *iv = sonde__malloc((m->n_spans + 1) * sizeof *iv);
+    size_t with = 0; /* the spans with FLOPs: no more than the extras that have some */
+    for (size_t i = 0; i < m->n_span_x; i++)
+        with += m->span_x[i].flops > 0;
+    sm_iv *iv = with ? sonde__malloc(with * sizeof *iv) : NULL;
     size_t n = 0;
-    for (size_t i = 0; i < m->n_spans; i++) {
+    for (size_t i = 0; i < m->n_spans && with; i++) {
         const sm_span *s = &m->spans[i];
-        if (s->flops > 0) {
-            f += s->flops;
+        const sm_span_x *x = sm_span_extra(m, s);
+        if (x->flops > 0) {
+            f += x->flops;
             if (iv)
                 iv[n++] = (sm_iv){s->start_ns, s->end_ns};
         }

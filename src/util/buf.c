@@ -338,18 +338,28 @@ int sbuf_u64(sbuf *b, uint64_t v)
     return sbuf_add(b, tmp + i, sizeof tmp - (size_t)i);
 }
 
+int sbuf_decimal(sbuf *b, int64_t v, unsigned places)
+{
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v, scale = 1;
+    if (places > 18)
+        places = 18;
+    for (unsigned i = 0; i < places; i++)
+        scale *= 10;
+    if ((v < 0 && sbuf_putc(b, '-')) || sbuf_u64(b, u / scale))
+        return -1;
+    if (!places)
+        return 0;
+    char f[20];
+    f[0] = '.';
+    uint64_t frac = u % scale;
+    for (unsigned i = places; i > 0; i--, frac /= 10)
+        f[i] = (char)('0' + frac % 10);
+    return sbuf_add(b, f, places + 1);
+}
+
 int sbuf_us3(sbuf *b, int64_t ns)
 {
-    if (ns < 0) {
-        if (sbuf_putc(b, '-'))
-            return -1;
-        ns = -ns;
-    }
-    uint64_t us = (uint64_t)ns / 1000, frac = (uint64_t)ns % 1000;
-    if (sbuf_u64(b, us))
-        return -1;
-    char f[4] = {'.', (char)('0' + frac / 100), (char)('0' + frac / 10 % 10), (char)('0' + frac % 10)};
-    return sbuf_add(b, f, 4);
+    return sbuf_decimal(b, ns, 3);
 }
 
 size_t varint_get(const uint8_t *in, size_t avail, uint64_t *v)

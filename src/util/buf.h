@@ -62,6 +62,9 @@ void sbuf_pool_free(sbuf_pool *pool);
 int sbuf_u64(sbuf *b, uint64_t v);
 /* ns as microseconds with three decimals ("12.345"), without printf. */
 int sbuf_us3(sbuf *b, int64_t ns);
+/* v / 10^places exactly, with places decimals (at most 18): sbuf_decimal(b, ns, 6) is ns as
+ * milliseconds. */
+int sbuf_decimal(sbuf *b, int64_t v, unsigned places);
 
 /* LEB128 varints over raw memory: put returns bytes written (at most 10); get returns bytes
  * read, or 0 when the input ends early or the value overflows 64 bits. */

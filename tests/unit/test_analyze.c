@@ -358,6 +358,33 @@ static void html_stays_light(void **state)
     assert_true(b.len < 1u << 20);
     sbuf_free(&b);
     sm_free(&m);
+    /* the longest are drawn, a section with the one inside it: outer (20 ms) and inner
+     * (10 ms) among 10 of 100,002, whose names are those of the drawn spans */
+    c = tu_config(dir, "longest");
+    c.html_max_spans = 10;
+    p = sonde_create(&c);
+    for (int i = 0; i < 50000; i++) {
+        SONDE_SCOPE(p, "tiny");
+    }
+    sonde_begin(p, "outer");
+    tu_spin_ms(10);
+    sonde_begin(p, "inner");
+    tu_spin_ms(10);
+    sonde_end(p);
+    sonde_end(p);
+    for (int i = 0; i < 50000; i++) {
+        SONDE_SCOPE(p, "tiny");
+    }
+    tu_finish(p, &m);
+    sbuf_init(&b);
+    assert_int_equal(sx_html(&m, &b), 0);
+    assert_non_null(strstr(b.data, "\"spans\":{\"total\":100002,\"n\":10,"));
+    const char *names = strstr(b.data, ",\"names\":[");
+    assert_non_null(names);
+    assert_non_null(strstr(names, "\"outer\""));
+    assert_non_null(strstr(names, "\"inner\""));
+    sbuf_free(&b);
+    sm_free(&m);
     tu_rmrf(dir);
 }
 

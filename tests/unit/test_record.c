@@ -130,7 +130,8 @@ static void attachments(void **state)
     assert_string_equal(sm_str(&m, m.meta[m.sessions[0].meta].value), "8");
     int with_iter = 0;
     for (size_t i = 0; i < m.n_spans; i++)
-        if (m.spans[i].meta >= 0 && !strcmp(sm_str(&m, m.meta[m.spans[i].meta].key), "iter"))
+        if (sm_span_extra(&m, &m.spans[i])->meta >= 0 &&
+            !strcmp(sm_str(&m, m.meta[sm_span_extra(&m, &m.spans[i])->meta].key), "iter"))
             with_iter++;
     assert_int_equal(with_iter, 4);
     assert_int_equal(m.spans[0].session, 0);
@@ -479,7 +480,7 @@ static void event_args_travel_with_the_event(void **state)
     assert_int_equal(m.instants[1].args, -1);
     /* the section has batch only */
     assert_int_equal((int)m.n_spans, 2);
-    int32_t k = m.spans[0].meta;
+    int32_t k = sm_span_extra(&m, &m.spans[0])->meta;
     assert_true(k >= 0);
     assert_string_equal(sm_str(&m, m.meta[k].key), "batch");
     assert_int_equal(m.meta[k].next, -1);

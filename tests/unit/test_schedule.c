@@ -217,10 +217,10 @@ static void cycles_end_to_end(void **state)
     assert_int_equal((int)tu_stat(&m, "runtime")->count, 4);
     char kept[64] = "";
     for (size_t i = 0; i < m.n_spans; i++)
-        if (m.spans[i].meta >= 0) {
+        if (sm_span_extra(&m, &m.spans[i])->meta >= 0) {
             size_t k = strlen(kept);
             snprintf(kept + k, sizeof kept - k, "%s%s", k ? "," : "",
-                     sm_str(&m, m.meta[m.spans[i].meta].value));
+                     sm_str(&m, m.meta[sm_span_extra(&m, &m.spans[i])->meta].value));
         }
     assert_string_equal(kept, "2,3,6,7");
     assert_int_equal(m.scheduled, 1);

@@ -72,6 +72,15 @@ static void csv_and_numbers(void **state)
     sbuf_putc(&b, ' ');
     sbuf_u64(&b, UINT64_MAX);
     assert_string_equal(b.data, "1234.567 0.005 18446744073709551615");
+    sbuf_reset(&b); /* exact decimals: ns as ms, negative, none, the most negative value */
+    sbuf_decimal(&b, 1500000, 6);
+    sbuf_putc(&b, ' ');
+    sbuf_decimal(&b, -7, 3);
+    sbuf_putc(&b, ' ');
+    sbuf_decimal(&b, 42, 0);
+    sbuf_putc(&b, ' ');
+    sbuf_decimal(&b, INT64_MIN, 9);
+    assert_string_equal(b.data, "1.500000 -0.007 42 -9223372036.854775808");
     sbuf_free(&b);
 }
 
