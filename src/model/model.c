@@ -818,6 +818,21 @@ static int sort_counters(sm_model *m)
     return 0;
 }
 
+int sm_set_info(sm_model *m, const char *key, const char *value)
+{
+    char *k = sonde__strdup(key), *v = sonde__strdup(value);
+    sm_kv *grown = k && v ? sonde__realloc(m->info, (m->n_info + 1) * sizeof *m->info) : NULL;
+    if (!grown) {
+        sonde__free(k);
+        sonde__free(v);
+        return -1;
+    }
+    m->info = grown;
+    m->info[m->n_info].key = k;
+    m->info[m->n_info++].value = v;
+    return 0;
+}
+
 const char *sm_info(const sm_model *m, const char *key)
 {
     for (size_t i = m->n_info; i-- > 0;) /* the latest wins */

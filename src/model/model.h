@@ -496,6 +496,9 @@ const char *sm_str(const sm_model *m, uint32_t id);
 
 /* The value of an INFO fact ("system.cpu_model", "config.max_data_points"), or NULL. */
 const char *sm_info(const sm_model *m, const char *key);
+/* Sets an INFO fact (it wins over the file's: `sonde export --set`); 0, or -1 out of memory
+ * (m unchanged). */
+int sm_set_info(sm_model *m, const char *key, const char *value);
 /* The trace budget of the sections that begin in [t0, t1) (sm_model.trace is the whole run's,
  * set by the build and by a merge). 0, or -1 when out of memory (out zeroed). */
 int sm_trace_budget(const sm_model *m, int64_t t0, int64_t t1, sm_budget *out);

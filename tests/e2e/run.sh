@@ -378,6 +378,20 @@ for iv in by.values():
 print("trace budget: %d of %d sections kept whole, %d folded into %d slices, under %.1f us"
       % (len(kept), r["sections"], r["trace_sections_folded"], len(folded), cut))
 PY
+    # sonde export --set trace_max_events: the same run's trace under another budget, the
+    # reports saying so; keys the reports do not read, and bad values, are refused by name
+    "$sonde" export budget/budget.sonde --format json,trace --set trace_max_events=80 -o bud80 --quiet
+    python3 - budget/budget.json bud80/budget.json bud80/budget.trace.json.gz <<'PY' || fail "export --set trace_max_events"
+import gzip, json, sys
+a, b = (json.load(open(p))["summary"] for p in sys.argv[1:3])
+xs = [e for e in json.load(gzip.open(sys.argv[3], "rt")) if e.get("ph") == "X" and e["cat"] in ("section", "folded")]
+assert len(xs) <= 80 and b["trace_sections_folded"] < a["trace_sections_folded"], (len(xs), a, b)
+print("export --set trace_max_events=80: %d of %d sections folded, against %d at 30" % (b["trace_sections_folded"], b["sections"], a["trace_sections_folded"]))
+PY
+    expect 2 "--set trace_max_events: " "$sonde" export budget/budget.sonde --set trace_max_events=abc -o bud80
+    expect 2 "--set min_duration_s: acts while recording" "$sonde" export budget/budget.sonde --set min_duration_s=1 -o bud80
+    expect 2 "--set trace_max_event: no such key; did you mean trace_max_events" "$sonde" export budget/budget.sonde --set trace_max_event=5 -o bud80
+    expect 2 "--set trace_max_events: expected KEY=VALUE" "$sonde" export budget/budget.sonde --set trace_max_events -o bud80
     # issue 18: Perfetto's protobuf trace (NAME.pftrace) decodes with protoc and shows what the
     # JSON trace of the same run shows, folding included; sonde export writes it byte for byte
     command -v protoc > /dev/null || fail "protoc missing: apt-get install protobuf-compiler"

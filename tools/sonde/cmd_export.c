@@ -18,20 +18,65 @@ static void print_path(const char *path, void *ctx)
     printf("%s\n", path);
 }
 
+/* The keys the reports read from the run's recorded configuration when they are written, so
+ * `--set` can change them; the others act while recording or reading. */
+static const char *const g_report_keys[] = {"trace_max_events", "html_max_spans",
+                                            "bottleneck_threshold", "max_data_points", NULL};
+
+/* --set KEY=VALUE: KEY checked against the reports' keys, VALUE through the key's own rules;
+ * its value as the run's configuration would record it into out. 0, or CLI_USAGE with the
+ * message printed. */
+static int parse_set(const char *arg, char *key, size_t key_cap, char *out, size_t cap)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || (size_t)(eq - arg) >= key_cap)
+        return cli_fail(CLI_USAGE, "export", "--set %s: expected KEY=VALUE", arg);
+    snprintf(key, key_cap, "%.*s", (int)(eq - arg), arg);
+    int known = 0;
+    for (size_t i = 0; g_report_keys[i]; i++)
+        known |= !strcmp(g_report_keys[i], key);
+    const sonde_key *k = sonde__key_find(key);
+    if (!k)
+        return cli_fail(CLI_USAGE, "export", "--set %s: no such key%s%s", key,
+                        sonde__key_suggest(key) ? "; did you mean " : "",
+                        sonde__key_suggest(key) ? sonde__key_suggest(key) : "");
+    if (!known)
+        return cli_fail(CLI_USAGE, "export", "--set %s: acts while recording, not on the "
+                        "reports; sonde export can set trace_max_events, html_max_spans, "
+                        "bottleneck_threshold and max_data_points", key);
+    sonde_config c = sonde_config_default();
+    char where[160];
+    snprintf(where, sizeof where, "--set %s", key);
+    if (sonde__key_set(&c, k, eq + 1, where) != 0)
+        return cli_fail(CLI_USAGE, "export", "%s", sonde_last_error());
+    sonde__key_get(&c, k, out, cap);
+    return 0;
+}
+
 int cmd_export(int argc, char **argv)
 {
-    static const char *const opts[] = {"--format", "-o", "--quiet", NULL};
+    static const char *const opts[] = {"--format", "-o", "--quiet", "--set", NULL};
     const char *file = NULL, *dir = NULL, *fmt = NULL; /* NULL: the formats the run wrote */
     int quiet = 0;
+    enum { MAX_SETS = 8 };
+    char set_key[MAX_SETS][64], set_val[MAX_SETS][64];
+    size_t n_sets = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--format") || !strcmp(a, "-o")) {
+        if (!strcmp(a, "--format") || !strcmp(a, "-o") || !strcmp(a, "--set")) {
             if (i + 1 >= argc)
                 return cli_fail(CLI_USAGE, "export", "%s needs a value", a);
             if (!strcmp(a, "-o"))
                 dir = argv[++i];
-            else
+            else if (!strcmp(a, "--format"))
                 fmt = argv[++i];
+            else if (n_sets == MAX_SETS)
+                return cli_fail(CLI_USAGE, "export", "at most %d --set", MAX_SETS);
+            else if (parse_set(argv[++i], set_key[n_sets], sizeof set_key[0], set_val[n_sets],
+                               sizeof set_val[0]))
+                return CLI_USAGE;
+            else
+                n_sets++;
         } else if (!strncmp(a, "--format=", 9)) {
             fmt = a + 9;
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
@@ -62,6 +107,16 @@ int cmd_export(int argc, char **argv)
     if (cli_join_programs("export", file, &m) < 0) { /* a `sonde run` recording: the whole run */
         sm_free(&m);
         return CLI_USAGE;
+    }
+    for (size_t i = 0; i < n_sets; i++) { /* over the run's own configuration */
+        char key[80];
+        snprintf(key, sizeof key, "config.%s", set_key[i]);
+        if (sm_set_info(&m, key, set_val[i]) ||
+            (!strcmp(set_key[i], "trace_max_events") &&
+             sm_trace_budget(&m, INT64_MIN, INT64_MAX, &m.trace))) {
+            sm_free(&m);
+            return cli_fail(CLI_USAGE, "export", "out of memory applying --set %s", set_key[i]);
+        }
     }
     if (!fmt) { /* the run's own formats, as the library wrote them; every one when unknown */
         const char *run = sm_info(&m, "config.formats");

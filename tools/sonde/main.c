@@ -14,12 +14,14 @@
 static const cli_cmd g_cmds[] = {
     {"export", cmd_export, "write reports (json, csv, txt, trace, html, ...) from a .sonde file",
      "usage: sonde export FILE.sonde [--format json,csv,txt,trace,html,samples,tensorboard,\n"
-     "                                          perfetto] [-o DIR] [--quiet]\n"
+     "                                          perfetto] [-o DIR] [--set KEY=VALUE]... [--quiet]\n"
      "  Regenerates the reports the library wrote for the run, from its .sonde file: the same\n"
      "  files, byte for byte. Without --format, the formats the run was configured with (the\n"
      "  library's default: json, csv, txt, trace and html). DIR defaults to the file's\n"
      "  directory; tensorboard writes DIR/plugins/profile/RUN/HOST_PID.pt.trace.json.gz\n"
-     "  (tensorboard --logdir DIR), perfetto NAME.pftrace (Perfetto's protobuf trace).\n"},
+     "  (tensorboard --logdir DIR), perfetto NAME.pftrace (Perfetto's protobuf trace).\n"
+     "  --set KEY=VALUE changes a key the reports read as they are written: trace_max_events,\n"
+     "  html_max_spans, bottleneck_threshold, max_data_points.\n"},
     {"summary", cmd_summary, "print the text summary of a run",
      "usage: sonde summary FILE(.sonde|.json) [--sort total|self|count|mean] [--top N] [--wide]\n"
      "  The table of NAME.txt, from a .sonde file or a NAME.json report: 100 columns wide;\n"
