@@ -402,7 +402,9 @@ PY
         protoc --decode_raw < pf/$run.pftrace > /dev/null || fail "protoc cannot decode $run.pftrace"
         python3 "$src/tests/e2e/pftrace.py" plain pf/$run.pftrace pf/$run.plain  # inflated
         protoc --decode_raw < pf/$run.plain > pf/$run.raw || fail "protoc cannot decode its packets"
-        grep -q '5: "denoise-worker-0"' pf/$run.raw && grep -q '2: "denoise_step"' pf/$run.raw ||
+        # (denoising: the longest section of its thread, so kept whole under any budget; a
+        # denoise_step is not always, under ASan's timing)
+        grep -q '5: "denoise-worker-0"' pf/$run.raw && grep -q '2: "denoising"' pf/$run.raw ||
             fail "$run.pftrace: no thread or section names: $(head -40 pf/$run.raw)"
         python3 "$src/tests/e2e/pftrace.py" compare pf/$run.pftrace pf/$run.trace.json.gz > pf/$run.cmp ||
             fail "$run.pftrace differs from the JSON trace"
