@@ -156,7 +156,7 @@ static int profile(const sm_model *m, sbuf *b)
         for (; sl < p->n_stack_lines && p->stack_lines[sl].stack == i; sl++) {
             const sm_stack_line *e = &p->stack_lines[sl];
             sample(b, &packed, p, i, p->n_funcs + 1 + e->line, e->count, period, process, proc);
-            rest -= e->count <= rest ? e->count : rest;
+            rest -= e->count; /* its lines' counts are parts of its count (profile.c) */
         }
         if (rest) /* its samples at no known line */
             sample(b, &packed, p, i, 0, rest, period, process, proc);

@@ -518,11 +518,15 @@ static int cmp_stack_line(const void *a, const void *b)
     return x->line < y->line ? -1 : x->line > y->line;
 }
 
-/* The key of a line in the table of lines: its function's index, its line and its file. */
-static void line_key(sbuf *key, uint32_t fn, unsigned line, const char *file)
+/* A line with its place before sorting, so each raw stack's line can follow the sort. */
+typedef struct line_at {
+    sm_line l;
+    uint32_t before;
+} line_at;
+
+static int cmp_line_at(const void *a, const void *b)
 {
-    sbuf_reset(key);
-    sbuf_printf(key, "%u\t%u\t%s", fn, line, file);
+    return cmp_line(&((const line_at *)a)->l, &((const line_at *)b)->l);
 }
 
 /* The source lines the samples were running, by (function, file, line), and which of them each
@@ -535,69 +539,74 @@ static int build_lines(const sb_raw *raw, sm_profile *pr, const uint64_t *count,
     strmap_init(&seen);
     sbuf key;
     sbuf_init(&key);
-    size_t cap = 0, n_with = 0;
-    int rc = 0;
+    line_at *v = NULL;
+    size_t cap = 0, n = 0;
+    uint32_t *line_of = sonde__malloc((raw->n_pstacks + 1) * sizeof *line_of); /* before sort */
+    uint32_t *after = NULL;
+    int rc = line_of ? 0 : -1;
     for (size_t i = 0; i < raw->n_pstacks && !rc; i++) {
         const sm_pstack_raw *st = &raw->pstacks[i];
+        line_of[i] = UINT32_MAX;
         if (!count[i] || !st->file || !st->n)
             continue;
-        n_with++;
-        line_key(&key, at[st->f[st->n - 1]], st->line, st->file);
+        uint32_t fn = at[st->f[st->n - 1]];
+        sbuf_reset(&key);
+        sbuf_printf(&key, "%u\t%u\t%s", fn, st->line, st->file);
         int k = key.oom ? -2 : strmap_get(&seen, key.data);
-        if (k == -2 || (k < 0 && SONDE_GROW(pr->lines, pr->n_lines, cap))) {
+        if (k == -2 || (k < 0 && SONDE_GROW(v, n, cap))) {
             rc = -1;
             break;
         }
         if (k < 0) {
-            k = (int)pr->n_lines;
-            pr->lines[k] = (sm_line){at[st->f[st->n - 1]], sonde__strdup(st->file), st->line, 0};
-            pr->n_lines++;
-            if (!pr->lines[k].file || strmap_put(&seen, key.data, k)) {
+            k = (int)n;
+            v[n++] = (line_at){{fn, sonde__strdup(st->file), st->line, 0}, (uint32_t)k};
+            if (!v[k].l.file || strmap_put(&seen, key.data, k)) {
                 rc = -1;
                 break;
             }
         }
-        pr->lines[k].self += count[i];
+        v[k].l.self += count[i];
+        line_of[i] = (uint32_t)k;
     }
-    strmap_free(&seen);
-    if (!rc && pr->n_lines) {
-        qsort(pr->lines, pr->n_lines, sizeof *pr->lines, cmp_line);
-        strmap_init(&seen); /* the same keys, to the sorted places */
-        for (size_t k = 0; k < pr->n_lines && !rc; k++) {
-            const sm_line *ln = &pr->lines[k];
-            line_key(&key, ln->func, ln->line, ln->file);
-            rc = key.oom || strmap_put(&seen, key.data, (int)k) ? -1 : 0;
-        }
-        pr->stack_lines = rc ? NULL : sonde__malloc(n_with * sizeof *pr->stack_lines);
-        rc = rc || !pr->stack_lines ? -1 : 0;
-        for (size_t i = 0; i < raw->n_pstacks && !rc; i++) {
-            const sm_pstack_raw *st = &raw->pstacks[i];
-            if (!count[i] || !st->file || !st->n)
-                continue;
-            line_key(&key, at[st->f[st->n - 1]], st->line, st->file);
-            int k = key.oom ? -1 : strmap_get(&seen, key.data);
-            if (k < 0) {
-                rc = -1;
-                break;
-            }
-            pr->stack_lines[pr->n_stack_lines++] = (sm_stack_line){folded[i], (uint32_t)k,
-                                                                   count[i]};
-        }
-        strmap_free(&seen);
+    if (!rc && n) {
+        qsort(v, n, sizeof *v, cmp_line_at);
+        pr->lines = sonde__malloc(n * sizeof *pr->lines);
+        after = sonde__malloc(n * sizeof *after); /* place before sort -> after */
+        rc = pr->lines && after ? 0 : -1;
     }
-    if (!rc && pr->n_stack_lines) { /* raw stacks of one folded stack on one line: one entry */
+    for (size_t k = 0; k < n; k++) {
+        if (!rc) {
+            pr->lines[pr->n_lines++] = v[k].l;
+            after[v[k].before] = (uint32_t)k;
+            v[k].l.file = NULL; /* now pr->lines' */
+        }
+        sonde__free(v[k].l.file);
+    }
+    if (!rc && n) /* a stack's samples per line, one entry per (folded stack, line) */
+        pr->stack_lines = sonde__malloc(raw->n_pstacks * sizeof *pr->stack_lines);
+    if (!rc && n && !pr->stack_lines)
+        rc = -1;
+    for (size_t i = 0; i < raw->n_pstacks && !rc && n; i++)
+        if (line_of[i] != UINT32_MAX)
+            pr->stack_lines[pr->n_stack_lines++] =
+                (sm_stack_line){folded[i], after[line_of[i]], count[i]};
+    if (pr->n_stack_lines) { /* raw stacks of one folded stack on one line: one entry */
         qsort(pr->stack_lines, pr->n_stack_lines, sizeof *pr->stack_lines, cmp_stack_line);
-        size_t n = 1;
+        size_t kept = 1;
         for (size_t i = 1; i < pr->n_stack_lines; i++) {
-            sm_stack_line *last = &pr->stack_lines[n - 1], *e = &pr->stack_lines[i];
+            sm_stack_line *last = &pr->stack_lines[kept - 1], *e = &pr->stack_lines[i];
             if (e->stack == last->stack && e->line == last->line)
                 last->count += e->count;
             else
-                pr->stack_lines[n++] = *e;
+                pr->stack_lines[kept++] = *e;
         }
-        pr->n_stack_lines = n;
+        pr->n_stack_lines = kept;
     }
+    sonde__free(v);
+    sonde__free(after);
+    sonde__free(line_of);
     sbuf_free(&key);
+    strmap_free(&seen);
     return rc;
 }
 

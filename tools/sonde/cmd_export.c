@@ -36,14 +36,18 @@ static int parse_set(const char *arg, char *key, size_t key_cap, char *out, size
     for (size_t i = 0; g_report_keys[i]; i++)
         known |= !strcmp(g_report_keys[i], key);
     const sonde_key *k = sonde__key_find(key);
+    const char *near = k ? NULL : sonde__key_suggest(key);
     if (!k)
         return cli_fail(CLI_USAGE, "export", "--set %s: no such key%s%s", key,
-                        sonde__key_suggest(key) ? "; did you mean " : "",
-                        sonde__key_suggest(key) ? sonde__key_suggest(key) : "");
-    if (!known)
-        return cli_fail(CLI_USAGE, "export", "--set %s: acts while recording, not on the "
-                        "reports; sonde export can set trace_max_events, html_max_spans, "
-                        "bottleneck_threshold and max_data_points", key);
+                        near ? "; did you mean " : "", near ? near : "");
+    if (!known) {
+        char list[160] = "";
+        for (size_t i = 0; g_report_keys[i]; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                     g_report_keys[i]);
+        return cli_fail(CLI_USAGE, "export", "--set %s: acts while recording or reading the "
+                        "file, not as the reports are written; sonde export can set %s", key, list);
+    }
     sonde_config c = sonde_config_default();
     char where[160];
     snprintf(where, sizeof where, "--set %s", key);
