@@ -14,6 +14,8 @@
 #include "../util/alloc.h"
 
 #define GROW SONDE_GROW
+#define BIT_SET(v, i) ((v)[(i) >> 6] |= 1ull << ((i) & 63))
+#define BIT_GET(v, i) (((v)[(i) >> 6] >> ((i) & 63)) & 1u)
 
 const char *sm_str(const sm_model *m, uint32_t id)
 {
@@ -40,7 +42,76 @@ typedef struct bctx {
     int64_t *mode_t;
     int *mode_active;
     size_t n_modes;
+    uint32_t *rank;          /* file id -> site index when the ids were sparse (build_sites) */
 } bctx;
+
+typedef struct mode_ev {
+    uint64_t tick;
+    uint32_t step, arg;
+} mode_ev;
+
+typedef struct sess_ev {
+    uint64_t tick;
+    uint32_t name, thread;
+    int begin;
+} sess_ev;
+
+/* What the first pass over every thread's events finds, before any section is built: the run's
+ * end when it did not end cleanly, the ids named, the dropped events GAP markers place, the
+ * sessions and the step schedule's mode changes (few), the last step. */
+typedef struct skim {
+    uint32_t thread;         /* the thread being read */
+    int clean_end;
+    uint64_t end_tick, marked, last_step;
+    uint32_t max_id;
+    uint64_t *used;          /* bitmap of the ids events name (SM_MAX_ID bits) */
+    sess_ev *sess;
+    size_t n_sess, cap_sess;
+    mode_ev *modes;
+    size_t n_modes, cap_modes;
+} skim;
+
+static int skim_batch(void *ctx, const sb_batch *bt)
+{
+    skim *k = ctx;
+    for (size_t i = 0; i < bt->n; i++) {
+        const sb_ev *e = &bt->ev[i];
+        if (!k->clean_end && e->tick > k->end_tick)
+            k->end_tick = e->tick;
+        switch (e->kind) {
+        case SONDE_K_MODE: /* its id is a step number, not a name */
+            if (GROW(k->modes, k->n_modes, k->cap_modes))
+                return -1;
+            k->modes[k->n_modes++] = (mode_ev){e->tick, e->id, e->arg};
+            continue;
+        case SONDE_K_METADATA:
+            if (e->arg > k->max_id)
+                k->max_id = e->arg;
+            BIT_SET(k->used, e->arg);
+            break;
+        case SONDE_K_GAP:
+            k->marked += e->arg;
+            break;
+        case SONDE_K_STEP:
+            if ((e->arg & ~SONDE_STEP_BEGIN) > k->last_step)
+                k->last_step = e->arg & ~SONDE_STEP_BEGIN;
+            break;
+        case SONDE_K_SESSION_BEGIN:
+        case SONDE_K_SESSION_END:
+            if (GROW(k->sess, k->n_sess, k->cap_sess))
+                return -1;
+            k->sess[k->n_sess++] = (sess_ev){e->tick, e->id, k->thread,
+                                             e->kind == SONDE_K_SESSION_BEGIN};
+            break;
+        default:
+            break;
+        }
+        if (e->id > k->max_id)
+            k->max_id = e->id;
+        BIT_SET(k->used, e->id);
+    }
+    return 0;
+}
 
 static int64_t rel(const bctx *b, uint64_t tick)
 {
@@ -63,44 +134,25 @@ static int kept_at(const bctx *b, int64_t t)
     return lo ? b->mode_active[lo - 1] : 0;
 }
 
-typedef struct mode_ev {
-    uint64_t tick;
-    uint32_t step, arg;
-} mode_ev;
-
 static int cmp_mode(const void *a, const void *b)
 {
     const mode_ev *x = a, *y = b;
     return x->tick < y->tick ? -1 : x->tick > y->tick;
 }
 
-/* The schedule's mode changes, in time order, and the active windows they make. */
-static int build_modes(bctx *b, sb_raw *raw, uint64_t end_tick, uint64_t last_step)
+/* The schedule's mode changes (ev, n of them, from the first pass), in time order, and the
+ * active windows they make. */
+static int build_modes(bctx *b, mode_ev *ev, size_t n, uint64_t end_tick, uint64_t last_step)
 {
     sm_model *m = b->m;
-    mode_ev *ev = NULL;
-    size_t n = 0, cap = 0;
-    for (size_t t = 0; t < raw->n_threads; t++)
-        for (size_t i = 0; i < raw->tev[t].n; i++) {
-            const sb_ev *e = &raw->tev[t].ev[i];
-            if (e->kind != SONDE_K_MODE)
-                continue;
-            if (GROW(ev, n, cap)) {
-                sonde__free(ev);
-                return -1;
-            }
-            ev[n++] = (mode_ev){e->tick, e->id, e->arg};
-        }
     if (!n)
         return 0;
     qsort(ev, n, sizeof *ev, cmp_mode);
     b->mode_t = sonde__malloc(n * sizeof *b->mode_t);
     b->mode_active = sonde__malloc(n * sizeof *b->mode_active);
     m->windows = sonde__calloc(n, sizeof *m->windows);
-    if (!b->mode_t || !b->mode_active || !m->windows) {
-        sonde__free(ev);
+    if (!b->mode_t || !b->mode_active || !m->windows)
         return -1;
-    }
     m->scheduled = 1;
     for (size_t i = 0; i < n; i++) {
         b->mode_t[i] = rel(b, ev[i].tick);
@@ -123,7 +175,6 @@ static int build_modes(bctx *b, sb_raw *raw, uint64_t end_tick, uint64_t last_st
         m->windows[m->n_windows - 1].last_step = last_step;
     }
     b->n_modes = n;
-    sonde__free(ev);
     return 0;
 }
 
@@ -163,12 +214,6 @@ static int32_t session_at(const sm_model *m, int64_t t)
     return t <= s->end_ns ? (int32_t)(lo - 1) : -1;
 }
 
-typedef struct sess_ev {
-    uint64_t tick;
-    uint32_t name, thread;
-    int begin;
-} sess_ev;
-
 static int cmp_sess(const void *a, const void *b)
 {
     const sess_ev *x = a, *y = b;
@@ -177,26 +222,10 @@ static int cmp_sess(const void *a, const void *b)
     return x->begin - y->begin; /* an end before a begin at the same tick */
 }
 
-static int build_sessions(bctx *b, sb_raw *raw, uint64_t end_tick)
+/* The sessions from their begin and end events (ev, n of them, from the first pass; sorted
+ * here). */
+static int build_sessions(bctx *b, sess_ev *ev, size_t n, uint64_t end_tick)
 {
-    sess_ev *ev = NULL;
-    size_t n = 0, cap = 0;
-    for (size_t t = 0; t < raw->n_threads; t++) {
-        for (size_t i = 0; i < raw->tev[t].n; i++) {
-            const sb_ev *e = &raw->tev[t].ev[i];
-            if (e->kind != SONDE_K_SESSION_BEGIN && e->kind != SONDE_K_SESSION_END)
-                continue;
-            if (GROW(ev, n, cap)) {
-                sonde__free(ev);
-                return -1;
-            }
-            ev[n].tick = e->tick;
-            ev[n].name = e->id;
-            ev[n].thread = (uint32_t)t;
-            ev[n].begin = e->kind == SONDE_K_SESSION_BEGIN;
-            n++;
-        }
-    }
     if (n)
         qsort(ev, n, sizeof *ev, cmp_sess);
     sm_model *m = b->m;
@@ -213,20 +242,17 @@ static int build_sessions(bctx *b, sb_raw *raw, uint64_t end_tick)
                 s->start_ns = 0;
         }
         if (i < n && ev[i].begin) {
-            if (GROW(m->sessions, m->n_sessions, b->cap_sessions)) {
-                sonde__free(ev);
+            if (GROW(m->sessions, m->n_sessions, b->cap_sessions))
                 return -1;
-            }
             sm_session *s = &m->sessions[m->n_sessions++];
             memset(s, 0, sizeof *s);
-            s->name = ev[i].name;
+            s->name = b->rank ? b->rank[ev[i].name] : ev[i].name;
             s->thread = ev[i].thread;
             s->start_ns = rel(b, tick);
             s->meta = -1;
             open = 1;
         }
     }
-    sonde__free(ev);
     return 0;
 }
 
@@ -399,48 +425,61 @@ static void close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t fla
         b->m->spans[s->parent].child_ns += dur;
 }
 
-static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_tick)
+/* One thread's sections being built, from its events a batch at a time. */
+typedef struct tbuild {
+    bctx *b;
+    uint32_t tindex;
+    int sampler_thread;     /* sonde's own sampler: its counters are the system's figures */
+    sentry *stack;          /* the sections open */
+    size_t depth, cap;
+    uint64_t gaps;          /* GAP markers so far on this thread */
+    uint32_t args_left;     /* METADATA events still to come that are an instant's payload */
+    int32_t args_of;        /* that instant, -1 when it was not kept */
+} tbuild;
+
+static int build_batch(void *ctx, const sb_batch *bt)
 {
+    tbuild *tb = ctx;
+    bctx *b = tb->b;
     sm_model *m = b->m;
-    sentry *stack = NULL;
-    size_t depth = 0, cap = 0;
+    uint32_t tindex = tb->tindex;
     char owner_buf[300];
-    int rc = -1;
-    /* Counters from sonde's own sampler thread are the system's figures. */
-    int sampler_thread = m->threads[tindex].name && !strcmp(m->threads[tindex].name, "sonde-sampler");
-    uint64_t gaps = 0;      /* GAP markers so far on this thread */
-    uint32_t args_left = 0; /* METADATA events still to come that are an instant's payload */
-    int32_t args_of = -1;   /* that instant, -1 when it was not kept */
     static const double none[SONDE_MAX_VALUES];
-    for (size_t i = 0; i < te->n; i++) {
-        const sb_ev *e = &te->ev[i];
-        const double *v = e->vi ? te->v[e->vi - 1] : none; /* its values */
+    for (size_t i = 0; i < bt->n; i++) {
+        sb_ev ev = bt->ev[i];
+        const sb_ev *e = &ev;
+        if (b->rank && e->kind != SONDE_K_MODE) { /* ids renumbered (build_sites) */
+            ev.id = b->rank[ev.id];
+            if (e->kind == SONDE_K_METADATA)
+                ev.arg = b->rank[ev.arg];
+        }
+        const double *v = e->vi ? bt->v[e->vi - 1] : none; /* its values */
         int64_t t = rel(b, e->tick);
-        if (args_left && e->kind == SONDE_K_METADATA) {
-            args_left--;
-            if (args_of >= 0 && add_meta(b, &m->instants[args_of].args, e->id, e->arg))
-                goto out;
+        if (tb->args_left && e->kind == SONDE_K_METADATA) {
+            tb->args_left--;
+            if (tb->args_of >= 0 && add_meta(b, &m->instants[tb->args_of].args, e->id, e->arg))
+                return -1;
             continue;
         }
-        args_left = 0;
+        tb->args_left = 0;
         /* before a clear, or outside the schedule's active windows: not kept */
         int before_cut = e->tick < b->cut_tick || (e->kind != SONDE_K_STEP && !kept_at(b, t));
         switch (e->kind) {
         case SONDE_K_BEGIN: {
-            if (GROW(stack, depth, cap))
-                goto out;
+            if (GROW(tb->stack, tb->depth, tb->cap))
+                return -1;
             int32_t parent = -1;
-            for (size_t k = depth; k-- > 0;)
-                if (stack[k].span >= 0) {
-                    parent = stack[k].span;
+            for (size_t k = tb->depth; k-- > 0;)
+                if (tb->stack[k].span >= 0) {
+                    parent = tb->stack[k].span;
                     break;
                 }
-            stack[depth].site = e->id;
-            stack[depth].span = -1;
-            stack[depth].gaps = gaps;
+            tb->stack[tb->depth].site = e->id;
+            tb->stack[tb->depth].span = -1;
+            tb->stack[tb->depth].gaps = tb->gaps;
             if (!before_cut) {
                 if (GROW(m->spans, m->n_spans, b->cap_spans))
-                    goto out;
+                    return -1;
                 sm_span *s = &m->spans[m->n_spans];
                 memset(s, 0, sizeof *s);
                 s->site = e->id;
@@ -450,43 +489,44 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
                 s->x = -1;
                 s->depth = (uint16_t)(parent >= 0 ? m->spans[parent].depth + 1 : 0);
                 s->start_ns = s->end_ns = t;
-                stack[depth].span = (int32_t)m->n_spans++;
+                tb->stack[tb->depth].span = (int32_t)m->n_spans++;
             }
-            depth++;
+            tb->depth++;
             break;
         }
         case SONDE_K_END: {
-            size_t k = depth;
+            size_t k = tb->depth;
             if (e->id == 0) {
-                k = depth ? depth - 1 : depth;
+                k = tb->depth ? tb->depth - 1 : tb->depth;
             } else {
-                while (k > 0 && stack[k - 1].site != e->id)
+                while (k > 0 && tb->stack[k - 1].site != e->id)
                     k--;
-                k = k ? k - 1 : depth;
+                k = k ? k - 1 : tb->depth;
             }
-            if (k >= depth) {
+            if (k >= tb->depth) {
                 b->unmatched_ends++;
                 break;
             }
-            for (size_t j = depth; j-- > k + 1;) /* their ends are missing: dropped or never */
-                close_span(b, stack, j, t, SM_SPAN_CLOSED_BY_OUTER, gaps > stack[j].gaps);
-            close_span(b, stack, k, t, 0, 0);
-            depth = k;
+            for (size_t j = tb->depth; j-- > k + 1;) /* their ends are missing: dropped or never */
+                close_span(b, tb->stack, j, t, SM_SPAN_CLOSED_BY_OUTER,
+                           tb->gaps > tb->stack[j].gaps);
+            close_span(b, tb->stack, k, t, 0, 0);
+            tb->depth = k;
             break;
         }
         case SONDE_K_DSTEP:
         case SONDE_K_BLOCK: {
             if (before_cut)
                 break;
-            int32_t span = depth && stack[depth - 1].span >= 0 ? stack[depth - 1].span : -1;
+            int32_t span = tb->depth ? tb->stack[tb->depth - 1].span : -1; /* -1: none kept */
             if (e->kind == SONDE_K_DSTEP) {
                 if (GROW(m->dsteps, m->n_dsteps, b->cap_dsteps))
-                    goto out;
+                    return -1;
                 m->dsteps[m->n_dsteps++] = (sm_dstep){t, e->arg, v[0], v[1], v[2], v[3],
                                                       v[0] > 0 ? -1 : span};
             } else {
                 if (GROW(m->blocks, m->n_blocks, b->cap_blocks))
-                    goto out;
+                    return -1;
                 m->blocks[m->n_blocks++] = (sm_block){t, e->arg, v[0], v[1], v[2],
                                                       v[0] > 0 ? -1 : span};
             }
@@ -502,40 +542,40 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
             if (k == m->n_params) {
                 sm_params *np = sonde__realloc(m->params, (k + 1) * sizeof *np);
                 if (!np)
-                    goto out;
+                    return -1;
                 m->params = np;
                 if (!(np[k].model = sonde__strdup(model)))
-                    goto out;
+                    return -1;
                 m->n_params++;
             }
             m->params[k].count = v[0];
             break;
         }
         case SONDE_K_GAP:
-            gaps++;
+            tb->gaps++;
             b->gaps++;
             b->gap_events += e->arg;
             break;
         case SONDE_K_INSTANT:
             /* its payload: the METADATA events right after it (dropped with it when cut) */
-            args_left = e->arg;
-            args_of = -1;
+            tb->args_left = e->arg;
+            tb->args_of = -1;
             if (before_cut)
                 break;
             if (GROW(m->instants, m->n_instants, b->cap_inst))
-                goto out;
-            args_of = (int32_t)m->n_instants;
+                return -1;
+            tb->args_of = (int32_t)m->n_instants;
             m->instants[m->n_instants++] = (sm_instant){t, tindex, e->id, -1};
             break;
         case SONDE_K_COUNTER:
-            if (!before_cut && add_counter(b, sm_str(m, e->id), t, v[0], sampler_thread))
-                goto out;
+            if (!before_cut && add_counter(b, sm_str(m, e->id), t, v[0], tb->sampler_thread))
+                return -1;
             break;
         case SONDE_K_STEP:
             if (before_cut)
                 break;
             if (GROW(m->steps, m->n_steps, b->cap_steps))
-                goto out;
+                return -1;
             if (e->arg & SONDE_STEP_BEGIN) /* paired with its end by sort_steps */
                 m->steps[m->n_steps++] = (sm_step){e->arg & ~SONDE_STEP_BEGIN, t, tindex, 1, t, 2};
             else
@@ -547,19 +587,19 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
         case SONDE_K_METADATA: {
             if (before_cut)
                 break;
-            target tg = target_of(b, stack, depth, t, owner_buf, sizeof owner_buf);
+            target tg = target_of(b, tb->stack, tb->depth, t, owner_buf, sizeof owner_buf);
             if (!tg.owner)
                 break;
             sm_span_x *sx = NULL; /* the span's extras, the session's or the run's fields */
             if (tg.span && e->kind != SONDE_K_METRIC && !(sx = span_x_of(b, tg.span)))
-                goto out;
+                return -1;
             if (e->kind == SONDE_K_METRIC) {
                 if (add_metric(b, tg.owner, sm_str(m, e->id), v[0]))
-                    goto out;
+                    return -1;
             } else if (e->kind == SONDE_K_METADATA) {
                 int32_t *head = sx ? &sx->meta : tg.session ? &tg.session->meta : &m->run_meta;
                 if (add_meta(b, head, e->id, e->arg))
-                    goto out;
+                    return -1;
             } else if (e->kind == SONDE_K_FLOPS) {
                 *(sx ? &sx->flops : tg.session ? &tg.session->flops : &m->run_flops) += v[0];
             } else {
@@ -582,20 +622,22 @@ static int build_thread(bctx *b, sb_tevents *te, uint32_t tindex, uint64_t end_t
             break;
         }
     }
-    /* Sections still open when the file ends: closed at the run's end and flagged. */
-    int64_t tend = rel(b, end_tick);
-    for (size_t j = depth; j-- > 0;) {
-        int lost = gaps > stack[j].gaps || b->lost_at_end;
-        if (stack[j].span >= 0 && !lost)
-            b->unterminated++;
-        close_span(b, stack, j, tend, SM_SPAN_UNTERMINATED, lost);
-    }
-    rc = 0;
-out:
-    sonde__free(stack);
-    return rc;
+    return 0;
 }
 
+/* Sections still open when the thread's events end: closed at the run's end and flagged. */
+static void build_finish(tbuild *tb, uint64_t end_tick)
+{
+    bctx *b = tb->b;
+    int64_t tend = rel(b, end_tick);
+    for (size_t j = tb->depth; j-- > 0;) {
+        int lost = tb->gaps > tb->stack[j].gaps || b->lost_at_end;
+        if (tb->stack[j].span >= 0 && !lost)
+            b->unterminated++;
+        close_span(b, tb->stack, j, tend, SM_SPAN_UNTERMINATED, lost);
+    }
+    tb->depth = 0;
+}
 
 static int cmp_iv(const void *a, const void *b)
 {
@@ -951,16 +993,16 @@ static void free_site(sm_site *s)
     sonde__free(s->func);
 }
 
-#define BIT_SET(v, i) ((v)[(i) >> 6] |= 1ull << ((i) & 63))
-#define BIT_GET(v, i) (((v)[(i) >> 6] >> ((i) & 63)) & 1u)
 
 /* The model's site table, dense: every id a SITE record or an event names has an entry ("?"
  * when its record is missing). Ids are indices, as in the file, unless they are sparse (a
  * crafted file naming id 4,000,000 and nothing else, or a profiler whose process interned many
- * names before it): then they are renumbered by rank and the events rewritten, so the table
- * grows with what the file holds, never with the largest id in it (at most 64 Ki gaps). */
-static int build_sites(sb_raw *raw, sm_model *m, uint32_t max_id)
+ * names before it): then they are renumbered by rank (b->rank, applied to each event as it is
+ * built), so the table grows with what the file holds, never with the largest id in it (at most
+ * 64 Ki gaps). used: the ids the events name, from the first pass. */
+static int build_sites(bctx *b, sb_raw *raw, uint32_t max_id, uint64_t *used)
 {
+    sm_model *m = b->m;
     if (raw->n_sites)
         qsort(raw->sites, raw->n_sites, sizeof *raw->sites, cmp_site_id);
     size_t nu = 0; /* a site written twice (writer and signal handler): one copy, both alike */
@@ -973,38 +1015,24 @@ static int build_sites(sb_raw *raw, sm_model *m, uint32_t max_id)
     raw->n_sites = nu;
     if (nu && raw->sites[nu - 1].id > max_id)
         max_id = raw->sites[nu - 1].id;
-    uint64_t *used = NULL;
     uint32_t *rank = NULL;
     size_t n = (size_t)max_id + 1;
-    if (n > 2 * nu + 65536) { /* perhaps sparse: count the ids named */
-        used = sonde__calloc(SM_MAX_ID / 64, sizeof *used);
-        if (!used)
-            return -1;
+    if (n > 2 * nu + 65536) { /* perhaps sparse: count the ids named (used: by the events) */
         BIT_SET(used, 0u);
         for (size_t i = 0; i < nu; i++)
             BIT_SET(used, raw->sites[i].id);
-        for (size_t t = 0; t < raw->n_threads; t++)
-            for (size_t i = 0; i < raw->tev[t].n; i++) {
-                const sb_ev *e = &raw->tev[t].ev[i];
-                BIT_SET(used, e->id);
-                if (e->kind == SONDE_K_METADATA)
-                    BIT_SET(used, e->arg);
-            }
         size_t count = 0;
         for (size_t w = 0; w <= max_id / 64; w++)
             count += (size_t)__builtin_popcountll(used[w]);
         if (n > 2 * count + 65536) { /* sparse: renumber */
             rank = sonde__malloc(n * sizeof *rank);
-            if (!rank) {
-                sonde__free(used);
+            if (!rank)
                 return -1;
-            }
             uint32_t next = 0;
             for (uint32_t id = 0; id <= max_id; id++)
                 rank[id] = BIT_GET(used, id) ? next++ : UINT32_MAX;
             n = count;
         }
-        sonde__free(used);
     }
     sm_site *t = sonde__calloc(n, sizeof *t);
     if (!t) {
@@ -1016,15 +1044,7 @@ static int build_sites(sb_raw *raw, sm_model *m, uint32_t max_id)
         t[rank ? rank[id] : id] = raw->sites[i];
     }
     raw->n_sites = 0;
-    if (rank)
-        for (size_t k = 0; k < raw->n_threads; k++)
-            for (size_t i = 0; i < raw->tev[k].n; i++) {
-                sb_ev *e = &raw->tev[k].ev[i];
-                e->id = rank[e->id];
-                if (e->kind == SONDE_K_METADATA)
-                    e->arg = rank[e->arg];
-            }
-    sonde__free(rank);
+    b->rank = rank; /* the events' ids are renumbered as they are built */
     m->sites = t;
     m->n_sites = n;
     for (size_t i = 0; i < n; i++) {
@@ -1040,6 +1060,8 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
 {
     bctx b;
     memset(&b, 0, sizeof b);
+    skim sk;
+    memset(&sk, 0, sizeof sk);
     b.m = m;
     strmap_init(&b.counters);
     strmap_init(&b.metrics);
@@ -1084,45 +1106,42 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     m->start_real_ns = a0->real_ns + (uint64_t)((double)(b.cut_tick - a0->tick) * b.ns_per_tick);
     m->start_mono_ns = a0->mono_ns + (uint64_t)((double)(b.cut_tick - a0->tick) * b.ns_per_tick);
 
-    uint64_t end_tick = raw->end_tick;
-    uint32_t max_id = 0;
-    uint64_t marked = 0; /* dropped events that GAP markers place */
+    /* The first pass over the events: what must be known before any section is built. */
+    sk.clean_end = raw->clean_end;
+    sk.end_tick = raw->end_tick;
     if (!raw->clean_end) {
         for (size_t i = 0; i < raw->n_anchors; i++)
-            if (raw->anchors[i].tick > end_tick)
-                end_tick = raw->anchors[i].tick;
+            if (raw->anchors[i].tick > sk.end_tick)
+                sk.end_tick = raw->anchors[i].tick;
     }
+    if (!(sk.used = sonde__calloc(SM_MAX_ID / 64, sizeof *sk.used)))
+        goto out;
     for (size_t t = 0; t < raw->n_threads; t++) {
-        for (size_t i = 0; i < raw->tev[t].n; i++) {
-            const sb_ev *e = &raw->tev[t].ev[i];
-            if (!raw->clean_end && e->tick > end_tick)
-                end_tick = e->tick;
-            if (e->id > max_id)
-                max_id = e->id;
-            if (e->kind == SONDE_K_METADATA && e->arg > max_id)
-                max_id = e->arg;
-            if (e->kind == SONDE_K_GAP)
-                marked += e->arg;
-        }
+        sk.thread = (uint32_t)t;
+        if (raw->events(raw->events_src, t, 1, skim_batch, &sk))
+            goto out;
     }
+    uint64_t end_tick = sk.end_tick;
     if (end_tick < b.cut_tick)
         end_tick = b.cut_tick;
-    b.lost_at_end = raw->dropped > marked;
+    b.lost_at_end = raw->dropped > sk.marked;
     m->duration_ns = rel(&b, end_tick);
 
-    if (build_sites(raw, m, max_id))
+    if (build_sites(&b, raw, sk.max_id, sk.used))
         goto out;
+    sonde__free(sk.used);
+    sk.used = NULL;
 
     m->threads = sonde__calloc(raw->n_threads ? raw->n_threads : 1, sizeof *m->threads);
     if (!m->threads)
         goto out;
     m->n_threads = raw->n_threads;
     for (size_t t = 0; t < raw->n_threads; t++) {
-        m->threads[t].index = raw->tev[t].index;
-        m->threads[t].tid = raw->tev[t].tid;
+        m->threads[t].index = raw->threads[t].index;
+        m->threads[t].tid = raw->threads[t].tid;
         m->threads[t].pid = m->pid;
-        m->threads[t].name = raw->tev[t].name;
-        raw->tev[t].name = NULL;
+        m->threads[t].name = raw->threads[t].name;
+        raw->threads[t].name = NULL;
         if (!m->threads[t].name && sonde__asprintf(&m->threads[t].name, "thread %u", (unsigned)t) < 0) {
             m->threads[t].name = NULL;
             goto out;
@@ -1137,28 +1156,22 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     const char *rk = sm_info(m, "config.rank"), *ws = sm_info(m, "config.world_size");
     m->rank = rk ? atoi(rk) : -1;
     m->world_size = ws && atoi(ws) > 0 ? atoi(ws) : 1;
-    if (build_sessions(&b, raw, end_tick))
+    if (build_sessions(&b, sk.sess, sk.n_sess, end_tick) ||
+        build_modes(&b, sk.modes, sk.n_modes, end_tick, sk.last_step))
         goto out;
-    uint64_t last_step = 0;
-    for (size_t t = 0; t < raw->n_threads; t++)
-        for (size_t i = 0; i < raw->tev[t].n; i++)
-            if (raw->tev[t].ev[i].kind == SONDE_K_STEP &&
-                (raw->tev[t].ev[i].arg & ~SONDE_STEP_BEGIN) > last_step)
-                last_step = raw->tev[t].ev[i].arg & ~SONDE_STEP_BEGIN;
-    if (build_modes(&b, raw, end_tick, last_step))
-        goto out;
+    /* The second pass: each thread's sections, its events decoded a batch at a time. */
     for (size_t t = 0; t < raw->n_threads; t++) {
         size_t before = m->n_spans;
-        if (build_thread(&b, &raw->tev[t], (uint32_t)t, end_tick))
+        tbuild tb = {&b, (uint32_t)t, m->threads[t].name && !strcmp(m->threads[t].name,
+                                                                    "sonde-sampler"),
+                     NULL, 0, 0, 0, 0, -1};
+        int r = raw->events(raw->events_src, t, 0, build_batch, &tb);
+        if (!r)
+            build_finish(&tb, end_tick);
+        sonde__free(tb.stack);
+        if (r)
             goto out;
         m->threads[t].spans = m->n_spans - before;
-        /* its events are built: given back now, so the events of every thread and the sections
-         * of every thread are never held at once */
-        sonde__free(raw->tev[t].ev);
-        sonde__free(raw->tev[t].v);
-        raw->tev[t].ev = NULL;
-        raw->tev[t].v = NULL;
-        raw->tev[t].n = raw->tev[t].n_v = 0;
     }
     if (drop_short(m) || sm__ops_build(raw, m) || sm__gpu_build(raw, m) ||
         sm__profile_build(raw, m))
@@ -1200,6 +1213,10 @@ out:
     strmap_free(&b.metrics);
     sonde__free(b.mode_t);
     sonde__free(b.mode_active);
+    sonde__free(b.rank);
+    sonde__free(sk.used);
+    sonde__free(sk.sess);
+    sonde__free(sk.modes);
     if (rc)
         sonde__fail(rc, "%s: out of memory while building the model", fname);
     return rc;
@@ -1221,13 +1238,10 @@ void sb_raw_free(sb_raw *raw)
             sonde__free(raw->sites[i].func);
         }
     sonde__free(raw->sites);
-    if (raw->tev)
-        for (size_t i = 0; i < raw->n_threads; i++) {
-            sonde__free(raw->tev[i].name);
-            sonde__free(raw->tev[i].ev);
-            sonde__free(raw->tev[i].v);
-        }
-    sonde__free(raw->tev);
+    if (raw->threads)
+        for (size_t i = 0; i < raw->n_threads; i++)
+            sonde__free(raw->threads[i].name);
+    sonde__free(raw->threads);
     sonde__free(raw->anchors);
     for (size_t i = 0; i < raw->n_info; i++) {
         sonde__free(raw->info[i].key);

@@ -12,22 +12,31 @@
 #define SM_MAX_ID (1u << 22)
 
 /* One decoded event: 24 bytes. Its values, for the kinds that have them (a metric, a counter,
- * throughput, FLOPs, a diffusion record), are in its thread's value table. */
+ * throughput, FLOPs, a diffusion record), are in its batch's value table. */
 typedef struct sb_ev {
     uint64_t tick;
     uint32_t id, arg;
     uint8_t kind;
-    uint32_t vi;     /* its values: sb_tevents.v[vi - 1]; 0: none (all read as 0) */
+    uint32_t vi;     /* its values: sb_batch.v[vi - 1]; 0: none (all read as 0) */
 } sb_ev;
 
-typedef struct sb_tevents {
+typedef struct sb_thread {
     uint32_t index, tid;
     char *name;
-    sb_ev *ev;       /* in recording order */
+} sb_thread;
+
+/* A batch of one thread's events, in recording order. */
+typedef struct sb_batch {
+    const sb_ev *ev;
     size_t n;
-    double (*v)[SONDE_MAX_VALUES]; /* the values of its events that have some */
-    size_t n_v;
-} sb_tevents;
+    const double (*v)[SONDE_MAX_VALUES]; /* the values of its events that have some (e->vi) */
+} sb_batch;
+/* What the model does with a batch: 0, or -1 to stop (out of memory). */
+typedef int (*sb_batch_fn)(void *ctx, const sb_batch *b);
+/* Decodes thread t's events and hands them to fn a batch at a time, so no thread's events are
+ * ever held whole (reader.c). warn: name each malformed block in a warning (the first pass over
+ * the file does; a second would repeat them). 0, -1 when fn stopped, -2 out of memory. */
+typedef int (*sb_events_fn)(void *src, size_t t, int warn, sb_batch_fn fn, void *ctx);
 
 typedef struct sb_anchor {
     uint64_t tick, mono_ns, real_ns;
@@ -74,8 +83,10 @@ typedef struct sb_raw {
     sm_site *sites;    /* as the file gives them (by id, some twice, gaps between): sm__build
                           makes them the model's dense table */
     size_t n_sites, cap_sites;
-    sb_tevents *tev;
+    sb_thread *threads;
     size_t n_threads;
+    sb_events_fn events; /* each thread's events, decoded on demand from events_src */
+    void *events_src;
     sb_anchor *anchors;
     size_t n_anchors;
     char **warnings;

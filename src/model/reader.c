@@ -42,6 +42,8 @@ typedef struct rstate {
     size_t cap_warn;
     uint32_t version;      /* the file's format version */
     size_t max_threads;    /* thread indices are dense: no more than the file has records for */
+    sb_ev *batch_ev;       /* the batch decode_thread hands over (RBATCH events) */
+    double (*batch_v)[SONDE_MAX_VALUES]; /* and its events' values */
 } rstate;
 
 static int rwarn(rstate *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -221,13 +223,19 @@ static int cmp_block(const void *a, const void *b)
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
-/* Decodes a thread's blocks in slot order, skipping slots already seen. */
-static int decode_thread(rstate *s, rthread *t, sb_tevents *out)
+/* Events handed to the model a batch at a time: a thread's events are never all held at once. */
+#define RBATCH 4096
+
+/* Decodes thread t's blocks in slot order, skipping slots already seen, and hands the events to
+ * fn a batch at a time. The blocks were sorted by sort_blocks. warn: a malformed block is named
+ * in a warning (the first pass does it; the second would repeat it). */
+static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *ctx)
 {
-    if (t->n_blocks)
-        qsort(t->blocks, t->n_blocks, sizeof *t->blocks, cmp_block);
+    rstate *s = src;
+    rthread *t = &s->th[ti];
     uint64_t covered = 0;
-    size_t cap = 0, vcap = 0;
+    sb_batch bt = {s->batch_ev, 0, (const double(*)[SONDE_MAX_VALUES])s->batch_v};
+    size_t nv_used = 0;
     for (size_t bi = 0; bi < t->n_blocks; bi++) {
         rblock *b = &t->blocks[bi];
         const uint8_t *p = b->p, *end = b->p + b->len;
@@ -244,30 +252,32 @@ static int decode_thread(rstate *s, rthread *t, sb_tevents *out)
             unsigned nv = sonde_kind_values(kind);
             if ((size_t)(end - p) < nv * 8u)
                 goto bad;
-            double v[SONDE_MAX_VALUES] = {0, 0, 0, 0};
-            for (unsigned i = 0; i < nv; i++) {
-                uint64_t bits = sonde_get_u64le(p);
-                memcpy(&v[i], &bits, 8);
-                p += 8;
-            }
+            const uint8_t *vals = p;
+            p += nv * 8u;
             uint64_t tick = prev + (uint64_t)zigzag_dec(dz);
             prev = tick;
             if (slot >= covered) {
-                if (GROW(out->ev, out->n, cap))
-                    return -2;
-                sb_ev *e = &out->ev[out->n++];
-                e->tick = tick;
-                e->kind = (uint8_t)kind;
                 if ((tag >> 4) >= SM_MAX_ID || (kind == SONDE_K_METADATA && arg >= SM_MAX_ID))
                     goto bad; /* no id libsonde writes */
+                if (bt.n == RBATCH) {
+                    if (fn(ctx, &bt))
+                        return -1;
+                    bt.n = nv_used = 0;
+                }
+                sb_ev *e = &s->batch_ev[bt.n++];
+                e->tick = tick;
+                e->kind = (uint8_t)kind;
                 e->id = (uint32_t)(tag >> 4);
                 e->arg = (uint32_t)arg;
                 e->vi = 0;
                 if (nv) { /* the values out of line: most events (sections) have none */
-                    if (out->n_v >= UINT32_MAX - 1 || GROW(out->v, out->n_v, vcap))
-                        return -2;
-                    memcpy(out->v[out->n_v++], v, sizeof out->v[0]);
-                    e->vi = (uint32_t)out->n_v;
+                    double *v = s->batch_v[nv_used];
+                    memset(v, 0, sizeof s->batch_v[0]);
+                    for (unsigned i = 0; i < nv; i++) {
+                        uint64_t bits = sonde_get_u64le(vals + 8 * i);
+                        memcpy(&v[i], &bits, 8);
+                    }
+                    e->vi = (uint32_t)++nv_used;
                 }
             }
             slot += sonde_kind_slots(kind);
@@ -276,10 +286,12 @@ static int decode_thread(rstate *s, rthread *t, sb_tevents *out)
             covered = slot;
         continue;
     bad:
-        if (rwarn(s, "%s: thread %u: a malformed event block at slot %llu was skipped", s->fname,
-                  t->index, (unsigned long long)slot))
+        if (warn && rwarn(s, "%s: thread %u: a malformed event block at slot %llu was skipped",
+                          s->fname, t->index, (unsigned long long)slot))
             return -2;
     }
+    if (bt.n && fn(ctx, &bt))
+        return -1;
     return 0;
 }
 
@@ -427,17 +439,21 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
         goto done;
     }
     s.raw.n_threads = s.n_th;
-    s.raw.tev = sonde__calloc(s.n_th ? s.n_th : 1, sizeof *s.raw.tev);
-    if (!s.raw.tev)
+    s.raw.threads = sonde__calloc(s.n_th ? s.n_th : 1, sizeof *s.raw.threads);
+    s.batch_ev = sonde__malloc(RBATCH * sizeof *s.batch_ev);
+    s.batch_v = sonde__malloc(RBATCH * sizeof *s.batch_v);
+    if (!s.raw.threads || !s.batch_ev || !s.batch_v)
         goto oom;
     for (size_t i = 0; i < s.n_th; i++) {
-        s.raw.tev[i].index = (uint32_t)i;
-        s.raw.tev[i].tid = s.th[i].tid;
-        s.raw.tev[i].name = s.th[i].name;
+        s.raw.threads[i].index = (uint32_t)i;
+        s.raw.threads[i].tid = s.th[i].tid;
+        s.raw.threads[i].name = s.th[i].name;
         s.th[i].name = NULL;
-        if (decode_thread(&s, &s.th[i], &s.raw.tev[i]) == -2)
-            goto oom;
+        if (s.th[i].n_blocks)
+            qsort(s.th[i].blocks, s.th[i].n_blocks, sizeof *s.th[i].blocks, cmp_block);
     }
+    s.raw.events = decode_thread;
+    s.raw.events_src = &s;
     rc = sm__build(&s.raw, m, fname);
     goto done;
 oom:
@@ -448,6 +464,8 @@ done:
         sonde__free(s.th[i].blocks);
     }
     sonde__free(s.th);
+    sonde__free(s.batch_ev);
+    sonde__free(s.batch_v);
     sb_raw_free(&s.raw);
     if (rc)
         sm_free(m);

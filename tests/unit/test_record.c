@@ -533,6 +533,68 @@ static void many_events_are_capped_and_counted(void **state)
     tu_rmrf(dir);
 }
 
+/* The reader hands a thread's events to the model a few thousand at a time: a section, an
+ * event's arguments and the values of metrics and counters are whole across the batches. Each
+ * round is 10 events, so the 4,096-event batches end at every even (or every odd) offset in a
+ * round, inside an event's arguments among them. */
+static void events_cross_the_reader_batches(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "batches");
+    c.max_data_points = 10;
+    sonde_profiler *p = sonde_create(&c);
+    assert_non_null(p);
+    const int rounds = 5000;
+    for (int i = 0; i < rounds; i++) {
+        char v[32];
+        snprintf(v, sizeof v, "%d", i);
+        const char *keys[] = {"a", "round", "z"}, *vals[] = {"x", v, "y"};
+        assert_int_equal(sonde_begin(p, "outer"), 0);
+        assert_int_equal(sonde_event_args(p, "tick", keys, vals, 3), 0);
+        assert_int_equal(sonde_metric(p, "loss", (double)i), 0);
+        assert_int_equal(sonde_counter(p, "queue", (double)i), 0);
+        assert_int_equal(sonde_begin(p, "inner"), 0);
+        assert_int_equal(sonde_end(p), 0);
+        assert_int_equal(sonde_end(p), 0);
+    }
+    sm_model m;
+    assert_int_equal(tu_finish(p, &m), 0);
+    assert_int_equal((int)m.n_warnings, 0);
+    assert_int_equal((int)m.n_spans, 2 * rounds);
+    for (size_t i = 0; i < m.n_spans; i++) { /* outer, inner, outer, ... each inner in its outer */
+        const sm_span *s = &m.spans[i];
+        assert_string_equal(sm_str(&m, s->site), i % 2 ? "inner" : "outer");
+        assert_int_equal(s->parent, i % 2 ? (int32_t)i - 1 : -1);
+    }
+    assert_int_equal((int)m.n_instants, rounds);
+    for (size_t i = 0; i < m.n_instants; i++) {
+        int n = 0;
+        for (int32_t k = m.instants[i].args; k >= 0; k = m.meta[k].next, n++)
+            if (!strcmp(sm_str(&m, m.meta[k].key), "round"))
+                assert_int_equal(atoi(sm_str(&m, m.meta[k].value)), (int)i);
+        assert_int_equal(n, 3);
+    }
+    const sm_metric *loss = NULL;
+    for (size_t i = 0; i < m.n_metrics; i++)
+        if (!strcmp(m.metrics[i].name, "loss"))
+            loss = &m.metrics[i];
+    assert_non_null(loss);
+    assert_int_equal((int)loss->count, rounds);
+    assert_true(loss->sum == (double)rounds * (rounds - 1) / 2 && loss->last == rounds - 1);
+    const sm_counter *q = NULL;
+    for (size_t i = 0; i < m.n_counters; i++)
+        if (!strcmp(m.counters[i].name, "queue"))
+            q = &m.counters[i];
+    assert_non_null(q);
+    assert_int_equal((int)q->n, rounds);
+    for (size_t i = 0; i < q->n; i++)
+        assert_true(q->v[i] == (double)i);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
 /* Calls through a handle after sonde_destroy (another thread that has not heard yet) return
  * SONDE_ESTATE and record nothing; SONDE_SCOPE is a no-op; a second destroy is an error. */
 static void *late_caller(void *arg)
@@ -962,6 +1024,7 @@ int main(void)
         cmocka_unit_test(export_and_summary),
         cmocka_unit_test(event_args_travel_with_the_event),
         cmocka_unit_test(many_events_are_capped_and_counted),
+        cmocka_unit_test(events_cross_the_reader_batches),
         cmocka_unit_test(unwritable_dir_degrades),
         cmocka_unit_test(config_env),
         cmocka_unit_test(full_buffers_drop_and_count),
