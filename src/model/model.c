@@ -43,6 +43,9 @@ typedef struct bctx {
     int *mode_active;
     size_t n_modes;
     uint32_t *rank;          /* file id -> site index when the ids were sparse (build_sites) */
+    sm_statsink sink;        /* the run's statistics, fed as each section closes */
+    uint32_t *open_n;        /* per name (sink group): its instances open on the thread built */
+    int64_t min_ns;          /* config min_duration_s: shorter sections are left out (0: none) */
 } bctx;
 
 typedef struct mode_ev {
@@ -260,6 +263,9 @@ typedef struct sentry {
     int32_t span; /* -1: a section begun before a clear, tracked only to match its end */
     uint32_t site;
     uint64_t gaps; /* GAP markers on its thread before it began */
+    double inner_s; /* durations of instances of its name nested in it (not in the total while
+                       it counts; they do if it loses its end) */
+    int referenced; /* a diffusion record took its duration: kept however short */
 } sentry;
 
 /* Where metadata, metrics, throughput and FLOPs go: the innermost section, else the session in
@@ -403,26 +409,62 @@ static int add_counter(bctx *b, const char *name, int64_t t, double v, int syste
     return 0;
 }
 
-/* Ends the section at stack[k] at t. lost: its END was among dropped events (it was open when
- * events were dropped, and no END of its own came): it is flagged SM_SPAN_END_LOST and keeps
- * no duration (its end is unknown: closing it at the next outer end or at the run's end would
- * stretch it), and the statistics leave it out. */
-static void close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flags, int lost)
+/* The nearest section below stack[k] of the sink group g that is kept, or -1. */
+static ptrdiff_t open_of_name(const bctx *b, const sentry *stack, size_t k, int g)
+{
+    while (k-- > 0)
+        if (stack[k].span >= 0 && b->sink.site_group[stack[k].site] == g)
+            return (ptrdiff_t)k;
+    return -1;
+}
+
+/* Ends the section at stack[k] at t and feeds the statistics. lost: its END was among dropped
+ * events (it was open when events were dropped, and no END of its own came): it is flagged
+ * SM_SPAN_END_LOST and keeps no duration (its end is unknown: closing it at the next outer end
+ * or at the run's end would stretch it), and the statistics leave it out. A section shorter than
+ * min_duration_s, with no throughput, FLOPs or diffusion record, is flagged SM_SPAN_SHORT for
+ * drop_short and left out too. A nested instance of the same name is not in the name's total
+ * (its outer one's time holds it) unless that outer one loses its end. 0, or -1 out of memory. */
+static int close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flags, int lost)
 {
     if (stack[k].span < 0)
-        return;
-    sm_span *s = &b->m->spans[stack[k].span];
+        return 0;
+    sm_model *m = b->m;
+    sm_span *s = &m->spans[stack[k].span];
+    int g = b->sink.site_group[s->site];
+    b->open_n[g]--;
     if (lost) {
         s->flags |= flags | SM_SPAN_END_LOST;
         s->end_ns = s->start_ns;
         b->end_lost++;
-        return;
+    } else {
+        s->end_ns = t < s->start_ns ? s->start_ns : t;
+        s->flags |= flags;
     }
-    s->end_ns = t < s->start_ns ? s->start_ns : t;
-    s->flags |= flags;
     int64_t dur = s->end_ns - s->start_ns;
+    const sm_span_x *x = sm_span_extra(m, s);
+    if (b->min_ns > 0 && dur < b->min_ns && x->units <= 0 && x->flops <= 0 &&
+        !stack[k].referenced)
+        s->flags |= SM_SPAN_SHORT;
+    if (lost) { /* what was nested in it of its name counts now, unless another encloses it */
+        ptrdiff_t up = stack[k].inner_s > 0 ? open_of_name(b, stack, k, g) : -1;
+        if (up >= 0)
+            stack[up].inner_s += stack[k].inner_s;
+        else
+            b->sink.g[g].st.total_s += stack[k].inner_s;
+        return 0;
+    }
     if (s->parent >= 0)
-        b->m->spans[s->parent].child_ns += dur;
+        m->spans[s->parent].child_ns += dur;
+    if (s->flags & SM_SPAN_SHORT)
+        return 0;
+    int outermost = b->open_n[g] == 0;
+    if (!outermost) {
+        ptrdiff_t up = open_of_name(b, stack, k, g);
+        if (up >= 0)
+            stack[up].inner_s += (double)dur / 1e9;
+    }
+    return sm__sink_add(&b->sink, m, s, outermost);
 }
 
 /* One thread's sections being built, from its events a batch at a time. */
@@ -474,9 +516,7 @@ static int build_batch(void *ctx, const sb_batch *bt)
                     parent = tb->stack[k].span;
                     break;
                 }
-            tb->stack[tb->depth].site = e->id;
-            tb->stack[tb->depth].span = -1;
-            tb->stack[tb->depth].gaps = tb->gaps;
+            tb->stack[tb->depth] = (sentry){-1, e->id, tb->gaps, 0, 0};
             if (!before_cut) {
                 if (GROW(m->spans, m->n_spans, b->cap_spans))
                     return -1;
@@ -490,6 +530,7 @@ static int build_batch(void *ctx, const sb_batch *bt)
                 s->depth = (uint16_t)(parent >= 0 ? m->spans[parent].depth + 1 : 0);
                 s->start_ns = s->end_ns = t;
                 tb->stack[tb->depth].span = (int32_t)m->n_spans++;
+                b->open_n[b->sink.site_group[e->id]]++;
             }
             tb->depth++;
             break;
@@ -508,9 +549,11 @@ static int build_batch(void *ctx, const sb_batch *bt)
                 break;
             }
             for (size_t j = tb->depth; j-- > k + 1;) /* their ends are missing: dropped or never */
-                close_span(b, tb->stack, j, t, SM_SPAN_CLOSED_BY_OUTER,
-                           tb->gaps > tb->stack[j].gaps);
-            close_span(b, tb->stack, k, t, 0, 0);
+                if (close_span(b, tb->stack, j, t, SM_SPAN_CLOSED_BY_OUTER,
+                               tb->gaps > tb->stack[j].gaps))
+                    return -1;
+            if (close_span(b, tb->stack, k, t, 0, 0))
+                return -1;
             tb->depth = k;
             break;
         }
@@ -519,6 +562,8 @@ static int build_batch(void *ctx, const sb_batch *bt)
             if (before_cut)
                 break;
             int32_t span = tb->depth ? tb->stack[tb->depth - 1].span : -1; /* -1: none kept */
+            if (span >= 0 && v[0] <= 0)
+                tb->stack[tb->depth - 1].referenced = 1;
             if (e->kind == SONDE_K_DSTEP) {
                 if (GROW(m->dsteps, m->n_dsteps, b->cap_dsteps))
                     return -1;
@@ -625,8 +670,9 @@ static int build_batch(void *ctx, const sb_batch *bt)
     return 0;
 }
 
-/* Sections still open when the thread's events end: closed at the run's end and flagged. */
-static void build_finish(tbuild *tb, uint64_t end_tick)
+/* Sections still open when the thread's events end: closed at the run's end and flagged. 0, or
+ * -1 out of memory. */
+static int build_finish(tbuild *tb, uint64_t end_tick)
 {
     bctx *b = tb->b;
     int64_t tend = rel(b, end_tick);
@@ -634,9 +680,11 @@ static void build_finish(tbuild *tb, uint64_t end_tick)
         int lost = tb->gaps > tb->stack[j].gaps || b->lost_at_end;
         if (tb->stack[j].span >= 0 && !lost)
             b->unterminated++;
-        close_span(b, tb->stack, j, tend, SM_SPAN_UNTERMINATED, lost);
+        if (close_span(b, tb->stack, j, tend, SM_SPAN_UNTERMINATED, lost))
+            return -1;
     }
     tb->depth = 0;
+    return 0;
 }
 
 static int cmp_iv(const void *a, const void *b)
@@ -887,28 +935,18 @@ const char *sm_info(const sm_model *m, const char *key)
  * Run after a build and after a merge. */
 /* min_duration_s: section instances shorter than it are left out of the model (and so of every
  * report), except those that carry throughput, FLOPs or a diffusion record: nothing measured is
- * lost. Their time still counts as their parent's time in children (self time is unchanged). */
-static int drop_short(sm_model *m)
+ * lost. Their time still counts as their parent's time in children (self time is unchanged).
+ * close_span flags them SM_SPAN_SHORT and leaves them out of the statistics; this removes them,
+ * and what was nested in one takes its nearest ancestor kept. */
+static int drop_short(sm_model *m, int64_t min_ns)
 {
-    const char *v = sm_info(m, "config.min_duration_s");
-    double min_s = v ? strtod(v, NULL) : 0;
-    if (!(min_s > 0) || !m->n_spans)
+    if (!(min_ns > 0) || !m->n_spans)
         return 0;
-    int64_t min_ns = (int64_t)(min_s * 1e9);
     int32_t *map = sonde__malloc(m->n_spans * sizeof *map);
     if (!map)
         return -1;
-    for (size_t i = 0; i < m->n_spans; i++) {
-        const sm_span *s = &m->spans[i];
-        const sm_span_x *x = sm_span_extra(m, s);
-        map[i] = s->end_ns - s->start_ns >= min_ns || x->units > 0 || x->flops > 0 ? 0 : -1;
-    }
-    for (size_t i = 0; i < m->n_dsteps; i++)
-        if (m->dsteps[i].span >= 0)
-            map[m->dsteps[i].span] = 0;
-    for (size_t i = 0; i < m->n_blocks; i++)
-        if (m->blocks[i].span >= 0)
-            map[m->blocks[i].span] = 0;
+    for (size_t i = 0; i < m->n_spans; i++)
+        map[i] = m->spans[i].flags & SM_SPAN_SHORT ? -1 : 0;
     size_t k = 0;
     for (size_t t = 0; t < m->n_threads; t++)
         m->threads[t].spans = 0;
@@ -936,7 +974,7 @@ static int drop_short(sm_model *m)
     return 0;
 }
 
-int sm__derive(sm_model *m)
+int sm__derive(sm_model *m, int have_stats)
 {
     if (sort_counters(m) || sort_steps(m) || sort_instants(m))
         return -1;
@@ -957,10 +995,13 @@ int sm__derive(sm_model *m)
             if (step >= m->windows[w].first_step && step <= m->windows[w].last_step)
                 m->steps[i].active = 1;
     }
-    sm_stats_free(m->stats, m->n_stats);
-    m->stats = sm_stats(m, NULL, NULL, (double)m->duration_ns / 1e9, &m->n_stats);
-    if (!m->stats && m->n_spans)
-        return -1;
+    if (!have_stats) {
+        sm_stats_free(m->stats, m->n_stats);
+        m->stats = NULL;
+        m->n_stats = 0;
+        if (sm__stats(m, NULL, NULL, (double)m->duration_ns / 1e9, &m->stats, &m->n_stats))
+            return -1;
+    }
     if (sm__fold_aggregated(m) != 0)
         return -1;
     for (size_t i = 0; i < m->n_sites; i++) {
@@ -1156,6 +1197,12 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     const char *rk = sm_info(m, "config.rank"), *ws = sm_info(m, "config.world_size");
     m->rank = rk ? atoi(rk) : -1;
     m->world_size = ws && atoi(ws) > 0 ? atoi(ws) : 1;
+    const char *mv = sm_info(m, "config.min_duration_s");
+    double min_s = mv ? strtod(mv, NULL) : 0;
+    b.min_ns = min_s > 0 ? (int64_t)(min_s * 1e9) : 0;
+    if (sm__sink_init(&b.sink, m) ||
+        !(b.open_n = sonde__calloc(b.sink.n_groups ? b.sink.n_groups : 1, sizeof *b.open_n)))
+        goto out;
     if (build_sessions(&b, sk.sess, sk.n_sess, end_tick) ||
         build_modes(&b, sk.modes, sk.n_modes, end_tick, sk.last_step))
         goto out;
@@ -1167,13 +1214,14 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
                      NULL, 0, 0, 0, 0, -1};
         int r = raw->events(raw->events_src, t, 0, build_batch, &tb);
         if (!r)
-            build_finish(&tb, end_tick);
+            r = build_finish(&tb, end_tick);
         sonde__free(tb.stack);
         if (r)
             goto out;
         m->threads[t].spans = m->n_spans - before;
     }
-    if (drop_short(m) || sm__ops_build(raw, m) || sm__gpu_build(raw, m) ||
+    if (sm__sink_finish(&b.sink, m, (double)m->duration_ns / 1e9, &m->stats, &m->n_stats) ||
+        drop_short(m, b.min_ns) || sm__ops_build(raw, m) || sm__gpu_build(raw, m) ||
         sm__profile_build(raw, m))
         goto out;
     if (sm__build_rates(m))
@@ -1205,7 +1253,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
                         "the file could not be written", (unsigned long long)m->dropped_events))
         goto out;
 
-    if (sm__derive(m))
+    if (sm__derive(m, 1))
         goto out;
     rc = 0;
 out:
@@ -1214,6 +1262,8 @@ out:
     sonde__free(b.mode_t);
     sonde__free(b.mode_active);
     sonde__free(b.rank);
+    sonde__free(b.open_n);
+    sm__sink_free(&b.sink);
     sonde__free(sk.used);
     sonde__free(sk.sess);
     sonde__free(sk.modes);

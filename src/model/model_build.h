@@ -154,6 +154,10 @@ void sm__profile_free_raw(sb_raw *raw);
 int sm__build(sb_raw *raw, sm_model *m, const char *fname);
 void sb_raw_free(sb_raw *raw);
 
+/* A section shorter than min_duration_s, flagged while building (model.c) and removed before
+ * the build ends: no model holds one. */
+#define SM_SPAN_SHORT 0x8000u
+
 /* Shared by the model's files (model.c, stats.c, merge.c). */
 /* An interval of time, ns. */
 typedef struct sm_iv {
@@ -163,11 +167,52 @@ typedef struct sm_iv {
 double sm__union_s(sm_iv *v, size_t n);
 /* The name of a throughput unit (a site id; 0: the run's unit). */
 const char *sm__unit_name(const sm_model *m, uint32_t unit);
+/* Per-name statistics fed one section at a time (stats.c): the one computation behind the
+ * run's statistics, which the build feeds as each section closes, and behind sm_stats, which
+ * feeds them from the spans. A name keeps its durations while it has at most SM_SKETCH_AT
+ * instances (exact percentiles), then running figures and its sketch: memory grows with the
+ * names and with the sections that carry throughput or FLOPs (an interval each), not with the
+ * others. */
+typedef struct sm_giv {
+    int g, kind;               /* group; 0: throughput over its own duration, 1: FLOPs */
+    sm_iv iv;
+} sm_giv;
+typedef struct sm_sgroup {
+    sm_stat st;                /* the figures kept as they come (name unset, sketch owned) */
+    const char *name;          /* borrowed from the model's sites */
+    double *dur;               /* durations (s) while it has at most SM_SKETCH_AT instances */
+    size_t n_dur, cap_dur;
+    double mean, m2;           /* running mean and squared deviations, once past them */
+    uint32_t last_thread;      /* instances come thread by thread: distinct threads */
+} sm_sgroup;
+typedef struct sm_statsink {
+    int *site_group;           /* each site's group (sites of one name share it) */
+    sm_sgroup *g;
+    size_t n_groups;
+    sm_giv *iv;
+    size_t n_iv, cap_iv;
+} sm_statsink;
+/* 0, or -1 out of memory (k empty). */
+int sm__sink_init(sm_statsink *k, const sm_model *m);
+/* One section instance, closed, not END_LOST; a thread's come together. outermost: no
+ * instance of its name encloses it (its duration counts in the total). 0, or -1 out of memory. */
+int sm__sink_add(sm_statsink *k, const sm_model *m, const sm_span *s, int outermost);
+/* The statistics of the names fed (*out malloc'ed, sorted by total time; NULL and 0 when none),
+ * share of share_of_s. The sketches move to *out; free k after. 0, or -1 out of memory. */
+int sm__sink_finish(sm_statsink *k, const sm_model *m, double share_of_s, sm_stat **out,
+                    size_t *n);
+void sm__sink_free(sm_statsink *k);
+/* sm_stats with its failure told apart from no statistics: 0 (*out NULL when no section is
+ * kept), or -1 out of memory. */
+int sm__stats(const sm_model *m, int (*keep)(const sm_span *, void *), void *ctx,
+              double share_of_s, sm_stat **out, size_t *n_out);
+
 /* The throughput per unit (sm_model.rates) from the spans and sessions. 0, or -1 out of memory. */
 int sm__build_rates(sm_model *m);
-/* What is computed from the instances once they are in place: order, active steps, statistics,
- * resources, totals, the trace budget. Run after a build and after a merge. 0, or -1. */
-int sm__derive(sm_model *m);
+/* What is computed from the instances once they are in place: order, active steps, statistics
+ * (unless have_stats: m->stats were fed by the build), resources, totals, the trace budget. Run
+ * after a build and after a merge. 0, or -1. */
+int sm__derive(sm_model *m, int have_stats);
 /* Folds the hot functions' counted calls (SM_AGGREGATED_EVENT) into m->stats. 0, or -1. */
 int sm__fold_aggregated(sm_model *m);
 

@@ -246,14 +246,9 @@ void sm_stats_free(sm_stat *s, size_t n)
     sonde__free(s);
 }
 
-typedef struct gsm_iv {
-    int g, kind;
-    sm_iv iv;
-} gsm_iv;
-
 static int cmp_giv(const void *a, const void *b)
 {
-    const gsm_iv *x = a, *y = b;
+    const sm_giv *x = a, *y = b;
     if (x->g != y->g)
         return x->g < y->g ? -1 : 1;
     if (x->kind != y->kind)
@@ -261,135 +256,145 @@ static int cmp_giv(const void *a, const void *b)
     return x->iv.s < y->iv.s ? -1 : x->iv.s > y->iv.s;
 }
 
-sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void *ctx,
-                  double share_of_s, size_t *n_out)
+int sm__sink_init(sm_statsink *k, const sm_model *m)
 {
-    *n_out = 0;
-    if (!m->n_spans)
-        return NULL;
-    /* Group sites by name. */
+    memset(k, 0, sizeof *k);
     strmap names;
     strmap_init(&names);
-    int *site_stat = sonde__malloc(m->n_sites * sizeof *site_stat);
-    size_t *count = NULL, *fill = NULL;
-    double *dur = NULL;
-    double *mean = NULL, *m2 = NULL; /* running mean and squared deviations (Welford) */
-    gsm_iv *iv = NULL;
-    size_t n_iv = 0;
-    uint32_t *last_thread = NULL;
-    int64_t *open_end = NULL;
-    sm_stat *st = NULL;
-    size_t ns = 0;
-    if (!site_stat)
+    k->site_group = sonde__malloc((m->n_sites ? m->n_sites : 1) * sizeof *k->site_group);
+    if (!k->site_group)
         goto fail;
-    for (size_t i = 0; i < m->n_sites; i++) {
-        int k = strmap_get(&names, m->sites[i].name);
-        if (k < 0) {
-            k = (int)ns++;
-            if (strmap_put(&names, m->sites[i].name, k))
+    for (size_t i = 0; i < m->n_sites; i++) { /* sites grouped by name */
+        int g = strmap_get(&names, m->sites[i].name);
+        if (g < 0) {
+            g = (int)k->n_groups++;
+            if (strmap_put(&names, m->sites[i].name, g))
                 goto fail;
         }
-        site_stat[i] = k;
+        k->site_group[i] = g;
     }
-    st = sonde__calloc(ns, sizeof *st);
-    count = sonde__calloc(ns + 1, sizeof *count);
-    fill = sonde__calloc(ns + 1, sizeof *fill);
-    last_thread = sonde__malloc(ns * sizeof *last_thread);
-    open_end = sonde__malloc((ns ? ns : 1) * sizeof *open_end);
-    if (!st || !count || !fill || !last_thread || !open_end)
+    k->g = sonde__calloc(k->n_groups ? k->n_groups : 1, sizeof *k->g);
+    if (!k->g)
         goto fail;
-    size_t with_x = 0; /* kept spans with throughput or FLOPs (an interval each, at most) */
-    for (size_t i = 0; i < m->n_spans; i++) {
-        const sm_span *s = &m->spans[i];
-        if ((s->flags & SM_SPAN_END_LOST) || (keep && !keep(s, ctx)))
-            continue;
-        count[site_stat[s->site]]++;
-        with_x += s->x >= 0;
+    for (size_t i = m->n_sites; i-- > 0;) /* each group's name: its first site's */
+        k->g[k->site_group[i]].name = m->sites[i].name;
+    for (size_t g = 0; g < k->n_groups; g++) {
+        k->g[g].st.min_depth = 1 << 30;
+        k->g[g].last_thread = UINT32_MAX;
     }
-    /* Every duration of a group with at most SM_SKETCH_AT instances (exact percentiles); the
-     * larger ones take theirs from their quantile sketch, so memory does not grow with their
-     * instances. Every group has a sketch: the JSON report carries it for merging. */
-    size_t exact = 0;
-    for (size_t k = 0; k < ns; k++) {
-        fill[k] = exact; /* offset of the group in dur */
-        if (count[k] <= SM_SKETCH_AT)
-            exact += count[k];
-        st[k].sketched = count[k] > SM_SKETCH_AT;
-        if (!count[k])
-            continue;
-        st[k].sketch = sonde__malloc(sizeof *st[k].sketch); /* every group's: mergeable */
-        if (!st[k].sketch)
-            goto fail;
-        sm_sketch_init(st[k].sketch);
+    strmap_free(&names);
+    return 0;
+fail:
+    strmap_free(&names);
+    sm__sink_free(k);
+    return -1;
+}
+
+void sm__sink_free(sm_statsink *k)
+{
+    for (size_t g = 0; k->g && g < k->n_groups; g++) {
+        sonde__free(k->g[g].dur);
+        if (k->g[g].st.sketch)
+            sm_sketch_free(k->g[g].st.sketch);
+        sonde__free(k->g[g].st.sketch);
     }
-    dur = sonde__malloc((exact ? exact : 1) * sizeof *dur);
-    iv = sonde__malloc((2 * with_x + 1) * sizeof *iv);
-    mean = sonde__calloc(ns + 1, sizeof *mean);
-    m2 = sonde__calloc(ns + 1, sizeof *m2);
-    if (!dur || !iv || !mean || !m2)
-        goto fail;
-    for (size_t k = 0; k < ns; k++) {
-        last_thread[k] = UINT32_MAX;
-        st[k].min_depth = 1 << 30;
+    sonde__free(k->g);
+    sonde__free(k->site_group);
+    sonde__free(k->iv);
+    memset(k, 0, sizeof *k);
+}
+
+/* Past SM_SKETCH_AT instances a group keeps running figures: its durations so far replayed, in
+ * the order they came, into the running mean and squared deviations (Welford), as if it had
+ * kept those from the first. */
+static void to_running(sm_sgroup *x)
+{
+    for (size_t i = 0; i < x->n_dur; i++) {
+        double delta = x->dur[i] - x->mean;
+        x->mean += delta / (double)(i + 1);
+        x->m2 += delta * (x->dur[i] - x->mean);
     }
-    for (size_t i = 0; i < m->n_spans; i++) {
-        const sm_span *s = &m->spans[i];
-        if ((s->flags & SM_SPAN_END_LOST) || (keep && !keep(s, ctx)))
-            continue;
-        int k = site_stat[s->site];
-        sm_stat *x = &st[k];
-        double d = (double)(s->end_ns - s->start_ns) / 1e9;
-        x->count++;
-        if (sm_sketch_add(x->sketch, s->end_ns - s->start_ns))
-            goto fail;
-        if (!x->sketched) {
-            dur[fill[k]++] = d;
-        } else {
-            double delta = d - mean[k];
-            mean[k] += delta / (double)x->count;
-            m2[k] += delta * (d - mean[k]);
-        }
-        if (last_thread[k] != s->thread) { /* spans are grouped by thread */
-            last_thread[k] = s->thread;
-            x->threads++;
-            open_end[k] = INT64_MIN;
-        }
-        /* A recursive call (inside an earlier instance of the same name on its thread) is
-         * already in that instance's total: the total counts the outermost instances. */
-        if (s->start_ns >= open_end[k]) {
-            x->total_s += d;
-            open_end[k] = s->end_ns;
-        }
-        x->self_s += d - (double)s->child_ns / 1e9;
-        const sm_span_x *sx = sm_span_extra(m, s);
-        x->units += sx->units;
-        x->units_s += sx->units_s; /* explicit seconds; own durations are added below */
-        if (sx->units > 0 && !x->unit)
-            x->unit = sm__unit_name(m, sx->unit);
-        if (sx->units > 0 && sx->own_dur_units)
-            iv[n_iv++] = (gsm_iv){k, 0, {s->start_ns, s->end_ns}};
-        if (sx->flops > 0) {
-            x->flops += sx->flops;
-            iv[n_iv++] = (gsm_iv){k, 1, {s->start_ns, s->end_ns}};
-        }
-        if (s->depth < x->min_depth)
-            x->min_depth = s->depth;
+    sonde__free(x->dur);
+    x->dur = NULL;
+    x->n_dur = x->cap_dur = 0;
+    x->st.sketched = 1;
+}
+
+int sm__sink_add(sm_statsink *k, const sm_model *m, const sm_span *s, int outermost)
+{
+    sm_sgroup *x = &k->g[k->site_group[s->site]];
+    sm_stat *st = &x->st;
+    int64_t ns = s->end_ns - s->start_ns;
+    double d = (double)ns / 1e9;
+    if (!st->sketch) { /* every group's: the JSON report carries it for merging */
+        if (!(st->sketch = sonde__malloc(sizeof *st->sketch)))
+            return -1;
+        sm_sketch_init(st->sketch);
     }
+    if (sm_sketch_add(st->sketch, ns))
+        return -1;
+    st->count++;
+    if (!st->sketched) {
+        if (GROW(x->dur, x->n_dur, x->cap_dur))
+            return -1;
+        x->dur[x->n_dur++] = d;
+        if (x->n_dur > SM_SKETCH_AT)
+            to_running(x);
+    } else {
+        double delta = d - x->mean;
+        x->mean += delta / (double)st->count;
+        x->m2 += delta * (d - x->mean);
+    }
+    if (x->last_thread != s->thread) { /* fed thread by thread */
+        x->last_thread = s->thread;
+        st->threads++;
+    }
+    if (outermost)
+        st->total_s += d;
+    st->self_s += d - (double)s->child_ns / 1e9;
+    if (s->depth < st->min_depth)
+        st->min_depth = s->depth;
+    const sm_span_x *sx = sm_span_extra(m, s);
+    if (sx == &sm_span_x_none)
+        return 0;
+    st->units += sx->units;
+    st->units_s += sx->units_s; /* explicit seconds; own durations are added at the end */
+    if (sx->units > 0 && !st->unit)
+        st->unit = sm__unit_name(m, sx->unit);
+    int g = k->site_group[s->site];
+    if (sx->units > 0 && sx->own_dur_units) {
+        if (GROW(k->iv, k->n_iv, k->cap_iv))
+            return -1;
+        k->iv[k->n_iv++] = (sm_giv){g, 0, {s->start_ns, s->end_ns}};
+    }
+    if (sx->flops > 0) {
+        st->flops += sx->flops;
+        if (GROW(k->iv, k->n_iv, k->cap_iv))
+            return -1;
+        k->iv[k->n_iv++] = (sm_giv){g, 1, {s->start_ns, s->end_ns}};
+    }
+    return 0;
+}
+
+int sm__sink_finish(sm_statsink *k, const sm_model *m, double share_of_s, sm_stat **out,
+                    size_t *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
     /* Wall time of each group's instances: with throughput over their own duration (kind 0),
      * with FLOPs (kind 1). */
-    if (n_iv) {
-        qsort(iv, n_iv, sizeof *iv, cmp_giv);
-        sm_iv *tmp = sonde__malloc(n_iv * sizeof *tmp);
+    if (k->n_iv) {
+        qsort(k->iv, k->n_iv, sizeof *k->iv, cmp_giv);
+        sm_iv *tmp = sonde__malloc(k->n_iv * sizeof *tmp);
         if (!tmp)
-            goto fail;
-        for (size_t i = 0; i < n_iv;) {
-            size_t j = i;
-            size_t n = 0;
-            for (; j < n_iv && iv[j].g == iv[i].g && iv[j].kind == iv[i].kind; j++)
-                tmp[n++] = iv[j].iv;
+            return -1;
+        for (size_t i = 0; i < k->n_iv;) {
+            size_t j = i, n = 0;
+            for (; j < k->n_iv && k->iv[j].g == k->iv[i].g && k->iv[j].kind == k->iv[i].kind; j++)
+                tmp[n++] = k->iv[j].iv;
             double u = sm__union_s(tmp, n);
-            sm_stat *x = &st[iv[i].g];
-            if (iv[i].kind == 0)
+            sm_stat *x = &k->g[k->iv[i].g].st;
+            if (k->iv[i].kind == 0)
                 x->units_s += u;
             else
                 x->flops_time_s = u;
@@ -397,100 +402,109 @@ sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void 
         }
         sonde__free(tmp);
     }
-    /* Compact to the names that have spans; compute the order statistics. */
-    size_t out = 0, off = 0;
-    for (size_t k = 0; k < ns; k++) {
-        double *d = dur + off;
-        if (!st[k].count)
+    size_t n = 0;
+    for (size_t g = 0; g < k->n_groups; g++)
+        n += k->g[g].st.count > 0;
+    if (!n)
+        return 0;
+    sm_stat *st = sonde__calloc(n, sizeof *st);
+    if (!st)
+        return -1;
+    size_t o = 0;
+    for (size_t g = 0; g < k->n_groups; g++) { /* the names that have instances */
+        sm_sgroup *x = &k->g[g];
+        sm_stat r = x->st;
+        if (!r.count)
             continue;
-        sm_stat x = st[k];
-        size_t c = (size_t)x.count;
-        st[k].sketch = NULL; /* now x's */
-        if (x.sketched) { /* from the running figures and the sketch */
-            x.mean_s = mean[k];
-            x.stddev_s = sqrt(m2[k] / (double)c);
-            x.min_s = (double)x.sketch->min_ns / 1e9;
-            x.max_s = (double)x.sketch->max_ns / 1e9;
-            x.p50_s = sm_sketch_quantile(x.sketch, 0.50) / 1e9;
-            x.p90_s = sm_sketch_quantile(x.sketch, 0.90) / 1e9;
-            x.p99_s = sm_sketch_quantile(x.sketch, 0.99) / 1e9;
-            x.share = share_of_s > 0 ? x.total_s / share_of_s : 0;
-            x.name = NULL;
-            if (!x.unit)
-                x.unit = m->unit;
-            st[out++] = x;
+        size_t c = (size_t)r.count;
+        if (r.sketched) { /* from the running figures and the sketch */
+            r.mean_s = x->mean;
+            r.stddev_s = sqrt(x->m2 / (double)c);
+            r.min_s = (double)r.sketch->min_ns / 1e9;
+            r.max_s = (double)r.sketch->max_ns / 1e9;
+            r.p50_s = sm_sketch_quantile(r.sketch, 0.50) / 1e9;
+            r.p90_s = sm_sketch_quantile(r.sketch, 0.90) / 1e9;
+            r.p99_s = sm_sketch_quantile(r.sketch, 0.99) / 1e9;
+        } else {
+            double *d = x->dur;
+            qsort(d, c, sizeof *d, cmp_double);
+            double sum = 0, var = 0;
+            for (size_t i = 0; i < c; i++)
+                sum += d[i];
+            r.mean_s = sum / (double)c;
+            for (size_t i = 0; i < c; i++)
+                var += (d[i] - r.mean_s) * (d[i] - r.mean_s);
+            r.stddev_s = sqrt(var / (double)c);
+            r.min_s = d[0];
+            r.max_s = d[c - 1];
+            r.p50_s = sm_percentile(d, c, 50);
+            r.p90_s = sm_percentile(d, c, 90);
+            r.p99_s = sm_percentile(d, c, 99);
+        }
+        r.share = share_of_s > 0 ? r.total_s / share_of_s : 0;
+        if (!r.unit)
+            r.unit = m->unit;
+        r.name = sonde__strdup(x->name);
+        if (!r.name) {
+            sm_stats_free(st, o);
+            return -1;
+        }
+        x->st.sketch = NULL; /* r's now */
+        st[o++] = r;
+    }
+    qsort(st, o, sizeof *st, cmp_stat);
+    *out = st;
+    *n_out = o;
+    return 0;
+}
+
+int sm__stats(const sm_model *m, int (*keep)(const sm_span *, void *), void *ctx,
+              double share_of_s, sm_stat **out, size_t *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    if (!m->n_spans)
+        return 0;
+    sm_statsink k;
+    if (sm__sink_init(&k, m))
+        return -1;
+    int rc = -1;
+    /* A recursive call (inside an earlier instance of the same name on its thread) is already
+     * in that instance's total: the total counts the outermost instances. */
+    int64_t *open_end = sonde__malloc((k.n_groups ? k.n_groups : 1) * sizeof *open_end);
+    uint32_t *open_thread = sonde__malloc((k.n_groups ? k.n_groups : 1) * sizeof *open_thread);
+    if (!open_end || !open_thread)
+        goto out;
+    for (size_t g = 0; g < k.n_groups; g++)
+        open_thread[g] = UINT32_MAX;
+    for (size_t i = 0; i < m->n_spans; i++) {
+        const sm_span *s = &m->spans[i];
+        if ((s->flags & SM_SPAN_END_LOST) || (keep && !keep(s, ctx)))
             continue;
+        int g = k.site_group[s->site];
+        if (open_thread[g] != s->thread) { /* spans are grouped by thread */
+            open_thread[g] = s->thread;
+            open_end[g] = INT64_MIN;
         }
-        off += c;
-        qsort(d, c, sizeof *d, cmp_double);
-        double sum = 0;
-        for (size_t i = 0; i < c; i++)
-            sum += d[i];
-        x.mean_s = sum / (double)c;
-        double var = 0;
-        for (size_t i = 0; i < c; i++)
-            var += (d[i] - x.mean_s) * (d[i] - x.mean_s);
-        x.stddev_s = sqrt(var / (double)c);
-        x.min_s = d[0];
-        x.max_s = d[c - 1];
-        x.p50_s = sm_percentile(d, c, 50);
-        x.p90_s = sm_percentile(d, c, 90);
-        x.p99_s = sm_percentile(d, c, 99);
-        x.share = share_of_s > 0 ? x.total_s / share_of_s : 0;
-        x.name = NULL;
-        if (!x.unit)
-            x.unit = m->unit;
-        st[out++] = x;
+        int outermost = s->start_ns >= open_end[g];
+        if (outermost)
+            open_end[g] = s->end_ns;
+        if (sm__sink_add(&k, m, s, outermost))
+            goto out;
     }
-    {
-        /* Each kept group's name, through the sites that map to it. */
-        const char **gname = sonde__calloc(ns, sizeof *gname);
-        if (!gname) {
-            sm_stats_free(st, out);
-            st = NULL;
-            goto fail;
-        }
-        for (size_t i = m->n_sites; i-- > 0;)
-            gname[site_stat[i]] = m->sites[i].name;
-        for (size_t k = 0, o = 0; k < ns; k++) {
-            if (!count[k])
-                continue;
-            st[o].name = sonde__strdup(gname[k]);
-            if (!st[o++].name) {
-                sonde__free(gname);
-                sm_stats_free(st, out);
-                st = NULL;
-                goto fail;
-            }
-        }
-        sonde__free(gname);
-    }
-    qsort(st, out, sizeof *st, cmp_stat);
-    *n_out = out;
-    if (!out) {
-        sonde__free(st);
-        st = NULL;
-    }
-    ns = 0; /* st's sketches are its rows' now */
-fail:
-    for (size_t k = 0; st && k < ns; k++) { /* failed: the sketches of every group */
-        if (st[k].sketch)
-            sm_sketch_free(st[k].sketch);
-        sonde__free(st[k].sketch);
-    }
-    if (!*n_out)
-        sonde__free(st);
-    strmap_free(&names);
-    sonde__free(site_stat);
-    sonde__free(count);
-    sonde__free(fill);
-    sonde__free(dur);
-    sonde__free(mean);
-    sonde__free(m2);
-    sonde__free(iv);
-    sonde__free(last_thread);
+    rc = sm__sink_finish(&k, m, share_of_s, out, n_out);
+out:
     sonde__free(open_end);
-    return *n_out ? st : NULL;
+    sonde__free(open_thread);
+    sm__sink_free(&k);
+    return rc;
+}
+
+sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void *ctx,
+                  double share_of_s, size_t *n_out)
+{
+    sm_stat *st;
+    return sm__stats(m, keep, ctx, share_of_s, &st, n_out) ? NULL : st;
 }
 
 void sm_steps(const sm_model *m, sm_steps_summary *o)

@@ -167,6 +167,9 @@ import csv, json, sys
 r = json.load(open(sys.argv[1]))
 x = [s for s in r["sections"] if s["name"] == "x"][0]
 assert x["max_s"] < 0.1, x  # 0.3 s and more when the lost end closed it at the run's end
+# the 2,000 x inside the x that lost its end are outermost now: each is in x's total once
+assert x["count"] == 2000, x
+assert abs(x["total_s"] - x["mean_s"] * x["count"]) <= 1e-6 * x["total_s"], x
 assert r["summary"]["sections_end_lost"] >= 1, r["summary"]
 assert any("lost their end" in w for w in r["warnings"]), r["warnings"]
 assert "Sections whose end was dropped:" in open(sys.argv[2]).read()

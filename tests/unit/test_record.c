@@ -393,6 +393,103 @@ static void min_duration_leaves_out_short(void **state)
     tu_rmrf(dir);
 }
 
+/* The run's statistics are fed as each section closes while the model is built; sm_stats
+ * computes them from the kept spans in start order. Both must agree on every figure: recursion
+ * (a nested instance of a name is in its outer one's total, not again), a name past
+ * SM_SKETCH_AT instances (running figures and its sketch), throughput over a section's own
+ * duration, FLOPs, two threads, and sections left out under min_duration_s. */
+static void *second_thread(void *arg)
+{
+    sonde_profiler *p = arg;
+    for (int i = 0; i < 3; i++) {
+        SONDE_SCOPE(p, "rec");
+        tu_spin_ms(0.3);
+    }
+    return NULL;
+}
+
+static void build_stats_equal_span_stats(void **state)
+{
+    (void)state;
+    for (int with_min = 0; with_min < 2; with_min++) {
+        char dir[256];
+        tu_tmpdir(dir, sizeof dir);
+        sonde_config c = tu_config(dir, "feed");
+        c.min_duration_s = with_min ? 0.0002 : 0;
+        sonde_profiler *p = sonde_create(&c);
+        assert_non_null(p);
+        for (int i = 0; i < 4; i++) { /* rec inside rec inside rec */
+            sonde_begin(p, "rec");
+            tu_spin_ms(0.2);
+            sonde_begin(p, "other");
+            sonde_begin(p, "rec");
+            tu_spin_ms(0.3);
+            sonde_begin(p, "rec"); /* short: left out under min_duration_s */
+            sonde_end(p);
+            sonde_end(p);
+            sonde_end(p);
+            sonde_end(p);
+        }
+        for (int i = 0; i < (int)SM_SKETCH_AT + 2000; i++) {
+            sonde_begin(p, "many");
+            if (i % 1000 == 0)
+                tu_spin_ms(0.3);
+            sonde_end(p);
+        }
+        for (int i = 0; i < 3; i++) {
+            sonde_begin(p, "gen");
+            sonde_throughput(p, 100, 0);
+            tu_spin_ms(0.1);
+            sonde_end(p);
+            sonde_begin(p, "mm");
+            sonde_flops(p, 1e6);
+            sonde_end(p);
+        }
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, second_thread, p), 0);
+        pthread_join(th, NULL);
+        sm_model m;
+        assert_int_equal(tu_finish(p, &m), 0);
+        size_t n = 0;
+        sm_stat *st = sm_stats(&m, NULL, NULL, (double)m.duration_ns / 1e9, &n);
+        assert_non_null(st);
+        assert_int_equal((int)n, (int)m.n_stats);
+        assert_int_equal((int)n, 5);
+        for (size_t i = 0; i < n; i++) {
+            const sm_stat *a = &m.stats[i], *b = &st[i];
+            assert_string_equal(a->name, b->name);
+            assert_int_equal((int)a->count, (int)b->count);
+            assert_int_equal((int)a->threads, (int)b->threads);
+            assert_int_equal(a->min_depth, b->min_depth);
+            assert_int_equal(a->sketched, b->sketched);
+            assert_true(a->min_s == b->min_s && a->max_s == b->max_s && a->p50_s == b->p50_s &&
+                        a->p90_s == b->p90_s && a->p99_s == b->p99_s);
+            assert_true(a->units == b->units && a->flops == b->flops);
+            const double af[] = {a->total_s, a->self_s, a->mean_s, a->stddev_s, a->units_s,
+                                 a->flops_time_s, a->share};
+            const double bf[] = {b->total_s, b->self_s, b->mean_s, b->stddev_s, b->units_s,
+                                 b->flops_time_s, b->share};
+            for (size_t k = 0; k < sizeof af / sizeof af[0]; k++) /* summed in another order */
+                assert_true(fabs(af[k] - bf[k]) <= 1e-9 * fabs(bf[k]) + 1e-15);
+        }
+        const sm_stat *rec = tu_stat(&m, "rec"), *many = tu_stat(&m, "many");
+        /* a short one may be kept if the machine stalled it (a preemption): ranges */
+        assert_true(with_min ? rec->count >= 11 && rec->count < 15 : rec->count == 15);
+        assert_int_equal((int)rec->threads, 2);
+        assert_true(rec->total_s < rec->mean_s * (double)rec->count); /* nested ones once */
+        if (with_min)
+            assert_true(many->count >= 12 && many->count < 1000 && !many->sketched);
+        else
+            assert_true(many->count == SM_SKETCH_AT + 2000 && many->sketched);
+        assert_true(m.short_spans == (with_min ? 15 + SM_SKETCH_AT + 2000 - rec->count -
+                                                     many->count : 0));
+        assert_int_equal(tu_stat(&m, "gen")->units, 300);
+        sm_stats_free(st, n);
+        sm_free(&m);
+        tu_rmrf(dir);
+    }
+}
+
 /* An event's key/value payload travels with the event, not with the open section, into the
  * model, the JSON, the trace and the HTML; the limits are errors that record nothing. */
 static int to_sbuf(void *ctx, const char *data, size_t n)
@@ -1020,6 +1117,7 @@ int main(void)
         cmocka_unit_test(misuse),
         cmocka_unit_test(disabled_is_a_no_op),
         cmocka_unit_test(clear_discards_earlier), cmocka_unit_test(min_duration_leaves_out_short),
+        cmocka_unit_test(build_stats_equal_span_stats),
         cmocka_unit_test(calls_after_destroy),
         cmocka_unit_test(export_and_summary),
         cmocka_unit_test(event_args_travel_with_the_event),
