@@ -178,6 +178,50 @@ static void clamp(sm_op *o, int64_t lo, int64_t hi, int64_t slack)
         o->end_ns = o->start_ns;
 }
 
+/* A section of the operator's thread that crosses one of its ends by at most OPS_SLACK_NS:
+ * the two clocks disagree, and the operator ran before or after it, not across. The end that
+ * lies inside the section is moved to the section's boundary (sfirst: the spans' thread
+ * ranges). */
+static void off_crossing_sections(const sm_model *m, const sm_nested *spans, const size_t *sfirst,
+                                  sm_op *o)
+{
+    /* a section open at its start that ends just after it: it began after that section */
+    for (int32_t k = sm__innermost_at(spans, sfirst, o->thread, o->start_ns); k >= 0;
+         k = m->spans[k].parent) {
+        int64_t e = m->spans[k].end_ns;
+        if (e > o->start_ns && e < o->end_ns && e - o->start_ns <= OPS_SLACK_NS)
+            o->start_ns = e;
+    }
+    /* a section that begins just before its end and ends after it: it ended before that one */
+    size_t lo = sfirst[o->thread], hi = sfirst[o->thread + 1];
+    int64_t from = o->end_ns - OPS_SLACK_NS > o->start_ns ? o->end_ns - OPS_SLACK_NS : o->start_ns;
+    while (lo < hi) { /* the first section beginning after from */
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->spans[mid].start_ns <= from)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int64_t end = o->end_ns;
+    for (size_t i = lo; i < sfirst[o->thread + 1] && m->spans[i].start_ns < o->end_ns; i++)
+        if (m->spans[i].end_ns > o->end_ns && m->spans[i].start_ns < end)
+            end = m->spans[i].start_ns;
+    o->end_ns = end;
+}
+
+/* off_crossing_sections for every operator, before they are sorted. 0, or -1 out of memory. */
+static int off_sections(sm_model *m)
+{
+    sm_nested spans = SM_SPANS(m);
+    size_t *sfirst = sm__thread_firsts(&spans, m->n_threads);
+    if (!sfirst)
+        return -1;
+    for (size_t i = 0; i < m->n_ops; i++)
+        off_crossing_sections(m, &spans, sfirst, &m->ops[i]);
+    sonde__free(sfirst);
+    return 0;
+}
+
 /* Nesting, sections, clamping and self times of m->ops, sorted by thread and start. */
 static int nest(sm_model *m)
 {
@@ -351,6 +395,8 @@ int sm__ops_build(sb_raw *raw, sm_model *m)
         o->depth = (uint32_t)m->n_ops; /* the input order, for cmp_op; nest() sets the depth */
         m->n_ops++;
     }
+    if (off_sections(m))
+        goto out;
     qsort(m->ops, m->n_ops, sizeof *m->ops, cmp_op);
     if (nest(m) || attach(raw, m, origin))
         goto out;
