@@ -117,16 +117,22 @@ static int cmp_gpu(const void *a, const void *b)
  * ancestor still open at t. */
 #define FIELD(T, base, size, i, off) (*(const T *)((const char *)(base) + (i) * (size) + (off)))
 
-int32_t sm__innermost_at(const sm_nested *v, const size_t *first, uint32_t th, int64_t t)
+size_t sm__first_after(const sm_nested *v, const size_t *first, uint32_t th, int64_t t)
 {
     size_t lo = first[th], hi = first[th + 1];
-    while (lo < hi) { /* the first item starting after t */
+    while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (FIELD(int64_t, v->base, v->size, mid, v->start) <= t)
             lo = mid + 1;
         else
             hi = mid;
     }
+    return lo;
+}
+
+int32_t sm__innermost_at(const sm_nested *v, const size_t *first, uint32_t th, int64_t t)
+{
+    size_t lo = sm__first_after(v, first, th, t);
     if (lo == first[th])
         return -1;
     int32_t s = (int32_t)(lo - 1);

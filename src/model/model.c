@@ -1209,9 +1209,9 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     /* The second pass: each thread's sections, its events decoded a batch at a time. */
     for (size_t t = 0; t < raw->n_threads; t++) {
         size_t before = m->n_spans;
-        tbuild tb = {&b, (uint32_t)t, m->threads[t].name && !strcmp(m->threads[t].name,
-                                                                    "sonde-sampler"),
-                     NULL, 0, 0, 0, 0, -1};
+        const char *tn = m->threads[t].name;
+        tbuild tb = {.b = &b, .tindex = (uint32_t)t, .args_of = -1,
+                     .sampler_thread = tn && !strcmp(tn, "sonde-sampler")};
         int r = raw->events(raw->events_src, t, 0, build_batch, &tb);
         if (!r)
             r = build_finish(&tb, end_tick);

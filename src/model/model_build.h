@@ -133,6 +133,8 @@ typedef struct sm_nested {
 /* Where each thread's items begin: first[t] .. first[t + 1] (n_threads + 1 entries, malloc'ed);
  * NULL when out of memory. */
 size_t *sm__thread_firsts(const sm_nested *v, size_t n_threads);
+/* The index of thread th's first item starting after t (first[th + 1] when none). */
+size_t sm__first_after(const sm_nested *v, const size_t *first, uint32_t th, int64_t t);
 /* The innermost item of thread th open at t, or -1 (first from sm__thread_firsts). */
 int32_t sm__innermost_at(const sm_nested *v, const size_t *first, uint32_t th, int64_t t);
 /* ops.c: one OPS record's entries appended to raw; 0, -1 malformed, -2 out of memory. */

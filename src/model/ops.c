@@ -193,17 +193,10 @@ static void off_crossing_sections(const sm_model *m, const sm_nested *spans, con
             o->start_ns = e;
     }
     /* a section that begins just before its end and ends after it: it ended before that one */
-    size_t lo = sfirst[o->thread], hi = sfirst[o->thread + 1];
     int64_t from = o->end_ns - OPS_SLACK_NS > o->start_ns ? o->end_ns - OPS_SLACK_NS : o->start_ns;
-    while (lo < hi) { /* the first section beginning after from */
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->spans[mid].start_ns <= from)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
     int64_t end = o->end_ns;
-    for (size_t i = lo; i < sfirst[o->thread + 1] && m->spans[i].start_ns < o->end_ns; i++)
+    for (size_t i = sm__first_after(spans, sfirst, o->thread, from);
+         i < sfirst[o->thread + 1] && m->spans[i].start_ns < o->end_ns; i++)
         if (m->spans[i].end_ns > o->end_ns && m->spans[i].start_ns < end)
             end = m->spans[i].start_ns;
     o->end_ns = end;

@@ -227,7 +227,7 @@ static int cmp_block(const void *a, const void *b)
 #define RBATCH 4096
 
 /* Decodes thread t's blocks in slot order, skipping slots already seen, and hands the events to
- * fn a batch at a time. The blocks were sorted by sort_blocks. warn: a malformed block is named
+ * fn a batch at a time. The blocks were sorted by cmp_block (sm_read_mem). warn: a malformed block is named
  * in a warning (the first pass does it; the second would repeat it). */
 static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *ctx)
 {

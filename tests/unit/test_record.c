@@ -640,7 +640,6 @@ static void events_cross_the_reader_batches(void **state)
     char dir[256];
     tu_tmpdir(dir, sizeof dir);
     sonde_config c = tu_config(dir, "batches");
-    c.max_data_points = 10;
     sonde_profiler *p = sonde_create(&c);
     assert_non_null(p);
     const int rounds = 5000;
