@@ -114,9 +114,10 @@ int main(int argc, char **argv)
             _exit(1);
         }
         double read_s = bench_now_s() - t0;
-        printf("  read back in %.2f s (%.1f M edges/s): %zu sections, %llu events dropped; the "
-               "trace keeps %llu of them whole and folds %llu\n", read_s,
-               n_edges / read_s / 1e6, m.n_spans, (unsigned long long)m.dropped_events,
+        printf("  read back in %.2f s (%.1f M edges/s): %llu sections (%zu held in memory), %llu "
+               "events dropped; the trace keeps %llu of them whole and folds %llu\n", read_s,
+               n_edges / read_s / 1e6, (unsigned long long)sm_sections(&m), m.n_spans,
+               (unsigned long long)m.dropped_events,
                (unsigned long long)(m.trace.sections - m.trace.folded),
                (unsigned long long)m.trace.folded);
         fflush(stdout);

@@ -238,7 +238,13 @@ typedef struct sonde_config {
                                 information (.eh_frame) instead, as perf's --call-graph dwarf
                                 does; it costs more (docs/stacks.md). 0 (the default): frame
                                 pointers. Took the other half of the reserved pointer */
-    void *reserved[1];       /* zero; room for later fields without breaking the ABI */
+    unsigned report_max_sections; /* the sections a report holds in memory, folded slices
+                                  included (default 4000000; 0: no limit). A run with more holds
+                                  its longest third of that, the others folded into slices as
+                                  they are read, so a report's memory stays bounded however long
+                                  the run (docs/formats.md, "Held sections"). Took half of the
+                                  reserved pointer */
+    unsigned reserved32;     /* zero; the other half */
 } sonde_config;
 
 /* The defaults documented on each field. */

@@ -123,6 +123,8 @@ static const sonde_key g_keys[] = {
      "Python tracing: the mean duration under which a function is hot"},
     {"trace_max_events", KEY_UINT, OFF(trace_max_events), 0, 1e9, "4000000",
      "sections a trace holds: the longest whole, the rest folded into slices (0: no limit)"},
+    {"report_max_sections", KEY_UINT, OFF(report_max_sections), 0, 1e9, "4000000",
+     "sections a report holds in memory: past it, the longest third, the rest folded (0: no limit)"},
     {"rank", KEY_INT, OFF(rank), -1, 1000000, "-1", "this process's rank (-1: from the launcher)"},
     {"world_size", KEY_INT, OFF(world_size), -1, 1000000, "-1",
      "processes in the job (-1: from the launcher)"},

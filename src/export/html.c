@@ -572,7 +572,7 @@ static void data_json(sbuf *d, const sm_model *m, size_t max_spans)
         sbuf_json_str(d, m->threads[t].name ? m->threads[t].name : "");
         sbuf_printf(d, ",\"tid\":%u,\"pid\":%d}", m->threads[t].tid, m->threads[t].pid);
     }
-    sbuf_printf(d, "],\"spans\":{\"total\":%zu,\"n\":%zu", m->n_spans, n);
+    sbuf_printf(d, "],\"spans\":{\"total\":%llu,\"n\":%zu", (unsigned long long)sm_sections(m), n);
     span_arrays(d, m, v, n, &nm);
     sbuf_puts(d, "},\"sessions\":[");
     for (size_t i = 0; i < m->n_sessions; i++) {
@@ -711,9 +711,11 @@ static void stages(sbuf *b, const sm_model *m)
 
 static void timeline(sbuf *b, const sm_model *m, size_t max_spans)
 {
-    if (m->n_spans > max_spans)
-        sbuf_printf(b, "<p class=\"note\">Showing the %zu longest of %zu sections "
-                       "(html_max_spans).</p>\n", max_spans, m->n_spans);
+    size_t shown = m->n_spans < max_spans ? m->n_spans : max_spans;
+    if (sm_sections(m) > shown)
+        sbuf_printf(b, "<p class=\"note\">Showing the %zu longest of %llu sections "
+                       "(%s).</p>\n", shown, (unsigned long long)sm_sections(m),
+                    m->n_spans > max_spans ? "html_max_spans" : "report_max_sections");
     sbuf_puts(b, "<div class=\"toolbar\"><input id=\"search\" type=\"search\" "
                  "placeholder=\"Highlight sections by name\" aria-label=\"search sections\">"
                  "<button id=\"zoom-reset\" type=\"button\">Whole run</button>"

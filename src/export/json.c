@@ -446,7 +446,8 @@ int sx_json(const sm_model *m, sbuf *b)
     key(b, "summary");
     sbuf_putc(b, '{');
     kv_num(b, "total_duration_s", dur, 1);
-    kv_num(b, "sections", (double)m->n_spans, 1);
+    kv_num(b, "sections", (double)sm_sections(m), 1);
+    kv_num(b, "sections_held", (double)m->n_spans, 1);
     kv_num(b, "section_names", (double)m->n_stats, 1);
     kv_num(b, "steps", (double)m->n_steps, 1);
     kv_num(b, "units", units, 1);
@@ -522,8 +523,8 @@ int sx_json(const sm_model *m, sbuf *b)
         key(b, "sections");
         sbuf_putc(b, '[');
         sess_filter f = {(int32_t)i};
-        size_t n = 0;
-        sm_stat *st = sm_stats(m, in_session, &f, sd, &n);
+        size_t n = s->n_stats; /* computed as the file was read when not every span is held */
+        sm_stat *st = s->stats ? s->stats : sm_stats(m, in_session, &f, sd, &n);
         if (st)
             sm_resources(m, st, n, in_session, &f);
         for (size_t k = 0; k < n; k++) {
@@ -531,7 +532,8 @@ int sx_json(const sm_model *m, sbuf *b)
                 sbuf_putc(b, ',');
             sx_stat_json(b, &st[k], m->peak_flops);
         }
-        sm_stats_free(st, n);
+        if (st != s->stats)
+            sm_stats_free(st, n);
         sbuf_puts(b, "]}");
     }
     sbuf_puts(b, "],");

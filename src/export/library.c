@@ -88,7 +88,7 @@ sonde_summary_t *sonde_summary(sonde_profiler *p)
     double units, units_s, flops, flops_s;
     sm_totals(&m, &units, &units_s, &flops, &flops_s);
     s->total_duration_s = (double)m.duration_ns / 1e9;
-    s->sections = m.n_spans;
+    s->sections = sm_sections(&m);
     s->steps = m.n_steps;
     s->units = units;
     s->units_per_s = units_s > 0 ? units / units_s : 0;

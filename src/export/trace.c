@@ -63,8 +63,8 @@ static void fold_events(tctx *t, const sm_model *m, const sm_fold_run *runs, siz
                         char **ids, int64_t sh, int64_t min_ns)
 {
     char why[128]; /* the same for every run */
-    snprintf(why, sizeof why, ",\"why\":\"trace_max_events: sections shorter than %.3f us are "
-             "folded\"}}", (double)min_ns / 1e3);
+    snprintf(why, sizeof why, ",\"why\":\"%s: sections shorter than %.3f us are folded\"}}",
+             m->sections_folded ? "report_max_sections" : "trace_max_events", (double)min_ns / 1e3);
     for (size_t i = 0; i < n_runs && !t->err; i++) {
         const sm_fold_run *r = &runs[i];
         char label[512];

@@ -43,18 +43,39 @@ int64_t sm_kth_largest(int64_t *v, size_t n, size_t k)
     }
 }
 
+/* A count from the run's configuration: def when absent or not a number (hand-edited). */
+static uint64_t info_count(const sm_model *m, const char *key, uint64_t def)
+{
+    const char *k = sm_info(m, key);
+    char *end = NULL;
+    unsigned long long v = k && *k ? strtoull(k, &end, 10) : def;
+    return k && *k && *end ? def : v;
+}
+
 uint64_t sm_trace_max_events(const sm_model *m)
 {
-    const char *k = sm_info(m, "config.trace_max_events");
-    char *end = NULL;
-    unsigned long long max = k && *k ? strtoull(k, &end, 10) : SM_TRACE_MAX_DEFAULT;
-    return k && *k && *end ? SM_TRACE_MAX_DEFAULT : max; /* not a number (hand-edited): default */
+    return info_count(m, "config.trace_max_events", SM_TRACE_MAX_DEFAULT);
+}
+
+uint64_t sm_report_max_sections(const sm_model *m)
+{
+    return info_count(m, "config.report_max_sections", SM_REPORT_MAX_DEFAULT);
 }
 
 int sm_trace_budget(const sm_model *m, int64_t t0, int64_t t1, sm_budget *out)
 {
     memset(out, 0, sizeof *out);
     out->min_ns = INT64_MIN;
+    if (m->sections_folded) { /* folded as it was read: what is held is kept */
+        for (size_t i = 0; i < m->n_spans; i++)
+            out->sections += sm_span_in(&m->spans[i], t0, t1);
+        for (size_t i = 0; i < m->n_folds; i++)
+            if (m->folds[i].start_ns >= t0 && m->folds[i].start_ns < t1)
+                out->folded += m->folds[i].folded;
+        out->sections += out->folded;
+        out->min_ns = out->folded ? m->held_min_ns : INT64_MIN;
+        return 0;
+    }
     uint64_t max = sm_trace_max_events(m);
     size_t n = 0;
     for (size_t i = 0; i < m->n_spans; i++)
@@ -102,6 +123,36 @@ int sm_folder_init(sm_folder *f, const sm_model *m, int64_t t0, int64_t t1, int6
     if (!f->open_run)
         return -1;
     memset(f->open_run, 0xff, boxes * sizeof *f->open_run);
+    if (!m->sections_folded)
+        return 0;
+    f->before = sonde__malloc((m->n_spans ? m->n_spans : 1) * sizeof *f->before);
+    if (!f->before) {
+        sm_folder_free(f);
+        return -1;
+    }
+    memset(f->before, 0xff, m->n_spans * sizeof *f->before);
+    int whole = t0 == INT64_MIN && t1 == INT64_MAX;
+    if (whole) { /* the writers list f->runs: m->folds, or those in the range */
+        f->runs = m->folds;
+        f->n_runs = m->n_folds;
+        f->borrowed = 1;
+    }
+    for (size_t i = 0; i < m->n_folds; i++) {
+        const sm_fold_run *r = &m->folds[i];
+        if (r->start_ns < t0 || r->start_ns >= t1)
+            continue;
+        if (!whole) {
+            if (SONDE_GROW(f->runs, f->n_runs, f->cap_runs)) {
+                sm_folder_free(f);
+                return -1;
+            }
+            f->runs[f->n_runs++] = *r;
+        }
+        /* one run a place (sm__build merges those drop_short moved together) */
+        int32_t *slot = r->closer >= 0 ? &f->before[r->closer]
+                        : &f->open_run[r->box >= 0 ? (size_t)r->box : m->n_spans + r->thread];
+        *slot = whole ? (int32_t)i : (int32_t)f->n_runs - 1;
+    }
     return 0;
 }
 
@@ -111,6 +162,10 @@ int sm_fold(sm_folder *f, const sm_span *s)
     if (!f->open_run)
         return 0;
     const sm_model *m = f->m;
+    if (f->before) { /* folded as it was read: s is held, so kept */
+        f->closed = f->before[s - m->spans];
+        return 0;
+    }
     const sm_span *up = s->parent >= 0 ? &m->spans[s->parent] : NULL;
     int up_in = up && sm_span_in(up, f->t0, f->t1);
     size_t box = up_in ? (size_t)s->parent : m->n_spans + s->thread;
@@ -126,7 +181,8 @@ int sm_fold(sm_folder *f, const sm_span *s)
         if (SONDE_GROW(f->runs, f->n_runs, f->cap_runs))
             return -1;
         r = (int32_t)f->n_runs++;
-        f->runs[r] = (sm_fold_run){s->thread, s->site, 0, s->start_ns, s->end_ns, 0, 0};
+        f->runs[r] = (sm_fold_run){.thread = s->thread, .site = s->site, .start_ns = s->start_ns,
+                                   .end_ns = s->end_ns, .box = -1, .closer = -1};
         f->open_run[box] = r;
     }
     sm_fold_run *fr = &f->runs[r];
@@ -163,7 +219,10 @@ void sm_fold_label(const sm_model *m, const sm_fold_run *r, char *out, size_t ca
 void sm_folder_free(sm_folder *f)
 {
     sonde__free(f->open_run);
-    sonde__free(f->runs);
+    sonde__free(f->before);
+    if (!f->borrowed)
+        sonde__free(f->runs);
     f->open_run = NULL;
+    f->before = NULL;
     f->runs = NULL;
 }

@@ -25,6 +25,33 @@ int sm_merge(sm_model *d, sm_model *s)
     uint32_t site0 = (uint32_t)d->n_sites, th0 = (uint32_t)d->n_threads;
     int32_t span0 = (int32_t)d->n_spans, meta0 = (int32_t)d->n_meta, sess0 = (int32_t)d->n_sessions;
     int32_t x0 = (int32_t)d->n_span_x;
+    /* A run that does not hold every section has statistics its spans cannot give again: the
+     * two runs' are combined by name. */
+    int held = d->sections_folded || s->sections_folded;
+    if (held && sm__stats_combine(&d->stats, &d->n_stats, s->stats, s->n_stats, s->unit, d->unit,
+                                  (double)(d->duration_ns > s->duration_ns + off
+                                               ? d->duration_ns : s->duration_ns + off) / 1e9))
+        return sonde__fail(SONDE_ENOMEM, "out of memory merging runs");
+    if (held) {
+        int32_t f0 = (int32_t)d->n_folds;
+        MOVE_APPEND(d->folds, d->n_folds, s->folds, s->n_folds);
+        for (size_t i = 0; i < s->n_folds; i++) {
+            sm_fold_run *r = &d->folds[f0 + (int32_t)i];
+            r->thread += th0;
+            r->site += site0;
+            r->start_ns += off;
+            r->end_ns += off;
+            if (r->box >= 0)
+                r->box += (int32_t)d->n_spans;
+            if (r->closer >= 0)
+                r->closer += (int32_t)d->n_spans;
+        }
+        d->n_folds += s->n_folds;
+        s->n_folds = 0;
+        d->sections_folded += s->sections_folded;
+        if (s->held_min_ns > d->held_min_ns) /* every folded section is shorter than it */
+            d->held_min_ns = s->held_min_ns;
+    }
 #define REMAP_UNIT(u) ((u) ? (u) + site0 : 0)
     MOVE_APPEND(d->sites, d->n_sites, s->sites, s->n_sites);
     d->n_sites += s->n_sites;
@@ -203,7 +230,7 @@ int sm_merge(sm_model *d, sm_model *s)
     sonde__free(d->rates);
     d->rates = NULL;
     d->n_rates = 0;
-    if (sm__build_rates(d) || sm__derive(d, 0))
+    if (sm__build_rates(d) || sm__derive(d, held ? 2 : 0))
         return sonde__fail(SONDE_ENOMEM, "out of memory merging runs");
     return 0;
 }

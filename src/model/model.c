@@ -46,6 +46,12 @@ typedef struct bctx {
     sm_statsink sink;        /* the run's statistics, fed as each section closes */
     uint32_t *open_n;        /* per name (sink group): its instances open on the thread built */
     int64_t min_ns;          /* config min_duration_s: shorter sections are left out (0: none) */
+    /* held sections (report_max_sections, settle) */
+    int64_t held_min_ns;     /* INT64_MIN: every section is held */
+    sm_statsink *ssink;      /* per session, when some sections are folded */
+    size_t n_ssink, cap_folds;
+    int32_t top_run;         /* the thread being built: the run open at its top level, -1 none */
+    uint64_t built, folded;  /* sections built; of them, folded */
 } bctx;
 
 typedef struct mode_ev {
@@ -66,6 +72,7 @@ typedef struct skim {
     uint32_t thread;         /* the thread being read */
     int clean_end;
     uint64_t end_tick, marked, last_step;
+    uint64_t begins;         /* section begins, every thread's */
     uint32_t max_id;
     uint64_t *used;          /* bitmap of the ids events name (SM_MAX_ID bits) */
     sess_ev *sess;
@@ -95,6 +102,9 @@ static int skim_batch(void *ctx, const sb_batch *bt)
         case SONDE_K_GAP:
             k->marked += e->arg;
             break;
+        case SONDE_K_BEGIN:
+            k->begins++;
+            break;
         case SONDE_K_STEP:
             if ((e->arg & ~SONDE_STEP_BEGIN) > k->last_step)
                 k->last_step = e->arg & ~SONDE_STEP_BEGIN;
@@ -119,6 +129,107 @@ static int skim_batch(void *ctx, const sb_batch *bt)
 static int64_t rel(const bctx *b, uint64_t tick)
 {
     return (int64_t)((double)(int64_t)(tick - b->cut_tick) * b->ns_per_tick);
+}
+
+/* Held sections: when a run has more than report_max_sections sections, a pass before the build
+ * matches each thread's begins and ends as the build will and counts their durations in a
+ * log histogram (values under 64 ns exactly, then 64 buckets an octave: at most 1.6% wide). The
+ * shortest duration held is the lowest bucket bound with at most the number to hold at or above
+ * it. It counts sections the build will leave out (before a clear, outside the schedule's
+ * windows) and closes a section whose end was lost where the build gives it none: both only
+ * raise the bound, so no more are held than were meant to be. */
+enum { DUR_BUCKETS = 64 + 58 * 64 };
+
+static size_t dur_bucket(uint64_t d)
+{
+    if (d < 64)
+        return (size_t)d;
+    int e = 63 - __builtin_clzll(d); /* 6 .. 63 */
+    return 64 + (size_t)(e - 6) * 64 + (size_t)((d >> (e - 6)) & 63);
+}
+
+static uint64_t bucket_low(size_t i)
+{
+    if (i < 64)
+        return i;
+    size_t e = (i - 64) / 64 + 6, f = (i - 64) % 64;
+    return (uint64_t)(64 + f) << (e - 6);
+}
+
+typedef struct tpass {
+    const bctx *b;
+    struct topen {
+        uint32_t id;
+        uint64_t tick;
+    } *stack;
+    size_t depth, cap;
+    uint64_t *hist;          /* DUR_BUCKETS counts */
+} tpass;
+
+static void tpass_close(tpass *p, size_t k, uint64_t tick)
+{
+    int64_t d = rel(p->b, tick) - rel(p->b, p->stack[k].tick);
+    p->hist[dur_bucket(d > 0 ? (uint64_t)d : 0)]++;
+}
+
+static int tpass_batch(void *ctx, const sb_batch *bt)
+{
+    tpass *p = ctx;
+    for (size_t i = 0; i < bt->n; i++) {
+        const sb_ev *e = &bt->ev[i];
+        if (e->kind == SONDE_K_BEGIN) {
+            if (GROW(p->stack, p->depth, p->cap))
+                return -1;
+            p->stack[p->depth++] = (struct topen){e->id, e->tick};
+        } else if (e->kind == SONDE_K_END && p->depth) {
+            size_t k = p->depth - 1; /* the end of the innermost, or of the one it names */
+            if (e->id) {
+                while (k > 0 && p->stack[k].id != e->id)
+                    k--;
+                if (p->stack[k].id != e->id)
+                    continue;
+            }
+            for (size_t j = p->depth; j-- > k;)
+                tpass_close(p, j, e->tick);
+            p->depth = k;
+        }
+    }
+    return 0;
+}
+
+/* The shortest duration held (INT64_MIN: every section is held), or -1 through *err when out
+ * of memory. */
+static int64_t held_bound(bctx *b, sb_raw *raw, uint64_t sections, uint64_t end_tick, int *err)
+{
+    sm_model *m = b->m;
+    uint64_t max = sm_report_max_sections(m);
+    if (!max || sections <= max)
+        return INT64_MIN;
+    uint64_t hold = max / 3, tmax = sm_trace_max_events(m); /* held, and a run beside each */
+    if (tmax) {
+        uint64_t th = tmax > raw->n_threads ? (tmax - raw->n_threads) / 3 : 0;
+        hold = th < hold ? th : hold;
+    }
+    tpass p = {.b = b};
+    if (!(p.hist = sonde__calloc(DUR_BUCKETS, sizeof *p.hist))) {
+        *err = -1;
+        return 0;
+    }
+    for (size_t t = 0; t < raw->n_threads && !*err; t++) {
+        p.depth = 0;
+        if (raw->events(raw->events_src, t, 0, tpass_batch, &p))
+            *err = -1;
+        for (size_t j = p.depth; j-- > 0;)
+            tpass_close(&p, j, end_tick);
+    }
+    uint64_t above = 0;
+    size_t i = DUR_BUCKETS;
+    while (i > 0 && above + p.hist[i - 1] <= hold)
+        above += p.hist[--i];
+    int64_t bound = i == DUR_BUCKETS ? INT64_MAX : (int64_t)bucket_low(i);
+    sonde__free(p.hist);
+    sonde__free(p.stack);
+    return bound < b->min_ns ? b->min_ns : bound;
 }
 
 /* 1 when what happens at time t is kept: always without a schedule, else inside a window. */
@@ -266,6 +377,9 @@ typedef struct sentry {
     double inner_s; /* durations of instances of its name nested in it (not in the total while
                        it counts; they do if it loses its end) */
     int referenced; /* a diffusion record took its duration: kept however short */
+    int held_child; /* a section nested in it is held (settle) */
+    int32_t run;    /* the run of folded sections open in it (m->folds), -1 none */
+    double sinner_s; /* inner_s for its session's statistics (when they are fed here) */
 } sentry;
 
 /* Where metadata, metrics, throughput and FLOPs go: the innermost section, else the session in
@@ -409,13 +523,79 @@ static int add_counter(bctx *b, const char *name, int64_t t, double v, int syste
     return 0;
 }
 
-/* The nearest section below stack[k] of the sink group g that is kept, or -1. */
-static ptrdiff_t open_of_name(const bctx *b, const sentry *stack, size_t k, int g)
+/* The nearest section below stack[k] of the sink group g that is kept (and of session sess
+ * unless INT32_MIN), or -1. */
+static ptrdiff_t open_of_name(const bctx *b, const sentry *stack, size_t k, int g, int32_t sess)
 {
     while (k-- > 0)
-        if (stack[k].span >= 0 && b->sink.site_group[stack[k].site] == g)
+        if (stack[k].span >= 0 && b->sink.site_group[stack[k].site] == g &&
+            (sess == INT32_MIN || b->m->spans[stack[k].span].session == sess))
             return (ptrdiff_t)k;
     return -1;
+}
+
+/* Held sections (sm_model.held_min_ns): once stack[k] has closed and fed the statistics, it is
+ * held when it lasts at least held_min_ns, carries metadata, throughput or FLOPs, a diffusion
+ * record took its duration, or a section nested in it is held. Else it is folded: its
+ * descendants are folded already, so it is the last span, and it is popped; it joins the run
+ * open in its box (its parent, or its thread's top level), and what was folded inside it goes
+ * with it. A held section closes the run open in its box (the run lies before it) and its own
+ * (the run after its last held child). A section shorter than min_duration_s is dropped, as
+ * drop_short drops it, and folded nowhere. 0, or -1 out of memory. */
+static int settle(bctx *b, sentry *stack, size_t k)
+{
+    if (b->held_min_ns == INT64_MIN)
+        return 0;
+    sm_model *m = b->m;
+    sentry *se = &stack[k], *up = NULL;
+    for (size_t j = k; j-- > 0;)
+        if (stack[j].span >= 0) {
+            up = &stack[j];
+            break;
+        }
+    int32_t *slot = up ? &up->run : &b->top_run, idx = se->span;
+    const sm_span *s = &m->spans[idx];
+    int64_t dur = s->end_ns - s->start_ns;
+    int last = (size_t)idx == m->n_spans - 1 && (se->run < 0 || (size_t)se->run == m->n_folds - 1);
+    if (dur >= b->held_min_ns || se->referenced || se->held_child || s->x >= 0 || !last) {
+        if (se->run >= 0)
+            m->folds[se->run].closer = -1;
+        if (*slot >= 0)
+            m->folds[*slot].closer = idx;
+        *slot = -1;
+        if (up)
+            up->held_child = 1;
+        return 0;
+    }
+    uint64_t inside = 0;
+    if (se->run >= 0) {
+        inside = m->folds[se->run].folded;
+        m->n_folds--;
+    }
+    sm_span gone = *s;
+    m->n_spans--;
+    if (gone.flags & SM_SPAN_SHORT) { /* not built, as far as the counts go */
+        m->short_spans++;
+        b->built--;
+        return 0;
+    }
+    if (*slot < 0) {
+        if (GROW(m->folds, m->n_folds, b->cap_folds))
+            return -1;
+        *slot = (int32_t)m->n_folds++;
+        m->folds[*slot] = (sm_fold_run){.thread = gone.thread, .site = gone.site,
+                                        .start_ns = gone.start_ns, .end_ns = gone.start_ns,
+                                        .box = gone.parent, .closer = -1};
+    }
+    sm_fold_run *r = &m->folds[*slot];
+    r->mixed |= r->site != gone.site;
+    if (gone.end_ns > r->end_ns)
+        r->end_ns = gone.end_ns;
+    r->n++;
+    r->sum_ns += (uint64_t)dur;
+    r->folded += 1 + inside;
+    b->folded++; /* those inside were counted as they were folded */
+    return 0;
 }
 
 /* Ends the section at stack[k] at t and feeds the statistics. lost: its END was among dropped
@@ -424,14 +604,15 @@ static ptrdiff_t open_of_name(const bctx *b, const sentry *stack, size_t k, int 
  * or at the run's end would stretch it), and the statistics leave it out. A section shorter than
  * min_duration_s, with no throughput, FLOPs or diffusion record, is flagged SM_SPAN_SHORT for
  * drop_short and left out too. A nested instance of the same name is not in the name's total
- * (its outer one's time holds it) unless that outer one loses its end. 0, or -1 out of memory. */
-static int close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flags, int lost)
+ * (its outer one's time holds it) unless that outer one loses its end; the same within its
+ * session for the session's statistics, when they are fed here. 0, or -1 out of memory. */
+static int feed_stats(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flags, int lost)
 {
-    if (stack[k].span < 0)
-        return 0;
     sm_model *m = b->m;
     sm_span *s = &m->spans[stack[k].span];
     int g = b->sink.site_group[s->site];
+    int32_t sess = s->session;
+    sm_statsink *ss = b->ssink && sess >= 0 ? &b->ssink[sess] : NULL;
     b->open_n[g]--;
     if (lost) {
         s->flags |= flags | SM_SPAN_END_LOST;
@@ -447,11 +628,16 @@ static int close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flag
         !stack[k].referenced)
         s->flags |= SM_SPAN_SHORT;
     if (lost) { /* what was nested in it of its name counts now, unless another encloses it */
-        ptrdiff_t up = stack[k].inner_s > 0 ? open_of_name(b, stack, k, g) : -1;
+        ptrdiff_t up = stack[k].inner_s > 0 ? open_of_name(b, stack, k, g, INT32_MIN) : -1;
         if (up >= 0)
             stack[up].inner_s += stack[k].inner_s;
         else
             b->sink.g[g].st.total_s += stack[k].inner_s;
+        up = ss && stack[k].sinner_s > 0 ? open_of_name(b, stack, k, g, sess) : -1;
+        if (up >= 0)
+            stack[up].sinner_s += stack[k].sinner_s;
+        else if (ss)
+            ss->g[g].st.total_s += stack[k].sinner_s;
         return 0;
     }
     if (s->parent >= 0)
@@ -460,11 +646,29 @@ static int close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flag
         return 0;
     int outermost = b->open_n[g] == 0;
     if (!outermost) {
-        ptrdiff_t up = open_of_name(b, stack, k, g);
+        ptrdiff_t up = open_of_name(b, stack, k, g, INT32_MIN);
         if (up >= 0)
             stack[up].inner_s += (double)dur / 1e9;
     }
-    return sm__sink_add(&b->sink, m, s, outermost);
+    if (sm__sink_add(&b->sink, m, s, outermost))
+        return -1;
+    if (!ss)
+        return 0;
+    ptrdiff_t up = outermost ? -1 : open_of_name(b, stack, k, g, sess);
+    if (up >= 0)
+        stack[up].sinner_s += (double)dur / 1e9;
+    return sm__sink_add(ss, m, s, up < 0);
+}
+
+/* Ends the section at stack[k] at t (feed_stats), then holds or folds it (settle). 0, or -1
+ * out of memory. */
+static int close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flags, int lost)
+{
+    if (stack[k].span < 0)
+        return 0;
+    if (feed_stats(b, stack, k, t, flags, lost))
+        return -1;
+    return settle(b, stack, k);
 }
 
 /* One thread's sections being built, from its events a batch at a time. */
@@ -516,7 +720,8 @@ static int build_batch(void *ctx, const sb_batch *bt)
                     parent = tb->stack[k].span;
                     break;
                 }
-            tb->stack[tb->depth] = (sentry){-1, e->id, tb->gaps, 0, 0};
+            tb->stack[tb->depth] = (sentry){.span = -1, .site = e->id, .gaps = tb->gaps,
+                                            .run = -1};
             if (!before_cut) {
                 if (GROW(m->spans, m->n_spans, b->cap_spans))
                     return -1;
@@ -530,6 +735,7 @@ static int build_batch(void *ctx, const sb_batch *bt)
                 s->depth = (uint16_t)(parent >= 0 ? m->spans[parent].depth + 1 : 0);
                 s->start_ns = s->end_ns = t;
                 tb->stack[tb->depth].span = (int32_t)m->n_spans++;
+                b->built++;
                 b->open_n[b->sink.site_group[e->id]]++;
             }
             tb->depth++;
@@ -684,6 +890,7 @@ static int build_finish(tbuild *tb, uint64_t end_tick)
             return -1;
     }
     tb->depth = 0;
+    b->top_run = -1; /* its last run: nothing held follows it */
     return 0;
 }
 
@@ -938,6 +1145,39 @@ const char *sm_info(const sm_model *m, const char *key)
  * lost. Their time still counts as their parent's time in children (self time is unchanged).
  * close_span flags them SM_SPAN_SHORT and leaves them out of the statistics; this removes them,
  * and what was nested in one takes its nearest ancestor kept. */
+/* Folded runs that drop_short moved may share a place with another (two at the end of one
+ * box): each such pair becomes one run. 0, or -1 out of memory. */
+static int merge_moved_runs(sm_model *m)
+{
+    size_t places = 2 * m->n_spans + m->n_threads; /* before a span, a span's end, a thread's */
+    int32_t *at = sonde__malloc((places ? places : 1) * sizeof *at);
+    if (!at)
+        return -1;
+    memset(at, 0xff, places * sizeof *at);
+    size_t k = 0;
+    for (size_t i = 0; i < m->n_folds; i++) {
+        sm_fold_run r = m->folds[i];
+        size_t p = r.closer >= 0 ? (size_t)r.closer
+                   : r.box >= 0  ? m->n_spans + (size_t)r.box
+                                 : 2 * m->n_spans + r.thread;
+        if (at[p] < 0) {
+            at[p] = (int32_t)k;
+            m->folds[k++] = r;
+            continue;
+        }
+        sm_fold_run *into = &m->folds[at[p]];
+        into->mixed |= r.mixed || r.site != into->site;
+        into->start_ns = r.start_ns < into->start_ns ? r.start_ns : into->start_ns;
+        into->end_ns = r.end_ns > into->end_ns ? r.end_ns : into->end_ns;
+        into->n += r.n;
+        into->sum_ns += r.sum_ns;
+        into->folded += r.folded;
+    }
+    m->n_folds = k;
+    sonde__free(at);
+    return 0;
+}
+
 static int drop_short(sm_model *m, int64_t min_ns)
 {
     if (!(min_ns > 0) || !m->n_spans)
@@ -948,19 +1188,28 @@ static int drop_short(sm_model *m, int64_t min_ns)
     for (size_t i = 0; i < m->n_spans; i++)
         map[i] = m->spans[i].flags & SM_SPAN_SHORT ? -1 : 0;
     size_t k = 0;
-    for (size_t t = 0; t < m->n_threads; t++)
-        m->threads[t].spans = 0;
     for (size_t i = 0; i < m->n_spans; i++) {
-        if (map[i] < 0)
+        if (map[i] < 0) {
+            m->threads[m->spans[i].thread].spans--;
             continue;
+        }
         sm_span s = m->spans[i];
         int32_t p = s.parent; /* the nearest ancestor kept (parents are kept before children) */
         while (p >= 0 && map[p] < 0)
             p = m->spans[p].parent;
         s.parent = p >= 0 ? map[p] : -1;
         map[i] = (int32_t)k;
-        m->threads[s.thread].spans++;
         m->spans[k++] = s;
+    }
+    /* Folded runs (held sections) in a dropped section move to its nearest ancestor kept. One it
+     * closed lies at its box's end now; sm_folder_init merges it with the one there. */
+    for (size_t i = 0; i < m->n_folds; i++) {
+        sm_fold_run *r = &m->folds[i];
+        int32_t p = r->box;
+        while (p >= 0 && map[p] < 0)
+            p = m->spans[p].parent;
+        r->box = p >= 0 ? map[p] : -1;
+        r->closer = r->closer >= 0 ? map[r->closer] : -1;
     }
     for (size_t i = 0; i < m->n_dsteps; i++)
         if (m->dsteps[i].span >= 0)
@@ -971,7 +1220,7 @@ static int drop_short(sm_model *m, int64_t min_ns)
     m->short_spans += m->n_spans - k;
     m->n_spans = k;
     sonde__free(map);
-    return 0;
+    return m->n_folds ? merge_moved_runs(m) : 0;
 }
 
 int sm__derive(sm_model *m, int have_stats)
@@ -1002,7 +1251,7 @@ int sm__derive(sm_model *m, int have_stats)
         if (sm__stats(m, NULL, NULL, (double)m->duration_ns / 1e9, &m->stats, &m->n_stats))
             return -1;
     }
-    if (sm__fold_aggregated(m) != 0)
+    if (have_stats != 2 && sm__fold_aggregated(m) != 0)
         return -1;
     for (size_t i = 0; i < m->n_sites; i++) {
         m->sites[i].stat = -1;
@@ -1013,7 +1262,7 @@ int sm__derive(sm_model *m, int have_stats)
             }
     }
     sm_resources(m, m->stats, m->n_stats, NULL, NULL);
-    m->total_sections = m->n_spans - m->sections_end_lost; /* those are counted apart */
+    m->total_sections = sm_sections(m) - m->sections_end_lost; /* those are counted apart */
     m->total_steps = m->n_steps;
     double tu, tus;
     sm_totals(m, &tu, &tus, &m->total_flops, &m->total_flops_s);
@@ -1130,6 +1379,9 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     m->n_info = raw->n_info;
     raw->info = NULL;
     raw->n_info = 0;
+    for (size_t i = 0; i < raw->n_set; i++)
+        if (sm_set_info(m, raw->set[i].key, raw->set[i].value))
+            goto out;
     m->run_meta = -1;
     if (!m->name && !(m->name = sonde__strdup("?")))
         goto out;
@@ -1206,9 +1458,21 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     if (build_sessions(&b, sk.sess, sk.n_sess, end_tick) ||
         build_modes(&b, sk.modes, sk.n_modes, end_tick, sk.last_step))
         goto out;
+    int err = 0;
+    b.held_min_ns = held_bound(&b, raw, sk.begins, end_tick, &err);
+    if (err)
+        goto out;
+    if (b.held_min_ns != INT64_MIN && m->n_sessions) { /* their spans will not all be there */
+        if (!(b.ssink = sonde__calloc(m->n_sessions, sizeof *b.ssink)))
+            goto out;
+        for (; b.n_ssink < m->n_sessions; b.n_ssink++)
+            if (sm__sink_init(&b.ssink[b.n_ssink], m))
+                goto out;
+    }
     /* The second pass: each thread's sections, its events decoded a batch at a time. */
     for (size_t t = 0; t < raw->n_threads; t++) {
-        size_t before = m->n_spans;
+        uint64_t before = b.built;
+        b.top_run = -1;
         const char *tn = m->threads[t].name;
         tbuild tb = {.b = &b, .tindex = (uint32_t)t, .args_of = -1,
                      .sampler_thread = tn && !strcmp(tn, "sonde-sampler")};
@@ -1218,7 +1482,15 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         sonde__free(tb.stack);
         if (r)
             goto out;
-        m->threads[t].spans = m->n_spans - before;
+        m->threads[t].spans = b.built - before;
+    }
+    m->sections_folded = b.folded;
+    m->held_min_ns = b.held_min_ns;
+    for (size_t i = 0; i < b.n_ssink; i++) {
+        sm_session *se = &m->sessions[i];
+        if (sm__sink_finish(&b.ssink[i], m, (double)(se->end_ns - se->start_ns) / 1e9, &se->stats,
+                            &se->n_stats))
+            goto out;
     }
     if (sm__sink_finish(&b.sink, m, (double)m->duration_ns / 1e9, &m->stats, &m->n_stats) ||
         drop_short(m, b.min_ns) || sm__ops_build(raw, m) || sm__gpu_build(raw, m) ||
@@ -1264,6 +1536,9 @@ out:
     sonde__free(b.rank);
     sonde__free(b.open_n);
     sm__sink_free(&b.sink);
+    for (size_t i = 0; i < b.n_ssink; i++)
+        sm__sink_free(&b.ssink[i]);
+    sonde__free(b.ssink);
     sonde__free(sk.used);
     sonde__free(sk.sess);
     sonde__free(sk.modes);
@@ -1346,6 +1621,9 @@ void sm_free(sm_model *m)
     sonde__free(m->spans);
     sonde__free(m->span_x);
     sonde__free(m->meta);
+    sonde__free(m->folds);
+    for (size_t i = 0; m->sessions && i < m->n_sessions; i++)
+        sm_stats_free(m->sessions[i].stats, m->sessions[i].n_stats);
     sonde__free(m->sessions);
     sonde__free(m->instants);
     for (size_t i = 0; i < m->n_counters; i++) {

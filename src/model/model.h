@@ -68,6 +68,10 @@ typedef struct sm_session {
     uint32_t unit;
     int own_dur_units;
     double flops;
+    struct sm_stat *stats;     /* its sections' statistics, computed as they were read when the
+                                  model holds only some sections (sm_model.sections_folded);
+                                  NULL otherwise (sm_stats over its spans gives them) */
+    size_t n_stats;
 } sm_session;
 
 typedef struct sm_instant {
@@ -337,6 +341,14 @@ typedef struct sm_model {
     uint64_t short_spans;      /* instances under config min_duration_s, left out */
     sm_budget trace;           /* the whole run's trace under trace_max_events (budget.c; read
                                   back from a JSON report, which has no instances) */
+    /* Held sections (report_max_sections): a run with more sections than that holds only those
+     * lasting at least held_min_ns, and those that carry metadata, throughput, FLOPs or a
+     * diffusion record, with what encloses them; the others were folded into runs as the file
+     * was read (folds, as the trace budget folds them), after they had fed the statistics. */
+    uint64_t sections_folded;  /* sections not held (0: every one is) */
+    int64_t held_min_ns;       /* INT64_MIN when every section is held */
+    struct sm_fold_run *folds; /* the runs they were folded into, each thread's in order */
+    size_t n_folds;
     uint64_t bytes;            /* size of the file read */
     uint64_t writer_cpu_ns;    /* CPU time of the recorder's writer thread (0: unknown) */
     uint64_t backpressure_chunks; /* chunks recording threads wrote themselves: the writer had
@@ -399,12 +411,19 @@ typedef struct sm_model {
     size_t n_warnings;
 } sm_model;
 
+/* Every section of the run, held or folded (sm_model.sections_folded). */
+static inline uint64_t sm_sections(const sm_model *m) { return m->n_spans + m->sections_folded; }
+
 /* Reads a .sonde file into *m. 0, or a negative SONDE_E* code with the reason (naming the file
  * and the offset) in sonde_last_error(); *m is empty on failure. A torn or corrupt tail is not
  * an error: the model holds everything before it and a warning says where it stopped. */
 int sm_read_file(const char *path, sm_model *m);
 /* The same from memory (for fuzzing and tests); name is used in messages. */
 int sm_read_mem(const uint8_t *data, size_t n, const char *name, sm_model *m);
+/* sm_read_file with configuration facts set over the file's before the model is built
+ * (`sonde export --set`: report_max_sections decides what is held): set[i].key as
+ * "config.KEY". */
+int sm_read_file_set(const char *path, const sm_kv *set, size_t n_set, sm_model *m);
 void sm_free(sm_model *m);
 /* A run name read from a file made into what the library itself allows as a name, a single path
  * component, since the CLI names its outputs after it: '/', '\\' and control characters become
@@ -507,6 +526,9 @@ int64_t sm_kth_largest(int64_t *v, size_t n, size_t k);
 /* The run's trace_max_events (SM_TRACE_MAX_DEFAULT when it has none, or not a number; 0: no
  * limit): the sections a trace keeps, and the CPU samples it carries. */
 uint64_t sm_trace_max_events(const sm_model *m);
+/* The run's report_max_sections the same way (default SM_REPORT_MAX_DEFAULT; 0: no limit). */
+#define SM_REPORT_MAX_DEFAULT 4000000ull
+uint64_t sm_report_max_sections(const sm_model *m);
 /* The folding of a trace under its budget (sm_budget), shared by the trace writers: feed a
  * thread's sections in start order (sections of several threads may interleave); each shorter
  * than min_ns joins the open run of its box (its parent when that is kept and in [t0, t1), else
@@ -518,6 +540,10 @@ typedef struct sm_fold_run {
     int mixed;                 /* more than one name */
     int64_t start_ns, end_ns;
     uint64_t n, sum_ns;        /* sections folded into it, their summed duration */
+    /* Runs folded as the file was read (sm_model.folds) also say where they lie: */
+    int32_t box;               /* the held section they are in, -1: the thread's top level */
+    int32_t closer;            /* the held section right after them in their box, -1: none */
+    uint64_t folded;           /* sections in them, those nested in the n included */
 } sm_fold_run;
 typedef struct sm_folder {
     const sm_model *m;
@@ -526,8 +552,14 @@ typedef struct sm_folder {
     sm_fold_run *runs;         /* in order of their first section */
     size_t n_runs, cap_runs;
     int32_t closed;            /* the run the last kept section closed, -1 when none */
+    int32_t *before;           /* a model that holds some sections: the run each held one
+                                  closes (m->folds), -1 none */
+    int borrowed;              /* runs are m->folds, not the folder's */
 } sm_folder;
-/* 0, or -1 when out of memory. With min_ns INT64_MIN nothing is folded and nothing allocated. */
+/* 0, or -1 when out of memory. With min_ns INT64_MIN nothing is folded and nothing allocated.
+ * A model that holds only some sections (sm_model.sections_folded) was folded as it was read:
+ * then every section it holds is kept, and the runs of m->folds that begin in [t0, t1) are
+ * given out where the trace writers ask for them (min_ns is its held_min_ns). */
 int sm_folder_init(sm_folder *f, const sm_model *m, int64_t t0, int64_t t1, int64_t min_ns);
 /* 1: s is folded (part of a run), 0: kept (f->closed says which run it closed), -1: out of
  * memory. */

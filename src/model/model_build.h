@@ -85,6 +85,8 @@ typedef struct sb_raw {
     size_t n_sites, cap_sites;
     sb_thread *threads;
     size_t n_threads;
+    const sm_kv *set;  /* configuration facts set over the file's (sm_read_file_set) */
+    size_t n_set;
     sb_events_fn events; /* each thread's events, decoded on demand from events_src */
     void *events_src;
     sb_anchor *anchors;
@@ -209,11 +211,19 @@ void sm__sink_free(sm_statsink *k);
 int sm__stats(const sm_model *m, int (*keep)(const sm_span *, void *), void *ctx,
               double share_of_s, sm_stat **out, size_t *n_out);
 
+/* Statistics of another run (from, n_from) added into *into by name (merge.c, for models that
+ * do not hold every section): counts and totals summed, mean and deviation pooled, percentiles
+ * from the merged sketches; a name only from's is moved out of from. unit_from (from's run's
+ * unit) becomes unit_to. share of share_of_s, sorted again. 0, or -1 out of memory. */
+int sm__stats_combine(sm_stat **into, size_t *n_into, sm_stat *from, size_t n_from,
+                      const char *unit_from, const char *unit_to, double share_of_s);
+
 /* The throughput per unit (sm_model.rates) from the spans and sessions. 0, or -1 out of memory. */
 int sm__build_rates(sm_model *m);
 /* What is computed from the instances once they are in place: order, active steps, statistics
- * (unless have_stats: m->stats were fed by the build), resources, totals, the trace budget. Run
- * after a build and after a merge. 0, or -1. */
+ * (unless have_stats: 1, m->stats were fed by the build; 2, and the hot functions' counted
+ * calls are in them already: a merge of runs that do not hold every section), resources,
+ * totals, the trace budget. Run after a build and after a merge. 0, or -1. */
 int sm__derive(sm_model *m, int have_stats);
 /* Folds the hot functions' counted calls (SM_AGGREGATED_EVENT) into m->stats. 0, or -1. */
 int sm__fold_aggregated(sm_model *m);

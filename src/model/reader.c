@@ -295,7 +295,8 @@ static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *c
     return 0;
 }
 
-int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
+static int read_mem(const uint8_t *data, size_t n, const char *fname, const sm_kv *set,
+                    size_t n_set, sm_model *m)
 {
     memset(m, 0, sizeof *m);
     if (n < SONDE_FILE_HEADER_LEN || memcmp(data, SONDE_FILE_MAGIC, SONDE_FILE_MAGIC_LEN) != 0)
@@ -454,6 +455,8 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
     }
     s.raw.events = decode_thread;
     s.raw.events_src = &s;
+    s.raw.set = set;
+    s.raw.n_set = n_set;
     rc = sm__build(&s.raw, m, fname);
     goto done;
 oom:
@@ -472,7 +475,17 @@ done:
     return rc;
 }
 
+int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
+{
+    return read_mem(data, n, fname, NULL, 0, m);
+}
+
 int sm_read_file(const char *path, sm_model *m)
+{
+    return sm_read_file_set(path, NULL, 0, m);
+}
+
+int sm_read_file_set(const char *path, const sm_kv *set, size_t n_set, sm_model *m)
 {
     memset(m, 0, sizeof *m);
     char *buf;
@@ -480,7 +493,7 @@ int sm_read_file(const char *path, sm_model *m)
     int rc = sonde__read_input(path, SIZE_MAX - 1, &buf, &got);
     if (rc)
         return rc;
-    rc = sm_read_mem((const uint8_t *)buf, got, path, m);
+    rc = read_mem((const uint8_t *)buf, got, path, set, n_set, m);
     sonde__free(buf);
     if (!rc) {
         m->path = sonde__strdup(path);

@@ -500,6 +500,65 @@ out:
     return rc;
 }
 
+int sm__stats_combine(sm_stat **into, size_t *n_into, sm_stat *from, size_t n_from,
+                      const char *unit_from, const char *unit_to, double share_of_s)
+{
+    for (size_t i = 0; i < n_from; i++) {
+        sm_stat *f = &from[i];
+        if (f->unit == unit_from)
+            f->unit = unit_to; /* the run's unit: from's model is freed after */
+        size_t k;
+        for (k = 0; k < *n_into && strcmp((*into)[k].name, f->name); k++) {
+        }
+        if (k == *n_into) { /* a name of its own: moved */
+            sm_stat *g = sonde__realloc(*into, (k + 1) * sizeof *g);
+            if (!g)
+                return -1;
+            *into = g;
+            g[k] = *f;
+            f->name = NULL;
+            f->sketch = NULL;
+            (*n_into)++;
+            continue;
+        }
+        sm_stat *t = &(*into)[k];
+        double n1 = (double)t->count, n2 = (double)f->count, n = n1 + n2;
+        if (n > 0) { /* pooled mean and variance of the instances */
+            double mean = (n1 * t->mean_s + n2 * f->mean_s) / n;
+            double sq = (n1 * (t->stddev_s * t->stddev_s + t->mean_s * t->mean_s) +
+                         n2 * (f->stddev_s * f->stddev_s + f->mean_s * f->mean_s)) / n;
+            t->mean_s = mean;
+            t->stddev_s = sq > mean * mean ? sqrt(sq - mean * mean) : 0;
+        }
+        t->min_s = f->min_s < t->min_s ? f->min_s : t->min_s;
+        t->max_s = f->max_s > t->max_s ? f->max_s : t->max_s;
+        t->count += f->count;
+        t->aggregated += f->aggregated;
+        t->total_s += f->total_s;
+        t->self_s += f->self_s;
+        t->units += f->units;
+        t->units_s += f->units_s;
+        t->flops += f->flops;
+        t->flops_time_s += f->flops_time_s;
+        t->threads += f->threads;
+        t->min_depth = f->min_depth < t->min_depth ? f->min_depth : t->min_depth;
+        if (!t->unit)
+            t->unit = f->unit;
+        if (t->sketch && f->sketch) { /* percentiles from the merged sketches */
+            if (sm_sketch_merge(t->sketch, f->sketch))
+                return -1;
+            t->p50_s = sm_sketch_quantile(t->sketch, 0.50) / 1e9;
+            t->p90_s = sm_sketch_quantile(t->sketch, 0.90) / 1e9;
+            t->p99_s = sm_sketch_quantile(t->sketch, 0.99) / 1e9;
+            t->sketched = 1;
+        }
+    }
+    for (size_t k = 0; k < *n_into; k++)
+        (*into)[k].share = share_of_s > 0 ? (*into)[k].total_s / share_of_s : 0;
+    qsort(*into, *n_into, sizeof **into, cmp_stat);
+    return 0;
+}
+
 sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void *ctx,
                   double share_of_s, size_t *n_out)
 {

@@ -395,6 +395,45 @@ PY
     expect 2 "--set min_duration_s: acts while recording" "$sonde" export budget/budget.sonde --set min_duration_s=1 -o bud80
     expect 2 "--set trace_max_event: no such key; did you mean trace_max_events" "$sonde" export budget/budget.sonde --set trace_max_event=5 -o bud80
     expect 2 "--set trace_max_events: expected KEY=VALUE" "$sonde" export budget/budget.sonde --set trace_max_events -o bud80
+    # issue 18: held sections (report_max_sections): a run with more sections than the limit
+    # holds the longest and folds the rest as it is read; its reports give the same statistics
+    # and counts as the whole run read with no limit, and its trace nests and accounts for all
+    SONDE_OUTPUT_DIR=held SONDE_NAME=held SONDE_AUTOTRACE_HOT_CALLS=0 SONDE_REPORT_MAX_SECTIONS=300 \
+        SONDE_FORMATS=json,trace SONDE_COLLECT_GPU=0 "$build/tests/comparator" 20000 > /dev/null
+    "$sonde" export held/held.sonde --format json --set report_max_sections=0 -o held_all --quiet
+    python3 - held/held.json held_all/held.json held/held.trace.json.gz <<'PY' || fail "held sections"
+import collections, gzip, json, sys
+h, a = (json.load(open(p)) for p in sys.argv[1:3])
+hs, as_ = h["summary"], a["summary"]
+assert hs["sections"] == as_["sections"] and hs["sections_held"] < hs["sections"], (hs, as_)
+assert as_["sections_held"] == as_["sections"], as_
+def table(r):
+    return {s["name"]: (s["count"], round(s["total_s"], 9), round(s["self_s"], 9), s["p50_s"], s["max_s"]) for s in r["sections"]}
+assert table(h) == table(a), (table(h), table(a))
+for x, y in zip(h["sessions"], a["sessions"]):
+    assert table(x) == table(y), (x["name"], table(x), table(y))
+ev = json.load(gzip.open(sys.argv[3], "rt"))
+xs = [e for e in ev if e.get("ph") == "X" and e["cat"] in ("section", "folded")]
+kept = [e for e in xs if e["cat"] == "section"]
+folded = [e for e in xs if e["cat"] == "folded"]
+assert len(kept) == hs["sections_held"] <= 100 and folded, (len(kept), len(folded))
+assert sum(e["args"]["sections"] for e in folded) <= hs["trace_sections_folded"], hs
+assert hs["trace_sections_folded"] == hs["sections"] - hs["sections_held"], hs
+assert all("report_max_sections" in e["args"]["why"] for e in folded), folded[0]
+by = collections.defaultdict(list)
+for e in xs:
+    by[e["tid"]].append((e["ts"], e["ts"] + e["dur"]))
+for iv in by.values():
+    iv.sort(key=lambda a: (a[0], -a[1]))
+    stack = []
+    for x0, x1 in iv:
+        while stack and stack[-1] <= x0 + 0.0015:
+            stack.pop()
+        assert not stack or x1 <= stack[-1] + 0.0015, (x0, x1, stack[-1])
+        stack.append(x1)
+print("held sections: %d of %d held, %d folded into %d slices; statistics equal to the whole run's"
+      % (hs["sections_held"], hs["sections"], hs["trace_sections_folded"], len(folded)))
+PY
     # issue 18: Perfetto's protobuf trace (NAME.pftrace) decodes with protoc and shows what the
     # JSON trace of the same run shows, folding included; sonde export writes it byte for byte
     command -v protoc > /dev/null || fail "protoc missing: apt-get install protobuf-compiler"

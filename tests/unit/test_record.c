@@ -408,6 +408,29 @@ static void *second_thread(void *arg)
     return NULL;
 }
 
+/* Two statistics tables are the same, figure by figure. */
+static void stats_equal(const sm_stat *x, size_t nx, const sm_stat *y, size_t ny)
+{
+    assert_int_equal((int)nx, (int)ny);
+    for (size_t i = 0; i < nx; i++) {
+        const sm_stat *a = &x[i], *b = &y[i];
+        assert_string_equal(a->name, b->name);
+        assert_int_equal((int)a->count, (int)b->count);
+        assert_int_equal((int)a->threads, (int)b->threads);
+        assert_int_equal(a->min_depth, b->min_depth);
+        assert_int_equal(a->sketched, b->sketched);
+        assert_true(a->min_s == b->min_s && a->max_s == b->max_s && a->p50_s == b->p50_s &&
+                    a->p90_s == b->p90_s && a->p99_s == b->p99_s);
+        assert_true(a->units == b->units && a->flops == b->flops);
+        const double af[] = {a->total_s, a->self_s, a->mean_s, a->stddev_s, a->units_s,
+                             a->flops_time_s, a->share};
+        const double bf[] = {b->total_s, b->self_s, b->mean_s, b->stddev_s, b->units_s,
+                             b->flops_time_s, b->share};
+        for (size_t k = 0; k < sizeof af / sizeof af[0]; k++) /* summed in another order */
+            assert_true(fabs(af[k] - bf[k]) <= 1e-9 * fabs(bf[k]) + 1e-15);
+    }
+}
+
 static void build_stats_equal_span_stats(void **state)
 {
     (void)state;
@@ -453,25 +476,8 @@ static void build_stats_equal_span_stats(void **state)
         size_t n = 0;
         sm_stat *st = sm_stats(&m, NULL, NULL, (double)m.duration_ns / 1e9, &n);
         assert_non_null(st);
-        assert_int_equal((int)n, (int)m.n_stats);
         assert_int_equal((int)n, 5);
-        for (size_t i = 0; i < n; i++) {
-            const sm_stat *a = &m.stats[i], *b = &st[i];
-            assert_string_equal(a->name, b->name);
-            assert_int_equal((int)a->count, (int)b->count);
-            assert_int_equal((int)a->threads, (int)b->threads);
-            assert_int_equal(a->min_depth, b->min_depth);
-            assert_int_equal(a->sketched, b->sketched);
-            assert_true(a->min_s == b->min_s && a->max_s == b->max_s && a->p50_s == b->p50_s &&
-                        a->p90_s == b->p90_s && a->p99_s == b->p99_s);
-            assert_true(a->units == b->units && a->flops == b->flops);
-            const double af[] = {a->total_s, a->self_s, a->mean_s, a->stddev_s, a->units_s,
-                                 a->flops_time_s, a->share};
-            const double bf[] = {b->total_s, b->self_s, b->mean_s, b->stddev_s, b->units_s,
-                                 b->flops_time_s, b->share};
-            for (size_t k = 0; k < sizeof af / sizeof af[0]; k++) /* summed in another order */
-                assert_true(fabs(af[k] - bf[k]) <= 1e-9 * fabs(bf[k]) + 1e-15);
-        }
+        stats_equal(m.stats, m.n_stats, st, n);
         const sm_stat *rec = tu_stat(&m, "rec"), *many = tu_stat(&m, "many");
         /* a short one may be kept if the machine stalled it (a preemption): ranges */
         assert_true(with_min ? rec->count >= 11 && rec->count < 15 : rec->count == 15);
@@ -488,6 +494,142 @@ static void build_stats_equal_span_stats(void **state)
         sm_free(&m);
         tu_rmrf(dir);
     }
+}
+
+/* Held sections (report_max_sections): a run with more sections than the limit holds the
+ * longest, and those with metadata, and folds the rest as it is read; its statistics, its
+ * sessions' statistics and its counts are those of the whole run read with no limit, and the
+ * folded runs account for every section not held. */
+static int count_slices(void *ctx, const char *data, size_t n);
+
+static int in_session(const sm_span *s, void *ctx)
+{
+    return s->session == *(const int32_t *)ctx;
+}
+
+static void held_sections_report_the_whole_run(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "held");
+    c.report_max_sections = 90; /* 30 held by their duration, at most */
+    sonde_profiler *p = sonde_create(&c);
+    assert_non_null(p);
+    sonde_session_begin(p, "warm");
+    for (int i = 0; i < 40; i++) {
+        sonde_begin(p, "step");
+        tu_spin_ms(i % 8 ? 0.01 : 0.4);
+        for (int k = 0; k < 5; k++) {
+            sonde_begin(p, "leaf");
+            if (k == 2) { /* recursive: once in the total */
+                sonde_begin(p, "leaf");
+                sonde_end(p);
+            }
+            sonde_end(p);
+        }
+        if (i % 10 == 0) { /* held for its metadata, with what encloses it */
+            sonde_begin(p, "tagged");
+            sonde_metadata(p, "i", "x");
+            sonde_end(p);
+        }
+        sonde_end(p);
+    }
+    sonde_session_end(p);
+    sonde_session_begin(p, "main");
+    for (int i = 0; i < 300; i++) { /* short ones at the top level */
+        sonde_begin(p, "tiny");
+        sonde_end(p);
+    }
+    sonde_begin(p, "long");
+    tu_spin_ms(1);
+    sonde_end(p);
+    sonde_session_end(p);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, second_thread, p), 0);
+    pthread_join(th, NULL);
+    char path[4096];
+    snprintf(path, sizeof path, "%s", sonde_file_path(p));
+    assert_int_equal(sonde_destroy(p), 0);
+    sm_model h, f;
+    assert_int_equal(sm_read_file(path, &h), 0);
+    const sm_kv all = {"config.report_max_sections", "0"};
+    assert_int_equal(sm_read_file_set(path, &all, 1, &f), 0);
+    assert_int_equal((int)f.sections_folded, 0);
+    assert_true(h.sections_folded > 0 && h.held_min_ns > 0);
+    assert_int_equal((int)sm_sections(&h), (int)f.n_spans);
+    assert_int_equal((int)sm_sections(&h), 40 * 7 + 4 + 301 + 3);
+    assert_int_equal((int)h.total_sections, (int)f.total_sections);
+    size_t by_duration = 0;
+    for (size_t i = 0; i < h.n_spans; i++) {
+        const sm_span *s = &h.spans[i];
+        int long_enough = s->end_ns - s->start_ns >= h.held_min_ns;
+        by_duration += long_enough;
+        if (!long_enough && s->x < 0) { /* else a held section is nested in it */
+            assert_true(i + 1 < h.n_spans && h.spans[i + 1].parent == (int32_t)i);
+        }
+    }
+    assert_true(by_duration <= 30);
+    uint64_t threads_h = 0, threads_f = 0, folded = 0;
+    for (size_t t = 0; t < h.n_threads; t++) {
+        threads_h += h.threads[t].spans;
+        threads_f += f.threads[t].spans;
+    }
+    assert_int_equal((int)threads_h, (int)threads_f);
+    for (size_t i = 0; i < h.n_folds; i++) {
+        const sm_fold_run *r = &h.folds[i];
+        assert_true(r->n >= 1 && r->folded >= r->n && r->end_ns >= r->start_ns);
+        assert_true(r->box < (int32_t)h.n_spans && r->closer < (int32_t)h.n_spans);
+        assert_true(r->closer < 0 || h.spans[r->closer].start_ns >= r->end_ns);
+        assert_true(r->box < 0 || (h.spans[r->box].start_ns <= r->start_ns &&
+                                   r->end_ns <= h.spans[r->box].end_ns));
+        folded += r->folded;
+    }
+    assert_int_equal((int)folded, (int)h.sections_folded);
+    assert_int_equal((int)h.trace.sections, (int)sm_sections(&h));
+    assert_int_equal((int)h.trace.folded, (int)h.sections_folded);
+    stats_equal(h.stats, h.n_stats, f.stats, f.n_stats);
+    assert_int_equal((int)h.n_sessions, 2);
+    for (int32_t i = 0; i < 2; i++) {
+        const sm_session *se = &f.sessions[i];
+        size_t n = 0;
+        sm_stat *st = sm_stats(&f, in_session, &i, (double)(se->end_ns - se->start_ns) / 1e9, &n);
+        assert_non_null(st);
+        assert_non_null(h.sessions[i].stats);
+        stats_equal(h.sessions[i].stats, h.sessions[i].n_stats, st, n);
+        sm_stats_free(st, n);
+    }
+    size_t slices = 0;
+    assert_int_equal(sx_trace(&h, count_slices, &slices), 0);
+    assert_int_equal((int)slices, (int)(h.n_spans + h.n_folds));
+    /* merged with another run (`sonde run` joins a program's children): the statistics combine
+     * by name, as the whole runs' do */
+    sm_model h2, f2;
+    assert_int_equal(sm_read_file(path, &h2), 0);
+    assert_int_equal(sm_read_file_set(path, &all, 1, &f2), 0);
+    assert_int_equal(sm_merge(&h, &h2), 0);
+    assert_int_equal(sm_merge(&f, &f2), 0);
+    sm_free(&h2);
+    sm_free(&f2);
+    assert_int_equal((int)sm_sections(&h), (int)f.n_spans);
+    assert_int_equal((int)h.trace.folded, (int)h.sections_folded);
+    assert_int_equal((int)h.n_stats, (int)f.n_stats);
+    for (size_t i = 0; i < f.n_stats; i++) {
+        const sm_stat *a = tu_stat(&h, f.stats[i].name), *b = &f.stats[i];
+        assert_non_null(a);
+        assert_int_equal((int)a->count, (int)b->count);
+        assert_int_equal((int)a->threads, (int)b->threads);
+        assert_true(fabs(a->total_s - b->total_s) <= 1e-9 * b->total_s + 1e-15);
+        assert_true(fabs(a->mean_s - b->mean_s) <= 1e-9 * b->mean_s + 1e-15);
+        assert_true(fabs(a->stddev_s - b->stddev_s) <= 1e-6 * b->mean_s + 1e-12);
+        assert_true(a->min_s == b->min_s && a->max_s == b->max_s);
+    }
+    slices = 0;
+    assert_int_equal(sx_trace(&h, count_slices, &slices), 0);
+    assert_int_equal((int)slices, (int)(h.n_spans + h.n_folds));
+    sm_free(&h);
+    sm_free(&f);
+    tu_rmrf(dir);
 }
 
 /* An event's key/value payload travels with the event, not with the open section, into the
@@ -1117,6 +1259,7 @@ int main(void)
         cmocka_unit_test(disabled_is_a_no_op),
         cmocka_unit_test(clear_discards_earlier), cmocka_unit_test(min_duration_leaves_out_short),
         cmocka_unit_test(build_stats_equal_span_stats),
+        cmocka_unit_test(held_sections_report_the_whole_run),
         cmocka_unit_test(calls_after_destroy),
         cmocka_unit_test(export_and_summary),
         cmocka_unit_test(event_args_travel_with_the_event),

@@ -20,7 +20,7 @@ static void print_path(const char *path, void *ctx)
 
 /* The keys the reports read from the run's recorded configuration when they are written, so
  * `--set` can change them; the others act while recording or reading. */
-static const char *const g_report_keys[] = {"trace_max_events", "html_max_spans",
+static const char *const g_report_keys[] = {"trace_max_events", "report_max_sections", "html_max_spans",
                                             "bottleneck_threshold", "max_data_points", NULL};
 
 /* --set KEY=VALUE: KEY checked against the reports' keys, VALUE through the key's own rules;
@@ -102,8 +102,15 @@ int cmd_export(int argc, char **argv)
     int big = stat(file, &st) == 0 && st.st_size > (8 << 20) && isatty(2) && !quiet;
     if (big)
         fprintf(stderr, "sonde export: reading %s (%.1f MiB)...", file, (double)st.st_size / 1048576.0);
+    char set_fact[MAX_SETS][80];
+    sm_kv sets[MAX_SETS];
+    for (size_t i = 0; i < n_sets; i++) { /* over the run's own configuration, before the build:
+                                             report_max_sections decides what it holds */
+        snprintf(set_fact[i], sizeof set_fact[i], "config.%.63s", set_key[i]);
+        sets[i] = (sm_kv){set_fact[i], set_val[i]};
+    }
     sm_model m;
-    if (sm_read_file(file, &m) != 0) {
+    if (sm_read_file_set(file, sets, n_sets, &m) != 0) {
         if (big)
             fputc('\n', stderr);
         return cli_fail(CLI_USAGE, "export", "%s", sonde_last_error());
@@ -112,10 +119,8 @@ int cmd_export(int argc, char **argv)
         sm_free(&m);
         return CLI_USAGE;
     }
-    for (size_t i = 0; i < n_sets; i++) { /* over the run's own configuration */
-        char key[80];
-        snprintf(key, sizeof key, "config.%s", set_key[i]);
-        if (sm_set_info(&m, key, set_val[i]) ||
+    for (size_t i = 0; i < n_sets; i++) { /* again over the programs' runs joined to it */
+        if (sm_set_info(&m, set_fact[i], set_val[i]) ||
             (!strcmp(set_key[i], "trace_max_events") &&
              sm_trace_budget(&m, INT64_MIN, INT64_MAX, &m.trace))) {
             sm_free(&m);
