@@ -7,6 +7,7 @@
  * .sonde file for a closer look) */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -17,6 +18,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <zlib.h>
 
 #include "bench.h"
 #include "export/export.h"
@@ -45,6 +48,78 @@ static void *worker(void *arg)
         }
     }
     return NULL;
+}
+
+/* The complete events the JSON trace holds (sections and folded slices), or -1. */
+static long long trace_events(const char *path)
+{
+    static const char sec[] = "\"cat\":\"section\"", fold[] = "\"cat\":\"folded\"";
+    gzFile z = gzopen(path, "rb");
+    if (!z)
+        return -1;
+    static char buf[1 << 16];
+    size_t keep = 0; /* the tail of the last read, where a key may be cut */
+    long long n = 0;
+    int got;
+    while ((got = gzread(z, buf + keep, (unsigned)(sizeof buf - keep))) > 0) {
+        size_t len = keep + (size_t)got;
+        for (size_t i = 0; i + sizeof fold - 1 <= len; i++)
+            n += !memcmp(buf + i, sec, sizeof sec - 1) || !memcmp(buf + i, fold, sizeof fold - 1);
+        keep = len < sizeof sec ? len : sizeof sec - 2; /* shorter than a key: never counted twice */
+        memmove(buf, buf + len - keep, keep);
+    }
+    gzclose(z);
+    return got < 0 ? -1 : n;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The report's percentiles (the held model's, from the sketch past SM_SKETCH_AT instances)
+ * against the exact ones over every instance (the file read again with no limit): the largest
+ * relative error, or -1 when a read fails. */
+static double sketch_error(const char *path)
+{
+    sm_model h, f;
+    const sm_kv all = {"config.report_max_sections", "0"};
+    if (sm_read_file(path, &h) != 0)
+        return -1;
+    if (sm_read_file_set(path, &all, 1, &f) != 0) {
+        sm_free(&h);
+        return -1;
+    }
+    double worst = 0;
+    int64_t *d = malloc((f.n_spans ? f.n_spans : 1) * sizeof *d);
+    double *v = malloc((f.n_spans ? f.n_spans : 1) * sizeof *v);
+    for (size_t k = 0; d && v && k < h.n_stats; k++) {
+        const sm_stat *st = &h.stats[k];
+        size_t n = 0;
+        for (size_t i = 0; i < f.n_spans; i++)
+            if (!strcmp(f.sites[f.spans[i].site].name, st->name) &&
+                !(f.spans[i].flags & SM_SPAN_END_LOST))
+                d[n++] = f.spans[i].end_ns - f.spans[i].start_ns;
+        qsort(d, n, sizeof *d, cmp_i64);
+        for (size_t i = 0; i < n; i++)
+            v[i] = (double)d[i] / 1e9;
+        const double got[] = {st->p50_s, st->p90_s, st->p99_s}, q[] = {50, 90, 99};
+        for (int j = 0; j < 3 && n; j++) {
+            double exact = sm_percentile(v, n, q[j]);
+            double err = exact > 0 ? fabs(got[j] - exact) / exact : 0;
+            printf("    %-8s p%.0f: %.1f ns, exact %.1f ns (%.2f%%, %s)\n", st->name, q[j],
+                   got[j] * 1e9, exact * 1e9, err * 100, st->sketched ? "sketch" : "exact");
+            worst = err > worst ? err : worst;
+        }
+    }
+    if (!d || !v)
+        worst = -1;
+    free(d);
+    free(v);
+    sm_free(&h);
+    sm_free(&f);
+    return worst;
 }
 
 int main(int argc, char **argv)
@@ -159,12 +234,27 @@ int main(int argc, char **argv)
            floor_s);
     printf("  peak RSS of the report pass: %.0f MiB, %.1f bytes per edge\n", rss / (1 << 20),
            rss / n_edges);
-    printf("  issue 18's target at 10^9 edges: 60 s (%.0f M edges/s) and 1 GiB (%.2f bytes per "
-           "edge): %s\n", 1e9 / 60 / 1e6, (double)(1u << 30) / 1e9,
-           rep_s / n_edges * 1e9 <= 60 && rss / n_edges * 1e9 <= (double)(1u << 30)
-               ? "met at this rate"
-               : "not met");
     char out[4200];
+    snprintf(out, sizeof out, "%s/bench-scale-report.trace.json.gz", dir);
+    long long events = trace_events(out);
+    unsigned long long budget = 4000000; /* trace_max_events' default, which the run keeps */
+    printf("  the trace: %lld sections and folded slices, its budget %llu: %s\n", events, budget,
+           events >= 0 && (unsigned long long)events <= budget ? "within" : "NOT within");
+    int ok = events >= 0 && (unsigned long long)events <= budget;
+    if (n_edges >= 1e9) {
+        printf("  issue 18's target for 10^9 edges, 60 s and 1 GiB: %s\n",
+               rep_s <= 60 && rss <= (double)(1u << 30) ? "met" : "not met");
+    } else {
+        printf("  issue 18's target is for 10^9 edges (60 s, 1 GiB): --edges 1000000000 (at this "
+               "run's rate the pass would take %.0f s)\n", rep_s / n_edges * 1e9);
+    }
+    if (n_edges <= 2e7) { /* exact percentiles are affordable: the report's against them */
+        double worst = sketch_error(path);
+        printf("  percentiles: the largest error %.2f%% against the exact ones, the sketch's "
+               "bound %.0f%%: %s\n", worst * 100, SM_SKETCH_ALPHA * 100,
+               worst >= 0 && worst <= SM_SKETCH_ALPHA ? "within" : "NOT within");
+        ok &= worst >= 0 && worst <= SM_SKETCH_ALPHA;
+    }
     static const char *const ext[] = {".json", ".txt", ".trace.json.gz", ".pftrace"};
     for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
         snprintf(out, sizeof out, "%s/bench-scale-report%s", dir, ext[i]);
@@ -176,5 +266,5 @@ int main(int argc, char **argv)
         printf("  kept %s\n", path);
     else
         unlink(path);
-    return 0;
+    return ok ? 0 : 1;
 }

@@ -48,6 +48,8 @@ typedef struct bctx {
     int64_t min_ns;          /* config min_duration_s: shorter sections are left out (0: none) */
     /* held sections (report_max_sections, settle) */
     int64_t held_min_ns;     /* INT64_MIN: every section is held */
+    size_t edge;             /* the histogram bucket just under held_min_ns, SIZE_MAX: none */
+    uint64_t edge_every, edge_seen; /* of its sections, every edge_every-th is held too */
     sm_statsink *ssink;      /* per session, when some sections are folded */
     size_t n_ssink, cap_folds;
     int32_t top_run;         /* the thread being built: the run open at its top level, -1 none */
@@ -65,77 +67,15 @@ typedef struct sess_ev {
     int begin;
 } sess_ev;
 
-/* What the first pass over every thread's events finds, before any section is built: the run's
- * end when it did not end cleanly, the ids named, the dropped events GAP markers place, the
- * sessions and the step schedule's mode changes (few), the last step. */
-typedef struct skim {
-    uint32_t thread;         /* the thread being read */
-    int clean_end;
-    uint64_t end_tick, marked, last_step;
-    uint64_t begins;         /* section begins, every thread's */
-    uint32_t max_id;
-    uint64_t *used;          /* bitmap of the ids events name (SM_MAX_ID bits) */
-    sess_ev *sess;
-    size_t n_sess, cap_sess;
-    mode_ev *modes;
-    size_t n_modes, cap_modes;
-} skim;
-
-static int skim_batch(void *ctx, const sb_batch *bt)
-{
-    skim *k = ctx;
-    for (size_t i = 0; i < bt->n; i++) {
-        const sb_ev *e = &bt->ev[i];
-        if (!k->clean_end && e->tick > k->end_tick)
-            k->end_tick = e->tick;
-        switch (e->kind) {
-        case SONDE_K_MODE: /* its id is a step number, not a name */
-            if (GROW(k->modes, k->n_modes, k->cap_modes))
-                return -1;
-            k->modes[k->n_modes++] = (mode_ev){e->tick, e->id, e->arg};
-            continue;
-        case SONDE_K_METADATA:
-            if (e->arg > k->max_id)
-                k->max_id = e->arg;
-            BIT_SET(k->used, e->arg);
-            break;
-        case SONDE_K_GAP:
-            k->marked += e->arg;
-            break;
-        case SONDE_K_BEGIN:
-            k->begins++;
-            break;
-        case SONDE_K_STEP:
-            if ((e->arg & ~SONDE_STEP_BEGIN) > k->last_step)
-                k->last_step = e->arg & ~SONDE_STEP_BEGIN;
-            break;
-        case SONDE_K_SESSION_BEGIN:
-        case SONDE_K_SESSION_END:
-            if (GROW(k->sess, k->n_sess, k->cap_sess))
-                return -1;
-            k->sess[k->n_sess++] = (sess_ev){e->tick, e->id, k->thread,
-                                             e->kind == SONDE_K_SESSION_BEGIN};
-            break;
-        default:
-            break;
-        }
-        if (e->id > k->max_id)
-            k->max_id = e->id;
-        BIT_SET(k->used, e->id);
-    }
-    return 0;
-}
-
 static int64_t rel(const bctx *b, uint64_t tick)
 {
     return (int64_t)((double)(int64_t)(tick - b->cut_tick) * b->ns_per_tick);
 }
 
-/* Held sections: when a run has more than report_max_sections sections, a pass before the build
- * matches each thread's begins and ends as the build will and counts their durations in a
- * log histogram (values under 64 ns exactly, then 64 buckets an octave: at most 1.6% wide). The
- * shortest duration held is the lowest bucket bound with at most the number to hold at or above
- * it. It counts sections the build will leave out (before a clear, outside the schedule's
+/* Held sections: the first pass matches each thread's begins and ends as the build will and
+ * counts their durations in a log histogram (values under 64 ns exactly, then 64 buckets an
+ * octave: at most 1.6% wide). The shortest duration held is the lowest bucket bound with at most
+ * the number to hold at or above it (held_bound). It counts sections the build will leave out (before a clear, outside the schedule's
  * windows) and closes a section whose end was lost where the build gives it none: both only
  * raise the bound, so no more are held than were meant to be. */
 enum { DUR_BUCKETS = 64 + 58 * 64 };
@@ -197,39 +137,101 @@ static int tpass_batch(void *ctx, const sb_batch *bt)
     return 0;
 }
 
-/* The shortest duration held (INT64_MIN: every section is held), or -1 through *err when out
- * of memory. */
-static int64_t held_bound(bctx *b, sb_raw *raw, uint64_t sections, uint64_t end_tick, int *err)
+/* What the first pass over every thread's events finds, before any section is built: the run's
+ * end when it did not end cleanly, the ids named, the dropped events GAP markers place, the
+ * sessions and the step schedule's mode changes (few), the last step. */
+typedef struct skim {
+    uint32_t thread;         /* the thread being read */
+    int clean_end;
+    uint64_t end_tick, marked, last_step;
+    uint64_t begins;         /* section begins, every thread's */
+    uint32_t max_id;
+    uint64_t *used;          /* bitmap of the ids events name (SM_MAX_ID bits) */
+    sess_ev *sess;
+    size_t n_sess, cap_sess;
+    mode_ev *modes;
+    size_t n_modes, cap_modes;
+    tpass tp;                /* the sections' durations */
+    uint64_t *open_at;       /* ticks of the sections open at their thread's end (closed at the
+                                run's end, known once every thread is read) */
+    size_t n_open, cap_open;
+} skim;
+
+static int skim_batch(void *ctx, const sb_batch *bt)
 {
-    sm_model *m = b->m;
-    uint64_t max = sm_report_max_sections(m);
-    if (!max || sections <= max)
+    skim *k = ctx;
+    if (tpass_batch(&k->tp, bt))
+        return -1;
+    for (size_t i = 0; i < bt->n; i++) {
+        const sb_ev *e = &bt->ev[i];
+        if (!k->clean_end && e->tick > k->end_tick)
+            k->end_tick = e->tick;
+        switch (e->kind) {
+        case SONDE_K_MODE: /* its id is a step number, not a name */
+            if (GROW(k->modes, k->n_modes, k->cap_modes))
+                return -1;
+            k->modes[k->n_modes++] = (mode_ev){e->tick, e->id, e->arg};
+            continue;
+        case SONDE_K_METADATA:
+            if (e->arg > k->max_id)
+                k->max_id = e->arg;
+            BIT_SET(k->used, e->arg);
+            break;
+        case SONDE_K_GAP:
+            k->marked += e->arg;
+            break;
+        case SONDE_K_BEGIN:
+            k->begins++;
+            break;
+        case SONDE_K_STEP:
+            if ((e->arg & ~SONDE_STEP_BEGIN) > k->last_step)
+                k->last_step = e->arg & ~SONDE_STEP_BEGIN;
+            break;
+        case SONDE_K_SESSION_BEGIN:
+        case SONDE_K_SESSION_END:
+            if (GROW(k->sess, k->n_sess, k->cap_sess))
+                return -1;
+            k->sess[k->n_sess++] = (sess_ev){e->tick, e->id, k->thread,
+                                             e->kind == SONDE_K_SESSION_BEGIN};
+            break;
+        default:
+            break;
+        }
+        if (e->id > k->max_id)
+            k->max_id = e->id;
+        BIT_SET(k->used, e->id);
+    }
+    return 0;
+}
+
+
+/* The shortest duration held (INT64_MIN: every section is held), from the first pass's
+ * histogram of sk's sections' durations. Durations bunch (a hot call's are alike), so the bucket
+ * just under it may hold many times what is left of the number to hold: its sections are held
+ * one in edge_every, spread over the run, filling the number (b->edge, b->edge_every). */
+static int64_t held_bound(bctx *b, size_t n_threads, const skim *sk)
+{
+    uint64_t max = sm_report_max_sections(b->m);
+    b->edge = SIZE_MAX;
+    if (!max || sk->begins <= max)
         return INT64_MIN;
-    uint64_t hold = max / 3, tmax = sm_trace_max_events(m); /* held, and a run beside each */
+    uint64_t hold = max / 3, tmax = sm_trace_max_events(b->m); /* held, and a run beside each */
     if (tmax) {
-        uint64_t th = tmax > raw->n_threads ? (tmax - raw->n_threads) / 3 : 0;
+        uint64_t th = tmax > n_threads ? (tmax - n_threads) / 3 : 0;
         hold = th < hold ? th : hold;
-    }
-    tpass p = {.b = b};
-    if (!(p.hist = sonde__calloc(DUR_BUCKETS, sizeof *p.hist))) {
-        *err = -1;
-        return 0;
-    }
-    for (size_t t = 0; t < raw->n_threads && !*err; t++) {
-        p.depth = 0;
-        if (raw->events(raw->events_src, t, 0, tpass_batch, &p))
-            *err = -1;
-        for (size_t j = p.depth; j-- > 0;)
-            tpass_close(&p, j, end_tick);
     }
     uint64_t above = 0;
     size_t i = DUR_BUCKETS;
-    while (i > 0 && above + p.hist[i - 1] <= hold)
-        above += p.hist[--i];
+    while (i > 0 && above + sk->tp.hist[i - 1] <= hold)
+        above += sk->tp.hist[--i];
     int64_t bound = i == DUR_BUCKETS ? INT64_MAX : (int64_t)bucket_low(i);
-    sonde__free(p.hist);
-    sonde__free(p.stack);
-    return bound < b->min_ns ? b->min_ns : bound;
+    if (bound < b->min_ns)
+        return b->min_ns;
+    if (i > 0 && hold > above) {
+        b->edge = i - 1;
+        b->edge_every = (sk->tp.hist[i - 1] + (hold - above) - 1) / (hold - above);
+    }
+    return bound;
 }
 
 /* 1 when what happens at time t is kept: always without a schedule, else inside a window. */
@@ -535,7 +537,8 @@ static ptrdiff_t open_of_name(const bctx *b, const sentry *stack, size_t k, int 
 }
 
 /* Held sections (sm_model.held_min_ns): once stack[k] has closed and fed the statistics, it is
- * held when it lasts at least held_min_ns, carries metadata, throughput or FLOPs, a diffusion
+ * held when it lasts at least held_min_ns (or is one of those just under it that held_bound
+ * spreads over the run), carries metadata, throughput or FLOPs, a diffusion
  * record took its duration, or a section nested in it is held. Else it is folded: its
  * descendants are folded already, so it is the last span, and it is popped; it joins the run
  * open in its box (its parent, or its thread's top level), and what was folded inside it goes
@@ -557,7 +560,9 @@ static int settle(bctx *b, sentry *stack, size_t k)
     const sm_span *s = &m->spans[idx];
     int64_t dur = s->end_ns - s->start_ns;
     int last = (size_t)idx == m->n_spans - 1 && (se->run < 0 || (size_t)se->run == m->n_folds - 1);
-    if (dur >= b->held_min_ns || se->referenced || se->held_child || s->x >= 0 || !last) {
+    int edge = dur < b->held_min_ns && dur_bucket(dur > 0 ? (uint64_t)dur : 0) == b->edge &&
+               b->edge_seen++ % b->edge_every == 0;
+    if (dur >= b->held_min_ns || edge || se->referenced || se->held_child || s->x >= 0 || !last) {
         if (se->run >= 0)
             m->folds[se->run].closer = -1;
         if (*slot >= 0)
@@ -1407,16 +1412,28 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
             if (raw->anchors[i].tick > sk.end_tick)
                 sk.end_tick = raw->anchors[i].tick;
     }
-    if (!(sk.used = sonde__calloc(SM_MAX_ID / 64, sizeof *sk.used)))
+    sk.tp.b = &b;
+    if (!(sk.used = sonde__calloc(SM_MAX_ID / 64, sizeof *sk.used)) ||
+        !(sk.tp.hist = sonde__calloc(DUR_BUCKETS, sizeof *sk.tp.hist)))
         goto out;
     for (size_t t = 0; t < raw->n_threads; t++) {
         sk.thread = (uint32_t)t;
+        sk.tp.depth = 0;
         if (raw->events(raw->events_src, t, 1, skim_batch, &sk))
             goto out;
+        for (size_t j = 0; j < sk.tp.depth; j++) {
+            if (GROW(sk.open_at, sk.n_open, sk.cap_open))
+                goto out;
+            sk.open_at[sk.n_open++] = sk.tp.stack[j].tick;
+        }
     }
     uint64_t end_tick = sk.end_tick;
     if (end_tick < b.cut_tick)
         end_tick = b.cut_tick;
+    for (size_t j = 0; j < sk.n_open; j++) { /* closed at the run's end */
+        int64_t d = rel(&b, end_tick) - rel(&b, sk.open_at[j]);
+        sk.tp.hist[dur_bucket(d > 0 ? (uint64_t)d : 0)]++;
+    }
     b.lost_at_end = raw->dropped > sk.marked;
     m->duration_ns = rel(&b, end_tick);
 
@@ -1458,10 +1475,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     if (build_sessions(&b, sk.sess, sk.n_sess, end_tick) ||
         build_modes(&b, sk.modes, sk.n_modes, end_tick, sk.last_step))
         goto out;
-    int err = 0;
-    b.held_min_ns = held_bound(&b, raw, sk.begins, end_tick, &err);
-    if (err)
-        goto out;
+    b.held_min_ns = held_bound(&b, raw->n_threads, &sk);
     if (b.held_min_ns != INT64_MIN && m->n_sessions) { /* their spans will not all be there */
         if (!(b.ssink = sonde__calloc(m->n_sessions, sizeof *b.ssink)))
             goto out;
@@ -1542,6 +1556,9 @@ out:
     sonde__free(sk.used);
     sonde__free(sk.sess);
     sonde__free(sk.modes);
+    sonde__free(sk.tp.hist);
+    sonde__free(sk.tp.stack);
+    sonde__free(sk.open_at);
     if (rc)
         sonde__fail(rc, "%s: out of memory while building the model", fname);
     return rc;

@@ -21,7 +21,7 @@
 
 typedef struct rblock {
     uint64_t first, nslots, base_tick;
-    const uint8_t *p;
+    uint64_t off;          /* where its events are in the file */
     size_t len;
     size_t order;
 } rblock;
@@ -44,7 +44,42 @@ typedef struct rstate {
     size_t max_threads;    /* thread indices are dense: no more than the file has records for */
     sb_ev *batch_ev;       /* the batch decode_thread hands over (RBATCH events) */
     double (*batch_v)[SONDE_MAX_VALUES]; /* and its events' values */
+    /* The file: in memory (data), or read a record or a block at a time with pread from fd
+     * into scratch, so no reading holds the whole file (sm_read_file_set). */
+    const uint8_t *data;
+    int fd;
+    uint8_t *scratch;
+    size_t cap_scratch;
 } rstate;
+
+/* The len bytes at off (within the file's size): in memory, or read into the scratch buffer,
+ * valid until the next call. NULL when out of memory (errno ENOMEM) or the file could not be
+ * read there (it shrank, or an I/O error). */
+static const uint8_t *src_at(rstate *s, uint64_t off, size_t len)
+{
+    if (s->data)
+        return s->data + off;
+    if (len > s->cap_scratch) {
+        uint8_t *g = sonde__realloc(s->scratch, len);
+        if (!g) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        s->scratch = g;
+        s->cap_scratch = len;
+    }
+    for (size_t got = 0; got < len;) {
+        ssize_t r = pread(s->fd, s->scratch + got, len - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            errno = r ? errno : EIO;
+            return NULL;
+        }
+        got += (size_t)r;
+    }
+    return s->scratch;
+}
 
 static int rwarn(rstate *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int rwarn(rstate *s, const char *fmt, ...)
@@ -192,8 +227,10 @@ static int parse_thread(rstate *s, const uint8_t *p, const uint8_t *end)
     return 0;
 }
 
-static int parse_events(rstate *s, const uint8_t *p, const uint8_t *end, size_t order)
+/* at: the record's payload's offset in the file. */
+static int parse_events(rstate *s, const uint8_t *p, const uint8_t *end, uint64_t at, size_t order)
 {
+    const uint8_t *p0 = p;
     uint64_t idx, tid, first, nslots;
     if (sm__get_var(&p, end, &idx) || sm__get_var(&p, end, &tid) || sm__get_var(&p, end, &first) ||
         sm__get_var(&p, end, &nslots) || end - p < 8)
@@ -209,7 +246,7 @@ static int parse_events(rstate *s, const uint8_t *p, const uint8_t *end, size_t 
     b->first = first;
     b->nslots = nslots;
     b->base_tick = sonde_get_u64le(p);
-    b->p = p + 8;
+    b->off = at + (uint64_t)(p + 8 - p0);
     b->len = (size_t)(end - p - 8);
     b->order = order;
     return 0;
@@ -238,8 +275,12 @@ static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *c
     size_t nv_used = 0;
     for (size_t bi = 0; bi < t->n_blocks; bi++) {
         rblock *b = &t->blocks[bi];
-        const uint8_t *p = b->p, *end = b->p + b->len;
         uint64_t slot = b->first, prev = b->base_tick;
+        const uint8_t *p = src_at(s, b->off, b->len), *end = p ? p + b->len : NULL;
+        if (!p && errno == ENOMEM)
+            return -2;
+        if (!p) /* the file changed under the reading: as a malformed block */
+            goto bad;
         while (p < end) {
             uint64_t tag, dz, arg = 0;
             if (sm__get_var(&p, end, &tag) || sm__get_var(&p, end, &dz))
@@ -295,19 +336,33 @@ static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *c
     return 0;
 }
 
-static int read_mem(const uint8_t *data, size_t n, const char *fname, const sm_kv *set,
+/* The file in memory (data), or n bytes read from fd as they are needed (data NULL). */
+static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, const sm_kv *set,
                     size_t n_set, sm_model *m)
 {
     memset(m, 0, sizeof *m);
-    if (n < SONDE_FILE_HEADER_LEN || memcmp(data, SONDE_FILE_MAGIC, SONDE_FILE_MAGIC_LEN) != 0)
+    rstate s;
+    memset(&s, 0, sizeof s);
+    s.data = data;
+    s.fd = fd;
+    const uint8_t *head = n >= SONDE_FILE_HEADER_LEN ? src_at(&s, 0, SONDE_FILE_HEADER_LEN) : NULL;
+    if (!head && n >= SONDE_FILE_HEADER_LEN) {
+        int e = errno;
+        sonde__free(s.scratch);
+        return e == ENOMEM ? sonde__fail(SONDE_ENOMEM, "%s: out of memory while reading", fname)
+                           : sonde__fail(SONDE_EIO, "%s: %s", fname, strerror(e));
+    }
+    if (!head || memcmp(head, SONDE_FILE_MAGIC, SONDE_FILE_MAGIC_LEN) != 0) {
+        sonde__free(s.scratch);
         return sonde__fail(SONDE_EFORMAT, "%s: not a .sonde file (bad magic)", fname);
-    uint32_t version = sonde_get_u32le(data + 8);
-    if (version < 1 || version > SONDE_FILE_VERSION)
+    }
+    uint32_t version = sonde_get_u32le(head + 8);
+    if (version < 1 || version > SONDE_FILE_VERSION) {
+        sonde__free(s.scratch);
         return sonde__fail(SONDE_EFORMAT,
                            "%s: .sonde format version %u is not supported (this sonde reads 1 to "
                            "%u)", fname, version, SONDE_FILE_VERSION);
-    rstate s;
-    memset(&s, 0, sizeof s);
+    }
     s.fname = fname;
     s.max_threads = n / 12 + 64; /* each thread has a THREAD or EVENTS record, 12 bytes or more */
     s.version = version;
@@ -320,7 +375,15 @@ static int read_mem(const uint8_t *data, size_t n, const char *fname, const sm_k
                 goto oom;
             break;
         }
-        const uint8_t *h = data + off;
+        const uint8_t *h = src_at(&s, off, SONDE_RECORD_HEADER_LEN);
+        if (!h && errno == ENOMEM)
+            goto oom;
+        if (!h) {
+            if (rwarn(&s, "%s: cannot read the record at offset %zu (%s): read up to it", fname,
+                      off, strerror(errno)))
+                goto oom;
+            break;
+        }
         unsigned type = h[0];
         uint32_t len = sonde_get_u32le(h + 4), crc = sonde_get_u32le(h + 8);
         if (len > SONDE_RECORD_MAX || len > n - off - SONDE_RECORD_HEADER_LEN) {
@@ -329,7 +392,17 @@ static int read_mem(const uint8_t *data, size_t n, const char *fname, const sm_k
                 goto oom;
             break;
         }
-        const uint8_t *p = h + SONDE_RECORD_HEADER_LEN, *end = p + len;
+        const uint8_t *p = src_at(&s, off + SONDE_RECORD_HEADER_LEN, len);
+        if (!p && errno == ENOMEM)
+            goto oom;
+        if (!p) {
+            if (rwarn(&s, "%s: cannot read the record at offset %zu (%s): read up to it", fname,
+                      off, strerror(errno)))
+                goto oom;
+            break;
+        }
+        const uint8_t *end = p + len;
+        uint64_t at = off + SONDE_RECORD_HEADER_LEN;
         if ((uint32_t)crc32(0L, p, len) != crc) {
             if (rwarn(&s, "%s: record at offset %zu fails its checksum: read up to it", fname, off))
                 goto oom;
@@ -342,7 +415,7 @@ static int read_mem(const uint8_t *data, size_t n, const char *fname, const sm_k
         case SONDE_R_INFO: r = parse_info(&s, p, end); break;
         case SONDE_R_SITE: r = parse_site(&s, p, end); break;
         case SONDE_R_THREAD: r = parse_thread(&s, p, end); break;
-        case SONDE_R_EVENTS: r = parse_events(&s, p, end, order++); break;
+        case SONDE_R_EVENTS: r = parse_events(&s, p, end, at, order++); break;
         case SONDE_R_ANCHOR: {
             uint64_t t, mo, re;
             if (sm__get_var(&p, end, &t) || sm__get_var(&p, end, &mo) || sm__get_var(&p, end, &re)) {
@@ -469,6 +542,7 @@ done:
     sonde__free(s.th);
     sonde__free(s.batch_ev);
     sonde__free(s.batch_v);
+    sonde__free(s.scratch);
     sb_raw_free(&s.raw);
     if (rc)
         sm_free(m);
@@ -477,7 +551,7 @@ done:
 
 int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
 {
-    return read_mem(data, n, fname, NULL, 0, m);
+    return read_src(data, -1, n, fname, NULL, 0, m);
 }
 
 int sm_read_file(const char *path, sm_model *m)
@@ -488,13 +562,23 @@ int sm_read_file(const char *path, sm_model *m)
 int sm_read_file_set(const char *path, const sm_kv *set, size_t n_set, sm_model *m)
 {
     memset(m, 0, sizeof *m);
-    char *buf;
-    size_t got;
-    int rc = sonde__read_input(path, SIZE_MAX - 1, &buf, &got);
-    if (rc)
-        return rc;
-    rc = read_mem((const uint8_t *)buf, got, path, set, n_set, m);
-    sonde__free(buf);
+    int rc, fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block it */
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        /* a record or a block at a time, as the passes need them: never the whole file */
+        rc = read_src(NULL, fd, (size_t)st.st_size, path, set, n_set, m);
+        close(fd);
+    } else { /* the library's own reasons why it cannot be read (not found, not a file) */
+        if (fd >= 0)
+            close(fd);
+        char *buf;
+        size_t got;
+        rc = sonde__read_input(path, SIZE_MAX - 1, &buf, &got);
+        if (rc)
+            return rc;
+        rc = read_src((const uint8_t *)buf, -1, got, path, set, n_set, m);
+        sonde__free(buf);
+    }
     if (!rc) {
         m->path = sonde__strdup(path);
         if (!m->path) {
