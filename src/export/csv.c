@@ -52,50 +52,89 @@ int sx_csv_instances(const sm_model *m, sbuf *out)
     return sx_csv_instances_stream(m, sbuf_sink, out);
 }
 
+/* One instance's row: its thread, name, depth, times, session, throughput, FLOPs, flags and
+ * metadata (key=value pairs separated by ';' in one field); meta is scratch. */
+static void instance_row(sbuf *b, sbuf *meta, const sm_model *m, const sm_span *s)
+{
+    sbuf_printf(b, "%u,", m->threads[s->thread].index);
+    sbuf_csv_str(b, m->threads[s->thread].name);
+    sbuf_putc(b, ',');
+    sbuf_csv_str(b, sm_str(m, s->site));
+    sbuf_printf(b, ",%u,%.9f,%.9f,%.9f,", s->depth, (double)s->start_ns / 1e9,
+                (double)s->end_ns / 1e9, (double)(s->end_ns - s->start_ns) / 1e9);
+    if (s->session >= 0)
+        sbuf_csv_str(b, sm_str(m, m->sessions[s->session].name));
+    const sm_span_x *x = sm_span_extra(m, s);
+    sbuf_printf(b, ",%.6g,%.6g,%s,", x->units, x->flops,
+                s->flags & SM_SPAN_END_LOST         ? "end_lost"
+                : s->flags & SM_SPAN_UNTERMINATED   ? "unterminated"
+                : s->flags & SM_SPAN_CLOSED_BY_OUTER ? "closed_by_outer"
+                                                     : "");
+    sbuf_reset(meta);
+    for (int32_t k = x->meta; k >= 0; k = m->meta[k].next) {
+        if (meta->len)
+            sbuf_putc(meta, ';');
+        sbuf_puts(meta, sm_str(m, m->meta[k].key));
+        sbuf_putc(meta, '=');
+        sbuf_puts(meta, sm_str(m, m->meta[k].value));
+    }
+    if (meta->oom)
+        b->oom = 1;
+    else if (meta->len)
+        sbuf_csv_str(b, meta->data);
+    sbuf_putc(b, '\n');
+}
+
+typedef struct rows {
+    sbuf b, meta;
+    sx_sink sink;
+    void *ctx;
+    int err;
+} rows;
+
+/* A section of the file read again (sm_read_file_each): its row, written as it goes. */
+static int row_of(void *ctx, const sm_model *m, const sm_span *s)
+{
+    rows *r = ctx;
+    instance_row(&r->b, &r->meta, m, s);
+    if (r->b.oom || sx_drain(&r->b, r->sink, r->ctx, SX_PIECE)) {
+        r->err = 1; /* the writer says why (export.c) */
+        return -1;
+    }
+    return 0;
+}
+
 int sx_csv_instances_stream(const sm_model *m, sx_sink sink, void *ctx)
 {
-    sbuf buf, meta;
-    sbuf_init(&buf);
-    sbuf_init(&meta);
-    sbuf *b = &buf;
-    int err = 0;
-    sbuf_puts(b, "thread,thread_name,name,depth,start_s,end_s,duration_s,session,units,flops,"
-                 "flags,metadata\n");
-    for (size_t i = 0; i < m->n_spans && !b->oom && !err; i++) {
-        const sm_span *s = &m->spans[i];
-        sbuf_printf(b, "%u,", m->threads[s->thread].index);
-        sbuf_csv_str(b, m->threads[s->thread].name);
-        sbuf_putc(b, ',');
-        sbuf_csv_str(b, sm_str(m, s->site));
-        sbuf_printf(b, ",%u,%.9f,%.9f,%.9f,", s->depth, (double)s->start_ns / 1e9,
-                    (double)s->end_ns / 1e9, (double)(s->end_ns - s->start_ns) / 1e9);
-        if (s->session >= 0)
-            sbuf_csv_str(b, sm_str(m, m->sessions[s->session].name));
-        const sm_span_x *x = sm_span_extra(m, s);
-        sbuf_printf(b, ",%.6g,%.6g,%s,", x->units, x->flops,
-                    s->flags & SM_SPAN_END_LOST         ? "end_lost"
-                    : s->flags & SM_SPAN_UNTERMINATED   ? "unterminated"
-                    : s->flags & SM_SPAN_CLOSED_BY_OUTER ? "closed_by_outer"
-                                                         : "");
-        /* metadata as key=value pairs separated by ';' in one field */
-        sbuf_reset(&meta);
-        for (int32_t k = x->meta; k >= 0; k = m->meta[k].next) {
-            if (meta.len)
-                sbuf_putc(&meta, ';');
-            sbuf_puts(&meta, sm_str(m, m->meta[k].key));
-            sbuf_putc(&meta, '=');
-            sbuf_puts(&meta, sm_str(m, m->meta[k].value));
+    rows r = {.sink = sink, .ctx = ctx};
+    sbuf_init(&r.b);
+    sbuf_init(&r.meta);
+    sbuf_puts(&r.b, "thread,thread_name,name,depth,start_s,end_s,duration_s,session,units,flops,"
+                    "flags,metadata\n");
+    if (m->sections_folded && m->path && !m->merged) {
+        /* not every section is held: the file read again, each row written as its section
+         * closes (each thread's in the order they ended), so the table is whole */
+        sm_model again;
+        size_t n_set = 0;
+        sm_kv set[1];
+        const char *limit = sm_info(m, "config.report_max_sections");
+        if (limit) /* folded as in m: no more held than it holds */
+            set[n_set++] = (sm_kv){"config.report_max_sections", (char *)limit};
+        int rc = sm_read_file_each(m->path, set, n_set, row_of, &r, &again);
+        if (!rc)
+            sm_free(&again);
+        else
+            r.err = 1;
+    } else {
+        for (size_t i = 0; i < m->n_spans && !r.b.oom && !r.err; i++) {
+            instance_row(&r.b, &r.meta, m, &m->spans[i]);
+            r.err = sx_drain(&r.b, sink, ctx, SX_PIECE) != 0; /* written as it goes */
         }
-        if (meta.oom)
-            b->oom = 1;
-        else if (meta.len)
-            sbuf_csv_str(b, meta.data);
-        sbuf_putc(b, '\n');
-        err = sx_drain(b, sink, ctx, SX_PIECE); /* written as it goes: never the whole file */
     }
-    if (!err)
-        err = sx_drain(b, sink, ctx, 0);
-    sbuf_free(&buf);
-    sbuf_free(&meta);
-    return err ? -1 : 0;
+    if (!r.err)
+        r.err = sx_drain(&r.b, sink, ctx, 0) != 0;
+    int oom = r.b.oom;
+    sbuf_free(&r.b);
+    sbuf_free(&r.meta);
+    return r.err || oom ? -1 : 0;
 }

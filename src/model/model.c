@@ -54,6 +54,11 @@ typedef struct bctx {
     size_t n_ssink, cap_folds;
     int32_t top_run;         /* the thread being built: the run open at its top level, -1 none */
     uint64_t built, folded;  /* sections built; of them, folded */
+    sb_raw *raw;
+    uint32_t *smp;           /* held sections: CPU samples by thread and time (place_samples) */
+    sm_section_fn each;      /* every section as it closes (sm_read_file_each) */
+    void *each_ctx;
+    int each_stopped;        /* each asked to stop */
 } bctx;
 
 typedef struct mode_ev {
@@ -673,6 +678,11 @@ static int close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flag
         return 0;
     if (feed_stats(b, stack, k, t, flags, lost))
         return -1;
+    const sm_span *s = &b->m->spans[stack[k].span];
+    if (b->each && !(s->flags & SM_SPAN_SHORT) && b->each(b->each_ctx, b->m, s)) {
+        b->each_stopped = 1;
+        return -1;
+    }
     return settle(b, stack, k);
 }
 
@@ -686,7 +696,30 @@ typedef struct tbuild {
     uint64_t gaps;          /* GAP markers so far on this thread */
     uint32_t args_left;     /* METADATA events still to come that are an instant's payload */
     int32_t args_of;        /* that instant, -1 when it was not kept */
+    const uint32_t *smp;    /* its CPU samples in time order (held sections), n_smp of them */
+    size_t n_smp, at_smp;   /* at_smp: the next one to place */
 } tbuild;
+
+/* Held sections: the CPU samples of the thread up to time t (inclusive: a section's end holds
+ * a sample taken then, as sm__innermost_at has it) in the innermost section built and open. */
+static void place_samples(tbuild *tb, int64_t t, int inclusive)
+{
+    const sb_raw *raw = tb->b->raw;
+    int32_t site = -1;
+    for (size_t k = tb->depth; k-- > 0;)
+        if (tb->stack[k].span >= 0) {
+            site = (int32_t)tb->b->m->spans[tb->stack[k].span].site;
+            break;
+        }
+    while (tb->at_smp < tb->n_smp) {
+        uint32_t i = tb->smp[tb->at_smp];
+        int64_t ts = (int64_t)(raw->samples[i].t_mono - tb->b->m->start_mono_ns);
+        if (ts > t || (ts == t && !inclusive))
+            break;
+        raw->sample_site[i] = site;
+        tb->at_smp++;
+    }
+}
 
 static int build_batch(void *ctx, const sb_batch *bt)
 {
@@ -706,6 +739,8 @@ static int build_batch(void *ctx, const sb_batch *bt)
         }
         const double *v = e->vi ? bt->v[e->vi - 1] : none; /* its values */
         int64_t t = rel(b, e->tick);
+        if (tb->at_smp < tb->n_smp && (e->kind == SONDE_K_BEGIN || e->kind == SONDE_K_END))
+            place_samples(tb, t, e->kind == SONDE_K_END);
         if (tb->args_left && e->kind == SONDE_K_METADATA) {
             tb->args_left--;
             if (tb->args_of >= 0 && add_meta(b, &m->instants[tb->args_of].args, e->id, e->arg))
@@ -881,12 +916,77 @@ static int build_batch(void *ctx, const sb_batch *bt)
     return 0;
 }
 
+typedef struct smp_key {
+    uint32_t tid, i;
+    uint64_t t;
+} smp_key;
+
+static int cmp_smp(const void *a, const void *b)
+{
+    const smp_key *x = a, *y = b;
+    if (x->tid != y->tid)
+        return x->tid < y->tid ? -1 : 1;
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+/* Held sections: the CPU samples are placed in their sections as those are built, not after
+ * (place_samples), so b->smp lists them by thread id and time, and raw->sample_site receives
+ * their places. 0, or -1 out of memory. */
+static int sort_samples(bctx *b)
+{
+    sb_raw *raw = b->raw;
+    smp_key *k = sonde__malloc(raw->n_samples * sizeof *k);
+    b->smp = sonde__malloc(raw->n_samples * sizeof *b->smp);
+    raw->sample_site = sonde__malloc(raw->n_samples * sizeof *raw->sample_site);
+    if (!k || !b->smp || !raw->sample_site) {
+        sonde__free(k);
+        return -1;
+    }
+    for (size_t i = 0; i < raw->n_samples; i++) {
+        k[i] = (smp_key){raw->samples[i].tid, (uint32_t)i, raw->samples[i].t_mono};
+        raw->sample_site[i] = -1;
+    }
+    qsort(k, raw->n_samples, sizeof *k, cmp_smp);
+    for (size_t i = 0; i < raw->n_samples; i++)
+        b->smp[i] = k[i].i;
+    sonde__free(k);
+    return 0;
+}
+
+/* Thread t's samples in b->smp: those of its thread id, when no other thread has that id (the
+ * profile places a sample by its thread id alone). */
+static void thread_samples(const bctx *b, size_t t, const uint32_t **smp, size_t *n)
+{
+    const sm_model *m = b->m;
+    uint32_t tid = m->threads[t].tid;
+    *n = 0;
+    for (size_t u = 0; u < m->n_threads; u++)
+        if (u != t && m->threads[u].tid == tid)
+            return;
+    const sm_sample_raw *s = b->raw->samples;
+    size_t lo = 0, hi = b->raw->n_samples;
+    while (lo < hi) { /* the first of its id */
+        size_t mid = (lo + hi) / 2;
+        if (s[b->smp[mid]].tid < tid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t end = lo;
+    while (end < b->raw->n_samples && s[b->smp[end]].tid == tid)
+        end++;
+    *smp = b->smp + lo;
+    *n = end - lo;
+}
+
 /* Sections still open when the thread's events end: closed at the run's end and flagged. 0, or
  * -1 out of memory. */
 static int build_finish(tbuild *tb, uint64_t end_tick)
 {
     bctx *b = tb->b;
     int64_t tend = rel(b, end_tick);
+    if (tb->at_smp < tb->n_smp)
+        place_samples(tb, tend, 1); /* those after the run's end stay in none */
     for (size_t j = tb->depth; j-- > 0;) {
         int lost = tb->gaps > tb->stack[j].gaps || b->lost_at_end;
         if (tb->stack[j].span >= 0 && !lost)
@@ -1358,6 +1458,9 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     skim sk;
     memset(&sk, 0, sizeof sk);
     b.m = m;
+    b.raw = raw;
+    b.each = raw->each;
+    b.each_ctx = raw->each_ctx;
     strmap_init(&b.counters);
     strmap_init(&b.metrics);
     int rc = SONDE_ENOMEM;
@@ -1483,6 +1586,8 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
             if (sm__sink_init(&b.ssink[b.n_ssink], m))
                 goto out;
     }
+    if (b.held_min_ns != INT64_MIN && raw->n_samples && sort_samples(&b))
+        goto out;
     /* The second pass: each thread's sections, its events decoded a batch at a time. */
     for (size_t t = 0; t < raw->n_threads; t++) {
         uint64_t before = b.built;
@@ -1490,6 +1595,8 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         const char *tn = m->threads[t].name;
         tbuild tb = {.b = &b, .tindex = (uint32_t)t, .args_of = -1,
                      .sampler_thread = tn && !strcmp(tn, "sonde-sampler")};
+        if (b.smp)
+            thread_samples(&b, t, &tb.smp, &tb.n_smp);
         int r = raw->events(raw->events_src, t, 0, build_batch, &tb);
         if (!r)
             r = build_finish(&tb, end_tick);
@@ -1549,6 +1656,7 @@ out:
     sonde__free(b.mode_active);
     sonde__free(b.rank);
     sonde__free(b.open_n);
+    sonde__free(b.smp);
     sm__sink_free(&b.sink);
     for (size_t i = 0; i < b.n_ssink; i++)
         sm__sink_free(&b.ssink[i]);
@@ -1559,6 +1667,8 @@ out:
     sonde__free(sk.tp.hist);
     sonde__free(sk.tp.stack);
     sonde__free(sk.open_at);
+    if (b.each_stopped) /* the reason is the callback's */
+        return SONDE_EIO;
     if (rc)
         sonde__fail(rc, "%s: out of memory while building the model", fname);
     return rc;
@@ -1566,6 +1676,7 @@ out:
 
 void sb_raw_free(sb_raw *raw)
 {
+    sonde__free(raw->sample_site);
     sonde__free(raw->name);
     sonde__free(raw->host);
     sonde__free(raw->program);

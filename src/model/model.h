@@ -346,6 +346,7 @@ typedef struct sm_model {
      * diffusion record, with what encloses them; the others were folded into runs as the file
      * was read (folds, as the trace budget folds them), after they had fed the statistics. */
     uint64_t sections_folded;  /* sections not held (0: every one is) */
+    int merged;                /* runs of several files merged (sm_merge): path is the first's */
     int64_t held_min_ns;       /* INT64_MIN when every section is held */
     struct sm_fold_run *folds; /* the runs they were folded into, each thread's in order */
     size_t n_folds;
@@ -424,6 +425,15 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *name, sm_model *m);
  * (`sonde export --set`: report_max_sections decides what is held): set[i].key as
  * "config.KEY". */
 int sm_read_file_set(const char *path, const sm_kv *set, size_t n_set, sm_model *m);
+/* sm_read_file_set that also hands every section of the run to fn as it closes, with the model
+ * being built (its threads, sites, sessions and the section's metadata are in place; its parent,
+ * when held, too): NAME.instances.csv of a run that is not held whole. Sections are handed
+ * thread by thread, each thread's in the order they ended; those under min_duration_s are not.
+ * fn returns 0, or -1 to stop the reading (the result is then SONDE_EIO; fn's caller knows
+ * why). */
+typedef int (*sm_section_fn)(void *ctx, const sm_model *m, const sm_span *s);
+int sm_read_file_each(const char *path, const sm_kv *set, size_t n_set, sm_section_fn fn,
+                      void *ctx, sm_model *m);
 void sm_free(sm_model *m);
 /* A run name read from a file made into what the library itself allows as a name, a single path
  * component, since the CLI names its outputs after it: '/', '\\' and control characters become

@@ -87,6 +87,8 @@ typedef struct sb_raw {
     size_t n_threads;
     const sm_kv *set;  /* configuration facts set over the file's (sm_read_file_set) */
     size_t n_set;
+    sm_section_fn each; /* every section as it closes (sm_read_file_each), or NULL */
+    void *each_ctx;
     sb_events_fn events; /* each thread's events, decoded on demand from events_src */
     void *events_src;
     sb_anchor *anchors;
@@ -99,6 +101,8 @@ typedef struct sb_raw {
     size_t n_ops, cap_ops;
     sm_sample_raw *samples; /* CPU samples with stacks */
     size_t n_samples, cap_samples;
+    int32_t *sample_site; /* when not every section is held: each sample's innermost section's
+                             site (-1 none), placed as the sections were built (model.c) */
     sm_pstack_raw *pstacks;
     size_t n_pstacks, cap_pstacks;
     sm_pfunc_raw *pfuncs;

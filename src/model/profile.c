@@ -445,11 +445,17 @@ static int build_sections(sb_raw *raw, sm_model *m, const uint32_t *at, const ui
         int pid = hit ? m->threads[hit->index].pid : 0;
         if (!hit || (pid && (uint32_t)pid != st->pid))
             continue;
-        int32_t sp = sm__innermost_at(&spans, first, hit->index,
-                                      (int64_t)(s->t_mono - m->start_mono_ns));
-        if (sp < 0)
+        int32_t site;
+        if (raw->sample_site) { /* placed as the sections were built: they are not all held */
+            site = raw->sample_site[i];
+        } else {
+            int32_t sp = sm__innermost_at(&spans, first, hit->index,
+                                          (int64_t)(s->t_mono - m->start_mono_ns));
+            site = sp < 0 ? -1 : (int32_t)m->spans[sp].site;
+        }
+        if (site < 0)
             continue;
-        const char *name = m->sites[m->spans[sp].site].name;
+        const char *name = m->sites[site].name;
         int sec = strmap_get(&names, name);
         if (sec < 0) {
             if (SONDE_GROW(pr->sections, pr->n_sections, cap_sections))

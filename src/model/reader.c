@@ -337,8 +337,15 @@ static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *c
 }
 
 /* The file in memory (data), or n bytes read from fd as they are needed (data NULL). */
-static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, const sm_kv *set,
-                    size_t n_set, sm_model *m)
+typedef struct rsets {
+    const sm_kv *set;
+    size_t n_set;
+    sm_section_fn each;
+    void *each_ctx;
+} rsets;
+
+static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, const rsets *o,
+                    sm_model *m)
 {
     memset(m, 0, sizeof *m);
     rstate s;
@@ -528,8 +535,10 @@ static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, co
     }
     s.raw.events = decode_thread;
     s.raw.events_src = &s;
-    s.raw.set = set;
-    s.raw.n_set = n_set;
+    s.raw.set = o->set;
+    s.raw.n_set = o->n_set;
+    s.raw.each = o->each;
+    s.raw.each_ctx = o->each_ctx;
     rc = sm__build(&s.raw, m, fname);
     goto done;
 oom:
@@ -551,7 +560,8 @@ done:
 
 int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
 {
-    return read_src(data, -1, n, fname, NULL, 0, m);
+    const rsets none = {NULL, 0, NULL, NULL};
+    return read_src(data, -1, n, fname, &none, m);
 }
 
 int sm_read_file(const char *path, sm_model *m)
@@ -561,12 +571,19 @@ int sm_read_file(const char *path, sm_model *m)
 
 int sm_read_file_set(const char *path, const sm_kv *set, size_t n_set, sm_model *m)
 {
+    return sm_read_file_each(path, set, n_set, NULL, NULL, m);
+}
+
+int sm_read_file_each(const char *path, const sm_kv *set, size_t n_set, sm_section_fn fn,
+                      void *ctx, sm_model *m)
+{
     memset(m, 0, sizeof *m);
+    const rsets o = {set, n_set, fn, ctx};
     int rc, fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block it */
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
         /* a record or a block at a time, as the passes need them: never the whole file */
-        rc = read_src(NULL, fd, (size_t)st.st_size, path, set, n_set, m);
+        rc = read_src(NULL, fd, (size_t)st.st_size, path, &o, m);
         close(fd);
     } else { /* the library's own reasons why it cannot be read (not found, not a file) */
         if (fd >= 0)
@@ -576,7 +593,7 @@ int sm_read_file_set(const char *path, const sm_kv *set, size_t n_set, sm_model 
         rc = sonde__read_input(path, SIZE_MAX - 1, &buf, &got);
         if (rc)
             return rc;
-        rc = read_src((const uint8_t *)buf, -1, got, path, set, n_set, m);
+        rc = read_src((const uint8_t *)buf, -1, got, path, &o, m);
         sonde__free(buf);
     }
     if (!rc) {

@@ -399,12 +399,14 @@ PY
     # holds the longest and folds the rest as it is read; its reports give the same statistics
     # and counts as the whole run read with no limit, and its trace nests and accounts for all
     SONDE_OUTPUT_DIR=held SONDE_NAME=held SONDE_AUTOTRACE_HOT_CALLS=0 SONDE_REPORT_MAX_SECTIONS=300 \
-        SONDE_FORMATS=json,trace SONDE_COLLECT_GPU=0 "$build/tests/comparator" 20000 > /dev/null
+        SONDE_FORMATS=json,trace,csv SONDE_COLLECT_GPU=0 "$build/tests/comparator" 20000 > /dev/null
     "$sonde" export held/held.sonde --format json --set report_max_sections=0 -o held_all --quiet
-    python3 - held/held.json held_all/held.json held/held.trace.json.gz <<'PY' || fail "held sections"
-import gzip, json, sys
+    python3 - held/held.json held_all/held.json held/held.trace.json.gz held/held.instances.csv <<'PY' || fail "held sections"
+import csv, gzip, json, sys
 h, a = (json.load(open(p)) for p in sys.argv[1:3])
 hs, as_ = h["summary"], a["summary"]
+rows = list(csv.DictReader(open(sys.argv[4])))
+assert len(rows) == hs["sections"], (len(rows), hs["sections"])  # every one, not the held ones
 assert hs["sections"] == as_["sections"] and hs["sections_held"] < hs["sections"], (hs, as_)
 assert as_["sections_held"] == as_["sections"], as_
 def table(r):

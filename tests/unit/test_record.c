@@ -502,6 +502,38 @@ static void build_stats_equal_span_stats(void **state)
  * folded runs account for every section not held. */
 static int count_slices(void *ctx, const char *data, size_t n);
 
+static int cmp_line(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A CSV's lines sorted in place (rows come in another order when the file is read again); how
+ * many. */
+static size_t csv_rows_sorted(sbuf *b)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < b->len; i++)
+        n += b->data[i] == '\n';
+    char **line = malloc(n * sizeof *line), *p = b->data;
+    assert_non_null(line);
+    for (size_t i = 0; i < n; i++) {
+        char *nl = strchr(p, '\n');
+        *nl = 0;
+        line[i] = strdup(p);
+        assert_non_null(line[i]);
+        p = nl + 1;
+    }
+    qsort(line, n, sizeof *line, cmp_line);
+    sbuf_reset(b);
+    for (size_t i = 0; i < n; i++) {
+        sbuf_puts(b, line[i]);
+        sbuf_putc(b, '\n');
+        free(line[i]);
+    }
+    free(line);
+    return n;
+}
+
 static int in_session(const sm_span *s, void *ctx)
 {
     return s->session == *(const int32_t *)ctx;
@@ -514,6 +546,7 @@ static void held_sections_report_the_whole_run(void **state)
     tu_tmpdir(dir, sizeof dir);
     sonde_config c = tu_config(dir, "held");
     c.report_max_sections = 90; /* 30 held by their duration, at most */
+    c.sample_hz = 999;          /* CPU samples, placed in sections as they are built */
     sonde_profiler *p = sonde_create(&c);
     assert_non_null(p);
     sonde_session_begin(p, "warm");
@@ -544,6 +577,11 @@ static void held_sections_report_the_whole_run(void **state)
     sonde_begin(p, "long");
     tu_spin_ms(1);
     sonde_end(p);
+    for (int i = 0; i < 30; i++) { /* short sections that hold samples: folded */
+        sonde_begin(p, "sampled");
+        tu_spin_ms(1);
+        sonde_end(p);
+    }
     sonde_session_end(p);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, second_thread, p), 0);
@@ -558,7 +596,7 @@ static void held_sections_report_the_whole_run(void **state)
     assert_int_equal((int)f.sections_folded, 0);
     assert_true(h.sections_folded > 0 && h.held_min_ns > 0);
     assert_int_equal((int)sm_sections(&h), (int)f.n_spans);
-    assert_int_equal((int)sm_sections(&h), 40 * 7 + 4 + 301 + 3);
+    assert_int_equal((int)sm_sections(&h), 40 * 7 + 4 + 301 + 30 + 3);
     assert_int_equal((int)h.total_sections, (int)f.total_sections);
     size_t by_duration = 0;
     for (size_t i = 0; i < h.n_spans; i++) {
@@ -590,6 +628,14 @@ static void held_sections_report_the_whole_run(void **state)
     assert_int_equal((int)h.trace.sections, (int)sm_sections(&h));
     assert_int_equal((int)h.trace.folded, (int)h.sections_folded);
     stats_equal(h.stats, h.n_stats, f.stats, f.n_stats);
+    /* every CPU sample in the same section as when every section is held */
+    assert_true(f.profile.in_sections > 0);
+    assert_int_equal((int)h.profile.in_sections, (int)f.profile.in_sections);
+    assert_int_equal((int)h.profile.n_sections, (int)f.profile.n_sections);
+    for (size_t i = 0; i < f.profile.n_sections; i++) {
+        assert_string_equal(h.profile.sections[i].name, f.profile.sections[i].name);
+        assert_int_equal((int)h.profile.sections[i].samples, (int)f.profile.sections[i].samples);
+    }
     assert_int_equal((int)h.n_sessions, 2);
     for (int32_t i = 0; i < 2; i++) {
         const sm_session *se = &f.sessions[i];
@@ -603,6 +649,17 @@ static void held_sections_report_the_whole_run(void **state)
     size_t slices = 0;
     assert_int_equal(sx_trace(&h, count_slices, &slices), 0);
     assert_int_equal((int)slices, (int)(h.n_spans + h.n_folds));
+    /* NAME.instances.csv reads the file again: every section's row, as the whole model's */
+    sbuf ch, cf;
+    sbuf_init(&ch);
+    sbuf_init(&cf);
+    assert_int_equal(sx_csv_instances(&h, &ch), 0);
+    assert_int_equal(sx_csv_instances(&f, &cf), 0);
+    assert_int_equal((int)csv_rows_sorted(&ch), 1 + (int)f.n_spans);
+    assert_int_equal((int)csv_rows_sorted(&cf), 1 + (int)f.n_spans);
+    assert_string_equal(ch.data, cf.data);
+    sbuf_free(&ch);
+    sbuf_free(&cf);
     /* merged with another run (`sonde run` joins a program's children): the statistics combine
      * by name, as the whole runs' do */
     sm_model h2, f2;
