@@ -336,6 +336,20 @@ static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *c
     return 0;
 }
 
+/* The len bytes at `at` of the record at off into *out: 0; 1 when they cannot be read (a
+ * warning says so: the reading stops there); -1 out of memory. */
+static int record_bytes(rstate *s, size_t off, uint64_t at, size_t len, const uint8_t **out)
+{
+    *out = src_at(s, at, len);
+    if (*out)
+        return 0;
+    int e = errno;
+    if (e == ENOMEM)
+        return -1;
+    return rwarn(s, "%s: cannot read the record at offset %zu (%s): read up to it", s->fname,
+                 off, strerror(e)) ? -1 : 1;
+}
+
 /* The file in memory (data), or n bytes read from fd as they are needed (data NULL). */
 typedef struct rsets {
     const sm_kv *set;
@@ -382,15 +396,12 @@ static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, co
                 goto oom;
             break;
         }
-        const uint8_t *h = src_at(&s, off, SONDE_RECORD_HEADER_LEN);
-        if (!h && errno == ENOMEM)
+        const uint8_t *h;
+        int got = record_bytes(&s, off, off, SONDE_RECORD_HEADER_LEN, &h);
+        if (got < 0)
             goto oom;
-        if (!h) {
-            if (rwarn(&s, "%s: cannot read the record at offset %zu (%s): read up to it", fname,
-                      off, strerror(errno)))
-                goto oom;
+        if (got)
             break;
-        }
         unsigned type = h[0];
         uint32_t len = sonde_get_u32le(h + 4), crc = sonde_get_u32le(h + 8);
         if (len > SONDE_RECORD_MAX || len > n - off - SONDE_RECORD_HEADER_LEN) {
@@ -399,15 +410,12 @@ static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, co
                 goto oom;
             break;
         }
-        const uint8_t *p = src_at(&s, off + SONDE_RECORD_HEADER_LEN, len);
-        if (!p && errno == ENOMEM)
+        const uint8_t *p;
+        got = record_bytes(&s, off, off + SONDE_RECORD_HEADER_LEN, len, &p);
+        if (got < 0)
             goto oom;
-        if (!p) {
-            if (rwarn(&s, "%s: cannot read the record at offset %zu (%s): read up to it", fname,
-                      off, strerror(errno)))
-                goto oom;
+        if (got)
             break;
-        }
         const uint8_t *end = p + len;
         uint64_t at = off + SONDE_RECORD_HEADER_LEN;
         if ((uint32_t)crc32(0L, p, len) != crc) {
