@@ -426,6 +426,16 @@ print("held sections: %d of %d held, %d folded into %d slices; statistics equal 
       % (hs["sections_held"], hs["sections"], hs["trace_sections_folded"], len(folded)))
 PY
     check trace held/held.trace.json.gz > /dev/null || fail "held sections: the trace does not nest"
+    # sonde diff --per-instance reads every instance of a held run, not only the held ones
+    "$sonde" diff held/held.sonde held/held.sonde --per-instance --format json > held_diff.json
+    python3 - held_diff.json held/held.json <<'PY' || fail "held sections: diff --per-instance"
+import json, sys
+rows = {r["name"]: r for r in json.load(open(sys.argv[1]))["sections"]}
+want = {s["name"]: s["count"] for s in json.load(open(sys.argv[2]))["sections"]}
+for name, n in want.items():
+    assert rows[name]["count"] == [n, n], (name, rows[name]["count"], n)
+print("held sections: sonde diff --per-instance compares all %d instances" % sum(want.values()))
+PY
     # issue 18: Perfetto's protobuf trace (NAME.pftrace) decodes with protoc and shows what the
     # JSON trace of the same run shows, folding included; sonde export writes it byte for byte
     command -v protoc > /dev/null || fail "protoc missing: apt-get install protobuf-compiler"

@@ -25,6 +25,7 @@
 #include "stats.h"
 #include "util/buf.h"
 #include "util/strmap.h"
+#include <sonde/sonde.h>
 
 #define KERNEL_PREFIX "cuda:"
 #define ALPHA 0.05
@@ -267,16 +268,38 @@ static int add_stat(table *t, int s, const sm_stat *st, const char *name, int ke
     return push(&r->s[s].runs, pick(st, o->fig));
 }
 
-/* The instance durations of a run for --per-instance. */
+typedef struct inst_ctx {
+    table *t;
+    int s;
+    int oom;
+} inst_ctx;
+
+/* One section's duration into its row (END_LOST ones have none). 0, or -1 out of memory. */
+static int add_instance(void *ctx, const sm_model *m, const sm_span *sp)
+{
+    inst_ctx *c = ctx;
+    if (sp->flags & SM_SPAN_END_LOST)
+        return 0;
+    row *r = row_of(c->t, sm_str(m, sp->site), 0);
+    c->oom = !r || push(&r->s[c->s].inst, (double)(sp->end_ns - sp->start_ns) / 1e9);
+    return c->oom ? -1 : 0;
+}
+
+/* The instance durations of a run for --per-instance: every section's, read from the file
+ * again as they close when the model holds only some (report_max_sections). 0, -1 out of
+ * memory, -2 the file could not be read again (sonde_last_error says why). */
 static int add_instances(table *t, int s, const sm_model *m)
 {
-    for (size_t i = 0; i < m->n_spans; i++) {
-        const sm_span *sp = &m->spans[i];
-        if (sp->flags & SM_SPAN_END_LOST)
-            continue;
-        row *r = row_of(t, sm_str(m, sp->site), 0);
-        if (!r || push(&r->s[s].inst, (double)(sp->end_ns - sp->start_ns) / 1e9))
-            return -1;
+    inst_ctx c = {t, s, 0};
+    if (m->sections_folded && m->path && !m->merged) {
+        sm_model again;
+        if (sm_read_file_each(m->path, NULL, 0, add_instance, &c, &again) != 0)
+            return c.oom ? -1 : -2;
+        sm_free(&again);
+    } else {
+        for (size_t i = 0; i < m->n_spans; i++)
+            if (add_instance(&c, m, &m->spans[i]))
+                return -1;
     }
     char name[1024];
     for (size_t i = 0; i < m->n_gpu; i++) {
@@ -352,6 +375,8 @@ static int load_side(table *t, side *sd, int s, const opts *o, rate *rates, size
             rates[k].n[s]++;
         }
         sm_free(&m);
+        if (rc == -2)
+            return cli_fail(CLI_USAGE, "diff", "%s", sonde_last_error());
         if (rc)
             return cli_fail(CLI_USAGE, "diff", "out of memory");
     }
