@@ -53,28 +53,35 @@ static void *worker(void *arg)
 /* The complete events the JSON trace holds (sections and folded slices), or -1. */
 static long long trace_events(const char *path)
 {
-    static const char sec[] = "\"cat\":\"section\"", fold[] = "\"cat\":\"folded\"";
+    static const char *const keys[] = {"\"cat\":\"section\"", "\"cat\":\"folded\""};
+    enum { TAIL = 15 }; /* the longer key's length: one a read cuts is whole in the next */
     gzFile z = gzopen(path, "rb");
     if (!z)
         return -1;
     static char buf[1 << 16];
-    size_t keep = 0; /* the tail of the last read, where a key may be cut */
+    size_t have = 0;
     long long n = 0;
     int got;
-    while ((got = gzread(z, buf + keep, (unsigned)(sizeof buf - keep))) > 0) {
-        size_t len = keep + (size_t)got;
-        for (size_t i = 0; i + sizeof fold - 1 <= len; i++)
-            n += !memcmp(buf + i, sec, sizeof sec - 1) || !memcmp(buf + i, fold, sizeof fold - 1);
-        keep = len < sizeof sec ? len : sizeof sec - 2; /* shorter than a key: never counted twice */
-        memmove(buf, buf + len - keep, keep);
-    }
+    do {
+        got = gzread(z, buf + have, (unsigned)(sizeof buf - have));
+        if (got < 0)
+            break;
+        have += (size_t)got;
+        /* the positions looked at now: all at the end, else those a key from fits before have */
+        size_t upto = !got ? have : have > TAIL ? have - TAIL : 0;
+        for (size_t i = 0; i < upto; i++)
+            for (size_t k = 0; k < 2; k++)
+                n += i + strlen(keys[k]) <= have && !memcmp(buf + i, keys[k], strlen(keys[k]));
+        memmove(buf, buf + upto, have - upto);
+        have -= upto;
+    } while (got > 0);
     gzclose(z);
     return got < 0 ? -1 : n;
 }
 
-static int cmp_i64(const void *a, const void *b)
+static int cmp_double(const void *a, const void *b)
 {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
@@ -92,18 +99,15 @@ static double sketch_error(const char *path)
         return -1;
     }
     double worst = 0;
-    int64_t *d = malloc((f.n_spans ? f.n_spans : 1) * sizeof *d);
     double *v = malloc((f.n_spans ? f.n_spans : 1) * sizeof *v);
-    for (size_t k = 0; d && v && k < h.n_stats; k++) {
+    for (size_t k = 0; v && k < h.n_stats; k++) {
         const sm_stat *st = &h.stats[k];
         size_t n = 0;
         for (size_t i = 0; i < f.n_spans; i++)
             if (!strcmp(f.sites[f.spans[i].site].name, st->name) &&
                 !(f.spans[i].flags & SM_SPAN_END_LOST))
-                d[n++] = f.spans[i].end_ns - f.spans[i].start_ns;
-        qsort(d, n, sizeof *d, cmp_i64);
-        for (size_t i = 0; i < n; i++)
-            v[i] = (double)d[i] / 1e9;
+                v[n++] = (double)(f.spans[i].end_ns - f.spans[i].start_ns) / 1e9;
+        qsort(v, n, sizeof *v, cmp_double);
         const double got[] = {st->p50_s, st->p90_s, st->p99_s}, q[] = {50, 90, 99};
         for (int j = 0; j < 3 && n; j++) {
             double exact = sm_percentile(v, n, q[j]);
@@ -113,9 +117,8 @@ static double sketch_error(const char *path)
             worst = err > worst ? err : worst;
         }
     }
-    if (!d || !v)
+    if (!v)
         worst = -1;
-    free(d);
     free(v);
     sm_free(&h);
     sm_free(&f);
@@ -237,7 +240,7 @@ int main(int argc, char **argv)
     char out[4200];
     snprintf(out, sizeof out, "%s/bench-scale-report.trace.json.gz", dir);
     long long events = trace_events(out);
-    unsigned long long budget = 4000000; /* trace_max_events' default, which the run keeps */
+    unsigned long long budget = SM_TRACE_MAX_DEFAULT; /* the run keeps the default */
     printf("  the trace: %lld sections and folded slices, its budget %llu: %s\n", events, budget,
            events >= 0 && (unsigned long long)events <= budget ? "within" : "NOT within");
     int ok = events >= 0 && (unsigned long long)events <= budget;

@@ -92,7 +92,7 @@ typedef struct rows {
     int err;
 } rows;
 
-/* A section of the file read again (sm_read_file_each): its row, written as it goes. */
+/* A section's row, written as it goes (sm_each_section). */
 static int row_of(void *ctx, const sm_model *m, const sm_span *s)
 {
     rows *r = ctx;
@@ -111,26 +111,10 @@ int sx_csv_instances_stream(const sm_model *m, sx_sink sink, void *ctx)
     sbuf_init(&r.meta);
     sbuf_puts(&r.b, "thread,thread_name,name,depth,start_s,end_s,duration_s,session,units,flops,"
                     "flags,metadata\n");
-    if (m->sections_folded && m->path && !m->merged) {
-        /* not every section is held: the file read again, each row written as its section
-         * closes (each thread's in the order they ended), so the table is whole */
-        sm_model again;
-        size_t n_set = 0;
-        sm_kv set[1];
-        const char *limit = sm_info(m, "config.report_max_sections");
-        if (limit) /* folded as in m: no more held than it holds */
-            set[n_set++] = (sm_kv){"config.report_max_sections", (char *)limit};
-        int rc = sm_read_file_each(m->path, set, n_set, row_of, &r, &again);
-        if (!rc)
-            sm_free(&again);
-        else
-            r.err = 1;
-    } else {
-        for (size_t i = 0; i < m->n_spans && !r.b.oom && !r.err; i++) {
-            instance_row(&r.b, &r.meta, m, &m->spans[i]);
-            r.err = sx_drain(&r.b, sink, ctx, SX_PIECE) != 0; /* written as it goes */
-        }
-    }
+    /* every section's row: when not every one is held, from the file read again, each thread's
+     * in the order they ended */
+    if (sm_each_section(m, row_of, &r))
+        r.err = 1;
     if (!r.err)
         r.err = sx_drain(&r.b, sink, ctx, 0) != 0;
     int oom = r.b.oom;

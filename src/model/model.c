@@ -56,9 +56,7 @@ typedef struct bctx {
     uint64_t built, folded;  /* sections built; of them, folded */
     sb_raw *raw;
     uint32_t *smp;           /* held sections: CPU samples by thread and time (place_samples) */
-    sm_section_fn each;      /* every section as it closes (sm_read_file_each) */
-    void *each_ctx;
-    int each_stopped;        /* each asked to stop */
+    int each_stopped;        /* raw->opts.each asked to stop */
 } bctx;
 
 typedef struct mode_ev {
@@ -80,9 +78,10 @@ static int64_t rel(const bctx *b, uint64_t tick)
 /* Held sections: the first pass matches each thread's begins and ends as the build will and
  * counts their durations in a log histogram (values under 64 ns exactly, then 64 buckets an
  * octave: at most 1.6% wide). The shortest duration held is the lowest bucket bound with at most
- * the number to hold at or above it (held_bound). It counts sections the build will leave out (before a clear, outside the schedule's
- * windows) and closes a section whose end was lost where the build gives it none: both only
- * raise the bound, so no more are held than were meant to be. */
+ * the number to hold at or above it (held_bound). It counts sections the build will leave out
+ * (before a clear, outside the schedule's windows) and closes a section whose end was lost
+ * where the build gives it none: both only raise the bound, so no more are held than were
+ * meant to be. */
 enum { DUR_BUCKETS = 64 + 58 * 64 };
 
 static size_t dur_bucket(uint64_t d)
@@ -101,45 +100,38 @@ static uint64_t bucket_low(size_t i)
     return (uint64_t)(64 + f) << (e - 6);
 }
 
-typedef struct tpass {
+/* The sections' durations as the first pass matches begins and ends (skim_batch). */
+typedef struct durs {
     const bctx *b;
-    struct topen {
+    struct dopen {
         uint32_t id;
         uint64_t tick;
-    } *stack;
+    } *stack;                /* the thread's sections open */
     size_t depth, cap;
     uint64_t *hist;          /* DUR_BUCKETS counts */
-} tpass;
+} durs;
 
-static void tpass_close(tpass *p, size_t k, uint64_t tick)
+static void durs_close(durs *p, size_t k, uint64_t tick)
 {
     int64_t d = rel(p->b, tick) - rel(p->b, p->stack[k].tick);
     p->hist[dur_bucket(d > 0 ? (uint64_t)d : 0)]++;
 }
 
-static int tpass_batch(void *ctx, const sb_batch *bt)
+/* An END: closes the innermost, or the one it names and those open inside it. */
+static void durs_end(durs *p, const sb_ev *e)
 {
-    tpass *p = ctx;
-    for (size_t i = 0; i < bt->n; i++) {
-        const sb_ev *e = &bt->ev[i];
-        if (e->kind == SONDE_K_BEGIN) {
-            if (GROW(p->stack, p->depth, p->cap))
-                return -1;
-            p->stack[p->depth++] = (struct topen){e->id, e->tick};
-        } else if (e->kind == SONDE_K_END && p->depth) {
-            size_t k = p->depth - 1; /* the end of the innermost, or of the one it names */
-            if (e->id) {
-                while (k > 0 && p->stack[k].id != e->id)
-                    k--;
-                if (p->stack[k].id != e->id)
-                    continue;
-            }
-            for (size_t j = p->depth; j-- > k;)
-                tpass_close(p, j, e->tick);
-            p->depth = k;
-        }
+    if (!p->depth)
+        return;
+    size_t k = p->depth - 1;
+    if (e->id) {
+        while (k > 0 && p->stack[k].id != e->id)
+            k--;
+        if (p->stack[k].id != e->id)
+            return;
     }
-    return 0;
+    for (size_t j = p->depth; j-- > k;)
+        durs_close(p, j, e->tick);
+    p->depth = k;
 }
 
 /* What the first pass over every thread's events finds, before any section is built: the run's
@@ -149,14 +141,13 @@ typedef struct skim {
     uint32_t thread;         /* the thread being read */
     int clean_end;
     uint64_t end_tick, marked, last_step;
-    uint64_t begins;         /* section begins, every thread's */
     uint32_t max_id;
     uint64_t *used;          /* bitmap of the ids events name (SM_MAX_ID bits) */
     sess_ev *sess;
     size_t n_sess, cap_sess;
     mode_ev *modes;
     size_t n_modes, cap_modes;
-    tpass tp;                /* the sections' durations */
+    durs tp;                 /* the sections' durations */
     uint64_t *open_at;       /* ticks of the sections open at their thread's end (closed at the
                                 run's end, known once every thread is read) */
     size_t n_open, cap_open;
@@ -165,8 +156,6 @@ typedef struct skim {
 static int skim_batch(void *ctx, const sb_batch *bt)
 {
     skim *k = ctx;
-    if (tpass_batch(&k->tp, bt))
-        return -1;
     for (size_t i = 0; i < bt->n; i++) {
         const sb_ev *e = &bt->ev[i];
         if (!k->clean_end && e->tick > k->end_tick)
@@ -186,7 +175,12 @@ static int skim_batch(void *ctx, const sb_batch *bt)
             k->marked += e->arg;
             break;
         case SONDE_K_BEGIN:
-            k->begins++;
+            if (GROW(k->tp.stack, k->tp.depth, k->tp.cap))
+                return -1;
+            k->tp.stack[k->tp.depth++] = (struct dopen){e->id, e->tick};
+            break;
+        case SONDE_K_END:
+            durs_end(&k->tp, e);
             break;
         case SONDE_K_STEP:
             if ((e->arg & ~SONDE_STEP_BEGIN) > k->last_step)
@@ -216,9 +210,11 @@ static int skim_batch(void *ctx, const sb_batch *bt)
  * one in edge_every, spread over the run, filling the number (b->edge, b->edge_every). */
 static int64_t held_bound(bctx *b, size_t n_threads, const skim *sk)
 {
-    uint64_t max = sm_report_max_sections(b->m);
+    uint64_t max = sm_report_max_sections(b->m), sections = 0;
     b->edge = SIZE_MAX;
-    if (!max || sk->begins <= max)
+    for (size_t i = 0; i < DUR_BUCKETS; i++) /* each closed once, at the latest at the run's end */
+        sections += sk->tp.hist[i];
+    if (!max || sections <= max)
         return INT64_MIN;
     uint64_t hold = max / 3, tmax = sm_trace_max_events(b->m); /* held, and a run beside each */
     if (tmax) {
@@ -530,6 +526,15 @@ static int add_counter(bctx *b, const char *name, int64_t t, double v, int syste
     return 0;
 }
 
+/* The nearest section below stack[k] that is built (not begun before a clear), or NULL. */
+static sentry *built_below(sentry *stack, size_t k)
+{
+    while (k-- > 0)
+        if (stack[k].span >= 0)
+            return &stack[k];
+    return NULL;
+}
+
 /* The nearest section below stack[k] of the sink group g that is kept (and of session sess
  * unless INT32_MIN), or -1. */
 static ptrdiff_t open_of_name(const bctx *b, const sentry *stack, size_t k, int g, int32_t sess)
@@ -555,12 +560,7 @@ static int settle(bctx *b, sentry *stack, size_t k)
     if (b->held_min_ns == INT64_MIN)
         return 0;
     sm_model *m = b->m;
-    sentry *se = &stack[k], *up = NULL;
-    for (size_t j = k; j-- > 0;)
-        if (stack[j].span >= 0) {
-            up = &stack[j];
-            break;
-        }
+    sentry *se = &stack[k], *up = built_below(stack, k);
     int32_t *slot = up ? &up->run : &b->top_run, idx = se->span;
     const sm_span *s = &m->spans[idx];
     int64_t dur = s->end_ns - s->start_ns;
@@ -679,7 +679,8 @@ static int close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flag
     if (feed_stats(b, stack, k, t, flags, lost))
         return -1;
     const sm_span *s = &b->m->spans[stack[k].span];
-    if (b->each && !(s->flags & SM_SPAN_SHORT) && b->each(b->each_ctx, b->m, s)) {
+    const sb_opts *o = &b->raw->opts;
+    if (o->each && !(s->flags & SM_SPAN_SHORT) && o->each(o->each_ctx, b->m, s)) {
         b->each_stopped = 1;
         return -1;
     }
@@ -705,12 +706,8 @@ typedef struct tbuild {
 static void place_samples(tbuild *tb, int64_t t, int inclusive)
 {
     const sb_raw *raw = tb->b->raw;
-    int32_t site = -1;
-    for (size_t k = tb->depth; k-- > 0;)
-        if (tb->stack[k].span >= 0) {
-            site = (int32_t)tb->b->m->spans[tb->stack[k].span].site;
-            break;
-        }
+    const sentry *in = built_below(tb->stack, tb->depth);
+    int32_t site = in ? (int32_t)tb->b->m->spans[in->span].site : -1;
     while (tb->at_smp < tb->n_smp) {
         uint32_t i = tb->smp[tb->at_smp];
         int64_t ts = (int64_t)(raw->samples[i].t_mono - tb->b->m->start_mono_ns);
@@ -754,12 +751,8 @@ static int build_batch(void *ctx, const sb_batch *bt)
         case SONDE_K_BEGIN: {
             if (GROW(tb->stack, tb->depth, tb->cap))
                 return -1;
-            int32_t parent = -1;
-            for (size_t k = tb->depth; k-- > 0;)
-                if (tb->stack[k].span >= 0) {
-                    parent = tb->stack[k].span;
-                    break;
-                }
+            const sentry *up = built_below(tb->stack, tb->depth);
+            int32_t parent = up ? up->span : -1;
             tb->stack[tb->depth] = (sentry){.span = -1, .site = e->id, .gaps = tb->gaps,
                                             .run = -1};
             if (!before_cut) {
@@ -1243,13 +1236,6 @@ const char *sm_info(const sm_model *m, const char *key)
     return NULL;
 }
 
-/* What is computed from the instances: order, active steps, statistics, resources, totals.
- * Run after a build and after a merge. */
-/* min_duration_s: section instances shorter than it are left out of the model (and so of every
- * report), except those that carry throughput, FLOPs or a diffusion record: nothing measured is
- * lost. Their time still counts as their parent's time in children (self time is unchanged).
- * close_span flags them SM_SPAN_SHORT and leaves them out of the statistics; this removes them,
- * and what was nested in one takes its nearest ancestor kept. */
 /* Folded runs that drop_short moved may share a place with another (two at the end of one
  * box): each such pair becomes one run. 0, or -1 out of memory. */
 static int merge_moved_runs(sm_model *m)
@@ -1283,6 +1269,11 @@ static int merge_moved_runs(sm_model *m)
     return 0;
 }
 
+/* min_duration_s: section instances shorter than it are left out of the model (and so of every
+ * report), except those that carry throughput, FLOPs or a diffusion record: nothing measured is
+ * lost. Their time still counts as their parent's time in children (self time is unchanged).
+ * close_span flags them SM_SPAN_SHORT and leaves them out of the statistics; this removes them,
+ * and what was nested in one takes its nearest ancestor kept. */
 static int drop_short(sm_model *m, int64_t min_ns)
 {
     if (!(min_ns > 0) || !m->n_spans)
@@ -1307,7 +1298,7 @@ static int drop_short(sm_model *m, int64_t min_ns)
         m->spans[k++] = s;
     }
     /* Folded runs (held sections) in a dropped section move to its nearest ancestor kept. One it
-     * closed lies at its box's end now; sm_folder_init merges it with the one there. */
+     * closed lies at its box's end now; merge_moved_runs merges it with the one there. */
     for (size_t i = 0; i < m->n_folds; i++) {
         sm_fold_run *r = &m->folds[i];
         int32_t p = r->box;
@@ -1459,8 +1450,6 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     memset(&sk, 0, sizeof sk);
     b.m = m;
     b.raw = raw;
-    b.each = raw->each;
-    b.each_ctx = raw->each_ctx;
     strmap_init(&b.counters);
     strmap_init(&b.metrics);
     int rc = SONDE_ENOMEM;
@@ -1487,8 +1476,8 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     m->n_info = raw->n_info;
     raw->info = NULL;
     raw->n_info = 0;
-    for (size_t i = 0; i < raw->n_set; i++)
-        if (sm_set_info(m, raw->set[i].key, raw->set[i].value))
+    for (size_t i = 0; i < raw->opts.n_set; i++)
+        if (sm_set_info(m, raw->opts.set[i].key, raw->opts.set[i].value))
             goto out;
     m->run_meta = -1;
     if (!m->name && !(m->name = sonde__strdup("?")))

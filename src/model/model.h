@@ -346,11 +346,11 @@ typedef struct sm_model {
      * diffusion record, with what encloses them; the others were folded into runs as the file
      * was read (folds, as the trace budget folds them), after they had fed the statistics. */
     uint64_t sections_folded;  /* sections not held (0: every one is) */
-    int merged;                /* runs of several files merged (sm_merge): path is the first's */
     int64_t held_min_ns;       /* INT64_MIN when every section is held */
     struct sm_fold_run *folds; /* the runs they were folded into, each thread's in order */
     size_t n_folds;
     uint64_t bytes;            /* size of the file read */
+    int merged;                /* runs of several files merged (sm_merge): path is the first's */
     uint64_t writer_cpu_ns;    /* CPU time of the recorder's writer thread (0: unknown) */
     uint64_t backpressure_chunks; /* chunks recording threads wrote themselves: the writer had
                                    * fallen behind and no buffer was free */
@@ -434,6 +434,11 @@ int sm_read_file_set(const char *path, const sm_kv *set, size_t n_set, sm_model 
 typedef int (*sm_section_fn)(void *ctx, const sm_model *m, const sm_span *s);
 int sm_read_file_each(const char *path, const sm_kv *set, size_t n_set, sm_section_fn fn,
                       void *ctx, sm_model *m);
+/* Every section of m's run handed to fn (NAME.instances.csv, `sonde diff --per-instance`): the
+ * spans m holds when it holds every section, else the file read again (sm_read_file_each). A
+ * model merged from several files, or read from memory, hands the spans it holds. 0, or not 0
+ * when fn stopped or the file could not be read again (sonde_last_error says why). */
+int sm_each_section(const sm_model *m, sm_section_fn fn, void *ctx);
 void sm_free(sm_model *m);
 /* A run name read from a file made into what the library itself allows as a name, a single path
  * component, since the CLI names its outputs after it: '/', '\\' and control characters become

@@ -71,6 +71,14 @@ typedef struct sm_pfunc_raw {
     unsigned line;
 } sm_pfunc_raw;
 
+/* What the caller of a reading asks for besides the model (sm_read_file_each). */
+typedef struct sb_opts {
+    const sm_kv *set;  /* configuration facts set over the file's */
+    size_t n_set;
+    sm_section_fn each; /* every section as it closes, or NULL */
+    void *each_ctx;
+} sb_opts;
+
 typedef struct sb_raw {
     char *name, *host, *program, *cmdline, *clock, *unit, *sonde_version;
     int pid;
@@ -85,10 +93,7 @@ typedef struct sb_raw {
     size_t n_sites, cap_sites;
     sb_thread *threads;
     size_t n_threads;
-    const sm_kv *set;  /* configuration facts set over the file's (sm_read_file_set) */
-    size_t n_set;
-    sm_section_fn each; /* every section as it closes (sm_read_file_each), or NULL */
-    void *each_ctx;
+    sb_opts opts;      /* what the caller of the reading asked for */
     sb_events_fn events; /* each thread's events, decoded on demand from events_src */
     void *events_src;
     sb_anchor *anchors;

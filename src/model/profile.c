@@ -425,14 +425,15 @@ static int build_sections(sb_raw *raw, sm_model *m, const uint32_t *at, const ui
     sm_profile *pr = &m->profile;
     pf_thread *th = sonde__malloc((m->n_threads ? m->n_threads : 1) * sizeof *th);
     sm_nested spans = SM_SPANS(m);
-    size_t *first = sm__thread_firsts(&spans, m->n_threads);
+    /* placed as the sections were built when not all are held (raw->sample_site); else now */
+    size_t *first = raw->sample_site ? NULL : sm__thread_firsts(&spans, m->n_threads);
     uint64_t *mark = sonde__calloc(pr->n_funcs ? pr->n_funcs : 1, sizeof *mark);
     pf_table pairs = {0}, fns = {0}, stacks = {0};
     size_t cap_sections = 0;
     strmap names;
     strmap_init(&names);
     int rc = -1;
-    if (!th || !first || !mark)
+    if (!th || (!first && !raw->sample_site) || !mark)
         goto out;
     for (size_t i = 0; i < m->n_threads; i++)
         th[i] = (pf_thread){m->threads[i].tid, (uint32_t)i};
@@ -446,7 +447,7 @@ static int build_sections(sb_raw *raw, sm_model *m, const uint32_t *at, const ui
         if (!hit || (pid && (uint32_t)pid != st->pid))
             continue;
         int32_t site;
-        if (raw->sample_site) { /* placed as the sections were built: they are not all held */
+        if (raw->sample_site) {
             site = raw->sample_site[i];
         } else {
             int32_t sp = sm__innermost_at(&spans, first, hit->index,

@@ -264,8 +264,8 @@ static int cmp_block(const void *a, const void *b)
 #define RBATCH 4096
 
 /* Decodes thread t's blocks in slot order, skipping slots already seen, and hands the events to
- * fn a batch at a time. The blocks were sorted by cmp_block (sm_read_mem). warn: a malformed block is named
- * in a warning (the first pass does it; the second would repeat it). */
+ * fn a batch at a time. The blocks were sorted by cmp_block (read_src). warn: a malformed block
+ * is named in a warning (the first pass does it; the second would repeat it). */
 static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *ctx)
 {
     rstate *s = src;
@@ -351,14 +351,7 @@ static int record_bytes(rstate *s, size_t off, uint64_t at, size_t len, const ui
 }
 
 /* The file in memory (data), or n bytes read from fd as they are needed (data NULL). */
-typedef struct rsets {
-    const sm_kv *set;
-    size_t n_set;
-    sm_section_fn each;
-    void *each_ctx;
-} rsets;
-
-static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, const rsets *o,
+static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, const sb_opts *o,
                     sm_model *m)
 {
     memset(m, 0, sizeof *m);
@@ -366,30 +359,25 @@ static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, co
     memset(&s, 0, sizeof s);
     s.data = data;
     s.fd = fd;
+    int rc = 0;
+    size_t off = SONDE_FILE_HEADER_LEN, order = 0;
     const uint8_t *head = n >= SONDE_FILE_HEADER_LEN ? src_at(&s, 0, SONDE_FILE_HEADER_LEN) : NULL;
-    if (!head && n >= SONDE_FILE_HEADER_LEN) {
-        int e = errno;
-        sonde__free(s.scratch);
-        return e == ENOMEM ? sonde__fail(SONDE_ENOMEM, "%s: out of memory while reading", fname)
-                           : sonde__fail(SONDE_EIO, "%s: %s", fname, strerror(e));
-    }
-    if (!head || memcmp(head, SONDE_FILE_MAGIC, SONDE_FILE_MAGIC_LEN) != 0) {
-        sonde__free(s.scratch);
-        return sonde__fail(SONDE_EFORMAT, "%s: not a .sonde file (bad magic)", fname);
-    }
-    uint32_t version = sonde_get_u32le(head + 8);
-    if (version < 1 || version > SONDE_FILE_VERSION) {
-        sonde__free(s.scratch);
-        return sonde__fail(SONDE_EFORMAT,
-                           "%s: .sonde format version %u is not supported (this sonde reads 1 to "
-                           "%u)", fname, version, SONDE_FILE_VERSION);
-    }
+    uint32_t version = head ? sonde_get_u32le(head + 8) : 0;
+    if (!head && n >= SONDE_FILE_HEADER_LEN)
+        rc = errno == ENOMEM ? sonde__fail(SONDE_ENOMEM, "%s: out of memory while reading", fname)
+                             : sonde__fail(SONDE_EIO, "%s: %s", fname, strerror(errno));
+    else if (!head || memcmp(head, SONDE_FILE_MAGIC, SONDE_FILE_MAGIC_LEN) != 0)
+        rc = sonde__fail(SONDE_EFORMAT, "%s: not a .sonde file (bad magic)", fname);
+    else if (version < 1 || version > SONDE_FILE_VERSION)
+        rc = sonde__fail(SONDE_EFORMAT,
+                         "%s: .sonde format version %u is not supported (this sonde reads 1 to "
+                         "%u)", fname, version, SONDE_FILE_VERSION);
+    if (rc)
+        goto done;
     s.fname = fname;
     s.max_threads = n / 12 + 64; /* each thread has a THREAD or EVENTS record, 12 bytes or more */
     s.version = version;
     s.raw.bytes = n;
-    int rc = 0;
-    size_t off = SONDE_FILE_HEADER_LEN, order = 0;
     while (off < n) {
         if (n - off < SONDE_RECORD_HEADER_LEN) {
             if (rwarn(&s, "%s: torn record header at offset %zu: read up to it", fname, off))
@@ -543,10 +531,7 @@ static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, co
     }
     s.raw.events = decode_thread;
     s.raw.events_src = &s;
-    s.raw.set = o->set;
-    s.raw.n_set = o->n_set;
-    s.raw.each = o->each;
-    s.raw.each_ctx = o->each_ctx;
+    s.raw.opts = *o;
     rc = sm__build(&s.raw, m, fname);
     goto done;
 oom:
@@ -568,7 +553,7 @@ done:
 
 int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
 {
-    const rsets none = {NULL, 0, NULL, NULL};
+    const sb_opts none = {NULL, 0, NULL, NULL};
     return read_src(data, -1, n, fname, &none, m);
 }
 
@@ -586,7 +571,7 @@ int sm_read_file_each(const char *path, const sm_kv *set, size_t n_set, sm_secti
                       void *ctx, sm_model *m)
 {
     memset(m, 0, sizeof *m);
-    const rsets o = {set, n_set, fn, ctx};
+    const sb_opts o = {set, n_set, fn, ctx};
     int rc, fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block it */
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
@@ -611,5 +596,22 @@ int sm_read_file_each(const char *path, const sm_kv *set, size_t n_set, sm_secti
             return sonde__fail(SONDE_ENOMEM, "%s: out of memory", path);
         }
     }
+    return rc;
+}
+
+int sm_each_section(const sm_model *m, sm_section_fn fn, void *ctx)
+{
+    if (!m->sections_folded || !m->path || m->merged) {
+        for (size_t i = 0; i < m->n_spans; i++)
+            if (fn(ctx, m, &m->spans[i]))
+                return -1;
+        return 0;
+    }
+    const char *limit = sm_info(m, "config.report_max_sections");
+    sm_kv set = {"config.report_max_sections", (char *)limit}; /* no more held than m holds */
+    sm_model again;
+    int rc = sm_read_file_each(m->path, &set, limit ? 1 : 0, fn, ctx, &again);
+    if (!rc)
+        sm_free(&again);
     return rc;
 }

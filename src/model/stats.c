@@ -376,6 +376,15 @@ int sm__sink_add(sm_statsink *k, const sm_model *m, const sm_span *s, int outerm
     return 0;
 }
 
+/* p50, p90 and p99 from the stat's sketch (within SM_SKETCH_ALPHA). */
+static void sketch_percentiles(sm_stat *r)
+{
+    r->p50_s = sm_sketch_quantile(r->sketch, 0.50) / 1e9;
+    r->p90_s = sm_sketch_quantile(r->sketch, 0.90) / 1e9;
+    r->p99_s = sm_sketch_quantile(r->sketch, 0.99) / 1e9;
+    r->sketched = 1;
+}
+
 int sm__sink_finish(sm_statsink *k, const sm_model *m, double share_of_s, sm_stat **out,
                     size_t *n_out)
 {
@@ -422,9 +431,7 @@ int sm__sink_finish(sm_statsink *k, const sm_model *m, double share_of_s, sm_sta
             r.stddev_s = sqrt(x->m2 / (double)c);
             r.min_s = (double)r.sketch->min_ns / 1e9;
             r.max_s = (double)r.sketch->max_ns / 1e9;
-            r.p50_s = sm_sketch_quantile(r.sketch, 0.50) / 1e9;
-            r.p90_s = sm_sketch_quantile(r.sketch, 0.90) / 1e9;
-            r.p99_s = sm_sketch_quantile(r.sketch, 0.99) / 1e9;
+            sketch_percentiles(&r);
         } else {
             double *d = x->dur;
             qsort(d, c, sizeof *d, cmp_double);
@@ -547,10 +554,7 @@ int sm__stats_combine(sm_stat **into, size_t *n_into, sm_stat *from, size_t n_fr
         if (t->sketch && f->sketch) { /* percentiles from the merged sketches */
             if (sm_sketch_merge(t->sketch, f->sketch))
                 return -1;
-            t->p50_s = sm_sketch_quantile(t->sketch, 0.50) / 1e9;
-            t->p90_s = sm_sketch_quantile(t->sketch, 0.90) / 1e9;
-            t->p99_s = sm_sketch_quantile(t->sketch, 0.99) / 1e9;
-            t->sketched = 1;
+            sketch_percentiles(t);
         }
     }
     for (size_t k = 0; k < *n_into; k++)

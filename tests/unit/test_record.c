@@ -496,10 +496,6 @@ static void build_stats_equal_span_stats(void **state)
     }
 }
 
-/* Held sections (report_max_sections): a run with more sections than the limit holds the
- * longest, and those with metadata, and folds the rest as it is read; its statistics, its
- * sessions' statistics and its counts are those of the whole run read with no limit, and the
- * folded runs account for every section not held. */
 static int count_slices(void *ctx, const char *data, size_t n);
 
 static int cmp_line(const void *a, const void *b)
@@ -507,8 +503,7 @@ static int cmp_line(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* A CSV's lines sorted in place (rows come in another order when the file is read again); how
- * many. */
+/* A CSV's lines sorted (rows come in another order when the file is read again); how many. */
 static size_t csv_rows_sorted(sbuf *b)
 {
     size_t n = 0;
@@ -516,24 +511,29 @@ static size_t csv_rows_sorted(sbuf *b)
         n += b->data[i] == '\n';
     char **line = malloc(n * sizeof *line), *p = b->data;
     assert_non_null(line);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) { /* each line ended in place */
         char *nl = strchr(p, '\n');
         *nl = 0;
-        line[i] = strdup(p);
-        assert_non_null(line[i]);
+        line[i] = p;
         p = nl + 1;
     }
     qsort(line, n, sizeof *line, cmp_line);
-    sbuf_reset(b);
+    sbuf sorted;
+    sbuf_init(&sorted);
     for (size_t i = 0; i < n; i++) {
-        sbuf_puts(b, line[i]);
-        sbuf_putc(b, '\n');
-        free(line[i]);
+        sbuf_puts(&sorted, line[i]);
+        sbuf_putc(&sorted, '\n');
     }
     free(line);
+    sbuf_free(b);
+    *b = sorted;
     return n;
 }
 
+/* Held sections (report_max_sections): a run with more sections than the limit holds the
+ * longest, and those with metadata, and folds the rest as it is read; its statistics, its
+ * sessions' statistics and its counts are those of the whole run read with no limit, and the
+ * folded runs account for every section not held. */
 static int in_session(const sm_span *s, void *ctx)
 {
     return s->session == *(const int32_t *)ctx;
@@ -579,7 +579,7 @@ static void held_sections_report_the_whole_run(void **state)
     sonde_end(p);
     for (int i = 0; i < 30; i++) { /* short sections that hold samples: folded */
         sonde_begin(p, "sampled");
-        tu_spin_ms(1);
+        tu_cpu_spin_ms(1); /* samples follow CPU time: 30 ms of it, however loaded */
         sonde_end(p);
     }
     sonde_session_end(p);

@@ -36,6 +36,16 @@ static inline void tu_spin_ms(double ms)
     while ((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6 < ms);
 }
 
+/* Spins until this thread has used ms of CPU time: as much work however loaded the machine. */
+static inline void tu_cpu_spin_ms(double ms)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    do
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    while ((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6 < ms);
+}
+
 static inline sonde_config tu_config(const char *dir, const char *name)
 {
     sonde_config c = sonde_config_default();

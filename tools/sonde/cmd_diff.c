@@ -291,16 +291,8 @@ static int add_instance(void *ctx, const sm_model *m, const sm_span *sp)
 static int add_instances(table *t, int s, const sm_model *m)
 {
     inst_ctx c = {t, s, 0};
-    if (m->sections_folded && m->path && !m->merged) {
-        sm_model again;
-        if (sm_read_file_each(m->path, NULL, 0, add_instance, &c, &again) != 0)
-            return c.oom ? -1 : -2;
-        sm_free(&again);
-    } else {
-        for (size_t i = 0; i < m->n_spans; i++)
-            if (add_instance(&c, m, &m->spans[i]))
-                return -1;
-    }
+    if (sm_each_section(m, add_instance, &c))
+        return c.oom ? -1 : -2;
     char name[1024];
     for (size_t i = 0; i < m->n_gpu; i++) {
         if (m->gpu[i].kind != SM_GPU_KERNEL)

@@ -119,14 +119,6 @@ int cmd_export(int argc, char **argv)
         sm_free(&m);
         return CLI_USAGE;
     }
-    for (size_t i = 0; i < n_sets; i++) { /* again over the programs' runs joined to it */
-        if (sm_set_info(&m, set_fact[i], set_val[i]) ||
-            (!strcmp(set_key[i], "trace_max_events") &&
-             sm_trace_budget(&m, INT64_MIN, INT64_MAX, &m.trace))) {
-            sm_free(&m);
-            return cli_fail(CLI_USAGE, "export", "out of memory applying --set %s", set_key[i]);
-        }
-    }
     if (!fmt) { /* the run's own formats, as the library wrote them; every one when unknown */
         const char *run = sm_info(&m, "config.formats");
         if (!run || sonde__parse_formats("config.formats", run, &formats) || !formats)
