@@ -10,6 +10,7 @@ import contextlib
 import gzip
 import io
 import json
+import logging
 import os
 import re
 import shutil
@@ -106,6 +107,19 @@ def trace(path):
     return t["traceEvents"] if isinstance(t, dict) else t
 
 
+def names(path):
+    return [e.get("name") for e in trace(path)]
+
+
+def run_py(code, env=None, cwd=None):
+    """code in a fresh interpreter (module state as a new program has it)."""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, **(env or {})), cwd=cwd)
+    if r.returncode != 0:
+        raise AssertionError("exit %d: %s" % (r.returncode, r.stderr))
+    return r
+
+
 class CacheDitDocument(InTempDir):
     def run_block(self, code, ns):
         out = io.StringIO()
@@ -122,12 +136,13 @@ class CacheDitDocument(InTempDir):
     def test_every_block(self):
         bs = blocks("002")
         self.assertEqual(len(bs), 4)
-        direct = "/tmp/profiles/my_inference-rank0"  # the path block 2 names
+        direct = "/tmp/profiles/my_inference"  # the path block 2 names
+        saved = cache_dit.PROFILER_DIR
         for i, code in enumerate(bs):
             with self.subTest(block=i, first_line=code.splitlines()[0]):
                 outdir = os.path.join(self.dir, "profiles%d" % i)
                 ns = self.namespace(["--profile", "--profile-dir", outdir])
-                os.environ["CACHE_DIT_TORCH_PROFILER_DIR"] = os.path.join(self.dir, "env")
+                cache_dit.PROFILER_DIR = os.path.join(self.dir, "env")  # as read at import
                 for ext in (".sonde", ".trace.json.gz"):
                     if os.path.exists(direct + ext):
                         os.unlink(direct + ext)
@@ -136,59 +151,40 @@ class CacheDitDocument(InTempDir):
                     if "def my_function" in code:
                         self.assertEqual(ns["my_function"](), "out")
                 finally:
-                    del os.environ["CACHE_DIT_TORCH_PROFILER_DIR"]
+                    cache_dit.PROFILER_DIR = saved
                 if "create_profiler_from_args" in code:
                     p = ns["profiler"]
-                    want = os.path.join(outdir, "flux_inference-rank0.trace.json.gz")
+                    want = os.path.join(outdir, "flux_inference.trace.json.gz")
                     self.assertIn("Profiler traces saved to: %s\n" % want, printed)
-                    self.assertEqual(p.trace_path.name, "flux_inference-rank0.trace.json.gz")
+                    self.assertEqual(p.trace_path.name, "flux_inference.trace.json.gz")
                     ev = trace(p.trace_path)
-                    # --profile without --steps: 3 steps; warmup 1, then steps 1 and 2 active
+                    # --profile without --steps: 3 steps, each one recorded (no schedule)
                     self.assertEqual(sorted(e["name"] for e in ev if e.get("cat") == "step"),
                                      ["step 0", "step 1", "step 2"])
-                    self.assertEqual(sum(e.get("name") == "transformer" for e in ev), 2)
+                    self.assertEqual(sum(e.get("name") == "transformer" for e in ev), 3)
                 if "ProfilerContext(" in code:
                     self.assertTrue(os.path.isfile(direct + ".trace.json.gz"))
                     for ext in (".sonde", ".trace.json.gz"):
                         os.unlink(direct + ext)
-                    tb = "/tmp/profiles/plugins/profile/my_inference-rank0"
-                    self.assertTrue(os.path.isdir(tb), "the TensorBoard layout")
-                    shutil.rmtree(tb)
-                if "def my_function" in code:  # the default directory: the variable's
+                    shutil.rmtree("/tmp/profiles/plugins", ignore_errors=True)
+                if "def my_function" in code:  # the default directory: PROFILER_DIR
                     self.assertTrue(os.path.isfile(os.path.join(
-                        self.dir, "env", "forward_pass-rank0.trace.json.gz")))
+                        self.dir, "env", "forward_pass.trace.json.gz")))
 
     def test_defaults_and_flags(self):
-        ns = parse([])
-        p = cache_dit.create_profiler_from_args(ns)
+        p = cache_dit.create_profiler_from_args(parse([]))
         self.assertFalse(p.enabled)
-        self.assertEqual((p.wait, p.warmup, p.active, p.repeat), (0, 1, 3, 1))
+        self.assertEqual((p.wait, p.warmup, p.active, p.repeat), (None, None, None, None))
         self.assertEqual(p.activities, ["CPU", "GPU"])
-        self.assertTrue(p.record_shapes and not p.with_stack)
-        os.environ.pop("CACHE_DIT_TORCH_PROFILER_DIR", None)
-        self.assertEqual(str(p.output_dir), "/tmp/cache_dit_profiles")
-        os.environ["CACHE_DIT_TORCH_PROFILER_DIR"] = os.path.join(self.dir, "env")
-        try:
-            p = cache_dit.create_profiler_from_args(parse(["--profile"]), profile_name="x")
-            self.assertEqual(p.output_dir, cache_dit.Path(self.dir) / "env")
-            with p:
-                for _ in range(5):
-                    p.step()
-            self.assertTrue(os.path.isfile(os.path.join(self.dir, "env", "x-rank0.trace.json.gz")))
-            tb = os.path.join(self.dir, "env", "plugins", "profile")
-            self.assertTrue(os.path.isdir(tb), "the TensorBoard layout for --logdir")
-        finally:
-            del os.environ["CACHE_DIT_TORCH_PROFILER_DIR"]
-        # the document's command lines parse, and mean what they say
-        for cmd in blocks("002", "bash"):
-            for line in cmd.replace("\\\n", " ").splitlines():
-                line = line.split("#")[0].strip()
-                if "run_flux" not in line:
-                    continue
-                argv = line.split()[line.split().index(next(w for w in line.split()
-                                                              if w.endswith(".py"))) + 1:]
-                a = parse(argv)
-                self.assertTrue(a.profile)
+        # the original's examples: with_stack and record_shapes both on
+        self.assertTrue(p.record_shapes and p.with_stack)
+        self.assertEqual(str(p.output_dir), cache_dit.PROFILER_DIR)
+        self.assertTrue(re.fullmatch(r"profile_\d+", p.profile_name), p.profile_name)
+        self.assertIsNone(p.trace_path)
+        self.assertIsNone(p.memory_snapshot_path)
+        c = cache_dit.ProfilerContext()
+        self.assertTrue(c.enabled and c.with_stack and c.record_shapes)
+        self.assertFalse(cache_dit.create_profiler_context().enabled)
         a = parse("--profile --profile-name flux_test --profile-dir /tmp/profiles".split())
         p = cache_dit.create_profiler_from_args(a)
         self.assertEqual((p.profile_name, str(p.output_dir)), ("flux_test", "/tmp/profiles"))
@@ -197,22 +193,118 @@ class CacheDitDocument(InTempDir):
         p.output_dir = cache_dit.Path(self.dir)
         with p:
             self.assertEqual(p.profiler.config.get("collect_memory"), "1")
-        # a block that counted no step says why its trace is empty
-        r = subprocess.run([sys.executable, "-c",
-                            "from sonde.compat.cache_dit import ProfilerContext\n"
-                            "with ProfilerContext(output_dir=%r, profile_name='n'):\n"
-                            "    pass\n" % self.dir], capture_output=True, text=True)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("0 step(s) counted", r.stderr)
+        # the document's command lines parse, and mean what they say
+        for cmd in blocks("002", "bash"):
+            for line in cmd.replace("\\\n", " ").splitlines():
+                line = line.split("#")[0].strip()
+                if "run_flux" not in line:
+                    continue
+                argv = line.split()[line.split().index(next(w for w in line.split()
+                                                              if w.endswith(".py"))) + 1:]
+                self.assertTrue(parse(argv).profile)
+
+    def test_the_variable_is_read_at_import(self):
+        env_dir = os.path.join(self.dir, "at_import")
+        r = run_py("import os\n"
+                   "from sonde.compat import cache_dit as c\n"
+                   "os.environ['CACHE_DIT_TORCH_PROFILER_DIR'] = 'later'\n"
+                   "print(c.PROFILER_DIR, c.ProfilerContext().output_dir, "
+                   "c.get_profiler_output_dir())\n"
+                   "c.set_profiler_output_dir('set')\n"
+                   "print(os.environ['CACHE_DIT_TORCH_PROFILER_DIR'], "
+                   "c.ProfilerContext().output_dir)\n",
+                   env={"CACHE_DIT_TORCH_PROFILER_DIR": env_dir})
+        self.assertEqual(r.stdout.split("\n")[:2],
+                         ["%s %s later" % (env_dir, env_dir), "set %s" % env_dir])
+
+    def test_the_whole_block_without_steps(self):
+        """The original records everything between enter and exit: the direct context, the
+        decorator and a block that raises all leave a trace with the block's sections."""
+        with cache_dit.ProfilerContext(output_dir=self.dir, profile_name="direct") as c:
+            with c.profiler.profile("denoise"):
+                pass
+        self.assertEqual(c.trace_path, cache_dit.Path(self.dir) / "direct.trace.json.gz")
+        self.assertEqual(names(c.trace_path).count("denoise"), 1)
+
+        @cache_dit.profile_function(output_dir=self.dir)
+        def forward():
+            with cache_dit._tls.stack[-1].profiler.profile("layer"):
+                return 7
+        self.assertEqual(forward(), 7)
+        self.assertEqual(names(os.path.join(self.dir, "forward.trace.json.gz")).count("layer"), 1)
+
+        c = cache_dit.ProfilerContext(output_dir=self.dir, profile_name="raised")
+        with self.assertRaises(KeyError):
+            with c:
+                with c.profiler.profile("before the error"):
+                    raise KeyError("x")
+        self.assertEqual(names(c.trace_path).count("before the error"), 1)
+
+    def test_every_step_is_kept(self):
+        with cache_dit.ProfilerContext(output_dir=self.dir, profile_name="steps") as c:
+            for _ in range(5):
+                with c.profiler.profile("transformer"):
+                    pass
+                cache_dit.step()
+        ev = trace(c.trace_path)
+        self.assertEqual(sorted(e["name"] for e in ev if e.get("cat") == "step"),
+                         ["step %d" % i for i in range(5)])
+        self.assertEqual(sum(e.get("name") == "transformer" for e in ev), 5)
+        # sonde's schedule, only when asked for: warmup 1 active 2 keeps steps 1 and 2
+        a = parse(["--profile", "--profile-dir", self.dir, "--profile-warmup", "1",
+                   "--profile-active", "2"])
+        c = cache_dit.create_profiler_from_args(a, profile_name="scheduled")
+        with c:
+            for i in range(5):
+                with c.profiler.profile("transformer %d" % i):
+                    pass
+                c.step()
+        self.assertEqual(sorted(n for n in names(c.trace_path) if n.startswith("transformer")),
+                         ["transformer 1", "transformer 2"])
+
+    def test_disabled_writes_nothing(self):
+        c = cache_dit.ProfilerContext(enabled=False, output_dir=os.path.join(self.dir, "off"))
+        with c:
+            pass
+        self.assertIsNone(c.trace_path)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "off")))
+
+    def test_a_second_run_overwrites_the_trace(self):
+        for section in ("first", "second"):
+            with cache_dit.ProfilerContext(output_dir=self.dir, profile_name="again") as c:
+                with c.profiler.profile(section):
+                    pass
+        self.assertEqual(c.trace_path, cache_dit.Path(self.dir) / "again.trace.json.gz")
+        self.assertEqual([n for n in names(c.trace_path) if n in ("first", "second")],
+                         ["second"])
+        self.assertEqual(sorted(f for f in os.listdir(self.dir) if f.endswith(".json.gz")),
+                         ["again.trace.json.gz"])
+
+    def test_the_original_log_lines(self):
+        log = io.StringIO()
+        h = logging.StreamHandler(log)
+        lg = logging.getLogger("cache_dit.profiler")
+        lg.addHandler(h)
+        lg.setLevel(logging.INFO)
+        try:
+            with cache_dit.ProfilerContext(output_dir=self.dir, profile_name="logged"):
+                pass
+        finally:
+            lg.removeHandler(h)
+        path = os.path.join(self.dir, "logged.trace.json.gz")
+        self.assertEqual(log.getvalue().splitlines(), [
+            "Started profiling. Traces will be saved to: %s (activities: ['CPU', 'GPU'])"
+            % self.dir,
+            "Exporting trace to: %s" % path,
+            "Profiling completed. Trace saved to: %s" % path])
 
     def test_ranks_name_their_files(self):
         for rank in (0, 1):
-            env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2")
-            subprocess.run([sys.executable, "-c",
-                            "from sonde.compat.cache_dit import ProfilerContext\n"
-                            "with ProfilerContext(output_dir=%r, profile_name='flux_tp') as p:\n"
-                            "    [p.step() for _ in range(4)]\n"
-                            "print(p.trace_path)\n" % self.dir], check=True, env=env)
+            env = {"RANK": str(rank), "WORLD_SIZE": "2"}
+            run_py("from sonde.compat.cache_dit import ProfilerContext\n"
+                   "with ProfilerContext(output_dir=%r, profile_name='flux_tp') as p:\n"
+                   "    [p.step() for _ in range(4)]\n"
+                   "print(p.trace_path)\n" % self.dir, env=env)
         self.assertTrue(os.path.isfile("flux_tp-rank0.trace.json.gz"))
         self.assertTrue(os.path.isfile("flux_tp-rank1.trace.json.gz"))
 

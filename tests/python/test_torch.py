@@ -257,6 +257,7 @@ class CudaSubstituted(unittest.TestCase):
                  (c, "memory_allocated", lambda d=None: self.alloc[d]),
                  (c, "max_memory_allocated", lambda d=None: 2 * self.alloc[d]),
                  (c, "memory_reserved", lambda d=None: 4 << 30),
+                 (c, "memory_summary", lambda device=None: "|  fake memory summary  |\n"),
                  (m, "_record_memory_history",
                   lambda enabled, device=None: self.calls.append(("history", enabled, device))),
                  (m, "_snapshot", lambda device=None: {"segments": [{"device": 0}],
@@ -322,8 +323,11 @@ class CudaSubstituted(unittest.TestCase):
                         torch.ones(4).sum()
                     ctx.step()
         (snap,) = glob.glob(os.path.join(self.tmp.name, "flux-rank0-memory-*.pickle"))
+        self.assertEqual(str(ctx.memory_snapshot_path), snap)
         with open(snap, "rb") as f:
             self.assertEqual(pickle.load(f)["segments"], [{"device": 0}])
+        with open(snap[:-len(".pickle")] + ".txt") as f:  # torch.cuda.memory_summary()
+            self.assertEqual(f.read(), "|  fake memory summary  |\n")
         self.assertEqual([c for c in self.calls if c[0] == "history"],
                          [("history", True, 0), ("history", True, 1),
                           ("history", False, 0), ("history", False, 1)])

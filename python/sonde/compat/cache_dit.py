@@ -1,30 +1,35 @@
-"""sonde.compat.cache_dit - cache-dit's torch profiler wrapper (002) over sonde.
+"""sonde.compat.cache_dit - cache-dit's torch profiler module (002) over sonde.
 
-    from sonde.compat.cache_dit import add_profiler_args, create_profiler_from_args, step
+    from sonde.compat.cache_dit import ProfilerContext, create_profiler_from_args
 
-    parser = add_profiler_args(argparse.ArgumentParser())
-    args = parser.parse_args()            # --profile --profile-name flux --profile-dir /tmp/p
     profiler = create_profiler_from_args(args, profile_name="flux_inference")
-    with profiler:
-        image = pipe(prompt, num_inference_steps=3,
-                     callback_on_step_end=lambda *a, **k: (step(), k.get("callback_kwargs", {}))[1])
-    print(profiler.trace_path)             # /tmp/p/flux_inference-rank0.trace.json.gz
+    with profiler:                         # the whole block is recorded, as cache-dit records it
+        image = pipe(prompt, num_inference_steps=3)
+    print(profiler.trace_path)             # /tmp/cache_dit_profiles/flux_inference.trace.json.gz
 
-What maps where: the --profile* flags are sonde's own (libsonde's flag parser reads them, so
-they mean what they mean to a C program), with 002's defaults: --profile-dir
-$CACHE_DIT_TORCH_PROFILER_DIR else /tmp/cache_dit_profiles, --profile-activities CPU GPU,
-record_shapes on, wait 0, warmup 1, active 3, repeat 1. The schedule counts steps: call step()
-(or the context's .step()) once per denoising step, from diffusers' callback_on_step_end for
-instance; a block that counted no step keeps nothing, and says so on stderr. Each rank writes
-NAME-rankN.trace.json.gz (Perfetto, chrome://tracing) into the output directory, and the
-TensorBoard layout (plugins/profile/NAME/...) beside it; NAME.sonde keeps the raw data. MEM turns
-on sonde's memory sampling and, in a program that imported torch, torch.profiler's memory events,
-CUDA memory counters per device and torch's CUDA memory snapshot as NAME-memory-*.pickle beside
-the trace (sonde.torch.track_cuda; without a CUDA device, one line on stderr says it is off).
+What the original does, and this module does the same: ProfilerContext(enabled=True,
+activities=None, output_dir=None, profile_name=None, with_stack=True, record_shapes=True) records
+everything between __enter__ and __exit__ (an exception in the block too) and writes
+OUTPUT_DIR/PROFILE_NAME.trace.json.gz, PROFILE_NAME-rankN.trace.json.gz in a job of more than
+one process, overwriting a file of that name. OUTPUT_DIR defaults to PROFILER_DIR,
+$CACHE_DIT_TORCH_PROFILER_DIR as it was when this module was imported, else
+/tmp/cache_dit_profiles; PROFILE_NAME to profile_<unix time>. trace_path is None until an
+enabled context is entered, and stays None when it is disabled (nothing is written then).
+With MEM among the activities and a CUDA device, torch's memory snapshot and memory_summary()
+are written as PROFILE_NAME-rankN-memory-<unix time>.pickle and .txt. What it logs goes to the
+logger "cache_dit.profiler" with the original's texts.
+
+What sonde adds: the run's NAME.sonde (every `sonde` command reads it) and the TensorBoard
+layout (plugins/profile/NAME/...) beside the trace; the trace holds sonde's sections, steps,
+counters and CPU/memory samples on one timeline with torch's operators (sonde.torch's
+torch.profiler backend, when the program imported torch). step() marks a step (the
+schedule's step when one is given); the --profile-wait/-warmup/-active/-repeat flags that
+sonde.add_profiling_args adds, or the wait/warmup/active/repeat keywords, turn on sonde's step
+schedule: then only the scheduled steps are kept. docs/python.md lists the differences.
 """
 
-import argparse
 import functools
+import logging
 import os
 import sys
 import threading
@@ -33,93 +38,124 @@ from pathlib import Path
 
 import sonde
 
-__all__ = ["ProfilerContext", "create_profiler_from_args", "add_profiler_args",
-           "profile_function", "step", "default_output_dir", "DEFAULT_OUTPUT_DIR"]
+__all__ = ["ProfilerContext", "create_profiler_from_args", "create_profiler_context",
+           "add_profiler_args", "profile_function", "step", "get_profiler_output_dir",
+           "set_profiler_output_dir", "PROFILER_DIR"]
 
-DEFAULT_OUTPUT_DIR = "/tmp/cache_dit_profiles"
+# The original reads the variable once, when the module is imported.
+PROFILER_DIR = os.getenv("CACHE_DIT_TORCH_PROFILER_DIR", "/tmp/cache_dit_profiles")
+logger = logging.getLogger("cache_dit.profiler")
 _tls = threading.local()
-
-
-def default_output_dir():
-    """$CACHE_DIT_TORCH_PROFILER_DIR, else /tmp/cache_dit_profiles."""
-    return os.environ.get("CACHE_DIT_TORCH_PROFILER_DIR") or DEFAULT_OUTPUT_DIR
+_SCHEDULE = ("wait", "warmup", "active", "repeat")
 
 
 class ProfilerContext:
     """A profiling context: `with ProfilerContext(...):` records the block into
-    output_dir/profile_name-rankN.trace.json.gz under a wait/warmup/active/repeat schedule of
-    steps. Disabled, it records nothing and writes nothing."""
+    output_dir/profile_name.trace.json.gz (see the module's documentation). wait, warmup, active
+    and repeat (sonde's; None: no schedule, the whole block) keep only the scheduled steps."""
 
     def __init__(self, enabled=True, activities=None, output_dir=None, profile_name=None,
-                 with_stack=False, record_shapes=True, wait=0, warmup=1, active=3, repeat=1):
-        self.enabled = bool(enabled)
-        self.activities = list(activities) if activities else ["CPU", "GPU"]
-        self.output_dir = Path(output_dir if output_dir is not None else default_output_dir())
-        if profile_name is None:
-            profile_name = "profile-" + time.strftime("%Y%m%d-%H%M%S")
-        rank, world, _ = sonde.job_rank()
-        self.rank = max(rank, 0)
-        self.profile_name = profile_name
-        # NAME-rankN; sonde appends -rankN itself in a distributed job, so alone it is named so
-        self._rank_name = "%s-rank%d" % (profile_name, self.rank)
-        self._name = profile_name if world > 1 else self._rank_name
-        self.with_stack, self.record_shapes = bool(with_stack), bool(record_shapes)
+                 with_stack=True, record_shapes=True, wait=None, warmup=None, active=None,
+                 repeat=None):
+        self.enabled = enabled
+        self.activities = activities or ["CPU", "GPU"]
+        self.output_dir = Path(output_dir or PROFILER_DIR).expanduser()
+        self.profile_name = profile_name or "profile_%d" % int(time.time())
+        self.with_stack = with_stack
+        self.record_shapes = record_shapes
         self.wait, self.warmup, self.active, self.repeat = wait, warmup, active, repeat
-        for k in ("wait", "warmup", "active", "repeat"):
+        for k in _SCHEDULE:
             v = getattr(self, k)
-            if not isinstance(v, int) or v < 0:
+            if v is not None and (not isinstance(v, int) or v < 0):
                 raise ValueError("ProfilerContext: %s=%r; expected an integer >= 0" % (k, v))
-        self.profiler = None
+        self.profiler = None            # the sonde.Profiler while the block runs
+        self.trace_path = None
+        self.memory_snapshot_path = None
         self.steps = 0
+        self._cuda = None
 
-    @property
-    def trace_path(self):
-        """The trace's path (a pathlib.Path); final once the block has begun (a name already
-        taken in output_dir gets -2, -3, ...)."""
-        name = self.profiler.name if self.profiler is not None else self._rank_name
-        return self.output_dir / (name + ".trace.json.gz")
+    def _schedule(self):
+        """sonde's schedule keys, when any of wait/warmup/active/repeat was given."""
+        given = {k: getattr(self, k) for k in _SCHEDULE if getattr(self, k) is not None}
+        if not given:
+            return {}
+        keys = {"wait": 0, "warmup": 1, "active": 3, "repeat": 1}  # the document's defaults
+        keys.update(given)
+        return keys
 
     def __enter__(self):
-        ns = argparse.Namespace(
-            profile=self.enabled, profile_name=self._name, profile_dir=str(self.output_dir),
-            profile_activities=self.activities, profile_with_stack=self.with_stack,
-            profile_record_shapes=self.record_shapes, profile_wait=self.wait,
-            profile_warmup=self.warmup, profile_active=self.active, profile_repeat=self.repeat)
-        self.profiler = sonde.create_profiler_from_args(
-            ns, config={"formats": ["trace", "tensorboard"]})
+        if not self.enabled:
+            return self
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        rank, world, _ = sonde.job_rank()
+        rank = max(rank, 0)
+        stem = self.profile_name + ("-rank%d" % rank if world > 1 else "")
+        self.trace_path = self.output_dir / (stem + ".trace.json.gz")
+        keys = {"name": self.profile_name, "output_dir": str(self.output_dir),
+                "formats": ["trace", "tensorboard"], "with_stack": self.with_stack,
+                "record_shapes": self.record_shapes,
+                "collect_memory": "MEM" in self.activities}
+        keys.update(self._schedule())
+        self.profiler = sonde.Profiler(keys)
+        self.steps = 0
         if self.profiler.enabled and "torch" in sys.modules:  # the torch.profiler backend
             from sonde import torch as sonde_torch
             acts, mem = sonde_torch.parse_activities(self.activities)
             sonde_torch.profile_operators(self.profiler, activities=acts, profile_memory=mem,
                                           record_shapes=self.record_shapes,
                                           with_stack=self.with_stack)
-            if mem:  # the CUDA memory counters and NAME-memory-*.pickle
-                sonde_torch.track_cuda(self.profiler, memory=True, snapshot=True)
-        self.steps = 0
+            if mem:  # CUDA memory counters, and the snapshot when the block ends
+                self._cuda = sonde_torch.track_cuda(self.profiler, memory=True, snapshot=True)
+        logger.info("Started profiling. Traces will be saved to: %s (activities: %s)"
+                    % (self.output_dir, self.activities))
         if not hasattr(_tls, "stack"):
             _tls.stack = []
         _tls.stack.append(self)
         return self
 
     def step(self):
-        """One step of the schedule (a denoising step, an iteration)."""
+        """One step (a denoising step, an iteration): a step span in the trace, and the
+        schedule's step when one was given."""
         if self.profiler is None:
             raise RuntimeError("ProfilerContext.step(): the context has not been entered")
         self.profiler.step()
         self.steps += 1
 
-    def __exit__(self, et, ev, tb):
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        if not self.enabled or self.profiler is None:
+            return None
         stack = getattr(_tls, "stack", [])
         if self in stack:
             stack.remove(self)
         p = self.profiler
-        if p.enabled and self.steps < self.wait + self.warmup + 1 and et is None:
-            print("sonde.compat.cache_dit: %d step(s) counted; the schedule (wait %d, warmup %d, "
-                  "active %d) keeps steps from %d on: call step() once per denoising step"
-                  % (self.steps, self.wait, self.warmup, self.active, self.wait + self.warmup),
-                  file=sys.stderr)
-        p.close(raise_on_error=et is None)
-        return False
+        logger.info("Exporting trace to: %s" % self.trace_path)
+        try:
+            p.close(raise_on_error=exc_type is None)
+        finally:
+            self._place_files(p)
+        logger.info("Profiling completed. Trace saved to: %s" % self.trace_path)
+        return None
+
+    def _place_files(self, p):
+        """The trace and the memory snapshot under the original's names. sonde names a run
+        NAME-2, NAME-3... when NAME's files exist; the original overwrites: so does this."""
+        if p.file_path is None:  # nothing could be recorded (the directory is not writable)
+            return
+        made = Path(p.trace_path)
+        if made != self.trace_path and made.exists():
+            os.replace(made, self.trace_path)
+        snap = getattr(self._cuda, "snapshot_path", None)
+        if snap:
+            import torch
+            rank = max(sonde.job_rank()[0], 0)
+            stem = self.output_dir / ("%s-rank%d-memory-%d" % (self.profile_name, rank,
+                                                                int(time.time())))
+            os.replace(snap, str(stem) + ".pickle")
+            self.memory_snapshot_path = Path(str(stem) + ".pickle")
+            logger.info("Memory snapshot saved to: %s" % self.memory_snapshot_path)
+            with open(str(stem) + ".txt", "w") as f:
+                f.write(torch.cuda.memory_summary())
+            logger.info("Memory summary saved to: %s.txt" % stem)
 
 
 def step():
@@ -130,41 +166,63 @@ def step():
 
 
 def add_profiler_args(parser):
-    """Adds the --profile* flags of 002 (sonde's own flags: sonde.add_profiling_args) to an
-    argparse parser; unset ones take 002's defaults in create_profiler_from_args."""
+    """Adds the --profile* flags to an argparse parser: cache-dit's (--profile, --profile-name,
+    --profile-dir, --profile-activities, --profile-with-stack, --profile-record-shapes) and
+    sonde's others (sonde.add_profiling_args)."""
     return sonde.add_profiling_args(parser)
 
 
 def create_profiler_from_args(args, profile_name=None):
-    """A ProfilerContext from parsed --profile* flags; profile_name overrides --profile-name."""
-
-    def get(attr, default):
-        v = getattr(args, attr, None)
-        return default if v is None else v
-
+    """A ProfilerContext from parsed --profile* flags, as the original's examples make it:
+    profile_name, else --profile-name; with_stack and record_shapes default to True; the
+    --profile-wait/-warmup/-active/-repeat flags (sonde's), when given, set the schedule."""
     return ProfilerContext(
-        enabled=bool(getattr(args, "profile", False)),
-        activities=get("profile_activities", ["CPU", "GPU"]),
-        output_dir=get("profile_dir", None),
-        profile_name=profile_name if profile_name is not None else getattr(args, "profile_name",
-                                                                           None),
-        with_stack=bool(get("profile_with_stack", False)),
-        record_shapes=bool(get("profile_record_shapes", True)),
-        wait=get("profile_wait", 0), warmup=get("profile_warmup", 1),
-        active=get("profile_active", 3), repeat=get("profile_repeat", 1))
+        enabled=args.profile,
+        activities=getattr(args, "profile_activities", None) or ["CPU", "GPU"],
+        output_dir=getattr(args, "profile_dir", None),
+        profile_name=profile_name or getattr(args, "profile_name", None),
+        with_stack=_flag(args, "profile_with_stack", True),
+        record_shapes=_flag(args, "profile_record_shapes", True),
+        **{k: getattr(args, "profile_" + k, None) for k in _SCHEDULE})
 
 
-def profile_function(enabled=True, profile_name=None, **context):
-    """Decorator: each call runs inside its own ProfilerContext (profile_name defaults to the
-    function's name; the other keywords are ProfilerContext's)."""
+def _flag(args, attr, default):
+    v = getattr(args, attr, default)
+    return default if v is None else v
 
-    def wrap(f):
-        @functools.wraps(f)
-        def run(*a, **kw):
-            with ProfilerContext(enabled=enabled, profile_name=profile_name or f.__name__,
-                                 **context):
-                return f(*a, **kw)
 
-        return run
+def create_profiler_context(enabled=False, activities=None, output_dir=None, profile_name=None,
+                            **kwargs):
+    """A ProfilerContext; disabled unless enabled is given (the original's default)."""
+    return ProfilerContext(enabled=enabled, activities=activities, output_dir=output_dir,
+                           profile_name=profile_name, **kwargs)
 
-    return wrap
+
+def get_profiler_output_dir():
+    """$CACHE_DIT_TORCH_PROFILER_DIR now, else PROFILER_DIR."""
+    return os.environ.get("CACHE_DIT_TORCH_PROFILER_DIR", PROFILER_DIR)
+
+
+def set_profiler_output_dir(path):
+    """Sets $CACHE_DIT_TORCH_PROFILER_DIR (as the original does: contexts made in this process
+    keep using PROFILER_DIR, read at import; child processes see the new directory)."""
+    os.environ["CACHE_DIT_TORCH_PROFILER_DIR"] = path
+
+
+def profile_function(enabled=True, activities=None, output_dir=None, profile_name=None,
+                     with_stack=False, record_shapes=True):
+    """Decorator factory: each call runs inside its own ProfilerContext (profile_name defaults
+    to the function's name)."""
+
+    def decorator(func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with ProfilerContext(enabled=enabled, activities=activities, output_dir=output_dir,
+                                 profile_name=profile_name or func.__name__,
+                                 with_stack=with_stack, record_shapes=record_shapes):
+                return func(*args, **kwargs)
+
+        return wrapper
+
+    return decorator
+
