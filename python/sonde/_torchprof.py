@@ -199,11 +199,18 @@ class TorchProfiler:
             _tls.gen = (id(self), self._gen)
             _rf_exit(_rf_enter(_MARK + str(threading.get_native_id())))
 
+    @staticmethod
+    def is_own_range(name):
+        """Whether a range in torch's events is sonde's own marker (not the program's)."""
+        return name.startswith(_MARK)
+
     def _on_step(self):
-        type(self.prof).step(self.prof)
+        # torch's step first: a window that ends here is folded into sonde before sonde's step
+        # ends its window and writes that window's trace (NAME-cycleK), operators included
         self._step += 1
         self._gen += 1
         self._tp.step()
+        type(self.prof).step(self.prof)
         self._mark_thread()
 
     def _ready(self, tp):

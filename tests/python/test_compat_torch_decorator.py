@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import unittest
@@ -52,6 +53,17 @@ def adapt(code):
     code = code.replace("from parallelization.profiler.decorator import step_profiler",
                         "from sonde.compat.torch_decorator import step_profiler")
     return code
+
+
+def ANNOUNCED(out, sf=1, w=1, wu=1, a=3, r=1):
+    """The lines the original prints as a decorated call begins (with_flops on)."""
+    return ["📊 PyTorch profiler enabled:",
+            "   📁 Output directory: %s" % out,
+            "   ⏱️  Schedule - skip_first: %d, wait: %d, warmup: %d, active: %d, repeat: %d"
+            % (sf, w, wu, a, r),
+            "   🔧 Options - stack: False, flops: True, modules: False",
+            "   💡 FLOP counting enabled - skipping first %d step(s) to avoid initialization "
+            "overhead" % sf]
 
 
 def trace(path):
@@ -99,9 +111,9 @@ class DecoratorDocument(InTempDir):
                         ns["train_model"](None)
                     # the defaults: ./profiler_logs, skip_first 1, wait 1, warmup 1, active 3
                     self.assertTrue(os.path.isdir("profiler_logs/rank_0"))
-                    tb = [f for _, _, fs in os.walk("profiler_logs/rank_0") for f in fs
-                          if f.endswith(".pt.trace.json.gz")]
-                    self.assertEqual(len(tb), 1, tb)
+                    tb = [f for f in os.listdir("profiler_logs")
+                          if re.fullmatch(r"rank_0\.\d+\.pt\.trace\.json", f)]
+                    self.assertEqual(len(tb), 1, os.listdir("profiler_logs"))
                     ev = trace("profiler_logs/trace_rank_0.json")
                     steps = sorted((e["name"] for e in ev
                                     if e["name"].startswith("ProfilerStep#")),
@@ -110,7 +122,10 @@ class DecoratorDocument(InTempDir):
                                              "ProfilerStep#5"])
                     self.assertEqual(sum(e["name"] == "forward" for e in ev), 3)
                     text = out.getvalue()
-                    self.assertIn("Top sections by total time (rank 0, 100 steps)", text)
+                    self.assertEqual(text.splitlines()[:5], ANNOUNCED("./profiler_logs"))
+                    self.assertIn("💾 Chrome trace saved to: ./profiler_logs/trace_rank_0.json\n"
+                                  "\n📈 Profiling Summary:\n"
+                                  "Top sections by total time (rank 0, 100 steps)", text)
                     row = [ln for ln in text.splitlines() if ln.strip().startswith("forward")]
                     self.assertEqual(row[0].split()[1:2], ["6.000G"])  # 3 active x 2 GFLOP
                     self.assertEqual(row[0].split()[-1], "3")
@@ -129,20 +144,46 @@ class DecoratorDocument(InTempDir):
                 "        step_profiler()\n"
                 "train()\n")
         outs = {}
-        for rank in (0, 1):
-            env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2")
+        for rank in (0, 1):  # the original's rank is LOCAL_RANK
+            env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2")
             r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                env=env)
             self.assertEqual(r.returncode, 0, r.stderr)
             outs[rank] = r.stdout
         self.assertIn("Top sections", outs[0])
-        self.assertEqual(outs[1], "")
+        for rank in (0, 1):
+            lines = outs[rank].splitlines()
+            self.assertEqual(lines[5], "🌐 Multi-GPU detected - saving rank %d trace to "
+                             "trace_rank_%d.json" % (rank, rank))
+            self.assertEqual(lines[6], "💾 Chrome trace saved to: dist/trace_rank_%d.json" % rank)
+        self.assertEqual(len(outs[1].splitlines()), 7)  # no summary but on rank 0
         for rank in (0, 1):
             self.assertTrue(os.path.isfile("dist/trace_rank_%d.json" % rank))
             self.assertTrue(os.path.isdir("dist/rank_%d" % rank))
             ev = trace("dist/trace_rank_%d.json" % rank)
             self.assertEqual(sorted(e["name"] for e in ev if e["name"].startswith("ProfilerStep")),
                              ["ProfilerStep#0", "ProfilerStep#1"])
+
+    def test_repeat_keeps_every_window_and_the_last_as_trace_rank(self):
+        @torch_decorator.profiler(output_dir="rep", skip_first=0, wait=1, warmup=0, active=2,
+                                  repeat=2)
+        def train():
+            for i in range(8):
+                with torch_decorator.active_profiler().profile("s%d" % i):
+                    pass
+                torch_decorator.step_profiler()
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            train()
+        wins = sorted((f for f in os.listdir("rep") if f.endswith(".pt.trace.json")),
+                      key=lambda f: int(f.split(".")[1]))
+        self.assertEqual(len(wins), 2, os.listdir("rep"))
+
+        def steps(path):
+            return sorted(e["name"] for e in trace(path) if e["name"].startswith("ProfilerStep#"))
+        self.assertEqual(steps(os.path.join("rep", wins[0])), ["ProfilerStep#1", "ProfilerStep#2"])
+        self.assertEqual(steps(os.path.join("rep", wins[1])), ["ProfilerStep#4", "ProfilerStep#5"])
+        self.assertEqual(steps("rep/trace_rank_0.json"), ["ProfilerStep#4", "ProfilerStep#5"])
 
     def test_options(self):
         if importlib.util.find_spec("torch") is None:  # else test_torch_profiler.py's

@@ -9,25 +9,31 @@ sonde.
             loss = model(batch)
             step_profiler()     # the end of one training step
 
-What maps where: the decorated call is one sonde profiler under the step schedule
-skip_first / wait / warmup / active / repeat (sonde's own schedule, in C); step_profiler() is
-sonde_step. When the call returns, each rank writes {output_dir}/trace_rank_{rank}.json (a
-Chrome trace holding the active steps as ProfilerStep#N spans, numbered from 0 as PyTorch
-numbers them) and {output_dir}/rank_{rank}/ (the TensorBoard layout, and the raw NAME.sonde),
-and rank 0 alone prints its table: the top operators with their FLOPs when torch.profiler ran,
-else the top sections. nsight_enabled turns on sonde's NVTX
-ranges and cudaProfilerStart/Stop around each active window (`nsys profile
---capture-range=cudaProfilerApi`). A program that imported torch is also profiled by
-torch.profiler under the same schedule (sonde.torch.profile_operators): every operator with its
-shapes and FLOPs (with_flops, record_shapes, with_stack are torch's) on sonde's timeline, and the
-reports' per-operator table; with_modules makes every nn.Module call a section
-("nn.Module: Linear", sonde.torch.instrument_all). FLOPs of sections are what the program
-records (sonde's record_flops).
+As the original (parallelization/profiler/decorator.py at 33c61dc): each call of the decorated
+function is profiled under the step schedule skip_first / wait / warmup / active / repeat
+(sonde's own schedule, in C, with torch.profiler.schedule's semantics); step_profiler() ends a
+step. The call prints the original's lines first (the output directory, the schedule, the
+options); each finished window is written as {output_dir}/rank_{rank}.{ns}.pt.trace.json (what
+torch's tensorboard_trace_handler names it), and when the call returns the last window is
+{output_dir}/trace_rank_{rank}.json, with its "Chrome trace saved to" line; rank 0 (LOCAL_RANK)
+then prints "Profiling Summary:" and the table: torch's own key_averages() table of the last
+window (sorted by CUDA time, ten rows, with the memory and FLOP columns) when the program
+imported torch, else sonde's table of the top sections. While the call runs torch._current_profiler
+is an object whose step() is step_profiler(), as in the original.
+
+What sonde adds: {output_dir}/rank_{rank}/ holds the run's NAME.sonde (every `sonde` command
+reads it; `sonde aggregate` and `sonde merge` take the ranks' files), the whole run's trace and
+the TensorBoard layout. torch's operators (with shapes, memory and FLOPs) are on sonde's timeline
+with the program's own sections; with_modules makes every nn.Module call a section
+("nn.Module: Linear", sonde.torch.instrument_all); nsight_enabled turns on sonde's NVTX ranges
+and cudaProfilerStart/Stop around each active window (`nsys profile
+--capture-range=cudaProfilerApi`).
 """
 
 import functools
 import glob
 import os
+import re
 import sys
 import threading
 
@@ -58,12 +64,9 @@ def _fmt_time(s):
 
 
 def _summary(p, rank, with_flops, top=10):
-    """Rank 0's console summary, as 003's table lays it (the FLOP column with with_flops): the
-    top operators by CUDA time (by CPU time when none ran on a GPU) when torch.profiler
-    recorded them, else the top sections by total time."""
+    """sonde's table of the top sections (a program that never imported torch has no torch
+    table): FLOPs, total and self time, calls."""
     s = p.get_summary()
-    if s["operators"]:
-        return _op_table(s, rank, with_flops, top)
     rows = s["stats"][:top]
     w = max([len("Name")] + [len(r["name"]) for r in rows]) + 2
     rule = "-" * w + "  " + "  ".join(["-" * 12] * 4)
@@ -79,37 +82,60 @@ def _summary(p, rank, with_flops, top=10):
 
 
 def _fmt_flops(n):
-    """9216 -> "9.216K", 1.074e9 -> "1.074G" (003's table writes G, with three decimals)."""
+    """9216 -> "9.216K", 1.074e9 -> "1.074G" (three decimals, as torch's tables)."""
     for div, unit in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
         if n >= div:
             return "%.3f%s" % (n / div, unit)
     return "%d" % n
 
 
-def _op_table(s, rank, with_flops, top):
-    ops = s["operators"]
-    cuda = any(o["cuda_total_s"] > 0 for o in ops)
-    ops = sorted(ops, key=lambda o: -(o["cuda_total_s"] if cuda else o["cpu_total_s"]))[:top]
-    w = max([len("Name")] + [len(o["name"]) for o in ops]) + 2
-    rule = "-" * w + "  " + "  ".join(["-" * 12] * 4)
-    out = ["Top operations by %s time (rank %d, %d steps)" % ("CUDA" if cuda else "CPU", rank,
-                                                            s["steps"]), rule,
-           "%*s  %12s  %12s  %12s  %12s" % (w, "Name", "Self FLOPS", "CPU total", "CUDA total",
-                                            "# of Calls"), rule]
-    for o in ops:
-        flops = _fmt_flops(o["flops"]) if o["flops"] and with_flops else "-"
-        out.append("%*s  %12s  %12s  %12s  %12d" % (
-            w, o["name"], flops, _fmt_time(o["cpu_total_s"]),
-            _fmt_time(o["cuda_total_s"]) if cuda else "-", o["calls"]))
-    out.append(rule)
-    return "\n".join(out)
+def _torch_table(tp):
+    """torch's key_averages() table of the last window torch recorded, as the original prints
+    it (sort_by="cuda_time_total", row_limit=10), less sonde's own marker ranges; None when
+    torch recorded no window."""
+    wins = [w for w in tp.windows if "key_averages" in w]
+    if not wins:
+        return None
+    ka = wins[-1]["key_averages"]
+    rows = [e for e in ka if not tp.is_own_range(e.key)]
+    kept = type(ka)(rows, use_cuda=getattr(ka, "_use_cuda", True),
+                    profile_memory=getattr(ka, "_profile_memory", False),
+                    with_flops=getattr(ka, "_with_flops", False))
+    return kept.table(sort_by="cuda_time_total", row_limit=10)
+
+
+class _CurrentProfiler:
+    """What the original puts in torch._current_profiler: step() ends a step."""
+
+    def __init__(self, prof):
+        self.sonde_profiler = prof
+
+    def step(self):
+        self.sonde_profiler.step()
+
+
+def _announce(output_dir, skip_first, wait, warmup, active, repeat, with_stack, with_flops,
+              with_modules, rank, world_size):
+    """The lines the original prints when a decorated call begins."""
+    print("📊 PyTorch profiler enabled:")
+    print("   📁 Output directory: %s" % output_dir)
+    print("   ⏱️  Schedule - skip_first: %s, wait: %s, warmup: %s, active: %s, repeat: %s"
+          % (skip_first, wait, warmup, active, repeat))
+    print("   🔧 Options - stack: %s, flops: %s, modules: %s" % (with_stack, with_flops,
+                                                              with_modules))
+    if with_flops:
+        print("   💡 FLOP counting enabled - skipping first %s step(s) to avoid initialization "
+              "overhead" % skip_first)
+    if world_size > 1:
+        print("🌐 Multi-GPU detected - saving rank %d trace to trace_rank_%d.json" % (rank, rank))
 
 
 def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, warmup=1,
              active=3, repeat=1, with_stack=False, with_flops=True, with_modules=False,
-             nsight_enabled=False, nsight_output="nsight_profile", record_shapes=False):
+             nsight_enabled=False, nsight_output="nsight_profile", record_shapes=True):
     """A decorator factory: each call of the decorated function is profiled under the step
-    schedule (003's defaults); see the module's documentation for the files it writes."""
+    schedule (the original's defaults); see the module's documentation for what it writes and
+    prints. record_shapes (always on in the original) is sonde's addition."""
     if with_modules and enabled:
         try:
             import torch  # noqa: F401 (the module hierarchy is PyTorch's)
@@ -126,38 +152,65 @@ def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, w
         def run(*a, **kw):
             if not enabled:
                 return f(*a, **kw)
-            rank = max(sonde.job_rank()[0], 0)
-            rank_dir = os.path.join(output_dir, "rank_%d" % rank)
+            os.makedirs(output_dir, exist_ok=True)
+            rank = int(os.environ.get("LOCAL_RANK", 0))
+            world_size = int(os.environ.get("WORLD_SIZE", 1))
+            if nsight_enabled:
+                print("🔍 NSight profiling enabled - output: %s" % nsight_output)
+            _announce(output_dir, skip_first, wait, warmup, active, repeat, with_stack,
+                      with_flops, with_modules, rank, world_size)
             p = sonde.Profiler({
-                "name": "%s" % f.__name__, "output_dir": rank_dir,
-                "formats": ["tensorboard"], "skip_first": skip_first, "wait": wait,
+                "name": f.__name__, "output_dir": os.path.join(output_dir, "rank_%d" % rank),
+                "formats": ["trace", "tensorboard"], "skip_first": skip_first, "wait": wait,
                 "warmup": warmup, "active": active, "repeat": repeat, "with_stack": with_stack,
                 "record_shapes": record_shapes, "nvtx": nsight_enabled,
                 "cuda_profiler_range": nsight_enabled})
-            hooks = None
-            if p.enabled and ("torch" in sys.modules or with_modules):  # torch.profiler backend
+            tp = hooks = None
+            torch = sys.modules.get("torch")
+            if p.enabled and (torch is not None or with_modules):  # torch.profiler backend
                 from sonde import torch as sonde_torch
-                sonde_torch.profile_operators(p, record_shapes=record_shapes,
-                                              with_flops=with_flops, with_stack=with_stack)
+                tp = sonde_torch.profile_operators(p, record_shapes=record_shapes,
+                                                   profile_memory=True, with_flops=with_flops,
+                                                   with_stack=with_stack,
+                                                   keep_key_averages=rank == 0)
                 if with_modules:
                     hooks = sonde_torch.instrument_all(p)
+                torch = sys.modules["torch"]
+            saved = getattr(torch, "_current_profiler", None) if torch else None
             with _lock:
                 _active.append(p)
+            if torch is not None:
+                torch._current_profiler = _CurrentProfiler(p)
+            ok = False
+            text = None
             try:
-                return f(*a, **kw)
+                result = f(*a, **kw)
+                ok = True
             finally:
                 if hooks is not None:
                     hooks.remove()
                 with _lock:
                     _active.remove(p)
-                ok = sys.exc_info()[0] is None
-                if rank == 0 and ok:  # torch's last window folded in before the table
+                if torch is not None:
+                    if saved is not None:
+                        torch._current_profiler = saved
+                    else:
+                        torch.__dict__.pop("_current_profiler", None)
+                if ok and rank == 0:  # torch's last window folded in before the table
                     p._stop_attached()
-                text = _summary(p, rank, with_flops) if rank == 0 and ok else None
+                    text = _torch_table(tp) if tp is not None else None
+                    if text is None:
+                        text = _summary(p, rank, with_flops)
                 p.close(raise_on_error=ok)
-                _publish(p, output_dir, rank)
-                if text:
-                    print(text)
+                last = _publish(p, output_dir, rank)
+            if last:
+                print("💾 Chrome trace saved to: %s" % last)
+            if text is not None:
+                print("\n📈 Profiling Summary:")
+                print(text)
+            if nsight_enabled:
+                print("✅ NSight profiling completed")
+            return result
 
         run.nsight_output = nsight_output
         return run
@@ -166,12 +219,25 @@ def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, w
 
 
 def _publish(p, output_dir, rank):
-    """{output_dir}/trace_rank_{rank}.json: the TensorBoard trace of rank_{rank}/, as JSON."""
+    """The original's files from sonde's TensorBoard traces (one per finished window, in
+    rank_{rank}/plugins/profile/NAME/HOST_PID.cycleK.pt.trace.json.gz): each window as
+    {output_dir}/rank_{rank}.{ns}.pt.trace.json, ns the time it was written, and the last one
+    as {output_dir}/trace_rank_{rank}.json. Returns the latter's path, or None without a
+    window."""
     if p.file_path is None:
-        return
-    tb = glob.glob(os.path.join(p.output_dir, "plugins", "profile", "*",
-                                "*.pt.trace.json.gz"))
-    if not tb:
-        return
-    tb.sort(key=os.path.getmtime)
-    _unzip_to(tb[-1], os.path.join(output_dir, "trace_rank_%d.json" % rank))
+        return None
+    cycles = []
+    for path in glob.glob(os.path.join(p.output_dir, "plugins", "profile", "*",
+                                       "*.pt.trace.json.gz")):
+        m = re.search(r"\.cycle(\d+)\.pt\.trace\.json\.gz$", path)
+        cycles.append((int(m.group(1)) if m else 0, path))
+    if not cycles:
+        return None
+    cycles.sort()
+    ns = 0
+    for _, path in cycles:  # windows written in one go keep their order in distinct names
+        ns = max(os.stat(path).st_mtime_ns, ns + 1)
+        _unzip_to(path, os.path.join(output_dir, "rank_%d.%d.pt.trace.json" % (rank, ns)))
+    last = os.path.join(output_dir, "trace_rank_%d.json" % rank)
+    _unzip_to(cycles[-1][1], last)
+    return last
