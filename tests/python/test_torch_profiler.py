@@ -345,6 +345,9 @@ class Compat(unittest.TestCase):
         self.assertEqual(sorted(int(e["name"][13:]) for e in ev
                                 if e["name"].startswith("ProfilerStep#")), want[-2:])
         self.assertIn("aten::addmm", {e["name"] for e in ev})
+        for k in (1, 2):  # sonde's per-window traces hold the window's operators too
+            self.assertIn("aten::addmm", {e["name"] for e in load_trace(os.path.join(
+                self.dir, "rank_0", "train-cycle%d.trace.json.gz" % k))})
         traces = glob.glob(os.path.join(self.dir, "rank_0.*.pt.trace.json"))
         self.assertEqual(len(traces), 2, traces)  # one per cycle
         rep = glob.glob(os.path.join(self.dir, "rank_0", "*.sonde"))
