@@ -251,11 +251,28 @@ class FoldSubstitutes(unittest.TestCase):
 
 
 class Compat(unittest.TestCase):
-    """The reference documents' APIs drive the backend: 000, 002, 003."""
+    """The reference documents' APIs drive the backend: 000, 002, 003, 004."""
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="sonde-compat-torch-")
         self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def test_004_artifex_window_holds_the_operators(self):
+        """Artifex's JAXProfiler under its Trainer's calls: the window's batches (begun at
+        steps 2 and 3) with their operators, as JAX's trace holds its XLA operations."""
+        from sonde.compat.artifex import CallbackList, JAXProfiler, ProfilingConfig
+        model = nn.Linear(8, 4)
+        prof = JAXProfiler(ProfilingConfig(log_dir=self.dir, start_step=2, end_step=4,
+                                           trace_memory=False))
+        cbs = CallbackList([prof])
+        cbs.on_train_begin(None)
+        for step in range(6):
+            cbs.on_batch_begin(None, step)
+            model(torch.randn(2, 8)).sum().backward()
+            cbs.on_batch_end(None, step + 1, {})
+        cbs.on_train_end(None)
+        events = load_trace(prof.trace_path)
+        self.assertEqual(sum(e["name"] == "aten::addmm" for e in events), 2)
 
     def test_000_diffulex_pytorch_backend(self):
         from sonde.compat.diffulex import DiffulexProfiler, ProfilerConfig

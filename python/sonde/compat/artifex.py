@@ -1,5 +1,6 @@
 """sonde.compat.artifex - Artifex's profiling callbacks (004) over sonde: JAXProfiler (a trace
-window of training steps) and MemoryProfiler (memory every N steps into memory_profile.json).
+window of training batches) and MemoryProfiler (device memory every N batches into
+memory_profile.json), with the callback protocol Artifex's Trainer calls.
 
     from sonde.compat.artifex import JAXProfiler, ProfilingConfig, MemoryProfiler, \\
         MemoryProfileConfig
@@ -8,37 +9,48 @@ window of training steps) and MemoryProfiler (memory every N steps into memory_p
                                              end_step=20)),
                  MemoryProfiler(MemoryProfileConfig(log_dir="logs/memory",
                                                     profile_every_n_steps=100))]
-    # a trainer calls on_train_begin(trainer), on_step_begin(trainer, step),
-    # on_step_end(trainer, step, logs) and on_train_end(trainer) on each
+    trainer = Trainer(model=model, training_config=config, callbacks=CallbackList(callbacks))
 
-The callbacks are framework-neutral: any trainer that calls those four methods drives them (no
-JAX is needed, or used). What maps where: JAXProfiler is a sonde profiler whose step schedule
-keeps steps start_step to end_step - 1, in the trainer's own step numbers; its trace is written
-into log_dir in the TensorBoard layout (plugins/profile/RUN/HOST_PID.pt.trace.json.gz, for
-`tensorboard --logdir log_dir`) and as NAME.trace.json.gz (Perfetto, chrome://tracing); a
-.perfetto-trace file comes with sonde's Perfetto format. trace_memory samples host and GPU
-memory into the trace; trace_python=True traces every Python call in the window (sonde's
-Python function tracing, docs/python.md).
-MemoryProfiler is sonde's memory snapshots (memory_every_n_steps), taken every N steps ended by
-the sampler thread: memory_profile.json is written when training ends, in 004's shape, each
-device ("cuda:N") from torch's allocator when torch with CUDA is present, else from NVML's
-memory in use (with the highest use seen as the peak), and the host's resident memory under
-"host". "step" counts the steps ended (the trainer's step when it counts from 1).
+As the original (artifex/generative_models/training/callbacks/profiling.py and base.py): every
+callback has the eight methods of Artifex's TrainingCallback protocol (on_train_begin/end,
+on_epoch_begin/end, on_batch_begin/end, on_validation_begin/end), with the original's
+arguments. JAXProfiler makes log_dir when training begins, starts its trace at the
+on_batch_begin whose batch is start_step and stops it at the on_batch_end whose batch is
+end_step (or when training ends): with Artifex's Trainer, which passes the step before a batch
+to on_batch_begin and the step after it to on_batch_end, that is batches start_step to
+end_step - 1. MemoryProfiler appends {"step": batch, "memory": {device: {"bytes_in_use",
+"peak_bytes_in_use"}}} at every on_batch_end whose batch is a multiple of profile_every_n_steps,
+and writes the list to log_dir/memory_profile.json when training ends (always, an empty list
+too).
+
+What maps where: the trace window is a sonde profiler that lives from its start to its stop,
+each batch a step: the trace goes into log_dir in the TensorBoard layout
+(plugins/profile/RUN/HOST_PID.pt.trace.json.gz, for `tensorboard --logdir log_dir`), as
+NAME.trace.json.gz (Perfetto, chrome://tracing) and NAME.pftrace; in a program that imported
+torch it holds torch's operators (sonde.torch's torch.profiler backend), as JAX's trace holds
+its XLA operations. trace_memory samples host and GPU memory into the trace; trace_python=True
+traces every Python call in the window (docs/python.md). MemoryProfiler's devices are "cuda:N":
+torch's allocator figures when torch with CUDA is loaded, else what sonde's sampler read from
+NVML at that batch (memory in use, and the highest use it has seen as the peak); the host's
+memory is in sonde's own NAME.memory.json beside it, not in memory_profile.json.
 """
 
 import dataclasses
 import json
 import os
 import sys
+import types
 
 import sonde
 
-__all__ = ["ProfilingConfig", "JAXProfiler", "MemoryProfileConfig", "MemoryProfiler"]
+__all__ = ["ProfilingConfig", "JAXProfiler", "MemoryProfileConfig", "MemoryProfiler",
+           "BaseCallback", "CallbackList"]
 
 
 @dataclasses.dataclass
 class ProfilingConfig:
-    """JAXProfiler's configuration (004's parameters and defaults)."""
+    """JAXProfiler's configuration: the original's fields and defaults, and the document's
+    trace_memory and trace_python."""
 
     log_dir: str = "logs/profiles"
     start_step: int = 10
@@ -46,136 +58,196 @@ class ProfilingConfig:
     trace_memory: bool = True
     trace_python: bool = False
 
-    def __post_init__(self):
-        if not (isinstance(self.start_step, int) and isinstance(self.end_step, int)
-                and 0 <= self.start_step < self.end_step):
-            raise ValueError("ProfilingConfig: start_step=%r, end_step=%r; expected integers "
-                             "with 0 <= start_step < end_step" % (self.start_step, self.end_step))
-
 
 @dataclasses.dataclass
 class MemoryProfileConfig:
-    """MemoryProfiler's configuration (004's parameters and defaults)."""
+    """MemoryProfiler's configuration (the original's fields and defaults)."""
 
     log_dir: str = "logs/memory"
     profile_every_n_steps: int = 100
     log_device_memory: bool = True
 
-    def __post_init__(self):
-        if not isinstance(self.profile_every_n_steps, int) or self.profile_every_n_steps < 1:
-            raise ValueError("MemoryProfileConfig.profile_every_n_steps=%r: expected an integer "
-                             ">= 1" % (self.profile_every_n_steps,))
 
-
-class _Callback:
-    """The four training callbacks over one sonde profiler, made at the first step (so that
-    the trainer's step numbers, from 0 or from 1, are known)."""
-
-    def __init__(self):
-        self.profiler = None
-        self.first_step = None
-        self._steps = 0
-
-    def _keys(self, first_step):
-        raise NotImplementedError
+class BaseCallback:
+    """Artifex's BaseCallback: every hook of the training protocol, doing nothing."""
 
     def on_train_begin(self, trainer=None):
-        self._steps = 0
-
-    def on_step_begin(self, trainer=None, step=None):
-        if self.profiler is None:
-            self.first_step = int(step) if step is not None else 0
-            self.profiler = sonde.Profiler(self._keys(self.first_step))
-        self.profiler.step_begin()
-
-    def on_step_end(self, trainer=None, step=None, logs=None):
-        if self.profiler is None:  # a trainer that calls on_step_end alone
-            self.on_step_begin(trainer, step)
-        self.profiler.step()
-        self._steps += 1
+        """Called at the start of training."""
 
     def on_train_end(self, trainer=None):
-        if self.profiler is not None:
-            self.profiler.close(raise_on_error=False)
+        """Called at the end of training."""
 
-    # Some trainers call the callbacks under other names; these keep them working.
     def on_epoch_begin(self, trainer=None, epoch=None):
-        pass
+        """Called at the start of each epoch."""
 
     def on_epoch_end(self, trainer=None, epoch=None, logs=None):
-        pass
+        """Called at the end of each epoch."""
+
+    def on_batch_begin(self, trainer=None, batch=None):
+        """Called at the start of each batch."""
+
+    def on_batch_end(self, trainer=None, batch=None, logs=None):
+        """Called at the end of each batch."""
+
+    def on_validation_begin(self, trainer=None):
+        """Called at the start of validation."""
+
+    def on_validation_end(self, trainer=None, logs=None):
+        """Called at the end of validation."""
 
 
-class JAXProfiler(_Callback):
-    """A trace of steps start_step .. end_step - 1 (the trainer's numbering) in log_dir."""
+class CallbackList:
+    """Artifex's CallbackList: each hook called on every callback, in order."""
+
+    def __init__(self, callbacks=None):
+        self.callbacks = list(callbacks) if callbacks else []
+
+    def add(self, callback):
+        self.callbacks.append(callback)
+
+    def remove(self, callback):
+        self.callbacks.remove(callback)
+
+    def __len__(self):
+        return len(self.callbacks)
+
+    def __iter__(self):
+        return iter(self.callbacks)
+
+
+def _dispatch(hook):
+    def call(self, *args):
+        for cb in self.callbacks:
+            getattr(cb, hook)(*args)
+
+    call.__name__ = hook
+    call.__doc__ = "Dispatches %s to every callback." % hook
+    return call
+
+
+for _hook in ("on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end",
+              "on_batch_begin", "on_batch_end", "on_validation_begin", "on_validation_end"):
+    setattr(CallbackList, _hook, _dispatch(_hook))
+
+
+def _torch():
+    """torch, when the program imported it (never imported here)."""
+    t = sys.modules.get("torch")
+    return t if isinstance(t, types.ModuleType) else None
+
+
+class JAXProfiler(BaseCallback):
+    """A trace of the batches from start_step to end_step in log_dir (see the module's
+    documentation). profiler: the sonde.Profiler of the window under way, else of the last
+    one, else None."""
 
     def __init__(self, config=None):
-        super().__init__()
         self.config = config if config is not None else ProfilingConfig()
+        self._profiling = False
+        self.profiler = None
 
-    def _keys(self, first):
+    def on_train_begin(self, trainer=None):
+        os.makedirs(self.config.log_dir, exist_ok=True)
+
+    def on_batch_begin(self, trainer=None, batch=None):
+        if batch == self.config.start_step and not self._profiling:
+            self._start()
+        if self._profiling:
+            self.profiler.step_begin()
+
+    def on_batch_end(self, trainer=None, batch=None, logs=None):
+        if not self._profiling:
+            return
+        self.profiler.step()
+        if batch == self.config.end_step:
+            self._stop()
+
+    def on_train_end(self, trainer=None):
+        if self._profiling:
+            self._stop()
+
+    def _start(self):
         c = self.config
-        return {"name": "trace", "output_dir": c.log_dir, "formats": ["tensorboard", "trace", "perfetto"],
-                "start_step": max(0, c.start_step - first), "end_step": max(1, c.end_step - first),
-                "collect_memory": c.trace_memory, "collect_gpu": c.trace_memory,
-                "trace_python": c.trace_python}
+        p = sonde.Profiler({"name": "trace", "output_dir": c.log_dir,
+                            "formats": ["tensorboard", "trace", "perfetto"],
+                            "collect_memory": c.trace_memory, "collect_gpu": c.trace_memory,
+                            "trace_python": c.trace_python})
+        if p.enabled and _torch() is not None:  # torch's operators in the window
+            from sonde import torch as sonde_torch
+            sonde_torch.profile_operators(p)
+        self.profiler = p
+        self._profiling = True
+
+    def _stop(self):
+        self._profiling = False
+        self.profiler.close(raise_on_error=False)
 
     @property
     def trace_path(self):
-        """The trace (Perfetto, chrome://tracing), once training has begun."""
+        """The window's trace (Perfetto, chrome://tracing), once a window has begun."""
         if self.profiler is None or self.profiler.file_path is None:
             return None
         return os.path.join(self.config.log_dir, self.profiler.name + ".trace.json.gz")
 
 
-class MemoryProfiler(_Callback):
-    """Memory every profile_every_n_steps steps into log_dir/memory_profile.json."""
+class MemoryProfiler(BaseCallback):
+    """Device memory every profile_every_n_steps batches into log_dir/memory_profile.json (see
+    the module's documentation). profile_path is that file."""
 
     def __init__(self, config=None):
-        super().__init__()
         self.config = config if config is not None else MemoryProfileConfig()
-        self._torch = {}   # steps ended -> {"cuda:N": {...}} from torch's allocator
         self.profile_path = os.path.join(self.config.log_dir, "memory_profile.json")
+        self.profiler = None
+        self._base = 0
+        self._memory_history = []
 
-    def _keys(self, first):
-        c = self.config
-        return {"name": "memory", "output_dir": c.log_dir, "formats": [],
-                "memory_every_n_steps": c.profile_every_n_steps, "collect_cpu": False,
-                "collect_gpu": c.log_device_memory}
+    def _sampler(self):
+        """The sonde profiler whose sampler thread reads the devices: a snapshot at each of
+        its steps, one step per entry, the entries from _base on."""
+        if self.profiler is None:
+            c = self.config
+            self._base = len(self._memory_history)
+            self.profiler = sonde.Profiler({"name": "memory", "output_dir": c.log_dir,
+                                            "formats": [], "memory_every_n_steps": 1,
+                                            "collect_cpu": False,
+                                            "collect_gpu": c.log_device_memory})
+        return self.profiler
 
-    def on_step_end(self, trainer=None, step=None, logs=None):
-        super().on_step_end(trainer, step, logs)
-        n = self._steps
-        if self.config.log_device_memory and n % self.config.profile_every_n_steps == 0:
-            torch_mem = _torch_memory()
-            if torch_mem:
-                self._torch[n] = torch_mem
+    def on_train_begin(self, trainer=None):
+        self._sampler()
+
+    def on_batch_end(self, trainer=None, batch=None, logs=None):
+        if batch % self.config.profile_every_n_steps != 0:
+            return
+        memory = _torch_memory() if self.config.log_device_memory else {}
+        p = self._sampler()
+        self._memory_history.append({"step": batch, "memory": memory})
+        p.step()  # the sampler's snapshot of this entry
 
     def on_train_end(self, trainer=None):
-        super().on_train_end(trainer)
-        p = self.profiler
-        if p is None or p.file_path is None:
-            return
-        raw = os.path.join(p.output_dir, p.name + ".memory.json")
-        entries = []
-        if os.path.exists(raw):
-            with open(raw) as f:
-                entries = json.load(f)
-        out = []
-        for e in entries:
-            mem = {}
-            for dev, m in e["memory"].items():
-                if dev == "host":
-                    mem["host"] = {"bytes_in_use": m["rss_bytes"],
-                                   "peak_bytes_in_use": m["peak_rss_bytes"]}
-                elif self.config.log_device_memory:
-                    mem[dev] = {"bytes_in_use": m["bytes_in_use"],
-                                "peak_bytes_in_use": m["peak_bytes_in_use"]}
-            mem.update(self._torch.get(e["step"], {}))
-            out.append({"step": e["step"], "memory": mem})
+        """Writes every entry so far (a second training run's are added to the first's, as
+        the original keeps them)."""
+        p, self.profiler = self.profiler, None
+        if p is not None:
+            p.close(raise_on_error=False)
+            raw = os.path.join(p.output_dir, p.name + ".memory.json")
+            snaps = []
+            if p.file_path is not None and os.path.exists(raw):
+                with open(raw) as f:
+                    snaps = json.load(f)
+            for e in snaps:  # step k: the k-th entry from _base on
+                i = self._base + e["step"] - 1
+                if not self.config.log_device_memory or i >= len(self._memory_history):
+                    continue
+                mem = self._memory_history[i]["memory"]
+                for dev, m in e["memory"].items():
+                    if dev != "host" and dev not in mem:  # torch's allocator comes first
+                        mem[dev] = {"bytes_in_use": m["bytes_in_use"],
+                                    "peak_bytes_in_use": m["peak_bytes_in_use"]}
+        os.makedirs(self.config.log_dir, exist_ok=True)
         tmp = self.profile_path + ".tmp"
         with open(tmp, "w") as f:
-            json.dump(out, f, indent=2)
+            json.dump(self._memory_history, f, indent=2)
         os.replace(tmp, self.profile_path)
 
 
