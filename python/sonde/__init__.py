@@ -347,7 +347,8 @@ class Profiler:
 
     def profile_function(self, func=None, *, name=None):
         """Decorator: every call of the function is a section named after it
-        (module.qualname, or name)."""
+        (module.qualname, or name): `@prof.profile_function`, `@prof.profile_function()`,
+        `@prof.profile_function("name")` or `@prof.profile_function(name="name")`."""
         return _decorate(func, name, self, None)
 
     # -- measurements -------------------------------------------------------------------------
@@ -445,6 +446,15 @@ def _decorate(func, name, profiler, which):
     in profiler, or in the one which() returns at call time; none, or a closed one: f runs
     unprofiled. The wrapper is the C type _sonde.Wrapped (a call costs one sonde_begin and one
     sonde_end around the function's own)."""
+
+    if isinstance(func, (str, bytes)):  # @profile_function("name"): the name, positionally
+        if name is not None:
+            raise TypeError("profile_function: the name was given twice (%r and name=%r)"
+                            % (func, name))
+        func, name = None, func
+    elif func is not None and not callable(func):
+        raise TypeError("profile_function: expected a function or a section name, got %r"
+                        % (func,))
 
     def wrap(f):
         label = _b(name or "%s.%s" % (f.__module__, f.__qualname__))

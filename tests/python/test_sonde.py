@@ -354,6 +354,26 @@ class Recording(Base):
         self.assertEqual(counts, {__name__ + ".Recording.test_profile_function_uses_the_"
                                   "profiler_entered_on_this_thread.<locals>.f": 4, "named": 1})
 
+    def test_profile_function_takes_a_positional_name(self):
+        with self.make("positional") as prof:
+            @prof.profile_function("load_batch")
+            def load():
+                return 3
+
+            @sonde.profile_function("module_level")
+            def other():
+                return 4
+
+            self.assertEqual((load(), load(), other()), (3, 3, 4))
+            self.assertEqual(load.__name__, "load")
+            with self.assertRaises(TypeError) as e:
+                prof.profile_function("a", name="b")
+            self.assertIn("given twice", str(e.exception))
+            with self.assertRaises(TypeError):
+                prof.profile_function(42)
+        counts = {s["name"]: s["count"] for s in self.report("positional")["sections"]}
+        self.assertEqual(counts, {"load_batch": 2, "module_level": 1})
+
     def test_threads_record_their_own_sections(self):
         with self.make("threads") as prof:
             def run(i):
