@@ -135,13 +135,15 @@ class TorchProfiler:
 
     def __init__(self, prof, *, activities=None, record_shapes=True, with_flops=True,
                  profile_memory=False, with_stack=False, mirror_sections=True,
-                 keep_key_averages=False):
+                 keep_key_averages=False, keep_last_profile=False):
         if prof is None or prof._handle is None:
             raise sonde.SondeError(sonde.ESTATE, "profile_operators: no open sonde.Profiler")
         self.prof = prof
         self.windows = []
         self.record_shapes = record_shapes
         self.keep_key_averages = keep_key_averages
+        self.keep_last_profile = keep_last_profile
+        self.last_profile = None
         self.note = None
         acts = list(activities) if activities is not None else [ProfilerActivity.CPU,
                                                                     ProfilerActivity.CUDA]
@@ -229,6 +231,8 @@ class TorchProfiler:
              "first_step": first, "last_step": last, "ops": len(ops)}
         if self.keep_key_averages:
             w["key_averages"] = tp.key_averages()
+        if self.keep_last_profile:
+            self.last_profile = tp
         self.windows.append(w)
         self._mirrored = set()
 

@@ -359,7 +359,7 @@ def _wrap(orig, section, profiler, record_shapes, with_flops, bwd):
 
 def profile_operators(profiler=None, *, activities=None, record_shapes=True, with_flops=True,
                       profile_memory=False, with_stack=False, mirror_sections=True,
-                      keep_key_averages=False):
+                      keep_key_averages=False, keep_last_profile=False):
     """Runs torch.profiler under a sonde profiler's step schedule and folds what it records into
     sonde's recording: every operator (aten::*) on its thread inside the sections it ran in, with
     its input shapes, FLOPs and memory, and CUDA kernels and copies when torch traces them; the
@@ -371,7 +371,9 @@ def profile_operators(profiler=None, *, activities=None, record_shapes=True, wit
     are also record_function ranges in torch's own trace. activities: torch's
     (ProfilerActivity.CPU, and CUDA when torch.cuda.is_available()). Returns a TorchProfiler:
     stop() ends it (the sonde profiler's close() does too); its windows list what each window
-    held (with torch's own key_averages() when keep_key_averages)."""
+    held (with torch's own key_averages() when keep_key_averages); with keep_last_profile, its
+    last_profile is torch's profile object of the last window (export_chrome_trace,
+    export_stacks, key_averages)."""
     from ._torchprof import TorchProfiler
 
     if activities is not None and any(isinstance(a, str) for a in activities):
@@ -382,7 +384,8 @@ def profile_operators(profiler=None, *, activities=None, record_shapes=True, wit
     return TorchProfiler(p, activities=activities, record_shapes=record_shapes,
                          with_flops=with_flops, profile_memory=profile_memory,
                          with_stack=with_stack, mirror_sections=mirror_sections,
-                         keep_key_averages=keep_key_averages)
+                         keep_key_averages=keep_key_averages,
+                         keep_last_profile=keep_last_profile)
 
 
 def track_cuda(profiler=None, *, sync=False, memory=True, snapshot=False):

@@ -275,6 +275,8 @@ class Compat(unittest.TestCase):
         self.assertEqual(sum(e["name"] == "aten::addmm" for e in events), 2)
 
     def test_000_diffulex_pytorch_backend(self):
+        """Diffulex's "pytorch" backend: each section's window as the original's three files
+        (trace, stacks, top table) and backend_data; the operators also in sonde's run."""
         from sonde.compat.diffulex import DiffulexProfiler, ProfilerConfig
         from torch.profiler import ProfilerActivity
         prof = DiffulexProfiler(ProfilerConfig(
@@ -284,13 +286,39 @@ class Compat(unittest.TestCase):
                                      "record_shapes": True, "profile_memory": True}))
         model = UNet()
         try:
-            denoise(model, prof.profiler, step=lambda: None)
-            prof.export()  # folds what torch recorded so far
+            torch.randn(8, 8).sum()  # before the section: not in its window
+            with prof.profile("unet"):
+                denoise(model, prof.profiler, step=lambda: None)
+            prof.export()
         finally:
             prof.profiler.close()
-        with open(os.path.join(self.dir, "diff.json")) as f:
+        bd = prof.metrics[0].backend_data
+        d = self.dir
+        self.assertEqual(bd["trace_file"], os.path.join(d, "pytorch_trace_unet.json"))
+        self.assertEqual(bd["top_table_file"], os.path.join(d, "pytorch_top_unet.txt"))
+        self.assertEqual(set(bd), {"backend", "name", "trace_file", "stacks_file",
+                                   "top_table_file", "summary"})
+        self.assertEqual(set(bd["summary"]), {"total_events", "cpu_time_total_ms",
+                                              "cuda_time_total_ms"})
+        names = [e["name"] for e in load_trace(bd["trace_file"])]
+        self.assertEqual(names.count("aten::conv2d"), 3 * STEPS)
+        self.assertEqual(names.count("aten::sum"), 0)
+        with open(bd["top_table_file"]) as f:
+            top = f.read()
+        self.assertIn("aten::conv2d", top)
+        self.assertIn("CPU Mem", top)  # profile_memory, as the original always sets it
+        with open(os.path.join(d, "diff.json")) as f:  # the original's JSON
+            self.assertEqual(json.load(f)["metrics"][0]["backend_data"]["trace_file"],
+                             bd["trace_file"])
+        with open(os.path.join(d, "diff.txt")) as f:
+            self.assertIn("  PyTorch Trace: %s\n" % bd["trace_file"], f.read())
+        out = os.path.join(d, "exported")  # and sonde's own run of the same operators
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.assertEqual(sonde.cli(["export", os.path.join(d, "diff.sonde"), "--format",
+                                        "json", "-o", out]), 0)
+        with open(glob.glob(os.path.join(out, "*.json"))[0]) as f:
             rep = json.load(f)
-        self.assertEqual(table(rep, "aten::conv2d")["calls"], 3 * STEPS)  # no schedule: all
+        self.assertEqual(table(rep, "aten::conv2d")["calls"], 3 * STEPS)
         self.assertEqual(table(rep, "aten::addmm")["calls"], STEPS)
         self.assertTrue(any(r["self_cpu_memory_bytes"] > 0 for r in rep["operators"]["by_name"]),
                         "profile_memory: no operator allocated memory")

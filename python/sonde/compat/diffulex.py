@@ -1,5 +1,4 @@
-"""sonde.compat.diffulex - the Diffulex profiler's API (DiffulexProfiler, ProfilerConfig,
-PerformanceMetrics) over sonde.
+"""sonde.compat.diffulex - the Diffulex profiler (diffulex_profiler, 000) over sonde.
 
     from sonde.compat.diffulex import DiffulexProfiler, ProfilerConfig
 
@@ -7,37 +6,68 @@ PerformanceMetrics) over sonde.
     with profiler.profile("inference", metadata={"batch_size": 10}):
         outputs = run()
         profiler.record_throughput(count_tokens(outputs))
-    profiler.export("log/profiles/inference_profile.json")
+    profiler.export("log/profiles/inference_profile.json")   # .json and .txt (export_formats)
     print(profiler.get_summary()["avg_throughput_tokens_per_sec"])
 
-What maps where: sections are sonde sections; record_metric takes any JSON-able value (numbers
-become metrics, other values the open section's metadata); record_throughput counts tokens;
-export(path) writes one report chosen by the extension (.json, .csv, .txt for the summary), or,
-without a path, every format of export_formats into output_dir (the run's name is output_file's
-stem, else "diffulex"). The reports are sonde's (docs/formats.md), read by every sonde command.
-Backends: "simple" is sonde itself; "viztracer" is sonde's Python function tracing (every Python
-call a section for the profiler's life; viztracer_config's output_file gets the Chrome trace,
-see _VIZ); "pytorch" (torch.profiler) is not available yet and raises a clear error instead of
-profiling less.
+As the original (diffulex_profiler at 8ea8717): each section run is one PerformanceMetrics in
+profiler.metrics, with its metadata, custom metrics, tokens, throughput, memory delta and the
+backend's data; export(path) writes one file per export_formats entry with path's stem (json:
+{"metrics": [...], "summary": {...}}; csv: one row per section run; summary: the text, also
+logged); export() without a path uses output_dir/output_file, else
+output_dir/profile_<YYYYmmdd_HHMMSS>; get_summary() and clear() are the original's. What the
+original only warns about (an unknown backend or format, export with nothing recorded, stop
+with nothing open) is a warning here too, on the original's loggers ("diffulex_profiler.*",
+printed to stdout as Diffulex's logger prints them unless the program configured them).
+
+What sonde adds: every section is also a sonde section (the run's NAME.sonde, NAME.trace.json.gz
+and NAME.html in output_dir, NAME being output_file's stem, else "diffulex"), so every `sonde`
+command reads the run; sections nest (the original's start() drops an open section when another
+begins; here both are kept, the inner one ending first in profiler.metrics); record_throughput
+inside the block, without a duration, is computed over the section's own time when it ends (the
+original records nothing then). Backends: "simple"; "viztracer" is sonde's Python function
+tracing (every Python call a section, for the profiler's life), each section's output file
+holding the trace so far; "pytorch" is sonde's torch.profiler backend (sonde.torch), each
+section's files written as the original names them. docs/python.md lists the differences.
 """
 
+import csv
 import dataclasses
+import json
+import logging
 import numbers
 import os
 import sys
+import time
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import sonde
 from sonde.compat import _unzip_to
 
-__all__ = ["DiffulexProfiler", "ProfilerConfig", "PerformanceMetrics"]
+__all__ = ["DiffulexProfiler", "ProfilerConfig", "PerformanceMetrics", "collect_gpu_metrics",
+           "collect_cpu_metrics", "collect_memory_metrics", "ProfilerExporter", "JSONExporter",
+           "CSVExporter", "SummaryExporter"]
 
-_FORMATS = {"json": "json", "csv": "csv", "summary": "txt", "txt": "txt", "trace": "trace",
-            "html": "html"}
+
+def _logger(name):
+    """The original's loggers (diffulex.logger.get_logger without rich): INFO and up to stdout
+    as 'time | LEVEL | name | message', unless the program gave the logger handlers."""
+    lg = logging.getLogger(name)
+    if not lg.handlers:
+        h = logging.StreamHandler(sys.stdout)
+        h.setFormatter(logging.Formatter("%(asctime)s | %(levelname)-8s | %(name)s | %(message)s",
+                                         datefmt="%Y-%m-%d %H:%M:%S"))
+        lg.addHandler(h)
+        lg.setLevel(logging.INFO)
+    lg.propagate = False
+    return lg
+
+
+logger = _logger("diffulex_profiler.profiler")
 
 # VizTracer's options as sonde's tracing keys (None: accepted, nothing to do in sonde).
 _VIZ = {
-    "output_file": None,          # the Chrome trace is written there at close
+    "output_file": None,          # each section's trace is written there
     "file_info": "with_stack",    # the trace's events carry file and line
     "max_stack_depth": "trace_python_max_depth",  # -1: unlimited (4096)
     "include_files": "trace_python_include",      # file prefixes
@@ -56,21 +86,6 @@ _VIZ_NOT_RECORDED = ("log_func_args", "log_func_retval", "log_func_repr", "log_p
                      "log_func_with_objprint", "log_exception")
 
 
-_TORCH_KEYS = ("activities", "record_shapes", "profile_memory", "with_stack", "with_flops")
-
-
-def _pytorch_keys(pc):
-    """sonde.torch.profile_operators keywords from a pytorch_profiler_config dict (ValueError
-    naming an unknown option)."""
-    out = {}
-    for k, v in (pc or {}).items():
-        if k not in _TORCH_KEYS:
-            raise ValueError("ProfilerConfig.pytorch_profiler_config: unknown option %r; sonde "
-                             "knows %s" % (k, ", ".join(_TORCH_KEYS)))
-        out[k] = v
-    return out
-
-
 def _viztracer_keys(vc):
     """sonde keys from a viztracer_config dict (ValueError naming an unknown option)."""
     keys = {"trace_python": True, "trace_python_c_calls": True}  # VizTracer's default
@@ -79,6 +94,8 @@ def _viztracer_keys(vc):
             if v:
                 print("sonde: viztracer_config[%r]: not recorded by sonde's tracer" % k,
                       file=sys.stderr)
+            continue
+        if k == "output_dir":
             continue
         if k not in _VIZ:
             raise ValueError("ProfilerConfig.viztracer_config: unknown option %r (sonde maps %s)"
@@ -111,156 +128,491 @@ class ProfilerConfig:
     collect_memory_metrics: bool = True
     collect_timing: bool = True
     export_formats: List[str] = dataclasses.field(default_factory=lambda: ["json", "summary"])
-    viztracer_config: Optional[Dict] = None
-    pytorch_profiler_config: Optional[Dict] = None
+    viztracer_config: Optional[Dict[str, Any]] = None
+    pytorch_profiler_config: Optional[Dict[str, Any]] = None
 
 
 @dataclasses.dataclass
 class PerformanceMetrics:
-    """One section's figures (from sonde's statistics of that name)."""
+    """One section run's figures, field for field as the original's."""
 
     name: str
-    duration: float = 0.0
-    total_tokens: float = 0.0
-    throughput_tokens_per_sec: float = 0.0
-    gpu_utilization: Optional[float] = None
-    memory_delta_mb: Optional[float] = None
-    custom_metrics: Dict[str, Any] = dataclasses.field(default_factory=dict)
     metadata: Dict[str, Any] = dataclasses.field(default_factory=dict)
-    count: int = 0
+    start_time: float = 0.0
+    end_time: float = 0.0
+    duration: float = 0.0
+    total_tokens: int = 0
+    throughput_tokens_per_sec: float = 0.0
+    gpu_metrics_start: Optional[Dict[str, Any]] = None
+    gpu_metrics_end: Optional[Dict[str, Any]] = None
+    gpu_utilization: float = 0.0
+    memory_metrics_start: Optional[Dict[str, Any]] = None
+    memory_metrics_end: Optional[Dict[str, Any]] = None
+    memory_delta_mb: float = 0.0
+    custom_metrics: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    backend_data: Optional[Dict[str, Any]] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The run's entry in the JSON export."""
+        return {"name": self.name, "metadata": self.metadata, "duration_sec": self.duration,
+                "total_tokens": self.total_tokens,
+                "throughput_tokens_per_sec": self.throughput_tokens_per_sec,
+                "gpu_utilization": self.gpu_utilization, "memory_delta_mb": self.memory_delta_mb,
+                "custom_metrics": self.custom_metrics, "backend_data": self.backend_data}
+
+
+# -- the original's metric collectors --------------------------------------------------------
+def collect_memory_metrics() -> Dict[str, Any]:
+    """System memory now, from /proc/meminfo, as psutil.virtual_memory() reports it: total_mb,
+    available_mb, used_mb (total - free - buffers - cache) and percent; {} where unreadable."""
+    try:
+        with open("/proc/meminfo") as f:
+            kb = {ln.split(":")[0]: int(ln.split()[1]) for ln in f if ln.split()[1:2]}
+    except (OSError, ValueError, IndexError):
+        return {}
+    total = kb.get("MemTotal", 0)
+    if not total:
+        return {}
+    avail = kb.get("MemAvailable", kb.get("MemFree", 0))
+    used = total - kb.get("MemFree", 0) - kb.get("Buffers", 0) - kb.get("Cached", 0) - \
+        kb.get("SReclaimable", 0)
+    if used < 0:
+        used = total - kb.get("MemFree", 0)
+    return {"total_mb": total / 1024.0, "available_mb": avail / 1024.0, "used_mb": used / 1024.0,
+            "percent": round(100.0 * (total - avail) / total, 1)}
+
+
+def collect_cpu_metrics() -> Dict[str, Any]:
+    """CPU use over 0.1 s (from /proc/stat), the CPU count and the load averages."""
+    def ticks():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + (v[4] if len(v) > 4 else 0)
+
+    try:
+        t0, i0 = ticks()
+        time.sleep(0.1)
+        t1, i1 = ticks()
+    except (OSError, ValueError, IndexError):
+        return {}
+    busy = (t1 - t0) - (i1 - i0)
+    return {"cpu_percent": round(100.0 * busy / (t1 - t0), 1) if t1 > t0 else 0.0,
+            "cpu_count": os.cpu_count(),
+            "load_avg": os.getloadavg() if hasattr(os, "getloadavg") else None}
+
+
+def collect_gpu_metrics() -> Dict[str, Any]:
+    """The current CUDA device's allocator figures from torch, when the program has torch with
+    CUDA ({} otherwise): device, device_name, allocated_mb, reserved_mb, peak_allocated_mb."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    try:
+        if cuda is None or not cuda.is_available():
+            return {}
+        d = cuda.current_device()
+        st = cuda.memory_stats(d)
+        mib = float(1 << 20)
+        return {"device": d, "device_name": cuda.get_device_name(d),
+                "allocated_mb": st.get("allocated_bytes.all.current", 0) / mib,
+                "reserved_mb": st.get("reserved_bytes.all.current", 0) / mib,
+                "peak_allocated_mb": st.get("allocated_bytes.all.peak", 0) / mib}
+    except (RuntimeError, AttributeError):
+        return {}
+
+
+# -- the original's exporters ------------------------------------------------------------------
+class ProfilerExporter:
+    """An exporter: export(metrics, output_path) writes output_path with its own suffix."""
+
+    def export(self, metrics: List[PerformanceMetrics], output_path: Path) -> None:
+        raise NotImplementedError("ProfilerExporter.export: a subclass writes the file")
+
+
+def _totals(metrics):
+    duration = sum(m.duration for m in metrics if m.duration)
+    tokens = sum(m.total_tokens for m in metrics if m.total_tokens)
+    return duration, tokens
+
+
+class JSONExporter(ProfilerExporter):
+    """PATH.json: {"metrics": [each run's to_dict()], "summary": {...}}."""
+
+    def export(self, metrics, output_path):
+        duration, tokens = _totals(metrics)
+        summary = {} if not metrics else {
+            "total_sections": len(metrics), "total_duration_sec": duration,
+            "total_tokens": tokens,
+            "avg_throughput_tokens_per_sec": tokens / duration if duration > 0 else 0}
+        with open(Path(output_path).with_suffix(".json"), "w") as f:
+            json.dump({"metrics": [m.to_dict() for m in metrics], "summary": summary}, f,
+                      indent=2)
+
+
+class CSVExporter(ProfilerExporter):
+    """PATH.csv: a row per section run, its custom metrics and metadata_KEY columns (nothing
+    is written without runs)."""
+
+    def export(self, metrics, output_path):
+        if not metrics:
+            return
+        names = {"name", "duration_sec", "total_tokens", "throughput_tokens_per_sec"}
+        for m in metrics:
+            names.update(m.custom_metrics)
+            names.update("metadata_%s" % k for k in m.metadata)
+        with open(Path(output_path).with_suffix(".csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=sorted(names))
+            w.writeheader()
+            for m in metrics:
+                row = {"name": m.name, "duration_sec": m.duration, "total_tokens": m.total_tokens,
+                       "throughput_tokens_per_sec": m.throughput_tokens_per_sec}
+                row.update(m.custom_metrics)
+                row.update(("metadata_%s" % k, v) for k, v in m.metadata.items())
+                w.writerow(row)
+
+
+class SummaryExporter(ProfilerExporter):
+    """PATH.txt: the original's text summary, also logged at INFO."""
+
+    log = _logger("diffulex_profiler.exporters.summary")
+
+    def export(self, metrics, output_path):
+        duration, tokens = _totals(metrics)
+        avg = tokens / duration if duration > 0 and tokens > 0 else 0
+        out = ["=" * 80, "Diffulex Profiling Summary", "=" * 80, "",
+               "Total Sections: %d" % len(metrics), "Total Duration: %.2f seconds" % duration,
+               "Total Tokens: %s" % tokens, "Average Throughput: %.2f tokens/sec" % avg, "",
+               "-" * 80, "Section Details:", "-" * 80]
+        for m in metrics:
+            out.append("\nSection: %s" % m.name)
+            out.append("  Duration: %.4f seconds" % m.duration)
+            if m.total_tokens > 0:
+                out.append("  Tokens: %s" % m.total_tokens)
+                out.append("  Throughput: %.2f tokens/sec" % m.throughput_tokens_per_sec)
+            if m.gpu_utilization != 0:
+                out.append("  GPU Utilization: %.2f%%" % m.gpu_utilization)
+            if m.memory_delta_mb != 0:
+                out.append("  Memory Delta: %.2f MB" % m.memory_delta_mb)
+            if m.custom_metrics:
+                out.append("  Custom Metrics: %s" % (m.custom_metrics,))
+            if m.metadata:
+                out.append("  Metadata: %s" % (m.metadata,))
+            bd = m.backend_data or {}
+            if bd.get("backend") == "viztracer":
+                out.append("  VizTracer Output: %s" % bd.get("output_file", "N/A"))
+            if bd.get("backend") == "pytorch":
+                out.append("  PyTorch Trace: %s" % bd.get("trace_file", "N/A"))
+                out.append("  PyTorch Stacks: %s" % bd.get("stacks_file", "N/A"))
+                out.append("  PyTorch Top Table: %s" % bd.get("top_table_file", "N/A"))
+        out += ["", "=" * 80]
+        with open(Path(output_path).with_suffix(".txt"), "w") as f:
+            f.write("\n".join(out))
+        self.log.info("\n".join(out))
+
+
+_EXPORTERS = {"json": JSONExporter, "csv": CSVExporter, "summary": SummaryExporter}
+
+
+# -- backends ------------------------------------------------------------------------------------
+class _Simple:
+    """The simple timer backend's data: the section's duration and name."""
+
+    def start(self, prof, name):
+        pass
+
+    def stop(self, prof, m):
+        return {"duration_sec": m.duration, "name": m.name}
+
+
+class _Viz:
+    """sonde's Python function tracing in VizTracer's place: each section's output file
+    (viztracer_config's output_file, else viztracer_NAME.json, in output_dir) holds the trace
+    recorded so far, uncompressed Chrome JSON as VizTracer writes it."""
+
+    log = _logger("diffulex_profiler.backends.viztracer")
+
+    def __init__(self, config, output_dir):
+        self.output_file = config.get("output_file")
+        self.output_dir = config.get("output_dir") or output_dir
+
+    def _path(self, name):
+        f = self.output_file or "viztracer_%s.json" % name
+        return str(Path(self.output_dir) / Path(f).name) if self.output_dir else f
+
+    def start(self, prof, name):
+        self.log.info("VizTracer output file: %s" % self._path(name))
+
+    def stop(self, prof, m):
+        path = self._path(m.name)
+        prof.export()  # the trace so far
+        made = os.path.join(prof.output_dir, prof.name + ".trace.json.gz")
+        if os.path.exists(made):
+            _unzip_to(made, path)
+        return {"backend": "viztracer", "output_file": path}
+
+
+class _Torch:
+    """sonde's torch.profiler backend in the original's place: torch's operators are on sonde's
+    timeline, and each section's window is written as the original names its files:
+    pytorch_trace_NAME.json (Chrome trace), pytorch_stacks_NAME.stacks (flame graph input)
+    and pytorch_top_NAME.txt (key_averages' table)."""
+
+    log = _logger("diffulex_profiler.backends.pytorch")
+    _KEYS = ("activities", "record_shapes", "profile_memory", "with_stack", "with_flops")
+
+    def __init__(self, prof, config, output_dir):
+        from sonde import torch as sonde_torch
+        import torch
+        self.torch = torch
+        cfg = dict(config)
+        self.output_dir = Path(cfg.pop("output_dir", None) or output_dir)
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.export_stacks = cfg.pop("export_stacks", True)
+        self.stacks_metric = cfg.pop("stacks_metric", "self_cuda_time_total")
+        self.export_table = cfg.pop("export_table", True)
+        self.table_sort_by = cfg.pop("table_sort_by", None)
+        self.table_row_limit = cfg.pop("table_row_limit", 50)
+        kw = {"record_shapes": True, "profile_memory": True, "with_stack": True}
+        if cfg.get("activities") is not None:
+            kw["activities"] = cfg["activities"]
+        if "with_flops" in cfg:
+            kw["with_flops"] = cfg["with_flops"]
+        unknown = [k for k in cfg if k not in self._KEYS]
+        if unknown:
+            raise ValueError("ProfilerConfig.pytorch_profiler_config: unknown option %r; sonde "
+                             "knows %s" % (unknown[0], ", ".join(self._KEYS + (
+                                 "output_dir", "export_stacks", "stacks_metric", "export_table",
+                                 "table_sort_by", "table_row_limit"))))
+        self.tp = sonde_torch.profile_operators(prof, keep_last_profile=True, **kw)
+
+    def start(self, prof, name):
+        self.tp.flush()  # what ran before the section is a window of its own
+
+    def stop(self, prof, m):
+        self.tp.flush()  # the section's window
+        tp = self.tp.last_profile
+        cuda = self.torch.cuda.is_available()
+        trace = self.output_dir / ("pytorch_trace_%s.json" % m.name)
+        stacks = self.output_dir / ("pytorch_stacks_%s.stacks" % m.name)
+        table = self.output_dir / ("pytorch_top_%s.txt" % m.name)
+        out = {"backend": "pytorch", "name": m.name}
+        if tp is None:
+            self.log.warning("Failed to export PyTorch trace: no window was recorded")
+            trace = stacks = table = None
+        else:
+            trace = self._try("trace", lambda: tp.export_chrome_trace(str(trace)), trace)
+            if self.export_stacks:
+                metric = self.stacks_metric
+                if not cuda and "cuda" in metric:
+                    metric = "self_cpu_time_total"
+                stacks = self._try("stacks", lambda: tp.export_stacks(str(stacks), metric),
+                                   stacks)
+            else:
+                stacks = None
+            if self.export_table:
+                sort_by = self.table_sort_by or ("self_cuda_time_total" if cuda
+                                                 else "self_cpu_time_total")
+                table = self._try("top table", lambda: table.write_text(
+                    tp.key_averages().table(sort_by=sort_by,
+                                            row_limit=int(self.table_row_limit)),
+                    encoding="utf-8"), table)
+            else:
+                table = None
+            ev = tp.key_averages()
+            out["summary"] = {
+                "total_events": len(ev),
+                "cpu_time_total_ms": sum(e.cpu_time_total for e in ev) / 1000,
+                "cuda_time_total_ms": (sum(e.cuda_time_total for e in ev) / 1000 if cuda
+                                       else 0)}
+        out.update(trace_file=str(trace) if trace else None,
+                   stacks_file=str(stacks) if stacks else None,
+                   top_table_file=str(table) if table else None)
+        return out
+
+    def _try(self, what, write, path):
+        try:
+            write()
+            return path
+        except Exception as e:  # the original warns and goes on
+            self.log.warning("Failed to export PyTorch %s: %s" % (what, e))
+            return None
 
 
 class DiffulexProfiler:
-    """Diffulex's profiler over a sonde.Profiler (its `.profiler`)."""
+    """Diffulex's profiler (see the module's documentation). metrics: the section runs ended,
+    in the order they ended; current_metrics: the innermost section open; profiler: the
+    sonde.Profiler underneath (None when disabled)."""
 
     def __init__(self, config: Optional[ProfilerConfig] = None):
-        self.config = config if config is not None else ProfilerConfig()
+        self.config = config or ProfilerConfig()
+        self.metrics: List[PerformanceMetrics] = []
+        self.current_metrics: Optional[PerformanceMetrics] = None
+        self.backend = None
+        self.exporters: List[ProfilerExporter] = []
+        self.profiler = None
+        self._open = []  # the PerformanceMetrics open, outermost first
         c = self.config
-        if c.backend not in ("simple", "viztracer", "pytorch"):
-            raise ValueError('ProfilerConfig.backend: "%s"; expected "simple", "viztracer" or '
-                             '"pytorch"' % c.backend)
-        torch_keys = _pytorch_keys(c.pytorch_profiler_config) if c.backend == "pytorch" else None
-        viz = _viztracer_keys(c.viztracer_config) if c.backend == "viztracer" else {}
-        formats = []
-        for f in c.export_formats or []:
-            if f not in _FORMATS:
-                raise ValueError("ProfilerConfig.export_formats: %r; expected json, csv or summary"
-                                 % f)
-            formats.append(_FORMATS[f])
-        if not c.collect_timing:
-            print("sonde: ProfilerConfig.collect_timing=False: sonde always times its sections",
-                  file=sys.stderr)
+        if not c.enabled:
+            return
+        viz = {}
+        if c.backend == "viztracer":
+            viz = _viztracer_keys(c.viztracer_config)
+        elif c.backend not in ("simple", "pytorch"):
+            logger.warning("Unknown backend '%s', using simple timer" % c.backend)
+        for fmt in c.export_formats:
+            if fmt in _EXPORTERS:
+                self.exporters.append(_EXPORTERS[fmt]())
+            else:
+                logger.warning("Unknown export format '%s', skipping" % fmt)
+        Path(c.output_dir).mkdir(parents=True, exist_ok=True)
         name = os.path.splitext(os.path.basename(c.output_file))[0] if c.output_file else "diffulex"
-        self._viz_output = (c.viztracer_config or {}).get("output_file") if viz else None
-        if self._viz_output and "trace" not in formats:
-            formats.append("trace")
-        self.profiler = sonde.Profiler(
-            dict({"enabled": c.enabled, "name": name, "output_dir": c.output_dir,
-                  "formats": formats or ["json"], "collect_gpu": c.collect_gpu_metrics,
-                  "collect_memory": c.collect_memory_metrics, "unit": "tokens"}, **viz))
-        self.torch_profiler = None
-        if torch_keys is not None and self.profiler.enabled:
+        self.profiler = sonde.Profiler(dict({
+            "name": name, "output_dir": c.output_dir, "formats": ["trace", "html"],
+            "collect_gpu": c.collect_gpu_metrics, "collect_memory": c.collect_memory_metrics,
+            "unit": "tokens"}, **viz))
+        if c.backend == "viztracer":
+            self.backend = _Viz(c.viztracer_config or {}, c.output_dir)
+        elif c.backend == "pytorch":
             try:
-                from sonde import torch as sonde_torch
-            except ImportError as e:
+                self.backend = _Torch(self.profiler, c.pytorch_profiler_config or {},
+                                      c.output_dir)
+            except ImportError:
+                logger.warning("PyTorch Profiler not available, falling back to simple timer")
+            except BaseException:  # a bad option: nothing left recording
                 self.profiler.close(raise_on_error=False)
-                raise ImportError('ProfilerConfig.backend="pytorch" needs PyTorch in this '
-                                  'interpreter (%s): %s' % (sys.executable, e)) from e
-            self.torch_profiler = sonde_torch.profile_operators(self.profiler, **torch_keys)
-        self._custom = {}  # section name -> {metric: last value}, for PerformanceMetrics
-        self._meta = {}
-        self._open = []    # names of the sections open through start()/profile()
+                raise
+        if self.backend is None:
+            self.backend = _Simple()
 
     # -- sections ---------------------------------------------------------------------------
-    def profile(self, name: str, metadata: Optional[Dict] = None):
-        """A section as a context manager."""
+    def profile(self, name: str, metadata: Optional[Dict[str, Any]] = None):
+        """A section as a context manager (the block's exception still ends it)."""
         return _Scope(self, name, metadata)
 
-    def start(self, name: str, metadata: Optional[Dict] = None):
-        """Opens a section; stop() closes it."""
+    def start(self, name: str, metadata: Optional[Dict[str, Any]] = None):
+        """Opens a section; stop() closes the innermost one."""
+        if not self.config.enabled:
+            return
+        m = PerformanceMetrics(name=name, metadata=metadata or {})
         self.profiler.start(name)
-        self._open.append(name)
-        for k, v in (metadata or {}).items():
-            self._note(name, k, v)
+        for k, v in m.metadata.items():
+            self.profiler.add_metadata(k, sonde.json_text(v))
+        self.backend.start(self.profiler, name)
+        if self.config.collect_gpu_metrics:
+            m.gpu_metrics_start = self._gpu()
+        if self.config.collect_memory_metrics:
+            m.memory_metrics_start = collect_memory_metrics()
+        if self.config.collect_timing:
+            m.start_time = time.perf_counter()
+        self._open.append(m)
+        self.current_metrics = m
 
     def stop(self):
-        """Closes the section opened last."""
+        """Closes the innermost open section (none: nothing, as the original)."""
+        if not self.config.enabled or not self._open:
+            return
+        m = self._open.pop()
+        if self.config.collect_timing:
+            m.end_time = time.perf_counter()
+            m.duration = m.end_time - m.start_time
         self.profiler.stop()
-        if self._open:
-            self._open.pop()
+        if m.total_tokens and not m.throughput_tokens_per_sec and m.duration > 0:
+            m.throughput_tokens_per_sec = m.total_tokens / m.duration  # recorded inside
+        data = self.backend.stop(self.profiler, m)
+        if data:
+            m.backend_data = data
+        if self.config.collect_gpu_metrics and m.gpu_metrics_start:
+            m.gpu_metrics_end = self._gpu()
+            m.gpu_utilization = (m.gpu_metrics_end.get("utilization", 0) -
+                                 m.gpu_metrics_start.get("utilization", 0))
+        if self.config.collect_memory_metrics:
+            m.memory_metrics_end = collect_memory_metrics()
+            if m.memory_metrics_start and m.memory_metrics_end:
+                m.memory_delta_mb = (m.memory_metrics_end.get("used_mb", 0) -
+                                     m.memory_metrics_start.get("used_mb", 0))
+        self.metrics.append(m)
+        self.current_metrics = self._open[-1] if self._open else None
 
-    def _note(self, section, key, value):
-        self.profiler.add_metadata(key, sonde.json_text(value))
-        self._meta.setdefault(section, {})[key] = value
+    def _gpu(self):
+        """The GPU figures at a section's edge: torch's allocator (collect_gpu_metrics) and the
+        utilization sonde's sampler last read from NVML for that device."""
+        g = collect_gpu_metrics()
+        if g:
+            u = self.profiler.get_current_metrics().get("gpu%d util %%" % g["device"])
+            if u is not None:
+                g["utilization"] = u
+        return g
 
     # -- measurements -----------------------------------------------------------------------
     def record_metric(self, name: str, value: Any):
-        """A custom metric: a number is a metric (count, mean, min, max); any other value the
-        open section's metadata."""
-        section = self._open[-1] if self._open else "run"
+        """A custom metric of the open section (none open: nothing). Numbers are also sonde
+        metrics (count, mean, min, max), other values the section's metadata in sonde."""
+        if not self.config.enabled or self.current_metrics is None:
+            return
+        self.current_metrics.custom_metrics[name] = value
         if isinstance(value, numbers.Real) and not isinstance(value, bool):
             self.profiler.record_metric(name, float(value))
         else:
-            self._note(section, name, value)
-        self._custom.setdefault(section, {})[name] = value
+            self.profiler.add_metadata(name, sonde.json_text(value))
 
-    def record_throughput(self, tokens: Optional[float] = None, duration: Optional[float] = None,
-                          *, total_tokens: Optional[float] = None):
-        """Tokens processed, over duration seconds or the open section's own time."""
+    def record_throughput(self, tokens: Optional[int] = None, duration: Optional[float] = None,
+                          *, total_tokens: Optional[int] = None):
+        """Tokens processed by the open section, over duration seconds, or (None) over the
+        section's own time when it ends. total_tokens= is the same as tokens (the document's
+        spelling)."""
         n = total_tokens if tokens is None else tokens
         if n is None:
             raise TypeError("record_throughput() needs tokens (or total_tokens=)")
-        self.profiler.record_throughput(n, duration)
+        m = self.current_metrics
+        if not self.config.enabled or m is None:
+            return
+        if duration is None:
+            duration = m.duration  # 0 while the section is open: computed when it ends
+        m.total_tokens = n
+        m.throughput_tokens_per_sec = n / duration if duration and duration > 0 else 0.0
+        self.profiler.record_throughput(n, duration or None)
 
     # -- results ----------------------------------------------------------------------------
     def export(self, output_path: Optional[str] = None):
-        """One report at output_path (the format from its extension: .json, .csv, .txt), or
-        every format of export_formats into output_dir. Returns the path(s) written."""
+        """Writes one file per export_formats entry with output_path's stem (the extension is
+        each format's); output_path None: output_dir/output_file, else
+        output_dir/profile_YYYYmmdd_HHMMSS. sonde's trace and HTML report are written too."""
+        if not self.config.enabled or not self.metrics:
+            logger.warning("No metrics to export")
+            return
         if output_path is None:
-            self.profiler.export()
-            stem = os.path.join(self.profiler.output_dir, self.profiler.name)
-            out = [stem + "." + f for f in sorted(set(self.profiler.config.get("formats")
-                                                      .split(",")))]
-            if self._viz_output and os.path.exists(stem + ".trace.json.gz"):
-                _unzip_to(stem + ".trace.json.gz", self._viz_output)  # VizTracer's file
-                out.append(self._viz_output)
-            return out
-        d = os.path.dirname(os.path.abspath(output_path))
-        os.makedirs(d, exist_ok=True)
-        self.profiler.export(output_path)
-        return output_path
-
-    def sections(self) -> List[PerformanceMetrics]:
-        """Every section name's figures, largest total first."""
-        s = self.profiler.get_summary()
-        out = []
-        for st in s["stats"]:
-            out.append(PerformanceMetrics(
-                name=st["name"], duration=st["total_s"], total_tokens=st["units"],
-                throughput_tokens_per_sec=st["units_per_s"], count=st["count"],
-                custom_metrics=dict(self._custom.get(st["name"], {})),
-                metadata=dict(self._meta.get(st["name"], {}))))
-        return out
+            c = self.config
+            output_path = str(Path(c.output_dir) / (c.output_file or "profile_%s" % time.strftime(
+                "%Y%m%d_%H%M%S")))
+        output_path = Path(output_path)
+        output_path.parent.mkdir(parents=True, exist_ok=True)
+        for e in self.exporters:
+            try:
+                e.export(self.metrics, output_path)
+            except Exception as err:  # the original logs and goes on to the next format
+                logger.error("Failed to export using %s: %s" % (type(e).__name__, err))
+        self.profiler.export()
 
     def get_summary(self) -> Dict[str, Any]:
-        """Diffulex's summary keys: total_duration_sec (the run so far), num_sections,
-        total_tokens, avg_throughput_tokens_per_sec (tokens over the time of the sections that
-        recorded them), sections (name -> duration, count, tokens, throughput)."""
-        s = self.profiler.get_summary()
+        """The original's summary: {} before any section ended, else total_sections,
+        total_duration_sec, total_tokens, avg_throughput_tokens_per_sec and sections (one dict
+        per run: name, duration_sec, throughput_tokens_per_sec, total_tokens)."""
+        if not self.metrics:
+            return {}
+        duration, tokens = _totals(self.metrics)
         return {
-            "total_duration_sec": s["total_duration_s"],
-            "num_sections": s["sections"],
-            "total_tokens": s["units"],
-            "avg_throughput_tokens_per_sec": s["units_per_s"],
-            "sections": {m.name: dataclasses.asdict(m) for m in self.sections()},
-            "not_recorded": s["not_recorded"],
-        }
+            "total_sections": len(self.metrics), "total_duration_sec": duration,
+            "total_tokens": tokens,
+            "avg_throughput_tokens_per_sec": (tokens / duration if duration > 0 and tokens > 0
+                                              else 0),
+            "sections": [{"name": m.name, "duration_sec": m.duration,
+                          "throughput_tokens_per_sec": m.throughput_tokens_per_sec,
+                          "total_tokens": m.total_tokens} for m in self.metrics]}
 
     def clear(self):
-        """Discards everything collected so far."""
-        self.profiler.clear()
-        self._custom.clear()
-        self._meta.clear()
+        """Forgets the section runs collected so far (sonde's recording, and its files, keep
+        the whole run). A section open now still lands in metrics when it ends."""
+        self.metrics.clear()
+        self.current_metrics = None
 
 
 class _Scope:
@@ -274,11 +626,5 @@ class _Scope:
         return self._d
 
     def __exit__(self, et, ev, tb):
-        if self._d._open:
-            self._d._open.pop()
-        try:
-            self._d.profiler.stop()
-        except sonde.SondeError:
-            if et is None:
-                raise
+        self._d.stop()
         return False
