@@ -1,15 +1,18 @@
 """sonde.compat - the APIs of the Python profilers sonde replaces, one module each, so their
-users switch by changing one import line. Each module only maps names onto sonde's own API
-(sonde.Profiler); the measuring is libsonde's.
+users switch by changing one import line and get every file, key, method and printed line the
+original gave. What each records is also recorded by libsonde (sections, events, steps,
+operators, samples: one timeline, read by every `sonde` command); the per-call records an
+original hands back to its user (Diffulex's PerformanceMetrics, Inferix's session reports) are
+kept as the original keeps them. docs/python.md lists, per module, what differs and why.
 
-    sonde.compat.diffulex   DiffulexProfiler, ProfilerConfig, PerformanceMetrics
-    sonde.compat.inferix    InferixProfiler, ProfilingConfig, ProfilingIntegration, GPUMonitor,
-                            the decorators, aggregate_reports (and its command line)
-    sonde.compat.cache_dit  create_profiler_from_args, ProfilerContext, profile_function,
-                            add_profiler_args, step
+    sonde.compat.diffulex   DiffulexProfiler, ProfilerConfig, PerformanceMetrics, exporters
+    sonde.compat.inferix    InferixProfiler, ProfilingConfig, ProfilingIntegration, monitors,
+                            reporter, decorators, aggregate_reports (and its command line)
+    sonde.compat.cache_dit  ProfilerContext, create_profiler_from_args, profile_function,
+                            create_profiler_context, get/set_profiler_output_dir
     sonde.compat.torch_decorator  profiler (the decorator factory), step_profiler
-    sonde.compat.artifex    JAXProfiler, ProfilingConfig, MemoryProfiler, MemoryProfileConfig
-                            (framework-neutral training callbacks)
+    sonde.compat.artifex    JAXProfiler, ProfilingConfig, MemoryProfiler, MemoryProfileConfig,
+                            BaseCallback, CallbackList
 """
 
 import gzip
