@@ -147,6 +147,72 @@ const sonde_key *sonde__key_find(const char *name)
     return NULL;
 }
 
+/* Inferix's report_format: html, json or both. */
+static const char *alias_report_format(const char *v)
+{
+    return !strcmp(v, "html") ? "html" : !strcmp(v, "json") ? "json"
+                                       : !strcmp(v, "both") ? "json,html" : NULL;
+}
+
+static int parse_bool(const char *s, int *out);
+
+/* Inferix's generate_final_report: false writes no report (the recording is kept). */
+static const char *alias_final_report(const char *v)
+{
+    int on;
+    return parse_bool(v, &on) ? NULL : on ? "" : "none";
+}
+
+static const sonde_key_alias g_aliases[] = {
+    {"display_interval", "display_interval_s", NULL, "display_interval_s"},
+    {"gpu_monitor_interval", "gpu_interval_s", NULL, "gpu_interval_s"},
+    {"cpu_monitor_interval", "cpu_interval_s", NULL, "cpu_interval_s"},
+    {"monitor_cpu_usage", "collect_cpu", NULL, "collect_cpu"},
+    {"monitor_system_memory", "collect_memory", NULL, "collect_memory"},
+    {"report_format", "formats", alias_report_format, "formats: html, json, or both (json,html)"},
+    {"generate_final_report", "formats", alias_final_report, "false: formats none"},
+    {"monitor_gpu_memory", NULL, NULL, "sonde samples GPU memory whenever collect_gpu is on"},
+    {"monitor_gpu_utilization", NULL, NULL, "sonde samples utilization whenever collect_gpu is on"},
+    {"save_raw_data", NULL, NULL, "NAME.sonde always keeps every sample (formats samples: CSV)"},
+    {"profile_inference_steps", NULL, NULL, "selected by the program's calls (Python API)"},
+    {"profile_vae_decode", NULL, NULL, "selected by the program's calls (Python API)"},
+    {"profile_text_encoding", NULL, NULL, "selected by the program's calls (Python API)"},
+    {"profile_diffusion_steps", NULL, NULL, "selected by the program's calls (Python API)"},
+    {"profile_block_computation", NULL, NULL, "selected by the program's calls (Python API)"},
+    {"profile_model_parameters", NULL, NULL, "selected by the program's calls (Python API)"},
+};
+#define N_ALIASES (sizeof g_aliases / sizeof g_aliases[0])
+
+const sonde_key_alias *sonde__key_alias(const char *name)
+{
+    for (size_t i = 0; i < N_ALIASES; i++)
+        if (!strcmp(g_aliases[i].name, name))
+            return &g_aliases[i];
+    return NULL;
+}
+
+const sonde_key_alias *sonde__key_aliases(size_t *n)
+{
+    *n = N_ALIASES;
+    return g_aliases;
+}
+
+int sonde__key_alias_set(sonde_config *c, const sonde_key_alias *a, const char *value,
+                         const char *where)
+{
+    const char *v = a->value ? a->value(value) : value;
+    int on;
+    if (!a->key || (v && !*v)) { /* sets nothing; the value is still checked */
+        if (!a->key && parse_bool(value, &on))
+            return sonde__fail(SONDE_EINVAL, "%s: \"%s\" is not a boolean (true or false)",
+                               where, value);
+        return 0;
+    }
+    if (!v)
+        return sonde__fail(SONDE_EINVAL, "%s: \"%s\" is not valid (%s)", where, value, a->help);
+    return sonde__key_set(c, sonde__key_find(a->key), v, where);
+}
+
 const char *sonde__key_suggest(const char *name)
 {
     const char *names[N_KEYS];

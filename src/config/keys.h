@@ -20,10 +20,30 @@ typedef struct sonde_key {
     const char *help;
 } sonde_key;
 
+/* A key of the Inferix document's configuration (reference 001) that a sonde YAML file may use
+ * in its place: its value sets `key` (after `value`, when the two differ), or, key NULL, is
+ * accepted and sets nothing (a boolean for something sonde always does, or selects elsewhere;
+ * `help` says which). */
+typedef struct sonde_key_alias {
+    const char *name;    /* the document's key ("display_interval") */
+    const char *key;     /* sonde's key it sets ("display_interval_s"), or NULL */
+    /* value -> the value for key: NULL when value is invalid, "" to set nothing; NULL: as is */
+    const char *(*value)(const char *value);
+    const char *help;
+} sonde_key_alias;
+
 /* The table and its length. */
 const sonde_key *sonde__keys(size_t *n);
 /* A key by name, or NULL. */
 const sonde_key *sonde__key_find(const char *name);
+/* The document's key name, or NULL; and the alias table (for `sonde config --list`). */
+const sonde_key_alias *sonde__key_alias(const char *name);
+const sonde_key_alias *sonde__key_aliases(size_t *n);
+/* Applies alias a with value to c (where names the source in messages): the key it stands
+ * for set, or, for an alias that sets nothing, value checked as a boolean. 0 or SONDE_EINVAL
+ * with the message set; c unchanged on error. */
+int sonde__key_alias_set(sonde_config *c, const sonde_key_alias *a, const char *value,
+                         const char *where);
 /* The key name closest to a mistyped one, or NULL when none is close. */
 const char *sonde__key_suggest(const char *name);
 /* The environment variable of a key ("SONDE_GPU_INTERVAL_S") into out. */

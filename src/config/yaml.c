@@ -175,6 +175,20 @@ static int mapping(yctx *y, int top)
             continue;
         }
         const sonde_key *k = sonde__key_find(key);
+        const sonde_key_alias *a = k ? NULL : sonde__key_alias(key);
+        if (a) { /* the Inferix document's name for a sonde key: a plain value */
+            char where[400];
+            snprintf(where, sizeof where, "%s:%zu:%zu: %s", y->name, ev.start_mark.line + 1,
+                     ev.start_mark.column + 1, key);
+            rc = ev.type == YAML_SCALAR_EVENT
+                     ? sonde__key_alias_set(&y->cfg, a, (const char *)ev.data.scalar.value,
+                                            where)
+                     : sonde__fail(SONDE_EINVAL, "%s: expected a plain value", where);
+            yaml_event_delete(&ev);
+            if (rc)
+                return rc;
+            continue;
+        }
         if (!k) {
             rc = unknown_key(y, &km, key);
             yaml_event_delete(&ev);

@@ -472,6 +472,8 @@ class InferixDocument(InTempDir):
                                           "./profiling_reports"))
         self.assertTrue(c.real_time_display and c.profile_vae_decode)
         InferixProfiler("profiling.yaml").cleanup()
+        # libsonde's own YAML reader takes the document's key names too
+        self.assertEqual(sonde.cli(["config", "--check", "profiling.yaml"]), 0)
         with open("bad.yaml", "w") as f:
             f.write("profiling:\n  enabled: true\n  report_formt: html\n")
         with self.assertRaises(ValueError) as e:

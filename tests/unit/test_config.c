@@ -80,6 +80,21 @@ static void yaml_good(void **state)
     assert_null(c.name); /* name: ~ is the default (none) */
     /* strings outlive the file */
     assert_int_equal(sonde_config_load_mem_test(), 0);
+    /* the Inferix document's file, its own key names included */
+    c = sonde_config_default();
+    path_of(p, sizeof p, "good/inferix.yaml");
+    assert_int_equal(sonde_config_load_file(&c, p), 0);
+    assert_true(c.display_interval_s == 5.0 && c.gpu_interval_s == 0.5 &&
+                c.cpu_interval_s == 1.0);
+    assert_int_equal(c.formats, SONDE_FORMAT_JSON | SONDE_FORMAT_HTML); /* report_format both */
+    assert_true(c.collect_cpu && c.collect_memory && c.real_time_display);
+    assert_int_equal(c.max_data_points, 10000);
+    static const char off[] = "profiling:\n  generate_final_report: false\n"
+                              "  monitor_cpu_usage: false\n  save_raw_data: true\n";
+    c = sonde_config_default();
+    assert_int_equal(sonde__config_load_mem(&c, off, sizeof off - 1, "off.yaml"), 0);
+    assert_int_equal(c.formats, 0);
+    assert_false(c.collect_cpu);
 }
 
 static void yaml_bad_corpus(void **state)

@@ -44,6 +44,11 @@ int cmd_config(int argc, char **argv)
             printf("%-24s %-46s %-20s %-30s %s\n", k[i].name, type, def, env, flag_of(k[i].name));
             printf("%-24s   %s\n", "", k[i].help);
         }
+        const sonde_key_alias *a = sonde__key_aliases(&n);
+        printf("\nIn a YAML file, the Inferix document's names are read too:\n");
+        for (size_t i = 0; i < n; i++)
+            printf("%-24s %s%s\n", a[i].name, a[i].key ? "-> " : "accepted, sets nothing: ",
+                   a[i].key && !a[i].value ? a[i].key : a[i].help);
         printf("\nAlso: SONDE_CONFIG (a YAML file), SONDE_NVML_LIBRARY, SONDE_CUDART_LIBRARY;\n"
                "--profile-config FILE, --profile-preset development|production|debugging.\n");
         return CLI_OK;
