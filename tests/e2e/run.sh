@@ -796,6 +796,20 @@ json.dump(r, open("badsketch.json", "w"))' tr/job-rank0.json
     grep -q "duplicate rank 2" odd.txt || fail "duplicate rank not named: $(cat odd.txt)"
     grep -q 'is run "other"' odd.txt || fail "foreign run not named: $(cat odd.txt)"
     "$sonde" aggregate tr --by session --format markdown | grep -q "| generate |" || fail "--by session"
+    # the per-rank layout of the profiler decorator and Inferix: OUT/rank_N/ holding each rank's
+    # run, Chrome traces (not runs) beside them; aggregate and merge read the rank directories
+    mkdir -p perrank/rank_0 perrank/rank_1 perrank/rank_2
+    for r in 0 1 2; do cp tr/job-rank$r.sonde perrank/rank_$r/; done
+    printf '{"traceEvents": [{"ph": "X", "name": "aten::mm", "ts": 1, "dur": 2}]}\n' \
+        > perrank/trace_rank_0.json
+    cp perrank/trace_rank_0.json perrank/rank_0.1795638593875419340.pt.trace.json
+    "$sonde" aggregate perrank --format json -o perrank.json
+    python3 -c 'import json, sys; a = json.load(open(sys.argv[1])); assert a["ranks"] == 3, a' perrank.json ||
+        fail "aggregate of rank_N directories: $(cat perrank.json)"
+    expect 0 "" "$sonde" merge perrank -o perrank.trace.json.gz
+    grep -q "3 rank(s)" out.txt || fail "merge of rank_N directories: $(cat out.txt)"
+    mkdir -p norun
+    expect 2 "norun: no .sonde file there, nor in its rank_* directories" "$sonde" merge norun -o x.trace.json.gz
     # TensorBoard: the ranks are three workers of one run, "job"
     for r in 0 1 2; do "$sonde" export tr/job-rank$r.sonde --format tensorboard -o tb --quiet; done
     check tensorboard tb job tr/job-rank0.json tr/job-rank1.json tr/job-rank2.json

@@ -38,10 +38,13 @@ int cli_load(const char *cmd, const char *path, sm_model *m);
  * (out of memory, said on stderr). cli_load does this for every .sonde file. */
 int cli_join_programs(const char *cmd, const char *path, sm_model *m);
 /* The runs in directory dir, appended to (*v, *n, *cap: a growing array of allocated paths
- * "dir/NAME"): its NAME.json reports (not memory snapshots, nor aggregate or diff outputs) or,
+ * "dir/NAME"): its NAME.json reports (sonde reports only: not memory snapshots, nor aggregate
+ * or diff outputs, nor traces or other programs' JSON) or,
  * when it has none or with sonde_only, its .sonde files (not the RUN.pidN.sonde files that
  * loading RUN.sonde joins); regular files only (a FIFO would block the reader), in name order.
- * 0, or -1 with errno (ENOMEM, or why dir could not be read). */
+ * A directory with neither is read one level down, in its rank_* subdirectories (the per-rank
+ * layout of the profiler decorator and Inferix: OUT/rank_N/), each as above, .sonde files
+ * first. 0, or -1 with errno (ENOMEM, or why dir could not be read). */
 int cli_dir_runs(const char *dir, int sonde_only, char ***v, size_t *n, size_t *cap);
 /* A JSON report of schema sonde-report v1 into a model that holds what it says: statistics,
  * throughput, steps, counters, warnings, facts; no instances. 0, or a SONDE_E* code with the

@@ -180,7 +180,16 @@ int cmd_merge(int argc, char **argv)
     rank_file *rf = NULL;
     size_t n = 0;
     int rc = collect(argc, argv, &out, &rf, &n);
-    if (rc == CLI_OK && (!out || !n))
+    const char *given = NULL; /* the first DIR or FILE named */
+    for (int i = 1; i < argc && !given; i++)
+        if (!strcmp(argv[i], "-o"))
+            i++;
+        else if (argv[i][0] != '-' || !argv[i][1])
+            given = argv[i];
+    if (rc == CLI_OK && !n && given)
+        rc = cli_fail(CLI_USAGE, "merge", "%s: no .sonde file there, nor in its rank_* "
+                                          "directories", given);
+    else if (rc == CLI_OK && (!out || !n))
         rc = !out && n ? cli_fail(CLI_USAGE, "merge", "-o merged.trace.json.gz is needed")
                        : cli_usage(cli_find("merge"), 1);
     for (size_t i = 0; i < n && rc == CLI_OK; i++)

@@ -407,7 +407,84 @@ static int cmp_path(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+static int dir_runs(const char *dir, int sonde_only, char ***v, size_t *n, size_t *cap);
+
+/* 1 when the JSON file at path is a sonde report: "schema": "sonde-report" opens it (a
+ * directory also holds Chrome traces and other programs' JSON, which are not runs). */
+static int is_sonde_report(const char *path)
+{
+    char head[256];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t got = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    head[got] = 0;
+    return strstr(head, "\"sonde-report\"") != NULL;
+}
+
+/* dir's rank_* subdirectories' runs (their .sonde files, else their reports), in name order. */
+static int rank_dirs_runs(const char *dir, int sonde_only, char ***v, size_t *n, size_t *cap)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    char **subs = NULL;
+    size_t ns = 0, cs = 0;
+    int rc = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, "rank_", 5))
+            continue;
+        char *p;
+        if (asprintf(&p, "%s/%s", dir, e->d_name) < 0) {
+            rc = -1;
+            break;
+        }
+        struct stat st;
+        if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            free(p);
+            continue;
+        }
+        if (ns == cs) {
+            size_t nc = cs ? 2 * cs : 8;
+            char **g = realloc(subs, nc * sizeof *g);
+            if (!g) {
+                free(p);
+                rc = -1;
+                break;
+            }
+            subs = g;
+            cs = nc;
+        }
+        subs[ns++] = p;
+    }
+    closedir(d);
+    if (ns)
+        qsort(subs, ns, sizeof *subs, cmp_path);
+    for (size_t i = 0; i < ns; i++) {
+        size_t before = *n;
+        if (!rc && dir_runs(subs[i], 1, v, n, cap) != 0 && errno == ENOMEM)
+            rc = -1;
+        if (!rc && !sonde_only && *n == before && dir_runs(subs[i], 0, v, n, cap) != 0 &&
+            errno == ENOMEM)
+            rc = -1;
+        free(subs[i]);
+    }
+    free(subs);
+    if (rc)
+        errno = ENOMEM;
+    return rc;
+}
+
 int cli_dir_runs(const char *dir, int sonde_only, char ***v, size_t *n, size_t *cap)
+{
+    size_t before = *n;
+    if (dir_runs(dir, sonde_only, v, n, cap) != 0)
+        return -1;
+    return *n > before ? 0 : rank_dirs_runs(dir, sonde_only, v, n, cap);
+}
+
+static int dir_runs(const char *dir, int sonde_only, char ***v, size_t *n, size_t *cap)
 {
     for (int pass = sonde_only; pass < 2; pass++) {
         size_t before = *n;
@@ -432,7 +509,8 @@ int cli_dir_runs(const char *dir, int sonde_only, char ***v, size_t *n, size_t *
             }
             if (asprintf(&(*v)[*n], "%s/%s", dir, nm) < 0)
                 goto oom;
-            if (cli_regular_file((*v)[*n])) /* a FIFO, a directory: not a run */
+            if (cli_regular_file((*v)[*n]) && /* a FIFO, a directory: not a run */
+                (pass == 1 || is_sonde_report((*v)[*n])))
                 (*n)++;
             else
                 free((*v)[*n]);
