@@ -871,7 +871,9 @@ int sx_html(const sm_model *m, sbuf *b)
     esc(b, iso);
     sbuf_puts(b, " &middot; sonde ");
     esc(b, m->sonde_version);
-    if (!m->clean_end)
+    if (m->in_progress)
+        sbuf_puts(b, " &middot; <b>exported while recording: the run so far</b>");
+    else if (!m->clean_end)
         sbuf_puts(b, " &middot; <b>the run did not end cleanly</b>");
     sbuf_puts(b, "</p>\n<div class=\"cards\" id=\"cards\">\n");
     fmt_dur(d, sizeof d, dur);

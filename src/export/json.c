@@ -430,6 +430,8 @@ int sx_json(const sm_model *m, sbuf *b)
     kv_num(b, "peak_flops", m->peak_flops, 1);
     key(b, "clean_end");
     sbuf_puts(b, m->clean_end ? "true," : "false,");
+    key(b, "in_progress");
+    sbuf_puts(b, m->in_progress ? "true," : "false,");
     /* the file's name alone: the library and `sonde export` write the same report */
     const char *base = m->path ? strrchr(m->path, '/') : NULL;
     kv_str(b, "file", base ? base + 1 : m->path, 1);

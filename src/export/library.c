@@ -10,12 +10,31 @@
 #include "export.h"
 #include "../util/alloc.h"
 
+/* The profiler's file read back. Before the run has ended (sonde_export while recording) the
+ * file has no END record yet: the model says the run is in progress, and the reader's
+ * "did not end cleanly" warning gives way to one saying the report holds the run so far. */
 static int read_back(sonde_profiler *p, sm_model *m)
 {
     if (!p->path)
         return sonde__fail(SONDE_ESTATE, "nothing was recorded: %s",
                            p->status_msg[0] ? p->status_msg : "the profiler is disabled");
-    return sm_read_file(p->path, m);
+    int rc = sm_read_file(p->path, m);
+    if (rc || m->clean_end || atomic_load(&p->finalized))
+        return rc;
+    m->in_progress = 1;
+    for (size_t i = 0; i < m->n_warnings; i++) {
+        if (!strstr(m->warnings[i], "did not end cleanly"))
+            continue;
+        char *w = NULL;
+        if (sonde__asprintf(&w, "exported while the run was recording: the run so far "
+                                "(%.3f s)", (double)m->duration_ns / 1e9) < 0 || !w) {
+            sm_free(m);
+            return sonde__fail(SONDE_ENOMEM, "%s: out of memory", p->path);
+        }
+        sonde__free(m->warnings[i]);
+        m->warnings[i] = w;
+    }
+    return 0;
 }
 
 int sonde__write_reports(sonde_profiler *p, const char *path)

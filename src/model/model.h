@@ -336,6 +336,8 @@ typedef struct sm_model {
     uint64_t start_mono_ns;    /* the same on CLOCK_MONOTONIC (aligns runs of one machine) */
     int64_t duration_ns;
     int clean_end;             /* the END record was found */
+    int in_progress;           /* read by the recording library while it still records
+                                  (sonde_export mid-run): the run so far, not a crash */
     uint64_t dropped_events;
     uint64_t sections_end_lost; /* spans flagged SM_SPAN_END_LOST */
     uint64_t short_spans;      /* instances under config min_duration_s, left out */

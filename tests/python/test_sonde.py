@@ -476,7 +476,18 @@ class Recording(Base):
         prof.export(out)
         with open(out) as f:
             self.assertIn("a,", f.read())
+        # a JSON report exported mid-run says it holds the run so far, not that it crashed
+        mid = os.path.join(self.dir, "mid.json")
+        prof.export(mid)
+        with open(mid) as f:
+            r = json.load(f)
+        self.assertEqual((r["run"]["clean_end"], r["run"]["in_progress"]), (False, True))
+        self.assertFalse([w for w in r["warnings"] if "did not end cleanly" in w])
+        self.assertTrue([w for w in r["warnings"]
+                         if w.startswith("exported while the run was recording: the run so far")])
         prof.close()
+        r = self.report("export")  # the final report: ended cleanly
+        self.assertEqual((r["run"]["clean_end"], r["run"]["in_progress"]), (True, False))
         quiet = os.path.join(self.dir, "off")
         p = sonde.Profiler(dict(QUIET, enabled=False, output_dir=quiet), from_env=False)
         with p.profile("x"):
