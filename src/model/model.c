@@ -1043,12 +1043,29 @@ const char *sm__unit_name(const sm_model *m, uint32_t unit)
     return unit ? sm_str(m, unit) : m->unit;
 }
 
+/* 1 when a section enclosing s, or s's session, recorded units in unit: s's units are part of
+ * that count (a batch's tokens and its decode's), and are not added a second time. */
+static int units_counted_above(const sm_model *m, const sm_span *s, const char *unit)
+{
+    for (int32_t p = s->parent; p >= 0 && (size_t)p < m->n_spans; p = m->spans[p].parent) {
+        const sm_span_x *x = sm_span_extra(m, &m->spans[p]);
+        if (x->units > 0 && !strcmp(sm__unit_name(m, x->unit), unit))
+            return 1;
+    }
+    if (s->session >= 0 && (size_t)s->session < m->n_sessions) {
+        const sm_session *se = &m->sessions[s->session];
+        return se->units > 0 && !strcmp(sm__unit_name(m, se->unit), unit);
+    }
+    return 0;
+}
+
 /* Units in one unit and their seconds, over the run (sess < 0: the run's own units too) or one
  * session (its own and its sections'): explicit seconds added, own-duration units counted over
- * the wall time their sessions and sections covered, each instant once. iv: room for
- * n_spans + n_sessions intervals. */
+ * the wall time their sessions and sections covered, each instant once. A section inside one
+ * that recorded units in the same unit (or inside such a session) is counted there, not again;
+ * nested, when not NULL, counts those sections. iv: room for n_spans + n_sessions intervals. */
 static void unit_time(const sm_model *m, const char *unit, int32_t sess, sm_iv *iv,
-                      double *units, double *seconds)
+                      double *units, double *seconds, unsigned long long *nested)
 {
     size_t n = 0;
     *units = *seconds = 0;
@@ -1070,6 +1087,11 @@ static void unit_time(const sm_model *m, const char *unit, int32_t sess, sm_iv *
         const sm_span_x *x = sm_span_extra(m, s);
         if ((sess >= 0 && s->session != sess) || x->units <= 0 || strcmp(sm__unit_name(m, x->unit), unit))
             continue;
+        if (units_counted_above(m, s, unit)) {
+            if (nested)
+                (*nested)++;
+            continue;
+        }
         *units += x->units;
         *seconds += x->units_s;
         if (x->own_dur_units)
@@ -1078,7 +1100,7 @@ static void unit_time(const sm_model *m, const char *unit, int32_t sess, sm_iv *
     *seconds += sm__union_s(iv, n);
 }
 
-int sm__build_rates(sm_model *m)
+int sm__build_rates(sm_model *m, unsigned long long *nested)
 {
     /* the units recorded, the run's own first */
     if (rate_unit(m, 0) != 0 || (m->run_units > 0 && rate_unit(m, m->run_unit)))
@@ -1093,7 +1115,8 @@ int sm__build_rates(sm_model *m)
     if (!iv)
         return -1;
     for (size_t r = 0; r < m->n_rates; r++)
-        unit_time(m, m->rates[r].unit, -1, iv, &m->rates[r].units, &m->rates[r].seconds);
+        unit_time(m, m->rates[r].unit, -1, iv, &m->rates[r].units, &m->rates[r].seconds,
+                  nested);
     sonde__free(iv);
     return 0;
 }
@@ -1104,7 +1127,8 @@ int sm_session_units(const sm_model *m, size_t sess, double *units, double *seco
     sm_iv *iv = sonde__malloc((m->n_spans + m->n_sessions + 1) * sizeof *iv);
     if (!iv)
         return -1;
-    unit_time(m, m->n_rates ? m->rates[0].unit : m->unit, (int32_t)sess, iv, units, seconds);
+    unit_time(m, m->n_rates ? m->rates[0].unit : m->unit, (int32_t)sess, iv, units, seconds,
+              NULL);
     sonde__free(iv);
     return 0;
 }
@@ -1606,7 +1630,14 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         drop_short(m, b.min_ns) || sm__ops_build(raw, m) || sm__gpu_build(raw, m) ||
         sm__profile_build(raw, m))
         goto out;
-    if (sm__build_rates(m))
+    unsigned long long nested_units = 0;
+    if (sm__build_rates(m, &nested_units))
+        goto out;
+    if (nested_units &&
+        fmt_warning(&b, "throughput: %llu section instance(s) recorded units inside a section (or "
+                        "session) that recorded units in the same unit too: each is counted once, "
+                        "in the outer one's total, not added again",
+                    nested_units))
         goto out;
     if (m->profile.unnamed &&
         fmt_warning(&b, "%llu CPU sample(s) are left out: their stacks are not in the file (the "

@@ -227,8 +227,10 @@ int sm__stats(const sm_model *m, int (*keep)(const sm_span *, void *), void *ctx
 int sm__stats_combine(sm_stat **into, size_t *n_into, sm_stat *from, size_t n_from,
                       const char *unit_from, const char *unit_to, double share_of_s);
 
-/* The throughput per unit (sm_model.rates) from the spans and sessions. 0, or -1 out of memory. */
-int sm__build_rates(sm_model *m);
+/* The throughput per unit (sm_model.rates) from the spans and sessions, units recorded inside a
+ * section or session that recorded the same unit counted once, in the outer one (nested, when
+ * not NULL, receives how many section instances that left out). 0, or -1 out of memory. */
+int sm__build_rates(sm_model *m, unsigned long long *nested);
 /* What is computed from the instances once they are in place: order, active steps, statistics
  * (unless have_stats: 1, m->stats were fed by the build; 2, and the hot functions' counted
  * calls are in them already: a merge of runs that do not hold every section), resources,

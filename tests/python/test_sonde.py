@@ -354,6 +354,30 @@ class Recording(Base):
         self.assertEqual(counts, {__name__ + ".Recording.test_profile_function_uses_the_"
                                   "profiler_entered_on_this_thread.<locals>.f": 4, "named": 1})
 
+    def test_units_in_nested_sections_are_counted_once(self):
+        """prefill and decode inside a batch that records the batch's tokens too: the run's
+        throughput counts each token once (the batch's), says why, and each section keeps its
+        own figure."""
+        with self.make("nested_units") as prof:
+            for _ in range(3):
+                with prof.profile("batch"):
+                    with prof.profile("prefill"):
+                        prof.record_throughput(100, 0.1)
+                    with prof.profile("decode"):
+                        prof.record_throughput(200, 0.2)
+                    prof.record_throughput(300, 0.5)
+            with prof.profile("alone"):  # no enclosing recorder: counted
+                prof.record_throughput(50, 0.5)
+        r = self.report("nested_units")
+        self.assertEqual(r["throughput"], [{"unit": "tokens", "units": 950, "seconds": 2.0,
+                                            "per_s": 475}])
+        self.assertEqual({x["name"]: x["units"] for x in r["sections"]},
+                         {"batch": 900, "prefill": 300, "decode": 600, "alone": 50})
+        self.assertEqual([w for w in r["warnings"] if w.startswith("throughput:")],
+                         ["throughput: 6 section instance(s) recorded units inside a section (or "
+                          "session) that recorded units in the same unit too: each is counted "
+                          "once, in the outer one's total, not added again"])
+
     def test_profile_function_takes_a_positional_name(self):
         with self.make("positional") as prof:
             @prof.profile_function("load_batch")
