@@ -310,12 +310,24 @@ static int rule_hot_self_time(const sm_model *m, sa_finding *f)
     int *names = child_names(m);
     int kids = names ? names[hot - m->stats] : 1;
     sonde__free(names);
-    snprintf(f->title, sizeof f->title, "\"%.60s\" spends %.0f%% of the run in its own code",
-             hot->name, 100 * hot->self_s / dur);
-    snprintf(f->evidence, sizeof f->evidence, "self time %.3f s of %.3f s (%.0f%% of its own "
-                                               "%.3f s) over %llu instance(s)", hot->self_s, dur,
-             100 * hot->self_s / (hot->total_s > 0 ? hot->total_s : 1), hot->total_s,
-             (unsigned long long)hot->count);
+    /* Instances on several threads at once add up past the run's wall time: a share over
+     * 100% would read as an error, so say what the sum is. */
+    if (hot->self_s > dur)
+        snprintf(f->title, sizeof f->title, "\"%.60s\" spends %.1fx the run's wall time in its "
+                 "own code, summed over the threads running it at once", hot->name,
+                 hot->self_s / dur);
+    else
+        snprintf(f->title, sizeof f->title, "\"%.60s\" spends %.0f%% of the run in its own "
+                 "code", hot->name, 100 * hot->self_s / dur);
+    if (hot->self_s >= 0.995 * hot->total_s) /* a leaf: its own time is all of its time */
+        snprintf(f->evidence, sizeof f->evidence, "self time %.3f s (all of its time: no nested "
+                 "section ran inside it), run %.3f s, over %llu instance(s)", hot->self_s, dur,
+                 (unsigned long long)hot->count);
+    else
+        snprintf(f->evidence, sizeof f->evidence, "self time %.3f s of %.3f s (%.0f%% of its "
+                 "own %.3f s) over %llu instance(s)", hot->self_s, dur,
+                 100 * hot->self_s / hot->total_s, hot->total_s,
+                 (unsigned long long)hot->count);
     const sm_profile *pr = &m->profile;
     for (size_t i = 0; i < pr->n_sections; i++) { /* its CPU samples say where the time goes */
         const sm_psection *ps = &pr->sections[i];

@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
+#include <pthread.h>
+
 #include <math.h>
 #include <time.h>
 
@@ -139,6 +141,15 @@ static void run_rules(void **state)
 /* Advice that says something: the hot-code rule names the section whose own code holds the time,
  * never a wrapper around it; a stage alone in its session, a single-child wrapper and a section
  * that is the whole run are not bottlenecks. */
+/* A thread that sleeps 150 ms inside one "matmul" section (two at once overlap). */
+static void *burn_matmul(void *arg)
+{
+    sonde_profiler *p = arg;
+    SONDE_SCOPE(p, "matmul");
+    sleep_ms(150);
+    return NULL;
+}
+
 static void advice_points_at_self_time(void **state)
 {
     (void)state;
@@ -176,6 +187,37 @@ static void advice_points_at_self_time(void **state)
         if (strstr(w, "stage load") || strstr(w, "stage token") || strstr(w, "self time: token"))
             fail_msg("a bottleneck that restates the table: %s", w);
     }
+    sa_free(&r);
+    sm_free(&m);
+    /* the same section on two threads at once: its self time sums past the run's wall time,
+     * and the finding says so instead of "186% of the run"; a leaf's evidence says all of its
+     * time is its own instead of "(100% of its own ...)" */
+    c = tu_config(dir, "overlap");
+    p = sonde_create(&c);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, burn_matmul, p), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    tu_finish(p, &m);
+    assert_int_equal(sa_analyze(&m, 0.3, &r), 0);
+    hot = 0;
+    for (size_t i = 0; i < r.n_findings; i++)
+        if (!strcmp(r.findings[i].rule, "hot_self_time")) {
+            hot = 1;
+            const sm_stat *s = NULL;
+            for (size_t k = 0; k < m.n_stats; k++)
+                if (!strcmp(m.stats[k].name, "matmul"))
+                    s = &m.stats[k];
+            assert_non_null(s);
+            if (s->self_s > (double)m.duration_ns / 1e9)
+                assert_non_null(strstr(r.findings[i].title, "x the run's wall time in its own "
+                                                            "code, summed over the threads"));
+            assert_null(strstr(r.findings[i].title, "% of the run"));
+            assert_non_null(strstr(r.findings[i].evidence, "all of its time: no nested section"));
+            assert_null(strstr(r.findings[i].evidence, "100%"));
+        }
+    assert_true(hot);
     sa_free(&r);
     sm_free(&m);
     /* a run that is one section (as under `sonde run`): nothing to say about it */
