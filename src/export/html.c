@@ -177,9 +177,13 @@ static int chart_worthy(const sm_counter *c)
 /* ---- the run's data for the page's script (docs/formats.md, "NAME.html") ---- */
 
 /* The sites the page names, each once, numbered in the order first named. */
+/* The page's names: section names (sites) and operator names, each given an index the first
+ * time it is written. */
 typedef struct hnames {
     int32_t *of;               /* site -> index, -1: not named yet */
-    uint32_t *site;
+    int32_t *op_of;            /* operator name (sm_model.op_names) -> index, -1: not yet */
+    uint32_t *site;            /* index -> site, when op[index] < 0 */
+    int32_t *op;               /* index -> operator name, -1: a site */
     size_t n;
 } hnames;
 
@@ -187,15 +191,30 @@ static int32_t name_ix(hnames *nm, uint32_t site)
 {
     if (nm->of[site] < 0) {
         nm->of[site] = (int32_t)nm->n;
+        nm->op[nm->n] = -1;
         nm->site[nm->n++] = site;
     }
     return nm->of[site];
 }
 
+static int32_t op_name_ix(hnames *nm, uint32_t name)
+{
+    if (nm->op_of[name] < 0) {
+        nm->op_of[name] = (int32_t)nm->n;
+        nm->site[nm->n] = 0;
+        nm->op[nm->n++] = (int32_t)name;
+    }
+    return nm->op_of[name];
+}
+
+/* One bar of the timeline: a section (op 0, i into sm_model.spans) or a CPU operator (op 1,
+ * i into sm_model.ops), drawn at depth: an operator one below the section it ran in, and one
+ * more for each operator it is nested in. */
 typedef struct hspan {
     int64_t start;
     uint32_t thread;
     uint16_t depth;
+    uint8_t op;
     size_t i;
 } hspan;
 
@@ -216,6 +235,47 @@ static void i64(sbuf *b, int64_t v)
         v = -v;
     }
     sbuf_u64(b, (uint64_t)v);
+}
+
+/* The CPU operators (sonde.torch's, sm_model.ops) added to the n bars of *v: every one, or the
+ * room longest (ties: the first ones); *v grown. The new length, or (size_t)-1 out of memory. */
+static size_t add_ops(const sm_model *m, size_t room, hspan **v, size_t n)
+{
+    size_t k = m->n_ops;
+    if (!k || !room)
+        return n;
+    int64_t cut = INT64_MIN;
+    size_t ties = 0;
+    if (k > room) {
+        int64_t *d = sonde__malloc(k * sizeof *d);
+        if (!d)
+            return (size_t)-1;
+        for (size_t i = 0; i < k; i++)
+            d[i] = m->ops[i].end_ns - m->ops[i].start_ns;
+        cut = sm_kth_largest(d, k, room);
+        sonde__free(d);
+        size_t above = 0;
+        for (size_t i = 0; i < k; i++)
+            above += m->ops[i].end_ns - m->ops[i].start_ns > cut;
+        ties = room - above;
+        k = room;
+    }
+    hspan *g = sonde__realloc(*v, (n + k) * sizeof *g);
+    if (!g)
+        return (size_t)-1;
+    *v = g;
+    for (size_t i = 0, added = 0; i < m->n_ops && added < k; i++) {
+        const sm_op *o = &m->ops[i];
+        int64_t dur = o->end_ns - o->start_ns;
+        if (dur < cut || (dur == cut && cut != INT64_MIN && !(ties && ties--)))
+            continue;
+        uint32_t depth = o->depth;
+        if (o->span >= 0 && (size_t)o->span < m->n_spans)
+            depth += (uint32_t)m->spans[o->span].depth + 1u;
+        g[n + added++] = (hspan){o->start_ns, o->thread, (uint16_t)(depth < 65535 ? depth : 65535),
+                                 1, i};
+    }
+    return n + k;
 }
 
 /* The spans the timeline draws: every one, or the max_spans longest (ties: the first ones,
@@ -256,6 +316,12 @@ static hspan *shown_spans(const sm_model *m, size_t max_spans, size_t *n)
         v[i].start = s->start_ns;
         v[i].thread = s->thread;
         v[i].depth = s->depth;
+        v[i].op = 0;
+    }
+    k = add_ops(m, max_spans > k ? max_spans - k : 0, &v, k);
+    if (k == (size_t)-1) {
+        sonde__free(v);
+        return NULL;
     }
     qsort(v, k, sizeof *v, cmp_hspan);
     *n = k;
@@ -269,16 +335,20 @@ static void span_arrays(sbuf *d, const sm_model *m, const hspan *v, size_t n, hn
         sbuf_printf(d, ",\"%s\":[", keys[a]);
         int64_t prev = 0;
         for (size_t i = 0; i < n && !d->oom; i++) {
-            const sm_span *s = &m->spans[v[i].i];
+            const sm_span *s = v[i].op ? NULL : &m->spans[v[i].i];
+            const sm_op *o = v[i].op ? &m->ops[v[i].i] : NULL;
+            int64_t t0 = s ? s->start_ns : o->start_ns, t1 = s ? s->end_ns : o->end_ns;
             if (i)
                 sbuf_putc(d, ',');
             switch (a) {
-            case 0: i64(d, s->start_ns - prev); prev = s->start_ns; break; /* from the last */
-            case 1: i64(d, s->end_ns - s->start_ns); break;
-            case 2: i64(d, s->child_ns); break;
-            case 3: sbuf_u64(d, (uint64_t)name_ix(nm, s->site)); break;
-            case 4: sbuf_u64(d, s->thread); break;
-            default: sbuf_u64(d, s->depth); break;
+            case 0: i64(d, t0 - prev); prev = t0; break; /* from the last */
+            case 1: i64(d, t1 - t0); break;
+            case 2: i64(d, s ? s->child_ns : o->child_ns); break;
+            case 3:
+                sbuf_u64(d, (uint64_t)(s ? name_ix(nm, s->site) : op_name_ix(nm, o->name)));
+                break;
+            case 4: sbuf_u64(d, v[i].thread); break;
+            default: sbuf_u64(d, v[i].depth); break;
             }
         }
         sbuf_putc(d, ']');
@@ -287,6 +357,8 @@ static void span_arrays(sbuf *d, const sm_model *m, const hspan *v, size_t n, hn
     sbuf_puts(d, ",\"meta\":[");
     size_t with = 0;
     for (size_t i = 0; i < n && with < MAX_SPAN_META; i++) {
+        if (v[i].op)
+            continue;
         int32_t meta = sm_span_extra(m, &m->spans[v[i].i])->meta;
         if (meta < 0)
             continue;
@@ -552,16 +624,20 @@ static void stats_json(sbuf *d, const sm_model *m)
 /* The whole data block into d (JSON, not yet made safe for the page). */
 static void data_json(sbuf *d, const sm_model *m, size_t max_spans)
 {
+    size_t names = m->n_sites + m->n_op_names + 1;
     hnames nm = {sonde__malloc((m->n_sites ? m->n_sites : 1) * sizeof *nm.of),
-                 sonde__malloc((m->n_sites ? m->n_sites : 1) * sizeof *nm.site), 0};
+                 sonde__malloc((m->n_op_names ? m->n_op_names : 1) * sizeof *nm.op_of),
+                 sonde__malloc(names * sizeof *nm.site), sonde__malloc(names * sizeof *nm.op), 0};
     size_t n = 0;
-    hspan *v = nm.of && nm.site ? shown_spans(m, max_spans, &n) : NULL;
+    hspan *v = nm.of && nm.op_of && nm.site && nm.op ? shown_spans(m, max_spans, &n) : NULL;
     if (!v) {
         d->oom = 1;
         goto out;
     }
     for (size_t i = 0; i < m->n_sites; i++)
         nm.of[i] = -1;
+    for (size_t i = 0; i < m->n_op_names; i++)
+        nm.op_of[i] = -1;
     sbuf_puts(d, "{\"version\":1,\"name\":");
     sbuf_json_str(d, m->name);
     sbuf_puts(d, ",\"duration_ns\":");
@@ -594,13 +670,15 @@ static void data_json(sbuf *d, const sm_model *m, size_t max_spans)
     for (size_t i = 0; i < nm.n; i++) {
         if (i)
             sbuf_putc(d, ',');
-        sbuf_json_str(d, sm_str(m, nm.site[i]));
+        sbuf_json_str(d, nm.op[i] >= 0 ? m->op_names[nm.op[i]] : sm_str(m, nm.site[i]));
     }
     sbuf_puts(d, "]}");
 out:
     sonde__free(v);
     sonde__free(nm.of);
+    sonde__free(nm.op_of);
     sonde__free(nm.site);
+    sonde__free(nm.op);
 }
 
 /* d into b, with < > & as JSON escapes: inside <script> no string can end the block. */
@@ -716,6 +794,12 @@ static void timeline(sbuf *b, const sm_model *m, size_t max_spans)
         sbuf_printf(b, "<p class=\"note\">Showing the %zu longest of %llu sections "
                        "(%s).</p>\n", shown, (unsigned long long)sm_sections(m),
                     m->n_spans > max_spans ? "html_max_spans" : "report_max_sections");
+    if (m->n_ops) { /* drawn in the room the sections leave */
+        size_t room = max_spans > shown ? max_spans - shown : 0;
+        sbuf_printf(b, "<p class=\"note\">Operators are drawn under the sections they ran in: "
+                       "%zu of %zu%s.</p>\n", m->n_ops < room ? m->n_ops : room, m->n_ops,
+                    m->n_ops > room ? ", the longest (html_max_spans)" : "");
+    }
     sbuf_puts(b, "<div class=\"toolbar\"><input id=\"search\" type=\"search\" "
                  "placeholder=\"Highlight sections by name\" aria-label=\"search sections\">"
                  "<button id=\"zoom-reset\" type=\"button\">Whole run</button>"

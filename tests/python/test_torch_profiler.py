@@ -257,6 +257,39 @@ class Compat(unittest.TestCase):
         self.dir = tempfile.mkdtemp(prefix="sonde-compat-torch-")
         self.addCleanup(shutil.rmtree, self.dir, True)
 
+    def test_html_timeline_draws_the_operators(self):
+        """The HTML report's timeline: torch's operators as bars under the sections they ran
+        in (a run of operators alone no longer reads "No section was recorded")."""
+        import re
+        model = UNet()
+        with sonde.Profiler({"name": "ops_html", "output_dir": self.dir, "formats": ["html"]},
+                            from_env=False) as prof:
+            sonde.torch.profile_operators(prof, activities=["CPU"])
+            torch.randn(4, 4).sum()  # outside any section: at the top of its thread
+            denoise(model, prof, steps=2, step=lambda: None)
+        with open(os.path.join(self.dir, "ops_html.html")) as f:
+            page = f.read()
+        d = json.loads(re.search(r'<script type="application/json" id="sonde-data">(.*?)</script>',
+                                 page, re.S).group(1))
+        S = d["spans"]
+        names = [d["names"][k] for k in S["k"]]
+        self.assertEqual(names.count("denoise"), 2)
+        self.assertEqual(names.count("aten::conv2d"), 3 * 2)
+        self.assertIn("aten::sum", names)
+        t, depth, thread = 0, S["z"], S["h"]
+        starts = []
+        for dt in S["t"]:
+            t += dt
+            starts.append(t)
+        den = [(starts[i], starts[i] + S["d"][i], thread[i]) for i, n in enumerate(names)
+               if n == "denoise"]
+        for i, n in enumerate(names):
+            if n == "aten::conv2d":  # inside a denoise bar of its thread, drawn below it
+                self.assertTrue(any(a <= starts[i] and starts[i] + S["d"][i] <= b and h ==
+                                    thread[i] for a, b, h in den), (n, starts[i]))
+                self.assertGreaterEqual(depth[i], 1)
+        self.assertIn("Operators are drawn under the sections they ran in", page)
+
     def test_004_artifex_window_holds_the_operators(self):
         """Artifex's JAXProfiler under its Trainer's calls: the window's batches (begun at
         steps 2 and 3) with their operators, as JAX's trace holds its XLA operations."""
