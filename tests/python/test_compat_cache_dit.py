@@ -51,9 +51,9 @@ class Pipe:
 @contextlib.contextmanager
 def _section(name):
     """A section in the active ProfilerContext's profiler, as torch's ops would be."""
-    stack = getattr(cache_dit._tls, "stack", None)
-    if stack:
-        with stack[-1].profiler.profile(name):
+    ctx = cache_dit.current()
+    if ctx is not None:
+        with ctx.profiler.profile(name):
             yield
     else:
         yield
@@ -228,7 +228,7 @@ class CacheDitDocument(InTempDir):
 
         @cache_dit.profile_function(output_dir=self.dir)
         def forward():
-            with cache_dit._tls.stack[-1].profiler.profile("layer"):
+            with cache_dit.current().profiler.profile("layer"):
                 return 7
         self.assertEqual(forward(), 7)
         self.assertEqual(names(os.path.join(self.dir, "forward.trace.json.gz")).count("layer"), 1)

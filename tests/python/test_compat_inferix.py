@@ -440,6 +440,35 @@ class InferixDocument(InTempDir):
         self.assertEqual([e["data"] for e in r["events"] if e["name"] == "decoded"],
                          [{"result": "d"}])
 
+    def test_aggregate_reports_of_the_original_shape(self):
+        """Reports with top-level "gpu" and "cpu" objects (as the original's aggregation reads
+        them): KEY_min/max/avg/sum across ranks and the original's printed lines."""
+        from sonde.compat.inferix import aggregate_reports
+        for r, (mem, util, cpu) in enumerate(((1000.0, 40.0, 10.0), (3000.0, 80.0, 30.0))):
+            os.makedirs("agg/rank_%d" % r)
+            with open("agg/rank_%d/r.json" % r, "w") as f:
+                json.dump({"session_id": "s%d" % r, "duration": 2.0 + r, "tags": {"rank": r},
+                           "gpu": {"memory_used_mb": mem, "utilization_percent": util},
+                           "cpu": {"usage_percent": cpu, "memory_used_mb": 500.0}}, f)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            a = aggregate_reports("agg", "agg.json")
+        g = a["aggregated_gpu_metrics"]
+        self.assertEqual((g["memory_used_mb_min"], g["memory_used_mb_max"],
+                          g["memory_used_mb_avg"], g["memory_used_mb_sum"]),
+                         (1000.0, 3000.0, 2000.0, 4000.0))
+        self.assertEqual(a["reports_summary"][1], {"report_index": 1, "session_id": "s1",
+                                                   "duration": 3.0, "rank": 1})
+        self.assertNotIn("sonde_aggregate", a)  # no .sonde files in the ranks' directories
+        self.assertEqual(out.getvalue().splitlines()[-7:], [
+            "=== GPU Metrics (Aggregated) ===",
+            "GPU Memory - Min: 1000.0MB, Max: 3000.0MB, Avg: 2000.0MB",
+            "GPU Utilization - Min: 40.0%, Max: 80.0%, Avg: 60.0%",
+            "",
+            "=== CPU Metrics (Aggregated) ===",
+            "CPU Usage - Min: 10.0%, Max: 30.0%, Avg: 20.0%",
+            "Memory Usage - Min: 500.0MB, Max: 500.0MB, Avg: 500.0MB"])
+
     def test_display_lines(self):
         from sonde.compat.inferix import InferixProfiler, ProfilingConfig
         out = io.StringIO()

@@ -18,6 +18,37 @@ kept as the original keeps them. docs/python.md lists, per module, what differs 
 import gzip
 import os
 import shutil
+import threading
+
+
+class ActiveStack:
+    """What a compat module has entered on each thread, innermost last: the "current profiler"
+    that its free functions (cache_dit.step, Inferix's decorators) find."""
+
+    def __init__(self):
+        self._tls = threading.local()
+
+    def _stack(self):
+        s = getattr(self._tls, "stack", None)
+        if s is None:
+            s = self._tls.stack = []
+        return s
+
+    def push(self, x):
+        self._stack().append(x)
+
+    def remove(self, x):
+        """Takes x's innermost entry off this thread's stack (none: nothing)."""
+        s = self._stack()
+        for i in range(len(s) - 1, -1, -1):
+            if s[i] is x:
+                del s[i]
+                return
+
+    def top(self):
+        """The innermost entry on this thread, or None."""
+        s = getattr(self._tls, "stack", None)
+        return s[-1] if s else None
 
 
 def _unzip_to(src, dst):

@@ -32,20 +32,20 @@ import functools
 import logging
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 
 import sonde
+from sonde.compat import ActiveStack
 
 __all__ = ["ProfilerContext", "create_profiler_from_args", "create_profiler_context",
-           "add_profiler_args", "profile_function", "step", "get_profiler_output_dir",
+           "add_profiler_args", "profile_function", "step", "current", "get_profiler_output_dir",
            "set_profiler_output_dir", "PROFILER_DIR"]
 
 # The original reads the variable once, when the module is imported.
 PROFILER_DIR = os.getenv("CACHE_DIT_TORCH_PROFILER_DIR", "/tmp/cache_dit_profiles")
 logger = logging.getLogger("cache_dit.profiler")
-_tls = threading.local()
+_active = ActiveStack()
 _SCHEDULE = ("wait", "warmup", "active", "repeat")
 
 
@@ -108,9 +108,7 @@ class ProfilerContext:
                 self._cuda = sonde_torch.track_cuda(self.profiler, memory=True, snapshot=True)
         logger.info("Started profiling. Traces will be saved to: %s (activities: %s)"
                     % (self.output_dir, self.activities))
-        if not hasattr(_tls, "stack"):
-            _tls.stack = []
-        _tls.stack.append(self)
+        _active.push(self)
         return self
 
     def step(self):
@@ -124,9 +122,7 @@ class ProfilerContext:
     def __exit__(self, exc_type, exc_val, exc_tb):
         if not self.enabled or self.profiler is None:
             return None
-        stack = getattr(_tls, "stack", [])
-        if self in stack:
-            stack.remove(self)
+        _active.remove(self)
         p = self.profiler
         logger.info("Exporting trace to: %s" % self.trace_path)
         try:
@@ -158,11 +154,16 @@ class ProfilerContext:
             logger.info("Memory summary saved to: %s.txt" % stem)
 
 
+def current():
+    """The innermost ProfilerContext entered on this thread, or None (sonde's addition)."""
+    return _active.top()
+
+
 def step():
     """A step of the innermost ProfilerContext entered on this thread (none: nothing)."""
-    stack = getattr(_tls, "stack", None)
-    if stack:
-        stack[-1].step()
+    c = _active.top()
+    if c is not None:
+        c.step()
 
 
 def add_profiler_args(parser):

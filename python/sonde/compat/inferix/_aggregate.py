@@ -108,23 +108,19 @@ def aggregate_reports(reports_dir, output_path):
     print("\n=== Aggregation Summary ===")
     print("Total reports processed: %d" % len(reports))
     print("Ranks: %d" % len(rank_dirs))
-    g, c = data["aggregated_gpu_metrics"], data["aggregated_cpu_metrics"]
-    if gpu:
-        print("\n=== GPU Metrics (Aggregated) ===")
-        print("GPU Memory - Min: %.1fMB, Max: %.1fMB, Avg: %.1fMB" % (
-            g.get("memory_used_mb_min", 0), g.get("memory_used_mb_max", 0),
-            g.get("memory_used_mb_avg", 0)))
-        print("GPU Utilization - Min: %.1f%%, Max: %.1f%%, Avg: %.1f%%" % (
-            g.get("utilization_percent_min", 0), g.get("utilization_percent_max", 0),
-            g.get("utilization_percent_avg", 0)))
-    if cpu:
-        print("\n=== CPU Metrics (Aggregated) ===")
-        print("CPU Usage - Min: %.1f%%, Max: %.1f%%, Avg: %.1f%%" % (
-            c.get("usage_percent_min", 0), c.get("usage_percent_max", 0),
-            c.get("usage_percent_avg", 0)))
-        print("Memory Usage - Min: %.1fMB, Max: %.1fMB, Avg: %.1fMB" % (
-            c.get("memory_used_mb_min", 0), c.get("memory_used_mb_max", 0),
-            c.get("memory_used_mb_avg", 0)))
+    for found, title, agg, lines in (
+            (gpu, "GPU", data["aggregated_gpu_metrics"],
+             (("GPU Memory", "memory_used_mb", "MB"), ("GPU Utilization", "utilization_percent",
+                                                      "%"))),
+            (cpu, "CPU", data["aggregated_cpu_metrics"],
+             (("CPU Usage", "usage_percent", "%"), ("Memory Usage", "memory_used_mb", "MB")))):
+        if not found:
+            continue
+        print("\n=== %s Metrics (Aggregated) ===" % title)
+        for label, key, unit in lines:
+            print("%s - Min: %.1f%s, Max: %.1f%s, Avg: %.1f%s" % (
+                label, agg.get(key + "_min", 0), unit, agg.get(key + "_max", 0), unit,
+                agg.get(key + "_avg", 0), unit))
     return data
 
 

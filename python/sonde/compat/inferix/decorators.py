@@ -95,106 +95,90 @@ def profile_session(session_id, tags=None):
     return decorator
 
 
+def _timed(func, record):
+    """func wrapped: each call timed, then record(profiler, ms, args, kwargs) when the call's
+    object has a profiler (whether the call returned or raised)."""
+    @functools.wraps(func)
+    def wrapper(self, *args, **kwargs):
+        start = time.time()
+        try:
+            return func(self, *args, **kwargs)
+        finally:
+            p = _profiler_of(self)
+            if p is not None:
+                record(p, (time.time() - start) * 1000, args, kwargs)
+    return wrapper
+
+
+def _after(func, record):
+    """func wrapped: after a call that returned, record(profiler, result, args, kwargs) when
+    the call's object has a profiler."""
+    @functools.wraps(func)
+    def wrapper(self, *args, **kwargs):
+        result = func(self, *args, **kwargs)
+        p = _profiler_of(self)
+        if p is not None:
+            record(p, result, args, kwargs)
+        return result
+    return wrapper
+
+
 def profile_streaming(batch_size_func=None):
     """Each call streams a batch: its time as the encoding time, its size from
     batch_size_func(args, kwargs) (else 1)."""
-    def decorator(func):
-        @functools.wraps(func)
-        def wrapper(self, *args, **kwargs):
-            start = time.time()
+    def record(p, ms, args, kwargs):
+        n = 1
+        if batch_size_func is not None:
             try:
-                return func(self, *args, **kwargs)
-            finally:
-                p = _profiler_of(self)
-                if p is not None:
-                    n = 1
-                    if batch_size_func is not None:
-                        try:
-                            n = batch_size_func(args, kwargs)
-                        except Exception:  # the original falls back to 1
-                            n = 1
-                    p.record_streaming_event(batch_size=n,
-                                             encoding_time_ms=(time.time() - start) * 1000)
-        return wrapper
-    return decorator
+                n = batch_size_func(args, kwargs)
+            except Exception:  # the original falls back to 1
+                n = 1
+        p.record_streaming_event(batch_size=n, encoding_time_ms=ms)
+    return lambda func: _timed(func, record)
 
 
 def profile_diffusion_step(step_func=None):
     """Each call is a diffusion step timed by the call; step, timestep, block_size and
     guidance_scale from step_func(args, kwargs) (else 0, 0.0, 1, None)."""
-    def decorator(func):
-        @functools.wraps(func)
-        def wrapper(self, *args, **kwargs):
-            start = time.time()
-            try:
-                return func(self, *args, **kwargs)
-            finally:
-                p = _profiler_of(self)
-                if p is not None:
-                    ms = (time.time() - start) * 1000
-                    info = _extract(step_func, args, kwargs)
-                    p.record_diffusion_step(step=info.get("step", 0),
-                                            timestep=info.get("timestep", 0.0),
-                                            block_size=info.get("block_size", 1),
-                                            computation_time_ms=ms,
-                                            guidance_scale=info.get("guidance_scale"))
-        return wrapper
-    return decorator
+    def record(p, ms, args, kwargs):
+        info = _extract(step_func, args, kwargs)
+        p.record_diffusion_step(step=info.get("step", 0), timestep=info.get("timestep", 0.0),
+                                block_size=info.get("block_size", 1), computation_time_ms=ms,
+                                guidance_scale=info.get("guidance_scale"))
+    return lambda func: _timed(func, record)
 
 
 def profile_model_parameters(model_name_func=None):
     """After each call, a model's parameters: model_name, parameters_count and model_type from
     model_name_func(args, kwargs) (else "unknown_model", 0, "unknown")."""
-    def decorator(func):
-        @functools.wraps(func)
-        def wrapper(self, *args, **kwargs):
-            result = func(self, *args, **kwargs)
-            p = _profiler_of(self)
-            if p is not None:
-                info = _extract(model_name_func, args, kwargs)
-                p.record_model_parameters(model_name=info.get("model_name", "unknown_model"),
-                                          parameters_count=info.get("parameters_count", 0),
-                                          model_type=info.get("model_type", "unknown"))
-            return result
-        return wrapper
-    return decorator
+    def record(p, result, args, kwargs):
+        info = _extract(model_name_func, args, kwargs)
+        p.record_model_parameters(model_name=info.get("model_name", "unknown_model"),
+                                  parameters_count=info.get("parameters_count", 0),
+                                  model_type=info.get("model_type", "unknown"))
+    return lambda func: _after(func, record)
 
 
 def profile_block_computation(block_info_func=None):
     """After each call, a block: block_index, block_size, computation_time_ms and
     memory_usage_mb from block_info_func(args, kwargs) (else 0, 1, 0.0, 0.0)."""
-    def decorator(func):
-        @functools.wraps(func)
-        def wrapper(self, *args, **kwargs):
-            result = func(self, *args, **kwargs)
-            p = _profiler_of(self)
-            if p is not None:
-                info = _extract(block_info_func, args, kwargs)
-                p.record_block_computation(block_index=info.get("block_index", 0),
-                                           block_size=info.get("block_size", 1),
-                                           computation_time_ms=info.get("computation_time_ms",
-                                                                        0.0),
-                                           memory_usage_mb=info.get("memory_usage_mb", 0.0))
-            return result
-        return wrapper
-    return decorator
+    def record(p, result, args, kwargs):
+        info = _extract(block_info_func, args, kwargs)
+        p.record_block_computation(block_index=info.get("block_index", 0),
+                                   block_size=info.get("block_size", 1),
+                                   computation_time_ms=info.get("computation_time_ms", 0.0),
+                                   memory_usage_mb=info.get("memory_usage_mb", 0.0))
+    return lambda func: _after(func, record)
 
 
 def add_profiling_event(event_name, data_func=None):
     """After each call, the event event_name with data_func(result, *args, **kwargs)'s data."""
-    def decorator(func):
-        @functools.wraps(func)
-        def wrapper(self, *args, **kwargs):
-            result = func(self, *args, **kwargs)
-            p = _profiler_of(self)
-            if p is not None:
+    def record(p, result, args, kwargs):
+        data = None
+        if data_func is not None:
+            try:
+                data = data_func(result, *args, **kwargs)
+            except Exception:  # the original records the event without data
                 data = None
-                if data_func is not None:
-                    try:
-                        data = data_func(result, *args, **kwargs)
-                    except Exception:  # the original records the event without data
-                        data = None
-                p.add_event(event_name, data)
-            return result
-        return wrapper
-    return decorator
+        p.add_event(event_name, data)
+    return lambda func: _after(func, record)

@@ -24,6 +24,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 import sonde
+from sonde.compat import ActiveStack
 
 from .config import ProfilingConfig
 from .diffusion_analyzer import DiffusionAnalyzer
@@ -32,25 +33,12 @@ from .reporter import ProfilingReporter
 
 __all__ = ["InferixProfiler", "ProfilingSession", "current_profiler"]
 
-_tls = threading.local()
+_active = ActiveStack()
 
 
 def current_profiler():
-    """The InferixProfiler whose session (or `with` block) the calling thread is in, or None."""
-    stack = getattr(_tls, "stack", None)
-    return stack[-1] if stack else None
-
-
-def _push(p):
-    if not hasattr(_tls, "stack"):
-        _tls.stack = []
-    _tls.stack.append(p)
-
-
-def _pop(p):
-    stack = getattr(_tls, "stack", None)
-    if stack and p in stack:
-        del stack[len(stack) - 1 - stack[::-1].index(p)]
+    """The InferixProfiler whose session the calling thread is in, or None."""
+    return _active.top()
 
 
 def _fresh_cache():
@@ -149,7 +137,7 @@ class InferixProfiler:
         meta = {k: sonde.json_text(v) for k, v in t.items()}
         self._sonde_session = self.profiler.session(session_id, meta)
         self._sonde_session.__enter__()
-        _push(self)
+        _active.push(self)
         for m in (self.gpu_monitor, self.cpu_monitor):
             if m:
                 m.start_monitoring()
@@ -174,7 +162,7 @@ class InferixProfiler:
                 m.stop_monitoring()
         self._stop_real_time_display()
         sess, self._sonde_session = self._sonde_session, None
-        _pop(self)
+        _active.remove(self)
         if sess is not None:
             sess.__exit__(None, None, None)
         if self.config.generate_final_report and self.reporter:

@@ -138,19 +138,26 @@ def _rates(out, count_key):
     out["bps"] = out[count_key] / seconds if seconds > 0 else 0
 
 
-def diffusion_analysis(events):
-    out = {"total_steps": len(events), "steps": [e.get("data", {}) for e in events]}
-    times = [d.get("computation_time_ms", 0) for d in out["steps"]]
-    ts = [d.get("timestep", 0) for d in out["steps"]]
-    sizes = [d.get("block_size", 0) for d in out["steps"]]
+def _records(events, count_key, list_key):
+    """What the diffusion steps and the blocks share: their count, the records, and the
+    statistics of their computation times and block sizes (total_frames)."""
+    items = [e.get("data", {}) for e in events]
+    out = {count_key: len(items), list_key: items}
+    times = [d.get("computation_time_ms", 0) for d in items]
+    sizes = [d.get("block_size", 0) for d in items]
     if times:
         out["total_computation_time_ms"] = sum(times)
         out.update(_stats(times, "computation_time", "_ms"))
-    if ts:
-        out.update(_stats(ts, "timestep"))
     if sizes:
         out.update(_stats(sizes, "block_size"))
         out["total_frames"] = sum(sizes)
+    return out, items
+
+
+def diffusion_analysis(events):
+    out, items = _records(events, "total_steps", "steps")
+    if items:
+        out.update(_stats([d.get("timestep", 0) for d in items], "timestep"))
     _rates(out, "total_steps")
     return out
 
@@ -176,16 +183,8 @@ def model_analysis(events):
 
 
 def block_analysis(events):
-    out = {"total_blocks": len(events), "blocks": [e.get("data", {}) for e in events]}
-    times = [d.get("computation_time_ms", 0) for d in out["blocks"]]
-    sizes = [d.get("block_size", 0) for d in out["blocks"]]
-    mem = [d.get("memory_usage_mb", 0) for d in out["blocks"]]
-    if times:
-        out["total_computation_time_ms"] = sum(times)
-        out.update(_stats(times, "computation_time", "_ms"))
-    if sizes:
-        out.update(_stats(sizes, "block_size"))
-        out["total_frames"] = sum(sizes)
+    out, items = _records(events, "total_blocks", "blocks")
+    mem = [d.get("memory_usage_mb", 0) for d in items]
     if mem:
         out["avg_memory_usage_mb"] = sum(mem) / len(mem)
         out["peak_memory_usage_mb"] = max(mem)
