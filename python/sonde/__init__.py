@@ -29,12 +29,15 @@ try:
 except ImportError as _e:  # a source checkout that was not built, or built for another python
     raise ImportError(
         "sonde: the C extension sonde._sonde is not built for this interpreter (%s, Python %d.%d). "
-        "Build it with `make python-install` (installs into this interpreter), or run `make` and "
-        "set PYTHONPATH=build/python. (%s)" % (sys.executable, sys.version_info[0],
+        "Install it with `pip install .` from a clone (builds it for this interpreter), or run "
+        "`make` and set PYTHONPATH=build/python. (%s)" % (sys.executable, sys.version_info[0],
                                                   sys.version_info[1], _e)
     ) from _e
 
+__version__ = _sonde.version()  # libsonde's, the package's too (pip show sonde)
+
 __all__ = [
+    "__version__",
     "SondeError",
     "Config",
     "Profiler",

@@ -17,4 +17,10 @@ def main(argv):
     return _run.run(argv)
 
 
-sys.exit(main(sys.argv[1:]))
+def entry():
+    """The `sonde` console script that pip installs: the same command, in this process."""
+    sys.exit(main(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    entry()

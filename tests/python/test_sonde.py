@@ -552,7 +552,7 @@ class Loading(Base):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("sonde._sonde is not built for this interpreter (%s" % sys.executable,
                       r.stderr)
-        self.assertIn("make python-install", r.stderr)
+        self.assertIn("`pip install .` from a clone", r.stderr)
 
     def test_nothing_loads_libsonde_with_ctypes(self):
         self.assertNotIn("ctypes", sys.modules.get("sonde").__dict__)
