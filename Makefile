@@ -73,7 +73,7 @@ bench: deps
 	@rm -f build-bench.log
 	@mkdir -p build-bench/out && ./build-bench/bench/bench_scope --dir build-bench/out && rm -rf build-bench/out
 	@mkdir -p build-bench/out && ./build-bench/bench/bench_sample build-bench/tools/sonde/sonde --dir build-bench/out && rm -rf build-bench/out
-	@PYTHONPATH=build-bench/python python3 bench/bench_python.py
+	@bash bench/bench_python_versions.sh
 	@bash tests/python/run_torch.sh "$(CURDIR)" "$(CURDIR)/build-bench" "$$(command -v python3)" build-bench/python bench/bench_torch.py || [ $$? -eq 77 ]
 	@bash scripts/setup.sh browser
 	@mkdir -p build-bench/out && ./build-bench/bench/bench_manyspans build-bench/out many 1000000 && node bench/bench_html.js build-bench/out/many.html; rc=$$?; rm -rf build-bench/out; exit $$rc

@@ -5,6 +5,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
+#include <stddef.h>
 
 static PyObject *enter(PyObject *self, PyObject *unused)
 {
@@ -35,6 +36,49 @@ static PyTypeObject NoopType = {
     .tp_methods = methods,
 };
 
+/* Through(func): a wrapper written in C that does nothing but call func (the decorator's floor:
+ * what any C wrapper costs a call). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *func;
+    vectorcallfunc vectorcall;
+} ThroughObject;
+
+static PyObject *through_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                              PyObject *kwnames)
+{
+    return PyObject_Vectorcall(((ThroughObject *)self)->func, args, nargsf, kwnames);
+}
+
+static int through_init(ThroughObject *self, PyObject *args, PyObject *kw)
+{
+    PyObject *f;
+    (void)kw;
+    if (!PyArg_ParseTuple(args, "O", &f))
+        return -1;
+    Py_INCREF(f);
+    Py_XSETREF(self->func, f);
+    self->vectorcall = through_call;
+    return 0;
+}
+
+static void through_dealloc(ThroughObject *self)
+{
+    Py_XDECREF(self->func);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject ThroughType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "noop_cm.Through",
+    .tp_basicsize = sizeof(ThroughObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)through_init,
+    .tp_dealloc = (destructor)through_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(ThroughObject, vectorcall),
+};
+
 static int noop_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
     (void)obj;
@@ -62,14 +106,15 @@ static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "noop_cm", NULL, 
 
 PyMODINIT_FUNC PyInit_noop_cm(void)
 {
-    if (PyType_Ready(&NoopType) < 0)
+    if (PyType_Ready(&NoopType) < 0 || PyType_Ready(&ThroughType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (!m)
         return NULL;
     Py_INCREF(&NoopType);
-    if (PyModule_AddObject(m, "Noop", (PyObject *)&NoopType) < 0) {
-        Py_DECREF(&NoopType);
+    Py_INCREF(&ThroughType);
+    if (PyModule_AddObject(m, "Noop", (PyObject *)&NoopType) < 0 ||
+        PyModule_AddObject(m, "Through", (PyObject *)&ThroughType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import threading
+import weakref
 
 try:
     from . import _sonde
@@ -225,6 +226,8 @@ class Profiler:
         self.config = cfg
         self._lock = threading.Lock()
         self._handle = _sonde.Handle(cfg._c)
+        # the hot way in as a C call (profile() below is what it does, and its other cases)
+        self.profile = _sonde.ProfileFn(self._handle, weakref.ref(self))
         self._name = self._handle.name()
         self.output_dir = cfg.get("output_dir") or "./sonde-out"
         self.file_path = self._handle.file_path()
@@ -318,7 +321,9 @@ class Profiler:
         return _SectionMeta(sec, metadata) if metadata else sec
 
     def profile(self, name, metadata=None):
-        """A section as a context manager: `with prof.profile("decode", metadata={...}):`."""
+        """A section as a context manager: `with prof.profile("decode", metadata={...}):`.
+        On an instance this is a C call (_sonde.ProfileFn) for a str name without metadata,
+        and this method for the rest."""
         h = self._handle  # the hot way in: one C call makes (or finds) the section
         if h is None or metadata or name.__class__ is not str:
             return self._section(name, metadata, False)

@@ -11,6 +11,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stddef.h>
 #include <string.h>
 #include <yaml.h>
 
@@ -18,6 +19,7 @@
 
 #include "_pytrace.h"
 #include "config/keys.h"
+#include "record/record.h"
 #include "record/schedule.h"
 
 int sonde_cli_main(int argc, char **argv); /* tools/sonde/main.c */
@@ -821,6 +823,7 @@ typedef struct {
     PyObject *owner;  /* what __enter__ returns */
     PyObject *name;   /* bytes */
     int session;
+    uint32_t id;      /* the name's interned id (sonde__intern), 0: sonde_begin interns it */
 } SectionObject;
 
 static PyTypeObject SectionType;
@@ -855,6 +858,7 @@ static int Section_init(SectionObject *self, PyObject *args, PyObject *kw)
     Py_XSETREF(self->owner, owner);
     Py_XSETREF(self->name, b);
     self->session = session;
+    self->id = session ? 0 : sonde__intern(PyBytes_AS_STRING(b));
     return 0;
 }
 
@@ -887,7 +891,9 @@ static PyObject *Section_enter(SectionObject *self, PyObject *unused)
     if (!p)
         return closed();
     const char *name = PyBytes_AS_STRING(self->name);
-    int rc = self->session ? sonde_session_begin(p, name) : sonde_begin(p, name);
+    int rc = self->session ? sonde_session_begin(p, name)
+             : self->id    ? sonde__begin_named(p, self->id, name)
+                           : sonde_begin(p, name);
     if (rc < 0)
         return raise_code(rc, self->session ? "session" : "profile");
     Py_INCREF(self->owner);
@@ -945,6 +951,7 @@ static PyObject *Handle_section(HandleObject *self, PyObject *const *args, Py_ss
     s->owner = owner;
     s->name = b;
     s->session = session;
+    s->id = session ? 0 : sonde__intern(PyBytes_AS_STRING(b));
     PyObject_GC_Track(s);
     if (!session) {
         if (!self->cache || self->cache_owner != owner) {
@@ -979,6 +986,130 @@ static PyTypeObject SectionType = {
 };
 
 /* ---------------------------------------------------------------------------------------------
+ * ProfileFn: what `prof.profile` is on a Profiler instance, so that `with prof.profile(name):`
+ * is two C calls and no Python frame. fn(name) with a str name returns the handle's Section for
+ * it (Handle_section, owner the Profiler); any other call (metadata, another type of name, a
+ * closed handle) is the class's Python method, Profiler.profile(owner, ...), which does the rest
+ * or raises. The owner is held through a weak reference: no cycle through its __dict__.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct {
+    PyObject_HEAD
+    HandleObject *handle;
+    PyObject *owner_ref;       /* weakref.ref to the Profiler */
+    vectorcallfunc vectorcall;
+} ProfileFnObject;
+
+static PyTypeObject ProfileFnType;
+
+/* The owner, a new reference, or NULL (with no exception) when it is gone. */
+static PyObject *profile_owner(ProfileFnObject *self)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *o = NULL;
+    if (PyWeakref_GetRef(self->owner_ref, &o) < 0)
+        PyErr_Clear();
+    return o;
+#else
+    PyObject *o = PyWeakref_GetObject(self->owner_ref);
+    if (o == Py_None)
+        return NULL;
+    Py_INCREF(o);
+    return o;
+#endif
+}
+
+static PyObject *ProfileFn_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                                      PyObject *kwnames)
+{
+    ProfileFnObject *self = (ProfileFnObject *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *owner = profile_owner(self);
+    if (!owner)
+        return closed();
+    PyObject *r;
+    if (nargs == 1 && !kwnames && PyUnicode_CheckExact(args[0]) && self->handle->p) {
+        PyObject *a[2] = {owner, args[0]};
+        r = Handle_section(self->handle, a, 2);
+    } else { /* the class's method, with the owner first */
+        PyObject *meth = PyObject_GetAttrString((PyObject *)Py_TYPE(owner), "profile");
+        Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+        PyObject **all = meth ? PyMem_Malloc((size_t)(nargs + nk + 1) * sizeof *all) : NULL;
+        if (meth && !all)
+            PyErr_NoMemory();
+        r = NULL;
+        if (all) {
+            all[0] = owner;
+            for (Py_ssize_t i = 0; i < nargs + nk; i++)
+                all[i + 1] = args[i];
+            r = PyObject_Vectorcall(meth, all, (size_t)(nargs + 1), kwnames);
+            PyMem_Free(all);
+        }
+        Py_XDECREF(meth);
+    }
+    Py_DECREF(owner);
+    return r;
+}
+
+static int ProfileFn_init(ProfileFnObject *self, PyObject *args, PyObject *kw)
+{
+    PyObject *h, *ref;
+    static char *kwlist[] = {"handle", "owner_ref", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O", kwlist, &HandleType, &h, &ref))
+        return -1;
+    if (!PyWeakref_CheckRef(ref)) {
+        PyErr_SetString(PyExc_TypeError, "ProfileFn: owner_ref must be a weakref.ref");
+        return -1;
+    }
+    Py_INCREF(h);
+    Py_INCREF(ref);
+    Py_XSETREF(self->handle, (HandleObject *)h);
+    Py_XSETREF(self->owner_ref, ref);
+    self->vectorcall = ProfileFn_vectorcall;
+    return 0;
+}
+
+static int ProfileFn_traverse(ProfileFnObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->handle);
+    Py_VISIT(self->owner_ref);
+    return 0;
+}
+
+static int ProfileFn_clear(ProfileFnObject *self)
+{
+    Py_CLEAR(self->handle);
+    Py_CLEAR(self->owner_ref);
+    return 0;
+}
+
+static void ProfileFn_dealloc(ProfileFnObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    ProfileFn_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *ProfileFn_call(PyObject *self, PyObject *args, PyObject *kw)
+{
+    return PyVectorcall_Call(self, args, kw);
+}
+
+static PyTypeObject ProfileFnType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sonde._sonde.ProfileFn",
+    .tp_basicsize = sizeof(ProfileFnObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "ProfileFn(handle, owner_ref): profile(name, metadata=None), a section as a "
+              "context manager (Profiler.profile, as a C call).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)ProfileFn_init,
+    .tp_dealloc = (destructor)ProfileFn_dealloc,
+    .tp_traverse = (traverseproc)ProfileFn_traverse,
+    .tp_clear = (inquiry)ProfileFn_clear,
+    .tp_call = ProfileFn_call,
+    .tp_vectorcall_offset = offsetof(ProfileFnObject, vectorcall),
+};
+
+/* ---------------------------------------------------------------------------------------------
  * Wrapped: what a decorator returns. Each call is a section named label around the function, in
  * the profiler given (an object whose _handle is a Handle, or None) or, without one, in the one
  * which() returns at call time. No profiler, or a closed one: the function runs unprofiled.
@@ -991,6 +1122,7 @@ typedef struct {
     PyObject *which;    /* or NULL */
     PyObject *dict;     /* __dict__: functools.update_wrapper fills it */
     vectorcallfunc vectorcall;
+    uint32_t id;        /* label's interned id (sonde__intern), 0: sonde_begin interns it */
 } WrappedObject;
 
 static PyTypeObject WrappedType;
@@ -1009,6 +1141,7 @@ static int Wrapped_init(WrappedObject *self, PyObject *args, PyObject *kw)
     Py_XSETREF(self->label, label);
     Py_XSETREF(self->profiler, profiler == Py_None ? NULL : (Py_INCREF(profiler), profiler));
     Py_XSETREF(self->which, which == Py_None ? NULL : (Py_INCREF(which), which));
+    self->id = sonde__intern(PyBytes_AS_STRING(label));
     return 0;
 }
 
@@ -1046,7 +1179,8 @@ static PyObject *Wrapped_vectorcall(PyObject *callable, PyObject *const *args, s
             return NULL;
         return PyObject_Vectorcall(self->func, args, nargsf, kwnames);
     }
-    int rc = sonde_begin(h->p, PyBytes_AS_STRING(self->label));
+    const char *label = PyBytes_AS_STRING(self->label);
+    int rc = self->id ? sonde__begin_named(h->p, self->id, label) : sonde_begin(h->p, label);
     if (rc < 0) {
         Py_DECREF(h);
         return raise_code(rc, "profile_function");
@@ -1436,7 +1570,8 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__sonde(void)
 {
     if (PyType_Ready(&ConfigType) < 0 || PyType_Ready(&HandleType) < 0 ||
-        PyType_Ready(&SectionType) < 0 || PyType_Ready(&WrappedType) < 0)
+        PyType_Ready(&SectionType) < 0 || PyType_Ready(&WrappedType) < 0 ||
+        PyType_Ready(&ProfileFnType) < 0)
         return NULL;
     if (!g_handle_attr && !(g_handle_attr = PyUnicode_InternFromString("_handle")))
         return NULL;
@@ -1447,9 +1582,10 @@ PyMODINIT_FUNC PyInit__sonde(void)
         Py_DECREF(m);
         return NULL;
     }
-    PyTypeObject *types[] = {&ConfigType, &HandleType, &SectionType, &WrappedType};
-    const char *names[] = {"Config", "Handle", "Section", "Wrapped"};
-    for (int i = 0; i < 4; i++) {
+    PyTypeObject *types[] = {&ConfigType, &HandleType, &SectionType, &WrappedType,
+                             &ProfileFnType};
+    const char *names[] = {"Config", "Handle", "Section", "Wrapped", "ProfileFn"};
+    for (int i = 0; i < 5; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {
             Py_DECREF(types[i]);

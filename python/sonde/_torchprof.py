@@ -165,7 +165,8 @@ class TorchProfiler:
         self._mark_thread()
         # sonde's own calls on this profiler now also drive torch's (instance attributes over
         # the class's methods: removed by stop())
-        self._saved = [k for k in _HOOKED if k in prof.__dict__]
+        # what the instance had (profile: the C way in), restored by stop()
+        self._saved = {k: prof.__dict__[k] for k in _HOOKED if k in prof.__dict__}
         prof.step = self._on_step
         if mirror_sections:
             for k in _HOOKED[1:]:
@@ -265,7 +266,9 @@ class TorchProfiler:
             self._tp.stop()
         finally:
             for k in _HOOKED:
-                if k not in self._saved:
+                if k in self._saved:
+                    self.prof.__dict__[k] = self._saved[k]
+                else:
                     self.prof.__dict__.pop(k, None)
             if self in self.prof._attached:
                 self.prof._attached.remove(self)

@@ -968,6 +968,11 @@ static __attribute__((noinline, cold)) int begin_nvtx(sonde_profiler *p, uint32_
 int sonde_begin(sonde_profiler *p, const char *name)
 {
     CHECK_P(p, "sonde_begin");
+    return sonde__begin_named(p, 0, name);
+}
+
+int sonde__begin_named(sonde_profiler *p, uint32_t id, const char *name)
+{
     if (!recording(p)) {
         /* Paused by the schedule: remember the section so that its end closes nothing else. */
         if (p->schedule_on && p->fd >= 0 && !atomic_load(&p->finalized)) {
@@ -978,10 +983,11 @@ int sonde_begin(sonde_profiler *p, const char *name)
         }
         return 0;
     }
-    uint32_t id;
-    int rc = intern_arg(name, "sonde_begin", "name", &id);
-    if (rc)
-        return rc;
+    if (!id) {
+        int rc = intern_arg(name, "sonde_begin", "name", &id);
+        if (rc)
+            return rc;
+    }
     if (SONDE__UNLIKELY(p->nvtx))
         return begin_nvtx(p, id, name);
     return begin_id(p, id, NULL);

@@ -43,6 +43,10 @@ uint32_t sonde__site_register(sonde_site *s);
 /* Interns a run-time name; the same string always gives the same id. 0 with errno ENAMETOOLONG
  * for a name over SONDE_MAX_NAME bytes, ENOMEM when out of memory. */
 uint32_t sonde__intern(const char *name);
+/* sonde_begin with the name's interned id already known (id: sonde__intern(name), or 0 to
+ * intern it here): what a caller that opens one name many times (the Python extension's
+ * Section) calls, p checked by the caller. Same contract as sonde_begin. */
+int sonde__begin_named(sonde_profiler *p, uint32_t id, const char *name);
 /* Number of ids handed out + 1 (ids are 1..count-1). Acquire order. Async-signal-safe. */
 uint32_t sonde__site_count(void);
 /* The record of an id below sonde__site_count(); never NULL there. Async-signal-safe. */

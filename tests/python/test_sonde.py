@@ -378,6 +378,37 @@ class Recording(Base):
                           "session) that recorded units in the same unit too: each is counted "
                           "once, in the outer one's total, not added again"])
 
+    def test_profile_is_a_c_call_with_the_methods_other_cases(self):
+        """prof.profile on an instance is _sonde.ProfileFn: a str name alone takes the C way;
+        metadata, other names, keywords and a closed profiler take Profiler.profile's."""
+        prof = self.make("fastpath")
+        self.assertEqual(type(prof.profile).__name__, "ProfileFn")
+        with prof.profile("plain"):
+            pass
+        with prof.profile("meta", {"k": 1}):
+            pass
+        with prof.profile(name="kw", metadata={"k": 2}):
+            pass
+        with prof.profile(b"bytes"):
+            pass
+        with prof.profile(7):
+            pass
+        with self.assertRaises(TypeError):
+            prof.profile()
+        fn = prof.profile
+        prof.close()
+        with self.assertRaises(sonde.SondeError) as e:
+            fn("after")
+        self.assertEqual(e.exception.name, "SONDE_ESTATE")
+        del prof
+        with self.assertRaises(sonde.SondeError):  # it outlived its profiler: no crash
+            fn("gone")
+        r = self.report("fastpath")
+        secs = {x["name"]: x for x in r["sections"]}
+        self.assertEqual(set(secs), {"plain", "meta", "kw", "bytes", "7"})
+        self.assertEqual((secs["meta"]["metadata"], secs["kw"]["metadata"]),
+                         ({"k": ["1"]}, {"k": ["2"]}))
+
     def test_profile_function_takes_a_positional_name(self):
         with self.make("positional") as prof:
             @prof.profile_function("load_batch")
