@@ -58,9 +58,9 @@ PY
     echo "  import, a profiled script, sonde summary, python -m sonde: ok"
 }
 
-one() { # LABEL PYTHON [venv flags]
-    local label=$1 py=$2
-    shift 2
+one() { # LABEL PYTHON PIP_FLAGS [venv flags]
+    local label=$1 py=$2 pip_flags=$3
+    shift 3
     if [ -z "$py" ] || [ ! -x "$py" ]; then
         echo "SKIP: $label: no such interpreter on this machine"
         skipped=$((skipped + 1))
@@ -71,7 +71,7 @@ one() { # LABEL PYTHON [venv flags]
     if ! "$py" -m venv "$@" "$venv" > "$work/$label-venv.log" 2>&1; then
         cat "$work/$label-venv.log"; echo "FAIL: $label: python -m venv"; failed=$((failed + 1)); return 0
     fi
-    if ! env -u PYTHONPATH "$venv/bin/pip" install --no-index "$src" > "$work/$label-pip.log" 2>&1; then
+    if ! env -u PYTHONPATH "$venv/bin/pip" install --no-index $pip_flags "$src" > "$work/$label-pip.log" 2>&1; then
         tail -40 "$work/$label-pip.log"; echo "FAIL: $label: pip install"; failed=$((failed + 1)); return 0
     fi
     echo "  pip install: $(grep -o 'Successfully installed.*' "$work/$label-pip.log")"
@@ -87,10 +87,12 @@ one() { # LABEL PYTHON [venv flags]
     fi
 }
 
-one debian /usr/bin/python3 --system-site-packages   # its python3-torch stays visible
-one pyenv-3.11 "$(pyenv_py 3.11)"
-one pyenv-3.12 "$(pyenv_py 3.12)"
-one pyenv-3.13 "$(pyenv_py 3.13)"
+# Debian's and 3.13 with --no-build-isolation (the backend needs nothing either way), the
+# others with pip's default isolation; Debian's venv sees its python3-torch
+one debian /usr/bin/python3 --no-build-isolation --system-site-packages
+one pyenv-3.11 "$(pyenv_py 3.11)" ""
+one pyenv-3.12 "$(pyenv_py 3.12)" ""
+one pyenv-3.13 "$(pyenv_py 3.13)" --no-build-isolation
 
 # a wheel, built once and installed into a second environment of the same interpreter
 wpy=$(pyenv_py 3.12)
