@@ -226,8 +226,10 @@ class Profiler:
         self.config = cfg
         self._lock = threading.Lock()
         self._handle = _sonde.Handle(cfg._c)
-        # the hot way in as a C call (profile() below is what it does, and its other cases)
-        self.profile = _sonde.ProfileFn(self._handle, weakref.ref(self))
+        # the hot way in as a C call (profile() below is what it does, and its other cases),
+        # unless a subclass has a profile() of its own
+        if type(self).profile is Profiler.profile:
+            self.profile = _sonde.ProfileFn(self._handle, weakref.ref(self))
         self._name = self._handle.name()
         self.output_dir = cfg.get("output_dir") or "./sonde-out"
         self.file_path = self._handle.file_path()

@@ -403,6 +403,16 @@ class Recording(Base):
         del prof
         with self.assertRaises(sonde.SondeError):  # it outlived its profiler: no crash
             fn("gone")
+        class Mine(sonde.Profiler):  # a subclass's own profile() is what it gets
+            def profile(self, name, metadata=None):
+                return super().profile("mine." + name, metadata)
+
+        with Mine(dict(QUIET, name="sub", output_dir=self.dir, formats=["json"]),
+                  from_env=False) as sub:
+            self.assertNotIn("profile", sub.__dict__)
+            with sub.profile("x"):
+                pass
+        self.assertEqual([x["name"] for x in self.report("sub")["sections"]], ["mine.x"])
         r = self.report("fastpath")
         secs = {x["name"]: x for x in r["sections"]}
         self.assertEqual(set(secs), {"plain", "meta", "kw", "bytes", "7"})
