@@ -70,6 +70,24 @@ const sonde_clock_info *sonde__clock(void)
     return &g_clock;
 }
 
+void sonde__clock_pair(uint64_t *tick, uint64_t *mono)
+{
+    /* Each reading is the monotonic clock between two tick reads; the tightest of up to eight
+     * is kept (a reading spans a preemption now and then, and an anchor taken across one made
+     * a short run's every duration too short). */
+    uint64_t best = UINT64_MAX;
+    *tick = sonde__ticks();
+    *mono = sonde__mono_ns();
+    for (int i = 0; i < 8 && best > 2000; i++) {
+        uint64_t t0 = sonde__ticks(), m = sonde__mono_ns(), t1 = sonde__ticks();
+        if (t1 >= t0 && t1 - t0 < best) {
+            best = t1 - t0;
+            *tick = t0 + (t1 - t0) / 2;
+            *mono = m;
+        }
+    }
+}
+
 uint64_t sonde__ticks(void)
 {
 #if defined(__x86_64__) || defined(__i386__)

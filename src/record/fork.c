@@ -51,8 +51,7 @@ static void unlock_all(void)
 /* The child's copy of p, before any of its threads runs sonde code again. */
 static void start_over(sonde_profiler *p)
 {
-    p->start_tick = sonde__ticks(); /* the child's run starts at the fork */
-    p->start_mono_ns = sonde__mono_ns();
+    sonde__clock_pair(&p->start_tick, &p->start_mono_ns); /* the child's run starts here */
     p->start_real_ns = sonde__real_ns();
     p->writer_started = 0;  /* the threads did not come across: nothing to join */
     p->child_sampler = p->sampler_started;

@@ -30,6 +30,9 @@ const sonde_clock_info *sonde__clock(void);
 uint64_t sonde__ticks(void);                 /* the profiler's timestamp source */
 uint64_t sonde__mono_ns(void);               /* CLOCK_MONOTONIC in ns; async-signal-safe */
 uint64_t sonde__real_ns(void);               /* CLOCK_REALTIME in ns; async-signal-safe */
+/* A tick and the monotonic clock at the same instant, as close as the machine allows (the
+ * file's clock anchors); async-signal-safe. */
+void sonde__clock_pair(uint64_t *tick, uint64_t *mono);
 
 /* ---- call sites and interned names (sites.c): one table per process ---- */
 typedef struct sonde_site_rec {

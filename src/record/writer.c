@@ -201,7 +201,9 @@ static int write_anchor_at(sonde_profiler *p, uint64_t tick, uint64_t mono, uint
 
 static int write_anchor(sonde_profiler *p)
 {
-    return write_anchor_at(p, sonde__ticks(), sonde__mono_ns(), sonde__real_ns(), 0);
+    uint64_t tick, mono;
+    sonde__clock_pair(&tick, &mono);
+    return write_anchor_at(p, tick, mono, sonde__real_ns(), 0);
 }
 
 /* The file's first anchor: now, or the run's start when that came before the file (a forked
@@ -683,7 +685,9 @@ int sonde__writer_close(sonde_profiler *p)
         write_rec(p, SONDE_R_WARNING, b, k, 1);
     }
     pthread_mutex_unlock(&p->lock);
-    write_anchor_at(p, sonde__ticks(), sonde__mono_ns(), sonde__real_ns(), 1);
+    uint64_t tick, mono;
+    sonde__clock_pair(&tick, &mono);
+    write_anchor_at(p, tick, mono, sonde__real_ns(), 1);
     k = varint_put(b, sonde__ticks());
     int rc = write_rec(p, SONDE_R_END, b, k, 1);
     /* give back the blocks reserved past the end (a truncate to the same size frees them) */
