@@ -237,37 +237,66 @@ static void i64(sbuf *b, int64_t v)
     sbuf_u64(b, (uint64_t)v);
 }
 
+typedef int64_t (*dur_fn)(const sm_model *m, size_t i);
+
+static int64_t span_dur(const sm_model *m, size_t i)
+{
+    return m->spans[i].end_ns - m->spans[i].start_ns;
+}
+
+static int64_t op_dur(const sm_model *m, size_t i)
+{
+    return m->ops[i].end_ns - m->ops[i].start_ns;
+}
+
+/* Of k items (dur(m, i) long), which room of them are the longest: *cut the shortest kept,
+ * *ties how many as long as the cut are kept (the first ones). k <= room: every one
+ * (*cut INT64_MIN). 0, or -1 out of memory. */
+static int longest_cut(const sm_model *m, size_t k, size_t room, dur_fn dur, int64_t *cut,
+                       size_t *ties)
+{
+    *cut = INT64_MIN;
+    *ties = 0;
+    if (k <= room)
+        return 0;
+    int64_t *d = sonde__malloc(k * sizeof *d);
+    if (!d)
+        return -1;
+    for (size_t i = 0; i < k; i++)
+        d[i] = dur(m, i);
+    *cut = room ? sm_kth_largest(d, k, room) : INT64_MAX;
+    sonde__free(d);
+    size_t above = 0;
+    for (size_t i = 0; i < k; i++)
+        above += dur(m, i) > *cut;
+    *ties = room - above;
+    return 0;
+}
+
+/* Whether an item d long is kept under (cut, ties), the ties counted down. */
+static int kept(int64_t d, int64_t cut, size_t *ties)
+{
+    return d > cut || (d == cut && *ties && (*ties)--);
+}
+
 /* The CPU operators (sonde.torch's, sm_model.ops) added to the n bars of *v: every one, or the
  * room longest (ties: the first ones); *v grown. The new length, or (size_t)-1 out of memory. */
 static size_t add_ops(const sm_model *m, size_t room, hspan **v, size_t n)
 {
-    size_t k = m->n_ops;
-    if (!k || !room)
+    size_t k = m->n_ops < room ? m->n_ops : room;
+    int64_t cut;
+    size_t ties;
+    if (!k)
         return n;
-    int64_t cut = INT64_MIN;
-    size_t ties = 0;
-    if (k > room) {
-        int64_t *d = sonde__malloc(k * sizeof *d);
-        if (!d)
-            return (size_t)-1;
-        for (size_t i = 0; i < k; i++)
-            d[i] = m->ops[i].end_ns - m->ops[i].start_ns;
-        cut = sm_kth_largest(d, k, room);
-        sonde__free(d);
-        size_t above = 0;
-        for (size_t i = 0; i < k; i++)
-            above += m->ops[i].end_ns - m->ops[i].start_ns > cut;
-        ties = room - above;
-        k = room;
-    }
+    if (longest_cut(m, m->n_ops, room, op_dur, &cut, &ties))
+        return (size_t)-1;
     hspan *g = sonde__realloc(*v, (n + k) * sizeof *g);
     if (!g)
         return (size_t)-1;
     *v = g;
     for (size_t i = 0, added = 0; i < m->n_ops && added < k; i++) {
         const sm_op *o = &m->ops[i];
-        int64_t dur = o->end_ns - o->start_ns;
-        if (dur < cut || (dur == cut && cut != INT64_MIN && !(ties && ties--)))
+        if (!kept(op_dur(m, i), cut, &ties))
             continue;
         uint32_t depth = o->depth;
         if (o->span >= 0 && (size_t)o->span < m->n_spans)
@@ -279,44 +308,23 @@ static size_t add_ops(const sm_model *m, size_t room, hspan **v, size_t n)
 }
 
 /* The spans the timeline draws: every one, or the max_spans longest (ties: the first ones,
- * so a section is never left out while one inside it is drawn); in order of start. Allocated,
- * *n its length; NULL out of memory. */
+ * so a section is never left out while one inside it is drawn), then the operators in the
+ * room left; in order of start. Allocated, *n its length; NULL out of memory. */
 static hspan *shown_spans(const sm_model *m, size_t max_spans, size_t *n)
 {
-    size_t k = m->n_spans;
-    hspan *v = sonde__malloc((k ? k : 1) * sizeof *v);
-    if (!v)
+    size_t k = 0;
+    int64_t cut;
+    size_t ties;
+    hspan *v = sonde__malloc((m->n_spans ? m->n_spans : 1) * sizeof *v);
+    if (!v || longest_cut(m, m->n_spans, max_spans, span_dur, &cut, &ties)) {
+        sonde__free(v);
         return NULL;
-    if (k > max_spans) { /* max_spans >= 10 (sx_html) */
-        int64_t *d = sonde__malloc(k * sizeof *d);
-        if (!d) {
-            sonde__free(v);
-            return NULL;
-        }
-        for (size_t i = 0; i < k; i++)
-            d[i] = m->spans[i].end_ns - m->spans[i].start_ns;
-        int64_t cut = sm_kth_largest(d, k, max_spans); /* the shortest drawn */
-        sonde__free(d);
-        size_t above = 0, n_v = 0;
-        for (size_t i = 0; i < k; i++)
-            above += m->spans[i].end_ns - m->spans[i].start_ns > cut;
-        size_t ties = max_spans - above; /* of those as long as the cut, the first ones */
-        for (size_t i = 0; i < k && n_v < max_spans; i++) {
-            int64_t dur = m->spans[i].end_ns - m->spans[i].start_ns;
-            if (dur > cut || (dur == cut && ties && ties--))
-                v[n_v++].i = i;
-        }
-        k = n_v;
-    } else {
-        for (size_t i = 0; i < k; i++)
-            v[i].i = i;
     }
-    for (size_t i = 0; i < k; i++) {
-        const sm_span *s = &m->spans[v[i].i];
-        v[i].start = s->start_ns;
-        v[i].thread = s->thread;
-        v[i].depth = s->depth;
-        v[i].op = 0;
+    for (size_t i = 0; i < m->n_spans && k < max_spans; i++) {
+        if (!kept(span_dur(m, i), cut, &ties))
+            continue;
+        const sm_span *s = &m->spans[i];
+        v[k++] = (hspan){s->start_ns, s->thread, s->depth, 0, i};
     }
     k = add_ops(m, max_spans > k ? max_spans - k : 0, &v, k);
     if (k == (size_t)-1) {
