@@ -1273,11 +1273,14 @@ PY
     done
     # every thread was sampled: four threads of the same work at half the rate give twice the
     # samples of one (CPU time, whatever the load), where one thread alone would give half
-    # (the timers too: their samples stand for the CPU time they cover, past the kernel's tick)
+    # (the timers too: their samples stand for the CPU time they cover, past the kernel's tick).
+    # 1.3-2.7: the same work took 25% more CPU time in one run than in another of the same
+    # session (the machine's speed varies; CI of 9f2d2b8: 1408 samples alone, 2212 on four),
+    # and a thread left out would give 0.5
     python3 -c 'import json, sys
 for runs in (("1", "4", "4early"), ("1timer", "4timer")):
     n = [json.load(open("lib/lib%s.json" % t))["profile"]["samples"] for t in runs]
-    assert all(1.6 <= x / n[0] <= 2.4 for x in n[1:]), (runs, n)
+    assert all(1.3 <= x / n[0] <= 2.7 for x in n[1:]), (runs, n)
     print("samples of %s threads: %s" % (", ".join(runs), n))' || fail "not every thread was sampled"
     # samples whose stacks are not in the file (a program that ended before writing them) are
     # left out with a warning that counts them, not silently
