@@ -4,8 +4,9 @@
  * Section (a section or session as a context manager, the hot object); Wrapped (the decorator's
  * callable); the module.
  *
- * The hot objects call libsonde directly: entering a Section is one sonde_begin, leaving it one
- * sonde_end, with no Python object made on the way. Everything a user reads (names, docstrings,
+ * The hot objects call libsonde directly: entering a Section records inline what sonde_begin
+ * would (sonde__begin_fast, record/record.h), leaving it what sonde_end would, with no Python
+ * object made on the way. Everything a user reads (names, docstrings,
  * the compat mappings) lives in the Python package (python/sonde/__init__.py). Every function
  * here is called with the GIL held; libsonde's own calls are thread-safe. */
 #define PY_SSIZE_T_CLEAN
@@ -891,9 +892,7 @@ static PyObject *Section_enter(SectionObject *self, PyObject *unused)
     if (!p)
         return closed();
     const char *name = PyBytes_AS_STRING(self->name);
-    int rc = self->session ? sonde_session_begin(p, name)
-             : self->id    ? sonde__begin_named(p, self->id, name)
-                           : sonde_begin(p, name);
+    int rc = self->session ? sonde_session_begin(p, name) : sonde__begin_fast(p, self->id, name);
     if (rc < 0)
         return raise_code(rc, self->session ? "session" : "profile");
     Py_INCREF(self->owner);
@@ -906,7 +905,7 @@ static PyObject *Section_exit(SectionObject *self, PyObject *const *args, Py_ssi
     if (p) { /* closed inside the block: nothing to end */
         int hook = call_on_end(self->handle);
         p = self->handle->p;
-        int rc = !p ? 0 : self->session ? sonde_session_end(p) : sonde_end(p);
+        int rc = !p ? 0 : self->session ? sonde_session_end(p) : sonde__end_fast(p, self->id);
         if (hook)
             return NULL;
         if (rc < 0 && (nargs < 1 || args[0] == Py_None))
@@ -996,6 +995,8 @@ typedef struct {
     PyObject_HEAD
     HandleObject *handle;
     PyObject *owner_ref;       /* weakref.ref to the Profiler */
+    PyObject *last_name;       /* the name of the last call, the very object, or NULL */
+    PyObject *last_section;    /* the Section it returned (the handle's own for that name) */
     vectorcallfunc vectorcall;
 } ProfileFnObject;
 
@@ -1023,6 +1024,11 @@ static PyObject *ProfileFn_vectorcall(PyObject *callable, PyObject *const *args,
 {
     ProfileFnObject *self = (ProfileFnObject *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    /* a loop's `with prof.profile("decode"):` passes the same str constant each time */
+    if (nargs == 1 && !kwnames && args[0] == self->last_name && self->handle->p) {
+        Py_INCREF(self->last_section);
+        return self->last_section;
+    }
     PyObject *owner = profile_owner(self);
     if (!owner)
         return closed();
@@ -1030,6 +1036,12 @@ static PyObject *ProfileFn_vectorcall(PyObject *callable, PyObject *const *args,
     if (nargs == 1 && !kwnames && PyUnicode_CheckExact(args[0]) && self->handle->p) {
         PyObject *a[2] = {owner, args[0]};
         r = Handle_section(self->handle, a, 2);
+        if (r) {
+            Py_INCREF(args[0]);
+            Py_INCREF(r);
+            Py_XSETREF(self->last_name, args[0]);
+            Py_XSETREF(self->last_section, r);
+        }
     } else { /* the class's method, with the owner first */
         PyObject *meth = PyObject_GetAttrString((PyObject *)Py_TYPE(owner), "profile");
         Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
@@ -1064,6 +1076,8 @@ static int ProfileFn_init(ProfileFnObject *self, PyObject *args, PyObject *kw)
     Py_INCREF(ref);
     Py_XSETREF(self->handle, (HandleObject *)h);
     Py_XSETREF(self->owner_ref, ref);
+    Py_CLEAR(self->last_name);
+    Py_CLEAR(self->last_section);
     self->vectorcall = ProfileFn_vectorcall;
     return 0;
 }
@@ -1072,6 +1086,7 @@ static int ProfileFn_traverse(ProfileFnObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->handle);
     Py_VISIT(self->owner_ref);
+    Py_VISIT(self->last_section);
     return 0;
 }
 
@@ -1079,6 +1094,8 @@ static int ProfileFn_clear(ProfileFnObject *self)
 {
     Py_CLEAR(self->handle);
     Py_CLEAR(self->owner_ref);
+    Py_CLEAR(self->last_name);
+    Py_CLEAR(self->last_section);
     return 0;
 }
 
@@ -1121,6 +1138,8 @@ typedef struct {
     PyObject *profiler; /* or NULL */
     PyObject *which;    /* or NULL */
     PyObject *dict;     /* __dict__: functools.update_wrapper fills it */
+    HandleObject *cached; /* profiler's _handle once read, or NULL: a Profiler's _handle is set
+                           * once and becomes None only on close, when the Handle's p is NULL */
     vectorcallfunc vectorcall;
     uint32_t id;        /* label's interned id (sonde__intern), 0: sonde_begin interns it */
 } WrappedObject;
@@ -1141,6 +1160,7 @@ static int Wrapped_init(WrappedObject *self, PyObject *args, PyObject *kw)
     Py_XSETREF(self->label, label);
     Py_XSETREF(self->profiler, profiler == Py_None ? NULL : (Py_INCREF(profiler), profiler));
     Py_XSETREF(self->which, which == Py_None ? NULL : (Py_INCREF(which), which));
+    Py_CLEAR(self->cached);
     self->id = sonde__intern(PyBytes_AS_STRING(label));
     return 0;
 }
@@ -1150,6 +1170,10 @@ static int Wrapped_init(WrappedObject *self, PyObject *args, PyObject *kw)
 static HandleObject *call_handle(WrappedObject *self)
 {
     PyObject *prof = self->profiler;
+    if (prof && self->cached && self->cached->p) {
+        Py_INCREF(self->cached);
+        return self->cached;
+    }
     if (prof)
         Py_INCREF(prof);
     else if (self->which && !(prof = PyObject_CallNoArgs(self->which)))
@@ -1166,6 +1190,10 @@ static HandleObject *call_handle(WrappedObject *self)
         Py_DECREF(h);
         return NULL;
     }
+    if (self->profiler) {
+        Py_INCREF(h);
+        Py_XSETREF(self->cached, (HandleObject *)h);
+    }
     return (HandleObject *)h;
 }
 
@@ -1179,8 +1207,7 @@ static PyObject *Wrapped_vectorcall(PyObject *callable, PyObject *const *args, s
             return NULL;
         return PyObject_Vectorcall(self->func, args, nargsf, kwnames);
     }
-    const char *label = PyBytes_AS_STRING(self->label);
-    int rc = self->id ? sonde__begin_named(h->p, self->id, label) : sonde_begin(h->p, label);
+    int rc = sonde__begin_fast(h->p, self->id, PyBytes_AS_STRING(self->label));
     if (rc < 0) {
         Py_DECREF(h);
         return raise_code(rc, "profile_function");
@@ -1189,7 +1216,7 @@ static PyObject *Wrapped_vectorcall(PyObject *callable, PyObject *const *args, s
     if (h->p && call_on_end(h) && r) /* the hook raised: that is the call's outcome */
         Py_CLEAR(r);
     if (h->p) /* the function (or the hook) may have closed the profiler */
-        sonde_end(h->p);
+        sonde__end_fast(h->p, self->id);
     Py_DECREF(h);
     return r;
 }
@@ -1210,6 +1237,7 @@ static int Wrapped_traverse(WrappedObject *self, visitproc visit, void *arg)
     Py_VISIT(self->profiler);
     Py_VISIT(self->which);
     Py_VISIT(self->dict);
+    Py_VISIT(self->cached);
     return 0;
 }
 
@@ -1220,6 +1248,7 @@ static int Wrapped_clear(WrappedObject *self)
     Py_CLEAR(self->profiler);
     Py_CLEAR(self->which);
     Py_CLEAR(self->dict);
+    Py_CLEAR(self->cached);
     return 0;
 }
 

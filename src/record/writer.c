@@ -370,7 +370,18 @@ void sonde__writer_pass(sonde_profiler *p, int flush_active)
         sonde_chunk *c = &p->chunks[i];
         int st = atomic_load_explicit(&c->state, memory_order_acquire);
         if (st == CHUNK_FULL) {
-            write_range(p, c, atomic_load_explicit(&c->final_count, memory_order_relaxed), p->enc);
+            uint32_t cnt = atomic_load_explicit(&c->final_count, memory_order_relaxed);
+            write_range(p, c, cnt, p->enc);
+#if defined(__x86_64__)
+            /* The chunk goes back to a recording thread, most likely the one on another core
+             * that filled it: evict the lines this pass read, so that its stores find them in
+             * memory (prefetched, as a sequential stream) rather than each asking this core's
+             * cache for its line. Measured: one Python decorated call 125 ns before, 45 after,
+             * on these 2-vCPU machines (bench/bench_python.py), sonde_begin+sonde_end in C
+             * 56-69 ns before, 24 after (bench_scope); 4 slots a 64-byte line. */
+            for (uint32_t k = 0; k < cnt; k += 4)
+                __builtin_ia32_clflush(&c->data[k]);
+#endif
             atomic_store_explicit(&c->owner, NULL, memory_order_relaxed);
             sonde__chunk_push(p, i);
         } else if (st == CHUNK_ACTIVE && flush_active) {

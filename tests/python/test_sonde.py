@@ -419,6 +419,33 @@ class Recording(Base):
         self.assertEqual((secs["meta"]["metadata"], secs["kw"]["metadata"]),
                          ({"k": ["1"]}, {"k": ["2"]}))
 
+    def test_inline_sections_end_as_sonde_end_does_around_the_schedule(self):
+        """A with-block and a decorated call record inline (sonde__begin_fast/_end_fast) only
+        where that is what sonde_begin and sonde_end record: a section object nested in itself,
+        one begun while the schedule waits and ended while it records, one begun while it
+        records and ended after the window closed, and one wholly outside, as the functions do."""
+        with self.make("inline", wait=1, warmup=0, active=2, repeat=1) as prof:
+            same = prof.profile("same")
+            deco = prof.profile_function(lambda: None, name="deco")
+            with prof.profile("early"):  # step 0: waiting, so neither edge is recorded
+                deco()
+                prof.step()  # step 1: recording from here
+                deco()
+            with prof.profile("late"):
+                with same:
+                    with same:
+                        deco()
+                prof.step()
+                prof.step()  # step 3: the window has closed; late's end is still recorded
+                deco()
+            with prof.profile("after"):
+                deco()
+        r = self.report("inline")
+        counts = {x["name"]: x["count"] for x in r["sections"]}
+        self.assertEqual(counts, {"late": 1, "same": 2, "deco": 2})
+        self.assertFalse([w for w in r.get("warnings", []) if "unbalanced" in w or "open" in w],
+                         r.get("warnings"))
+
     def test_profile_function_takes_a_positional_name(self):
         with self.make("positional") as prof:
             @prof.profile_function("load_batch")
