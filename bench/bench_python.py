@@ -139,14 +139,26 @@ def main():
           " the floor of any tracer)" % (trace["hook"], trace["hook"] - trace["plain"]))
     print("  under cProfile (aggregates only)       %6.0f ns  (+%.0f ns)"
           % (trace["cprofile"], trace["cprofile"] - trace["plain"]))
+    auto = sonde._sonde.trace_auto_mechanism()
     print("  under sonde's tracer (every call kept) %6.0f ns  (+%.0f ns: %.2fx cProfile's added cost;"
-          " %.0f ns over the hook floor)"
-          % (trace["sonde"], trace["sonde"] - trace["plain"],
-             (trace["sonde"] - trace["plain"]) / (trace["cprofile"] - trace["plain"]),
-             trace["sonde"] - trace["hook"]))
+          " %s)" % (trace["sonde"], trace["sonde"] - trace["plain"],
+                    (trace["sonde"] - trace["plain"]) / (trace["cprofile"] - trace["plain"]),
+                    "%.0f ns over the hook floor" % (trace["sonde"] - trace["hook"])
+                    if auto == "profile" else "through sys.monitoring, which makes no frame object:"
+                    " the hook floor is not its floor"))
     print("  sonde, the function hot (counted)      %6.0f ns  (+%.0f ns)"
           % (trace["hot"], trace["hot"] - trace["plain"]))
     print("  .sonde file, every call recorded       %6.1f bytes a call" % trace["disk_per_call"])
+    if "sonde_monitoring" in trace:
+        tr = trace
+        print("  the two mechanisms (\"auto\" is %s): every call recorded, the profiling hook %.0f ns,"
+              " sys.monitoring %.0f ns (%.2fx the hook's added cost); hot, %.0f ns and %.0f ns"
+              " (%.2fx)"
+              % (auto,
+                 tr["sonde_profile"], tr["sonde_monitoring"],
+                 (tr["sonde_monitoring"] - tr["plain"]) / (tr["sonde_profile"] - tr["plain"]),
+                 tr["hot_profile"], tr["hot_monitoring"],
+                 (tr["hot_monitoring"] - tr["plain"]) / (tr["hot_profile"] - tr["plain"])))
 
 
 def empty():
@@ -166,13 +178,13 @@ def trace_costs(n, out):
 
     disk = {}  # hot_calls -> .sonde bytes per call of the last run
 
-    def traced(hot_calls):
+    def traced(hot_calls, mechanism="auto"):
         def run(k):
             p = sonde.Profiler({"name": "trace", "output_dir": out, "formats": [],
                                 "collect_cpu": False, "collect_memory": False,
                                 "collect_gpu": False, "trace_python_hot_calls": hot_calls},
                                from_env=False)
-            with sonde.trace_python(p):
+            with sonde.trace_python(p, mechanism=mechanism):
                 t = time.perf_counter()
                 calls(k)
                 dt = time.perf_counter() - t
@@ -190,16 +202,6 @@ def trace_costs(n, out):
         pr.disable()
         return dt
 
-    def c_call_floor(k):
-        for _ in range(k):
-            with c_get("x"):
-                pass
-
-    def c_stamp_floor(k):
-        for _ in range(k):
-            with c_stamp:
-                pass
-
     def plain(k):
         t = time.perf_counter()
         calls(k)
@@ -215,6 +217,11 @@ def trace_costs(n, out):
 
     runs = {"plain": plain, "hook": noop_hook, "cprofile": profiled, "sonde": traced(0),
             "hot": traced(1000)}
+    if sys.version_info >= (3, 12):  # both mechanisms, each named: "auto" is one of them
+        runs.update({"sonde_profile": traced(0, "profile"),
+                     "sonde_monitoring": traced(0, "monitoring"),
+                     "hot_profile": traced(1000, "profile"),
+                     "hot_monitoring": traced(1000, "monitoring")})
     best = {k: 1e18 for k in runs}
     for _ in range(5):
         for k, body in runs.items():

@@ -22,6 +22,7 @@
 #include <frameobject.h>
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,7 @@ static struct {
     size_t n_skip, n_keep;
     unsigned max_depth;
     int c_calls;
+    int monitoring;            /* 1: driven by sys.monitoring, 0: by the profiling hook */
     uint64_t hot_calls, hot_ticks;
     /* counters of the current session (stats()) */
     uint64_t functions, excluded, too_deep, mismatched, hot_functions, table_full;
@@ -291,7 +293,25 @@ static const char *utf8_or(PyObject *s, const char *dflt)
     return r ? r : dflt;
 }
 
-/* The entry of a Python frame's code object, made at its first call. */
+/* The entry of a code object, made at its first call (globals: its module's, for the name;
+ * may be NULL). */
+static entry *code_entry_of(PyCodeObject *co, PyObject *globals)
+{
+    entry *e = lookup((uintptr_t)co);
+    if (e)
+        return e;
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *qualobj = co->co_qualname;
+#else
+    PyObject *qualobj = co->co_name;
+#endif
+    PyObject *modobj = globals && PyDict_Check(globals)
+                           ? PyDict_GetItemString(globals, "__name__") : NULL;
+    return add((uintptr_t)co, (PyObject *)co, utf8_or(modobj, ""), utf8_or(qualobj, "?"),
+               utf8_or(co->co_filename, ""), co->co_firstlineno);
+}
+
+/* The entry of a Python frame's code object. */
 static entry *code_entry(PyFrameObject *frame)
 {
     PyCodeObject *co = PyFrame_GetCode(frame);
@@ -299,32 +319,33 @@ static entry *code_entry(PyFrameObject *frame)
     if (!e) {
 #if PY_VERSION_HEX >= 0x030B0000
         PyObject *globals = PyFrame_GetGlobals(frame);
-        PyObject *qualobj = co->co_qualname;
 #else
         PyObject *globals = PyObject_GetAttrString((PyObject *)frame, "f_globals");
-        PyObject *qualobj = co->co_name;
 #endif
         if (!globals)
             PyErr_Clear();
-        PyObject *modobj = globals && PyDict_Check(globals)
-                               ? PyDict_GetItemString(globals, "__name__") : NULL;
-        e = add((uintptr_t)co, (PyObject *)co, utf8_or(modobj, ""), utf8_or(qualobj, "?"),
-                utf8_or(co->co_filename, ""), co->co_firstlineno);
+        e = code_entry_of(co, globals);
         Py_XDECREF(globals);
     }
     Py_DECREF(co);
     return e;
 }
 
-/* The entry of a C function called from Python (keyed by its PyMethodDef, named after the
- * module or type that holds it). */
+/* The entry of a C function called from Python, keyed by its PyMethodDef and named after
+ * module (the module or type that holds it). */
+static entry *ml_entry(PyMethodDef *ml, const char *module)
+{
+    uintptr_t key = (uintptr_t)ml | 1u;
+    entry *e = lookup(key);
+    return e ? e : add(key, NULL, module, ml->ml_name, "", 0);
+}
+
 static entry *c_entry(PyObject *fn)
 {
     if (!PyCFunction_Check(fn))
         return NULL;
     PyCFunctionObject *cf = (PyCFunctionObject *)fn;
-    uintptr_t key = (uintptr_t)cf->m_ml | 1u;
-    entry *e = lookup(key);
+    entry *e = lookup((uintptr_t)cf->m_ml | 1u);
     if (e)
         return e;
     const char *module = "";
@@ -339,7 +360,7 @@ static entry *c_entry(PyObject *fn)
     } else if (cf->m_module) {
         module = utf8_or(cf->m_module, "");
     }
-    e = add(key, NULL, module, cf->m_ml->ml_name, "", 0);
+    e = ml_entry(cf->m_ml, module);
     Py_XDECREF(modname);
     return e;
 }
@@ -486,6 +507,214 @@ static int set_all_threads(Py_tracefunc fn)
 #endif
 }
 
+/* ---- sys.monitoring (CPython 3.12 and later) -------------------------------------------- *
+ * The same on_call/on_return driven by sys.monitoring's events instead of the profiling hook:
+ * PY_START, PY_RESUME and PY_THROW enter a frame, PY_RETURN, PY_YIELD and PY_UNWIND leave it
+ * (a frame is its code object: a return closes the innermost open frame of that code), and with
+ * c_calls CALL, C_RETURN and C_RAISE enter and leave builtin functions and method descriptors.
+ * No frame object is made. Functions left out by the filters are not DISABLEd: their frames
+ * count in max_depth's depth as the profiling hook's do, so both give the same report. One tool
+ * id, PROFILER_ID when free. */
+#if PY_VERSION_HEX >= 0x030C0000
+static struct {
+    int tool;            /* the tool id held, or -1 */
+    PyObject *mon;       /* sys.monitoring */
+    PyObject *fn[4];     /* the callbacks (mon_defs), as builtin functions */
+} m = {-1, NULL, {NULL, NULL, NULL, NULL}};
+
+/* PY_START, PY_RESUME, PY_THROW (code, offset[, exception]) */
+static PyObject *mon_enter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (!g.p || nargs < 1 || !PyCode_Check(args[0]))
+        Py_RETURN_NONE;
+    entry *e = lookup((uintptr_t)args[0]);
+    if (!e)
+        e = code_entry_of((PyCodeObject *)args[0], PyEval_GetGlobals());
+    tstate *t = thread_state();
+    if (t)
+        on_call(t, args[0], e);
+    Py_RETURN_NONE;
+}
+
+/* PY_RETURN, PY_YIELD (code, offset, value), PY_UNWIND (code, offset, exception) */
+static PyObject *mon_leave(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (!g.p || nargs < 1)
+        Py_RETURN_NONE;
+    tstate *t = thread_state();
+    if (t)
+        on_return(t, args[0]);
+    Py_RETURN_NONE;
+}
+
+/* A C callable's entry: a builtin function or a method descriptor (`lst.append(x)` calls the
+ * descriptor with the list first); NULL for anything else (Python functions start their own
+ * frames; classes and other callables are not functions). */
+static int is_c_function(PyObject *fn)
+{
+    return PyCFunction_Check(fn) || Py_IS_TYPE(fn, &PyMethodDescr_Type);
+}
+
+static entry *mon_c_entry(PyObject *fn)
+{
+    if (PyCFunction_Check(fn))
+        return c_entry(fn);
+    PyMethodDescrObject *d = (PyMethodDescrObject *)fn;
+    return ml_entry(d->d_method, PyDescr_TYPE(d)->tp_name);
+}
+
+/* CALL (code, offset, callable, arg0) */
+static PyObject *mon_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (!g.p || nargs < 3 || !is_c_function(args[2]))
+        Py_RETURN_NONE;
+    tstate *t = thread_state();
+    if (!t)
+        Py_RETURN_NONE;
+    /* called from the standard library or sonde (unless an include names it): no */
+    const entry *caller = lookup((uintptr_t)args[0]);
+    if (!caller && PyCode_Check(args[0])) /* a caller entered before tracing began */
+        caller = code_entry_of((PyCodeObject *)args[0], PyEval_GetGlobals());
+    int from_lib = caller && caller->lib && !g.inc.n;
+    on_call(t, args[2], from_lib ? NULL : mon_c_entry(args[2]));
+    Py_RETURN_NONE;
+}
+
+/* C_RETURN, C_RAISE (code, offset, callable, arg0) */
+static PyObject *mon_c_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (!g.p || nargs < 3 || !is_c_function(args[2]))
+        Py_RETURN_NONE;
+    tstate *t = thread_state();
+    if (t)
+        on_return(t, args[2]);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef mon_defs[] = {
+    {"_mon_enter", (PyCFunction)(void (*)(void))mon_enter, METH_FASTCALL, NULL},
+    {"_mon_leave", (PyCFunction)(void (*)(void))mon_leave, METH_FASTCALL, NULL},
+    {"_mon_call", (PyCFunction)(void (*)(void))mon_call, METH_FASTCALL, NULL},
+    {"_mon_c_return", (PyCFunction)(void (*)(void))mon_c_return, METH_FASTCALL, NULL},
+};
+
+/* sys.monitoring.<what>(args...), the result dropped; -1 with the exception set. */
+static int mon_do(const char *what, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *a = Py_VaBuildValue(fmt, ap);
+    va_end(ap);
+    PyObject *f = a ? PyObject_GetAttrString(m.mon, what) : NULL;
+    PyObject *r = f ? PyObject_Call(f, a, NULL) : NULL;
+    Py_XDECREF(a);
+    Py_XDECREF(f);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+static long mon_event(const char *name)
+{
+    PyObject *events = PyObject_GetAttrString(m.mon, "events");
+    PyObject *v = events ? PyObject_GetAttrString(events, name) : NULL;
+    long r = v ? PyLong_AsLong(v) : -1;
+    Py_XDECREF(events);
+    Py_XDECREF(v);
+    return r;
+}
+
+/* Every callback off and the tool id given back (the exception state kept). */
+static void mon_off(void)
+{
+    if (m.tool < 0)
+        return;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (mon_do("set_events", "(ii)", m.tool, 0) < 0)
+        PyErr_Clear();
+    static const char *evs[] = {"PY_START", "PY_RESUME", "PY_THROW", "PY_RETURN", "PY_YIELD",
+                                "PY_UNWIND", "CALL", "C_RETURN", "C_RAISE"};
+    for (size_t i = 0; i < sizeof evs / sizeof *evs; i++) {
+        long e = mon_event(evs[i]);
+        if (e < 0 || mon_do("register_callback", "(ilO)", m.tool, e, Py_None) < 0)
+            PyErr_Clear();
+    }
+    if (mon_do("free_tool_id", "(i)", m.tool) < 0)
+        PyErr_Clear();
+    m.tool = -1;
+    PyErr_Restore(et, ev, tb);
+}
+
+/* Takes a free tool id and turns the events on; -1 with an exception. */
+static int mon_on(int c_calls)
+{
+    if (!m.mon) {
+        PyObject *sys = PyImport_ImportModule("sys");
+        m.mon = sys ? PyObject_GetAttrString(sys, "monitoring") : NULL;
+        Py_XDECREF(sys);
+        if (!m.mon)
+            return -1;
+        for (size_t i = 0; i < 4; i++)
+            if (!(m.fn[i] = PyCFunction_New(&mon_defs[i], NULL)))
+                return -1;
+    }
+    for (int id = 2; id < 6 && m.tool < 0; id++) { /* PROFILER_ID, then the unnamed ids */
+        PyObject *f = PyObject_GetAttrString(m.mon, "get_tool");
+        PyObject *who = f ? PyObject_CallFunction(f, "i", id) : NULL;
+        Py_XDECREF(f);
+        if (!who)
+            return -1;
+        int free_id = who == Py_None;
+        Py_DECREF(who);
+        if (free_id) {
+            if (mon_do("use_tool_id", "(is)", id, "sonde") < 0)
+                return -1;
+            m.tool = id;
+        }
+    }
+    if (m.tool < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "Python tracing: every sys.monitoring tool id that "
+                                            "sonde may take (2-5) is in use by another tool");
+        return -1;
+    }
+    struct { const char *ev; int fn; int c; } cb[] = {
+        {"PY_START", 0, 0}, {"PY_RESUME", 0, 0}, {"PY_THROW", 0, 0}, {"PY_RETURN", 1, 0},
+        {"PY_YIELD", 1, 0}, {"PY_UNWIND", 1, 0}, {"CALL", 2, 1}, {"C_RETURN", 3, 1},
+        {"C_RAISE", 3, 1},
+    };
+    long mask = 0;
+    for (size_t i = 0; i < sizeof cb / sizeof *cb; i++) {
+        if (cb[i].c && !c_calls)
+            continue;
+        long e = mon_event(cb[i].ev);
+        if (e < 0 || mon_do("register_callback", "(ilO)", m.tool, e, m.fn[cb[i].fn]) < 0) {
+            mon_off();
+            return -1;
+        }
+        mask |= e;
+    }
+    if (mon_do("set_events", "(il)", m.tool, mask) < 0) {
+        mon_off();
+        return -1;
+    }
+    return 0;
+}
+#endif
+
+/* Which mechanism "auto" means on this interpreter: the faster in bench/bench_python.py. */
+static const char *auto_mechanism(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return "monitoring";
+#else
+    return "profile";
+#endif
+}
+
 /* ---- start, stop ----------------------------------------------------------------------- */
 static int strings_from(PyObject *seq, char **v, size_t *n, const char *what)
 {
@@ -517,20 +746,31 @@ static PyObject *m_trace_start(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     static char *kwlist[] = {"handle", "include", "exclude", "skip", "keep", "max_depth",
-                             "c_calls", "hot_calls", "hot_s", NULL};
+                             "c_calls", "hot_calls", "hot_s", "mechanism", NULL};
     PyObject *handle, *skip, *keep;
-    const char *inc = NULL, *exc = NULL;
+    const char *inc = NULL, *exc = NULL, *mech = "auto";
     unsigned max_depth = 64;
     int c_calls = 0;
     unsigned long long hot_calls = 0;
     double hot_s = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OzzOO|IpKd", kwlist, &handle, &inc, &exc, &skip,
-                                     &keep, &max_depth, &c_calls, &hot_calls, &hot_s))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OzzOO|IpKds", kwlist, &handle, &inc, &exc, &skip,
+                                     &keep, &max_depth, &c_calls, &hot_calls, &hot_s, &mech))
         return NULL;
     if (g.p) {
         PyErr_SetString(PyExc_RuntimeError, "Python tracing is on already; stop it first");
         return NULL;
     }
+    if (strcmp(mech, "auto") == 0)
+        mech = auto_mechanism();
+    int monitoring = strcmp(mech, "monitoring") == 0;
+    if (!monitoring && strcmp(mech, "profile") != 0)
+        return PyErr_Format(PyExc_ValueError, "Python tracing: mechanism '%s': expected 'auto', "
+                            "'monitoring' or 'profile'", mech);
+#if PY_VERSION_HEX < 0x030C0000
+    if (monitoring)
+        return PyErr_Format(PyExc_ValueError, "Python tracing: mechanism 'monitoring' needs "
+                            "Python 3.12 or later (sys.monitoring); this is %s", Py_GetVersion());
+#endif
     sonde_profiler *p = sonde_py_handle_profiler(handle);
     if (!p)
         return NULL;
@@ -549,13 +789,24 @@ static PyObject *m_trace_start(PyObject *self, PyObject *args, PyObject *kw)
     g.p = p;
     Py_INCREF(handle);
     g.handle = handle;
+    g.monitoring = monitoring;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (monitoring) {
+        if (mon_on(c_calls) != 0) {
+            g.p = NULL;
+            Py_CLEAR(g.handle);
+            return NULL;
+        }
+        return PyUnicode_FromString(mech);
+    }
+#endif
     if (set_all_threads(hook) != 0) {
         g.p = NULL;
         Py_CLEAR(g.handle);
         set_all_threads(NULL);
         return NULL;
     }
-    Py_RETURN_NONE;
+    return PyUnicode_FromString(mech);
 }
 
 /* Writes the hot functions' totals as "sonde.aggregated" events. */
@@ -584,11 +835,17 @@ static void trace_stop(void)
             close_frame(&t->stack[--top]);
         t->depth = 0;
     }
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    if (set_all_threads(NULL) != 0)
-        PyErr_Clear();
-    PyErr_Restore(et, ev, tb);
+#if PY_VERSION_HEX >= 0x030C0000
+    if (g.monitoring)
+        mon_off();
+#endif
+    if (!g.monitoring) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        if (set_all_threads(NULL) != 0)
+            PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
+    }
     write_aggregates();
     g.p = NULL;
     g.gen++; /* every thread's stack is stale now */
@@ -620,6 +877,13 @@ static PyObject *m_trace_stats(PyObject *self, PyObject *unused)
     return stats_dict();
 }
 
+static PyObject *m_trace_auto_mechanism(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyUnicode_FromString(auto_mechanism());
+}
+
 static PyObject *m_trace_handle(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -637,7 +901,7 @@ static PyObject *m_trace_thread_hook(PyObject *self, PyObject *args)
     PyObject *frame, *event, *arg;
     if (!PyArg_ParseTuple(args, "OOO", &frame, &event, &arg))
         return NULL;
-    if (!g.p) {
+    if (!g.p || g.monitoring) { /* sys.monitoring sees every thread already */
         PyEval_SetProfile(NULL, NULL);
         Py_RETURN_NONE;
     }
@@ -657,11 +921,15 @@ void sonde_py_trace_forget(sonde_profiler *p)
 static PyMethodDef trace_methods[] = {
     {"trace_start", (PyCFunction)(void (*)(void))m_trace_start, METH_VARARGS | METH_KEYWORDS,
      "trace_start(handle, include, exclude, skip, keep, max_depth=64, c_calls=False, "
-     "hot_calls=0, hot_s=0.0): Python function tracing into handle's profiler"},
+     "hot_calls=0, hot_s=0.0, mechanism='auto'): Python function tracing into handle's "
+     "profiler, through sys.monitoring or the profiling hook ('auto': the faster on this "
+     "interpreter); returns the mechanism used"},
     {"trace_stop", m_trace_stop, METH_NOARGS,
      "stops Python function tracing (the calling thread's open frames end now); its counters"},
     {"trace_stats", m_trace_stats, METH_NOARGS, "the counters of the last tracing session"},
     {"trace_handle", m_trace_handle, METH_NOARGS, "the Handle being traced into, or None"},
+    {"trace_auto_mechanism", m_trace_auto_mechanism, METH_NOARGS,
+     "the mechanism 'auto' means on this interpreter: 'monitoring' or 'profile'"},
     {"trace_thread_hook", m_trace_thread_hook, METH_VARARGS,
      "for threading.setprofile: installs the tracer on a new thread"},
     {NULL, NULL, 0, NULL},

@@ -59,6 +59,11 @@ def _key(profiler, key, value, conv):
     return conv(v) if v not in (None, "") else None
 
 
+# The mechanism of tracers not given one: "auto" (the faster on this interpreter, measured by
+# bench/bench_python.py), "monitoring" or "profile".
+MECHANISM = "auto"
+
+
 class PythonTracer:
     """Traces Python calls into a profiler while started (one tracer at a time per process).
 
@@ -66,10 +71,13 @@ class PythonTracer:
     arguments override the profiler's keys: include / exclude (comma-separated globs, or a list,
     on the qualified name module.qualname, the module or the file), max_depth, c_calls (C
     functions called from Python become sections too), hot_calls and hot_s (a function whose
-    first hot_calls calls averaged under hot_s seconds is counted and summed from then on)."""
+    first hot_calls calls averaged under hot_s seconds is counted and summed from then on),
+    mechanism ("monitoring": sys.monitoring, CPython 3.12 and later; "profile": the profiling
+    hook; None or "auto": MECHANISM, whose "auto" is the faster on this interpreter,
+    sys.monitoring from 3.12 on). After start(), .mechanism says which one runs."""
 
     def __init__(self, profiler=None, *, include=None, exclude=None, max_depth=None,
-                 c_calls=None, hot_calls=None, hot_s=None):
+                 c_calls=None, hot_calls=None, hot_s=None, mechanism=None):
         if profiler is None:
             from . import current
             profiler = current()
@@ -89,6 +97,8 @@ class PythonTracer:
             hot_calls=int(_key(profiler, "trace_python_hot_calls", hot_calls, int) or 0),
             hot_s=float(_key(profiler, "trace_python_hot_s", hot_s, float) or 0.0),
         )
+        self._mechanism = mechanism
+        self.mechanism = None  # what start() used: "monitoring" or "profile"
         self.stats = None
         self._on = False
 
@@ -99,9 +109,11 @@ class PythonTracer:
         skip, keep = _prefixes()
         with _lock:
             a = self._args
-            _sonde.trace_start(h, a["include"], a["exclude"], skip, keep, a["max_depth"],
-                               a["c_calls"], a["hot_calls"], a["hot_s"])
-            threading.setprofile(_sonde.trace_thread_hook)
+            self.mechanism = _sonde.trace_start(h, a["include"], a["exclude"], skip, keep,
+                                                a["max_depth"], a["c_calls"], a["hot_calls"],
+                                                a["hot_s"], self._mechanism or MECHANISM)
+            if self.mechanism == "profile":  # sys.monitoring sees new threads by itself
+                threading.setprofile(_sonde.trace_thread_hook)
             self._on = True
         return self
 
@@ -112,7 +124,8 @@ class PythonTracer:
         with _lock:
             if self._on:
                 self._on = False
-                threading.setprofile(None)
+                if self.mechanism == "profile":
+                    threading.setprofile(None)
                 if _sonde.trace_handle() is getattr(self.profiler, "_handle", None):
                     self.stats = _sonde.trace_stop()
                 else:

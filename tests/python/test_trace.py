@@ -369,5 +369,64 @@ class Traced(unittest.TestCase):
         self.assertIn("--profile-dir", p.stderr)
 
 
+@unittest.skipIf(sys.version_info < (3, 12), "the profiling hook is what 'auto' runs before 3.12: "
+                 "Traced above tested it")
+class TracedThroughTheProfilingHook(Traced):
+    """Every test of Traced again through the profiling hook, where 'auto' is sys.monitoring:
+    the two mechanisms must give the same report."""
+
+    def setUp(self):
+        super().setUp()
+        old = sonde._tracing.MECHANISM
+        sonde._tracing.MECHANISM = "profile"
+        self.addCleanup(setattr, sonde._tracing, "MECHANISM", old)
+
+
+class Mechanisms(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def profiler(self, name):
+        return sonde.Profiler(dict(QUIET, name=name, output_dir=self.tmp.name, formats="json",
+                                   trace_python_hot_calls=0), from_env=False)
+
+    def test_auto_names_what_runs_and_bad_names_are_refused(self):
+        auto = "monitoring" if sys.version_info >= (3, 12) else "profile"
+        with self.profiler("auto") as prof:
+            with sonde.trace_python(prof) as t:
+                fib(3)
+            self.assertEqual(t.mechanism, auto)
+            with self.assertRaises(ValueError) as e:
+                sonde.trace_python(prof, mechanism="ptrace").start()
+            self.assertIn("'ptrace'", str(e.exception))
+            if sys.version_info < (3, 12):
+                with self.assertRaises(ValueError) as e:
+                    sonde.trace_python(prof, mechanism="monitoring").start()
+                self.assertIn("3.12", str(e.exception))
+        with open(os.path.join(self.tmp.name, "auto.json")) as f:
+            counts = {s["name"]: s["count"] for s in json.load(f)["sections"]}
+        self.assertEqual(counts[MOD + ".fib"], 5)
+
+    @unittest.skipIf(sys.version_info < (3, 12), "sys.monitoring is 3.12's")
+    def test_cprofile_and_sonde_trace_at_once(self):
+        """cProfile holds sys.monitoring's PROFILER_ID from 3.12 on: sonde takes another tool id
+        and both see every call; afterwards the ids are free again."""
+        import cProfile
+        import pstats
+        pr = cProfile.Profile()
+        with self.profiler("both") as prof:
+            pr.enable()
+            with sonde.trace_python(prof):
+                fib(5)
+            pr.disable()
+        calls = {k[2]: v[1] for k, v in pstats.Stats(pr).stats.items()}
+        self.assertEqual(calls["fib"], 15)
+        with open(os.path.join(self.tmp.name, "both.json")) as f:
+            counts = {s["name"]: s["count"] for s in json.load(f)["sections"]}
+        self.assertEqual(counts[MOD + ".fib"], 15)
+        self.assertEqual([sys.monitoring.get_tool(i) for i in range(2, 6)], [None] * 4)
+
+
 if __name__ == "__main__":
     unittest.main()
