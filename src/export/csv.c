@@ -1,12 +1,13 @@
-/* csv.c - NAME.csv (one row per section name) and NAME.instances.csv (one row per instance,
- * written in pieces of about 1 MiB as it is made). */
+/* csv.c - NAME.csv (one row per section name; its last column the sonde that recorded the run)
+ * and NAME.instances.csv (one row per instance, written in pieces of about 1 MiB as it is
+ * made). */
 #define _GNU_SOURCE
 #include "export.h"
 
 int sx_csv(const sm_model *m, sbuf *b)
 {
     sbuf_puts(b, "name,count,total_s,self_s,mean_s,min_s,max_s,stddev_s,p50_s,p90_s,p99_s,"
-                 "share,threads,unit,units,units_per_s,flops,flops_per_s,mfu\n");
+                 "share,threads,unit,units,units_per_s,flops,flops_per_s,mfu,sonde_version\n");
     for (size_t i = 0; i < m->n_stats; i++) {
         const sm_stat *s = &m->stats[i];
         double fps = s->flops_time_s > 0 ? s->flops / s->flops_time_s : 0;
@@ -15,8 +16,11 @@ int sx_csv(const sm_model *m, sbuf *b)
                     (unsigned long long)s->count, s->total_s, s->self_s, s->mean_s, s->min_s,
                     s->max_s, s->stddev_s, s->p50_s, s->p90_s, s->p99_s, s->share, s->threads);
         sbuf_csv_str(b, s->unit);
-        sbuf_printf(b, ",%.6g,%.6g,%.6g,%.6g,%.6g\n", s->units, s->units_s > 0 ? s->units / s->units_s : 0, s->flops, fps,
+        sbuf_printf(b, ",%.6g,%.6g,%.6g,%.6g,%.6g,", s->units,
+                    s->units_s > 0 ? s->units / s->units_s : 0, s->flops, fps,
                     m->peak_flops > 0 ? fps / m->peak_flops : 0);
+        sbuf_csv_str(b, m->sonde_version ? m->sonde_version : "");
+        sbuf_putc(b, '\n');
     }
     return b->oom ? -1 : 0;
 }

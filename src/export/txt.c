@@ -405,6 +405,7 @@ static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wi
                        "is unknown)\n", (unsigned long long)m->sections_end_lost);
     for (size_t i = 0; i < m->n_warnings; i++)
         sbuf_printf(b, "Warning: %s\n", L(m->warnings[i]));
+    sbuf_printf(b, "Recorded by sonde %s\n", m->sonde_version ? L(m->sonde_version) : "?");
     return b->oom ? -1 : 0;
 }
 
