@@ -21,8 +21,7 @@ static const sonde_key g_keys[] = {
      "run name, the stem of every file (default PROGRAM-YYYYmmdd-HHMMSS)"},
     {"output_dir", KEY_STRING, OFF(output_dir), 0, 0, "./sonde-out", "directory for every file"},
     {"formats", KEY_FORMATS, OFF(formats), 0, 0, "json,csv,txt,trace,html",
-     "reports written at the end: json, csv, txt, trace, html, samples, tensorboard, perfetto, "
-     "folded, pprof, all or none"},
+     "reports written at the end: " SONDE__FORMAT_WORDS},
     {"buffer_mb", KEY_DOUBLE, OFF(buffer_mb), 1, 65536, "64", "bound on event buffer memory, MiB"},
     {"unit", KEY_STRING, OFF(unit), 0, 0, "tokens", "unit of sonde_throughput"},
     {"peak_flops", KEY_DOUBLE, OFF(peak_flops), 0, 1e30, "0",
@@ -245,23 +244,20 @@ void sonde__key_expect(const sonde_key *k, char *out, size_t cap)
         snprintf(out, cap, "a string");
         break;
     case KEY_FORMATS:
-        snprintf(out, cap,
-                 "a list of json, csv, txt, trace, html, samples, tensorboard, perfetto, folded, "
-                 "pprof, all or none");
+        snprintf(out, cap, "a list of " SONDE__FORMAT_WORDS);
         break;
     }
 }
 
 int sonde__parse_formats(const char *where, const char *s, unsigned *out)
 {
+#define FORMAT_ROW(name, bit) {#name, bit},
     static const struct { const char *name; unsigned bit; } fmts[] = {
-        {"json", SONDE_FORMAT_JSON}, {"csv", SONDE_FORMAT_CSV}, {"txt", SONDE_FORMAT_TXT},
-        {"summary", SONDE_FORMAT_TXT}, {"trace", SONDE_FORMAT_TRACE},
-        {"samples", SONDE_FORMAT_SAMPLES}, {"html", SONDE_FORMAT_HTML},
-        {"tensorboard", SONDE_FORMAT_TENSORBOARD}, {"perfetto", SONDE_FORMAT_PERFETTO},
-        {"folded", SONDE_FORMAT_FOLDED}, {"pprof", SONDE_FORMAT_PPROF},
+        SONDE__FORMATS(FORMAT_ROW)
+        {"summary", SONDE_FORMAT_TXT}, /* the text report's other name */
         {"all", SONDE_FORMAT_ALL},
         {"none", 0}};
+#undef FORMAT_ROW
     unsigned bits = 0;
     const char *p = s;
     p += strspn(p, ", []");
@@ -272,11 +268,8 @@ int sonde__parse_formats(const char *where, const char *s, unsigned *out)
             if (strlen(fmts[i].name) == n && strncasecmp(p, fmts[i].name, n) == 0)
                 break;
         if (i == sizeof fmts / sizeof fmts[0])
-            return sonde__fail(SONDE_EINVAL,
-                               "%s: unknown format \"%.*s\" (expected json, csv, txt, trace, "
-                               "html, samples, tensorboard, perfetto, folded, pprof, all or "
-                               "none)",
-                               where, (int)n, p);
+            return sonde__fail(SONDE_EINVAL, "%s: unknown format \"%.*s\" (expected "
+                               SONDE__FORMAT_WORDS ")", where, (int)n, p);
         bits |= fmts[i].bit;
         p += n;
         p += strspn(p, ", []");
@@ -337,7 +330,7 @@ static int device_names(char *out, size_t cap)
 
 int sonde__key_set(sonde_config *c, const sonde_key *k, const char *value, const char *where)
 {
-    char expect[96];
+    char expect[SONDE__KEY_EXPECT_MAX];
     sonde__key_expect(k, expect, sizeof expect);
     char *field = (char *)c + k->offset;
     if (!value)
@@ -437,14 +430,17 @@ void sonde__key_get(const sonde_config *c, const sonde_key *k, char *out, size_t
     }
     case KEY_FORMATS: {
         unsigned f = *(const unsigned *)(const void *)field;
-        static const char *names[] = {"json", "csv", "txt",        "trace",
-                                      "samples", "html", "tensorboard"};
+#define FORMAT_ROW(name, bit) {#name, bit},
+        static const struct { const char *name; unsigned bit; } names[] = {
+            SONDE__FORMATS(FORMAT_ROW)};
+#undef FORMAT_ROW
         size_t k2 = 0;
         out[0] = 0;
-        for (int i = 0; i < 7; i++)
-            if (f & (1u << i))
-                k2 += (size_t)snprintf(out + k2, k2 < cap ? cap - k2 : 0, "%s%s", k2 ? "," : "",
-                                       names[i]);
+        for (unsigned b = 1; b & SONDE_FORMAT_ALL; b <<= 1) /* in bit order */
+            for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+                if ((f & b) && names[i].bit == b)
+                    k2 += (size_t)snprintf(out + k2, k2 < cap ? cap - k2 : 0, "%s%s",
+                                           k2 ? "," : "", names[i].name);
         if (!f)
             snprintf(out, cap, "none");
         break;
@@ -486,7 +482,7 @@ static int check_field(const sonde_config *c, const sonde_key *k)
         return 0;
     }
     if (!(v >= k->lo && v <= k->hi)) {
-        char expect[96];
+        char expect[SONDE__KEY_EXPECT_MAX];
         sonde__key_expect(k, expect, sizeof expect);
         return sonde__fail(SONDE_EINVAL, "sonde_config.%s: %g is out of range: expected %s",
                            k->name, v, expect);

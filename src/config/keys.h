@@ -11,6 +11,27 @@
 
 typedef enum { KEY_BOOL, KEY_UINT, KEY_DOUBLE, KEY_STRING, KEY_FORMATS, KEY_INT } sonde_key_type;
 
+/* The report formats, the one list of them (the values of the key `formats`): X(name, bit) in
+ * the order they are named to users. The key's help and errors, `sonde export`'s usage and the
+ * parser come from it; the files each format writes are export.c's table, by bit. */
+#define SONDE__FORMATS(X)                                                                      \
+    X(json, SONDE_FORMAT_JSON)                                                                 \
+    X(csv, SONDE_FORMAT_CSV)                                                                   \
+    X(txt, SONDE_FORMAT_TXT)                                                                   \
+    X(trace, SONDE_FORMAT_TRACE)                                                               \
+    X(html, SONDE_FORMAT_HTML)                                                                 \
+    X(samples, SONDE_FORMAT_SAMPLES)                                                           \
+    X(tensorboard, SONDE_FORMAT_TENSORBOARD)                                                   \
+    X(perfetto, SONDE_FORMAT_PERFETTO)                                                         \
+    X(folded, SONDE_FORMAT_FOLDED)                                                             \
+    X(pprof, SONDE_FORMAT_PPROF)
+#define SONDE__FORMAT_WORD(name, bit) #name ", "
+#define SONDE__FORMAT_ITEM(name, bit) #name ","
+/* "json, csv, ..., pprof, all or none": what `formats` accepts, in words */
+#define SONDE__FORMAT_WORDS SONDE__FORMATS(SONDE__FORMAT_WORD) "all or none"
+/* "json,csv,...,pprof,all": the same as a --format value's syntax */
+#define SONDE__FORMAT_ITEMS SONDE__FORMATS(SONDE__FORMAT_ITEM) "all"
+
 typedef struct sonde_key {
     const char *name;    /* the field's name, also the YAML key; env SONDE_<NAME upper-cased> */
     sonde_key_type type;
@@ -48,7 +69,9 @@ int sonde__key_alias_set(sonde_config *c, const sonde_key_alias *a, const char *
 const char *sonde__key_suggest(const char *name);
 /* The environment variable of a key ("SONDE_GPU_INTERVAL_S") into out. */
 void sonde__key_env(const sonde_key *k, char *out, size_t cap);
-/* A key's type in words ("number in 0.01..3600"), for messages and listings. */
+/* A key's type in words ("number in 0.01..3600"), for messages and listings; it fits in
+ * SONDE__KEY_EXPECT_MAX bytes. */
+#define SONDE__KEY_EXPECT_MAX 160
 void sonde__key_expect(const sonde_key *k, char *out, size_t cap);
 /* Parses value for k and stores it in c. where names the source in messages ("SONDE_X",
  * "file.yaml:3:7: key"). Strings are copied into storage that lives as long as the process.

@@ -78,7 +78,7 @@ static int set_value(yctx *y, const sonde_key *k, const char *key, const yaml_ma
             if (k->type == KEY_STRING) { /* null: back to the default */
                 *(const char **)(void *)((char *)&y->cfg + k->offset) = k->def;
             } else {
-                char expect[96];
+                char expect[SONDE__KEY_EXPECT_MAX];
                 sonde__key_expect(k, expect, sizeof expect);
                 rc = sonde__fail(SONDE_EINVAL, "%s: no value: expected %s", where, expect);
             }
@@ -126,7 +126,7 @@ static int set_value(yctx *y, const sonde_key *k, const char *key, const yaml_ma
         yaml_event_delete(ev);
         return rc;
     }
-    char expect[96];
+    char expect[SONDE__KEY_EXPECT_MAX];
     sonde__key_expect(k, expect, sizeof expect);
     rc = sonde__fail(SONDE_EINVAL, "%s: expected %s, found a %s", where, expect,
                      ev->type == YAML_MAPPING_START_EVENT ? "mapping" : "list");

@@ -321,19 +321,39 @@ int sx_write_path(const sm_model *m, const char *path)
     return rc;
 }
 
+/* The row of the table a path names: the longest extension it ends with (x.instances.csv is
+ * not x.csv), or SIZE_MAX. */
+static size_t row_of_path(const char *path)
+{
+    size_t best = SIZE_MAX;
+    for (size_t f = 0; f < N_FORMATS; f++)
+        if (ends_with(path, g_formats[f].ext) &&
+            (best == SIZE_MAX || strlen(g_formats[f].ext) > strlen(g_formats[best].ext)))
+            best = f;
+    return best;
+}
+
+static size_t row_of_bit(unsigned bit)
+{
+    for (size_t f = 0; f < N_FORMATS; f++)
+        if (g_formats[f].bit == bit)
+            return f;
+    return SIZE_MAX;
+}
+
 static int write_path(const sm_model *m, const char *path)
 {
-    /* Longest extensions first, so x.instances.csv is not taken for x.csv. */
-    static const size_t order[] = {7, 4, 2, 5, 0, 1, 3, 6, 8, 9, 10};
-    for (size_t i = 0; i < N_FORMATS; i++) {
-        size_t f = order[i];
-        if (ends_with(path, g_formats[f].ext))
-            return write_one(m, path, f);
-    }
-    if (ends_with(path, ".json.gz"))
-        return write_one(m, path, 4);
-    return sonde__fail(SONDE_EINVAL,
-                       "%s: unknown report format (use .json, .csv, .instances.csv, .txt, "
-                       ".samples.csv, .html, .trace.json.gz, .pt.trace.json.gz, .pftrace, "
-                       ".folded or .pb.gz)", path);
+    size_t f = row_of_path(path);
+    if (f == SIZE_MAX && ends_with(path, ".json.gz")) /* any other gzipped JSON: the trace */
+        f = row_of_bit(SONDE_FORMAT_TRACE);
+    if (f != SIZE_MAX)
+        return write_one(m, path, f);
+    sbuf exts;
+    sbuf_init(&exts);
+    for (size_t i = 0; i < N_FORMATS; i++)
+        sbuf_printf(&exts, "%s%s", i ? (i + 1 < N_FORMATS ? ", " : " or ") : "", g_formats[i].ext);
+    int rc = sonde__fail(SONDE_EINVAL, "%s: unknown report format (use %s)", path,
+                         exts.oom ? "a report's extension" : exts.data);
+    sbuf_free(&exts);
+    return rc;
 }

@@ -617,7 +617,8 @@ run = [s for s in r["sections"] if s["name"] == "run"][0]
 assert run["count"] == 1 and run["metadata"]["exit"] == ["exit 7"], run
 assert not [v for k, v in r["system"].items() if k.startswith("process_") and v.startswith("sonde ")], \
     r["system"]                                           # named after exec, not sonde's fork
-assert r["config"]["formats"] == "json,csv,txt,trace,html", r["config"]["formats"]
+# the recorded configuration names every format (it named only the first seven before)
+assert r["config"]["formats"] == "json,csv,txt,trace,html,folded,pprof", r["config"]["formats"]
 print("sonde run: %d processes, %.0f MiB peak RSS" % (c["processes"]["max"], c["rss MiB"]["max"]))
 PY
     # the live display starts with the first samples, says how long the run has gone, and speaks

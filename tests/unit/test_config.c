@@ -352,6 +352,35 @@ static void activities(void **state)
     }
 }
 
+/* The format list (SONDE__FORMATS) is the only one: every name parses to its bit, the bits are
+ * SONDE_FORMAT_ALL exactly, each prints back as its name (all ten: the value printer knew 7), and
+ * "all" round-trips through the key. */
+static void format_list(void **state)
+{
+    (void)state;
+#define ROW(name, bit) {#name, bit},
+    static const struct { const char *name; unsigned bit; } rows[] = {SONDE__FORMATS(ROW)};
+#undef ROW
+    unsigned seen = 0;
+    char v[256];
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        sonde_config c = sonde_config_default();
+        assert_int_equal(sonde_config_set(&c, "formats", rows[i].name), 0);
+        assert_int_equal(c.formats, rows[i].bit);
+        sonde_config_get(&c, "formats", v, sizeof v);
+        assert_string_equal(v, rows[i].name);
+        assert_int_equal(seen & rows[i].bit, 0); /* no bit twice */
+        seen |= rows[i].bit;
+    }
+    assert_int_equal(seen, SONDE_FORMAT_ALL);
+    sonde_config c = sonde_config_default();
+    assert_int_equal(sonde_config_set(&c, "formats", "all"), 0);
+    sonde_config_get(&c, "formats", v, sizeof v);
+    assert_string_equal(v, "json,csv,txt,trace,samples,html,tensorboard,perfetto,folded,pprof");
+    assert_int_equal(sonde_config_set(&c, "formats", "pdf"), SONDE_EINVAL);
+    assert_non_null(strstr(sonde_last_error(), "(expected " SONDE__FORMAT_WORDS ")"));
+}
+
 /* The public key-by-name calls: what a binding (python/sonde) sets through. */
 static void set_get_by_key(void **state)
 {
@@ -417,6 +446,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(flags_strip_and_keep_order), cmocka_unit_test(flags_errors),
         cmocka_unit_test(precedence), cmocka_unit_test(key_table),
         cmocka_unit_test(set_get_by_key), cmocka_unit_test(activities),
+        cmocka_unit_test(format_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,7 +35,7 @@ int cmd_config(int argc, char **argv)
         sonde_config d = sonde_config_default();
         printf("%-24s %-46s %-20s %-30s %s\n", "KEY", "TYPE", "DEFAULT", "ENVIRONMENT", "FLAG");
         for (size_t i = 0; i < n; i++) {
-            char type[96], def[64], env[64];
+            char type[SONDE__KEY_EXPECT_MAX], def[64], env[64];
             sonde__key_expect(&k[i], type, sizeof type);
             sonde__key_get(&d, &k[i], def, sizeof def);
             sonde__key_env(&k[i], env, sizeof env);

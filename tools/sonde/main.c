@@ -8,13 +8,14 @@
 #include <string.h>
 
 #include "cli.h"
+#include "config/keys.h"
 #include "util/suggest.h"
 #include <sonde/sonde.h>
 
 static const cli_cmd g_cmds[] = {
     {"export", cmd_export, "write reports (json, csv, txt, trace, html, ...) from a .sonde file",
-     "usage: sonde export FILE.sonde [--format json,csv,txt,trace,html,samples,tensorboard,\n"
-     "                                          perfetto] [-o DIR] [--set KEY=VALUE]... [--quiet]\n"
+     "usage: sonde export FILE.sonde [--format LIST] [-o DIR] [--set KEY=VALUE]... [--quiet]\n"
+     "  LIST: any of " SONDE__FORMAT_ITEMS "\n"
      "  Regenerates the reports the library wrote for the run, from its .sonde file: the same\n"
      "  files, byte for byte. Without --format, the formats the run was configured with (the\n"
      "  library's default: json, csv, txt, trace and html). DIR defaults to the file's\n"
