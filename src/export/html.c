@@ -934,16 +934,11 @@ static void events_table(sbuf *b, const sm_model *m)
 
 int sx_html(const sm_model *m, sbuf *b)
 {
-    const char *th = sm_info(m, "config.bottleneck_threshold");
-    const char *mx = sm_info(m, "config.html_max_spans");
-    double threshold = th ? atof(th) : 0.3;
-    size_t max_spans = mx ? (size_t)strtoull(mx, NULL, 10) : 1000000;
-    if (threshold <= 0)
-        threshold = 0.3;
-    if (max_spans < 10)
-        max_spans = 10;
+    sonde_config cfg;
+    sm_config(m, &cfg);
+    size_t max_spans = cfg.html_max_spans;
     sa_report an;
-    if (sa_analyze(m, threshold, &an) != 0)
+    if (sa_analyze(m, cfg.bottleneck_threshold, &an) != 0)
         return -1;
     double dur = (double)m->duration_ns / 1e9;
     char v[96], d[32];

@@ -276,12 +276,6 @@ static void stat_meta(sbuf *b, const sm_model *m, int stat)
     sbuf_putc(b, '}');
 }
 
-static double info_num(const sm_model *m, const char *key, double dflt)
-{
-    const char *v = sm_info(m, key);
-    return v ? atof(v) : dflt;
-}
-
 /* A series of durations as an object (its closing brace last, so callers can add fields). */
 static void series_obj(sbuf *b, const sa_series *s, const char *slowest_key)
 {
@@ -575,7 +569,9 @@ int sx_json(const sm_model *m, sbuf *b)
 
     /* Diffusion records and what the analysis concludes. */
     sa_report an;
-    if (sa_analyze(m, info_num(m, "config.bottleneck_threshold", 0.3), &an) != 0)
+    sonde_config cfg;
+    sm_config(m, &cfg);
+    if (sa_analyze(m, cfg.bottleneck_threshold, &an) != 0)
         return -1;
     key(b, "diffusion");
     sbuf_putc(b, '{');

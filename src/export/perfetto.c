@@ -663,8 +663,9 @@ int sx_perfetto(const sm_model *m, sx_sink sink, void *ctx)
     if (sm_folder_init(&fo, m, INT64_MIN, INT64_MAX, bud->folded ? bud->min_ns : INT64_MIN) ||
         !w.seen)
         w.err = -1;
-    const char *ws = sm_info(m, "config.with_stack");
-    int stack_info = ws && !strcmp(ws, "1");
+    sonde_config cfg;
+    sm_config(m, &cfg);
+    int stack_info = cfg.with_stack;
     if (!w.err)
         tracks(&w, run_pid);
     /* spans and ops are grouped by thread, each thread's in start order */

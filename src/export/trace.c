@@ -349,8 +349,9 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     static const char x_ann[] = "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":";
     const char *x_head = o->tensorboard ? x_ann : x_sec;
     size_t x_len = o->tensorboard ? sizeof x_ann - 1 : sizeof x_sec - 1;
-    const char *ws = sm_info(m, "config.with_stack");
-    int stack = ws && !strcmp(ws, "1");
+    sonde_config cfg;
+    sm_config(m, &cfg);
+    int stack = cfg.with_stack;
     /* The budget: sections shorter than bud.min_ns are folded into runs (sm_folder). */
     sm_budget bud = m->trace; /* the whole run's, else that of [t0, t1) */
     if (!t.err && (t0 != INT64_MIN || t1 != INT64_MAX) && sm_trace_budget(m, t0, t1, &bud) != 0)

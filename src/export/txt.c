@@ -293,8 +293,9 @@ static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wi
         sbuf_puts(b, m->analysis_text);
     } else {
         sa_report an;
-        const char *th = sm_info(m, "config.bottleneck_threshold");
-        if (sa_analyze(m, th ? atof(th) : 0.3, &an) == 0) {
+        sonde_config cfg;
+        sm_config(m, &cfg);
+        if (sa_analyze(m, cfg.bottleneck_threshold, &an) == 0) {
             sx_txt_analysis(&an, b);
             sa_free(&an);
         }

@@ -1579,12 +1579,11 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     raw->warnings = NULL;
     raw->n_warnings = 0;
 
-    const char *rk = sm_info(m, "config.rank"), *ws = sm_info(m, "config.world_size");
-    m->rank = rk ? atoi(rk) : -1;
-    m->world_size = ws && atoi(ws) > 0 ? atoi(ws) : 1;
-    const char *mv = sm_info(m, "config.min_duration_s");
-    double min_s = mv ? strtod(mv, NULL) : 0;
-    b.min_ns = min_s > 0 ? (int64_t)(min_s * 1e9) : 0;
+    sonde_config cfg;
+    sm_config(m, &cfg);
+    m->rank = cfg.rank;
+    m->world_size = cfg.world_size > 0 ? cfg.world_size : 1;
+    b.min_ns = cfg.min_duration_s > 0 ? (int64_t)(cfg.min_duration_s * 1e9) : 0;
     if (sm__sink_init(&b.sink, m) ||
         !(b.open_n = sonde__calloc(b.sink.n_groups ? b.sink.n_groups : 1, sizeof *b.open_n)))
         goto out;

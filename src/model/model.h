@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sonde/sonde.h>
+
 #include "../format/format.h"
 #include "sketch.h"
 
@@ -532,6 +534,11 @@ const char *sm_str(const sm_model *m, uint32_t id);
 
 /* The value of an INFO fact ("system.cpu_model", "config.max_data_points"), or NULL. */
 const char *sm_info(const sm_model *m, const char *key);
+/* The run's recorded configuration (runcfg.c): every numeric and boolean key decoded from its
+ * "config.KEY" fact by the key table's parser, the key's default where the fact is missing or
+ * its value out of the key's range; string keys are left at their defaults (read them with
+ * sm_info). What every report and reading step reads a key through. */
+void sm_config(const sm_model *m, sonde_config *out);
 /* Sets an INFO fact (it wins over the file's: `sonde export --set`); 0, or -1 out of memory
  * (m unchanged). */
 int sm_set_info(sm_model *m, const char *key, const char *value);

@@ -7,9 +7,9 @@
 
 size_t sm_max_data_points(const sm_model *m)
 {
-    const char *v = sm_info(m, "config.max_data_points");
-    size_t n = v ? (size_t)strtoull(v, NULL, 10) : 10000;
-    return n < 10 ? 10 : n;
+    sonde_config cfg;
+    sm_config(m, &cfg);
+    return cfg.max_data_points; /* the key's range: at least 10 */
 }
 
 const char *sm_counter_unit(const char *name)
