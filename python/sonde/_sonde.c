@@ -20,6 +20,7 @@
 
 #include "_pytrace.h"
 #include "config/keys.h"
+#include "model/model.h" /* SM_STAT_TIMES: the statistics' field list */
 #include "record/record.h"
 #include "record/schedule.h"
 
@@ -581,17 +582,11 @@ static PyObject *section_dict(const sonde_section_stats *s)
     PyObject *d = PyDict_New();
     if (!d)
         return NULL;
+#define PY_U64(f) put(d, #f, PyLong_FromUnsignedLongLong(s->f)) ||
+#define PY_F64(f) put(d, #f, PyFloat_FromDouble(s->f)) ||
+#define PY(f, kind) PY_##kind(f)
     if (put(d, "name", PyUnicode_DecodeUTF8(s->name, (Py_ssize_t)strlen(s->name), "replace")) ||
-        put(d, "count", PyLong_FromUnsignedLongLong(s->count)) ||
-        put(d, "total_s", PyFloat_FromDouble(s->total_s)) ||
-        put(d, "self_s", PyFloat_FromDouble(s->self_s)) ||
-        put(d, "mean_s", PyFloat_FromDouble(s->mean_s)) ||
-        put(d, "min_s", PyFloat_FromDouble(s->min_s)) ||
-        put(d, "max_s", PyFloat_FromDouble(s->max_s)) ||
-        put(d, "stddev_s", PyFloat_FromDouble(s->stddev_s)) ||
-        put(d, "p50_s", PyFloat_FromDouble(s->p50_s)) ||
-        put(d, "p90_s", PyFloat_FromDouble(s->p90_s)) ||
-        put(d, "p99_s", PyFloat_FromDouble(s->p99_s)) ||
+        SM_STAT_TIMES(PY)
         put(d, "share", PyFloat_FromDouble(s->share)) ||
         put(d, "unit", PyUnicode_DecodeUTF8(s->unit, (Py_ssize_t)strlen(s->unit), "replace")) ||
         put(d, "units", PyFloat_FromDouble(s->units)) ||
@@ -602,6 +597,9 @@ static PyObject *section_dict(const sonde_section_stats *s)
         Py_DECREF(d);
         return NULL;
     }
+#undef PY
+#undef PY_F64
+#undef PY_U64
     return d;
 }
 

@@ -10,15 +10,14 @@ int sx_csv(const sm_model *m, sbuf *b)
                  "share,threads,unit,units,units_per_s,flops,flops_per_s,mfu,sonde_version\n");
     for (size_t i = 0; i < m->n_stats; i++) {
         const sm_stat *s = &m->stats[i];
-        double fps = s->flops_time_s > 0 ? s->flops / s->flops_time_s : 0;
+        sm_rates r = sm_stat_rates(s, m->peak_flops);
         sbuf_csv_str(b, s->name);
         sbuf_printf(b, ",%llu,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.6f,%u,",
                     (unsigned long long)s->count, s->total_s, s->self_s, s->mean_s, s->min_s,
                     s->max_s, s->stddev_s, s->p50_s, s->p90_s, s->p99_s, s->share, s->threads);
         sbuf_csv_str(b, s->unit);
-        sbuf_printf(b, ",%.6g,%.6g,%.6g,%.6g,%.6g,", s->units,
-                    s->units_s > 0 ? s->units / s->units_s : 0, s->flops, fps,
-                    m->peak_flops > 0 ? fps / m->peak_flops : 0);
+        sbuf_printf(b, ",%.6g,%.6g,%.6g,%.6g,%.6g,", s->units, r.units_per_s, s->flops,
+                    r.flops_per_s, r.mfu);
         sbuf_csv_str(b, m->sonde_version ? m->sonde_version : "");
         sbuf_putc(b, '\n');
     }

@@ -852,7 +852,8 @@ static void stats_table(sbuf *b, const sm_model *m)
             sbuf_printf(b, "<td data-v=\"%.9g\">%s</td>", v[c], d);
         }
         sbuf_printf(b, "<td data-v=\"%.6g\">%.1f%%</td>", s->share, 100 * s->share);
-        double ups = s->units_s > 0 ? s->units / s->units_s : 0;
+        sm_rates rates = sm_stat_rates(s, 0);
+        double ups = rates.units_per_s;
         sbuf_printf(b, "<td data-v=\"%.6g\">", ups);
         if (ups > 0) {
             char r[48]; /* 173.8 K token/s, not 173767.12 token/s */
@@ -862,7 +863,7 @@ static void stats_table(sbuf *b, const sm_model *m)
             esc(b, s->unit);
             sbuf_puts(b, "/s");
         }
-        double fps = s->flops_time_s > 0 ? s->flops / s->flops_time_s : 0;
+        double fps = rates.flops_per_s;
         char f[48] = "";
         if (fps > 0)
             sx_fmt_si(f, sizeof f, fps, "FLOP/s");

@@ -161,16 +161,9 @@ void sx_stat_json(sbuf *b, const sm_stat *s, double peak)
 {
     sbuf_putc(b, '{');
     kv_str(b, "name", s->name, 1);
-    kv_num(b, "count", (double)s->count, 1);
-    kv_num(b, "total_s", s->total_s, 1);
-    kv_num(b, "self_s", s->self_s, 1);
-    kv_num(b, "mean_s", s->mean_s, 1);
-    kv_num(b, "min_s", s->min_s, 1);
-    kv_num(b, "max_s", s->max_s, 1);
-    kv_num(b, "stddev_s", s->stddev_s, 1);
-    kv_num(b, "p50_s", s->p50_s, 1);
-    kv_num(b, "p90_s", s->p90_s, 1);
-    kv_num(b, "p99_s", s->p99_s, 1);
+#define STAT_NUM(f, kind) kv_num(b, #f, (double)s->f, 1);
+    SM_STAT_TIMES(STAT_NUM)
+#undef STAT_NUM
     kv_str(b, "percentiles", s->sketched ? "sketch" : "exact", 1);
     kv_num(b, "share", s->share, 1);
     kv_num(b, "threads", s->threads, 1);
@@ -178,11 +171,11 @@ void sx_stat_json(sbuf *b, const sm_stat *s, double peak)
     kv_num(b, "depth", s->min_depth, 1);
     kv_str(b, "unit", s->unit, 1);
     kv_num(b, "units", s->units, 1);
-    kv_num(b, "units_per_s", s->units_s > 0 ? s->units / s->units_s : 0, 1);
-    double fps = s->flops_time_s > 0 ? s->flops / s->flops_time_s : 0;
+    sm_rates r = sm_stat_rates(s, peak);
+    kv_num(b, "units_per_s", r.units_per_s, 1);
     kv_num(b, "flops", s->flops, 1);
-    kv_num(b, "flops_per_s", fps, 1);
-    kv_num(b, "mfu", peak > 0 ? fps / peak : 0, 1);
+    kv_num(b, "flops_per_s", r.flops_per_s, 1);
+    kv_num(b, "mfu", r.mfu, 1);
     /* Resources while it ran (null: no sample fell inside; see "note"). */
     key(b, "resources");
     sbuf_putc(b, '{');

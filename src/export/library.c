@@ -164,22 +164,16 @@ sonde_summary_t *sonde_summary(sonde_profiler *p)
         sonde_section_stats *o = &s->stats[i];
         o->name = put_str(&np, x->name);
         o->unit = put_str(&np, x->unit);
-        o->count = x->count;
-        o->total_s = x->total_s;
-        o->self_s = x->self_s;
-        o->mean_s = x->mean_s;
-        o->min_s = x->min_s;
-        o->max_s = x->max_s;
-        o->stddev_s = x->stddev_s;
-        o->p50_s = x->p50_s;
-        o->p90_s = x->p90_s;
-        o->p99_s = x->p99_s;
+#define COPY(f, kind) o->f = x->f;
+        SM_STAT_TIMES(COPY)
+#undef COPY
         o->share = x->share;
         o->units = x->units;
-        o->units_per_s = x->units_s > 0 ? x->units / x->units_s : 0;
         o->flops = x->flops;
-        o->flops_per_s = x->flops_time_s > 0 ? x->flops / x->flops_time_s : 0;
-        o->mfu = p->cfg.peak_flops > 0 ? o->flops_per_s / p->cfg.peak_flops : 0;
+        sm_rates r = sm_stat_rates(x, p->cfg.peak_flops);
+        o->units_per_s = r.units_per_s;
+        o->flops_per_s = r.flops_per_s;
+        o->mfu = r.mfu;
     }
     sm_free(&m);
     return s;

@@ -187,6 +187,28 @@ typedef struct sm_rate {
     double units, seconds;
 } sm_rate;
 
+/* The section statistics that every output carries under one name: sm_stat, the public
+ * sonde_section_stats, the JSON report (its writer and its reader) and the Python summary.
+ * X(field, kind), kind U64 or F64, in the JSON's order. Adding a figure is a line here, its
+ * field in the two structs and its computation (stats.c); the outputs follow. */
+#define SM_STAT_TIMES(X)                                                                       \
+    X(count, U64)                                                                              \
+    X(total_s, F64)                                                                            \
+    X(self_s, F64)                                                                             \
+    X(mean_s, F64)                                                                             \
+    X(min_s, F64)                                                                              \
+    X(max_s, F64)                                                                              \
+    X(stddev_s, F64)                                                                           \
+    X(p50_s, F64)                                                                              \
+    X(p90_s, F64)                                                                              \
+    X(p99_s, F64)
+
+/* A section's rates, derived in this one place: units per second of the instances that
+ * recorded units, FLOP/s of those that recorded FLOPs, and MFU against peak (0: unknown). */
+typedef struct sm_rates {
+    double units_per_s, flops_per_s, mfu;
+} sm_rates;
+
 typedef struct sm_stat {
     char *name;
     const char *unit;          /* unit of units (points into the model's sites or unit) */
@@ -539,6 +561,8 @@ const char *sm_info(const sm_model *m, const char *key);
  * its value out of the key's range; string keys are left at their defaults (read them with
  * sm_info). What every report and reading step reads a key through. */
 void sm_config(const sm_model *m, sonde_config *out);
+/* A statistic's rates (sm_rates), peak the run's peak FLOP/s. */
+sm_rates sm_stat_rates(const sm_stat *s, double peak);
 /* Sets an INFO fact (it wins over the file's: `sonde export --set`); 0, or -1 out of memory
  * (m unchanged). */
 int sm_set_info(sm_model *m, const char *key, const char *value);

@@ -631,3 +631,12 @@ void sm_totals(const sm_model *m, double *units, double *units_s, double *flops,
     *flops_s = iv ? sm__union_s(iv, n) : 0;
     sonde__free(iv);
 }
+
+sm_rates sm_stat_rates(const sm_stat *s, double peak)
+{
+    sm_rates r;
+    r.units_per_s = s->units_s > 0 ? s->units / s->units_s : 0;
+    r.flops_per_s = s->flops_time_s > 0 ? s->flops / s->flops_time_s : 0;
+    r.mfu = peak > 0 ? r.flops_per_s / peak : 0;
+    return r;
+}

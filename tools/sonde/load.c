@@ -211,16 +211,13 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
         s->name = str(e, "name");
         if (!s->name)
             goto out;
-        s->count = U64(e, "count");
-        s->total_s = num0(e, "total_s");
-        s->self_s = num0(e, "self_s");
-        s->mean_s = num0(e, "mean_s");
-        s->min_s = num0(e, "min_s");
-        s->max_s = num0(e, "max_s");
-        s->stddev_s = num0(e, "stddev_s");
-        s->p50_s = num0(e, "p50_s");
-        s->p90_s = num0(e, "p90_s");
-        s->p99_s = num0(e, "p99_s");
+#define READ_U64(f) s->f = U64(e, #f);
+#define READ_F64(f) s->f = num0(e, #f);
+#define READ(f, kind) READ_##kind(f)
+        SM_STAT_TIMES(READ)
+#undef READ
+#undef READ_F64
+#undef READ_U64
         json_t *pct = json_object_get(e, "percentiles");
         s->sketched = json_is_string(pct) && !strcmp(json_string_value(pct), "sketch");
         const char *why = NULL;
