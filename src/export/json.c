@@ -380,20 +380,15 @@ static int ops_obj(sbuf *b, const sm_model *m)
     return 0;
 }
 
-int sx_json(const sm_model *m, sbuf *b)
+/* sx_json's parts, each one top-level key or a few, in the report's order. */
+static void json_run(sbuf *b, const sm_model *m)
 {
-    double units, units_s, flops, flops_s;
-    sm_totals(m, &units, &units_s, &flops, &flops_s);
     double dur = (double)m->duration_ns / 1e9;
     char iso[64] = "";
     time_t secs = (time_t)(m->start_real_ns / 1000000000u);
     struct tm tm;
     if (gmtime_r(&secs, &tm))
         strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
-
-    sbuf_putc(b, '{');
-    kv_str(b, "schema", "sonde-report", 1);
-    kv_num(b, "schema_version", SONDE_JSON_SCHEMA_VERSION, 1);
     key(b, "run");
     sbuf_putc(b, '{');
     kv_str(b, "name", m->name, 1);
@@ -431,7 +426,13 @@ int sx_json(const sm_model *m, sbuf *b)
     key(b, "config");
     info_obj(b, m, "config.");
     sbuf_putc(b, ',');
+}
 
+static void json_summary(sbuf *b, const sm_model *m)
+{
+    double units, units_s, flops, flops_s;
+    sm_totals(m, &units, &units_s, &flops, &flops_s);
+    double dur = (double)m->duration_ns / 1e9;
     key(b, "summary");
     sbuf_putc(b, '{');
     kv_num(b, "total_duration_s", dur, 1);
@@ -474,7 +475,11 @@ int sx_json(const sm_model *m, sbuf *b)
         sbuf_putc(b, '}');
     }
     sbuf_puts(b, "],");
+}
 
+/* The sections' statistics, and each session's with its own sections'. */
+static void json_sections(sbuf *b, const sm_model *m)
+{
     key(b, "sections");
     sbuf_putc(b, '[');
     for (size_t i = 0; i < m->n_stats; i++) {
@@ -526,7 +531,10 @@ int sx_json(const sm_model *m, sbuf *b)
         sbuf_puts(b, "]}");
     }
     sbuf_puts(b, "],");
+}
 
+static void json_steps(sbuf *b, const sm_model *m)
+{
     sm_steps_summary ss;
     sm_steps(m, &ss);
     key(b, "steps");
@@ -554,13 +562,11 @@ int sx_json(const sm_model *m, sbuf *b)
         sbuf_puts(b, i ? (m->steps[i].active ? ",true" : ",false")
                        : (m->steps[i].active ? "true" : "false"));
     sbuf_puts(b, "]},");
+}
 
-    if (m->n_gpu && gpu_obj(b, m) != 0)
-        return -1;
-    if (m->n_ops && ops_obj(b, m) != 0)
-        return -1;
-
-    /* Diffusion records and what the analysis concludes. */
+/* Diffusion records and what the analysis concludes. 0, or -1 out of memory. */
+static int json_diffusion(sbuf *b, const sm_model *m)
+{
     sa_report an;
     sonde_config cfg;
     sm_config(m, &cfg);
@@ -651,7 +657,11 @@ int sx_json(const sm_model *m, sbuf *b)
     }
     sbuf_puts(b, "]},");
     sa_free(&an);
+    return 0;
+}
 
+static void json_schedule(sbuf *b, const sm_model *m)
+{
     key(b, "schedule");
     sbuf_putc(b, '{');
     key(b, "scheduled");
@@ -674,7 +684,11 @@ int sx_json(const sm_model *m, sbuf *b)
         sbuf_putc(b, '}');
     }
     sbuf_puts(b, "]},");
+}
 
+/* Counters, metrics and instant events. 0, or -1 out of memory. */
+static int json_series(sbuf *b, const sm_model *m)
+{
     key(b, "counters");
     sbuf_putc(b, '[');
     for (size_t i = 0; i < m->n_counters; i++) {
@@ -718,7 +732,11 @@ int sx_json(const sm_model *m, sbuf *b)
     if (events_arr(b, m))
         return -1;
     sbuf_putc(b, ',');
+    return 0;
+}
 
+static void json_threads(sbuf *b, const sm_model *m)
+{
     key(b, "threads");
     sbuf_putc(b, '[');
     for (size_t i = 0; i < m->n_threads; i++) {
@@ -733,7 +751,11 @@ int sx_json(const sm_model *m, sbuf *b)
         sbuf_putc(b, '}');
     }
     sbuf_puts(b, "],");
+}
 
+/* CPU samples with stacks: every function by self samples, the top lines, by section. */
+static void json_profile(sbuf *b, const sm_model *m)
+{
     if (m->profile.samples) { /* CPU samples with stacks: every function, by self samples */
         const sm_profile *pr = &m->profile;
         key(b, "profile");
@@ -800,6 +822,28 @@ int sx_json(const sm_model *m, sbuf *b)
         }
         sbuf_puts(b, "]},");
     }
+}
+
+int sx_json(const sm_model *m, sbuf *b)
+{
+    sbuf_putc(b, '{');
+    kv_str(b, "schema", "sonde-report", 1);
+    kv_num(b, "schema_version", SONDE_JSON_SCHEMA_VERSION, 1);
+    json_run(b, m);
+    json_summary(b, m);
+    json_sections(b, m);
+    json_steps(b, m);
+    if (m->n_gpu && gpu_obj(b, m) != 0)
+        return -1;
+    if (m->n_ops && ops_obj(b, m) != 0)
+        return -1;
+    if (json_diffusion(b, m) != 0)
+        return -1;
+    json_schedule(b, m);
+    if (json_series(b, m) != 0)
+        return -1;
+    json_threads(b, m);
+    json_profile(b, m);
     key(b, "warnings");
     sbuf_putc(b, '[');
     for (size_t i = 0; i < m->n_warnings; i++) {
