@@ -142,16 +142,11 @@ static int sx_txt_body(const sm_model *m, sbuf *b, int sort, size_t top, int wid
 
 #define L(s) sbuf_oneline(pool, (s))
 
-static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wide,
-                        sbuf_pool *pool)
+/* The table: a rule, the header, one row per section name in the order asked for (at most
+ * top), the notes on hot functions and sketched percentiles, a rule. 0, or -1 out of memory. */
+static int txt_table(const sm_model *m, sbuf *b, int sort, size_t top, int wide, sbuf_pool *pool)
 {
-    double flops = m->total_flops, flops_s = m->total_flops_s;
-    char d[32], x[64];
-    sx_fmt_dur(d, sizeof d, (double)m->duration_ns / 1e9);
-    sbuf_printf(b, "sonde summary: %s  (%s, %llu sections, %zu section names, %llu steps, %zu "
-                   "threads)\n",
-                L(m->name), d, (unsigned long long)m->total_sections, m->n_stats,
-                (unsigned long long)m->total_steps, sm_program_threads(m));
+    char d[32];
     /* rows in the order asked for, at most top of them */
     const sm_stat **rows = sonde__malloc((m->n_stats ? m->n_stats : 1) * sizeof *rows);
     if (!rows)
@@ -223,6 +218,14 @@ static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wi
         sbuf_printf(b, "Percentiles of %zu name(s) with over %u instances: from a quantile "
                        "sketch, within %.0f%%\n", sketched, SM_SKETCH_AT, 100 * SM_SKETCH_ALPHA);
     sbuf_printf(b, "%s\n", rule);
+    return 0;
+}
+
+/* The run's own lines: duration, metadata, throughput, compute, steps, counters. */
+static void txt_run_lines(const sm_model *m, sbuf *b, sbuf_pool *pool)
+{
+    double flops = m->total_flops, flops_s = m->total_flops_s;
+    char d[32], x[64];
     sx_fmt_dur(d, sizeof d, (double)m->duration_ns / 1e9);
     sbuf_printf(b, "Run duration: %s\n", d);
     sbuf meta;
@@ -266,6 +269,11 @@ static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wi
                     c->system ? "Sampled" : "Counter", L(c->name), c->min,
                     c->n ? c->sum / (double)c->n : 0, c->max, c->last, c->n);
     }
+}
+
+/* The machine: GPU status and notes, the CPU, memory and kernel, each GPU. */
+static void txt_system(const sm_model *m, sbuf *b, sbuf_pool *pool)
+{
     const char *gs = sm_info(m, "system.gpu_status"), *gn = sm_info(m, "system.gpu_notes");
     if (gs)
         sbuf_printf(b, "%s\n", L(gs));
@@ -288,6 +296,21 @@ static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wi
         sbuf_printf(b, "GPU %d: %s, %s MiB, driver %s\n", g, L(name), gm ? L(gm) : "?",
                     drv ? L(drv) : "?");
     }
+}
+
+static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wide,
+                        sbuf_pool *pool)
+{
+    char d[32];
+    sx_fmt_dur(d, sizeof d, (double)m->duration_ns / 1e9);
+    sbuf_printf(b, "sonde summary: %s  (%s, %llu sections, %zu section names, %llu steps, %zu "
+                   "threads)\n",
+                L(m->name), d, (unsigned long long)m->total_sections, m->n_stats,
+                (unsigned long long)m->total_steps, sm_program_threads(m));
+    if (txt_table(m, b, sort, top, wide, pool) != 0)
+        return -1;
+    txt_run_lines(m, b, pool);
+    txt_system(m, b, pool);
     /* Diffusion figures and recommendations: computed here, or as a JSON report stated them */
     if (m->analysis_text) {
         sbuf_puts(b, m->analysis_text);
