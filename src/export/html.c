@@ -933,16 +933,9 @@ static void events_table(sbuf *b, const sm_model *m)
 }
 
 
-int sx_html(const sm_model *m, sbuf *b)
+/* sx_html's parts. The head: title, style, the run's host, start time and sonde version. */
+static void html_head(sbuf *b, const sm_model *m)
 {
-    sonde_config cfg;
-    sm_config(m, &cfg);
-    size_t max_spans = cfg.html_max_spans;
-    sa_report an;
-    if (sa_analyze(m, cfg.bottleneck_threshold, &an) != 0)
-        return -1;
-    double dur = (double)m->duration_ns / 1e9;
-    char v[96], d[32];
     sbuf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                  "<meta name=\"viewport\" content=\"width=device-width\"><title>sonde: ");
     esc(b, m->name);
@@ -963,7 +956,15 @@ int sx_html(const sm_model *m, sbuf *b)
         sbuf_puts(b, " &middot; <b>exported while recording: the run so far</b>");
     else if (!m->clean_end)
         sbuf_puts(b, " &middot; <b>the run did not end cleanly</b>");
-    sbuf_puts(b, "</p>\n<div class=\"cards\" id=\"cards\">\n");
+    sbuf_puts(b, "</p>\n");
+}
+
+/* The cards: the run's headline figures (gs: the GPU summary, or NULL). */
+static void html_cards(sbuf *b, const sm_model *m, const sa_report *an, const sm_gpu_sum *gs)
+{
+    char v[96], d[32];
+    double dur = (double)m->duration_ns / 1e9;
+    sbuf_puts(b, "<div class=\"cards\" id=\"cards\">\n");
     fmt_dur(d, sizeof d, dur);
     card(b, d, "duration");
     snprintf(v, sizeof v, "%llu", (unsigned long long)m->total_sections);
@@ -988,14 +989,14 @@ int sx_html(const sm_model *m, sbuf *b)
         snprintf(v, sizeof v, "%.2f", m->steps_summary.per_s);
         card(b, v, "steps/s");
     }
-    if (an.diffusion.blocks.count) {
-        snprintf(v, sizeof v, "%.2f", an.diffusion.fps);
+    if (an->diffusion.blocks.count) {
+        snprintf(v, sizeof v, "%.2f", an->diffusion.fps);
         card(b, v, "FPS (frames/s)");
-        snprintf(v, sizeof v, "%.2f", an.diffusion.bps);
+        snprintf(v, sizeof v, "%.2f", an->diffusion.bps);
         card(b, v, "BPS (blocks/s)");
     }
-    if (an.diffusion.total_params > 0) {
-        sx_fmt_si(v, sizeof v, an.diffusion.total_params, "");
+    if (an->diffusion.total_params > 0) {
+        sx_fmt_si(v, sizeof v, an->diffusion.total_params, "");
         card(b, v, "parameters");
     }
     for (size_t i = 0; i < m->n_counters; i++) {
@@ -1013,14 +1014,57 @@ int sx_html(const sm_model *m, sbuf *b)
             card(b, v, lab);
         }
     }
-    sm_gpu_sum gs;
-    int have_gpu = m->n_gpu && sm_gpu_summarize(m, &gs) == 0;
-    if (have_gpu) {
-        fmt_dur(d, sizeof d, gs.kernel_s);
-        snprintf(v, sizeof v, "%llu (%s)", (unsigned long long)gs.kernels, d);
+    if (gs) {
+        fmt_dur(d, sizeof d, gs->kernel_s);
+        snprintf(v, sizeof v, "%llu (%s)", (unsigned long long)gs->kernels, d);
         card(b, v, "CUDA kernels (GPU time)");
     }
     sbuf_puts(b, "</div>\n");
+}
+
+/* What the analysis found: recommendations with their evidence, and the bottlenecks. */
+static void html_findings(sbuf *b, const sa_report *an)
+{
+    sbuf_puts(b, "<h2 id=\"recommendations\">Recommendations</h2>\n");
+    if (!an->n_findings)
+        sbuf_puts(b, "<p class=\"note\">No rule found anything to recommend in this run.</p>\n");
+    else
+        sbuf_puts(b, "<ul class=\"findings\">\n");
+    for (size_t i = 0; i < an->n_findings; i++) {
+        sbuf_puts(b, "<li data-rule=\"");
+        esc(b, an->findings[i].rule);
+        sbuf_puts(b, "\"><b>");
+        esc(b, an->findings[i].title);
+        sbuf_puts(b, "</b><div class=\"ev\">Evidence: ");
+        esc(b, an->findings[i].evidence);
+        sbuf_puts(b, "</div><div class=\"adv\">");
+        esc(b, an->findings[i].advice);
+        sbuf_puts(b, "</div></li>\n");
+    }
+    if (an->n_findings)
+        sbuf_puts(b, "</ul>\n");
+    sbuf_puts(b, "<h2 id=\"bottlenecks\">Bottlenecks</h2>\n<ul>\n");
+    for (size_t i = 0; i < an->n_bottlenecks; i++) {
+        sbuf_puts(b, "<li>");
+        esc(b, an->bottlenecks[i].what);
+        sbuf_puts(b, "</li>\n");
+    }
+    sbuf_puts(b, "</ul>\n");
+}
+
+int sx_html(const sm_model *m, sbuf *b)
+{
+    sonde_config cfg;
+    sm_config(m, &cfg);
+    size_t max_spans = cfg.html_max_spans;
+    sa_report an;
+    if (sa_analyze(m, cfg.bottleneck_threshold, &an) != 0)
+        return -1;
+    char v[96], d[32];
+    html_head(b, m);
+    sm_gpu_sum gs;
+    int have_gpu = m->n_gpu && sm_gpu_summarize(m, &gs) == 0;
+    html_cards(b, m, &an, have_gpu ? &gs : NULL);
     /* the run's own metadata (model dimensions and the like) at the top */
     size_t at = b->len;
     sbuf_puts(b, "<table id=\"run-table\" class=\"facts run\"><tbody>\n");
@@ -1030,31 +1074,8 @@ int sx_html(const sm_model *m, sbuf *b)
         b->len = at; /* none */
     else
         sbuf_puts(b, "</tbody></table>\n");
-    sbuf_puts(b, "<h2 id=\"recommendations\">Recommendations</h2>\n");
-    if (!an.n_findings)
-        sbuf_puts(b, "<p class=\"note\">No rule found anything to recommend in this run.</p>\n");
-    else
-        sbuf_puts(b, "<ul class=\"findings\">\n");
-    for (size_t i = 0; i < an.n_findings; i++) {
-        sbuf_puts(b, "<li data-rule=\"");
-        esc(b, an.findings[i].rule);
-        sbuf_puts(b, "\"><b>");
-        esc(b, an.findings[i].title);
-        sbuf_puts(b, "</b><div class=\"ev\">Evidence: ");
-        esc(b, an.findings[i].evidence);
-        sbuf_puts(b, "</div><div class=\"adv\">");
-        esc(b, an.findings[i].advice);
-        sbuf_puts(b, "</div></li>\n");
-    }
-    if (an.n_findings)
-        sbuf_puts(b, "</ul>\n");
-    sbuf_puts(b, "<h2 id=\"bottlenecks\">Bottlenecks</h2>\n<ul>\n");
-    for (size_t i = 0; i < an.n_bottlenecks; i++) {
-        sbuf_puts(b, "<li>");
-        esc(b, an.bottlenecks[i].what);
-        sbuf_puts(b, "</li>\n");
-    }
-    sbuf_puts(b, "</ul>\n<h2 id=\"timeline\">Timeline</h2>\n");
+    html_findings(b, &an);
+    sbuf_puts(b, "<h2 id=\"timeline\">Timeline</h2>\n");
     timeline(b, m, max_spans);
     if (m->n_steps)
         sbuf_puts(b, "<h2 id=\"step-breakdown-title\">Step breakdown</h2>\n<p class=\"note\">Per "
