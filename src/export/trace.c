@@ -258,6 +258,188 @@ int sx_trace_range(const sm_model *m, int64_t t0, int64_t t1, sx_sink sink, void
     return sx_trace_part(m, &o, sink, ctx);
 }
 
+/* sx_trace_part's parts. The process's metadata: its name, sort index and labels, the steps'
+ * track, each thread (and the processes of threads of other processes). */
+static void trace_meta(tctx *t, const sm_model *m, const sx_trace_opts *o, int pid,
+                       uint64_t steps_tid)
+{
+    name_meta(t, "process_name", pid, 0, o->process_name ? o->process_name : m->name);
+    if (o->sort_index >= 0) {
+        sep(t);
+        sbuf_printf(&t->b, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,"
+                          "\"args\":{\"sort_index\":%d}}", pid, o->sort_index);
+    }
+    sep(t);
+    sbuf_puts(&t->b, "{\"ph\":\"M\",\"name\":\"process_labels\"");
+    pid_tid(t, pid, 0);
+    sbuf_puts(&t->b, ",\"args\":{\"labels\":");
+    {
+        sbuf l;
+        sbuf_init(&l);
+        sbuf_printf(&l, "sonde %s on %s", m->sonde_version ? m->sonde_version : "?",
+                    m->host ? m->host : "?");
+        sm_each_run_meta(m, label_meta, &l);
+        sbuf_json_str(&t->b, l.data ? l.data : "sonde");
+        sbuf_free(&l);
+    }
+    sbuf_puts(&t->b, "}}");
+    if (m->n_steps)
+        name_meta(t, "thread_name", pid, steps_tid, "steps");
+    /* Threads of other processes (a program run under `sonde run`): named processes of their
+     * own. */
+    for (size_t i = 0; i < m->n_threads; i++) {
+        int tp = o->pid <= 0 && m->threads[i].pid > 0 ? m->threads[i].pid : pid;
+        size_t j;
+        for (j = 0; j < i && (o->pid <= 0 && m->threads[j].pid > 0 ? m->threads[j].pid : pid) != tp;
+             j++) {
+        }
+        if (tp != pid && j == i) {
+            char label[160];
+            snprintf(label, sizeof label, "%s (pid %d)", m->threads[i].name, tp);
+            name_meta(t, "process_name", tp, 0, label);
+        }
+        name_meta(t, "thread_name", tp, sm_thread_tid(m, i), m->threads[i].name);
+    }
+}
+
+/* Instant events in [t0, t1), shifted by sh. */
+static void trace_instants(tctx *t, const sm_model *m, int64_t t0, int64_t t1, int64_t sh,
+                           char *const *esc, char *const *ids)
+{
+    for (size_t i = 0; i < m->n_instants && !t->err; i++) {
+        const sm_instant *e = &m->instants[i];
+        if (e->t_ns < t0 || e->t_ns >= t1)
+            continue;
+        sep(t);
+        sbuf_puts(&t->b, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"event\",\"name\":");
+        sbuf_puts(&t->b, e->name < m->n_sites && esc[e->name] ? esc[e->name] : "\"?\"");
+        sbuf_add(&t->b, ",\"ts\":", 6);
+        sbuf_us3(&t->b, e->t_ns + sh);
+        sbuf_puts(&t->b, ids[e->thread]);
+        if (e->args >= 0) { /* its payload (sonde_event_args) */
+            sbuf_puts(&t->b, ",\"args\":{");
+            sm_each_meta(m, e->args, sx_json_kv, &t->b);
+            sbuf_putc(&t->b, '}');
+        }
+        sbuf_putc(&t->b, '}');
+        flush(t, 0);
+    }
+}
+
+/* Counters in [t0, t1): at most max_data_points samples each, every bucket's min and max. */
+static void trace_counters(tctx *t, const sm_model *m, int64_t t0, int64_t t1, int64_t sh, int pid)
+{
+    size_t max_points = sm_max_data_points(m);
+    size_t *keep = sonde__malloc((max_points + 2) * sizeof *keep);
+    if (!keep)
+        t->err = -1;
+    for (size_t c = 0; c < m->n_counters && !t->err; c++) {
+        const sm_counter *k = &m->counters[c];
+        sbuf en;
+        sbuf_init(&en);
+        sbuf_json_str(&en, k->name);
+        if (en.oom) {
+            t->err = -1;
+            break;
+        }
+        size_t nk = sm_downsample(k, max_points, keep);
+        for (size_t q = 0; q < nk; q++) {
+            size_t i = keep[q];
+            if (k->t_ns[i] < t0 || k->t_ns[i] >= t1)
+                continue;
+            sep(t);
+            sbuf_puts(&t->b, "{\"ph\":\"C\",\"name\":");
+            sbuf_puts(&t->b, en.data);
+            sbuf_add(&t->b, ",\"ts\":", 6);
+            sbuf_us3(&t->b, k->t_ns[i] + sh);
+            pid_tid(t, pid, 0);
+            sbuf_puts(&t->b, ",\"args\":{\"value\":");
+            sbuf_json_num(&t->b, k->v[i]);
+            sbuf_puts(&t->b, "}}");
+            flush(t, 0);
+        }
+        sbuf_free(&en);
+    }
+    sonde__free(keep);
+}
+
+/* Steps in [t0, t1): each as a span on the steps' track and a "step" counter; for TensorBoard
+ * also as PyTorch's ProfilerStep#N (one over the run when there is no step). */
+static void trace_steps(tctx *t, const sm_model *m, const sx_trace_opts *o, int64_t t0,
+                        int64_t t1, int64_t sh, int pid, uint64_t steps_tid, char *const *ids)
+{
+    for (size_t i = 0; i < m->n_steps && !t->err; i++) {
+        if (m->steps[i].t_ns < t0 || m->steps[i].t_ns >= t1)
+            continue;
+        const sm_step *st = &m->steps[i];
+        if (o->tensorboard && !st->active)
+            continue; /* a window's trace holds the steps it recorded, as PyTorch's does */
+        sep(t); /* the step from its start to its end, on the steps' track */
+        sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step ");
+        sbuf_u64(&t->b, st->number);
+        sbuf_add(&t->b, "\",\"ts\":", 7);
+        sbuf_us3(&t->b, st->start_ns + sh);
+        sbuf_add(&t->b, ",\"dur\":", 7);
+        sbuf_us3(&t->b, st->t_ns - st->start_ns);
+        pid_tid(t, pid, steps_tid);
+        sbuf_puts(&t->b, ",\"args\":{\"step\":");
+        sbuf_u64(&t->b, st->number);
+        sbuf_puts(&t->b, st->begun ? ",\"begun\":true}}" : "}}");
+        /* and a "step" counter track: the step number over time */
+        sep(t);
+        sbuf_puts(&t->b, "{\"ph\":\"C\",\"name\":\"step\",\"ts\":");
+        sbuf_us3(&t->b, m->steps[i].t_ns + sh);
+        pid_tid(t, pid, 0);
+        sbuf_puts(&t->b, ",\"args\":{\"value\":");
+        sbuf_u64(&t->b, m->steps[i].number);
+        sbuf_puts(&t->b, "}}");
+        if (o->tensorboard) { /* the step as a span, named as PyTorch names its steps */
+            sep(t);
+            sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#");
+            sbuf_u64(&t->b, st->number);
+            sbuf_add(&t->b, "\",\"ts\":", 7);
+            sbuf_us3(&t->b, st->start_ns + sh);
+            sbuf_add(&t->b, ",\"dur\":", 7);
+            sbuf_us3(&t->b, st->t_ns - st->start_ns);
+            sbuf_puts(&t->b, ids[m->steps[i].thread]);
+            sbuf_putc(&t->b, '}');
+        }
+        flush(t, 0);
+    }
+    if (o->tensorboard && !m->n_steps && m->n_threads && !t->err) {
+        /* No step: one ProfilerStep#0 over the run, as PyTorch's plugin wants a step (without
+         * one it takes the extent of operators, which sonde's sections are not). */
+        sep(t);
+        sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#0\",\"ts\":");
+        sbuf_us3(&t->b, sh);
+        sbuf_add(&t->b, ",\"dur\":", 7);
+        sbuf_us3(&t->b, m->duration_ns);
+        sbuf_puts(&t->b, ids[0]);
+        sbuf_putc(&t->b, '}');
+    }
+}
+
+/* Sessions overlapping [t0, t1), on the thread that began each. */
+static void trace_sessions(tctx *t, const sm_model *m, int64_t t0, int64_t t1, int64_t sh,
+                           char *const *esc, char *const *ids)
+{
+    for (size_t i = 0; i < m->n_sessions && !t->err; i++) {
+        const sm_session *s = &m->sessions[i];
+        if (s->end_ns < t0 || s->start_ns >= t1)
+            continue;
+        sep(t);
+        sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"session\",\"name\":");
+        sbuf_puts(&t->b, s->name < m->n_sites && esc[s->name] ? esc[s->name] : "\"?\"");
+        sbuf_add(&t->b, ",\"ts\":", 6);
+        sbuf_us3(&t->b, s->start_ns + sh);
+        sbuf_add(&t->b, ",\"dur\":", 7);
+        sbuf_us3(&t->b, s->end_ns - s->start_ns);
+        /* on the thread that began it */
+        sbuf_puts(&t->b, ids[s->thread < m->n_threads ? s->thread : 0]);
+        sbuf_putc(&t->b, '}');
+    }
+}
+
 int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void *ctx)
 {
     int64_t t0 = o->t0, t1 = o->t1, sh = o->shift_ns;
@@ -292,43 +474,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
                                          "\"traceEvents\":[\n"
                         : with_samples ? "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"
                                        : "[\n");
-    name_meta(&t, "process_name", pid, 0, o->process_name ? o->process_name : m->name);
-    if (o->sort_index >= 0) {
-        sep(&t);
-        sbuf_printf(&t.b, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,"
-                          "\"args\":{\"sort_index\":%d}}", pid, o->sort_index);
-    }
-    sep(&t);
-    sbuf_puts(&t.b, "{\"ph\":\"M\",\"name\":\"process_labels\"");
-    pid_tid(&t, pid, 0);
-    sbuf_puts(&t.b, ",\"args\":{\"labels\":");
-    {
-        sbuf l;
-        sbuf_init(&l);
-        sbuf_printf(&l, "sonde %s on %s", m->sonde_version ? m->sonde_version : "?",
-                    m->host ? m->host : "?");
-        sm_each_run_meta(m, label_meta, &l);
-        sbuf_json_str(&t.b, l.data ? l.data : "sonde");
-        sbuf_free(&l);
-    }
-    sbuf_puts(&t.b, "}}");
-    if (m->n_steps)
-        name_meta(&t, "thread_name", pid, steps_tid, "steps");
-    /* Threads of other processes (a program run under `sonde run`): named processes of their
-     * own. */
-    for (size_t i = 0; i < m->n_threads; i++) {
-        int tp = o->pid <= 0 && m->threads[i].pid > 0 ? m->threads[i].pid : pid;
-        size_t j;
-        for (j = 0; j < i && (o->pid <= 0 && m->threads[j].pid > 0 ? m->threads[j].pid : pid) != tp;
-             j++) {
-        }
-        if (tp != pid && j == i) {
-            char label[160];
-            snprintf(label, sizeof label, "%s (pid %d)", m->threads[i].name, tp);
-            name_meta(&t, "process_name", tp, 0, label);
-        }
-        name_meta(&t, "thread_name", tp, sm_thread_tid(m, i), m->threads[i].name);
-    }
+    trace_meta(&t, m, o, pid, steps_tid);
 
     /* ",\"pid\":P,\"tid\":T" once per thread: most events only copy it. */
     char **ids = sonde__calloc(m->n_threads ? m->n_threads : 1, sizeof *ids);
@@ -445,121 +591,10 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         sbuf_puts(&t.b, "}}");
         flush(&t, 0);
     }
-    for (size_t i = 0; i < m->n_instants && !t.err; i++) {
-        const sm_instant *e = &m->instants[i];
-        if (e->t_ns < t0 || e->t_ns >= t1)
-            continue;
-        sep(&t);
-        sbuf_puts(&t.b, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"event\",\"name\":");
-        sbuf_puts(&t.b, e->name < m->n_sites && esc[e->name] ? esc[e->name] : "\"?\"");
-        sbuf_add(&t.b, ",\"ts\":", 6);
-        sbuf_us3(&t.b, e->t_ns + sh);
-        sbuf_puts(&t.b, ids[e->thread]);
-        if (e->args >= 0) { /* its payload (sonde_event_args) */
-            sbuf_puts(&t.b, ",\"args\":{");
-            sm_each_meta(m, e->args, sx_json_kv, &t.b);
-            sbuf_putc(&t.b, '}');
-        }
-        sbuf_putc(&t.b, '}');
-        flush(&t, 0);
-    }
-    /* Counters: at most max_data_points samples each, keeping every bucket's min and max. */
-    size_t max_points = sm_max_data_points(m);
-    size_t *keep = sonde__malloc((max_points + 2) * sizeof *keep);
-    if (!keep)
-        t.err = -1;
-    for (size_t c = 0; c < m->n_counters && !t.err; c++) {
-        const sm_counter *k = &m->counters[c];
-        sbuf en;
-        sbuf_init(&en);
-        sbuf_json_str(&en, k->name);
-        if (en.oom) {
-            t.err = -1;
-            break;
-        }
-        size_t nk = sm_downsample(k, max_points, keep);
-        for (size_t q = 0; q < nk; q++) {
-            size_t i = keep[q];
-            if (k->t_ns[i] < t0 || k->t_ns[i] >= t1)
-                continue;
-            sep(&t);
-            sbuf_puts(&t.b, "{\"ph\":\"C\",\"name\":");
-            sbuf_puts(&t.b, en.data);
-            sbuf_add(&t.b, ",\"ts\":", 6);
-            sbuf_us3(&t.b, k->t_ns[i] + sh);
-            pid_tid(&t, pid, 0);
-            sbuf_puts(&t.b, ",\"args\":{\"value\":");
-            sbuf_json_num(&t.b, k->v[i]);
-            sbuf_puts(&t.b, "}}");
-            flush(&t, 0);
-        }
-        sbuf_free(&en);
-    }
-    sonde__free(keep);
-    for (size_t i = 0; i < m->n_steps && !t.err; i++) {
-        if (m->steps[i].t_ns < t0 || m->steps[i].t_ns >= t1)
-            continue;
-        const sm_step *st = &m->steps[i];
-        if (o->tensorboard && !st->active)
-            continue; /* a window's trace holds the steps it recorded, as PyTorch's does */
-        sep(&t); /* the step from its start to its end, on the steps' track */
-        sbuf_puts(&t.b, "{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step ");
-        sbuf_u64(&t.b, st->number);
-        sbuf_add(&t.b, "\",\"ts\":", 7);
-        sbuf_us3(&t.b, st->start_ns + sh);
-        sbuf_add(&t.b, ",\"dur\":", 7);
-        sbuf_us3(&t.b, st->t_ns - st->start_ns);
-        pid_tid(&t, pid, steps_tid);
-        sbuf_puts(&t.b, ",\"args\":{\"step\":");
-        sbuf_u64(&t.b, st->number);
-        sbuf_puts(&t.b, st->begun ? ",\"begun\":true}}" : "}}");
-        /* and a "step" counter track: the step number over time */
-        sep(&t);
-        sbuf_puts(&t.b, "{\"ph\":\"C\",\"name\":\"step\",\"ts\":");
-        sbuf_us3(&t.b, m->steps[i].t_ns + sh);
-        pid_tid(&t, pid, 0);
-        sbuf_puts(&t.b, ",\"args\":{\"value\":");
-        sbuf_u64(&t.b, m->steps[i].number);
-        sbuf_puts(&t.b, "}}");
-        if (o->tensorboard) { /* the step as a span, named as PyTorch names its steps */
-            sep(&t);
-            sbuf_puts(&t.b, "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#");
-            sbuf_u64(&t.b, st->number);
-            sbuf_add(&t.b, "\",\"ts\":", 7);
-            sbuf_us3(&t.b, st->start_ns + sh);
-            sbuf_add(&t.b, ",\"dur\":", 7);
-            sbuf_us3(&t.b, st->t_ns - st->start_ns);
-            sbuf_puts(&t.b, ids[m->steps[i].thread]);
-            sbuf_putc(&t.b, '}');
-        }
-        flush(&t, 0);
-    }
-    if (o->tensorboard && !m->n_steps && m->n_threads && !t.err) {
-        /* No step: one ProfilerStep#0 over the run, as PyTorch's plugin wants a step (without
-         * one it takes the extent of operators, which sonde's sections are not). */
-        sep(&t);
-        sbuf_puts(&t.b, "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#0\",\"ts\":");
-        sbuf_us3(&t.b, sh);
-        sbuf_add(&t.b, ",\"dur\":", 7);
-        sbuf_us3(&t.b, m->duration_ns);
-        sbuf_puts(&t.b, ids[0]);
-        sbuf_putc(&t.b, '}');
-    }
-    for (size_t i = 0; i < m->n_sessions && !t.err; i++) {
-        const sm_session *s = &m->sessions[i];
-        if (s->end_ns < t0 || s->start_ns >= t1)
-            continue;
-        sep(&t);
-        sbuf_puts(&t.b, "{\"ph\":\"X\",\"cat\":\"session\",\"name\":");
-        sbuf_puts(&t.b, s->name < m->n_sites && esc[s->name] ? esc[s->name] : "\"?\"");
-        sbuf_add(&t.b, ",\"ts\":", 6);
-        sbuf_us3(&t.b, s->start_ns + sh);
-        sbuf_add(&t.b, ",\"dur\":", 7);
-        sbuf_us3(&t.b, s->end_ns - s->start_ns);
-        /* on the thread that began it */
-        sbuf_puts(&t.b, ids[s->thread < m->n_threads ? s->thread : 0]);
-        sbuf_putc(&t.b, '}');
-    }
+    trace_instants(&t, m, t0, t1, sh, esc, ids);
+    trace_counters(&t, m, t0, t1, sh, pid);
+    trace_steps(&t, m, o, t0, t1, sh, pid, steps_tid, ids);
+    trace_sessions(&t, m, t0, t1, sh, esc, ids);
     if (!t.err && m->n_gpu)
         gpu_events(&t, m, o, pid, ids, esc);
     if (with_samples && !t.err) {
