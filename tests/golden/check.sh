@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check.sh BUILD_DIR [SRC_DIR] [--update] - every report of the golden corpus, byte for byte.
 # Each run in tests/golden/runs/ (recorded once by record.sh) is exported to every format, and
-# read by `sonde summary`, `sonde aggregate` (text, json, csv, markdown), `sonde merge` and
+# read by `sonde summary`, `sonde aggregate` (text, json, csv, markdown; by section and by session), `sonde merge` and
 # `sonde diff`; the SHA-256 of every output must equal tests/golden/expected.sha256. A change to
 # a report is either a bug or a fix: run with --update, and say in the commit which fix changed
 # which file. On a mismatch the outputs are kept in $KEEP (default: a directory named in the
@@ -29,6 +29,7 @@ done
 mkdir -p job && cp "$runs"/job-rank*.sonde job/
 for fmt in text json csv markdown; do
     "$sonde" aggregate job --format $fmt -o "aggregate.$fmt"
+    "$sonde" aggregate job --format $fmt --by session -o "aggregate-sessions.$fmt"
 done
 "$sonde" merge job -o merged.trace.json.gz > merge.out
 set +e # diff exits 1 on a regression: its exit status is part of what is checked
