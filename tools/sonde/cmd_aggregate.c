@@ -110,6 +110,332 @@ typedef struct agg {
     int sketched;      /* every rank's report had a sketch for it */
 } agg;
 
+/* One aggregation: the reports in rank order, the rows made of them, and the output. */
+typedef struct aggctx {
+    rep *r;
+    size_t nf;
+    agg *rows;
+    size_t nr;
+    int sessions, json, csv, md, world;
+    sbuf notes, o;
+    sbuf_pool pool; /* names printed on one line each */
+} aggctx;
+
+/* What does not fit: duplicate and missing ranks, other runs; the world size. */
+static void agg_fit_notes(aggctx *a)
+{
+    const rep *r = a->r;
+    a->world = 1;
+    for (size_t i = 0; i < a->nf; i++)
+        if (r[i].m.world_size > a->world)
+            a->world = r[i].m.world_size;
+    for (size_t i = 1; i < a->nf; i++)
+        if (r[i].rank == r[i - 1].rank)
+            sbuf_printf(&a->notes, "duplicate rank %d: %s and %s\n", r[i].rank,
+                        sbuf_oneline(&a->pool, r[i - 1].path), sbuf_oneline(&a->pool, r[i].path));
+    /* Missing ranks, between the ranks present (a->r is sorted by rank): the world size is what a
+     * file says, so the first 16 are named and the rest counted, whatever it says. */
+    long long n_missing = 0;
+    int named = 0, next = 0;
+    for (size_t i = 0; i <= a->nf; i++) {
+        int upto = i < a->nf && r[i].rank < a->world ? r[i].rank : a->world;
+        for (int k = next; k < upto && named < 16; k++, named++)
+            sbuf_printf(&a->notes, "missing rank %d of %d\n", k, a->world);
+        if (upto > next)
+            n_missing += upto - next;
+        if (i < a->nf && r[i].rank + 1 > next)
+            next = r[i].rank + 1;
+        if (upto == a->world)
+            break;
+    }
+    if (n_missing > named)
+        sbuf_printf(&a->notes, "missing: %lld more of the %d ranks the runs' world size names "
+                            "(%zu file(s) read)\n", n_missing - named, a->world, a->nf);
+    for (size_t i = 1; i < a->nf; i++)
+        if (strcmp(r[i].stem, r[0].stem))
+            sbuf_printf(&a->notes, "different run: %s is run \"%s\", %s is run \"%s\"\n",
+                        sbuf_oneline(&a->pool, r[0].path), sbuf_oneline(&a->pool, r[0].stem),
+                        sbuf_oneline(&a->pool, r[i].path), sbuf_oneline(&a->pool, r[i].stem));
+
+}
+
+/* Rows: every section (or session) name, its total on each rank. 0, or -1 out of memory. */
+static int agg_collect_rows(aggctx *a)
+{
+    for (size_t i = 0; i < a->nf; i++) {
+        const sm_model *m = &a->r[i].m;
+        size_t n = a->sessions ? m->n_sessions : m->n_stats;
+        for (size_t k = 0; k < n; k++) {
+            const char *name = a->sessions ? sm_str(m, m->sessions[k].name) : m->stats[k].name;
+            double t = a->sessions ? (double)(m->sessions[k].end_ns - m->sessions[k].start_ns) / 1e9
+                                : m->stats[k].total_s;
+            uint64_t c = a->sessions ? 1 : m->stats[k].count;
+            size_t j;
+            for (j = 0; j < a->nr && strcmp(a->rows[j].name, name); j++) {
+            }
+            if (j == a->nr) {
+                agg *g = realloc(a->rows, (a->nr + 1) * sizeof *g);
+                if (!g)
+                    return -1;
+                a->rows = g;
+                agg *row = &a->rows[a->nr++]; /* freed at out whatever it holds */
+                sm_sketch_init(&row->sketch);
+                row->sketched = !a->sessions;
+                row->name = strdup(name);
+                row->per_rank = malloc(a->nf * sizeof(double));
+                row->count = 0;
+                if (!row->name || !row->per_rank)
+                    return -1;
+                for (size_t q = 0; q < a->nf; q++)
+                    row->per_rank[q] = NAN;
+            }
+            a->rows[j].per_rank[i] = isnan(a->rows[j].per_rank[i]) ? t : a->rows[j].per_rank[i] + t;
+            a->rows[j].count += c;
+            if (a->sessions || !a->rows[j].sketched)
+                continue;
+            if (!m->stats[k].sketch)
+                a->rows[j].sketched = 0; /* a report from before sketches */
+            else if (sm_sketch_merge(&a->rows[j].sketch, m->stats[k].sketch))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* A note for each row some ranks lack. */
+static void agg_missing_notes(aggctx *a)
+{
+    const rep *r = a->r;
+    for (size_t j = 0; j < a->nr; j++) {
+        sbuf missing;
+        sbuf_init(&missing);
+        for (size_t i = 0; i < a->nf; i++)
+            if (isnan(a->rows[j].per_rank[i]))
+                sbuf_printf(&missing, "%s%d", missing.len ? ", " : "", r[i].rank);
+        if (missing.len)
+            sbuf_printf(&a->notes, "%s \"%s\" is missing on rank(s) %s\n",
+                        a->sessions ? "session" : "section",
+                        sbuf_oneline(&a->pool, a->rows[j].name), missing.data);
+        a->notes.oom |= missing.oom;
+        sbuf_free(&missing);
+    }
+
+}
+
+static void agg_header(aggctx *a)
+{
+    const rep *r = a->r;
+    const char *by = a->sessions ? "session" : "section";
+    if (a->json)
+        sbuf_printf(&a->o, "{\"schema\":\"sonde-aggregate\",\"schema_version\":1,\"by\":\"%s\","
+                           "\"ranks\":%zu,\"world_size\":%d,\"rows\":[", by, a->nf, a->world);
+    else if (a->csv)
+        sbuf_puts(&a->o, "name,count,ranks,min_s,mean_s,max_s,stddev_s,slowest_rank,over_median\n");
+    else if (a->md)
+        sbuf_printf(&a->o, "### sonde aggregate: %zu rank(s)\n\n| %s | count | min | mean | max | "
+                           "stddev | slowest rank | over median |\n| --- | --- | --- | --- | --- "
+                           "| --- | --- | --- |\n", a->nf, by);
+    else
+        sbuf_printf(&a->o, "sonde aggregate: %zu report(s), run \"%s\", world size %d\n%-28s %8s "
+                           "%10s %10s %10s %10s  %s\n", a->nf, sbuf_oneline(&a->pool, r[0].stem),
+                    a->world, by, "count", "min", "mean", "max", "stddev",
+                    "slowest rank (over median)");
+}
+
+/* Row j: count, min, mean, max and stddev over the ranks, the slowest and how far over the
+ * median; in JSON each rank's total and the instances' percentiles. 0, or -1 out of memory. */
+static int agg_row(aggctx *a, size_t j)
+{
+    const agg *row = &a->rows[j];
+    double *v = malloc(a->nf * sizeof *v);
+    if (!v)
+        return -1;
+    size_t n = 0, slow = 0;
+    double sum = 0;
+    for (size_t i = 0; i < a->nf; i++)
+        if (!isnan(row->per_rank[i])) {
+            v[n++] = row->per_rank[i];
+            sum += row->per_rank[i];
+            if (isnan(row->per_rank[slow]) || row->per_rank[i] > row->per_rank[slow])
+                slow = i;
+        }
+    double mean = n ? sum / (double)n : 0, var = 0;
+    for (size_t i = 0; i < n; i++)
+        var += (v[i] - mean) * (v[i] - mean);
+    double sd = n ? sqrt(var / (double)n) : 0;
+    double mn = INFINITY, mx = 0;
+    for (size_t i = 0; i < n; i++) {
+        mn = fmin(mn, v[i]);
+        mx = fmax(mx, v[i]);
+    }
+    for (size_t x = 1; x < n; x++)
+        for (size_t b = x; b > 0 && v[b - 1] > v[b]; b--) {
+            double t = v[b];
+            v[b] = v[b - 1];
+            v[b - 1] = t;
+        }
+    double med = n ? sm_percentile(v, n, 50) : 0;
+    double over = med > 0 ? row->per_rank[slow] / med - 1 : 0;
+    free(v);
+    int rank = a->r[slow].rank;
+    if (a->json) {
+        sbuf_puts(&a->o, j ? ",{\"name\":" : "{\"name\":");
+        sbuf_json_str(&a->o, row->name);
+        sbuf_printf(&a->o, ",\"count\":%llu,\"ranks\":%zu,\"min_s\":",
+                    (unsigned long long)row->count, n);
+        sbuf_json_num(&a->o, n ? mn : 0);
+        sbuf_puts(&a->o, ",\"mean_s\":");
+        sbuf_json_num(&a->o, mean);
+        sbuf_puts(&a->o, ",\"max_s\":");
+        sbuf_json_num(&a->o, mx);
+        sbuf_puts(&a->o, ",\"stddev_s\":");
+        sbuf_json_num(&a->o, sd);
+        sbuf_printf(&a->o, ",\"slowest_rank\":%d,\"over_median\":", rank);
+        sbuf_json_num(&a->o, over);
+        sbuf_puts(&a->o, ",\"per_rank_s\":[");
+        for (size_t i = 0; i < a->nf; i++) {
+            if (i)
+                sbuf_putc(&a->o, ',');
+            sbuf_json_num(&a->o, row->per_rank[i]);
+        }
+        /* percentiles of every instance on every rank, from the merged sketches */
+        sbuf_puts(&a->o, "],\"instances\":");
+        if (row->sketched && row->sketch.count) {
+            const sm_sketch *k = &row->sketch;
+            sbuf_printf(&a->o, "{\"count\":%llu,\"p50_s\":", (unsigned long long)k->count);
+            sbuf_json_num(&a->o, sm_sketch_quantile(k, 0.50) / 1e9);
+            sbuf_puts(&a->o, ",\"p90_s\":");
+            sbuf_json_num(&a->o, sm_sketch_quantile(k, 0.90) / 1e9);
+            sbuf_puts(&a->o, ",\"p99_s\":");
+            sbuf_json_num(&a->o, sm_sketch_quantile(k, 0.99) / 1e9);
+            sbuf_puts(&a->o, ",\"relative_error\":");
+            sbuf_json_num(&a->o, SM_SKETCH_ALPHA);
+            sbuf_puts(&a->o, "}}");
+        } else {
+            sbuf_puts(&a->o, "null}");
+        }
+    } else if (a->csv) {
+        sbuf_csv_str(&a->o, row->name);
+        sbuf_printf(&a->o, ",%llu,%zu,%.9f,%.9f,%.9f,%.9f,%d,%.6f\n",
+                    (unsigned long long)row->count,
+                    n, n ? mn : 0, mean, mx, sd, rank, over);
+    } else {
+        char lo[32], b2[32], c[32], d[32];
+        sx_fmt_dur(lo, sizeof lo, n ? mn : 0);
+        sx_fmt_dur(b2, sizeof b2, mean);
+        sx_fmt_dur(c, sizeof c, mx);
+        sx_fmt_dur(d, sizeof d, sd);
+        if (a->md)
+            sbuf_printf(&a->o, "| %s | %llu | %s | %s | %s | %s | %d | %+.1f%% |\n",
+                        sbuf_md_cell(&a->pool, row->name),
+                        (unsigned long long)row->count, lo, b2, c, d, rank, 100 * over);
+        else
+            sbuf_printf(&a->o, "%-28.28s %8llu %10s %10s %10s %10s  rank %d (%+.1f%%)\n",
+                        sbuf_oneline(&a->pool, row->name), (unsigned long long)row->count, lo,
+                        b2, c, d, rank, 100 * over);
+    }
+    return 0;
+}
+
+/* Per rank: duration, throughput, GPU; and the throughput summed per unit. */
+static void agg_per_rank(aggctx *a)
+{
+    const rep *r = a->r;
+    if (a->json)
+        sbuf_puts(&a->o, "],\"per_rank\":[");
+    else if (!a->csv)
+        sbuf_printf(&a->o, "%sper rank:\n", a->md ? "\n" : "");
+    /* throughput summed per unit by its name: ranks may have recorded their units in another
+     * order (frames/s must never be added to tokens/s) */
+    const char *units[16];
+    double units_sum[16] = {0};
+    size_t n_units = 0;
+    for (size_t i = 0; i < a->nf; i++)
+        for (size_t u = 0; u < r[i].m.n_rates; u++) {
+            size_t k = 0;
+            while (k < n_units && strcmp(units[k], r[i].m.rates[u].unit))
+                k++;
+            if (k == n_units && n_units < 16)
+                units[n_units++] = r[i].m.rates[u].unit;
+        }
+    for (size_t i = 0; i < a->nf; i++) {
+        const sm_model *m = &r[i].m;
+        double um, peak = gpu_peak(m, &um);
+        const char *host = sm_info(m, "system.hostname") ? sm_info(m, "system.hostname") : m->host;
+        if (a->json) {
+            sbuf_printf(&a->o, "%s{\"rank\":%d,\"file\":", i ? "," : "", r[i].rank);
+            sbuf_json_str(&a->o, r[i].path);
+            sbuf_puts(&a->o, ",\"host\":");
+            sbuf_json_str(&a->o, host);
+            sbuf_puts(&a->o, ",\"duration_s\":");
+            sbuf_json_num(&a->o, (double)m->duration_ns / 1e9);
+            sbuf_puts(&a->o, ",\"gpu_memory_peak_mib\":");
+            sbuf_json_num(&a->o, peak);
+            sbuf_puts(&a->o, ",\"gpu_util_mean_pct\":");
+            sbuf_json_num(&a->o, um);
+            sbuf_putc(&a->o, '}');
+        } else if (!a->csv) {
+            sbuf_printf(&a->o, "  rank %d (%s): %.3f s", r[i].rank,
+                        host ? sbuf_oneline(&a->pool, host) : "?",
+                        (double)m->duration_ns / 1e9);
+            if (peak > 0)
+                sbuf_printf(&a->o, ", GPU memory peak %.0f MiB, utilization %.1f%%", peak, um);
+        }
+        for (size_t u = 0; u < m->n_rates; u++) {
+            double ps = m->rates[u].seconds > 0 ? m->rates[u].units / m->rates[u].seconds : 0;
+            for (size_t k = 0; k < n_units; k++)
+                if (!strcmp(units[k], m->rates[u].unit))
+                    units_sum[k] += ps;
+            if (!a->json && !a->csv && ps > 0)
+                sbuf_printf(&a->o, ", %.2f %s/s", ps, sbuf_oneline(&a->pool, m->rates[u].unit));
+        }
+        if (!a->json && !a->csv)
+            sbuf_putc(&a->o, '\n');
+    }
+    if (a->json)
+        sbuf_puts(&a->o, "],\"throughput_sum\":[");
+    for (size_t u = 0; u < n_units; u++) {
+        if (a->json) {
+            sbuf_printf(&a->o, "%s{\"unit\":", u ? "," : "");
+            sbuf_json_str(&a->o, units[u]);
+            sbuf_puts(&a->o, ",\"per_s\":");
+            sbuf_json_num(&a->o, units_sum[u]);
+            sbuf_putc(&a->o, '}');
+        } else if (!a->csv && units_sum[u] > 0) {
+            sbuf_printf(&a->o, "throughput summed over ranks: %.2f %s/s\n", units_sum[u],
+                        sbuf_oneline(&a->pool, units[u]));
+        }
+    }
+}
+
+/* The notes: a JSON array, or lines under "notes:". */
+static void agg_notes_out(aggctx *a)
+{
+    if (a->json) {
+        sbuf_puts(&a->o, "],\"notes\":[");
+        int first = 1;
+        for (char *line = a->notes.data; line && *line;) {
+            char *nl = strchr(line, '\n');
+            if (nl)
+                *nl = 0;
+            sbuf_puts(&a->o, first ? "" : ",");
+            sbuf_json_str(&a->o, line);
+            first = 0;
+            line = nl ? nl + 1 : NULL;
+        }
+        sbuf_puts(&a->o, "]}\n");
+    } else if (!a->csv && a->notes.len) {
+        sbuf_printf(&a->o, "%snotes:\n", a->md ? "\n" : "");
+        for (char *line = a->notes.data; line && *line;) {
+            char *nl = strchr(line, '\n');
+            if (nl)
+                *nl = 0;
+            sbuf_printf(&a->o, "  %s\n", line);
+            line = nl ? nl + 1 : NULL;
+        }
+    }
+}
+
 int cmd_aggregate(int argc, char **argv)
 {
     static const char *const opts[] = {"--format", "-o", "--by", NULL};
@@ -139,7 +465,8 @@ int cmd_aggregate(int argc, char **argv)
             args[na++] = argv[i];
         }
     }
-    int json = !strcmp(format, "json"), csv = !strcmp(format, "csv"), md = !strcmp(format, "markdown");
+    int json = !strcmp(format, "json"), csv = !strcmp(format, "csv");
+    int md = !strcmp(format, "markdown");
     if (!json && !csv && !md && strcmp(format, "text")) {
         free(args);
         return cli_fail(CLI_USAGE, "aggregate", "--format %s: expected text, json, csv or markdown",
@@ -165,333 +492,76 @@ int cmd_aggregate(int argc, char **argv)
         return cli_fail(CLI_USAGE, "aggregate", "no report found (NAME.json or NAME.sonde)");
     }
     /* Everything below is freed at `out`, whatever path leads there. */
-    rep *r = calloc(nf, sizeof *r);
-    size_t loaded = 0; /* models in r to free */
-    agg *rows = NULL;
-    size_t nr = 0;
-    sbuf notes, o;
-    sbuf_init(&notes);
-    sbuf_init(&o);
-    sbuf_pool pool = {0}; /* names printed on one line each */
-#define OOM()                                                                                      do {                                                                                               rc = cli_fail(CLI_USAGE, "aggregate", "out of memory");                                        goto out;                                                                                  } while (0)
-    if (!r) {
+    aggctx a;
+    memset(&a, 0, sizeof a);
+    a.r = calloc(nf, sizeof *a.r);
+    a.nf = nf;
+    size_t loaded = 0; /* models in a.r to free */
+    sbuf_init(&a.notes);
+    sbuf_init(&a.o);
+#define OOM()                                                                              \
+    do {                                                                                   \
+        rc = cli_fail(CLI_USAGE, "aggregate", "out of memory");                            \
+        goto out;                                                                          \
+    } while (0)
+    if (!a.r) {
         free_paths(files, nf);
         return cli_fail(CLI_USAGE, "aggregate", "out of memory");
     }
     for (size_t i = 0; i < nf; i++)
-        r[i].path = files[i]; /* r owns them now */
+        a.r[i].path = files[i]; /* r owns them now */
     free(files);
     for (size_t i = 0; i < nf; i++, loaded++) {
-        if ((rc = cli_load("aggregate", r[i].path, &r[i].m)))
+        if ((rc = cli_load("aggregate", a.r[i].path, &a.r[i].m)))
             goto out;
-        r[i].rank = r[i].m.rank >= 0 ? r[i].m.rank : (int)i;
-        stem_of(r[i].m.name, r[i].stem, sizeof r[i].stem);
+        a.r[i].rank = a.r[i].m.rank >= 0 ? a.r[i].m.rank : (int)i;
+        stem_of(a.r[i].m.name, a.r[i].stem, sizeof a.r[i].stem);
     }
-    qsort(r, nf, sizeof *r, cmp_rep);
+    qsort(a.r, nf, sizeof *a.r, cmp_rep);
 
-    /* What does not fit: duplicate and missing ranks, other runs. */
-    int world = 1;
-    for (size_t i = 0; i < nf; i++)
-        if (r[i].m.world_size > world)
-            world = r[i].m.world_size;
-    for (size_t i = 1; i < nf; i++)
-        if (r[i].rank == r[i - 1].rank)
-            sbuf_printf(&notes, "duplicate rank %d: %s and %s\n", r[i].rank,
-                        sbuf_oneline(&pool, r[i - 1].path), sbuf_oneline(&pool, r[i].path));
-    /* Missing ranks, between the ranks present (r is sorted by rank): the world size is what a
-     * file says, so the first 16 are named and the rest counted, whatever it says. */
-    long long n_missing = 0;
-    int named = 0, next = 0;
-    for (size_t i = 0; i <= nf; i++) {
-        int upto = i < nf && r[i].rank < world ? r[i].rank : world;
-        for (int k = next; k < upto && named < 16; k++, named++)
-            sbuf_printf(&notes, "missing rank %d of %d\n", k, world);
-        if (upto > next)
-            n_missing += upto - next;
-        if (i < nf && r[i].rank + 1 > next)
-            next = r[i].rank + 1;
-        if (upto == world)
-            break;
-    }
-    if (n_missing > named)
-        sbuf_printf(&notes, "missing: %lld more of the %d ranks the runs' world size names "
-                            "(%zu file(s) read)\n", n_missing - named, world, nf);
-    for (size_t i = 1; i < nf; i++)
-        if (strcmp(r[i].stem, r[0].stem))
-            sbuf_printf(&notes, "different run: %s is run \"%s\", %s is run \"%s\"\n",
-                        sbuf_oneline(&pool, r[0].path), sbuf_oneline(&pool, r[0].stem),
-                        sbuf_oneline(&pool, r[i].path), sbuf_oneline(&pool, r[i].stem));
-
-    /* Rows: every section (or session) name, its total on each rank. */
-    for (size_t i = 0; i < nf; i++) {
-        const sm_model *m = &r[i].m;
-        size_t n = sessions ? m->n_sessions : m->n_stats;
-        for (size_t k = 0; k < n; k++) {
-            const char *name = sessions ? sm_str(m, m->sessions[k].name) : m->stats[k].name;
-            double t = sessions ? (double)(m->sessions[k].end_ns - m->sessions[k].start_ns) / 1e9
-                                : m->stats[k].total_s;
-            uint64_t c = sessions ? 1 : m->stats[k].count;
-            size_t j;
-            for (j = 0; j < nr && strcmp(rows[j].name, name); j++) {
-            }
-            if (j == nr) {
-                agg *g = realloc(rows, (nr + 1) * sizeof *g);
-                if (!g)
-                    OOM();
-                rows = g;
-                agg *row = &rows[nr++]; /* freed at out whatever it holds */
-                sm_sketch_init(&row->sketch);
-                row->sketched = !sessions;
-                row->name = strdup(name);
-                row->per_rank = malloc(nf * sizeof(double));
-                row->count = 0;
-                if (!row->name || !row->per_rank)
-                    OOM();
-                for (size_t q = 0; q < nf; q++)
-                    row->per_rank[q] = NAN;
-            }
-            rows[j].per_rank[i] = isnan(rows[j].per_rank[i]) ? t : rows[j].per_rank[i] + t;
-            rows[j].count += c;
-            if (sessions || !rows[j].sketched)
-                continue;
-            if (!m->stats[k].sketch)
-                rows[j].sketched = 0; /* a report from before sketches */
-            else if (sm_sketch_merge(&rows[j].sketch, m->stats[k].sketch))
-                OOM();
-        }
-    }
-    for (size_t j = 0; j < nr; j++) {
-        sbuf missing;
-        sbuf_init(&missing);
-        for (size_t i = 0; i < nf; i++)
-            if (isnan(rows[j].per_rank[i]))
-                sbuf_printf(&missing, "%s%d", missing.len ? ", " : "", r[i].rank);
-        if (missing.len)
-            sbuf_printf(&notes, "%s \"%s\" is missing on rank(s) %s\n", sessions ? "session" : "section",
-                        sbuf_oneline(&pool, rows[j].name), missing.data);
-        notes.oom |= missing.oom;
-        sbuf_free(&missing);
-    }
-
-    if (json)
-        sbuf_printf(&o, "{\"schema\":\"sonde-aggregate\",\"schema_version\":1,\"by\":\"%s\","
-                        "\"ranks\":%zu,\"world_size\":%d,\"rows\":[", sessions ? "session" : "section",
-                    nf, world);
-    else if (csv)
-        sbuf_puts(&o, "name,count,ranks,min_s,mean_s,max_s,stddev_s,slowest_rank,over_median\n");
-    else if (md)
-        sbuf_printf(&o, "### sonde aggregate: %zu rank(s)\n\n| %s | count | min | mean | max | "
-                        "stddev | slowest rank | over median |\n| --- | --- | --- | --- | --- | --- "
-                        "| --- | --- |\n", nf, sessions ? "session" : "section");
-    else
-        sbuf_printf(&o, "sonde aggregate: %zu report(s), run \"%s\", world size %d\n%-28s %8s %10s "
-                        "%10s %10s %10s  %s\n", nf, sbuf_oneline(&pool, r[0].stem), world,
-                    sessions ? "session" : "section", "count", "min", "mean", "max", "stddev",
-                    "slowest rank (over median)");
-    for (size_t j = 0; j < nr; j++) {
-        double *v = malloc(nf * sizeof *v);
-        if (!v)
+    a.sessions = sessions;
+    a.json = json;
+    a.csv = csv;
+    a.md = md;
+    agg_fit_notes(&a);
+    if (agg_collect_rows(&a) != 0)
+        OOM();
+    agg_missing_notes(&a);
+    agg_header(&a);
+    for (size_t j = 0; j < a.nr; j++)
+        if (agg_row(&a, j) != 0)
             OOM();
-        size_t n = 0, slow = 0;
-        double sum = 0;
-        for (size_t i = 0; i < nf; i++)
-            if (!isnan(rows[j].per_rank[i])) {
-                v[n++] = rows[j].per_rank[i];
-                sum += rows[j].per_rank[i];
-                if (isnan(rows[j].per_rank[slow]) || rows[j].per_rank[i] > rows[j].per_rank[slow])
-                    slow = i;
-            }
-        double mean = n ? sum / (double)n : 0, var = 0;
-        for (size_t i = 0; i < n; i++)
-            var += (v[i] - mean) * (v[i] - mean);
-        double sd = n ? sqrt(var / (double)n) : 0;
-        double mn = INFINITY, mx = 0;
-        for (size_t i = 0; i < n; i++) {
-            mn = fmin(mn, v[i]);
-            mx = fmax(mx, v[i]);
-        }
-        for (size_t a = 1; a < n; a++)
-            for (size_t b = a; b > 0 && v[b - 1] > v[b]; b--) {
-                double t = v[b];
-                v[b] = v[b - 1];
-                v[b - 1] = t;
-            }
-        double med = n ? sm_percentile(v, n, 50) : 0;
-        double over = med > 0 ? rows[j].per_rank[slow] / med - 1 : 0;
-        free(v);
-        int rank = r[slow].rank;
-        if (json) {
-            sbuf_puts(&o, j ? ",{\"name\":" : "{\"name\":");
-            sbuf_json_str(&o, rows[j].name);
-            sbuf_printf(&o, ",\"count\":%llu,\"ranks\":%zu,\"min_s\":", (unsigned long long)rows[j].count, n);
-            sbuf_json_num(&o, n ? mn : 0);
-            sbuf_puts(&o, ",\"mean_s\":");
-            sbuf_json_num(&o, mean);
-            sbuf_puts(&o, ",\"max_s\":");
-            sbuf_json_num(&o, mx);
-            sbuf_puts(&o, ",\"stddev_s\":");
-            sbuf_json_num(&o, sd);
-            sbuf_printf(&o, ",\"slowest_rank\":%d,\"over_median\":", rank);
-            sbuf_json_num(&o, over);
-            sbuf_puts(&o, ",\"per_rank_s\":[");
-            for (size_t i = 0; i < nf; i++) {
-                if (i)
-                    sbuf_putc(&o, ',');
-                sbuf_json_num(&o, rows[j].per_rank[i]);
-            }
-            /* percentiles of every instance on every rank, from the merged sketches */
-            sbuf_puts(&o, "],\"instances\":");
-            if (rows[j].sketched && rows[j].sketch.count) {
-                const sm_sketch *k = &rows[j].sketch;
-                sbuf_printf(&o, "{\"count\":%llu,\"p50_s\":", (unsigned long long)k->count);
-                sbuf_json_num(&o, sm_sketch_quantile(k, 0.50) / 1e9);
-                sbuf_puts(&o, ",\"p90_s\":");
-                sbuf_json_num(&o, sm_sketch_quantile(k, 0.90) / 1e9);
-                sbuf_puts(&o, ",\"p99_s\":");
-                sbuf_json_num(&o, sm_sketch_quantile(k, 0.99) / 1e9);
-                sbuf_puts(&o, ",\"relative_error\":");
-                sbuf_json_num(&o, SM_SKETCH_ALPHA);
-                sbuf_puts(&o, "}}");
-            } else {
-                sbuf_puts(&o, "null}");
-            }
-        } else if (csv) {
-            sbuf_csv_str(&o, rows[j].name);
-            sbuf_printf(&o, ",%llu,%zu,%.9f,%.9f,%.9f,%.9f,%d,%.6f\n", (unsigned long long)rows[j].count,
-                        n, n ? mn : 0, mean, mx, sd, rank, over);
-        } else {
-            char a[32], b2[32], c[32], d[32];
-            sx_fmt_dur(a, sizeof a, n ? mn : 0);
-            sx_fmt_dur(b2, sizeof b2, mean);
-            sx_fmt_dur(c, sizeof c, mx);
-            sx_fmt_dur(d, sizeof d, sd);
-            if (md)
-                sbuf_printf(&o, "| %s | %llu | %s | %s | %s | %s | %d | %+.1f%% |\n",
-                            sbuf_md_cell(&pool, rows[j].name),
-                            (unsigned long long)rows[j].count, a, b2, c, d, rank, 100 * over);
-            else
-                sbuf_printf(&o, "%-28.28s %8llu %10s %10s %10s %10s  rank %d (%+.1f%%)\n",
-                            sbuf_oneline(&pool, rows[j].name), (unsigned long long)rows[j].count, a, b2, c, d, rank,
-                            100 * over);
-        }
-    }
-    /* per rank: duration, throughput, GPU; and the sum of throughput */
-    if (json)
-        sbuf_puts(&o, "],\"per_rank\":[");
-    else if (!csv)
-        sbuf_printf(&o, "%sper rank:\n", md ? "\n" : "");
-    /* throughput summed per unit by its name: ranks may have recorded their units in another
-     * order (frames/s must never be added to tokens/s) */
-    const char *units[16];
-    double units_sum[16] = {0};
-    size_t n_units = 0;
-    for (size_t i = 0; i < nf; i++)
-        for (size_t u = 0; u < r[i].m.n_rates; u++) {
-            size_t k = 0;
-            while (k < n_units && strcmp(units[k], r[i].m.rates[u].unit))
-                k++;
-            if (k == n_units && n_units < 16)
-                units[n_units++] = r[i].m.rates[u].unit;
-        }
-    for (size_t i = 0; i < nf; i++) {
-        const sm_model *m = &r[i].m;
-        double um, peak = gpu_peak(m, &um);
-        const char *host = sm_info(m, "system.hostname") ? sm_info(m, "system.hostname") : m->host;
-        if (json) {
-            sbuf_printf(&o, "%s{\"rank\":%d,\"file\":", i ? "," : "", r[i].rank);
-            sbuf_json_str(&o, r[i].path);
-            sbuf_puts(&o, ",\"host\":");
-            sbuf_json_str(&o, host);
-            sbuf_puts(&o, ",\"duration_s\":");
-            sbuf_json_num(&o, (double)m->duration_ns / 1e9);
-            sbuf_puts(&o, ",\"gpu_memory_peak_mib\":");
-            sbuf_json_num(&o, peak);
-            sbuf_puts(&o, ",\"gpu_util_mean_pct\":");
-            sbuf_json_num(&o, um);
-            sbuf_putc(&o, '}');
-        } else if (!csv) {
-            sbuf_printf(&o, "  rank %d (%s): %.3f s", r[i].rank, host ? sbuf_oneline(&pool, host) : "?",
-                        (double)m->duration_ns / 1e9);
-            if (peak > 0)
-                sbuf_printf(&o, ", GPU memory peak %.0f MiB, utilization %.1f%%", peak, um);
-        }
-        for (size_t u = 0; u < m->n_rates; u++) {
-            double ps = m->rates[u].seconds > 0 ? m->rates[u].units / m->rates[u].seconds : 0;
-            for (size_t k = 0; k < n_units; k++)
-                if (!strcmp(units[k], m->rates[u].unit))
-                    units_sum[k] += ps;
-            if (!json && !csv && ps > 0)
-                sbuf_printf(&o, ", %.2f %s/s", ps, sbuf_oneline(&pool, m->rates[u].unit));
-        }
-        if (!json && !csv)
-            sbuf_putc(&o, '\n');
-    }
-    if (json)
-        sbuf_puts(&o, "],\"throughput_sum\":[");
-    for (size_t u = 0; u < n_units; u++) {
-        if (json) {
-            sbuf_printf(&o, "%s{\"unit\":", u ? "," : "");
-            sbuf_json_str(&o, units[u]);
-            sbuf_puts(&o, ",\"per_s\":");
-            sbuf_json_num(&o, units_sum[u]);
-            sbuf_putc(&o, '}');
-        } else if (!csv && units_sum[u] > 0) {
-            sbuf_printf(&o, "throughput summed over ranks: %.2f %s/s\n", units_sum[u],
-                        sbuf_oneline(&pool, units[u]));
-        }
-    }
-    if (json) {
-        sbuf_puts(&o, "],\"notes\":[");
-        int first = 1;
-        for (char *line = notes.data; line && *line;) {
-            char *nl = strchr(line, '\n');
-            if (nl)
-                *nl = 0;
-            sbuf_puts(&o, first ? "" : ",");
-            sbuf_json_str(&o, line);
-            first = 0;
-            line = nl ? nl + 1 : NULL;
-        }
-        sbuf_puts(&o, "]}\n");
-    } else if (!csv && notes.len) {
-        sbuf_printf(&o, "%snotes:\n", md ? "\n" : "");
-        for (char *line = notes.data; line && *line;) {
-            char *nl = strchr(line, '\n');
-            if (nl)
-                *nl = 0;
-            sbuf_printf(&o, "  %s\n", line);
-            line = nl ? nl + 1 : NULL;
-        }
-    }
+    agg_per_rank(&a);
+    agg_notes_out(&a);
     if (!json && !csv)
-        sbuf_text_safe(&o, 0); /* names from the files: no terminal escapes */
-    if (o.oom || notes.oom || pool.oom)
+        sbuf_text_safe(&a.o, 0); /* names from the files: no terminal escapes */
+    if (a.o.oom || a.notes.oom || a.pool.oom)
         OOM();
     rc = CLI_OK;
     if (outpath) {
         for (size_t i = 0; i < nf && rc == CLI_OK; i++)
-            rc = cli_output_check("aggregate", outpath, r[i].path);
+            rc = cli_output_check("aggregate", outpath, a.r[i].path);
         if (rc == CLI_OK)
-            rc = cli_write_output("aggregate", outpath, o.data ? o.data : "", o.len);
+            rc = cli_write_output("aggregate", outpath, a.o.data ? a.o.data : "", a.o.len);
     } else {
-        fputs(o.data ? o.data : "", stdout);
+        fputs(a.o.data ? a.o.data : "", stdout);
     }
 #undef OOM
 out:
-    sbuf_free(&o);
-    sbuf_free(&notes);
-    sbuf_pool_free(&pool);
-    for (size_t j = 0; j < nr; j++) {
-        free(rows[j].name);
-        free(rows[j].per_rank);
-        sm_sketch_free(&rows[j].sketch);
+    sbuf_free(&a.o);
+    sbuf_free(&a.notes);
+    sbuf_pool_free(&a.pool);
+    for (size_t j = 0; j < a.nr; j++) {
+        free(a.rows[j].name);
+        free(a.rows[j].per_rank);
+        sm_sketch_free(&a.rows[j].sketch);
     }
-    free(rows);
+    free(a.rows);
     for (size_t i = 0; i < nf; i++) {
-        free(r[i].path);
+        free(a.r[i].path);
         if (i < loaded)
-            sm_free(&r[i].m);
+            sm_free(&a.r[i].m);
     }
-    free(r);
+    free(a.r);
     return rc;
 }
