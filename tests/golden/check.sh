@@ -35,6 +35,9 @@ done
 set +e # diff exits 1 on a regression: its exit status is part of what is checked
 "$sonde" diff job/job-rank0.sonde job/job-rank2.sonde > diff.out 2>&1; echo "exit $?" >> diff.out
 "$sonde" diff job/job-rank0.sonde job/job-rank2.sonde --format json > diff.json 2>&1; echo "exit $?" >> diff.json
+"$sonde" diff job/job-rank0.sonde job/job-rank2.sonde --format markdown > diff.md 2>&1; echo "exit $?" >> diff.md
+"$sonde" diff job/job-rank0.sonde job/job-rank1.sonde -- job/job-rank2.sonde --per-instance \
+    > diff-instances.out 2>&1; echo "exit $?" >> diff-instances.out
 set -e
 rm -r job
 find . -type f | LC_ALL=C sort | sed 's|^\./||' | xargs sha256sum > got.sha256
