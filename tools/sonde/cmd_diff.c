@@ -513,6 +513,146 @@ static void describe(char *out, size_t cap, const side *sd)
         snprintf(out, cap, "%zu runs (%s ...)", sd->n, sd->paths[0]);
 }
 
+/* The comparison as JSON (schema sonde-diff 2). warn's lines are cut in place and restored. */
+static void diff_json(sbuf *out, const side sd[2], const table *t, const opts *o,
+                      double threshold, const char *test, int regressions, sbuf *warn,
+                      const rate *rates, size_t n_rates)
+{
+    sbuf_puts(out, "{\"schema\":\"sonde-diff\",\"schema_version\":2,\"base\":");
+    json_paths(out, &sd[0]);
+    sbuf_puts(out, ",\"new\":");
+    json_paths(out, &sd[1]);
+    sbuf_printf(out, ",\"threshold\":%g,\"alpha\":%g,\"figure\":", threshold, ALPHA);
+    sbuf_json_str(out, o->per_instance ? "instances" : g_fig_names[o->fig]);
+    sbuf_puts(out, ",\"test\":");
+    sbuf_json_str(out, test);
+    sbuf_printf(out, ",\"regressions\":%d,\"warnings\":[", regressions);
+    int first = 1;
+    for (char *l = warn->data; l && *l;) {
+        char *nl = strchr(l, '\n');
+        sbuf_puts(out, first ? "" : ",");
+        first = 0;
+        if (nl)
+            *nl = 0;
+        sbuf_json_str(out, l);
+        if (nl)
+            *nl = '\n';
+        l = nl ? nl + 1 : NULL;
+    }
+    sbuf_puts(out, "],\"sections\":[");
+    for (size_t i = 0; i < t->n; i++) {
+        const row *r = &t->rows[i];
+        sbuf_puts(out, i ? ",{\"name\":" : "{\"name\":");
+        sbuf_json_str(out, r->name);
+        sbuf_printf(out, ",\"status\":\"%s\",\"tested\":%s,\"runs\":[%zu,%zu],\"count\":[%.0f,%.0f]",
+                    !r->s[0].runs.n ? "new" : !r->s[1].runs.n ? "vanished"
+                    : r->regression ? "regression" : r->improvement ? "improvement"
+                    : fabs(r->change) > threshold ? "changed" : "same",
+                    r->tested ? "true" : "false", r->s[0].runs.n, r->s[1].runs.n,
+                    r->s[0].count, r->s[1].count);
+        sbuf_puts(out, ",\"base_s\":");
+        json_values(out, &r->s[0].runs);
+        sbuf_puts(out, ",\"new_s\":");
+        json_values(out, &r->s[1].runs);
+        sbuf_puts(out, ",\"mean_s\":[");
+        sbuf_json_num(out, r->s[0].runs.n ? r->s[0].mean : NAN);
+        sbuf_putc(out, ',');
+        sbuf_json_num(out, r->s[1].runs.n ? r->s[1].mean : NAN);
+        sbuf_puts(out, "],\"change\":");
+        sbuf_json_num(out, r->s[0].runs.n && r->s[1].runs.n ? r->change : NAN);
+        sbuf_puts(out, ",\"ci\":[");
+        sbuf_json_num(out, r->r.lo);
+        sbuf_putc(out, ',');
+        sbuf_json_num(out, r->r.hi);
+        sbuf_puts(out, "],\"p\":");
+        sbuf_json_num(out, r->r.p);
+        sbuf_putc(out, '}');
+    }
+    sbuf_puts(out, "],\"throughput\":[");
+    for (size_t k = 0; k < n_rates; k++) {
+        sbuf_puts(out, k ? ",{\"unit\":" : "{\"unit\":");
+        sbuf_json_str(out, rates[k].unit);
+        sbuf_puts(out, ",\"per_s\":[");
+        sbuf_json_num(out, rates[k].n[0] ? rates[k].sum[0] / rates[k].n[0] : NAN);
+        sbuf_putc(out, ',');
+        sbuf_json_num(out, rates[k].n[1] ? rates[k].sum[1] / rates[k].n[1] : NAN);
+        sbuf_puts(out, "]}");
+    }
+    sbuf_puts(out, "]}\n");
+}
+
+/* The comparison as text or a markdown table (md), then throughput, warnings and the count. */
+static void diff_text(sbuf *out, int md, const char *da, const char *db, const char *figure,
+                      const char *test, double threshold, const table *t, const opts *o,
+                      int regressions, const sbuf *warn, const rate *rates, size_t n_rates,
+                      sbuf_pool *pool)
+{
+    static const int widths[] = {32, 6, 18, 18, 7, 17, 7};
+    if (md)
+        sbuf_printf(out, "### sonde diff\n\n`%s` → `%s`: %s; %s; threshold %.1f%%.\n\n"
+                          "| section | runs | base | new | change | 95%% CI | p | verdict |\n"
+                          "| --- | --- | --- | --- | --- | --- | --- | --- |\n",
+                    da, db, figure, test, threshold * 100);
+    else {
+        sbuf_printf(out, "sonde diff: %s -> %s\n  %s; %s; threshold %.1f%%\n", da, db,
+                    figure, test, threshold * 100);
+        static const char *const head[] = {"section", "runs", "base", "new", "change",
+                                           "95% CI", "p"};
+        for (int k = 0; k < 7; k++)
+            col(out, head[k], widths[k], k == 0);
+        sbuf_puts(out, "verdict\n");
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        const row *r = &t->rows[i];
+        char runs[48], a[72] = "-", b[72] = "-", ch[32] = "", ci[64] = "", pv[32] = "";
+        snprintf(runs, sizeof runs, "%zu->%zu", r->s[0].runs.n, r->s[1].runs.n);
+        int by_mean = o->welch || o->per_instance;
+        if (r->s[0].runs.n)
+            fmt_side(a, sizeof a, &r->s[0].runs, by_mean);
+        if (r->s[1].runs.n)
+            fmt_side(b, sizeof b, &r->s[1].runs, by_mean);
+        if (r->s[0].runs.n && r->s[1].runs.n) {
+            snprintf(ch, sizeof ch, "%+.1f%%", 100 * r->change);
+            fmt_ci(ci, sizeof ci, r);
+            if (r->tested)
+                snprintf(pv, sizeof pv, "%.3g", r->r.p);
+            else
+                snprintf(pv, sizeof pv, "-");
+        }
+        const char *v = verdict(r, threshold);
+        if (md)
+            sbuf_printf(out, "| %s | %s | %s | %s | %s | %s | %s | %s |\n",
+                        sbuf_md_cell(pool, r->name), runs, a, b, ch, ci, pv,
+                        r->regression ? "**regression**" : v);
+        else {
+            char nm[33];
+            snprintf(nm, sizeof nm, "%s", sbuf_oneline(pool, r->name));
+            const char *cells[] = {nm, runs, a, b, ch, ci, pv};
+            for (int k = 0; k < 7; k++)
+                col(out, cells[k], widths[k], k == 0);
+            sbuf_printf(out, "%s\n", v);
+        }
+    }
+    for (size_t k = 0; k < n_rates; k++) {
+        double ra = rates[k].n[0] ? rates[k].sum[0] / rates[k].n[0] : 0;
+        double rb = rates[k].n[1] ? rates[k].sum[1] / rates[k].n[1] : 0;
+        char chg[32];
+        if (ra > 0 && rb > 0)
+            snprintf(chg, sizeof chg, "%+.1f%%", 100 * (rb / ra - 1));
+        else
+            snprintf(chg, sizeof chg, "%s", ra > 0 ? "vanished" : "new");
+        sbuf_printf(out, "%sthroughput %s/s: %.2f -> %.2f (%s)\n", md ? "\n" : "",
+                    sbuf_oneline(pool, rates[k].unit), ra, rb, chg);
+    }
+    for (char *l = warn->data; l && *l;) {
+        char *nl = strchr(l, '\n');
+        sbuf_printf(out, "%swarning: %.*s\n", md ? "\n" : "", (int)(nl ? nl - l : (long)strlen(l)), l);
+        l = nl ? nl + 1 : NULL;
+    }
+    sbuf_printf(out, "%s%d regression(s)\n", md ? "\n" : "", regressions);
+    sbuf_text_safe(out, 0); /* names from the files: no terminal escapes */
+}
+
 int cmd_diff(int argc, char **argv)
 {
     static const char *const optnames[] = {"--threshold", "--fail-on-regression", "--format",
@@ -672,134 +812,11 @@ int cmd_diff(int argc, char **argv)
     char da[1200], db[1200];
     describe(da, sizeof da, &sd[0]);
     describe(db, sizeof db, &sd[1]);
-    if (json) {
-        sbuf_puts(&out, "{\"schema\":\"sonde-diff\",\"schema_version\":2,\"base\":");
-        json_paths(&out, &sd[0]);
-        sbuf_puts(&out, ",\"new\":");
-        json_paths(&out, &sd[1]);
-        sbuf_printf(&out, ",\"threshold\":%g,\"alpha\":%g,\"figure\":", threshold, ALPHA);
-        sbuf_json_str(&out, o.per_instance ? "instances" : g_fig_names[o.fig]);
-        sbuf_puts(&out, ",\"test\":");
-        sbuf_json_str(&out, test);
-        sbuf_printf(&out, ",\"regressions\":%d,\"warnings\":[", regressions);
-        int first = 1;
-        for (char *l = warn.data; l && *l;) {
-            char *nl = strchr(l, '\n');
-            sbuf_puts(&out, first ? "" : ",");
-            first = 0;
-            if (nl)
-                *nl = 0;
-            sbuf_json_str(&out, l);
-            if (nl)
-                *nl = '\n';
-            l = nl ? nl + 1 : NULL;
-        }
-        sbuf_puts(&out, "],\"sections\":[");
-        for (size_t i = 0; i < t.n; i++) {
-            const row *r = &t.rows[i];
-            sbuf_puts(&out, i ? ",{\"name\":" : "{\"name\":");
-            sbuf_json_str(&out, r->name);
-            sbuf_printf(&out, ",\"status\":\"%s\",\"tested\":%s,\"runs\":[%zu,%zu],\"count\":[%.0f,%.0f]",
-                        !r->s[0].runs.n ? "new" : !r->s[1].runs.n ? "vanished"
-                        : r->regression ? "regression" : r->improvement ? "improvement"
-                        : fabs(r->change) > threshold ? "changed" : "same",
-                        r->tested ? "true" : "false", r->s[0].runs.n, r->s[1].runs.n,
-                        r->s[0].count, r->s[1].count);
-            sbuf_puts(&out, ",\"base_s\":");
-            json_values(&out, &r->s[0].runs);
-            sbuf_puts(&out, ",\"new_s\":");
-            json_values(&out, &r->s[1].runs);
-            sbuf_puts(&out, ",\"mean_s\":[");
-            sbuf_json_num(&out, r->s[0].runs.n ? r->s[0].mean : NAN);
-            sbuf_putc(&out, ',');
-            sbuf_json_num(&out, r->s[1].runs.n ? r->s[1].mean : NAN);
-            sbuf_puts(&out, "],\"change\":");
-            sbuf_json_num(&out, r->s[0].runs.n && r->s[1].runs.n ? r->change : NAN);
-            sbuf_puts(&out, ",\"ci\":[");
-            sbuf_json_num(&out, r->r.lo);
-            sbuf_putc(&out, ',');
-            sbuf_json_num(&out, r->r.hi);
-            sbuf_puts(&out, "],\"p\":");
-            sbuf_json_num(&out, r->r.p);
-            sbuf_putc(&out, '}');
-        }
-        sbuf_puts(&out, "],\"throughput\":[");
-        for (size_t k = 0; k < n_rates; k++) {
-            sbuf_puts(&out, k ? ",{\"unit\":" : "{\"unit\":");
-            sbuf_json_str(&out, rates[k].unit);
-            sbuf_puts(&out, ",\"per_s\":[");
-            sbuf_json_num(&out, rates[k].n[0] ? rates[k].sum[0] / rates[k].n[0] : NAN);
-            sbuf_putc(&out, ',');
-            sbuf_json_num(&out, rates[k].n[1] ? rates[k].sum[1] / rates[k].n[1] : NAN);
-            sbuf_puts(&out, "]}");
-        }
-        sbuf_puts(&out, "]}\n");
-    } else {
-        static const int widths[] = {32, 6, 18, 18, 7, 17, 7};
-        if (md)
-            sbuf_printf(&out, "### sonde diff\n\n`%s` → `%s`: %s; %s; threshold %.1f%%.\n\n"
-                              "| section | runs | base | new | change | 95%% CI | p | verdict |\n"
-                              "| --- | --- | --- | --- | --- | --- | --- | --- |\n",
-                        da, db, figure, test, threshold * 100);
-        else {
-            sbuf_printf(&out, "sonde diff: %s -> %s\n  %s; %s; threshold %.1f%%\n", da, db,
-                        figure, test, threshold * 100);
-            static const char *const head[] = {"section", "runs", "base", "new", "change",
-                                               "95% CI", "p"};
-            for (int k = 0; k < 7; k++)
-                col(&out, head[k], widths[k], k == 0);
-            sbuf_puts(&out, "verdict\n");
-        }
-        for (size_t i = 0; i < t.n; i++) {
-            const row *r = &t.rows[i];
-            char runs[48], a[72] = "-", b[72] = "-", ch[32] = "", ci[64] = "", pv[32] = "";
-            snprintf(runs, sizeof runs, "%zu->%zu", r->s[0].runs.n, r->s[1].runs.n);
-            int by_mean = o.welch || o.per_instance;
-            if (r->s[0].runs.n)
-                fmt_side(a, sizeof a, &r->s[0].runs, by_mean);
-            if (r->s[1].runs.n)
-                fmt_side(b, sizeof b, &r->s[1].runs, by_mean);
-            if (r->s[0].runs.n && r->s[1].runs.n) {
-                snprintf(ch, sizeof ch, "%+.1f%%", 100 * r->change);
-                fmt_ci(ci, sizeof ci, r);
-                if (r->tested)
-                    snprintf(pv, sizeof pv, "%.3g", r->r.p);
-                else
-                    snprintf(pv, sizeof pv, "-");
-            }
-            const char *v = verdict(r, threshold);
-            if (md)
-                sbuf_printf(&out, "| %s | %s | %s | %s | %s | %s | %s | %s |\n",
-                            sbuf_md_cell(&pool, r->name), runs, a, b, ch, ci, pv,
-                            r->regression ? "**regression**" : v);
-            else {
-                char nm[33];
-                snprintf(nm, sizeof nm, "%s", sbuf_oneline(&pool, r->name));
-                const char *cells[] = {nm, runs, a, b, ch, ci, pv};
-                for (int k = 0; k < 7; k++)
-                    col(&out, cells[k], widths[k], k == 0);
-                sbuf_printf(&out, "%s\n", v);
-            }
-        }
-        for (size_t k = 0; k < n_rates; k++) {
-            double ra = rates[k].n[0] ? rates[k].sum[0] / rates[k].n[0] : 0;
-            double rb = rates[k].n[1] ? rates[k].sum[1] / rates[k].n[1] : 0;
-            char chg[32];
-            if (ra > 0 && rb > 0)
-                snprintf(chg, sizeof chg, "%+.1f%%", 100 * (rb / ra - 1));
-            else
-                snprintf(chg, sizeof chg, "%s", ra > 0 ? "vanished" : "new");
-            sbuf_printf(&out, "%sthroughput %s/s: %.2f -> %.2f (%s)\n", md ? "\n" : "",
-                        sbuf_oneline(&pool, rates[k].unit), ra, rb, chg);
-        }
-        for (char *l = warn.data; l && *l;) {
-            char *nl = strchr(l, '\n');
-            sbuf_printf(&out, "%swarning: %.*s\n", md ? "\n" : "", (int)(nl ? nl - l : (long)strlen(l)), l);
-            l = nl ? nl + 1 : NULL;
-        }
-        sbuf_printf(&out, "%s%d regression(s)\n", md ? "\n" : "", regressions);
-        sbuf_text_safe(&out, 0); /* names from the files: no terminal escapes */
-    }
+    if (json)
+        diff_json(&out, sd, &t, &o, threshold, test, regressions, &warn, rates, n_rates);
+    else
+        diff_text(&out, md, da, db, figure, test, threshold, &t, &o, regressions, &warn, rates,
+                  n_rates, &pool);
     if (out.oom || warn.oom || pool.oom) {
         rc = cli_fail(CLI_USAGE, "diff", "out of memory");
         goto out;
