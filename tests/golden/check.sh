@@ -24,6 +24,9 @@ for f in "$runs"/*.sonde; do
     "$sonde" export "$n/$n.sonde" --format "$all" --quiet
     "$sonde" summary "$n/$n.sonde" > "$n/summary.out"
     "$sonde" summary "$n/$n.sonde" --wide --sort count --top 5 > "$n/summary-wide.out"
+    # the JSON report read back (load.c): its summary and its HTML report
+    "$sonde" summary "$n/$n.json" > "$n/summary-from-json.out"
+    "$sonde" report "$n/$n.json" -o "$n/from-json.html" > /dev/null
     rm "$n/$n.sonde"
 done
 mkdir -p job && cp "$runs"/job-rank*.sonde job/
@@ -32,6 +35,9 @@ for fmt in text json csv markdown; do
     "$sonde" aggregate job --format $fmt --by session -o "aggregate-sessions.$fmt"
 done
 "$sonde" merge job -o merged.trace.json.gz > merge.out
+mkdir -p jobjson && cp job-rank*/job-rank*.json jobjson/
+"$sonde" aggregate jobjson --format json -o aggregate-from-json.json
+rm -r jobjson
 set +e # diff exits 1 on a regression: its exit status is part of what is checked
 "$sonde" diff job/job-rank0.sonde job/job-rank2.sonde > diff.out 2>&1; echo "exit $?" >> diff.out
 "$sonde" diff job/job-rank0.sonde job/job-rank2.sonde --format json > diff.json 2>&1; echo "exit $?" >> diff.json
