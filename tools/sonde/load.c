@@ -98,6 +98,95 @@ static int sketch_of(json_t *o, sm_sketch **out, const char **why)
     return 0;
 }
 
+/* sections[i] of a report into s. 0, SONDE_ENOMEM, or SONDE_EFORMAT with the message set. */
+static int read_stat(json_t *e, size_t i, const char *path, sm_stat *s)
+{
+    s->name = str(e, "name");
+    if (!s->name)
+        return SONDE_ENOMEM;
+#define READ_U64(f) s->f = U64(e, #f);
+#define READ_F64(f) s->f = num0(e, #f);
+#define READ(f, kind) READ_##kind(f)
+    SM_STAT_TIMES(READ)
+#undef READ
+#undef READ_F64
+#undef READ_U64
+    json_t *pct = json_object_get(e, "percentiles");
+    s->sketched = json_is_string(pct) && !strcmp(json_string_value(pct), "sketch");
+    const char *why = NULL;
+    int rc = sketch_of(json_object_get(e, "sketch"), &s->sketch, &why);
+    if (rc != 0) {
+        if (rc == SONDE_EFORMAT)
+            sonde__fail(rc, "%s: sections[%zu] (\"%s\").sketch: %s", path, i, s->name, why);
+        return rc;
+    }
+    s->share = num0(e, "share");
+    s->threads = U32(e, "threads");
+    s->aggregated = U64(e, "aggregated_calls");
+    s->min_depth = I32(e, "depth");
+    s->units = num0(e, "units");
+    double ups = num0(e, "units_per_s");
+    s->units_s = ups > 0 ? s->units / ups : 0;
+    s->flops = num0(e, "flops");
+    double f = num0(e, "flops_per_s");
+    s->flops_time_s = f > 0 ? s->flops / f : 0;
+    json_t *res = json_object_get(e, "resources");
+    s->res_samples = U64(res, "samples");
+    s->res_cpu_mean = num(res, "cpu_mean_pct");
+    s->res_rss_begin = num(res, "rss_begin_mib");
+    s->res_rss_end = num(res, "rss_end_mib");
+    s->res_rss_delta = num(res, "memory_delta_mb");
+    s->res_gpu_util_mean = num(res, "gpu_util_mean_pct");
+    s->res_gpu_mem_peak = num(res, "gpu_memory_peak_mib");
+    return 0;
+}
+
+/* The report's diffusion figures and findings, printed the way the text summary prints them,
+ * as m->analysis_text. 0, or -1 out of memory. */
+static int read_analysis(json_t *root, sm_model *m)
+{
+    sa_report an;
+    memset(&an, 0, sizeof an);
+    json_t *df = json_object_get(root, "diffusion");
+    json_t *ds = json_object_get(df, "steps"), *db = json_object_get(df, "blocks");
+    an.diffusion.steps.count = U64(ds, "count");
+    an.diffusion.steps.p50_s = num0(ds, "p50_s");
+    an.diffusion.steps.slowest = U64(ds, "slowest_step");
+    an.diffusion.steps.max_s = num0(ds, "slowest_s");
+    an.diffusion.steps_per_s = num0(ds, "steps_per_s");
+    an.diffusion.blocks.count = U64(db, "count");
+    an.diffusion.blocks.slowest = U64(db, "slowest_block");
+    an.diffusion.blocks.max_s = num0(db, "slowest_s");
+    an.diffusion.fps = num0(db, "fps");
+    an.diffusion.bps = num0(db, "bps");
+    an.diffusion.timestep_first = num(ds, "timestep_first");
+    an.diffusion.timestep_last = num(ds, "timestep_last");
+    an.diffusion.guidance_min = num(ds, "guidance_min");
+    an.diffusion.guidance_max = num(ds, "guidance_max");
+    an.diffusion.block_memory_peak_mb = num(db, "memory_peak_mb");
+    json_t *fs = json_object_get(json_object_get(root, "analysis"), "findings");
+    an.findings = calloc(json_array_size(fs) + 1, sizeof *an.findings);
+    if (!an.findings)
+        return -1;
+    size_t i;
+    json_t *e;
+    json_array_foreach(fs, i, e)
+    {
+        sa_finding *f = &an.findings[an.n_findings++];
+        json_t *t = json_object_get(e, "title"), *ev = json_object_get(e, "evidence");
+        snprintf(f->title, sizeof f->title, "%s", json_is_string(t) ? json_string_value(t) : "");
+        snprintf(f->evidence, sizeof f->evidence, "%s",
+                 json_is_string(ev) ? json_string_value(ev) : "");
+    }
+    sbuf t;
+    sbuf_init(&t);
+    sx_txt_analysis(&an, &t);
+    free(an.findings);
+    m->analysis_text = strdup(t.data ? t.data : "");
+    sbuf_free(&t);
+    return m->analysis_text ? 0 : -1;
+}
+
 /* Facts of one JSON object as "prefix.key" info pairs. */
 static int facts(sm_model *m, json_t *o, const char *prefix)
 {
@@ -207,45 +296,10 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
         goto out;
     json_array_foreach(a, i, e)
     {
-        sm_stat *s = &m->stats[m->n_stats++];
-        s->name = str(e, "name");
-        if (!s->name)
+        if ((rc = read_stat(e, i, path, &m->stats[m->n_stats++])) != 0)
             goto out;
-#define READ_U64(f) s->f = U64(e, #f);
-#define READ_F64(f) s->f = num0(e, #f);
-#define READ(f, kind) READ_##kind(f)
-        SM_STAT_TIMES(READ)
-#undef READ
-#undef READ_F64
-#undef READ_U64
-        json_t *pct = json_object_get(e, "percentiles");
-        s->sketched = json_is_string(pct) && !strcmp(json_string_value(pct), "sketch");
-        const char *why = NULL;
-        if ((rc = sketch_of(json_object_get(e, "sketch"), &s->sketch, &why)) != 0) {
-            if (rc == SONDE_EFORMAT)
-                sonde__fail(rc, "%s: sections[%zu] (\"%s\").sketch: %s", path, i, s->name, why);
-            goto out;
-        }
-        rc = SONDE_ENOMEM;
-        s->share = num0(e, "share");
-        s->threads = U32(e, "threads");
-        s->aggregated = U64(e, "aggregated_calls");
-        s->min_depth = I32(e, "depth");
-        s->units = num0(e, "units");
-        double ups = num0(e, "units_per_s");
-        s->units_s = ups > 0 ? s->units / ups : 0;
-        s->flops = num0(e, "flops");
-        double f = num0(e, "flops_per_s");
-        s->flops_time_s = f > 0 ? s->flops / f : 0;
-        json_t *res = json_object_get(e, "resources");
-        s->res_samples = U64(res, "samples");
-        s->res_cpu_mean = num(res, "cpu_mean_pct");
-        s->res_rss_begin = num(res, "rss_begin_mib");
-        s->res_rss_end = num(res, "rss_end_mib");
-        s->res_rss_delta = num(res, "memory_delta_mb");
-        s->res_gpu_util_mean = num(res, "gpu_util_mean_pct");
-        s->res_gpu_mem_peak = num(res, "gpu_memory_peak_mib");
     }
+    rc = SONDE_ENOMEM;
     json_t *st = json_object_get(root, "steps");
     m->steps_summary.count = U64(st, "count");
     m->steps_summary.per_s = num0(st, "steps_per_s");
@@ -311,48 +365,8 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
         if (!t->name)
             goto out;
     }
-    /* the analysis, printed the way the text summary prints it */
-    {
-        sa_report an;
-        memset(&an, 0, sizeof an);
-        json_t *df = json_object_get(root, "diffusion");
-        json_t *ds = json_object_get(df, "steps"), *db = json_object_get(df, "blocks");
-        an.diffusion.steps.count = U64(ds, "count");
-        an.diffusion.steps.p50_s = num0(ds, "p50_s");
-        an.diffusion.steps.slowest = U64(ds, "slowest_step");
-        an.diffusion.steps.max_s = num0(ds, "slowest_s");
-        an.diffusion.steps_per_s = num0(ds, "steps_per_s");
-        an.diffusion.blocks.count = U64(db, "count");
-        an.diffusion.blocks.slowest = U64(db, "slowest_block");
-        an.diffusion.blocks.max_s = num0(db, "slowest_s");
-        an.diffusion.fps = num0(db, "fps");
-        an.diffusion.bps = num0(db, "bps");
-        an.diffusion.timestep_first = num(ds, "timestep_first");
-        an.diffusion.timestep_last = num(ds, "timestep_last");
-        an.diffusion.guidance_min = num(ds, "guidance_min");
-        an.diffusion.guidance_max = num(ds, "guidance_max");
-        an.diffusion.block_memory_peak_mb = num(db, "memory_peak_mb");
-        json_t *fs = json_object_get(json_object_get(root, "analysis"), "findings");
-        an.findings = calloc(json_array_size(fs) + 1, sizeof *an.findings);
-        if (!an.findings)
-            goto out;
-        json_array_foreach(fs, i, e)
-        {
-            sa_finding *f = &an.findings[an.n_findings++];
-            json_t *t = json_object_get(e, "title"), *ev = json_object_get(e, "evidence");
-            snprintf(f->title, sizeof f->title, "%s", json_is_string(t) ? json_string_value(t) : "");
-            snprintf(f->evidence, sizeof f->evidence, "%s",
-                     json_is_string(ev) ? json_string_value(ev) : "");
-        }
-        sbuf t;
-        sbuf_init(&t);
-        sx_txt_analysis(&an, &t);
-        free(an.findings);
-        m->analysis_text = strdup(t.data ? t.data : "");
-        sbuf_free(&t);
-        if (!m->analysis_text)
-            goto out;
-    }
+    if (read_analysis(root, m) != 0)
+        goto out;
     a = json_object_get(root, "warnings");
     m->warnings = calloc(json_array_size(a) + 1, sizeof *m->warnings);
     if (!m->warnings)
