@@ -148,7 +148,7 @@ int sm_folder_init(sm_folder *f, const sm_model *m, int64_t t0, int64_t t1, int6
             }
             f->runs[f->n_runs++] = *r;
         }
-        /* one run a place (sm__build merges those drop_short moved together) */
+        /* one run a place (sm__drop_short merges the runs it moved together) */
         int32_t *slot = r->closer >= 0 ? &f->before[r->closer]
                         : &f->open_run[r->box >= 0 ? (size_t)r->box : m->n_spans + r->thread];
         *slot = whole ? (int32_t)i : (int32_t)f->n_runs - 1;

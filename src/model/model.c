@@ -1,7 +1,7 @@
 /* model.c - builds the model from decoded events (section trees per thread, sessions, steps,
- * counters, metrics, metadata) and derives what every exporter reads from it. The statistics
- * are in stats.c, the downsampling of series in series.c, the merging of runs in merge.c, the
- * trace budget in budget.c. */
+ * counters, metrics, metadata). What is derived from it once built is in derive.c, throughput
+ * in rates.c, the statistics in stats.c, the downsampling of series in series.c, the merging of
+ * runs in merge.c, the trace budget in budget.c. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -554,7 +554,7 @@ static ptrdiff_t open_of_name(const bctx *b, const sentry *stack, size_t k, int 
  * open in its box (its parent, or its thread's top level), and what was folded inside it goes
  * with it. A held section closes the run open in its box (the run lies before it) and its own
  * (the run after its last held child). A section shorter than min_duration_s is dropped, as
- * drop_short drops it, and folded nowhere. 0, or -1 out of memory. */
+ * sm__drop_short drops it, and folded nowhere. 0, or -1 out of memory. */
 static int settle(bctx *b, sentry *stack, size_t k)
 {
     if (b->held_min_ns == INT64_MIN)
@@ -613,7 +613,7 @@ static int settle(bctx *b, sentry *stack, size_t k)
  * SM_SPAN_END_LOST and keeps no duration (its end is unknown: closing it at the next outer end
  * or at the run's end would stretch it), and the statistics leave it out. A section shorter than
  * min_duration_s, with no throughput, FLOPs or diffusion record, is flagged SM_SPAN_SHORT for
- * drop_short and left out too. A nested instance of the same name is not in the name's total
+ * sm__drop_short and left out too. A nested instance of the same name is not in the name's total
  * (its outer one's time holds it) unless that outer one loses its end; the same within its
  * session for the session's statistics, when they are fed here. 0, or -1 out of memory. */
 static int feed_stats(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flags, int lost)
@@ -992,251 +992,6 @@ static int build_finish(tbuild *tb, uint64_t end_tick)
     return 0;
 }
 
-static int cmp_iv(const void *a, const void *b)
-{
-    const sm_iv *x = a, *y = b;
-    return x->s < y->s ? -1 : x->s > y->s;
-}
-
-double sm__union_s(sm_iv *v, size_t n)
-{
-    if (!n)
-        return 0;
-    qsort(v, n, sizeof *v, cmp_iv);
-    int64_t total = 0, cs = v[0].s, ce = v[0].e;
-    for (size_t i = 1; i < n; i++) {
-        if (v[i].s > ce) {
-            total += ce - cs;
-            cs = v[i].s;
-            ce = v[i].e;
-        } else if (v[i].e > ce) {
-            ce = v[i].e;
-        }
-    }
-    return (double)(total + ce - cs) / 1e9;
-}
-
-/* A rate for the unit (site id, 0: the run's unit) unless it has one; its figures come later. */
-static int rate_unit(sm_model *m, uint32_t unit)
-{
-    const char *name = unit ? sm_str(m, unit) : m->unit;
-    for (size_t i = 0; i < m->n_rates; i++)
-        if (!strcmp(m->rates[i].unit, name))
-            return 0;
-    sm_rate *r = sonde__realloc(m->rates, (m->n_rates + 1) * sizeof *r);
-    if (!r)
-        return -1;
-    m->rates = r;
-    r[m->n_rates] = (sm_rate){sonde__strdup(name), 0, 0};
-    if (!r[m->n_rates].unit)
-        return -1;
-    m->n_rates++;
-    return 0;
-}
-
-/* Throughput per unit; the run's own unit first, even when unused. Units recorded with explicit
- * seconds count those seconds; units over a section's (or session's) own duration count the wall
- * time those sections covered, so sections running at once on several threads are not counted
- * twice. */
-const char *sm__unit_name(const sm_model *m, uint32_t unit)
-{
-    return unit ? sm_str(m, unit) : m->unit;
-}
-
-/* 1 when a section enclosing s, or s's session, recorded units in unit: s's units are part of
- * that count (a batch's tokens and its decode's), and are not added a second time. */
-static int units_counted_above(const sm_model *m, const sm_span *s, const char *unit)
-{
-    for (int32_t p = s->parent; p >= 0 && (size_t)p < m->n_spans; p = m->spans[p].parent) {
-        const sm_span_x *x = sm_span_extra(m, &m->spans[p]);
-        if (x->units > 0 && !strcmp(sm__unit_name(m, x->unit), unit))
-            return 1;
-    }
-    if (s->session >= 0 && (size_t)s->session < m->n_sessions) {
-        const sm_session *se = &m->sessions[s->session];
-        return se->units > 0 && !strcmp(sm__unit_name(m, se->unit), unit);
-    }
-    return 0;
-}
-
-/* Units in one unit and their seconds, over the run (sess < 0: the run's own units too) or one
- * session (its own and its sections'): explicit seconds added, own-duration units counted over
- * the wall time their sessions and sections covered, each instant once. A section inside one
- * that recorded units in the same unit (or inside such a session) is counted there, not again;
- * nested, when not NULL, counts those sections. iv: room for n_spans + n_sessions intervals. */
-static void unit_time(const sm_model *m, const char *unit, int32_t sess, sm_iv *iv,
-                      double *units, double *seconds, unsigned long long *nested)
-{
-    size_t n = 0;
-    *units = *seconds = 0;
-    if (sess < 0 && m->run_units > 0 && !strcmp(sm__unit_name(m, m->run_unit), unit)) {
-        *units += m->run_units;
-        *seconds += m->run_units_s;
-    }
-    for (size_t i = 0; i < m->n_sessions; i++) {
-        const sm_session *s = &m->sessions[i];
-        if ((sess >= 0 && (int32_t)i != sess) || s->units <= 0 || strcmp(sm__unit_name(m, s->unit), unit))
-            continue;
-        *units += s->units;
-        *seconds += s->units_s;
-        if (s->own_dur_units)
-            iv[n++] = (sm_iv){s->start_ns, s->end_ns};
-    }
-    for (size_t i = 0; i < m->n_spans; i++) {
-        const sm_span *s = &m->spans[i];
-        const sm_span_x *x = sm_span_extra(m, s);
-        if ((sess >= 0 && s->session != sess) || x->units <= 0 || strcmp(sm__unit_name(m, x->unit), unit))
-            continue;
-        if (units_counted_above(m, s, unit)) {
-            if (nested)
-                (*nested)++;
-            continue;
-        }
-        *units += x->units;
-        *seconds += x->units_s;
-        if (x->own_dur_units)
-            iv[n++] = (sm_iv){s->start_ns, s->end_ns};
-    }
-    *seconds += sm__union_s(iv, n);
-}
-
-int sm__build_rates(sm_model *m, unsigned long long *nested)
-{
-    /* the units recorded, the run's own first */
-    if (rate_unit(m, 0) != 0 || (m->run_units > 0 && rate_unit(m, m->run_unit)))
-        return -1;
-    for (size_t i = 0; i < m->n_sessions; i++)
-        if (m->sessions[i].units > 0 && rate_unit(m, m->sessions[i].unit))
-            return -1;
-    for (size_t i = 0; i < m->n_span_x; i++)
-        if (m->span_x[i].units > 0 && rate_unit(m, m->span_x[i].unit))
-            return -1;
-    sm_iv *iv = sonde__malloc((m->n_spans + m->n_sessions + 1) * sizeof *iv);
-    if (!iv)
-        return -1;
-    for (size_t r = 0; r < m->n_rates; r++)
-        unit_time(m, m->rates[r].unit, -1, iv, &m->rates[r].units, &m->rates[r].seconds,
-                  nested);
-    sonde__free(iv);
-    return 0;
-}
-
-int sm_session_units(const sm_model *m, size_t sess, double *units, double *seconds)
-{
-    *units = *seconds = 0;
-    sm_iv *iv = sonde__malloc((m->n_spans + m->n_sessions + 1) * sizeof *iv);
-    if (!iv)
-        return -1;
-    unit_time(m, m->n_rates ? m->rates[0].unit : m->unit, (int32_t)sess, iv, units, seconds,
-              NULL);
-    sonde__free(iv);
-    return 0;
-}
-
-static int cmp_step(const void *a, const void *b)
-{
-    const sm_step *x = a, *y = b;
-    return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
-}
-
-/* Steps may be marked from several threads: time order. Then each end takes its start from the
- * last begin mark since the step before it ended (else that end), and the marks go. */
-static int sort_steps(sm_model *m)
-{
-    if (m->n_steps > 1)
-        qsort(m->steps, m->n_steps, sizeof *m->steps, cmp_step);
-    size_t k = 0;
-    int64_t prev_end = 0, begin = -1;
-    for (size_t i = 0; i < m->n_steps; i++) {
-        sm_step s = m->steps[i];
-        if (s.begun == 2) {
-            begin = s.t_ns;
-            continue;
-        }
-        s.begun = begin >= prev_end;
-        s.start_ns = s.begun ? begin : prev_end;
-        begin = -1;
-        prev_end = s.t_ns;
-        m->steps[k++] = s;
-    }
-    m->n_steps = k;
-    return 0;
-}
-
-/* Instants in time order (each thread's are read chunk by chunk), ties in reading order. */
-typedef struct inst_at {
-    int64_t t;
-    size_t i;
-} inst_at;
-
-static int cmp_inst_at(const void *a, const void *b)
-{
-    const inst_at *x = a, *y = b;
-    if (x->t != y->t)
-        return x->t < y->t ? -1 : 1;
-    return x->i < y->i ? -1 : x->i > y->i;
-}
-
-static int sort_instants(sm_model *m)
-{
-    size_t n = m->n_instants;
-    if (n < 2)
-        return 0;
-    inst_at *r = sonde__malloc(n * sizeof *r);
-    sm_instant *was = sonde__malloc(n * sizeof *was);
-    if (!r || !was) {
-        sonde__free(r);
-        sonde__free(was);
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++)
-        r[i] = (inst_at){m->instants[i].t_ns, i};
-    qsort(r, n, sizeof *r, cmp_inst_at);
-    memcpy(was, m->instants, n * sizeof *was);
-    for (size_t k = 0; k < n; k++)
-        m->instants[k] = was[r[k].i];
-    sonde__free(r);
-    sonde__free(was);
-    return 0;
-}
-
-/* Counter samples in time order (samples from several threads can interleave). */
-typedef struct tv {
-    int64_t t;
-    double v;
-} tv;
-
-static int cmp_tv(const void *a, const void *b)
-{
-    const tv *x = a, *y = b;
-    return x->t < y->t ? -1 : x->t > y->t;
-}
-
-static int sort_counters(sm_model *m)
-{
-    for (size_t c = 0; c < m->n_counters; c++) {
-        sm_counter *k = &m->counters[c];
-        size_t i = 1;
-        while (i < k->n && k->t_ns[i - 1] <= k->t_ns[i])
-            i++;
-        if (i >= k->n)
-            continue;
-        tv *a = sonde__malloc(k->n * sizeof *a);
-        if (!a)
-            return -1;
-        for (i = 0; i < k->n; i++)
-            a[i] = (tv){k->t_ns[i], k->v[i]};
-        qsort(a, k->n, sizeof *a, cmp_tv);
-        for (i = 0; i < k->n; i++) {
-            k->t_ns[i] = a[i].t;
-            k->v[i] = a[i].v;
-        }
-        k->last = k->v[k->n - 1];
-        sonde__free(a);
-    }
-    return 0;
-}
-
 int sm_set_info(sm_model *m, const char *key, const char *value)
 {
     char *k = sonde__strdup(key), *v = sonde__strdup(value);
@@ -1258,136 +1013,6 @@ const char *sm_info(const sm_model *m, const char *key)
         if (!strcmp(m->info[i].key, key))
             return m->info[i].value;
     return NULL;
-}
-
-/* Folded runs that drop_short moved may share a place with another (two at the end of one
- * box): each such pair becomes one run. 0, or -1 out of memory. */
-static int merge_moved_runs(sm_model *m)
-{
-    size_t places = 2 * m->n_spans + m->n_threads; /* before a span, a span's end, a thread's */
-    int32_t *at = sonde__malloc((places ? places : 1) * sizeof *at);
-    if (!at)
-        return -1;
-    memset(at, 0xff, places * sizeof *at);
-    size_t k = 0;
-    for (size_t i = 0; i < m->n_folds; i++) {
-        sm_fold_run r = m->folds[i];
-        size_t p = r.closer >= 0 ? (size_t)r.closer
-                   : r.box >= 0  ? m->n_spans + (size_t)r.box
-                                 : 2 * m->n_spans + r.thread;
-        if (at[p] < 0) {
-            at[p] = (int32_t)k;
-            m->folds[k++] = r;
-            continue;
-        }
-        sm_fold_run *into = &m->folds[at[p]];
-        into->mixed |= r.mixed || r.site != into->site;
-        into->start_ns = r.start_ns < into->start_ns ? r.start_ns : into->start_ns;
-        into->end_ns = r.end_ns > into->end_ns ? r.end_ns : into->end_ns;
-        into->n += r.n;
-        into->sum_ns += r.sum_ns;
-        into->folded += r.folded;
-    }
-    m->n_folds = k;
-    sonde__free(at);
-    return 0;
-}
-
-/* min_duration_s: section instances shorter than it are left out of the model (and so of every
- * report), except those that carry throughput, FLOPs or a diffusion record: nothing measured is
- * lost. Their time still counts as their parent's time in children (self time is unchanged).
- * close_span flags them SM_SPAN_SHORT and leaves them out of the statistics; this removes them,
- * and what was nested in one takes its nearest ancestor kept. */
-static int drop_short(sm_model *m, int64_t min_ns)
-{
-    if (!(min_ns > 0) || !m->n_spans)
-        return 0;
-    int32_t *map = sonde__malloc(m->n_spans * sizeof *map);
-    if (!map)
-        return -1;
-    for (size_t i = 0; i < m->n_spans; i++)
-        map[i] = m->spans[i].flags & SM_SPAN_SHORT ? -1 : 0;
-    size_t k = 0;
-    for (size_t i = 0; i < m->n_spans; i++) {
-        if (map[i] < 0) {
-            m->threads[m->spans[i].thread].spans--;
-            continue;
-        }
-        sm_span s = m->spans[i];
-        int32_t p = s.parent; /* the nearest ancestor kept (parents are kept before children) */
-        while (p >= 0 && map[p] < 0)
-            p = m->spans[p].parent;
-        s.parent = p >= 0 ? map[p] : -1;
-        map[i] = (int32_t)k;
-        m->spans[k++] = s;
-    }
-    /* Folded runs (held sections) in a dropped section move to its nearest ancestor kept. One it
-     * closed lies at its box's end now; merge_moved_runs merges it with the one there. */
-    for (size_t i = 0; i < m->n_folds; i++) {
-        sm_fold_run *r = &m->folds[i];
-        int32_t p = r->box;
-        while (p >= 0 && map[p] < 0)
-            p = m->spans[p].parent;
-        r->box = p >= 0 ? map[p] : -1;
-        r->closer = r->closer >= 0 ? map[r->closer] : -1;
-    }
-    for (size_t i = 0; i < m->n_dsteps; i++)
-        if (m->dsteps[i].span >= 0)
-            m->dsteps[i].span = map[m->dsteps[i].span];
-    for (size_t i = 0; i < m->n_blocks; i++)
-        if (m->blocks[i].span >= 0)
-            m->blocks[i].span = map[m->blocks[i].span];
-    m->short_spans += m->n_spans - k;
-    m->n_spans = k;
-    sonde__free(map);
-    return m->n_folds ? merge_moved_runs(m) : 0;
-}
-
-int sm__derive(sm_model *m, int have_stats)
-{
-    if (sort_counters(m) || sort_steps(m) || sort_instants(m))
-        return -1;
-    /* diffusion records with seconds <= 0 take their section's duration */
-    for (size_t i = 0; i < m->n_dsteps; i++)
-        if (m->dsteps[i].span >= 0)
-            m->dsteps[i].seconds = (double)(m->spans[m->dsteps[i].span].end_ns -
-                                            m->spans[m->dsteps[i].span].start_ns) / 1e9;
-    for (size_t i = 0; i < m->n_blocks; i++)
-        if (m->blocks[i].span >= 0)
-            m->blocks[i].seconds = (double)(m->spans[m->blocks[i].span].end_ns -
-                                            m->spans[m->blocks[i].span].start_ns) / 1e9;
-    /* A step is active when a window covers its number. */
-    for (size_t i = 0; m->scheduled && i < m->n_steps; i++) {
-        uint64_t step = m->steps[i].number;
-        m->steps[i].active = 0;
-        for (size_t w = 0; w < m->n_windows; w++)
-            if (step >= m->windows[w].first_step && step <= m->windows[w].last_step)
-                m->steps[i].active = 1;
-    }
-    if (!have_stats) {
-        sm_stats_free(m->stats, m->n_stats);
-        m->stats = NULL;
-        m->n_stats = 0;
-        if (sm__stats(m, NULL, NULL, (double)m->duration_ns / 1e9, &m->stats, &m->n_stats))
-            return -1;
-    }
-    if (have_stats != 2 && sm__fold_aggregated(m) != 0)
-        return -1;
-    for (size_t i = 0; i < m->n_sites; i++) {
-        m->sites[i].stat = -1;
-        for (size_t k = 0; k < m->n_stats; k++)
-            if (!strcmp(m->stats[k].name, m->sites[i].name)) {
-                m->sites[i].stat = (int)k;
-                break;
-            }
-    }
-    sm_resources(m, m->stats, m->n_stats, NULL, NULL);
-    m->total_sections = sm_sections(m) - m->sections_end_lost; /* those are counted apart */
-    m->total_steps = m->n_steps;
-    double tu, tus;
-    sm_totals(m, &tu, &tus, &m->total_flops, &m->total_flops_s);
-    sm_steps(m, &m->steps_summary);
-    return sm_trace_budget(m, INT64_MIN, INT64_MAX, &m->trace);
 }
 
 static int cmp_site_id(const void *a, const void *b)
@@ -1626,7 +1251,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
             goto out;
     }
     if (sm__sink_finish(&b.sink, m, (double)m->duration_ns / 1e9, &m->stats, &m->n_stats) ||
-        drop_short(m, b.min_ns) || sm__ops_build(raw, m) || sm__gpu_build(raw, m) ||
+        sm__drop_short(m, b.min_ns) || sm__ops_build(raw, m) || sm__gpu_build(raw, m) ||
         sm__profile_build(raw, m))
         goto out;
     unsigned long long nested_units = 0;

@@ -236,6 +236,10 @@ int sm__build_rates(sm_model *m, unsigned long long *nested);
  * calls are in them already: a merge of runs that do not hold every section), resources,
  * totals, the trace budget. Run after a build and after a merge. 0, or -1. */
 int sm__derive(sm_model *m, int have_stats);
+/* min_duration_s (derive.c): instances shorter than min_ns, flagged SM_SPAN_SHORT by the build,
+ * leave the model unless they carry throughput, FLOPs or a diffusion record; what was nested in
+ * one takes its nearest ancestor kept. 0, or -1 out of memory. */
+int sm__drop_short(sm_model *m, int64_t min_ns);
 /* Folds the hot functions' counted calls (SM_AGGREGATED_EVENT) into m->stats. 0, or -1. */
 int sm__fold_aggregated(sm_model *m);
 
