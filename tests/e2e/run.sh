@@ -1405,7 +1405,10 @@ for name in ("hot70", "warm20", "cool10"):
 # sample_inline 0: the function that holds the inlined one takes its samples, as in perf report
 q = json.load(open(sys.argv[6]))["profile"]
 names = {x["name"]: x["self"] for x in q["functions"]}
-assert "inner_hot" not in names and names["outer_work"] >= 0.97 * q["samples"], names
+# (under ASan its leak check at exit takes 2-3% of the samples, in the sanitizer's runtime: a
+# fresh-clone run of 4337aca had 1125 of 1160 in outer_work; those are not the program's)
+runtime = sum(v for k, v in names.items() if k.startswith(("__lsan", "__asan", "__sanitizer")))
+assert "inner_hot" not in names and names["outer_work"] >= 0.97 * (q["samples"] - runtime), names
 print("DWARF: inner_hot %.1f%% self under outer_work, each defined where the source says" % hot)
 PY
     # C++ names as written in the source, in the table and in the folded stacks
