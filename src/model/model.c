@@ -1091,6 +1091,51 @@ static int build_sites(bctx *b, sb_raw *raw, uint32_t max_id, uint64_t *used)
     return 0;
 }
 
+/* The throughput (sm__build_rates), then the build's counts of what did not fit as the run's
+ * warnings (units counted once, samples without stacks, ends without begins, sections without
+ * ends, events dropped: the larger of the file's count and the gaps found). 0, or -1 out of
+ * memory. */
+static int build_rates_warnings(bctx *b, sm_model *m)
+{
+    unsigned long long nested_units = 0;
+    if (sm__build_rates(m, &nested_units))
+        return -1;
+    if (nested_units &&
+        fmt_warning(b, "throughput: %llu section instance(s) recorded units inside a section (or "
+                        "session) that recorded units in the same unit too: each is counted once, "
+                        "in the outer one's total, not added again",
+                    nested_units))
+        return -1;
+    if (m->profile.unnamed &&
+        fmt_warning(b, "%llu CPU sample(s) are left out: their stacks are not in the file (the "
+                        "program ended without sonde_destroy or exit, which write them) or name "
+                        "functions it lacks", (unsigned long long)m->profile.unnamed))
+        return -1;
+    if (b->unmatched_ends &&
+        fmt_warning(b, "%llu section end(s) had no matching begin in the file (begins dropped "
+                        "or discarded by sonde_clear, or recorded before a fork())", (unsigned long long)b->unmatched_ends))
+        return -1;
+    if (b->end_lost &&
+        fmt_warning(b, "%llu section(s) lost their end among the dropped events (they were open "
+                        "when events were dropped and never ended after): they are counted "
+                        "apart (sections_end_lost) and left out of the statistics",
+                    (unsigned long long)b->end_lost))
+        return -1;
+    m->sections_end_lost = b->end_lost;
+    if (b->unterminated &&
+        fmt_warning(b, "%llu section(s) had not ended when the recording stopped; they are "
+                        "closed at its end", (unsigned long long)b->unterminated))
+        return -1;
+    if (b->gap_events > m->dropped_events)
+        m->dropped_events = b->gap_events;
+    if (m->dropped_events &&
+        fmt_warning(b, "%llu event(s) were dropped: buffers were full (raise buffer_mb) or "
+                        "the file could not be written", (unsigned long long)m->dropped_events))
+        return -1;
+
+    return 0;
+}
+
 int sm__build(sb_raw *raw, sm_model *m, const char *fname)
 {
     bctx b;
@@ -1254,42 +1299,8 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         sm__drop_short(m, b.min_ns) || sm__ops_build(raw, m) || sm__gpu_build(raw, m) ||
         sm__profile_build(raw, m))
         goto out;
-    unsigned long long nested_units = 0;
-    if (sm__build_rates(m, &nested_units))
+    if (build_rates_warnings(&b, m) != 0)
         goto out;
-    if (nested_units &&
-        fmt_warning(&b, "throughput: %llu section instance(s) recorded units inside a section (or "
-                        "session) that recorded units in the same unit too: each is counted once, "
-                        "in the outer one's total, not added again",
-                    nested_units))
-        goto out;
-    if (m->profile.unnamed &&
-        fmt_warning(&b, "%llu CPU sample(s) are left out: their stacks are not in the file (the "
-                        "program ended without sonde_destroy or exit, which write them) or name "
-                        "functions it lacks", (unsigned long long)m->profile.unnamed))
-        goto out;
-    if (b.unmatched_ends &&
-        fmt_warning(&b, "%llu section end(s) had no matching begin in the file (begins dropped "
-                        "or discarded by sonde_clear, or recorded before a fork())", (unsigned long long)b.unmatched_ends))
-        goto out;
-    if (b.end_lost &&
-        fmt_warning(&b, "%llu section(s) lost their end among the dropped events (they were open "
-                        "when events were dropped and never ended after): they are counted "
-                        "apart (sections_end_lost) and left out of the statistics",
-                    (unsigned long long)b.end_lost))
-        goto out;
-    m->sections_end_lost = b.end_lost;
-    if (b.unterminated &&
-        fmt_warning(&b, "%llu section(s) had not ended when the recording stopped; they are "
-                        "closed at its end", (unsigned long long)b.unterminated))
-        goto out;
-    if (b.gap_events > m->dropped_events)
-        m->dropped_events = b.gap_events;
-    if (m->dropped_events &&
-        fmt_warning(&b, "%llu event(s) were dropped: buffers were full (raise buffer_mb) or "
-                        "the file could not be written", (unsigned long long)m->dropped_events))
-        goto out;
-
     if (sm__derive(m, 1))
         goto out;
     rc = 0;
