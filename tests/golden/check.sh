@@ -29,6 +29,10 @@ for f in "$runs"/*.sonde; do
     "$sonde" report "$n/$n.json" -o "$n/from-json.html" > /dev/null
     rm "$n/$n.sonde"
 done
+# sonde run's recording with the program's own run beside it: one report of both (sm_merge)
+mkdir -p joined && cp "$runs"/gpu.sonde "$runs"/gpu.pid*.sonde joined/
+"$sonde" export joined/gpu.sonde --format json,txt,trace --quiet
+rm joined/*.sonde
 mkdir -p job && cp "$runs"/job-rank*.sonde job/
 for fmt in text json csv markdown; do
     "$sonde" aggregate job --format $fmt -o "aggregate.$fmt"
