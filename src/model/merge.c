@@ -19,47 +19,48 @@
         }                                                                                       \
     } while (0)
 
-int sm_merge(sm_model *d, sm_model *s)
+/* Where the source's elements land in the destination: its times move by off, its sites,
+ * threads, spans, metadata, sessions and span extras by the destination's counts before. */
+typedef struct shift {
+    int64_t off;
+    uint32_t site0, th0;
+    int32_t span0, meta0, sess0, x0;
+} shift;
+
+/* A held run's folded sections: their runs appended, moved. 0, or SONDE_ENOMEM. */
+static int merge_folds(sm_model *d, sm_model *s, const shift *k)
 {
-    int64_t off = (int64_t)(s->start_mono_ns - d->start_mono_ns);
-    uint32_t site0 = (uint32_t)d->n_sites, th0 = (uint32_t)d->n_threads;
-    int32_t span0 = (int32_t)d->n_spans, meta0 = (int32_t)d->n_meta, sess0 = (int32_t)d->n_sessions;
-    int32_t x0 = (int32_t)d->n_span_x;
-    /* A run that does not hold every section has statistics its spans cannot give again: the
-     * two runs' are combined by name. */
-    int held = d->sections_folded || s->sections_folded;
-    if (held && sm__stats_combine(&d->stats, &d->n_stats, s->stats, s->n_stats, s->unit, d->unit,
-                                  (double)(d->duration_ns > s->duration_ns + off
-                                               ? d->duration_ns : s->duration_ns + off) / 1e9))
-        return sonde__fail(SONDE_ENOMEM, "out of memory merging runs");
-    if (held) {
-        int32_t f0 = (int32_t)d->n_folds;
-        MOVE_APPEND(d->folds, d->n_folds, s->folds, s->n_folds);
-        for (size_t i = 0; i < s->n_folds; i++) {
-            sm_fold_run *r = &d->folds[f0 + (int32_t)i];
-            r->thread += th0;
-            r->site += site0;
-            r->start_ns += off;
-            r->end_ns += off;
-            if (r->box >= 0)
-                r->box += (int32_t)d->n_spans;
-            if (r->closer >= 0)
-                r->closer += (int32_t)d->n_spans;
-        }
-        d->n_folds += s->n_folds;
-        s->n_folds = 0;
-        d->sections_folded += s->sections_folded;
-        if (s->held_min_ns > d->held_min_ns) /* every folded section is shorter than it */
-            d->held_min_ns = s->held_min_ns;
+    int32_t f0 = (int32_t)d->n_folds;
+    MOVE_APPEND(d->folds, d->n_folds, s->folds, s->n_folds);
+    for (size_t i = 0; i < s->n_folds; i++) {
+        sm_fold_run *r = &d->folds[f0 + (int32_t)i];
+        r->thread += k->th0;
+        r->site += k->site0;
+        r->start_ns += k->off;
+        r->end_ns += k->off;
+        if (r->box >= 0)
+            r->box += (int32_t)d->n_spans;
+        if (r->closer >= 0)
+            r->closer += (int32_t)d->n_spans;
     }
-#define REMAP_UNIT(u) ((u) ? (u) + site0 : 0)
+    d->n_folds += s->n_folds;
+    s->n_folds = 0;
+    d->sections_folded += s->sections_folded;
+    if (s->held_min_ns > d->held_min_ns) /* every folded section is shorter than it */
+        d->held_min_ns = s->held_min_ns;
+    return 0;
+}
+
+/* Sites (names), threads, metadata, sessions, sections and their extras. 0, or SONDE_ENOMEM. */
+static int merge_sections(sm_model *d, sm_model *s, const shift *k)
+{
     MOVE_APPEND(d->sites, d->n_sites, s->sites, s->n_sites);
     d->n_sites += s->n_sites;
     s->n_sites = 0; /* the strings now belong to d */
     MOVE_APPEND(d->threads, d->n_threads, s->threads, s->n_threads);
     for (size_t i = 0; i < s->n_threads; i++) {
-        sm_thread *t = &d->threads[th0 + i];
-        t->index = th0 + (uint32_t)i;
+        sm_thread *t = &d->threads[k->th0 + i];
+        t->index = k->th0 + (uint32_t)i;
         if (!t->pid)
             t->pid = s->pid;
     }
@@ -67,125 +68,137 @@ int sm_merge(sm_model *d, sm_model *s)
     s->n_threads = 0;
     MOVE_APPEND(d->meta, d->n_meta, s->meta, s->n_meta);
     for (size_t i = 0; i < s->n_meta; i++) {
-        sm_meta *e = &d->meta[meta0 + (int32_t)i];
-        e->key += site0;
-        e->value += site0;
+        sm_meta *e = &d->meta[k->meta0 + (int32_t)i];
+        e->key += k->site0;
+        e->value += k->site0;
         if (e->next >= 0)
-            e->next += meta0;
+            e->next += k->meta0;
     }
     d->n_meta += s->n_meta;
     MOVE_APPEND(d->sessions, d->n_sessions, s->sessions, s->n_sessions);
     for (size_t i = 0; i < s->n_sessions; i++) {
-        sm_session *x = &d->sessions[sess0 + (int32_t)i];
-        x->name += site0;
-        x->thread += th0;
-        x->start_ns += off;
-        x->end_ns += off;
-        x->unit = REMAP_UNIT(x->unit);
+        sm_session *x = &d->sessions[k->sess0 + (int32_t)i];
+        x->name += k->site0;
+        x->thread += k->th0;
+        x->start_ns += k->off;
+        x->end_ns += k->off;
+        x->unit = (x->unit ? x->unit + k->site0 : 0);
         if (x->meta >= 0)
-            x->meta += meta0;
+            x->meta += k->meta0;
     }
     d->n_sessions += s->n_sessions;
     MOVE_APPEND(d->spans, d->n_spans, s->spans, s->n_spans);
     for (size_t i = 0; i < s->n_spans; i++) {
-        sm_span *x = &d->spans[span0 + (int32_t)i];
-        x->site += site0;
-        x->thread += th0;
-        x->start_ns += off;
-        x->end_ns += off;
+        sm_span *x = &d->spans[k->span0 + (int32_t)i];
+        x->site += k->site0;
+        x->thread += k->th0;
+        x->start_ns += k->off;
+        x->end_ns += k->off;
         if (x->parent >= 0)
-            x->parent += span0;
+            x->parent += k->span0;
         if (x->session >= 0)
-            x->session += sess0;
+            x->session += k->sess0;
         if (x->x >= 0)
-            x->x += x0;
+            x->x += k->x0;
     }
     d->n_spans += s->n_spans;
     MOVE_APPEND(d->span_x, d->n_span_x, s->span_x, s->n_span_x);
     for (size_t i = 0; i < s->n_span_x; i++) {
-        sm_span_x *x = &d->span_x[x0 + (int32_t)i];
-        x->unit = REMAP_UNIT(x->unit);
+        sm_span_x *x = &d->span_x[k->x0 + (int32_t)i];
+        x->unit = (x->unit ? x->unit + k->site0 : 0);
         if (x->meta >= 0)
-            x->meta += meta0;
+            x->meta += k->meta0;
     }
     d->n_span_x += s->n_span_x;
+    return 0;
+}
+
+/* Instants, steps, schedule windows, counters and metrics. 0, or SONDE_ENOMEM. */
+static int merge_series(sm_model *d, sm_model *s, const shift *k)
+{
     MOVE_APPEND(d->instants, d->n_instants, s->instants, s->n_instants);
     for (size_t i = 0; i < s->n_instants; i++) {
         sm_instant *x = &d->instants[d->n_instants + i];
-        x->name += site0;
+        x->name += k->site0;
         if (x->args >= 0)
-            x->args += meta0;
-        x->thread += th0;
-        x->t_ns += off;
+            x->args += k->meta0;
+        x->thread += k->th0;
+        x->t_ns += k->off;
     }
     d->n_instants += s->n_instants;
     MOVE_APPEND(d->steps, d->n_steps, s->steps, s->n_steps);
     for (size_t i = 0; i < s->n_steps; i++) {
-        d->steps[d->n_steps + i].thread += th0;
-        d->steps[d->n_steps + i].t_ns += off;
-        d->steps[d->n_steps + i].start_ns += off;
+        d->steps[d->n_steps + i].thread += k->th0;
+        d->steps[d->n_steps + i].t_ns += k->off;
+        d->steps[d->n_steps + i].start_ns += k->off;
     }
     d->n_steps += s->n_steps;
     MOVE_APPEND(d->windows, d->n_windows, s->windows, s->n_windows);
     for (size_t i = 0; i < s->n_windows; i++) {
-        d->windows[d->n_windows + i].start_ns += off;
-        d->windows[d->n_windows + i].end_ns += off;
+        d->windows[d->n_windows + i].start_ns += k->off;
+        d->windows[d->n_windows + i].end_ns += k->off;
     }
     d->n_windows += s->n_windows;
     d->scheduled |= s->scheduled;
     MOVE_APPEND(d->counters, d->n_counters, s->counters, s->n_counters);
     for (size_t i = 0; i < s->n_counters; i++) {
         sm_counter *c = &d->counters[d->n_counters + i];
-        for (size_t k = 0; k < c->n; k++)
-            c->t_ns[k] += off;
+        for (size_t q = 0; q < c->n; q++)
+            c->t_ns[q] += k->off;
     }
     d->n_counters += s->n_counters;
     s->n_counters = 0;
     MOVE_APPEND(d->metrics, d->n_metrics, s->metrics, s->n_metrics);
     d->n_metrics += s->n_metrics;
     s->n_metrics = 0;
-    /* diffusion records and CUDA activity: their times and the spans and threads they name */
+    return 0;
+}
+
+/* Diffusion records, CUDA activity, operators and model parameters: their times and the spans
+ * and threads they name. 0, or SONDE_ENOMEM. */
+static int merge_device(sm_model *d, sm_model *s, const shift *k)
+{
     MOVE_APPEND(d->dsteps, d->n_dsteps, s->dsteps, s->n_dsteps);
     for (size_t i = 0; i < s->n_dsteps; i++) {
         sm_dstep *x = &d->dsteps[d->n_dsteps + i];
-        x->t_ns += off;
+        x->t_ns += k->off;
         if (x->span >= 0)
-            x->span += span0;
+            x->span += k->span0;
     }
     d->n_dsteps += s->n_dsteps;
     MOVE_APPEND(d->blocks, d->n_blocks, s->blocks, s->n_blocks);
     for (size_t i = 0; i < s->n_blocks; i++) {
         sm_block *x = &d->blocks[d->n_blocks + i];
-        x->t_ns += off;
+        x->t_ns += k->off;
         if (x->span >= 0)
-            x->span += span0;
+            x->span += k->span0;
     }
     d->n_blocks += s->n_blocks;
     MOVE_APPEND(d->gpu, d->n_gpu, s->gpu, s->n_gpu);
     for (size_t i = 0; i < s->n_gpu; i++) {
         sm_gpu *x = &d->gpu[d->n_gpu + i];
-        x->start_ns += off;
-        x->end_ns += off;
+        x->start_ns += k->off;
+        x->end_ns += k->off;
         if (x->launch_ns >= 0)
-            x->launch_ns += off;
+            x->launch_ns += k->off;
         if (x->launch_thread >= 0)
-            x->launch_thread += (int32_t)th0;
+            x->launch_thread += (int32_t)k->th0;
         if (x->span >= 0)
-            x->span += span0;
+            x->span += k->span0;
     }
     d->n_gpu += s->n_gpu;
     s->n_gpu = 0; /* the kernel names now belong to d */
     MOVE_APPEND(d->ops, d->n_ops, s->ops, s->n_ops);
     for (size_t i = 0; i < s->n_ops; i++) {
         sm_op *x = &d->ops[d->n_ops + i];
-        x->start_ns += off;
-        x->end_ns += off;
+        x->start_ns += k->off;
+        x->end_ns += k->off;
         x->name += (uint32_t)d->n_op_names;
         if (x->shapes >= 0)
             x->shapes += (int32_t)d->n_op_names;
-        x->thread += th0;
+        x->thread += k->th0;
         if (x->span >= 0)
-            x->span += span0;
+            x->span += k->span0;
         if (x->parent >= 0)
             x->parent += (int32_t)d->n_ops;
     }
@@ -197,6 +210,27 @@ int sm_merge(sm_model *d, sm_model *s)
     MOVE_APPEND(d->params, d->n_params, s->params, s->n_params);
     d->n_params += s->n_params;
     s->n_params = 0; /* and the model names */
+    return 0;
+}
+
+int sm_merge(sm_model *d, sm_model *s)
+{
+    shift k = {(int64_t)(s->start_mono_ns - d->start_mono_ns), (uint32_t)d->n_sites,
+               (uint32_t)d->n_threads, (int32_t)d->n_spans, (int32_t)d->n_meta,
+               (int32_t)d->n_sessions, (int32_t)d->n_span_x};
+    int64_t off = k.off;
+    int32_t meta0 = k.meta0;
+    /* A run that does not hold every section has statistics its spans cannot give again: the
+     * two runs' are combined by name. */
+    int held = d->sections_folded || s->sections_folded;
+    if (held && sm__stats_combine(&d->stats, &d->n_stats, s->stats, s->n_stats, s->unit, d->unit,
+                                  (double)(d->duration_ns > s->duration_ns + off
+                                               ? d->duration_ns : s->duration_ns + off) / 1e9))
+        return sonde__fail(SONDE_ENOMEM, "out of memory merging runs");
+    int rc;
+    if ((held && (rc = merge_folds(d, s, &k)) != 0) || (rc = merge_sections(d, s, &k)) != 0 ||
+        (rc = merge_series(d, s, &k)) != 0 || (rc = merge_device(d, s, &k)) != 0)
+        return rc;
     for (size_t i = 0; i < s->n_warnings; i++) {
         char *w = NULL;
         if (sonde__asprintf(&w, "pid %d: %s", s->pid, s->warnings[i]) < 0)
@@ -224,7 +258,6 @@ int sm_merge(sm_model *d, sm_model *s)
     s->n_spans = s->n_span_x = s->n_meta = s->n_sessions = s->n_instants = s->n_steps = 0;
     s->n_windows = 0;
     s->n_dsteps = s->n_blocks = 0;
-#undef REMAP_UNIT
     for (size_t i = 0; i < d->n_rates; i++)
         sonde__free(d->rates[i].unit);
     sonde__free(d->rates);
