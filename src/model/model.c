@@ -992,29 +992,6 @@ static int build_finish(tbuild *tb, uint64_t end_tick)
     return 0;
 }
 
-int sm_set_info(sm_model *m, const char *key, const char *value)
-{
-    char *k = sonde__strdup(key), *v = sonde__strdup(value);
-    sm_kv *grown = k && v ? sonde__realloc(m->info, (m->n_info + 1) * sizeof *m->info) : NULL;
-    if (!grown) {
-        sonde__free(k);
-        sonde__free(v);
-        return -1;
-    }
-    m->info = grown;
-    m->info[m->n_info].key = k;
-    m->info[m->n_info++].value = v;
-    return 0;
-}
-
-const char *sm_info(const sm_model *m, const char *key)
-{
-    for (size_t i = m->n_info; i-- > 0;) /* the latest wins */
-        if (!strcmp(m->info[i].key, key))
-            return m->info[i].value;
-    return NULL;
-}
-
 static int cmp_site_id(const void *a, const void *b)
 {
     uint32_t x = ((const sm_site *)a)->id, y = ((const sm_site *)b)->id;

@@ -1,10 +1,36 @@
-/* runcfg.c - the run's recorded configuration as a sonde_config: each numeric and boolean key
- * decoded from its "config.KEY" fact through the key table's own parser, so that every report
- * and every step of the reading reads a key one way (its range and default included). */
+/* runcfg.c - the run's recorded facts ("system.*", "config.*", sm_info) and its configuration
+ * as a sonde_config: each numeric and boolean key decoded from its "config.KEY" fact through the
+ * key table's own parser, so that every report and every step of the reading reads a key one
+ * way (its range and default included). */
 #include <stdio.h>
+#include <string.h>
 
 #include "../config/keys.h"
+#include "../util/alloc.h"
 #include "model.h"
+
+int sm_set_info(sm_model *m, const char *key, const char *value)
+{
+    char *k = sonde__strdup(key), *v = sonde__strdup(value);
+    sm_kv *grown = k && v ? sonde__realloc(m->info, (m->n_info + 1) * sizeof *m->info) : NULL;
+    if (!grown) {
+        sonde__free(k);
+        sonde__free(v);
+        return -1;
+    }
+    m->info = grown;
+    m->info[m->n_info].key = k;
+    m->info[m->n_info++].value = v;
+    return 0;
+}
+
+const char *sm_info(const sm_model *m, const char *key)
+{
+    for (size_t i = m->n_info; i-- > 0;) /* the latest wins */
+        if (!strcmp(m->info[i].key, key))
+            return m->info[i].value;
+    return NULL;
+}
 
 void sm_config(const sm_model *m, sonde_config *out)
 {
