@@ -1,13 +1,15 @@
-/* library.c - the library's side of reporting: sonde_destroy and sonde_export write their reports
+/* reports.c - the recorder's end-of-run step and its summary: sonde_destroy and sonde_export
+ * write the run's reports by reading its .sonde file back through the reader the CLI uses and
+ * handing the model to the exporters (export/), and sonde_summary fills the public summary
+ * struct from the same model. The one place where the recorder meets the report side: the
+ * exporters never see a profiler. */
 #define _GNU_SOURCE
- * by reading the .sonde file back through the same reader the CLI uses, and sonde_summary fills
- * the public summary struct from it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../record/record.h"
-#include "export.h"
+#include "../export/export.h"
+#include "record.h"
 #include "../util/alloc.h"
 
 /* The profiler's file read back. Before the run has ended (sonde_export while recording) the
