@@ -649,6 +649,28 @@ SONDE__INLINE void sonde__push(sonde__tbuf *tb, uint32_t id)
     sonde__set_depth(tb, d + 1);
 }
 
+/* Writes a section's begin (pushing id) or end (popping it) at tb's cursor: the caller has
+ * checked that the slot is there and the stack within its 64 entries. */
+SONDE__INLINE void sonde__write_begin(sonde__tbuf *tb, const sonde__hot *h, uint32_t id)
+{
+    sonde__ev *e = tb->cur;
+    e->ts = sonde__now(h);
+    e->tag = (id << 4) | SONDE__K_BEGIN;
+    e->arg = 0;
+    sonde__push(tb, id);
+    sonde__publish(tb, e + 1);
+}
+
+SONDE__INLINE void sonde__write_end(sonde__tbuf *tb, const sonde__hot *h, uint32_t id)
+{
+    sonde__ev *e = tb->cur;
+    e->ts = sonde__now(h);
+    e->tag = (id << 4) | SONDE__K_END;
+    e->arg = 0;
+    sonde__set_depth(tb, tb->depth - 1);
+    sonde__publish(tb, e + 1);
+}
+
 /* Opens a section for a call site; returns the thread buffer to pass to sonde__scope_end, or
  * NULL when nothing was recorded. */
 SONDE__INLINE sonde__tbuf *sonde__scope_begin(sonde_profiler *p, sonde_site *s)
@@ -672,12 +694,7 @@ SONDE__INLINE sonde__tbuf *sonde__scope_begin(sonde_profiler *p, sonde_site *s)
     if (SONDE__UNLIKELY(sonde__tl.serial != h->serial || id == 0 || tb->cur >= tb->end ||
                         (uint32_t)tb->depth >= 64u))
         return sonde__scope_begin_slow(p, s);
-    sonde__ev *e = tb->cur;
-    e->ts = sonde__now(h);
-    e->tag = (id << 4) | SONDE__K_BEGIN;
-    e->arg = 0;
-    sonde__push(tb, id);
-    sonde__publish(tb, e + 1);
+    sonde__write_begin(tb, h, id);
     return tb;
 }
 
@@ -691,12 +708,7 @@ SONDE__INLINE void sonde__scope_end(sonde__tbuf *tb, uint32_t id, int use_tsc)
     }
     sonde__hot h;
     h.use_tsc = use_tsc;
-    sonde__ev *e = tb->cur;
-    e->ts = sonde__now(&h);
-    e->tag = (id << 4) | SONDE__K_END;
-    e->arg = 0;
-    sonde__set_depth(tb, tb->depth - 1);
-    sonde__publish(tb, e + 1);
+    sonde__write_end(tb, &h, id);
 }
 
 typedef struct sonde__scope {

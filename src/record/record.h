@@ -65,12 +65,7 @@ static inline int sonde__begin_fast(sonde_profiler *p, uint32_t id, const char *
     if (SONDE__LIKELY(id && __atomic_load_n(&h->recording, __ATOMIC_RELAXED) &&
                       sonde__tl.serial == h->serial && tb->cur < tb->end &&
                       (uint32_t)tb->depth < 64u)) {
-        sonde__ev *e = tb->cur;
-        e->ts = sonde__now(h);
-        e->tag = (id << 4) | SONDE__K_BEGIN;
-        e->arg = 0;
-        sonde__push(tb, id);
-        sonde__publish(tb, e + 1);
+        sonde__write_begin(tb, h, id);
         return 0;
     }
     return sonde__begin_named(p, id, name);
@@ -84,12 +79,7 @@ static inline int sonde__end_fast(sonde_profiler *p, uint32_t id)
                       sonde__tl.serial == h->serial)) {
         int32_t d = tb->depth;
         if (SONDE__LIKELY(d > 0 && d <= 64 && tb->stack[d - 1] == id && tb->cur < tb->end)) {
-            sonde__ev *e = tb->cur;
-            e->ts = sonde__now(h);
-            e->tag = (id << 4) | SONDE__K_END;
-            e->arg = 0;
-            sonde__set_depth(tb, d - 1);
-            sonde__publish(tb, e + 1);
+            sonde__write_end(tb, h, id);
             return 0;
         }
     }
