@@ -8,12 +8,45 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../analyze/analyze.h"
 #include "../record/record.h"
 #include "../util/fileio.h"
 #include "export.h"
 #include "../util/alloc.h"
 
-typedef int (*sx_text_fn)(const sm_model *, sbuf *);
+typedef int (*sx_text_fn)(sx_report *, sbuf *);
+
+void sx_report_init(sx_report *r, const sm_model *m)
+{
+    r->m = m;
+    sm_config(m, &r->cfg);
+    r->an = NULL;
+}
+
+const sa_report *sx_analysis(sx_report *r)
+{
+    if (r->an)
+        return r->an;
+    sa_report *an = sonde__calloc(1, sizeof *an);
+    if (!an || sa_analyze(r->m, r->cfg.bottleneck_threshold, an) != 0) {
+        sonde__free(an);
+        return NULL;
+    }
+    return r->an = an;
+}
+
+void sx_report_free(sx_report *r)
+{
+    if (r->an) {
+        sa_free(r->an);
+        sonde__free(r->an);
+        r->an = NULL;
+    }
+}
+
+/* The formats without the analysis, in the table's form. */
+static int csv_report(sx_report *r, sbuf *b) { return sx_csv(r->m, b); }
+static int samples_report(sx_report *r, sbuf *b) { return sx_csv_samples(r->m, b); }
 
 static int gz_sink(void *ctx, const char *data, size_t n)
 {
@@ -138,11 +171,11 @@ static int write_stream(const sm_model *m, const char *path, sx_stream_fn fn)
     return afile_commit(&af, 0);
 }
 
-static int write_text(const sm_model *m, const char *path, sx_text_fn fn)
+static int write_text(sx_report *r, const char *path, sx_text_fn fn)
 {
     sbuf b;
     sbuf_init(&b);
-    if (fn(m, &b) != 0) {
+    if (fn(r, &b) != 0) {
         sbuf_free(&b);
         errno = ENOMEM;
         return -1;
@@ -161,13 +194,13 @@ static const struct {
     sx_stream_fn stream;
     int tensorboard;
 } g_formats[] = {
-    {SONDE_FORMAT_JSON, ".json", sx_json, NULL, 0},
-    {SONDE_FORMAT_CSV, ".csv", sx_csv, NULL, 0},
+    {SONDE_FORMAT_JSON, ".json", sx_json_report, NULL, 0},
+    {SONDE_FORMAT_CSV, ".csv", csv_report, NULL, 0},
     {SONDE_FORMAT_CSV, ".instances.csv", NULL, sx_csv_instances_stream, 0},
-    {SONDE_FORMAT_TXT, ".txt", sx_txt, NULL, 0},
+    {SONDE_FORMAT_TXT, ".txt", sx_txt_report, NULL, 0},
     {SONDE_FORMAT_TRACE, ".trace.json.gz", NULL, NULL, 0},
-    {SONDE_FORMAT_SAMPLES, ".samples.csv", sx_csv_samples, NULL, 0},
-    {SONDE_FORMAT_HTML, ".html", sx_html, NULL, 0},
+    {SONDE_FORMAT_SAMPLES, ".samples.csv", samples_report, NULL, 0},
+    {SONDE_FORMAT_HTML, ".html", sx_html_report, NULL, 0},
     {SONDE_FORMAT_TENSORBOARD, ".pt.trace.json.gz", NULL, NULL, 1},
     {SONDE_FORMAT_PERFETTO, ".pftrace", NULL, sx_perfetto, 0},
     {SONDE_FORMAT_FOLDED, ".folded", NULL, sx_folded_stream, 0},
@@ -175,9 +208,10 @@ static const struct {
 };
 #define N_FORMATS (sizeof g_formats / sizeof g_formats[0])
 
-static int write_one(const sm_model *m, const char *path, size_t f)
+static int write_one(sx_report *rep, const char *path, size_t f)
 {
-    int rc = g_formats[f].text          ? write_text(m, path, g_formats[f].text)
+    const sm_model *m = rep->m;
+    int rc = g_formats[f].text          ? write_text(rep, path, g_formats[f].text)
              : g_formats[f].stream      ? write_stream(m, path, g_formats[f].stream)
              : g_formats[f].tensorboard ? write_tensorboard_gz(m, path)
                                         : write_trace_gz(m, path);
@@ -239,13 +273,17 @@ static int write_formats(const sm_model *m, const char *dir, const char *name, u
     int rc = 0;
     if (formats && mkdir_p(dir) != 0)
         return sonde__fail(SONDE_EIO, "cannot create %s: %s", dir, strerror(errno));
+    sx_report rep; /* one configuration and one analysis for every file */
+    sx_report_init(&rep, m);
     for (size_t f = 0; f < N_FORMATS; f++) {
         if (!(formats & g_formats[f].bit))
             continue;
         char *path = format_path(m, dir, name, f);
         int r = 0;
-        if (!path)
+        if (!path) {
+            sx_report_free(&rep);
             return sonde__fail(SONDE_ENOMEM, "out of memory");
+        }
         if (g_formats[f].tensorboard) { /* plugins/profile/RUN/ under dir, no symlink
                                                    followed */
             char *slash = strrchr(path, '/');
@@ -256,11 +294,12 @@ static int write_formats(const sm_model *m, const char *dir, const char *name, u
             *slash = '/';
         }
         if (!r)
-            r = write_one(m, path, f);
+            r = write_one(&rep, path, f);
         if (r && !rc)
             rc = r;
         sonde__free(path);
     }
+    sx_report_free(&rep);
     return rc;
 }
 
@@ -346,8 +385,13 @@ static int write_path(const sm_model *m, const char *path)
     size_t f = row_of_path(path);
     if (f == SIZE_MAX && ends_with(path, ".json.gz")) /* any other gzipped JSON: the trace */
         f = row_of_bit(SONDE_FORMAT_TRACE);
-    if (f != SIZE_MAX)
-        return write_one(m, path, f);
+    if (f != SIZE_MAX) {
+        sx_report rep;
+        sx_report_init(&rep, m);
+        int rc = write_one(&rep, path, f);
+        sx_report_free(&rep);
+        return rc;
+    }
     sbuf exts;
     sbuf_init(&exts);
     for (size_t i = 0; i < N_FORMATS; i++)

@@ -8,7 +8,26 @@
 
 #define SONDE_JSON_SCHEMA_VERSION 1
 
-/* Each appends its format to out; 0, or -1 when out of memory. */
+/* One write of a run's reports: the model, its recorded configuration decoded once (sm_config),
+ * and the analysis, run on first use and shared by every report that shows it (the JSON, the
+ * text summary, the HTML report). sx_write_formats makes one for all the files it writes. */
+struct sa_report;
+typedef struct sx_report {
+    const sm_model *m;
+    sonde_config cfg;
+    struct sa_report *an; /* NULL until sx_analysis */
+} sx_report;
+void sx_report_init(sx_report *r, const sm_model *m);
+/* The analysis (bottleneck_threshold from cfg), run on the first call. NULL out of memory. */
+const struct sa_report *sx_analysis(sx_report *r);
+void sx_report_free(sx_report *r);
+/* The three reports that show the analysis, in a write's context. 0, or -1 out of memory. */
+int sx_json_report(sx_report *r, sbuf *out);
+int sx_txt_report(sx_report *r, sbuf *out);
+int sx_html_report(sx_report *r, sbuf *out);
+
+/* Each appends its format to out (json, txt and html in a context of their own); 0, or -1
+ * when out of memory. */
 int sx_json(const sm_model *m, sbuf *out);
 int sx_csv(const sm_model *m, sbuf *out);
 int sx_csv_instances(const sm_model *m, sbuf *out);
@@ -16,7 +35,6 @@ int sx_csv_samples(const sm_model *m, sbuf *out); /* every sample of every count
 int sx_html(const sm_model *m, sbuf *out);        /* the self-contained HTML report */
 int sx_txt(const sm_model *m, sbuf *out);
 /* The analysis lines of the text summary (diffusion figures, recommendations). */
-struct sa_report;
 void sx_txt_analysis(const struct sa_report *an, sbuf *out);
 /* The text summary with its rows sorted by SX_SORT_* and cut to top rows (0: all), in 100
  * columns (names cut to fit; no Min and Max), or wide: every column, names up to 40. */

@@ -1054,17 +1054,25 @@ static void html_findings(sbuf *b, const sa_report *an)
 
 int sx_html(const sm_model *m, sbuf *b)
 {
-    sonde_config cfg;
-    sm_config(m, &cfg);
-    size_t max_spans = cfg.html_max_spans;
-    sa_report an;
-    if (sa_analyze(m, cfg.bottleneck_threshold, &an) != 0)
+    sx_report r;
+    sx_report_init(&r, m);
+    int rc = sx_html_report(&r, b);
+    sx_report_free(&r);
+    return rc;
+}
+
+int sx_html_report(sx_report *r, sbuf *b)
+{
+    const sm_model *m = r->m;
+    size_t max_spans = r->cfg.html_max_spans;
+    const sa_report *an = sx_analysis(r);
+    if (!an)
         return -1;
     char v[96], d[32];
     html_head(b, m);
     sm_gpu_sum gs;
     int have_gpu = m->n_gpu && sm_gpu_summarize(m, &gs) == 0;
-    html_cards(b, m, &an, have_gpu ? &gs : NULL);
+    html_cards(b, m, an, have_gpu ? &gs : NULL);
     /* the run's own metadata (model dimensions and the like) at the top */
     size_t at = b->len;
     sbuf_puts(b, "<table id=\"run-table\" class=\"facts run\"><tbody>\n");
@@ -1074,7 +1082,7 @@ int sx_html(const sm_model *m, sbuf *b)
         b->len = at; /* none */
     else
         sbuf_puts(b, "</tbody></table>\n");
-    html_findings(b, &an);
+    html_findings(b, an);
     sbuf_puts(b, "<h2 id=\"timeline\">Timeline</h2>\n");
     timeline(b, m, max_spans);
     if (m->n_steps)
@@ -1136,9 +1144,9 @@ int sx_html(const sm_model *m, sbuf *b)
             }
             sbuf_printf(b, "<h2 id=\"diffusion-steps\">Diffusion steps</h2>\n<p>%.2f steps/s, "
                            "mean %.3f s, p50 %.3f s, p99 %.3f s, slowest step %llu (%.3f s)</p>\n",
-                        an.diffusion.steps_per_s, an.diffusion.steps.mean_s,
-                        an.diffusion.steps.p50_s, an.diffusion.steps.p99_s,
-                        (unsigned long long)an.diffusion.steps.slowest, an.diffusion.steps.max_s);
+                        an->diffusion.steps_per_s, an->diffusion.steps.mean_s,
+                        an->diffusion.steps.p50_s, an->diffusion.steps.p99_s,
+                        (unsigned long long)an->diffusion.steps.slowest, an->diffusion.steps.max_s);
             bars(b, "dstep-chart", vals, ids, m->n_dsteps, "diffusion step");
         }
         if (m->n_blocks) {
@@ -1148,9 +1156,9 @@ int sx_html(const sm_model *m, sbuf *b)
             }
             sbuf_printf(b, "<h2 id=\"blocks\">Blocks</h2>\n<p>%.2f FPS, %.2f BPS, mean %.3f s, "
                            "p50 %.3f s, p99 %.3f s, slowest block %llu (%.3f s)</p>\n",
-                        an.diffusion.fps, an.diffusion.bps, an.diffusion.blocks.mean_s,
-                        an.diffusion.blocks.p50_s, an.diffusion.blocks.p99_s,
-                        (unsigned long long)an.diffusion.blocks.slowest, an.diffusion.blocks.max_s);
+                        an->diffusion.fps, an->diffusion.bps, an->diffusion.blocks.mean_s,
+                        an->diffusion.blocks.p50_s, an->diffusion.blocks.p99_s,
+                        (unsigned long long)an->diffusion.blocks.slowest, an->diffusion.blocks.max_s);
             bars(b, "block-chart", vals, ids, m->n_blocks, "block");
         }
     } else {
@@ -1201,6 +1209,5 @@ int sx_html(const sm_model *m, sbuf *b)
         put_script_json(b, &data);
     sbuf_free(&data);
     sbuf_printf(b, "</script>\n<script>\n%s</script>\n</body></html>\n", sx_report_js);
-    sa_free(&an);
     return b->oom ? -1 : 0;
 }

@@ -565,24 +565,22 @@ static void json_steps(sbuf *b, const sm_model *m)
 }
 
 /* Diffusion records and what the analysis concludes. 0, or -1 out of memory. */
-static int json_diffusion(sbuf *b, const sm_model *m)
+static int json_diffusion(sbuf *b, const sm_model *m, sx_report *r)
 {
-    sa_report an;
-    sonde_config cfg;
-    sm_config(m, &cfg);
-    if (sa_analyze(m, cfg.bottleneck_threshold, &an) != 0)
+    const sa_report *an = sx_analysis(r);
+    if (!an)
         return -1;
     key(b, "diffusion");
     sbuf_putc(b, '{');
     key(b, "steps");
-    series_obj(b, &an.diffusion.steps, "slowest_step");
+    series_obj(b, &an->diffusion.steps, "slowest_step");
     sbuf_unput(b, 1);
     sbuf_putc(b, ',');
-    kv_num(b, "steps_per_s", an.diffusion.steps_per_s, 1);
-    kv_num(b, "timestep_first", an.diffusion.timestep_first, 1);
-    kv_num(b, "timestep_last", an.diffusion.timestep_last, 1);
-    kv_num(b, "guidance_min", an.diffusion.guidance_min, 1);
-    kv_num(b, "guidance_max", an.diffusion.guidance_max, 1);
+    kv_num(b, "steps_per_s", an->diffusion.steps_per_s, 1);
+    kv_num(b, "timestep_first", an->diffusion.timestep_first, 1);
+    kv_num(b, "timestep_last", an->diffusion.timestep_last, 1);
+    kv_num(b, "guidance_min", an->diffusion.guidance_min, 1);
+    kv_num(b, "guidance_max", an->diffusion.guidance_max, 1);
     static const char *const step_series[] = {"series_s", "steps", "timesteps", "block_sizes",
                                               "guidance_scales"};
     for (int k = 0; k < 5; k++) { /* per diffusion step, in order (null: not given) */
@@ -598,13 +596,13 @@ static int json_diffusion(sbuf *b, const sm_model *m)
         sbuf_puts(b, k < 4 ? "]," : "]},");
     }
     key(b, "blocks");
-    series_obj(b, &an.diffusion.blocks, "slowest_block");
+    series_obj(b, &an->diffusion.blocks, "slowest_block");
     sbuf_unput(b, 1);
     sbuf_putc(b, ',');
-    kv_num(b, "frames", an.diffusion.frames, 1);
-    kv_num(b, "fps", an.diffusion.fps, 1);
-    kv_num(b, "bps", an.diffusion.bps, 1);
-    kv_num(b, "memory_peak_mb", an.diffusion.block_memory_peak_mb, 1);
+    kv_num(b, "frames", an->diffusion.frames, 1);
+    kv_num(b, "fps", an->diffusion.fps, 1);
+    kv_num(b, "bps", an->diffusion.bps, 1);
+    kv_num(b, "memory_peak_mb", an->diffusion.block_memory_peak_mb, 1);
     static const char *const block_series[] = {"series_s", "memory_mb"};
     for (int k = 0; k < 2; k++) { /* per block, in order (memory null: not given) */
         key(b, block_series[k]);
@@ -628,35 +626,34 @@ static int json_diffusion(sbuf *b, const sm_model *m)
         sbuf_putc(b, '}');
     }
     sbuf_puts(b, "],");
-    kv_num(b, "total_params", an.diffusion.total_params, 0);
+    kv_num(b, "total_params", an->diffusion.total_params, 0);
     sbuf_puts(b, "},");
     key(b, "analysis");
     sbuf_putc(b, '{');
     key(b, "findings");
     sbuf_putc(b, '[');
-    for (size_t i = 0; i < an.n_findings; i++) {
+    for (size_t i = 0; i < an->n_findings; i++) {
         if (i)
             sbuf_putc(b, ',');
         sbuf_putc(b, '{');
-        kv_str(b, "rule", an.findings[i].rule, 1);
-        kv_str(b, "title", an.findings[i].title, 1);
-        kv_str(b, "evidence", an.findings[i].evidence, 1);
-        kv_str(b, "advice", an.findings[i].advice, 0);
+        kv_str(b, "rule", an->findings[i].rule, 1);
+        kv_str(b, "title", an->findings[i].title, 1);
+        kv_str(b, "evidence", an->findings[i].evidence, 1);
+        kv_str(b, "advice", an->findings[i].advice, 0);
         sbuf_putc(b, '}');
     }
     sbuf_puts(b, "],");
     key(b, "bottlenecks");
     sbuf_putc(b, '[');
-    for (size_t i = 0; i < an.n_bottlenecks; i++) {
+    for (size_t i = 0; i < an->n_bottlenecks; i++) {
         if (i)
             sbuf_putc(b, ',');
         sbuf_putc(b, '{');
-        kv_str(b, "what", an.bottlenecks[i].what, 1);
-        kv_num(b, "share", an.bottlenecks[i].share, 0);
+        kv_str(b, "what", an->bottlenecks[i].what, 1);
+        kv_num(b, "share", an->bottlenecks[i].share, 0);
         sbuf_putc(b, '}');
     }
     sbuf_puts(b, "]},");
-    sa_free(&an);
     return 0;
 }
 
@@ -826,6 +823,16 @@ static void json_profile(sbuf *b, const sm_model *m)
 
 int sx_json(const sm_model *m, sbuf *b)
 {
+    sx_report r;
+    sx_report_init(&r, m);
+    int rc = sx_json_report(&r, b);
+    sx_report_free(&r);
+    return rc;
+}
+
+int sx_json_report(sx_report *r, sbuf *b)
+{
+    const sm_model *m = r->m;
     sbuf_putc(b, '{');
     kv_str(b, "schema", "sonde-report", 1);
     kv_num(b, "schema_version", SONDE_JSON_SCHEMA_VERSION, 1);
@@ -837,7 +844,7 @@ int sx_json(const sm_model *m, sbuf *b)
         return -1;
     if (m->n_ops && ops_obj(b, m) != 0)
         return -1;
-    if (json_diffusion(b, m) != 0)
+    if (json_diffusion(b, m, r) != 0)
         return -1;
     json_schedule(b, m);
     if (json_series(b, m) != 0)

@@ -66,7 +66,7 @@ static void txt_meta(const char *key, const char *value, void *ctx)
 }
 
 int sx_txt(const sm_model *m, sbuf *b) { return sx_txt_opts(m, b, SX_SORT_TOTAL, 0, 0); }
-static int sx_txt_body(const sm_model *m, sbuf *b, int sort, size_t top, int wide);
+static int sx_txt_body(sx_report *r, sbuf *b, int sort, size_t top, int wide);
 
 void sx_txt_analysis(const struct sa_report *an, sbuf *b)
 {
@@ -119,21 +119,32 @@ static int cmp_sort(const void *a, const void *b)
     return strcmp((*(const sm_stat *const *)a)->name, (*(const sm_stat *const *)b)->name);
 }
 
-int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top, int wide)
+static int txt_in(sx_report *r, sbuf *b, int sort, size_t top, int wide)
 {
     size_t from = b->len;
-    int rc = sx_txt_body(m, b, sort, top, wide);
+    int rc = sx_txt_body(r, b, sort, top, wide);
     return sbuf_text_safe(b, from) || rc ? -1 : 0; /* names from the run, printed as text */
 }
 
-static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wide,
+int sx_txt_opts(const sm_model *m, sbuf *b, int sort, size_t top, int wide)
+{
+    sx_report r;
+    sx_report_init(&r, m);
+    int rc = txt_in(&r, b, sort, top, wide);
+    sx_report_free(&r);
+    return rc;
+}
+
+int sx_txt_report(sx_report *r, sbuf *b) { return txt_in(r, b, SX_SORT_TOTAL, 0, 0); }
+
+static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,
                         sbuf_pool *pool);
 
 /* Every name from the run goes through L(): one line each, whatever it holds. */
-static int sx_txt_body(const sm_model *m, sbuf *b, int sort, size_t top, int wide)
+static int sx_txt_body(sx_report *r, sbuf *b, int sort, size_t top, int wide)
 {
     sbuf_pool pool = {0};
-    int rc = sx_txt_lines(m, b, sort, top, wide, &pool);
+    int rc = sx_txt_lines(r, b, sort, top, wide, &pool);
     if (pool.oom)
         rc = -1;
     sbuf_pool_free(&pool);
@@ -298,9 +309,10 @@ static void txt_system(const sm_model *m, sbuf *b, sbuf_pool *pool)
     }
 }
 
-static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wide,
+static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,
                         sbuf_pool *pool)
 {
+    const sm_model *m = r->m;
     char d[32];
     sx_fmt_dur(d, sizeof d, (double)m->duration_ns / 1e9);
     sbuf_printf(b, "sonde summary: %s  (%s, %llu sections, %zu section names, %llu steps, %zu "
@@ -315,13 +327,10 @@ static int sx_txt_lines(const sm_model *m, sbuf *b, int sort, size_t top, int wi
     if (m->analysis_text) {
         sbuf_puts(b, m->analysis_text);
     } else {
-        sa_report an;
-        sonde_config cfg;
-        sm_config(m, &cfg);
-        if (sa_analyze(m, cfg.bottleneck_threshold, &an) == 0) {
-            sx_txt_analysis(&an, b);
-            sa_free(&an);
-        }
+        const sa_report *an = sx_analysis(r);
+        if (!an)
+            return -1;
+        sx_txt_analysis(an, b);
     }
     if (m->n_gpu) {
         sm_gpu_sum g;
