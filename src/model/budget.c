@@ -43,23 +43,18 @@ int64_t sm_kth_largest(int64_t *v, size_t n, size_t k)
     }
 }
 
-/* A count from the run's configuration: def when absent or not a number (hand-edited). */
-static uint64_t info_count(const sm_model *m, const char *key, uint64_t def)
-{
-    const char *k = sm_info(m, key);
-    char *end = NULL;
-    unsigned long long v = k && *k ? strtoull(k, &end, 10) : def;
-    return k && *k && *end ? def : v;
-}
-
 uint64_t sm_trace_max_events(const sm_model *m)
 {
-    return info_count(m, "config.trace_max_events", SM_TRACE_MAX_DEFAULT);
+    sonde_config cfg;
+    sm_config(m, &cfg);
+    return cfg.trace_max_events;
 }
 
 uint64_t sm_report_max_sections(const sm_model *m)
 {
-    return info_count(m, "config.report_max_sections", SM_REPORT_MAX_DEFAULT);
+    sonde_config cfg;
+    sm_config(m, &cfg);
+    return cfg.report_max_sections;
 }
 
 int sm_trace_budget(const sm_model *m, int64_t t0, int64_t t1, sm_budget *out)

@@ -571,8 +571,9 @@ int sm_set_info(sm_model *m, const char *key, const char *value);
 int sm_trace_budget(const sm_model *m, int64_t t0, int64_t t1, sm_budget *out);
 /* The k-th largest of v[0..n) (1 <= k <= n) in linear time (quickselect); v is reordered. */
 int64_t sm_kth_largest(int64_t *v, size_t n, size_t k);
-/* The run's trace_max_events (SM_TRACE_MAX_DEFAULT when it has none, or not a number; 0: no
- * limit): the sections a trace keeps, and the CPU samples it carries. */
+/* The run's trace_max_events (sm_config: the key's default, SM_TRACE_MAX_DEFAULT, when it has
+ * none or one out of the key's range; 0: no limit): the sections a trace keeps, and the CPU
+ * samples it carries. */
 uint64_t sm_trace_max_events(const sm_model *m);
 /* The run's report_max_sections the same way (default SM_REPORT_MAX_DEFAULT; 0: no limit). */
 #define SM_REPORT_MAX_DEFAULT 4000000ull

@@ -805,7 +805,9 @@ static int finalize(sonde_profiler *p)
         rc = SONDE_EIO;
     if (atomic_load(&p->child_pending))
         return rc; /* a forked child that recorded nothing has no file and no reports */
-    if (p->cfg.formats || p->cfg.print_summary) {
+    /* (sonde run's profiler records the formats it will write, and writes them itself once the
+     * program's own runs are joined in) */
+    if (!p->watch_pid && (p->cfg.formats || p->cfg.print_summary)) {
         int wr = sonde__write_reports(p, NULL);
         if (wr) {
             /* said where it is seen even when the host ignores the code (an exit() without

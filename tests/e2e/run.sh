@@ -205,6 +205,30 @@ PY
     rc=$?; set -e
     [ $rc = 2 ] && grep -q "symlink" err.txt || fail "plugins symlink: rc=$rc $(cat err.txt)"
     [ -z "$(ls -A elsewhere)" ] || fail "wrote through the planted symlink: $(ls -R elsewhere)"
+    # 5b. issue 36 #12: configuration values read back from a file are checked as `--set` checks
+    # them: out of a key's range (2^64-1 samples per counter once wrapped a buffer size and
+    # wrote past it), each is the key's default, and every report is the untouched file's
+    cp out/double_destroy.sonde plain.sonde
+    cp plain.sonde crafted.sonde
+    for kv in max_data_points=18446744073709551615 trace_max_events=18446744073709551615 \
+              report_max_sections=-1 html_max_spans=3 bottleneck_threshold=nan with_stack=7; do
+        python3 "$src/tests/e2e/sonde_edit.py" info crafted.sonde crafted.tmp "config.${kv%%=*}" "${kv#*=}"
+        mv crafted.tmp crafted.sonde
+    done
+    "$sonde" export crafted.sonde --format all -o crafted_out --quiet || fail "export of crafted values"
+    "$sonde" export plain.sonde --format all -o plain_out --quiet
+    for ext in txt csv samples.csv pftrace; do # (the run's own name: double_destroy)
+        cmp -s "crafted_out/double_destroy.$ext" "plain_out/double_destroy.$ext" ||
+            fail "crafted configuration values changed NAME.$ext"
+    done
+    cmp -s <(zcat crafted_out/double_destroy.trace.json.gz) <(zcat plain_out/double_destroy.trace.json.gz) ||
+        fail "crafted configuration values changed the trace"
+    # the HTML report up to its table of the recorded configuration (which shows the file's values)
+    cmp -s <(sed '/config-table/,$d' crafted_out/double_destroy.html) \
+           <(sed '/config-table/,$d' plain_out/double_destroy.html) ||
+        fail "crafted configuration values changed the HTML report"
+    "$sonde" merge crafted.sonde plain.sonde -o crafted_merged.trace.json.gz > /dev/null ||
+        fail "merge of crafted values"
     # 6. merge and aggregate never overwrite an input, nor follow a symlink at -o
     cp out/double_destroy.sonde a.sonde
     cp a.sonde a.orig
@@ -621,6 +645,12 @@ assert not [v for k, v in r["system"].items() if k.startswith("process_") and v.
 assert r["config"]["formats"] == "json,csv,txt,trace,html,folded,pprof", r["config"]["formats"]
 print("sonde run: %d processes, %.0f MiB peak RSS" % (c["processes"]["max"], c["rss MiB"]["max"]))
 PY
+    # issue 36 #11: `sonde export FILE` with no --format writes every format the run was
+    # configured with again, folded and pprof included (their names were lost from the file)
+    [ -s runs/tree.folded ] && [ -s runs/tree.pb.gz ] || fail "sonde run wrote no folded or pprof"
+    rm runs/tree.folded runs/tree.pb.gz
+    "$sonde" export runs/tree.sonde --quiet
+    [ -s runs/tree.folded ] && [ -s runs/tree.pb.gz ] || fail "export without --format: $(ls runs)"
     # the live display starts with the first samples, says how long the run has gone, and speaks
     # of steps only when there are some
     expect 0 "" "$sonde" run --name live -o runs --display --interval 0.05 -- sleep 0.4

@@ -7,6 +7,8 @@ record is re-encoded with a correct length and CRC, so the reader takes the edit
                                                    the recorder dropped that END for want of a
                                                    buffer (same slot, so the stream stays whole)
     python3 sonde_edit.py drop IN OUT TYPE         every record of type TYPE (a number) left out
+    python3 sonde_edit.py info IN OUT KEY VALUE    the INFO record's KEY set to VALUE (added when
+                                                   it has none), e.g. config.max_data_points
 """
 import struct
 import sys
@@ -121,6 +123,7 @@ def lose_end(recs):
 
 def main(argv):
     if not (len(argv) == 5 and argv[1] in ("name", "drop") or
+            len(argv) == 6 and argv[1] == "info" or
             len(argv) == 4 and argv[1] == "lose_end"):
         sys.exit(__doc__)
     data = open(argv[2], "rb").read()
@@ -131,8 +134,12 @@ def main(argv):
     if argv[1] == "drop":
         recs = [r for r in recs if r[0] != int(argv[4])]
     for typ, flags, res, p in recs:
-        if typ == INFO and argv[1] == "name":
-            pairs = [(k, argv[4].encode() if k == b"name" else v) for k, v in info_pairs(p)]
+        if typ == INFO and argv[1] in ("name", "info"):
+            key, value = (b"name", argv[4].encode()) if argv[1] == "name" else \
+                (argv[4].encode(), argv[5].encode())
+            pairs = [(k, value if k == key else v) for k, v in info_pairs(p)]
+            if key not in [k for k, _ in pairs]:
+                pairs.append((key, value))
             p = b"".join(put_varint(len(k)) + k + put_varint(len(v)) + v for k, v in pairs)
         out += record(typ, flags, res, p)
     open(argv[3], "wb").write(out)

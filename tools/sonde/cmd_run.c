@@ -56,22 +56,7 @@ static void write_reports(const char *path, const char *dir, const char *name, u
         cli_fail(0, "run", "%s", sonde_last_error());
         return;
     }
-    if (m.profile.samples && formats)
-        formats |= SONDE_FORMAT_FOLDED | SONDE_FORMAT_PPROF;
     cli_join_programs("run", path, &m); /* what it could not join it said */
-    /* the run's configuration says what it wrote (the profiler itself was told to write none) */
-    sonde_config fc = sonde_config_default();
-    fc.formats = formats;
-    char text[256];
-    for (size_t i = 0; i < m.n_info; i++)
-        if (!strcmp(m.info[i].key, "config.formats") &&
-            sonde_config_get(&fc, "formats", text, sizeof text) >= 0) {
-            char *v = sonde__strdup(text);
-            if (v) {
-                sonde__free(m.info[i].value);
-                m.info[i].value = v;
-            }
-        }
     if (formats && sx_write_formats(&m, dir, name, formats) != 0)
         cli_fail(0, "run", "%s", sonde_last_error());
     if (print_summary)
@@ -165,9 +150,12 @@ int cmd_run(int argc, char **argv)
         c.name = auto_name;
     }
     c.signal_handlers = 0; /* sonde run handles its own signals */
-    unsigned formats = c.formats; /* written here, once the program's own files are merged in */
+    /* Written here, once the program's own files are merged in (a watching profiler writes no
+     * reports); the file records them, with the CPU samples' own, so that `sonde export FILE`
+     * writes the same files again (those of samples only when there are samples). */
+    unsigned formats = c.formats ? c.formats | SONDE_FORMAT_FOLDED | SONDE_FORMAT_PPROF : 0;
     int print_summary = c.print_summary;
-    c.formats = 0;
+    c.formats = formats;
     c.print_summary = 0;
     c.collect_cpu = c.collect_memory = 1;
 
