@@ -464,6 +464,27 @@ static PyObject *Wrapped_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     return (PyObject *)self;
 }
 
+/* Pickled by reference, as a function is: the name of its module's attribute (its __qualname__,
+ * which functools.update_wrapper copied), so a decorated module-level function goes to a
+ * ProcessPoolExecutor and comes back as the same object; a local one fails as a local function
+ * does. */
+static PyObject *Wrapped_reduce(WrappedObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *q = self->dict ? PyDict_GetItemString(self->dict, "__qualname__") : NULL;
+    if (q && PyUnicode_Check(q)) {
+        Py_INCREF(q);
+        return q;
+    }
+    return PyErr_Format(PyExc_TypeError, "cannot pickle a profiled function without a "
+                                         "__qualname__ (%R)", self->func);
+}
+
+static PyMethodDef Wrapped_methods[] = {
+    {"__reduce__", (PyCFunction)Wrapped_reduce, METH_NOARGS, "pickled by reference"},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyGetSetDef Wrapped_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -484,5 +505,6 @@ PyTypeObject WrappedType = {
     .tp_dictoffset = offsetof(WrappedObject, dict),
     .tp_descr_get = Wrapped_get,
     .tp_getset = Wrapped_getset,
+    .tp_methods = Wrapped_methods,
 };
 

@@ -26,6 +26,12 @@ print("sonde's Python tests on %s (Python %s), extension %s" % (
 QUIET = {"collect_cpu": False, "collect_memory": False, "collect_gpu": False}
 
 
+@sonde.profile_function
+def profiled_square(x):
+    """A module-level decorated function: pickled by reference (issue 36 #19)."""
+    return x * x
+
+
 def nap():
     time.sleep(0.002)
 
@@ -445,6 +451,24 @@ class Recording(Base):
         self.assertEqual(counts, {"late": 1, "same": 2, "deco": 2})
         self.assertFalse([w for w in r.get("warnings", []) if "unbalanced" in w or "open" in w],
                          r.get("warnings"))
+
+    def test_a_profiled_function_pickles_by_reference(self):
+        """Issue 36 #19: a decorated function goes to a process pool as a plain function does
+        (by its module and name), and comes back as the same object; a local one is refused as
+        a local function is."""
+        import concurrent.futures
+        import multiprocessing
+        import pickle
+        self.assertIs(pickle.loads(pickle.dumps(profiled_square)), profiled_square)
+        with concurrent.futures.ProcessPoolExecutor(
+                1, mp_context=multiprocessing.get_context("fork")) as ex:
+            self.assertEqual(list(ex.map(profiled_square, [1, 2, 3])), [1, 4, 9])
+
+        @sonde.profile_function
+        def local(x):
+            return x
+        with self.assertRaises((AttributeError, pickle.PicklingError)):
+            pickle.dumps(local)
 
     def test_profile_function_takes_a_positional_name(self):
         with self.make("positional") as prof:
