@@ -389,7 +389,11 @@ int sonde__key_set(sonde_config *c, const sonde_key *k, const char *value, const
                                        where, t, SONDE_TAG_MAX);
                 t += n + (t[n] == ',');
             }
+        errno = 0;
         const char *s = stable(value);
+        if (!s && errno == ENAMETOOLONG)
+            return sonde__fail(SONDE_EINVAL, "%s: \"%.40s...\" is longer than %d bytes", where,
+                               value, SONDE_MAX_NAME);
         if (!s)
             return sonde__fail(SONDE_ENOMEM, "%s: out of memory", where);
         *(const char **)(void *)field = s;

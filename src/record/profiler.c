@@ -639,6 +639,17 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
             snprintf(bad, sizeof bad, "sonde_config.peak_device: unknown device \"%s\"; MFU is "
                                       "not computed", cfg.peak_device);
     }
+    if (cfg.unit && strlen(cfg.unit) > SONDE_MAX_NAME) { /* a name in every report; the file's
+                                                            header holds it whole */
+        char msg[200];
+        snprintf(msg, sizeof msg, "sonde_config.unit is longer than %d bytes (\"%.40s...\"); "
+                                  "the unit is \"tokens\"", SONDE_MAX_NAME, cfg.unit);
+        if (!bad[0])
+            snprintf(bad, sizeof bad, "%s", msg);
+        else
+            sonde__warn(p, "%s", msg);
+        cfg.unit = NULL;
+    }
     p->cfg = cfg;
     p->name = cfg.name ? xstrdup(cfg.name) : default_name();
     p->output_dir = xstrdup(cfg.output_dir ? cfg.output_dir : "./sonde-out");

@@ -1035,6 +1035,44 @@ static void unwritable_dir_degrades(void **state)
     tu_rmrf(dir);
 }
 
+/* Issue 36 #6: a unit longer than a name may be (here 200 KiB; it overflowed the header's
+ * buffer at 192 KiB) is refused with a status and a warning, the run goes on in "tokens", and
+ * a key's value that long is "longer than 65535 bytes", not "out of memory". */
+static void overlong_unit_is_refused(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    size_t n = 200 * 1024;
+    char *unit = malloc(n + 1);
+    assert_non_null(unit);
+    memset(unit, 'u', n);
+    unit[n] = 0;
+    sonde_config c = tu_config(dir, "longunit");
+    c.unit = unit;
+    sonde_profiler *p = sonde_create(&c);
+    assert_non_null(p);
+    assert_int_equal(sonde_status(p), SONDE_EINVAL);
+    {
+        SONDE_SCOPE(p, "work");
+        assert_int_equal(sonde_throughput(p, 5, 1.0), 0);
+    }
+    sm_model m;
+    tu_finish(p, &m);
+    assert_string_equal(m.unit, "tokens");
+    int warned = 0;
+    for (size_t i = 0; i < m.n_warnings; i++)
+        warned |= strstr(m.warnings[i], "longer than 65535 bytes") != NULL;
+    assert_true(warned);
+    sm_free(&m);
+    sonde_config k = sonde_config_default();
+    unit[70 * 1024] = 0;
+    assert_int_equal(sonde_config_set(&k, "unit", unit), SONDE_EINVAL);
+    assert_non_null(strstr(sonde_last_error(), "is longer than 65535 bytes"));
+    free(unit);
+    tu_rmrf(dir);
+}
+
 static void config_env(void **state)
 {
     (void)state;
@@ -1323,7 +1361,7 @@ int main(void)
         cmocka_unit_test(event_args_travel_with_the_event),
         cmocka_unit_test(many_events_are_capped_and_counted),
         cmocka_unit_test(events_cross_the_reader_batches),
-        cmocka_unit_test(unwritable_dir_degrades),
+        cmocka_unit_test(unwritable_dir_degrades), cmocka_unit_test(overlong_unit_is_refused),
         cmocka_unit_test(config_env),
         cmocka_unit_test(full_buffers_drop_and_count),
         cmocka_unit_test(overlapping_sections_count_wall_time_once),
