@@ -237,9 +237,11 @@ int st_mann_whitney(const double *a, size_t na, const double *b, size_t nb, doub
     } else {
         double sigma = sqrt(n1 * n2 / 12.0 * ((N + 1) - ties / (N * (N - 1))));
         double mu = mn / 2;
-        r->p = sigma > 0 ? erfc(fmax(0, fabs(ua - mu) - 0.5) / sigma / sqrt(2.0)) : 1;
-        r->min_p = sigma > 0 ? erfc(fmax(0, mu - 0.5) / sigma / sqrt(2.0)) : 1;
         double s0 = sqrt(n1 * n2 * (N + 1) / 12.0);
+        r->p = sigma > 0 ? erfc(fmax(0, fabs(ua - mu) - 0.5) / sigma / sqrt(2.0)) : 1;
+        /* the least p these sample sizes allow (every new value on one side of every base
+         * value, no ties): a property of the sizes, not of these values, which may all tie */
+        r->min_p = erfc(fmax(0, mu - 0.5) / s0 / sqrt(2.0));
         crit = (long)floor(mu - z_quantile(1 - alpha / 2) * s0);
         if (crit >= (long)(mn / 2))
             crit = -1;
