@@ -111,6 +111,16 @@ static int cmp_gpu(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* start + dur - origin in ns, on the run's clock, held to the int64 range: a damaged or crafted
+ * record's times cannot overflow (they come from the file). */
+static int64_t sat_ns(uint64_t start, uint64_t origin, uint64_t dur)
+{
+    uint64_t end = start + dur < start ? UINT64_MAX : start + dur;
+    if (end >= origin)
+        return end - origin > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)(end - origin);
+    return origin - end > (uint64_t)INT64_MAX ? INT64_MIN : -(int64_t)(origin - end);
+}
+
 /* The items (spans or operators: a uint32 thread, int64 start_ns and end_ns, int32 parent at the
  * given offsets) of each thread are in start order and nest: the last one to start at or before
  * t is the innermost open at t, or else nested in it, so the answer is it or its nearest
@@ -176,11 +186,10 @@ int sm__gpu_build(sb_raw *raw, sm_model *m)
         sonde__free(first);
         return -1;
     }
-    int64_t origin = (int64_t)m->start_mono_ns;
     size_t a = 0;
     for (size_t i = 0; i < raw->n_gpu; i++) {
         sm_gpu_raw *r = &raw->gpu[i];
-        int64_t t0 = (int64_t)r->start_mono - origin;
+        int64_t t0 = sat_ns(r->start_mono, m->start_mono_ns, 0);
         if (r->kind == SONDE_GPU_API) {
             api[a].correlation = r->correlation;
             api[a].tid = r->tid;
@@ -195,7 +204,7 @@ int sm__gpu_build(sb_raw *raw, sm_model *m)
         g->stream = r->stream;
         g->correlation = r->correlation;
         g->start_ns = t0;
-        g->end_ns = t0 + (int64_t)r->dur;
+        g->end_ns = sat_ns(r->start_mono, m->start_mono_ns, r->dur);
         g->name = r->name;
         r->name = NULL;
         memcpy(g->grid, r->grid, sizeof g->grid);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "model/model_build.h"
 #include "util/alloc.h"
 
 static uint64_t mono(void)
@@ -202,11 +203,46 @@ static void bad_input_is_refused(void **state)
     tu_rmrf(dir);
 }
 
+/* Issue 36 #15: a GPU record with times at the ends of their range (a damaged or crafted file)
+ * overflowed int64 while it was placed on the run's clock (UBSan: signed overflow in gpu.c);
+ * the times are now held to the range. */
+static void gpu_record_times_saturate(void **state)
+{
+    (void)state;
+    sm_gpu_raw g[3];
+    memset(g, 0, sizeof g);
+    g[0].kind = g[1].kind = g[2].kind = 1; /* kernels (SONDE_GPU_KERNEL, sources.h) */
+    g[0].start_mono = UINT64_MAX;          /* starts at the end of time, lasts forever */
+    g[0].dur = UINT64_MAX;
+    g[1].start_mono = 0;                   /* long before the run's origin */
+    g[1].dur = 5;
+    g[2].start_mono = 2000;                /* an ordinary one: 1 us after the origin, 2 us */
+    g[2].dur = 2000;
+    sb_raw raw;
+    memset(&raw, 0, sizeof raw);
+    raw.gpu = g;
+    raw.n_gpu = 3;
+    sm_model m;
+    memset(&m, 0, sizeof m);
+    m.start_mono_ns = (uint64_t)INT64_MAX + 1000; /* beyond what int64 holds */
+    assert_int_equal(sm__gpu_build(&raw, &m), 0);
+    assert_int_equal(m.n_gpu, 3);
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (size_t i = 0; i < m.n_gpu; i++) {
+        assert_true(m.gpu[i].end_ns >= m.gpu[i].start_ns);
+        lo = m.gpu[i].start_ns < lo ? m.gpu[i].start_ns : lo;
+        hi = m.gpu[i].end_ns > hi ? m.gpu[i].end_ns : hi;
+    }
+    assert_true(lo == INT64_MIN && hi > INT64_MAX / 2); /* held to the range, order kept */
+    sonde__free(m.gpu);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(folded_under_their_section),
         cmocka_unit_test(bad_input_is_refused),
+        cmocka_unit_test(gpu_record_times_saturate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
