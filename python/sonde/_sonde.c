@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 #include <yaml.h>
 
 #include <sonde/sonde.h>
@@ -315,7 +316,13 @@ static PyObject *Handle_destroy(HandleObject *self, PyObject *unused)
         return PyLong_FromLong(SONDE_ESTATE);
     sonde_profiler *p = self->p;
     sonde_py_trace_forget(p); /* Python tracing into it ends first, its totals written */
-    self->p = NULL;
+    self->p = NULL; /* no new call starts on p; those under way end first */
+    while (self->busy > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+        Py_END_ALLOW_THREADS
+    }
     Py_CLEAR(self->cache); /* the Sections hold this Handle: the cycle goes now */
     int rc;
     Py_BEGIN_ALLOW_THREADS /* writing the reports takes a while: other threads go on */
@@ -550,9 +557,11 @@ static PyObject *Handle_export(HandleObject *self, PyObject *arg)
     if (as_text(arg, &path, 1))
         return NULL;
     int rc;
+    self->busy++;
     Py_BEGIN_ALLOW_THREADS
     rc = sonde_export(p, path);
     Py_END_ALLOW_THREADS
+    self->busy--;
     return rc_or_raise(rc, "export");
 }
 
@@ -598,13 +607,14 @@ static PyObject *Handle_summary(HandleObject *self, PyObject *unused)
     (void)unused;
     HANDLE_P(self);
     sonde_summary_t *s;
+    self->busy++; /* close() in another thread waits for it */
     Py_BEGIN_ALLOW_THREADS
     s = sonde_summary(p);
     Py_END_ALLOW_THREADS
-    if (!s) {
-        int st = sonde_status(p);
+    int st = s ? 0 : sonde_status(p);
+    self->busy--;
+    if (!s)
         return sonde_py_raise_code(st ? st : SONDE_EIO, "get_summary");
-    }
     PyObject *d = PyDict_New(), *stats = d ? PyList_New((Py_ssize_t)s->n_stats) : NULL;
     PyObject *ops = stats ? PyList_New((Py_ssize_t)s->n_ops) : NULL;
     int bad = !ops;

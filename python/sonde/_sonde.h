@@ -19,6 +19,8 @@ typedef struct {
     PyObject *cache;       /* name -> Section (section()), or NULL */
     PyObject *cache_owner; /* the owner those Sections return; compared only */
     PyObject *on_end;      /* called before every section end made through it, or NULL */
+    int busy;              /* calls using p with the GIL released (summary, export): destroy
+                            * waits for them (changed with the GIL held) */
 } HandleObject;
 
 extern PyTypeObject HandleType;

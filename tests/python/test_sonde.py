@@ -452,6 +452,33 @@ class Recording(Base):
         self.assertFalse([w for w in r.get("warnings", []) if "unbalanced" in w or "open" in w],
                          r.get("warnings"))
 
+    def test_close_while_another_thread_asks_for_the_summary(self):
+        """Issue 36 #2: get_summary() runs with the GIL released; close() in another thread
+        destroyed the profiler under it (a segfault). close() now waits for the summaries under
+        way; those that start after it raise SondeError (closed)."""
+        for _ in range(20):
+            prof = self.make("race")
+            for i in range(300):
+                with prof.profile("s%d" % (i % 30)):
+                    pass
+            errors, done = [], threading.Event()
+
+            def ask():
+                while not done.is_set():
+                    try:
+                        prof.get_summary()
+                    except sonde.SondeError as e:
+                        if e.name != "SONDE_ESTATE":
+                            errors.append(e)
+                        return
+            t = threading.Thread(target=ask)
+            t.start()
+            time.sleep(0.002)
+            prof.close()
+            done.set()
+            t.join()
+            self.assertEqual(errors, [])
+
     def test_a_profiled_function_pickles_by_reference(self):
         """Issue 36 #19: a decorated function goes to a process pool as a plain function does
         (by its module and name), and comes back as the same object; a local one is refused as
