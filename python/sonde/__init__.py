@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import threading
+import warnings
 import weakref
 
 try:
@@ -310,8 +311,15 @@ class Profiler:
         return self
 
     def __exit__(self, et, ev, tb):
-        # With an exception in flight, open sections are expected: report, don't mask it.
-        self.close(raise_on_error=et is None)
+        # The end of a `with` block never ends the program (docs/reliability.md): reports that
+        # could not be written, or sections another thread still has open, are a
+        # RuntimeWarning, the recording kept; an explicit close() raises. With an exception in
+        # flight, open sections are expected: nothing is said, and nothing masks it.
+        rc = self.close(raise_on_error=False)
+        if rc < 0 and et is None:
+            warnings.warn("sonde: closing the profiler at the end of its with block: %s"
+                          % (_sonde.last_error() or _sonde.strerror(rc)), RuntimeWarning,
+                          stacklevel=2)
         return False
 
     # -- sections ---------------------------------------------------------------------------

@@ -797,6 +797,10 @@ static int finalize(sonde_profiler *p)
         }
         sonde__warn(p, "%d section(s) still open at the end of the run on thread %u (%s): %s",
                     tb->hot.depth, tb->thread, tb->name, open);
+        if (rc != SONDE_EOPEN) /* the first thread's, in the caller's last error (not stale) */
+            sonde__fail(SONDE_EOPEN, "sonde_destroy: %d section(s) still open on thread %u "
+                                     "(%s), closed now: %s", tb->hot.depth, tb->thread,
+                        tb->name, open);
         rc = SONDE_EOPEN;
     }
     uint64_t unb = atomic_load(&p->misuse_unbalanced);

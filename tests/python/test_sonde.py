@@ -452,6 +452,39 @@ class Recording(Base):
         self.assertFalse([w for w in r.get("warnings", []) if "unbalanced" in w or "open" in w],
                          r.get("warnings"))
 
+    def test_the_end_of_a_with_block_warns_and_the_program_goes_on(self):
+        """Issue 36 #7: an output directory that cannot be made, or a section another thread
+        still has open, ended the program (SondeError out of __exit__, exit status 1). The end
+        of a with block warns; an explicit close() still raises."""
+        blocker = os.path.join(self.dir, "a_file")
+        open(blocker, "w").close()
+        with self.assertWarns(RuntimeWarning) as w:
+            with sonde.Profiler(dict(QUIET, name="nodir", formats=["json"],
+                                     output_dir=os.path.join(blocker, "below")),
+                                from_env=False) as prof:
+                with prof.profile("work"):
+                    pass
+        self.assertIn("closing the profiler", str(w.warning))
+        started, release = threading.Event(), threading.Event()
+
+        def hold(prof):
+            prof.start("held by a thread")
+            started.set()
+            release.wait()
+        with self.assertWarns(RuntimeWarning) as w:
+            with self.make("open") as prof:
+                t = threading.Thread(target=hold, args=(prof,))
+                t.start()
+                started.wait()
+        release.set()
+        t.join()
+        self.assertIn("held by a thread", str(w.warning))
+        self.assertEqual(prof.closed_status, sonde.EOPEN)
+        prof2 = self.make("explicit")
+        prof2.start("left")
+        with self.assertRaises(sonde.SondeError):
+            prof2.close()
+
     def test_close_while_another_thread_asks_for_the_summary(self):
         """Issue 36 #2: get_summary() runs with the GIL released; close() in another thread
         destroyed the profiler under it (a segfault). close() now waits for the summaries under
