@@ -35,6 +35,15 @@ const sa_report *sx_analysis(sx_report *r)
     return r->an = an;
 }
 
+int sx_alone(const sm_model *m, sbuf *b, int (*fn)(sx_report *, sbuf *))
+{
+    sx_report r;
+    sx_report_init(&r, m);
+    int rc = fn(&r, b);
+    sx_report_free(&r);
+    return rc;
+}
+
 void sx_report_free(sx_report *r)
 {
     if (r->an) {

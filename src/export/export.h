@@ -21,6 +21,8 @@ void sx_report_init(sx_report *r, const sm_model *m);
 /* The analysis (bottleneck_threshold from cfg), run on the first call. NULL out of memory. */
 const struct sa_report *sx_analysis(sx_report *r);
 void sx_report_free(sx_report *r);
+/* fn(r, out) in a context of its own for m: a report written alone. 0, or -1. */
+int sx_alone(const sm_model *m, sbuf *out, int (*fn)(sx_report *, sbuf *));
 /* The three reports that show the analysis, in a write's context. 0, or -1 out of memory. */
 int sx_json_report(sx_report *r, sbuf *out);
 int sx_txt_report(sx_report *r, sbuf *out);

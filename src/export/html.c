@@ -1052,14 +1052,7 @@ static void html_findings(sbuf *b, const sa_report *an)
     sbuf_puts(b, "</ul>\n");
 }
 
-int sx_html(const sm_model *m, sbuf *b)
-{
-    sx_report r;
-    sx_report_init(&r, m);
-    int rc = sx_html_report(&r, b);
-    sx_report_free(&r);
-    return rc;
-}
+int sx_html(const sm_model *m, sbuf *b) { return sx_alone(m, b, sx_html_report); }
 
 int sx_html_report(sx_report *r, sbuf *b)
 {

@@ -821,14 +821,7 @@ static void json_profile(sbuf *b, const sm_model *m)
     }
 }
 
-int sx_json(const sm_model *m, sbuf *b)
-{
-    sx_report r;
-    sx_report_init(&r, m);
-    int rc = sx_json_report(&r, b);
-    sx_report_free(&r);
-    return rc;
-}
+int sx_json(const sm_model *m, sbuf *b) { return sx_alone(m, b, sx_json_report); }
 
 int sx_json_report(sx_report *r, sbuf *b)
 {
