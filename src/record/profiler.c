@@ -94,9 +94,9 @@ static void retire_chunk(sonde_profiler *p, sonde_tbuf *tb)
     atomic_store_explicit(&tb->chunk, SONDE_NO_CHUNK, memory_order_relaxed);
     sonde__publish(&tb->hot, NULL);
     tb->hot.end = NULL;
-    /* A wake is a futex syscall in the recording thread (about 28 us in this VM, measured with
-     * perf on bench/bench_python.py's sections: 14 ns a section at one wake a chunk); the writer
-     * takes the chunks in batches and keeps the pool from running dry well before it does. */
+    /* A wake is a futex syscall in the recording thread (perf put it at 7.5% of a Python
+     * section loop's samples at one wake a chunk, docs/performance.md); the writer takes the
+     * chunks in batches and keeps the pool from running dry well before it does. */
     if (atomic_fetch_add_explicit(&p->retired, 1, memory_order_relaxed) + 1 >= p->wake_every) {
         atomic_store_explicit(&p->retired, 0, memory_order_relaxed);
         sem_post(&p->wake);

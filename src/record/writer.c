@@ -376,9 +376,9 @@ void sonde__writer_pass(sonde_profiler *p, int flush_active)
             /* The chunk goes back to a recording thread, most likely the one on another core
              * that filled it: evict the lines this pass read, so that its stores find them in
              * memory (prefetched, as a sequential stream) rather than each asking this core's
-             * cache for its line. Measured: one Python decorated call 125 ns before, 45 after,
-             * on these 2-vCPU machines (bench/bench_python.py), sonde_begin+sonde_end in C
-             * 56-69 ns before, 24 after (bench_scope); 4 slots a 64-byte line. */
+             * cache for its line (a decorated Python call with the recording thread pinned
+             * apart from the writer: 125 ns before, 75 after; docs/performance.md); 4 slots a
+             * 64-byte line. */
             for (uint32_t k = 0; k < cnt; k += 4)
                 __builtin_ia32_clflush(&c->data[k]);
 #endif
