@@ -260,6 +260,17 @@ static int cmp_block(const void *a, const void *b)
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
+/* sm__get_var for the event loop: most varints there are one byte (a kind and a small id, a
+ * short delta), read inline; the rest go through varint_get. */
+static inline int ev_var(const uint8_t **pp, const uint8_t *end, uint64_t *v)
+{
+    if (*pp < end && **pp < 0x80) {
+        *v = *(*pp)++;
+        return 0;
+    }
+    return sm__get_var(pp, end, v);
+}
+
 /* Events handed to the model a batch at a time: a thread's events are never all held at once. */
 #define RBATCH 4096
 
@@ -283,12 +294,12 @@ static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *c
             goto bad;
         while (p < end) {
             uint64_t tag, dz, arg = 0;
-            if (sm__get_var(&p, end, &tag) || sm__get_var(&p, end, &dz))
+            if (ev_var(&p, end, &tag) || ev_var(&p, end, &dz))
                 goto bad;
             unsigned kind = (unsigned)(tag & 15u);
             if (kind >= SONDE_K_COUNT)
                 goto bad;
-            if (sonde_kind_has_arg_v(kind, s->version) && sm__get_var(&p, end, &arg))
+            if (sonde_kind_has_arg_v(kind, s->version) && ev_var(&p, end, &arg))
                 goto bad;
             unsigned nv = sonde_kind_values(kind);
             if ((size_t)(end - p) < nv * 8u)

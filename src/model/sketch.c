@@ -42,13 +42,30 @@ static void tables(void)
         }
 }
 
+/* 1 once the tables are built: the check on every call is a load, not a call into libc. */
+static int g_tables_ready;
+
+static void tables_once(void)
+{
+    tables();
+    __atomic_store_n(&g_tables_ready, 1, __ATOMIC_RELEASE);
+}
+
 int32_t sm_sketch_index(int64_t ns)
 {
-    pthread_once(&g_tables_once, tables);
+    if (!__atomic_load_n(&g_tables_ready, __ATOMIC_ACQUIRE))
+        pthread_once(&g_tables_once, tables_once);
+    if (ns <= 0)
+        return 0;
+    /* the binade and the 64th of it from the integer's bits: what ilogb and ldexp give for
+     * every duration a double holds exactly (< 2^53 ns); above, the rounding of x can only put
+     * x past the part these bits name, and the comparisons below walk on to its bucket */
+    uint64_t u = (uint64_t)ns;
+    int e = 63 - __builtin_clzll(u);
+    unsigned k = (unsigned)(e >= SUB_BITS ? u >> (e - SUB_BITS) : u << (SUB_BITS - e)) &
+                 ((1u << SUB_BITS) - 1);
     double x = (double)ns;
-    int e = ilogb(x); /* 0..62 for ns >= 1 */
-    int k = (int)((ldexp(x, -e) - 1.0) * (1 << SUB_BITS));
-    int32_t i = g_first[e << SUB_BITS | k];
+    int32_t i = g_first[e << SUB_BITS | (int)k];
     while (i < N_BOUNDS - 1 && g_bound[i] < x) /* the first bucket whose bound holds x */
         i++;
     return i;
