@@ -458,13 +458,32 @@ int sonde_ops(sonde_profiler *p, const sonde_op *ops, size_t n);
 /* ---------------------------------------------------------------------------------------------
  * Reading back
  * ------------------------------------------------------------------------------------------- */
+/* A section name's statistics, one list: X(field, kind, label, table, percentile). kind: U64 or
+ * F64 (seconds); label: the column's name in the text and HTML tables; table: 0 in the files only
+ * (JSON, CSV, Python), 1 in every table as well, 2 also in the wide text table and the HTML
+ * table; percentile: q for the q-th percentile of the durations (computed from it wherever the
+ * statistics are), 0 for the others. sonde_section_stats holds them in this order, as do the
+ * JSON report, the CSV, the text and HTML tables, the Python summary, sonde aggregate and the
+ * figures `sonde diff --stat` compares: a new figure is a line here (and, unless it is a
+ * percentile, its computation in src/model/stats.c). */
+#define SONDE_SECTION_STATS(X)                                                                 \
+    X(count, U64, "Count", 0, 0)     /* completed instances */                                 \
+    X(total_s, F64, "Total", 1, 0)   /* sum of durations */                                    \
+    X(self_s, F64, "Self", 1, 0)     /* total less the time in nested sections, same thread */ \
+    X(mean_s, F64, "Mean", 1, 0)                                                               \
+    X(min_s, F64, "Min", 2, 0)                                                                 \
+    X(max_s, F64, "Max", 2, 0)                                                                 \
+    X(stddev_s, F64, "Stddev", 0, 0)                                                           \
+    X(p50_s, F64, "P50", 1, 50)                                                                \
+    X(p90_s, F64, "P90", 2, 90)                                                                \
+    X(p99_s, F64, "P99", 1, 99)
+#define SONDE__STAT_U64 uint64_t
+#define SONDE__STAT_F64 double
+#define SONDE__STAT_FIELD(f, kind, label, table, q) SONDE__STAT_##kind f;
+
 typedef struct sonde_section_stats {
     const char *name;        /* section name */
-    uint64_t count;          /* completed instances */
-    double total_s;          /* sum of durations */
-    double self_s;           /* total less the time in nested sections on the same thread */
-    double mean_s, min_s, max_s, stddev_s;
-    double p50_s, p90_s, p99_s;
+    SONDE_SECTION_STATS(SONDE__STAT_FIELD) /* count, total_s, ..., p99_s: the list above */
     double share;            /* total_s / the run's (or session's) duration, 0..1 per thread */
     const char *unit;        /* unit of units (cfg.unit unless sonde_throughput_unit named one) */
     double units;            /* throughput units recorded in it (0: none) */

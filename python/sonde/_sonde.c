@@ -18,7 +18,6 @@
 #include "_pytrace.h"
 #include "_sonde.h"
 #include "config/keys.h"
-#include "model/model.h" /* SM_STAT_TIMES: the statistics' field list */
 #include "record/record.h"
 #include "record/schedule.h"
 
@@ -582,9 +581,9 @@ static PyObject *section_dict(const sonde_section_stats *s)
         return NULL;
 #define PY_U64(f) put(d, #f, PyLong_FromUnsignedLongLong(s->f)) ||
 #define PY_F64(f) put(d, #f, PyFloat_FromDouble(s->f)) ||
-#define PY(f, kind) PY_##kind(f)
+#define PY(f, kind, label, table, q) PY_##kind(f)
     if (put(d, "name", PyUnicode_DecodeUTF8(s->name, (Py_ssize_t)strlen(s->name), "replace")) ||
-        SM_STAT_TIMES(PY)
+        SONDE_SECTION_STATS(PY)
         put(d, "share", PyFloat_FromDouble(s->share)) ||
         put(d, "unit", PyUnicode_DecodeUTF8(s->unit, (Py_ssize_t)strlen(s->unit), "replace")) ||
         put(d, "units", PyFloat_FromDouble(s->units)) ||

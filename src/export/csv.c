@@ -6,15 +6,23 @@
 
 int sx_csv(const sm_model *m, sbuf *b)
 {
-    sbuf_puts(b, "name,count,total_s,self_s,mean_s,min_s,max_s,stddev_s,p50_s,p90_s,p99_s,"
-                 "share,threads,unit,units,units_per_s,flops,flops_per_s,mfu,sonde_version\n");
+    sbuf_puts(b, "name");
+#define HEAD(f, kind, label, table, q) sbuf_puts(b, "," #f);
+    SONDE_SECTION_STATS(HEAD)
+#undef HEAD
+    sbuf_puts(b, ",share,threads,unit,units,units_per_s,flops,flops_per_s,mfu,sonde_version\n");
     for (size_t i = 0; i < m->n_stats; i++) {
         const sm_stat *s = &m->stats[i];
         sm_rates r = sm_stat_rates(s, m->peak_flops);
         sbuf_csv_str(b, s->name);
-        sbuf_printf(b, ",%llu,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.6f,%u,",
-                    (unsigned long long)s->count, s->total_s, s->self_s, s->mean_s, s->min_s,
-                    s->max_s, s->stddev_s, s->p50_s, s->p90_s, s->p99_s, s->share, s->threads);
+#define CELL_U64(f) sbuf_printf(b, ",%llu", (unsigned long long)s->f);
+#define CELL_F64(f) sbuf_printf(b, ",%.9f", s->f);
+#define CELL(f, kind, label, table, q) CELL_##kind(f)
+        SONDE_SECTION_STATS(CELL)
+#undef CELL
+#undef CELL_F64
+#undef CELL_U64
+        sbuf_printf(b, ",%.6f,%u,", s->share, s->threads);
         sbuf_csv_str(b, s->unit);
         sbuf_printf(b, ",%.6g,%.6g,%.6g,%.6g,%.6g,", s->units, r.units_per_s, s->flops,
                     r.flops_per_s, r.mfu);

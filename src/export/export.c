@@ -2,6 +2,7 @@
  * through a temporary name, gzip for the trace. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -409,4 +410,21 @@ static int write_path(const sm_model *m, const char *path)
                          exts.oom ? "a report's extension" : exts.data);
     sbuf_free(&exts);
     return rc;
+}
+
+/* the durations only: a count is no column of seconds */
+#define TABLE_U64(table) 0
+#define TABLE_F64(table) table
+#define STAT_COL(f, kind, label, table, q) {label, offsetof(sm_stat, f), TABLE_##kind(table)},
+const sx_stat_col sx_stat_cols[] = {SONDE_SECTION_STATS(STAT_COL)};
+#undef STAT_COL
+#undef TABLE_F64
+#undef TABLE_U64
+const size_t sx_n_stat_cols = sizeof sx_stat_cols / sizeof sx_stat_cols[0];
+
+double sx_stat_col_s(const sm_stat *s, const sx_stat_col *c)
+{
+    double v;
+    memcpy(&v, (const char *)s + c->off, sizeof v);
+    return v;
 }

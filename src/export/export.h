@@ -102,6 +102,18 @@ char *sx_tensorboard_path(const sm_model *m, const char *dir, const char *name);
 /* Writes one file whose format follows the extension of path. */
 int sx_write_path(const sm_model *m, const char *path);
 
+/* The duration columns of the text and HTML tables: the entries of SONDE_SECTION_STATS whose
+ * table flag is set (1: every table; 2: the wide text table and the HTML table), in its order.
+ * sx_stat_cols[i].off is the field's offset in sm_stat; sx_stat_col_s reads it. */
+typedef struct sx_stat_col {
+    const char *label;
+    size_t off;
+    int table;
+} sx_stat_col;
+extern const sx_stat_col sx_stat_cols[];
+extern const size_t sx_n_stat_cols;
+double sx_stat_col_s(const sm_stat *s, const sx_stat_col *c);
+
 /* Human-readable durations and rates ("12.3 ms", "4.56 GFLOP/s"). */
 void sx_fmt_dur(char *out, size_t cap, double s);
 void sx_fmt_si(char *out, size_t cap, double v, const char *unit);

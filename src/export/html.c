@@ -608,22 +608,32 @@ static void counters_json(sbuf *d, const sm_model *m)
     sbuf_putc(d, ']');
 }
 
-/* The statistics the page shows for a selected span's name: count, total, self, mean, p50,
- * p99 and max, in seconds. */
+/* The statistics the page shows for a selected span's name: "stat_cols", the labels of the
+ * table's duration columns (sx_stat_cols), and "stats", each name's count then those figures in
+ * seconds. */
 static void stats_json(sbuf *d, const sm_model *m)
 {
-    sbuf_puts(d, ",\"stats\":{");
+    sbuf_puts(d, ",\"stat_cols\":[");
+    int first = 1;
+    for (size_t c = 0; c < sx_n_stat_cols; c++)
+        if (sx_stat_cols[c].table) {
+            if (!first)
+                sbuf_putc(d, ',');
+            first = 0;
+            sbuf_json_str(d, sx_stat_cols[c].label);
+        }
+    sbuf_puts(d, "],\"stats\":{");
     for (size_t i = 0; i < m->n_stats; i++) {
         const sm_stat *s = &m->stats[i];
         if (i)
             sbuf_putc(d, ',');
         sbuf_json_str(d, s->name);
         sbuf_printf(d, ":[%llu", (unsigned long long)s->count);
-        double v[6] = {s->total_s, s->self_s, s->mean_s, s->p50_s, s->p99_s, s->max_s};
-        for (int k = 0; k < 6; k++) {
-            sbuf_putc(d, ',');
-            sbuf_json_num(d, v[k]);
-        }
+        for (size_t c = 0; c < sx_n_stat_cols; c++)
+            if (sx_stat_cols[c].table) {
+                sbuf_putc(d, ',');
+                sbuf_json_num(d, sx_stat_col_s(s, &sx_stat_cols[c]));
+            }
         sbuf_putc(d, ']');
     }
     sbuf_putc(d, '}');
@@ -833,11 +843,15 @@ static void timeline(sbuf *b, const sm_model *m, size_t max_spans)
 
 static void stats_table(sbuf *b, const sm_model *m)
 {
-    static const char *cols[] = {"Name", "Count", "Total", "Self", "Mean", "Min", "Max", "P50",
-                                 "P99", "Share", "Throughput", "FLOP/s"};
-    sbuf_puts(b, "<div class=\"scroll\"><table id=\"stats-table\" class=\"sortable\"><thead><tr>");
-    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
-        sbuf_printf(b, "<th data-type=\"%s\">%s</th>", i ? "num" : "text", cols[i]);
+    /* Name, Count, the duration columns of the statistics' list (sx_stat_cols), then these */
+    static const char *after[] = {"Share", "Throughput", "FLOP/s"};
+    sbuf_puts(b, "<div class=\"scroll\"><table id=\"stats-table\" class=\"sortable\"><thead><tr>"
+                 "<th data-type=\"text\">Name</th><th data-type=\"num\">Count</th>");
+    for (size_t c = 0; c < sx_n_stat_cols; c++)
+        if (sx_stat_cols[c].table)
+            sbuf_printf(b, "<th data-type=\"num\">%s</th>", sx_stat_cols[c].label);
+    for (size_t i = 0; i < sizeof after / sizeof after[0]; i++)
+        sbuf_printf(b, "<th data-type=\"num\">%s</th>", after[i]);
     sbuf_puts(b, "</tr></thead><tbody>\n");
     for (size_t i = 0; i < m->n_stats; i++) {
         const sm_stat *s = &m->stats[i];
@@ -845,11 +859,13 @@ static void stats_table(sbuf *b, const sm_model *m)
         esc(b, s->name);
         sbuf_printf(b, "</td><td data-v=\"%llu\">%llu</td>", (unsigned long long)s->count,
                     (unsigned long long)s->count);
-        double v[7] = {s->total_s, s->self_s, s->mean_s, s->min_s, s->max_s, s->p50_s, s->p99_s};
-        for (int c = 0; c < 7; c++) {
+        for (size_t c = 0; c < sx_n_stat_cols; c++) {
+            if (!sx_stat_cols[c].table)
+                continue;
             char d[32];
-            fmt_dur(d, sizeof d, v[c]);
-            sbuf_printf(b, "<td data-v=\"%.9g\">%s</td>", v[c], d);
+            double v = sx_stat_col_s(s, &sx_stat_cols[c]);
+            fmt_dur(d, sizeof d, v);
+            sbuf_printf(b, "<td data-v=\"%.9g\">%s</td>", v, d);
         }
         sbuf_printf(b, "<td data-v=\"%.6g\">%.1f%%</td>", s->share, 100 * s->share);
         sm_rates rates = sm_stat_rates(s, 0);

@@ -161,8 +161,8 @@ void sx_stat_json(sbuf *b, const sm_stat *s, double peak)
 {
     sbuf_putc(b, '{');
     kv_str(b, "name", s->name, 1);
-#define STAT_NUM(f, kind) kv_num(b, #f, (double)s->f, 1);
-    SM_STAT_TIMES(STAT_NUM)
+#define STAT_NUM(f, kind, label, table, q) kv_num(b, #f, (double)s->f, 1);
+    SONDE_SECTION_STATS(STAT_NUM)
 #undef STAT_NUM
     kv_str(b, "percentiles", s->sketched ? "sketch" : "exact", 1);
     kv_num(b, "share", s->share, 1);

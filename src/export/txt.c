@@ -174,23 +174,27 @@ static int txt_table(const sm_model *m, sbuf *b, int sort, size_t top, int wide,
         if (l > w)
             w = l;
     }
-    /* the table fits 100 columns (the name cut to fit); wide adds Min and Max and longer names */
-    size_t name_w = wide ? NAME_W : 100 - 7 - 1 - 5 * 11 - 8;
+    /* the narrow table fits 100 columns (the name cut to fit); wide adds the columns of the
+     * statistics' list with table 2 (Min, Max, P90) and longer names */
+    size_t ncols = 0, nnarrow = 0;
+    for (size_t c = 0; c < sx_n_stat_cols; c++) {
+        ncols += sx_stat_cols[c].table != 0;
+        nnarrow += sx_stat_cols[c].table == 1;
+    }
+    size_t name_w = wide ? NAME_W : 100 - 7 - 1 - nnarrow * 11 - 8;
     if (w > name_w)
         w = name_w;
-    static const char *cols[] = {"Total", "Self", "Mean", "Min", "Max", "P50", "P99"};
-    static const int narrow[] = {1, 1, 1, 0, 0, 1, 1};
     int cw = wide ? 11 : 10; /* a duration column, its space included */
     char rule[512];
-    size_t rl = w + 8 + (size_t)(wide ? 7 : 5) * (size_t)(cw + 1) + 8;
+    size_t rl = w + 8 + (wide ? ncols : nnarrow) * (size_t)(cw + 1) + 8;
     if (rl > sizeof rule - 1)
         rl = sizeof rule - 1;
     memset(rule, '-', rl);
     rule[rl] = 0;
     sbuf_printf(b, "%s\n%-*s %7s", rule, (int)w, "Name", "Count");
-    for (int c = 0; c < 7; c++)
-        if (wide || narrow[c])
-            sbuf_printf(b, " %*s", cw, cols[c]);
+    for (size_t c = 0; c < sx_n_stat_cols; c++)
+        if (sx_stat_cols[c].table == 1 || (wide && sx_stat_cols[c].table))
+            sbuf_printf(b, " %*s", cw, sx_stat_cols[c].label);
     sbuf_printf(b, " %7s\n%s\n", "%Run", rule);
     for (size_t i = 0; i < nrows; i++) {
         const sm_stat *s = rows[i];
@@ -204,11 +208,10 @@ static int txt_table(const sm_model *m, sbuf *b, int sort, size_t top, int wide,
             memcpy(name, full, l + 1);
         }
         sbuf_printf(b, "%-*s %7llu", (int)w, name, (unsigned long long)s->count);
-        double v[7] = {s->total_s, s->self_s, s->mean_s, s->min_s, s->max_s, s->p50_s, s->p99_s};
-        for (int c = 0; c < 7; c++) {
-            if (!wide && !narrow[c])
+        for (size_t c = 0; c < sx_n_stat_cols; c++) {
+            if (sx_stat_cols[c].table != 1 && !(wide && sx_stat_cols[c].table))
                 continue;
-            sx_fmt_dur(d, sizeof d, v[c]);
+            sx_fmt_dur(d, sizeof d, sx_stat_col_s(s, &sx_stat_cols[c]));
             sbuf_printf(b, " %*s", cw, d);
         }
         sbuf_printf(b, " %6.1f%%\n", s->share * 100);

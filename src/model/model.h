@@ -187,33 +187,20 @@ typedef struct sm_rate {
     double units, seconds;
 } sm_rate;
 
-/* The section statistics that every output carries under one name: sm_stat, the public
- * sonde_section_stats, the JSON report (its writer and its reader) and the Python summary.
- * X(field, kind), kind U64 or F64, in the JSON's order. Adding a figure is a line here, its
- * field in the two structs and its computation (stats.c); the outputs follow. */
-#define SM_STAT_TIMES(X)                                                                       \
-    X(count, U64)                                                                              \
-    X(total_s, F64)                                                                            \
-    X(self_s, F64)                                                                             \
-    X(mean_s, F64)                                                                             \
-    X(min_s, F64)                                                                              \
-    X(max_s, F64)                                                                              \
-    X(stddev_s, F64)                                                                           \
-    X(p50_s, F64)                                                                              \
-    X(p90_s, F64)                                                                              \
-    X(p99_s, F64)
-
 /* A section's rates, derived in this one place: units per second of the instances that
  * recorded units, FLOP/s of those that recorded FLOPs, and MFU against peak (0: unknown). */
 typedef struct sm_rates {
     double units_per_s, flops_per_s, mfu;
 } sm_rates;
 
+/* A section name's statistics: the fields of sonde.h's SONDE_SECTION_STATS, the one list every
+ * output (JSON and its reader, CSV, text and HTML tables, Python, aggregate, diff) is made from,
+ * and what the reports need besides. */
 typedef struct sm_stat {
     char *name;
     const char *unit;          /* unit of units (points into the model's sites or unit) */
-    uint64_t count;
-    double total_s, self_s, mean_s, min_s, max_s, stddev_s, p50_s, p90_s, p99_s, share;
+    SONDE_SECTION_STATS(SONDE__STAT_FIELD) /* count, total_s, ..., p99_s */
+    double share;
     double units, units_s, flops, flops_time_s;
     uint32_t threads;          /* distinct threads it ran on */
     uint64_t aggregated;       /* of count, calls only counted and summed (a hot function of
@@ -484,6 +471,8 @@ void sm_resources(const sm_model *m, sm_stat *stats, size_t n, int (*keep)(const
 
 /* Percentile (0..100) of a sorted array, interpolating between closest ranks. */
 double sm_percentile(const double *sorted, size_t n, double pct);
+/* Every percentile of SONDE_SECTION_STATS into s, from its n durations sorted (seconds). */
+void sm_stat_percentiles(sm_stat *s, const double *sorted, size_t n);
 
 void sm_steps(const sm_model *m, sm_steps_summary *out);
 

@@ -212,7 +212,10 @@ int sm__fold_aggregated(sm_model *m)
             x->unit = m->unit;
             x->threads = 1;
             m->n_stats++;
-            x->min_s = x->max_s = x->p50_s = x->p90_s = x->p99_s = total / (double)calls;
+            x->min_s = x->max_s = total / (double)calls;
+#define AT_MEAN(f, kind, label, table, q) if (q) x->f = (SONDE__STAT_##kind)(total / (double)calls);
+            SONDE_SECTION_STATS(AT_MEAN)
+#undef AT_MEAN
             x->res_cpu_mean = x->res_rss_begin = x->res_rss_end = x->res_rss_delta = NAN;
             x->res_gpu_util_mean = x->res_gpu_mem_peak = NAN;
         }
@@ -376,13 +379,22 @@ int sm__sink_add(sm_statsink *k, const sm_model *m, const sm_span *s, int outerm
     return 0;
 }
 
-/* p50, p90 and p99 from the stat's sketch (within SM_SKETCH_ALPHA). */
+/* The list's percentiles from the stat's sketch (within SM_SKETCH_ALPHA). */
 static void sketch_percentiles(sm_stat *r)
 {
-    r->p50_s = sm_sketch_quantile(r->sketch, 0.50) / 1e9;
-    r->p90_s = sm_sketch_quantile(r->sketch, 0.90) / 1e9;
-    r->p99_s = sm_sketch_quantile(r->sketch, 0.99) / 1e9;
+#define FROM_SKETCH(f, kind, label, table, q)                                                     \
+    if (q)                                                                                         \
+        r->f = (SONDE__STAT_##kind)(sm_sketch_quantile(r->sketch, q / 100.0) / 1e9);
+    SONDE_SECTION_STATS(FROM_SKETCH)
+#undef FROM_SKETCH
     r->sketched = 1;
+}
+
+void sm_stat_percentiles(sm_stat *s, const double *sorted, size_t n)
+{
+#define EXACT(f, kind, label, table, q) if (q) s->f = (SONDE__STAT_##kind)sm_percentile(sorted, n, q);
+    SONDE_SECTION_STATS(EXACT)
+#undef EXACT
 }
 
 int sm__sink_finish(sm_statsink *k, const sm_model *m, double share_of_s, sm_stat **out,
@@ -444,9 +456,7 @@ int sm__sink_finish(sm_statsink *k, const sm_model *m, double share_of_s, sm_sta
             r.stddev_s = sqrt(var / (double)c);
             r.min_s = d[0];
             r.max_s = d[c - 1];
-            r.p50_s = sm_percentile(d, c, 50);
-            r.p90_s = sm_percentile(d, c, 90);
-            r.p99_s = sm_percentile(d, c, 99);
+            sm_stat_percentiles(&r, d, c);
         }
         r.share = share_of_s > 0 ? r.total_s / share_of_s : 0;
         if (!r.unit)

@@ -166,8 +166,8 @@ sonde_summary_t *sonde_summary(sonde_profiler *p)
         sonde_section_stats *o = &s->stats[i];
         o->name = put_str(&np, x->name);
         o->unit = put_str(&np, x->unit);
-#define COPY(f, kind) o->f = x->f;
-        SM_STAT_TIMES(COPY)
+#define COPY(f, kind, label, table, q) o->f = x->f;
+        SONDE_SECTION_STATS(COPY)
 #undef COPY
         o->share = x->share;
         o->units = x->units;

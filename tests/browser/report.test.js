@@ -100,6 +100,8 @@ async function demoAt(browser, width) {
   await frame(page);
   const sel = await page.$eval('#selection', (e) => (e.hidden ? '' : e.textContent));
   check(sel.startsWith('denoising') && sel.includes('denoise_step'), 'clicking a span selects it and lists its children' + w, sel.slice(0, 200));
+  // and its name's statistics: the duration columns of the table, p90 among them
+  check(/calls, total .*, p50 .*, p90 .*, p99 /.test(sel), 'the selection panel shows the name\'s statistics, p90 included' + w, sel.slice(0, 400));
 
   // search: the names that match are counted and the rest are dimmed
   await page.type('#search', 'decode');

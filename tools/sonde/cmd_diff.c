@@ -230,9 +230,7 @@ static sm_stat *kernel_stats(const sm_model *m, size_t *n)
         s->count = k;
         s->mean_s = mean;
         s->stddev_s = k ? sqrt(var * (double)(k - 1) / (double)k) : 0; /* as sections: over n */
-        s->p50_s = sm_percentile(d, k, 50);
-        s->p90_s = sm_percentile(d, k, 90);
-        s->p99_s = sm_percentile(d, k, 99);
+        sm_stat_percentiles(s, d, k);
     }
     free(d);
     strmap_free(&idx);

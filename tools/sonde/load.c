@@ -106,8 +106,8 @@ static int read_stat(json_t *e, size_t i, const char *path, sm_stat *s)
         return SONDE_ENOMEM;
 #define READ_U64(f) s->f = U64(e, #f);
 #define READ_F64(f) s->f = num0(e, #f);
-#define READ(f, kind) READ_##kind(f)
-    SM_STAT_TIMES(READ)
+#define READ(f, kind, label, table, q) READ_##kind(f)
+    SONDE_SECTION_STATS(READ)
 #undef READ
 #undef READ_F64
 #undef READ_U64

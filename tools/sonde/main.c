@@ -26,7 +26,7 @@ static const cli_cmd g_cmds[] = {
     {"summary", cmd_summary, "print the text summary of a run",
      "usage: sonde summary FILE(.sonde|.json) [--sort total|self|count|mean] [--top N] [--wide]\n"
      "  The table of NAME.txt, from a .sonde file or a NAME.json report: 100 columns wide;\n"
-     "  --wide adds Min and Max and keeps names up to 40 characters.\n"},
+     "  --wide adds Min, Max and P90 and keeps names up to 40 characters.\n"},
     {"report", cmd_report, "write the HTML report of a run",
      "usage: sonde report FILE(.sonde|.json) [-o OUT.html]\n"
      "  The self-contained HTML report: from a .sonde file with the timeline and counter\n"

@@ -640,9 +640,9 @@
     var md = meta.get(s);
     if (md) Object.keys(md).forEach(function (key) { row(key, md[key]); });
     var stat = D.stats[name];
-    if (stat) row('all ' + name, stat[0] + ' calls, total ' + fmtDur(stat[1] * 1e9) + ', self ' +
-      fmtDur(stat[2] * 1e9) + ', mean ' + fmtDur(stat[3] * 1e9) + ', p50 ' + fmtDur(stat[4] * 1e9) +
-      ', p99 ' + fmtDur(stat[5] * 1e9) + ', max ' + fmtDur(stat[6] * 1e9));
+    if (stat) row('all ' + name, [stat[0] + ' calls'].concat(D.stat_cols.map(function (c, i) {
+      return c.toLowerCase() + ' ' + fmtDur(stat[i + 1] * 1e9);
+    })).join(', '));
     panel.appendChild(facts);
     // children: the spans one level deeper on its thread, within it, by name
     var r = rows[rowOf.get(th[s] * 65536 + dp[s] + 1)], kids = new Map();
