@@ -217,16 +217,43 @@ static void info_obj(sbuf *b, const sm_model *m, const char *prefix)
 
 /* The metadata of a section name's instances: each key with its distinct values (at most 16
  * values per key and 32 keys; "more" says when values were left out). */
-static void stat_meta(sbuf *b, const sm_model *m, int stat)
+/* The spans with metadata, listed by statistic: first[stat] and next[span] chain each
+ * statistic's in span order (-1 ends a chain), so each name's metadata reads its own spans, not
+ * every span again (a report of thousands of names and a million held spans was quadratic). */
+typedef struct meta_index {
+    int32_t *first, *next;
+} meta_index;
+
+static int meta_index_build(meta_index *ix, const sm_model *m)
+{
+    ix->first = sonde__malloc((m->n_stats ? m->n_stats : 1) * sizeof *ix->first);
+    ix->next = sonde__malloc((m->n_spans ? m->n_spans : 1) * sizeof *ix->next);
+    if (!ix->first || !ix->next) {
+        sonde__free(ix->first);
+        sonde__free(ix->next);
+        return -1;
+    }
+    for (size_t i = 0; i < m->n_stats; i++)
+        ix->first[i] = -1;
+    for (size_t i = m->n_spans; i-- > 0;) { /* from the last: each chain comes out in order */
+        const sm_span *s = &m->spans[i];
+        int stat = m->sites[s->site].stat;
+        if (stat < 0 || (size_t)stat >= m->n_stats || sm_span_extra(m, s)->meta < 0)
+            continue;
+        ix->next[i] = ix->first[stat];
+        ix->first[stat] = (int32_t)i;
+    }
+    return 0;
+}
+
+static void stat_meta(sbuf *b, const sm_model *m, const meta_index *ix, int stat)
 {
     enum { KEYS = 32, VALS = 16 };
     uint32_t keys[KEYS], vals[KEYS][VALS];
     int nv[KEYS], more[KEYS];
     int nk = 0;
-    for (size_t i = 0; i < m->n_spans; i++) {
+    for (int32_t i = ix->first[stat]; i >= 0; i = ix->next[i]) {
         const sm_span *s = &m->spans[i];
-        if (m->sites[s->site].stat != stat)
-            continue;
         for (int32_t e = sm_span_extra(m, s)->meta; e >= 0; e = m->meta[e].next) {
             const char *kname = sm_str(m, m->meta[e].key);
             int k;
@@ -480,6 +507,11 @@ static void json_summary(sbuf *b, const sm_model *m)
 /* The sections' statistics, and each session's with its own sections'. */
 static void json_sections(sbuf *b, const sm_model *m)
 {
+    meta_index ix;
+    if (meta_index_build(&ix, m)) {
+        b->oom = 1;
+        return;
+    }
     key(b, "sections");
     sbuf_putc(b, '[');
     for (size_t i = 0; i < m->n_stats; i++) {
@@ -489,9 +521,11 @@ static void json_sections(sbuf *b, const sm_model *m)
         sbuf_unput(b, 1); /* reopen the object: the metadata of its instances */
         sbuf_putc(b, ',');
         key(b, "metadata");
-        stat_meta(b, m, (int)i);
+        stat_meta(b, m, &ix, (int)i);
         sbuf_putc(b, '}');
     }
+    sonde__free(ix.first);
+    sonde__free(ix.next);
     sbuf_puts(b, "],");
 
     key(b, "sessions");
