@@ -35,7 +35,7 @@ sonde_profiler *sonde_autotrace_detach(void);
 /* Counters since the start: functions resolved, of which excluded by the filters; calls not
  * traced because they were nested deeper than autotrace_max_depth or the table of functions
  * was full; exits that did not match the innermost entry (longjmp; repaired); functions found
- * hot: their first autotrace_hot_calls calls averaged under autotrace_hot_s, so later calls are
+ * hot: most of their first autotrace_hot_calls calls took under autotrace_hot_s, so later calls are
  * counted and summed, not recorded (a "sonde.aggregated" event per function at detach or exit;
  * the reports' aggregated_calls). */
 typedef struct sonde_autotrace_stats {

@@ -195,9 +195,9 @@ typedef struct sonde_config {
     unsigned autotrace_max_depth; /* calls nested deeper than this are not traced (default 64) */
     const char *autotrace_include;
     const char *autotrace_exclude;
-    unsigned autotrace_hot_calls; /* a function whose first N calls averaged under
-                                     autotrace_hot_s is counted and summed from then on, not
-                                     recorded per call (default 10000; 0: never) */
+    unsigned autotrace_hot_calls; /* a function more than half of whose first N calls took
+                                     under autotrace_hot_s is counted and summed from then on,
+                                     not recorded per call (default 10000; 0: never) */
     double autotrace_hot_s;  /* (default 0.000001) */
     double min_duration_s;   /* section instances shorter than this are left out of every
                                 report, statistics included (counted in the summary; default 0) */
@@ -216,9 +216,10 @@ typedef struct sonde_config {
     const char *trace_python_exclude;
     unsigned trace_python_max_depth; /* Python calls nested deeper are not traced (default 64) */
     int trace_python_c_calls;  /* C functions called from Python are sections too (default 0) */
-    unsigned trace_python_hot_calls; /* a function whose first N calls averaged under
-                                        trace_python_hot_s is counted and summed from then on,
-                                        not recorded per call (default 100000; 0: never) */
+    unsigned trace_python_hot_calls; /* a function more than half of whose first N calls
+                                        took under trace_python_hot_s is counted and summed
+                                        from then on, not recorded per call (default 100000;
+                                        0: never) */
     double trace_python_hot_s; /* (default 0.000002) */
     unsigned trace_max_events; /* the trace keeps at most this many sections: the longest (and
                                   so the outermost) whole, the others folded into slices

@@ -11,9 +11,10 @@
  * left at every resume and yield; an exception makes a return for every frame it unwinds).
  *
  * Hot functions: a function's first trace_python_hot_calls calls are recorded and timed; when
- * they averaged under trace_python_hot_s, its later calls are counted and summed only, and the
- * totals are written when tracing stops as an event "sonde.aggregated" (section, calls,
- * total_s) that the reports fold into the function's statistics.
+ * most of them took under trace_python_hot_s, its later calls are counted and summed only, and
+ * the totals are written when tracing stops as an event "sonde.aggregated" that the reports fold
+ * into the function's statistics. What a call does once its entry is found is the core both
+ * tracers share (src/record/ftrace.h), here with plain figures (the GIL is their lock).
  *
  * Everything here runs with the GIL held (the hook, start and stop), which is the lock of the
  * table, the entries and the global state. docs/python.md says how to use it. */
@@ -31,31 +32,25 @@
 #include <sonde/sonde.h>
 
 #include "_pytrace.h"
+#include "record/ftrace.h"
 #include "record/record.h" /* sonde__ticks, sonde__clock: the profiler's own clock */
 #include "util/globs.h"
 
 #define MAX_PREFIXES 16
 
-enum { M_SKIP, M_RECORD, M_PROBE, M_HOT };          /* what an entry does with a call */
-enum { F_NONE, F_RECORD, F_PROBE, F_HOT };          /* what a frame did at its call */
-
 typedef struct entry {
     uintptr_t key;             /* the code object, or a C function's PyMethodDef | 1 */
     PyObject *code;            /* held, for code objects; NULL for C functions */
-    int mode;                  /* M_* */
     int lib;                   /* left out as the standard library's or sonde's: the C
                                   functions it calls are left out too */
     sonde_site site;           /* name, file and func owned here */
-    uint64_t probe_n, probe_ticks; /* calls timed while deciding whether it is hot */
-    uint64_t hot_n, hot_ticks; /* calls counted and summed since it became hot */
+    sonde__ft_fn ft;           /* its mode and figures */
 } entry;
 
 typedef struct tframe {
     const void *key;           /* the frame (Python) or the function object (C) */
-    entry *e;
-    int how;                   /* F_* */
-    uint64_t t0;               /* ticks at the call (F_PROBE, F_HOT) */
-    sonde__scope sc;
+    entry *e;                  /* NULL: none */
+    sonde__ft_frame ft;        /* how NONE: not traced */
 } tframe;
 
 typedef struct tstate {
@@ -76,9 +71,10 @@ static struct {
     unsigned max_depth;
     int c_calls;
     int monitoring;            /* 1: driven by sys.monitoring, 0: by the profiling hook */
-    uint64_t hot_calls, hot_ticks;
+    sonde__ft_limits lim;      /* the hot thresholds */
     /* counters of the current session (stats()) */
-    uint64_t functions, excluded, too_deep, mismatched, hot_functions, table_full;
+    uint64_t functions, excluded, too_deep, mismatched, table_full;
+    _Atomic uint64_t hot_functions;
 } g;
 
 static __thread tstate *t_state __attribute__((tls_model("initial-exec")));
@@ -268,10 +264,10 @@ static entry *add(uintptr_t key, PyObject *code, const char *module, const char 
     g.functions++;
     e->lib = code && in_lib(file);
     if (!wanted(name, module, file, e->lib)) {
-        e->mode = M_SKIP;
+        atomic_store_explicit(&e->ft.mode, SONDE__FT_SKIP, memory_order_relaxed);
         g.excluded++;
     } else {
-        e->mode = g.hot_calls ? M_PROBE : M_RECORD;
+        sonde__ft_init(&e->ft, &g.lim);
     }
     if (code) {
         Py_INCREF(code);
@@ -376,57 +372,22 @@ static void on_call(tstate *t, const void *key, entry *e)
     tframe *f = &t->stack[d];
     f->key = key;
     f->e = e;
-    f->how = F_NONE;
-    f->sc.tb = NULL;
-    if (!e || e->mode == M_SKIP)
+    f->ft.sc.tb = NULL;
+    f->ft.how = SONDE__FF_NONE;
+    f->ft.hidden = 0;
+    if (!e || atomic_load_explicit(&e->ft.mode, memory_order_relaxed) == SONDE__FT_SKIP)
         return;
     if (d >= g.max_depth) {
         g.too_deep++;
         return;
     }
-    sonde_profiler *p = g.p;
-    if (e->mode == M_HOT) {
-        if (__atomic_load_n(&((const sonde__hot *)(const void *)p)->recording, __ATOMIC_RELAXED)) {
-            f->how = F_HOT;
-            f->t0 = sonde__ticks();
-        }
-        return;
-    }
-    f->sc = sonde__scope_open(p, &e->site);
-    if (e->mode == M_PROBE) {
-        f->how = F_PROBE;
-        f->t0 = sonde__ticks();
-    } else {
-        f->how = F_RECORD;
-    }
+    sonde__ft_enter(&f->ft, &e->ft, g.p, &e->site);
 }
 
-static void close_frame(tframe *f)
+/* Closes the frame at depth d of t. */
+static void close_frame(tstate *t, unsigned d)
 {
-    entry *e = f->e;
-    switch (f->how) {
-    case F_RECORD:
-        sonde__scope_close(&f->sc);
-        break;
-    case F_PROBE: {
-        uint64_t now = sonde__ticks();
-        sonde__scope_close(&f->sc);
-        e->probe_ticks += now - f->t0;
-        if (++e->probe_n == g.hot_calls && e->mode == M_PROBE) {
-            int hot = e->probe_ticks < g.hot_ticks * e->probe_n;
-            e->mode = hot ? M_HOT : M_RECORD;
-            g.hot_functions += hot;
-        }
-        break;
-    }
-    case F_HOT:
-        e->hot_ticks += sonde__ticks() - f->t0;
-        e->hot_n++;
-        break;
-    default:
-        break;
-    }
-    f->how = F_NONE;
+    sonde__ft_exit(&t->stack[d].ft, d ? &t->stack[d - 1].ft : NULL, &g.lim, &g.hot_functions, 0);
 }
 
 static void on_return(tstate *t, const void *key)
@@ -448,10 +409,10 @@ static void on_return(tstate *t, const void *key)
             return;
         g.mismatched++;
         for (unsigned j = d; j >= k; j--)
-            close_frame(&t->stack[j]);
+            close_frame(t, j);
         d = k - 1;
     }
-    close_frame(&t->stack[d]);
+    close_frame(t, d);
     t->depth = d;
 }
 
@@ -783,8 +744,8 @@ static PyObject *m_trace_start(PyObject *self, PyObject *args, PyObject *kw)
     g.functions = g.excluded = g.too_deep = g.mismatched = g.hot_functions = g.table_full = 0;
     g.max_depth = max_depth ? max_depth : 64;
     g.c_calls = c_calls;
-    g.hot_calls = hot_calls;
-    g.hot_ticks = (uint64_t)(hot_s * sonde__clock()->ticks_per_s);
+    g.lim.hot_calls = hot_calls;
+    g.lim.hot_ticks = (uint64_t)(hot_s * sonde__clock()->ticks_per_s);
     g.gen++;
     g.p = p;
     Py_INCREF(handle);
@@ -814,10 +775,8 @@ static void write_aggregates(void)
 {
     for (size_t i = 0; i < g.cap; i++) {
         entry *e = g.slots[i];
-        if (!e || !e->hot_n)
-            continue;
-        sonde__aggregated(g.p, e->site.name, e->hot_n, e->hot_ticks);
-        e->hot_n = e->hot_ticks = 0;
+        if (e)
+            sonde__ft_flush(g.p, e->site.name, &e->ft);
     }
 }
 
@@ -832,7 +791,7 @@ static void trace_stop(void)
     if (t && t->gen == g.gen) {
         unsigned top = t->depth < t->cap ? t->depth : t->cap;
         while (top > 0)
-            close_frame(&t->stack[--top]);
+            close_frame(t, --top);
         t->depth = 0;
     }
 #if PY_VERSION_HEX >= 0x030C0000

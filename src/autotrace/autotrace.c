@@ -4,11 +4,12 @@
  * table, so a traced call costs a table probe and SONDE_SCOPE's own begin and end.
  *
  * Hot functions (uftrace's time filter, done at run time): a function's first autotrace_hot_calls
- * calls are recorded and timed; when they averaged under autotrace_hot_s, its later calls are
- * only counted and summed (two atomic adds, no event), and the totals go into the profiler as
- * "sonde.aggregated" events (section, calls, total_s) when tracing stops, which the reports fold
- * into the function's statistics (aggregated_calls). A comparator called millions of times
- * then costs a few hundred kilobytes of file, not gigabytes. Nothing here
+ * calls are recorded and timed; when most of them took under autotrace_hot_s, its later calls
+ * are only counted and summed (atomic adds, no event), and the totals go into the profiler as
+ * "sonde.aggregated" events when tracing stops, which the reports fold into the function's
+ * statistics (aggregated_calls). A comparator called millions of times then costs a few hundred
+ * kilobytes of file, not gigabytes. What a call does once its function is found is the core
+ * both tracers share (src/record/ftrace.h), here with atomic figures. Nothing here
  * is instrumented (-finstrument-functions is for the program, and every function below says
  * no_instrument_function as well). */
 #define _GNU_SOURCE
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../record/ftrace.h"
 #include "../record/record.h" /* sonde__fail: the message sonde_last_error() returns */
 #include "../util/globs.h"
 #include "symbols.h"
@@ -29,14 +31,9 @@
 #define TABLE_SIZE (1u << 16) /* functions; a program with more traces the first 49,152 */
 #define TABLE_MAX (TABLE_SIZE / 4 * 3)
 
-enum { M_RECORD, M_PROBE, M_HOT };     /* what a function's calls do */
-enum { F_NONE, F_PROBE, F_HOT };       /* what a frame does at its exit, beside closing sc */
-
 typedef struct func {
     sonde_site site;             /* first member: the table hands out &func->site */
-    _Atomic int mode;            /* M_*: M_PROBE until its first hot_calls calls were timed */
-    _Atomic uint64_t probe_n, probe_ticks; /* calls timed while deciding whether it is hot */
-    _Atomic uint64_t hot_n, hot_ticks;     /* calls counted and summed since it became hot */
+    sonde__ft_fn ft;             /* its mode and figures */
 } func;
 
 typedef struct entry {
@@ -46,10 +43,7 @@ typedef struct entry {
 
 typedef struct frame {
     void *fn;
-    sonde__scope sc;             /* tb NULL: not recorded (excluded, or no profiler) */
-    func *fu;                    /* with how: the function whose figures the exit adds to */
-    uint64_t t0;                 /* ticks at the call (F_PROBE, F_HOT) */
-    int how;                     /* F_* */
+    sonde__ft_frame ft;          /* how NONE: not traced (excluded, too deep, no profiler) */
 } frame;
 
 typedef struct tstate {
@@ -70,7 +64,7 @@ static sonde_globs g_inc, g_exc; /* under g_lock */
 
 static _Atomic uint64_t g_functions, g_excluded_n, g_too_deep, g_table_full, g_mismatch;
 static _Atomic uint64_t g_hot_functions;
-static uint64_t g_hot_calls, g_hot_ticks; /* the profiler's thresholds, set by attach */
+static sonde__ft_limits g_lim;  /* the profiler's thresholds, set by attach */
 
 static __thread tstate *t_state __attribute__((tls_model("initial-exec")));
 static __thread int t_busy __attribute__((tls_model("initial-exec")));
@@ -151,8 +145,7 @@ NOINSTR static func *add(uintptr_t fn)
         site->site.func = sym.name;
         site->site.file = sym.source ? sym.source : sym.object ? sym.object : "";
         site->site.line = sym.line;
-        atomic_store_explicit(&site->mode, g_hot_calls ? M_PROBE : M_RECORD,
-                              memory_order_relaxed);
+        sonde__ft_init(&site->ft, &g_lim);
         if (sym.source)
             free(sym.object);
         else
@@ -182,10 +175,8 @@ NOINSTR static void write_hot(sonde_profiler *p)
     for (uint32_t i = 0; i < TABLE_SIZE; i++) {
         func *u = atomic_load_explicit(&g_table[i].fn, memory_order_acquire) ? g_table[i].fu
                                                                               : NULL;
-        if (!u || u == &g_excluded || !atomic_load(&u->hot_n))
-            continue;
-        uint64_t n = atomic_exchange(&u->hot_n, 0), ticks = atomic_exchange(&u->hot_ticks, 0);
-        sonde__aggregated(p, u->site.name, n, ticks);
+        if (u && u != &g_excluded)
+            sonde__ft_flush(p, u->site.name, &u->ft);
     }
     pthread_mutex_unlock(&g_lock);
 }
@@ -221,8 +212,8 @@ NOINSTR static int attach(sonde_profiler *p, int own)
         g_table[i].fu = NULL;
     }
     g_used = 0;
-    g_hot_calls = c->autotrace_hot_calls;
-    g_hot_ticks = (uint64_t)(c->autotrace_hot_s * sonde__clock()->ticks_per_s);
+    g_lim.hot_calls = c->autotrace_hot_calls;
+    g_lim.hot_ticks = (uint64_t)(c->autotrace_hot_s * sonde__clock()->ticks_per_s);
     atomic_store(&g_max_depth, c->autotrace_max_depth ? c->autotrace_max_depth : 64);
     g_auto_own = own;
     atomic_store(&g_prof, p);
@@ -337,8 +328,9 @@ NOINSTR void __cyg_profile_func_enter(void *fn, void *call_site)
     }
     frame *f = &t->stack[d];
     f->fn = fn;
-    f->sc.tb = NULL;
-    f->how = F_NONE;
+    f->ft.sc.tb = NULL;
+    f->ft.how = SONDE__FF_NONE;
+    f->ft.hidden = 0;
     if (d >= atomic_load_explicit(&g_max_depth, memory_order_relaxed)) {
         atomic_fetch_add_explicit(&g_too_deep, 1, memory_order_relaxed);
         return;
@@ -354,44 +346,8 @@ NOINSTR void __cyg_profile_func_enter(void *fn, void *call_site)
         if (!s)
             return;
     }
-    if (s == &g_excluded)
-        return;
-    int mode = atomic_load_explicit(&s->mode, memory_order_relaxed);
-    if (mode == M_HOT) { /* counted and summed, while the profiler records */
-        if (__atomic_load_n(&((const sonde__hot *)(const void *)p)->recording, __ATOMIC_RELAXED)) {
-            f->how = F_HOT;
-            f->fu = s;
-            f->t0 = sonde__ticks();
-        }
-        return;
-    }
-    f->sc = sonde__scope_open(p, &s->site);
-    if (mode == M_PROBE && f->sc.tb) {
-        f->how = F_PROBE;
-        f->fu = s;
-        f->t0 = sonde__ticks();
-    }
-}
-
-/* At the exit of a frame that timed its call: a hot function's totals, or one more probe call
- * (the hot_calls-th decides, once, whether the function is hot). */
-NOINSTR static void account(frame *f)
-{
-    uint64_t dt = sonde__ticks() - f->t0;
-    func *u = f->fu;
-    if (f->how == F_HOT) {
-        atomic_fetch_add_explicit(&u->hot_n, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&u->hot_ticks, dt, memory_order_relaxed);
-        return;
-    }
-    uint64_t ticks = atomic_fetch_add_explicit(&u->probe_ticks, dt, memory_order_relaxed) + dt;
-    uint64_t n = atomic_fetch_add_explicit(&u->probe_n, 1, memory_order_relaxed) + 1;
-    if (n == g_hot_calls) {
-        int hot = ticks < g_hot_ticks * n;
-        atomic_store_explicit(&u->mode, hot ? M_HOT : M_RECORD, memory_order_relaxed);
-        if (hot)
-            atomic_fetch_add_explicit(&g_hot_functions, 1, memory_order_relaxed);
-    }
+    if (s != &g_excluded)
+        sonde__ft_enter(&f->ft, &s->ft, p, &s->site);
 }
 
 NOINSTR void __cyg_profile_func_exit(void *fn, void *call_site)
@@ -414,12 +370,9 @@ NOINSTR void __cyg_profile_func_exit(void *fn, void *call_site)
         }
         atomic_fetch_add_explicit(&g_mismatch, 1, memory_order_relaxed);
         for (unsigned j = d; j >= k; j--)
-            sonde__scope_close(&t->stack[j].sc); /* their time is not counted: it is unknown */
+            sonde__ft_abandon(&t->stack[j].ft); /* their time is not counted: it is unknown */
         d = k - 1;
         t->depth = d;
     }
-    frame *f = &t->stack[d];
-    sonde__scope_close(&f->sc);
-    if (f->how != F_NONE)
-        account(f);
+    sonde__ft_exit(&t->stack[d].ft, d ? &t->stack[d - 1].ft : NULL, &g_lim, &g_hot_functions, 1);
 }

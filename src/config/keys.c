@@ -97,10 +97,10 @@ static const sonde_key g_keys[] = {
     {"autotrace_exclude", KEY_STRING, OFF(autotrace_exclude), 0, 0, NULL,
      "function tracing: never functions matching these globs"},
     {"autotrace_hot_calls", KEY_UINT, OFF(autotrace_hot_calls), 0, 1e9, "10000",
-     "function tracing: after this many calls, a function averaging under autotrace_hot_s is "
-     "counted, not recorded (0: never)"},
+     "function tracing: after this many calls, a function whose calls mostly took under "
+     "autotrace_hot_s is counted, not recorded (0: never)"},
     {"autotrace_hot_s", KEY_DOUBLE, OFF(autotrace_hot_s), 0, 1, "0.000001",
-     "function tracing: the mean duration under which a function is hot"},
+     "function tracing: the duration a hot function's calls mostly take under (their median)"},
     {"min_duration_s", KEY_DOUBLE, OFF(min_duration_s), 0, 3600, "0",
      "sections shorter than this are left out of reports (counted in the summary)"},
     {"cuda_activity", KEY_BOOL, OFF(cuda_activity), 0, 1, "0",
@@ -116,10 +116,10 @@ static const sonde_key g_keys[] = {
     {"trace_python_c_calls", KEY_BOOL, OFF(trace_python_c_calls), 0, 1, "0",
      "Python tracing: C functions called from Python are sections too"},
     {"trace_python_hot_calls", KEY_UINT, OFF(trace_python_hot_calls), 0, 1e9, "100000",
-     "Python tracing: after this many calls, a function averaging under trace_python_hot_s is "
-     "counted, not recorded (0: never)"},
+     "Python tracing: after this many calls, a function whose calls mostly took under "
+     "trace_python_hot_s is counted, not recorded (0: never)"},
     {"trace_python_hot_s", KEY_DOUBLE, OFF(trace_python_hot_s), 0, 1, "0.000002",
-     "Python tracing: the mean duration under which a function is hot"},
+     "Python tracing: the duration a hot function's calls mostly take under (their median)"},
     {"trace_max_events", KEY_UINT, OFF(trace_max_events), 0, 1e9, "4000000",
      "sections a trace holds: the longest whole, the rest folded into slices (0: no limit)"},
     {"report_max_sections", KEY_UINT, OFF(report_max_sections), 0, 1e9, "4000000",

@@ -151,7 +151,7 @@ static int cmp_stat(const void *a, const void *b)
 }
 
 typedef struct agg_args {
-    const char *section, *calls, *total_s;
+    const char *section, *calls, *total_s, *hidden_s;
 } agg_args;
 
 static void agg_arg(const char *key, const char *value, void *ctx)
@@ -163,12 +163,16 @@ static void agg_arg(const char *key, const char *value, void *ctx)
         a->calls = value;
     else if (!strcmp(key, "total_s"))
         a->total_s = value;
+    else if (!strcmp(key, "hidden_s"))
+        a->hidden_s = value;
 }
 
 /* Folds the SM_AGGREGATED_EVENT instants into the run's statistics: their calls into count and
  * aggregated, their time into total, self and mean; a name with no recorded instance gets a
- * statistic of its own (its mean in every order statistic). 0, or -1 when out of memory. An
- * event with arguments that do not parse is left alone (it stays an event). */
+ * statistic of its own (its mean in every order statistic). hidden_s, the time of hot calls
+ * inside the name's counted calls, is taken out of its self time (the hot function's own
+ * statistics hold it). 0, or -1 when out of memory. An event with arguments that do not parse is
+ * left alone (it stays an event). */
 int sm__fold_aggregated(sm_model *m)
 {
     int any = 0, rc = 0;
@@ -186,14 +190,18 @@ int sm__fold_aggregated(sm_model *m)
         }
         agg_args a = {0};
         sm_each_meta(m, m->instants[i].args, agg_arg, &a);
-        char *e1, *e2;
+        char *e1, *e2, *e3 = (char *)"";
         unsigned long long calls = a.calls ? strtoull(a.calls, &e1, 10) : 0;
         double total = a.total_s ? strtod(a.total_s, &e2) : -1;
-        if (!a.section || !calls || !a.calls || *e1 || !a.total_s || *e2 || !(total >= 0) ||
-            !isfinite(total))
+        double hidden = a.hidden_s ? strtod(a.hidden_s, &e3) : 0;
+        if (!a.section || !a.calls || *e1 || !a.total_s || *e2 || !(total >= 0) ||
+            !isfinite(total) || *e3 || !(hidden >= 0) || !isfinite(hidden) ||
+            (!calls && !(hidden > 0)))
             continue;
         int k = strmap_get(&by_name, a.section);
         sm_stat *x = k >= 0 ? &m->stats[k] : NULL;
+        if (!x && !calls)
+            continue; /* time hidden in calls of a name the run did not keep */
         if (!x) {
             sm_stat *st = sonde__realloc(m->stats, (m->n_stats + 1) * sizeof *st);
             if (!st) {
@@ -219,12 +227,15 @@ int sm__fold_aggregated(sm_model *m)
             x->res_cpu_mean = x->res_rss_begin = x->res_rss_end = x->res_rss_delta = NAN;
             x->res_gpu_util_mean = x->res_gpu_mem_peak = NAN;
         }
-        double sum = x->mean_s * (double)x->count + total;
-        x->count += calls;
-        x->aggregated += calls;
-        x->total_s += total;
-        x->self_s += total;
-        x->mean_s = sum / (double)x->count;
+        if (calls) {
+            double sum = x->mean_s * (double)x->count + total;
+            x->count += calls;
+            x->aggregated += calls;
+            x->total_s += total;
+            x->self_s += total;
+            x->mean_s = sum / (double)x->count;
+        }
+        x->self_s = x->self_s > hidden ? x->self_s - hidden : 0;
     }
     strmap_free(&by_name);
     if (rc)

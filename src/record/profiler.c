@@ -1208,14 +1208,17 @@ int sonde_event_args(sonde_profiler *p, const char *name, const char *const *key
     return 0;
 }
 
-int sonde__aggregated(sonde_profiler *p, const char *section, uint64_t calls, uint64_t ticks)
+int sonde__aggregated(sonde_profiler *p, const char *section, uint64_t calls, uint64_t ticks,
+                      uint64_t hidden_ticks)
 {
-    char n[32], total[32];
+    char n[32], total[32], hidden[32];
+    double tps = sonde__clock()->ticks_per_s;
     snprintf(n, sizeof n, "%llu", (unsigned long long)calls);
-    snprintf(total, sizeof total, "%.9g", (double)ticks / sonde__clock()->ticks_per_s);
-    const char *keys[] = {"section", "calls", "total_s"};
-    const char *values[] = {section, n, total};
-    return sonde_event_args(p, SONDE_AGGREGATED_EVENT, keys, values, 3);
+    snprintf(total, sizeof total, "%.9g", (double)ticks / tps);
+    snprintf(hidden, sizeof hidden, "%.9g", (double)hidden_ticks / tps);
+    const char *keys[] = {"section", "calls", "total_s", "hidden_s"};
+    const char *values[] = {section, n, total, hidden};
+    return sonde_event_args(p, SONDE_AGGREGATED_EVENT, keys, values, hidden_ticks ? 4 : 3);
 }
 
 int sonde_counter(sonde_profiler *p, const char *name, double value)

@@ -247,9 +247,13 @@ sonde_tbuf *sonde__thread_buf(sonde_profiler *p);
  * Returns 0, or SONDE_EDROPPED when no buffer space was free. */
 int sonde__record(sonde_profiler *p, unsigned kind, uint32_t id, uint32_t arg, const double *v);
 /* Records calls a hot function made that were counted and summed, not recorded: the event
- * SONDE_AGGREGATED_EVENT with arguments section, calls and total_s (ticks on sonde__ticks'
- * clock, written in seconds). For Python tracing and libsonde-autotrace. sonde_event_args' code. */
-int sonde__aggregated(sonde_profiler *p, const char *section, uint64_t calls, uint64_t ticks);
+ * SONDE_AGGREGATED_EVENT with arguments section, calls and total_s, and hidden_s when
+ * hidden_ticks > 0: the time of hot calls made inside the section's own counted calls, which
+ * the reports take out of its self time (ticks on sonde__ticks' clock, written in seconds;
+ * calls may be 0 when only hidden_s is news). For the function tracers (ftrace.h).
+ * sonde_event_args' code. */
+int sonde__aggregated(sonde_profiler *p, const char *section, uint64_t calls, uint64_t ticks,
+                      uint64_t hidden_ticks);
 /* Frees the structs kept for destroyed profilers (for tests that count every allocation). */
 void sonde__tombstones_free(void);
 /* Adds a warning line to the report (copied; the first SONDE_MAX_WARNINGS are kept). */
