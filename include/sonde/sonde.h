@@ -214,7 +214,9 @@ typedef struct sonde_config {
      * library and sonde's own frames are left out unless an include names them). */
     const char *trace_python_include;
     const char *trace_python_exclude;
-    unsigned trace_python_max_depth; /* Python calls nested deeper are not traced (default 64) */
+    unsigned trace_python_max_depth; /* Python calls nested deeper are not traced (default
+                                        1000, CPython's own recursion limit); how many were
+                                        left out is a warning in the reports */
     int trace_python_c_calls;  /* C functions called from Python are sections too (default 0) */
     unsigned trace_python_hot_calls; /* a function more than half of whose first N calls
                                         took under trace_python_hot_s is counted and summed

@@ -710,7 +710,7 @@ static PyObject *m_trace_start(PyObject *self, PyObject *args, PyObject *kw)
                              "c_calls", "hot_calls", "hot_s", "mechanism", NULL};
     PyObject *handle, *skip, *keep;
     const char *inc = NULL, *exc = NULL, *mech = "auto";
-    unsigned max_depth = 64;
+    unsigned max_depth = 1000;
     int c_calls = 0;
     unsigned long long hot_calls = 0;
     double hot_s = 0;
@@ -742,7 +742,7 @@ static PyObject *m_trace_start(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     table_clear(); /* functions seen under other filters are looked at again */
     g.functions = g.excluded = g.too_deep = g.mismatched = g.hot_functions = g.table_full = 0;
-    g.max_depth = max_depth ? max_depth : 64;
+    g.max_depth = max_depth ? max_depth : 1000;
     g.c_calls = c_calls;
     g.lim.hot_calls = hot_calls;
     g.lim.hot_ticks = (uint64_t)(hot_s * sonde__clock()->ticks_per_s);
@@ -805,6 +805,10 @@ static void trace_stop(void)
             PyErr_Clear();
         PyErr_Restore(et, ev, tb);
     }
+    if (g.too_deep) /* said in every report, not only in stats() */
+        sonde__warn(g.p, "Python tracing: %llu calls nested deeper than trace_python_max_depth "
+                         "(%u) were not traced; their time is in the traced call above them",
+                    (unsigned long long)g.too_deep, g.max_depth);
     write_aggregates();
     g.p = NULL;
     g.gen++; /* every thread's stack is stale now */
@@ -879,7 +883,7 @@ void sonde_py_trace_forget(sonde_profiler *p)
 
 static PyMethodDef trace_methods[] = {
     {"trace_start", (PyCFunction)(void (*)(void))m_trace_start, METH_VARARGS | METH_KEYWORDS,
-     "trace_start(handle, include, exclude, skip, keep, max_depth=64, c_calls=False, "
+     "trace_start(handle, include, exclude, skip, keep, max_depth=1000, c_calls=False, "
      "hot_calls=0, hot_s=0.0, mechanism='auto'): Python function tracing into handle's "
      "profiler, through sys.monitoring or the profiling hook ('auto': the faster on this "
      "interpreter); returns the mechanism used"},

@@ -70,8 +70,9 @@ class PythonTracer:
     profiler: a sonde.Profiler (None: the one entered with `with` on this thread). The other
     arguments override the profiler's keys: include / exclude (comma-separated globs, or a list,
     on the qualified name module.qualname, the module or the file), max_depth, c_calls (C
-    functions called from Python become sections too), hot_calls and hot_s (a function whose
-    first hot_calls calls averaged under hot_s seconds is counted and summed from then on),
+    functions called from Python become sections too), hot_calls and hot_s (a function more
+    than half of whose first hot_calls calls took under hot_s seconds is counted and summed
+    from then on),
     mechanism ("monitoring": sys.monitoring, CPython 3.12 and later; "profile": the profiling
     hook; None or "auto": MECHANISM, whose "auto" is the faster on this interpreter,
     sys.monitoring from 3.12 on). After start(), .mechanism says which one runs."""
@@ -92,7 +93,7 @@ class PythonTracer:
         self._args = dict(
             include=globs(_key(profiler, "trace_python_include", include, str)),
             exclude=globs(_key(profiler, "trace_python_exclude", exclude, str)),
-            max_depth=int(_key(profiler, "trace_python_max_depth", max_depth, int) or 64),
+            max_depth=int(_key(profiler, "trace_python_max_depth", max_depth, int) or 1000),
             c_calls=bool(_key(profiler, "trace_python_c_calls", c_calls, lambda v: v == "1")),
             hot_calls=int(_key(profiler, "trace_python_hot_calls", hot_calls, int) or 0),
             hot_s=float(_key(profiler, "trace_python_hot_s", hot_s, float) or 0.0),

@@ -171,7 +171,14 @@ NOINSTR static func *add(uintptr_t fn)
  * (the reports fold them into each function's statistics) and starts them again from zero. */
 NOINSTR static void write_hot(sonde_profiler *p)
 {
+    static uint64_t told; /* calls too deep already said, under g_lock */
     pthread_mutex_lock(&g_lock);
+    uint64_t deep = atomic_load(&g_too_deep);
+    if (deep > told) /* said in every report, not only in sonde_autotrace_get_stats */
+        sonde__warn(p, "autotrace: %llu calls nested deeper than autotrace_max_depth (%u) were "
+                       "not traced; their time is in the traced call above them",
+                    (unsigned long long)(deep - told), atomic_load(&g_max_depth));
+    told = deep;
     for (uint32_t i = 0; i < TABLE_SIZE; i++) {
         func *u = atomic_load_explicit(&g_table[i].fn, memory_order_acquire) ? g_table[i].fu
                                                                               : NULL;

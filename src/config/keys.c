@@ -111,7 +111,7 @@ static const sonde_key g_keys[] = {
      "Python tracing: only functions matching these globs (qualified name, module or file)"},
     {"trace_python_exclude", KEY_STRING, OFF(trace_python_exclude), 0, 0, NULL,
      "Python tracing: never functions matching these globs"},
-    {"trace_python_max_depth", KEY_UINT, OFF(trace_python_max_depth), 1, 4096, "64",
+    {"trace_python_max_depth", KEY_UINT, OFF(trace_python_max_depth), 1, 4096, "1000",
      "Python tracing: calls nested deeper are not traced"},
     {"trace_python_c_calls", KEY_BOOL, OFF(trace_python_c_calls), 0, 1, "0",
      "Python tracing: C functions called from Python are sections too"},

@@ -1632,6 +1632,11 @@ PY
     # maximum depth 3: run (1), fib (2), fib (3): 1 + 2 fib calls
     run_traced deep SONDE_AUTOTRACE_MAX_DEPTH=3 SONDE_AUTOTRACE_INCLUDE='fib,run'
     [ "$(cat deep.txt | tr '\n' ' ')" = "fib=3 run=1 " ] || fail "max depth: $(cat deep.txt)"
+    # and the reports say how many calls the limit left out (22 of fib's 25, at least)
+    python3 -c 'import json, re, sys
+w = [x for x in json.load(open(sys.argv[1]))["warnings"] if "autotrace_max_depth (3)" in x]
+assert len(w) == 1 and int(re.match(r"autotrace: (\d+) calls nested deeper", w[0]).group(1)) >= 22, w' out/deep.json ||
+        fail "max depth: no warning in the report"
     # minimum duration 1 ms: the 2 ms slow_step stays, the 1,000 sub-microsecond fast_leaf calls
     # are left out and counted (a few may outlast 1 ms when the thread is preempted: TSan, a
     # loaded machine)

@@ -264,6 +264,33 @@ class Traced(unittest.TestCase):
         run = Run(prof)
         self.assertFalse([r["name"] for r in run.rows if r["name"].startswith(("json.", "sonde."))])
 
+    def test_deep_recursion_is_traced_and_the_limit_is_said(self):
+        """sympy recursed past the old default depth (64) and lost calls without a word: the
+        default is CPython's own recursion limit, and a lower limit's losses are counted in
+        every report's warnings (issue 35)."""
+        def down(n):
+            return down(n - 1) + 1 if n else 0
+
+        name = MOD + ".Traced.test_deep_recursion_is_traced_and_the_limit_is_said.<locals>.down"
+        with self.profiler("deep", trace_python_hot_calls=0) as prof:
+            with sonde.trace_python() as t:
+                down(300)
+        run = Run(prof)
+        self.assertEqual(run.stat(name)["count"], 301)
+        self.assertEqual(t.stats["too_deep"], 0)
+        self.assertEqual(run.report["warnings"], [])
+        with self.profiler("shallow", trace_python_hot_calls=0, trace_python_max_depth=50) as prof:
+            with sonde.trace_python() as t:
+                down(300)
+        run = Run(prof)
+        lost = t.stats["too_deep"]
+        self.assertEqual(run.stat(name)["count"] + lost, 301)
+        said = [w for w in run.report["warnings"] if "trace_python_max_depth (50)" in w]
+        self.assertEqual(len(said), 1, run.report["warnings"])
+        self.assertIn("%d calls nested deeper" % lost, said[0])
+        with open(run.base + ".txt") as f:
+            self.assertIn("%d calls nested deeper" % lost, f.read())
+
     def test_hot_function_is_counted_and_summed(self):
         def tiny(x):
             return x
