@@ -825,6 +825,16 @@ json.dump(r, open("badsketch.json", "w"))' tr/job-rank0.json
     cp sonde-out/other.json odd/
     "$sonde" aggregate odd > odd.txt
     grep -q "duplicate rank 2" odd.txt || fail "duplicate rank not named: $(cat odd.txt)"
+    # ... and counted once: a copy of rank 2's report beside the three ranks changes no count
+    mkdir dup && cp tr/job-rank0.json tr/job-rank1.json tr/job-rank2.json dup/ &&
+        cp tr/job-rank2.json dup/job-rank2-copy.json
+    "$sonde" aggregate tr --format json -o dup-want.json && "$sonde" aggregate dup --format json -o dup-got.json ||
+        fail "aggregate dup exited $?"
+    python3 -c 'import json, sys
+want, got = (json.load(open(f)) for f in sys.argv[1:3])
+assert {r["name"]: r["count"] for r in got["rows"]} == {r["name"]: r["count"] for r in want["rows"]}, (got["rows"], want["rows"])
+assert any("duplicate rank 2" in n and "left out" in n for n in got["notes"]), got["notes"]' dup-want.json dup-got.json ||
+        fail "a duplicate rank was counted twice"
     grep -q 'is run "other"' odd.txt || fail "foreign run not named: $(cat odd.txt)"
     "$sonde" aggregate tr --by session --format markdown | grep -q "| generate |" || fail "--by session"
     # the per-rank layout of the profiler decorator and Inferix: OUT/rank_N/ holding each rank's

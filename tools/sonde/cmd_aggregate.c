@@ -22,11 +22,15 @@ typedef struct rep {
     char stem[256]; /* the run name without -rankN */
 } rep;
 
+/* By rank; within a rank the run that started last first (the one kept, agg_drop_duplicates),
+ * then by path. */
 static int cmp_rep(const void *a, const void *b)
 {
     const rep *x = a, *y = b;
     if (x->rank != y->rank)
         return x->rank < y->rank ? -1 : 1;
+    if (x->m.start_real_ns != y->m.start_real_ns)
+        return x->m.start_real_ns > y->m.start_real_ns ? -1 : 1;
     return strcmp(x->path, y->path);
 }
 
@@ -121,7 +125,30 @@ typedef struct aggctx {
     sbuf_pool pool; /* names printed on one line each */
 } aggctx;
 
-/* What does not fit: duplicate and missing ranks, other runs; the world size. */
+/* One report per rank: of reports naming the same rank (a run written twice into one
+ * directory, a copy) the one that started last is kept and the others are moved past a->nf
+ * (still owned by a->r), each named in a note; counting both would add the rank twice. */
+static void agg_drop_duplicates(aggctx *a)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < a->nf; i++) { /* a->r is sorted by cmp_rep */
+        if (kept && a->r[i].rank == a->r[kept - 1].rank) {
+            sbuf_printf(&a->notes, "duplicate rank %d: %s left out, %s kept (started last)\n",
+                        a->r[i].rank, sbuf_oneline(&a->pool, a->r[i].path),
+                        sbuf_oneline(&a->pool, a->r[kept - 1].path));
+            continue;
+        }
+        if (kept != i) { /* the left-out one takes this one's place, past the kept ones */
+            rep t = a->r[kept];
+            a->r[kept] = a->r[i];
+            a->r[i] = t;
+        }
+        kept++;
+    }
+    a->nf = kept;
+}
+
+/* What does not fit: missing ranks, other runs; the world size. */
 static void agg_fit_notes(aggctx *a)
 {
     const rep *r = a->r;
@@ -129,10 +156,6 @@ static void agg_fit_notes(aggctx *a)
     for (size_t i = 0; i < a->nf; i++)
         if (r[i].m.world_size > a->world)
             a->world = r[i].m.world_size;
-    for (size_t i = 1; i < a->nf; i++)
-        if (r[i].rank == r[i - 1].rank)
-            sbuf_printf(&a->notes, "duplicate rank %d: %s and %s\n", r[i].rank,
-                        sbuf_oneline(&a->pool, r[i - 1].path), sbuf_oneline(&a->pool, r[i].path));
     /* Missing ranks, between the ranks present (a->r is sorted by rank): the world size is what a
      * file says, so the first 16 are named and the rest counted, whatever it says. */
     long long n_missing = 0;
@@ -523,6 +546,7 @@ int cmd_aggregate(int argc, char **argv)
     a.json = json;
     a.csv = csv;
     a.md = md;
+    agg_drop_duplicates(&a);
     agg_fit_notes(&a);
     if (agg_collect_rows(&a) != 0)
         OOM();
