@@ -100,7 +100,8 @@ const char *sonde_last_error(void);
  * ------------------------------------------------------------------------------------------- */
 /* Output formats, a bit mask in sonde_config.formats. The .sonde file is always written. */
 #define SONDE_FORMAT_JSON 0x1u  /* NAME.json: the full report (docs/formats.md) */
-#define SONDE_FORMAT_CSV 0x2u   /* NAME.csv: one row per section name (+ NAME.instances.csv) */
+#define SONDE_FORMAT_CSV 0x2u   /* NAME.csv: one row per section name (+ NAME.instances.csv for
+                                   a run of at most SONDE_INSTANCES_CSV_AUTO sections) */
 #define SONDE_FORMAT_TXT 0x4u   /* NAME.txt: aligned summary table, sorted by total time */
 #define SONDE_FORMAT_TRACE 0x8u /* NAME.trace.json.gz: Chrome trace for Perfetto */
 #define SONDE_FORMAT_SAMPLES 0x10u /* NAME.samples.csv: every raw sample of every counter */
@@ -115,8 +116,13 @@ const char *sonde_last_error(void);
 #define SONDE_FORMAT_PPROF 0x200u /* NAME.pb.gz: the CPU samples as pprof's profile.proto, for
                                      pprof and speedscope; written when there are samples
                                      (docs/stacks.md) */
+#define SONDE_FORMAT_INSTANCES 0x400u /* NAME.instances.csv, one row per section instance,
+                                         whatever the run's size (csv writes it only up to
+                                         SONDE_INSTANCES_CSV_AUTO sections: 1.1 M instances
+                                         made 87 MB and most of a report pass) */
+#define SONDE_INSTANCES_CSV_AUTO 100000u
 #define SONDE_FORMAT_REPORTS 0x2fu /* json, csv, txt, trace, html: the default */
-#define SONDE_FORMAT_ALL 0x3ffu
+#define SONDE_FORMAT_ALL 0x7ffu
 
 typedef struct sonde_profiler sonde_profiler;
 

@@ -66,7 +66,10 @@ def run(argv):
     if module is None and not os.path.isfile(prog[0]):
         sys.stderr.write("python -m sonde: %s: no such file\n" % prog[0])
         return 2
-    cfg = sonde.Config({"name": stem, "trace_python": True})
+    # json and txt unless the environment or a flag names others: the HTML page, the trace and
+    # the instances CSV cost more than the tracing on a traced run of a million calls (issue 35;
+    # docs/python.md); any of them can be written later from the .sonde file
+    cfg = sonde.Config({"name": stem, "trace_python": True, "formats": "json,txt"})
     cfg.from_env()
     try:
         cfg._c.from_args(["python"] + flags)
@@ -95,6 +98,11 @@ def run(argv):
             code = 1
         finally:
             sys.stdout.flush()
+    fmts = prof.config["formats"].split(",")
+    if prof.file_path and "html" not in fmts and "all" not in fmts:
+        sys.stderr.write("sonde: %s (reports: %s); the HTML page and the trace: sonde export %s "
+                         "--format html,trace\n" % (prof.file_path, ",".join(fmts) or "none",
+                                                    prof.file_path))
     if code is None:
         return 0
     if not isinstance(code, int):

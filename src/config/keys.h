@@ -24,7 +24,8 @@ typedef enum { KEY_BOOL, KEY_UINT, KEY_DOUBLE, KEY_STRING, KEY_FORMATS, KEY_INT 
     X(tensorboard, SONDE_FORMAT_TENSORBOARD)                                                   \
     X(perfetto, SONDE_FORMAT_PERFETTO)                                                         \
     X(folded, SONDE_FORMAT_FOLDED)                                                             \
-    X(pprof, SONDE_FORMAT_PPROF)
+    X(pprof, SONDE_FORMAT_PPROF)                                                               \
+    X(instances, SONDE_FORMAT_INSTANCES)
 #define SONDE__FORMAT_WORD(name, bit) #name ", "
 #define SONDE__FORMAT_ITEM(name, bit) #name ","
 /* "json, csv, ..., pprof, all or none": what `formats` accepts, in words */

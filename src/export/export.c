@@ -206,7 +206,7 @@ static const struct {
 } g_formats[] = {
     {SONDE_FORMAT_JSON, ".json", sx_json_report, NULL, 0},
     {SONDE_FORMAT_CSV, ".csv", csv_report, NULL, 0},
-    {SONDE_FORMAT_CSV, ".instances.csv", NULL, sx_csv_instances_stream, 0},
+    {SONDE_FORMAT_INSTANCES, ".instances.csv", NULL, sx_csv_instances_stream, 0},
     {SONDE_FORMAT_TXT, ".txt", sx_txt_report, NULL, 0},
     {SONDE_FORMAT_TRACE, ".trace.json.gz", NULL, NULL, 0},
     {SONDE_FORMAT_SAMPLES, ".samples.csv", samples_report, NULL, 0},
@@ -234,9 +234,12 @@ static int write_one(sx_report *rep, const char *path, size_t f)
 static int write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats);
 
 /* The formats a run has something to write in: the CPU samples' only when there are some, so
- * `formats: all` leaves no empty NAME.folded or NAME.pb.gz. */
+ * `formats: all` leaves no empty NAME.folded or NAME.pb.gz; and csv brings NAME.instances.csv
+ * for a run of at most SONDE_INSTANCES_CSV_AUTO sections (beyond, `instances` asks for it). */
 static unsigned writable(const sm_model *m, unsigned formats)
 {
+    if ((formats & SONDE_FORMAT_CSV) && sm_sections(m) <= SONDE_INSTANCES_CSV_AUTO)
+        formats |= SONDE_FORMAT_INSTANCES;
     return m->profile.samples ? formats : formats & ~(SONDE_FORMAT_FOLDED | SONDE_FORMAT_PPROF);
 }
 

@@ -99,7 +99,10 @@ static void unit_time(const sm_model *m, const char *unit, int32_t sess, sm_iv *
         if (s->own_dur_units)
             iv[n++] = (sm_iv){s->start_ns, s->end_ns};
     }
-    for (size_t i = 0; i < m->n_spans; i++) {
+    int any = 0; /* a section recorded units: else the walk over every span finds none */
+    for (size_t i = 0; i < m->n_span_x && !any; i++)
+        any = m->span_x[i].units > 0;
+    for (size_t i = 0; any && i < m->n_spans; i++) {
         const sm_span *s = &m->spans[i];
         const sm_span_x *x = sm_span_extra(m, s);
         if ((sess >= 0 && s->session != sess) || x->units <= 0 || strcmp(sm__unit_name(m, x->unit), unit))

@@ -72,6 +72,14 @@ SONDE__FT_INLINE uint64_t sonde__ft_add(_Atomic uint64_t *x, uint64_t v, int mt)
     return n;
 }
 
+/* The profiler's clock, inline: rdtsc where the profiler's timestamps are TSC ticks (use_tsc,
+ * its sonde__hot's), else CLOCK_MONOTONIC; the clock sonde__ticks reads, without the call. */
+SONDE__FT_INLINE uint64_t sonde__ft_now(int use_tsc)
+{
+    sonde__hot h = {.use_tsc = use_tsc};
+    return sonde__now(&h);
+}
+
 /* A new function's mode. */
 SONDE__FT_INLINE void sonde__ft_init(sonde__ft_fn *fn, const sonde__ft_limits *lim)
 {
@@ -83,7 +91,9 @@ SONDE__FT_INLINE void sonde__ft_init(sonde__ft_fn *fn, const sonde__ft_limits *l
 SONDE__FT_INLINE void sonde__ft_enter(sonde__ft_frame *f, sonde__ft_fn *fn, sonde_profiler *p,
                                       sonde_site *site)
 {
+    const sonde__hot *h = (const sonde__hot *)(const void *)p;
     f->sc.tb = NULL;
+    f->sc.use_tsc = h->use_tsc;
     f->how = SONDE__FF_NONE;
     f->fn = fn;
     f->hidden = 0;
@@ -91,9 +101,9 @@ SONDE__FT_INLINE void sonde__ft_enter(sonde__ft_frame *f, sonde__ft_fn *fn, sond
     if (mode == SONDE__FT_SKIP)
         return;
     if (mode == SONDE__FT_HOT) { /* counted and summed, while the profiler records */
-        if (__atomic_load_n(&((const sonde__hot *)(const void *)p)->recording, __ATOMIC_RELAXED)) {
+        if (__atomic_load_n(&h->recording, __ATOMIC_RELAXED)) {
             f->how = SONDE__FF_HOT;
-            f->t0 = sonde__ticks();
+            f->t0 = sonde__ft_now(f->sc.use_tsc);
         }
         return;
     }
@@ -102,7 +112,7 @@ SONDE__FT_INLINE void sonde__ft_enter(sonde__ft_frame *f, sonde__ft_fn *fn, sond
         return; /* not recording: neither a section nor a probe */
     if (mode == SONDE__FT_PROBE) {
         f->how = SONDE__FF_PROBE;
-        f->t0 = sonde__ticks();
+        f->t0 = sonde__ft_now(f->sc.use_tsc);
     } else {
         f->how = SONDE__FF_RECORD;
     }
@@ -120,7 +130,7 @@ SONDE__FT_INLINE void sonde__ft_exit(sonde__ft_frame *f, sonde__ft_frame *up,
         sonde__scope_close(&f->sc);
         break;
     case SONDE__FF_PROBE: {
-        uint64_t dt = sonde__ticks() - f->t0;
+        uint64_t dt = sonde__ft_now(f->sc.use_tsc) - f->t0;
         sonde__scope_close(&f->sc);
         if (dt < lim->hot_ticks)
             sonde__ft_add(&fn->probe_quick, 1, mt);
@@ -134,7 +144,7 @@ SONDE__FT_INLINE void sonde__ft_exit(sonde__ft_frame *f, sonde__ft_frame *up,
         break;
     }
     case SONDE__FF_HOT: {
-        uint64_t dt = sonde__ticks() - f->t0;
+        uint64_t dt = sonde__ft_now(f->sc.use_tsc) - f->t0;
         sonde__ft_add(&fn->hot_n, 1, mt);
         sonde__ft_add(&fn->hot_ticks, dt, mt);
         if (up)

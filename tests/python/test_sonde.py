@@ -183,6 +183,32 @@ class Recording(Base):
         return sonde.Profiler(dict(QUIET, name=name, output_dir=self.dir, formats=["json"],
                                    **kw), from_env=False)
 
+    def test_instances_csv_up_to_the_cap_or_when_asked(self):
+        """csv writes NAME.instances.csv for a run of up to SONDE_INSTANCES_CSV_AUTO sections;
+        beyond, only the format instances does (1.1 M instances made 87 MB, issue 35)."""
+        def run(name, n, formats):
+            with sonde.Profiler(dict(QUIET, name=name, output_dir=self.dir, formats=formats),
+                                from_env=False) as prof:
+                for _ in range(n):
+                    with prof.profile("tick"):
+                        pass
+            return os.path.join(self.dir, name + ".instances.csv")
+        small = run("small", 1000, ["csv"])
+        with open(small) as f:
+            self.assertEqual(sum(1 for _ in f), 1 + 1000)
+        big = run("big", 100001, ["csv"])
+        self.assertFalse(os.path.exists(big))
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "big.csv")))
+        asked = run("asked", 100001, ["csv", "instances"])
+        with open(asked) as f:
+            self.assertEqual(sum(1 for _ in f), 1 + 100001)
+        # and later, from the .sonde file
+        out = os.path.join(self.dir, "later")
+        self.assertEqual(sonde.cli(["export", os.path.join(self.dir, "big.sonde"), "--format",
+                                    "instances", "-o", out, "--quiet"]), 0)
+        with open(os.path.join(out, "big.instances.csv")) as f:
+            self.assertEqual(sum(1 for _ in f), 1 + 100001)
+
     def test_summary_matches_the_report(self):
         with self.make("summary") as prof:
             workload(prof)

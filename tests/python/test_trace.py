@@ -382,8 +382,20 @@ class Traced(unittest.TestCase):
             rep = json.load(f)
         deep = [s for s in rep["sections"] if s["name"] == "__main__.deep"]
         self.assertEqual(deep[0]["count"], 11)
+        # json and txt by default (the rest costs more than the tracing on a big run), and a
+        # line saying how to write the others from the .sonde file
+        self.assertEqual(sorted(os.listdir(out)),
+                         ["deep_exit.json", "deep_exit.sonde", "deep_exit.txt"])
+        sonde_file = os.path.join(out, "deep_exit.sonde")
+        self.assertIn("sonde: %s (reports: json,txt); the HTML page and the trace: sonde export "
+                      "%s --format html,trace" % (sonde_file, sonde_file), p.stderr)
+        p = subprocess.run([sys.executable, "-m", "sonde", "export", sonde_file, "--format",
+                            "csv,html", "-o", out, "--quiet"], env=env, capture_output=True,
+                           text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
         with open(os.path.join(out, "deep_exit.instances.csv")) as f:
             self.assertFalse([r for r in csv.DictReader(f) if r["flags"]])
+        self.assertTrue(os.path.exists(os.path.join(out, "deep_exit.html")))
         # -m MODULE, --no-trace, and errors that name what is wrong
         p = subprocess.run([sys.executable, "-m", "sonde", "--profile-dir", out, "--no-trace",
                             "-m", "json.tool", "--help"], env=env, capture_output=True, text=True)
