@@ -22,8 +22,6 @@ _MARK = "sonde.tid:"   # the marker ranges that tell torch's thread numbers from
 _HOOKED = ("step", "profile", "stage", "session")  # the profiler's methods it takes over
 
 _tls = threading.local()
-_STEP_HANDLE_OPS = int(torch.__version__.split(".")[0]) < 2
-_HANDLE_NAMES = ("aten::zeros", "aten::empty", "aten::zero_")
 
 # A record_function range without record_function's handle tensor (PyTorch 1.13's enter makes it
 # with aten::zeros, which would be traced as operators of sonde's own making).
@@ -53,20 +51,9 @@ def _fold(events, skip, off_ns, record_shapes):
         n = e.name()
         if n.startswith(_MARK):
             tids[e.start_thread_id()] = int(n[len(_MARK):])
-    # PyTorch 1.x opens each ProfilerStep#N range with record_function, whose handle tensor is
-    # made by aten::zeros (aten::empty, aten::zero_) just before it, and an aten::empty follows
-    # at its start: torch's own doing between the program's steps, left out with the range.
-    handle = set()
-    if _STEP_HANDLE_OPS:
-        for e in events:
-            if e.scope() == _USER_SCOPE and e.name().startswith("ProfilerStep#"):
-                k = int(e.correlation_id())
-                handle.update((k - 3, k - 2, k - 1, k + 1))
     out = []
     for e in events:
         name = e.name()
-        if handle and name in _HANDLE_NAMES and int(e.correlation_id()) in handle:
-            continue
         start = int(e.start_us()) * 1000 - off_ns
         if start < 0:
             continue

@@ -99,7 +99,7 @@ static void ops_table(sbuf *b, const sm_model *m)
                    "by self CPU time.</p>\n<table id=\"operators-table\" class=\"facts\">"
                    "<thead><tr><th>operator</th><th>calls</th><th>self CPU</th><th>CPU total</th>"
                    "<th>self CUDA</th><th>CUDA total</th><th>FLOPs</th><th>self CPU memory</th>"
-                   "</tr></thead><tbody>\n", (unsigned long long)m->n_ops, n);
+                   "</tr></thead><tbody>\n", (unsigned long long)sm_ops_calls(v, n), n);
     for (size_t i = 0; i < n; i++) {
         char c0[32], c1[32], c2[32], c3[32], fl[32], mem[32];
         fmt_dur(c0, sizeof c0, v[i].self_cpu_s);

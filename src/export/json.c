@@ -397,7 +397,7 @@ static int ops_obj(sbuf *b, const sm_model *m)
     }
     key(b, "operators");
     sbuf_putc(b, '{');
-    kv_num(b, "calls", (double)m->n_ops, 1);
+    kv_num(b, "calls", (double)sm_ops_calls(byname, nn), 1);
     op_rows(b, "by_name", byname, nn);
     sbuf_putc(b, ',');
     op_rows(b, "by_input_shapes", byshape, ns);

@@ -404,7 +404,7 @@ static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,
     size_t n_ops;
     if (m->n_ops && sm_ops_table(m, 0, &ops, &n_ops) == 0) {
         sbuf_printf(b, "Operators: %llu calls of %zu operators; the top by self CPU time:\n",
-                    (unsigned long long)m->n_ops, n_ops);
+                    (unsigned long long)sm_ops_calls(ops, n_ops), n_ops);
         sbuf_printf(b, "  %-32s %8s %10s %10s %10s %10s %10s\n", "name", "calls", "self CPU",
                     "CPU total", "self CUDA", "CUDA total", "FLOPs");
         for (size_t i = 0; i < n_ops && i < 15; i++) {

@@ -512,7 +512,9 @@ const char *sm_gpu_copy_kind(unsigned kind);
 /* The per-operator table: one row per operator name (by_shape: per name and input shapes),
  * largest self CPU time first; names borrowed from m. Self time is the operator's own less the
  * operators nested in it; total CPU time sums every call (a call inside a call of the same name
- * counts in both, as PyTorch's table counts it). 0, or -1 when out of memory. */
+ * counts in both, as PyTorch's table counts it). As PyTorch's key_averages(), a call that is the
+ * only child of a call of its own name is not a row's call: its parent takes its children and
+ * its kernels (ops.c, fold_dups). 0, or -1 when out of memory. */
 typedef struct sm_op_row {
     const char *name, *shapes; /* shapes NULL unless by_shape (and then NULL: none recorded) */
     uint64_t calls;
@@ -520,6 +522,14 @@ typedef struct sm_op_row {
     int64_t host_bytes, device_bytes;
 } sm_op_row;
 int sm_ops_table(const sm_model *m, int by_shape, sm_op_row **rows, size_t *n);
+/* The calls the table's n rows count (calls folded into a parent of their name left out). */
+static inline uint64_t sm_ops_calls(const sm_op_row *rows, size_t n)
+{
+    uint64_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += rows[i].calls;
+    return c;
+}
 
 /* Metadata from the entry head of m->meta back, each key once with its last value, in the order
  * the keys were first recorded. Out of memory: nothing is visited. */

@@ -411,12 +411,67 @@ static int cmp_row(const void *a, const void *b)
     return strcmp(x->shapes ? x->shapes : "", y->shapes ? y->shapes : "");
 }
 
+/* PyTorch's table (EventList._remove_dup_nodes) leaves out a call whose parent has its name and
+ * no other child: aten::div_ calling aten::div_ is one call. The parent takes over the child's
+ * children, so its self time is its own less theirs, and its self device time becomes the
+ * child's (torch lifts the child's kernels in place of the parent's). Over m->ops (parents
+ * before children): gone[i] marks such a call, child_ns[k] and device_ns[k] are each call's
+ * figures as the table counts them. 0, or -1 out of memory. */
+typedef struct op_fold {
+    uint8_t *gone;
+    int64_t *child_ns, *device_ns;
+} op_fold;
+
+static int fold_dups(const sm_model *m, op_fold *f)
+{
+    size_t n = m->n_ops;
+    uint32_t *kids = sonde__calloc(n, sizeof *kids);
+    int32_t *keeper = sonde__malloc(n * sizeof *keeper); /* the call holding i's children now */
+    f->gone = sonde__calloc(n, 1);
+    f->child_ns = sonde__malloc(n * sizeof *f->child_ns);
+    f->device_ns = sonde__malloc(n * sizeof *f->device_ns);
+    if (!kids || !keeper || !f->gone || !f->child_ns || !f->device_ns) {
+        sonde__free(kids);
+        sonde__free(keeper);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (m->ops[i].parent >= 0)
+            kids[m->ops[i].parent]++;
+        f->child_ns[i] = m->ops[i].child_ns;
+        f->device_ns[i] = m->ops[i].device_ns;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const sm_op *o = &m->ops[i];
+        keeper[i] = (int32_t)i;
+        if (o->parent < 0)
+            continue;
+        int32_t k = keeper[o->parent]; /* i's parent now: the parent, or what took it over */
+        if (kids[o->parent] != 1 || m->ops[k].name != o->name)
+            continue;
+        f->gone[i] = 1;
+        keeper[i] = k;
+        f->child_ns[k] = o->child_ns;
+        f->device_ns[k] = o->device_ns;
+    }
+    sonde__free(kids);
+    sonde__free(keeper);
+    return 0;
+}
+
 int sm_ops_table(const sm_model *m, int by_shape, sm_op_row **rows, size_t *n)
 {
     *rows = NULL;
     *n = 0;
     if (!m->n_ops)
         return 0;
+    op_fold fold;
+    if (fold_dups(m, &fold)) {
+        sonde__free(fold.gone);
+        sonde__free(fold.child_ns);
+        sonde__free(fold.device_ns);
+        return -1;
+    }
     /* a row per name, or per (name, shapes): keyed by their op_names indices */
     strmap idx;
     strmap_init(&idx);
@@ -425,6 +480,8 @@ int sm_ops_table(const sm_model *m, int by_shape, sm_op_row **rows, size_t *n)
     int rc = 0;
     for (size_t i = 0; i < m->n_ops && !rc; i++) {
         const sm_op *o = &m->ops[i];
+        if (fold.gone[i])
+            continue;
         char key[32];
         snprintf(key, sizeof key, "%u/%d", o->name, by_shape ? o->shapes : -1);
         int k = strmap_get(&idx, key);
@@ -441,14 +498,17 @@ int sm_ops_table(const sm_model *m, int by_shape, sm_op_row **rows, size_t *n)
         sm_op_row *r = &v[k];
         r->calls++;
         r->cpu_total_s += (double)(o->end_ns - o->start_ns) / 1e9;
-        r->self_cpu_s += (double)(o->end_ns - o->start_ns - o->child_ns) / 1e9;
-        r->self_device_s += (double)o->device_ns / 1e9;
+        r->self_cpu_s += (double)(o->end_ns - o->start_ns - fold.child_ns[i]) / 1e9;
+        r->self_device_s += (double)fold.device_ns[i] / 1e9;
         r->device_total_s += (double)o->device_total_ns / 1e9;
         r->flops += o->flops;
         r->host_bytes += o->host_bytes;
         r->device_bytes += o->device_bytes;
     }
     strmap_free(&idx);
+    sonde__free(fold.gone);
+    sonde__free(fold.child_ns);
+    sonde__free(fold.device_ns);
     if (rc) {
         sonde__free(v);
         return -1;
