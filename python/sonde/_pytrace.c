@@ -741,7 +741,8 @@ static PyObject *m_trace_start(PyObject *self, PyObject *args, PyObject *kw)
         strings_from(keep, g.keep, &g.n_keep, "keep"))
         return NULL;
     table_clear(); /* functions seen under other filters are looked at again */
-    g.functions = g.excluded = g.too_deep = g.mismatched = g.hot_functions = g.table_full = 0;
+    g.functions = g.excluded = g.too_deep = g.mismatched = g.table_full = 0;
+    atomic_store_explicit(&g.hot_functions, 0, memory_order_relaxed);
     g.max_depth = max_depth ? max_depth : 1000;
     g.c_calls = c_calls;
     g.lim.hot_calls = hot_calls;

@@ -227,14 +227,14 @@ int sm__derive(sm_model *m, int have_stats)
     }
     if (have_stats != 2 && sm__fold_aggregated(m) != 0)
         return -1;
-    for (size_t i = 0; i < m->n_sites; i++) {
-        m->sites[i].stat = -1;
-        for (size_t k = 0; k < m->n_stats; k++)
-            if (!strcmp(m->stats[k].name, m->sites[i].name)) {
-                m->sites[i].stat = (int)k;
-                break;
-            }
+    int *site_stat = sonde__malloc((m->n_sites ? m->n_sites : 1) * sizeof *site_stat);
+    if (!site_stat || sm__site_stats(m, m->stats, m->n_stats, site_stat)) {
+        sonde__free(site_stat);
+        return -1;
     }
+    for (size_t i = 0; i < m->n_sites; i++)
+        m->sites[i].stat = site_stat[i];
+    sonde__free(site_stat);
     sm_resources(m, m->stats, m->n_stats, NULL, NULL);
     m->total_sections = sm_sections(m) - m->sections_end_lost; /* those are counted apart */
     m->total_steps = m->n_steps;

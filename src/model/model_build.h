@@ -242,5 +242,8 @@ int sm__derive(sm_model *m, int have_stats);
 int sm__drop_short(sm_model *m, int64_t min_ns);
 /* Folds the hot functions' counted calls (SM_AGGREGATED_EVENT) into m->stats. 0, or -1. */
 int sm__fold_aggregated(sm_model *m);
+/* site_stat[i] (m->n_sites of them): the index in stats of the entry named as site i, -1 none;
+ * by a hash of the names. 0, or -1 out of memory. */
+int sm__site_stats(const sm_model *m, const sm_stat *stats, size_t n_stats, int *site_stat);
 
 #endif

@@ -57,6 +57,21 @@ static const sm_counter *counter_named(const sm_model *m, const char *name)
 
 /* Per section name, from the samples that fall inside its instances: mean process CPU, RSS at
  * begin and end, mean GPU utilization, peak GPU memory. Nothing on the hot path: all here. */
+int sm__site_stats(const sm_model *m, const sm_stat *stats, size_t n_stats, int *site_stat)
+{
+    strmap by_name; /* a hash of the names: 20,000 names made sites x stats string compares */
+    strmap_init(&by_name);
+    for (size_t k = 0; k < n_stats; k++)
+        if (strmap_get(&by_name, stats[k].name) < 0 && strmap_put(&by_name, stats[k].name, (int)k)) {
+            strmap_free(&by_name);
+            return -1;
+        }
+    for (size_t i = 0; i < m->n_sites; i++)
+        site_stat[i] = strmap_get(&by_name, m->sites[i].name);
+    strmap_free(&by_name);
+    return 0;
+}
+
 void sm_resources(const sm_model *m, sm_stat *stats, size_t n_stats,
                   int (*keep)(const sm_span *, void *), void *ctx)
 {
@@ -81,11 +96,10 @@ void sm_resources(const sm_model *m, sm_stat *stats, size_t n_stats,
         sonde__free(site_stat);
         return;
     }
-    for (size_t i = 0; i < m->n_sites; i++) { /* each site's entry in stats, by name */
-        site_stat[i] = -1;
-        for (size_t k = 0; k < n_stats && site_stat[i] < 0; k++)
-            if (!strcmp(stats[k].name, m->sites[i].name))
-                site_stat[i] = (int)k;
+    if (sm__site_stats(m, stats, n_stats, site_stat)) { /* each site's entry, by name */
+        sonde__free(acc);
+        sonde__free(site_stat);
+        return;
     }
     /* acc[8k + ...]: cpu sum, cpu n, rss begin sum, rss end sum, rss instances, util sum,
      * util n, gpu mem peak */
