@@ -311,15 +311,6 @@ static void series_obj(sbuf *b, const sa_series *s, const char *slowest_key)
     sbuf_putc(b, '}');
 }
 
-typedef struct sess_filter {
-    int32_t session;
-} sess_filter;
-
-static int in_session(const sm_span *s, void *ctx)
-{
-    return s->session == ((sess_filter *)ctx)->session;
-}
-
 static void gpu_names(sbuf *b, const char *k, const sm_gpu_name *v, size_t n, size_t max)
 {
     key(b, k);
@@ -528,9 +519,16 @@ static void json_sections(sbuf *b, const sm_model *m)
     sonde__free(ix.next);
     sbuf_puts(b, "],");
 
+    int32_t *sidx; /* each session's spans, found in one pass */
+    size_t *sfirst;
+    if (sm_session_spans(m, &sidx, &sfirst)) {
+        b->oom = 1;
+        return;
+    }
     key(b, "sessions");
     sbuf_putc(b, '[');
     for (size_t i = 0; i < m->n_sessions; i++) {
+        sm_spans_sel sel = sm_session_sel(sidx, sfirst, i);
         const sm_session *s = &m->sessions[i];
         double sd = (double)(s->end_ns - s->start_ns) / 1e9;
         if (i)
@@ -541,7 +539,7 @@ static void json_sections(sbuf *b, const sm_model *m)
         kv_num(b, "end_s", (double)s->end_ns / 1e9, 1);
         kv_num(b, "duration_s", sd, 1);
         double su, ss;
-        sm_session_units(m, i, &su, &ss); /* its own and its sections', in the run's unit */
+        sm_session_units(m, i, sel, &su, &ss); /* its own and its sections', in the run's unit */
         kv_num(b, "units", su, 1);
         kv_num(b, "units_per_s", ss > 0 ? su / ss : 0, 1);
         kv_num(b, "flops", s->flops, 1);
@@ -550,11 +548,10 @@ static void json_sections(sbuf *b, const sm_model *m)
         sbuf_putc(b, ',');
         key(b, "sections");
         sbuf_putc(b, '[');
-        sess_filter f = {(int32_t)i};
         size_t n = s->n_stats; /* computed as the file was read when not every span is held */
-        sm_stat *st = s->stats ? s->stats : sm_stats(m, in_session, &f, sd, &n);
+        sm_stat *st = s->stats ? s->stats : sm_stats(m, sel, sd, &n);
         if (st)
-            sm_resources(m, st, n, in_session, &f);
+            sm_resources(m, st, n, sel);
         for (size_t k = 0; k < n; k++) {
             if (k)
                 sbuf_putc(b, ',');
@@ -564,6 +561,8 @@ static void json_sections(sbuf *b, const sm_model *m)
             sm_stats_free(st, n);
         sbuf_puts(b, "]}");
     }
+    sonde__free(sidx);
+    sonde__free(sfirst);
     sbuf_puts(b, "],");
 }
 

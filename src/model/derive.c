@@ -222,20 +222,20 @@ int sm__derive(sm_model *m, int have_stats)
         sm_stats_free(m->stats, m->n_stats);
         m->stats = NULL;
         m->n_stats = 0;
-        if (sm__stats(m, NULL, NULL, (double)m->duration_ns / 1e9, &m->stats, &m->n_stats))
+        if (sm__stats(m, SM_ALL_SPANS, (double)m->duration_ns / 1e9, &m->stats, &m->n_stats))
             return -1;
     }
     if (have_stats != 2 && sm__fold_aggregated(m) != 0)
         return -1;
     int *site_stat = sonde__malloc((m->n_sites ? m->n_sites : 1) * sizeof *site_stat);
-    if (!site_stat || sm__site_stats(m, m->stats, m->n_stats, site_stat)) {
+    if (!site_stat || sm__site_stats(m, m->stats, m->n_stats, SM_ALL_SPANS, site_stat)) {
         sonde__free(site_stat);
         return -1;
     }
     for (size_t i = 0; i < m->n_sites; i++)
         m->sites[i].stat = site_stat[i];
     sonde__free(site_stat);
-    sm_resources(m, m->stats, m->n_stats, NULL, NULL);
+    sm_resources(m, m->stats, m->n_stats, SM_ALL_SPANS);
     m->total_sections = sm_sections(m) - m->sections_end_lost; /* those are counted apart */
     m->total_steps = m->n_steps;
     double tu, tus;

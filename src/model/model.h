@@ -458,16 +458,38 @@ void sm_free(sm_model *m);
  * '_', and "", "." and ".." become "run" (*name replaced). 0, or -1 when out of memory. */
 int sm_safe_name(char **name);
 
-/* Statistics of the spans for which keep(span, ctx) is true (NULL: all) into a malloc'ed array
- * sorted by total time; *n receives its length. span_scale is the duration used for share.
- * NULL when out of memory (or no spans: then *n is 0). */
-sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void *ctx,
-                  double share_of_s, size_t *n);
+/* Some of a model's spans: n_only indices into m->spans, ascending (only NULL: every span). A
+ * session's are sm_session_spans' (a pass over the spans for every session made reports of
+ * many sessions quadratic). */
+typedef struct sm_spans_sel {
+    const int32_t *only;
+    size_t n_only;
+} sm_spans_sel;
+#define SM_ALL_SPANS ((sm_spans_sel){NULL, 0})
+static inline size_t sm_sel_n(const sm_model *m, sm_spans_sel sel)
+{
+    return sel.only ? sel.n_only : m->n_spans;
+}
+static inline size_t sm_sel_at(sm_spans_sel sel, size_t q)
+{
+    return sel.only ? (size_t)sel.only[q] : q;
+}
+/* Every session's spans in one pass: sessions's spans are idx[first[s] .. first[s + 1]) in span
+ * order (first has n_sessions + 1 entries). Both malloc'ed; 0, or -1 out of memory. */
+int sm_session_spans(const sm_model *m, int32_t **idx, size_t **first);
+static inline sm_spans_sel sm_session_sel(const int32_t *idx, const size_t *first, size_t sess)
+{
+    return (sm_spans_sel){idx + first[sess], first[sess + 1] - first[sess]};
+}
+
+/* Statistics of the spans sel names into a malloc'ed array sorted by total time; *n receives its
+ * length. share_of_s is the duration used for share. NULL when out of memory (or no spans: then
+ * *n is 0). */
+sm_stat *sm_stats(const sm_model *m, sm_spans_sel sel, double share_of_s, size_t *n);
 void sm_stats_free(sm_stat *s, size_t n);
-/* Fills the res_* figures of stats (n of them, from sm_stats with the same keep and ctx) from
- * the samples that fall inside the kept instances of each name. */
-void sm_resources(const sm_model *m, sm_stat *stats, size_t n, int (*keep)(const sm_span *, void *),
-                  void *ctx);
+/* Fills the res_* figures of stats (n of them, from sm_stats over the same sel) from the samples
+ * that fall inside the instances of each name. */
+void sm_resources(const sm_model *m, sm_stat *stats, size_t n, sm_spans_sel sel);
 
 /* Percentile (0..100) of a sorted array, interpolating between closest ranks. */
 double sm_percentile(const double *sorted, size_t n, double pct);
@@ -477,9 +499,10 @@ void sm_stat_percentiles(sm_stat *s, const double *sorted, size_t n);
 void sm_steps(const sm_model *m, sm_steps_summary *out);
 
 /* Throughput of session sess in the run's unit: what was recorded on the session itself and in
- * the sections inside it, over the seconds they were measured in (as for the run). 0, or -1
- * when out of memory (then both are 0). */
-int sm_session_units(const sm_model *m, size_t sess, double *units, double *seconds);
+ * the sections inside it (sel: its spans, sm_session_spans), over the seconds they were measured
+ * in (as for the run). 0, or -1 when out of memory (then both are 0). */
+int sm_session_units(const sm_model *m, size_t sess, sm_spans_sel sel, double *units,
+                     double *seconds);
 
 /* Totals over the run: units (in the run's unit) and their seconds, FLOPs and the time of the sections that
  * recorded them. */

@@ -207,6 +207,9 @@ typedef struct sm_statsink {
 } sm_statsink;
 /* 0, or -1 out of memory (k empty). */
 int sm__sink_init(sm_statsink *k, const sm_model *m);
+/* The same for the spans sel names only: its cost is theirs, not the model's every site (a
+ * session's statistics, for each of 20,000 sessions); site_group is set for their sites alone. */
+int sm__sink_init_sel(sm_statsink *k, const sm_model *m, sm_spans_sel sel);
 /* One section instance, closed, not END_LOST; a thread's come together. outermost: no
  * instance of its name encloses it (its duration counts in the total). 0, or -1 out of memory. */
 int sm__sink_add(sm_statsink *k, const sm_model *m, const sm_span *s, int outermost);
@@ -217,7 +220,7 @@ int sm__sink_finish(sm_statsink *k, const sm_model *m, double share_of_s, sm_sta
 void sm__sink_free(sm_statsink *k);
 /* sm_stats with its failure told apart from no statistics: 0 (*out NULL when no section is
  * kept), or -1 out of memory. */
-int sm__stats(const sm_model *m, int (*keep)(const sm_span *, void *), void *ctx,
+int sm__stats(const sm_model *m, sm_spans_sel sel,
               double share_of_s, sm_stat **out, size_t *n_out);
 
 /* Statistics of another run (from, n_from) added into *into by name (merge.c, for models that
@@ -242,8 +245,10 @@ int sm__derive(sm_model *m, int have_stats);
 int sm__drop_short(sm_model *m, int64_t min_ns);
 /* Folds the hot functions' counted calls (SM_AGGREGATED_EVENT) into m->stats. 0, or -1. */
 int sm__fold_aggregated(sm_model *m);
-/* site_stat[i] (m->n_sites of them): the index in stats of the entry named as site i, -1 none;
- * by a hash of the names. 0, or -1 out of memory. */
-int sm__site_stats(const sm_model *m, const sm_stat *stats, size_t n_stats, int *site_stat);
+/* site_stat[i] (room for m->n_sites): the index in stats of the entry named as site i, -1 none,
+ * by a hash of the names; set for the sites of sel's spans only when sel names some. 0, or -1
+ * out of memory. */
+int sm__site_stats(const sm_model *m, const sm_stat *stats, size_t n_stats, sm_spans_sel sel,
+                   int *site_stat);
 
 #endif

@@ -81,8 +81,8 @@ static int units_counted_above(const sm_model *m, const sm_span *s, const char *
  * the wall time their sessions and sections covered, each instant once. A section inside one
  * that recorded units in the same unit (or inside such a session) is counted there, not again;
  * nested, when not NULL, counts those sections. iv: room for n_spans + n_sessions intervals. */
-static void unit_time(const sm_model *m, const char *unit, int32_t sess, sm_iv *iv,
-                      double *units, double *seconds, unsigned long long *nested)
+static void unit_time(const sm_model *m, const char *unit, int32_t sess, sm_spans_sel sel,
+                      sm_iv *iv, double *units, double *seconds, unsigned long long *nested)
 {
     size_t n = 0;
     *units = *seconds = 0;
@@ -90,9 +90,10 @@ static void unit_time(const sm_model *m, const char *unit, int32_t sess, sm_iv *
         *units += m->run_units;
         *seconds += m->run_units_s;
     }
-    for (size_t i = 0; i < m->n_sessions; i++) {
+    size_t s0 = sess >= 0 ? (size_t)sess : 0, s1 = sess >= 0 ? (size_t)sess + 1 : m->n_sessions;
+    for (size_t i = s0; i < s1 && i < m->n_sessions; i++) {
         const sm_session *s = &m->sessions[i];
-        if ((sess >= 0 && (int32_t)i != sess) || s->units <= 0 || strcmp(sm__unit_name(m, s->unit), unit))
+        if (s->units <= 0 || strcmp(sm__unit_name(m, s->unit), unit))
             continue;
         *units += s->units;
         *seconds += s->units_s;
@@ -102,8 +103,8 @@ static void unit_time(const sm_model *m, const char *unit, int32_t sess, sm_iv *
     int any = 0; /* a section recorded units: else the walk over every span finds none */
     for (size_t i = 0; i < m->n_span_x && !any; i++)
         any = m->span_x[i].units > 0;
-    for (size_t i = 0; any && i < m->n_spans; i++) {
-        const sm_span *s = &m->spans[i];
+    for (size_t q = 0, nq = any ? sm_sel_n(m, sel) : 0; q < nq; q++) {
+        const sm_span *s = &m->spans[sm_sel_at(sel, q)];
         const sm_span_x *x = sm_span_extra(m, s);
         if ((sess >= 0 && s->session != sess) || x->units <= 0 || strcmp(sm__unit_name(m, x->unit), unit))
             continue;
@@ -135,19 +136,20 @@ int sm__build_rates(sm_model *m, unsigned long long *nested)
     if (!iv)
         return -1;
     for (size_t r = 0; r < m->n_rates; r++)
-        unit_time(m, m->rates[r].unit, -1, iv, &m->rates[r].units, &m->rates[r].seconds,
-                  nested);
+        unit_time(m, m->rates[r].unit, -1, SM_ALL_SPANS, iv, &m->rates[r].units,
+                  &m->rates[r].seconds, nested);
     sonde__free(iv);
     return 0;
 }
 
-int sm_session_units(const sm_model *m, size_t sess, double *units, double *seconds)
+int sm_session_units(const sm_model *m, size_t sess, sm_spans_sel sel, double *units,
+                     double *seconds)
 {
     *units = *seconds = 0;
-    sm_iv *iv = sonde__malloc((m->n_spans + m->n_sessions + 1) * sizeof *iv);
+    sm_iv *iv = sonde__malloc((sm_sel_n(m, sel) + 2) * sizeof *iv);
     if (!iv)
         return -1;
-    unit_time(m, m->n_rates ? m->rates[0].unit : m->unit, (int32_t)sess, iv, units, seconds,
+    unit_time(m, m->n_rates ? m->rates[0].unit : m->unit, (int32_t)sess, sel, iv, units, seconds,
               NULL);
     sonde__free(iv);
     return 0;

@@ -57,7 +57,8 @@ static const sm_counter *counter_named(const sm_model *m, const char *name)
 
 /* Per section name, from the samples that fall inside its instances: mean process CPU, RSS at
  * begin and end, mean GPU utilization, peak GPU memory. Nothing on the hot path: all here. */
-int sm__site_stats(const sm_model *m, const sm_stat *stats, size_t n_stats, int *site_stat)
+int sm__site_stats(const sm_model *m, const sm_stat *stats, size_t n_stats, sm_spans_sel sel,
+                   int *site_stat)
 {
     strmap by_name; /* a hash of the names: 20,000 names made sites x stats string compares */
     strmap_init(&by_name);
@@ -66,14 +67,15 @@ int sm__site_stats(const sm_model *m, const sm_stat *stats, size_t n_stats, int 
             strmap_free(&by_name);
             return -1;
         }
-    for (size_t i = 0; i < m->n_sites; i++)
+    for (size_t q = 0, nq = sel.only ? sel.n_only : m->n_sites; q < nq; q++) {
+        uint32_t i = sel.only ? m->spans[sel.only[q]].site : (uint32_t)q;
         site_stat[i] = strmap_get(&by_name, m->sites[i].name);
+    }
     strmap_free(&by_name);
     return 0;
 }
 
-void sm_resources(const sm_model *m, sm_stat *stats, size_t n_stats,
-                  int (*keep)(const sm_span *, void *), void *ctx)
+void sm_resources(const sm_model *m, sm_stat *stats, size_t n_stats, sm_spans_sel sel)
 {
     const sm_counter *cpu = counter_named(m, "process cpu %"), *rss = counter_named(m, "rss MiB");
     const sm_counter *util[64], *mem[64];
@@ -96,7 +98,7 @@ void sm_resources(const sm_model *m, sm_stat *stats, size_t n_stats,
         sonde__free(site_stat);
         return;
     }
-    if (sm__site_stats(m, stats, n_stats, site_stat)) { /* each site's entry, by name */
+    if (sm__site_stats(m, stats, n_stats, sel, site_stat)) { /* each site's entry, by name */
         sonde__free(acc);
         sonde__free(site_stat);
         return;
@@ -105,10 +107,10 @@ void sm_resources(const sm_model *m, sm_stat *stats, size_t n_stats,
      * util n, gpu mem peak */
     for (size_t k = 0; k < n_stats; k++)
         acc[8 * k + 7] = NAN;
-    for (size_t i = 0; i < m->n_spans; i++) {
-        const sm_span *s = &m->spans[i];
+    for (size_t q = 0, nq = sm_sel_n(m, sel); q < nq; q++) {
+        const sm_span *s = &m->spans[sm_sel_at(sel, q)];
         int k = site_stat[s->site];
-        if (k < 0 || (keep && !keep(s, ctx)))
+        if (k < 0)
             continue;
         double *a = &acc[8 * k];
         if (cpu)
@@ -284,36 +286,59 @@ static int cmp_giv(const void *a, const void *b)
     return x->iv.s < y->iv.s ? -1 : x->iv.s > y->iv.s;
 }
 
-int sm__sink_init(sm_statsink *k, const sm_model *m)
+/* The sink's groups: the sites sel's spans name (every site when sel is every span) grouped by
+ * name, each group named as its lowest site. For some spans only (a session's) the work is
+ * theirs, not the model's every site: site_group is then set for their sites alone. */
+static int sink_groups(sm_statsink *k, const sm_model *m, sm_spans_sel sel)
 {
-    memset(k, 0, sizeof *k);
     strmap names;
     strmap_init(&names);
-    k->site_group = sonde__malloc((m->n_sites ? m->n_sites : 1) * sizeof *k->site_group);
-    if (!k->site_group)
-        goto fail;
-    for (size_t i = 0; i < m->n_sites; i++) { /* sites grouped by name */
+    int rc = -1;
+    size_t nq = sel.only ? sel.n_only : m->n_sites;
+    uint32_t *lowest = NULL; /* each group's lowest site */
+    size_t cap = 0;
+    for (size_t q = 0; q < nq; q++) {
+        uint32_t i = sel.only ? m->spans[sel.only[q]].site : (uint32_t)q;
         int g = strmap_get(&names, m->sites[i].name);
         if (g < 0) {
-            g = (int)k->n_groups++;
-            if (strmap_put(&names, m->sites[i].name, g))
-                goto fail;
+            g = (int)k->n_groups;
+            if (strmap_put(&names, m->sites[i].name, g) || SONDE_GROW(lowest, k->n_groups, cap))
+                goto out;
+            lowest[k->n_groups++] = i;
+        } else if (i < lowest[g]) {
+            lowest[g] = i;
         }
         k->site_group[i] = g;
     }
     k->g = sonde__calloc(k->n_groups ? k->n_groups : 1, sizeof *k->g);
     if (!k->g)
+        goto out;
+    for (size_t g = 0; g < k->n_groups; g++)
+        k->g[g].name = m->sites[lowest[g]].name;
+    rc = 0;
+out:
+    sonde__free(lowest);
+    strmap_free(&names);
+    return rc;
+}
+
+int sm__sink_init(sm_statsink *k, const sm_model *m)
+{
+    return sm__sink_init_sel(k, m, SM_ALL_SPANS);
+}
+
+int sm__sink_init_sel(sm_statsink *k, const sm_model *m, sm_spans_sel sel)
+{
+    memset(k, 0, sizeof *k);
+    k->site_group = sonde__malloc((m->n_sites ? m->n_sites : 1) * sizeof *k->site_group);
+    if (!k->site_group || sink_groups(k, m, sel))
         goto fail;
-    for (size_t i = m->n_sites; i-- > 0;) /* each group's name: its first site's */
-        k->g[k->site_group[i]].name = m->sites[i].name;
     for (size_t g = 0; g < k->n_groups; g++) {
         k->g[g].st.min_depth = 1 << 30;
         k->g[g].last_thread = UINT32_MAX;
     }
-    strmap_free(&names);
     return 0;
 fail:
-    strmap_free(&names);
     sm__sink_free(k);
     return -1;
 }
@@ -500,15 +525,15 @@ int sm__sink_finish(sm_statsink *k, const sm_model *m, double share_of_s, sm_sta
     return 0;
 }
 
-int sm__stats(const sm_model *m, int (*keep)(const sm_span *, void *), void *ctx,
-              double share_of_s, sm_stat **out, size_t *n_out)
+int sm__stats(const sm_model *m, sm_spans_sel sel, double share_of_s, sm_stat **out,
+              size_t *n_out)
 {
     *out = NULL;
     *n_out = 0;
     if (!m->n_spans)
         return 0;
     sm_statsink k;
-    if (sm__sink_init(&k, m))
+    if (sm__sink_init_sel(&k, m, sel))
         return -1;
     int rc = -1;
     /* A recursive call (inside an earlier instance of the same name on its thread) is already
@@ -519,9 +544,9 @@ int sm__stats(const sm_model *m, int (*keep)(const sm_span *, void *), void *ctx
         goto out;
     for (size_t g = 0; g < k.n_groups; g++)
         open_thread[g] = UINT32_MAX;
-    for (size_t i = 0; i < m->n_spans; i++) {
-        const sm_span *s = &m->spans[i];
-        if ((s->flags & SM_SPAN_END_LOST) || (keep && !keep(s, ctx)))
+    for (size_t q = 0, nq = sm_sel_n(m, sel); q < nq; q++) {
+        const sm_span *s = &m->spans[sm_sel_at(sel, q)];
+        if (s->flags & SM_SPAN_END_LOST)
             continue;
         int g = k.site_group[s->site];
         if (open_thread[g] != s->thread) { /* spans are grouped by thread */
@@ -598,11 +623,37 @@ int sm__stats_combine(sm_stat **into, size_t *n_into, sm_stat *from, size_t n_fr
     return 0;
 }
 
-sm_stat *sm_stats(const sm_model *m, int (*keep)(const sm_span *, void *), void *ctx,
-                  double share_of_s, size_t *n_out)
+sm_stat *sm_stats(const sm_model *m, sm_spans_sel sel, double share_of_s, size_t *n_out)
 {
     sm_stat *st;
-    return sm__stats(m, keep, ctx, share_of_s, &st, n_out) ? NULL : st;
+    return sm__stats(m, sel, share_of_s, &st, n_out) ? NULL : st;
+}
+
+int sm_session_spans(const sm_model *m, int32_t **idx, size_t **first)
+{
+    *idx = sonde__malloc((m->n_spans ? m->n_spans : 1) * sizeof **idx);
+    *first = sonde__calloc(m->n_sessions + 2, sizeof **first);
+    if (!*idx || !*first) {
+        sonde__free(*idx);
+        sonde__free(*first);
+        *idx = NULL;
+        *first = NULL;
+        return -1;
+    }
+    size_t *f = *first; /* counted at f[s + 2], then the starts shifted into f[s + 1] */
+    for (size_t i = 0; i < m->n_spans; i++) {
+        int32_t s = m->spans[i].session;
+        if (s >= 0 && (size_t)s < m->n_sessions)
+            f[s + 2]++;
+    }
+    for (size_t s = 0; s < m->n_sessions; s++)
+        f[s + 2] += f[s + 1];
+    for (size_t i = 0; i < m->n_spans; i++) { /* in span order: each session's ascending */
+        int32_t s = m->spans[i].session;
+        if (s >= 0 && (size_t)s < m->n_sessions)
+            (*idx)[f[s + 1]++] = (int32_t)i;
+    }
+    return 0;
 }
 
 void sm_steps(const sm_model *m, sm_steps_summary *o)

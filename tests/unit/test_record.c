@@ -12,6 +12,7 @@
 
 #include "export/export.h"
 #include "record/record.h"
+#include "util/alloc.h"
 
 static void sections_nest(void **state)
 {
@@ -474,7 +475,7 @@ static void build_stats_equal_span_stats(void **state)
         sm_model m;
         assert_int_equal(tu_finish(p, &m), 0);
         size_t n = 0;
-        sm_stat *st = sm_stats(&m, NULL, NULL, (double)m.duration_ns / 1e9, &n);
+        sm_stat *st = sm_stats(&m, SM_ALL_SPANS, (double)m.duration_ns / 1e9, &n);
         assert_non_null(st);
         assert_int_equal((int)n, 5);
         stats_equal(m.stats, m.n_stats, st, n);
@@ -534,11 +535,6 @@ static size_t csv_rows_sorted(sbuf *b)
  * longest, and those with metadata, and folds the rest as it is read; its statistics, its
  * sessions' statistics and its counts are those of the whole run read with no limit, and the
  * folded runs account for every section not held. */
-static int in_session(const sm_span *s, void *ctx)
-{
-    return s->session == *(const int32_t *)ctx;
-}
-
 static void held_sections_report_the_whole_run(void **state)
 {
     (void)state;
@@ -637,15 +633,25 @@ static void held_sections_report_the_whole_run(void **state)
         assert_int_equal((int)h.profile.sections[i].samples, (int)f.profile.sections[i].samples);
     }
     assert_int_equal((int)h.n_sessions, 2);
+    int32_t *sidx;
+    size_t *sfirst;
+    assert_int_equal(sm_session_spans(&f, &sidx, &sfirst), 0);
     for (int32_t i = 0; i < 2; i++) {
         const sm_session *se = &f.sessions[i];
-        size_t n = 0;
-        sm_stat *st = sm_stats(&f, in_session, &i, (double)(se->end_ns - se->start_ns) / 1e9, &n);
+        size_t n = 0, in = 0;
+        for (size_t k = 0; k < f.n_spans; k++) /* the session's spans, as the bucket has them */
+            if (f.spans[k].session == i)
+                assert_int_equal(sidx[sfirst[i] + in++], (int)k);
+        assert_int_equal((int)(sfirst[i + 1] - sfirst[i]), (int)in);
+        sm_stat *st = sm_stats(&f, sm_session_sel(sidx, sfirst, (size_t)i),
+                               (double)(se->end_ns - se->start_ns) / 1e9, &n);
         assert_non_null(st);
         assert_non_null(h.sessions[i].stats);
         stats_equal(h.sessions[i].stats, h.sessions[i].n_stats, st, n);
         sm_stats_free(st, n);
     }
+    sonde__free(sidx);
+    sonde__free(sfirst);
     size_t slices = 0;
     assert_int_equal(sx_trace(&h, count_slices, &slices), 0);
     assert_int_equal((int)slices, (int)(h.n_spans + h.n_folds));
