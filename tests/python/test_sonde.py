@@ -183,55 +183,53 @@ class Recording(Base):
         return sonde.Profiler(dict(QUIET, name=name, output_dir=self.dir, formats=["json"],
                                    **kw), from_env=False)
 
+    def export_cpu(self, name, n, body, fmt):
+        """Records body(prof, i) for i < n into NAME.sonde, then the least thread CPU time of
+        three `sonde export` runs of it, in process: the CPU it consumed, whatever else the
+        machine runs."""
+        with sonde.Profiler(dict(QUIET, name=name, output_dir=self.dir, formats=[]),
+                            from_env=False) as prof:
+            for i in range(n):
+                body(prof, i)
+        best = None
+        for _ in range(3):
+            t = time.thread_time()
+            self.assertEqual(sonde.cli(["export", os.path.join(self.dir, name + ".sonde"),
+                                        "--format", fmt, "-o", os.path.join(self.dir, "x"),
+                                        "--quiet"]), 0)
+            t = time.thread_time() - t
+            best = t if best is None else min(best, t)
+        return best
+
     def test_reports_are_linear_in_section_names(self):
         """Twice the names, about twice the CPU time: matching each site to its statistic by
         name compared every site with every name (20,000 names: 2.5 s for the text report, 0.3
         s after; issue 36 #13). A relative figure, on the CPU time `sonde export` consumed."""
-        def cpu(n):
-            name = "names%d" % n
-            with sonde.Profiler(dict(QUIET, name=name, output_dir=self.dir, formats=[]),
-                                from_env=False) as prof:
-                for i in range(n):
-                    with prof.profile("fn_%d" % i):
-                        pass
-            best = None
-            for _ in range(3):  # in this thread: its CPU time, whatever else the machine runs
-                t = time.thread_time()
-                self.assertEqual(sonde.cli(["export", os.path.join(self.dir, name + ".sonde"),
-                                            "--format", "txt,json", "-o",
-                                            os.path.join(self.dir, "x"), "--quiet"]), 0)
-                t = time.thread_time() - t
-                best = t if best is None else min(best, t)
-            return best
-        small, big = cpu(10000), cpu(20000)
+        def one(prof, i):
+            with prof.profile("fn_%d" % i):
+                pass
+        small = self.export_cpu("names1", 10000, one, "txt,json")
+        big = self.export_cpu("names2", 20000, one, "txt,json")
         self.assertLess(big / small, 3.0, (small, big))  # quadratic gives 4, linear 2
 
     def test_reports_are_linear_in_sessions(self):
         """Twice the sessions, about twice the CPU time: each session's statistics scanned every
         span and grouped every site again (20,000 sessions of 10 sections: the JSON report
         139.6 s, 2.6 s after; issue 36 #13)."""
+        def three(prof, i):
+            with prof.session("s%d" % i):
+                for k in range(3):
+                    with prof.profile("sec%d" % k):
+                        pass
+
         def cpu(n):
             name = "sessions%d" % n
-            with sonde.Profiler(dict(QUIET, name=name, output_dir=self.dir, formats=[]),
-                                from_env=False) as prof:
-                for i in range(n):
-                    with prof.session("s%d" % i):
-                        for k in range(3):
-                            with prof.profile("sec%d" % k):
-                                pass
-            best = None
-            for _ in range(3):
-                t = time.thread_time()
-                self.assertEqual(sonde.cli(["export", os.path.join(self.dir, name + ".sonde"),
-                                            "--format", "json", "-o",
-                                            os.path.join(self.dir, "x"), "--quiet"]), 0)
-                t = time.thread_time() - t
-                best = t if best is None else min(best, t)
+            t = self.export_cpu(name, n, three, "json")
             with open(os.path.join(self.dir, "x", name + ".json")) as f:
                 r = json.load(f)
             self.assertEqual(len(r["sessions"]), n)
             self.assertEqual([x["count"] for x in r["sessions"][-1]["sections"]], [1, 1, 1])
-            return best
+            return t
         small, big = cpu(2000), cpu(4000)
         self.assertLess(big / small, 3.0, (small, big))  # quadratic gives 4, linear 2
 
