@@ -58,12 +58,15 @@ def main():
           % (sys.executable, torch.__version__, CALLS, n))
     plain = per_forward(model(), x, n)
     rf = per_forward(with_record_function(model()), x, n)
-    with sonde.Profiler({"name": "bench", "output_dir": out, "formats": [],
-                         "collect_cpu": False, "collect_memory": False, "collect_gpu": False},
-                        from_env=False) as prof:
-        m = model()
-        sonde.torch.instrument(m, prof)
-        inst = per_forward(m, x, n)
+    def instrumented(**kw):
+        with sonde.Profiler({"name": "bench", "output_dir": out, "formats": [],
+                             "collect_cpu": False, "collect_memory": False,
+                             "collect_gpu": False}, from_env=False) as prof:
+            m = model()
+            sonde.torch.instrument(m, prof, **kw)
+            return per_forward(m, x, n)
+    inst = instrumented()
+    inst_flops = instrumented(with_flops=True)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
         tp = per_forward(model(), x, max(n // 10, 10))
 
@@ -73,6 +76,7 @@ def main():
 
     print("  %-44s %9.0f ns a forward  (the floor)" % ("plain model", plain * 1e9))
     row("sonde.torch.instrument()", inst)
+    row("sonde.torch.instrument(with_flops=True)", inst_flops)
     row("record_function around each module", rf)
     row("torch.profiler (CPU) alone, no ranges", tp)
     a, b = (inst - plain) / CALLS, (rf - plain) / CALLS

@@ -166,7 +166,7 @@ class Backend(unittest.TestCase):
         model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
         opt = torch.optim.Adam(model.parameters(), lr=0.01)
         with sonde.Profiler(QUIET, name="train", output_dir=self.dir, wait=1, warmup=1,
-                            active=3, repeat=1, formats=["json"]) as p:
+                            active=3, repeat=1, formats=["json", "trace"]) as p:
             tp = sonde.torch.profile_operators(keep_key_averages=True)
             for _ in range(6):
                 with p.profile("train_step"):
@@ -179,11 +179,16 @@ class Backend(unittest.TestCase):
         with open(os.path.join(self.dir, "train.json")) as f:
             rep = json.load(f)
         theirs = {e.key: e for e in w["key_averages"]}
-        # Adam's aten::div_ runs inside aten::div_ as its only child: one call to torch (it was
-        # 6 against 4); the products' counts are structural too. Which zero-length operators
-        # nest where at a microsecond tie can differ between sonde's nesting (sections are not
-        # operators there) and torch's, so not every row is compared.
-        for op in ("aten::div_", "aten::addmm", "aten::mm"):
+        # Adam's aten::div_ runs inside aten::div_ as its only child: the table counts such a
+        # pair once, as torch's does (6 calls against torch's 4 before), while the trace keeps
+        # both. Whether a pair qualifies can differ between sonde's nesting (sections are not
+        # operators there) and torch's where operators tie at a microsecond, so the count is
+        # not compared with torch's (one CI run found 3 against 4); tests/unit/test_ops.c
+        # checks the folding itself. The products' counts are structural.
+        traced = sum(1 for e in load_trace(os.path.join(self.dir, "train.trace.json.gz"))
+                     if e.get("name") == "aten::div_")
+        self.assertLess(table(rep, "aten::div_")["calls"], traced)
+        for op in ("aten::addmm", "aten::mm"):
             self.assertEqual(table(rep, op)["calls"], theirs[op].count, op)
         for r in rep["operators"]["by_name"]:
             self.assertLessEqual(r["self_cpu_s"], r["cpu_total_s"] + 1e-12, r)

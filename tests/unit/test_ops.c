@@ -172,6 +172,70 @@ static void folded_under_their_section(void **state)
     tu_rmrf(dir);
 }
 
+/* As torch's key_averages() (EventList._remove_dup_nodes): a call that is the only child of a
+ * call of its name is folded into it, its children and its kernels taken by the parent; a
+ * chain folds whole; a call with a sibling is a call of its own. The trace keeps every call. */
+static void same_name_only_child_is_folded(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "dups");
+    sonde_profiler *p = sonde_create(&c);
+    assert_non_null(p);
+    assert_int_equal(sonde_begin(p, "step"), 0);
+    uint64_t t = mono();
+    spin_until(t + 500000);
+    assert_int_equal(sonde_end(p), 0);
+    const uint64_t us = 1000;
+    sonde_op ops[] = {
+        {.kind = SONDE_OP_CPU, .name = "aten::div_", .start_ns = t + 10 * us, .dur_ns = 100 * us,
+         .id = 8},
+        {.kind = SONDE_OP_CPU, .name = "aten::div_", .start_ns = t + 20 * us, .dur_ns = 80 * us,
+         .id = 9},
+        {.kind = SONDE_OP_CPU, .name = "aten::empty", .start_ns = t + 30 * us, .dur_ns = 10 * us},
+        {.kind = SONDE_OP_KERNEL, .name = "div_outer", .start_ns = t + 50 * us, .dur_ns = 7 * us,
+         .id = 8},
+        {.kind = SONDE_OP_KERNEL, .name = "div_inner", .start_ns = t + 60 * us, .dur_ns = 5 * us,
+         .id = 9},
+        /* a sibling keeps the inner mul a call of its own */
+        {.kind = SONDE_OP_CPU, .name = "aten::mul", .start_ns = t + 200 * us, .dur_ns = 100 * us},
+        {.kind = SONDE_OP_CPU, .name = "aten::mul", .start_ns = t + 210 * us, .dur_ns = 40 * us},
+        {.kind = SONDE_OP_CPU, .name = "aten::add", .start_ns = t + 260 * us, .dur_ns = 20 * us},
+        /* a chain of three: one call */
+        {.kind = SONDE_OP_CPU, .name = "aten::add_", .start_ns = t + 310 * us, .dur_ns = 80 * us},
+        {.kind = SONDE_OP_CPU, .name = "aten::add_", .start_ns = t + 320 * us, .dur_ns = 60 * us},
+        {.kind = SONDE_OP_CPU, .name = "aten::add_", .start_ns = t + 330 * us, .dur_ns = 40 * us},
+    };
+    assert_int_equal(sonde_ops(p, ops, sizeof ops / sizeof ops[0]), 0);
+    sm_model m;
+    assert_int_equal(tu_finish(p, &m), 0);
+    assert_int_equal(m.n_ops, 9); /* every call kept for the trace */
+    sm_op_row *rows;
+    size_t n;
+    assert_int_equal(sm_ops_table(&m, 0, &rows, &n), 0);
+    assert_int_equal(n, 5);
+    const sm_op_row *r = find_row(rows, n, "aten::div_", NULL);
+    assert_int_equal(r->calls, 1);
+    assert_true(fabs(r->cpu_total_s - 100e-6) < 1e-12);
+    assert_true(fabs(r->self_cpu_s - 90e-6) < 1e-12);    /* less the folded call's child */
+    assert_true(fabs(r->self_device_s - 5e-6) < 1e-12);  /* the folded call's kernel, lifted */
+    assert_true(fabs(r->device_total_s - 12e-6) < 1e-12);
+    r = find_row(rows, n, "aten::mul", NULL);
+    assert_int_equal(r->calls, 2);
+    assert_true(fabs(r->self_cpu_s - 80e-6) < 1e-12); /* 100 - 40 - 20, and 40 */
+    r = find_row(rows, n, "aten::add_", NULL);
+    assert_int_equal(r->calls, 1);
+    assert_true(fabs(r->cpu_total_s - 80e-6) < 1e-12);
+    assert_true(fabs(r->self_cpu_s - 80e-6) < 1e-12);
+    assert_int_equal(find_row(rows, n, "aten::empty", NULL)->calls, 1);
+    assert_int_equal(find_row(rows, n, "aten::add", NULL)->calls, 1);
+    assert_int_equal((int)sm_ops_calls(rows, n), 6);
+    sonde__free(rows);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
 static void bad_input_is_refused(void **state)
 {
     (void)state;
@@ -241,6 +305,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(folded_under_their_section),
+        cmocka_unit_test(same_name_only_child_is_folded),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(gpu_record_times_saturate),
     };
