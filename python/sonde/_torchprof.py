@@ -2,6 +2,7 @@
 torch.profiler.profile, and each window torch records is folded into sonde's recording through
 sonde_ops, on sonde's clock. docs/pytorch.md describes it; this module is the mechanism."""
 
+import bisect
 import json
 import sys
 import threading
@@ -41,6 +42,42 @@ else:  # pragma: no cover (PyTorch before 1.13)
         h.__exit__(None, None, None)
 
 
+# sonde.torch's own autograd identities (instrument(backward=True): the _Mark function, its
+# backward and autograd's range around it), and the aliasing done inside them: sonde's doing, not
+# the program's, so in no table and no trace (issue 35)
+_OWN_OPS = ("_Mark", "_MarkBackward", "autograd::engine::evaluate_function: _MarkBackward")
+
+
+def _own_spans(events):
+    """{torch thread: ([starts], [ends])}: the merged time ranges (microseconds) of _OWN_OPS,
+    sorted, disjoint."""
+    by = {}
+    for e in events:
+        if e.name() in _OWN_OPS:
+            s = int(e.start_us())
+            by.setdefault(e.start_thread_id(), []).append((s, s + int(e.duration_us())))
+    out = {}
+    for th, v in by.items():
+        v.sort()
+        merged = [list(v[0])]
+        for a, b in v[1:]:
+            if a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        out[th] = ([a for a, _ in merged], [b for _, b in merged])
+    return out
+
+
+def _in_own(own, th, s, e):
+    """Whether [s, e] (microseconds) on torch thread th lies inside one of sonde's own ops."""
+    spans = own.get(th)
+    if not spans:
+        return False
+    k = bisect.bisect_right(spans[0], s) - 1
+    return k >= 0 and e <= spans[1][k]
+
+
 def _fold(events, skip, off_ns, record_shapes):
     """torch's events (KinetoEvent-like objects) as sonde_ops tuples: CPU operators, memory,
     and CUDA kernels, copies and sets. skip: names of record_function ranges that mirror sonde's
@@ -51,6 +88,7 @@ def _fold(events, skip, off_ns, record_shapes):
         n = e.name()
         if n.startswith(_MARK):
             tids[e.start_thread_id()] = int(n[len(_MARK):])
+    own = _own_spans(events)
     out = []
     for e in events:
         name = e.name()
@@ -68,6 +106,9 @@ def _fold(events, skip, off_ns, record_shapes):
                 continue
             if name.startswith(_MARK) or (e.scope() == _USER_SCOPE and
                                           (name in skip or name.startswith("ProfilerStep#"))):
+                continue
+            if own and _in_own(own, e.start_thread_id(), int(e.start_us()),
+                               int(e.start_us()) + int(e.duration_us())):
                 continue
             shapes = None
             if record_shapes:
