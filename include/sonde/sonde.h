@@ -677,26 +677,39 @@ SONDE__INLINE void sonde__push(sonde__tbuf *tb, uint32_t id)
     sonde__set_depth(tb, d + 1);
 }
 
-/* Writes a section's begin (pushing id) or end (popping it) at tb's cursor: the caller has
- * checked that the slot is there and the stack within its 64 entries. */
-SONDE__INLINE void sonde__write_begin(sonde__tbuf *tb, const sonde__hot *h, uint32_t id)
+/* Writes a section's begin (kind SONDE__K_BEGIN, pushing id) or end (popping it) at tb's cursor:
+ * the caller has checked that the slot is there and the stack within its 64 entries. kind is a
+ * constant at every call, so each inlined copy keeps one branch's code. */
+SONDE__INLINE void sonde__write_edge(sonde__tbuf *tb, const sonde__hot *h, uint32_t id,
+                                     unsigned kind)
 {
     sonde__ev *e = tb->cur;
     e->ts = sonde__now(h);
-    e->tag = (id << 4) | SONDE__K_BEGIN;
+    e->tag = (id << 4) | kind;
     e->arg = 0;
-    sonde__push(tb, id);
+    if (kind == SONDE__K_BEGIN)
+        sonde__push(tb, id);
+    else
+        sonde__set_depth(tb, tb->depth - 1);
     sonde__publish(tb, e + 1);
+}
+SONDE__INLINE void sonde__write_begin(sonde__tbuf *tb, const sonde__hot *h, uint32_t id)
+{
+    sonde__write_edge(tb, h, id, SONDE__K_BEGIN);
 }
 
 SONDE__INLINE void sonde__write_end(sonde__tbuf *tb, const sonde__hot *h, uint32_t id)
 {
-    sonde__ev *e = tb->cur;
-    e->ts = sonde__now(h);
-    e->tag = (id << 4) | SONDE__K_END;
-    e->arg = 0;
-    sonde__set_depth(tb, tb->depth - 1);
-    sonde__publish(tb, e + 1);
+    sonde__write_edge(tb, h, id, SONDE__K_END);
+}
+
+/* Whether a begin of id can be written inline on tb, the calling thread's cached buffer: it is
+ * p's (h's serial), id is a registered site, the chunk has room and the stack depth is under
+ * 64. SONDE_SCOPE and the extension's sections (record.h) ask the same question. */
+SONDE__INLINE int sonde__begin_inline_ok(const sonde__hot *h, const sonde__tbuf *tb, uint32_t id)
+{
+    return sonde__tl.serial == h->serial && id != 0 && tb->cur < tb->end &&
+           (uint32_t)tb->depth < 64u;
 }
 
 /* Opens a section for a call site; returns the thread buffer to pass to sonde__scope_end, or
@@ -719,8 +732,7 @@ SONDE__INLINE sonde__tbuf *sonde__scope_begin(sonde_profiler *p, sonde_site *s)
 #else
     uint32_t id = s->id;
 #endif
-    if (SONDE__UNLIKELY(sonde__tl.serial != h->serial || id == 0 || tb->cur >= tb->end ||
-                        (uint32_t)tb->depth >= 64u))
+    if (SONDE__UNLIKELY(!sonde__begin_inline_ok(h, tb, id)))
         return sonde__scope_begin_slow(p, s);
     sonde__write_begin(tb, h, id);
     return tb;

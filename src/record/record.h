@@ -62,9 +62,8 @@ static inline int sonde__begin_fast(sonde_profiler *p, uint32_t id, const char *
 {
     const sonde__hot *h = (const sonde__hot *)(const void *)p;
     sonde__tbuf *tb = sonde__tl.tb;
-    if (SONDE__LIKELY(id && __atomic_load_n(&h->recording, __ATOMIC_RELAXED) &&
-                      sonde__tl.serial == h->serial && tb->cur < tb->end &&
-                      (uint32_t)tb->depth < 64u)) {
+    if (SONDE__LIKELY(__atomic_load_n(&h->recording, __ATOMIC_RELAXED) &&
+                      sonde__begin_inline_ok(h, tb, id))) {
         sonde__write_begin(tb, h, id);
         return 0;
     }

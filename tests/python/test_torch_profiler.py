@@ -62,6 +62,17 @@ def denoise(model, prof, steps=STEPS, step=None):
     return x
 
 
+def train(model, opt, prof, steps):
+    """steps training steps (forward, backward, the optimizer), each a section, then a step."""
+    for _ in range(steps):
+        with prof.profile("train_step"):
+            loss = model(torch.randn(4, 8)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        prof.step()
+
+
 def load_trace(path):
     with gzip.open(path) if path.endswith(".gz") else open(path) as f:
         d = json.load(f)
@@ -168,13 +179,7 @@ class Backend(unittest.TestCase):
         with sonde.Profiler(QUIET, name="train", output_dir=self.dir, wait=1, warmup=1,
                             active=3, repeat=1, formats=["json", "trace"]) as p:
             tp = sonde.torch.profile_operators(keep_key_averages=True)
-            for _ in range(6):
-                with p.profile("train_step"):
-                    loss = model(torch.randn(4, 8)).pow(2).mean()
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-                p.step()
+            train(model, opt, p, 6)
         w = tp.windows[0]
         with open(os.path.join(self.dir, "train.json")) as f:
             rep = json.load(f)
@@ -204,13 +209,7 @@ class Backend(unittest.TestCase):
                             active=2, repeat=1, formats=["json", "trace"]) as p:
             ins = sonde.torch.instrument(model, backward=True)
             sonde.torch.profile_operators()
-            for _ in range(5):
-                with p.profile("train_step"):
-                    loss = model(torch.randn(4, 8)).pow(2).mean()
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-                p.step()
+            train(model, opt, p, 5)
             ins.remove()
         with open(os.path.join(self.dir, "marks.json")) as f:
             rep = json.load(f)
