@@ -1158,8 +1158,15 @@ assert f["work"]["total"] >= 0.95 * n and f["work"]["self"] <= 0.02 * n, f["work
 lines = [l.rsplit(" ", 1) for l in open(sys.argv[2]).read().splitlines()]
 assert sum(int(c) for _, c in lines) == n, (sum(int(c) for _, c in lines), n)
 assert all(s.startswith("hotspots;") for s, _ in lines), lines[:3]
-hot = [s for s, _ in lines if s.endswith(";hot70")]
-assert hot and all(s.endswith(";work;hot70") for s in hot), hot[:3]
+hot = [(s, int(c)) for s, c in lines if s.endswith(";hot70")]
+# a sample on hot70's first or last instruction (its frame not yet made, or already undone)
+# finds work's caller where work should be, as any frame-pointer unwinder does (docs/stacks.md):
+# at most 1% of hot70's samples, never another shape
+whole = sum(c for s, c in hot if s.endswith(";work;hot70"))
+edge = sum(c for s, c in hot if not s.endswith(";work;hot70"))
+assert hot and edge <= 0.01 * (whole + edge), hot[:5]
+assert all(s.endswith(";work;hot70") or s.split(";")[-2] in ("start_thread", "main", "__libc_start_call_main")
+           for s, _ in hot), hot[:5]
 print("hotspots, %s thread(s): %d samples, self %s" % (sys.argv[3], n, {k: round(v, 1) for k, v in got.items()}))
 PY
         grep -q "^CPU samples: " st/hs$th.txt && grep -q "^  hot70 " st/hs$th.txt || fail "text report: $(cat st/hs$th.txt)"
