@@ -241,6 +241,27 @@ int main(int argc, char **argv)
            floor1, nvtx_scope / floor1);
     printf("%-44s %9.2f %9.2f %7.2fx\n", "sonde_begin+end, nvtx on, no tool attached", nvtx_call,
            floor1, nvtx_call / floor1);
+    /* The flight recorder (flight_recorder_s 5): the hot path is the same; the writer encodes
+     * into memory instead of the file, and nothing is written without a trigger. */
+    on.nvtx = 0;
+    on.name = "bench-flight";
+    on.flight_recorder_s = 5;
+    g_p = sonde_create(&on);
+    double flight1 = best_ns(scope_loop, n);
+    double flight2_cpu, flight2 = best_ns_2threads(scope_loop, n, &flight2_cpu);
+    sonde__writer_stop(g_p);
+    uint64_t fdropped = 0;
+    for (sonde_tbuf *tb = atomic_load(&g_p->threads); tb; tb = atomic_load(&tb->next))
+        fdropped += atomic_load(&tb->dropped);
+    double fwriter_cpu = (double)atomic_load(&g_p->writer_cpu_ns) / 1e9;
+    sonde_destroy(g_p);
+    on.flight_recorder_s = 0;
+    printf("%-44s %9.2f %9.2f %7.2fx\n", "SONDE_SCOPE, flight recorder, 1 thread", flight1,
+           floor1, flight1 / floor1);
+    printf("%-44s %9.2f %9.2f %7.2fx\n", "SONDE_SCOPE, flight recorder, 2 threads", flight2,
+           floor2, flight2 / floor2);
+    printf("  (flight recorder: %llu events dropped, writer %.2f s CPU)\n",
+           (unsigned long long)fdropped, fwriter_cpu);
     printf("%-44s %9.2f %9s %8s\n", "empty loop", empty, "", "");
     printf("%-44s %9.2f %9.2f %+7.2f ns\n", "SONDE_SCOPE run-time disabled", disabled, empty,
            disabled - empty);

@@ -254,6 +254,25 @@ typedef struct sonde_config {
                                   the run (docs/formats.md, "Held sections"). Took half of the
                                   reserved pointer */
     unsigned reserved32;     /* zero; the other half */
+
+    /* The flight recorder (docs/flight-recorder.md): with flight_recorder_s > 0 nothing is
+     * written while the program runs; the last flight_recorder_s seconds of events are kept in
+     * memory (buffer_mb bounds it: a quarter holds the threads' chunks, the rest the window,
+     * encoded as in the file; when the two disagree the memory wins and each dump says how many
+     * seconds it holds), and each trigger writes that window as a run of its own,
+     * NAME-triggerN.sonde and its reports, flight_recorder_after_s seconds after the trigger.
+     * Triggers: sonde_trigger, the signal trigger_signal (`sonde trigger PID`), a step over
+     * trigger_step_over_median times the median of the last steps, an exit with a non-zero
+     * status. */
+    double flight_recorder_s;       /* seconds kept before a trigger (default 0: off) */
+    double flight_recorder_after_s; /* seconds recorded past the trigger (default 1) */
+    unsigned flight_recorder_max;   /* dumps written at most; later triggers are counted
+                                       (default 10) */
+    int trigger_signal;             /* the signal that triggers a dump (default SIGUSR2, 12;
+                                       0: none); installed only in flight-recorder mode */
+    double trigger_step_over_median; /* a step (the time between two sonde_step calls) over K
+                                        times the median of the last 64 steps triggers, once 16
+                                        steps are known (default 0: off) */
 } sonde_config;
 
 /* The defaults documented on each field. */
@@ -291,7 +310,8 @@ int sonde_config_load_file(sonde_config *cfg, const char *path);
  *   --profile  --profile-name NAME  --profile-dir DIR  --profile-activities CPU GPU MEM
  *   --profile-with-stack  --profile-record-shapes  --profile-skip-first N  --profile-wait N
  *   --profile-warmup N  --profile-active N  --profile-repeat N  --profile-start-step N
- *   --profile-end-step N  --profile-memory-every N  --profile-config FILE
+ *   --profile-end-step N  --profile-memory-every N  --profile-flight-recorder-s S
+ *   --profile-trigger-step-over-median K  --profile-config FILE
  *   --profile-preset NAME  --profile-help
  * Precedence, lowest first: what cfg held, --profile-preset, --profile-config (YAML), the
  * environment, the other flags. Returns 0; 1 when --profile-help printed the list (the host may
@@ -562,6 +582,16 @@ int sonde_export(sonde_profiler *p, const char *path);
 
 /* Discards everything recorded so far: later reports start from this instant. */
 int sonde_clear(sonde_profiler *p);
+
+/* The flight recorder's trigger (flight_recorder_s > 0; docs/flight-recorder.md): records an
+ * instant "sonde.trigger" with reason as its argument, and asks for the window around now to be
+ * written as NAME-triggerN.sonde and its reports, flight_recorder_after_s seconds from now, by
+ * sonde's writer thread (this call does no I/O). A trigger that comes while another waits for
+ * its dump joins it (the dump counts it); past flight_recorder_max dumps, triggers are counted
+ * in the last dump's warnings and the run's. reason: any text (NULL: "sonde_trigger"), cut at
+ * 200 bytes. Without the flight recorder everything is recorded anyway: the instant is
+ * recorded and 0 returned. Any thread may call it. */
+int sonde_trigger(sonde_profiler *p, const char *reason);
 
 /* ---------------------------------------------------------------------------------------------
  * Macros: SONDE_SCOPE(p, "literal") opens a section that ends with the enclosing block;

@@ -458,6 +458,14 @@ class Profiler:
         """Discards everything recorded so far."""
         self._h().clear()
 
+    def trigger(self, reason="prof.trigger"):
+        """The flight recorder's trigger (Profiler(flight_recorder_s=S)): the last S seconds
+        and flight_recorder_after_s after now are written as NAME-triggerN.sonde and its reports
+        by sonde's writer thread (this call does no I/O; docs/flight-recorder.md). reason heads
+        the dump's report. Without the flight recorder everything is recorded anyway: an instant
+        "sonde.trigger" marks the moment."""
+        self._h().trigger(_b(str(reason)))
+
 
 def _decorate(func, name, profiler, which):
     """The decorators' common part: each call of f is a section named name (or module.qualname)

@@ -418,6 +418,7 @@ NOARG_CALL(Handle_clear, sonde_clear, "clear")
 NAME_CALL(Handle_begin, sonde_begin, "profile")
 NAME_CALL(Handle_session_begin, sonde_session_begin, "session")
 NAME_CALL(Handle_thread_name, sonde_thread_name, "thread_name")
+NAME_CALL(Handle_trigger, sonde_trigger, "trigger")
 
 /* The calls that take a name and a number. */
 #define NAME_NUM_CALL(fn, call, what)                                                           \
@@ -783,6 +784,7 @@ static PyMethodDef Handle_methods[] = {
     {"summary", (PyCFunction)Handle_summary, METH_NOARGS, "sonde_summary as a dict"},
     {"export", (PyCFunction)Handle_export, METH_O, "sonde_export (None: every format)"},
     {"clear", (PyCFunction)Handle_clear, METH_NOARGS, "sonde_clear"},
+    {"trigger", (PyCFunction)Handle_trigger, METH_O, "sonde_trigger"},
     {"schedule", (PyCFunction)Handle_schedule, METH_O,
      "schedule(step) -> (action, cycle) of the step schedule"},
     {"ops", (PyCFunction)Handle_ops, METH_O, "sonde_ops over tuples"},

@@ -973,6 +973,18 @@ static void html_head(sbuf *b, const sm_model *m)
     else if (!m->clean_end)
         sbuf_puts(b, " &middot; <b>the run did not end cleanly</b>");
     sbuf_puts(b, "</p>\n");
+    const char *trigger = sm_info(m, "trigger.reason");
+    if (trigger) { /* a flight recorder's dump: why it was written */
+        sbuf_puts(b, "<p class=\"meta\" id=\"trigger\"><b>Flight recorder dump ");
+        esc(b, sm_info(m, "trigger.index"));
+        sbuf_puts(b, ":</b> ");
+        esc(b, trigger);
+        sbuf_puts(b, " (the ");
+        esc(b, sm_info(m, "trigger.kept_s"));
+        sbuf_puts(b, " s before the trigger, ");
+        esc(b, sm_info(m, "trigger.after_s"));
+        sbuf_puts(b, " s after)</p>\n");
+    }
 }
 
 /* The cards: the run's headline figures (gs: the GPU summary, or NULL). */

@@ -437,6 +437,11 @@ static void json_run(sbuf *b, const sm_model *m)
     kv_str(b, "file", base ? base + 1 : m->path, 1);
     key(b, "metadata");
     meta_obj(b, m, m->run_meta);
+    if (sm_info(m, "trigger.reason")) { /* a flight recorder's dump: why and what it holds */
+        sbuf_putc(b, ',');
+        key(b, "trigger");
+        info_obj(b, m, "trigger.");
+    }
     sbuf_puts(b, "},");
     key(b, "system");
     info_obj(b, m, "system.");

@@ -318,6 +318,12 @@ static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,
     const sm_model *m = r->m;
     char d[32];
     sx_fmt_dur(d, sizeof d, (double)m->duration_ns / 1e9);
+    const char *trigger = sm_info(m, "trigger.reason");
+    if (trigger) { /* a flight recorder's dump says first why it was written */
+        const char *kept = sm_info(m, "trigger.kept_s"), *after = sm_info(m, "trigger.after_s");
+        sbuf_printf(b, "Flight recorder dump %s: %s (the %s s before the trigger, %s s after)\n",
+                    L(sm_info(m, "trigger.index")), L(trigger), L(kept), L(after));
+    }
     sbuf_printf(b, "sonde summary: %s  (%s, %llu sections, %zu section names, %llu steps, %zu "
                    "threads)\n",
                 L(m->name), d, (unsigned long long)m->total_sections, m->n_stats,

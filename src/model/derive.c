@@ -17,19 +17,27 @@ static int cmp_step(const void *a, const void *b)
 }
 
 /* Steps may be marked from several threads: time order. Then each end takes its start from the
- * last begin mark since the step before it ended (else that end), and the marks go. */
+ * last begin mark since the step before it ended (else that end), and the marks go. In a flight
+ * recorder's window, a first step with no begin mark began before the window: left out. */
 static int sort_steps(sm_model *m)
 {
     if (m->n_steps > 1)
         qsort(m->steps, m->n_steps, sizeof *m->steps, cmp_step);
     size_t k = 0;
     int64_t prev_end = 0, begin = -1;
+    int cut = sm_info(m, "trigger.reason") != NULL;
     for (size_t i = 0; i < m->n_steps; i++) {
         sm_step s = m->steps[i];
         if (s.begun == 2) {
             begin = s.t_ns;
             continue;
         }
+        if (cut && begin < 0) {
+            cut = 0;
+            prev_end = s.t_ns;
+            continue;
+        }
+        cut = 0;
         s.begun = begin >= prev_end;
         s.start_ns = s.begun ? begin : prev_end;
         begin = -1;

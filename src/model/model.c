@@ -35,6 +35,7 @@ typedef struct bctx {
         cap_warn, cap_dsteps, cap_blocks;
     strmap counters, metrics;
     uint64_t unmatched_ends, gaps, gap_events, unterminated;
+    int dump;                /* a flight recorder's window: what is open at its end ends past it */
     uint64_t end_lost;       /* sections whose end was among the dropped events */
     int lost_at_end;         /* the file dropped events no GAP marks (a thread's last ones, or
                                 writes that failed): a section open at the end lost its end */
@@ -981,7 +982,7 @@ static int build_finish(tbuild *tb, uint64_t end_tick)
     if (tb->at_smp < tb->n_smp)
         place_samples(tb, tend, 1); /* those after the run's end stay in none */
     for (size_t j = tb->depth; j-- > 0;) {
-        int lost = tb->gaps > tb->stack[j].gaps || b->lost_at_end;
+        int lost = tb->gaps > tb->stack[j].gaps || b->lost_at_end || b->dump;
         if (tb->stack[j].span >= 0 && !lost)
             b->unterminated++;
         if (close_span(b, tb->stack, j, tend, SM_SPAN_UNTERMINATED, lost))
@@ -1088,11 +1089,22 @@ static int build_rates_warnings(bctx *b, sm_model *m)
                         "program ended without sonde_destroy or exit, which write them) or name "
                         "functions it lacks", (unsigned long long)m->profile.unnamed))
         return -1;
-    if (b->unmatched_ends &&
+    int dump = b->dump;
+    if (b->unmatched_ends && dump &&
+        fmt_warning(b, "%llu section(s) began before the flight recorder's window and are left "
+                        "out (their ends are in it)", (unsigned long long)b->unmatched_ends))
+        return -1;
+    if (b->unmatched_ends && !dump &&
         fmt_warning(b, "%llu section end(s) had no matching begin in the file (begins dropped "
                         "or discarded by sonde_clear, or recorded before a fork())", (unsigned long long)b->unmatched_ends))
         return -1;
-    if (b->end_lost &&
+    if (b->end_lost && dump &&
+        fmt_warning(b, "%llu section(s) had not ended when the flight recorder's window was "
+                        "written: their end is past it, so they are counted apart "
+                        "(sections_end_lost) and left out of the statistics",
+                    (unsigned long long)b->end_lost))
+        return -1;
+    if (b->end_lost && !dump &&
         fmt_warning(b, "%llu section(s) lost their end among the dropped events (they were open "
                         "when events were dropped and never ended after): they are counted "
                         "apart (sections_end_lost) and left out of the statistics",
@@ -1151,6 +1163,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         if (sm_set_info(m, raw->opts.set[i].key, raw->opts.set[i].value))
             goto out;
     m->run_meta = -1;
+    b.dump = sm_info(m, "trigger.reason") != NULL;
     if (!m->name && !(m->name = sonde__strdup("?")))
         goto out;
     if (sm_safe_name(&m->name))

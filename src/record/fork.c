@@ -104,6 +104,11 @@ static void start_over(sonde_profiler *p)
     atomic_store(&p->misuse_nonfinite, 0);
     p->child_started = 0;
     atomic_store(&p->child_pending, 1);
+    if (p->flight) { /* the parent's window stays the parent's; the child records nothing */
+        sonde__flight_forget(p);
+        atomic_store(&p->child_pending, 0);
+        __atomic_store_n(&p->hot.recording, 0, __ATOMIC_RELAXED);
+    }
 }
 
 void sonde__child_start(sonde_profiler *p)

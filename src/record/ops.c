@@ -39,7 +39,7 @@ static int flush(sonde_profiler *p, const uint8_t *buf, size_t n)
     if (!n)
         return 0;
     pthread_mutex_lock(&p->wlock);
-    int rc = p->fd >= 0 ? sonde__write_record(p, SONDE_R_OPS, buf, n) : -1;
+    int rc = sonde__has_sink(p) ? sonde__write_record(p, SONDE_R_OPS, buf, n) : -1;
     pthread_mutex_unlock(&p->wlock);
     return rc ? sonde__fail(SONDE_EIO, "sonde_ops: the operators could not be written to %s",
                             p->path ? p->path : "the .sonde file")
@@ -66,7 +66,7 @@ int sonde_ops(sonde_profiler *p, const sonde_op *ops, size_t n)
                                ops[i].flops);
     }
     /* Like sonde_step, not bound to the schedule's windows: operators arrive after theirs. */
-    if (p->fd < 0 || atomic_load(&p->finalized))
+    if (!sonde__has_sink(p) || atomic_load(&p->finalized))
         return 0;
     uint8_t *buf = sonde__malloc(OPS_RECORD_BYTES + OPS_ENTRY_MAX);
     if (!buf)

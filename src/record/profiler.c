@@ -222,7 +222,7 @@ int sonde_thread_name(sonde_profiler *p, const char *name)
     CHECK_P(p, "sonde_thread_name");
     if (!name || !*name)
         return sonde__fail(SONDE_EINVAL, "sonde_thread_name: the name is %s", name ? "empty" : "NULL");
-    if (p->fd < 0 || atomic_load(&p->finalized))
+    if (!sonde__has_sink(p) || atomic_load(&p->finalized))
         return 0;
     sonde_tbuf *tb = sonde__thread_buf(p);
     if (!tb)
@@ -499,6 +499,7 @@ static void free_contents(sonde_profiler *p)
         sonde__free(tb);
         tb = n;
     }
+    sonde__flight_free(p);
     sonde__free(p->chunks);
     sonde__free(p->pool);
     sonde__free(p->enc);
@@ -561,6 +562,8 @@ void sonde__tombstones_free(void)
 static int setup_buffers(sonde_profiler *p)
 {
     size_t bytes = (size_t)(p->cfg.buffer_mb * 1048576.0);
+    if (p->cfg.flight_recorder_s > 0) /* the flight recorder's window has the rest (flight.c) */
+        bytes = bytes / 4 > (1u << 20) ? bytes / 4 : (1u << 20);
     /* At least 1024 chunks when the buffer allows (every recording thread holds one, and the
      * chunks of exited threads wait for the writer), each of 64 KiB to 1 MiB: 64 KiB at the
      * default 64 MiB. */
@@ -681,7 +684,7 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
     if (!cfg.enabled)
         return p;
 
-    if (setup_buffers(p) != 0) {
+    if (setup_buffers(p) != 0 || (cfg.flight_recorder_s > 0 && sonde__flight_create(p) != 0)) {
         free_profiler(p);
         sonde__fail(SONDE_ENOMEM, "sonde_create: out of memory for %g MiB of buffers",
                     cfg.buffer_mb);
@@ -693,6 +696,8 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
         sonde__warn(p, "more than 64 live profilers: this one is not flushed on fatal signals");
     if (sonde__writer_start(p) != 0)
         sonde__warn(p, "could not start the writer thread: events are written at export");
+    if (p->flight)
+        sonde__flight_signal_install(p);
     if (cfg.nvtx) {
         const char *why = sonde__nvtx_reason();
         if (why)
@@ -716,6 +721,11 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
     if (sonde__sampler_start(p) != 0)
         sonde__warn(p, "could not start the sampler thread: no CPU, memory or GPU samples");
     int hz = cfg.sample_hz < 0 ? (cfg.with_stack ? 999 : 0) : cfg.sample_hz;
+    if (hz > 0 && p->flight) {
+        sonde__warn(p, "flight recorder: CPU samples with call stacks are not kept in its "
+                       "window yet; sample_hz is off");
+        hz = 0;
+    }
     if (!watch && hz > 0) {
         char why[300];
         if (sonde__stacks_attach(p, 0, (unsigned)hz, why, sizeof why) != 0)
@@ -770,7 +780,7 @@ static int finalize(sonde_profiler *p)
     sonde__sampler_stop(p); /* its last samples are still recorded */
     sonde__stacks_stop(p);  /* its samples, stacks and functions too */
     sonde__cupti_stop(p);   /* CUPTI's last buffers too */
-    if (p->schedule_on && p->fd >= 0) {
+    if (p->schedule_on && sonde__has_sink(p)) {
         /* An active window still open ends with the run: its trace and callback too. */
         pthread_mutex_lock(&p->step_lock);
         if (p->sched_action == SCHED_ACTIVE)
@@ -778,6 +788,15 @@ static int finalize(sonde_profiler *p)
         pthread_mutex_unlock(&p->step_lock);
     }
     __atomic_store_n(&p->hot.recording, 0, __ATOMIC_RELAXED);
+    if (p->flight) { /* nothing is written but the dumps: those still due, and an exit's */
+        sonde__writer_stop(p);
+        pthread_mutex_lock(&p->wlock);
+        sonde__writer_pass(p, 1);
+        int st = sonde__exit_status();
+        sonde__flight_finish(p, st > 0 ? st : 0);
+        pthread_mutex_unlock(&p->wlock);
+        return atomic_load(&p->status) ? SONDE_EIO : 0;
+    }
     if (p->fd < 0 && !atomic_load(&p->child_pending))
         return atomic_load(&p->status) ? SONDE_EIO : 0;
     for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next)) {
@@ -999,7 +1018,7 @@ int sonde__begin_named(sonde_profiler *p, uint32_t id, const char *name)
 {
     if (!recording(p)) {
         /* Paused by the schedule: remember the section so that its end closes nothing else. */
-        if (p->schedule_on && p->fd >= 0 && !atomic_load(&p->finalized)) {
+        if (p->schedule_on && sonde__has_sink(p) && !atomic_load(&p->finalized)) {
             sonde_tbuf *tb = sonde__thread_buf(p);
             if (!tb)
                 return SONDE_ENOMEM;
@@ -1021,7 +1040,7 @@ int sonde_end(sonde_profiler *p)
 {
     CHECK_P(p, "sonde_end");
     /* With the schedule paused, a section begun while recording still records its end. */
-    if (!recording(p) && !(p->schedule_on && p->fd >= 0 && !atomic_load(&p->finalized)))
+    if (!recording(p) && !(p->schedule_on && sonde__has_sink(p) && !atomic_load(&p->finalized)))
         return 0;
     sonde_tbuf *tb = sonde__thread_buf(p);
     if (!tb)
@@ -1239,10 +1258,12 @@ int sonde_step(sonde_profiler *p)
 {
     CHECK_P(p, "sonde_step");
     /* Steps count whatever the schedule says, so it knows where it is. */
-    if (p->fd < 0 || atomic_load(&p->finalized))
+    if (!sonde__has_sink(p) || atomic_load(&p->finalized))
         return 0;
     uint64_t n = atomic_fetch_add(&p->steps, 1) + 1;
     int rc = sonde__record(p, SONDE_K_STEP, 0, (uint32_t)n, NULL);
+    if (p->flight)
+        sonde__flight_step(p, n);
     if (p->nvtx) {
         char mark[32];
         snprintf(mark, sizeof mark, "step %llu", (unsigned long long)(n - 1)); /* ended: from 0 */
@@ -1269,7 +1290,7 @@ int sonde_step(sonde_profiler *p)
 int sonde_step_begin(sonde_profiler *p)
 {
     CHECK_P(p, "sonde_step_begin");
-    if (p->fd < 0 || atomic_load(&p->finalized))
+    if (!sonde__has_sink(p) || atomic_load(&p->finalized))
         return 0;
     uint64_t n = atomic_load(&p->steps); /* the step about to begin */
     return sonde__record(p, SONDE_K_STEP, 0, SONDE_STEP_BEGIN | (uint32_t)(n & 0x7fffffffu), NULL);
@@ -1291,7 +1312,7 @@ int sonde_current_metrics(sonde_profiler *p, sonde_current_metric *out, size_t c
 int sonde_clear(sonde_profiler *p)
 {
     CHECK_P(p, "sonde_clear");
-    if (p->fd < 0)
+    if (!sonde__has_sink(p))
         return 0;
     pthread_mutex_lock(&p->wlock);
     sonde__writer_pass(p, 1);
@@ -1305,6 +1326,9 @@ int sonde_clear(sonde_profiler *p)
 int sonde_export(sonde_profiler *p, const char *path)
 {
     CHECK_P(p, "sonde_export");
+    if (p->flight)
+        return sonde__fail(SONDE_ESTATE, "sonde_export: the flight recorder writes only on a "
+                                         "trigger (sonde_trigger writes the window now)");
     if (p->fd < 0 && !atomic_load(&p->finalized))
         return sonde__fail(SONDE_ESTATE, "sonde_export: nothing was recorded (%s)",
                            p->status_msg[0] ? p->status_msg : "profiler disabled");

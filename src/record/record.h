@@ -140,11 +140,16 @@ struct sonde_tbuf {
 #define SONDE_RESERVE_STEP (1024u * 1024u)
 #define SONDE_MAX_WARNINGS 64
 
+typedef struct sonde_flight sonde_flight;
+
 struct sonde_profiler {
     sonde__hot hot;                /* first member: the macros read it */
     sonde_config cfg;              /* strings below are owned copies */
     char *name, *output_dir, *unit, *path;
     int fd;                        /* the .sonde file, -1 when none */
+    sonde_flight *flight;          /* the flight recorder's memory (flight.c), NULL when off:
+                                    * the writer's records go there instead of to fd */
+    _Atomic int flight_direct;     /* ... until a fatal signal's dump: then to fd, that dump */
     _Atomic int status;            /* first internal error, 0 when none */
     _Atomic int io_failed;         /* writes stopped after an I/O error */
     _Atomic int full_errno;        /* ... because the disk filled (ENOSPC, EDQUOT, EFBIG): the
@@ -236,6 +241,9 @@ struct sonde_profiler {
     uint64_t start_mono_ns, start_real_ns; /* with the clocks read at the same moment */
 };
 
+/* Events have somewhere to go: the .sonde file or the flight recorder's memory. */
+static inline int sonde__has_sink(const sonde_profiler *p) { return p->fd >= 0 || p->flight; }
+
 /* ---- profiler.c ---- */
 /* sonde_create for `sonde run`: the CPU and memory figures are those of the process tree rooted
  * at watch (summed over its descendants, and per process), not of this process. */
@@ -272,9 +280,58 @@ void sonde__writer_pass(sonde_profiler *p, int flush_active);
 int sonde__write_record(sonde_profiler *p, unsigned type, const uint8_t *payload, size_t len);
 /* Writes the closing records (stats, warnings, anchor, END) and closes the file. */
 int sonde__writer_close(sonde_profiler *p);
+/* One event of a thread buffer (e, and the slots of its values after it) encoded as in an
+ * EVENTS record, its time as the difference from prev; the bytes written. Async-signal-safe. */
+size_t sonde__put_event(uint8_t *out, const sonde__ev *e, uint64_t prev);
+/* A record's 12-byte header: type, length and the payload's CRC-32. Async-signal-safe. */
+void sonde__record_frame(uint8_t *hdr, unsigned type, const uint8_t *payload, size_t len);
+/* The STATS record's payload (the recorder's counters) into out (p->enc_cap bytes); its length. */
+size_t sonde__stats_payload(sonde_profiler *p, uint8_t *out);
+
+/* ---- flight.c: the flight recorder (flight_recorder_s > 0) ---- */
+/* Its memory, sized from buffer_mb; -1 when out of memory (p->flight may then be set: free it). */
+int sonde__flight_create(sonde_profiler *p);
+void sonde__flight_free(sonde_profiler *p);
+/* In a forked child: its copy of the memory freed, no lock or thread touched (they did not come
+ * across); p->flight NULL. */
+void sonde__flight_forget(sonde_profiler *p);
+/* Where write_rec sends a record in flight-recorder mode. 0, or -1 (too big for the ring, or
+ * out of memory for the records every dump keeps). */
+int sonde__flight_put(sonde_profiler *p, unsigned type, const uint8_t *payload, size_t len);
+/* For the writer as it encodes (under wlock): the newest tick of the EVENTS record it puts
+ * next; the count of open sections it tracks for thread (NULL when out of memory); an event
+ * other than a section edge, of nslots slots, seen at that depth (run-wide ones are kept). */
+void sonde__flight_events_end(sonde_profiler *p, uint64_t tmax);
+int32_t *sonde__flight_depth(sonde_profiler *p, uint32_t thread);
+void sonde__flight_event(sonde_profiler *p, const sonde__ev *e, unsigned nslots, int32_t depth);
+/* The writer thread, after each pass (under wlock): the signal's trigger, the window's oldest
+ * records, a trigger whose dump is due. */
+void sonde__flight_poll(sonde_profiler *p);
+/* sonde_step's rule (trigger_step_over_median); n: steps ended so far. */
+void sonde__flight_step(sonde_profiler *p, uint64_t n);
+/* The trigger signal's handler (the profiler created last owns it), and taking it back. */
+void sonde__flight_signal_install(sonde_profiler *p);
+void sonde__flight_signal_release(sonde_profiler *p);
+/* The end of the run (wlock held, writer stopped): waiting triggers written now, and one for
+ * a non-zero exit status. */
+void sonde__flight_finish(sonde_profiler *p, int status);
+/* A fatal signal (sig) in flight-recorder mode: creates the next NAME-triggerN.sonde and writes
+ * the window into it; returns its descriptor for the signal flush to add what threads still hold,
+ * or -1 (once a dump was written this way, always -1). Async-signal-safe. */
+int sonde__flight_crash_open(sonde_profiler *p, int sig);
+/* The flight recorder's memory while records go there: p->flight, NULL after a fatal signal
+ * sent them to its dump. */
+static inline sonde_flight *sonde__flight_mem(sonde_profiler *p)
+{
+    return p->flight && !atomic_load_explicit(&p->flight_direct, memory_order_relaxed) ? p->flight
+                                                                                       : NULL;
+}
+/* Dumps written so far. */
+unsigned sonde__flight_dumps(const sonde_profiler *p);
 /* Async-signal-safe: writes every recorded event not yet in the file, with the signal encode
- * buffer, without taking any lock. */
-void sonde__signal_flush(sonde_profiler *p);
+ * buffer, without taking any lock; sig: the signal. In flight-recorder mode, the window and those
+ * events into a dump of their own (sonde__flight_crash_open). */
+void sonde__signal_flush(sonde_profiler *p, int sig);
 /* A chunk from the free stack (state ACTIVE), or SONDE_NO_CHUNK. Lock-free. */
 uint32_t sonde__chunk_pop(sonde_profiler *p);
 void sonde__chunk_push(sonde_profiler *p, uint32_t idx);
@@ -327,6 +384,8 @@ void sonde__stacks_stop(sonde_profiler *p);
 
 /* ---- signal.c: the process-wide registry of live profilers ---- */
 int sonde__registry_add(sonde_profiler *p);
+/* The status the process is exiting with (exit() or a return from main), -1 before that. */
+int sonde__exit_status(void);
 void sonde__registry_remove(sonde_profiler *p);
 /* Gives the calling thread an alternate signal stack of its own (SONDE_ALT_STACK bytes under a
  * guard page, mapped, not touched) unless it has one, so that the flush on SIGSEGV can run after
@@ -337,6 +396,8 @@ void sonde__altstack_release(void);
 
 /* ---- reports (export side) ---- */
 int sonde__write_reports(sonde_profiler *p, const char *path);
+/* A flight recorder dump's reports: path read back, the configured formats as OUTDIR/stem.*. */
+int sonde__write_dump_reports(sonde_profiler *p, const char *path, const char *stem);
 /* Writes the trace of active window `cycle` of the step schedule to path. */
 int sonde__write_cycle_trace(sonde_profiler *p, int cycle, const char *path);
 

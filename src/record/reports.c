@@ -55,6 +55,23 @@ int sonde__write_reports(sonde_profiler *p, const char *path)
     return rc;
 }
 
+int sonde__write_dump_reports(sonde_profiler *p, const char *path, const char *stem)
+{
+    sm_model m;
+    int rc = sm_read_file(path, &m);
+    if (rc) {
+        fprintf(stderr, "sonde: flight recorder: %s cannot be read back: %s; `sonde export %s` "
+                        "may write its reports\n", path, sonde_last_error(), path);
+        return rc;
+    }
+    rc = sx_write_formats(&m, p->output_dir, stem, p->cfg.formats);
+    if (rc)
+        fprintf(stderr, "sonde: flight recorder: the reports of %s were not all written: %s; "
+                        "`sonde export %s` writes them again\n", path, sonde_last_error(), path);
+    sm_free(&m);
+    return rc;
+}
+
 int sonde__write_cycle_trace(sonde_profiler *p, int cycle, const char *path)
 {
     sm_model m;
@@ -95,7 +112,9 @@ sonde_summary_t *sonde_summary(sonde_profiler *p)
     const char *why = NULL; /* nothing recorded: an empty summary that says why */
     if (!p->path) {
         memset(&m, 0, sizeof m);
-        why = p->status_msg[0] ? p->status_msg
+        why = p->flight      ? "the flight recorder keeps the run in memory and writes it only on "
+                               "a trigger (sonde_trigger; docs/flight-recorder.md)"
+              : p->status_msg[0] ? p->status_msg
                                : "profiling is disabled (sonde_config.enabled = 0, SONDE_ENABLED=0)";
     } else if (read_back(p, &m)) {
         return NULL;

@@ -33,12 +33,12 @@ static int sig_index(int sig)
     return -1;
 }
 
-static void flush_all(void)
+static void flush_all(int sig)
 {
     for (int i = 0; i < REGISTRY_SLOTS; i++) {
         sonde_profiler *p = atomic_load(&sonde__registry[i]);
         if (p)
-            sonde__signal_flush(p);
+            sonde__signal_flush(p, sig);
     }
 }
 
@@ -47,7 +47,7 @@ static void on_signal(int sig, siginfo_t *info, void *uctx)
     int idx = sig_index(sig);
     /* One flush at a time; a second fault while flushing goes straight to the host's action. */
     if (!atomic_exchange(&g_in_handler, 1)) {
-        flush_all();
+        flush_all(sig);
         atomic_store(&g_in_handler, 0);
     }
     if (idx < 0)
@@ -78,8 +78,16 @@ static void on_signal(int sig, siginfo_t *info, void *uctx)
     raise(sig);
 }
 
-static void at_exit(void)
+/* exit()'s status, for the flight recorder's "exit with a non-zero status" trigger: on_exit
+ * hands it over where atexit does not. */
+static _Atomic int g_exit_status = -1;
+
+int sonde__exit_status(void) { return atomic_load(&g_exit_status); }
+
+static void at_exit(int status, void *unused)
 {
+    (void)unused;
+    atomic_store(&g_exit_status, status);
     for (int i = 0; i < REGISTRY_SLOTS; i++) {
         sonde_profiler *p = atomic_load(&sonde__registry[i]);
         if (p)
@@ -168,7 +176,7 @@ int sonde__registry_add(sonde_profiler *p)
         install_handlers();
         g_installed = 1;
     }
-    if (!g_atexit && atexit(at_exit) == 0)
+    if (!g_atexit && on_exit(at_exit, NULL) == 0)
         g_atexit = 1;
     if (!g_atfork) {
         sonde__atfork_install();

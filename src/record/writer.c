@@ -109,21 +109,29 @@ static int room_for(sonde_profiler *p, size_t len)
 
 static int out_of_room(int e) { return e == ENOSPC || e == EDQUOT || e == EFBIG; }
 
+void sonde__record_frame(uint8_t *hdr, unsigned type, const uint8_t *payload, size_t len)
+{
+    hdr[0] = (uint8_t)type;
+    hdr[1] = hdr[2] = hdr[3] = 0;
+    sonde_put_u32le(hdr + 4, (uint32_t)len);
+    sonde_put_u32le(hdr + 8, (uint32_t)crc32(0L, payload, (uInt)len));
+}
+
 /* Writes one record. A tail record (the file's end, written at close) may use the room kept by
- * room_for after the disk filled; any other stops at the first failure. Async-signal-safe. */
+ * room_for after the disk filled; any other stops at the first failure. In flight-recorder mode
+ * the record goes to its memory instead. Async-signal-safe (but for the flight recorder's). */
 static int write_rec(sonde_profiler *p, unsigned type, const uint8_t *payload, size_t len,
                      int tail)
 {
+    if (sonde__flight_mem(p))
+        return sonde__flight_put(p, type, payload, len);
     if (p->fd < 0)
         return -1;
     if (atomic_load_explicit(&p->io_failed, memory_order_relaxed) &&
         !(tail && atomic_load(&p->full_errno)))
         return -1;
     uint8_t hdr[SONDE_RECORD_HEADER_LEN];
-    hdr[0] = (uint8_t)type;
-    hdr[1] = hdr[2] = hdr[3] = 0;
-    sonde_put_u32le(hdr + 4, (uint32_t)len);
-    sonde_put_u32le(hdr + 8, (uint32_t)crc32(0L, payload, (uInt)len));
+    sonde__record_frame(hdr, type, payload, len);
     struct iovec iov[2] = {{hdr, sizeof hdr}, {(void *)payload, len}};
     size_t total = sizeof hdr + len;
     if (!tail && room_for(p, total) != 0) {
@@ -259,6 +267,22 @@ static void write_threads(sonde_profiler *p, uint8_t *enc, int locked)
         pthread_mutex_unlock(&p->lock);
 }
 
+size_t sonde__put_event(uint8_t *out, const sonde__ev *e, uint64_t prev)
+{
+    unsigned kind = e->tag & 15u;
+    size_t k = varint_put(out, e->tag);
+    k += varint_put(out + k, zigzag_enc((int64_t)(e->ts - prev)));
+    if (sonde_kind_has_arg(kind))
+        k += varint_put(out + k, e->arg);
+    unsigned nv = sonde_kind_values(kind);
+    for (unsigned j = 0; j < nv; j++) { /* its values: the slots after it, two a slot */
+        const sonde__ev *s = &e[1 + j / 2];
+        sonde_put_u64le(out + k, j % 2 == 0 ? s->ts : (uint64_t)s->tag | (uint64_t)s->arg << 32);
+        k += 8;
+    }
+    return k;
+}
+
 /* Encodes events [from, to) of chunk c (at most ENC slots) as one EVENTS record and writes it.
  * Returns the slot index reached, or UINT32_MAX on an I/O error. Async-signal-safe. */
 static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t from, uint32_t to,
@@ -274,6 +298,9 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
     uint64_t prev = c->data[from].ts;
     sonde_put_u64le(enc + k, prev);
     k += 8;
+    /* the flight recorder follows each thread's depth, to keep its run-wide events aside */
+    sonde_flight *fl = sonde__flight_mem(p);
+    int32_t *depth = fl ? sonde__flight_depth(p, c->thread) : NULL;
     uint32_t i = from;
     while (i < stop) {
         const sonde__ev *e = &c->data[i];
@@ -283,6 +310,8 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
             k += varint_put(enc + k, zigzag_enc((int64_t)(e->ts - prev)));
             prev = e->ts;
             i++;
+            if (depth)
+                *depth += kind == SONDE_K_BEGIN ? 1 : *depth > 0 ? -1 : 0;
             continue;
         }
         if (kind >= SONDE_K_COUNT)
@@ -290,17 +319,10 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
         unsigned n = sonde_kind_slots(kind);
         if (i + n > to)
             break;
-        k += varint_put(enc + k, e->tag);
-        k += varint_put(enc + k, zigzag_enc((int64_t)(e->ts - prev)));
+        if (fl)
+            sonde__flight_event(p, e, n, depth ? *depth : -1);
+        k += sonde__put_event(enc + k, e, prev);
         prev = e->ts;
-        if (sonde_kind_has_arg(kind))
-            k += varint_put(enc + k, e->arg);
-        unsigned nv = sonde_kind_values(kind);
-        for (unsigned j = 0; j < nv; j++) {
-            const sonde__ev *s = &e[1 + j / 2];
-            sonde_put_u64le(enc + k, j % 2 == 0 ? s->ts : (uint64_t)s->tag | (uint64_t)s->arg << 32);
-            k += 8;
-        }
         i += n;
     }
     uint32_t nslots = i - from;
@@ -310,6 +332,8 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
     q[4] = (uint8_t)((nslots >> 28) & 0x7f);
     if (nslots == 0)
         return i;
+    if (fl)
+        sonde__flight_events_end(p, prev);
     if (write_record_raw(p, SONDE_R_EVENTS, enc, k) != 0)
         return UINT32_MAX;
     return i;
@@ -426,8 +450,15 @@ uint32_t sonde__chunk_back_pressure(sonde_profiler *p, uint32_t own)
     return got;
 }
 
-void sonde__signal_flush(sonde_profiler *p)
+void sonde__signal_flush(sonde_profiler *p, int sig)
 {
+    if (p->flight && !atomic_load(&p->finalized)) {
+        int fd = sonde__flight_crash_open(p, sig);
+        if (fd < 0)
+            return;
+        p->fd = fd; /* what threads still hold goes there too, below */
+        atomic_store(&p->flight_direct, 1);
+    }
     if (p->fd < 0 || atomic_load(&p->finalized))
         return;
     write_sites(p, p->sig_enc);
@@ -524,6 +555,8 @@ int sonde__writer_open(sonde_profiler *p)
         sonde__set_status(p, SONDE_EIO, msg);
         return sonde__fail(SONDE_EIO, "%s", msg);
     }
+    if (p->flight) /* nothing is written before a trigger: the file's start is kept in memory */
+        return write_info(p) != 0 || write_first_anchor(p) != 0 ? no_memory(p) : 0;
     /* Two runs with the same name never overwrite each other: NAME, NAME-2, ... NAME-999. */
     for (int k = 1; k < 1000; k++) {
         char stem[512];
@@ -609,6 +642,8 @@ static void *writer_main(void *arg)
             last = now;
         pthread_mutex_lock(&p->wlock);
         sonde__writer_pass(p, periodic);
+        if (p->flight)
+            sonde__flight_poll(p);
         pthread_mutex_unlock(&p->wlock);
     }
     struct timespec cpu;
@@ -641,6 +676,26 @@ static size_t put_stat(uint8_t *out, const char *k, uint64_t v)
     return n + varint_put(out + n, v);
 }
 
+size_t sonde__stats_payload(sonde_profiler *p, uint8_t *b)
+{
+    uint64_t dropped = atomic_load(&p->dropped_io);
+    for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next))
+        dropped += atomic_load(&tb->dropped);
+    size_t k = 0;
+    k += put_stat(b + k, "dropped_events", dropped);
+    k += put_stat(b + k, "threads", atomic_load(&p->n_threads));
+    k += put_stat(b + k, "steps", atomic_load(&p->steps));
+    k += put_stat(b + k, "bytes_written", atomic_load(&p->bytes_written));
+    k += put_stat(b + k, "writer_cpu_ns", atomic_load(&p->writer_cpu_ns));
+    k += put_stat(b + k, "sampler_cpu_ns", atomic_load(&p->sampler_cpu_ns));
+    k += put_stat(b + k, "stacks_cpu_ns", p->stacks_cpu_ns);
+    k += put_stat(b + k, "stacks_cfi_unwound", p->stacks_cfi);
+    k += put_stat(b + k, "backpressure_chunks", atomic_load(&p->bp_chunks));
+    k += put_stat(b + k, "backpressure_ns", atomic_load(&p->bp_ns));
+    k += put_stat(b + k, "buffer_bytes", (uint64_t)p->n_chunks * p->chunk_slots * sizeof(sonde__ev));
+    return k;
+}
+
 int sonde__writer_close(sonde_profiler *p)
 {
     pthread_mutex_lock(&p->wlock);
@@ -651,23 +706,11 @@ int sonde__writer_close(sonde_profiler *p)
     }
     /* Retire what every thread still holds, so its chunk is written whole. */
     sonde__writer_pass(p, 1);
-    uint64_t dropped = atomic_load(&p->dropped_io), threads = 0;
+    uint64_t dropped = atomic_load(&p->dropped_io);
     for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next))
         dropped += atomic_load(&tb->dropped);
-    threads = atomic_load(&p->n_threads);
     uint8_t *b = p->enc;
-    size_t k = 0;
-    k += put_stat(b + k, "dropped_events", dropped);
-    k += put_stat(b + k, "threads", threads);
-    k += put_stat(b + k, "steps", atomic_load(&p->steps));
-    k += put_stat(b + k, "bytes_written", atomic_load(&p->bytes_written));
-    k += put_stat(b + k, "writer_cpu_ns", atomic_load(&p->writer_cpu_ns));
-    k += put_stat(b + k, "sampler_cpu_ns", atomic_load(&p->sampler_cpu_ns));
-    k += put_stat(b + k, "stacks_cpu_ns", p->stacks_cpu_ns);
-    k += put_stat(b + k, "stacks_cfi_unwound", p->stacks_cfi);
-    k += put_stat(b + k, "backpressure_chunks", atomic_load(&p->bp_chunks));
-    k += put_stat(b + k, "backpressure_ns", atomic_load(&p->bp_ns));
-    k += put_stat(b + k, "buffer_bytes", (uint64_t)p->n_chunks * p->chunk_slots * sizeof(sonde__ev));
+    size_t k = sonde__stats_payload(p, b);
     int full = atomic_load(&p->full_errno);
     char fullmsg[512];
     if (full) {

@@ -341,7 +341,7 @@ void sonde__cupti_stop(sonde_profiler *p)
 int sonde__gpu_flush(sonde_profiler *p, const uint8_t *payload, size_t n)
 {
     pthread_mutex_lock(&p->wlock);
-    int rc = p->fd >= 0 ? sonde__write_record(p, SONDE_R_GPU, payload, n) : -1;
+    int rc = sonde__has_sink(p) ? sonde__write_record(p, SONDE_R_GPU, payload, n) : -1;
     pthread_mutex_unlock(&p->wlock);
     return rc;
 }

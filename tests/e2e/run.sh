@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh - end-to-end tests: the real binaries on real files. Usage: run.sh TEST BUILD_DIR SRC_DIR
 #   demo | crash | hostile | config | cli | html | ranks | limits | fork | cxx | compiled_out | install
-#   | diffgate | stacks
+#   | diffgate | stacks | flight
 set -euo pipefail
 test=$1 build=$(cd "$2" && pwd) src=$(cd "$3" && pwd)
 sonde="$build/tools/sonde/sonde"
@@ -1784,6 +1784,75 @@ PY
     # sonde with SIGPIPE under pipefail)
     "$build/tools/sonde/sonde" config --list > keys.txt
     grep -q "^nvtx " keys.txt || fail "sonde config --list lacks nvtx"
+    ;;
+flight)
+    # The flight recorder (docs/flight-recorder.md): 10 ms steps, one of 500 ms at a random step;
+    # with flight_recorder_s 2 and trigger_step_over_median 20, exactly one dump, holding the
+    # slow step and the ~2 s before it (nothing that began earlier), written 0.5 s after it.
+    # (20 x the median, not 5: a loaded machine can wake a 10 ms sleep 50 ms late, and the rule
+    # sees wall time, as it should; 200 ms late is out of reach of the load CI puts on it.)
+    cd "$work"
+    fr="$build/tests/flight"
+    slow=$((230 + RANDOM % 120))
+    SONDE_TRIGGER_STEP_OVER_MEDIAN=20 "$fr" steps a 400 $slow 0 500 > a.out 2> a.err ||
+        fail "flight steps exited $?: $(cat a.err)"
+    grep -q "^slow step $slow$" a.out || fail "the slow step did not run: $(cat a.out)"
+    [ "$(ls a | sort | tr '\n' ' ')" = "fl-trigger1.json fl-trigger1.sonde fl-trigger1.trace.json.gz fl-trigger1.txt " ] ||
+        fail "expected exactly one dump and its reports, got: $(ls a)"
+    python3 "$src/tests/e2e/flight_check.py" a fl-trigger1 --slow $slow --reason "x the median" \
+        --before-min 1.5 --before-max 2.5
+    head -1 a/fl-trigger1.txt | grep -q "^Flight recorder dump 1: step $slow took .* (the 2.000 s before the trigger" ||
+        fail "the text report's first line: $(head -1 a/fl-trigger1.txt)"
+    grep -q "flight recorder: step $slow took" a.err || fail "no notice on stderr: $(cat a.err)"
+    # sonde export regenerates the dump's reports byte for byte
+    mkdir again
+    "$sonde" export a/fl-trigger1.sonde --format json,txt -o again --quiet
+    cmp a/fl-trigger1.json again/fl-trigger1.json || fail "sonde export of the dump differs"
+    cmp a/fl-trigger1.txt again/fl-trigger1.txt || fail "sonde export of the dump's text differs"
+    # the API, with flight_recorder_max 1: one dump, the second trigger counted on stderr
+    "$fr" api b > /dev/null 2> b.err || fail "flight api exited $?: $(cat b.err)"
+    [ "$(ls b/*.sonde)" = "b/fl-trigger1.sonde" ] || fail "api: dumps $(ls b)"
+    python3 "$src/tests/e2e/flight_check.py" b fl-trigger1 --reason "asked by the test" \
+        --before-min 0.9 --before-max 1.2
+    grep -q "1 trigger(s) wrote no dump of their own (flight_recorder_max 1)" b.err ||
+        fail "the trigger past flight_recorder_max is not counted: $(cat b.err)"
+    # the signal, from `sonde trigger PID`; a process without sonde is refused, not signalled
+    "$fr" signal c > c.out 2> c.err &
+    fpid=$!
+    for i in $(seq 100); do grep -q ready c.out && break; sleep 0.1; done
+    sleep 1.2
+    "$sonde" trigger "$fpid" > trig.out || fail "sonde trigger exited $?"
+    sleep 30 & other=$!
+    expect 2 "runs no sonde profiler" "$sonde" trigger $other
+    kill $other
+    expect 2 "no such process" "$sonde" trigger 999999999
+    expect 2 "expected a signal number" "$sonde" trigger "$fpid" --signal NOPE
+    for i in $(seq 100); do [ -f c/fl-trigger1.txt ] && break; sleep 0.1; done
+    touch c/stop
+    wait $fpid || fail "flight signal exited $?: $(cat c.err)"
+    python3 "$src/tests/e2e/flight_check.py" c fl-trigger1 --reason "signal 12" \
+        --before-min 1.0 --before-max 2.0
+    # an exit with a non-zero status writes the window (and its reports) at exit
+    expect 3 "exit with status 3" "$fr" exit d
+    python3 "$src/tests/e2e/flight_check.py" d fl-trigger1 --reason "exit with status 3" \
+        --before-min 0.9 --before-max 1.2
+    # SIGSEGV writes the window from the signal handler; the process still dies of it, and
+    # sonde export writes the reports (not under TSan, whose own handler takes SIGSEGV)
+    if [ -n "${SONDE_E2E_NO_CRASH:-}" ]; then echo "e2e flight: passed (no crash part)"; exit 0; fi
+    expect 139 "the window is in e/fl-trigger1.sonde" "$fr" segv e
+    "$sonde" export e/fl-trigger1.sonde --format json,trace -o e --quiet
+    python3 "$src/tests/e2e/flight_check.py" e fl-trigger1 --reason "fatal signal 11 (SIGSEGV)" \
+        --unclean --no-trace
+    # SIGKILL after a dump: what was written stays whole
+    "$fr" kill f > f.out 2> f.err &
+    fpid=$!
+    for i in $(seq 200); do grep -q dumped f.out && break; sleep 0.1; done
+    grep -q dumped f.out || fail "kill: no dump came: $(cat f.err)"
+    kill -9 $fpid; wait $fpid || true
+    python3 "$src/tests/e2e/flight_check.py" f fl-trigger1 --reason "before the kill" \
+        --before-min 0.4 --before-max 0.7
+    "$sonde" export f/fl-trigger1.sonde --format json -o f2 --quiet 2> f2.err
+    grep -q "torn\|checksum" f2.err && fail "the dump is torn after SIGKILL: $(cat f2.err)"
     ;;
 install)
     cmake --install "$build" --prefix "$work/prefix" > /dev/null

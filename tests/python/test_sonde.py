@@ -346,6 +346,35 @@ class Recording(Base):
                 pass
         self.assertEqual([s["name"] for s in self.report("cleared")["sections"]], ["after"])
 
+    def test_flight_recorder_writes_only_the_window_of_a_trigger(self):
+        """Profiler(flight_recorder_s=...): nothing is written until prof.trigger(); the dump
+        holds the window before it, its reason, and no section that began before it."""
+        with self.make("fr", flight_recorder_s=0.3, flight_recorder_after_s=0.05) as prof:
+            with prof.profile("long ago"):
+                pass
+            time.sleep(0.5)
+            self.assertEqual(os.listdir(self.dir), [])  # nothing written before a trigger
+            for i in range(20):
+                with prof.profile("recent"):
+                    time.sleep(0.005)
+            prof.trigger("asked from Python")
+            deadline = time.time() + 10
+            while not os.path.exists(os.path.join(self.dir, "fr-trigger1.json")):
+                self.assertLess(time.time(), deadline, "no dump within 10 s")
+                time.sleep(0.02)
+        self.assertNotIn("fr.sonde", os.listdir(self.dir))  # a clean end writes nothing more
+        r = self.report("fr-trigger1")
+        self.assertEqual(r["run"]["trigger"]["reason"], "asked from Python")
+        self.assertEqual([s["name"] for s in r["sections"]], ["recent"])
+        self.assertEqual(r["sections"][0]["count"], 20)
+        self.assertEqual([e["name"] for e in r["events"]], ["sonde.trigger"])
+        # without the flight recorder, trigger() marks the moment and writes nothing else
+        with self.make("nofr") as prof:
+            prof.trigger("just a mark")
+        r = self.report("nofr")
+        self.assertEqual(r["events"][0]["occurrences"][0]["args"], {"reason": "just a mark"})
+        self.assertFalse([f for f in os.listdir(self.dir) if "nofr-trigger" in f])
+
     def test_exception_in_a_block_closes_the_section_and_propagates(self):
         with self.assertRaises(KeyError):
             with self.make("raises") as prof:

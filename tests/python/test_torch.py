@@ -173,6 +173,35 @@ class Instrument(unittest.TestCase):
                 with section("backward"):
                     loss.backward()
 
+    def test_flight_recorder_on_a_training_loop(self):
+        """Profiler(flight_recorder_s=...) around a torch training loop: nothing is written
+        until prof.trigger(); the dump holds the module sections of the steps in its window and
+        none from before it."""
+        model = GPT()
+        out = self.tmp.name
+        cfg = dict(QUIET, name="fr", output_dir=out, formats="json", flight_recorder_s=0.5,
+                   flight_recorder_after_s=0.05)
+        with sonde.Profiler(cfg, from_env=False) as prof:
+            sonde.torch.instrument(model, prof)
+            self.train(model, prof, 3)
+            time.sleep(0.8)  # those 3 steps are older than the window now
+            self.assertEqual(os.listdir(out), [])
+            self.train(model, prof, 2)
+            prof.trigger("loss spiked")
+            deadline = time.time() + 20
+            while not os.path.exists(os.path.join(out, "fr-trigger1.json")):
+                self.assertLess(time.time(), deadline, "no dump within 20 s")
+                time.sleep(0.05)
+        self.assertEqual(sorted(os.listdir(out)), ["fr-trigger1.json", "fr-trigger1.sonde"])
+        with open(os.path.join(out, "fr-trigger1.json")) as f:
+            rep = json.load(f)
+        self.assertEqual(rep["run"]["trigger"]["reason"], "loss spiked")
+        st = {s["name"]: s for s in rep["sections"]}
+        self.assertEqual(st["step"]["count"], 2)
+        self.assertEqual(st["backward"]["count"], 2)
+        self.assertEqual(st["model"]["count"], 2)
+        self.assertEqual(st["model.head"]["count"], 2)
+
     def test_backward_sections(self):
         torch.manual_seed(0)
         model, plain = GPT(), GPT()

@@ -71,5 +71,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_aggregate(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
+int cmd_trigger(int argc, char **argv);
 
 #endif

@@ -1,0 +1,128 @@
+/* flight.c - a host program for the flight recorder's end-to-end test (tests/e2e/run.sh flight).
+ * Usage: flight MODE DIR [STEPS SLOW_AT [INNER [SLOW_MS]]]
+ *   steps   STEPS steps of 10 ms (a section "step work" in each, a section "serve" open from
+ *           the start), step SLOW_AT takes SLOW_MS (default 100); flight_recorder_s 2, after
+ *           0.5 s, trigger_step_over_median 5 (in this mode only). Prints "slow step N" when it
+ *           runs it. INNER: sections "inner" each step opens (a heavier load; default 0).
+ *   api     two sonde_trigger calls 1.5 s apart with flight_recorder_max 1: one dump, the
+ *           second trigger counted
+ *   signal  1.5 s of steps, waiting for the trigger signal (sonde trigger PID) from outside;
+ *           prints "ready PID" first, then runs until the file "DIR/stop" exists (at most 20 s)
+ *   exit    steps for 1 s, then exit(3) without sonde_destroy
+ *   segv    steps for 1 s, then a write through a null pointer (inside a section)
+ *   kill    a trigger, then steps until SIGKILL comes from outside (prints "dumped" once the
+ *           dump's reports are there)
+ * The configuration comes from the environment too (SONDE_*), over these settings. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sonde/sonde.h>
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+static int g_inner;
+
+static void step(sonde_profiler *p, int ms)
+{
+    {
+        SONDE_SCOPE(p, "step work");
+        for (int i = 0; i < g_inner; i++) {
+            SONDE_SCOPE(p, "inner");
+        }
+        sleep_ms(ms);
+    }
+    sonde_counter(p, "queue depth", ms);
+    sonde_step(p);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: flight steps|api|signal|exit DIR [STEPS SLOW_AT]\n");
+        return 2;
+    }
+    const char *mode = argv[1];
+    sonde_config c = sonde_config_default();
+    c.output_dir = argv[2];
+    c.name = "fl";
+    c.formats = SONDE_FORMAT_JSON | SONDE_FORMAT_TXT | SONDE_FORMAT_TRACE;
+    c.collect_gpu = 0;
+    c.cpu_interval_s = 0.1;
+    c.flight_recorder_s = 2;
+    c.flight_recorder_after_s = 0.5;
+    if (!strcmp(mode, "steps")) /* the other modes' triggers are theirs alone */
+        c.trigger_step_over_median = 5;
+    if (!strcmp(mode, "api"))
+        c.flight_recorder_max = 1;
+    if (sonde_config_from_env(&c) != 0) {
+        fprintf(stderr, "flight: %s\n", sonde_last_error());
+        return 2;
+    }
+    sonde_profiler *p = sonde_create(&c);
+    if (!p) {
+        fprintf(stderr, "flight: %s\n", sonde_last_error());
+        return 2;
+    }
+    sonde_metadata(p, "model", "tiny");
+    sonde_begin(p, "serve");
+    if (!strcmp(mode, "steps")) {
+        int n = argc > 3 ? atoi(argv[3]) : 400, slow = argc > 4 ? atoi(argv[4]) : 250;
+        g_inner = argc > 5 ? atoi(argv[5]) : 0;
+        int slow_ms = argc > 6 ? atoi(argv[6]) : 100;
+        for (int i = 0; i < n; i++) {
+            if (i == slow) {
+                printf("slow step %d\n", i);
+                fflush(stdout);
+            }
+            step(p, i == slow ? slow_ms : 10);
+        }
+    } else if (!strcmp(mode, "api")) {
+        for (int i = 0; i < 300; i++) {
+            if (i == 100 || i == 250)
+                sonde_trigger(p, i == 100 ? "asked by the test" : "asked again");
+            step(p, 10);
+        }
+    } else if (!strcmp(mode, "signal")) {
+        printf("ready %d\n", (int)getpid());
+        fflush(stdout);
+        char stop[4096];
+        snprintf(stop, sizeof stop, "%s/stop", argv[2]);
+        for (int i = 0; i < 2000 && access(stop, F_OK) != 0; i++)
+            step(p, 10);
+    } else if (!strcmp(mode, "segv")) {
+        for (int i = 0; i < 100; i++)
+            step(p, 10);
+        SONDE_SCOPE(p, "crashing");
+        volatile int *null = NULL;
+        *null = 1;
+    } else if (!strcmp(mode, "kill")) {
+        for (int i = 0; i < 50; i++)
+            step(p, 10);
+        sonde_trigger(p, "before the kill");
+        char txt[4096];
+        snprintf(txt, sizeof txt, "%s/fl-trigger1.txt", argv[2]);
+        for (int i = 0; i < 3000 && access(txt, F_OK) != 0; i++)
+            step(p, 10);
+        printf("dumped\n");
+        fflush(stdout);
+        for (int i = 0; i < 3000; i++)
+            step(p, 10);
+    } else if (!strcmp(mode, "exit")) {
+        for (int i = 0; i < 100; i++)
+            step(p, 10);
+        exit(3);
+    } else {
+        fprintf(stderr, "flight: unknown mode %s\n", mode);
+        return 2;
+    }
+    sonde_end(p);
+    return sonde_destroy(p) == 0 ? 0 : 1;
+}

@@ -1,0 +1,131 @@
+/* cmd_trigger.c - `sonde trigger PID`: asks a running program's flight recorder for a dump, by
+ * the signal it listens on (trigger_signal, SIGUSR2 unless configured otherwise). The signal is
+ * sent only to a process that catches it: one that does not would be ended by it. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli.h"
+
+/* A signal by number, or by name with or without SIG (USR1, SIGUSR2, RTMIN+3). -1 when not. */
+static int parse_signal(const char *s)
+{
+    char *end;
+    long n = strtol(s, &end, 10);
+    if (end != s && !*end)
+        return n > 0 && n < NSIG ? (int)n : -1;
+    if (!strncasecmp(s, "SIG", 3))
+        s += 3;
+    static const struct { const char *name; int sig; } names[] = {
+        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP}, {"URG", SIGURG},
+        {"WINCH", SIGWINCH}, {"PWR", SIGPWR},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcasecmp(s, names[i].name))
+            return names[i].sig;
+    if (!strncasecmp(s, "RTMIN+", 6)) {
+        n = strtol(s + 6, &end, 10);
+        if (end != s + 6 && !*end && n >= 0 && SIGRTMIN + n <= SIGRTMAX)
+            return SIGRTMIN + (int)n;
+    }
+    return -1;
+}
+
+/* Whether pid catches sig, from /proc/PID/status (SigCgt): 1 yes, 0 no, -1 unknown. */
+static int catches(long pid, int sig)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    int r = -1;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "SigCgt:", 7))
+            continue;
+        unsigned long long mask = strtoull(line + 7, NULL, 16);
+        r = (mask >> (sig - 1)) & 1u;
+        break;
+    }
+    fclose(f);
+    return r;
+}
+
+/* Whether pid runs a sonde profiler: one of its threads is sonde's writer. */
+static int runs_sonde(long pid)
+{
+    char path[96], comm[64];
+    snprintf(path, sizeof path, "/proc/%ld/task", pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "/proc/%ld/task/%.20s/comm", pid, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fgets(comm, sizeof comm, f) && !strncmp(comm, "sonde-writer", 12))
+            found = 1;
+        fclose(f);
+    }
+    closedir(d);
+    return found;
+}
+
+int cmd_trigger(int argc, char **argv)
+{
+    static const char *const opts[] = {"--signal", NULL};
+    const char *pid_s = NULL, *sig_s = "SIGUSR2";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strncmp(a, "--signal=", 9)) {
+            sig_s = a + 9;
+        } else if (!strcmp(a, "--signal")) {
+            if (i + 1 >= argc)
+                return cli_fail(CLI_USAGE, "trigger", "--signal needs a value");
+            sig_s = argv[++i];
+        } else if (a[0] == '-' && a[1]) {
+            return cli_bad_option("trigger", a, opts);
+        } else if (!pid_s) {
+            pid_s = a;
+        } else {
+            return cli_fail(CLI_USAGE, "trigger", "one process at a time (got %s and %s)", pid_s,
+                            a);
+        }
+    }
+    if (!pid_s)
+        return cli_usage(cli_find("trigger"), 1);
+    char *end;
+    long pid = strtol(pid_s, &end, 10);
+    if (end == pid_s || *end || pid <= 0)
+        return cli_fail(CLI_USAGE, "trigger", "%s: expected a process id (a positive integer)",
+                        pid_s);
+    int sig = parse_signal(sig_s);
+    if (sig < 0)
+        return cli_fail(CLI_USAGE, "trigger", "--signal %s: expected a signal number or a name "
+                                              "such as SIGUSR2 or RTMIN+1", sig_s);
+    if (kill((pid_t)pid, 0) != 0)
+        return cli_fail(CLI_USAGE, "trigger", "process %ld: %s", pid,
+                        errno == ESRCH ? "no such process" : strerror(errno));
+    if (!runs_sonde(pid))
+        return cli_fail(CLI_USAGE, "trigger", "process %ld runs no sonde profiler (it has no "
+                        "sonde-writer thread); nothing sent", pid);
+    int c = catches(pid, sig);
+    if (c == 0)
+        return cli_fail(CLI_USAGE, "trigger", "process %ld does not catch signal %d (%s): it is "
+                        "not running sonde's flight recorder with trigger_signal %d, and the "
+                        "signal would end it; nothing sent", pid, sig, strsignal(sig), sig);
+    if (kill((pid_t)pid, sig) != 0)
+        return cli_fail(CLI_USAGE, "trigger", "process %ld: %s", pid, strerror(errno));
+    printf("sent signal %d (%s) to process %ld: its flight recorder writes NAME-triggerN.* in "
+           "its output directory after flight_recorder_after_s\n", sig, strsignal(sig), pid);
+    return CLI_OK;
+}
