@@ -262,8 +262,9 @@ typedef struct sonde_config {
      * seconds it holds), and each trigger writes that window as a run of its own,
      * NAME-triggerN.sonde and its reports, flight_recorder_after_s seconds after the trigger.
      * Triggers: sonde_trigger, the signal trigger_signal (`sonde trigger PID`), a step over
-     * trigger_step_over_median times the median of the last steps, an exit with a non-zero
-     * status. */
+     * trigger_step_over_median times the median of the last steps, a section over its
+     * trigger_section_over_s, a counter under its trigger_counter_below, an exit with a
+     * non-zero status, a fatal signal. */
     double flight_recorder_s;       /* seconds kept before a trigger (default 0: off) */
     double flight_recorder_after_s; /* seconds recorded past the trigger (default 1) */
     unsigned flight_recorder_max;   /* dumps written at most; later triggers are counted
@@ -273,6 +274,12 @@ typedef struct sonde_config {
     double trigger_step_over_median; /* a step (the time between two sonde_step calls) over K
                                         times the median of the last 64 steps triggers, once 16
                                         steps are known (default 0: off) */
+    const char *trigger_section_over_s; /* "NAME=S[;NAME=S...]": a section NAME that took over
+                                           S seconds triggers (up to 8 rules; default none) */
+    const char *trigger_counter_below;  /* "NAME=VALUE,S[;...]": a counter (sonde_counter or a
+                                           sampled figure such as "gpu0 util %") under VALUE
+                                           for S seconds triggers, once until it is back over
+                                           (up to 8 rules; default none) */
 } sonde_config;
 
 /* The defaults documented on each field. */

@@ -135,6 +135,10 @@ static const sonde_key g_keys[] = {
      "flight recorder: the signal number that triggers a dump (12: SIGUSR2; 0: none)"},
     {"trigger_step_over_median", KEY_DOUBLE, OFF(trigger_step_over_median), 0, 1e6, "0",
      "flight recorder: a step over K times the median of the last 64 steps triggers (0: off)"},
+    {"trigger_section_over_s", KEY_STRING, OFF(trigger_section_over_s), 0, 0, NULL,
+     "flight recorder: NAME=S[;NAME=S]: a section NAME over S seconds triggers a dump"},
+    {"trigger_counter_below", KEY_STRING, OFF(trigger_counter_below), 0, 0, NULL,
+     "flight recorder: NAME=VALUE,S[;...]: a counter under VALUE for S seconds triggers a dump"},
     {"rank", KEY_INT, OFF(rank), -1, 1000000, "-1", "this process's rank (-1: from the launcher)"},
     {"world_size", KEY_INT, OFF(world_size), -1, 1000000, "-1",
      "processes in the job (-1: from the launcher)"},
@@ -155,6 +159,67 @@ const sonde_key *sonde__key_find(const char *name)
         if (!strcmp(g_keys[i].name, name))
             return &g_keys[i];
     return NULL;
+}
+
+int sonde__trigger_rules(const char *which, const char *value, sonde_trigger_rule *rules,
+                        size_t cap, char *why, size_t why_cap)
+{
+    int counter = !strcmp(which, "trigger_counter_below");
+    const char *form = counter ? "NAME=VALUE,SECONDS" : "NAME=SECONDS";
+    int n = 0;
+    for (const char *r = value; *r;) {
+        size_t len = strcspn(r, ";");
+        char item[SONDE_RULE_NAME + 64];
+        if (len >= sizeof item) {
+            snprintf(why, why_cap, "\"%.40s...\" is too long", r);
+            return -1;
+        }
+        memcpy(item, r, len);
+        item[len] = 0;
+        r += len + (r[len] == ';');
+        if (!len)
+            continue;
+        char *eq = strrchr(item, '=');
+        if (!eq || eq == item) {
+            snprintf(why, why_cap, "\"%s\" is not %s", item, form);
+            return -1;
+        }
+        *eq = 0;
+        if (strlen(item) >= SONDE_RULE_NAME) {
+            snprintf(why, why_cap, "the name \"%.40s...\" is longer than %d bytes", item,
+                     SONDE_RULE_NAME - 1);
+            return -1;
+        }
+        char *end, *rest = eq + 1;
+        double v = 0, secs;
+        if (counter) {
+            v = strtod(rest, &end);
+            if (end == rest || *end != ',' || !isfinite(v)) {
+                snprintf(why, why_cap, "\"%s=%s\" is not %s (the value, a comma, then the "
+                         "seconds)", item, rest, form);
+                return -1;
+            }
+            rest = end + 1;
+        }
+        secs = strtod(rest, &end);
+        if (end == rest || *end || !isfinite(secs) || secs < 0) {
+            snprintf(why, why_cap, "\"%s\" in \"%s\" is not a number of seconds >= 0 (%s)", rest,
+                     item, form);
+            return -1;
+        }
+        if ((size_t)n == SONDE_RULES_MAX) {
+            snprintf(why, why_cap, "more than %d rules", SONDE_RULES_MAX);
+            return -1;
+        }
+        if (rules && (size_t)n < cap) {
+            sonde_trigger_rule *q = &rules[n];
+            memcpy(q->name, item, strlen(item) + 1);
+            q->value = v;
+            q->s = secs;
+        }
+        n++;
+    }
+    return n;
 }
 
 /* Inferix's report_format: html, json or both. */
@@ -387,6 +452,12 @@ int sonde__key_set(sonde_config *c, const sonde_key *k, const char *value, const
             device_names(names, sizeof names);
             return sonde__fail(SONDE_EINVAL, "%s: unknown device \"%s\" (known: %s)", where, value,
                                names);
+        }
+        if (!strcmp(k->name, "trigger_section_over_s") ||
+            !strcmp(k->name, "trigger_counter_below")) {
+            char why[200];
+            if (sonde__trigger_rules(k->name, value, NULL, 0, why, sizeof why) < 0)
+                return sonde__fail(SONDE_EINVAL, "%s: %s", where, why);
         }
         if (!strcmp(k->name, "session_tags"))
             for (const char *t = value; *t;) { /* each item key=value, the key not empty */

@@ -78,6 +78,19 @@ void sonde__key_expect(const sonde_key *k, char *out, size_t cap);
  * "file.yaml:3:7: key"). Strings are copied into storage that lives as long as the process.
  * 0, or SONDE_EINVAL with the message set; c unchanged on error. */
 int sonde__key_set(sonde_config *c, const sonde_key *k, const char *value, const char *where);
+
+/* The flight recorder's rules, trigger_section_over_s ("NAME=S;NAME=S") and
+ * trigger_counter_below ("NAME=VALUE,S;..."): each name, its value (counters) and seconds. */
+#define SONDE_RULE_NAME 256
+#define SONDE_RULES_MAX 8
+typedef struct sonde_trigger_rule {
+    char name[SONDE_RULE_NAME];
+    double value, s;
+} sonde_trigger_rule;
+/* Parses the value of key which into up to cap rules (rules may be NULL: checked only). The
+ * number of rules, or -1 with why (what is wrong, naming the item). */
+int sonde__trigger_rules(const char *which, const char *value, sonde_trigger_rule *rules,
+                         size_t cap, char *why, size_t why_cap);
 /* The current value of k in c as text. */
 void sonde__key_get(const sonde_config *c, const sonde_key *k, char *out, size_t cap);
 /* Dense peak FLOP/s of a device sonde knows ("h100-sxm-bf16"), 0 when unknown. */

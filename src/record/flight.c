@@ -32,6 +32,7 @@
 #include "../util/buf.h"
 #include "../util/fileio.h"
 #include "record.h"
+#include "../config/keys.h"
 
 #define FR_STICKY 256   /* run-wide events kept aside (distinct kinds and keys) */
 #define FR_QUEUE 8      /* triggers waiting for their dump */
@@ -49,6 +50,17 @@ typedef struct fr_sticky {
     unsigned nslots;
     sonde__ev ev[2];
 } fr_sticky;
+
+#define FR_RULES SONDE_RULES_MAX
+
+/* A trigger_section_over_s or trigger_counter_below rule, as the flight recorder applies it. */
+typedef struct fr_rule {
+    sonde_trigger_rule r; /* as configured: name, value (counters), seconds */
+    uint32_t id;        /* counters: the name interned */
+    uint64_t ticks;     /* the seconds in ticks */
+    uint64_t below;     /* counters: since when it has been under value (0: it is not) */
+    int fired;          /* counters: triggered since it went under */
+} fr_rule;
 
 typedef struct fr_trigger {
     uint64_t tick;
@@ -78,8 +90,13 @@ struct sonde_flight {
     fr_sticky sticky[FR_STICKY];
     size_t n_sticky;
     uint64_t sticky_lost;
-    int32_t *depth;             /* open sections per thread index, as the writer saw them */
-    size_t n_depth;
+    sonde__fr_thread **th;      /* per thread index, as the writer saw them encoded */
+    size_t n_th;
+    fr_rule srule[FR_RULES], crule[FR_RULES]; /* trigger_section_over_s, _counter_below */
+    int n_srule, n_crule;
+    int8_t *site_rule;          /* per site id: its section rule + 1, -1 none, 0 not looked up */
+    size_t n_site_rule;
+    uint64_t lag_ticks;         /* how late the writer may see an event: kept past the window */
     uint32_t payload_left;      /* METADATA events still to come that belong to an instant */
     /* triggers (qlock) */
     _Atomic uint64_t hold_from; /* the oldest waiting trigger's tick, 0 when none */
@@ -102,9 +119,34 @@ struct sonde_flight {
     char *rpath, *rstem;
 };
 
+static void enqueue(sonde_profiler *p, sonde_flight *f, uint64_t tick, const char *reason,
+                    uint32_t reason_id);
+static uint32_t intern_reason(const char *reason);
+
 /* ---- memory ---- */
 static int sig_installed;
 static struct sigaction sig_old;
+
+/* The rules of key which (value may be NULL: none), ready to apply; how many. A value the key
+ * table did not check (set in code) is refused with a warning. */
+static int rules_of(sonde_profiler *p, const char *which, const char *value, fr_rule *out)
+{
+    sonde_trigger_rule r[FR_RULES];
+    char why[200];
+    int n = value ? sonde__trigger_rules(which, value, r, FR_RULES, why, sizeof why) : 0;
+    if (n < 0) {
+        sonde__warn(p, "%s: %s; the rule is off", which, why);
+        return 0;
+    }
+    double tps = sonde__clock()->ticks_per_s;
+    for (int i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        out[i].r = r[i];
+        out[i].id = sonde__intern(r[i].name);
+        out[i].ticks = (uint64_t)(r[i].s * tps);
+    }
+    return n;
+}
 
 int sonde__flight_create(sonde_profiler *p)
 {
@@ -125,6 +167,9 @@ int sonde__flight_create(sonde_profiler *p)
     f->start = p->start_tick ? p->start_tick : sonde__ticks();
     f->trigger_id = sonde__intern("sonde.trigger");
     f->reason_key = sonde__intern("reason");
+    f->lag_ticks = (uint64_t)((p->cfg.flush_interval_s + 1) * tps);
+    f->n_srule = rules_of(p, "trigger_section_over_s", p->cfg.trigger_section_over_s, f->srule);
+    f->n_crule = rules_of(p, "trigger_counter_below", p->cfg.trigger_counter_below, f->crule);
     pthread_mutex_init(&f->lock, NULL);
     pthread_mutex_init(&f->qlock, NULL);
     p->flight = f;
@@ -144,6 +189,14 @@ static void join_reports(sonde_flight *f)
     f->rpath = f->rstem = NULL;
 }
 
+static void free_threads(sonde_flight *f)
+{
+    sonde__free(f->site_rule);
+    for (size_t i = 0; i < f->n_th; i++)
+        sonde__free(f->th[i]);
+    sonde__free(f->th);
+}
+
 void sonde__flight_forget(sonde_profiler *p)
 {
     sonde_flight *f = p->flight;
@@ -154,7 +207,7 @@ void sonde__flight_forget(sonde_profiler *p)
     sonde__free(f->keep);
     sonde__free(f->ring);
     sonde__free(f->recs);
-    sonde__free(f->depth);
+    free_threads(f);
     sonde__free(f);
     p->flight = NULL;
 }
@@ -168,7 +221,7 @@ void sonde__flight_free(sonde_profiler *p)
     sonde__free(f->keep);
     sonde__free(f->ring);
     sonde__free(f->recs);
-    sonde__free(f->depth);
+    free_threads(f);
     pthread_mutex_destroy(&f->lock);
     pthread_mutex_destroy(&f->qlock);
     sonde__free(f);
@@ -211,8 +264,8 @@ static void drop_oldest(sonde_flight *f, uint64_t wanted_from)
 static uint64_t wanted_from(sonde_flight *f, uint64_t now)
 {
     uint64_t t = atomic_load(&f->hold_from);
-    if (!t)
-        t = now;
+    if (!t) /* a rule may see a moment of the window late (the writer's lag): kept for it */
+        t = now > f->lag_ticks ? now - f->lag_ticks : 0;
     return t > f->window_ticks ? t - f->window_ticks : 0;
 }
 
@@ -265,21 +318,99 @@ int sonde__flight_put(sonde_profiler *p, unsigned type, const uint8_t *payload, 
 void sonde__flight_events_end(sonde_profiler *p, uint64_t tmax) { p->flight->ev_tmax = tmax; }
 
 /* ---- run-wide events, seen as the writer encodes them (under wlock) ---- */
-int32_t *sonde__flight_depth(sonde_profiler *p, uint32_t thread)
+sonde__fr_thread *sonde__flight_thread(sonde_profiler *p, uint32_t thread)
 {
     sonde_flight *f = p->flight;
-    if (thread >= f->n_depth) {
-        size_t n = f->n_depth ? f->n_depth : 16;
+    if (thread >= f->n_th) {
+        size_t n = f->n_th ? f->n_th : 16;
         while (n <= thread)
             n *= 2;
-        int32_t *nd = sonde__realloc(f->depth, n * sizeof *nd);
-        if (!nd)
+        sonde__fr_thread **nt = sonde__realloc(f->th, n * sizeof *nt);
+        if (!nt)
             return NULL;
-        memset(nd + f->n_depth, 0, (n - f->n_depth) * sizeof *nd);
-        f->depth = nd;
-        f->n_depth = n;
+        memset(nt + f->n_th, 0, (n - f->n_th) * sizeof *nt);
+        f->th = nt;
+        f->n_th = n;
     }
-    return &f->depth[thread];
+    if (!f->th[thread] && (f->th[thread] = sonde__calloc(1, sizeof **f->th)))
+        f->th[thread]->watch = f->n_srule > 0;
+    return f->th[thread];
+}
+
+/* ---- rules ---- */
+/* The section rule of site id (a call site or an interned name: matched by name), -1 none.
+ * Looked up once per site. Under wlock. */
+static int site_rule(sonde_flight *f, uint32_t id)
+{
+    if (id >= f->n_site_rule) {
+        size_t n = f->n_site_rule ? f->n_site_rule : 256;
+        while (n <= id)
+            n *= 2;
+        int8_t *nr = sonde__realloc(f->site_rule, n);
+        if (!nr)
+            return -1;
+        memset(nr + f->n_site_rule, 0, n - f->n_site_rule);
+        f->site_rule = nr;
+        f->n_site_rule = n;
+    }
+    if (!f->site_rule[id]) {
+        const sonde_site_rec *r = id < sonde__site_count() ? sonde__site_get(id) : NULL;
+        f->site_rule[id] = -1;
+        for (int i = 0; r && r->name && i < f->n_srule; i++)
+            if (!strcmp(r->name, f->srule[i].r.name))
+                f->site_rule[id] = (int8_t)(i + 1);
+    }
+    return f->site_rule[id] > 0 ? f->site_rule[id] - 1 : -1;
+}
+
+void sonde__flight_section_end(sonde_profiler *p, uint32_t id, uint64_t begin, uint64_t end)
+{
+    sonde_flight *f = p->flight;
+    int i = site_rule(f, id);
+    if (i >= 0) {
+        const fr_rule *r = &f->srule[i];
+        if (end - begin <= r->ticks || end < begin)
+            return;
+        char why[300];
+        snprintf(why, sizeof why, "section \"%.120s\" took %.3f ms, over its %g s "
+                 "(trigger_section_over_s)", r->r.name,
+                 (double)(end - begin) / sonde__clock()->ticks_per_s * 1e3, r->r.s);
+        uint32_t rid = intern_reason(why);
+        pthread_mutex_lock(&f->qlock);
+        enqueue(p, f, end, why, rid);
+        pthread_mutex_unlock(&f->qlock);
+    }
+}
+
+/* A counter's sample: the trigger_counter_below rules. Caller holds f->lock. */
+static void counter_rules(sonde_profiler *p, sonde_flight *f, const sonde__ev *e)
+{
+    uint32_t id = e->tag >> 4;
+    double v;
+    uint64_t bits = e[1].ts;
+    memcpy(&v, &bits, sizeof v);
+    for (int i = 0; i < f->n_crule; i++) {
+        fr_rule *r = &f->crule[i];
+        if (r->id != id)
+            continue;
+        if (v >= r->r.value) {
+            r->below = 0;
+            r->fired = 0;
+            continue;
+        }
+        if (!r->below)
+            r->below = e->ts ? e->ts : 1;
+        if (r->fired || e->ts - r->below < r->ticks)
+            continue;
+        r->fired = 1;
+        char why[300];
+        snprintf(why, sizeof why, "counter \"%.120s\" under %g for %g s, now %g "
+                 "(trigger_counter_below)", r->r.name, r->r.value, r->r.s, v);
+        uint32_t rid = intern_reason(why);
+        pthread_mutex_lock(&f->qlock);
+        enqueue(p, f, e->ts, why, rid);
+        pthread_mutex_unlock(&f->qlock);
+    }
 }
 
 static void sticky_set(sonde_flight *f, uint32_t kind, uint32_t key, const sonde__ev *e,
@@ -332,6 +463,8 @@ void sonde__flight_event(sonde_profiler *p, const sonde__ev *e, unsigned nslots,
     }
     if (kind != SONDE_K_INSTANT && kind != SONDE_K_METADATA)
         f->payload_left = 0;
+    if (kind == SONDE_K_COUNTER && f->n_crule && nslots >= 2)
+        counter_rules(p, f, e);
     pthread_mutex_unlock(&f->lock);
 }
 

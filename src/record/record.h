@@ -302,8 +302,36 @@ int sonde__flight_put(sonde_profiler *p, unsigned type, const uint8_t *payload, 
  * next; the count of open sections it tracks for thread (NULL when out of memory); an event
  * other than a section edge, of nslots slots, seen at that depth (run-wide ones are kept). */
 void sonde__flight_events_end(sonde_profiler *p, uint64_t tmax);
-int32_t *sonde__flight_depth(sonde_profiler *p, uint32_t thread);
 void sonde__flight_event(sonde_profiler *p, const sonde__ev *e, unsigned nslots, int32_t depth);
+/* A thread's open sections as the writer sees them encoded: their count, and with
+ * trigger_section_over_s rules (watch) the innermost 64's ids and begin ticks. */
+#define SONDE_FR_DEPTH 64
+typedef struct sonde__fr_thread {
+    int32_t depth;
+    int watch;
+    uint32_t id[SONDE_FR_DEPTH];
+    uint64_t ts[SONDE_FR_DEPTH];
+} sonde__fr_thread;
+/* Thread index thread's (NULL when out of memory). Under wlock. */
+sonde__fr_thread *sonde__flight_thread(sonde_profiler *p, uint32_t thread);
+/* A watched thread's section id ended: the trigger_section_over_s rules. */
+void sonde__flight_section_end(sonde_profiler *p, uint32_t id, uint64_t begin, uint64_t end);
+static inline void sonde__flight_edge(sonde_profiler *p, sonde__fr_thread *t, const sonde__ev *e)
+{
+    int32_t d = t->depth;
+    if ((e->tag & 15u) == SONDE_K_BEGIN) {
+        if (t->watch && d >= 0 && d < SONDE_FR_DEPTH) {
+            t->id[d] = e->tag >> 4;
+            t->ts[d] = e->ts;
+        }
+        t->depth = d + 1;
+    } else if (d > 0) {
+        t->depth = --d;
+        if (t->watch && d < SONDE_FR_DEPTH)
+            sonde__flight_section_end(p, t->id[d], t->ts[d], e->ts);
+    }
+}
+
 /* The writer thread, after each pass (under wlock): the signal's trigger, the window's oldest
  * records, a trigger whose dump is due. */
 void sonde__flight_poll(sonde_profiler *p);

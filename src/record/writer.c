@@ -298,9 +298,10 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
     uint64_t prev = c->data[from].ts;
     sonde_put_u64le(enc + k, prev);
     k += 8;
-    /* the flight recorder follows each thread's depth, to keep its run-wide events aside */
+    /* the flight recorder follows each thread's sections, to keep its run-wide events aside
+     * and to apply its trigger_section_over_s rules */
     sonde_flight *fl = sonde__flight_mem(p);
-    int32_t *depth = fl ? sonde__flight_depth(p, c->thread) : NULL;
+    sonde__fr_thread *ft = fl ? sonde__flight_thread(p, c->thread) : NULL;
     uint32_t i = from;
     while (i < stop) {
         const sonde__ev *e = &c->data[i];
@@ -310,8 +311,8 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
             k += varint_put(enc + k, zigzag_enc((int64_t)(e->ts - prev)));
             prev = e->ts;
             i++;
-            if (depth)
-                *depth += kind == SONDE_K_BEGIN ? 1 : *depth > 0 ? -1 : 0;
+            if (ft)
+                sonde__flight_edge(p, ft, e);
             continue;
         }
         if (kind >= SONDE_K_COUNT)
@@ -320,7 +321,7 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
         if (i + n > to)
             break;
         if (fl)
-            sonde__flight_event(p, e, n, depth ? *depth : -1);
+            sonde__flight_event(p, e, n, ft ? ft->depth : -1);
         k += sonde__put_event(enc + k, e, prev);
         prev = e->ts;
         i += n;

@@ -9,6 +9,11 @@
  *   signal  1.5 s of steps, waiting for the trigger signal (sonde trigger PID) from outside;
  *           prints "ready PID" first, then runs until the file "DIR/stop" exists (at most 20 s)
  *   exit    steps for 1 s, then exit(3) without sonde_destroy
+ *   section 2.5 s of steps; at 2 s a section "slow part" of 300 ms in one (for the rule
+ *           trigger_section_over_s, set from the environment)
+ *   counter 2.5 s of steps, each recording the counter "gpu util": 90, but 10 from 1.5 s to
+ *           2 s (for trigger_counter_below)
+ *   queue   sonde_trigger at 1 s and at 1.7 s: two dumps, the second written after the first
  *   segv    steps for 1 s, then a write through a null pointer (inside a section)
  *   kill    a trigger, then steps until SIGKILL comes from outside (prints "dumped" once the
  *           dump's reports are there)
@@ -97,6 +102,25 @@ int main(int argc, char **argv)
         snprintf(stop, sizeof stop, "%s/stop", argv[2]);
         for (int i = 0; i < 2000 && access(stop, F_OK) != 0; i++)
             step(p, 10);
+    } else if (!strcmp(mode, "section")) {
+        for (int i = 0; i < 250; i++) {
+            if (i == 200) {
+                SONDE_SCOPE(p, "slow part");
+                sleep_ms(300);
+            }
+            step(p, 10);
+        }
+    } else if (!strcmp(mode, "counter")) {
+        for (int i = 0; i < 250; i++) {
+            sonde_counter(p, "gpu util", i >= 150 && i < 200 ? 10 : 90);
+            step(p, 10);
+        }
+    } else if (!strcmp(mode, "queue")) {
+        for (int i = 0; i < 300; i++) {
+            if (i == 100 || i == 170)
+                sonde_trigger(p, i == 100 ? "first" : "second");
+            step(p, 10);
+        }
     } else if (!strcmp(mode, "segv")) {
         for (int i = 0; i < 100; i++)
             step(p, 10);

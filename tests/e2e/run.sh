@@ -1816,6 +1816,27 @@ flight)
         --before-min 0.9 --before-max 1.2
     grep -q "1 trigger(s) wrote no dump of their own (flight_recorder_max 1)" b.err ||
         fail "the trigger past flight_recorder_max is not counted: $(cat b.err)"
+    # a trigger while the first one's dump is being written waits for it: two dumps
+    "$fr" queue q > /dev/null 2> q.err || fail "flight queue exited $?: $(cat q.err)"
+    [ "$(ls q/*.sonde | tr '\n' ' ')" = "q/fl-trigger1.sonde q/fl-trigger2.sonde " ] || fail "queue: dumps $(ls q)"
+    python3 "$src/tests/e2e/flight_check.py" q fl-trigger1 --reason first --before-min 0.9 --before-max 1.2
+    python3 "$src/tests/e2e/flight_check.py" q fl-trigger2 --reason second --before-min 1.5 --before-max 2.1
+    # the rules on the program's own figures: a section over its seconds, a counter under its
+    # value for long enough (once, until it is back over)
+    SONDE_TRIGGER_SECTION_OVER_S="slow part=0.2" "$fr" section r > /dev/null 2> r.err ||
+        fail "flight section exited $?: $(cat r.err)"
+    [ "$(ls r/*.sonde)" = "r/fl-trigger1.sonde" ] || fail "section rule: dumps $(ls r)"
+    python3 "$src/tests/e2e/flight_check.py" r fl-trigger1 --no-trace \
+        --reason 'section "slow part" took 30'
+    SONDE_TRIGGER_COUNTER_BELOW="gpu util=20,0.3" "$fr" counter u > /dev/null 2> u.err ||
+        fail "flight counter exited $?: $(cat u.err)"
+    [ "$(ls u/*.sonde)" = "u/fl-trigger1.sonde" ] || fail "counter rule: dumps $(ls u)"
+    python3 "$src/tests/e2e/flight_check.py" u fl-trigger1 --reason 'counter "gpu util" under 20 for 0.3 s' \
+        --before-min 1.7 --before-max 2.0
+    expect 2 'SONDE_TRIGGER_COUNTER_BELOW: "gpu util=20" is not NAME=VALUE,SECONDS' \
+        env SONDE_TRIGGER_COUNTER_BELOW="gpu util=20" "$fr" counter v
+    expect 2 'SONDE_TRIGGER_SECTION_OVER_S: "x" in "a" is not a number of seconds' \
+        env SONDE_TRIGGER_SECTION_OVER_S="a=x" "$fr" section v
     # the signal, from `sonde trigger PID`; a process without sonde is refused, not signalled
     "$fr" signal c > c.out 2> c.err &
     fpid=$!

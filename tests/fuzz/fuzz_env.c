@@ -12,7 +12,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char *vars[] = {"SONDE_ENABLED", "SONDE_OUTPUT_DIR", "SONDE_NAME",
                                  "SONDE_FORMATS", "SONDE_BUFFER_MB", "SONDE_UNIT",
-                                 "SONDE_PEAK_FLOPS", "SONDE_FLUSH_INTERVAL_S"};
+                                 "SONDE_PEAK_FLOPS", "SONDE_FLUSH_INTERVAL_S",
+                                 "SONDE_TRIGGER_SECTION_OVER_S", "SONDE_TRIGGER_COUNTER_BELOW"};
     char *s = malloc(size + 1);
     if (!s)
         return 0;
