@@ -280,6 +280,11 @@ typedef struct sonde_config {
                                            sampled figure such as "gpu0 util %") under VALUE
                                            for S seconds triggers, once until it is back over
                                            (up to 8 rules; default none) */
+    int on_demand;           /* 1: record nothing until `sonde trigger PID --start [--for S]`
+                                (the control signal, trigger_signal), then record into a run of
+                                its own, NAME-ondemandN, until --stop or S seconds, and write its
+                                reports; off again until the next start (default 0;
+                                docs/flight-recorder.md) */
 } sonde_config;
 
 /* The defaults documented on each field. */

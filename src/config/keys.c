@@ -139,6 +139,9 @@ static const sonde_key g_keys[] = {
      "flight recorder: NAME=S[;NAME=S]: a section NAME over S seconds triggers a dump"},
     {"trigger_counter_below", KEY_STRING, OFF(trigger_counter_below), 0, 0, NULL,
      "flight recorder: NAME=VALUE,S[;...]: a counter under VALUE for S seconds triggers a dump"},
+    {"on_demand", KEY_BOOL, OFF(on_demand), 0, 1, "0",
+     "record nothing until `sonde trigger PID --start [--for S]`, then a run of its own "
+     "(NAME-ondemandN) until --stop"},
     {"rank", KEY_INT, OFF(rank), -1, 1000000, "-1", "this process's rank (-1: from the launcher)"},
     {"world_size", KEY_INT, OFF(world_size), -1, 1000000, "-1",
      "processes in the job (-1: from the launcher)"},

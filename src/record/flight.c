@@ -124,9 +124,6 @@ static void enqueue(sonde_profiler *p, sonde_flight *f, uint64_t tick, const cha
 static uint32_t intern_reason(const char *reason);
 
 /* ---- memory ---- */
-static int sig_installed;
-static struct sigaction sig_old;
-
 /* The rules of key which (value may be NULL: none), ready to apply; how many. A value the key
  * table did not check (set in code) is refused with a warning. */
 static int rules_of(sonde_profiler *p, const char *which, const char *value, fr_rule *out)
@@ -574,55 +571,10 @@ void sonde__flight_step(sonde_profiler *p, uint64_t n)
         trigger_at(p, now, reason);
 }
 
-/* The trigger signal: async-signal-safe (an atomic store and sem_post). One profiler at a time
- * can own it: the latest created. */
-static sonde_profiler *_Atomic sig_prof;
-
-static void on_trigger_signal(int sig, siginfo_t *info, void *uctx)
+void sonde__flight_signal(sonde_profiler *p)
 {
-    (void)info;
-    (void)uctx;
-    (void)sig;
-    sonde_profiler *p = atomic_load(&sig_prof);
-    if (!p || !p->flight)
-        return;
     uint64_t t = sonde__ticks();
     atomic_store(&p->flight->sig_tick, t ? t : 1);
-    sem_post(&p->wake);
-}
-
-void sonde__flight_signal_install(sonde_profiler *p)
-{
-    int sig = p->cfg.trigger_signal;
-    if (sig <= 0 || sig >= NSIG || sig == SIGKILL || sig == SIGSTOP) {
-        if (sig)
-            sonde__warn(p, "trigger_signal %d is not a signal that can be caught: no signal "
-                           "trigger", sig);
-        return;
-    }
-    atomic_store(&sig_prof, p);
-    if (sig_installed)
-        return;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_trigger_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(sig, &sa, &sig_old) != 0) {
-        sonde__warn(p, "trigger_signal %d: %s", sig, strerror(errno));
-        return;
-    }
-    sig_installed = sig;
-}
-
-void sonde__flight_signal_release(sonde_profiler *p)
-{
-    sonde_profiler *expected = p;
-    atomic_compare_exchange_strong(&sig_prof, &expected, NULL);
-    if (sig_installed && !atomic_load(&sig_prof)) {
-        sigaction(sig_installed, &sig_old, NULL);
-        sig_installed = 0;
-    }
 }
 
 /* ---- the dump ---- */
@@ -1032,7 +984,7 @@ void sonde__flight_finish(sonde_profiler *p, int status)
     sonde_flight *f = p->flight;
     if (!f)
         return;
-    sonde__flight_signal_release(p);
+    sonde__control_release(p);
     join_reports(f);
     if (status && !atomic_load(&f->crashed)) {
         char why[64];

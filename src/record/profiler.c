@@ -508,6 +508,7 @@ static void free_contents(sonde_profiler *p)
     sonde__free(p->output_dir);
     sonde__free(p->unit);
     sonde__free(p->path);
+    sonde__free(p->od_base);
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->wlock);
     pthread_mutex_destroy(&p->step_lock);
@@ -690,6 +691,26 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
                     cfg.buffer_mb);
         return NULL;
     }
+    if (cfg.on_demand && cfg.flight_recorder_s > 0) {
+        sonde__warn(p, "on_demand is off: the flight recorder (flight_recorder_s) records "
+                       "everything already");
+        p->cfg.on_demand = cfg.on_demand = 0;
+    }
+    if (cfg.on_demand) { /* no file, no recording, until a start command (ondemand.c) */
+        p->ondemand = 1;
+        if (!(p->od_base = xstrdup(p->name))) {
+            free_profiler(p);
+            sonde__fail(SONDE_ENOMEM, "sonde_create: out of memory");
+            return NULL;
+        }
+        if (sonde__registry_add(p) != 0)
+            sonde__warn(p, "more than 64 live profilers: this one is not flushed on fatal "
+                           "signals");
+        if (sonde__writer_start(p) != 0)
+            sonde__warn(p, "could not start the writer thread: no recording on demand");
+        sonde__control_install(p);
+        return p;
+    }
     if (sonde__writer_open(p) != 0)
         return p; /* status says why; recording stays off and the host goes on */
     if (sonde__registry_add(p) != 0)
@@ -697,7 +718,7 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
     if (sonde__writer_start(p) != 0)
         sonde__warn(p, "could not start the writer thread: events are written at export");
     if (p->flight)
-        sonde__flight_signal_install(p);
+        sonde__control_install(p);
     if (cfg.nvtx) {
         const char *why = sonde__nvtx_reason();
         if (why)
@@ -788,6 +809,10 @@ static int finalize(sonde_profiler *p)
         pthread_mutex_unlock(&p->step_lock);
     }
     __atomic_store_n(&p->hot.recording, 0, __ATOMIC_RELAXED);
+    if (p->ondemand) { /* a window still open ends with the run */
+        sonde__writer_stop(p);
+        return sonde__ondemand_finish(p);
+    }
     if (p->flight) { /* nothing is written but the dumps: those still due, and an exit's */
         sonde__writer_stop(p);
         pthread_mutex_lock(&p->wlock);
@@ -1017,8 +1042,10 @@ int sonde_begin(sonde_profiler *p, const char *name)
 int sonde__begin_named(sonde_profiler *p, uint32_t id, const char *name)
 {
     if (!recording(p)) {
-        /* Paused by the schedule: remember the section so that its end closes nothing else. */
-        if (p->schedule_on && sonde__has_sink(p) && !atomic_load(&p->finalized)) {
+        /* Paused by the schedule, or between windows of recording on demand: remember the
+         * section so that its end, recording or not, closes nothing else. */
+        if (((p->schedule_on && sonde__has_sink(p)) || p->ondemand) &&
+            !atomic_load(&p->finalized)) {
             sonde_tbuf *tb = sonde__thread_buf(p);
             if (!tb)
                 return SONDE_ENOMEM;
@@ -1039,8 +1066,10 @@ int sonde__begin_named(sonde_profiler *p, uint32_t id, const char *name)
 int sonde_end(sonde_profiler *p)
 {
     CHECK_P(p, "sonde_end");
-    /* With the schedule paused, a section begun while recording still records its end. */
-    if (!recording(p) && !(p->schedule_on && sonde__has_sink(p) && !atomic_load(&p->finalized)))
+    /* With the schedule paused (or on demand, between windows), a section begun while
+     * recording still records its end. */
+    if (!recording(p) &&
+        !(((p->schedule_on && sonde__has_sink(p)) || p->ondemand) && !atomic_load(&p->finalized)))
         return 0;
     sonde_tbuf *tb = sonde__thread_buf(p);
     if (!tb)
@@ -1329,6 +1358,9 @@ int sonde_export(sonde_profiler *p, const char *path)
     if (p->flight)
         return sonde__fail(SONDE_ESTATE, "sonde_export: the flight recorder writes only on a "
                                          "trigger (sonde_trigger writes the window now)");
+    if (p->ondemand && p->fd < 0)
+        return sonde__fail(SONDE_ESTATE, "sonde_export: recording on demand is off (`sonde "
+                                         "trigger %d --start` starts it)", (int)getpid());
     if (p->fd < 0 && !atomic_load(&p->finalized))
         return sonde__fail(SONDE_ESTATE, "sonde_export: nothing was recorded (%s)",
                            p->status_msg[0] ? p->status_msg : "profiler disabled");

@@ -146,10 +146,17 @@ struct sonde_profiler {
     sonde__hot hot;                /* first member: the macros read it */
     sonde_config cfg;              /* strings below are owned copies */
     char *name, *output_dir, *unit, *path;
-    int fd;                        /* the .sonde file, -1 when none */
+    _Atomic int fd;                /* the .sonde file, -1 when none (atomic: recording on demand
+                                    * opens and closes it while host threads look) */
     sonde_flight *flight;          /* the flight recorder's memory (flight.c), NULL when off:
                                     * the writer's records go there instead of to fd */
     _Atomic int flight_direct;     /* ... until a fatal signal's dump: then to fd, that dump */
+    /* on_demand (ondemand.c): recording off until a start command; each window its own run */
+    int ondemand;
+    _Atomic int ctl_cmd;           /* the last command the control signal brought, 0: none */
+    int od_window;                 /* windows started so far; one is open when fd >= 0 */
+    uint64_t od_until_ns;          /* the open window's end (CLOCK_MONOTONIC), 0: until stopped */
+    char *od_base;                 /* the run's name; windows are od_base-ondemandN */
     _Atomic int status;            /* first internal error, 0 when none */
     _Atomic int io_failed;         /* writes stopped after an I/O error */
     _Atomic int full_errno;        /* ... because the disk filled (ENOSPC, EDQUOT, EFBIG): the
@@ -337,9 +344,9 @@ static inline void sonde__flight_edge(sonde_profiler *p, sonde__fr_thread *t, co
 void sonde__flight_poll(sonde_profiler *p);
 /* sonde_step's rule (trigger_step_over_median); n: steps ended so far. */
 void sonde__flight_step(sonde_profiler *p, uint64_t n);
-/* The trigger signal's handler (the profiler created last owns it), and taking it back. */
-void sonde__flight_signal_install(sonde_profiler *p);
-void sonde__flight_signal_release(sonde_profiler *p);
+/* The trigger signal came (its handler, ondemand.c): the writer's next poll queues a trigger.
+ * Async-signal-safe. */
+void sonde__flight_signal(sonde_profiler *p);
 /* The end of the run (wlock held, writer stopped): waiting triggers written now, and one for
  * a non-zero exit status. */
 void sonde__flight_finish(sonde_profiler *p, int status);
@@ -360,6 +367,9 @@ unsigned sonde__flight_dumps(const sonde_profiler *p);
  * buffer, without taking any lock; sig: the signal. In flight-recorder mode, the window and those
  * events into a dump of their own (sonde__flight_crash_open). */
 void sonde__signal_flush(sonde_profiler *p, int sig);
+/* Recording on demand, at a window's start (wlock held): what threads recorded since the last
+ * window is dropped unwritten, and the state of the file written last is reset for a new one. */
+void sonde__writer_discard(sonde_profiler *p);
 /* A chunk from the free stack (state ACTIVE), or SONDE_NO_CHUNK. Lock-free. */
 uint32_t sonde__chunk_pop(sonde_profiler *p);
 void sonde__chunk_push(sonde_profiler *p, uint32_t idx);
@@ -369,6 +379,22 @@ void sonde__chunk_push(sonde_profiler *p, uint32_t idx);
  * SONDE_NO_CHUNK only when every chunk is held by a live thread (more threads recording at once
  * than chunks) or a forked child's file cannot be made. The caller holds no sonde lock. */
 uint32_t sonde__chunk_back_pressure(sonde_profiler *p, uint32_t own);
+
+/* ---- ondemand.c: the control signal and recording on demand ---- */
+/* Commands a control signal carries (sigqueue's value; `sonde trigger PID`): the operation in
+ * the low 2 bits, a start's duration in tenths of a second above (0: until stopped). A plain
+ * signal (kill) is a trigger. */
+enum { SONDE_CTL_TRIGGER = 1, SONDE_CTL_START = 2, SONDE_CTL_STOP = 3 };
+/* Installs the handler of trigger_signal for p (flight recorder or on_demand; the profiler
+ * created last owns it), and gives it back. */
+void sonde__control_install(sonde_profiler *p);
+void sonde__control_release(sonde_profiler *p);
+/* The writer thread, after each pass (no lock held): an on_demand profiler's start and stop
+ * commands and its --for deadline. */
+void sonde__ondemand_poll(sonde_profiler *p);
+/* The end of the run for an on_demand profiler (writer stopped): a window still open is closed
+ * and its reports written. 0, or a sonde error code. */
+int sonde__ondemand_finish(sonde_profiler *p);
 
 /* ---- nvtx.c: NVTX ranges for Nsight Systems (option nvtx) ---- */
 /* NULL when NVTX calls are compiled in, else why there are none (for the report's warning). */

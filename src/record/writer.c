@@ -389,6 +389,8 @@ void sonde__writer_pass(sonde_profiler *p, int flush_active)
 {
     if (sonde__child_open(p) != 0)
         return; /* a forked child that has recorded nothing yet */
+    if (p->ondemand && p->fd < 0)
+        return; /* between windows: what comes is discarded at the next start */
     write_sites(p, p->enc);
     write_threads(p, p->enc, 1);
     for (uint32_t i = 0; i < p->n_chunks; i++) {
@@ -415,6 +417,32 @@ void sonde__writer_pass(sonde_profiler *p, int flush_active)
     }
     if (flush_active)
         write_anchor(p);
+}
+
+void sonde__writer_discard(sonde_profiler *p)
+{
+    for (uint32_t i = 0; i < p->n_chunks; i++) {
+        sonde_chunk *c = &p->chunks[i];
+        int st = atomic_load_explicit(&c->state, memory_order_acquire);
+        if (st == CHUNK_FULL) {
+            atomic_store_explicit(&c->owner, NULL, memory_order_relaxed);
+            sonde__chunk_push(p, i);
+        } else if (st == CHUNK_ACTIVE) {
+            atomic_store_explicit(&c->flushed, committed(p, c), memory_order_relaxed);
+        }
+    }
+    atomic_store(&p->sites_written, 1);
+    pthread_mutex_lock(&p->lock);
+    for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next)) {
+        atomic_store(&tb->written_thread, 0);
+        atomic_store(&tb->dropped, 0);
+    }
+    pthread_mutex_unlock(&p->lock);
+    atomic_store(&p->bytes_written, 0);
+    atomic_store(&p->dropped_io, 0);
+    atomic_store(&p->io_failed, 0);
+    atomic_store(&p->full_errno, 0);
+    atomic_store(&p->reserved_to, 0);
 }
 
 uint32_t sonde__chunk_back_pressure(sonde_profiler *p, uint32_t own)
@@ -646,6 +674,8 @@ static void *writer_main(void *arg)
         if (p->flight)
             sonde__flight_poll(p);
         pthread_mutex_unlock(&p->wlock);
+        if (p->ondemand)
+            sonde__ondemand_poll(p);
     }
     struct timespec cpu;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
@@ -657,6 +687,8 @@ int sonde__writer_start(sonde_profiler *p)
 {
     if (pthread_create(&p->writer, NULL, writer_main, p) != 0)
         return -1;
+    /* named here too, so that whoever looks right after sonde_create (`sonde trigger`) sees it */
+    pthread_setname_np(p->writer, "sonde-writer");
     p->writer_started = 1;
     return 0;
 }

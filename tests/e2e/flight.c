@@ -14,6 +14,9 @@
  *   counter 2.5 s of steps, each recording the counter "gpu util": 90, but 10 from 1.5 s to
  *           2 s (for trigger_counter_below)
  *   queue   sonde_trigger at 1 s and at 1.7 s: two dumps, the second written after the first
+ *   ondemand  steps until the file "DIR/stop" exists (at most 20 s), for on_demand (set from the
+ *           environment); prints "ready PID" first, and at the end the mean step time of the
+ *           first and the last 100 steps: "first100 MS last100 MS"
  *   segv    steps for 1 s, then a write through a null pointer (inside a section)
  *   kill    a trigger, then steps until SIGKILL comes from outside (prints "dumped" once the
  *           dump's reports are there)
@@ -67,6 +70,8 @@ int main(int argc, char **argv)
         c.trigger_step_over_median = 5;
     if (!strcmp(mode, "api"))
         c.flight_recorder_max = 1;
+    if (!strcmp(mode, "ondemand")) /* recording on demand, not the flight recorder */
+        c.flight_recorder_s = 0;
     if (sonde_config_from_env(&c) != 0) {
         fprintf(stderr, "flight: %s\n", sonde_last_error());
         return 2;
@@ -121,6 +126,26 @@ int main(int argc, char **argv)
                 sonde_trigger(p, i == 100 ? "first" : "second");
             step(p, 10);
         }
+    } else if (!strcmp(mode, "ondemand")) {
+        printf("ready %d\n", (int)getpid());
+        fflush(stdout);
+        char stop[4096];
+        snprintf(stop, sizeof stop, "%s/stop", argv[2]);
+        static double ms[2000];
+        int n = 0;
+        for (; n < 2000 && access(stop, F_OK) != 0; n++) {
+            struct timespec a, b;
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            step(p, 10);
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            ms[n] = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+        }
+        double first = 0, last = 0;
+        for (int i = 0; i < 100 && i < n; i++) {
+            first += ms[i] / 100;
+            last += ms[n - 1 - i] / 100;
+        }
+        printf("first100 %.3f last100 %.3f\n", first, last);
     } else if (!strcmp(mode, "segv")) {
         for (int i = 0; i < 100; i++)
             step(p, 10);

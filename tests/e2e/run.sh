@@ -1853,13 +1853,46 @@ flight)
     wait $fpid || fail "flight signal exited $?: $(cat c.err)"
     python3 "$src/tests/e2e/flight_check.py" c fl-trigger1 --reason "signal 12" \
         --before-min 1.0 --before-max 2.0
+    # on_demand: nothing until `sonde trigger PID --start --for 1`, then one second recorded and
+    # its reports written; again with --start and --stop; the step time after as before
+    SONDE_ON_DEMAND=1 "$fr" ondemand od > od.out 2> od.err &
+    fpid=$!
+    for i in $(seq 100); do grep -q ready od.out && break; sleep 0.1; done
+    sleep 1.5
+    [ ! -e od ] || fail "on_demand wrote before a start: $(ls od)"
+    "$sonde" trigger "$fpid" --start --for 1 > /dev/null || fail "sonde trigger --start exited $?"
+    for i in $(seq 100); do [ -f od/fl-ondemand1.json ] && break; sleep 0.1; done
+    "$sonde" trigger "$fpid" --start > /dev/null
+    sleep 0.5
+    "$sonde" trigger "$fpid" --stop > /dev/null
+    for i in $(seq 100); do [ -f od/fl-ondemand2.json ] && break; sleep 0.1; done
+    sleep 1
+    touch od/stop
+    wait $fpid || fail "flight ondemand exited $?: $(cat od.err)"
+    expect 2 "--for goes with --start" "$sonde" trigger 1 --for 2
+    expect 2 "--start and --stop together" "$sonde" trigger 1 --start --stop
+    python3 - "$work/od" "$work/od.out" <<'PY' || fail "on_demand: $(cat od.err)"
+import json, sys
+d, out = sys.argv[1], open(sys.argv[2]).read().split()
+def sections(stem):
+    r = json.load(open(f"{d}/{stem}.json"))
+    assert r["run"]["name"] == stem, r["run"]["name"]
+    return {s["name"]: s["count"] for s in r["sections"]}
+one, two = sections("fl-ondemand1"), sections("fl-ondemand2")
+assert set(one) == {"step work"} and 70 <= one["step work"] <= 110, one  # 1 s of 10 ms steps
+assert set(two) == {"step work"} and 20 <= two["step work"] <= 80, two   # 0.5 s
+first, last = float(out[out.index("first100") + 1]), float(out[out.index("last100") + 1])
+assert last < first * 1.5, (first, last)
+print(f"ok on_demand: {one['step work']} then {two['step work']} steps recorded; step "
+      f"{first:.2f} ms before, {last:.2f} ms after")
+PY
     # an exit with a non-zero status writes the window (and its reports) at exit
     expect 3 "exit with status 3" "$fr" exit d
     python3 "$src/tests/e2e/flight_check.py" d fl-trigger1 --reason "exit with status 3" \
         --before-min 0.9 --before-max 1.2
     # SIGSEGV writes the window from the signal handler; the process still dies of it, and
     # sonde export writes the reports (not under TSan, whose own handler takes SIGSEGV)
-    if [ -n "${SONDE_E2E_NO_CRASH:-}" ]; then echo "e2e flight: passed (no crash part)"; exit 0; fi
+    if [ -n "${E2E_NO_CRASH:-}" ]; then echo "e2e flight: passed (no crash part)"; exit 0; fi
     expect 139 "the window is in e/fl-trigger1.sonde" "$fr" segv e
     "$sonde" export e/fl-trigger1.sonde --format json,trace -o e --quiet
     python3 "$src/tests/e2e/flight_check.py" e fl-trigger1 --reason "fatal signal 11 (SIGSEGV)" \

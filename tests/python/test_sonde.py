@@ -375,6 +375,26 @@ class Recording(Base):
         self.assertEqual(r["events"][0]["occurrences"][0]["args"], {"reason": "just a mark"})
         self.assertFalse([f for f in os.listdir(self.dir) if "nofr-trigger" in f])
 
+    def test_on_demand_records_only_between_start_and_stop(self):
+        """Profiler(on_demand=True): nothing until `sonde trigger PID --start --for S` (here
+        through sonde.cli, on this very process); then a run of its own with its reports."""
+        with self.make("od", on_demand=True) as prof:
+            with prof.profile("before"):
+                pass
+            self.assertEqual(os.listdir(self.dir), [])
+            self.assertEqual(sonde.cli(["trigger", str(os.getpid()), "--start", "--for", "0.3"]), 0)
+            deadline = time.time() + 10
+            while not os.path.exists(os.path.join(self.dir, "od-ondemand1.json")):
+                self.assertLess(time.time(), deadline, "no window within 10 s")
+                with prof.profile("during"):
+                    time.sleep(0.01)
+            with prof.profile("after"):
+                pass
+        r = self.report("od-ondemand1")
+        self.assertEqual([s["name"] for s in r["sections"]], ["during"])
+        self.assertGreater(r["sections"][0]["count"], 5)
+        self.assertEqual(sorted(os.listdir(self.dir)), ["od-ondemand1.json", "od-ondemand1.sonde"])
+
     def test_exception_in_a_block_closes_the_section_and_propagates(self):
         with self.assertRaises(KeyError):
             with self.make("raises") as prof:

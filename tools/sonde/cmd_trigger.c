@@ -1,6 +1,8 @@
-/* cmd_trigger.c - `sonde trigger PID`: asks a running program's flight recorder for a dump, by
- * the signal it listens on (trigger_signal, SIGUSR2 unless configured otherwise). The signal is
- * sent only to a process that catches it: one that does not would be ended by it. */
+/* cmd_trigger.c - `sonde trigger PID`: asks a running program's flight recorder for a dump, or
+ * (--start [--for S], --stop) switches recording on and off in a program with on_demand, by the
+ * signal it listens on (trigger_signal, SIGUSR2 unless configured otherwise): a plain signal for
+ * a dump, a command in sigqueue's value for the others. The signal is sent only to a process
+ * that runs sonde and catches it: one that does not would be ended by it. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -11,6 +13,7 @@
 #include <strings.h>
 
 #include "cli.h"
+#include "record/record.h"
 
 /* A signal by number, or by name with or without SIG (USR1, SIGUSR2, RTMIN+3). -1 when not. */
 static int parse_signal(const char *s)
@@ -82,16 +85,21 @@ static int runs_sonde(long pid)
 
 int cmd_trigger(int argc, char **argv)
 {
-    static const char *const opts[] = {"--signal", NULL};
-    const char *pid_s = NULL, *sig_s = "SIGUSR2";
+    static const char *const opts[] = {"--signal", "--start", "--stop", "--for", NULL};
+    const char *pid_s = NULL, *sig_s = "SIGUSR2", *for_s = NULL;
+    int start = 0, stop = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strncmp(a, "--signal=", 9)) {
-            sig_s = a + 9;
-        } else if (!strcmp(a, "--signal")) {
+        if (!strcmp(a, "--start")) {
+            start = 1;
+        } else if (!strcmp(a, "--stop")) {
+            stop = 1;
+        } else if (!strncmp(a, "--signal=", 9) || !strncmp(a, "--for=", 6)) {
+            *(a[2] == 's' ? &sig_s : &for_s) = strchr(a, '=') + 1;
+        } else if (!strcmp(a, "--signal") || !strcmp(a, "--for")) {
             if (i + 1 >= argc)
-                return cli_fail(CLI_USAGE, "trigger", "--signal needs a value");
-            sig_s = argv[++i];
+                return cli_fail(CLI_USAGE, "trigger", "%s needs a value", a);
+            *(a[2] == 's' ? &sig_s : &for_s) = argv[++i];
         } else if (a[0] == '-' && a[1]) {
             return cli_bad_option("trigger", a, opts);
         } else if (!pid_s) {
@@ -108,6 +116,18 @@ int cmd_trigger(int argc, char **argv)
     if (end == pid_s || *end || pid <= 0)
         return cli_fail(CLI_USAGE, "trigger", "%s: expected a process id (a positive integer)",
                         pid_s);
+    if (start && stop)
+        return cli_fail(CLI_USAGE, "trigger", "--start and --stop together: one at a time");
+    if (for_s && !start)
+        return cli_fail(CLI_USAGE, "trigger", "--for goes with --start");
+    long tenths = 0;
+    if (for_s) {
+        double secs = strtod(for_s, &end);
+        if (end == for_s || *end || !(secs >= 0.1 && secs <= 1e7))
+            return cli_fail(CLI_USAGE, "trigger", "--for %s: expected seconds, 0.1 to 1e7",
+                            for_s);
+        tenths = (long)(secs * 10 + 0.5);
+    }
     int sig = parse_signal(sig_s);
     if (sig < 0)
         return cli_fail(CLI_USAGE, "trigger", "--signal %s: expected a signal number or a name "
@@ -123,9 +143,26 @@ int cmd_trigger(int argc, char **argv)
         return cli_fail(CLI_USAGE, "trigger", "process %ld does not catch signal %d (%s): it is "
                         "not running sonde's flight recorder with trigger_signal %d, and the "
                         "signal would end it; nothing sent", pid, sig, strsignal(sig), sig);
-    if (kill((pid_t)pid, sig) != 0)
+    if (!start && !stop) {
+        if (kill((pid_t)pid, sig) != 0)
+            return cli_fail(CLI_USAGE, "trigger", "process %ld: %s", pid, strerror(errno));
+        printf("sent signal %d (%s) to process %ld: its flight recorder writes NAME-triggerN.* "
+               "in its output directory after flight_recorder_after_s\n", sig, strsignal(sig),
+               pid);
+        return CLI_OK;
+    }
+    union sigval v;
+    v.sival_int = stop ? SONDE_CTL_STOP : (int)(SONDE_CTL_START | tenths << 2);
+    if (sigqueue((pid_t)pid, sig, v) != 0)
         return cli_fail(CLI_USAGE, "trigger", "process %ld: %s", pid, strerror(errno));
-    printf("sent signal %d (%s) to process %ld: its flight recorder writes NAME-triggerN.* in "
-           "its output directory after flight_recorder_after_s\n", sig, strsignal(sig), pid);
+    if (stop)
+        printf("asked process %ld to stop recording: it writes NAME-ondemandN.* in its output "
+               "directory\n", pid);
+    else if (tenths)
+        printf("asked process %ld to record for %.1f s (on_demand): NAME-ondemandN.* in its "
+               "output directory\n", pid, tenths / 10.0);
+    else
+        printf("asked process %ld to record (on_demand) until sonde trigger %ld --stop\n", pid,
+               pid);
     return CLI_OK;
 }

@@ -71,12 +71,14 @@ static const cli_cmd g_cmds[] = {
      "  DIR/NAME-1 ... NAME-N (a JSON report and a .sonde file each; DIR is ./sonde-bench),\n"
      "  and prints each section's mean time per instance over the runs: mean ± standard\n"
      "  deviation, min and max. sonde diff DIR -- OTHER_DIR compares two sets of runs.\n"},
-    {"trigger", cmd_trigger, "ask a running program's flight recorder for a dump",
+    {"trigger", cmd_trigger, "a running program's flight recorder dump, or recording on demand",
      "usage: sonde trigger PID [--signal SIG]\n"
-     "  Sends SIG (default SIGUSR2, the default trigger_signal) to PID, whose flight recorder\n"
-     "  (flight_recorder_s) then writes the last seconds as NAME-triggerN.sonde and its reports\n"
-     "  (docs/flight-recorder.md). Refuses a process that does not catch SIG, which the\n"
-     "  signal would end.\n"},
+     "       sonde trigger PID --start [--for S] | --stop [--signal SIG]\n"
+     "  Sends SIG (default SIGUSR2, the default trigger_signal) to PID: its flight recorder\n"
+     "  (flight_recorder_s) writes the last seconds as NAME-triggerN.sonde and its reports;\n"
+     "  with --start / --stop, a program with on_demand starts recording (for S seconds, or\n"
+     "  until --stop) into NAME-ondemandN and writes its reports (docs/flight-recorder.md).\n"
+     "  Refuses a process without sonde, or that does not catch SIG, which would end it.\n"},
     {"run", cmd_run, "profile any program: CPU, memory and GPUs of its process tree",
      "usage: sonde run [--name NAME] [-o DIR] [--interval S] [--preset NAME]\n"
      "                 [--format LIST] [--sample-hz N] [--display] [--quiet] -- CMD [ARGS...]\n"
