@@ -53,6 +53,16 @@ static void on_signal(int sig, siginfo_t *info, void *uctx)
     if (idx < 0)
         return;
     struct sigaction *old = &g_old[idx];
+    int host = (old->sa_flags & SA_SIGINFO) ? old->sa_sigaction != NULL
+                                            : old->sa_handler != SIG_IGN && old->sa_handler != SIG_DFL;
+    if (host && (old->sa_flags & SA_RESETHAND)) {
+        /* the kernel would have reset the action as it called the host's handler, once */
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigemptyset(&dfl.sa_mask);
+        sigaction(sig, &dfl, NULL);
+    }
     if (old->sa_flags & SA_SIGINFO) {
         if (old->sa_sigaction) {
             old->sa_sigaction(sig, info, uctx);
@@ -95,15 +105,30 @@ static void at_exit(int status, void *unused)
     }
 }
 
+/* sonde's handler goes in front of the host's with the host's own restart behaviour, mask and
+ * NODEFER, so that a system call the signal interrupts returns EINTR (or restarts) exactly as it
+ * did: Python's SIGINT handler has no SA_RESTART, and Ctrl-C must still end an os.read. A signal
+ * the host ignores is left ignored. */
 static void install_handlers(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < NSIG_HANDLED; i++)
+    for (int i = 0; i < NSIG_HANDLED; i++) {
+        struct sigaction old, sa;
+        if (sigaction(g_signals[i], NULL, &old) != 0)
+            continue;
+        g_old[i] = old;
+        if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN)
+            continue; /* ignored: it interrupts nothing and ends nothing; it stays so */
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_signal;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK | (old.sa_flags & (SA_RESTART | SA_NODEFER));
+        int host = (old.sa_flags & SA_SIGINFO) ? old.sa_sigaction != NULL
+                                               : old.sa_handler != SIG_IGN && old.sa_handler != SIG_DFL;
+        if (host)
+            sa.sa_mask = old.sa_mask;
+        else
+            sigemptyset(&sa.sa_mask);
         sigaction(g_signals[i], &sa, &g_old[i]);
+    }
 }
 
 /* The alternate stack this thread got from sonde (its mapping, guard page included), if any. */

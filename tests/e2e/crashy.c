@@ -4,7 +4,11 @@
  *   abort      N sections, then abort()
  *   term       a host SIGTERM handler that exits 3; N sections, then raise(SIGTERM)
  *   exit       N sections, then exit(0) without sonde_destroy (the atexit flush writes reports)
- *   threads    8 threads record N sections each while the main thread raises SIGSEGV */
+ *   threads    8 threads record N sections each while the main thread raises SIGSEGV
+ *   eintr      a host SIGTERM handler installed without SA_RESTART and with SA_RESETHAND: a
+ *              SIGTERM during read() on an empty pipe still makes read fail with EINTR (prints
+ *              "eintr", exits 0); a second SIGTERM then ends the process (status 143) */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,6 +29,21 @@ static void host_term(int sig)
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;
     _exit(3);
+}
+
+static volatile sig_atomic_t g_terms;
+static void host_term_count(int sig)
+{
+    (void)sig;
+    g_terms++;
+}
+
+static void *send_term(void *arg)
+{
+    pthread_t main_thread = *(pthread_t *)arg;
+    usleep(200000);
+    pthread_kill(main_thread, SIGTERM);
+    return NULL;
 }
 
 static void *recorder(void *arg)
@@ -49,6 +68,14 @@ int main(int argc, char **argv)
     g_n = atoi(argv[2]);
     if (!strcmp(mode, "term"))
         signal(SIGTERM, host_term);
+    if (!strcmp(mode, "eintr")) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = host_term_count;
+        sa.sa_flags = SA_RESETHAND; /* no SA_RESTART */
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+    }
     sonde_config c = sonde_config_default();
     c.output_dir = argv[3];
     c.name = mode;
@@ -77,6 +104,25 @@ int main(int argc, char **argv)
         raise(SIGTERM);
     } else if (!strcmp(mode, "exit")) {
         exit(0);
+    } else if (!strcmp(mode, "eintr")) {
+        int fds[2];
+        if (pipe(fds) != 0)
+            return 1;
+        pthread_t self = pthread_self(), th;
+        pthread_create(&th, NULL, send_term, &self);
+        char byte;
+        ssize_t r = read(fds[0], &byte, 1); /* nothing ever comes: only a signal ends it */
+        int e = errno;
+        pthread_join(th, NULL);
+        if (r < 0 && e == EINTR && g_terms == 1) {
+            printf("eintr\n");
+            fflush(stdout);
+            raise(SIGTERM); /* SA_RESETHAND: the default action now */
+            return 2;
+        }
+        printf("read returned %zd (%s), host handler ran %d time(s)\n", r, strerror(e),
+               (int)g_terms);
+        return 1;
     }
     return 1;
 }

@@ -108,6 +108,11 @@ crash)
     grep -q "host handler ran" err.txt || fail "the host's SIGTERM handler did not run"
     "$build/tests/readback" out/term.sonde out/term.json
     check count out/term.json work 250 --unclean
+    # the host's handler as it was installed: no SA_RESTART (read fails with EINTR), and
+    # SA_RESETHAND (the second SIGTERM is the default action: the process ends, after a flush)
+    set +e; timeout -k 5 60 "$build/tests/crashy" eintr 100 out > eintr.txt 2> err.txt; got=$?; set -e
+    [ "$got" = 143 ] && [ "$(cat eintr.txt)" = eintr ] ||
+        fail "crashy eintr exited $got: $(cat eintr.txt err.txt)"
     # exit() without sonde_destroy: the reports are written at exit
     expect_status 0 "$build/tests/crashy" exit 300 out
     check count out/exit.json work 300

@@ -375,6 +375,28 @@ class Recording(Base):
         self.assertEqual(r["events"][0]["occurrences"][0]["args"], {"reason": "just a mark"})
         self.assertFalse([f for f in os.listdir(self.dir) if "nofr-trigger" in f])
 
+    def test_ctrl_c_still_interrupts_a_blocking_read(self):
+        """sonde's SIGINT handler keeps Python's (no SA_RESTART): Ctrl-C during os.read on a pipe
+        that never gets data raises KeyboardInterrupt at once (issue 36 #3; it hung before)."""
+        code = (
+            "import os, signal, sys, threading, sonde\n"
+            "prof = sonde.Profiler(dict(collect_cpu=False, collect_memory=False,\n"
+            "    collect_gpu=False, output_dir=sys.argv[1], formats=[]), from_env=False)\n"
+            "r, w = os.pipe()\n"
+            "threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+            "try:\n"
+            "    os.read(r, 1)\n"
+            "    print('read returned')\n"
+            "except KeyboardInterrupt:\n"
+            "    print('interrupted')\n"
+            "prof.close()\n")
+        try:
+            out = subprocess.run([sys.executable, "-c", code, self.dir], capture_output=True,
+                                 text=True, timeout=60, env=dict(os.environ))
+        except subprocess.TimeoutExpired:
+            self.fail("SIGINT did not interrupt os.read within 60 s")
+        self.assertEqual(out.stdout.strip(), "interrupted", out.stderr)
+
     def test_on_demand_records_only_between_start_and_stop(self):
         """Profiler(on_demand=True): nothing until `sonde trigger PID --start --for S` (here
         through sonde.cli, on this very process); then a run of its own with its reports."""
