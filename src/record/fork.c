@@ -146,11 +146,21 @@ void sonde__child_start(sonde_profiler *p)
 static void in_child(void)
 {
     unlock_all();
+    sonde__destroy_lock_child();
     for (int i = 0; i < REGISTRY_SLOTS; i++) {
         sonde_profiler *p = atomic_load(&sonde__registry[i]);
         if (p && p->fd >= 0 && !atomic_load(&p->finalized) &&
-            __atomic_load_n(&p->hot.recording, __ATOMIC_RELAXED))
+            __atomic_load_n(&p->hot.recording, __ATOMIC_RELAXED)) {
             start_over(p);
+        } else if (p && atomic_load(&p->finalized)) {
+            /* being destroyed by a parent thread: the child's copy has none of its threads to
+             * stop, and writes nothing (the parent writes the run) */
+            p->writer_started = 0;
+            sonde__sampler_forget(p);
+            sonde__stacks_forget(p->stacks);
+            p->stacks = NULL;
+            p->fd = -1;
+        }
     }
 }
 

@@ -892,6 +892,8 @@ void sonde__finalize_at_exit(sonde_profiler *p) { finalize(p); }
 static pthread_mutex_t g_destroy_lock;
 static pthread_once_t g_destroy_once = PTHREAD_ONCE_INIT;
 
+static _Atomic int g_destroy_ready;
+
 static void destroy_lock_init(void)
 {
     pthread_mutexattr_t a;
@@ -899,6 +901,13 @@ static void destroy_lock_init(void)
     pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(&g_destroy_lock, &a);
     pthread_mutexattr_destroy(&a);
+    atomic_store(&g_destroy_ready, 1);
+}
+
+void sonde__destroy_lock_child(void)
+{
+    if (atomic_load(&g_destroy_ready))
+        destroy_lock_init(); /* the thread that held it is not in the child */
 }
 
 int sonde_destroy(sonde_profiler *p)

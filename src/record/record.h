@@ -406,6 +406,10 @@ void sonde__nvtx_mark(const char *name);
 uint64_t sonde__nvtx_start(const char *name);
 void sonde__nvtx_end(uint64_t id);
 
+/* In a forked child: sonde_destroy's lock made anew (a parent thread inside sonde_destroy at the
+ * fork left it locked in the child, whose own sonde_destroy then waited forever). */
+void sonde__destroy_lock_child(void);
+
 /* ---- fork.c ---- */
 /* pthread_atfork handlers: sonde's locks are held across fork(), and in the child every
  * recording profiler starts over as NAME-pidN. Installed once, with the first profiler. */

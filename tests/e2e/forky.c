@@ -4,13 +4,15 @@
  * and one _exits without recording: neither may leave a file. A child that has not exited
  * after 20 s is a deadlock: it is killed and the test fails. Prints each child's pid. With
  * FORKY_BURN_MS set, each child's "child_work" sections burn that many ms of CPU in all (for the
- * CPU sampler across a fork: sample_hz comes from the environment). */
+ * CPU sampler across a fork: sample_hz comes from the environment). FORKS "destroy": a fork while
+ * another thread is inside sonde_destroy; the child's own sonde_destroy must return. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +46,13 @@ static void *background(void *arg)
         struct timespec ts = {0, 20000}; /* busy enough to be mid-record at a fork */
         nanosleep(&ts, NULL);
     }
+    return NULL;
+}
+
+static void *destroyer(void *arg)
+{
+    (void)arg;
+    sonde_destroy(g_p);
     return NULL;
 }
 
@@ -84,6 +93,26 @@ int main(int argc, char **argv)
     g_p = sonde_create(&c);
     if (!g_p)
         return 3;
+    if (!strcmp(argv[2], "destroy")) {
+        /* a fork while another thread is inside sonde_destroy (writing the reports of 1M
+         * sections): the child's own sonde_destroy returns, and the child exits */
+        for (int i = 0; i < 1000000; i++) {
+            SONDE_SCOPE(g_p, "work");
+        }
+        pthread_t d;
+        pthread_create(&d, NULL, destroyer, NULL);
+        struct timespec ts = {0, 30000000};
+        nanosleep(&ts, NULL);
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            sonde_destroy(g_p);
+            _exit(0);
+        }
+        int failed = pid < 0 || reap(pid, "destroying");
+        pthread_join(d, NULL);
+        return failed;
+    }
     pthread_t th[4];
     for (int i = 0; i < 4; i++)
         pthread_create(&th[i], NULL, background, NULL);

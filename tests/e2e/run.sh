@@ -962,6 +962,10 @@ fork)
     [ "$n" = 11 ] || fail "expected the parent's file and 10 children's, found: $(ls out)"
     check count out/fork.json outer 1
     check absent out/fork.json child_work
+    # a fork while another thread is inside sonde_destroy: the child's sonde_destroy returns
+    # (it waited forever on the lock the parent's thread held); the parent's run is whole
+    "$build/tests/forky" d destroy || fail "forky destroy: the child hung or failed"
+    check count d/fork.json work 1000000
     # with CPU samples: each child samples itself (its sampler started again after the fork),
     # its burning in child_work; the parent's samples hold none of the children's. Through
     # perf_event_open, then through the timers on the threads' CPU clocks (perf refused)
