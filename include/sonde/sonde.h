@@ -128,7 +128,8 @@ typedef struct sonde_profiler sonde_profiler;
 
 /* Called when an active window of the step schedule has finished, with the path of that
  * window's trace (NAME-cycleK.trace.json.gz) and the window's number K (1, 2, ...). Runs on the
- * thread that called sonde_step, as PyTorch's on_trace_ready does. */
+ * thread that called sonde_step, as PyTorch's on_trace_ready does, with no sonde lock held: it
+ * may call sonde_step, record, or fork(). */
 typedef void (*sonde_trace_ready_fn)(sonde_profiler *p, const char *trace_path, int cycle,
                                      void *user);
 

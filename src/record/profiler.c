@@ -423,8 +423,9 @@ static void cuda_range(sonde_profiler *p, int start)
     }
 }
 
-/* The active window that covered steps up to `step` (excluded) has ended: its trace, then the
- * callback. Caller holds step_lock. */
+/* The active window that covered steps up to `step` (excluded) has ended: its trace; the
+ * callback is left to the caller, who calls it with step_lock released (take_ready), so that
+ * it may call sonde_step or fork(). Caller holds step_lock. */
 static void end_window(sonde_profiler *p, uint64_t step)
 {
     int cycle = p->sched_cycle;
@@ -441,13 +442,27 @@ static void end_window(sonde_profiler *p, uint64_t step)
     pthread_mutex_lock(&p->wlock);
     sonde__writer_pass(p, 1);
     pthread_mutex_unlock(&p->wlock);
-    if (sonde__write_cycle_trace(p, cycle, path) == 0) {
-        if (p->cfg.on_trace_ready)
-            p->cfg.on_trace_ready(p, path, cycle, p->cfg.on_trace_ready_user);
-    } else {
+    if (sonde__write_cycle_trace(p, cycle, path) != 0) {
         sonde__warn(p, "cycle %d trace: %s", cycle, sonde_last_error());
+    } else if (p->cfg.on_trace_ready && !p->ready_path) {
+        p->ready_path = path;
+        p->ready_cycle = cycle;
+        return;
     }
     sonde__free(path);
+}
+
+/* Releases step_lock, then calls on_trace_ready for a window that ended under it, if any. */
+static void unlock_and_ready(sonde_profiler *p)
+{
+    char *path = p->ready_path;
+    int cycle = p->ready_cycle;
+    p->ready_path = NULL;
+    pthread_mutex_unlock(&p->step_lock);
+    if (path) {
+        p->cfg.on_trace_ready(p, path, cycle, p->cfg.on_trace_ready_user);
+        sonde__free(path);
+    }
 }
 
 /* Applies what step number `step` does; caller holds step_lock. */
@@ -509,6 +524,7 @@ static void free_contents(sonde_profiler *p)
     sonde__free(p->unit);
     sonde__free(p->path);
     sonde__free(p->od_base);
+    sonde__free(p->ready_path);
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->wlock);
     pthread_mutex_destroy(&p->step_lock);
@@ -806,7 +822,7 @@ static int finalize(sonde_profiler *p)
         pthread_mutex_lock(&p->step_lock);
         if (p->sched_action == SCHED_ACTIVE)
             end_window(p, (uint64_t)atomic_load(&p->steps));
-        pthread_mutex_unlock(&p->step_lock);
+        unlock_and_ready(p);
     }
     __atomic_store_n(&p->hot.recording, 0, __ATOMIC_RELAXED);
     if (p->ondemand) { /* a window still open ends with the run */
@@ -1320,7 +1336,7 @@ int sonde_step(sonde_profiler *p)
             if (p->sampler_started)
                 sem_post(&p->sampler_wake);
         }
-        pthread_mutex_unlock(&p->step_lock);
+        unlock_and_ready(p);
     }
     return rc;
 }

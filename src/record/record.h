@@ -220,6 +220,9 @@ struct sonde_profiler {
     int schedule_on;
     int sched_action, sched_cycle;   /* what the current step does */
     int cuda_range_open;             /* cudaProfilerStart was called and not yet stopped */
+    char *ready_path;                /* a window's trace for on_trace_ready, called once
+                                        step_lock is released (profiler.c, unlock_and_ready) */
+    int ready_cycle;
     int cuda_noted;                  /* the reason cudaProfiler* is unavailable was reported */
     int nvtx;                        /* sections, steps and sessions are NVTX ranges and marks */
     int destroyed;                   /* a tombstone: sonde_destroy ran (profiler.c, bury) */

@@ -7,6 +7,8 @@
 
 #include <dlfcn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "record/schedule.h"
@@ -256,6 +258,44 @@ static void cycles_end_to_end(void **state)
     tu_rmrf(dir);
 }
 
+/* on_trace_ready that steps the profiler again and forks: neither deadlocks (issue 36 #5; both
+ * waited on step_lock, held while the callback ran). */
+static int g_reentered, g_child_ok;
+static void ready_reenter(sonde_profiler *p, const char *path, int cycle, void *user)
+{
+    (void)path;
+    (void)cycle;
+    (void)user;
+    sonde_step(p); /* a step from inside the callback */
+    g_reentered++;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    int st = 0;
+    if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        g_child_ok++;
+}
+
+static void callback_steps_and_forks(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "reenter");
+    c.active = 1;
+    c.repeat = 2;
+    c.on_trace_ready = ready_reenter;
+    sonde_profiler *p = sonde_create(&c);
+    run_steps(p, 6);
+    sm_model m;
+    assert_int_equal(tu_finish(p, &m), 0);
+    assert_int_equal(g_reentered, 2);
+    assert_int_equal(g_child_ok, 2);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
 static void window_and_paused_sections(void **state)
 {
     (void)state;
@@ -323,6 +363,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(table), cmocka_unit_test(against_torch),
         cmocka_unit_test(inconsistent), cmocka_unit_test(cycles_end_to_end),
+        cmocka_unit_test(callback_steps_and_forks),
         cmocka_unit_test(window_and_paused_sections),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
