@@ -400,10 +400,13 @@ void sonde__scope_end_slow(sonde__tbuf *htb, uint32_t id)
 {
     if (htb->depth == SONDE_SHADOW_DEPTH) {
         sonde_tbuf *tb = (sonde_tbuf *)(void *)((char *)htb - offsetof(sonde_tbuf, shadow));
-        end_nvtx(tb->prof, tb, id);
+        if (!tb->prof->destroyed)
+            end_nvtx(tb->prof, tb, id);
         return;
     }
     sonde_tbuf *tb = (sonde_tbuf *)(void *)htb;
+    if (tb->prof->destroyed) /* the scope outlived sonde_destroy: its end goes nowhere */
+        return;
     end_id(tb->prof, tb, id);
 }
 
@@ -504,16 +507,22 @@ static char *default_name(void)
 }
 
 /* Everything p owns; p itself stays. */
-static void free_contents(sonde_profiler *p)
+static void free_threads(sonde_tbuf *tb)
 {
-    for (int i = 0; i < p->n_warnings; i++)
-        sonde__free(p->warnings[i]);
-    sonde_tbuf *tb = atomic_load(&p->threads);
     while (tb) {
         sonde_tbuf *n = atomic_load(&tb->next);
         sonde__free(tb);
         tb = n;
     }
+}
+
+/* Everything p owns but its thread buffers when keep_threads; p itself stays. */
+static void free_contents(sonde_profiler *p, int keep_threads)
+{
+    for (int i = 0; i < p->n_warnings; i++)
+        sonde__free(p->warnings[i]);
+    if (!keep_threads)
+        free_threads(atomic_load(&p->threads));
     sonde__flight_free(p);
     sonde__free(p->chunks);
     sonde__free(p->pool);
@@ -534,7 +543,7 @@ static void free_contents(sonde_profiler *p)
 
 static void free_profiler(sonde_profiler *p)
 {
-    free_contents(p);
+    free_contents(p, 0);
     sonde__free(p);
 }
 
@@ -547,28 +556,46 @@ static pthread_mutex_t g_tomb_lock = PTHREAD_MUTEX_INITIALIZER;
 static sonde_profiler *g_tombs[SONDE_TOMBSTONES];
 static size_t g_tomb_next;
 
+static void free_tomb(sonde_profiler *t)
+{
+    if (!t)
+        return;
+    free_threads(atomic_load(&t->threads));
+    sonde__free(t);
+}
+
+/* The tombstone keeps the thread buffers too, emptied (no room: cur = end = NULL), so that a
+ * SONDE_SCOPE still open when sonde_destroy ran (on this thread or another) ends through the
+ * slow path, which sees the profiler destroyed and writes nothing, instead of writing into the
+ * freed chunks (issue 36 #1). */
 static void bury(sonde_profiler *p)
 {
     uint64_t serial = p->hot.serial;
-    free_contents(p);
+    sonde_tbuf *threads = atomic_load(&p->threads);
+    for (sonde_tbuf *tb = threads; tb; tb = atomic_load(&tb->next)) {
+        __atomic_store_n(&tb->hot.end, NULL, __ATOMIC_RELAXED);
+        sonde__publish(&tb->hot, NULL);
+    }
+    free_contents(p, 1);
     memset(p, 0, sizeof *p); /* recording 0, every pointer NULL */
     p->hot.serial = serial;
     p->fd = -1;
     atomic_store(&p->finalized, 1);
+    atomic_store(&p->threads, threads);
     p->destroyed = 1;
     pthread_mutex_lock(&g_tomb_lock);
     sonde_profiler *oldest = g_tombs[g_tomb_next];
     g_tombs[g_tomb_next] = p;
     g_tomb_next = (g_tomb_next + 1) % SONDE_TOMBSTONES;
     pthread_mutex_unlock(&g_tomb_lock);
-    sonde__free(oldest);
+    free_tomb(oldest);
 }
 
 void sonde__tombstones_free(void)
 {
     pthread_mutex_lock(&g_tomb_lock);
     for (size_t i = 0; i < SONDE_TOMBSTONES; i++) {
-        sonde__free(g_tombs[i]);
+        free_tomb(g_tombs[i]);
         g_tombs[i] = NULL;
     }
     pthread_mutex_unlock(&g_tomb_lock);

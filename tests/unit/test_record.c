@@ -948,6 +948,50 @@ static void calls_after_destroy(void **state)
     tu_rmrf(dir);
 }
 
+/* A SONDE_SCOPE open when sonde_destroy runs ends afterwards: on the destroying thread, and on a
+ * worker still inside its scope. Its end goes nowhere (no write into freed chunks: ASan checks
+ * it in `make test`), and the report, written at destroy, has the scopes closed (issue 36 #1). */
+static pthread_mutex_t g_gate = PTHREAD_MUTEX_INITIALIZER;
+static volatile int g_inside;
+
+static void *scoped_worker(void *arg)
+{
+    sonde_profiler *p = arg;
+    SONDE_SCOPE(p, "worker scope");
+    g_inside = 1;
+    pthread_mutex_lock(&g_gate); /* held by the test until sonde_destroy has returned */
+    pthread_mutex_unlock(&g_gate);
+    return NULL;
+}
+
+static void scope_outlives_destroy(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "outlive");
+    sonde_profiler *p = sonde_create(&c);
+    pthread_mutex_lock(&g_gate);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, scoped_worker, p), 0);
+    while (!g_inside)
+        usleep(1000);
+    {
+        SONDE_SCOPE(p, "main scope");
+        assert_int_equal(sonde_destroy(p), SONDE_EOPEN); /* both scopes still open */
+    } /* ends here, after the destroy */
+    pthread_mutex_unlock(&g_gate); /* the worker's scope ends now */
+    pthread_join(th, NULL);
+    sm_model m;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/outlive.sonde", dir);
+    assert_int_equal(sm_read_file(path, &m), 0);
+    assert_int_equal((int)tu_stat(&m, "main scope")->count, 1);
+    assert_int_equal((int)tu_stat(&m, "worker scope")->count, 1);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
 static void export_and_summary(void **state)
 {
     (void)state;
@@ -1363,6 +1407,7 @@ int main(void)
         cmocka_unit_test(build_stats_equal_span_stats),
         cmocka_unit_test(held_sections_report_the_whole_run),
         cmocka_unit_test(calls_after_destroy),
+        cmocka_unit_test(scope_outlives_destroy),
         cmocka_unit_test(export_and_summary),
         cmocka_unit_test(event_args_travel_with_the_event),
         cmocka_unit_test(many_events_are_capped_and_counted),
