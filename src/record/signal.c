@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "record.h"
@@ -23,7 +25,7 @@ static struct sigaction g_old[NSIG_HANDLED];
 static int g_installed;
 static int g_atexit;
 static int g_atfork;
-static _Atomic int g_in_handler;
+static _Atomic int g_flusher; /* the thread flushing in a handler now, 0: none */
 
 static int sig_index(int sig)
 {
@@ -45,10 +47,18 @@ static void flush_all(int sig)
 static void on_signal(int sig, siginfo_t *info, void *uctx)
 {
     int idx = sig_index(sig);
-    /* One flush at a time; a second fault while flushing goes straight to the host's action. */
-    if (!atomic_exchange(&g_in_handler, 1)) {
+    /* One flush at a time. A fault of the flushing thread itself goes straight on to the host's
+     * action; another thread's (several threads crashing at once) waits for the flush to end
+     * first, at most 30 s, or its default action would end the process in the middle of it. */
+    int me = (int)syscall(SYS_gettid), expected = 0;
+    if (atomic_compare_exchange_strong(&g_flusher, &expected, me)) {
         flush_all(sig);
-        atomic_store(&g_in_handler, 0);
+        atomic_store(&g_flusher, 0);
+    } else if (expected != me) {
+        for (int i = 0; i < 30000 && atomic_load(&g_flusher); i++) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
     }
     if (idx < 0)
         return;

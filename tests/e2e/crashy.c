@@ -5,6 +5,8 @@
  *   term       a host SIGTERM handler that exits 3; N sections, then raise(SIGTERM)
  *   exit       N sections, then exit(0) without sonde_destroy (the atexit flush writes reports)
  *   threads    8 threads record N sections each while the main thread raises SIGSEGV
+ *   together   8 threads record N sections each, then all 8 write through a null pointer at
+ *              once
  *   eintr      a host SIGTERM handler installed without SA_RESTART and with SA_RESETHAND: a
  *              SIGTERM during read() on an empty pipe still makes read fail with EINTR (prints
  *              "eintr", exits 0); a second SIGTERM then ends the process (status 143) */
@@ -46,6 +48,8 @@ static void *send_term(void *arg)
     return NULL;
 }
 
+static int g_together;
+
 static void *recorder(void *arg)
 {
     (void)arg;
@@ -53,6 +57,12 @@ static void *recorder(void *arg)
         SONDE_SCOPE(g_p, "thread work");
     }
     __atomic_add_fetch(&g_ready, 1, __ATOMIC_SEQ_CST);
+    if (g_together) { /* every thread crashes at the same moment */
+        while (__atomic_load_n(&g_ready, __ATOMIC_SEQ_CST) < 8) {
+        }
+        volatile int *null = NULL;
+        *null = 1;
+    }
     for (;;)
         pause();
     return NULL;
@@ -81,7 +91,8 @@ int main(int argc, char **argv)
     c.name = mode;
     c.formats = SONDE_FORMAT_JSON;
     g_p = sonde_create(&c);
-    if (!strcmp(mode, "threads")) {
+    g_together = !strcmp(mode, "together");
+    if (!strcmp(mode, "threads") || g_together) {
         pthread_t th[8];
         for (int i = 0; i < 8; i++)
             pthread_create(&th[i], NULL, recorder, NULL);
