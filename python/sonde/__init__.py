@@ -569,3 +569,34 @@ def create_profiler_from_args(args, profile_name=None, config=None, **kwargs):
 
 
 from ._tracing import PythonTracer, trace_python  # noqa: E402 (needs the names above)
+
+
+
+class _ForkKey:
+    """The object multiprocessing's after-fork registry keys sonde's callback by (kept alive)."""
+
+
+_FORK_KEY = _ForkKey()
+
+
+def _finish_at_worker_exit(_key=None):
+    mpu = sys.modules.get("multiprocessing.util")
+    if mpu is not None:
+        mpu.Finalize(None, _sonde.finish_all, exitpriority=-100)
+
+
+def _after_fork_in_child():
+    """A forked child that is a multiprocessing worker ends through os._exit, after running
+    multiprocessing's finalizers but not exit()'s handlers: sonde finishes the child's runs
+    (NAME-pidN, with their reports) in one of those finalizers, as exit() would have (issue 36
+    #10). The worker's bootstrap empties the finalizers it inherited and then runs the after-fork
+    callbacks, so the finalizer is registered from one of those. A child that calls exit() is
+    finished by exit(), once."""
+    mpu = sys.modules.get("multiprocessing.util")
+    if mpu is not None:
+        mpu.register_after_fork(_FORK_KEY, _finish_at_worker_exit)
+        _finish_at_worker_exit()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

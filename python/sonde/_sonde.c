@@ -1095,7 +1095,21 @@ static PyObject *m_cli_is_command(PyObject *self, PyObject *arg)
     return PyBool_FromLong(cli_find(w) != NULL);
 }
 
+/* finish_all(): what exit() does for every live profiler (each finishes its run and writes
+ * its reports), without the GIL. */
+static PyObject *m_finish_all(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    Py_BEGIN_ALLOW_THREADS
+    sonde__finish_all();
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"finish_all", m_finish_all, METH_NOARGS,
+     "what exit() does for every live profiler: each writes its run and reports"},
     {"cli_is_command", m_cli_is_command, METH_O,
      "cli_is_command(word) -> True when the sonde command has that subcommand"},
     {"yaml_load", m_yaml_load, METH_VARARGS,

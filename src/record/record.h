@@ -445,6 +445,10 @@ void sonde__stacks_stop(sonde_profiler *p);
 
 /* ---- signal.c: the process-wide registry of live profilers ---- */
 int sonde__registry_add(sonde_profiler *p);
+/* What exit() does for every live profiler: each finishes its run and writes its reports. For
+ * a process that ends without exit() but gives notice (a multiprocessing worker's finalizers,
+ * before its os._exit). */
+void sonde__finish_all(void);
 /* The status the process is exiting with (exit() or a return from main), -1 before that. */
 int sonde__exit_status(void);
 void sonde__registry_remove(sonde_profiler *p);

@@ -104,15 +104,20 @@ static _Atomic int g_exit_status = -1;
 
 int sonde__exit_status(void) { return atomic_load(&g_exit_status); }
 
-static void at_exit(int status, void *unused)
+void sonde__finish_all(void)
 {
-    (void)unused;
-    atomic_store(&g_exit_status, status);
     for (int i = 0; i < REGISTRY_SLOTS; i++) {
         sonde_profiler *p = atomic_load(&sonde__registry[i]);
         if (p)
             sonde__finalize_at_exit(p);
     }
+}
+
+static void at_exit(int status, void *unused)
+{
+    (void)unused;
+    atomic_store(&g_exit_status, status);
+    sonde__finish_all();
 }
 
 /* sonde's handler goes in front of the host's with the host's own restart behaviour, mask and

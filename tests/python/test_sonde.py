@@ -32,6 +32,16 @@ def profiled_square(x):
     return x * x
 
 
+_POOL_PROF = None
+
+
+def pool_work(i):
+    """A multiprocessing worker's task (fork start method): a section in the profiler the worker
+    inherited."""
+    with _POOL_PROF.profile("pool work"):
+        return sum(range(1000 + i))
+
+
 def nap():
     time.sleep(0.002)
 
@@ -374,6 +384,27 @@ class Recording(Base):
         r = self.report("nofr")
         self.assertEqual(r["events"][0]["occurrences"][0]["args"], {"reason": "just a mark"})
         self.assertFalse([f for f in os.listdir(self.dir) if "nofr-trigger" in f])
+
+    def test_fork_pool_workers_write_their_runs(self):
+        """multiprocessing's fork workers end through os._exit: each still writes NAME-pidN with
+        its sections (issue 36 #10; none reached a file before)."""
+        import multiprocessing
+        global _POOL_PROF
+        with self.make("pool") as prof:
+            _POOL_PROF = prof
+            with multiprocessing.get_context("fork").Pool(2) as pool:
+                self.assertEqual(len(pool.map(pool_work, range(20))), 20)
+                pool.close()
+                pool.join()
+            _POOL_PROF = None
+        runs = [f for f in os.listdir(self.dir) if f.startswith("pool-pid") and f.endswith(".json")]
+        self.assertTrue(runs, os.listdir(self.dir))
+        n = 0
+        for f in runs:
+            r = self.report(f[:-len(".json")])
+            n += sum(s["count"] for s in r["sections"] if s["name"] == "pool work")
+        self.assertEqual(n, 20)
+        self.assertNotIn("pool work", [s["name"] for s in self.report("pool")["sections"]])
 
     def test_ctrl_c_still_interrupts_a_blocking_read(self):
         """sonde's SIGINT handler keeps Python's (no SA_RESTART): Ctrl-C during os.read on a pipe
