@@ -73,7 +73,15 @@ typedef struct sess_ev {
 
 static int64_t rel(const bctx *b, uint64_t tick)
 {
-    return (int64_t)((double)(int64_t)(tick - b->cut_tick) * b->ns_per_tick);
+    double v = (double)(int64_t)(tick - b->cut_tick) * b->ns_per_tick;
+    return v < 9.2e18 ? v > -9.2e18 ? (int64_t)v : -INT64_MAX : INT64_MAX; /* a crafted file's */
+}
+
+/* ns_per_tick x ticks as a count of ns, clamped to what a uint64_t holds. */
+static uint64_t ticks_ns(const bctx *b, uint64_t ticks)
+{
+    double v = (double)ticks * b->ns_per_tick;
+    return v < 1.8e19 ? (uint64_t)v : UINT64_MAX;
 }
 
 /* Held sections: the first pass matches each thread's begins and ends as the build will and
@@ -1176,9 +1184,11 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     b.ns_per_tick = raw->ticks_per_s > 0 ? 1e9 / raw->ticks_per_s : 1.0;
     if (a1->tick > a0->tick + 1000 && a1->mono_ns > a0->mono_ns)
         b.ns_per_tick = (double)(a1->mono_ns - a0->mono_ns) / (double)(a1->tick - a0->tick);
+    if (!(b.ns_per_tick > 1e-6 && b.ns_per_tick < 1e6)) /* anchors no clock gives */
+        b.ns_per_tick = 1.0;
     b.cut_tick = raw->clear_tick > a0->tick ? raw->clear_tick : a0->tick;
-    m->start_real_ns = a0->real_ns + (uint64_t)((double)(b.cut_tick - a0->tick) * b.ns_per_tick);
-    m->start_mono_ns = a0->mono_ns + (uint64_t)((double)(b.cut_tick - a0->tick) * b.ns_per_tick);
+    m->start_real_ns = a0->real_ns + ticks_ns(&b, b.cut_tick - a0->tick);
+    m->start_mono_ns = a0->mono_ns + ticks_ns(&b, b.cut_tick - a0->tick);
 
     /* The first pass over the events: what must be known before any section is built. */
     sk.clean_end = raw->clean_end;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +145,15 @@ static rthread *thread_at(rstate *s, uint64_t idx)
     return &s->th[idx];
 }
 
+/* A number of the INFO record within lo..hi, else 0 (unknown): a crafted file's "nan" or 1e308
+ * would make every time in the report undefined (fuzz_sonde's INFO mutations found it). */
+static double info_num(const char *v, double lo, double hi)
+{
+    char *end;
+    double d = strtod(v, &end);
+    return end != v && isfinite(d) && d >= lo && d <= hi ? d : 0;
+}
+
 static int parse_info(rstate *s, const uint8_t *p, const uint8_t *end)
 {
     while (p < end) {
@@ -161,8 +171,8 @@ static int parse_info(rstate *s, const uint8_t *p, const uint8_t *end)
         else if (!strcmp(k, "unit")) slot = &s->raw.unit;
         else if (!strcmp(k, "sonde_version")) slot = &s->raw.sonde_version;
         else if (!strcmp(k, "pid")) s->raw.pid = atoi(v);
-        else if (!strcmp(k, "ticks_per_s")) s->raw.ticks_per_s = strtod(v, NULL);
-        else if (!strcmp(k, "peak_flops")) s->raw.peak_flops = strtod(v, NULL);
+        else if (!strcmp(k, "ticks_per_s")) s->raw.ticks_per_s = info_num(v, 1e3, 1e13);
+        else if (!strcmp(k, "peak_flops")) s->raw.peak_flops = info_num(v, 0, 1e30);
         else if (strchr(k, '.')) { /* system.* and config.*: kept as they are */
             if (GROW(s->raw.info, s->raw.n_info, s->raw.cap_info)) {
                 sonde__free(k);

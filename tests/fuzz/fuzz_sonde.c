@@ -1,10 +1,136 @@
 /* fuzz_sonde.c - libFuzzer target for the .sonde reader: any bytes must give a model or a clean
- * error, and a model must export to every format without fault. */
+ * error, and a model must export to every format without fault.
+ *
+ * Its mutator knows the file's records (issue 36 #12): most mutants change one record's payload
+ * and give it back a valid length and CRC, so that the reader goes past the checksum into the
+ * record's meaning; INFO records have a value of one of their keys (config.* included: the
+ * reports read them back) replaced by an extreme number or mutated bytes. The rest are plain
+ * byte mutations. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
 
 #include "export/export.h"
+#include "format/format.h"
 #include "model/model.h"
+#include "util/buf.h"
+
+size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size);
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned int seed);
+
+#define MAX_RECORDS 4096
+#define SCRATCH (1u << 20)
+
+static const char *const g_nasty[] = {
+    "18446744073709551615", "18446744073709551616", "4294967295", "4294967296", "2147483648",
+    "-1", "0", "1", "1e308", "-1e308", "1e-308", "nan", "inf", "-inf", "", "0x10", " 7",
+    "99999999999999999999999999", "0.5", "-0",
+};
+
+static uint32_t next_rand(uint32_t *r)
+{
+    *r = *r * 1103515245u + 12345u;
+    return *r >> 8;
+}
+
+/* A varint at *p (below end), or -1. */
+static int get_var(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; *p < end && shift < 64; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return 0;
+    }
+    return -1;
+}
+
+/* A new INFO payload into out (cap bytes): pair k's value replaced. Its length, 0 if it cannot. */
+static size_t info_mutant(const uint8_t *p, size_t len, uint8_t *out, size_t cap, uint32_t *r)
+{
+    const uint8_t *end = p + len;
+    const uint8_t *pairs[512][2];
+    size_t lens[512][2], n = 0;
+    while (p < end && n < 512) {
+        for (int j = 0; j < 2; j++) {
+            uint64_t l;
+            if (get_var(&p, end, &l) || l > (uint64_t)(end - p))
+                return 0;
+            pairs[n][j] = p;
+            lens[n][j] = (size_t)l;
+            p += l;
+        }
+        n++;
+    }
+    if (!n)
+        return 0;
+    size_t k = next_rand(r) % n, o = 0;
+    char val[256];
+    size_t vl;
+    if (next_rand(r) % 4) {
+        const char *v = g_nasty[next_rand(r) % (sizeof g_nasty / sizeof g_nasty[0])];
+        vl = strlen(v);
+        memcpy(val, v, vl);
+    } else {
+        vl = lens[k][1] < sizeof val ? lens[k][1] : sizeof val;
+        memcpy(val, pairs[k][1], vl);
+        vl = LLVMFuzzerMutate((uint8_t *)val, vl, sizeof val);
+    }
+    for (size_t i = 0; i < n; i++)
+        for (int j = 0; j < 2; j++) {
+            const uint8_t *s = i == k && j == 1 ? (const uint8_t *)val : pairs[i][j];
+            size_t l = i == k && j == 1 ? vl : lens[i][j];
+            if (o + 10 + l > cap)
+                return 0;
+            o += varint_put(out + o, l);
+            memcpy(out + o, s, l);
+            o += l;
+        }
+    return o;
+}
+
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned int seed)
+{
+    uint32_t r = seed;
+    size_t offs[MAX_RECORDS], n = 0;
+    for (size_t off = SONDE_FILE_HEADER_LEN;
+         off + SONDE_RECORD_HEADER_LEN <= size && n < MAX_RECORDS;) {
+        uint32_t len = sonde_get_u32le(data + off + 4);
+        if (len > size - off - SONDE_RECORD_HEADER_LEN)
+            break;
+        offs[n++] = off;
+        off += SONDE_RECORD_HEADER_LEN + len;
+    }
+    if (!n || next_rand(&r) % 5 == 0)
+        return LLVMFuzzerMutate(data, size, max_size);
+    static uint8_t payload[SCRATCH];
+    size_t at = offs[next_rand(&r) % n];
+    unsigned type = data[at];
+    uint32_t len = sonde_get_u32le(data + at + 4);
+    const uint8_t *old = data + at + SONDE_RECORD_HEADER_LEN;
+    size_t room = max_size > size ? max_size - size : 0, nl = 0;
+    if (type == SONDE_R_INFO && next_rand(&r) % 2)
+        nl = info_mutant(old, len, payload, len + room < SCRATCH ? len + room : SCRATCH, &r);
+    if (!nl) {
+        if (len > SCRATCH)
+            return LLVMFuzzerMutate(data, size, max_size);
+        memcpy(payload, old, len);
+        size_t cap = len + room < SCRATCH ? len + room : SCRATCH;
+        nl = len ? LLVMFuzzerMutate(payload, len, cap) : 0;
+    }
+    if (nl > len + room)
+        return size;
+    /* splice: the record's new payload, its length and CRC; what follows moves */
+    size_t tail = at + SONDE_RECORD_HEADER_LEN + len;
+    memmove(data + at + SONDE_RECORD_HEADER_LEN + nl, data + tail, size - tail);
+    memcpy(data + at + SONDE_RECORD_HEADER_LEN, payload, nl);
+    sonde_put_u32le(data + at + 4, (uint32_t)nl);
+    sonde_put_u32le(data + at + 8, (uint32_t)crc32(0L, payload, (uInt)nl));
+    return size - len + nl;
+}
 
 static int null_sink(void *ctx, const char *d, size_t n)
 {

@@ -212,20 +212,22 @@ class Recording(Base):
         return best
 
     def test_reports_are_linear_in_section_names(self):
-        """Twice the names, about twice the CPU time: matching each site to its statistic by
-        name compared every site with every name (20,000 names: 2.5 s for the text report, 0.3
-        s after; issue 36 #13). A relative figure, on the CPU time `sonde export` consumed."""
+        """Four times the names, about four times the CPU time: matching each site to its
+        statistic by name compared every site with every name (20,000 names: 2.5 s for the text
+        report, 0.3 s after; issue 36 #13). A relative figure, on the CPU time `sonde export`
+        consumed; four times, not twice, so that a loaded machine's noise (a CI run saw 3.2 for
+        twice) stays far from the quadratic figure."""
         def one(prof, i):
             with prof.profile("fn_%d" % i):
                 pass
-        small = self.export_cpu("names1", 10000, one, "txt,json")
-        big = self.export_cpu("names2", 20000, one, "txt,json")
-        self.assertLess(big / small, 3.0, (small, big))  # quadratic gives 4, linear 2
+        small = self.export_cpu("names1", 5000, one, "txt,json")
+        big = self.export_cpu("names4", 20000, one, "txt,json")
+        self.assertLess(big / small, 8.0, (small, big))  # quadratic gives 16, linear 4
 
     def test_reports_are_linear_in_sessions(self):
-        """Twice the sessions, about twice the CPU time: each session's statistics scanned every
-        span and grouped every site again (20,000 sessions of 10 sections: the JSON report
-        139.6 s, 2.6 s after; issue 36 #13)."""
+        """Four times the sessions, about four times the CPU time: each session's statistics
+        scanned every span and grouped every site again (20,000 sessions of 10 sections: the
+        JSON report 139.6 s, 2.6 s after; issue 36 #13)."""
         def three(prof, i):
             with prof.session("s%d" % i):
                 for k in range(3):
@@ -240,8 +242,8 @@ class Recording(Base):
             self.assertEqual(len(r["sessions"]), n)
             self.assertEqual([x["count"] for x in r["sessions"][-1]["sections"]], [1, 1, 1])
             return t
-        small, big = cpu(2000), cpu(4000)
-        self.assertLess(big / small, 3.0, (small, big))  # quadratic gives 4, linear 2
+        small, big = cpu(1000), cpu(4000)
+        self.assertLess(big / small, 8.0, (small, big))  # quadratic gives 16, linear 4
 
     def test_instances_csv_up_to_the_cap_or_when_asked(self):
         """csv writes NAME.instances.csv for a run of up to SONDE_INSTANCES_CSV_AUTO sections;
