@@ -1903,6 +1903,26 @@ assert last < first * 1.5, (first, last)
 print(f"ok on_demand: {one['step work']} then {two['step work']} steps recorded; step "
       f"{first:.2f} ms before, {last:.2f} ms after")
 PY
+    # sonde run --flight-recorder: a program that fails leaves its last seconds (its process
+    # tree's figures) and nothing else; `sonde trigger` on sonde run asks for them meanwhile
+    expect 3 "sh ended with exit 3" "$sonde" run --flight-recorder 2 -o sr --name job -- \
+        sh -c 'sleep 0.5; exit 3'
+    python3 - sr <<'PY' || fail "sonde run --flight-recorder: $(cat err.txt)"
+import json, os, sys
+d = sys.argv[1]
+assert sorted(f for f in os.listdir(d) if f.endswith(".sonde")) == ["job-trigger1.sonde"], os.listdir(d)
+r = json.load(open(f"{d}/job-trigger1.json"))
+assert "sh ended with exit 3" in r["run"]["trigger"]["reason"], r["run"]["trigger"]
+assert r["run"]["metadata"]["command"].startswith("sh -c"), r["run"]["metadata"]
+assert any(c["name"].endswith("rss MiB") for c in r["counters"]), [c["name"] for c in r["counters"]]
+print("ok sonde run --flight-recorder: the failed program's window")
+PY
+    "$sonde" run --flight-recorder 5 -o st --name job2 --quiet -- sleep 2 2> st.err &
+    spid=$!
+    sleep 1
+    "$sonde" trigger "$spid" > /dev/null || fail "sonde trigger on sonde run exited $?"
+    wait "$spid" || fail "sonde run --flight-recorder -- sleep 2 exited $?: $(cat st.err)"
+    [ -f st/job2-trigger1.json ] && [ ! -e st/job2.sonde ] || fail "sonde run + trigger: $(ls st)"
     # an exit with a non-zero status writes the window (and its reports) at exit
     expect 3 "exit with status 3" "$fr" exit d
     python3 "$src/tests/e2e/flight_check.py" d fl-trigger1 --reason "exit with status 3" \

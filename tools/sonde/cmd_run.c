@@ -88,19 +88,21 @@ static void rusage_metadata(sonde_profiler *p, const struct rusage *ru)
 int cmd_run(int argc, char **argv)
 {
     static const char *const opts[] = {"--name", "-o", "--interval", "--preset", "--format",
-                                       "--sample-hz", "--display", "--quiet", NULL};
+                                       "--sample-hz", "--display", "--quiet",
+                                       "--flight-recorder", NULL};
     sonde_config c = sonde_config_default();
     if (sonde_config_from_env(&c) != 0)
         return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
     const char *name = NULL, *preset = NULL, *interval = NULL, *format = NULL, *dir = NULL;
-    const char *hz_text = NULL;
+    const char *hz_text = NULL, *flight = NULL;
     int display = 0, quiet = 0, i;
     for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
         const char *a = argv[i];
         const char **slot = !strcmp(a, "--name") ? &name : !strcmp(a, "-o") ? &dir
                           : !strcmp(a, "--interval") ? &interval : !strcmp(a, "--preset") ? &preset
                           : !strcmp(a, "--format") ? &format
-                          : !strcmp(a, "--sample-hz") ? &hz_text : NULL;
+                          : !strcmp(a, "--sample-hz") ? &hz_text
+                          : !strcmp(a, "--flight-recorder") ? &flight : NULL;
         if (slot) {
             if (i + 1 >= argc || !strcmp(argv[i + 1], "--"))
                 return cli_fail(CLI_USAGE, "run", "%s needs a value", a);
@@ -140,6 +142,13 @@ int cmd_run(int argc, char **argv)
         return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
     if (name && sonde__key_set(&c, sonde__key_find("name"), name, "--name"))
         return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
+    if (flight && sonde__key_set(&c, sonde__key_find("flight_recorder_s"), flight,
+                                 "--flight-recorder"))
+        return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
+    if (flight && c.flight_recorder_s <= 0)
+        return cli_fail(CLI_USAGE, "run", "--flight-recorder %s: expected seconds > 0", flight);
+    if (c.flight_recorder_s > 0)
+        hz = 0; /* the window keeps counters; CPU samples are not kept in it yet */
     if (dir)
         c.output_dir = dir;
     if (display)
@@ -214,11 +223,15 @@ int cmd_run(int argc, char **argv)
         if (sonde__stacks_attach(p, child, hz, why, sizeof why) != 0 && !quiet)
             fprintf(stderr, "sonde run: no CPU samples: %s\n", why);
     }
-    sonde_begin(p, "run");
-    sonde_metadata(p, "command", cmdline);
     char pidtxt[32];
     snprintf(pidtxt, sizeof pidtxt, "%d", (int)child);
+    int fr = c.flight_recorder_s > 0;
+    if (!fr)
+        sonde_begin(p, "run");
+    sonde_metadata(p, "command", cmdline); /* the run's, in the flight recorder's every dump */
     sonde_metadata(p, "pid", pidtxt);
+    if (fr)
+        sonde_begin(p, "run");
     char msg[2048];
     size_t ml = 0;
     if (sonde_file_path(p)) /* a run that records: children that link libsonde join it */
@@ -235,6 +248,11 @@ int cmd_run(int argc, char **argv)
     if (!quiet && !exec_errno && sonde_file_path(p)) /* a long run is not silent until its end */
         fprintf(stderr, "sonde run: profiling %s (pid %d); reports in %s/%s.* when it exits\n",
                 cmd[0], (int)child, c.output_dir ? c.output_dir : "./sonde-out", sonde_name(p));
+    if (!quiet && !exec_errno && fr)
+        fprintf(stderr, "sonde run: flight recorder on %s (pid %d): the last %g s are written to "
+                        "%s/%s-triggerN.* on `sonde trigger %d` or when it fails\n", cmd[0],
+                (int)child, c.flight_recorder_s, c.output_dir ? c.output_dir : "./sonde-out",
+                sonde_name(p), (int)getpid());
 
     int status = 0;
     struct rusage ru;
@@ -256,6 +274,11 @@ int cmd_run(int argc, char **argv)
     }
     sonde_metadata(p, "exit", how);
     sonde_end(p);
+    if (fr && code && !exec_errno) { /* the program failed: its last seconds are written */
+        char why[160];
+        snprintf(why, sizeof why, "%s ended with %s", cmd[0], how);
+        sonde_trigger(p, why);
+    }
     if (!exec_errno)
         rusage_metadata(p, &ru);
     const char *path = sonde_file_path(p);
