@@ -33,13 +33,13 @@ static void on_control_signal(int sig, siginfo_t *info, void *uctx)
     if (!p)
         return;
     int cmd = info && info->si_code == SI_QUEUE ? info->si_value.sival_int : 0;
-    if (cmd && (cmd & 3) != SONDE_CTL_TRIGGER) {
-        atomic_store(&p->ctl_cmd, cmd);
-        sem_post(&p->wake);
-    } else if (p->flight) {
+    if (cmd && (cmd & 3) != SONDE_CTL_TRIGGER)
+        atomic_store(p->ondemand ? &p->ctl_cmd : &p->ctl_ignored, p->ondemand ? cmd : cmd & 3);
+    else if (p->flight)
         sonde__flight_signal(p);
-        sem_post(&p->wake);
-    }
+    else
+        atomic_store(&p->ctl_ignored, SONDE_CTL_TRIGGER);
+    sem_post(&p->wake);
 }
 
 void sonde__control_install(sonde_profiler *p)
@@ -135,6 +135,18 @@ static int window_stop(sonde_profiler *p)
 
 void sonde__ondemand_poll(sonde_profiler *p)
 {
+    int ignored = atomic_exchange(&p->ctl_ignored, 0);
+    if (ignored == SONDE_CTL_TRIGGER)
+        fprintf(stderr, "sonde: a trigger signal came, but run %s has no flight recorder "
+                        "(flight_recorder_s); with on_demand, `sonde trigger %d --start` records; "
+                        "ignored\n", p->ondemand ? p->od_base : p->name, (int)getpid());
+    else if (ignored)
+        fprintf(stderr, "sonde: `sonde trigger %d %s` needs on_demand; run %s records with the "
+                        "flight recorder (a plain `sonde trigger %d` writes its window); "
+                        "ignored\n", (int)getpid(), ignored == SONDE_CTL_STOP ? "--stop" : "--start",
+                p->name, (int)getpid());
+    if (!p->ondemand)
+        return;
     int cmd = atomic_exchange(&p->ctl_cmd, 0);
     int open = p->fd >= 0;
     if (cmd && (cmd & 3) == SONDE_CTL_START) {

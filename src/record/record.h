@@ -154,6 +154,7 @@ struct sonde_profiler {
     /* on_demand (ondemand.c): recording off until a start command; each window its own run */
     int ondemand;
     _Atomic int ctl_cmd;           /* the last command the control signal brought, 0: none */
+    _Atomic int ctl_ignored;       /* a command this profiler cannot follow (SONDE_CTL_*): said */
     int od_window;                 /* windows started so far; one is open when fd >= 0 */
     uint64_t od_until_ns;          /* the open window's end (CLOCK_MONOTONIC), 0: until stopped */
     char *od_base;                 /* the run's name; windows are od_base-ondemandN */
@@ -393,7 +394,7 @@ enum { SONDE_CTL_TRIGGER = 1, SONDE_CTL_START = 2, SONDE_CTL_STOP = 3 };
 void sonde__control_install(sonde_profiler *p);
 void sonde__control_release(sonde_profiler *p);
 /* The writer thread, after each pass (no lock held): an on_demand profiler's start and stop
- * commands and its --for deadline. */
+ * commands and its --for deadline; a command the profiler cannot follow is said on stderr. */
 void sonde__ondemand_poll(sonde_profiler *p);
 /* The end of the run for an on_demand profiler (writer stopped): a window still open is closed
  * and its reports written. 0, or a sonde error code. */

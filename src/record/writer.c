@@ -674,7 +674,7 @@ static void *writer_main(void *arg)
         if (p->flight)
             sonde__flight_poll(p);
         pthread_mutex_unlock(&p->wlock);
-        if (p->ondemand)
+        if (p->ondemand || p->flight)
             sonde__ondemand_poll(p);
     }
     struct timespec cpu;

@@ -1863,6 +1863,7 @@ flight)
     for i in $(seq 100); do grep -q ready c.out && break; sleep 0.1; done
     sleep 1.2
     "$sonde" trigger "$fpid" > trig.out || fail "sonde trigger exited $?"
+    "$sonde" trigger "$fpid" --stop > /dev/null || fail "sonde trigger --stop exited $?"
     sleep 30 & other=$!
     expect 2 "runs no sonde profiler" "$sonde" trigger $other
     kill $other
@@ -1871,6 +1872,8 @@ flight)
     for i in $(seq 100); do [ -f c/fl-trigger1.txt ] && break; sleep 0.1; done
     touch c/stop
     wait $fpid || fail "flight signal exited $?: $(cat c.err)"
+    grep -q "needs on_demand; run fl records with the flight recorder" c.err ||
+        fail "a --stop the flight recorder cannot follow was not said: $(cat c.err)"
     python3 "$src/tests/e2e/flight_check.py" c fl-trigger1 --reason "signal 12" \
         --before-min 1.0 --before-max 2.05
     # on_demand: nothing until `sonde trigger PID --start --for 1`, then one second recorded and
@@ -1880,6 +1883,7 @@ flight)
     for i in $(seq 100); do grep -q ready od.out && break; sleep 0.1; done
     sleep 1.5
     [ ! -e od ] || fail "on_demand wrote before a start: $(ls od)"
+    "$sonde" trigger "$fpid" > /dev/null || fail "a plain sonde trigger exited $?"
     "$sonde" trigger "$fpid" --start --for 1 > /dev/null || fail "sonde trigger --start exited $?"
     for i in $(seq 100); do [ -f od/fl-ondemand1.json ] && break; sleep 0.1; done
     "$sonde" trigger "$fpid" --start > /dev/null
@@ -1889,6 +1893,8 @@ flight)
     sleep 1
     touch od/stop
     wait $fpid || fail "flight ondemand exited $?: $(cat od.err)"
+    grep -q "a trigger signal came, but run fl has no flight recorder" od.err ||
+        fail "a trigger on_demand cannot follow was not said: $(cat od.err)"
     expect 2 "--for goes with --start" "$sonde" trigger 1 --for 2
     expect 2 "--start and --stop together" "$sonde" trigger 1 --start --stop
     python3 - "$work/od" "$work/od.out" <<'PY' || fail "on_demand: $(cat od.err)"
