@@ -251,9 +251,15 @@ sonde_tbuf *sonde__thread_buf(sonde_profiler *p)
         }
     }
     if (!found) {
-        /* Reuse the buffer of a thread that has exited: memory stays flat under thread churn. */
+        /* Reuse the buffer of a thread that has exited: memory stays flat under thread churn.
+         * Only once the writer has put its THREAD record in the file (it does so under p->lock):
+         * its events still in the chunks are written under its index, which must keep its name
+         * and tid (test_threads' churn). */
         pthread_mutex_lock(&p->lock);
         for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next)) {
+            if (atomic_load(&tb->written_thread) != tb->thread + 1 &&
+                !(p->ondemand && atomic_load(&p->fd) < 0)) /* between windows: all discarded */
+                continue;
             int ex = TB_EXITED;
             if (atomic_compare_exchange_strong(&tb->state, &ex, TB_LIVE)) {
                 found = tb;
