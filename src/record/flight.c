@@ -215,14 +215,9 @@ void sonde__flight_free(sonde_profiler *p)
     if (!f)
         return;
     join_reports(f);
-    sonde__free(f->keep);
-    sonde__free(f->ring);
-    sonde__free(f->recs);
-    free_threads(f);
     pthread_mutex_destroy(&f->lock);
     pthread_mutex_destroy(&f->qlock);
-    sonde__free(f);
-    p->flight = NULL;
+    sonde__flight_forget(p); /* the memory, as a forked child gives it back */
 }
 
 /* ---- records ---- */
@@ -585,12 +580,6 @@ static int put_rec(int fd, unsigned type, const uint8_t *payload, size_t len)
     return write_all(fd, hdr, sizeof hdr) || write_all(fd, payload, len) ? -1 : 0;
 }
 
-static size_t put_kv(uint8_t *out, const char *k, const char *v)
-{
-    size_t n = str_put(out, k, SIZE_MAX);
-    return n + str_put(out + n, v, SIZE_MAX);
-}
-
 /* The dump's own thread (index thread), "sonde flight recorder": the run-wide events at the
  * window's start w, then the trigger's instant "sonde.trigger" with its reason at its tick.
  * Async-signal-safe. */
@@ -668,20 +657,20 @@ static int put_info(int fd, const sonde_profiler *p, const fr_trigger *t, int in
     char num[64], stem[4096];
     size_t k = 0;
     if (dump_path(stem, sizeof stem, p, index, 1) == 0) /* its own run: NAME-triggerN */
-        k += put_kv(enc + k, "name", stem);
-    k += put_kv(enc + k, "trigger.reason", t->reason);
+        k += kv_put(enc + k, "name", stem);
+    k += kv_put(enc + k, "trigger.reason", t->reason);
     fmt_u64(num, (uint64_t)index);
-    k += put_kv(enc + k, "trigger.index", num);
+    k += kv_put(enc + k, "trigger.index", num);
     fmt_secs(num, p->cfg.flight_recorder_s, 3);
-    k += put_kv(enc + k, "trigger.window_s", num);
+    k += kv_put(enc + k, "trigger.window_s", num);
     fmt_secs(num, kept_s, 3);
-    k += put_kv(enc + k, "trigger.kept_s", num);
+    k += kv_put(enc + k, "trigger.kept_s", num);
     fmt_secs(num, after_s, 3);
-    k += put_kv(enc + k, "trigger.after_s", num);
+    k += kv_put(enc + k, "trigger.after_s", num);
     fmt_secs(num, kept_s, 6);
-    k += put_kv(enc + k, "trigger.at_s", num);
+    k += kv_put(enc + k, "trigger.at_s", num);
     fmt_u64(num, t->joined);
-    k += put_kv(enc + k, "trigger.joined", num);
+    k += kv_put(enc + k, "trigger.joined", num);
     return put_rec(fd, SONDE_R_INFO, enc, k);
 }
 
@@ -835,12 +824,8 @@ static int write_dump(sonde_profiler *p, sonde_flight *f, const fr_trigger *t, c
     pthread_mutex_unlock(&p->lock);
     uint64_t mono, tick;
     sonde__clock_pair(&tick, &mono);
-    if (!rc) {
-        k = varint_put(enc, tick);
-        k += varint_put(enc + k, mono);
-        k += varint_put(enc + k, sonde__real_ns());
-        rc = put_rec(fd, SONDE_R_ANCHOR, enc, k);
-    }
+    if (!rc)
+        rc = put_rec(fd, SONDE_R_ANCHOR, enc, sonde__anchor_put(enc, tick, mono, sonde__real_ns()));
     if (!rc) {
         k = varint_put(enc, tick);
         rc = put_rec(fd, SONDE_R_END, enc, k);
@@ -1007,4 +992,3 @@ void sonde__flight_finish(sonde_profiler *p, int status)
                 (unsigned long long)(f->over_max + f->lost), p->cfg.flight_recorder_max);
 }
 
-unsigned sonde__flight_dumps(const sonde_profiler *p) { return p->flight ? p->flight->dumps : 0; }

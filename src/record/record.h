@@ -11,6 +11,7 @@
 
 #include "../../include/sonde/sonde.h"
 #include "../format/format.h"
+#include "../util/buf.h"
 
 /* ---- errors (error.c) ---- */
 /* Sets the calling thread's last-error message (printf-style) and returns err. */
@@ -294,6 +295,14 @@ int sonde__writer_close(sonde_profiler *p);
 /* One event of a thread buffer (e, and the slots of its values after it) encoded as in an
  * EVENTS record, its time as the difference from prev; the bytes written. Async-signal-safe. */
 size_t sonde__put_event(uint8_t *out, const sonde__ev *e, uint64_t prev);
+/* An ANCHOR record's payload (a tick and the two clocks read with it) into out (30 bytes at
+ * most); its length. Async-signal-safe. */
+static inline size_t sonde__anchor_put(uint8_t *out, uint64_t tick, uint64_t mono, uint64_t real)
+{
+    size_t n = varint_put(out, tick);
+    n += varint_put(out + n, mono);
+    return n + varint_put(out + n, real);
+}
 /* A record's 12-byte header: type, length and the payload's CRC-32. Async-signal-safe. */
 void sonde__record_frame(uint8_t *hdr, unsigned type, const uint8_t *payload, size_t len);
 /* The STATS record's payload (the recorder's counters) into out (p->enc_cap bytes); its length. */
@@ -365,8 +374,6 @@ static inline sonde_flight *sonde__flight_mem(sonde_profiler *p)
     return p->flight && !atomic_load_explicit(&p->flight_direct, memory_order_relaxed) ? p->flight
                                                                                        : NULL;
 }
-/* Dumps written so far. */
-unsigned sonde__flight_dumps(const sonde_profiler *p);
 /* Async-signal-safe: writes every recorded event not yet in the file, with the signal encode
  * buffer, without taking any lock; sig: the signal. In flight-recorder mode, the window and those
  * events into a dump of their own (sonde__flight_crash_open). */

@@ -201,10 +201,7 @@ static int write_anchor_at(sonde_profiler *p, uint64_t tick, uint64_t mono, uint
                            int tail)
 {
     uint8_t buf[32];
-    size_t n = varint_put(buf, tick);
-    n += varint_put(buf + n, mono);
-    n += varint_put(buf + n, real);
-    return write_rec(p, SONDE_R_ANCHOR, buf, n, tail);
+    return write_rec(p, SONDE_R_ANCHOR, buf, sonde__anchor_put(buf, tick, mono, real), tail);
 }
 
 static int write_anchor(sonde_profiler *p)
@@ -507,12 +504,6 @@ void sonde__signal_flush(sonde_profiler *p, int sig)
 /* ------------------------------------------------------------------------------------------
  * The file and the thread
  * ---------------------------------------------------------------------------------------- */
-static size_t put_kv(uint8_t *out, const char *k, const char *v)
-{
-    size_t n = put_str(out, k);
-    return n + put_str(out + n, v);
-}
-
 static void read_cmdline(char *out, size_t cap)
 {
     out[0] = 0;
@@ -537,22 +528,22 @@ static int write_info(sonde_profiler *p)
     read_cmdline(cmd, sizeof cmd);
     uint8_t *b = p->enc;
     size_t k = 0;
-    k += put_kv(b + k, "name", p->name);
-    k += put_kv(b + k, "sonde_version", SONDE_VERSION_STRING);
+    k += kv_put(b + k, "name", p->name);
+    k += kv_put(b + k, "sonde_version", SONDE_VERSION_STRING);
     snprintf(num, sizeof num, "%d", (int)getpid());
-    k += put_kv(b + k, "pid", num);
-    k += put_kv(b + k, "host", host);
-    k += put_kv(b + k, "program", program_invocation_short_name);
-    k += put_kv(b + k, "cmdline", cmd);
-    k += put_kv(b + k, "clock", ck->use_tsc ? "tsc" : "monotonic");
+    k += kv_put(b + k, "pid", num);
+    k += kv_put(b + k, "host", host);
+    k += kv_put(b + k, "program", program_invocation_short_name);
+    k += kv_put(b + k, "cmdline", cmd);
+    k += kv_put(b + k, "clock", ck->use_tsc ? "tsc" : "monotonic");
     snprintf(num, sizeof num, "%.3f", ck->ticks_per_s);
-    k += put_kv(b + k, "ticks_per_s", num);
+    k += kv_put(b + k, "ticks_per_s", num);
     snprintf(num, sizeof num, "%llu",
              (unsigned long long)(p->start_tick ? p->start_tick : sonde__ticks()));
-    k += put_kv(b + k, "start_tick", num);
-    k += put_kv(b + k, "unit", p->unit);
+    k += kv_put(b + k, "start_tick", num);
+    k += kv_put(b + k, "unit", p->unit);
     snprintf(num, sizeof num, "%.6g", p->cfg.peak_flops);
-    k += put_kv(b + k, "peak_flops", num);
+    k += kv_put(b + k, "peak_flops", num);
     /* The whole configuration, so every report can show what the run was asked to do. */
     size_t nk;
     const sonde_key *keys = sonde__keys(&nk);
@@ -561,7 +552,7 @@ static int write_info(sonde_profiler *p)
         snprintf(key, sizeof key, "config.%s", keys[i].name);
         sonde__key_get(&p->cfg, &keys[i], val, sizeof val);
         if (k + strlen(key) + strlen(val) + 20 < p->enc_cap)
-            k += put_kv(b + k, key, val);
+            k += kv_put(b + k, key, val);
     }
     return write_record_raw(p, SONDE_R_INFO, b, k);
 }

@@ -81,6 +81,15 @@ static inline size_t varint_put(uint8_t *out, uint64_t v)
 size_t varint_get(const uint8_t *in, size_t avail, uint64_t *v);
 /* A string field of a record: its length as a varint, then its bytes (at most max of them; s
  * NULL is the empty string). Returns bytes written. Async-signal-safe. */
+static inline size_t str_put(uint8_t *out, const char *s, size_t max);
+
+/* An INFO pair: key and value, each a string field. */
+static inline size_t kv_put(uint8_t *out, const char *k, const char *v)
+{
+    size_t n = str_put(out, k, SIZE_MAX);
+    return n + str_put(out + n, v, SIZE_MAX);
+}
+
 static inline size_t str_put(uint8_t *out, const char *s, size_t max)
 {
     size_t n = s ? strlen(s) : 0;
