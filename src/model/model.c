@@ -212,7 +212,6 @@ static int skim_batch(void *ctx, const sb_batch *bt)
     return 0;
 }
 
-
 /* The shortest duration held (INT64_MIN: every section is held), from the first pass's
  * histogram of sk's sections' durations. Durations bunch (a hot call's are alike), so the bucket
  * just under it may hold many times what is left of the number to hold: its sections are held
@@ -303,7 +302,6 @@ static int build_modes(bctx *b, mode_ev *ev, size_t n, uint64_t end_tick, uint64
     b->n_modes = n;
     return 0;
 }
-
 
 static int add_warning(bctx *b, char *w)
 {
@@ -1013,7 +1011,6 @@ static void free_site(sm_site *s)
     sonde__free(s->file);
     sonde__free(s->func);
 }
-
 
 /* The model's site table, dense: every id a SITE record or an event names has an entry ("?"
  * when its record is missing). Ids are indices, as in the file, unless they are sparse (a

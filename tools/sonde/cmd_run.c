@@ -85,6 +85,60 @@ static void rusage_metadata(sonde_profiler *p, const struct rusage *ru)
     sonde_metadata(p, "context_switches_involuntary", v);
 }
 
+/* Forks the child that runs cmd: it waits on go until the profiler watches it (reading
+ * "DIR\0NAME\0", where a program that links libsonde records into this run), then execs, with
+ * no shell; exec's errno comes back on fail. The child's pid, or -1 (pipe) or -2 (fork) with
+ * errno set. */
+static pid_t spawn_waiting(char **cmd, int go[2], int fail[2])
+{
+    if (pipe2(go, O_CLOEXEC) || pipe2(fail, O_CLOEXEC))
+        return -1;
+    pid_t child = fork();
+    if (child < 0)
+        return -2;
+    if (child == 0) {
+        close(go[1]);
+        close(fail[0]);
+        char msg[2048];
+        size_t got = 0;
+        ssize_t r;
+        while (got < sizeof msg - 1 && (r = read(go[0], msg + got, sizeof msg - 1 - got)) > 0)
+            got += (size_t)r;
+        msg[got] = 0;
+        if (!got)
+            _exit(127);
+        if (msg[0]) {
+            setenv("SONDE_RUN_DIR", msg, 1);
+            setenv("SONDE_RUN_NAME", msg + strlen(msg) + 1, 1);
+        }
+        execvp(cmd[0], cmd);
+        int e = errno;
+        ssize_t w = write(fail[1], &e, sizeof e); /* tell sonde why */
+        (void)w;
+        _exit(127);
+    }
+    return child;
+}
+
+/* Waits for the child (through EINTR); how it ended in how, its exit code as a shell gives it. */
+static int wait_child(pid_t child, struct rusage *ru, char *how, size_t cap)
+{
+    int status = 0;
+    memset(ru, 0, sizeof *ru);
+    while (wait4(child, &status, 0, ru) < 0 && errno == EINTR) {
+    }
+    if (WIFEXITED(status)) {
+        snprintf(how, cap, "exit %d", WEXITSTATUS(status));
+        return WEXITSTATUS(status);
+    }
+    if (WIFSIGNALED(status)) {
+        snprintf(how, cap, "signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+        return 128 + WTERMSIG(status);
+    }
+    snprintf(how, cap, "status %d", status);
+    return 1;
+}
+
 int cmd_run(int argc, char **argv)
 {
     static const char *const opts[] = {"--name", "-o", "--interval", "--preset", "--format",
@@ -168,35 +222,10 @@ int cmd_run(int argc, char **argv)
     c.print_summary = 0;
     c.collect_cpu = c.collect_memory = 1;
 
-    /* The child waits on a pipe until the profiler watches it, then execs: no shell. */
     int go[2], fail[2];
-    if (pipe2(go, O_CLOEXEC) || pipe2(fail, O_CLOEXEC))
-        return cli_fail(CLI_USAGE, "run", "pipe: %s", strerror(errno));
-    pid_t child = fork();
+    pid_t child = spawn_waiting(cmd, go, fail);
     if (child < 0)
-        return cli_fail(CLI_USAGE, "run", "fork: %s", strerror(errno));
-    if (child == 0) {
-        close(go[1]);
-        close(fail[0]);
-        /* "DIR\0NAME\0": where a program that links libsonde records into this run */
-        char msg[2048];
-        size_t got = 0;
-        ssize_t r;
-        while (got < sizeof msg - 1 && (r = read(go[0], msg + got, sizeof msg - 1 - got)) > 0)
-            got += (size_t)r;
-        msg[got] = 0;
-        if (!got)
-            _exit(127);
-        if (msg[0]) {
-            setenv("SONDE_RUN_DIR", msg, 1);
-            setenv("SONDE_RUN_NAME", msg + strlen(msg) + 1, 1);
-        }
-        execvp(cmd[0], cmd);
-        int e = errno;
-        ssize_t w = write(fail[1], &e, sizeof e); /* tell sonde why */
-        (void)w;
-        _exit(127);
-    }
+        return cli_fail(CLI_USAGE, "run", "%s: %s", child == -1 ? "pipe" : "fork", strerror(errno));
     close(go[0]);
     close(fail[1]);
     g_child = child;
@@ -254,24 +283,10 @@ int cmd_run(int argc, char **argv)
                 (int)child, c.flight_recorder_s, c.output_dir ? c.output_dir : "./sonde-out",
                 sonde_name(p), (int)getpid());
 
-    int status = 0;
     struct rusage ru;
-    memset(&ru, 0, sizeof ru);
-    while (wait4(child, &status, 0, &ru) < 0 && errno == EINTR) {
-    }
-    g_child = 0;
-    int code;
     char how[64];
-    if (WIFEXITED(status)) {
-        code = WEXITSTATUS(status);
-        snprintf(how, sizeof how, "exit %d", code);
-    } else if (WIFSIGNALED(status)) {
-        code = 128 + WTERMSIG(status);
-        snprintf(how, sizeof how, "signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
-    } else {
-        code = 1;
-        snprintf(how, sizeof how, "status %d", status);
-    }
+    int code = wait_child(child, &ru, how, sizeof how);
+    g_child = 0;
     sonde_metadata(p, "exit", how);
     sonde_end(p);
     if (fr && code && !exec_errno) { /* the program failed: its last seconds are written */
