@@ -28,7 +28,7 @@ static void lock_all(void)
             continue;
         /* the order every other path takes them in: step, writer pass, profiler */
         pthread_mutex_lock(&p->step_lock);
-        pthread_mutex_lock(&p->wlock);
+        sonde__wlock(p);
         pthread_mutex_lock(&p->lock);
     }
     sonde__sites_lock(1);
@@ -42,7 +42,7 @@ static void unlock_all(void)
         if (!p)
             continue;
         pthread_mutex_unlock(&p->lock);
-        pthread_mutex_unlock(&p->wlock);
+        sonde__wunlock(p);
         pthread_mutex_unlock(&p->step_lock);
     }
     pthread_mutex_unlock(&sonde__registry_lock);

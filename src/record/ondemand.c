@@ -94,12 +94,12 @@ static void window_start(sonde_profiler *p, unsigned tenths)
     sonde__free(p->name);
     p->name = name;
     p->cfg.name = name;
-    pthread_mutex_lock(&p->wlock);
+    sonde__wlock(p);
     sonde__writer_discard(p); /* what came between windows: the ends of sections begun before */
     sonde__free(p->path);
     p->path = NULL;
     int rc = sonde__writer_open(p);
-    pthread_mutex_unlock(&p->wlock);
+    sonde__wunlock(p);
     if (rc) {
         fprintf(stderr, "sonde: recording on demand could not start: %s\n", sonde_last_error());
         return;

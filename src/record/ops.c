@@ -38,9 +38,9 @@ static int flush(sonde_profiler *p, const uint8_t *buf, size_t n)
 {
     if (!n)
         return 0;
-    pthread_mutex_lock(&p->wlock);
+    sonde__wlock(p);
     int rc = sonde__has_sink(p) ? sonde__write_record(p, SONDE_R_OPS, buf, n) : -1;
-    pthread_mutex_unlock(&p->wlock);
+    sonde__wunlock(p);
     return rc ? sonde__fail(SONDE_EIO, "sonde_ops: the operators could not be written to %s",
                             p->path ? p->path : "the .sonde file")
               : 0;

@@ -448,9 +448,9 @@ static void end_window(sonde_profiler *p, uint64_t step)
     path = path_join(p->output_dir, name);
     if (!path)
         return;
-    pthread_mutex_lock(&p->wlock);
+    sonde__wlock(p);
     sonde__writer_pass(p, 1);
-    pthread_mutex_unlock(&p->wlock);
+    sonde__wunlock(p);
     if (sonde__write_cycle_trace(p, cycle, path) != 0) {
         sonde__warn(p, "cycle %d trace: %s", cycle, sonde_last_error());
     } else if (p->cfg.on_trace_ready && !p->ready_path) {
@@ -864,11 +864,11 @@ static int finalize(sonde_profiler *p)
     }
     if (p->flight) { /* nothing is written but the dumps: those still due, and an exit's */
         sonde__writer_stop(p);
-        pthread_mutex_lock(&p->wlock);
+        sonde__wlock(p);
         sonde__writer_pass(p, 1);
         int st = sonde__exit_status();
         sonde__flight_finish(p, st > 0 ? st : 0);
-        pthread_mutex_unlock(&p->wlock);
+        sonde__wunlock(p);
         return atomic_load(&p->status) ? SONDE_EIO : 0;
     }
     if (p->fd < 0 && !atomic_load(&p->child_pending))
@@ -1401,12 +1401,12 @@ int sonde_clear(sonde_profiler *p)
     CHECK_P(p, "sonde_clear");
     if (!sonde__has_sink(p))
         return 0;
-    pthread_mutex_lock(&p->wlock);
+    sonde__wlock(p);
     sonde__writer_pass(p, 1);
     uint8_t buf[16];
     size_t n = varint_put(buf, sonde__ticks());
     int rc = sonde__write_record(p, SONDE_R_CLEAR, buf, n);
-    pthread_mutex_unlock(&p->wlock);
+    sonde__wunlock(p);
     return rc ? sonde__fail(SONDE_EIO, "sonde_clear: could not write to %s", p->path) : 0;
 }
 
@@ -1423,9 +1423,9 @@ int sonde_export(sonde_profiler *p, const char *path)
         return sonde__fail(SONDE_ESTATE, "sonde_export: nothing was recorded (%s)",
                            p->status_msg[0] ? p->status_msg : "profiler disabled");
     if (p->fd >= 0) {
-        pthread_mutex_lock(&p->wlock);
+        sonde__wlock(p);
         sonde__writer_pass(p, 1);
-        pthread_mutex_unlock(&p->wlock);
+        sonde__wunlock(p);
     }
     return sonde__write_reports(p, path);
 }

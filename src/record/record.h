@@ -186,6 +186,10 @@ struct sonde_profiler {
     uint32_t wake_every;
     _Atomic int stop;
     pthread_mutex_t wlock;         /* one writer pass at a time (writer thread or export) */
+    /* Who holds a writer pass: 0 none, the tid of the thread holding wlock for one, or
+     * SONDE_WPASS_SIGNAL for a signal handler's flush, which keeps out of a pass and knows when
+     * it interrupted the holder itself (sonde__wlock, sonde__signal_flush). */
+    _Atomic int wpass;
     uint8_t *enc;                  /* writer's encode buffer */
     uint8_t *sig_enc;              /* the signal handler's own */
     size_t enc_cap;
@@ -292,6 +296,14 @@ void sonde__writer_pass(sonde_profiler *p, int flush_active);
 int sonde__write_record(sonde_profiler *p, unsigned type, const uint8_t *payload, size_t len);
 /* Writes the closing records (stats, warnings, anchor, END) and closes the file. */
 int sonde__writer_close(sonde_profiler *p);
+/* wlock and the pass word beside it: a writer pass (the writer thread, back pressure, an export,
+ * fork, close) takes both; a signal handler's flush takes only the word (SONDE_WPASS_SIGNAL), so
+ * that it never writes while a pass recycles the chunks it reads (a host that survived a SIGINT
+ * lost a chunk of sections that way: crashy survive). */
+#define SONDE_WPASS_SIGNAL (-1)
+void sonde__wlock(sonde_profiler *p);
+void sonde__wunlock(sonde_profiler *p);
+
 /* One event of a thread buffer (e, and the slots of its values after it) encoded as in an
  * EVENTS record, its time as the difference from prev; the bytes written. Async-signal-safe. */
 size_t sonde__put_event(uint8_t *out, const sonde__ev *e, uint64_t prev);

@@ -104,9 +104,9 @@ sonde_summary_t *sonde_summary(sonde_profiler *p)
         return NULL;
     }
     if (p->fd >= 0) {
-        pthread_mutex_lock(&p->wlock);
+        sonde__wlock(p);
         sonde__writer_pass(p, 1);
-        pthread_mutex_unlock(&p->wlock);
+        sonde__wunlock(p);
     }
     sm_model m;
     const char *why = NULL; /* nothing recorded: an empty summary that says why */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -445,7 +446,7 @@ void sonde__writer_discard(sonde_profiler *p)
 uint32_t sonde__chunk_back_pressure(sonde_profiler *p, uint32_t own)
 {
     uint64_t t0 = sonde__mono_ns();
-    pthread_mutex_lock(&p->wlock);
+    sonde__wlock(p);
     uint32_t got = SONDE_NO_CHUNK;
     if (sonde__child_open(p) == 0) {
         sonde_chunk *c = own == SONDE_NO_CHUNK ? NULL : &p->chunks[own];
@@ -469,11 +470,55 @@ uint32_t sonde__chunk_back_pressure(sonde_profiler *p, uint32_t own)
             }
         }
     }
-    pthread_mutex_unlock(&p->wlock);
+    sonde__wunlock(p);
     if (got != SONDE_NO_CHUNK && got == own)
         atomic_fetch_add_explicit(&p->bp_chunks, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->bp_ns, sonde__mono_ns() - t0, memory_order_relaxed);
     return got;
+}
+
+void sonde__wlock(sonde_profiler *p)
+{
+    pthread_mutex_lock(&p->wlock);
+    int me = (int)syscall(SYS_gettid), free_ = 0;
+    /* a signal handler's flush is under way (on another thread): it ends in a few ms */
+    while (!atomic_compare_exchange_weak(&p->wpass, &free_, me)) {
+        free_ = 0;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+void sonde__wunlock(sonde_profiler *p)
+{
+    atomic_store(&p->wpass, 0);
+    pthread_mutex_unlock(&p->wlock);
+}
+
+/* The signal handler's side of the pass word: waits (at most 2 s) for a pass on another thread
+ * to end and keeps the next one out. 1: taken (give it back with signal_pass_end); 0: not taken,
+ * because the handler interrupted the pass's own thread (which waits for it) or the pass did not
+ * end in time: the flush goes ahead, as it would without the word, since the process may be
+ * about to end. Async-signal-safe (atomics, gettid, nanosleep). */
+static int signal_pass_begin(sonde_profiler *p)
+{
+    int me = (int)syscall(SYS_gettid);
+    for (int i = 0; i < 20000; i++) {
+        int holder = 0;
+        if (atomic_compare_exchange_strong(&p->wpass, &holder, SONDE_WPASS_SIGNAL))
+            return 1;
+        if (holder == me)
+            return 0;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+static void signal_pass_end(sonde_profiler *p, int taken)
+{
+    if (taken)
+        atomic_store(&p->wpass, 0);
 }
 
 void sonde__signal_flush(sonde_profiler *p, int sig)
@@ -487,6 +532,7 @@ void sonde__signal_flush(sonde_profiler *p, int sig)
     }
     if (p->fd < 0 || atomic_load(&p->finalized))
         return;
+    int taken = signal_pass_begin(p);
     write_sites(p, p->sig_enc);
     write_threads(p, p->sig_enc, 0);
     for (uint32_t i = 0; i < p->n_chunks; i++) {
@@ -499,6 +545,7 @@ void sonde__signal_flush(sonde_profiler *p, int sig)
             write_range(p, c, committed(p, c), p->sig_enc);
     }
     write_anchor(p);
+    signal_pass_end(p, taken);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -660,11 +707,11 @@ static void *writer_main(void *arg)
         int periodic = now - last >= iv_ns;
         if (periodic)
             last = now;
-        pthread_mutex_lock(&p->wlock);
+        sonde__wlock(p);
         sonde__writer_pass(p, periodic);
         if (p->flight)
             sonde__flight_poll(p);
-        pthread_mutex_unlock(&p->wlock);
+        sonde__wunlock(p);
         if (p->ondemand || p->flight)
             sonde__ondemand_poll(p);
     }
@@ -722,10 +769,10 @@ size_t sonde__stats_payload(sonde_profiler *p, uint8_t *b)
 
 int sonde__writer_close(sonde_profiler *p)
 {
-    pthread_mutex_lock(&p->wlock);
+    sonde__wlock(p);
     sonde__child_open(p);
     if (p->fd < 0) {
-        pthread_mutex_unlock(&p->wlock);
+        sonde__wunlock(p);
         return 0;
     }
     /* Retire what every thread still holds, so its chunk is written whole. */
@@ -776,7 +823,7 @@ int sonde__writer_close(sonde_profiler *p)
     if (close(p->fd) != 0)
         rc = -1;
     p->fd = -1;
-    pthread_mutex_unlock(&p->wlock);
+    sonde__wunlock(p);
     if (full)
         return -1; /* the status says what was dropped */
     if (rc || atomic_load(&p->io_failed)) {

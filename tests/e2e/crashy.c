@@ -9,7 +9,10 @@
  *              once
  *   eintr      a host SIGTERM handler installed without SA_RESTART and with SA_RESETHAND: a
  *              SIGTERM during read() on an empty pipe still makes read fail with EINTR (prints
- *              "eintr", exits 0); a second SIGTERM then ends the process (status 143) */
+ *              "eintr", exits 0); a second SIGTERM then ends the process (status 143)
+ *   survive    a host SIGINT handler that counts and returns: 4 threads record N sections each
+ *              while the process is sent SIGINT every 200 us (at least 200 times); then
+ *              sonde_destroy, exit 0 (every section must be in the file; prints "signals S") */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -38,6 +41,40 @@ static void host_term_count(int sig)
 {
     (void)sig;
     g_terms++;
+}
+
+static volatile sig_atomic_t g_ints;
+static void host_int_count(int sig)
+{
+    (void)sig;
+    g_ints++;
+}
+
+static void *record_n(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < g_n; i++) {
+        SONDE_SCOPE(g_p, "survived");
+    }
+    __atomic_add_fetch(&g_ready, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+/* 4 threads record while the process survives 200 SIGINTs its handler counts */
+static int survive(void)
+{
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&th[i], NULL, record_n, NULL);
+    for (int k = 0; k < 200 || __atomic_load_n(&g_ready, __ATOMIC_SEQ_CST) < 4; k++) {
+        kill(getpid(), SIGINT); /* while they record, and at least 200 times */
+        usleep(200);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    int rc = sonde_destroy(g_p);
+    printf("signals %d\n", (int)g_ints);
+    return rc == 0 ? 0 : 1;
 }
 
 static void *send_term(void *arg)
@@ -86,12 +123,21 @@ int main(int argc, char **argv)
         sigemptyset(&sa.sa_mask);
         sigaction(SIGTERM, &sa, NULL);
     }
+    if (!strcmp(mode, "survive")) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = host_int_count;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+    }
     sonde_config c = sonde_config_default();
     c.output_dir = argv[3];
     c.name = mode;
     c.formats = SONDE_FORMAT_JSON;
     g_p = sonde_create(&c);
     g_together = !strcmp(mode, "together");
+    if (!strcmp(mode, "survive"))
+        return survive();
     if (!strcmp(mode, "threads") || g_together) {
         pthread_t th[8];
         for (int i = 0; i < 8; i++)
