@@ -19,6 +19,7 @@ the whole API; configuration keys are those of docs/configuration.md.
 """
 
 import functools
+import inspect
 import json
 import os
 import sys
@@ -484,14 +485,101 @@ def _decorate(func, name, profiler, which):
 
     def wrap(f):
         label = _b(name or "%s.%s" % (f.__module__, f.__qualname__))
-        return functools.update_wrapper(_sonde.Wrapped(f, label, profiler, which), f)
+        if inspect.isgeneratorfunction(f):
+            w = _generator_wrapper(f, _sonde.Wrapped(_resume, label, profiler, which))
+        elif inspect.isasyncgenfunction(f):
+            w = _async_generator_wrapper(f, label, profiler, which)
+        elif inspect.iscoroutinefunction(f):
+            w = _coroutine_wrapper(f, label, profiler, which)
+        else:
+            return functools.update_wrapper(_sonde.Wrapped(f, label, profiler, which), f)
+        return functools.update_wrapper(w, f)
 
     return wrap(func) if func is not None else wrap
 
 
+# Generators and coroutines (issue 36 #16): calling one only makes the object, so a section
+# around the call would time nothing. A generator's section is each resume (each next(), send()
+# or throw() until it returns: the generator's own work, not the consumer's), as the Python
+# tracer records them. A coroutine's is the whole await, from its first step to its result:
+# the time `await f()` takes; an async generator's, each `async for` step the same way.
+
+def _resume(gen, throw, value):
+    """One resume of gen (its send or, with throw, its throw): what the section times."""
+    return gen.throw(value) if throw else gen.send(value)
+
+
+def _generator_wrapper(f, resume):
+    def wrapper(*args, **kwargs):
+        gen = f(*args, **kwargs)
+        throw, value = False, None
+        while True:
+            try:
+                item = resume(gen, throw, value)
+            except StopIteration as stop:
+                return stop.value
+            try:
+                throw, value = False, (yield item)
+            except GeneratorExit:
+                gen.close()
+                raise
+            except BaseException as e:  # thrown in by the consumer: on into the generator
+                throw, value = True, e
+    return wrapper
+
+
+def _handle_of(profiler, which):
+    """The live Handle a decorated call records into (as _sonde.Wrapped finds it), or None."""
+    prof = profiler if profiler is not None else (which() if which is not None else None)
+    h = getattr(prof, "_handle", None) if prof is not None else None
+    return h if isinstance(h, _sonde.Handle) else None
+
+
+async def _timed(awaitable, label, profiler, which):
+    """await awaitable inside a section from its first step to its result. Sections end
+    innermost-first on their thread, so concurrent tasks that await the same function on one
+    event loop swap their ends but keep its count and total time (docs/python.md)."""
+    h = _handle_of(profiler, which)
+    if h is None:
+        return await awaitable
+    h.begin(label)
+    try:
+        return await awaitable
+    finally:
+        if _handle_of(profiler, which) is h:  # closed meanwhile: nothing to end
+            h.end()
+
+
+def _coroutine_wrapper(f, label, profiler, which):
+    async def wrapper(*args, **kwargs):
+        return await _timed(f(*args, **kwargs), label, profiler, which)
+    return wrapper
+
+
+def _async_generator_wrapper(f, label, profiler, which):
+    async def wrapper(*args, **kwargs):
+        agen = f(*args, **kwargs)
+        throw, value = False, None
+        while True:
+            step = agen.athrow(value) if throw else agen.asend(value)
+            try:
+                item = await _timed(step, label, profiler, which)
+            except StopAsyncIteration:
+                return
+            try:
+                throw, value = False, (yield item)
+            except GeneratorExit:
+                await agen.aclose()
+                raise
+            except BaseException as e:
+                throw, value = True, e
+    return wrapper
+
+
 def profile_function(func=None, *, name=None, profiler=None):
     """Decorator: each call is a section in `profiler`, or in the profiler entered with `with`
-    on the calling thread at call time (none: the function runs unprofiled)."""
+    on the calling thread at call time (none: the function runs unprofiled). On a generator
+    function each resume is a section; on an `async def`, the whole await."""
     return _decorate(func, name, profiler, None if profiler is not None else current)
 
 

@@ -540,6 +540,69 @@ class Recording(Base):
         self.assertEqual(counts, {__name__ + ".Recording.test_profile_function_uses_the_"
                                   "profiler_entered_on_this_thread.<locals>.f": 4, "named": 1})
 
+    def test_generators_and_coroutines_are_timed_as_they_run(self):
+        """issue 36 #16: a decorated generator's sections are its resumes (its own sleeps, not
+        the consumer's); a decorated coroutine's is the whole await (0 s before: the call only
+        made the object). Sleeps only bound the planted time from below; the consumer's 0.75 s
+        leave the upper bound room on a loaded machine."""
+        import asyncio
+
+        with self.make("genco") as prof:
+            @prof.profile_function(name="gen")
+            def gen(n):
+                for i in range(n):
+                    time.sleep(0.05)
+                    got = yield i
+                    if got == "stop":
+                        return "stopped"
+                return "done"
+
+            @prof.profile_function(name="co")
+            async def co(s):
+                await asyncio.sleep(s)
+                return s
+
+            @prof.profile_function(name="agen")
+            async def agen(n):
+                for i in range(n):
+                    await asyncio.sleep(0.05)
+                    yield i
+
+            items = []
+            for x in gen(3):
+                items.append(x)
+                time.sleep(0.25)  # the consumer's: in no "gen" section
+            self.assertEqual(items, [0, 1, 2])
+            g = gen(5)
+            next(g)
+            with self.assertRaises(StopIteration) as stop:
+                g.send("stop")
+            self.assertEqual(stop.exception.value, "stopped")
+            g = gen(5)
+            next(g)
+            with self.assertRaises(KeyError):  # thrown in: raised out of the generator
+                g.throw(KeyError("k"))
+            g = gen(5)
+            next(g)
+            g.close()  # abandoned: its section was the resume, long ended
+
+            async def main():
+                self.assertEqual(await co(0.1), 0.1)
+                self.assertEqual(await asyncio.gather(*(co(0.1) for _ in range(4))), [0.1] * 4)
+                self.assertEqual([x async for x in agen(2)], [0, 1])
+            asyncio.run(main())
+        r = {s["name"]: s for s in self.report("genco")["sections"]}
+        # gen(3): 4 resumes (3 yields and the return); send/throw/close runs: 2 + 2 + 1
+        self.assertEqual(r["gen"]["count"], 4 + 2 + 2 + 1)
+        self.assertGreaterEqual(r["gen"]["total_s"], 0.05 * (3 + 1 + 1 + 1))
+        self.assertLess(r["gen"]["total_s"], 0.75)
+        self.assertEqual(r["co"]["count"], 5)
+        self.assertGreaterEqual(r["co"]["min_s"], 0.1 - 0.002)  # each await, as long as its sleep
+        # the 4 concurrent ones overlap on one thread: the name's time counts them once
+        self.assertGreaterEqual(r["co"]["total_s"], 0.2 - 0.004)
+        self.assertEqual(r["agen"]["count"], 3)  # 2 items and the end
+        self.assertGreaterEqual(r["agen"]["total_s"], 0.1)
+
     def test_units_in_nested_sections_are_counted_once(self):
         """prefill and decode inside a batch that records the batch's tokens too: the run's
         throughput counts each token once (the batch's), says why, and each section keeps its
