@@ -597,7 +597,9 @@ class Recording(Base):
         self.assertGreaterEqual(r["gen"]["total_s"], 0.05 * (3 + 1 + 1 + 1))
         self.assertLess(r["gen"]["total_s"], 0.75)
         self.assertEqual(r["co"]["count"], 5)
-        self.assertGreaterEqual(r["co"]["min_s"], 0.1 - 0.002)  # each await, as long as its sleep
+        # each await as long as its sleep: concurrent ones may swap ends (docs/python.md), which
+        # keeps the sum, so the mean
+        self.assertGreaterEqual(r["co"]["mean_s"], 0.0995)
         # the 4 concurrent ones overlap on one thread: the name's time counts them once
         self.assertGreaterEqual(r["co"]["total_s"], 0.2 - 0.004)
         self.assertEqual(r["agen"]["count"], 3)  # 2 items and the end
