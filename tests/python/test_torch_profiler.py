@@ -143,6 +143,11 @@ class Backend(unittest.TestCase):
         flops = {e.key: e.flops for e in w["key_averages"]}
         self.assertEqual(table(rep, "aten::conv2d")["flops"], flops["aten::conv2d"])
         self.assertGreater(table(rep, "aten::conv2d")["flops"], 0)
+        # issue 35 #4: the column is torch's own definition (docs/pytorch.md), element-wise
+        # aten::add and aten::mul included, so the table's total is key_averages()'s
+        self.assertEqual(sum(r["flops"] for r in rep["operators"]["by_name"]),
+                         sum(e.flops for e in w["key_averages"]))
+        self.assertGreater(sum(e.flops for e in w["key_averages"] if e.key == "aten::add"), 0)
         # self time is its own less the operators inside it
         conv = table(rep, "aten::conv2d")
         self.assertLess(conv["self_cpu_s"], conv["cpu_total_s"])
