@@ -13,13 +13,15 @@ module's forward is wrapped on the instance (not through forward hooks: PyTorch 
 forward hook when forward raises, and a section must end even then); remove() restores it.
 
 with_flops counts the FLOPs of the matrix products the modules run, from shapes, as 2 x (output
-elements) x (reduction length): linear, matmul / @, mm, bmm, addmm, baddbmm, conv1d/2d/3d and
-multi-head attention (its projections and its two products); bias additions and element-wise
-work are not counted, as torch's own counter does not count them. Each product's FLOPs go to the
-innermost module running it, and feed sonde's FLOP/s and MFU (peak_flops / peak_device). They
-are seen through a torch.overrides.TorchFunctionMode entered around the outermost instrumented
-call, which sees only the outermost torch call (a product inside multi_head_attention_forward is
-counted by that function's formula, never twice).
+elements) x (reduction length): mm, bmm, addmm, baddbmm, addbmm, mv, addmv, dot (what linear,
+matmul and @ run), convolutions (conv1d/2d/3d and transposed) and torch's fused attention kernels
+(the encoder layer's and multi-head attention's fast paths: their projections, two products and
+feed-forward); bias additions and element-wise work are not counted. Each product's FLOPs go to
+the innermost module running it, and feed sonde's FLOP/s and MFU (peak_flops / peak_device).
+They are seen through a TorchDispatchMode entered around the outermost instrumented call: it
+sees each ATen operator once (a product inside a fused kernel is counted by that kernel's
+formula, never twice) and, unlike a TorchFunctionMode, leaves torch's fast paths on, so the
+operators that run are the same with and without with_flops (test_torch.py).
 
 record_shapes puts each call's input and output shapes and dtypes in its section's metadata
 (`input_shapes` = [[1, 32], [1, 32]], `input_dtypes`, `output_shapes`, `output_dtypes`).
@@ -34,6 +36,7 @@ import threading
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import sonde
 
@@ -89,27 +92,104 @@ def _register():
 _register()
 
 
+def _sequences(t):
+    """(count, length) groups of the sequences in t: (N, L, E) -> [(N, L)], (L, E) -> [(1, L)],
+    a nested tensor (the encoder's fast path with a padding mask) -> [(1, L_i) each]."""
+    if getattr(t, "is_nested", False):
+        return [(1, int(n)) for n in t._nested_tensor_size()[:, 0].tolist()]
+    return [(t.shape[0], t.shape[1])] if t.dim() == 3 else [(1, t.shape[0])]
+
+
+def _encoder_layer_flops(a, kw, out):
+    """aten::_transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bias,
+    proj_weight, proj_bias, ..., ffn_weight_1, ffn_bias_1, ffn_weight_2, ...): the fast path of
+    nn.TransformerEncoderLayer, src (N, L, E) or nested: attention as _native_mha_flops, then
+    the two feed-forward products."""
+    e, ffn = a[1], a[14].shape[0]  # ffn_weight_1 (F, E)
+    return sum(_attention_flops(n, seq, seq, e) + 2 * (2 * n * seq * e * ffn)
+               for n, seq in _sequences(a[0]))
+
+
+def _attention_flops(n, lq, s, e):
+    """Multi-head attention with inputs of width e: the q, k, v and output projections and the
+    two products (QK^T, attention x V), over n sequences of lq queries and s keys."""
+    return 2 * n * (2 * lq * e * e + 2 * s * e * e) + 2 * (2 * n * lq * s * e)
+
+
+def _native_mha_flops(a, kw, out):
+    """aten::_native_multi_head_attention(query, key, value, embed_dim, ...), (N, L, E): the
+    fast path of nn.MultiheadAttention."""
+    q, k = a[0], a[1]
+    n, lq = (q.shape[0], q.shape[1]) if q.dim() == 3 else (1, q.shape[0])
+    s = k.shape[1] if k.dim() == 3 else k.shape[0]
+    return _attention_flops(n, lq, s, a[3])
+
+
+def _conv_flops(a, kw, out):
+    """aten::convolution(input, weight, bias, stride, padding, dilation, transposed, ...):
+    each output (or, transposed, each input) element is a dot product of in/groups x kernel."""
+    x, w, transposed = a[0], a[1], a[6]
+    per = w.shape[1] * math.prod(w.shape[2:])
+    return 2 * (_numel(x) if transposed else _numel(out)) * per
+
+
+# ATen operator -> flops(args, kwargs, out): what the dispatch mode counts
+_ATEN_FLOPS = {}
+
+
+def _register_aten():
+    aten = torch.ops.aten
+    table = {
+        "mm": _reduce(lambda a: a[0].shape[-1]), "bmm": _reduce(lambda a: a[0].shape[-1]),
+        "mv": _reduce(lambda a: a[0].shape[-1]),
+        "addmm": _reduce(lambda a: a[1].shape[-1]), "baddbmm": _reduce(lambda a: a[1].shape[-1]),
+        "addmv": _reduce(lambda a: a[1].shape[-1]),
+        "addbmm": lambda a, kw, out: 2 * _numel(out) * a[1].shape[0] * a[1].shape[-1],
+        "dot": lambda a, kw, out: 2 * _numel(a[0]), "vdot": lambda a, kw, out: 2 * _numel(a[0]),
+        "convolution": _conv_flops,
+        "_transformer_encoder_layer_fwd": _encoder_layer_flops,
+        "_native_multi_head_attention": _native_mha_flops,
+        # PyTorch 2's fused attention kernels, (N, H, L, D) and (N, H, S, D) (never run here:
+        # torch 1.13 has none)
+        "_scaled_dot_product_flash_attention":
+            lambda a, kw, out: 4 * _numel(a[0]) * a[1].shape[-2],
+        "_scaled_dot_product_efficient_attention":
+            lambda a, kw, out: 4 * _numel(a[0]) * a[1].shape[-2],
+    }
+    for name, f in table.items():
+        packet = getattr(aten, name, None)
+        if packet is None:
+            continue
+        for overload in packet.overloads():  # default, out, ...: the same work
+            _ATEN_FLOPS[getattr(packet, overload)] = f
+
+
+_register_aten()
+
+
 def count_flops(func, args, kwargs, out):
-    """FLOPs of one torch call by sonde's formulas (0 for calls it does not count)."""
-    f = _FLOPS.get(func)
+    """FLOPs of one call by sonde's formulas: func a torch function (torch.bmm, F.conv2d, ...)
+    or an ATen operator (torch.ops.aten.mm.default, ...); 0 for calls it does not count."""
+    f = _FLOPS.get(func) or _ATEN_FLOPS.get(func)
     if f is None:
         return 0
     try:
         return int(f(args, kwargs or {}, out))
-    except (AttributeError, IndexError, TypeError):  # an unexpected form: not counted
-        return 0
+    except (AttributeError, IndexError, TypeError, RuntimeError):  # an unexpected form (a
+        return 0                                                    # nested tensor): not counted
 
 
-class _FlopMode(torch.overrides.TorchFunctionMode):
-    """Counts the products run while it is on into the innermost open section."""
+class _FlopMode(TorchDispatchMode):
+    """Counts the products run while it is on into the innermost open section. A dispatch mode:
+    torch's fast paths test for function modes (has_torch_function), not for it."""
 
     def __init__(self, prof):
         super().__init__()
         self.prof = prof
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if func in _FLOPS:
+        if func in _ATEN_FLOPS:
             n = count_flops(func, args, kwargs, out)
             if n:
                 self.prof.record_flops(n)

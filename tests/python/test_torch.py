@@ -268,6 +268,95 @@ class Instrument(unittest.TestCase):
         self.assertEqual(count_flops(torch.addmm, (c, m1, m2), None, torch.addmm(c, m1, m2)),
                          2 * 4 * 6 * 5)
         self.assertEqual(count_flops(torch.relu, (m1,), None, m1), 0)
+        # the ATen operators the dispatch mode counts
+        aten = torch.ops.aten
+        self.assertEqual(count_flops(aten.mm.default, (m1, m2), None, m1 @ m2), 2 * 4 * 6 * 5)
+        self.assertEqual(count_flops(aten.convolution.default,
+                                     (x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1),
+                                     None, y), 2 * y.numel() * 3 * 9)
+        # transposed: each input element meets out/groups x kernel weights
+        wt = torch.zeros(3, 4, 3, 3)
+        yt = F.conv_transpose2d(x, wt)
+        self.assertEqual(count_flops(aten.convolution.default,
+                                     (x, wt, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 1),
+                                     None, yt), 2 * x.numel() * 4 * 9)
+        self.assertEqual(count_flops(aten.relu.default, (m1,), None, m1), 0)
+
+
+class FastPaths(unittest.TestCase):
+    """issue 35 #1: with_flops must not change what torch runs. A TorchFunctionMode turned off
+    the fused fast paths of nn.TransformerEncoderLayer and nn.MultiheadAttention (their slow
+    path ran instead); the dispatch mode leaves them on, and counts their FLOPs by formula."""
+
+    E, H, F, N, L = 32, 4, 64, 2, 5
+
+    def operators(self, fn, with_flops):
+        """The operators torch.profiler sees in fn() under sonde.torch.instrument, and the
+        report's sections."""
+        from torch.profiler import profile
+        with tempfile.TemporaryDirectory() as d:
+            with sonde.Profiler(QUIET, name="fp", output_dir=d, formats="json") as prof:
+                h = sonde.torch.instrument(self.model, prof, with_flops=with_flops)
+                with torch.no_grad(), profile() as p:
+                    fn()
+                h.remove()
+            with open(os.path.join(d, "fp.json")) as f:
+                rep = json.load(f)
+        return sorted(e.name for e in p.events()), {s["name"]: s for s in rep["sections"]}
+
+    def test_encoder_layer_keeps_its_fast_path(self):
+        E, H, F, N, L = self.E, self.H, self.F, self.N, self.L
+        self.model = nn.TransformerEncoderLayer(E, H, F, batch_first=True).eval()
+        x = torch.randn(N, L, E)
+        plain, _ = self.operators(lambda: self.model(x), False)
+        counted, st = self.operators(lambda: self.model(x), True)
+        self.assertIn("aten::_transformer_encoder_layer_fwd", plain)
+        self.assertEqual(counted, plain)  # the same operators, the same number of times
+        attn = 2 * N * (4 * L * E * E) + 2 * (2 * N * L * L * E)
+        self.assertEqual(st["model"]["flops"], attn + 2 * (2 * N * L * E * F))
+
+    def test_padded_sequences_count_at_their_length(self):
+        """The encoder's fast path with a padding mask runs the layers on nested tensors: each
+        sequence's FLOPs at its own length (5 and 3 here)."""
+        E, H, F = self.E, self.H, self.F
+        self.model = nn.TransformerEncoder(nn.TransformerEncoderLayer(E, H, F, batch_first=True),
+                                           2).eval()
+        x = torch.randn(2, 5, E)
+        mask = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+        _, st = self.operators(lambda: self.model(x, src_key_padding_mask=mask), True)
+        want = sum(2 * (4 * L * E * E) + 2 * (2 * L * L * E) + 2 * (2 * L * E * F) for L in (5, 3))
+        self.assertEqual(st["model.layers.0"]["flops"], want)
+        self.assertEqual(st["model.layers.1"]["flops"], want)
+
+    def test_multihead_attention_keeps_its_fast_path(self):
+        E, H, N, L = self.E, self.H, self.N, self.L
+        self.model = nn.MultiheadAttention(E, H, batch_first=True).eval()
+        x = torch.randn(N, L, E)
+        plain, _ = self.operators(lambda: self.model(x, x, x, need_weights=False), False)
+        counted, st = self.operators(lambda: self.model(x, x, x, need_weights=False), True)
+        self.assertIn("aten::_native_multi_head_attention", plain)
+        self.assertEqual(counted, plain)
+        self.assertEqual(st["model"]["flops"], 2 * N * (4 * L * E * E) + 2 * (2 * N * L * L * E))
+
+    def test_slow_path_counts_the_same(self):
+        """In training the layer takes its slow path (linear, bmm, ...): the same FLOPs as the
+        fused kernel's formula."""
+        E, H, F, N, L = self.E, self.H, self.F, self.N, self.L
+        self.model = nn.TransformerEncoderLayer(E, H, F, batch_first=True, dropout=0.0).train()
+        x = torch.randn(N, L, E)
+        with tempfile.TemporaryDirectory() as d:
+            with sonde.Profiler(QUIET, name="slow", output_dir=d, formats="json") as prof:
+                h = sonde.torch.instrument(self.model, prof, with_flops=True)
+                self.model(x)
+                h.remove()
+            with open(os.path.join(d, "slow.json")) as f:
+                st = {s["name"]: s for s in json.load(f)["sections"]}
+        attn = 2 * N * (4 * L * E * E) + 2 * (2 * N * L * L * E)
+        # the attention module's products go to it (the innermost), the feed-forward's to the
+        # linear layers
+        self.assertEqual(st["model.self_attn"]["flops"], attn)
+        self.assertEqual(st["model.linear1"]["flops"] + st["model.linear2"]["flops"],
+                         2 * (2 * N * L * E * F))
 
 
 class CudaSubstituted(unittest.TestCase):
