@@ -45,7 +45,7 @@ int main(int argc, char **argv)
     sonde_config c = sonde_config_default();
     c.output_dir = argv[1];
     c.name = argv[2];
-    c.formats = SONDE_FORMAT_JSON | SONDE_FORMAT_TXT | SONDE_FORMAT_FOLDED;
+    c.formats = SONDE_FORMAT_JSON | SONDE_FORMAT_TXT; /* sampling adds .folded and .pb.gz */
     c.collect_cpu = c.collect_memory = c.collect_gpu = 0;
     if (sonde_config_from_env(&c) != 0)
         return 3;

@@ -1316,6 +1316,13 @@ PY
         case $th in *timer) set -- "$@" LD_PRELOAD="$build/tests/libnoperf.so" ;; esac
         env "$@" "$build/tests/hotsections" lib lib$th ${th%%[a-z]*} 30 $mode ||
             fail "hotsections $th exited $?"
+        # formats json,txt: sampling writes NAME.folded and NAME.pb.gz too, as sonde run does
+        # (the text report points at NAME.folded), and sonde export of the file again
+        [ -s lib/lib$th.folded ] && gzip -t lib/lib$th.pb.gz ||
+            fail "hotsections $th: no lib$th.folded or lib$th.pb.gz beside the reports"
+        rm -rf again2
+        "$sonde" export lib/lib$th.sonde -o again2 --quiet && cmp -s lib/lib$th.folded again2/lib$th.folded ||
+            fail "sonde export lib$th.sonde (its own formats) wrote another lib$th.folded"
         "$sonde" export lib/lib$th.sonde --format json,folded -o again --quiet ||
             fail "sonde export lib$th.sonde"
         python3 - lib/lib$th.json again/lib$th.json lib/lib$th.folded $th <<'PY' || fail "hotsections, $th thread(s)"
