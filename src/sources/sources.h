@@ -165,6 +165,13 @@ int sonde__sym_at(sonde_symfile *f, uint64_t off, sonde_symframe *out, int max);
 /* The source line at file offset off (the file's own DWARF line table): 1 with *file (not to
  * be freed; valid until sonde__sym_close) and *line set, else 0. */
 int sonde__sym_line(sonde_symfile *f, uint64_t off, const char **file, unsigned *line);
+/* The names a just-in-time compiler gives its code in /tmp/perf-PID.map ("START SIZE NAME" a
+ * line, hexadecimal; Python 3.12's perf trampolines, V8, the JVM's perf-map-agent), as a
+ * symbol file whose offsets are the process's addresses; NULL when there is none (or out of
+ * memory). "[vdso]" given to sonde__sym_open names the vDSO's functions. */
+sonde_symfile *sonde__sym_perfmap(int pid);
+/* 1 when a symbol of f holds offset off (the perf map's: an address). */
+int sonde__sym_holds(const sonde_symfile *f, uint64_t off);
 /* The file's name without its directory. */
 const char *sonde__sym_base(const sonde_symfile *f);
 void sonde__sym_close(sonde_symfile *f);

@@ -160,7 +160,8 @@ static uint32_t file_id(sonde_stacks *s, const char *path)
 static void add_map(sonde_stacks *s, int pid, uint64_t start, uint64_t len, uint64_t pgoff,
                     const char *path)
 {
-    if (path[0] != '/') /* [vdso], [heap], anonymous memory: no file to name a function */
+    if (path[0] != '/' && strcmp(path, "[vdso]")) /* [heap], anonymous memory: no file (a
+                                                      JIT's code is named by its perf map) */
         return;
     sproc *p = proc_of(s, pid, 1);
     uint32_t f = file_id(s, path);
@@ -857,7 +858,21 @@ typedef struct namer {
     const char **src;          /* per chain, the frame's source file (NULL: none) and line */
     unsigned *line;
     size_t cap_src, cap_line;
+    int perf_pid;              /* the process whose perf map is open (0: none read yet) */
+    sonde_symfile *perf_map;   /* its /tmp/perf-PID.map, NULL: it has none */
 } namer;
+
+/* The perf map of process pid, read once while its stacks are named (stacks are in process
+ * order, so one at a time). */
+static sonde_symfile *perf_map_of(namer *nm, int pid)
+{
+    if (nm->perf_pid != pid) {
+        sonde__sym_close(nm->perf_map);
+        nm->perf_map = sonde__sym_perfmap(pid);
+        nm->perf_pid = pid;
+    }
+    return nm->perf_map;
+}
 
 /* The function id of name in object obj, named (FUNCS, FUNCLOC) when new; -1 out of memory. */
 static int function_id(namer *nm, const char *obj, const sonde_symframe *sf)
@@ -885,17 +900,27 @@ static int function_id(namer *nm, const char *obj, const sonde_symframe *sf)
     return id;
 }
 
-/* The chain of frame fr, made when new; -1 out of memory. */
-static int frame_chain(sonde_stacks *s, namer *nm, const sframe *fr)
+/* The chain of frame fr of process pid, made when new; -1 out of memory. An address no
+ * mapped file holds is named by the process's perf map when it lists it, else by number. */
+static int frame_chain(sonde_stacks *s, namer *nm, const sframe *fr, int pid)
 {
-    char at[48];
-    snprintf(at, sizeof at, "%" PRIu32 ":%" PRIx64, fr->file, fr->off);
+    char at[64];
+    if (fr->file == UINT32_MAX) /* an address: the process's own */
+        snprintf(at, sizeof at, "p%d:%" PRIx64, pid, fr->off);
+    else
+        snprintf(at, sizeof at, "%" PRIu32 ":%" PRIx64, fr->file, fr->off);
     int c = strmap_get(&nm->frames, at);
     if (c >= 0)
         return c;
     sonde_symframe sf[8];
     int n = 1;
-    if (fr->file == UINT32_MAX) {
+    sonde_symfile *jit = fr->file == UINT32_MAX ? perf_map_of(nm, pid) : NULL;
+    if (jit && !sonde__sym_holds(jit, fr->off))
+        jit = NULL;
+    if (jit) {
+        if ((n = sonde__sym_at(jit, fr->off, sf, 1)) < 0)
+            return -1;
+    } else if (fr->file == UINT32_MAX) {
         sf[0] = (sonde_symframe){NULL, NULL, 0};
         if (sonde__asprintf(&sf[0].name, "0x%" PRIx64, fr->off) < 0)
             return -1;
@@ -904,7 +929,9 @@ static int frame_chain(sonde_stacks *s, namer *nm, const sframe *fr)
         if (n < 0)
             return -1;
     }
-    const char *obj = fr->file == UINT32_MAX ? "?" : sonde__sym_base(nm->files[fr->file]);
+    const char *obj = jit                     ? sonde__sym_base(jit)
+                      : fr->file == UINT32_MAX ? "?"
+                                               : sonde__sym_base(nm->files[fr->file]);
     int rc = 0;
     for (int j = n - 1; j >= 0 && !rc; j--) { /* outermost first */
         int id = function_id(nm, obj, &sf[j]);
@@ -970,7 +997,7 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
         uint32_t n_ids = 0;
         int c = -1;
         for (uint32_t k = 0; st->used && k < st->n; k++) { /* unused: written without frames */
-            if ((c = frame_chain(s, &nm, &st->f[k])) < 0) {
+            if ((c = frame_chain(s, &nm, &st->f[k], p->pid)) < 0) {
                 s->oom = 1;
                 break;
             }
@@ -1015,6 +1042,7 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
     for (size_t i = 0; nm.files && i < s->n_files; i++)
         sonde__sym_close(nm.files[i]);
     sonde__free(nm.files);
+    sonde__sym_close(nm.perf_map);
     int rc = s->oom ? SONDE_ENOMEM : s->write_failed ? SONDE_EIO : 0;
     free_all(s);
     return rc;

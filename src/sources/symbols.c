@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "../util/alloc.h"
@@ -35,6 +36,7 @@ struct sonde_symfile {
     char *path;
     int dwarf_fd;
     Dwarf *dwarf;          /* NULL: no DWARF found */
+    int vdso;              /* the vDSO: code it does not export is all named "[vdso]" */
 };
 
 static int cmp_sym(const void *a, const void *b)
@@ -149,6 +151,37 @@ static int debug_file_symbols(sonde_symfile *f, Elf *e)
     return rc;
 }
 
+/* The vDSO's symbols: the kernel maps the same image into every process of its ABI, so this
+ * process's copy (AT_SYSINFO_EHDR; its size from /proc/self/maps) names another's addresses
+ * too. An offset in the mapping is an address in the image (it is linked at 0). */
+static int vdso_symbols(sonde_symfile *f)
+{
+    const char *image = (const char *)getauxval(AT_SYSINFO_EHDR);
+    FILE *m = image ? fopen("/proc/self/maps", "re") : NULL;
+    size_t size = 0;
+    char line[512];
+    while (m && fgets(line, sizeof line, m)) {
+        unsigned long long lo, hi;
+        if (strstr(line, "[vdso]") && sscanf(line, "%llx-%llx", &lo, &hi) == 2 &&
+            lo == (unsigned long long)(uintptr_t)image)
+            size = (size_t)(hi - lo);
+    }
+    if (m)
+        fclose(m);
+    if (!size)
+        return 0;
+    char *copy = sonde__malloc(size); /* libelf reads it as a file it may not write to */
+    if (!copy)
+        return -1;
+    memcpy(copy, image, size);
+    Elf *e = elf_memory(copy, size);
+    int rc = e ? read_symbols(f, e) : 0;
+    if (e)
+        elf_end(e);
+    sonde__free(copy);
+    return rc;
+}
+
 sonde_symfile *sonde__sym_open(const char *path)
 {
     sonde_symfile *f = sonde__calloc(1, sizeof *f);
@@ -160,6 +193,13 @@ sonde_symfile *sonde__sym_open(const char *path)
     const char *slash = strrchr(f->path, '/');
     f->base = slash ? slash + 1 : f->path;
     elf_version(EV_CURRENT);
+    if (!strcmp(path, "[vdso]")) {
+        f->vdso = 1;
+        if (vdso_symbols(f) == 0)
+            return f;
+        sonde__sym_close(f);
+        return NULL;
+    }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return f; /* gone: its addresses stay numbers */
@@ -178,6 +218,55 @@ sonde_symfile *sonde__sym_open(const char *path)
         return NULL;
     }
     return f;
+}
+
+sonde_symfile *sonde__sym_perfmap(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/perf-%d.map", pid);
+    FILE *in = fopen(path, "re");
+    if (!in)
+        return NULL;
+    sonde_symfile *f = sonde__calloc(1, sizeof *f);
+    if (!f || !(f->path = sonde__strdup(path))) {
+        sonde__free(f);
+        fclose(in);
+        return NULL;
+    }
+    f->dwarf_fd = -1;
+    f->base = f->path + 5; /* "perf-PID.map" */
+    char line[4096];
+    while (fgets(line, sizeof line, in)) { /* "START SIZE NAME", hexadecimal, as perf reads it */
+        unsigned long long lo, size;
+        int at = 0;
+        if (sscanf(line, "%llx %llx %n", &lo, &size, &at) < 2 || !at || !size)
+            continue;
+        char *name = line + at;
+        name[strcspn(name, "\n")] = 0;
+        if (!*name || lo + size < lo)
+            continue;
+        char *c = SONDE_GROW(f->syms, f->n, f->cap) ? NULL : sonde__strdup(name);
+        if (!c)
+            break; /* out of memory: the names read so far */
+        f->syms[f->n++] = (ssym){lo, lo + size, c};
+    }
+    fclose(in);
+    if (f->n)
+        qsort(f->syms, f->n, sizeof *f->syms, cmp_sym);
+    return f;
+}
+
+int sonde__sym_holds(const sonde_symfile *f, uint64_t off)
+{
+    size_t lo = 0, hi = f->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (f->syms[mid].lo <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo && off < f->syms[lo - 1].hi;
 }
 
 const char *sonde__sym_base(const sonde_symfile *f)
@@ -229,6 +318,8 @@ static char *symbol_at(const sonde_symfile *f, uint64_t a, Dwarf_Die *die)
     }
     if (die && (r = dwarf_name(die)))
         return r;
+    if (f->vdso) /* its static functions have no symbol anywhere: one row, not one a byte */
+        return sonde__strdup("[vdso]");
     if (sonde__asprintf(&r, "%s+0x%llx", f->base, (unsigned long long)a) < 0)
         return NULL;
     return r;

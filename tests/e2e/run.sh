@@ -1304,6 +1304,27 @@ PY
     else
         echo "perf comparison skipped: perf record cannot run here ($(head -1 perf.err 2> /dev/null))"
     fi
+    # code no file holds (issue 39): a loop in anonymous memory named in /tmp/perf-PID.map (as
+    # a JIT names its code) and clock_gettime in the vDSO; no sample stays a bare 0x address
+    if [ "$("$build/tests/jitvdso" jv)" != skip ]; then
+        python3 - jv/jitvdso.json jv/jitvdso.folded <<'PY' || fail "jitvdso: JIT and vDSO frames unnamed"
+import json, sys
+p = json.load(open(sys.argv[1]))["profile"]
+sec = {s["name"]: s for s in p["sections"]}
+jit, vdso = sec["jit"], sec["vdso"]
+top = jit["functions"][0]
+assert top["name"] == "jit_spin_loop" and top["self"] >= 0.9 * jit["samples"], jit["functions"][:3]
+obj = {f["name"]: f["object"] for f in p["functions"]}
+assert obj["jit_spin_loop"].startswith("perf-") and obj["jit_spin_loop"].endswith(".map"), obj
+in_vdso = sum(f["self"] for f in vdso["functions"] if obj.get(f["name"]) == "[vdso]")
+assert in_vdso >= 0.7 * vdso["samples"], vdso["functions"][:4]
+assert "__vdso_clock_gettime" in obj or "clock_gettime" in obj, sorted(obj)[:20]
+leaves = [l.rsplit(" ", 1)[0].split(";")[-1] for l in open(sys.argv[2])]
+assert not [l for l in leaves if l.startswith("0x7f")], leaves
+print("JIT and vDSO: %d of %d jit samples in jit_spin_loop (perf map), %d of %d in the vDSO"
+      % (top["self"], jit["samples"], in_vdso, vdso["samples"]))
+PY
+    fi
     # libsonde's own sampler (sample_hz, with_stack): every thread's samples, each in the
     # innermost section open on its thread: "step" holds "decode" (hot70) and "prefill" (warm20),
     # cool10 runs outside every section
