@@ -11,7 +11,7 @@
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = fuzz_sonde fuzz_env fuzz_yaml fuzz_flags fuzz_report
+FUZZ_TARGETS = fuzz_sonde fuzz_env fuzz_yaml fuzz_flags fuzz_report fuzz_perfmap
 CMAKE_FLAGS ?=
 
 PYTHON ?= python3

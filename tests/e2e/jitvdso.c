@@ -13,12 +13,14 @@
 
 #include <sonde/sonde.h>
 
+#if defined(__x86_64__)
 static double cpu_s(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
+#endif
 
 int main(int argc, char **argv)
 {
