@@ -45,6 +45,21 @@ static int cmp_sym(const void *a, const void *b)
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
+/* How many of f's sorted symbols start at or below a: the last of them, index - 1, is the one
+ * that may hold a. */
+static size_t symbols_upto(const sonde_symfile *f, uint64_t a)
+{
+    size_t lo = 0, hi = f->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (f->syms[mid].lo <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* The function symbols of e (.symtab, else .dynsym), sorted. 0, or -1 out of memory. */
 static int read_function_symbols(sonde_symfile *f, Elf *e)
 {
@@ -258,14 +273,7 @@ sonde_symfile *sonde__sym_perfmap(int pid)
 
 int sonde__sym_holds(const sonde_symfile *f, uint64_t off)
 {
-    size_t lo = 0, hi = f->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (f->syms[mid].lo <= off)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = symbols_upto(f, off);
     return lo && off < f->syms[lo - 1].hi;
 }
 
@@ -298,14 +306,7 @@ void sonde__sym_close(sonde_symfile *f)
 static char *dwarf_name(Dwarf_Die *die);
 static char *symbol_at(const sonde_symfile *f, uint64_t a, Dwarf_Die *die)
 {
-    size_t lo = 0, hi = f->n;
-    while (lo < hi) { /* the last symbol starting at or below a */
-        size_t mid = (lo + hi) / 2;
-        if (f->syms[mid].lo <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = symbols_upto(f, a);
     char *r = NULL;
     if (lo && (a < f->syms[lo - 1].hi || f->syms[lo - 1].hi == f->syms[lo - 1].lo)) {
         char *d = sonde__demangle(f->syms[lo - 1].name, 1); /* C++ names as written */
