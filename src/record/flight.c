@@ -683,14 +683,12 @@ static int put_warning(int fd, const char *text, uint8_t *enc, size_t cap)
 }
 
 /* OUTDIR/NAME-triggerN.sonde into out, without printf or malloc. 0, or -1 when it is too long. */
-static int dump_path(char *out, size_t cap, const sonde_profiler *p, int n, int stem_only)
+/* parts[0..n) joined into out (cap bytes with its NUL); -1 when they do not fit.
+ * Async-signal-safe. */
+static int join_parts(char *out, size_t cap, const char *const *parts, size_t n)
 {
-    char num[24];
-    fmt_u64(num, (uint64_t)n);
-    const char *parts[] = {stem_only ? "" : p->output_dir, stem_only ? "" : "/", p->name,
-                           "-trigger", num, stem_only ? "" : ".sonde"};
     size_t k = 0;
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    for (size_t i = 0; i < n; i++) {
         size_t l = strlen(parts[i]);
         if (k + l >= cap)
             return -1;
@@ -699,6 +697,15 @@ static int dump_path(char *out, size_t cap, const sonde_profiler *p, int n, int 
     }
     out[k] = 0;
     return 0;
+}
+
+static int dump_path(char *out, size_t cap, const sonde_profiler *p, int n, int stem_only)
+{
+    char num[24];
+    fmt_u64(num, (uint64_t)n);
+    const char *parts[] = {stem_only ? "" : p->output_dir, stem_only ? "" : "/", p->name,
+                           "-trigger", num, stem_only ? "" : ".sonde"};
+    return join_parts(out, cap, parts, sizeof parts / sizeof parts[0]);
 }
 
 /* Creates the next free OUTDIR/NAME-triggerN.sonde (path into out); its descriptor, or -1.
@@ -849,7 +856,6 @@ int sonde__flight_crash_open(sonde_profiler *p, int sig)
     t.tick = sonde__ticks();
     char num[24];
     fmt_u64(num, (uint64_t)sig);
-    size_t k = 0;
     const char *parts[] = {"fatal signal ", num, " (", sig == SIGSEGV ? "SIGSEGV"
                                                        : sig == SIGBUS  ? "SIGBUS"
                                                        : sig == SIGFPE  ? "SIGFPE"
@@ -859,12 +865,7 @@ int sonde__flight_crash_open(sonde_profiler *p, int sig)
                                                        : sig == SIGINT  ? "SIGINT"
                                                                         : "signal",
                            ")"};
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-        size_t l = strlen(parts[i]);
-        memcpy(t.reason + k, parts[i], l);
-        k += l;
-    }
-    t.reason[k] = 0;
+    join_parts(t.reason, sizeof t.reason, parts, sizeof parts / sizeof parts[0]); /* fits */
     char path[4096];
     int index;
     int fd = open_dump(p, f, path, sizeof path, &index);
