@@ -1101,7 +1101,12 @@ diffgate)
     # slowdown of one stage (5 runs a side) is found in at least 9 of 10 tries, each miss still
     # measured as a slowdown over the 5% threshold (one disturbed run among five can leave
     # p = 0.095: seen twice in CI); the two unchanged stages, tested 20 times at p < 0.05, may be
-    # flagged at most twice (a burst of load on one side of a 5-run pair can reach p = 0.008)
+    # flagged at most twice (a burst of load on one side of a 5-run pair can reach p = 0.008).
+    # The slowdown is planted in the reports, not in the sleeps (issue 36): under a loaded
+    # machine a 1 ms longer sleep drowned in the wake-up delays (a `make test` beside two more
+    # busy loops measured +2.4% for the planted +10%). Each "new" run is another real run of the
+    # same program, recorded beside the base runs, with its step's durations made 10% longer:
+    # the noise is the machine's, the slowdown exactly known.
     cd "$work"
     python3 -c 'while True: pass' & burn1=$!
     python3 -c 'while True: pass' & burn2=$!
@@ -1119,8 +1124,24 @@ diffgate)
     for i in $(seq 1 10); do
         for r in 1 2 3 4 5; do
             "$build/tests/stages" slow$i/base r$r
-            STAGES_SLOW=step=0.1 "$build/tests/stages" slow$i/new r$r
+            "$build/tests/stages" slow$i/real r$r
         done
+        python3 - slow$i/real slow$i/new <<'PY' || fail "planting the slower step, try $i"
+import json, os, sys
+src, dst = sys.argv[1], sys.argv[2]
+os.makedirs(dst, exist_ok=True)
+for f in sorted(os.listdir(src)):
+    if not f.endswith(".json"):
+        continue
+    r = json.load(open(os.path.join(src, f)))
+    for s in r["sections"]:
+        if s["name"] == "step":  # every duration 10% longer; the sketch is not rescaled: gone
+            for k in list(s):
+                if k.endswith("_s") and isinstance(s[k], (int, float)):
+                    s[k] *= 1.1
+            s.pop("sketch", None)
+    json.dump(r, open(os.path.join(dst, f), "w"))
+PY
         set +e; "$sonde" diff slow$i/base -- slow$i/new --fail-on-regression --format json > slow$i.json; st=$?; set -e
         python3 - slow$i.json $st <<'PY' >> false.txt || fail "10% slower step, try $i: $(cat slow$i.json)"
 import json, sys
