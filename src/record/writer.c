@@ -483,9 +483,11 @@ void sonde__wlock(sonde_profiler *p)
     int me = (int)syscall(SYS_gettid), free_ = 0;
     /* a signal handler's flush is under way (on another thread): it ends in a few ms */
     while (!atomic_compare_exchange_weak(&p->wpass, &free_, me)) {
+        if (free_) { /* not a spurious failure */
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
         free_ = 0;
-        struct timespec ts = {0, 100000};
-        nanosleep(&ts, NULL);
     }
 }
 
