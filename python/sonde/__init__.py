@@ -528,25 +528,20 @@ def _generator_wrapper(f, resume):
     return wrapper
 
 
-def _handle_of(profiler, which):
-    """The live Handle a decorated call records into (as _sonde.Wrapped finds it), or None."""
-    prof = profiler if profiler is not None else (which() if which is not None else None)
-    h = getattr(prof, "_handle", None) if prof is not None else None
-    return h if isinstance(h, _sonde.Handle) else None
-
-
 async def _timed(awaitable, label, profiler, which):
-    """await awaitable inside a section from its first step to its result. Sections end
+    """await awaitable inside a section from its first step to its result, in profiler, or in
+    the one which() gives when it starts (none, or a closed one: unprofiled). Sections end
     innermost-first on their thread, so concurrent tasks that await the same function on one
     event loop swap their ends but keep its count and total time (docs/python.md)."""
-    h = _handle_of(profiler, which)
-    if h is None:
+    prof = profiler if profiler is not None else (which() if which is not None else None)
+    h = getattr(prof, "_handle", None) if prof is not None else None
+    if not isinstance(h, _sonde.Handle):
         return await awaitable
     h.begin(label)
     try:
         return await awaitable
     finally:
-        if _handle_of(profiler, which) is h:  # closed meanwhile: nothing to end
+        if prof._handle is h:  # closed meanwhile: nothing to end
             h.end()
 
 

@@ -591,6 +591,19 @@ class Recording(Base):
                 self.assertEqual(await asyncio.gather(*(co(0.1) for _ in range(4))), [0.1] * 4)
                 self.assertEqual([x async for x in agen(2)], [0, 1])
             asyncio.run(main())
+
+        async def closed_meanwhile():  # the profiler closes while a decorated await runs
+            other = self.make("genco_closed")
+
+            @other.profile_function(name="x")
+            async def x():
+                await asyncio.sleep(0.01)
+                return 1
+            task = asyncio.ensure_future(x())
+            await asyncio.sleep(0)  # its section is open
+            self.assertEqual(other.close(raise_on_error=False), sonde.EOPEN)  # x still open
+            self.assertEqual(await task, 1)  # and it ends without an error
+        asyncio.run(closed_meanwhile())
         r = {s["name"]: s for s in self.report("genco")["sections"]}
         # gen(3): 4 resumes (3 yields and the return); send/throw/close runs: 2 + 2 + 1
         self.assertEqual(r["gen"]["count"], 4 + 2 + 2 + 1)
