@@ -82,6 +82,60 @@ def main():
     a, b = (inst - plain) / CALLS, (rf - plain) / CALLS
     print("  instrument() costs %.2fx record_function's per module call (target: <= 0.33x)"
           % (a / b if b > 0 else float("nan")))
+    flops_per_operator(out, max(n // 4, 50))
+
+
+def mlp():
+    return nn.Sequential(*[nn.Sequential(nn.Linear(32, 32), nn.ReLU()) for _ in range(8)])
+
+
+def encoder():
+    return nn.TransformerEncoderLayer(32, 4, 64, batch_first=True).eval()
+
+
+def flops_per_operator(out, n):
+    """What with_flops adds over instrument() alone, both measured here, on operators that do
+    work: an MLP of 8 Linear+ReLU blocks, counted through the function mode (a Python call per
+    torch function), and a TransformerEncoderLayer on its fast path, counted through the
+    dispatch mode (a Python call per ATen operator; see sonde/torch.py)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Functions(torch.overrides.TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            Functions.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    class Operators(TorchDispatchMode):
+        calls = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Operators.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    def timed(make, x, **kw):
+        with sonde.Profiler({"name": "bench", "output_dir": out, "formats": [],
+                             "collect_cpu": False, "collect_memory": False,
+                             "collect_gpu": False}, from_env=False) as prof:
+            m = make()
+            sonde.torch.instrument(m, prof, **kw)
+            return per_forward(m, x, n)
+
+    with torch.no_grad():
+        for what, make, x, mode, unit in (
+                ("an MLP (8 x Linear+ReLU)", mlp, torch.zeros(1, 32), Functions, "torch call"),
+                ("an encoder layer (fast path)", encoder, torch.zeros(2, 5, 32), Operators,
+                 "ATen operator")):
+            mode.calls = 0
+            with mode():
+                make()(x)
+            calls = mode.calls
+            base, counted = timed(make, x), timed(make, x, with_flops=True)
+            print("  with_flops on %-30s %9.0f ns a forward over instrument()'s %.0f ns (the "
+                  "floor): %.0f ns per %s (%d a forward)"
+                  % (what, (counted - base) * 1e9, base * 1e9, (counted - base) * 1e9 / calls,
+                     unit, calls))
 
 
 if __name__ == "__main__":

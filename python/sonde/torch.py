@@ -13,15 +13,18 @@ module's forward is wrapped on the instance (not through forward hooks: PyTorch 
 forward hook when forward raises, and a section must end even then); remove() restores it.
 
 with_flops counts the FLOPs of the matrix products the modules run, from shapes, as 2 x (output
-elements) x (reduction length): mm, bmm, addmm, baddbmm, addbmm, mv, addmv, dot (what linear,
-matmul and @ run), convolutions (conv1d/2d/3d and transposed) and torch's fused attention kernels
-(the encoder layer's and multi-head attention's fast paths: their projections, two products and
-feed-forward); bias additions and element-wise work are not counted. Each product's FLOPs go to
-the innermost module running it, and feed sonde's FLOP/s and MFU (peak_flops / peak_device).
-They are seen through a TorchDispatchMode entered around the outermost instrumented call: it
-sees each ATen operator once (a product inside a fused kernel is counted by that kernel's
-formula, never twice) and, unlike a TorchFunctionMode, leaves torch's fast paths on, so the
-operators that run are the same with and without with_flops (test_torch.py).
+elements) x (reduction length): linear, matmul / @, mm, bmm, addmm, baddbmm, addbmm, mv, addmv,
+dot, convolutions (conv1d/2d/3d and transposed) and multi-head attention (its projections and
+its two products), including torch's fused kernels for the encoder layer and attention (their
+projections, products and feed-forward); bias additions and element-wise work are not counted.
+Each product's FLOPs go to the innermost module running it, and feed sonde's FLOP/s and MFU
+(peak_flops / peak_device). They are seen through a torch.overrides.TorchFunctionMode entered
+around the outermost instrumented call (it sees the outermost torch call only: a product inside
+multi_head_attention_forward is counted by that function's formula, never twice), except inside
+the modules that have a fused fast path (nn.TransformerEncoderLayer, nn.TransformerEncoder,
+nn.MultiheadAttention): a function mode turns their fast path off, so there the function mode is
+suspended and a TorchDispatchMode counts the ATen operators instead (the fused kernels by
+formula). The operators that run are the same with and without with_flops (test_torch.py).
 
 record_shapes puts each call's input and output shapes and dtypes in its section's metadata
 (`input_shapes` = [[1, 32], [1, 32]], `input_dtypes`, `output_shapes`, `output_dtypes`).
@@ -29,6 +32,7 @@ record_shapes puts each call's input and output shapes and dtypes in its section
 docs/pytorch.md has the rest: what runs on CPU only, and what never ran on a GPU.
 """
 
+import contextlib
 import functools
 import json
 import math
@@ -179,9 +183,28 @@ def count_flops(func, args, kwargs, out):
         return 0                                                    # nested tensor): not counted
 
 
-class _FlopMode(TorchDispatchMode):
-    """Counts the products run while it is on into the innermost open section. A dispatch mode:
-    torch's fast paths test for function modes (has_torch_function), not for it."""
+class _FunctionFlopMode(torch.overrides.TorchFunctionMode):
+    """Counts the products of the torch functions run while it is on (_FLOPS) into the innermost
+    open section: one Python call per torch function, the cheaper of the two modes."""
+
+    def __init__(self, prof):
+        super().__init__()
+        self.prof = prof
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in _FLOPS:
+            n = count_flops(func, args, kwargs, out)
+            if n:
+                self.prof.record_flops(n)
+        return out
+
+
+class _DispatchFlopMode(TorchDispatchMode):
+    """Counts the products of the ATen operators run while it is on (_ATEN_FLOPS). Torch's
+    fast paths test for function modes (has_torch_function), not for it, so it is what counts
+    inside a module that has one; one Python call per ATen operator (make bench: about 2.4x the
+    function mode's cost on an MLP)."""
 
     def __init__(self, prof):
         super().__init__()
@@ -194,6 +217,43 @@ class _FlopMode(TorchDispatchMode):
             if n:
                 self.prof.record_flops(n)
         return out
+
+
+# Modules whose forward takes a fused fast path only when no function mode is on (PyTorch
+# 1.13's "fast path" checks has_torch_function): inside them FLOPs are counted at the ATen level.
+_FAST_PATH = (torch.nn.TransformerEncoderLayer, torch.nn.TransformerEncoder,
+              torch.nn.MultiheadAttention)
+_pop_function_mode = getattr(torch.overrides, "_pop_mode_temporarily", None)
+
+
+@contextlib.contextmanager
+def _counting(p, fast_path):
+    """Turns FLOP counting on for one instrumented call, when no enclosing call counts yet: the
+    function mode, or for a module with a fast path the dispatch mode. Inside an enclosing
+    call's function mode, a fast-path module suspends that mode (counting there, it would turn
+    the fast path off) and counts through the dispatch mode instead."""
+    state = getattr(_tls, "counting", None)
+    if state == "dispatch" or (state == "function" and not fast_path):
+        yield
+        return
+    if state == "function" and (_pop_function_mode is None or
+                                not isinstance(torch.overrides._get_current_function_mode(),
+                                               _FunctionFlopMode)):
+        yield  # another function mode above ours: the fast path is off anyway; ours counts
+        return
+    _tls.counting = "dispatch" if fast_path or _pop_function_mode is None else "function"
+    try:
+        if _tls.counting == "function":
+            with _FunctionFlopMode(p):
+                yield
+        elif state == "function":
+            with _pop_function_mode(), _DispatchFlopMode(p):
+                yield
+        else:
+            with _DispatchFlopMode(p):
+                yield
+    finally:
+        _tls.counting = state
 
 
 def _describe(values):
@@ -261,7 +321,8 @@ def instrument(model, profiler=None, *, record_shapes=False, with_flops=False, b
         had = mod.__dict__.get("forward")
         bwd = _Backward(mod, section + ".backward", handle) if backward else None
         mod.forward = _wrap(had if had is not None else type(mod).forward.__get__(mod),
-                            section, profiler, record_shapes, with_flops, bwd)
+                            section, profiler, record_shapes, with_flops, bwd,
+                            isinstance(mod, _FAST_PATH))
         handle._patched.append((mod, had))
     return handle
 
@@ -407,7 +468,7 @@ class _Backward:
         return None
 
 
-def _wrap(orig, section, profiler, record_shapes, with_flops, bwd):
+def _wrap(orig, section, profiler, record_shapes, with_flops, bwd, fast_path=False):
     @functools.wraps(orig)
     def forward(*args, **kwargs):
         p = profiler if profiler is not None else sonde.current()
@@ -417,13 +478,9 @@ def _wrap(orig, section, profiler, record_shapes, with_flops, bwd):
         if bwd is not None and torch.is_grad_enabled():  # the call's backward: a section too
             run = functools.partial(bwd.call, p, orig)
         with p.profile(section):
-            if with_flops and not getattr(_tls, "counting", False):
-                _tls.counting = True
-                try:
-                    with _FlopMode(p):
-                        out = run(*args, **kwargs)
-                finally:
-                    _tls.counting = False
+            if with_flops:
+                with _counting(p, fast_path):
+                    out = run(*args, **kwargs)
             else:
                 out = run(*args, **kwargs)
             if record_shapes:

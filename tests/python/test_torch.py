@@ -315,6 +315,21 @@ class FastPaths(unittest.TestCase):
         attn = 2 * N * (4 * L * E * E) + 2 * (2 * N * L * L * E)
         self.assertEqual(st["model"]["flops"], attn + 2 * (2 * N * L * E * F))
 
+    def test_fast_path_inside_a_plain_module(self):
+        """The root (a Sequential) counts through the function mode; the encoder layer inside
+        suspends it, so its fast path still runs, and counts through the dispatch mode."""
+        E, H, F, N, L = self.E, self.H, self.F, self.N, self.L
+        self.model = nn.Sequential(nn.Linear(E, E),
+                                   nn.TransformerEncoderLayer(E, H, F, batch_first=True)).eval()
+        x = torch.randn(N, L, E)
+        plain, _ = self.operators(lambda: self.model(x), False)
+        counted, st = self.operators(lambda: self.model(x), True)
+        self.assertIn("aten::_transformer_encoder_layer_fwd", plain)
+        self.assertEqual(counted, plain)
+        attn = 2 * N * (4 * L * E * E) + 2 * (2 * N * L * L * E)
+        self.assertEqual(st["model.0"]["flops"], 2 * N * L * E * E)
+        self.assertEqual(st["model.1"]["flops"], attn + 2 * (2 * N * L * E * F))
+
     def test_padded_sequences_count_at_their_length(self):
         """The encoder's fast path with a padding mask runs the layers on nested tensors: each
         sequence's FLOPs at its own length (5 and 3 here)."""
