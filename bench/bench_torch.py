@@ -37,6 +37,17 @@ def per_forward(m, x, n):
     return best
 
 
+def instrumented(make, x, n, out, **kw):
+    """per_forward of make()'s model under sonde.torch.instrument(**kw), recording nothing to
+    disk."""
+    with sonde.Profiler({"name": "bench", "output_dir": out, "formats": [],
+                         "collect_cpu": False, "collect_memory": False,
+                         "collect_gpu": False}, from_env=False) as prof:
+        m = make()
+        sonde.torch.instrument(m, prof, **kw)
+        return per_forward(m, x, n)
+
+
 def with_record_function(m):
     """Each module's forward inside a record_function range named by its path."""
     for path, mod in m.named_modules():
@@ -58,15 +69,8 @@ def main():
           % (sys.executable, torch.__version__, CALLS, n))
     plain = per_forward(model(), x, n)
     rf = per_forward(with_record_function(model()), x, n)
-    def instrumented(**kw):
-        with sonde.Profiler({"name": "bench", "output_dir": out, "formats": [],
-                             "collect_cpu": False, "collect_memory": False,
-                             "collect_gpu": False}, from_env=False) as prof:
-            m = model()
-            sonde.torch.instrument(m, prof, **kw)
-            return per_forward(m, x, n)
-    inst = instrumented()
-    inst_flops = instrumented(with_flops=True)
+    inst = instrumented(model, x, n, out)
+    inst_flops = instrumented(model, x, n, out, with_flops=True)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
         tp = per_forward(model(), x, max(n // 10, 10))
 
@@ -114,14 +118,6 @@ def flops_per_operator(out, n):
             Operators.calls += 1
             return func(*args, **(kwargs or {}))
 
-    def timed(make, x, **kw):
-        with sonde.Profiler({"name": "bench", "output_dir": out, "formats": [],
-                             "collect_cpu": False, "collect_memory": False,
-                             "collect_gpu": False}, from_env=False) as prof:
-            m = make()
-            sonde.torch.instrument(m, prof, **kw)
-            return per_forward(m, x, n)
-
     with torch.no_grad():
         for what, make, x, mode, unit in (
                 ("an MLP (8 x Linear+ReLU)", mlp, torch.zeros(1, 32), Functions, "torch call"),
@@ -131,7 +127,8 @@ def flops_per_operator(out, n):
             with mode():
                 make()(x)
             calls = mode.calls
-            base, counted = timed(make, x), timed(make, x, with_flops=True)
+            base = instrumented(make, x, n, out)
+            counted = instrumented(make, x, n, out, with_flops=True)
             print("  with_flops on %-30s %9.0f ns a forward over instrument()'s %.0f ns (the "
                   "floor): %.0f ns per %s (%d a forward)"
                   % (what, (counted - base) * 1e9, base * 1e9, (counted - base) * 1e9 / calls,

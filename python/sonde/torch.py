@@ -183,6 +183,17 @@ def count_flops(func, args, kwargs, out):
         return 0                                                    # nested tensor): not counted
 
 
+def _run_counted(prof, table, func, args, kwargs):
+    """func(*args, **kwargs), its FLOPs (when table has a formula for it) recorded into the
+    innermost open section of prof."""
+    out = func(*args, **(kwargs or {}))
+    if func in table:
+        n = count_flops(func, args, kwargs, out)
+        if n:
+            prof.record_flops(n)
+    return out
+
+
 class _FunctionFlopMode(torch.overrides.TorchFunctionMode):
     """Counts the products of the torch functions run while it is on (_FLOPS) into the innermost
     open section: one Python call per torch function, the cheaper of the two modes."""
@@ -192,12 +203,7 @@ class _FunctionFlopMode(torch.overrides.TorchFunctionMode):
         self.prof = prof
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if func in _FLOPS:
-            n = count_flops(func, args, kwargs, out)
-            if n:
-                self.prof.record_flops(n)
-        return out
+        return _run_counted(self.prof, _FLOPS, func, args, kwargs)
 
 
 class _DispatchFlopMode(TorchDispatchMode):
@@ -211,12 +217,7 @@ class _DispatchFlopMode(TorchDispatchMode):
         self.prof = prof
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if func in _ATEN_FLOPS:
-            n = count_flops(func, args, kwargs, out)
-            if n:
-                self.prof.record_flops(n)
-        return out
+        return _run_counted(self.prof, _ATEN_FLOPS, func, args, kwargs)
 
 
 # Modules whose forward takes a fused fast path only when no function mode is on (PyTorch
