@@ -229,14 +229,12 @@ _pop_function_mode = getattr(torch.overrides, "_pop_mode_temporarily", None)
 
 @contextlib.contextmanager
 def _counting(p, fast_path):
-    """Turns FLOP counting on for one instrumented call, when no enclosing call counts yet: the
+    """Turns FLOP counting on for one instrumented call that no enclosing call's mode counts
+    (_wrap's test, inline: a module inside the outermost enters no context manager): the
     function mode, or for a module with a fast path the dispatch mode. Inside an enclosing
     call's function mode, a fast-path module suspends that mode (counting there, it would turn
     the fast path off) and counts through the dispatch mode instead."""
     state = getattr(_tls, "counting", None)
-    if state == "dispatch" or (state == "function" and not fast_path):
-        yield
-        return
     if state == "function" and (_pop_function_mode is None or
                                 not isinstance(torch.overrides._get_current_function_mode(),
                                                _FunctionFlopMode)):
@@ -479,7 +477,8 @@ def _wrap(orig, section, profiler, record_shapes, with_flops, bwd, fast_path=Fal
         if bwd is not None and torch.is_grad_enabled():  # the call's backward: a section too
             run = functools.partial(bwd.call, p, orig)
         with p.profile(section):
-            if with_flops:
+            state = getattr(_tls, "counting", None) if with_flops else "dispatch"
+            if state != "dispatch" and (state != "function" or fast_path):
                 with _counting(p, fast_path):
                     out = run(*args, **kwargs)
             else:
