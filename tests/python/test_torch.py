@@ -312,14 +312,24 @@ class FastPaths(unittest.TestCase):
                 rep = json.load(f)
         return sorted(e.name for e in p.events()), {s["name"]: s for s in rep["sections"]}
 
+    def same_operators(self, plain, counted, fused):
+        """with_flops ran the fused kernel and no other operator than the run without it. Not
+        "as many times": the dispatch mode calls the kernel through the dispatcher again, and
+        torch.profiler then records it a second time, nested in itself, in some runs (one run in
+        three here): the kernel runs once."""
+        self.assertIn(fused, counted)  # the fast path ran with FLOPs counted
+        self.assertNotIn("aten::softmax", counted)  # the slow path's
+        if fused in plain:  # (a CI run once saw the run without sonde's modes take the slow path)
+            self.assertEqual(sorted(set(counted)), sorted(set(plain)))
+            self.assertEqual([n for n in counted if n != fused], [n for n in plain if n != fused])
+
     def test_encoder_layer_keeps_its_fast_path(self):
         E, H, F, N, L = self.E, self.H, self.F, self.N, self.L
         self.model = nn.TransformerEncoderLayer(E, H, F, batch_first=True).eval()
         x = torch.randn(N, L, E)
         plain, _ = self.operators(lambda: self.model(x), False)
         counted, st = self.operators(lambda: self.model(x), True)
-        self.assertIn("aten::_transformer_encoder_layer_fwd", plain)
-        self.assertEqual(counted, plain)  # the same operators, the same number of times
+        self.same_operators(plain, counted, "aten::_transformer_encoder_layer_fwd")
         attn = 2 * N * (4 * L * E * E) + 2 * (2 * N * L * L * E)
         self.assertEqual(st["model"]["flops"], attn + 2 * (2 * N * L * E * F))
 
@@ -332,8 +342,7 @@ class FastPaths(unittest.TestCase):
         x = torch.randn(N, L, E)
         plain, _ = self.operators(lambda: self.model(x), False)
         counted, st = self.operators(lambda: self.model(x), True)
-        self.assertIn("aten::_transformer_encoder_layer_fwd", plain)
-        self.assertEqual(counted, plain)
+        self.same_operators(plain, counted, "aten::_transformer_encoder_layer_fwd")
         attn = 2 * N * (4 * L * E * E) + 2 * (2 * N * L * L * E)
         self.assertEqual(st["model.0"]["flops"], 2 * N * L * E * E)
         self.assertEqual(st["model.1"]["flops"], attn + 2 * (2 * N * L * E * F))
@@ -357,8 +366,7 @@ class FastPaths(unittest.TestCase):
         x = torch.randn(N, L, E)
         plain, _ = self.operators(lambda: self.model(x, x, x, need_weights=False), False)
         counted, st = self.operators(lambda: self.model(x, x, x, need_weights=False), True)
-        self.assertIn("aten::_native_multi_head_attention", plain)
-        self.assertEqual(counted, plain)
+        self.same_operators(plain, counted, "aten::_native_multi_head_attention")
         self.assertEqual(st["model"]["flops"], 2 * N * (4 * L * E * E) + 2 * (2 * N * L * L * E))
 
     def test_slow_path_counts_the_same(self):
