@@ -543,8 +543,8 @@ class Recording(Base):
     def test_generators_and_coroutines_are_timed_as_they_run(self):
         """issue 36 #16: a decorated generator's sections are its resumes (its own sleeps, not
         the consumer's); a decorated coroutine's is the whole await (0 s before: the call only
-        made the object). Sleeps only bound the planted time from below; the consumer's 0.75 s
-        leave the upper bound room on a loaded machine."""
+        made the object). Sleeps only bound the planted time from below; the upper bound is the
+        wrong answer's lower bound."""
         import asyncio
 
         with self.make("genco") as prof:
@@ -608,7 +608,9 @@ class Recording(Base):
         # gen(3): 4 resumes (3 yields and the return); send/throw/close runs: 2 + 2 + 1
         self.assertEqual(r["gen"]["count"], 4 + 2 + 2 + 1)
         self.assertGreaterEqual(r["gen"]["total_s"], 0.05 * (3 + 1 + 1 + 1))
-        self.assertLess(r["gen"]["total_s"], 0.75)
+        # counting the consumer's sleeps too would give at least 0.3 + 0.75 s: the bound sits
+        # under that, not on the generator's own time, so load cannot push it over
+        self.assertLess(r["gen"]["total_s"], 1.0)
         self.assertEqual(r["co"]["count"], 5)
         # each await as long as its sleep: concurrent ones may swap ends (docs/python.md), which
         # keeps the sum, so the mean
