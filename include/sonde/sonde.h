@@ -254,7 +254,12 @@ typedef struct sonde_config {
                                   they are read, so a report's memory stays bounded however long
                                   the run (docs/formats.md, "Held sections"). Took half of the
                                   reserved pointer */
-    unsigned reserved32;     /* zero; the other half */
+    unsigned report_max_records; /* the instants, the steps and each counter's samples a report
+                                  holds in memory (default 1000000; 0: no limit). Past it every
+                                  2nd, then 4th, ... is held, evenly over the run, while counts,
+                                  sums, extremes and step statistics stay over every one
+                                  (docs/formats.md, "Held records"). Took the other half of the
+                                  reserved pointer */
 
     /* The flight recorder (docs/flight-recorder.md): with flight_recorder_s > 0 nothing is
      * written while the program runs; the last flight_recorder_s seconds of events are kept in

@@ -99,7 +99,7 @@ static int gpu_figure(const sm_model *m, const char *tail, double *mean, double 
         if (!c->system || sscanf(c->name, "gpu%u %31[^\n]", &g, t) != 2 || strcmp(t, tail))
             continue;
         sum += c->sum;
-        *n += c->n;
+        *n += c->samples;
         if (c->max > *max)
             *max = c->max;
     }
@@ -241,9 +241,9 @@ static int rule_cpu_bound(const sm_model *m, sa_finding *f)
     const sm_counter *cpu = system_counter(m, "cpu %");
     double gmean, gmax;
     size_t gn;
-    if (!cpu || cpu->n < 3 || !gpu_figure(m, "util %", &gmean, &gmax, &gn) || gn < 3)
+    if (!cpu || cpu->samples < 3 || !gpu_figure(m, "util %", &gmean, &gmax, &gn) || gn < 3)
         return 0;
-    double cmean = cpu->sum / (double)cpu->n;
+    double cmean = sm_counter_mean(cpu);
     if (cmean < 90 || gmean >= 30)
         return 0;
     snprintf(f->title, sizeof f->title, "The CPU is saturated while the GPUs idle");

@@ -124,6 +124,9 @@ static const sonde_key g_keys[] = {
      "sections a trace holds: the longest whole, the rest folded into slices (0: no limit)"},
     {"report_max_sections", KEY_UINT, OFF(report_max_sections), 0, 1e9, "4000000",
      "sections a report holds in memory: past it, the longest third, the rest folded (0: no limit)"},
+    {"report_max_records", KEY_UINT, OFF(report_max_records), 0, 1e9, "1000000",
+     "instants, steps and each counter's samples a report holds in memory: past it, every 2nd, "
+     "4th, ... (0: no limit)"},
     {"flight_recorder_s", KEY_DOUBLE, OFF(flight_recorder_s), 0, 86400, "0",
      "flight recorder: keep the last S seconds in memory and write them only on a trigger "
      "(0: off; docs/flight-recorder.md)"},

@@ -588,7 +588,7 @@ static void counters_json(sbuf *d, const sm_model *m)
         sbuf_puts(d, ",\"unit\":");
         sbuf_json_str(d, unit);
         sbuf_printf(d, ",\"zero\":%s,\"n\":%zu,\"t\":[", zero_based(unit) ? "true" : "false",
-                    k->n);
+                    (size_t)k->samples);
         size_t nk = sm_downsample(k, CHART_POINTS, keep);
         int64_t prev = 0;
         for (size_t q = 0; q < nk; q++) {
@@ -831,13 +831,13 @@ static void timeline(sbuf *b, const sm_model *m, size_t max_spans)
                  "hidden></div>\n");
     for (size_t c = 0; c < m->n_counters; c++) { /* read from a JSON report: figures alone */
         const sm_counter *k = &m->counters[c];
-        if (!k->n || k->t_ns || !chart_worthy(k))
+        if (!k->samples || k->t_ns || !chart_worthy(k))
             continue;
         sbuf_puts(b, "<p class=\"note counter-figures\">");
         esc(b, k->name);
         sbuf_printf(b, ": min %.4g, mean %.4g, max %.4g, last %.4g (%zu samples; a JSON report "
-                       "keeps no samples to draw)</p>\n", k->min, k->sum / (double)k->n, k->max,
-                    k->last, k->n);
+                       "keeps no samples to draw)</p>\n", k->min, sm_counter_mean(k), k->max,
+                    k->last, (size_t)k->samples);
     }
 }
 
@@ -927,9 +927,12 @@ static void events_table(sbuf *b, const sm_model *m)
     if (!m->n_instants)
         return;
     size_t kept = m->n_instants < HTML_MAX_EVENTS ? m->n_instants : HTML_MAX_EVENTS;
-    sbuf_printf(b, "<h2 id=\"events\">Events</h2>\n<p>%zu events", m->n_instants);
+    sbuf_printf(b, "<h2 id=\"events\">Events</h2>\n<p>%zu events",
+                (size_t)(m->n_instants + m->instants_thinned));
+    if (m->instants_thinned)
+        sbuf_printf(b, ", %zu held (report_max_records)", m->n_instants);
     if (kept < m->n_instants)
-        sbuf_printf(b, "; the first %zu are listed (NAME.json has every one, up to "
+        sbuf_printf(b, "; the first %zu are listed (NAME.json has every one held, up to "
                        "max_data_points per name)", kept);
     sbuf_puts(b, "</p>\n<table id=\"events-table\"><thead><tr><th>time (s)</th><th>thread</th>"
                  "<th>event</th><th>arguments</th></tr></thead><tbody>\n");

@@ -99,12 +99,18 @@ static int events_arr(sbuf *b, const sm_model *m)
         size_t start = g[k].name, end = start;
         while (end < n && r[end].name == r[start].name)
             end++;
-        size_t count = end - start, kept = count < max_points ? count : max_points;
+        static const sm_site none;
+        const sm_site *site = r[start].name < m->n_sites ? &m->sites[r[start].name] : &none;
+        size_t count = end - start > site->instants ? end - start : (size_t)site->instants;
+        /* site->instants counts those not held too */
+        size_t held = end - start, kept = held < max_points ? held : max_points;
         if (k)
             sbuf_putc(b, ',');
         sbuf_putc(b, '{');
         kv_str(b, "name", sm_str(m, r[start].name), 1);
         kv_num(b, "count", (double)count, 1);
+        if (site->instants_every > 1) /* occurrences: every every-th (report_max_records) */
+            kv_num(b, "every", (double)site->instants_every, 1);
         key(b, "occurrences");
         sbuf_putc(b, '[');
         for (size_t j = 0; j < kept; j++) {
@@ -462,7 +468,7 @@ static void json_summary(sbuf *b, const sm_model *m)
     kv_num(b, "sections", (double)sm_sections(m), 1);
     kv_num(b, "sections_held", (double)m->n_spans, 1);
     kv_num(b, "section_names", (double)m->n_stats, 1);
-    kv_num(b, "steps", (double)m->n_steps, 1);
+    kv_num(b, "steps", (double)m->total_steps, 1);
     kv_num(b, "units", units, 1);
     kv_str(b, "unit", m->unit, 1);
     kv_num(b, "units_per_s", units_s > 0 ? units / units_s : 0, 1);
@@ -586,7 +592,9 @@ static void json_steps(sbuf *b, const sm_model *m)
     kv_num(b, "p90_s", ss.p90_s, 1);
     kv_num(b, "p99_s", ss.p99_s, 1);
     kv_num(b, "first_s", ss.first_s, 1);
-    key(b, "durations_s"); /* every step, in order; "active" says which the statistics cover */
+    if (m->steps_every > 1) /* only steps every-th held (report_max_records) */
+        kv_num(b, "durations_every", (double)m->steps_every, 1);
+    key(b, "durations_s"); /* every step held, in order; "active": those the statistics cover */
     sbuf_putc(b, '[');
     for (size_t i = 0; i < m->n_steps; i++) {
         if (i)
@@ -734,9 +742,9 @@ static int json_series(sbuf *b, const sm_model *m)
         kv_str(b, "name", c->name, 1);
         kv_str(b, "unit", sm_counter_unit(c->name), 1);
         kv_str(b, "source", c->system ? "sampler" : "program", 1);
-        kv_num(b, "samples", (double)c->n, 1);
+        kv_num(b, "samples", (double)c->samples, 1);
         kv_num(b, "min", c->min, 1);
-        kv_num(b, "mean", c->n ? c->sum / (double)c->n : 0, 1);
+        kv_num(b, "mean", sm_counter_mean(c), 1);
         kv_num(b, "max", c->max, 1);
         kv_num(b, "last", c->last, 0);
         sbuf_putc(b, '}');

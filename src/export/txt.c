@@ -281,7 +281,7 @@ static void txt_run_lines(const sm_model *m, sbuf *b, sbuf_pool *pool)
             continue;
         sbuf_printf(b, "%s %s: min %.6g, mean %.6g, max %.6g, last %.6g (%zu samples)\n",
                     c->system ? "Sampled" : "Counter", L(c->name), c->min,
-                    c->n ? c->sum / (double)c->n : 0, c->max, c->last, c->n);
+                    sm_counter_mean(c), c->max, c->last, (size_t)c->samples);
     }
 }
 

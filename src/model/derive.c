@@ -32,6 +32,12 @@ static int sort_steps(sm_model *m)
             begin = s.t_ns;
             continue;
         }
+        if (s.begun == 3) { /* a step not held (report_max_records): where the next starts */
+            cut = 0;
+            begin = -1;
+            prev_end = s.t_ns;
+            continue;
+        }
         if (cut && begin < 0) {
             cut = 0;
             prev_end = s.t_ns;
@@ -116,8 +122,7 @@ static int sort_counters(sm_model *m)
             k->t_ns[i] = a[i].t;
             k->v[i] = a[i].v;
         }
-        k->last = k->v[k->n - 1];
-        sonde__free(a);
+        sonde__free(a); /* k->last is the latest of every sample (add_counter) */
     }
     return 0;
 }
@@ -205,6 +210,16 @@ int sm__drop_short(sm_model *m, int64_t min_ns)
     return m->n_folds ? merge_moved_runs(m) : 0;
 }
 
+int sm__step_active(const sm_model *m, uint64_t step)
+{
+    if (!m->scheduled)
+        return 1;
+    for (size_t w = 0; w < m->n_windows; w++)
+        if (step >= m->windows[w].first_step && step <= m->windows[w].last_step)
+            return 1;
+    return 0;
+}
+
 int sm__derive(sm_model *m, int have_stats)
 {
     if (sort_counters(m) || sort_steps(m) || sort_instants(m))
@@ -218,14 +233,8 @@ int sm__derive(sm_model *m, int have_stats)
         if (m->blocks[i].span >= 0)
             m->blocks[i].seconds = (double)(m->spans[m->blocks[i].span].end_ns -
                                             m->spans[m->blocks[i].span].start_ns) / 1e9;
-    /* A step is active when a window covers its number. */
-    for (size_t i = 0; m->scheduled && i < m->n_steps; i++) {
-        uint64_t step = m->steps[i].number;
-        m->steps[i].active = 0;
-        for (size_t w = 0; w < m->n_windows; w++)
-            if (step >= m->windows[w].first_step && step <= m->windows[w].last_step)
-                m->steps[i].active = 1;
-    }
+    for (size_t i = 0; m->scheduled && i < m->n_steps; i++)
+        m->steps[i].active = sm__step_active(m, m->steps[i].number);
     if (!have_stats) {
         sm_stats_free(m->stats, m->n_stats);
         m->stats = NULL;
@@ -245,7 +254,7 @@ int sm__derive(sm_model *m, int have_stats)
     sonde__free(site_stat);
     sm_resources(m, m->stats, m->n_stats, SM_ALL_SPANS);
     m->total_sections = sm_sections(m) - m->sections_end_lost; /* those are counted apart */
-    m->total_steps = m->n_steps;
+    m->total_steps = m->n_steps + m->steps_thinned;
     double tu, tus;
     sm_totals(m, &tu, &tus, &m->total_flops, &m->total_flops_s);
     sm_steps(m, &m->steps_summary);

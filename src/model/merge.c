@@ -133,6 +133,12 @@ static int merge_series(sm_model *d, sm_model *s, const shift *k)
         d->steps[d->n_steps + i].start_ns += k->off;
     }
     d->n_steps += s->n_steps;
+    d->instants_thinned += s->instants_thinned; /* what was not held (report_max_records) */
+    d->steps_thinned += s->steps_thinned;
+    d->steps_active_thinned += s->steps_active_thinned;
+    if (s->steps_every > d->steps_every)
+        d->steps_every = s->steps_every;
+    d->steps_exact = 0; /* the figures over every step are each run's own: the held ones, merged */
     MOVE_APPEND(d->windows, d->n_windows, s->windows, s->n_windows);
     for (size_t i = 0; i < s->n_windows; i++) {
         d->windows[d->n_windows + i].start_ns += k->off;
@@ -145,6 +151,8 @@ static int merge_series(sm_model *d, sm_model *s, const shift *k)
         sm_counter *c = &d->counters[d->n_counters + i];
         for (size_t q = 0; q < c->n; q++)
             c->t_ns[q] += k->off;
+        if (c->last_ns != INT64_MIN)
+            c->last_ns += k->off;
     }
     d->n_counters += s->n_counters;
     s->n_counters = 0;

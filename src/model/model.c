@@ -31,9 +31,8 @@ typedef struct bctx {
     sm_model *m;
     uint64_t cut_tick;
     double ns_per_tick;
-    size_t cap_spans, cap_span_x, cap_meta, cap_inst, cap_steps, cap_metrics, cap_counters, cap_sessions,
+    size_t cap_spans, cap_span_x, cap_meta, cap_inst, cap_sessions,
         cap_warn, cap_dsteps, cap_blocks;
-    strmap counters, metrics;
     uint64_t unmatched_ends, gaps, gap_events, unterminated;
     int dump;                /* a flight recorder's window: what is open at its end ends past it */
     uint64_t end_lost;       /* sections whose end was among the dropped events */
@@ -47,6 +46,7 @@ typedef struct bctx {
     sm_statsink sink;        /* the run's statistics, fed as each section closes */
     uint32_t *open_n;        /* per name (sink group): its instances open on the thread built */
     int64_t min_ns;          /* config min_duration_s: shorter sections are left out (0: none) */
+    sm_records rec;          /* instants, steps, counters, metrics (records.c) */
     /* held sections (report_max_sections, settle) */
     int64_t held_min_ns;     /* INT64_MIN: every section is held */
     size_t edge;             /* the histogram bucket just under held_min_ns, SIZE_MAX: none */
@@ -145,11 +145,15 @@ static void durs_end(durs *p, const sb_ev *e)
 
 /* What the first pass over every thread's events finds, before any section is built: the run's
  * end when it did not end cleanly, the ids named, the dropped events GAP markers place, the
- * sessions and the step schedule's mode changes (few), the last step. */
+ * sessions and the step schedule's mode changes (few), the last step, how many steps ended and
+ * instants of each name there are (what the report can hold of them: sm__records_plan). */
 typedef struct skim {
     uint32_t thread;         /* the thread being read */
     int clean_end;
-    uint64_t end_tick, marked, last_step;
+    uint64_t end_tick, marked, last_step, step_ends, instants;
+    uint32_t step_thread;    /* the thread that marked steps, UINT32_MAX: several */
+    int stepped;             /* some thread marked a step */
+    sm_idcount inst;         /* instants per name id */
     uint32_t max_id;
     uint64_t *used;          /* bitmap of the ids events name (SM_MAX_ID bits) */
     sess_ev *sess;
@@ -194,6 +198,17 @@ static int skim_batch(void *ctx, const sb_batch *bt)
         case SONDE_K_STEP:
             if ((e->arg & ~SONDE_STEP_BEGIN) > k->last_step)
                 k->last_step = e->arg & ~SONDE_STEP_BEGIN;
+            k->step_ends += !(e->arg & SONDE_STEP_BEGIN);
+            if (k->stepped && k->step_thread != k->thread)
+                k->step_thread = UINT32_MAX;
+            else if (!k->stepped)
+                k->step_thread = k->thread;
+            k->stepped = 1;
+            break;
+        case SONDE_K_INSTANT:
+            k->instants++;
+            if (sm__idcount_add(&k->inst, e->id))
+                return -1;
             break;
         case SONDE_K_SESSION_BEGIN:
         case SONDE_K_SESSION_END:
@@ -448,88 +463,6 @@ static int add_meta(bctx *b, int32_t *head, uint32_t key, uint32_t value)
     e->value = value;
     e->next = *head;
     *head = (int32_t)m->n_meta++;
-    return 0;
-}
-
-static int add_metric(bctx *b, const char *owner, const char *name, double v)
-{
-    sm_model *m = b->m;
-    size_t klen = strlen(owner) + strlen(name) + 2;
-    char *key = sonde__malloc(klen);
-    if (!key)
-        return -1;
-    snprintf(key, klen, "%s\x1f%s", owner, name);
-    int idx = strmap_get(&b->metrics, key);
-    if (idx < 0) {
-        if (GROW(m->metrics, m->n_metrics, b->cap_metrics) ||
-            strmap_put(&b->metrics, key, (int)m->n_metrics)) {
-            sonde__free(key);
-            return -1;
-        }
-        sm_metric *mt = &m->metrics[m->n_metrics];
-        memset(mt, 0, sizeof *mt);
-        mt->owner = sonde__strdup(owner);
-        mt->name = sonde__strdup(name);
-        if (!mt->owner || !mt->name) {
-            sonde__free(mt->owner);
-            sonde__free(mt->name);
-            sonde__free(key);
-            return -1;
-        }
-        mt->min = mt->max = v;
-        idx = (int)m->n_metrics++;
-    }
-    sonde__free(key);
-    sm_metric *mt = &m->metrics[idx];
-    mt->count++;
-    mt->sum += v;
-    if (v < mt->min)
-        mt->min = v;
-    if (v > mt->max)
-        mt->max = v;
-    mt->last = v;
-    return 0;
-}
-
-static int add_counter(bctx *b, const char *name, int64_t t, double v, int system)
-{
-    sm_model *m = b->m;
-    int idx = strmap_get(&b->counters, name);
-    if (idx < 0) {
-        if (GROW(m->counters, m->n_counters, b->cap_counters) ||
-            strmap_put(&b->counters, name, (int)m->n_counters))
-            return -1;
-        sm_counter *c = &m->counters[m->n_counters];
-        memset(c, 0, sizeof *c);
-        c->name = sonde__strdup(name);
-        if (!c->name)
-            return -1;
-        c->system = system;
-        c->min = c->max = v;
-        idx = (int)m->n_counters++;
-    }
-    sm_counter *c = &m->counters[idx];
-    if (c->n == c->cap) {
-        size_t nc = c->cap ? c->cap * 2 : 64;
-        int64_t *nt = sonde__realloc(c->t_ns, nc * sizeof *nt);
-        if (!nt)
-            return -1;
-        c->t_ns = nt;
-        double *nv = sonde__realloc(c->v, nc * sizeof *nv);
-        if (!nv)
-            return -1;
-        c->v = nv;
-        c->cap = nc;
-    }
-    c->t_ns[c->n] = t;
-    c->v[c->n] = v;
-    c->n++;
-    c->sum += v;
-    if (v < c->min)
-        c->min = v;
-    if (v > c->max)
-        c->max = v;
-    c->last = v;
     return 0;
 }
 
@@ -853,24 +786,21 @@ static int build_batch(void *ctx, const sb_batch *bt)
             tb->args_of = -1;
             if (before_cut)
                 break;
+            if (!sm__instant_held(&b->rec, m, e->id))
+                break;
             if (GROW(m->instants, m->n_instants, b->cap_inst))
                 return -1;
             tb->args_of = (int32_t)m->n_instants;
             m->instants[m->n_instants++] = (sm_instant){t, tindex, e->id, -1};
             break;
         case SONDE_K_COUNTER:
-            if (!before_cut && add_counter(b, sm_str(m, e->id), t, v[0], tb->sampler_thread))
+            if (!before_cut &&
+                sm__add_counter(&b->rec, m, sm_str(m, e->id), t, v[0], tb->sampler_thread))
                 return -1;
             break;
         case SONDE_K_STEP:
-            if (before_cut)
-                break;
-            if (GROW(m->steps, m->n_steps, b->cap_steps))
+            if (!before_cut && sm__add_step(&b->rec, m, t, tindex, e->arg))
                 return -1;
-            if (e->arg & SONDE_STEP_BEGIN) /* paired with its end by sort_steps */
-                m->steps[m->n_steps++] = (sm_step){e->arg & ~SONDE_STEP_BEGIN, t, tindex, 1, t, 2};
-            else
-                m->steps[m->n_steps++] = (sm_step){e->arg ? e->arg - 1 : 0, t, tindex, 1, 0, 0};
             break;
         case SONDE_K_METRIC:
         case SONDE_K_THROUGHPUT:
@@ -885,7 +815,7 @@ static int build_batch(void *ctx, const sb_batch *bt)
             if (tg.span && e->kind != SONDE_K_METRIC && !(sx = span_x_of(b, tg.span)))
                 return -1;
             if (e->kind == SONDE_K_METRIC) {
-                if (add_metric(b, tg.owner, sm_str(m, e->id), v[0]))
+                if (sm__add_metric(&b->rec, m, tg.owner, sm_str(m, e->id), v[0]))
                     return -1;
             } else if (e->kind == SONDE_K_METADATA) {
                 int32_t *head = sx ? &sx->meta : tg.session ? &tg.session->meta : &m->run_meta;
@@ -1138,8 +1068,8 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     memset(&sk, 0, sizeof sk);
     b.m = m;
     b.raw = raw;
-    strmap_init(&b.counters);
-    strmap_init(&b.metrics);
+    strmap_init(&b.rec.counters);
+    strmap_init(&b.rec.metrics);
     int rc = SONDE_ENOMEM;
 
 #define TAKE(field) (m->field = raw->field, raw->field = NULL)
@@ -1251,11 +1181,16 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     m->rank = cfg.rank;
     m->world_size = cfg.world_size > 0 ? cfg.world_size : 1;
     b.min_ns = cfg.min_duration_s > 0 ? (int64_t)(cfg.min_duration_s * 1e9) : 0;
+    b.rec.max = cfg.report_max_records == 1 ? 2 : cfg.report_max_records; /* a pair at least */
     if (sm__sink_init(&b.sink, m) ||
         !(b.open_n = sonde__calloc(b.sink.n_groups ? b.sink.n_groups : 1, sizeof *b.open_n)))
         goto out;
     if (build_sessions(&b, sk.sess, sk.n_sess, end_tick) ||
         build_modes(&b, sk.modes, sk.n_modes, end_tick, sk.last_step))
+        goto out;
+    sm_records_seen seen = {sk.instants, sk.step_ends, sk.last_step, &sk.inst, b.rank,
+                            sk.stepped && sk.step_thread != UINT32_MAX, b.dump};
+    if (sm__records_plan(&b.rec, m, &seen))
         goto out;
     b.held_min_ns = held_bound(&b, raw->n_threads, &sk);
     if (b.held_min_ns != INT64_MIN && m->n_sessions) { /* their spans will not all be there */
@@ -1302,8 +1237,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         goto out;
     rc = 0;
 out:
-    strmap_free(&b.counters);
-    strmap_free(&b.metrics);
+    sm__records_free(&b.rec);
     sonde__free(b.mode_t);
     sonde__free(b.mode_active);
     sonde__free(b.rank);
@@ -1319,6 +1253,7 @@ out:
     sonde__free(sk.tp.hist);
     sonde__free(sk.tp.stack);
     sonde__free(sk.open_at);
+    sm__idcount_free(&sk.inst);
     if (b.each_stopped) /* the reason is the callback's */
         return SONDE_EIO;
     if (rc)

@@ -17,6 +17,8 @@ typedef struct sm_site {
     int line;
     int stat;                  /* index into sm_model.stats grouping sites by name, -1 if none */
     uint32_t id;               /* its id in the file (in the model, ids are indices of sites) */
+    uint64_t instants;         /* instants of this name, held or not (sm_instant) */
+    uint64_t instants_every;   /* of them, every instants_every-th is held (0 or 1: every one) */
 } sm_site;
 
 typedef struct sm_thread {
@@ -76,20 +78,36 @@ typedef struct sm_session {
     size_t n_stats;
 } sm_session;
 
+/* An instant. A run with more than report_max_records holds every 2^s-th of each name that has
+ * more than its share (sm_site.instants_every; sonde's own names all), with its payload; the
+ * sites count every one. */
 typedef struct sm_instant {
     int64_t t_ns;
     uint32_t thread, name;
     int32_t args;              /* its key/value payload: first sm_meta entry, -1 none */
 } sm_instant;
 
+/* A counter's samples. A run with more than report_max_records samples of a counter holds every
+ * stride-th in reading order (stride 2, 4, ... as the held ones reach the bound again), so what
+ * is held stays spread evenly over the run; samples, min, max, sum and last are over every
+ * sample read. */
 typedef struct sm_counter {
     char *name;
     int system;                /* sampled by sonde (CPU, memory, GPU), not by the program */
-    size_t n, cap;
+    size_t n, cap;             /* held samples (t_ns, v) */
     int64_t *t_ns;
     double *v;
     double min, max, sum, last;
+    uint64_t samples;          /* every sample read (n unless thinned) */
+    uint64_t stride;           /* held: every stride-th sample read (1: every one) */
+    int64_t last_ns;           /* the time of last */
 } sm_counter;
+
+/* The mean of every sample of c. */
+static inline double sm_counter_mean(const sm_counter *c)
+{
+    return c->samples ? c->sum / (double)c->samples : 0;
+}
 
 /* One step, numbered from 0 as PyTorch numbers them. It ends at its sonde_step and begins at its
  * sonde_step_begin when there was one, else where the step before it ended (the run's start for
@@ -100,7 +118,8 @@ typedef struct sm_step {
     uint32_t thread;           /* the thread that ended it */
     int active;                /* inside an active window of the step schedule (1 without one) */
     int64_t start_ns;
-    int begun;                 /* 1: begun by sonde_step_begin (2 while reading: a begin mark) */
+    int begun;                 /* 1: begun by sonde_step_begin (while reading, 2: a begin mark;
+                                  3: the end of a step not held, where the next one starts) */
 } sm_step;
 
 /* A step's duration in seconds. */
@@ -391,10 +410,19 @@ typedef struct sm_model {
     size_t n_sessions;
     sm_instant *instants;      /* in time order */
     size_t n_instants;
+    uint64_t instants_thinned; /* instants read and not held (report_max_records) */
     sm_counter *counters;
     size_t n_counters;
-    sm_step *steps;
+    sm_step *steps;            /* past report_max_records, those whose number is a multiple of
+                                  steps_every (their durations exact) */
     size_t n_steps;
+    uint64_t steps_every;      /* 0 or 1: every step held */
+    uint64_t steps_thinned;    /* steps read and not held */
+    uint64_t steps_active_thinned; /* of them, in an active window (every one without a schedule) */
+    int steps_exact;           /* thinned steps all of one thread: the next four are over every
+                                  active step (sm_steps takes them), not just those held */
+    uint64_t steps_n;
+    double steps_sum_s, steps_min_s, steps_max_s;
     int scheduled;             /* the run had a step schedule: only windows are kept */
     sm_window *windows;
     size_t n_windows;
@@ -600,6 +628,10 @@ uint64_t sm_trace_max_events(const sm_model *m);
 /* The run's report_max_sections the same way (default SM_REPORT_MAX_DEFAULT; 0: no limit). */
 #define SM_REPORT_MAX_DEFAULT 4000000ull
 uint64_t sm_report_max_sections(const sm_model *m);
+/* The run's report_max_records the same way (0: no limit): the instants, the steps and each
+ * counter's samples a report holds in memory (sm_counter, sm_instant, sm_step say how the rest
+ * are thinned). */
+uint64_t sm_report_max_records(const sm_model *m);
 /* The folding of a trace under its budget (sm_budget), shared by the trace writers: feed a
  * thread's sections in start order (sections of several threads may interleave); each shorter
  * than min_ns joins the open run of its box (its parent when that is kept and in [t0, t1), else

@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "model.h"
+#include "../util/strmap.h"
 
 /* Ids of sites and interned strings stay below this in any file libsonde writes (its table holds
  * 4 Mi); a reader refuses larger ones, so no id in a crafted file can size an array. */
@@ -239,6 +240,54 @@ int sm__build_rates(sm_model *m, unsigned long long *nested);
  * calls are in them already: a merge of runs that do not hold every section), resources,
  * totals, the trace budget. Run after a build and after a merge. 0, or -1. */
 int sm__derive(sm_model *m, int have_stats);
+
+/* records.c: instants, steps, counters and metrics as the build reads them, and what a report
+ * holds of them past report_max_records (docs/formats.md, "Held records"). */
+/* Instants per name id, as the first pass counts them (an open-addressing table: memory follows
+ * the names, not the ids). */
+typedef struct sm_idcount {
+    uint32_t *id1;           /* id + 1, 0: empty */
+    uint64_t *n;
+    size_t cap, used;        /* cap a power of two (0: none yet) */
+} sm_idcount;
+/* Counts one more instant of id. 0, or -1 out of memory. */
+int sm__idcount_add(sm_idcount *c, uint32_t id);
+void sm__idcount_free(sm_idcount *c);
+
+/* What the first pass found that the plan needs. */
+typedef struct sm_records_seen {
+    uint64_t instants, step_ends, last_step;
+    const sm_idcount *inst;
+    const uint32_t *rank;    /* file id -> site when renumbered, else NULL */
+    int one_thread;          /* every step marked by one thread */
+    int dump;                /* a flight recorder's window (sort_steps' first step) */
+} sm_records_seen;
+
+typedef struct sm_records {
+    uint64_t max;            /* config report_max_records (0: every one held) */
+    uint8_t *inst_shift;     /* per site: its instants held every 2^shift-th (NULL: every one) */
+    uint64_t *inst_nth;      /* per site: its instants read so far */
+    uint64_t step_mask;      /* steps held: one in step_mask + 1 (0: every one) */
+    int64_t st_prev_end, st_begin; /* steps of one thread: where the next one starts */
+    int st_cut;              /* ... and its first is left out (a flight recorder's window) */
+    strmap counters, metrics; /* name -> index */
+    size_t cap_counters, cap_metrics, cap_steps;
+} sm_records;
+
+/* Plans what is held (once the sites are built): a share of the bound per instant name, one
+ * step in a power of two. 0, or -1 out of memory. */
+int sm__records_plan(sm_records *r, sm_model *m, const sm_records_seen *seen);
+/* Counts an instant of the site; 1 when it is held (m->instants takes it), 0 when not. */
+int sm__instant_held(sm_records *r, sm_model *m, uint32_t site);
+/* A STEP event (arg as recorded) at t on thread: held, an anchor or counted. 0, or -1. */
+int sm__add_step(sm_records *r, sm_model *m, int64_t t, uint32_t thread, uint64_t arg);
+/* A counter's sample, a metric's value (owner: section, "session NAME" or "run"). 0, or -1. */
+int sm__add_counter(sm_records *r, sm_model *m, const char *name, int64_t t, double v,
+                    int system);
+int sm__add_metric(sm_records *r, sm_model *m, const char *owner, const char *name, double v);
+void sm__records_free(sm_records *r);
+/* 1 when step number step is in an active window of the run's schedule (always without one). */
+int sm__step_active(const sm_model *m, uint64_t step);
 /* min_duration_s (derive.c): instances shorter than min_ns, flagged SM_SPAN_SHORT by the build,
  * leave the model unless they carry throughput, FLOPs or a diffusion record; what was nested in
  * one takes its nearest ancestor kept. 0, or -1 out of memory. */

@@ -676,7 +676,7 @@ void sm_steps(const sm_model *m, sm_steps_summary *o)
         d[k++] = dur;
         span += dur;
     }
-    o->count = k;
+    o->count = k + m->steps_active_thinned; /* the rest: over the held steps, a sample */
     if (!k) {
         sonde__free(d);
         return;
@@ -686,6 +686,13 @@ void sm_steps(const sm_model *m, sm_steps_summary *o)
     qsort(d, k, sizeof *d, cmp_double);
     o->min_s = d[0];
     o->max_s = d[k - 1];
+    if (m->steps_exact && m->steps_n) { /* every step's, not the held sample's */
+        o->count = m->steps_n;
+        o->mean_s = m->steps_sum_s / (double)m->steps_n;
+        o->per_s = m->steps_sum_s > 0 ? (double)m->steps_n / m->steps_sum_s : 0;
+        o->min_s = m->steps_min_s;
+        o->max_s = m->steps_max_s;
+    }
     o->p50_s = sm_percentile(d, k, 50);
     o->p90_s = sm_percentile(d, k, 90);
     o->p99_s = sm_percentile(d, k, 99);

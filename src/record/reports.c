@@ -129,7 +129,7 @@ sonde_summary_t *sonde_summary(sonde_profiler *p)
     sm_totals(&m, &units, &units_s, &flops, &flops_s);
     s->total_duration_s = (double)m.duration_ns / 1e9;
     s->sections = sm_sections(&m);
-    s->steps = m.n_steps;
+    s->steps = m.total_steps;
     s->units = units;
     s->units_per_s = units_s > 0 ? units / units_s : 0;
     s->flops = flops;

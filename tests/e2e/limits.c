@@ -58,7 +58,7 @@ static void *forever(void *arg)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: limits fsize|full|bound|churn|kill DIR\n");
+        fprintf(stderr, "usage: limits fsize|full|bound|records|churn|kill DIR\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -89,6 +89,15 @@ int main(int argc, char **argv)
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         printf("maxrss_kb %ld\n", ru.ru_maxrss);
+        return sonde_destroy(g_p) == 0 ? 0 : 1;
+    }
+    if (!strcmp(mode, "records")) { /* 4 M instants, steps and counter samples: the report's */
+        g_p = sonde_create(&c);
+        for (long i = 0; i < 4000000; i++) {
+            sonde_event(g_p, "tick");
+            sonde_step(g_p);
+            sonde_counter(g_p, "queue", (double)(i % 1000));
+        }
         return sonde_destroy(g_p) == 0 ? 0 : 1;
     }
     if (!strcmp(mode, "churn")) {

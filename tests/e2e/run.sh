@@ -1057,6 +1057,18 @@ rss_mib = int(w[1]) / 1024
 assert rss_mib < 64 + 40, rss_mib
 print("100 M edges: peak RSS %.1f MiB with 64 MiB of buffers" % rss_mib)
 PY
+    # 4 M instants, 4 M steps and 4 M samples of a counter: the report holds at most
+    # report_max_records (1 M) of each, and counts every one (90 MiB; 461 MiB holding every one)
+    "$build/tests/limits" records out
+    python3 - "$sonde" out/records.sonde <<'PY'
+import resource, subprocess, sys
+out = subprocess.run([sys.argv[1], "summary", sys.argv[2]], check=True, capture_output=True,
+                     text=True).stdout
+rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+assert "4000000 steps" in out and "(4000000 samples)" in out, out
+assert rss_mib < 128, rss_mib
+print("4 M instants, steps and counter samples: sonde summary peaks at %.1f MiB" % rss_mib)
+PY
     # 10,000 short-lived threads: every section kept, memory flat
     "$build/tests/limits" churn out > churn.txt
     python3 - churn.txt <<'PY'

@@ -44,7 +44,8 @@ static void add_counter(sm_model *m, const char *name, const double *v, size_t n
     memset(c, 0, sizeof *c);
     c->name = strdup(name);
     c->system = 1;
-    c->n = n;
+    c->n = c->samples = n;
+    c->stride = 1;
     c->t_ns = calloc(n, sizeof *c->t_ns);
     c->v = calloc(n, sizeof *c->v);
     c->min = INFINITY;

@@ -696,6 +696,118 @@ static void held_sections_report_the_whole_run(void **state)
     tu_rmrf(dir);
 }
 
+/* Held records (report_max_records): past the bound a report holds a share of each kind, spread
+ * over the run, while every count, the counters' figures and the step statistics stay those of
+ * the whole run read with no bound: a flood of one instant thins it alone (a rare name and
+ * sonde's own keep every one, with their payloads), the held steps' durations are exact, and a
+ * counter holds every 2^k-th sample. */
+static const sm_step *step_numbered(const sm_model *m, uint64_t number)
+{
+    for (size_t i = 0; i < m->n_steps; i++)
+        if (m->steps[i].number == number)
+            return &m->steps[i];
+    return NULL;
+}
+
+static void held_records_count_every_one(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "records");
+    c.report_max_records = 1000;
+    sonde_profiler *p = sonde_create(&c);
+    assert_non_null(p);
+    const char *k[] = {"why"}, *v[] = {"rare"};
+    for (int i = 0; i < 6000; i++) {
+        sonde_event(p, "tick");
+        if (i % 2000 == 1000)
+            assert_int_equal(sonde_event_args(p, "rare", k, v, 1), 0);
+        if (i % 300 == 0)
+            sonde_sync(p);
+        if (i % 2 == 0) {
+            if (i % 6 == 0)
+                sonde_step_begin(p);
+            tu_spin_ms(i % 1000 == 500 ? 0.3 : 0.001); /* a few slow steps */
+            sonde_step(p);
+        }
+        sonde_counter(p, "queue", (double)i);
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s", sonde_file_path(p));
+    assert_int_equal(sonde_destroy(p), 0);
+    sm_model h, f;
+    assert_int_equal(sm_read_file(path, &h), 0);
+    const sm_kv all = {"config.report_max_records", "0"};
+    assert_int_equal(sm_read_file_set(path, &all, 1, &f), 0);
+    /* instants: 6000 ticks, 3 rare ones, 20 syncs */
+    assert_int_equal((int)f.n_instants, 6023);
+    assert_int_equal((int)f.instants_thinned, 0);
+    assert_true(h.n_instants <= 1000 && h.n_instants > 250);
+    assert_int_equal((int)(h.n_instants + h.instants_thinned), 6023);
+    size_t rare = 0, sync = 0, tick = 0;
+    for (size_t i = 0; i < h.n_instants; i++) {
+        const char *name = sm_str(&h, h.instants[i].name);
+        if (!strcmp(name, "rare")) {
+            rare++;
+            assert_true(h.instants[i].args >= 0);
+            assert_string_equal(sm_str(&h, h.meta[h.instants[i].args].value), "rare");
+        }
+        sync += !strcmp(name, "sonde.sync");
+        if (!strcmp(name, "tick")) {
+            tick++;
+            assert_int_equal((int)h.sites[h.instants[i].name].instants, 6000);
+            assert_true(h.sites[h.instants[i].name].instants_every >= 8);
+        }
+    }
+    assert_int_equal((int)rare, 3);
+    assert_int_equal((int)sync, 20);
+    assert_true(tick > 0 && tick <= 1000 - 23);
+    /* steps: 3000, each third begun by sonde_step_begin */
+    assert_int_equal((int)f.total_steps, 3000);
+    assert_int_equal((int)h.total_steps, 3000);
+    assert_true(h.n_steps > 0 && h.n_steps <= 500 && h.steps_every > 1);
+    assert_int_equal((int)h.steps_summary.count, (int)f.steps_summary.count);
+    assert_true(fabs(h.steps_summary.mean_s - f.steps_summary.mean_s) <= 1e-9 * f.steps_summary.mean_s);
+    assert_true(h.steps_summary.min_s == f.steps_summary.min_s);
+    assert_true(h.steps_summary.max_s == f.steps_summary.max_s);
+    assert_true(h.steps_summary.first_s == f.steps_summary.first_s);
+    assert_int_equal((int)h.steps[0].number, 0);
+    for (size_t i = 0; i < h.n_steps; i++) { /* the held ones as the whole run has them */
+        const sm_step *full = step_numbered(&f, h.steps[i].number);
+        assert_non_null(full);
+        assert_true(full->t_ns == h.steps[i].t_ns && full->start_ns == h.steps[i].start_ns);
+        assert_int_equal(full->begun, h.steps[i].begun);
+    }
+    /* the counter: 6000 samples of 0..5999 */
+    const sm_counter *hq = NULL, *fq = NULL;
+    for (size_t i = 0; i < h.n_counters; i++)
+        if (!strcmp(h.counters[i].name, "queue"))
+            hq = &h.counters[i];
+    for (size_t i = 0; i < f.n_counters; i++)
+        if (!strcmp(f.counters[i].name, "queue"))
+            fq = &f.counters[i];
+    assert_true(hq && fq);
+    assert_int_equal((int)fq->n, 6000);
+    assert_int_equal((int)hq->samples, 6000);
+    assert_true(hq->n <= 1000 && hq->n >= 500 && hq->stride >= 8);
+    for (size_t i = 0; i < hq->n; i++)
+        assert_true(hq->v[i] == (double)(i * hq->stride));
+    assert_true(sm_counter_mean(hq) == sm_counter_mean(fq) && sm_counter_mean(hq) == 2999.5);
+    assert_true(hq->min == 0 && hq->max == 5999 && hq->last == 5999 && fq->last == 5999);
+    /* the JSON says so */
+    sbuf j = {0};
+    assert_int_equal(sx_json(&h, &j), 0);
+    assert_non_null(strstr(j.data, "\"name\":\"tick\",\"count\":6000,\"every\":"));
+    assert_non_null(strstr(j.data, "\"name\":\"rare\",\"count\":3,\"occurrences\""));
+    assert_non_null(strstr(j.data, "\"durations_every\":"));
+    assert_non_null(strstr(j.data, "\"samples\":6000"));
+    sbuf_free(&j);
+    sm_free(&h);
+    sm_free(&f);
+    tu_rmrf(dir);
+}
+
 /* An event's key/value payload travels with the event, not with the open section, into the
  * model, the JSON, the trace and the HTML; the limits are errors that record nothing. */
 static int to_sbuf(void *ctx, const char *data, size_t n)
@@ -1419,6 +1531,7 @@ int main(void)
         cmocka_unit_test(dropped_begin_drops_its_end),
         cmocka_unit_test(writer_behind_is_back_pressure),
         cmocka_unit_test(trace_budget_holds),
+        cmocka_unit_test(held_records_count_every_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -99,7 +99,7 @@ static double gpu_peak(const sm_model *m, double *util_mean)
             peak = c->max;
         if (!strcmp(t, "util %")) {
             us += c->sum;
-            un += c->n;
+            un += c->samples;
         }
     }
     *util_mean = un ? us / (double)un : NAN;

@@ -20,7 +20,8 @@ static void print_path(const char *path, void *ctx)
 
 /* The keys the reports read from the run's recorded configuration when they are written, so
  * `--set` can change them; the others act while recording or reading. */
-static const char *const g_report_keys[] = {"trace_max_events", "report_max_sections", "html_max_spans",
+static const char *const g_report_keys[] = {"trace_max_events",     "report_max_sections",
+                                            "report_max_records",   "html_max_spans",
                                             "bottleneck_threshold", "max_data_points", NULL};
 
 /* --set KEY=VALUE: KEY checked against the reports' keys, VALUE through the key's own rules;
@@ -105,7 +106,8 @@ int cmd_export(int argc, char **argv)
     char set_fact[MAX_SETS][80];
     sm_kv sets[MAX_SETS];
     for (size_t i = 0; i < n_sets; i++) { /* over the run's own configuration, before the build:
-                                             report_max_sections decides what it holds */
+                                             report_max_sections and report_max_records
+                                             decide what it holds */
         snprintf(set_fact[i], sizeof set_fact[i], "config.%.63s", set_key[i]);
         sets[i] = (sm_kv){set_fact[i], set_val[i]};
     }

@@ -322,7 +322,8 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
             goto out;
         json_t *src = json_object_get(e, "source");
         c->system = json_is_string(src) && !strcmp(json_string_value(src), "sampler");
-        c->n = U64(e, "samples");
+        c->n = c->samples = U64(e, "samples"); /* figures alone: t_ns stays NULL */
+        c->stride = 1;
         c->min = num0(e, "min");
         c->max = num0(e, "max");
         c->sum = num0(e, "mean") * (double)c->n;

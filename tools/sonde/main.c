@@ -22,7 +22,8 @@ static const cli_cmd g_cmds[] = {
      "  directory; tensorboard writes DIR/plugins/profile/RUN/HOST_PID.pt.trace.json.gz\n"
      "  (tensorboard --logdir DIR), perfetto NAME.pftrace (Perfetto's protobuf trace).\n"
      "  --set KEY=VALUE changes a key the reports read as they are written: trace_max_events,\n"
-     "  report_max_sections, html_max_spans, bottleneck_threshold, max_data_points.\n"},
+     "  report_max_sections, report_max_records, html_max_spans, bottleneck_threshold,\n"
+     "  max_data_points.\n"},
     {"summary", cmd_summary, "print the text summary of a run",
      "usage: sonde summary FILE(.sonde|.json) [--sort total|self|count|mean] [--top N] [--wide]\n"
      "  The table of NAME.txt, from a .sonde file or a NAME.json report: 100 columns wide;\n"
