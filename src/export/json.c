@@ -222,81 +222,129 @@ static void info_obj(sbuf *b, const sm_model *m, const char *prefix)
 }
 
 /* The metadata of a section name's instances: each key with its distinct values (at most 16
- * values per key and 32 keys; "more" says when values were left out). */
+ * values per key and 32 keys; "..." says when values were left out), from its held instances
+ * and then what its folded ones left (sm_metasum). */
 /* The spans with metadata, listed by statistic: first[stat] and next[span] chain each
  * statistic's in span order (-1 ends a chain), so each name's metadata reads its own spans, not
- * every span again (a report of thousands of names and a million held spans was quadratic). */
+ * every span again (a report of thousands of names and a million held spans was quadratic);
+ * msum[stat] and msnext[i] the same for the keys its folded instances left (m->metasum: a
+ * merged run's names have one chain each). */
 typedef struct meta_index {
-    int32_t *first, *next;
+    int32_t *first, *next, *msum, *msnext;
 } meta_index;
+
+static void meta_index_free(meta_index *ix)
+{
+    sonde__free(ix->first);
+    sonde__free(ix->next);
+    sonde__free(ix->msum);
+    sonde__free(ix->msnext);
+}
 
 static int meta_index_build(meta_index *ix, const sm_model *m)
 {
-    ix->first = sonde__malloc((m->n_stats ? m->n_stats : 1) * sizeof *ix->first);
+    size_t ns = m->n_stats ? m->n_stats : 1;
+    ix->first = sonde__malloc(ns * sizeof *ix->first);
     ix->next = sonde__malloc((m->n_spans ? m->n_spans : 1) * sizeof *ix->next);
-    if (!ix->first || !ix->next) {
-        sonde__free(ix->first);
-        sonde__free(ix->next);
+    ix->msum = sonde__malloc(ns * sizeof *ix->msum);
+    ix->msnext = sonde__malloc((m->n_metasum ? m->n_metasum : 1) * sizeof *ix->msnext);
+    if (!ix->first || !ix->next || !ix->msum || !ix->msnext) {
+        meta_index_free(ix);
         return -1;
     }
     for (size_t i = 0; i < m->n_stats; i++)
-        ix->first[i] = -1;
+        ix->first[i] = ix->msum[i] = -1;
     for (size_t i = m->n_spans; i-- > 0;) { /* from the last: each chain comes out in order */
         const sm_span *s = &m->spans[i];
         int stat = m->sites[s->site].stat;
-        if (stat < 0 || (size_t)stat >= m->n_stats || sm_span_extra(m, s)->meta < 0)
+        if (stat < 0 || (size_t)stat >= m->n_stats || sm_span_extra(m, s)->meta < 0 ||
+            (s->flags & SM_SPAN_META_SUMMED)) /* read from m->metasum */
             continue;
         ix->next[i] = ix->first[stat];
         ix->first[stat] = (int32_t)i;
     }
+    for (size_t i = m->n_metasum; i-- > 0;) {
+        const sm_metasum *x = &m->metasum[i];
+        int stat = x->name < m->n_sites ? m->sites[x->name].stat : -1;
+        if (stat < 0 || (size_t)stat >= m->n_stats)
+            continue;
+        ix->msnext[i] = ix->msum[stat];
+        ix->msum[stat] = (int32_t)i;
+    }
     return 0;
+}
+
+typedef struct meta_set {
+    uint32_t keys[SM_METASUM_KEYS], vals[SM_METASUM_KEYS][SM_METASUM_VALUES];
+    int nv[SM_METASUM_KEYS], more[SM_METASUM_KEYS];
+    int nk;
+} meta_set;
+
+/* key's place in ms (added when there is room), -1 when none. */
+static int meta_set_key(meta_set *ms, const sm_model *m, uint32_t key)
+{
+    const char *kname = sm_str(m, key);
+    int k;
+    for (k = 0; k < ms->nk && strcmp(sm_str(m, ms->keys[k]), kname); k++) {
+    }
+    if (k == ms->nk) {
+        if (ms->nk == SM_METASUM_KEYS)
+            return -1;
+        ms->keys[k] = key;
+        ms->nv[k] = ms->more[k] = 0;
+        ms->nk++;
+    }
+    return k;
+}
+
+static void meta_set_value(meta_set *ms, const sm_model *m, int k, uint32_t value)
+{
+    const char *vname = sm_str(m, value);
+    int v;
+    for (v = 0; v < ms->nv[k] && strcmp(sm_str(m, ms->vals[k][v]), vname); v++) {
+    }
+    if (v == ms->nv[k]) {
+        if (ms->nv[k] < SM_METASUM_VALUES)
+            ms->vals[k][ms->nv[k]++] = value;
+        else
+            ms->more[k] = 1;
+    }
 }
 
 static void stat_meta(sbuf *b, const sm_model *m, const meta_index *ix, int stat)
 {
-    enum { KEYS = 32, VALS = 16 };
-    uint32_t keys[KEYS], vals[KEYS][VALS];
-    int nv[KEYS], more[KEYS];
-    int nk = 0;
+    meta_set ms;
+    ms.nk = 0;
     for (int32_t i = ix->first[stat]; i >= 0; i = ix->next[i]) {
         const sm_span *s = &m->spans[i];
         for (int32_t e = sm_span_extra(m, s)->meta; e >= 0; e = m->meta[e].next) {
-            const char *kname = sm_str(m, m->meta[e].key);
-            int k;
-            for (k = 0; k < nk && strcmp(sm_str(m, keys[k]), kname); k++) {
-            }
-            if (k == nk) {
-                if (nk == KEYS)
-                    continue;
-                keys[nk] = m->meta[e].key;
-                nv[nk] = more[nk] = 0;
-                nk++;
-            }
-            const char *vname = sm_str(m, m->meta[e].value);
-            int v;
-            for (v = 0; v < nv[k] && strcmp(sm_str(m, vals[k][v]), vname); v++) {
-            }
-            if (v == nv[k]) {
-                if (nv[k] < VALS)
-                    vals[k][nv[k]++] = m->meta[e].value;
-                else
-                    more[k] = 1;
-            }
+            int k = meta_set_key(&ms, m, m->meta[e].key);
+            if (k >= 0)
+                meta_set_value(&ms, m, k, m->meta[e].value);
         }
     }
+    for (int32_t i = ix->msum[stat]; i >= 0; i = ix->msnext[i]) {
+        const sm_metasum *x = &m->metasum[i];
+        int k = meta_set_key(&ms, m, x->key);
+        if (k < 0)
+            continue;
+        for (unsigned v = 0; v < x->n_values; v++)
+            meta_set_value(&ms, m, k, x->values[v]);
+        ms.more[k] |= x->more;
+    }
     sbuf_putc(b, '{');
-    for (int k = 0; k < nk; k++) {
+    for (int k = 0; k < ms.nk; k++) {
         if (k)
             sbuf_putc(b, ',');
-        key(b, sm_str(m, keys[k]));
+        key(b, sm_str(m, ms.keys[k]));
         sbuf_putc(b, '[');
-        for (int v = 0; v < nv[k]; v++) {
+        for (int v = 0; v < ms.nv[k]; v++) {
             if (v)
                 sbuf_putc(b, ',');
-            sbuf_json_str(b, sm_str(m, vals[k][v]));
+            sbuf_json_str(b, sm_str(m, ms.vals[k][v]));
         }
-        if (more[k])
-            sbuf_puts(b, nv[k] ? ",\"...\"" : "\"...\"");
+        if (ms.more[k])
+            sbuf_puts(b, ms.nv[k] ? ",\"...\"" : "\"...\"");
         sbuf_putc(b, ']');
     }
     sbuf_putc(b, '}');
@@ -526,8 +574,7 @@ static void json_sections(sbuf *b, const sm_model *m)
         stat_meta(b, m, &ix, (int)i);
         sbuf_putc(b, '}');
     }
-    sonde__free(ix.first);
-    sonde__free(ix.next);
+    meta_index_free(&ix);
     sbuf_puts(b, "],");
 
     int32_t *sidx; /* each session's spans, found in one pass */

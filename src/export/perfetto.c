@@ -364,7 +364,7 @@ static void section_begin(pw *w, const sm_span *s, int stack)
         arg_num(w, "units", x->units);
     if (x->flops > 0)
         arg_num(w, "flops", x->flops);
-    if (s->flags)
+    if (s->flags & SM_SPAN_END_FLAGS)
         arg_str(w, "sonde", s->flags & SM_SPAN_END_LOST       ? "end_lost"
                             : s->flags & SM_SPAN_UNTERMINATED ? "unterminated"
                                                               : "closed_by_outer");

@@ -526,7 +526,8 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         sbuf_us3(&t.b, s->end_ns - s->start_ns);
         sbuf_puts(&t.b, ids[s->thread]);
         const sm_span_x *x = sm_span_extra(m, s);
-        if (x->meta >= 0 || x->units > 0 || x->flops > 0 || s->flags || where) {
+        if (x->meta >= 0 || x->units > 0 || x->flops > 0 || (s->flags & SM_SPAN_END_FLAGS) ||
+            where) {
             sbuf_puts(&t.b, ",\"args\":{");
             int first = 1;
             if (where) { /* with_stack: where the section is in the source */
@@ -550,7 +551,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
                 sbuf_json_num(&t.b, x->flops);
                 first = 0;
             }
-            if (s->flags) {
+            if (s->flags & SM_SPAN_END_FLAGS) {
                 sbuf_puts(&t.b, first ? "" : ",");
                 sbuf_puts(&t.b, s->flags & SM_SPAN_END_LOST       ? "\"sonde\":\"end_lost\""
                                 : s->flags & SM_SPAN_UNTERMINATED ? "\"sonde\":\"unterminated\""

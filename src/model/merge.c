@@ -85,6 +85,9 @@ static int merge_sections(sm_model *d, sm_model *s, const shift *k)
         x->unit = (x->unit ? x->unit + k->site0 : 0);
         if (x->meta >= 0)
             x->meta += k->meta0;
+        for (size_t j = 0; j < x->n_stats; j++) /* held in part: the run's unit is d's now */
+            if (x->stats[j].unit == s->unit)
+                x->stats[j].unit = d->unit;
     }
     d->n_sessions += s->n_sessions;
     MOVE_APPEND(d->spans, d->n_spans, s->spans, s->n_spans);
@@ -110,6 +113,17 @@ static int merge_sections(sm_model *d, sm_model *s, const shift *k)
             x->meta += k->meta0;
     }
     d->n_span_x += s->n_span_x;
+    MOVE_APPEND(d->metasum, d->n_metasum, s->metasum, s->n_metasum);
+    for (size_t i = 0; i < s->n_metasum; i++) {
+        sm_metasum *x = &d->metasum[d->n_metasum + i];
+        x->name += k->site0;
+        x->key += k->site0;
+        for (unsigned v = 0; v < x->n_values; v++)
+            x->values[v] += k->site0;
+        if (x->next >= 0)
+            x->next += (int32_t)d->n_metasum;
+    }
+    d->n_metasum += s->n_metasum;
     return 0;
 }
 

@@ -486,10 +486,10 @@ static ptrdiff_t open_of_name(const bctx *b, const sentry *stack, size_t k, int 
     return -1;
 }
 
-/* Held sections (sm_model.held_min_ns): once stack[k] has closed and fed the statistics, it is
- * held when it lasts at least held_min_ns (or is one of those just under it that held_bound
- * spreads over the run), carries metadata, throughput or FLOPs, a diffusion
- * record took its duration, or a section nested in it is held. Else it is folded: its
+/* Held sections (sm_model.held_min_ns): once stack[k] has closed and fed the statistics (and its
+ * metadata its name's sm_metasum), it is held when it lasts at least held_min_ns (or is one of
+ * those just under it that held_bound spreads over the run), carries throughput or FLOPs, a
+ * diffusion record took its duration, or a section nested in it is held. Else it is folded: its
  * descendants are folded already, so it is the last span, and it is popped; it joins the run
  * open in its box (its parent, or its thread's top level), and what was folded inside it goes
  * with it. A held section closes the run open in its box (the run lies before it) and its own
@@ -507,7 +507,11 @@ static int settle(bctx *b, sentry *stack, size_t k)
     int last = (size_t)idx == m->n_spans - 1 && (se->run < 0 || (size_t)se->run == m->n_folds - 1);
     int edge = dur < b->held_min_ns && dur_bucket(dur > 0 ? (uint64_t)dur : 0) == b->edge &&
                b->edge_seen++ % b->edge_every == 0;
-    if (dur >= b->held_min_ns || edge || se->referenced || se->held_child || s->x >= 0 || !last) {
+    int carries = s->x >= 0 && !sm__meta_only(m, s); /* metadata alone is folded (metasum) */
+    if (sm_span_extra(m, s)->meta >= 0 && sm__sum_meta(&b->rec, m, &m->spans[idx],
+                                                      b->sink.site_group[s->site], b->sink.n_groups))
+        return -1;
+    if (dur >= b->held_min_ns || edge || se->referenced || se->held_child || carries || !last) {
         if (se->run >= 0)
             m->folds[se->run].closer = -1;
         if (*slot >= 0)
@@ -522,6 +526,8 @@ static int settle(bctx *b, sentry *stack, size_t k)
         inside = m->folds[se->run].folded;
         m->n_folds--;
     }
+    if (s->x >= 0)
+        sm__fold_meta(m, &m->spans[idx]);
     sm_span gone = *s;
     m->n_spans--;
     if (gone.flags & SM_SPAN_SHORT) { /* not built, as far as the counts go */
@@ -1335,6 +1341,7 @@ void sm_free(sm_model *m)
     sonde__free(m->threads);
     sonde__free(m->spans);
     sonde__free(m->span_x);
+    sonde__free(m->metasum);
     sonde__free(m->meta);
     sonde__free(m->folds);
     for (size_t i = 0; m->sessions && i < m->n_sessions; i++)

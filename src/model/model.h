@@ -33,6 +33,11 @@ typedef struct sm_thread {
  * enclosing section's end; END_LOST: its end was among dropped events (zero duration, left out of
  * the statistics, counted in sm_model.sections_end_lost). */
 enum { SM_SPAN_UNTERMINATED = 1, SM_SPAN_CLOSED_BY_OUTER = 2, SM_SPAN_END_LOST = 4 };
+/* SM_SPAN_META_SUMMED: its metadata is in sm_model.metasum too (a run whose sections are held in
+ * part: each section's, held or folded, goes there as it closes, in that order). */
+enum { SM_SPAN_META_SUMMED = 8 };
+/* The flags that say how a section ended (the reports' "sonde" argument). */
+#define SM_SPAN_END_FLAGS (SM_SPAN_UNTERMINATED | SM_SPAN_CLOSED_BY_OUTER | SM_SPAN_END_LOST)
 
 /* A section instance: 48 bytes, the bulk of a model's memory. What few sections carry (metadata,
  * throughput, FLOPs) is kept apart, in an sm_span_x (sm_span_extra). */
@@ -62,6 +67,20 @@ typedef struct sm_meta {
     uint32_t key, value;       /* site ids of the interned strings */
     int32_t next;
 } sm_meta;
+
+/* The metadata of a section name's folded instances (held sections: a section that carries
+ * metadata alone is folded like any other): per key, its distinct values, as the JSON lists a
+ * name's (at most SM_METASUM_KEYS keys a name, SM_METASUM_VALUES values a key, more: some left
+ * out). */
+#define SM_METASUM_KEYS 32
+#define SM_METASUM_VALUES 16
+typedef struct sm_metasum {
+    uint32_t name;             /* a site of the section name (its statistic: sites[name].stat) */
+    uint32_t key;              /* site ids of the interned strings */
+    uint32_t values[SM_METASUM_VALUES];
+    uint8_t n_values, more;
+    int32_t next;              /* the name's next key as the build makes them, -1 none */
+} sm_metasum;
 
 typedef struct sm_session {
     uint32_t name;             /* site id */
@@ -374,9 +393,10 @@ typedef struct sm_model {
     sm_budget trace;           /* the whole run's trace under trace_max_events (budget.c; read
                                   back from a JSON report, which has no instances) */
     /* Held sections (report_max_sections): a run with more sections than that holds only those
-     * lasting at least held_min_ns, and those that carry metadata, throughput, FLOPs or a
-     * diffusion record, with what encloses them; the others were folded into runs as the file
-     * was read (folds, as the trace budget folds them), after they had fed the statistics. */
+     * lasting at least held_min_ns, and those that carry throughput, FLOPs or a diffusion
+     * record, with what encloses them; the others were folded into runs as the file was read
+     * (folds, as the trace budget folds them), after they had fed the statistics and their
+     * metadata their name's sm_metasum. */
     uint64_t sections_folded;  /* sections not held (0: every one is) */
     int64_t held_min_ns;       /* INT64_MIN when every section is held */
     struct sm_fold_run *folds; /* the runs they were folded into, each thread's in order */
@@ -401,6 +421,8 @@ typedef struct sm_model {
     size_t n_span_x;
     sm_meta *meta;
     size_t n_meta;
+    sm_metasum *metasum;       /* folded sections' metadata, by name and key (sm_metasum) */
+    size_t n_metasum;
     int32_t run_meta;          /* metadata outside sections and sessions */
     double run_units, run_units_s, run_flops;
     uint32_t run_unit;

@@ -271,7 +271,9 @@ typedef struct sm_records {
     int64_t st_prev_end, st_begin; /* steps of one thread: where the next one starts */
     int st_cut;              /* ... and its first is left out (a flight recorder's window) */
     strmap counters, metrics; /* name -> index */
-    size_t cap_counters, cap_metrics, cap_steps;
+    size_t cap_counters, cap_metrics, cap_steps, cap_metasum;
+    int32_t *ms_first;       /* per statistics group: its first sm_metasum, -1 none */
+    size_t ms_groups;
 } sm_records;
 
 /* Plans what is held (once the sites are built): a share of the bound per instant name, one
@@ -285,6 +287,15 @@ int sm__add_step(sm_records *r, sm_model *m, int64_t t, uint32_t thread, uint64_
 int sm__add_counter(sm_records *r, sm_model *m, const char *name, int64_t t, double v,
                     int system);
 int sm__add_metric(sm_records *r, sm_model *m, const char *owner, const char *name, double v);
+/* A section's metadata as it closes, in a run whose sections are held in part (group: its
+ * name's statistics group, of n_groups): into m->metasum, the span flagged
+ * SM_SPAN_META_SUMMED. 0, or -1 out of memory. */
+int sm__sum_meta(sm_records *r, sm_model *m, sm_span *s, int group, size_t n_groups);
+/* A section folded: its extras and metadata entries are let go when they were the last made
+ * (they are, unless an instant's payload came between). */
+void sm__fold_meta(sm_model *m, sm_span *s);
+/* 1 when the span's extras are metadata alone (no throughput, FLOPs or unit). */
+int sm__meta_only(const sm_model *m, const sm_span *s);
 void sm__records_free(sm_records *r);
 /* 1 when step number step is in an active window of the run's schedule (always without one). */
 int sm__step_active(const sm_model *m, uint64_t step);

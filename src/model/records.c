@@ -297,6 +297,74 @@ int sm__add_step(sm_records *b, sm_model *m, int64_t t, uint32_t thread, uint64_
     return 0;
 }
 
+int sm__meta_only(const sm_model *m, const sm_span *s)
+{
+    const sm_span_x *x = sm_span_extra(m, s);
+    return s->x >= 0 && x->meta >= 0 && !x->unit && !x->own_dur_units && x->units == 0 &&
+           x->units_s == 0 && x->flops == 0;
+}
+
+/* The name's entry for key (made when it has fewer than SM_METASUM_KEYS), -1 when none can be. */
+static int32_t metasum_key(sm_records *b, sm_model *m, int group, uint32_t name, uint32_t key)
+{
+    int32_t *at = &b->ms_first[group];
+    unsigned n = 0;
+    for (; *at >= 0; at = &m->metasum[*at].next, n++)
+        if (m->metasum[*at].key == key)
+            return *at;
+    if (n >= SM_METASUM_KEYS)
+        return -1;
+    if (GROW(m->metasum, m->n_metasum, b->cap_metasum))
+        return -2;
+    m->metasum[m->n_metasum] = (sm_metasum){.name = name, .key = key, .next = -1};
+    *at = (int32_t)m->n_metasum;
+    return (int32_t)m->n_metasum++;
+}
+
+int sm__sum_meta(sm_records *b, sm_model *m, sm_span *s, int group, size_t n_groups)
+{
+    if (!b->ms_first) {
+        if (!(b->ms_first = sonde__malloc((n_groups ? n_groups : 1) * sizeof *b->ms_first)))
+            return -1;
+        for (size_t i = 0; i < n_groups; i++)
+            b->ms_first[i] = -1;
+        b->ms_groups = n_groups;
+    }
+    if (group < 0 || (size_t)group >= b->ms_groups)
+        return 0;
+    s->flags |= SM_SPAN_META_SUMMED;
+    /* newest first, as the JSON reads a span's (stat_meta) */
+    for (int32_t e = sm_span_extra(m, s)->meta; e >= 0; e = m->meta[e].next) {
+        int32_t k = metasum_key(b, m, group, s->site, m->meta[e].key);
+        if (k == -2)
+            return -1;
+        if (k < 0)
+            continue;
+        sm_metasum *x = &m->metasum[k];
+        unsigned v = 0;
+        while (v < x->n_values && x->values[v] != m->meta[e].value)
+            v++;
+        if (v == x->n_values && v < SM_METASUM_VALUES)
+            x->values[x->n_values++] = m->meta[e].value;
+        else if (v == x->n_values)
+            x->more = 1;
+    }
+    return 0;
+}
+
+void sm__fold_meta(sm_model *m, sm_span *s)
+{
+    int32_t low = INT32_MAX;
+    size_t n = 0;
+    for (int32_t e = m->span_x[s->x].meta; e >= 0; e = m->meta[e].next, n++)
+        low = e < low ? e : low;
+    if (n && (size_t)low + n == m->n_meta) /* its own entries, the last made */
+        m->n_meta = (size_t)low;
+    if ((size_t)s->x + 1 == m->n_span_x)
+        m->n_span_x--;
+    s->x = -1;
+}
+
 void sm__idcount_free(sm_idcount *c)
 {
     sonde__free(c->id1);
@@ -309,4 +377,5 @@ void sm__records_free(sm_records *b)
     strmap_free(&b->metrics);
     sonde__free(b->inst_shift);
     sonde__free(b->inst_nth);
+    sonde__free(b->ms_first);
 }

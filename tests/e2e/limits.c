@@ -58,7 +58,7 @@ static void *forever(void *arg)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: limits fsize|full|bound|records|churn|kill DIR\n");
+        fprintf(stderr, "usage: limits fsize|full|bound|records|tagged|churn|kill DIR\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -97,6 +97,17 @@ int main(int argc, char **argv)
             sonde_event(g_p, "tick");
             sonde_step(g_p);
             sonde_counter(g_p, "queue", (double)(i % 1000));
+        }
+        return sonde_destroy(g_p) == 0 ? 0 : 1;
+    }
+    if (!strcmp(mode, "tagged")) { /* 4 M sections, each with metadata */
+        g_p = sonde_create(&c);
+        char v[16];
+        for (long i = 0; i < 4000000; i++) {
+            sonde_begin(g_p, "request");
+            snprintf(v, sizeof v, "%ld", i % 20);
+            sonde_metadata(g_p, "batch", v);
+            sonde_end(g_p);
         }
         return sonde_destroy(g_p) == 0 ? 0 : 1;
     }

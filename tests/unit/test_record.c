@@ -531,8 +531,21 @@ static size_t csv_rows_sorted(sbuf *b)
     return n;
 }
 
+/* 1 when the JSON gives the name "tagged" the metadata {"i": ["x", "y"]}. */
+static int tagged_meta(const sm_model *m)
+{
+    sbuf j;
+    sbuf_init(&j);
+    assert_int_equal(sx_json(m, &j), 0);
+    const char *at = strstr(j.data, "\"name\":\"tagged\"");
+    const char *meta = at ? strstr(at, "\"metadata\":") : NULL;
+    int ok = meta && !strncmp(meta, "\"metadata\":{\"i\":[\"x\",\"y\"]}", 26);
+    sbuf_free(&j);
+    return ok;
+}
+
 /* Held sections (report_max_sections): a run with more sections than the limit holds the
- * longest, and those with metadata, and folds the rest as it is read; its statistics, its
+ * longest, and folds the rest as it is read (their metadata kept by name); its statistics, its
  * sessions' statistics and its counts are those of the whole run read with no limit, and the
  * folded runs account for every section not held. */
 static void held_sections_report_the_whole_run(void **state)
@@ -557,9 +570,9 @@ static void held_sections_report_the_whole_run(void **state)
             }
             sonde_end(p);
         }
-        if (i % 10 == 0) { /* held for its metadata, with what encloses it */
+        if (i % 10 == 0) { /* folded with its metadata, which its name keeps */
             sonde_begin(p, "tagged");
-            sonde_metadata(p, "i", "x");
+            sonde_metadata(p, "i", i % 20 ? "y" : "x");
             sonde_end(p);
         }
         sonde_end(p);
@@ -666,6 +679,17 @@ static void held_sections_report_the_whole_run(void **state)
     assert_string_equal(ch.data, cf.data);
     sbuf_free(&ch);
     sbuf_free(&cf);
+    /* the JSON's metadata of a name: every instance's values, held or folded */
+    assert_true(h.n_metasum > 0);
+    size_t tagged_h = 0, tagged_f = 0;
+    for (size_t i = 0; i < h.n_spans; i++)
+        tagged_h += !strcmp(sm_str(&h, h.spans[i].site), "tagged");
+    for (size_t i = 0; i < f.n_spans; i++)
+        tagged_f += !strcmp(sm_str(&f, f.spans[i].site), "tagged");
+    assert_int_equal((int)tagged_f, 4);
+    assert_true(tagged_h < tagged_f); /* some folded: short, and nothing held in them */
+    assert_int_equal(tagged_meta(&h), 1);
+    assert_int_equal(tagged_meta(&f), 1);
     /* merged with another run (`sonde run` joins a program's children): the statistics combine
      * by name, as the whole runs' do */
     sm_model h2, f2;
@@ -691,6 +715,7 @@ static void held_sections_report_the_whole_run(void **state)
     slices = 0;
     assert_int_equal(sx_trace(&h, count_slices, &slices), 0);
     assert_int_equal((int)slices, (int)(h.n_spans + h.n_folds));
+    assert_int_equal(tagged_meta(&h), 1);
     sm_free(&h);
     sm_free(&f);
     tu_rmrf(dir);
