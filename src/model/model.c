@@ -47,6 +47,7 @@ typedef struct bctx {
     uint32_t *open_n;        /* per name (sink group): its instances open on the thread built */
     int64_t min_ns;          /* config min_duration_s: shorter sections are left out (0: none) */
     sm_records rec;          /* instants, steps, counters, metrics (records.c) */
+    sm_granges grad;         /* autograd's AccumulateGrad ranges (ops.c) */
     /* held sections (report_max_sections, settle) */
     int64_t held_min_ns;     /* INT64_MIN: every section is held */
     size_t edge;             /* the histogram bucket just under held_min_ns, SIZE_MAX: none */
@@ -622,6 +623,9 @@ static int close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flag
 {
     if (stack[k].span < 0)
         return 0;
+    const sm_span *open = &b->m->spans[stack[k].span];
+    if (!lost && b->grad.n) /* closed by a gradient hook: with the rest of its AccumulateGrad */
+        t = sm__grange_end(&b->grad, open->thread, open->start_ns, t);
     if (feed_stats(b, stack, k, t, flags, lost))
         return -1;
     const sm_span *s = &b->m->spans[stack[k].span];
@@ -1066,6 +1070,22 @@ static int build_rates_warnings(bctx *b, sm_model *m)
     return 0;
 }
 
+/* What the build held for itself. */
+static void bctx_free(bctx *b)
+{
+    sm__records_free(&b->rec);
+    sonde__free(b->grad.r);
+    sonde__free(b->mode_t);
+    sonde__free(b->mode_active);
+    sonde__free(b->rank);
+    sonde__free(b->open_n);
+    sonde__free(b->smp);
+    sm__sink_free(&b->sink);
+    for (size_t i = 0; i < b->n_ssink; i++)
+        sm__sink_free(&b->ssink[i]);
+    sonde__free(b->ssink);
+}
+
 int sm__build(sb_raw *raw, sm_model *m, const char *fname)
 {
     bctx b;
@@ -1196,7 +1216,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         goto out;
     sm_records_seen seen = {sk.instants, sk.step_ends, sk.last_step, &sk.inst, b.rank,
                             sk.stepped && sk.step_thread != UINT32_MAX, b.dump};
-    if (sm__records_plan(&b.rec, m, &seen))
+    if (sm__records_plan(&b.rec, m, &seen) || sm__granges(raw, m, &b.grad))
         goto out;
     b.held_min_ns = held_bound(&b, raw->n_threads, &sk);
     if (b.held_min_ns != INT64_MIN && m->n_sessions) { /* their spans will not all be there */
@@ -1243,16 +1263,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         goto out;
     rc = 0;
 out:
-    sm__records_free(&b.rec);
-    sonde__free(b.mode_t);
-    sonde__free(b.mode_active);
-    sonde__free(b.rank);
-    sonde__free(b.open_n);
-    sonde__free(b.smp);
-    sm__sink_free(&b.sink);
-    for (size_t i = 0; i < b.n_ssink; i++)
-        sm__sink_free(&b.ssink[i]);
-    sonde__free(b.ssink);
+    bctx_free(&b);
     sonde__free(sk.used);
     sonde__free(sk.sess);
     sonde__free(sk.modes);

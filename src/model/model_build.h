@@ -154,6 +154,22 @@ int sm__ops_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end);
 /* Places the operators on their threads (after the spans are built, before sm__gpu_build, to
  * which it hands their GPU work as CUDA activity). 0, or -1 when out of memory. */
 int sm__ops_build(sb_raw *raw, sm_model *m);
+/* autograd's AccumulateGrad ranges among the operators (as sm_op times), by thread and start:
+ * a section that sonde.torch closes from a gradient hook (backward=True) ends inside one, and
+ * the rest of that range (the gradient added into .grad) is that section's work too. */
+typedef struct sm_grange {
+    uint32_t thread;
+    int64_t start_ns, end_ns;
+} sm_grange;
+typedef struct sm_granges {
+    sm_grange *r;
+    size_t n;
+} sm_granges;
+/* Gathers them once the threads are built. 0, or -1 out of memory. */
+int sm__granges(const sb_raw *raw, const sm_model *m, sm_granges *g);
+/* Where a section of thread that began at start and closes at t ends: at the end of the
+ * AccumulateGrad range that began inside it and holds t, else t. */
+int64_t sm__grange_end(const sm_granges *g, uint32_t thread, int64_t start, int64_t t);
 void sm__ops_free_raw(sb_raw *raw);
 
 /* profile.c: one SAMPLES, STACKS or FUNCS record appended to raw; 0, -1 malformed, -2 out of

@@ -353,6 +353,56 @@ out:
     return rc;
 }
 
+static int cmp_grange(const void *a, const void *b)
+{
+    const sm_grange *x = a, *y = b;
+    if (x->thread != y->thread)
+        return x->thread < y->thread ? -1 : 1;
+    return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
+}
+
+int sm__granges(const sb_raw *raw, const sm_model *m, sm_granges *g)
+{
+    static const char name[] = "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad";
+    g->r = NULL;
+    g->n = 0;
+    size_t cap = 0;
+    for (size_t i = 0; i < raw->n_ops; i++) {
+        const sm_op_raw *o = &raw->ops[i];
+        int64_t t0 = (int64_t)o->start_mono - (int64_t)m->start_mono_ns;
+        if (o->kind != SONDE_OP_CPU || t0 < 0 || !o->name || strcmp(o->name, name))
+            continue;
+        size_t t = m->n_threads; /* the latest thread with its tid (thread_of) */
+        while (t > 0 && m->threads[t - 1].tid != o->tid)
+            t--;
+        if (!t)
+            continue;
+        if (SONDE_GROW(g->r, g->n, cap))
+            return -1;
+        g->r[g->n++] = (sm_grange){(uint32_t)(t - 1), t0, t0 + (int64_t)o->dur};
+    }
+    if (g->n > 1)
+        qsort(g->r, g->n, sizeof *g->r, cmp_grange);
+    return 0;
+}
+
+int64_t sm__grange_end(const sm_granges *g, uint32_t thread, int64_t start, int64_t t)
+{
+    size_t lo = 0, hi = g->n;
+    while (lo < hi) { /* the first range past (thread, t) */
+        size_t mid = (lo + hi) / 2;
+        const sm_grange *r = &g->r[mid];
+        if (r->thread < thread || (r->thread == thread && r->start_ns < t))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    const sm_grange *r = lo ? &g->r[lo - 1] : NULL; /* the last that began before t */
+    if (r && r->thread == thread && r->start_ns > start && t < r->end_ns)
+        return r->end_ns;
+    return t;
+}
+
 int sm__ops_build(sb_raw *raw, sm_model *m)
 {
     if (!raw->n_ops)

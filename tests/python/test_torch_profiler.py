@@ -224,8 +224,36 @@ class Backend(unittest.TestCase):
         events = load_trace(os.path.join(self.dir, "marks.trace.json.gz"))
         self.assertFalse({e["name"] for e in events if "_Mark" in e.get("name", "")})
         self.assertIn("model.0.backward", {s["name"] for s in rep["sections"]})
-        # (a backward section can still end inside autograd's AccumulateGrad range: issue 35
-        # #2's other half, open)
+        check_nesting(self, events)
+
+    def test_training_sections_and_operators_nest(self):
+        """Training a TransformerEncoder with backward=True under profile_operators: every
+        module's forward and backward sections and torch's operators nest, with no partial
+        overlap (issue 35 #2: 138 before in a transformer's two steps)."""
+        torch.manual_seed(0)
+        layer = nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32,
+                                           batch_first=True)
+        model = nn.Sequential(nn.Linear(8, 16), nn.TransformerEncoder(layer, num_layers=2),
+                              nn.Linear(16, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        with sonde.Profiler(QUIET, name="enc", output_dir=self.dir, wait=1, warmup=1,
+                            active=2, repeat=1, formats=["json", "trace"]) as p:
+            ins = sonde.torch.instrument(model, backward=True)
+            sonde.torch.profile_operators()
+            for _ in range(5):
+                with p.profile("train_step"):
+                    loss = model(torch.randn(2, 5, 8)).pow(2).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                p.step()
+            ins.remove()
+        events = load_trace(os.path.join(self.dir, "enc.trace.json.gz"))
+        ops = check_nesting(self, events)
+        names = {e["name"] for e in events if e.get("ph") == "X"}
+        self.assertIn("model.1.backward", names)
+        self.assertIn("model.0.backward", names)
+        self.assertTrue(any("AccumulateGrad" in o["name"] for o in ops))
 
     def test_schedule_is_sonde_s_and_matches_torch_s(self):
         """skip_first 1, wait 1, warmup 1, active 2, repeat 2: torch's own schedule function
