@@ -62,6 +62,53 @@ def denoise(model, prof, steps=STEPS, step=None):
     return x
 
 
+class BasicBlock(nn.Module):
+    """ResNet's basic block, as torchvision lays it out (its module names too)."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                            nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + (x if self.downsample is None else self.downsample(x)))
+
+
+class ResNet18(nn.Module):
+    def __init__(self, num_classes):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        widths, cin = (64, 128, 256, 512), 64
+        for i, w in enumerate(widths):
+            stride = 1 if i == 0 else 2
+            setattr(self, "layer%d" % (i + 1),
+                    nn.Sequential(BasicBlock(cin, w, stride), BasicBlock(w, w, 1)))
+            cin = w
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(512, num_classes)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+def resnet18(num_classes=1000):
+    return ResNet18(num_classes)
+
+
 def train(model, opt, prof, steps):
     """steps training steps (forward, backward, the optimizer), each a section, then a step."""
     for _ in range(steps):
@@ -225,6 +272,31 @@ class Backend(unittest.TestCase):
         self.assertFalse({e["name"] for e in events if "_Mark" in e.get("name", "")})
         self.assertIn("model.0.backward", {s["name"] for s in rep["sections"]})
         check_nesting(self, events)
+
+    def test_resnet18_training_sections_and_operators_nest(self):
+        """ResNet-18 (torchvision's layout, written here: Debian's torch has no torchvision)
+        trained with backward=True under profile_operators: sections and operators nest (issue
+        35 #2: 264 partial overlaps in two steps before)."""
+        torch.manual_seed(0)
+        model = resnet18(num_classes=10)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        with sonde.Profiler(QUIET, name="resnet", output_dir=self.dir, wait=1, warmup=1,
+                            active=2, repeat=1, formats=["json", "trace"]) as p:
+            ins = sonde.torch.instrument(model, backward=True)
+            sonde.torch.profile_operators()
+            for _ in range(4):
+                with p.profile("train_step"):
+                    loss = model(torch.randn(2, 3, 32, 32)).logsumexp(1).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                p.step()
+            ins.remove()
+        events = load_trace(os.path.join(self.dir, "resnet.trace.json.gz"))
+        check_nesting(self, events)
+        names = {e["name"] for e in events if e.get("ph") == "X"}
+        for section in ("model.conv1.backward", "model.layer4.1.conv2.backward", "model.fc"):
+            self.assertIn(section, names)
 
     def test_training_sections_and_operators_nest(self):
         """Training a TransformerEncoder with backward=True under profile_operators: every
