@@ -493,7 +493,17 @@ typedef struct sonde_op {
     int64_t bytes;            /* memory: allocated (< 0: freed); copy, set: bytes */
     const char *shapes;       /* CPU: its input shapes as text ("[[4, 8], [8, 8]]"), NULL: none;
                                  at most SONDE_OP_SHAPES_MAX bytes are kept */
+    unsigned flags;           /* CPU: SONDE_OP_F_* (0: sonde's table nests the operators itself) */
+    uint64_t table_child_ns;  /* CPU with SONDE_OP_F_TABLE: time in its children as the tracer's
+                                 own table counts it (its self time is dur_ns less this, which
+                                 torch's can make negative: children that overlap each other) */
 } sonde_op;
+/* sonde_op.flags: the tracer's own table (PyTorch's key_averages()) decides, so that sonde's per-
+ * operator table equals it row for row: F_TABLE, its child time is table_child_ns; F_LEFT_OUT,
+ * the table leaves it out (a call that is the only child of a call of its name, counted in that
+ * one; an operator the table never lists). */
+#define SONDE_OP_F_TABLE 1u
+#define SONDE_OP_F_LEFT_OUT 2u
 #define SONDE_OP_NAME_MAX 4096
 #define SONDE_OP_SHAPES_MAX 4096
 /* Records n operators (any order, any thread may call it), also after the step schedule's

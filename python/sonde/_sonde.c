@@ -708,7 +708,7 @@ static PyObject *Handle_schedule(HandleObject *self, PyObject *arg)
 }
 
 /* ops(entries): sonde_ops over a sequence of tuples (kind, name, start_ns, dur_ns, tid, device,
- * stream, id, flops, bytes, shapes); name and shapes may be None. */
+ * stream, id, flops, bytes, shapes[, flags, table_child_ns]); name and shapes may be None. */
 static PyObject *Handle_ops(HandleObject *self, PyObject *arg)
 {
     HANDLE_P(self);
@@ -727,18 +727,22 @@ static PyObject *Handle_ops(HandleObject *self, PyObject *arg)
         sonde_op *o = &v[i];
         unsigned long long start, dur, id;
         long long bytes;
+        unsigned long long child = 0;
         if (!PyTuple_Check(t) ||
-            !PyArg_ParseTuple(t, "iOKKiiIKdLO", &o->kind, &name, &start, &dur, &o->tid,
-                              &o->device, &o->stream, &id, &o->flops, &bytes, &shapes)) {
+            !PyArg_ParseTuple(t, "iOKKiiIKdLO|IK", &o->kind, &name, &start, &dur, &o->tid,
+                              &o->device, &o->stream, &id, &o->flops, &bytes, &shapes,
+                              &o->flags, &child)) {
             if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
                 PyErr_Clear();
                 PyErr_Format(PyExc_TypeError, "ops: entry %zd is not a tuple (kind, name, "
-                             "start_ns, dur_ns, tid, device, stream, id, flops, bytes, shapes)", i);
+                             "start_ns, dur_ns, tid, device, stream, id, flops, bytes, shapes"
+                             "[, flags, table_child_ns])", i);
             }
             goto out;
         }
         o->start_ns = start;
         o->dur_ns = dur;
+        o->table_child_ns = child;
         o->id = id;
         o->bytes = bytes;
         if ((name != Py_None && as_text(name, &o->name, 0)) ||

@@ -48,6 +48,73 @@ else:  # pragma: no cover (PyTorch before 1.13)
 _OWN_OPS = ("_Mark", "_MarkBackward", "autograd::engine::evaluate_function: _MarkBackward")
 
 
+# sonde_op flags: the figures of PyTorch's own table (key_averages) for an operator
+OP_F_TABLE, OP_F_LEFT_OUT = 1, 2
+# the events PyTorch 1.13's table never lists (torch.autograd.profiler_util._filter_name)
+_TABLE_FILTERED = frozenset(("[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
+                             "profiler::_record_function_enter_new",
+                             "profiler::_record_function_exit", "aten::is_leaf",
+                             "aten::output_nr", "aten::_version"))
+
+
+def _table_figures(events):
+    """{index in events: (child_us, left_out)}: each CPU event as PyTorch's own table counts it
+    (EventList._populate_cpu_children, then _remove_dup_nodes, as torch 1.13 does them, over the
+    same events in the same order): the time of its children there, and whether the table leaves
+    it out (a call that is the only child of a call of its name, or a name it never lists). An
+    async event has no children and no self time (its child time is its duration). sonde's table
+    takes these figures, so it equals key_averages() row for row (issue 35 #3)."""
+    cpu = torch._C._autograd.DeviceType.CPU
+    names, dur, parent, kids, out, by_thread = {}, {}, {}, {}, {}, {}
+    for i, e in enumerate(events):
+        name = e.name()
+        if name in _TABLE_FILTERED:
+            out[i] = (0, True)
+            continue
+        if e.device_type() != cpu:
+            continue
+        d = int(e.duration_us())
+        if e.is_async() or e.start_thread_id() != e.end_thread_id():
+            out[i] = (d, False)
+            continue
+        names[i] = "ProfilerStep*" if name.startswith("ProfilerStep#") else name
+        dur[i] = d
+        s = int(e.start_us())
+        by_thread.setdefault(e.start_thread_id(), []).append((s, -(s + d), i))
+    for rows in by_thread.values():
+        rows.sort(key=lambda r: (r[0], r[1]))  # stable: ties keep the events' order
+        stack = []
+        for s, neg_end, i in rows:
+            while stack:
+                ps, pneg, p = stack[-1]
+                if s >= -pneg or -neg_end > -pneg:
+                    stack.pop()
+                else:
+                    parent[i] = p
+                    kids.setdefault(p, []).append(i)
+                    break
+            stack.append((s, neg_end, i))
+    gone = set()
+    order = sorted(names)  # the events' order, as the table's list holds them
+    while True:
+        dropped = set()
+        for i in order:
+            p = parent.get(i)
+            if i in gone or p is None or names[p] != names[i] or len(kids.get(p, ())) != 1:
+                continue
+            kids[p] = kids.get(i, [])
+            for c in kids[p]:
+                parent[c] = p
+            dropped.add(i)
+        if not dropped:
+            break
+        gone |= dropped
+        order = [i for i in order if i not in dropped]
+    for i in names:
+        out[i] = (sum(dur[c] for c in kids.get(i, ())), i in gone)
+    return out
+
+
 def _own_spans(events):
     """{torch thread: ([starts], [ends])}: the merged time ranges (microseconds) of _OWN_OPS,
     sorted, disjoint."""
@@ -89,8 +156,9 @@ def _fold(events, skip, off_ns, record_shapes):
         if n.startswith(_MARK):
             tids[e.start_thread_id()] = int(n[len(_MARK):])
     own = _own_spans(events)
+    table = _table_figures(events)
     out = []
-    for e in events:
+    for k, e in enumerate(events):
         name = e.name()
         start = int(e.start_us()) * 1000 - off_ns
         if start < 0:
@@ -115,8 +183,10 @@ def _fold(events, skip, off_ns, record_shapes):
                 s = e.shapes()
                 if any(len(x) for x in s):
                     shapes = json.dumps([list(x) for x in s])
+            child_us, left_out = table.get(k, (0, False))
             out.append((OP_CPU, name, start, int(e.duration_us()) * 1000, tid, 0, 0,
-                        int(e.correlation_id()), float(e.flops() or 0), 0, shapes))
+                        int(e.correlation_id()), float(e.flops() or 0), 0, shapes,
+                        OP_F_TABLE | (OP_F_LEFT_OUT if left_out else 0), child_us * 1000))
         else:  # GPU work: linked to its CPU operator by correlation
             kind = (OP_MEMCPY if name.startswith("Memcpy") else
                     OP_MEMSET if name.startswith("Memset") else OP_KERNEL)

@@ -30,7 +30,8 @@ enum {
                             stream, correlation, start (CLOCK_MONOTONIC ns), duration, then by
                             kind: kernel str name, 6 zigzag grid/block; memcpy varint bytes,
                             u8 copy kind; memset varint bytes; API varint tid, varint cbid */
-    SONDE_R_OPS = 11,    /* operators of another tracer (sonde_ops; docs/formats.md): u8 kind,
+    SONDE_R_OPS = 11,    /* operators of another tracer (sonde_ops; docs/formats.md): u8 kind
+                            (| SONDE_OPS_TABLE_BIT: varint flags, varint table child ns follow),
                             varint tid, zigzag device, varint stream, varint id, varint start
                             (CLOCK_MONOTONIC ns), varint duration, zigzag bytes, f64 flops,
                             str name, str shapes */
@@ -45,6 +46,10 @@ enum {
     SONDE_R_LINES = 16,  /* (varint stack id, str file, varint line)*: the source line of the
                             innermost frame of stacks written before, where the DWARF says */
 };
+/* An OPS entry's kind byte with this bit: the tracer's own table's figures follow it (sonde_op
+ * flags and table_child_ns). */
+#define SONDE_OPS_TABLE_BIT 0x80u
+
 
 /* Event kinds, the low 4 bits of an event's tag (the id above them). Each event in an EVENTS
  * record is: varint tag, varint zigzag(tick - previous tick), then varint arg for the kinds that

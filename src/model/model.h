@@ -206,6 +206,11 @@ typedef struct sm_op {
     int64_t device_total_ns;   /* the same with its nested operators' (CUDA total) */
     int64_t host_bytes, device_bytes; /* memory it allocated less what it freed, itself */
     uint64_t id;               /* its correlation id */
+    /* The tracer's own table's figures (sonde_op.flags SONDE_OP_F_TABLE), which the per-operator
+     * table takes over sonde's nesting when table is 1: its duration as recorded, its children's
+     * time there, left out of that table (SONDE_OP_F_LEFT_OUT). */
+    uint8_t table, table_left_out;
+    int64_t table_ns, table_child_ns;
 } sm_op;
 
 typedef struct sm_params {

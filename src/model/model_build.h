@@ -52,6 +52,8 @@ typedef struct sm_op_raw {
     int64_t bytes;
     double flops;
     char *name, *shapes;       /* shapes NULL when empty */
+    uint8_t flags;             /* CPU: SONDE_OP_F_* */
+    uint64_t table_child;      /* CPU with SONDE_OP_F_TABLE: its child time in the tracer's table */
 } sm_op_raw;
 
 /* CPU samples as read (profile.c): SAMPLES, STACKS and FUNCS records. */

@@ -48,7 +48,14 @@ int sm__ops_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end)
         sm_op_raw *o = &raw->ops[raw->n_ops];
         memset(o, 0, sizeof *o);
         o->kind = *p++;
-        uint64_t tid, dev, stream, bytes;
+        uint64_t tid, dev, stream, bytes, flags = 0;
+        if (o->kind == (SONDE_OP_CPU | SONDE_OPS_TABLE_BIT)) { /* the tracer's table's figures */
+            o->kind = SONDE_OP_CPU;
+            if (sm__get_var(&p, end, &flags) || flags > (SONDE_OP_F_TABLE | SONDE_OP_F_LEFT_OUT) ||
+                sm__get_var(&p, end, &o->table_child))
+                return -1;
+            o->flags = (uint8_t)flags;
+        }
         if (o->kind > SONDE_OP_MEMSET || sm__get_var(&p, end, &tid) || tid > UINT32_MAX ||
             sm__get_var(&p, end, &dev) || sm__get_var(&p, end, &stream) ||
             stream > UINT32_MAX || sm__get_var(&p, end, &o->id) ||
@@ -56,7 +63,8 @@ int sm__ops_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end)
             sm__get_var(&p, end, &bytes) || end - p < 8)
             return -1;
         int64_t d = zigzag_dec(dev);
-        if (d < -1 || d > INT32_MAX || o->start_mono > INT64_MAX / 2 || o->dur > INT64_MAX / 4)
+        if (d < -1 || d > INT32_MAX || o->start_mono > INT64_MAX / 2 || o->dur > INT64_MAX / 4 ||
+            o->table_child > INT64_MAX / 4)
             return -1;
         o->tid = (uint32_t)tid;
         o->device = (int32_t)d;
@@ -435,6 +443,10 @@ int sm__ops_build(sb_raw *raw, sm_model *m)
         o->end_ns = t0 + (int64_t)r->dur;
         o->flops = r->flops;
         o->id = r->id;
+        o->table = (r->flags & SONDE_OP_F_TABLE) != 0;
+        o->table_left_out = (r->flags & SONDE_OP_F_LEFT_OUT) != 0;
+        o->table_ns = (int64_t)r->dur;
+        o->table_child_ns = (int64_t)r->table_child;
         o->depth = (uint32_t)m->n_ops; /* the input order, for cmp_op; nest() sets the depth */
         m->n_ops++;
     }
@@ -466,7 +478,10 @@ static int cmp_row(const void *a, const void *b)
  * children, so its self time is its own less theirs, and its self device time becomes the
  * child's (torch lifts the child's kernels in place of the parent's). Over m->ops (parents
  * before children): gone[i] marks such a call, child_ns[k] and device_ns[k] are each call's
- * figures as the table counts them. 0, or -1 out of memory. */
+ * figures as the table counts them. An operator that carries the tracer's own table's figures
+ * (sm_op.table, from sonde.torch) takes them instead: which calls it leaves out and each call's
+ * child time come from torch's own tree, where sonde's nesting can differ (sections are not
+ * operators there, and operators that tie at a microsecond). 0, or -1 out of memory. */
 typedef struct op_fold {
     uint8_t *gone;
     int64_t *child_ns, *device_ns;
@@ -494,15 +509,21 @@ static int fold_dups(const sm_model *m, op_fold *f)
     for (size_t i = 0; i < n; i++) {
         const sm_op *o = &m->ops[i];
         keeper[i] = (int32_t)i;
+        if (o->table) { /* the tracer's own table decided: its figures */
+            f->gone[i] = (uint8_t)o->table_left_out;
+            f->child_ns[i] = o->table_child_ns;
+        }
         if (o->parent < 0)
             continue;
         int32_t k = keeper[o->parent]; /* i's parent now: the parent, or what took it over */
-        if (kids[o->parent] != 1 || m->ops[k].name != o->name)
+        int same = kids[o->parent] == 1 && m->ops[k].name == o->name;
+        if (o->table ? !o->table_left_out || m->ops[k].name != o->name : !same)
             continue;
         f->gone[i] = 1;
         keeper[i] = k;
-        f->child_ns[k] = o->child_ns;
-        f->device_ns[k] = o->device_ns;
+        if (!m->ops[k].table)
+            f->child_ns[k] = o->child_ns;
+        f->device_ns[k] = o->device_ns; /* the table lifts its kernels to the one it is in */
     }
     sonde__free(kids);
     sonde__free(keeper);
@@ -547,8 +568,9 @@ int sm_ops_table(const sm_model *m, int by_shape, sm_op_row **rows, size_t *n)
         }
         sm_op_row *r = &v[k];
         r->calls++;
-        r->cpu_total_s += (double)(o->end_ns - o->start_ns) / 1e9;
-        r->self_cpu_s += (double)(o->end_ns - o->start_ns - fold.child_ns[i]) / 1e9;
+        int64_t dur = o->table ? o->table_ns : o->end_ns - o->start_ns;
+        r->cpu_total_s += (double)dur / 1e9;
+        r->self_cpu_s += (double)(dur - fold.child_ns[i]) / 1e9;
         r->self_device_s += (double)fold.device_ns[i] / 1e9;
         r->device_total_s += (double)o->device_total_ns / 1e9;
         r->flops += o->flops;

@@ -11,13 +11,18 @@
 #include "record.h"
 
 #define OPS_RECORD_BYTES (256u << 10) /* a record is written past this size */
-/* one entry: kind, 6 varints and a zigzag of at most 10 bytes each, flops, two strings */
-#define OPS_ENTRY_MAX (1 + 7 * 10 + 8 + 2 * 10 + SONDE_OP_NAME_MAX + SONDE_OP_SHAPES_MAX)
+/* one entry: kind, 8 varints and a zigzag of at most 10 bytes each, flops, two strings */
+#define OPS_ENTRY_MAX (1 + 9 * 10 + 8 + 2 * 10 + SONDE_OP_NAME_MAX + SONDE_OP_SHAPES_MAX)
 
 static size_t encode(const sonde_op *o, int tid, uint8_t *out)
 {
     size_t k = 0;
-    out[k++] = (uint8_t)o->kind;
+    int table = o->kind == SONDE_OP_CPU && o->flags; /* the table's own figures follow */
+    out[k++] = (uint8_t)(o->kind | (table ? SONDE_OPS_TABLE_BIT : 0));
+    if (table) {
+        k += varint_put(out + k, o->flags & (SONDE_OP_F_TABLE | SONDE_OP_F_LEFT_OUT));
+        k += varint_put(out + k, o->flags & SONDE_OP_F_TABLE ? o->table_child_ns : 0);
+    }
     k += varint_put(out + k, (uint32_t)tid);
     k += varint_put(out + k, zigzag_enc(o->device));
     k += varint_put(out + k, o->stream);
@@ -60,6 +65,13 @@ int sonde_ops(sonde_profiler *p, const sonde_op *ops, size_t n)
         if (ops[i].kind < SONDE_OP_CPU || ops[i].kind > SONDE_OP_MEMSET)
             return sonde__fail(SONDE_EINVAL, "sonde_ops: entry %zu: unknown kind %d", i,
                                ops[i].kind);
+        if (ops[i].flags & ~(SONDE_OP_F_TABLE | SONDE_OP_F_LEFT_OUT))
+            return sonde__fail(SONDE_EINVAL, "sonde_ops: entry %zu (%s): unknown flags 0x%x", i,
+                               ops[i].name ? ops[i].name : "?", ops[i].flags);
+        if (ops[i].flags & SONDE_OP_F_TABLE && ops[i].table_child_ns > (uint64_t)INT64_MAX / 4)
+            return sonde__fail(SONDE_EINVAL, "sonde_ops: entry %zu (%s): table_child_ns %llu is "
+                               "out of range", i, ops[i].name ? ops[i].name : "?",
+                               (unsigned long long)ops[i].table_child_ns);
         if (!isfinite(ops[i].flops) || ops[i].flops < 0)
             return sonde__fail(SONDE_EINVAL, "sonde_ops: entry %zu (%s): flops %g is not a "
                                "finite number >= 0", i, ops[i].name ? ops[i].name : "?",

@@ -236,6 +236,60 @@ static void same_name_only_child_is_folded(void **state)
     tu_rmrf(dir);
 }
 
+/* Operators that carry their tracer's own table's figures (SONDE_OP_F_TABLE: sonde.torch gives
+ * torch's tree) are counted by them, where sonde's own nesting would decide otherwise: a
+ * same-name pair torch does not fold stays two calls, a call torch leaves out is not a row, and
+ * each call's self time is its recorded duration less its children's time there. */
+static void the_tracer_s_table_decides(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "ops-table");
+    sonde_profiler *p = sonde_create(&c);
+    assert_non_null(p);
+    assert_int_equal(sonde_begin(p, "step"), 0);
+    uint64_t t = mono();
+    spin_until(t + 400000);
+    assert_int_equal(sonde_end(p), 0);
+    const uint64_t us = 1000;
+    const unsigned T = SONDE_OP_F_TABLE, L = SONDE_OP_F_LEFT_OUT;
+    sonde_op ops[] = {
+        /* sonde would fold the inner div_; torch's tree did not (a range of its own between) */
+        {.kind = SONDE_OP_CPU, .name = "aten::div_", .start_ns = t + 10 * us, .dur_ns = 100 * us,
+         .flags = T, .table_child_ns = 70 * us},
+        {.kind = SONDE_OP_CPU, .name = "aten::div_", .start_ns = t + 20 * us, .dur_ns = 80 * us,
+         .flags = T, .table_child_ns = 0},
+        /* a name torch never lists, and a fold torch made */
+        {.kind = SONDE_OP_CPU, .name = "aten::is_leaf", .start_ns = t + 150 * us,
+         .dur_ns = 5 * us, .flags = T | L},
+        {.kind = SONDE_OP_CPU, .name = "aten::mul", .start_ns = t + 200 * us, .dur_ns = 100 * us,
+         .flags = T, .table_child_ns = 60 * us},
+        {.kind = SONDE_OP_CPU, .name = "aten::mul", .start_ns = t + 210 * us, .dur_ns = 60 * us,
+         .flags = T | L, .table_child_ns = 0},
+    };
+    assert_int_equal(sonde_ops(p, ops, sizeof ops / sizeof ops[0]), 0);
+    sm_model m;
+    assert_int_equal(tu_finish(p, &m), 0);
+    assert_int_equal(m.n_ops, 5); /* the trace keeps every call */
+    sm_op_row *rows;
+    size_t n;
+    assert_int_equal(sm_ops_table(&m, 0, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    const sm_op_row *r = find_row(rows, n, "aten::div_", NULL);
+    assert_int_equal(r->calls, 2);
+    assert_true(fabs(r->cpu_total_s - 180e-6) < 1e-12);
+    assert_true(fabs(r->self_cpu_s - 110e-6) < 1e-12); /* 100 - 70, and 80 */
+    r = find_row(rows, n, "aten::mul", NULL);
+    assert_int_equal(r->calls, 1);
+    assert_true(fabs(r->cpu_total_s - 100e-6) < 1e-12);
+    assert_true(fabs(r->self_cpu_s - 40e-6) < 1e-12);
+    assert_null(find_row(rows, n, "aten::is_leaf", NULL));
+    sonde__free(rows);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
 static void bad_input_is_refused(void **state)
 {
     (void)state;
@@ -251,6 +305,11 @@ static void bad_input_is_refused(void **state)
     o.flops = NAN;
     assert_int_equal(sonde_ops(p, &o, 1), SONDE_EINVAL);
     assert_non_null(strstr(sonde_last_error(), "entry 0 (x): flops"));
+    o.flops = 0;
+    o.flags = 4;
+    assert_int_equal(sonde_ops(p, &o, 1), SONDE_EINVAL);
+    assert_non_null(strstr(sonde_last_error(), "entry 0 (x): unknown flags 0x4"));
+    o.flags = 0;
     assert_int_equal(sonde_ops(p, NULL, 2), SONDE_EINVAL);
     assert_int_equal(sonde_ops(NULL, &o, 1), SONDE_EINVAL);
     assert_int_equal(sonde_ops(p, NULL, 0), 0);
@@ -306,6 +365,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(folded_under_their_section),
         cmocka_unit_test(same_name_only_child_is_folded),
+        cmocka_unit_test(the_tracer_s_table_decides),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(gpu_record_times_saturate),
     };
