@@ -109,11 +109,12 @@ def resnet18(num_classes=1000):
     return ResNet18(num_classes)
 
 
-def train(model, opt, prof, steps):
-    """steps training steps (forward, backward, the optimizer), each a section, then a step."""
+def train(model, opt, prof, steps, shape=(4, 8)):
+    """steps training steps (forward, backward, the optimizer) on random inputs of shape, each
+    a section, then a step."""
     for _ in range(steps):
         with prof.profile("train_step"):
-            loss = model(torch.randn(4, 8)).pow(2).mean()
+            loss = model(torch.randn(*shape)).pow(2).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -306,13 +307,7 @@ class Backend(unittest.TestCase):
                             active=2, repeat=1, formats=["json", "trace"]) as p:
             ins = sonde.torch.instrument(model, backward=True)
             sonde.torch.profile_operators()
-            for _ in range(4):
-                with p.profile("train_step"):
-                    loss = model(torch.randn(2, 3, 32, 32)).logsumexp(1).mean()
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-                p.step()
+            train(model, opt, p, 4, shape=(2, 3, 32, 32))
             ins.remove()
         events = load_trace(os.path.join(self.dir, "resnet.trace.json.gz"))
         check_nesting(self, events)
@@ -334,13 +329,7 @@ class Backend(unittest.TestCase):
                             active=2, repeat=1, formats=["json", "trace"]) as p:
             ins = sonde.torch.instrument(model, backward=True)
             sonde.torch.profile_operators()
-            for _ in range(5):
-                with p.profile("train_step"):
-                    loss = model(torch.randn(2, 5, 8)).pow(2).mean()
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-                p.step()
+            train(model, opt, p, 5, shape=(2, 5, 8))
             ins.remove()
         events = load_trace(os.path.join(self.dir, "enc.trace.json.gz"))
         ops = check_nesting(self, events)
