@@ -509,8 +509,9 @@ static int settle(bctx *b, sentry *stack, size_t k)
     int edge = dur < b->held_min_ns && dur_bucket(dur > 0 ? (uint64_t)dur : 0) == b->edge &&
                b->edge_seen++ % b->edge_every == 0;
     int carries = s->x >= 0 && !sm__meta_only(m, s); /* metadata alone is folded (metasum) */
-    if (sm_span_extra(m, s)->meta >= 0 && sm__sum_meta(&b->rec, m, &m->spans[idx],
-                                                      b->sink.site_group[s->site], b->sink.n_groups))
+    int group = b->sink.site_group[s->site];
+    if (sm_span_extra(m, s)->meta >= 0 &&
+        sm__sum_meta(&b->rec, m, &m->spans[idx], group, b->sink.n_groups))
         return -1;
     if (dur >= b->held_min_ns || edge || se->referenced || se->held_child || carries || !last) {
         if (se->run >= 0)

@@ -371,7 +371,8 @@ static int cmp_grange(const void *a, const void *b)
 
 int sm__granges(const sb_raw *raw, const sm_model *m, sm_granges *g)
 {
-    static const char name[] = "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad";
+    static const char name[] = "autograd::engine::evaluate_function: "
+                               "torch::autograd::AccumulateGrad";
     g->r = NULL;
     g->n = 0;
     size_t cap = 0;
