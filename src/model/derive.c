@@ -16,13 +16,16 @@ static int cmp_step(const void *a, const void *b)
     return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
 }
 
-/* Steps may be marked from several threads: time order. Then each end takes its start from the
- * last begin mark since the step before it ended (else that end), and the marks go. In a flight
+/* Steps may be marked from several threads: time order. Then, once, each end takes its start
+ * from the last begin mark since the step before it ended (else that end), and the marks go. In a flight
  * recorder's window, a first step with no begin mark began before the window: left out. */
 static int sort_steps(sm_model *m)
 {
     if (m->n_steps > 1)
         qsort(m->steps, m->n_steps, sizeof *m->steps, cmp_step);
+    if (m->steps_paired) /* a merge of runs paired already: each keeps its own starts */
+        return 0;
+    m->steps_paired = 1;
     size_t k = 0;
     int64_t prev_end = 0, begin = -1;
     int cut = sm_info(m, "trigger.reason") != NULL;

@@ -444,6 +444,7 @@ typedef struct sm_model {
                                   steps_every (their durations exact) */
     size_t n_steps;
     uint64_t steps_every;      /* 0 or 1: every step held */
+    int steps_paired;          /* each step has its start (sort_steps ran; a merge keeps it) */
     uint64_t steps_thinned;    /* steps read and not held */
     uint64_t steps_active_thinned; /* of them, in an active window (every one without a schedule) */
     int steps_exact;           /* thinned steps all of one thread: the next four are over every

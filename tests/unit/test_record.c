@@ -834,6 +834,45 @@ static void held_records_count_every_one(void **state)
     tu_rmrf(dir);
 }
 
+/* Runs merged (sonde run joins a program's children): each step keeps the duration its own run
+ * gave it, from its sonde_step_begin; the merge does not pair the steps of one run with the
+ * ends of the other's. */
+static void merged_runs_keep_their_steps(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "stepped");
+    sonde_profiler *p = sonde_create(&c);
+    assert_non_null(p);
+    for (int i = 0; i < 6; i++) {
+        tu_spin_ms(1); /* outside every step */
+        sonde_step_begin(p);
+        tu_spin_ms(0.2);
+        sonde_step(p);
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s", sonde_file_path(p));
+    assert_int_equal(sonde_destroy(p), 0);
+    sm_model a, b, one;
+    assert_int_equal(sm_read_file(path, &a), 0);
+    assert_int_equal(sm_read_file(path, &b), 0);
+    assert_int_equal(sm_read_file(path, &one), 0);
+    assert_int_equal((int)one.n_steps, 6);
+    assert_int_equal(sm_merge(&a, &b), 0);
+    sm_free(&b);
+    assert_int_equal((int)a.n_steps, 12);
+    for (size_t i = 0; i < a.n_steps; i++) { /* each copy's step as the run has it */
+        const sm_step *s = &a.steps[i], *o = &one.steps[i / 2];
+        assert_true(s->begun);
+        assert_true(s->t_ns - s->start_ns == o->t_ns - o->start_ns);
+    }
+    assert_true(a.steps_summary.max_s < 0.001); /* no step spans the 1 ms outside the steps */
+    sm_free(&a);
+    sm_free(&one);
+    tu_rmrf(dir);
+}
+
 /* An event's key/value payload travels with the event, not with the open section, into the
  * model, the JSON, the trace and the HTML; the limits are errors that record nothing. */
 static int to_sbuf(void *ctx, const char *data, size_t n)
@@ -1558,6 +1597,7 @@ int main(void)
         cmocka_unit_test(writer_behind_is_back_pressure),
         cmocka_unit_test(trace_budget_holds),
         cmocka_unit_test(held_records_count_every_one),
+        cmocka_unit_test(merged_runs_keep_their_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
