@@ -95,12 +95,12 @@ def _table_figures(events):
                     break
             stack.append((s, neg_end, i))
     gone = set()
-    order = sorted(names)  # the events' order, as the table's list holds them
+    order = list(names)  # the events' order, as the table's list holds them
     while True:
         dropped = set()
         for i in order:
             p = parent.get(i)
-            if i in gone or p is None or names[p] != names[i] or len(kids.get(p, ())) != 1:
+            if p is None or names[p] != names[i] or len(kids.get(p, ())) != 1:
                 continue
             kids[p] = kids.get(i, [])
             for c in kids[p]:

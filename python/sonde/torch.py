@@ -477,8 +477,8 @@ def _wrap(orig, section, profiler, record_shapes, with_flops, bwd, fast_path=Fal
         if bwd is not None and torch.is_grad_enabled():  # the call's backward: a section too
             run = functools.partial(bwd.call, p, orig)
         with p.profile(section):
-            state = getattr(_tls, "counting", None) if with_flops else "dispatch"
-            if state != "dispatch" and (state != "function" or fast_path):
+            state = getattr(_tls, "counting", None) if with_flops else None
+            if with_flops and state != "dispatch" and (state != "function" or fast_path):
                 with _counting(p, fast_path):
                     out = run(*args, **kwargs)
             else:

@@ -50,7 +50,6 @@ enum {
  * flags and table_child_ns). */
 #define SONDE_OPS_TABLE_BIT 0x80u
 
-
 /* Event kinds, the low 4 bits of an event's tag (the id above them). Each event in an EVENTS
  * record is: varint tag, varint zigzag(tick - previous tick), then varint arg for the kinds that
  * carry one, then raw little-endian doubles for the kinds that carry values. */

@@ -57,13 +57,6 @@ uint64_t sm_report_max_sections(const sm_model *m)
     return cfg.report_max_sections;
 }
 
-uint64_t sm_report_max_records(const sm_model *m)
-{
-    sonde_config cfg;
-    sm_config(m, &cfg);
-    return cfg.report_max_records;
-}
-
 int sm_trace_budget(const sm_model *m, int64_t t0, int64_t t1, sm_budget *out)
 {
     memset(out, 0, sizeof *out);

@@ -17,8 +17,9 @@ static int cmp_step(const void *a, const void *b)
 }
 
 /* Steps may be marked from several threads: time order. Then, once, each end takes its start
- * from the last begin mark since the step before it ended (else that end), and the marks go. In a flight
- * recorder's window, a first step with no begin mark began before the window: left out. */
+ * from the last begin mark since the step before it ended (else that end), and the marks go. In
+ * a flight recorder's window, a first step with no begin mark began before the window: left
+ * out. */
 static int sort_steps(sm_model *m)
 {
     if (m->n_steps > 1)

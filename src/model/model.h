@@ -656,10 +656,6 @@ uint64_t sm_trace_max_events(const sm_model *m);
 /* The run's report_max_sections the same way (default SM_REPORT_MAX_DEFAULT; 0: no limit). */
 #define SM_REPORT_MAX_DEFAULT 4000000ull
 uint64_t sm_report_max_sections(const sm_model *m);
-/* The run's report_max_records the same way (0: no limit): the instants, the steps and each
- * counter's samples a report holds in memory (sm_counter, sm_instant, sm_step say how the rest
- * are thinned). */
-uint64_t sm_report_max_records(const sm_model *m);
 /* The folding of a trace under its budget (sm_budget), shared by the trace writers: feed a
  * thread's sections in start order (sections of several threads may interleave); each shorter
  * than min_ns joins the open run of its box (its parent when that is kept and in [t0, t1), else

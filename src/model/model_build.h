@@ -283,8 +283,6 @@ typedef struct sm_records_seen {
 
 typedef struct sm_records {
     uint64_t max;            /* config report_max_records (0: every one held) */
-    uint8_t *inst_shift;     /* per site: its instants held every 2^shift-th (NULL: every one) */
-    uint64_t *inst_nth;      /* per site: its instants read so far */
     uint64_t step_mask;      /* steps held: one in step_mask + 1 (0: every one) */
     int64_t st_prev_end, st_begin; /* steps of one thread: where the next one starts */
     int st_cut;              /* ... and its first is left out (a flight recorder's window) */

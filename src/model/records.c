@@ -81,12 +81,8 @@ int sm__records_plan(sm_records *b, sm_model *m, const sm_records_seen *sk)
     if (!max || sk->instants <= max)
         return 0;
     uint64_t *n = sonde__malloc(sk->inst->used * sizeof *n);
-    b->inst_shift = sonde__calloc(m->n_sites ? m->n_sites : 1, 1);
-    b->inst_nth = sonde__calloc(m->n_sites ? m->n_sites : 1, sizeof *b->inst_nth);
-    if (!n || !b->inst_shift || !b->inst_nth) {
-        sonde__free(n);
+    if (!n)
         return -1;
-    }
     size_t k = 0;
     uint64_t own = 0; /* sonde's own, all held */
     for (size_t i = 0; i < sk->inst->cap; i++) {
@@ -116,7 +112,6 @@ int sm__records_plan(sm_records *b, sm_model *m, const sm_records_seen *sk)
         unsigned s = 0;
         while (s < 62 && ((sk->inst->n[i] - 1) >> s) + 1 > level)
             s++;
-        b->inst_shift[site] = (uint8_t)s;
         m->sites[site].instants_every = 1ull << s;
     }
     return 0;
@@ -266,8 +261,9 @@ int sm__instant_held(sm_records *b, sm_model *m, uint32_t site)
 {
     if (site >= m->n_sites)
         return 1;
-    m->sites[site].instants++;
-    if (b->inst_shift && (b->inst_nth[site]++ & ((1ull << b->inst_shift[site]) - 1))) {
+    sm_site *s = &m->sites[site];
+    uint64_t nth = s->instants++, every = s->instants_every; /* a power of two, 0: every one */
+    if (every > 1 && (nth & (every - 1))) {
         m->instants_thinned++; /* not held: its payload goes with it */
         return 0;
     }
@@ -375,7 +371,5 @@ void sm__records_free(sm_records *b)
 {
     strmap_free(&b->counters);
     strmap_free(&b->metrics);
-    sonde__free(b->inst_shift);
-    sonde__free(b->inst_nth);
     sonde__free(b->ms_first);
 }
