@@ -145,6 +145,21 @@ def _in_own(own, th, s, e):
     return k >= 0 and e <= spans[1][k]
 
 
+def _clock_offset(wall=time.time_ns, mono=time.monotonic_ns, tries=8):
+    """torch's clock (CLOCK_REALTIME) less CLOCK_MONOTONIC, in ns. The wall clock is read between
+    two monotonic reads, and the tightest of tries such brackets is kept: a thread preempted
+    between two bare reads would shift every operator of the window by the time it was off the
+    CPU (hundreds of microseconds on a loaded machine), out of the sections around it."""
+    best = None
+    for _ in range(tries):
+        m0 = mono()
+        w = wall()
+        m1 = mono()
+        if best is None or m1 - m0 < best[0]:
+            best = (m1 - m0, w - (m0 + (m1 - m0) // 2))
+    return best[1]
+
+
 def _fold(events, skip, off_ns, record_shapes):
     """torch's events (KinetoEvent-like objects) as sonde_ops tuples: CPU operators, memory,
     and CUDA kernels, copies and sets. skip: names of record_function ranges that mirror sonde's
@@ -316,7 +331,7 @@ class TorchProfiler:
 
     def _ready(self, tp):
         events = tp.profiler.kineto_results.events()
-        off = time.time_ns() - time.monotonic_ns()
+        off = _clock_offset()
         ops, _ = _fold(events, self._mirrored, off, self.record_shapes)
         h = self.prof._handle
         if h is not None:

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../util/alloc.h"
+#include "../util/sort.h"
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -37,7 +38,7 @@ void sa_series_of(const double *d, const uint64_t *ids, size_t n, sa_series *o)
     o->max_s = d[imax];
     o->slowest = ids ? ids[imax] : imax;
     o->mean_s = o->total_s / (double)n;
-    qsort(s, n, sizeof *s, cmp_d);
+    sonde__sort(s, n, sizeof *s, cmp_d);
     o->p50_s = sm_percentile(s, n, 50);
     o->p99_s = sm_percentile(s, n, 99);
     sonde__free(s);
@@ -465,7 +466,7 @@ static int stage_times(const sm_model *m, const size_t *order, size_t a, size_t 
         stages += t[k] == 0 && x->end_ns > x->start_ns;
         t[k] += (double)(x->end_ns - x->start_ns) / 1e9;
     }
-    qsort(names, *n_names, sizeof *names, cmp_int);
+    sonde__sort(names, *n_names, sizeof *names, cmp_int);
     return stages;
 }
 

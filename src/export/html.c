@@ -18,6 +18,7 @@
 #include "../analyze/analyze.h"
 #include "export.h"
 #include "../util/alloc.h"
+#include "../util/sort.h"
 
 /* The page's script and styles (generated from src/export/html/ by cmake/embed.cmake). */
 extern const char sx_report_js[];
@@ -331,7 +332,7 @@ static hspan *shown_spans(const sm_model *m, size_t max_spans, size_t *n)
         sonde__free(v);
         return NULL;
     }
-    qsort(v, k, sizeof *v, cmp_hspan);
+    sonde__sort(v, k, sizeof *v, cmp_hspan);
     *n = k;
     return v;
 }
@@ -401,7 +402,7 @@ static void steps_json(sbuf *d, const sm_model *m, hnames *nm)
     for (size_t i = 0; i < m->n_steps && n < MAX_STEPS; i++)
         if (m->steps[i].active)
             st[n++] = &m->steps[i];
-    qsort(st, n, sizeof *st, cmp_step_start);
+    sonde__sort(st, n, sizeof *st, cmp_step_start);
     sbuf_puts(d, ",\"steps\":[");
     for (size_t i = 0; i < n; i++) {
         sbuf_printf(d, "%s[%llu,", i ? "," : "", (unsigned long long)st[i]->number);
@@ -509,7 +510,7 @@ static void profile_json(sbuf *d, const sm_model *m)
         r[i] = (stack_ref){p->counts[i], (uint32_t)i};
         at[i] = -1;
     }
-    qsort(r, p->n_stacks, sizeof *r, cmp_stack_ref);
+    sonde__sort(r, p->n_stacks, sizeof *r, cmp_stack_ref);
     size_t k = p->n_stacks < MAX_FLAME_STACKS ? p->n_stacks : MAX_FLAME_STACKS;
     uint64_t shown = 0;
     for (size_t i = 0; i < k; i++) {
@@ -766,7 +767,7 @@ static void stages(sbuf *b, const sm_model *m)
         if (m->spans[i].depth == 0)
             k[n++] = (stage_key){(uint64_t)m->spans[i].thread << 32 | m->spans[i].site,
                                  m->spans[i].end_ns - m->spans[i].start_ns};
-    qsort(k, n, sizeof *k, cmp_stage_key);
+    sonde__sort(k, n, sizeof *k, cmp_stage_key);
     size_t nr = 0;
     for (size_t i = 0; i < n; i++) {
         if (!nr || r[nr - 1].thread != (uint32_t)(k[i].key >> 32) ||
@@ -775,7 +776,7 @@ static void stages(sbuf *b, const sm_model *m)
         r[nr - 1].count++;
         r[nr - 1].ns += k[i].ns;
     }
-    qsort(r, nr, sizeof *r, cmp_stage_row);
+    sonde__sort(r, nr, sizeof *r, cmp_stage_row);
     sbuf_puts(b, "<div id=\"stage-chart\" class=\"stages\">\n");
     for (size_t i = 0; i < nr; i++) {
         if (!i || r[i].thread != r[i - 1].thread) {

@@ -9,6 +9,7 @@
 #include "../record/record.h"
 #include "model_build.h"
 #include "../util/alloc.h"
+#include "../util/sort.h"
 
 static int cmp_step(const void *a, const void *b)
 {
@@ -23,7 +24,7 @@ static int cmp_step(const void *a, const void *b)
 static int sort_steps(sm_model *m)
 {
     if (m->n_steps > 1)
-        qsort(m->steps, m->n_steps, sizeof *m->steps, cmp_step);
+        sonde__sort(m->steps, m->n_steps, sizeof *m->steps, cmp_step);
     if (m->steps_paired) /* a merge of runs paired already: each keeps its own starts */
         return 0;
     m->steps_paired = 1;
@@ -86,7 +87,7 @@ static int sort_instants(sm_model *m)
     }
     for (size_t i = 0; i < n; i++)
         r[i] = (inst_at){m->instants[i].t_ns, i};
-    qsort(r, n, sizeof *r, cmp_inst_at);
+    sonde__sort(r, n, sizeof *r, cmp_inst_at);
     memcpy(was, m->instants, n * sizeof *was);
     for (size_t k = 0; k < n; k++)
         m->instants[k] = was[r[k].i];
@@ -121,7 +122,7 @@ static int sort_counters(sm_model *m)
             return -1;
         for (i = 0; i < k->n; i++)
             a[i] = (tv){k->t_ns[i], k->v[i]};
-        qsort(a, k->n, sizeof *a, cmp_tv);
+        sonde__sort(a, k->n, sizeof *a, cmp_tv);
         for (i = 0; i < k->n; i++) {
             k->t_ns[i] = a[i].t;
             k->v[i] = a[i].v;

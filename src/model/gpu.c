@@ -8,6 +8,7 @@
 
 #include "../sources/sources.h"
 #include "../util/alloc.h"
+#include "../util/sort.h"
 #include "../util/buf.h"
 #include "../util/strmap.h"
 #include "model_build.h"
@@ -214,7 +215,7 @@ int sm__gpu_build(sb_raw *raw, sm_model *m)
         g->launch_thread = -1;
         g->span = -1;
     }
-    qsort(api, n_api, sizeof *api, cmp_api);
+    sonde__sort(api, n_api, sizeof *api, cmp_api);
     for (size_t i = 0; i < m->n_gpu; i++) {
         sm_gpu *g = &m->gpu[i];
         api_ref key = {g->correlation, 0, 0};
@@ -229,7 +230,7 @@ int sm__gpu_build(sb_raw *raw, sm_model *m)
                 break;
             }
     }
-    qsort(m->gpu, m->n_gpu, sizeof *m->gpu, cmp_gpu);
+    sonde__sort(m->gpu, m->n_gpu, sizeof *m->gpu, cmp_gpu);
     sonde__free(api);
     sonde__free(first);
     return 0;
@@ -303,9 +304,9 @@ int sm_gpu_summarize(const sm_model *m, sm_gpu_sum *o)
         return -1;
     }
     if (o->n_by_kernel)
-        qsort(o->by_kernel, o->n_by_kernel, sizeof *o->by_kernel, cmp_name_total);
+        sonde__sort(o->by_kernel, o->n_by_kernel, sizeof *o->by_kernel, cmp_name_total);
     if (o->n_by_section)
-        qsort(o->by_section, o->n_by_section, sizeof *o->by_section, cmp_name_total);
+        sonde__sort(o->by_section, o->n_by_section, sizeof *o->by_section, cmp_name_total);
     return 0;
 }
 

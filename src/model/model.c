@@ -12,6 +12,7 @@
 #include "../util/strmap.h"
 #include "model_build.h"
 #include "../util/alloc.h"
+#include "../util/sort.h"
 
 #define GROW SONDE_GROW
 #define BIT_SET(v, i) ((v)[(i) >> 6] |= 1ull << ((i) & 63))
@@ -72,10 +73,14 @@ typedef struct sess_ev {
     int begin;
 } sess_ev;
 
+/* A tick as ns since the run's start, clamped to +-2^62 ns (146 years; only a crafted file's
+ * ticks reach it), so that the difference of any two such times fits an int64_t. */
+#define REL_MAX_NS ((int64_t)1 << 62)
 static int64_t rel(const bctx *b, uint64_t tick)
 {
     double v = (double)(int64_t)(tick - b->cut_tick) * b->ns_per_tick;
-    return v < 9.2e18 ? v > -9.2e18 ? (int64_t)v : -INT64_MAX : INT64_MAX; /* a crafted file's */
+    return v < (double)REL_MAX_NS ? v > -(double)REL_MAX_NS ? (int64_t)v : -REL_MAX_NS
+                                  : REL_MAX_NS;
 }
 
 /* ns_per_tick x ticks as a count of ns, clamped to what a uint64_t holds. */
@@ -121,10 +126,16 @@ typedef struct durs {
     uint64_t *hist;          /* DUR_BUCKETS counts */
 } durs;
 
+/* Counts a section from tick0 to tick1 in the histogram (0 when it ends before it begins). */
+static void durs_count(const bctx *b, uint64_t *hist, uint64_t tick0, uint64_t tick1)
+{
+    int64_t d = rel(b, tick1) - rel(b, tick0);
+    hist[dur_bucket(d > 0 ? (uint64_t)d : 0)]++;
+}
+
 static void durs_close(durs *p, size_t k, uint64_t tick)
 {
-    int64_t d = rel(p->b, tick) - rel(p->b, p->stack[k].tick);
-    p->hist[dur_bucket(d > 0 ? (uint64_t)d : 0)]++;
+    durs_count(p->b, p->hist, p->stack[k].tick, tick);
 }
 
 /* An END: closes the innermost, or the one it names and those open inside it. */
@@ -288,7 +299,7 @@ static int build_modes(bctx *b, mode_ev *ev, size_t n, uint64_t end_tick, uint64
     sm_model *m = b->m;
     if (!n)
         return 0;
-    qsort(ev, n, sizeof *ev, cmp_mode);
+    sonde__sort(ev, n, sizeof *ev, cmp_mode);
     b->mode_t = sonde__malloc(n * sizeof *b->mode_t);
     b->mode_active = sonde__malloc(n * sizeof *b->mode_active);
     m->windows = sonde__calloc(n, sizeof *m->windows);
@@ -367,7 +378,7 @@ static int cmp_sess(const void *a, const void *b)
 static int build_sessions(bctx *b, sess_ev *ev, size_t n, uint64_t end_tick)
 {
     if (n)
-        qsort(ev, n, sizeof *ev, cmp_sess);
+        sonde__sort(ev, n, sizeof *ev, cmp_sess);
     sm_model *m = b->m;
     int open = 0;
     for (size_t i = 0; i <= n; i++) {
@@ -887,7 +898,7 @@ static int sort_samples(bctx *b)
         k[i] = (smp_key){raw->samples[i].tid, (uint32_t)i, raw->samples[i].t_mono};
         raw->sample_site[i] = -1;
     }
-    qsort(k, raw->n_samples, sizeof *k, cmp_smp);
+    sonde__sort(k, raw->n_samples, sizeof *k, cmp_smp);
     for (size_t i = 0; i < raw->n_samples; i++)
         b->smp[i] = k[i].i;
     sonde__free(k);
@@ -963,7 +974,7 @@ static int build_sites(bctx *b, sb_raw *raw, uint32_t max_id, uint64_t *used)
 {
     sm_model *m = b->m;
     if (raw->n_sites)
-        qsort(raw->sites, raw->n_sites, sizeof *raw->sites, cmp_site_id);
+        sonde__sort(raw->sites, raw->n_sites, sizeof *raw->sites, cmp_site_id);
     size_t nu = 0; /* a site written twice (writer and signal handler): one copy, both alike */
     for (size_t i = 0; i < raw->n_sites; i++) {
         if (nu && raw->sites[nu - 1].id == raw->sites[i].id)
@@ -1170,10 +1181,8 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     uint64_t end_tick = sk.end_tick;
     if (end_tick < b.cut_tick)
         end_tick = b.cut_tick;
-    for (size_t j = 0; j < sk.n_open; j++) { /* closed at the run's end */
-        int64_t d = rel(&b, end_tick) - rel(&b, sk.open_at[j]);
-        sk.tp.hist[dur_bucket(d > 0 ? (uint64_t)d : 0)]++;
-    }
+    for (size_t j = 0; j < sk.n_open; j++) /* closed at the run's end */
+        durs_count(&b, sk.tp.hist, sk.open_at[j], end_tick);
     b.lost_at_end = raw->dropped > sk.marked;
     m->duration_ns = rel(&b, end_tick);
 

@@ -12,6 +12,7 @@
 #include "../format/format.h"
 #include "../sources/sources.h"
 #include "../util/alloc.h"
+#include "../util/sort.h"
 #include "../util/buf.h"
 #include "../util/strmap.h"
 #include "model_build.h"
@@ -289,7 +290,7 @@ static int attach(sb_raw *raw, sm_model *m, int64_t origin)
             ids[n_ids].id = m->ops[i].id;
             ids[n_ids++].op = (int32_t)i;
         }
-    qsort(ids, n_ids, sizeof *ids, cmp_id);
+    sonde__sort(ids, n_ids, sizeof *ids, cmp_id);
     for (size_t i = 0; i < raw->n_ops; i++) {
         sm_op_raw *r = &raw->ops[i];
         int64_t t0 = (int64_t)r->start_mono - origin;
@@ -391,7 +392,7 @@ int sm__granges(const sb_raw *raw, const sm_model *m, sm_granges *g)
         g->r[g->n++] = (sm_grange){(uint32_t)(t - 1), t0, t0 + (int64_t)o->dur};
     }
     if (g->n > 1)
-        qsort(g->r, g->n, sizeof *g->r, cmp_grange);
+        sonde__sort(g->r, g->n, sizeof *g->r, cmp_grange);
     return 0;
 }
 
@@ -453,7 +454,7 @@ int sm__ops_build(sb_raw *raw, sm_model *m)
     }
     if (off_sections(m))
         goto out;
-    qsort(m->ops, m->n_ops, sizeof *m->ops, cmp_op);
+    sonde__sort(m->ops, m->n_ops, sizeof *m->ops, cmp_op);
     if (nest(m) || attach(raw, m, origin))
         goto out;
     rc = 0;
@@ -586,7 +587,7 @@ int sm_ops_table(const sm_model *m, int by_shape, sm_op_row **rows, size_t *n)
         sonde__free(v);
         return -1;
     }
-    qsort(v, nv, sizeof *v, cmp_row);
+    sonde__sort(v, nv, sizeof *v, cmp_row);
     *rows = v;
     *n = nv;
     return 0;

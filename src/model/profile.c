@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../util/alloc.h"
+#include "../util/sort.h"
 #include "../util/buf.h"
 #include "../util/strmap.h"
 #include "model_build.h"
@@ -257,7 +258,7 @@ static int sort_funcs(sm_profile *p, uint32_t *at)
         return -1;
     for (size_t i = 0; i < p->n_funcs; i++)
         v[i] = (pf_at){p->funcs[i], (uint32_t)i};
-    qsort(v, p->n_funcs, sizeof *v, cmp_at);
+    sonde__sort(v, p->n_funcs, sizeof *v, cmp_at);
     for (size_t i = 0; i < p->n_funcs; i++) {
         p->funcs[i] = v[i].f;
         at[v[i].was] = (uint32_t)i;
@@ -437,7 +438,7 @@ static int build_sections(sb_raw *raw, sm_model *m, const uint32_t *at, const ui
         goto out;
     for (size_t i = 0; i < m->n_threads; i++)
         th[i] = (pf_thread){m->threads[i].tid, (uint32_t)i};
-    qsort(th, m->n_threads, sizeof *th, cmp_thread);
+    sonde__sort(th, m->n_threads, sizeof *th, cmp_thread);
     for (size_t i = 0; i < raw->n_samples; i++) {
         const sm_sample_raw *s = &raw->samples[i]; /* its stack is one of the file's */
         pf_thread key = {s->tid, 0};
@@ -491,11 +492,12 @@ static int build_sections(sb_raw *raw, sm_model *m, const uint32_t *at, const ui
     if (spread(&fns, pr, 0) || spread(&stacks, pr, 1))
         goto out;
     for (size_t i = 0; i < pr->n_sections; i++) {
-        qsort(pr->sections[i].funcs, pr->sections[i].n_funcs, sizeof(sm_func_in), cmp_in);
-        qsort(pr->sections[i].stacks, pr->sections[i].n_stacks, sizeof(sm_stack_in), cmp_stack_in);
+        sonde__sort(pr->sections[i].funcs, pr->sections[i].n_funcs, sizeof(sm_func_in), cmp_in);
+        sonde__sort(pr->sections[i].stacks, pr->sections[i].n_stacks, sizeof(sm_stack_in),
+                    cmp_stack_in);
     }
     if (pr->n_sections)
-        qsort(pr->sections, pr->n_sections, sizeof *pr->sections, cmp_section);
+        sonde__sort(pr->sections, pr->n_sections, sizeof *pr->sections, cmp_section);
     rc = 0;
 out:
     sonde__free(fns.s);
@@ -576,7 +578,7 @@ static int build_lines(const sb_raw *raw, sm_profile *pr, const uint64_t *count,
         line_of[i] = (uint32_t)k;
     }
     if (!rc && n) {
-        qsort(v, n, sizeof *v, cmp_line_at);
+        sonde__sort(v, n, sizeof *v, cmp_line_at);
         pr->lines = sonde__malloc(n * sizeof *pr->lines);
         after = sonde__malloc(n * sizeof *after); /* place before sort -> after */
         rc = pr->lines && after ? 0 : -1;
@@ -598,7 +600,7 @@ static int build_lines(const sb_raw *raw, sm_profile *pr, const uint64_t *count,
             pr->stack_lines[pr->n_stack_lines++] =
                 (sm_stack_line){folded[i], after[line_of[i]], count[i]};
     if (pr->n_stack_lines) { /* raw stacks of one folded stack on one line: one entry */
-        qsort(pr->stack_lines, pr->n_stack_lines, sizeof *pr->stack_lines, cmp_stack_line);
+        sonde__sort(pr->stack_lines, pr->n_stack_lines, sizeof *pr->stack_lines, cmp_stack_line);
         size_t kept = 1;
         for (size_t i = 1; i < pr->n_stack_lines; i++) {
             sm_stack_line *last = &pr->stack_lines[kept - 1], *e = &pr->stack_lines[i];
@@ -640,7 +642,7 @@ static int build_timed(const sb_raw *raw, sm_model *m, const uint32_t *folded)
                                     raw->pstacks[s->stack].pid, folded[s->stack]};
     }
     pr->n_timed = raw->n_samples;
-    qsort(pr->timed, pr->n_timed, sizeof *pr->timed, cmp_psample);
+    sonde__sort(pr->timed, pr->n_timed, sizeof *pr->timed, cmp_psample);
     pf_table nodes = {0}; /* (parent + 1) << 32 | function -> node + 1 */
     size_t cap = 0;
     int rc = 0;

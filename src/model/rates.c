@@ -8,6 +8,7 @@
 #include "../record/record.h"
 #include "model_build.h"
 #include "../util/alloc.h"
+#include "../util/sort.h"
 
 static int cmp_iv(const void *a, const void *b)
 {
@@ -19,7 +20,7 @@ double sm__union_s(sm_iv *v, size_t n)
 {
     if (!n)
         return 0;
-    qsort(v, n, sizeof *v, cmp_iv);
+    sonde__sort(v, n, sizeof *v, cmp_iv);
     int64_t total = 0, cs = v[0].s, ce = v[0].e;
     for (size_t i = 1; i < n; i++) {
         if (v[i].s > ce) {

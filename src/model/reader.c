@@ -17,6 +17,7 @@
 #include "../util/buf.h"
 #include "model_build.h"
 #include "../util/alloc.h"
+#include "../util/sort.h"
 
 #define GROW SONDE_GROW
 
@@ -548,7 +549,7 @@ static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, co
         s.raw.threads[i].name = s.th[i].name;
         s.th[i].name = NULL;
         if (s.th[i].n_blocks)
-            qsort(s.th[i].blocks, s.th[i].n_blocks, sizeof *s.th[i].blocks, cmp_block);
+            sonde__sort(s.th[i].blocks, s.th[i].n_blocks, sizeof *s.th[i].blocks, cmp_block);
     }
     s.raw.events = decode_thread;
     s.raw.events_src = &s;

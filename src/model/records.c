@@ -11,6 +11,7 @@
 #include "../record/record.h"
 #include "model_build.h"
 #include "../util/alloc.h"
+#include "../util/sort.h"
 
 #define GROW SONDE_GROW
 
@@ -94,7 +95,7 @@ int sm__records_plan(sm_records *b, sm_model *m, const sm_records_seen *sk)
         else
             n[k++] = sk->inst->n[i];
     }
-    qsort(n, k, sizeof *n, cmp_u64);
+    sonde__sort(n, k, sizeof *n, cmp_u64);
     uint64_t left = max > own ? max - own : 0, level = UINT64_MAX;
     for (size_t i = 0; i < k; i++) { /* the share each name may hold: the smaller have less */
         uint64_t share = left / (k - i);

@@ -12,6 +12,7 @@
 #include "../util/strmap.h"
 #include "model_build.h"
 #include "../util/alloc.h"
+#include "../util/sort.h"
 
 #define GROW SONDE_GROW
 
@@ -256,11 +257,11 @@ int sm__fold_aggregated(sm_model *m)
     strmap_free(&by_name);
     if (rc)
         return -1;
-    if (any) {
+    if (any && m->n_stats) {
         double run_s = (double)m->duration_ns / 1e9;
         for (size_t k = 0; k < m->n_stats; k++)
             m->stats[k].share = run_s > 0 ? m->stats[k].total_s / run_s : 0;
-        qsort(m->stats, m->n_stats, sizeof *m->stats, cmp_stat);
+        sonde__sort(m->stats, m->n_stats, sizeof *m->stats, cmp_stat);
     }
     return 0;
 }
@@ -455,7 +456,7 @@ int sm__sink_finish(sm_statsink *k, const sm_model *m, double share_of_s, sm_sta
     /* Wall time of each group's instances: with throughput over their own duration (kind 0),
      * with FLOPs (kind 1). */
     if (k->n_iv) {
-        qsort(k->iv, k->n_iv, sizeof *k->iv, cmp_giv);
+        sonde__sort(k->iv, k->n_iv, sizeof *k->iv, cmp_giv);
         sm_iv *tmp = sonde__malloc(k->n_iv * sizeof *tmp);
         if (!tmp)
             return -1;
@@ -496,7 +497,7 @@ int sm__sink_finish(sm_statsink *k, const sm_model *m, double share_of_s, sm_sta
             sketch_percentiles(&r);
         } else {
             double *d = x->dur;
-            qsort(d, c, sizeof *d, cmp_double);
+            sonde__sort(d, c, sizeof *d, cmp_double);
             double sum = 0, var = 0;
             for (size_t i = 0; i < c; i++)
                 sum += d[i];
@@ -519,7 +520,7 @@ int sm__sink_finish(sm_statsink *k, const sm_model *m, double share_of_s, sm_sta
         x->st.sketch = NULL; /* r's now */
         st[o++] = r;
     }
-    qsort(st, o, sizeof *st, cmp_stat);
+    sonde__sort(st, o, sizeof *st, cmp_stat);
     *out = st;
     *n_out = o;
     return 0;
@@ -619,7 +620,7 @@ int sm__stats_combine(sm_stat **into, size_t *n_into, sm_stat *from, size_t n_fr
     }
     for (size_t k = 0; k < *n_into; k++)
         (*into)[k].share = share_of_s > 0 ? (*into)[k].total_s / share_of_s : 0;
-    qsort(*into, *n_into, sizeof **into, cmp_stat);
+    sonde__sort(*into, *n_into, sizeof **into, cmp_stat);
     return 0;
 }
 
@@ -683,7 +684,7 @@ void sm_steps(const sm_model *m, sm_steps_summary *o)
     }
     o->mean_s = span / (double)k;
     o->per_s = span > 0 ? (double)k / span : 0;
-    qsort(d, k, sizeof *d, cmp_double);
+    sonde__sort(d, k, sizeof *d, cmp_double);
     o->min_s = d[0];
     o->max_s = d[k - 1];
     if (m->steps_exact && m->steps_n) { /* every step's, not the held sample's */

@@ -29,6 +29,7 @@
 #include <zlib.h>
 
 #include "../util/alloc.h"
+#include "../util/sort.h"
 #include "../util/buf.h"
 #include "../util/fileio.h"
 #include "record.h"
@@ -547,7 +548,7 @@ void sonde__flight_step(sonde_profiler *p, uint64_t n)
         if (f->n_steps >= FR_STEPS_MIN) {
             double s[FR_STEPS];
             memcpy(s, f->steps, f->n_steps * sizeof *s);
-            qsort(s, f->n_steps, sizeof *s, cmp_double);
+            sonde__sort(s, f->n_steps, sizeof *s, cmp_double);
             double med = f->n_steps % 2 ? s[f->n_steps / 2]
                                         : (s[f->n_steps / 2 - 1] + s[f->n_steps / 2]) / 2;
             if (med > 0 && d > k * med)

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../util/alloc.h"
+#include "../util/sort.h"
 #include "../util/demangle.h"
 
 typedef struct ssym {
@@ -91,7 +92,7 @@ static int read_function_symbols(sonde_symfile *f, Elf *e)
         }
     }
     if (f->n)
-        qsort(f->syms, f->n, sizeof *f->syms, cmp_sym);
+        sonde__sort(f->syms, f->n, sizeof *f->syms, cmp_sym);
     return 0;
 }
 
@@ -267,7 +268,7 @@ sonde_symfile *sonde__sym_perfmap(int pid)
     }
     fclose(in);
     if (f->n)
-        qsort(f->syms, f->n, sizeof *f->syms, cmp_sym);
+        sonde__sort(f->syms, f->n, sizeof *f->syms, cmp_sym);
     return f;
 }
 

@@ -415,6 +415,30 @@ class FoldSubstitutes(unittest.TestCase):
         self.assertEqual(got[5], (6, False))   # x [20, 23] and y [22, 25] overlap: 6 > 5
         self.assertEqual(got[8], (4, False))   # async: its whole time is not its own
 
+    def test_clock_offset_keeps_the_tightest_read(self):
+        """A thread preempted right after reading the wall clock (300 us off the CPU) does not
+        shift the window's operators: the offset comes from the tightest bracket of reads, where
+        one bare pair of reads is off by the whole preemption."""
+        true_off = 1_700_000_000_000_000_000
+        t = [1000]                      # a clock line; each read takes 40 ns
+        gaps = [300_000]                # the first wall read is followed by a preemption
+
+        def mono():
+            t[0] += 40
+            return t[0]
+
+        def wall():
+            w = t[0] + true_off
+            t[0] += 40 + (gaps.pop() if gaps else 0)
+            return w
+
+        from sonde._torchprof import _clock_offset
+        off = _clock_offset(wall, mono, tries=4)
+        self.assertLessEqual(abs(off - true_off), 40)
+        gaps.append(300_000)
+        bare = wall() - mono()          # what a single pair of reads gives
+        self.assertGreater(abs(bare - true_off), 250_000)
+
     def test_kernels_link_to_their_operator(self):
         from sonde._torchprof import _fold, OP_CPU, OP_KERNEL, OP_MEMCPY, OP_MEMORY, TORCH_TID
         CPU, CUDA = torch._C._autograd.DeviceType.CPU, torch._C._autograd.DeviceType.CUDA

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "export/export.h"
 #include "util/buf.h"
+#include "util/sort.h"
 
 typedef struct rep {
     char *path;
@@ -540,7 +541,7 @@ int cmd_aggregate(int argc, char **argv)
         a.r[i].rank = a.r[i].m.rank >= 0 ? a.r[i].m.rank : (int)i;
         stem_of(a.r[i].m.name, a.r[i].stem, sizeof a.r[i].stem);
     }
-    qsort(a.r, nf, sizeof *a.r, cmp_rep);
+    sonde__sort(a.r, nf, sizeof *a.r, cmp_rep);
 
     a.sessions = sessions;
     a.json = json;

@@ -26,6 +26,7 @@
 #include "util/buf.h"
 #include "util/strmap.h"
 #include <sonde/sonde.h>
+#include "util/sort.h"
 
 #define KERNEL_PREFIX "cuda:"
 #define ALPHA 0.05
@@ -223,7 +224,7 @@ static sm_stat *kernel_stats(const sm_model *m, size_t *n)
         for (size_t j = i; j < m->n_gpu; j++)
             if (m->gpu[j].kind == SM_GPU_KERNEL && !strcmp(m->gpu[j].name ? m->gpu[j].name : "?", nm))
                 d[k++] = (double)(m->gpu[j].end_ns - m->gpu[j].start_ns) / 1e9;
-        qsort(d, k, sizeof *d, cmp_dbl);
+        sonde__sort(d, k, sizeof *d, cmp_dbl);
         sm_stat *s = &v[*n - 1];
         double mean, var;
         st_mean_var(d, k, &mean, &var);

@@ -16,6 +16,7 @@
 #include "export/export.h"
 #include "record/record.h"
 #include "util/fileio.h"
+#include "util/sort.h"
 
 typedef struct rank_file {
     char *path;
@@ -116,7 +117,7 @@ static int merge(const char *out, rank_file *rf, size_t n)
         if (!rf[i].syncs)
             return cli_fail(CLI_USAGE, "merge", "out of memory");
     }
-    qsort(rf, n, sizeof *rf, cmp_rank);
+    sonde__sort(rf, n, sizeof *rf, cmp_rank);
     uint64_t base = rf[0].start_real_ns;
     for (size_t i = 1; i < n; i++)
         if (rf[i].start_real_ns < base)

@@ -17,6 +17,7 @@
 #include "format/format.h"
 #include "record/record.h"
 #include "util/alloc.h"
+#include "util/sort.h"
 
 static double num(json_t *o, const char *k)
 {
@@ -472,7 +473,7 @@ static int rank_dirs_runs(const char *dir, int sonde_only, char ***v, size_t *n,
     }
     closedir(d);
     if (ns)
-        qsort(subs, ns, sizeof *subs, cmp_path);
+        sonde__sort(subs, ns, sizeof *subs, cmp_path);
     for (size_t i = 0; i < ns; i++) {
         size_t before = *n;
         if (!rc && dir_runs(subs[i], 1, v, n, cap) != 0 && errno == ENOMEM)
@@ -534,7 +535,7 @@ static int dir_runs(const char *dir, int sonde_only, char ***v, size_t *n, size_
         }
         closedir(d);
         if (*n > before) { /* JSON reports found: the .sonde files are the same runs */
-            qsort(*v + before, *n - before, sizeof **v, cmp_path);
+            sonde__sort(*v + before, *n - before, sizeof **v, cmp_path);
             return 0;
         }
     }
@@ -587,7 +588,7 @@ int cli_join_programs(const char *cmd, const char *path, sm_model *m)
     if (d)
         closedir(d);
     if (n > 1)
-        qsort(names, n, sizeof *names, cmp_path); /* the same order whatever readdir gives */
+        sonde__sort(names, n, sizeof *names, cmp_path); /* the same order whatever readdir gives */
     for (size_t i = 0; i < n && rc == 0; i++) {
         sm_model child;
         if (!cli_regular_file(names[i]))

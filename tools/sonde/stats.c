@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "util/sort.h"
 
 static int cmp_dbl(const void *a, const void *b)
 {
@@ -39,7 +40,7 @@ void st_mean_var(const double *v, size_t n, double *mean, double *var)
 
 double st_median(double *v, size_t n)
 {
-    qsort(v, n, sizeof *v, cmp_dbl);
+    sonde__sort(v, n, sizeof *v, cmp_dbl);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
@@ -197,7 +198,7 @@ int st_mann_whitney(const double *a, size_t na, const double *b, size_t nb, doub
         o[i] = (obs){a[i], 0};
     for (size_t i = 0; i < nb; i++)
         o[na + i] = (obs){b[i], 1};
-    qsort(o, n, sizeof *o, cmp_obs); /* ranks: ties share their mean rank */
+    sonde__sort(o, n, sizeof *o, cmp_obs); /* ranks: ties share their mean rank */
     double ra = 0, ties = 0;
     for (size_t i = 0; i < n;) {
         size_t j = i;
@@ -219,7 +220,7 @@ int st_mann_whitney(const double *a, size_t na, const double *b, size_t nb, doub
         for (size_t j = 0; j < nb; j++)
             diff[k++] = b[j] - a[i];
     if (k)
-        qsort(diff, k, sizeof *diff, cmp_dbl);
+        sonde__sort(diff, k, sizeof *diff, cmp_dbl);
     long crit = -1; /* the largest c with P(U <= c) <= alpha / 2 under no difference */
     double *cnt = n <= 50 && ties == 0 ? u_counts(na, nb) : NULL;
     if (cnt) {
