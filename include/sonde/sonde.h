@@ -499,16 +499,22 @@ typedef struct sonde_op {
                                  torch's can make negative: children that overlap each other) */
 } sonde_op;
 /* sonde_op.flags: the tracer's own table (PyTorch's key_averages()) decides, so that sonde's per-
- * operator table equals it row for row: F_TABLE, its child time is table_child_ns; F_LEFT_OUT,
- * the table leaves it out (a call that is the only child of a call of its name, counted in that
- * one; an operator the table never lists). */
+ * operator table equals it row for row: F_TABLE, its child time is table_child_ns; F_LEFT_OUT
+ * (with F_TABLE only), the table leaves it out (a call that is the only child of a call of its
+ * name, counted in that one; an operator the table never lists). F_HOOK_RANGE: a range in which
+ * the tracer runs the program's hooks (PyTorch's autograd AccumulateGrad, where gradient hooks
+ * run): a section a hook closes inside it ends where the range ends, so the section holds the
+ * rest of the range's work instead of ending across it. */
 #define SONDE_OP_F_TABLE 1u
 #define SONDE_OP_F_LEFT_OUT 2u
+#define SONDE_OP_F_HOOK_RANGE 4u
+#define SONDE_OP_F_ALL (SONDE_OP_F_TABLE | SONDE_OP_F_LEFT_OUT | SONDE_OP_F_HOOK_RANGE)
 #define SONDE_OP_NAME_MAX 4096
 #define SONDE_OP_SHAPES_MAX 4096
 /* Records n operators (any order, any thread may call it), also after the step schedule's
- * window closed, until sonde_destroy. 0; SONDE_EINVAL (naming the entry) for an unknown kind, a
- * non-finite or negative flops, or ops NULL with n > 0; SONDE_EIO when the file cannot be
+ * window closed, until sonde_destroy. 0; SONDE_EINVAL (naming the entry) for an unknown kind,
+ * unknown flags or F_LEFT_OUT without F_TABLE, a non-finite or negative flops, or ops NULL with
+ * n > 0; SONDE_EIO when the file cannot be
  * written. */
 int sonde_ops(sonde_profiler *p, const sonde_op *ops, size_t n);
 

@@ -48,8 +48,11 @@ else:  # pragma: no cover (PyTorch before 1.13)
 _OWN_OPS = ("_Mark", "_MarkBackward", "autograd::engine::evaluate_function: _MarkBackward")
 
 
-# sonde_op flags: the figures of PyTorch's own table (key_averages) for an operator
-OP_F_TABLE, OP_F_LEFT_OUT = 1, 2
+# sonde_op flags: the figures of PyTorch's own table (key_averages) for an operator, and a range
+# the program's hooks run in (a section a gradient hook closes inside it ends with it)
+OP_F_TABLE, OP_F_LEFT_OUT, OP_F_HOOK_RANGE = 1, 2, 4
+# autograd's range around AccumulateGrad: where backward=True's gradient hooks run
+_HOOK_RANGES = frozenset(("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",))
 # the events PyTorch 1.13's table never lists (torch.autograd.profiler_util._filter_name)
 _TABLE_FILTERED = frozenset(("[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
                              "profiler::_record_function_enter_new",
@@ -201,7 +204,8 @@ def _fold(events, skip, off_ns, record_shapes):
             child_us, left_out = table.get(k, (0, False))
             out.append((OP_CPU, name, start, int(e.duration_us()) * 1000, tid, 0, 0,
                         int(e.correlation_id()), float(e.flops() or 0), 0, shapes,
-                        OP_F_TABLE | (OP_F_LEFT_OUT if left_out else 0), child_us * 1000))
+                        OP_F_TABLE | (OP_F_LEFT_OUT if left_out else 0) |
+                        (OP_F_HOOK_RANGE if name in _HOOK_RANGES else 0), child_us * 1000))
         else:  # GPU work: linked to its CPU operator by correlation
             kind = (OP_MEMCPY if name.startswith("Memcpy") else
                     OP_MEMSET if name.startswith("Memset") else OP_KERNEL)

@@ -48,7 +48,7 @@ typedef struct bctx {
     uint32_t *open_n;        /* per name (sink group): its instances open on the thread built */
     int64_t min_ns;          /* config min_duration_s: shorter sections are left out (0: none) */
     sm_records rec;          /* instants, steps, counters, metrics (records.c) */
-    sm_granges grad;         /* autograd's AccumulateGrad ranges (ops.c) */
+    sm_granges grad;         /* the hook ranges among the operators (ops.c) */
     /* held sections (report_max_sections, settle) */
     int64_t held_min_ns;     /* INT64_MIN: every section is held */
     size_t edge;             /* the histogram bucket just under held_min_ns, SIZE_MAX: none */
@@ -636,7 +636,7 @@ static int close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flag
     if (stack[k].span < 0)
         return 0;
     const sm_span *open = &b->m->spans[stack[k].span];
-    if (!lost && b->grad.n) /* closed by a gradient hook: with the rest of its AccumulateGrad */
+    if (!lost && b->grad.n) /* closed by a hook: with the rest of the range it ran in */
         t = sm__grange_end(&b->grad, open->thread, open->start_ns, t);
     if (feed_stats(b, stack, k, t, flags, lost))
         return -1;

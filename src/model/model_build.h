@@ -156,9 +156,10 @@ int sm__ops_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end);
 /* Places the operators on their threads (after the spans are built, before sm__gpu_build, to
  * which it hands their GPU work as CUDA activity). 0, or -1 when out of memory. */
 int sm__ops_build(sb_raw *raw, sm_model *m);
-/* autograd's AccumulateGrad ranges among the operators (as sm_op times), by thread and start:
- * a section that sonde.torch closes from a gradient hook (backward=True) ends inside one, and
- * the rest of that range (the gradient added into .grad) is that section's work too. */
+/* The operators flagged SONDE_OP_F_HOOK_RANGE (as sm_op times), by thread and start: ranges in
+ * which the tracer runs the program's hooks. sonde.torch flags autograd's AccumulateGrad ranges:
+ * a section it closes from a gradient hook (backward=True) ends inside one, and the rest of that
+ * range (the gradient added into .grad) is that section's work too. */
 typedef struct sm_grange {
     uint32_t thread;
     int64_t start_ns, end_ns;
@@ -170,7 +171,7 @@ typedef struct sm_granges {
 /* Gathers them once the threads are built. 0, or -1 out of memory. */
 int sm__granges(const sb_raw *raw, const sm_model *m, sm_granges *g);
 /* Where a section of thread that began at start and closes at t ends: at the end of the
- * AccumulateGrad range that began inside it and holds t, else t. */
+ * hook range that began inside it and holds t, else t. */
 int64_t sm__grange_end(const sm_granges *g, uint32_t thread, int64_t start, int64_t t);
 void sm__ops_free_raw(sb_raw *raw);
 

@@ -52,7 +52,8 @@ int sm__ops_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end)
         uint64_t tid, dev, stream, bytes, flags = 0;
         if (o->kind == (SONDE_OP_CPU | SONDE_OPS_TABLE_BIT)) { /* the tracer's table's figures */
             o->kind = SONDE_OP_CPU;
-            if (sm__get_var(&p, end, &flags) || flags > (SONDE_OP_F_TABLE | SONDE_OP_F_LEFT_OUT) ||
+            if (sm__get_var(&p, end, &flags) || (flags & ~(uint64_t)SONDE_OP_F_ALL) ||
+                (flags & (SONDE_OP_F_TABLE | SONDE_OP_F_LEFT_OUT)) == SONDE_OP_F_LEFT_OUT ||
                 sm__get_var(&p, end, &o->table_child))
                 return -1;
             o->flags = (uint8_t)flags;
@@ -372,15 +373,13 @@ static int cmp_grange(const void *a, const void *b)
 
 int sm__granges(const sb_raw *raw, const sm_model *m, sm_granges *g)
 {
-    static const char name[] = "autograd::engine::evaluate_function: "
-                               "torch::autograd::AccumulateGrad";
     g->r = NULL;
     g->n = 0;
     size_t cap = 0;
     for (size_t i = 0; i < raw->n_ops; i++) {
         const sm_op_raw *o = &raw->ops[i];
         int64_t t0 = (int64_t)o->start_mono - (int64_t)m->start_mono_ns;
-        if (o->kind != SONDE_OP_CPU || t0 < 0 || !o->name || strcmp(o->name, name))
+        if (o->kind != SONDE_OP_CPU || t0 < 0 || !(o->flags & SONDE_OP_F_HOOK_RANGE))
             continue;
         size_t t = m->n_threads; /* the latest thread with its tid (thread_of) */
         while (t > 0 && m->threads[t - 1].tid != o->tid)

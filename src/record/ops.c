@@ -20,7 +20,7 @@ static size_t encode(const sonde_op *o, int tid, uint8_t *out)
     int table = o->kind == SONDE_OP_CPU && o->flags; /* the table's own figures follow */
     out[k++] = (uint8_t)(o->kind | (table ? SONDE_OPS_TABLE_BIT : 0));
     if (table) {
-        k += varint_put(out + k, o->flags & (SONDE_OP_F_TABLE | SONDE_OP_F_LEFT_OUT));
+        k += varint_put(out + k, o->flags & SONDE_OP_F_ALL);
         k += varint_put(out + k, o->flags & SONDE_OP_F_TABLE ? o->table_child_ns : 0);
     }
     k += varint_put(out + k, (uint32_t)tid);
@@ -65,9 +65,13 @@ int sonde_ops(sonde_profiler *p, const sonde_op *ops, size_t n)
         if (ops[i].kind < SONDE_OP_CPU || ops[i].kind > SONDE_OP_MEMSET)
             return sonde__fail(SONDE_EINVAL, "sonde_ops: entry %zu: unknown kind %d", i,
                                ops[i].kind);
-        if (ops[i].flags & ~(SONDE_OP_F_TABLE | SONDE_OP_F_LEFT_OUT))
+        if (ops[i].flags & ~SONDE_OP_F_ALL)
             return sonde__fail(SONDE_EINVAL, "sonde_ops: entry %zu (%s): unknown flags 0x%x", i,
                                ops[i].name ? ops[i].name : "?", ops[i].flags);
+        if ((ops[i].flags & (SONDE_OP_F_TABLE | SONDE_OP_F_LEFT_OUT)) == SONDE_OP_F_LEFT_OUT)
+            return sonde__fail(SONDE_EINVAL, "sonde_ops: entry %zu (%s): flags SONDE_OP_F_LEFT_OUT "
+                               "without SONDE_OP_F_TABLE (only the table's own figures leave an "
+                               "operator out)", i, ops[i].name ? ops[i].name : "?");
         if (ops[i].flags & SONDE_OP_F_TABLE && ops[i].table_child_ns > (uint64_t)INT64_MAX / 4)
             return sonde__fail(SONDE_EINVAL, "sonde_ops: entry %zu (%s): table_child_ns %llu is "
                                "out of range", i, ops[i].name ? ops[i].name : "?",

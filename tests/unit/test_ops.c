@@ -290,6 +290,54 @@ static void the_tracer_s_table_decides(void **state)
     tu_rmrf(dir);
 }
 
+/* A section closed inside a range flagged SONDE_OP_F_HOOK_RANGE that began inside it (a
+ * gradient hook run in autograd's AccumulateGrad) ends where the range ends; the same range
+ * unflagged, or one that began before the section, moves nothing. */
+static void hook_range_holds_the_section_s_end(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "ops-hook");
+    sonde_profiler *p = sonde_create(&c);
+    assert_non_null(p);
+    const uint64_t us = 1000;
+    uint64_t t[3];
+    const char *names[] = {"flagged", "unflagged", "began-before"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(sonde_begin(p, names[i]), 0);
+        t[i] = mono();
+        spin_until(t[i] + 300 * us);
+        assert_int_equal(sonde_end(p), 0);
+        spin_until(mono() + 100 * us);
+    }
+    uint64_t end0 = 0;
+    sonde_op ops[3];
+    for (int i = 0; i < 3; i++) /* each section closes 100-something us before the range ends */
+        ops[i] = (sonde_op){.kind = SONDE_OP_CPU, .name = "range",
+                            .start_ns = i == 2 ? t[i] - 50 * us : t[i] + 250 * us,
+                            .dur_ns = i == 2 ? 500 * us : 250 * us,
+                            .flags = SONDE_OP_F_TABLE | (i == 1 ? 0 : SONDE_OP_F_HOOK_RANGE)};
+    assert_int_equal(sonde_ops(p, ops, 3), 0);
+    sm_model m;
+    assert_int_equal(tu_finish(p, &m), 0);
+    for (size_t i = 0; i < m.n_spans; i++) {
+        const sm_span *s = &m.spans[i];
+        const char *nm = sm_str(&m, s->site);
+        int k = !strcmp(nm, "flagged") ? 0 : !strcmp(nm, "unflagged") ? 1 : 2;
+        int64_t range_end = (int64_t)(ops[k].start_ns + ops[k].dur_ns - m.start_mono_ns);
+        if (k == 0) {
+            assert_int_equal(s->end_ns, range_end);
+            end0 = 1;
+        } else {
+            assert_true(s->end_ns < range_end - 100 * (int64_t)us);
+        }
+    }
+    assert_int_equal(end0, 1);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
 static void bad_input_is_refused(void **state)
 {
     (void)state;
@@ -306,9 +354,12 @@ static void bad_input_is_refused(void **state)
     assert_int_equal(sonde_ops(p, &o, 1), SONDE_EINVAL);
     assert_non_null(strstr(sonde_last_error(), "entry 0 (x): flops"));
     o.flops = 0;
-    o.flags = 4;
+    o.flags = 8;
     assert_int_equal(sonde_ops(p, &o, 1), SONDE_EINVAL);
-    assert_non_null(strstr(sonde_last_error(), "entry 0 (x): unknown flags 0x4"));
+    assert_non_null(strstr(sonde_last_error(), "entry 0 (x): unknown flags 0x8"));
+    o.flags = SONDE_OP_F_LEFT_OUT; /* left out of a table it has no figures of */
+    assert_int_equal(sonde_ops(p, &o, 1), SONDE_EINVAL);
+    assert_non_null(strstr(sonde_last_error(), "entry 0 (x): flags SONDE_OP_F_LEFT_OUT without"));
     o.flags = 0;
     assert_int_equal(sonde_ops(p, NULL, 2), SONDE_EINVAL);
     assert_int_equal(sonde_ops(NULL, &o, 1), SONDE_EINVAL);
@@ -366,6 +417,7 @@ int main(void)
         cmocka_unit_test(folded_under_their_section),
         cmocka_unit_test(same_name_only_child_is_folded),
         cmocka_unit_test(the_tracer_s_table_decides),
+        cmocka_unit_test(hook_range_holds_the_section_s_end),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(gpu_record_times_saturate),
     };
