@@ -225,7 +225,7 @@ int sm__step_active(const sm_model *m, uint64_t step)
     return 0;
 }
 
-int sm__derive(sm_model *m, int have_stats)
+int sm__derive(sm_model *m, sm_stats_from from)
 {
     if (sort_counters(m) || sort_steps(m) || sort_instants(m))
         return -1;
@@ -240,14 +240,14 @@ int sm__derive(sm_model *m, int have_stats)
                                             m->spans[m->blocks[i].span].start_ns) / 1e9;
     for (size_t i = 0; m->scheduled && i < m->n_steps; i++)
         m->steps[i].active = sm__step_active(m, m->steps[i].number);
-    if (!have_stats) {
+    if (from == SM_STATS_FROM_SPANS) {
         sm_stats_free(m->stats, m->n_stats);
         m->stats = NULL;
         m->n_stats = 0;
         if (sm__stats(m, SM_ALL_SPANS, (double)m->duration_ns / 1e9, &m->stats, &m->n_stats))
             return -1;
     }
-    if (have_stats != 2 && sm__fold_aggregated(m) != 0)
+    if (from != SM_STATS_FOLDED && sm__fold_aggregated(m) != 0)
         return -1;
     int *site_stat = sonde__malloc((m->n_sites ? m->n_sites : 1) * sizeof *site_stat);
     if (!site_stat || sm__site_stats(m, m->stats, m->n_stats, SM_ALL_SPANS, site_stat)) {

@@ -286,7 +286,7 @@ int sm_merge(sm_model *d, sm_model *s)
     d->rates = NULL;
     d->n_rates = 0;
     d->merged = 1;
-    if (sm__build_rates(d, NULL) || sm__derive(d, held ? 2 : 0))
+    if (sm__build_rates(d, NULL) || sm__derive(d, held ? SM_STATS_FOLDED : SM_STATS_FROM_SPANS))
         return sonde__fail(SONDE_ENOMEM, "out of memory merging runs");
     return 0;
 }

@@ -1269,7 +1269,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         goto out;
     if (build_rates_warnings(&b, m) != 0)
         goto out;
-    if (sm__derive(m, 1))
+    if (sm__derive(m, SM_STATS_FED))
         goto out;
     rc = 0;
 out:

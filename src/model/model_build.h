@@ -254,11 +254,18 @@ int sm__stats_combine(sm_stat **into, size_t *n_into, sm_stat *from, size_t n_fr
  * section or session that recorded the same unit counted once, in the outer one (nested, when
  * not NULL, receives how many section instances that left out). 0, or -1 out of memory. */
 int sm__build_rates(sm_model *m, unsigned long long *nested);
+/* Where m->stats stand when sm__derive runs. */
+typedef enum sm_stats_from {
+    SM_STATS_FROM_SPANS, /* not computed yet: from the sections held (a merge of whole runs) */
+    SM_STATS_FED,        /* fed by the build as each section closed; the hot functions' counted
+                            calls (sonde.aggregated) still to be folded in */
+    SM_STATS_FOLDED      /* complete, counted calls included (a merge of runs held in part,
+                            whose statistics were merged) */
+} sm_stats_from;
 /* What is computed from the instances once they are in place: order, active steps, statistics
- * (unless have_stats: 1, m->stats were fed by the build; 2, and the hot functions' counted
- * calls are in them already: a merge of runs that do not hold every section), resources,
- * totals, the trace budget. Run after a build and after a merge. 0, or -1. */
-int sm__derive(sm_model *m, int have_stats);
+ * as `from` says, resources, totals, the trace budget. Run after a build and after a merge. 0,
+ * or -1. */
+int sm__derive(sm_model *m, sm_stats_from from);
 
 /* records.c: instants, steps, counters and metrics as the build reads them, and what a report
  * holds of them past report_max_records (docs/formats.md, "Held records"). */
