@@ -3,7 +3,11 @@
  *   full    the same on a disk that fills up (the test mounts a small tmpfs at DIR): ENOSPC
  *   bound   100 million section edges through 64 MiB of buffers: prints the peak RSS
  *   churn   10,000 threads that each record 3 sections and exit: prints RSS along the way
- *   kill    8 threads record until SIGKILL; prints "realtime_ns sections_completed" every 50 ms */
+ *   kill    8 threads record until SIGKILL; prints "realtime_ns sections_completed" every 50 ms
+ *   wide    limits wide DIR NAMES EACH: NAMES distinct section names, EACH instances of each
+ *           (in rounds, one of every name a round), each with metadata and a nested section;
+ *           the file is DIR/wide-NAMES-EACH.sonde (the report pass's growth with names and
+ *           instances) */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
@@ -57,8 +61,10 @@ static void *forever(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: limits fsize|full|bound|records|tagged|churn|kill DIR\n");
+    int wide = argc == 5 && !strcmp(argv[1], "wide");
+    if (argc != 3 && !wide) {
+        fprintf(stderr, "usage: limits fsize|full|bound|records|tagged|churn|kill DIR\n"
+                        "       limits wide DIR NAMES EACH\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -67,6 +73,24 @@ int main(int argc, char **argv)
     c.name = mode;
     c.formats = 0;
     c.collect_cpu = c.collect_memory = c.collect_gpu = 0;
+    if (wide) {
+        long names = atol(argv[3]), each = atol(argv[4]);
+        char run[64], name[32], v[8];
+        snprintf(run, sizeof run, "wide-%ld-%ld", names, each);
+        c.name = run;
+        g_p = sonde_create(&c);
+        for (long i = 0; i < each; i++)
+            for (long n = 0; n < names; n++) {
+                snprintf(name, sizeof name, "fn%05ld", n);
+                sonde_begin(g_p, name);
+                snprintf(v, sizeof v, "%ld", i % 4);
+                sonde_metadata(g_p, "batch", v);
+                sonde_begin(g_p, "inner");
+                sonde_end(g_p);
+                sonde_end(g_p);
+            }
+        return sonde_destroy(g_p) == 0 ? 0 : 1;
+    }
     if (!strcmp(mode, "fsize") || !strcmp(mode, "full")) {
         struct rlimit rl = {256 * 1024, 256 * 1024};
         if (!strcmp(mode, "fsize"))

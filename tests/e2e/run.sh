@@ -1083,6 +1083,28 @@ assert s["metadata"] == {"batch": [str(i) for i in range(16)] + ["..."]}, s["met
 assert rss_mib < 64, rss_mib
 print("4 M sections with metadata: sonde export peaks at %.1f MiB" % rss_mib)
 PY
+    # issue 35 #8: writing every report grows linearly with the names and with the instances
+    # (JSON's per-name metadata once scanned every held section for each name): CPU time of
+    # `sonde export --format all` at 4x the names and at 4x the instances, against the base,
+    # at most 6x (quadratic would be 16x; here 3.6x both)
+    for a in "500 200" "2000 200" "500 800"; do "$build/tests/limits" wide out $a; done
+    python3 - "$sonde" <<'PY'
+import resource, subprocess, sys
+def cpu(f):  # the least of two runs: CPU time, not wall time, so load does not count
+    best = None
+    for _ in range(2):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.argv[1], "export", "out/%s.sonde" % f, "--format", "all", "-o", "wide",
+                        "--quiet"], check=True)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+        best = t if best is None else min(best, t)
+    return best
+base, names, inst = cpu("wide-500-200"), cpu("wide-2000-200"), cpu("wide-500-800")
+assert names < 6 * base and inst < 6 * base, (base, names, inst)
+print("every report: %.2f s CPU for 500 names x 200; 4x the names %.2f s (x%.1f), 4x the "
+      "instances %.2f s (x%.1f)" % (base, names, names / base, inst, inst / base))
+PY
     # 10,000 short-lived threads: every section kept, memory flat
     "$build/tests/limits" churn out > churn.txt
     python3 - churn.txt <<'PY'
