@@ -867,7 +867,10 @@ static void merged_runs_keep_their_steps(void **state)
         assert_true(s->begun);
         assert_true(s->t_ns - s->start_ns == o->t_ns - o->start_ns);
     }
-    assert_true(a.steps_summary.max_s < 0.001); /* no step spans the 1 ms outside the steps */
+    /* no step spans the time outside the steps: the longest is the run's own longest (a bound
+     * in ms failed on a loaded machine, where a 0.2 ms step can be preempted past it) */
+    assert_true(a.steps_summary.max_s == one.steps_summary.max_s);
+    assert_true(a.steps_summary.min_s == one.steps_summary.min_s);
     sm_free(&a);
     sm_free(&one);
     tu_rmrf(dir);
