@@ -514,8 +514,7 @@ typedef struct sonde_op {
 /* Records n operators (any order, any thread may call it), also after the step schedule's
  * window closed, until sonde_destroy. 0; SONDE_EINVAL (naming the entry) for an unknown kind,
  * unknown flags or F_LEFT_OUT without F_TABLE, a non-finite or negative flops, or ops NULL with
- * n > 0; SONDE_EIO when the file cannot be
- * written. */
+ * n > 0; SONDE_EIO when the file cannot be written. */
 int sonde_ops(sonde_profiler *p, const sonde_op *ops, size_t n);
 
 /* ---------------------------------------------------------------------------------------------
