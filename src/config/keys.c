@@ -20,7 +20,7 @@ static const sonde_key g_keys[] = {
     {"name", KEY_STRING, OFF(name), 0, 0, NULL,
      "run name, the stem of every file (default PROGRAM-YYYYmmdd-HHMMSS)"},
     {"output_dir", KEY_STRING, OFF(output_dir), 0, 0, "./sonde-out", "directory for every file"},
-    {"formats", KEY_FORMATS, OFF(formats), 0, 0, "json,csv,txt,trace,html",
+    {"formats", KEY_FORMATS, OFF(formats), 0, 0, SONDE__FORMATS_DEFAULT,
      "reports written at the end: " SONDE__FORMAT_WORDS},
     {"buffer_mb", KEY_DOUBLE, OFF(buffer_mb), 1, 65536, "64", "bound on event buffer memory, MiB"},
     {"unit", KEY_STRING, OFF(unit), 0, 0, "tokens", "unit of sonde_throughput"},

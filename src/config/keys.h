@@ -32,6 +32,9 @@ typedef enum { KEY_BOOL, KEY_UINT, KEY_DOUBLE, KEY_STRING, KEY_FORMATS, KEY_INT 
 #define SONDE__FORMAT_WORDS SONDE__FORMATS(SONDE__FORMAT_WORD) "all or none"
 /* "json,csv,...,pprof,all": the same as a --format value's syntax */
 #define SONDE__FORMAT_ITEMS SONDE__FORMATS(SONDE__FORMAT_ITEM) "all"
+/* The default formats (SONDE_FORMAT_REPORTS) as the key's text: the key table's default, the
+ * presets and `sonde export`'s usage say it; test_config checks it names those bits. */
+#define SONDE__FORMATS_DEFAULT "json,csv,txt,trace,html"
 
 typedef struct sonde_key {
     const char *name;    /* the field's name, also the YAML key; env SONDE_<NAME upper-cased> */

@@ -14,7 +14,7 @@ typedef struct preset {
 static const char *const development[] = {
     "collect_cpu=1", "collect_memory=1", "collect_gpu=1", "cpu_interval_s=0.5",
     "gpu_interval_s=0.2", "monitor_gpu_temperature=1", "monitor_gpu_power=1",
-    "real_time_display=1", "display_interval_s=5", "formats=json,csv,txt,trace,html", NULL};
+    "real_time_display=1", "display_interval_s=5", "formats=" SONDE__FORMATS_DEFAULT, NULL};
 static const char *const production[] = {
     "collect_cpu=1", "collect_memory=1", "collect_gpu=1", "cpu_interval_s=5",
     "gpu_interval_s=2", "monitor_gpu_temperature=0", "monitor_gpu_power=0",

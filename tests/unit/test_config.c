@@ -33,6 +33,12 @@ static void presets(void **state)
     assert_int_equal(sonde_config_preset(&c, "development"), 0);
     assert_int_equal(c.real_time_display, 1);
     assert_int_equal(c.formats, SONDE_FORMAT_REPORTS);
+    /* the default formats' text names the default bits, and is the default */
+    unsigned bits = 0;
+    assert_int_equal(sonde__parse_formats("test", SONDE__FORMATS_DEFAULT, &bits), 0);
+    assert_int_equal(bits, SONDE_FORMAT_REPORTS);
+    assert_int_equal(sonde_config_default().formats, SONDE_FORMAT_REPORTS);
+    assert_int_equal(c.formats, SONDE_FORMAT_REPORTS);
     assert_int_equal(sonde_config_preset(&c, "debugging"), 0);
     assert_int_equal(c.formats, SONDE_FORMAT_ALL);
     assert_true(c.cpu_interval_s == 0.05);

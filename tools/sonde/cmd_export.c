@@ -124,7 +124,7 @@ int cmd_export(int argc, char **argv)
     if (!fmt) { /* the run's own formats, as the library wrote them; every one when unknown */
         const char *run = sm_info(&m, "config.formats");
         if (!run || sonde__parse_formats("config.formats", run, &formats) || !formats)
-            sonde__parse_formats("default", "json,csv,txt,trace,html", &formats);
+            formats = SONDE_FORMAT_REPORTS;
     }
     if (big)
         fprintf(stderr, " writing...");

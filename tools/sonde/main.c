@@ -18,7 +18,7 @@ static const cli_cmd g_cmds[] = {
      "  LIST: any of " SONDE__FORMAT_ITEMS "\n"
      "  Regenerates the reports the library wrote for the run, from its .sonde file: the same\n"
      "  files, byte for byte. Without --format, the formats the run was configured with (the\n"
-     "  library's default: json, csv, txt, trace and html). DIR defaults to the file's\n"
+     "  library's default: " SONDE__FORMATS_DEFAULT "). DIR defaults to the file's\n"
      "  directory; tensorboard writes DIR/plugins/profile/RUN/HOST_PID.pt.trace.json.gz\n"
      "  (tensorboard --logdir DIR), perfetto NAME.pftrace (Perfetto's protobuf trace).\n"
      "  --set KEY=VALUE changes a key the reports read as they are written: trace_max_events,\n"
