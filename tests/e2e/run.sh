@@ -723,6 +723,15 @@ PY
     kill -TERM $spid
     set +e; wait $spid; st=$?; set -e
     [ $st = 143 ] || fail "SIGTERM forwarded: sonde exited $st, expected 143"
+    # ... also while sonde is still starting: the child it forwarded the signal to has ended
+    # before being told to exec (sonde died of SIGPIPE writing to it, exit 141, at 2-5 ms here)
+    for dly in 0 0.001 0.002 0.003 0.005 0.008 0.012 0.02; do
+        "$sonde" run -o runs --quiet -- sleep 30 & spid=$!
+        sleep $dly
+        kill -TERM $spid
+        set +e; wait $spid; st=$?; set -e
+        [ $st = 143 ] || fail "SIGTERM $dly s after sonde run started: exited $st, expected 143"
+    done
     ;;
 html)
     # The HTML report in a real browser: headless Chromium loads it from disk, the test reads

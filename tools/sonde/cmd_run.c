@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +119,26 @@ static pid_t spawn_waiting(char **cmd, int go[2], int fail[2])
         _exit(127);
     }
     return child;
+}
+
+/* Tells the waiting child to exec (msg, n bytes on go). A SIGTERM forwarded while sonde was
+ * still starting may have ended the child already: the write then fails with EPIPE instead of
+ * SIGPIPE ending sonde (blocked on this thread, the signal the write raises is taken back), and
+ * wait_child reports the child's own end. SIGPIPE is not ignored: the program would inherit
+ * that through exec. */
+static void tell_go(int fd, const char *msg, size_t n)
+{
+    sigset_t pipe_only, old;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+    ssize_t w = write(fd, msg, n);
+    if (w < 0 && errno == EPIPE) {
+        struct timespec none = {0, 0};
+        while (sigtimedwait(&pipe_only, NULL, &none) < 0 && errno == EINTR) {
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* Waits for the child (through EINTR); how it ended in how, its exit code as a shell gives it. */
@@ -267,8 +288,7 @@ int cmd_run(int argc, char **argv)
         ml = (size_t)snprintf(msg, sizeof msg, "%s%c%s", c.output_dir, 0, sonde_name(p)) + 1;
     else
         msg[ml++] = 0;
-    ssize_t w = write(go[1], msg, ml);
-    (void)w;
+    tell_go(go[1], msg, ml);
     close(go[1]);
     int exec_errno = 0;
     if (read(fail[0], &exec_errno, sizeof exec_errno) != (ssize_t)sizeof exec_errno)
