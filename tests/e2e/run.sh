@@ -1095,7 +1095,7 @@ PY
     # issue 35 #8: writing every report grows linearly with the names and with the instances
     # (JSON's per-name metadata once scanned every held section for each name): CPU time of
     # `sonde export --format all` at 4x the names and at 4x the instances, against the base,
-    # at most 6x (quadratic would be 16x; here 3.6x both)
+    # at most 6x (quadratic would be 16x; 3.7-4.1x here)
     for a in "500 200" "2000 200" "500 800"; do "$build/tests/limits" wide out $a; done
     python3 - "$sonde" <<'PY'
 import resource, subprocess, sys

@@ -320,7 +320,7 @@ class FastPaths(unittest.TestCase):
         other operators as many times, in one of three tries: a plain run once recorded one
         aten::empty more than the counted run (torch's own, run to run, seen once in a CI run);
         the slow path the test guards against differs in every try."""
-        for attempt in range(3):
+        for _ in range(3):
             plain, _ = self.operators(fn, False)
             counted, st = self.operators(fn, True)
             self.assertIn(fused, plain)
