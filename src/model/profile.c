@@ -538,6 +538,12 @@ static int cmp_line_at(const void *a, const void *b)
     return cmp_line(&((const line_at *)a)->l, &((const line_at *)b)->l);
 }
 
+/* Function f (sorted) is defined in file. */
+static int same_file(const sm_profile *pr, uint32_t f, const char *file)
+{
+    return f < pr->n_funcs && pr->funcs[f].file && !strcmp(pr->funcs[f].file, file);
+}
+
 /* The source lines the samples were running, by (function, file, line), and which of them each
  * folded stack ran: count[i] samples of raw stack i, which became folded stack folded[i]; at[]
  * the functions' order after sorting. 0, or -1 out of memory. */
@@ -558,7 +564,14 @@ static int build_lines(const sb_raw *raw, sm_profile *pr, const uint64_t *count,
         line_of[i] = UINT32_MAX;
         if (!count[i] || !st->file || !st->n)
             continue;
+        /* the line's function: the innermost, unless it is defined in another file and an outer
+         * one in the line's (the interpreter's C code running a line of Python) */
         uint32_t fn = at[st->f[st->n - 1]];
+        for (uint32_t k = st->n; k-- > 0 && !same_file(pr, fn, st->file);)
+            if (same_file(pr, at[st->f[k]], st->file)) {
+                fn = at[st->f[k]];
+                break;
+            }
         sbuf_reset(&key);
         sbuf_printf(&key, "%u\t%u\t%s", fn, st->line, st->file);
         int k = key.oom ? -2 : strmap_get(&seen, key.data);

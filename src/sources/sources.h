@@ -126,6 +126,37 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
  * thread may have been changing it at the fork). NULL is ignored. */
 void sonde__stacks_forget(sonde_stacks *s);
 
+/* pyframes.c - the Python frames of a running CPython 3.11, 3.12 or 3.13 thread, read from the
+ * sampler's thread with process_vm_readv (this process or a child), never stopping the program:
+ * memory that is not what it should be (a frame torn or freed while read) ends the stack there.
+ * The code objects met, of every process, are kept in one table until the stacks are named. */
+typedef struct sonde_pytab sonde_pytab;
+typedef struct sonde_pyproc sonde_pyproc;
+typedef struct sonde_pycode {
+    const char *name;    /* the qualified name (co_qualname) */
+    const char *file;    /* co_filename */
+    unsigned first_line; /* where it is defined (co_firstlineno) */
+} sonde_pycode;
+typedef struct sonde_pyframe {
+    uint32_t code;       /* its code in the table */
+    uint32_t line;       /* the line it was running (0: unknown) */
+} sonde_pyframe;
+/* NULL out of memory. */
+sonde_pytab *sonde__pytab_new(void);
+void sonde__pytab_free(sonde_pytab *t);
+/* Code id of the table into *out (its strings live as long as the table); -1 no such id. */
+int sonde__pytab_code(const sonde_pytab *t, uint32_t id, sonde_pycode *out);
+/* The interpreter of process pid (the file of its mappings whose symbols hold _PyRuntime), its
+ * codes going into tab; NULL with the reason in why where it has none, of another version or
+ * build, or its memory cannot be read. */
+sonde_pyproc *sonde__py_attach(sonde_pytab *tab, int pid, char *why, size_t cap);
+/* The file holding the interpreter (the python executable or libpython). */
+const char *sonde__py_path(const sonde_pyproc *py);
+/* The Python frames thread tid is running now, innermost first, at most cap; 0 when it runs
+ * no Python (or is no Python thread). */
+int sonde__py_stack(sonde_pyproc *py, int tid, sonde_pyframe *inner, int cap);
+void sonde__py_detach(sonde_pyproc *py);
+
 /* unwind.c - a sample's stack unwound from the files' call frame information (libdwfl), from
  * the registers and the top of the user stack the kernel copied into it. */
 typedef struct sonde_unwinder sonde_unwinder;

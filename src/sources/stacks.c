@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/perf_event.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -56,9 +57,14 @@ typedef struct sproc {
     sonde_umap *umaps;         /* the maps with their paths, for the unwinder (stale: remade) */
     size_t n_umaps;
     int umaps_stale;
+    unsigned gen, py_gen;      /* mappings added; their count at the last look for Python */
+    sonde_pyproc *py;          /* its CPython interpreter (pyframes.c), NULL: none found */
+    uint32_t py_file;          /* the file holding it */
 } sproc;
 
-/* A frame: an offset in a file (file UINT32_MAX: an address no mapping held). */
+/* A frame: an offset in a file (file UINT32_MAX: an address no mapping held), or a Python
+ * frame: file PY_FRAME + its code in the sampler's table, off the line it was running. */
+#define PY_FRAME 0x80000000u
 typedef struct sframe {
     uint32_t file;
     uint64_t off;
@@ -113,6 +119,9 @@ struct sonde_stacks {
     size_t n_pend, cap_pend;
     sonde_cputimer *timer; /* where perf_event_open was refused: the samples' source */
     int inline_frames;     /* inlined functions are frames of their own */
+    sonde_pytab *pytab;    /* the Python code objects of every process (pyframes.c) */
+    int py_any;            /* some process runs Python: each sample wakes the thread, which
+                              reads the Python frames of its thread at once */
     sonde_unwinder *unwinder; /* the samples carry registers and the stack's top: code without
                                  frame pointers is unwound from its call frame information */
     uint64_t cfi_unwound;  /* samples whose stack came from the call frame information */
@@ -179,6 +188,7 @@ static void add_map(sonde_stacks *s, int pid, uint64_t start, uint64_t len, uint
     }
     p->maps[p->n_maps++] = (smap){start, start + len, pgoff, f};
     p->umaps_stale = 1;
+    p->gen++;
 }
 
 static sframe place(const sproc *p, uint64_t ip)
@@ -378,6 +388,46 @@ static uint32_t unwind_sample(sonde_stacks *s, sproc *p, uint32_t tid, const uin
     return stack_id(s, (uint32_t)(p - s->procs), cfi, (uint32_t)k);
 }
 
+/* Sample stack id of thread tid with its Python frames (pyframes.c), read now, outside the
+ * native frames running inward of the interpreter: the native frames from the innermost to the
+ * first in the interpreter's file (kept when it is the innermost: Python code running) or the
+ * first no mapping holds, then the Python frames, innermost first. The interpreter of a process is looked for whenever its
+ * mappings have grown. */
+static uint32_t with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t id)
+{
+    if (!p->py && p->gen != p->py_gen && s->pytab) {
+        char why[256];
+        p->py_gen = p->gen;
+        if ((p->py = sonde__py_attach(s->pytab, p->pid, why, sizeof why))) {
+            p->py_file = file_id(s, sonde__py_path(p->py));
+            s->py_any = 1;
+        }
+    }
+    if (!p->py || id == UINT32_MAX)
+        return id;
+    sonde_pyframe py[MAX_FRAMES];
+    int n_py = sonde__py_stack(p->py, (int)tid, py, MAX_FRAMES);
+    if (n_py <= 0)
+        return id;
+    const sstack *st = &s->stacks[id];
+    sframe fr[MAX_FRAMES];
+    uint32_t n = 0;
+    for (uint32_t k = st->n; k-- > 0 && n < MAX_FRAMES;) {
+        if (n && st->f[k].file == UINT32_MAX)
+            break; /* no mapping holds it: what a frame-pointer walk through code without frame
+                      pointers reads (or a JIT's code, which the Python frames stand for) */
+        if (st->f[k].file == p->py_file) {
+            if (!n)
+                fr[n++] = st->f[k];
+            break;
+        }
+        fr[n++] = st->f[k];
+    }
+    for (int i = 0; i < n_py && n < MAX_FRAMES; i++)
+        fr[n++] = (sframe){PY_FRAME + py[i].code, py[i].line};
+    return stack_id(s, (uint32_t)(p - s->procs), fr, n);
+}
+
 /* One record of the ring (PERF_RECORD_*). */
 static void record(sonde_stacks *s, const struct perf_event_header *h)
 {
@@ -412,7 +462,7 @@ static void record(sonde_stacks *s, const struct perf_event_header *h)
         uint32_t id = stack_id(s, (uint32_t)(p - s->procs), fr, n);
         if (s->unwinder)
             id = unwind_sample(s, p, tid, ips + 8 * nr, end, fr, n, id);
-        add_sample(s, tid, id, s->timed ? t : 0, 1);
+        add_sample(s, tid, with_python(s, p, tid, id), s->timed ? t : 0, 1);
         break;
     }
     case PERF_RECORD_MMAP2: { /* pid, tid, addr, len, pgoff, maj, min, ino, ino_gen, prot,
@@ -440,6 +490,11 @@ static void record(sonde_stacks *s, const struct perf_event_header *h)
         sproc *p = proc_of(s, (int)pid, 1);
         if (p && pid == tid) /* the process's name, not a thread's */
             snprintf(p->comm, sizeof p->comm, "%.*s", (int)(end - b - 8), (const char *)(b + 8));
+        if (p && (h->misc & PERF_RECORD_MISC_COMM_EXEC)) { /* another program: its own Python */
+            sonde__py_detach(p->py);
+            p->py = NULL;
+            p->py_gen = p->gen - 1;
+        }
         break;
     }
     case PERF_RECORD_FORK: { /* pid, ppid, tid, ptid: a new process starts with its parent's
@@ -594,12 +649,24 @@ static void drain_timer(sonde_stacks *s)
     s->lost = sonde__cputimer_lost(s->timer);
 }
 
+/* Until a ring has a sample, or 10 ms. */
+static void wait_sample(sonde_stacks *s)
+{
+    struct pollfd fds[MAX_CPUS];
+    for (int c = 0; c < s->n_cpus; c++)
+        fds[c] = (struct pollfd){s->fds[c], POLLIN, 0};
+    poll(fds, (nfds_t)s->n_cpus, 10);
+}
+
 static void *reader(void *arg)
 {
     sonde_stacks *s = arg;
     for (unsigned round = 1; !atomic_load(&s->stop); round++) {
         struct timespec t = {0, 10 * 1000 * 1000}, now;
-        nanosleep(&t, NULL);
+        if (s->py_any && !s->timer) /* woken by each sample: its Python frames are read now */
+            wait_sample(s);
+        else
+            nanosleep(&t, NULL);
         if (s->timer) {
             drain_timer(s);
             if (round % 10 == 0) /* the threads begun since: every 100 ms */
@@ -711,6 +778,7 @@ static int perf_start(sonde_stacks *s, pid_t pid, char *why, size_t cap)
     a.inherit = 1;
     a.mmap = a.mmap2 = a.comm = a.task = 1;
     a.sample_id_all = 1; /* every record has a time: the rings are read in time order */
+    a.wakeup_events = 1; /* a poll wakes at each sample (only while Python is read, below) */
     a.use_clockid = 1;   /* the clock sonde's sections are anchored to */
     a.clockid = CLOCK_MONOTONIC;
     if (pid) { /* counting begins at the child's exec */
@@ -786,6 +854,11 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int
         return NULL;
     }
     sbuf_init(&s->out);
+    if (!(s->pytab = sonde__pytab_new())) {
+        snprintf(why, cap, "out of memory");
+        sonde__free(s);
+        return NULL;
+    }
     s->hz = hz;
     s->inline_frames = inline_frames;
     s->write = write;
@@ -915,10 +988,23 @@ static int frame_chain(sonde_stacks *s, namer *nm, const sframe *fr, int pid)
         return c;
     sonde_symframe sf[8];
     int n = 1;
+    sonde_pycode pc = {NULL, NULL, 0};
+    if (fr->file != UINT32_MAX && fr->file >= PY_FRAME) { /* Python: its code says it all */
+        if (sonde__pytab_code(s->pytab, fr->file - PY_FRAME, &pc))
+            return -1;
+        sf[0] = (sonde_symframe){sonde__strdup(pc.name), sonde__strdup(pc.file), pc.first_line};
+        if (!sf[0].name || !sf[0].file) {
+            sonde__free(sf[0].name);
+            sonde__free(sf[0].file);
+            return -1;
+        }
+    }
     sonde_symfile *jit = fr->file == UINT32_MAX ? perf_map_of(nm, pid) : NULL;
     if (jit && !sonde__sym_holds(jit, fr->off))
         jit = NULL;
-    if (jit) {
+    if (pc.name) {
+        /* named above */
+    } else if (jit) {
         if ((n = sonde__sym_at(jit, fr->off, sf, 1)) < 0)
             return -1;
     } else if (fr->file == UINT32_MAX) {
@@ -930,7 +1016,8 @@ static int frame_chain(sonde_stacks *s, namer *nm, const sframe *fr, int pid)
         if (n < 0)
             return -1;
     }
-    const char *obj = jit                     ? sonde__sym_base(jit)
+    const char *obj = pc.name                 ? pc.file
+                      : jit                   ? sonde__sym_base(jit)
                       : fr->file == UINT32_MAX ? "?"
                                                : sonde__sym_base(nm->files[fr->file]);
     int rc = 0;
@@ -954,8 +1041,12 @@ static int frame_chain(sonde_stacks *s, namer *nm, const sframe *fr, int pid)
     nm->cfirst[nm->n_chains++] = (uint32_t)nm->n_cids;
     nm->src[c] = NULL;
     nm->line[c] = 0;
-    if (fr->file != UINT32_MAX) /* the line it was at (the innermost frame's, in LINES) */
+    if (pc.name && fr->off) { /* the line it was at (the innermost frame's, in LINES) */
+        nm->src[c] = pc.file;
+        nm->line[c] = (unsigned)fr->off;
+    } else if (fr->file != UINT32_MAX && !pc.name) {
         sonde__sym_line(nm->files[fr->file], fr->off, &nm->src[c], &nm->line[c]);
+    }
     return c;
 }
 
@@ -996,12 +1087,14 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
         const sstack *st = &s->stacks[i];
         const sproc *p = &s->procs[st->proc];
         uint32_t n_ids = 0;
-        int c = -1;
+        int c = -1, py = -1;
         for (uint32_t k = 0; st->used && k < st->n; k++) { /* unused: written without frames */
             if ((c = frame_chain(s, &nm, &st->f[k], p->pid)) < 0) {
                 s->oom = 1;
                 break;
             }
+            if (st->f[k].file != UINT32_MAX && st->f[k].file >= PY_FRAME)
+                py = c; /* the innermost Python frame so far */
             for (uint32_t q = nm.cfirst[c]; q < nm.cfirst[c + 1] && n_ids < MAX_FRAMES * 8; q++)
                 ids[n_ids++] = nm.cids[q];
         }
@@ -1015,6 +1108,8 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
         pb_varint(&sb, n_ids);
         for (uint32_t k = 0; k < n_ids; k++)
             pb_varint(&sb, ids[k]);
+        if (c >= 0 && !nm.src[c] && py >= 0) /* the interpreter's C code: its Python's line */
+            c = py;
         if (c >= 0 && nm.src[c]) { /* the line the innermost frame was running */
             pb_varint(&xb, i);
             pb_lenstr(&xb, nm.src[c]);
@@ -1075,7 +1170,9 @@ static void free_all(sonde_stacks *s)
     for (size_t i = 0; i < s->n_procs; i++) {
         sonde__free(s->procs[i].maps);
         sonde__free(s->procs[i].umaps);
+        sonde__py_detach(s->procs[i].py);
     }
+    sonde__pytab_free(s->pytab);
     sonde__unwind_free(s->unwinder);
     sonde__free(s->fp_verdict);
     sonde__free(s->procs);

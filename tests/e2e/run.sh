@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh - end-to-end tests: the real binaries on real files. Usage: run.sh TEST BUILD_DIR SRC_DIR
 #   demo | crash | hostile | config | cli | html | ranks | limits | fork | cxx | compiled_out | install
-#   | diffgate | stacks | flight
+#   | diffgate | stacks | pyframes | flight
 set -euo pipefail
 test=$1 build=$(cd "$2" && pwd) src=$(cd "$3" && pwd)
 sonde="$build/tools/sonde/sonde"
@@ -1609,6 +1609,37 @@ PY
     expect 127 "cannot run /nonexistent/prog" "$sonde" run -o gone --name gone -- /nonexistent/prog
     [ "$(wc -l < err.txt)" = 1 ] && [ -z "$(ls gone 2> /dev/null)" ] ||
         fail "a command that cannot start: $(cat err.txt; ls gone)"
+    ;;
+pyframes)
+    cd "$work"
+    # issue 39: the Python frames of every CPU sample, read from outside by `sonde run` on each
+    # interpreter these machines have (Debian's 3.11 and pyenv's newest 3.11, 3.12, 3.13): the
+    # shares of hot70/warm20/cool10 within 5 points of 70/20/10 and of the program's own
+    # measure, the stacks <module>;main;FUNCTION;spin, where each is defined, the lines run.
+    # In process, test_sonde.py runs the same program on each interpreter (versions.sh).
+    pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
+    ran=0
+    mkdir -p py
+    for py in /usr/bin/python3.11 \
+              $(for v in 3.11 3.12 3.13; do ls -d "$pyenv_root"/versions/$v.*/bin/python$v 2>/dev/null |
+                                             sort -V | tail -1; done); do
+        [ -x "$py" ] || continue
+        label=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')@$(dirname "$py")
+        "$sonde" run --quiet -o py --name run$ran -- "$py" "$src/tests/e2e/pyshares.py" 2 \
+            > py/measured$ran.txt || fail "sonde run $py exited $?"
+        python3 "$src/tests/e2e/pyframes_check.py" py/run$ran.json py/run$ran.folded \
+            py/measured$ran.txt "$label" || fail "Python frames of $py"
+        ran=$((ran + 1))
+    done
+    [ "$ran" -gt 0 ] || fail "no CPython 3.11-3.13 on this machine"
+    # an interpreter whose frames are not read (3.10) keeps its native stacks
+    py310=$(ls -d "$pyenv_root"/versions/3.10.*/bin/python3.10 2>/dev/null | sort -V | tail -1)
+    if [ -n "$py310" ]; then
+        "$sonde" run --quiet -o py --name old -- "$py310" "$src/tests/e2e/pyshares.py" 1 > /dev/null
+        ! grep -q ";hot70" py/old.folded && grep -q "_PyEval_EvalFrameDefault" py/old.folded ||
+            fail "3.10: $(head -3 py/old.folded)"
+        echo "3.10: native frames only, as documented"
+    fi
     ;;
 cuda)
     cd "$work"

@@ -847,6 +847,26 @@ class Recording(Base):
         self.assertLessEqual(sec.get("idle", 0), 5, p["sections"])  # CPU time, not wall time
         self.assertEqual(p["hz"], 999)
 
+    def test_cpu_samples_carry_the_python_frames(self):
+        # issue 39, in process: tests/e2e/pyshares.py samples itself through this package; its
+        # functions' shares (70/20/10) come back from the folded stacks within 5 points, each
+        # stack <module>;main;FUNCTION;spin, each function where it is defined
+        # (tests/e2e/pyframes_check.py; e2e pyframes does the same from outside)
+        e2e = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e")
+        r = subprocess.run([sys.executable, os.path.join(e2e, "pyshares.py"), "2", self.dir],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        measured = os.path.join(self.dir, "measured.txt")
+        with open(measured, "w") as f:
+            f.write(r.stdout)
+        label = "in process, %s %d.%d" % ((sys.executable,) + sys.version_info[:2])
+        c = subprocess.run([sys.executable, os.path.join(e2e, "pyframes_check.py"),
+                            os.path.join(self.dir, "inproc.json"),
+                            os.path.join(self.dir, "inproc.folded"), measured, label],
+                           capture_output=True, text=True)
+        self.assertEqual(c.returncode, 0, c.stdout + c.stderr)
+        print(c.stdout.strip(), file=sys.stderr)
+
     def test_job_rank_reads_the_launchers_variables(self):
         base = {k: v for k, v in os.environ.items()
                 if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_", "PMI_",

@@ -1,0 +1,596 @@
+/* pyframes.c - the Python frames of a thread of CPython 3.11, 3.12 or 3.13 (sources.h), read
+ * while the program runs, from the sampler's thread, without stopping it or any of its threads.
+ *
+ * The interpreter is found in the process's mappings: the file (the python executable, or
+ * libpythonX.Y.so) whose ELF symbols hold `_PyRuntime`, `Py_Version` and `PyCode_Type`. Memory
+ * is read with process_vm_readv, in this process as in a child: a freed or half-made frame, a
+ * pointer into nothing, a cycle, all end the walk with the frames read so far, never with a
+ * fault. The structures' offsets are the release builds' (the default, GIL build) of each
+ * version, measured from each version's own headers (docs/stacks.md); 3.13's are checked against
+ * the `_Py_DebugOffsets` the interpreter carries for such readers.
+ *
+ * The walk: _PyRuntime -> interpreters -> thread states (the one whose native_thread_id is the
+ * sampled thread's) -> its current frame -> each frame's code object and instruction -> the
+ * code's qualified name, file, first line and location table (the line being run). Code objects
+ * are read once per process and address; a thread's frames mostly lie in its data stack, read
+ * in one piece per sample. */
+#define _GNU_SOURCE
+#include "sources.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../util/alloc.h"
+
+#define WINDOW 16384          /* bytes of a thread's data stack read at once, below its top */
+#define MAX_HOPS 4096         /* frames followed at most (a cycle in torn memory ends here) */
+#define MAX_THREADS 4096      /* thread states walked at most per interpreter */
+#define MAX_INTERPS 64
+#define MAX_TEXT 1024         /* characters of a name or file kept */
+#define MAX_LINETABLE (1u << 20)
+#define MAX_FRAMES_READ 256  /* Python frames of a stack at most */
+#define RESCAN_NS 50000000ull /* a thread not found is looked for again after 50 ms */
+
+/* Where each field is, per version (release builds, x86-64 and other LP64 ABIs). */
+typedef struct pylayout {
+    unsigned minor;
+    uint32_t rt_interps;     /* _PyRuntime.interpreters.head */
+    uint32_t is_next, is_threads; /* PyInterpreterState.next, .threads.head */
+    uint32_t ts_next, ts_tid; /* PyThreadState.next, .native_thread_id */
+    uint32_t ts_frame;       /* .cframe (3.11, 3.12) or .current_frame (3.13) */
+    uint32_t cf_frame;       /* _PyCFrame.current_frame; NONE where ts_frame is the frame */
+    uint32_t ts_chunk, ts_top; /* .datastack_chunk, .datastack_top */
+    uint32_t fr_code, fr_previous, fr_instr, fr_owner; /* _PyInterpreterFrame */
+    uint32_t co_filename, co_qualname, co_firstlineno, co_linetable, co_code; /* PyCodeObject */
+    uint32_t str_ascii, str_compact; /* sizeof PyASCIIObject, PyCompactUnicodeObject */
+    int cstack_owner;        /* the owner of the C stack's entry frames (no code of the
+                                program's): skipped; -1 where there are none */
+} pylayout;
+
+#define NONE UINT32_MAX
+static const pylayout layouts[] = {
+    {11, 40, 0, 16, 8, 160, 56, 8, 296, 304, 32, 48, 56, 69, 112, 128, 72, 136, 184, 48, 72, -1},
+    {12, 40, 0, 72, 8, 144, 56, 0, 232, 240, 0, 8, 56, 70, 112, 128, 68, 136, 192, 40, 56, 3},
+    {13, 632, 7264, 7344, 8, 160, 72, NONE, 232, 240, 0, 8, 56, 70, 112, 128, 68, 136, 200, 40,
+     56, 3},
+};
+
+typedef struct pycode_e {
+    char *name, *file;
+    unsigned first_line;
+    uint8_t *lines;          /* the location table */
+    size_t n_lines;
+} pycode_e;
+
+struct sonde_pytab {
+    pycode_e *codes;
+    size_t n_codes, cap_codes;
+};
+
+/* A code object read: its address, what it was then (a freed code's address may hold another
+ * later: its name, file and first line are then other objects), its id in the table + 1. */
+typedef struct codekey {
+    uint64_t addr, file, qual;
+    uint32_t first, id;
+} codekey;
+
+typedef struct tcache {
+    int tid;
+    uint64_t tstate;         /* 0: not a Python thread at the last look */
+} tcache;
+
+struct sonde_pyproc {
+    int pid;
+    sonde_pytab *tab;
+    const pylayout *l;
+    char *path;              /* the file holding the interpreter */
+    uint64_t runtime, code_type;
+    codekey *codes;          /* code objects read, by address (open addressing) */
+    size_t cap_map, n_map;
+    tcache *threads;
+    size_t n_threads, cap_threads;
+    uint64_t rescanned;      /* when the thread states were last walked */
+    uint64_t win_at;         /* the data stack read last: [win_at, win_at + win_len) */
+    size_t win_len;
+    uint8_t win[WINDOW];
+    uint8_t heads[MAX_FRAMES_READ][256]; /* the code objects' heads of one stack */
+};
+
+sonde_pytab *sonde__pytab_new(void)
+{
+    return sonde__calloc(1, sizeof(sonde_pytab));
+}
+
+void sonde__pytab_free(sonde_pytab *t)
+{
+    for (size_t i = 0; t && i < t->n_codes; i++) {
+        sonde__free(t->codes[i].name);
+        sonde__free(t->codes[i].file);
+        sonde__free(t->codes[i].lines);
+    }
+    if (t)
+        sonde__free(t->codes);
+    sonde__free(t);
+}
+
+int sonde__pytab_code(const sonde_pytab *t, uint32_t id, sonde_pycode *out)
+{
+    if (!t || id >= t->n_codes)
+        return -1;
+    *out = (sonde_pycode){t->codes[id].name, t->codes[id].file, t->codes[id].first_line};
+    return 0;
+}
+
+/* n bytes at addr of the process, from the last data stack read when it holds them; 0, or -1
+ * where the memory is not there (freed, unmapped, never was). */
+static int rd(sonde_pyproc *py, uint64_t addr, void *dst, size_t n)
+{
+    if (addr >= py->win_at && addr - py->win_at <= py->win_len &&
+        n <= py->win_len - (addr - py->win_at)) {
+        memcpy(dst, py->win + (addr - py->win_at), n);
+        return 0;
+    }
+    if (!addr)
+        return -1;
+    struct iovec local = {dst, n}, remote = {(void *)(uintptr_t)addr, n};
+    return process_vm_readv(py->pid, &local, 1, &remote, 1, 0) == (ssize_t)n ? 0 : -1;
+}
+
+static uint64_t u64_at(const uint8_t *b, uint32_t off)
+{
+    uint64_t v;
+    memcpy(&v, b + off, 8);
+    return v;
+}
+
+static void put_utf8(char *out, size_t *k, uint32_t c)
+{
+    if (c < 0x80) {
+        out[(*k)++] = (char)c;
+    } else if (c < 0x800) {
+        out[(*k)++] = (char)(0xC0 | (c >> 6));
+        out[(*k)++] = (char)(0x80 | (c & 63));
+    } else if (c < 0x10000) {
+        out[(*k)++] = (char)(0xE0 | (c >> 12));
+        out[(*k)++] = (char)(0x80 | ((c >> 6) & 63));
+        out[(*k)++] = (char)(0x80 | (c & 63));
+    } else {
+        out[(*k)++] = (char)(0xF0 | ((c >> 18) & 7));
+        out[(*k)++] = (char)(0x80 | ((c >> 12) & 63));
+        out[(*k)++] = (char)(0x80 | ((c >> 6) & 63));
+        out[(*k)++] = (char)(0x80 | (c & 63));
+    }
+}
+
+/* A str object as UTF-8 (compact strings only, as every identifier and file name is); NULL
+ * where it cannot be read or out of memory. */
+static char *read_str(sonde_pyproc *py, uint64_t addr)
+{
+    uint8_t h[80];
+    if (rd(py, addr, h, py->l->str_compact))
+        return NULL;
+    int64_t len;
+    uint32_t state;
+    memcpy(&len, h + 16, 8);
+    memcpy(&state, h + 32, 4);
+    unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+    if (!compact || len < 0 || (kind != 1 && kind != 2 && kind != 4))
+        return NULL;
+    size_t n = len > MAX_TEXT ? MAX_TEXT : (size_t)len;
+    uint8_t raw[MAX_TEXT * 4];
+    uint64_t data = addr + (ascii ? py->l->str_ascii : py->l->str_compact);
+    if (n && rd(py, data, raw, n * kind))
+        return NULL;
+    char *out = sonde__malloc(n * 4 + 1);
+    if (!out)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = kind == 1 ? raw[i] : kind == 2 ? (uint32_t)(raw[2 * i] | raw[2 * i + 1] << 8)
+                                                     : (uint32_t)raw[4 * i] |
+                                                           (uint32_t)raw[4 * i + 1] << 8 |
+                                                           (uint32_t)raw[4 * i + 2] << 16 |
+                                                           (uint32_t)raw[4 * i + 3] << 24;
+        if (c > 0x10FFFF || (c >= 0xD800 && c < 0xE000))
+            c = 0xFFFD; /* a lone surrogate (allowed in a str) is not UTF-8 */
+        put_utf8(out, &k, c);
+    }
+    out[k] = 0;
+    return out;
+}
+
+/* The code object at addr, whose first co_code bytes are h, as an id of the table, read when
+ * new; -1 where it is not a code object (a torn or freed frame) or out of memory. */
+static int64_t code_id(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
+{
+    const pylayout *l = py->l;
+    if (u64_at(h, 8) != py->code_type)
+        return -1;
+    uint32_t first;
+    memcpy(&first, h + l->co_firstlineno, 4);
+    codekey key = {addr, u64_at(h, l->co_filename), u64_at(h, l->co_qualname), first, 0};
+    if (py->n_map * 2 >= py->cap_map) { /* grow, keeping the table half empty */
+        size_t cap = py->cap_map ? py->cap_map * 2 : 256;
+        codekey *t = sonde__calloc(cap, sizeof *t);
+        if (!t)
+            return -1;
+        for (size_t i = 0; i < py->cap_map; i++)
+            if (py->codes[i].addr) {
+                size_t j = (py->codes[i].addr >> 4) & (cap - 1);
+                while (t[j].addr)
+                    j = (j + 1) & (cap - 1);
+                t[j] = py->codes[i];
+            }
+        sonde__free(py->codes);
+        py->codes = t;
+        py->cap_map = cap;
+    }
+    size_t j = (addr >> 4) & (py->cap_map - 1);
+    for (; py->codes[j].addr; j = (j + 1) & (py->cap_map - 1))
+        if (py->codes[j].addr == addr)
+            break;
+    codekey *k = &py->codes[j];
+    if (k->addr && k->file == key.file && k->qual == key.qual && k->first == key.first)
+        return (int64_t)k->id - 1;
+    uint8_t bh[32];
+    uint64_t lt = u64_at(h, l->co_linetable);
+    int64_t n_lt = 0;
+    if (rd(py, lt, bh, 32) == 0)
+        memcpy(&n_lt, bh + 16, 8);
+    pycode_e e = {read_str(py, key.qual), read_str(py, key.file),
+                  (int32_t)first > 0 ? first : 0, NULL, 0};
+    if (n_lt > 0 && (uint64_t)n_lt <= MAX_LINETABLE && (e.lines = sonde__malloc((size_t)n_lt)) &&
+        rd(py, lt + 32, e.lines, (size_t)n_lt) == 0)
+        e.n_lines = (size_t)n_lt;
+    sonde_pytab *t = py->tab;
+    if (!e.name || !e.file || t->n_codes >= UINT32_MAX - 1 ||
+        SONDE_GROW(t->codes, t->n_codes, t->cap_codes)) {
+        sonde__free(e.name);
+        sonde__free(e.file);
+        sonde__free(e.lines);
+        return -1;
+    }
+    t->codes[t->n_codes] = e;
+    py->n_map += !k->addr;
+    key.id = (uint32_t)++t->n_codes;
+    *k = key; /* new, or the same address holding another code now */
+    return (int64_t)t->n_codes - 1;
+}
+
+static unsigned varint(const uint8_t *t, size_t n, size_t *i)
+{
+    unsigned v = 0, shift = 0;
+    while (*i < n && shift < 30) {
+        uint8_t b = t[(*i)++];
+        v |= (unsigned)(b & 63) << shift;
+        shift += 6;
+        if (!(b & 64))
+            break;
+    }
+    return v;
+}
+
+static int svarint(const uint8_t *t, size_t n, size_t *i)
+{
+    unsigned v = varint(t, n, i);
+    return v & 1 ? -(int)(v >> 1) : (int)(v >> 1);
+}
+
+/* The line of code unit at in a 3.11+ location table (Objects/locations.md): each entry covers
+ * 1-8 code units; its first byte's bits 3-6 say its form, the line moving by the entry's delta.
+ * 0 where the table does not say. */
+static unsigned line_at(const pycode_e *c, int64_t at)
+{
+    const uint8_t *t = c->lines;
+    size_t n = c->n_lines, i = 0;
+    long line = c->first_line;
+    int64_t pos = 0;
+    while (i < n) {
+        uint8_t b = t[i++];
+        if (!(b & 0x80))
+            return 0; /* not an entry's first byte: a table we do not read */
+        unsigned code = (b >> 3) & 15, len = (b & 7) + 1u;
+        int has = 1;
+        if (code == 15) {
+            has = 0;
+        } else if (code == 14) {
+            line += svarint(t, n, &i);
+            varint(t, n, &i);
+            varint(t, n, &i);
+            varint(t, n, &i);
+        } else if (code == 13) {
+            line += svarint(t, n, &i);
+        } else if (code >= 10) {
+            line += code - 10;
+            i += 2;
+        } else {
+            i += 1;
+        }
+        if (at < pos + len)
+            return has && line > 0 ? (unsigned)line : 0;
+        pos += len;
+    }
+    return 0;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* Walks every interpreter's thread states, remembering each thread's. */
+static void rescan(sonde_pyproc *py)
+{
+    const pylayout *l = py->l;
+    py->n_threads = 0;
+    py->rescanned = now_ns();
+    uint64_t interp;
+    if (rd(py, py->runtime + l->rt_interps, &interp, 8))
+        return;
+    for (int k = 0; interp && k < MAX_INTERPS; k++) {
+        uint64_t ts, next;
+        if (rd(py, interp + l->is_threads, &ts, 8) || rd(py, interp + l->is_next, &next, 8))
+            return;
+        for (int m = 0; ts && m < MAX_THREADS; m++) {
+            uint64_t tid;
+            if (rd(py, ts + l->ts_tid, &tid, 8) || SONDE_GROW(py->threads, py->n_threads,
+                                                               py->cap_threads))
+                break;
+            py->threads[py->n_threads++] = (tcache){(int)tid, ts};
+            if (rd(py, ts + l->ts_next, &ts, 8))
+                break;
+        }
+        interp = next;
+    }
+}
+
+/* The thread state of thread tid (0: none), from the last walk, walked again when it does not
+ * hold tid or holds it no more, at most every RESCAN_NS for a thread that has none. */
+static uint64_t tstate_of(sonde_pyproc *py, int tid, uint8_t *ts, size_t n)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < py->n_threads; i++) {
+            if (py->threads[i].tid != tid)
+                continue;
+            uint64_t a = py->threads[i].tstate;
+            if (!a)
+                break; /* no Python in it at the last walk */
+            uint64_t got;
+            if (rd(py, a, ts, n) == 0 && (memcpy(&got, ts + py->l->ts_tid, 8), (int)got == tid))
+                return a;
+            py->threads[i].tstate = 0; /* gone, or its state reused: walk again */
+            py->rescanned = 0;
+            break;
+        }
+        if (pass || now_ns() - py->rescanned < RESCAN_NS)
+            return 0;
+        rescan(py);
+        int found = 0;
+        for (size_t i = 0; i < py->n_threads; i++)
+            found |= py->threads[i].tid == tid;
+        if (!found && !SONDE_GROW(py->threads, py->n_threads, py->cap_threads))
+            py->threads[py->n_threads++] = (tcache){tid, 0};
+    }
+    return 0;
+}
+
+int sonde__py_stack(sonde_pyproc *py, int tid, sonde_pyframe *inner, int cap)
+{
+    const pylayout *l = py->l;
+    uint8_t ts[512];
+    size_t tn = l->ts_top + 8;
+    py->win_len = 0;
+    if (!tstate_of(py, tid, ts, tn))
+        return 0;
+    uint64_t frame = u64_at(ts, l->ts_frame);
+    if (l->cf_frame != NONE && rd(py, frame + l->cf_frame, &frame, 8))
+        return 0;
+    /* the frames of the running code lie below the data stack's top: read them in one go */
+    uint64_t chunk = u64_at(ts, l->ts_chunk), top = u64_at(ts, l->ts_top);
+    if (chunk && top > chunk) {
+        uint64_t from = top - chunk > WINDOW ? top - WINDOW : chunk;
+        struct iovec local = {py->win, (size_t)(top - from)},
+                     remote = {(void *)(uintptr_t)from, (size_t)(top - from)};
+        ssize_t got = process_vm_readv(py->pid, &local, 1, &remote, 1, 0);
+        if (got > 0) {
+            py->win_at = from;
+            py->win_len = (size_t)got;
+        }
+    }
+    /* the frames first (mostly from the window), then every code object's head in one read,
+     * then the codes: an address met before is read again only when its head has changed */
+    uint64_t codes[MAX_FRAMES_READ], instrs[MAX_FRAMES_READ];
+    int n = 0;
+    for (int hop = 0; frame && hop < MAX_HOPS && n < cap && n < MAX_FRAMES_READ; hop++) {
+        uint8_t f[80];
+        if (rd(py, frame, f, (size_t)l->fr_owner + 1))
+            break;
+        codes[n] = u64_at(f, l->fr_code);
+        instrs[n] = u64_at(f, l->fr_instr);
+        frame = u64_at(f, l->fr_previous);
+        if (l->cstack_owner < 0 || f[l->fr_owner] != (uint8_t)l->cstack_owner)
+            n++; /* not the C stack's entry into the interpreter, which runs no code of ours */
+    }
+    py->win_len = 0;
+    struct iovec local[MAX_FRAMES_READ], remote[MAX_FRAMES_READ];
+    for (int i = 0; i < n; i++) {
+        local[i] = (struct iovec){py->heads[i], l->co_code};
+        remote[i] = (struct iovec){(void *)(uintptr_t)codes[i], l->co_code};
+    }
+    ssize_t got = n ? process_vm_readv(py->pid, local, (unsigned long)n, remote,
+                                       (unsigned long)n, 0) : 0;
+    int whole = got > 0 ? (int)((size_t)got / l->co_code) : 0; /* the reads stop at a fault */
+    int k = 0;
+    for (int i = 0; i < n && i < whole; i++) {
+        int64_t id = code_id(py, codes[i], py->heads[i]);
+        if (id < 0)
+            break; /* not a code object: the frame was torn or freed while read */
+        int64_t at = ((int64_t)instrs[i] - (int64_t)(codes[i] + l->co_code)) / 2;
+        if (at < 0)
+            continue; /* a frame made, not started */
+        inner[k++] = (sonde_pyframe){(uint32_t)id, line_at(&py->tab->codes[id], at)};
+    }
+    return k;
+}
+
+
+/* The address of each of n names in the ELF file at path, 0 where absent, and the lowest
+ * address its loaded segments ask for; -1 where it is not an ELF file. */
+static int elf_symbols(const char *path, const char *const *names, uint64_t *at, int n,
+                       uint64_t *low)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    elf_version(EV_CURRENT);
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    size_t nph = 0;
+    int rc = -1;
+    if (!e || elf_kind(e) != ELF_K_ELF || elf_getphdrnum(e, &nph))
+        goto out;
+    *low = UINT64_MAX;
+    for (size_t i = 0; i < nph; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < *low)
+            *low = ph.p_vaddr & ~(uint64_t)0xfff;
+    }
+    memset(at, 0, (size_t)n * sizeof *at);
+    for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn));) {
+        GElf_Shdr sh;
+        Elf_Data *d;
+        if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_DYNSYM && sh.sh_type != SHT_SYMTAB) ||
+            !sh.sh_entsize || !(d = elf_getdata(scn, NULL)))
+            continue;
+        for (size_t k = 0; k < sh.sh_size / sh.sh_entsize; k++) {
+            GElf_Sym sym;
+            const char *name;
+            if (!gelf_getsym(d, (int)k, &sym) || !sym.st_value ||
+                !(name = elf_strptr(e, sh.sh_link, sym.st_name)))
+                continue;
+            for (int q = 0; q < n; q++)
+                if (!at[q] && !strcmp(name, names[q]))
+                    at[q] = sym.st_value;
+        }
+    }
+    rc = *low == UINT64_MAX ? -1 : 0;
+out:
+    if (e)
+        elf_end(e);
+    close(fd);
+    return rc;
+}
+
+/* Checks the interpreter's own map of its structures (3.13's _Py_DebugOffsets, at the start of
+ * _PyRuntime: cookie "xdebugpy", version, free_threaded, then the offsets of the runtime's,
+ * interpreters' and threads' fields, each section starting with its size) against the table:
+ * a build whose layout differs (free-threaded, another patch release) gets no frames rather
+ * than wrong ones. */
+static int debug_offsets_agree(sonde_pyproc *py)
+{
+    const pylayout *l = py->l;
+    uint8_t h[216];
+    if (rd(py, py->runtime, h, sizeof h) || memcmp(h, "xdebugpy", 8))
+        return 0;
+    return u64_at(h, 16) == 0 && u64_at(h, 40) == l->rt_interps && u64_at(h, 64) == l->is_next &&
+           u64_at(h, 72) == l->is_threads && u64_at(h, 168) == l->ts_next &&
+           u64_at(h, 184) == l->ts_frame && u64_at(h, 200) == l->ts_tid &&
+           u64_at(h, 208) == l->ts_chunk;
+}
+
+sonde_pyproc *sonde__py_attach(sonde_pytab *tab, int pid, char *why, size_t cap)
+{
+    char mp[64], line[4096 + 128];
+    snprintf(mp, sizeof mp, "/proc/%d/maps", pid);
+    FILE *f = fopen(mp, "re");
+    if (!f) {
+        snprintf(why, cap, "%s: cannot be read", mp);
+        return NULL;
+    }
+    static const char *const names[] = {"_PyRuntime", "Py_Version", "PyCode_Type"};
+    char tried[4][512];
+    int n_tried = 0;
+    sonde_pyproc *py = NULL;
+    snprintf(why, cap, "no CPython in the process");
+    while (!py && fgets(line, sizeof line, f)) {
+        unsigned long long lo, hi, off;
+        int at = 0;
+        if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %n", &lo, &hi, &off, &at) < 3 || !at || off)
+            continue;
+        char *path = line + at;
+        path[strcspn(path, "\n")] = 0;
+        const char *base = strrchr(path, '/');
+        base = base ? base + 1 : path;
+        if (path[0] != '/' || (strncmp(base, "python", 6) && strncmp(base, "libpython", 9)))
+            continue; /* the interpreter is in the executable or in libpython */
+        int seen = 0;
+        for (int i = 0; i < n_tried; i++)
+            seen |= !strcmp(tried[i], path);
+        if (seen || n_tried == 4)
+            continue;
+        snprintf(tried[n_tried++], sizeof tried[0], "%s", path);
+        uint64_t sym[3], low;
+        if (elf_symbols(path, names, sym, 3, &low) || !sym[0] || !sym[1] || !sym[2])
+            continue;
+        uint64_t bias = lo - low;
+        sonde_pyproc probe = {.pid = pid, .tab = tab};
+        uint64_t version;
+        if (rd(&probe, bias + sym[1], &version, 8)) {
+            snprintf(why, cap, "%s: its memory cannot be read (process_vm_readv)", path);
+            continue;
+        }
+        unsigned major = (unsigned)(version >> 24) & 255, minor = (unsigned)(version >> 16) & 255;
+        const pylayout *l = NULL;
+        for (size_t i = 0; major == 3 && i < sizeof layouts / sizeof *layouts; i++)
+            if (layouts[i].minor == minor)
+                l = &layouts[i];
+        if (!l) {
+            snprintf(why, cap, "CPython %u.%u: Python frames are read from 3.11, 3.12 and 3.13",
+                     major, minor);
+            continue;
+        }
+        probe.l = l;
+        probe.runtime = bias + sym[0];
+        if (minor >= 13 && !debug_offsets_agree(&probe)) {
+            snprintf(why, cap, "CPython %u.%u at %s: not the layout of its release build", major,
+                     minor, path);
+            continue;
+        }
+        if (!(py = sonde__calloc(1, sizeof *py)) || !(py->path = sonde__strdup(path))) {
+            sonde__free(py);
+            py = NULL;
+            snprintf(why, cap, "out of memory");
+            break;
+        }
+        py->pid = pid;
+        py->tab = tab;
+        py->l = l;
+        py->runtime = bias + sym[0];
+        py->code_type = bias + sym[2];
+    }
+    fclose(f);
+    return py;
+}
+
+const char *sonde__py_path(const sonde_pyproc *py)
+{
+    return py->path;
+}
+
+void sonde__py_detach(sonde_pyproc *py)
+{
+    if (!py)
+        return;
+    sonde__free(py->path);
+    sonde__free(py->codes);
+    sonde__free(py->threads);
+    sonde__free(py);
+}

@@ -1,0 +1,40 @@
+"""pyframes_check.py JSON FOLDED SHARES LABEL - the Python frames of a pyshares.py run (e2e
+pyframes): the innermost of hot70/warm20/cool10 in each folded stack gives the shares within 5
+points of 70/20/10 and of what the program measured itself; every stack through them reads
+<module>;main;FUNCTION;spin outermost first; the JSON's functions say where each is defined and
+its lines table names spin's loop."""
+import json
+import sys
+
+report, folded, measured, label = sys.argv[1:5]
+want = ("hot70", "warm20", "cool10")
+count = dict.fromkeys(want, 0)
+total = 0
+for line in open(folded):
+    stack, n = line.rstrip("\n").rsplit(" ", 1)
+    frames = stack.split(";")
+    hit = [f for f in frames if f in want]
+    if not hit:
+        continue
+    total += int(n)
+    count[hit[-1]] += int(n)
+    i = frames.index(hit[-1])
+    assert frames[i - 2:i + 2] == ["<module>", "main", hit[-1], "spin"] or \
+        frames[i - 2:i + 1] == ["<module>", "main", hit[-1]], (label, stack)
+assert total >= 300, (label, total)
+got = {k: 100.0 * count[k] / total for k in want}
+own = json.loads(open(measured).read().strip().splitlines()[-1])
+for k, share in zip(want, (70, 20, 10)):
+    assert abs(got[k] - share) <= 5 and abs(got[k] - own[k]) <= 5, (label, k, got, own)
+p = json.load(open(report))["profile"]
+fn = {f["name"]: f for f in p["functions"] if f.get("file", "").endswith("pyshares.py")}
+src = open(sys.argv[0].replace("pyframes_check.py", "pyshares.py")).read().splitlines()
+for k in want + ("spin", "main"):
+    f = fn[k]
+    assert f["object"] == f["file"] and src[f["line"] - 1].startswith("def " + k), (label, f)
+loop = [i + 1 for i, s in enumerate(src) if "for i in range(n)" in s or "x ^= i" in s]
+lines = [x for x in p.get("lines", []) if x.get("function") == "spin"]
+assert lines and sum(x["self"] for x in lines if x["line"] in loop) >= \
+    0.8 * sum(x["self"] for x in lines), (label, lines)
+print("%s: %d samples, %s (the program measured %s)" % (
+    label, total, {k: round(v, 1) for k, v in got.items()}, {k: round(v, 1) for k, v in own.items()}))
