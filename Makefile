@@ -11,7 +11,7 @@
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = fuzz_sonde fuzz_env fuzz_yaml fuzz_flags fuzz_report fuzz_perfmap
+FUZZ_TARGETS = fuzz_sonde fuzz_env fuzz_yaml fuzz_flags fuzz_report fuzz_perfmap fuzz_pyframes
 CMAKE_FLAGS ?=
 
 PYTHON ?= python3
@@ -72,7 +72,7 @@ bench: deps
 	@cmake --build build-bench -j $(JOBS) >> build-bench.log 2>&1 || (cat build-bench.log; exit 1)
 	@rm -f build-bench.log
 	@mkdir -p build-bench/out && ./build-bench/bench/bench_scope --dir build-bench/out && rm -rf build-bench/out
-	@mkdir -p build-bench/out && ./build-bench/bench/bench_sample build-bench/tools/sonde/sonde --dir build-bench/out && rm -rf build-bench/out
+	@mkdir -p build-bench/out && PYTHONPATH=build-bench/python ./build-bench/bench/bench_sample build-bench/tools/sonde/sonde --dir build-bench/out --python "$$(python3 -c 'import sys; print(sys.executable)')" tests/e2e/pyshares.py && rm -rf build-bench/out
 	@bash bench/bench_python_versions.sh
 	@bash tests/python/run_torch.sh "$(CURDIR)" "$(CURDIR)/build-bench" "$$(command -v python3)" build-bench/python bench/bench_torch.py || [ $$? -eq 77 ]
 	@bash scripts/setup.sh browser

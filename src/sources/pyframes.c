@@ -506,6 +506,24 @@ static int debug_offsets_agree(sonde_pyproc *py)
            u64_at(h, 208) == l->ts_chunk;
 }
 
+sonde_pyproc *sonde__py_attach_at(sonde_pytab *tab, int pid, unsigned minor, uint64_t runtime,
+                                  uint64_t code_type)
+{
+    const pylayout *l = NULL;
+    for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++)
+        if (layouts[i].minor == minor)
+            l = &layouts[i];
+    sonde_pyproc *py = l ? sonde__calloc(1, sizeof *py) : NULL;
+    if (py) { /* calloc'd: the rest is empty */
+        py->pid = pid;
+        py->tab = tab;
+        py->l = l;
+        py->runtime = runtime;
+        py->code_type = code_type;
+    }
+    return py;
+}
+
 sonde_pyproc *sonde__py_attach(sonde_pytab *tab, int pid, char *why, size_t cap)
 {
     char mp[64], line[4096 + 128];
@@ -564,17 +582,13 @@ sonde_pyproc *sonde__py_attach(sonde_pytab *tab, int pid, char *why, size_t cap)
                      minor, path);
             continue;
         }
-        if (!(py = sonde__calloc(1, sizeof *py)) || !(py->path = sonde__strdup(path))) {
-            sonde__free(py);
+        py = sonde__py_attach_at(tab, pid, minor, bias + sym[0], bias + sym[2]);
+        if (!py || !(py->path = sonde__strdup(path))) {
+            sonde__py_detach(py);
             py = NULL;
             snprintf(why, cap, "out of memory");
             break;
         }
-        py->pid = pid;
-        py->tab = tab;
-        py->l = l;
-        py->runtime = bias + sym[0];
-        py->code_type = bias + sym[2];
     }
     fclose(f);
     return py;

@@ -150,7 +150,11 @@ int sonde__pytab_code(const sonde_pytab *t, uint32_t id, sonde_pycode *out);
  * codes going into tab; NULL with the reason in why where it has none, of another version or
  * build, or its memory cannot be read. */
 sonde_pyproc *sonde__py_attach(sonde_pytab *tab, int pid, char *why, size_t cap);
-/* The file holding the interpreter (the python executable or libpython). */
+/* The same, for a process whose interpreter (3.minor) has its _PyRuntime and PyCode_Type at
+ * these addresses (the fuzzer's fake one); NULL for a version not read, or out of memory. */
+sonde_pyproc *sonde__py_attach_at(sonde_pytab *tab, int pid, unsigned minor, uint64_t runtime,
+                                  uint64_t code_type);
+/* The file holding the interpreter (the python executable or libpython; NULL from _at). */
 const char *sonde__py_path(const sonde_pyproc *py);
 /* The Python frames thread tid is running now, innermost first, at most cap; 0 when it runs
  * no Python (or is no Python thread). */

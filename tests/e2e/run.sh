@@ -1640,6 +1640,24 @@ pyframes)
             fail "3.10: $(head -3 py/old.folded)"
         echo "3.10: native frames only, as documented"
     fi
+    # the stress: frames, threads, generators, coroutines, code objects made and dropped as
+    # fast as Python can, sampled at 4999 Hz, in process (CPython embedded in a libsonde
+    # program: the reader under ASan in the ASan build, 30 s there) and from outside
+    secs=${E2E_PYSTRESS_SECONDS:-10}
+    if [ -x "$build/tests/pystress" ]; then
+        ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" timeout $((secs * 4 + 60)) \
+            "$build/tests/pystress" "$secs" stress "$src/tests/e2e/pystress.py" > stress.txt ||
+            fail "pystress exited $?: $(tail -5 stress.txt)"
+        python3 "$src/tests/e2e/pystress_check.py" stress/pystress.json stress/pystress.folded \
+            "in process, $secs s at 4999 Hz ($(cat stress.txt))" || fail "pystress in process"
+    else
+        echo "in process: skipped (no CPython library to embed: install python3-dev)"
+    fi
+    timeout $((secs * 4 + 60)) "$sonde" run --quiet --sample-hz 4999 -o stress --name outside -- \
+        /usr/bin/python3 "$src/tests/e2e/pystress.py" "$secs" > stress.txt ||
+        fail "sonde run pystress exited $?"
+    python3 "$src/tests/e2e/pystress_check.py" stress/outside.json stress/outside.folded \
+        "from outside, $secs s at 4999 Hz ($(cat stress.txt))" || fail "pystress from outside"
     ;;
 cuda)
     cd "$work"

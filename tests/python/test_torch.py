@@ -486,6 +486,45 @@ class CudaSubstituted(unittest.TestCase):
         self.assertEqual(glob.glob(os.path.join(self.tmp.name, ".tmp-*")), [])
 
 
+def heavy_matmul(a, b, n):
+    for _ in range(n):
+        torch.mm(a, b)
+
+
+class PythonFrames(unittest.TestCase):
+    def test_the_python_caller_stands_above_the_operator(self):
+        # issue 39: each CPU sample carries its Python frames, outside the native frames of
+        # the operator; most of this run's samples are BLAS work called by heavy_matmul
+        a, b = torch.randn(384, 384), torch.randn(384, 384)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        self.addCleanup(torch.set_num_threads, threads)
+        with tempfile.TemporaryDirectory() as d:
+            cfg = dict(QUIET, name="frames", output_dir=d, formats="json", sample_hz=999)
+            with sonde.Profiler(cfg, from_env=False):
+                heavy_matmul(a, b, 150)
+            with open(os.path.join(d, "frames.json")) as f:
+                p = json.load(f)["profile"]
+            with open(os.path.join(d, "frames.folded")) as f:
+                stacks = [line.rsplit(" ", 1) for line in f.read().splitlines()]
+        native = {fn["name"] for fn in p["functions"] if not fn["object"].endswith(".py")}
+        mm = [(st.split(";"), int(n)) for st, n in stacks if ";heavy_matmul;" in st]
+        total = sum(int(n) for _, n in stacks)
+        under = sum(n for _, n in mm)
+        self.assertGreaterEqual(under, 0.8 * total, stacks[:5])
+        # the frame inward of heavy_matmul is native code (BLAS, ATen), never Python's
+        inner = {}
+        for frames, n in mm:
+            k = frames[frames.index("heavy_matmul") + 1] if frames[-1] != "heavy_matmul" else None
+            inner[k] = inner.get(k, 0) + n
+        self.assertGreaterEqual(sum(n for k, n in inner.items() if k in native), 0.9 * under,
+                                inner)
+        self.assertTrue(all(fr[fr.index("heavy_matmul") - 1] == "PythonFrames.test_the_python_"
+                            "caller_stands_above_the_operator" for fr, _ in mm), mm[:3])
+        print("python frames: %d of %d samples under heavy_matmul, inward of it %s" % (
+            under, total, sorted(inner.items(), key=lambda x: -x[1])[:3]), file=sys.stderr)
+
+
 class CudaAbsent(unittest.TestCase):
     def test_one_line_and_nothing_else(self):
         with tempfile.TemporaryDirectory() as d:

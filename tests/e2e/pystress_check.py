@@ -1,0 +1,34 @@
+"""pystress_check.py JSON FOLDED LABEL - the samples of pystress.py (e2e pyframes): every folded
+line well-formed (frames, a space, a positive count), every Python function named by an
+identifier path with a file that exists (or a <pseudo-file>) and a first line inside it, and
+the Python frames read for most samples: the reader held on through the churn."""
+import json
+import os
+import re
+import sys
+
+report, folded, label = sys.argv[1:4]
+total = with_py = 0
+p = json.load(open(report))["profile"]
+pyfuncs = {f["name"] for f in p["functions"]
+           if f["object"].endswith(".py") or f["object"].startswith("<")}
+name = re.compile(r"^[A-Za-z_<][\w.<>]*$")
+for f in p["functions"]:
+    if f["name"] not in pyfuncs or not (f["object"].endswith(".py") or f["object"].startswith("<")):
+        continue
+    assert name.match(f["name"]), (label, f)
+    if f["object"].startswith("<"):
+        continue
+    assert os.path.exists(f["file"]), (label, f)
+    assert 0 < f["line"] <= sum(1 for _ in open(f["file"], "rb")), (label, f)
+for line in open(folded):
+    m = re.match(r"^(\S+) ([1-9][0-9]*)$", line.rstrip("\n"))
+    assert m, (label, line)
+    frames = m.group(1).split(";")
+    assert all(frames), (label, line)
+    total += int(m.group(2))
+    with_py += int(m.group(2)) * any(f in pyfuncs for f in frames)
+assert total >= 1000 and total == p["samples"], (label, total, p["samples"])
+assert with_py >= 0.5 * total, (label, with_py, total)
+print("%s: %d samples, %d with Python frames, %d Python functions, all well-formed" % (
+    label, total, with_py, len(pyfuncs)))
