@@ -86,25 +86,25 @@ static int best_of(char *const *const *cmds, double *best, int n)
     return 0;
 }
 
-/* A pure-Python program (tests/e2e/pyshares.py, 1,500 rounds of its work) sampled with its
+/* A pure-Python program (tests/e2e/pyshares.py, 250 rounds of its work) sampled with its
  * Python frames (issue 39: at most 2% at 999 Hz, in process and under sonde run, also with 200
  * threads): alone, under sonde run at 0 and 999 Hz, in process at 0 and 999 (the sonde package
  * PYTHONPATH holds), and with 199 more threads waiting all along under sonde run at 0 and 999. */
 static int python_cases(const char *sonde, const char *dir, char *py, char *script)
 {
-    char *alone[] = {py, script, "r1500", NULL};
+    char *alone[] = {py, script, "r250", NULL};
     char *off[] = {(char *)sonde, "run", "--quiet", "--format", "none", "-o", (char *)dir,
-                   "--name", "bench-sample", "--sample-hz", "0", "--", py, script, "r1500", NULL};
+                   "--name", "bench-sample", "--sample-hz", "0", "--", py, script, "r250", NULL};
     char *on[] = {(char *)sonde, "run", "--quiet", "--format", "none", "-o", (char *)dir,
-                  "--name", "bench-sample", "--sample-hz", "999", "--", py, script, "r1500", NULL};
-    char *in_off[] = {py, script, "r1500", (char *)dir, "0", NULL};
-    char *in_on[] = {py, script, "r1500", (char *)dir, "999", NULL};
+                  "--name", "bench-sample", "--sample-hz", "999", "--", py, script, "r250", NULL};
+    char *in_off[] = {py, script, "r250", (char *)dir, "0", NULL};
+    char *in_on[] = {py, script, "r250", (char *)dir, "999", NULL};
     char *many_off[] = {(char *)sonde, "run", "--quiet", "--format", "none", "-o", (char *)dir,
                         "--name", "bench-sample", "--sample-hz", "0", "--", "/usr/bin/env",
-                        "PYSHARES_IDLE_THREADS=199", py, script, "r1500", NULL};
+                        "PYSHARES_IDLE_THREADS=199", py, script, "r250", NULL};
     char *many_on[] = {(char *)sonde, "run", "--quiet", "--format", "none", "-o", (char *)dir,
                        "--name", "bench-sample", "--sample-hz", "999", "--", "/usr/bin/env",
-                       "PYSHARES_IDLE_THREADS=199", py, script, "r1500", NULL};
+                       "PYSHARES_IDLE_THREADS=199", py, script, "r250", NULL};
     char *const *cmds[] = {alone, off, on, in_off, in_on, many_off, many_on};
     double b[7];
     if (best_of(cmds, b, 7))

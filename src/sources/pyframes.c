@@ -28,6 +28,8 @@
 #include <unistd.h>
 
 #include "../util/alloc.h"
+#include "../util/buf.h"
+#include "../util/strmap.h"
 
 #define WINDOW 16384          /* bytes of a thread's data stack read at once, below its top */
 #define MAX_HOPS 4096         /* frames followed at most (a cycle in torn memory ends here) */
@@ -72,6 +74,8 @@ typedef struct pycode_e {
 struct sonde_pytab {
     pycode_e *codes;
     size_t n_codes, cap_codes;
+    strmap same;             /* "file\tname\tfirst line" -> the first code of that source: a
+                                code made again and again (exec, a class body) is kept once */
 };
 
 /* A code object read: its address, what it was then (a freed code's address may hold another
@@ -105,7 +109,10 @@ struct sonde_pyproc {
 
 sonde_pytab *sonde__pytab_new(void)
 {
-    return sonde__calloc(1, sizeof(sonde_pytab));
+    sonde_pytab *t = sonde__calloc(1, sizeof *t);
+    if (t)
+        strmap_init(&t->same);
+    return t;
 }
 
 void sonde__pytab_free(sonde_pytab *t)
@@ -115,8 +122,10 @@ void sonde__pytab_free(sonde_pytab *t)
         sonde__free(t->codes[i].file);
         sonde__free(t->codes[i].lines);
     }
-    if (t)
+    if (t) {
         sonde__free(t->codes);
+        strmap_free(&t->same);
+    }
     sonde__free(t);
 }
 
@@ -206,6 +215,34 @@ static char *read_str(sonde_pyproc *py, uint64_t addr)
     return out;
 }
 
+/* The id of code e in the table, e's memory taken (kept, or freed where the table has its
+ * source already: the same file, name, first line and location table); -1 out of memory. */
+static int64_t code_entry(sonde_pytab *t, pycode_e *e)
+{
+    sbuf key;
+    sbuf_init(&key);
+    sbuf_printf(&key, "%s\t%s\t%u", e->file, e->name, e->first_line);
+    int64_t id = key.oom ? -2 : strmap_get(&t->same, key.data);
+    if (id >= 0 && (t->codes[id].n_lines != e->n_lines ||
+                    (e->n_lines && memcmp(t->codes[id].lines, e->lines, e->n_lines))))
+        id = -3; /* the same name, other code: kept apart, the first stays the one found */
+    if (id < 0) {
+        if (id == -2 || t->n_codes >= INT32_MAX || SONDE_GROW(t->codes, t->n_codes, t->cap_codes) ||
+            (id == -1 && strmap_put(&t->same, key.data, (int)t->n_codes))) {
+            id = -1;
+        } else {
+            id = (int64_t)t->n_codes;
+            t->codes[t->n_codes++] = *e;
+            *e = (pycode_e){NULL, NULL, 0, NULL, 0};
+        }
+    }
+    sonde__free(e->name);
+    sonde__free(e->file);
+    sonde__free(e->lines);
+    sbuf_free(&key);
+    return id;
+}
+
 /* The code object at addr, whose first co_code bytes are h, as an id of the table, read when
  * new; -1 where it is not a code object (a torn or freed frame) or out of memory. */
 static int64_t code_id(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
@@ -249,19 +286,20 @@ static int64_t code_id(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
     if (n_lt > 0 && (uint64_t)n_lt <= MAX_LINETABLE && (e.lines = sonde__malloc((size_t)n_lt)) &&
         rd(py, lt + 32, e.lines, (size_t)n_lt) == 0)
         e.n_lines = (size_t)n_lt;
-    sonde_pytab *t = py->tab;
-    if (!e.name || !e.file || t->n_codes >= UINT32_MAX - 1 ||
-        SONDE_GROW(t->codes, t->n_codes, t->cap_codes)) {
+    int64_t id = -1;
+    if (e.name && e.file) {
+        id = code_entry(py->tab, &e);
+    } else {
         sonde__free(e.name);
         sonde__free(e.file);
         sonde__free(e.lines);
-        return -1;
     }
-    t->codes[t->n_codes] = e;
+    if (id < 0)
+        return -1;
     py->n_map += !k->addr;
-    key.id = (uint32_t)++t->n_codes;
+    key.id = (uint32_t)id + 1;
     *k = key; /* new, or the same address holding another code now */
-    return (int64_t)t->n_codes - 1;
+    return id;
 }
 
 static unsigned varint(const uint8_t *t, size_t n, size_t *i)

@@ -58,6 +58,7 @@ typedef struct sproc {
     size_t n_umaps;
     int umaps_stale;
     unsigned gen, py_gen;      /* mappings added; their count at the last look for Python */
+    uint64_t py_looked;        /* when it was (CLOCK_MONOTONIC ns): at most every 100 ms */
     sonde_pyproc *py;          /* its CPython interpreter (pyframes.c), NULL: none found */
     uint32_t py_file;          /* the file holding it */
 } sproc;
@@ -391,13 +392,16 @@ static uint32_t unwind_sample(sonde_stacks *s, sproc *p, uint32_t tid, const uin
 /* Sample stack id of thread tid with its Python frames (pyframes.c), read now, outside the
  * native frames running inward of the interpreter: the native frames from the innermost to the
  * first in the interpreter's file (kept when it is the innermost: Python code running) or the
- * first no mapping holds, then the Python frames, innermost first. The interpreter of a process is looked for whenever its
- * mappings have grown. */
+ * first no mapping holds, then the Python frames, innermost first. The interpreter of a process
+ * is looked for when its mappings have grown (at most every 100 ms) and after an exec. */
 static uint32_t with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t id)
 {
-    if (!p->py && p->gen != p->py_gen && s->pytab) {
+    struct timespec now;
+    if (!p->py && p->gen != p->py_gen && s->pytab && clock_gettime(CLOCK_MONOTONIC, &now) == 0 &&
+        (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec >= p->py_looked) {
         char why[256];
         p->py_gen = p->gen;
+        p->py_looked = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec + 100000000ull;
         if ((p->py = sonde__py_attach(s->pytab, p->pid, why, sizeof why))) {
             p->py_file = file_id(s, sonde__py_path(p->py));
             s->py_any = 1;
@@ -494,6 +498,7 @@ static void record(sonde_stacks *s, const struct perf_event_header *h)
             sonde__py_detach(p->py);
             p->py = NULL;
             p->py_gen = p->gen - 1;
+            p->py_looked = 0;
         }
         break;
     }

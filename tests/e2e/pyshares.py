@@ -45,7 +45,7 @@ def main(amount):
         rounds -= 1
         for f in (hot70, warm20, cool10):
             t = time.process_time()
-            f(3000)
+            f(20000)
             used[f.__name__] += time.process_time() - t
     done.set()
     for t in idle:
