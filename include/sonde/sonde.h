@@ -291,6 +291,11 @@ typedef struct sonde_config {
                                 its own, NAME-ondemandN, until --stop or S seconds, and write its
                                 reports; off again until the next start (default 0;
                                 docs/flight-recorder.md) */
+    int sample_python;       /* 1 (the default): a CPU sample of a thread running CPython 3.11,
+                                3.12 or 3.13 carries its Python frames (function, file, line),
+                                read from the sampler's thread at each sample; 0: native frames
+                                only, one wake-up of the sampler a sample less
+                                (docs/stacks.md, "Python frames") */
 } sonde_config;
 
 /* The defaults documented on each field. */

@@ -81,6 +81,9 @@ static const sonde_key g_keys[] = {
     {"sample_cfi", KEY_BOOL, OFF(sample_cfi), 0, 1, "0",
      "CPU samples: where frame pointers fall short, unwind the stack from the call frame "
      "information (.eh_frame; costs more)"},
+    {"sample_python", KEY_BOOL, OFF(sample_python), 0, 1, "1",
+     "CPU samples: the Python frames of a CPython 3.11-3.13 thread (a wake-up of the sampler "
+     "per sample)"},
     {"record_shapes", KEY_BOOL, OFF(record_shapes), 0, 1, "0", "sonde_shape records shapes"},
     {"bottleneck_threshold", KEY_DOUBLE, OFF(bottleneck_threshold), 0.01, 1, "0.3",
      "share of its session above which a stage is a bottleneck"},

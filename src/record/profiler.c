@@ -827,8 +827,8 @@ int sonde__stacks_attach(sonde_profiler *p, pid_t pid, unsigned hz, char *why, s
         snprintf(why, cap, "%s", p->stacks ? "already sampling" : "the profiler records nothing");
         return -1;
     }
-    p->stacks = sonde__stacks_start(pid, hz, p->cfg.sample_inline, p->cfg.sample_cfi, stacks_write,
-                                    p, why, cap);
+    p->stacks = sonde__stacks_start(pid, hz, p->cfg.sample_inline, p->cfg.sample_cfi,
+                                    p->cfg.sample_python, stacks_write, p, why, cap);
     if (p->stacks)
         p->stacks_hz = hz;
     return p->stacks ? 0 : -1;

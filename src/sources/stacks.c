@@ -120,7 +120,8 @@ struct sonde_stacks {
     size_t n_pend, cap_pend;
     sonde_cputimer *timer; /* where perf_event_open was refused: the samples' source */
     int inline_frames;     /* inlined functions are frames of their own */
-    sonde_pytab *pytab;    /* the Python code objects of every process (pyframes.c) */
+    sonde_pytab *pytab;    /* the Python code objects of every process (pyframes.c); NULL:
+                              Python frames are not read (config sample_python 0) */
     int py_any;            /* some process runs Python: each sample wakes the thread, which
                               reads the Python frames of its thread at once */
     sonde_unwinder *unwinder; /* the samples carry registers and the stack's top: code without
@@ -851,7 +852,8 @@ fail:
 }
 
 sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int cfi,
-                                  sonde_stacks_write write, void *ctx, char *why, size_t cap)
+                                  int python, sonde_stacks_write write, void *ctx, char *why,
+                                  size_t cap)
 {
     sonde_stacks *s = sonde__calloc(1, sizeof *s);
     if (!s) {
@@ -859,7 +861,7 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int
         return NULL;
     }
     sbuf_init(&s->out);
-    if (!(s->pytab = sonde__pytab_new())) {
+    if (python && !(s->pytab = sonde__pytab_new())) {
         snprintf(why, cap, "out of memory");
         sonde__free(s);
         return NULL;
