@@ -844,6 +844,34 @@ static void json_threads(sbuf *b, const sm_model *m)
     sbuf_puts(b, "],");
 }
 
+/* "python": the Python functions (docs/stacks.md), most own samples first (the innermost Python
+ * frame of a sample owns it); nothing when the samples have no Python frames. */
+static void json_python(sbuf *b, const sm_profile *pr)
+{
+    uint32_t *order;
+    long n = sm_profile_python(pr, &order);
+    if (n < 0)
+        b->oom = 1;
+    if (n <= 0)
+        return;
+    key(b, "python");
+    sbuf_putc(b, '[');
+    for (long i = 0; i < n; i++) {
+        const sm_func *f = &pr->funcs[order[i]];
+        sbuf_puts(b, i ? ",{" : "{");
+        kv_str(b, "name", f->name, 1);
+        kv_str(b, "file", f->file, 1);
+        kv_num(b, "line", f->line, 1);
+        kv_num(b, "own", (double)f->own, 1);
+        kv_num(b, "total", (double)f->total, 1);
+        kv_num(b, "own_share", (double)f->own / (double)pr->samples, 1);
+        kv_num(b, "total_share", (double)f->total / (double)pr->samples, 0);
+        sbuf_putc(b, '}');
+    }
+    sbuf_puts(b, "],");
+    sonde__free(order);
+}
+
 /* CPU samples with stacks: every function by self samples, the top lines, by section. */
 static void json_profile(sbuf *b, const sm_model *m)
 {
@@ -888,6 +916,7 @@ static void json_profile(sbuf *b, const sm_model *m)
             sbuf_putc(b, '}');
         }
         sbuf_puts(b, "],");
+        json_python(b, pr);
         /* by the innermost section open on the sample's thread: its functions, top 20 */
         kv_num(b, "in_sections", (double)pr->in_sections, 1);
         key(b, "sections");

@@ -313,6 +313,31 @@ static void txt_system(const sm_model *m, sbuf *b, sbuf_pool *pool)
     }
 }
 
+/* The Python functions by own samples (the innermost Python frame of each: docs/stacks.md),
+ * up to 15; nothing when the samples have no Python frames. */
+static void txt_python(sbuf *b, const sm_profile *pr, sbuf_pool *pool)
+{
+    uint32_t *order;
+    long n = sm_profile_python(pr, &order);
+    if (n < 0)
+        b->oom = 1;
+    if (n <= 0)
+        return;
+    sbuf_printf(b, "Python functions by own samples (the innermost Python frame: its code and the "
+                   "C code it called):\n");
+    sbuf_printf(b, "  %-40s %-28s %7s %7s\n", "function", "defined at", "own", "total");
+    for (long i = 0; i < n && i < 15; i++) {
+        const sm_func *f = &pr->funcs[order[i]];
+        const char *base = strrchr(f->file, '/');
+        char at[64];
+        snprintf(at, sizeof at, "%.50s:%u", base ? base + 1 : f->file, f->line);
+        sbuf_printf(b, "  %-40.40s %-28.28s %6.1f%% %6.1f%%\n", L(f->name), L(at),
+                    100.0 * (double)f->own / (double)pr->samples,
+                    100.0 * (double)f->total / (double)pr->samples);
+    }
+    sonde__free(order);
+}
+
 static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,
                         sbuf_pool *pool)
 {
@@ -383,6 +408,7 @@ static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,
                         100.0 * (double)fn->self / (double)pr->samples,
                         100.0 * (double)fn->total / (double)pr->samples, L(at));
         }
+        txt_python(b, pr, pool);
         if (pr->n_lines) /* where in the source, from the DWARF's line tables */
             sbuf_printf(b, "The source lines the samples were running (the DWARF's line tables):\n");
         for (size_t i = 0; i < pr->n_lines && i < 10; i++) {

@@ -301,6 +301,9 @@ typedef struct sm_func {
     char *file;                /* the source file it is defined in (from DWARF), NULL: unknown */
     unsigned line;             /* and the line, 0: unknown */
     uint64_t self, total;      /* samples */
+    uint64_t own;              /* a Python function (its object is its source file): samples
+                                  where it was the innermost Python frame (its own code, or the
+                                  interpreter and C code it called); 0 for native functions */
 } sm_func;
 typedef struct sm_func_in {
     uint32_t func;             /* sm_profile.funcs index */
@@ -379,6 +382,12 @@ typedef struct sm_profile {
     uint32_t *leaf;
 } sm_profile;
 void sm_profile_free(sm_profile *p);
+/* Function f is a Python function (its object is the source file it is defined in, as the
+ * sampler names Python frames: docs/stacks.md). */
+int sm_func_is_python(const sm_func *f);
+/* The Python functions of p, most own samples first, into *order (allocated, indexes of
+ * p->funcs); their count, 0 with *order NULL when there are none, -1 out of memory. */
+long sm_profile_python(const sm_profile *p, uint32_t **order);
 
 typedef struct sm_model {
     /* run information (INFO record) */

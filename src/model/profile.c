@@ -284,7 +284,7 @@ static int build_stacks(sb_raw *raw, sm_profile *pr, const uint64_t *count, uint
     }
     for (size_t i = 0; i < raw->n_pfuncs; i++) {
         sm_pfunc_raw *f = &raw->pfuncs[i];
-        pr->funcs[i] = (sm_func){f->name, f->object, f->file, f->line, 0, 0};
+        pr->funcs[i] = (sm_func){f->name, f->object, f->file, f->line, 0, 0, 0};
         f->name = f->object = f->file = NULL;
         pr->n_funcs++;
     }
@@ -300,6 +300,11 @@ static int build_stacks(sb_raw *raw, sm_profile *pr, const uint64_t *count, uint
             continue;
         sbuf_reset(&line);
         sbuf_puts(&line, st->process[0] ? st->process : "?");
+        for (uint32_t k = st->n; k-- > 0;) /* the innermost Python frame's own sample */
+            if (sm_func_is_python(&pr->funcs[st->f[k]])) {
+                pr->funcs[st->f[k]].own += count[i];
+                break;
+            }
         for (uint32_t k = 0; k < st->n; k++) {
             sm_func *fn = &pr->funcs[st->f[k]];
             sbuf_putc(&line, ';');
@@ -343,6 +348,48 @@ static int build_stacks(sb_raw *raw, sm_profile *pr, const uint64_t *count, uint
     sbuf_free(&line);
     strmap_free(&lines);
     return rc;
+}
+
+int sm_func_is_python(const sm_func *f)
+{
+    return f->object && f->file && !strcmp(f->object, f->file);
+}
+
+typedef struct own_at {
+    uint64_t own;
+    uint32_t func;
+} own_at;
+
+static int cmp_own(const void *a, const void *b)
+{
+    const own_at *x = a, *y = b;
+    if (x->own != y->own)
+        return x->own > y->own ? -1 : 1;
+    return x->func < y->func ? -1 : x->func > y->func;
+}
+
+long sm_profile_python(const sm_profile *p, uint32_t **order)
+{
+    *order = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < p->n_funcs; i++)
+        n += sm_func_is_python(&p->funcs[i]);
+    if (!n)
+        return 0;
+    own_at *v = sonde__malloc(n * sizeof *v);
+    if (!v || !(*order = sonde__malloc(n * sizeof **order))) {
+        sonde__free(v);
+        return -1;
+    }
+    n = 0;
+    for (size_t i = 0; i < p->n_funcs; i++)
+        if (sm_func_is_python(&p->funcs[i]))
+            v[n++] = (own_at){p->funcs[i].own, (uint32_t)i};
+    sonde__sort(v, n, sizeof *v, cmp_own);
+    for (size_t i = 0; i < n; i++)
+        (*order)[i] = v[i].func;
+    sonde__free(v);
+    return (long)n;
 }
 
 typedef struct pf_thread {

@@ -1,8 +1,9 @@
 """pyframes_check.py JSON FOLDED SHARES LABEL - the Python frames of a pyshares.py run (e2e
 pyframes): the innermost of hot70/warm20/cool10 in each folded stack gives the shares within 5
 points of 70/20/10 and of what the program measured itself; every stack through them reads
-<module>;main;FUNCTION;spin outermost first; the JSON's functions say where each is defined and
-its lines table names spin's loop."""
+<module>;main;FUNCTION;spin outermost first; the JSON's functions say where each is defined, its
+Python table gives spin the samples as their innermost Python frame, and its lines table names
+spin's loop."""
 import json
 import sys
 
@@ -32,6 +33,11 @@ src = open(sys.argv[0].replace("pyframes_check.py", "pyshares.py")).read().split
 for k in want + ("spin", "main"):
     f = fn[k]
     assert f["object"] == f["file"] and src[f["line"] - 1].startswith("def " + k), (label, f)
+# the Python table: each function's total is the samples its frame is in, spin owns them
+table = {f["name"]: f for f in p["python"] if f["file"].endswith("pyshares.py")}
+for k in want:
+    assert table[k]["total"] == count[k] and table[k]["own"] <= 0.02 * total, (label, table[k], count)
+assert table["spin"]["own"] >= 0.95 * total, (label, table["spin"], total)
 loop = [i + 1 for i, s in enumerate(src) if "for i in range(n)" in s or "x ^= i" in s]
 lines = [x for x in p.get("lines", []) if x.get("function") == "spin"]
 assert lines and sum(x["self"] for x in lines if x["line"] in loop) >= \
