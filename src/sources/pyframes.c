@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include "sources.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -562,8 +563,9 @@ sonde_pyproc *sonde__py_attach_at(sonde_pytab *tab, int pid, unsigned minor, uin
     return py;
 }
 
-sonde_pyproc *sonde__py_attach(sonde_pytab *tab, int pid, char *why, size_t cap)
+sonde_pyproc *sonde__py_attach(sonde_pytab *tab, int pid, char *why, size_t cap, int *found)
 {
+    *found = 0;
     char mp[64], line[4096 + 128];
     snprintf(mp, sizeof mp, "/proc/%d/maps", pid);
     FILE *f = fopen(mp, "re");
@@ -594,13 +596,20 @@ sonde_pyproc *sonde__py_attach(sonde_pytab *tab, int pid, char *why, size_t cap)
             continue;
         snprintf(tried[n_tried++], sizeof tried[0], "%s", path);
         uint64_t sym[3], low;
-        if (elf_symbols(path, names, sym, 3, &low) || !sym[0] || !sym[1] || !sym[2])
+        if (elf_symbols(path, names, sym, 3, &low) || !sym[0])
             continue;
+        *found = 1; /* _PyRuntime: a CPython */
+        if (!sym[1] || !sym[2]) {
+            snprintf(why, cap, "CPython before 3.11 (%s has no Py_Version): Python frames are "
+                     "read from 3.11, 3.12 and 3.13", path);
+            continue;
+        }
         uint64_t bias = lo - low;
         sonde_pyproc probe = {.pid = pid, .tab = tab};
         uint64_t version;
         if (rd(&probe, bias + sym[1], &version, 8)) {
-            snprintf(why, cap, "%s: its memory cannot be read (process_vm_readv)", path);
+            snprintf(why, cap, "%s: its memory cannot be read (process_vm_readv: %s)", path,
+                     strerror(errno));
             continue;
         }
         unsigned major = (unsigned)(version >> 24) & 255, minor = (unsigned)(version >> 16) & 255;
@@ -609,21 +618,22 @@ sonde_pyproc *sonde__py_attach(sonde_pytab *tab, int pid, char *why, size_t cap)
             if (layouts[i].minor == minor)
                 l = &layouts[i];
         if (!l) {
-            snprintf(why, cap, "CPython %u.%u: Python frames are read from 3.11, 3.12 and 3.13",
-                     major, minor);
+            snprintf(why, cap, "CPython %u.%u (%s): Python frames are read from 3.11, 3.12 and "
+                     "3.13", major, minor, path);
             continue;
         }
         probe.l = l;
         probe.runtime = bias + sym[0];
         if (minor >= 13 && !debug_offsets_agree(&probe)) {
-            snprintf(why, cap, "CPython %u.%u at %s: not the layout of its release build", major,
-                     minor, path);
+            snprintf(why, cap, "CPython %u.%u (%s): not the layout of its release build "
+                     "(free-threaded or debug?)", major, minor, path);
             continue;
         }
         py = sonde__py_attach_at(tab, pid, minor, bias + sym[0], bias + sym[2]);
         if (!py || !(py->path = sonde__strdup(path))) {
             sonde__py_detach(py);
             py = NULL;
+            *found = 0;
             snprintf(why, cap, "out of memory");
             break;
         }

@@ -151,8 +151,9 @@ void sonde__pytab_free(sonde_pytab *t);
 int sonde__pytab_code(const sonde_pytab *t, uint32_t id, sonde_pycode *out);
 /* The interpreter of process pid (the file of its mappings whose symbols hold _PyRuntime), its
  * codes going into tab; NULL with the reason in why where it has none, of another version or
- * build, or its memory cannot be read. */
-sonde_pyproc *sonde__py_attach(sonde_pytab *tab, int pid, char *why, size_t cap);
+ * build, or its memory cannot be read (*found then 1: a CPython is there, its frames are not
+ * read). */
+sonde_pyproc *sonde__py_attach(sonde_pytab *tab, int pid, char *why, size_t cap, int *found);
 /* The same, for a process whose interpreter (3.minor) has its _PyRuntime and PyCode_Type at
  * these addresses (the fuzzer's fake one); NULL for a version not read, or out of memory. */
 sonde_pyproc *sonde__py_attach_at(sonde_pytab *tab, int pid, unsigned minor, uint64_t runtime,

@@ -17,6 +17,7 @@
 #include <linux/perf_event.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,7 @@ typedef struct sproc {
     uint64_t py_looked;        /* when it was (CLOCK_MONOTONIC ns): at most every 100 ms */
     sonde_pyproc *py;          /* its CPython interpreter (pyframes.c), NULL: none found */
     uint32_t py_file;          /* the file holding it */
+    int py_warned;             /* a CPython whose frames are not read was said */
 } sproc;
 
 /* A frame: an offset in a file (file UINT32_MAX: an address no mapping held), or a Python
@@ -122,6 +124,8 @@ struct sonde_stacks {
     int inline_frames;     /* inlined functions are frames of their own */
     sonde_pytab *pytab;    /* the Python code objects of every process (pyframes.c); NULL:
                               Python frames are not read (config sample_python 0) */
+    int py_warnings;       /* processes with a CPython whose frames are not read, said (the
+                              first 4) */
     int py_any;            /* some process runs Python: each sample wakes the thread, which
                               reads the Python frames of its thread at once */
     sonde_unwinder *unwinder; /* the samples carry registers and the stack's top: code without
@@ -390,6 +394,25 @@ static uint32_t unwind_sample(sonde_stacks *s, sproc *p, uint32_t tid, const uin
     return stack_id(s, (uint32_t)(p - s->procs), cfi, (uint32_t)k);
 }
 
+/* A warning in the file (WARNING record): the reports list it. */
+static void warn(sonde_stacks *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(sonde_stacks *s, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    sbuf b;
+    sbuf_init(&b);
+    pb_lenstr(&b, text);
+    if (b.oom)
+        s->oom = 1;
+    else if (s->write(s->ctx, SONDE_R_WARNING, (const uint8_t *)b.data, b.len))
+        s->write_failed = 1;
+    sbuf_free(&b);
+}
+
 /* Sample stack id of thread tid with its Python frames (pyframes.c), read now, outside the
  * native frames running inward of the interpreter: the native frames from the innermost to the
  * first in the interpreter's file (kept when it is the innermost: Python code running) or the
@@ -403,9 +426,16 @@ static uint32_t with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t id
         char why[256];
         p->py_gen = p->gen;
         p->py_looked = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec + 100000000ull;
-        if ((p->py = sonde__py_attach(s->pytab, p->pid, why, sizeof why))) {
+        int found;
+        if ((p->py = sonde__py_attach(s->pytab, p->pid, why, sizeof why, &found))) {
             p->py_file = file_id(s, sonde__py_path(p->py));
             s->py_any = 1;
+        } else if (found && !p->py_warned && s->py_warnings < 4) { /* a Python the user will
+                                                                    look for: say why not */
+            p->py_warned = 1;
+            s->py_warnings++;
+            warn(s, "process %d: %s; its CPU samples keep their native frames only "
+                    "(docs/stacks.md, \"Python frames\")", p->pid, why);
         }
     }
     if (!p->py || id == UINT32_MAX)

@@ -1638,7 +1638,9 @@ pyframes)
         "$sonde" run --quiet -o py --name old -- "$py310" "$src/tests/e2e/pyshares.py" 1 > /dev/null
         ! grep -q ";hot70" py/old.folded && grep -q "_PyEval_EvalFrameDefault" py/old.folded ||
             fail "3.10: $(head -3 py/old.folded)"
-        echo "3.10: native frames only, as documented"
+        grep -q "^Warning: process [0-9]*: CPython before 3.11 (.*libpython3.10.*has no Py_Version)" \
+            py/old.txt || fail "3.10: no warning: $(grep -i warning py/old.txt)"
+        echo "3.10: native frames only, and the report says why"
     fi
     # the stress: frames, threads, generators, coroutines, code objects made and dropped as
     # fast as Python can, sampled at 4999 Hz, in process (CPython embedded in a libsonde
