@@ -85,15 +85,13 @@ static int events_arr(sbuf *b, const sm_model *m)
     }
     for (size_t i = 0; i < n; i++)
         r[i] = (inst_ref){m->instants[i].name, i};
-    if (n) /* qsort's array may not be NULL, even for no element */
-        sonde__sort(r, n, sizeof *r, cmp_inst_ref);
+    sonde__sort(r, n, sizeof *r, cmp_inst_ref);
     size_t ng = 0;
     for (size_t i = 0; i < n; i++) {
         if (!i || r[i].name != r[i - 1].name) /* a group's first is its earliest */
             g[ng++] = (inst_ref){(uint32_t)i, r[i].i};
     }
-    if (ng)
-        sonde__sort(g, ng, sizeof *g, cmp_group_first);
+    sonde__sort(g, ng, sizeof *g, cmp_group_first);
     size_t max_points = sm_max_data_points(m);
     sbuf_putc(b, '[');
     for (size_t k = 0; k < ng; k++) {

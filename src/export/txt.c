@@ -166,8 +166,7 @@ static int txt_table(const sm_model *m, sbuf *b, int sort, size_t top, int wide,
     for (size_t i = 0; i < m->n_stats; i++)
         rows[i] = &m->stats[i];
     g_sort = sort;
-    if (m->n_stats > 1)
-        sonde__sort(rows, m->n_stats, sizeof *rows, cmp_sort);
+    sonde__sort(rows, m->n_stats, sizeof *rows, cmp_sort);
     size_t nrows = top && top < m->n_stats ? top : m->n_stats;
     size_t w = 4;
     for (size_t i = 0; i < nrows; i++) {

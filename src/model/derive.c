@@ -23,8 +23,7 @@ static int cmp_step(const void *a, const void *b)
  * out. */
 static int sort_steps(sm_model *m)
 {
-    if (m->n_steps > 1)
-        sonde__sort(m->steps, m->n_steps, sizeof *m->steps, cmp_step);
+    sonde__sort(m->steps, m->n_steps, sizeof *m->steps, cmp_step);
     if (m->steps_paired) /* a merge of runs paired already: each keeps its own starts */
         return 0;
     m->steps_paired = 1;

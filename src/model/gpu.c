@@ -303,10 +303,8 @@ int sm_gpu_summarize(const sm_model *m, sm_gpu_sum *o)
         sm_gpu_sum_free(o);
         return -1;
     }
-    if (o->n_by_kernel)
-        sonde__sort(o->by_kernel, o->n_by_kernel, sizeof *o->by_kernel, cmp_name_total);
-    if (o->n_by_section)
-        sonde__sort(o->by_section, o->n_by_section, sizeof *o->by_section, cmp_name_total);
+    sonde__sort(o->by_kernel, o->n_by_kernel, sizeof *o->by_kernel, cmp_name_total);
+    sonde__sort(o->by_section, o->n_by_section, sizeof *o->by_section, cmp_name_total);
     return 0;
 }
 

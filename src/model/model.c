@@ -377,8 +377,7 @@ static int cmp_sess(const void *a, const void *b)
  * here). */
 static int build_sessions(bctx *b, sess_ev *ev, size_t n, uint64_t end_tick)
 {
-    if (n)
-        sonde__sort(ev, n, sizeof *ev, cmp_sess);
+    sonde__sort(ev, n, sizeof *ev, cmp_sess);
     sm_model *m = b->m;
     int open = 0;
     for (size_t i = 0; i <= n; i++) {
@@ -973,8 +972,7 @@ static void free_site(sm_site *s)
 static int build_sites(bctx *b, sb_raw *raw, uint32_t max_id, uint64_t *used)
 {
     sm_model *m = b->m;
-    if (raw->n_sites)
-        sonde__sort(raw->sites, raw->n_sites, sizeof *raw->sites, cmp_site_id);
+    sonde__sort(raw->sites, raw->n_sites, sizeof *raw->sites, cmp_site_id);
     size_t nu = 0; /* a site written twice (writer and signal handler): one copy, both alike */
     for (size_t i = 0; i < raw->n_sites; i++) {
         if (nu && raw->sites[nu - 1].id == raw->sites[i].id)

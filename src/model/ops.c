@@ -390,8 +390,7 @@ int sm__granges(const sb_raw *raw, const sm_model *m, sm_granges *g)
             return -1;
         g->r[g->n++] = (sm_grange){(uint32_t)(t - 1), t0, t0 + (int64_t)o->dur};
     }
-    if (g->n > 1)
-        sonde__sort(g->r, g->n, sizeof *g->r, cmp_grange);
+    sonde__sort(g->r, g->n, sizeof *g->r, cmp_grange);
     return 0;
 }
 

@@ -543,8 +543,7 @@ static int build_sections(sb_raw *raw, sm_model *m, const uint32_t *at, const ui
         sonde__sort(pr->sections[i].stacks, pr->sections[i].n_stacks, sizeof(sm_stack_in),
                     cmp_stack_in);
     }
-    if (pr->n_sections)
-        sonde__sort(pr->sections, pr->n_sections, sizeof *pr->sections, cmp_section);
+    sonde__sort(pr->sections, pr->n_sections, sizeof *pr->sections, cmp_section);
     rc = 0;
 out:
     sonde__free(fns.s);

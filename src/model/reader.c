@@ -548,8 +548,7 @@ static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, co
         s.raw.threads[i].tid = s.th[i].tid;
         s.raw.threads[i].name = s.th[i].name;
         s.th[i].name = NULL;
-        if (s.th[i].n_blocks)
-            sonde__sort(s.th[i].blocks, s.th[i].n_blocks, sizeof *s.th[i].blocks, cmp_block);
+        sonde__sort(s.th[i].blocks, s.th[i].n_blocks, sizeof *s.th[i].blocks, cmp_block);
     }
     s.raw.events = decode_thread;
     s.raw.events_src = &s;

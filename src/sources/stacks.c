@@ -629,8 +629,7 @@ static void drain(sonde_stacks *s, uint64_t cut)
         }
         s->ends[c] = tail;
     }
-    if (s->n_order > 1)
-        sonde__sort(s->order, s->n_order, sizeof *s->order, cmp_order);
+    sonde__sort(s->order, s->n_order, sizeof *s->order, cmp_order);
     for (size_t i = 0; i < s->n_order; i++) {
         struct perf_event_mmap_page *pg = s->rings[s->order[i].ring];
         const uint8_t *data = (const uint8_t *)pg + pg->data_offset;

@@ -91,8 +91,7 @@ static int read_function_symbols(sonde_symfile *f, Elf *e)
             }
         }
     }
-    if (f->n)
-        sonde__sort(f->syms, f->n, sizeof *f->syms, cmp_sym);
+    sonde__sort(f->syms, f->n, sizeof *f->syms, cmp_sym);
     return 0;
 }
 
@@ -267,8 +266,7 @@ sonde_symfile *sonde__sym_perfmap(int pid)
         f->syms[f->n++] = (ssym){lo, lo + size, c};
     }
     fclose(in);
-    if (f->n)
-        sonde__sort(f->syms, f->n, sizeof *f->syms, cmp_sym);
+    sonde__sort(f->syms, f->n, sizeof *f->syms, cmp_sym);
     return f;
 }
 

@@ -472,8 +472,7 @@ static int rank_dirs_runs(const char *dir, int sonde_only, char ***v, size_t *n,
         subs[ns++] = p;
     }
     closedir(d);
-    if (ns)
-        sonde__sort(subs, ns, sizeof *subs, cmp_path);
+    sonde__sort(subs, ns, sizeof *subs, cmp_path);
     for (size_t i = 0; i < ns; i++) {
         size_t before = *n;
         if (!rc && dir_runs(subs[i], 1, v, n, cap) != 0 && errno == ENOMEM)
@@ -587,8 +586,7 @@ int cli_join_programs(const char *cmd, const char *path, sm_model *m)
     }
     if (d)
         closedir(d);
-    if (n > 1)
-        sonde__sort(names, n, sizeof *names, cmp_path); /* the same order whatever readdir gives */
+    sonde__sort(names, n, sizeof *names, cmp_path); /* the same order whatever readdir gives */
     for (size_t i = 0; i < n && rc == 0; i++) {
         sm_model child;
         if (!cli_regular_file(names[i]))
