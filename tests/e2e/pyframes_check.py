@@ -4,7 +4,9 @@ points of 70/20/10 and of what the program measured itself; every stack through 
 <module>;main;FUNCTION;spin outermost first; the JSON's functions say where each is defined, its
 Python table gives spin the samples as their innermost Python frame, and its lines table names
 spin's loop."""
+import gzip
 import json
+import os
 import sys
 
 report, folded, measured, label = sys.argv[1:5]
@@ -42,5 +44,22 @@ loop = [i + 1 for i, s in enumerate(src) if "for i in range(n)" in s or "x ^= i"
 lines = [x for x in p.get("lines", []) if x.get("function") == "spin"]
 assert lines and sum(x["self"] for x in lines if x["line"] in loop) >= \
     0.8 * sum(x["self"] for x in lines), (label, lines)
+# pprof (NAME.pb.gz beside the folded stacks): the Python functions with their file and line,
+# and as many samples under hot70 as the folded stacks have
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))
+import pprof  # noqa: E402
+prof = pprof.read(folded[:-len(".folded")] + ".pb.gz")
+funcs = {f["name"]: f for f in prof["functions"].values() if f["filename"].endswith("pyshares.py")}
+for k in want + ("spin",):
+    assert src[funcs[k]["start_line"] - 1].startswith("def " + k), (label, funcs[k])
+hot = [fid for fid, f in prof["functions"].items() if f is funcs["hot70"]]
+under = sum(sa["values"][0] for sa in prof["samples"]
+            if any(fn in hot for loc in sa["locations"] for fn, _ in prof["locations"][loc]))
+assert under == table["hot70"]["total"], (label, under, table["hot70"])
+# the Chrome trace, when written: its stackFrames name the Python functions
+trace = folded[:-len(".folded")] + ".trace.json.gz"
+if os.path.exists(trace):
+    names = {f["name"] for f in json.load(gzip.open(trace))["stackFrames"].values()}
+    assert set(want) | {"spin", "main", "<module>"} <= names, (label, sorted(names)[:20])
 print("%s: %d samples, %s (the program measured %s)" % (
     label, total, {k: round(v, 1) for k, v in got.items()}, {k: round(v, 1) for k, v in own.items()}))
