@@ -3,7 +3,7 @@ pyframes): the innermost of hot70/warm20/cool10 in each folded stack gives the s
 points of 70/20/10 and of what the program measured itself; every stack through them reads
 <module>;main;FUNCTION;spin outermost first; the JSON's functions say where each is defined, its
 Python table gives spin the samples as their innermost Python frame, and its lines table names
-spin's loop."""
+spin's loop; NAME.pb.gz and the Chrome trace (when written) carry the same functions."""
 import gzip
 import json
 import os
