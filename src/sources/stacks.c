@@ -556,6 +556,7 @@ static void record(sonde_stacks *s, const struct perf_event_header *h)
         child->maps = maps;
         child->n_maps = child->cap_maps = parent->n_maps;
         child->umaps_stale = 1;
+        child->gen++; /* its mappings are new to it: its Python (a forked worker) looked for */
         memcpy(child->comm, parent->comm, sizeof child->comm);
         break;
     }

@@ -1632,6 +1632,20 @@ pyframes)
         ran=$((ran + 1))
     done
     [ "$ran" -gt 0 ] || fail "no CPython 3.11-3.13 on this machine"
+    # the processes a Python program starts: forked workers (the interpreter's memory copied)
+    # and spawned ones (a new interpreter exec'd) spend most of the run's CPU in worker_spin
+    for method in fork spawn; do
+        "$sonde" run --quiet -o py --name workers_$method -- /usr/bin/python3 \
+            "$src/tests/e2e/pyworkers.py" $method || fail "sonde run pyworkers $method exited $?"
+        python3 - py/workers_$method.folded $method <<'PY' || fail "Python frames of $method workers"
+import sys
+lines = [l.rsplit(" ", 1) for l in open(sys.argv[1]).read().splitlines()]
+total = sum(int(n) for _, n in lines)
+spin = sum(int(n) for s, n in lines if ";worker_spin;" in s or s.endswith(";worker_spin"))
+assert spin >= 0.5 * total, (sys.argv[2], spin, total)
+print("%s workers: %d of %d samples under worker_spin" % (sys.argv[2], spin, total))
+PY
+    done
     # an interpreter whose frames are not read (3.10) keeps its native stacks
     py310=$(ls -d "$pyenv_root"/versions/3.10.*/bin/python3.10 2>/dev/null | sort -V | tail -1)
     if [ -n "$py310" ]; then
