@@ -870,6 +870,27 @@ static void json_python(sbuf *b, const sm_profile *pr)
     sonde__free(order);
 }
 
+/* A section's "python": its top 20 Python functions by own samples (only when it has some). */
+static void json_section_python(sbuf *b, const sm_profile *pr, const sm_psection *ps)
+{
+    uint32_t top[20];
+    size_t n = sm_psection_python(ps, top, 20);
+    if (!n)
+        return;
+    sbuf_putc(b, ',');
+    key(b, "python");
+    sbuf_putc(b, '[');
+    for (size_t j = 0; j < n && j < 20; j++) {
+        const sm_func_in *f = &ps->funcs[top[j]];
+        sbuf_puts(b, j ? ",{" : "{");
+        kv_str(b, "name", pr->funcs[f->func].name, 1);
+        kv_num(b, "own", (double)f->own, 1);
+        kv_num(b, "own_share", (double)f->own / (double)ps->samples, 0);
+        sbuf_putc(b, '}');
+    }
+    sbuf_putc(b, ']');
+}
+
 /* CPU samples with stacks: every function by self samples, the top lines, by section. */
 static void json_profile(sbuf *b, const sm_model *m)
 {
@@ -936,7 +957,9 @@ static void json_profile(sbuf *b, const sm_model *m)
                 kv_num(b, "self_share", (double)f->self / (double)ps->samples, 0);
                 sbuf_putc(b, '}');
             }
-            sbuf_puts(b, "]}");
+            sbuf_putc(b, ']');
+            json_section_python(b, pr, ps);
+            sbuf_putc(b, '}');
         }
         sbuf_puts(b, "]},");
     }

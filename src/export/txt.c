@@ -426,7 +426,12 @@ static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,
             const sm_psection *ps = &pr->sections[i];
             sbuf_printf(b, "  %-24.24s %6.1f%% ", L(ps->name),
                         100.0 * (double)ps->samples / (double)pr->samples);
-            for (size_t j = 0; j < ps->n_funcs && j < 3 && ps->funcs[j].self; j++)
+            uint32_t py[3]; /* a Python section: its Python functions, by own samples */
+            size_t n_py = sm_psection_python(ps, py, 3);
+            for (size_t j = 0; j < n_py && j < 3; j++)
+                sbuf_printf(b, "%s %s %.1f%%", j ? "," : " in", L(pr->funcs[ps->funcs[py[j]].func].name),
+                            100.0 * (double)ps->funcs[py[j]].own / (double)ps->samples);
+            for (size_t j = 0; !n_py && j < ps->n_funcs && j < 3 && ps->funcs[j].self; j++)
                 sbuf_printf(b, "%s %s %.1f%%", j ? "," : " in", L(pr->funcs[ps->funcs[j].func].name),
                             100.0 * (double)ps->funcs[j].self / (double)ps->samples);
             sbuf_putc(b, '\n');

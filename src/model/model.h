@@ -308,6 +308,8 @@ typedef struct sm_func {
 typedef struct sm_func_in {
     uint32_t func;             /* sm_profile.funcs index */
     uint64_t self, total;      /* samples in the section */
+    uint64_t own;              /* a Python function: the section's samples it was the innermost
+                                  Python frame of (sm_func.own) */
 } sm_func_in;
 typedef struct sm_stack_in {
     uint32_t stack;            /* sm_profile.stacks index */
@@ -382,6 +384,9 @@ typedef struct sm_profile {
     uint32_t *leaf;
 } sm_profile;
 void sm_profile_free(sm_profile *p);
+/* Up to k functions of section ps that own samples as their innermost Python frame, most first:
+ * their indexes in ps->funcs into top; how many. */
+size_t sm_psection_python(const sm_psection *ps, uint32_t *top, size_t k);
 /* Function f is a Python function (its object is the source file it is defined in, as the
  * sampler names Python frames: docs/stacks.md). */
 int sm_func_is_python(const sm_func *f);

@@ -350,6 +350,24 @@ static int build_stacks(sb_raw *raw, sm_profile *pr, const uint64_t *count, uint
     return rc;
 }
 
+size_t sm_psection_python(const sm_psection *ps, uint32_t *top, size_t k)
+{
+    size_t n = 0;
+    for (size_t j = 0; j < ps->n_funcs; j++) { /* insertion into the k kept, most first */
+        if (!ps->funcs[j].own)
+            continue;
+        size_t at = n < k ? n++ : k;
+        while (at > 0 && ps->funcs[top[at - 1]].own < ps->funcs[j].own) {
+            if (at < k)
+                top[at] = top[at - 1];
+            at--;
+        }
+        if (at < k)
+            top[at] = (uint32_t)j;
+    }
+    return n;
+}
+
 int sm_func_is_python(const sm_func *f)
 {
     return f->object && f->file && !strcmp(f->object, f->file);
@@ -459,7 +477,7 @@ static int spread(const pf_table *t, sm_profile *pr, int stacks)
         if (stacks)
             ps->stacks[ps->n_stacks++] = (sm_stack_in){(uint32_t)k, t->s[i].a};
         else
-            ps->funcs[ps->n_funcs++] = (sm_func_in){(uint32_t)k, t->s[i].a, t->s[i].b};
+            ps->funcs[ps->n_funcs++] = (sm_func_in){(uint32_t)k, t->s[i].a, t->s[i].b, 0};
     }
     sonde__free(n);
     return 0;
@@ -476,7 +494,7 @@ static int build_sections(sb_raw *raw, sm_model *m, const uint32_t *at, const ui
     /* placed as the sections were built when not all are held (raw->sample_site); else now */
     size_t *first = raw->sample_site ? NULL : sm__thread_firsts(&spans, m->n_threads);
     uint64_t *mark = sonde__calloc(pr->n_funcs ? pr->n_funcs : 1, sizeof *mark);
-    pf_table pairs = {0}, fns = {0}, stacks = {0};
+    pf_table pairs = {0}, fns = {0}, stacks = {0}, owns = {0};
     size_t cap_sections = 0;
     strmap names;
     strmap_init(&names);
@@ -535,9 +553,24 @@ static int build_sections(sb_raw *raw, sm_model *m, const uint32_t *at, const ui
             if ((self || total) && pf_add(&fns, sec << 32 | fn, self, total))
                 goto out;
         }
+        for (uint32_t f = st->n; f-- > 0;) /* the innermost Python frame owns the samples */
+            if (sm_func_is_python(&pr->funcs[at[st->f[f]]])) {
+                if (pf_add(&owns, sec << 32 | at[st->f[f]], c, 0))
+                    goto out;
+                break;
+            }
     }
     if (spread(&fns, pr, 0) || spread(&stacks, pr, 1))
         goto out;
+    for (size_t i = 0; i < owns.cap; i++) { /* each owner is among its section's functions */
+        if (!owns.s[i].key)
+            continue;
+        uint64_t k = owns.s[i].key - 1;
+        sm_psection *ps = &pr->sections[k >> 32];
+        for (size_t j = 0; j < ps->n_funcs; j++)
+            if (ps->funcs[j].func == (uint32_t)k)
+                ps->funcs[j].own = owns.s[i].a;
+    }
     for (size_t i = 0; i < pr->n_sections; i++) {
         sonde__sort(pr->sections[i].funcs, pr->sections[i].n_funcs, sizeof(sm_func_in), cmp_in);
         sonde__sort(pr->sections[i].stacks, pr->sections[i].n_stacks, sizeof(sm_stack_in),
@@ -548,6 +581,7 @@ static int build_sections(sb_raw *raw, sm_model *m, const uint32_t *at, const ui
 out:
     sonde__free(fns.s);
     sonde__free(stacks.s);
+    sonde__free(owns.s);
     sonde__free(th);
     sonde__free(first);
     sonde__free(mark);

@@ -44,6 +44,14 @@ loop = [i + 1 for i, s in enumerate(src) if "for i in range(n)" in s or "x ^= i"
 lines = [x for x in p.get("lines", []) if x.get("function") == "spin"]
 assert lines and sum(x["self"] for x in lines if x["line"] in loop) >= \
     0.8 * sum(x["self"] for x in lines), (label, lines)
+# in process, each call is a section of its function's name: the sections' samples come in the
+# same shares, and each section's Python samples are spin's own
+secs = {x["name"]: x for x in p.get("sections", [])}
+if secs:
+    for k, share in zip(want, (70, 20, 10)):
+        s = secs[k]
+        assert abs(100.0 * s["samples"] / total - share) <= 5, (label, k, s["samples"], total)
+        assert s["python"][0]["name"] == "spin" and s["python"][0]["own_share"] >= 0.9, (label, s)
 # pprof (NAME.pb.gz beside the folded stacks): the Python functions with their file and line,
 # and as many samples under hot70 as the folded stacks have
 sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))

@@ -3,7 +3,8 @@ shares of its CPU time: hot70, warm20 and cool10 run the same loop 7, 2 and 1 ti
 (docs/stacks.md, e2e pyframes). It runs for SECONDS of CPU time, or ROUNDS rounds of the three
 (a fixed amount of work, for bench_sample), measures the shares itself (process_time around each
 call) and prints them as one JSON line. With OUT_DIR it samples itself in process through the
-sonde package (sample_hz HZ, default 999, reports in OUT_DIR, name "inproc"); without, it is
+sonde package (sample_hz HZ, default 999, reports in OUT_DIR, name "inproc"; each call in a
+section of its function's name); without, it is
 sampled from outside (`sonde run`). PYSHARES_IDLE_THREADS=N starts N threads that wait on an
 event all along (a program with many threads, most idle)."""
 import json
@@ -32,7 +33,7 @@ def cool10(n):
     return spin(n)
 
 
-def main(amount):
+def main(amount, prof=None):
     used = {"hot70": 0.0, "warm20": 0.0, "cool10": 0.0}
     done = threading.Event()
     idle = [threading.Thread(target=done.wait)
@@ -45,7 +46,11 @@ def main(amount):
         rounds -= 1
         for f in (hot70, warm20, cool10):
             t = time.process_time()
-            f(20000)
+            if prof:  # in process: each call in a section of its name
+                with prof.profile(f.__name__):
+                    f(20000)
+            else:
+                f(20000)
             used[f.__name__] += time.process_time() - t
     done.set()
     for t in idle:
@@ -59,7 +64,7 @@ if __name__ == "__main__":
         import sonde
         hz = int(sys.argv[3]) if len(sys.argv) > 3 else 999
         with sonde.Profiler({"name": "inproc", "output_dir": sys.argv[2], "sample_hz": hz,
-                             "formats": ["json"]}):
-            main(sys.argv[1])
+                             "formats": ["json"]}) as prof:
+            main(sys.argv[1], prof)
     else:
         main(sys.argv[1])
