@@ -55,14 +55,17 @@ typedef struct pylayout {
     uint32_t str_ascii, str_compact; /* sizeof PyASCIIObject, PyCompactUnicodeObject */
     int cstack_owner;        /* the owner of the C stack's entry frames (no code of the
                                 program's): skipped; -1 where there are none */
+    int fr_is_entry;         /* 3.11: _PyInterpreterFrame.is_entry, the first frame of an
+                                evaluation loop's activation (-1: the C stack's frames say) */
 } pylayout;
 
 #define NONE UINT32_MAX
 static const pylayout layouts[] = {
-    {11, 40, 0, 16, 8, 160, 56, 8, 296, 304, 32, 48, 56, 69, 112, 128, 72, 136, 184, 48, 72, -1},
-    {12, 40, 0, 72, 8, 144, 56, 0, 232, 240, 0, 8, 56, 70, 112, 128, 68, 136, 192, 40, 56, 3},
+    {11, 40, 0, 16, 8, 160, 56, 8, 296, 304, 32, 48, 56, 69, 112, 128, 72, 136, 184, 48, 72, -1,
+     68},
+    {12, 40, 0, 72, 8, 144, 56, 0, 232, 240, 0, 8, 56, 70, 112, 128, 68, 136, 192, 40, 56, 3, -1},
     {13, 632, 7264, 7344, 8, 160, 72, NONE, 232, 240, 0, 8, 56, 70, 112, 128, 68, 136, 200, 40,
-     56, 3},
+     56, 3, -1},
 };
 
 typedef struct pycode_e {
@@ -97,6 +100,7 @@ struct sonde_pyproc {
     const pylayout *l;
     char *path;              /* the file holding the interpreter */
     uint64_t runtime, code_type;
+    uint64_t eval_lo, eval_hi; /* _PyEval_EvalFrameDefault in the file (offsets); 0, 0: unknown */
     codekey *codes;          /* code objects read, by address (open addressing) */
     size_t cap_map, n_map;
     tcache *threads;
@@ -288,7 +292,8 @@ static int64_t code_id(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
         rd(py, lt + 32, e.lines, (size_t)n_lt) == 0)
         e.n_lines = (size_t)n_lt;
     int64_t id = -1;
-    if (e.name && e.file) {
+    if (e.name && e.file && e.name[0] && e.file[0]) { /* an empty name: the code object was
+                                                         being freed while read (seen at exit) */
         id = code_entry(py->tab, &e);
     } else {
         sonde__free(e.name);
@@ -448,6 +453,7 @@ int sonde__py_stack(sonde_pyproc *py, int tid, sonde_pyframe *inner, int cap)
     /* the frames first (mostly from the window), then every code object's head in one read,
      * then the codes: an address met before is read again only when its head has changed */
     uint64_t codes[MAX_FRAMES_READ], instrs[MAX_FRAMES_READ];
+    uint8_t entry[MAX_FRAMES_READ];
     int n = 0;
     for (int hop = 0; frame && hop < MAX_HOPS && n < cap && n < MAX_FRAMES_READ; hop++) {
         uint8_t f[80];
@@ -456,8 +462,12 @@ int sonde__py_stack(sonde_pyproc *py, int tid, sonde_pyframe *inner, int cap)
         codes[n] = u64_at(f, l->fr_code);
         instrs[n] = u64_at(f, l->fr_instr);
         frame = u64_at(f, l->fr_previous);
-        if (l->cstack_owner < 0 || f[l->fr_owner] != (uint8_t)l->cstack_owner)
-            n++; /* not the C stack's entry into the interpreter, which runs no code of ours */
+        if (l->cstack_owner >= 0 && f[l->fr_owner] == (uint8_t)l->cstack_owner) {
+            if (n) /* the C stack's entry into the interpreter, which runs no code of ours: the */
+                entry[n - 1] = 1; /* frame inward of it began an activation of the loop */
+            continue;
+        }
+        entry[n++] = l->fr_is_entry >= 0 && f[l->fr_is_entry];
     }
     py->win_len = 0;
     struct iovec local[MAX_FRAMES_READ], remote[MAX_FRAMES_READ];
@@ -476,16 +486,18 @@ int sonde__py_stack(sonde_pyproc *py, int tid, sonde_pyframe *inner, int cap)
         int64_t at = ((int64_t)instrs[i] - (int64_t)(codes[i] + l->co_code)) / 2;
         if (at < 0)
             continue; /* a frame made, not started */
-        inner[k++] = (sonde_pyframe){(uint32_t)id, line_at(&py->tab->codes[id], at)};
+        inner[k++] = (sonde_pyframe){(uint32_t)id, line_at(&py->tab->codes[id], at), entry[i]};
     }
     return k;
 }
 
 
-/* The address of each of n names in the ELF file at path, 0 where absent, and the lowest
- * address its loaded segments ask for; -1 where it is not an ELF file. */
+/* The address of each of n names in the ELF file at path, 0 where absent, its size into
+ * size[] (when not NULL) and its place in the file into off[] (when not NULL: where the loaded
+ * segment holding it puts it, as a sample's frames are placed), and the lowest address its
+ * loaded segments ask for; -1 where it is not an ELF file. */
 static int elf_symbols(const char *path, const char *const *names, uint64_t *at, int n,
-                       uint64_t *low)
+                       uint64_t *low, uint64_t *size, uint64_t *off)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -516,8 +528,20 @@ static int elf_symbols(const char *path, const char *const *names, uint64_t *at,
                 !(name = elf_strptr(e, sh.sh_link, sym.st_name)))
                 continue;
             for (int q = 0; q < n; q++)
-                if (!at[q] && !strcmp(name, names[q]))
+                if (!at[q] && !strcmp(name, names[q])) {
                     at[q] = sym.st_value;
+                    if (size)
+                        size[q] = sym.st_size;
+                }
+        }
+    }
+    for (int q = 0; off && q < n; q++) {
+        off[q] = 0;
+        for (size_t i = 0; at[q] && i < nph; i++) {
+            GElf_Phdr ph;
+            if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && at[q] >= ph.p_vaddr &&
+                at[q] < ph.p_vaddr + ph.p_filesz)
+                off[q] = at[q] - ph.p_vaddr + ph.p_offset;
         }
     }
     rc = *low == UINT64_MAX ? -1 : 0;
@@ -573,7 +597,8 @@ sonde_pyproc *sonde__py_attach(sonde_pytab *tab, int pid, char *why, size_t cap,
         snprintf(why, cap, "%s: cannot be read", mp);
         return NULL;
     }
-    static const char *const names[] = {"_PyRuntime", "Py_Version", "PyCode_Type"};
+    static const char *const names[] = {"_PyRuntime", "Py_Version", "PyCode_Type",
+                                        "_PyEval_EvalFrameDefault"};
     char tried[4][512];
     int n_tried = 0;
     sonde_pyproc *py = NULL;
@@ -595,8 +620,8 @@ sonde_pyproc *sonde__py_attach(sonde_pytab *tab, int pid, char *why, size_t cap,
         if (seen || n_tried == 4)
             continue;
         snprintf(tried[n_tried++], sizeof tried[0], "%s", path);
-        uint64_t sym[3], low;
-        if (elf_symbols(path, names, sym, 3, &low) || !sym[0])
+        uint64_t sym[4], size[4], at_file[4], low;
+        if (elf_symbols(path, names, sym, 4, &low, size, at_file) || !sym[0])
             continue;
         *found = 1; /* _PyRuntime: a CPython */
         if (!sym[1] || !sym[2]) {
@@ -630,6 +655,10 @@ sonde_pyproc *sonde__py_attach(sonde_pytab *tab, int pid, char *why, size_t cap,
             continue;
         }
         py = sonde__py_attach_at(tab, pid, minor, bias + sym[0], bias + sym[2]);
+        if (py && at_file[3] && size[3]) { /* the evaluation loop's code, in the file */
+            py->eval_lo = at_file[3];
+            py->eval_hi = at_file[3] + size[3];
+        }
         if (!py || !(py->path = sonde__strdup(path))) {
             sonde__py_detach(py);
             py = NULL;
@@ -645,6 +674,11 @@ sonde_pyproc *sonde__py_attach(sonde_pytab *tab, int pid, char *why, size_t cap,
 const char *sonde__py_path(const sonde_pyproc *py)
 {
     return py->path;
+}
+
+int sonde__py_is_eval(const sonde_pyproc *py, uint64_t off)
+{
+    return off >= py->eval_lo && off < py->eval_hi;
 }
 
 void sonde__py_detach(sonde_pyproc *py)

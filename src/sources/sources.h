@@ -143,6 +143,8 @@ typedef struct sonde_pycode {
 typedef struct sonde_pyframe {
     uint32_t code;       /* its code in the table */
     uint32_t line;       /* the line it was running (0: unknown) */
+    uint32_t entry;      /* 1: the first (outermost) frame of one activation of the evaluation
+                            loop (_PyEval_EvalFrameDefault), C code calling into Python */
 } sonde_pyframe;
 /* NULL out of memory. */
 sonde_pytab *sonde__pytab_new(void);
@@ -158,6 +160,9 @@ sonde_pyproc *sonde__py_attach(sonde_pytab *tab, int pid, char *why, size_t cap,
  * these addresses (the fuzzer's fake one); NULL for a version not read, or out of memory. */
 sonde_pyproc *sonde__py_attach_at(sonde_pytab *tab, int pid, unsigned minor, uint64_t runtime,
                                   uint64_t code_type);
+/* Offset off of the interpreter's file is inside _PyEval_EvalFrameDefault (where its symbols
+ * say; 0 where they do not). */
+int sonde__py_is_eval(const sonde_pyproc *py, uint64_t off);
 /* The file holding the interpreter (the python executable or libpython; NULL from _at). */
 const char *sonde__py_path(const sonde_pyproc *py);
 /* The Python frames thread tid is running now, innermost first, at most cap; 0 when it runs

@@ -413,6 +413,44 @@ static void warn(sonde_stacks *s, const char *fmt, ...)
     sbuf_free(&b);
 }
 
+/* Stack st (a whole native stack, as the call frame information unwinds it: sample_cfi) with
+ * the Python frames py (innermost first) in place of the evaluation loop's activations they ran
+ * in: each _PyEval_EvalFrameDefault frame of st stands for one run of Python frames (from an
+ * entry frame inward), the C code between them (a C function calling back into Python) kept,
+ * as are the frames outward of the outermost (main, Py_RunMain) up to an address no mapping
+ * holds. Into fr (innermost first); 0 where the two do not pair up (the native stack stops
+ * short, as the frame pointers do in libpython). */
+static uint32_t interleave(const sproc *p, const sstack *st, const sonde_pyframe *py, int n_py,
+                           sframe *fr)
+{
+    uint32_t evals = 0, runs = 0;
+    for (uint32_t k = 0; k < st->n; k++)
+        evals += st->f[k].file == p->py_file && sonde__py_is_eval(p->py, st->f[k].off);
+    for (int i = 0; i < n_py; i++)
+        runs += py[i].entry;
+    if (!evals || evals != runs || !py[n_py - 1].entry)
+        return 0;
+    uint32_t n = 0;
+    int i = 0;
+    for (uint32_t k = st->n; k-- > 0 && n < MAX_FRAMES;) {
+        const sframe *f = &st->f[k];
+        if (f->file == p->py_file && sonde__py_is_eval(p->py, f->off)) {
+            if (k == st->n - 1)
+                fr[n++] = *f; /* the loop itself running: the innermost frame */
+            do /* the Python frames it ran, up to the entry frame */
+                if (n < MAX_FRAMES)
+                    fr[n++] = (sframe){PY_FRAME + py[i].code, py[i].line};
+            while (!py[i++].entry);
+            evals--;
+        } else if (!evals && f->file == UINT32_MAX) {
+            break; /* past the outermost run: no mapping holds it, a frame pointer's garbage */
+        } else {
+            fr[n++] = *f;
+        }
+    }
+    return n;
+}
+
 /* Sample stack id of thread tid with its Python frames (pyframes.c), read now, outside the
  * native frames running inward of the interpreter: the native frames from the innermost to the
  * first in the interpreter's file (kept when it is the innermost: Python code running) or the
@@ -446,7 +484,9 @@ static uint32_t with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t id
         return id;
     const sstack *st = &s->stacks[id];
     sframe fr[MAX_FRAMES];
-    uint32_t n = 0;
+    uint32_t n = interleave(p, st, py, n_py, fr);
+    if (n)
+        return stack_id(s, (uint32_t)(p - s->procs), fr, n);
     for (uint32_t k = st->n; k-- > 0 && n < MAX_FRAMES;) {
         if (n && st->f[k].file == UINT32_MAX)
             break; /* no mapping holds it: what a frame-pointer walk through code without frame

@@ -1632,6 +1632,29 @@ pyframes)
         ran=$((ran + 1))
     done
     [ "$ran" -gt 0 ] || fail "no CPython 3.11-3.13 on this machine"
+    # C calling back into Python (sorted calling key), its native stack whole (sample_cfi):
+    # each run of the evaluation loop is replaced by the Python frames it ran, the C code of
+    # sorted kept between main and key, the interpreter's start (Py_RunMain) outside <module>
+    for py in /usr/bin/python3.11 \
+              $(ls -d "$pyenv_root"/versions/3.1[23].*/bin/python3.1[23] 2>/dev/null | sort -V); do
+        [ -x "$py" ] || continue
+        cb=callback$(basename "$py")
+        SONDE_SAMPLE_CFI=1 "$sonde" run --quiet -o py --name $cb -- "$py" \
+            "$src/tests/e2e/pycallback.py" || fail "sonde run pycallback $py exited $?"
+        python3 - py/$cb.folded "$py" <<'PY' || fail "interleaved frames, $py"
+import sys
+lines = [(s.split(";"), int(n)) for s, n in (l.rsplit(" ", 1) for l in open(sys.argv[1]))]
+key = [(f, n) for f, n in lines if "key" in f and "main" in f]
+whole = sum(n for f, n in key if f.index("key") > f.index("main") + 1 and "Py_RunMain" in f
+            and f.index("Py_RunMain") < f.index("<module>") < f.index("main"))
+total = sum(n for _, n in key)
+assert total >= 100 and whole >= 0.6 * total, (sys.argv[2], whole, total, key[:2])
+best = max(key, key=lambda x: x[1])[0]
+between = best[best.index("main") + 1:best.index("key")]
+print("%s: %d of %d samples in key interleaved, e.g. main;%s;key" % (
+    sys.argv[2], whole, total, ";".join(between)))
+PY
+    done
     # the processes a Python program starts: forked workers (the interpreter's memory copied)
     # and spawned ones (a new interpreter exec'd) spend most of the run's CPU in worker_spin
     for method in fork spawn; do
