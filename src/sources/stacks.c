@@ -124,6 +124,7 @@ struct sonde_stacks {
     int inline_frames;     /* inlined functions are frames of their own */
     sonde_pytab *pytab;    /* the Python code objects of every process (pyframes.c); NULL:
                               Python frames are not read (config sample_python 0) */
+    uint32_t reader_tid;   /* the sampler's own thread (sampled too, in process) */
     int py_warnings;       /* processes with a CPython whose frames are not read, said (the
                               first 4) */
     int py_any;            /* some process runs Python: each sample wakes the thread, which
@@ -476,7 +477,8 @@ static uint32_t with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t id
                     "(docs/stacks.md, \"Python frames\")", p->pid, why);
         }
     }
-    if (!p->py || id == UINT32_MAX)
+    if (!p->py || id == UINT32_MAX || tid == s->reader_tid) /* in process: this thread runs no
+                                                                Python */
         return id;
     sonde_pyframe py[MAX_FRAMES];
     int n_py = sonde__py_stack(p->py, (int)tid, py, MAX_FRAMES);
@@ -737,6 +739,7 @@ static void wait_sample(sonde_stacks *s)
 static void *reader(void *arg)
 {
     sonde_stacks *s = arg;
+    s->reader_tid = (uint32_t)syscall(SYS_gettid);
     for (unsigned round = 1; !atomic_load(&s->stop); round++) {
         struct timespec t = {0, 10 * 1000 * 1000}, now;
         if (s->py_any && !s->timer) /* woken by each sample: its Python frames are read now */
