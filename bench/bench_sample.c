@@ -86,7 +86,7 @@ static int best_of(char *const *const *cmds, double *best, int n)
     return 0;
 }
 
-/* A pure-Python program (tests/e2e/pyshares.py, 250 rounds of its work) sampled with its
+/* A pure-Python program (tests/e2e/pyshares.py, 50 rounds of its work) sampled with its
  * Python frames (issue 39: at most 2% at 999 Hz, in process and under sonde run, also with 200
  * threads): alone; under sonde run with no samples, native frames only (sample_python 0) and
  * Python frames; the same in process (the sonde package PYTHONPATH holds); with 199 more threads
@@ -96,15 +96,15 @@ static int python_cases(const char *sonde, const char *dir, char *py, char *scri
 #define RUN(HZ, PYF, ...)                                                                          \
     {"/usr/bin/env", "SONDE_SAMPLE_PYTHON=" PYF, __VA_ARGS__ (char *)sonde, "run", "--quiet",      \
      "--format", "none", "-o", (char *)dir, "--name", "bench-sample", "--sample-hz", HZ, "--", py, \
-     script, "r250", NULL}
-    char *alone[] = {py, script, "r250", NULL};
+     script, "r50", NULL}
+    char *alone[] = {py, script, "r50", NULL};
     char *off[] = RUN("0", "1", );
     char *native[] = RUN("999", "0", );
     char *on[] = RUN("999", "1", );
-    char *in_off[] = {py, script, "r250", (char *)dir, "0", NULL};
-    char *in_native[] = {"/usr/bin/env", "SONDE_SAMPLE_PYTHON=0", py, script, "r250",
+    char *in_off[] = {py, script, "r50", (char *)dir, "0", NULL};
+    char *in_native[] = {"/usr/bin/env", "SONDE_SAMPLE_PYTHON=0", py, script, "r50",
                          (char *)dir, "999", NULL};
-    char *in_on[] = {py, script, "r250", (char *)dir, "999", NULL};
+    char *in_on[] = {py, script, "r50", (char *)dir, "999", NULL};
     char *many_native[] = RUN("999", "0", "PYSHARES_IDLE_THREADS=199", );
     char *many_on[] = RUN("999", "1", "PYSHARES_IDLE_THREADS=199", );
 #undef RUN

@@ -248,6 +248,22 @@ static int64_t code_entry(sonde_pytab *t, pycode_e *e)
     return id;
 }
 
+/* A qualified name as CPython makes them: identifiers (letters, digits, '_', any non-ASCII
+ * letter) joined by '.', and the <lambda>, <locals>, <module>, <genexpr> kinds. A string read
+ * from a code object freed meanwhile (its memory another str's) is seldom one. */
+static int qualname_like(const char *s)
+{
+    if (!*s || (*s >= '0' && *s <= '9'))
+        return 0;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (!(c >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '<' || c == '>'))
+            return 0;
+    }
+    return 1;
+}
+
 /* The code object at addr, whose first co_code bytes are h, as an id of the table, read when
  * new; -1 where it is not a code object (a torn or freed frame) or out of memory. */
 static int64_t code_id(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
@@ -292,8 +308,9 @@ static int64_t code_id(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
         rd(py, lt + 32, e.lines, (size_t)n_lt) == 0)
         e.n_lines = (size_t)n_lt;
     int64_t id = -1;
-    if (e.name && e.file && e.name[0] && e.file[0]) { /* an empty name: the code object was
-                                                         being freed while read (seen at exit) */
+    if (e.name && e.file && qualname_like(e.name) && e.file[0]) { /* else the code object was
+                                                                     freed while read (seen at
+                                                                     exit: an empty name) */
         id = code_entry(py->tab, &e);
     } else {
         sonde__free(e.name);
@@ -435,20 +452,23 @@ int sonde__py_stack(sonde_pyproc *py, int tid, sonde_pyframe *inner, int cap)
     py->win_len = 0;
     if (!tstate_of(py, tid, ts, tn))
         return 0;
-    uint64_t frame = u64_at(ts, l->ts_frame);
-    if (l->cf_frame != NONE && rd(py, frame + l->cf_frame, &frame, 8))
-        return 0;
-    /* the frames of the running code lie below the data stack's top: read them in one go */
-    uint64_t chunk = u64_at(ts, l->ts_chunk), top = u64_at(ts, l->ts_top);
-    if (chunk && top > chunk) {
-        uint64_t from = top - chunk > WINDOW ? top - WINDOW : chunk;
-        struct iovec local = {py->win, (size_t)(top - from)},
-                     remote = {(void *)(uintptr_t)from, (size_t)(top - from)};
-        ssize_t got = process_vm_readv(py->pid, &local, 1, &remote, 1, 0);
-        if (got > 0) {
-            py->win_at = from;
-            py->win_len = (size_t)got;
-        }
+    /* the current frame (3.11, 3.12: in the cframe, on the C stack) and the frames of the
+     * running code, below the data stack's top, in one read of two pieces */
+    uint64_t frame = u64_at(ts, l->ts_frame), chunk = u64_at(ts, l->ts_chunk),
+             top = u64_at(ts, l->ts_top);
+    uint64_t from = chunk && top > chunk ? (top - chunk > WINDOW ? top - WINDOW : chunk) : top;
+    int via_cframe = l->cf_frame != NONE;
+    struct iovec lv[2] = {{&frame, 8}, {py->win, (size_t)(top - from)}},
+                 rv[2] = {{(void *)(uintptr_t)(frame + (via_cframe ? l->cf_frame : 0)), 8},
+                          {(void *)(uintptr_t)from, (size_t)(top - from)}};
+    ssize_t part = process_vm_readv(py->pid, lv + !via_cframe, 2 - (unsigned long)!via_cframe,
+                                    rv + !via_cframe, 2 - (unsigned long)!via_cframe, 0);
+    if (via_cframe && part < 8)
+        return 0; /* no cframe: not running Python now */
+    part -= via_cframe ? 8 : 0;
+    if (part > 0) {
+        py->win_at = from;
+        py->win_len = (size_t)part;
     }
     /* the frames first (mostly from the window), then every code object's head in one read,
      * then the codes: an address met before is read again only when its head has changed */

@@ -48,9 +48,9 @@ def main(amount, prof=None):
             t = time.process_time()
             if prof:  # in process: each call in a section of its name
                 with prof.profile(f.__name__):
-                    f(20000)
+                    f(100000)
             else:
-                f(20000)
+                f(100000)
             used[f.__name__] += time.process_time() - t
     done.set()
     for t in idle:
