@@ -640,7 +640,7 @@ sonde_pyproc *sonde__py_attach(sonde_pytab *tab, int pid, char *why, size_t cap,
         if (seen || n_tried == 4)
             continue;
         snprintf(tried[n_tried++], sizeof tried[0], "%s", path);
-        uint64_t sym[4], size[4], at_file[4], low;
+        uint64_t sym[4] = {0}, size[4] = {0}, at_file[4] = {0}, low = 0;
         if (elf_symbols(path, names, sym, 4, &low, size, at_file) || !sym[0])
             continue;
         *found = 1; /* _PyRuntime: a CPython */
