@@ -402,13 +402,12 @@ static void rescan(sonde_pyproc *py)
         if (rd(py, interp + l->is_threads, &ts, 8) || rd(py, interp + l->is_next, &next, 8))
             return;
         for (int m = 0; ts && m < MAX_THREADS; m++) {
-            uint64_t tid;
-            if (rd(py, ts + l->ts_tid, &tid, 8) || SONDE_GROW(py->threads, py->n_threads,
-                                                               py->cap_threads))
+            uint8_t head[256]; /* next and native_thread_id, in one read */
+            if (rd(py, ts, head, (l->ts_tid > l->ts_next ? l->ts_tid : l->ts_next) + 8) ||
+                SONDE_GROW(py->threads, py->n_threads, py->cap_threads))
                 break;
-            py->threads[py->n_threads++] = (tcache){(int)tid, ts};
-            if (rd(py, ts + l->ts_next, &ts, 8))
-                break;
+            py->threads[py->n_threads++] = (tcache){(int)u64_at(head, l->ts_tid), ts};
+            ts = u64_at(head, l->ts_next);
         }
         interp = next;
     }
