@@ -101,10 +101,13 @@ static int python_cases(const char *sonde, const char *dir, char *py, char *scri
     char *off[] = RUN("0", "1", );
     char *native[] = RUN("999", "0", );
     char *on[] = RUN("999", "1", );
-    char *in_off[] = {py, script, "r50", (char *)dir, "0", NULL};
+    /* the in-process cases all start through env, as the native-only one must */
+    char *in_off[] = {"/usr/bin/env", "SONDE_SAMPLE_PYTHON=1", py, script, "r50", (char *)dir,
+                      "0", NULL};
     char *in_native[] = {"/usr/bin/env", "SONDE_SAMPLE_PYTHON=0", py, script, "r50",
                          (char *)dir, "999", NULL};
-    char *in_on[] = {py, script, "r50", (char *)dir, "999", NULL};
+    char *in_on[] = {"/usr/bin/env", "SONDE_SAMPLE_PYTHON=1", py, script, "r50", (char *)dir,
+                     "999", NULL};
     char *many_native[] = RUN("999", "0", "PYSHARES_IDLE_THREADS=199", );
     char *many_on[] = RUN("999", "1", "PYSHARES_IDLE_THREADS=199", );
 #undef RUN
