@@ -86,6 +86,49 @@ static int best_of(char *const *const *cmds, double *best, int n)
     return 0;
 }
 
+/* Removes the files of the run named DIR/bench-sample-cpu (sonde run numbers a run's name when
+ * its files are there already); its JSON report's path into path. */
+static void clean_cpu_run(const char *dir, char *path, size_t cap)
+{
+    static const char *const ext[] = {"sonde", "folded", "pb.gz", "json"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, cap, "%s/bench-sample-cpu.%s", dir, ext[i]);
+        unlink(path);
+    }
+}
+
+/* The sampler thread's own CPU time a sample (profile.sampler_cpu_s / profile.samples of the
+ * JSON report argv writes as DIR/bench-sample-cpu), the least of RUNS runs: what reading the
+ * Python frames costs beside the native ones, whatever the program's own CPU time did. -1 on
+ * failure. */
+static double sampler_us(char *const argv[], const char *dir)
+{
+    double best = -1;
+    char path[4200];
+    for (int r = 0; r < RUNS; r++) {
+        clean_cpu_run(dir, path, sizeof path);
+        FILE *f = cpu_of(argv) < 0 ? NULL : fopen(path, "r");
+        long len = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+        char *buf = len > 0 ? malloc((size_t)len + 1) : NULL;
+        size_t n = buf && fseek(f, 0, SEEK_SET) == 0 ? fread(buf, 1, (size_t)len, f) : 0;
+        if (f)
+            fclose(f);
+        if (!buf)
+            return -1;
+        buf[n] = 0;
+        const char *pr = strstr(buf, "\"profile\":{\"samples\":");
+        const char *cpu = pr ? strstr(pr, "\"sampler_cpu_s\":") : NULL;
+        double samples = pr ? strtod(pr + 21, NULL) : 0, s = cpu ? strtod(cpu + 16, NULL) : 0;
+        free(buf);
+        clean_cpu_run(dir, path, sizeof path);
+        if (!cpu || samples < 1)
+            return -1;
+        if (best < 0 || s / samples * 1e6 < best)
+            best = s / samples * 1e6;
+    }
+    return best;
+}
+
 /* A pure-Python program (tests/e2e/pyshares.py, 50 rounds of its work) sampled with its
  * Python frames (issue 39: at most 2% at 999 Hz, in process and under sonde run, also with 200
  * threads): alone; under sonde run with no samples, native frames only (sample_python 0) and
@@ -129,6 +172,23 @@ static int python_cases(const char *sonde, const char *dir, char *py, char *scri
     printf("  with 199 idle threads more, under sonde run at 999 samples/s: native frames only "
            "%.3f s, with Python frames %.3f s (%+.1f%%)\n",
            b[7], b[8], 100 * (b[8] / b[7] - 1));
+#define JSON_RUN(PYF)                                                                              \
+    {"/usr/bin/env", "SONDE_SAMPLE_PYTHON=" PYF, (char *)sonde, "run", "--quiet", "--format",     \
+     "json", "-o", (char *)dir, "--name", "bench-sample-cpu", "--sample-hz", "999", "--", py,      \
+     script, "r50", NULL}
+    char *json_native[] = JSON_RUN("0");
+    char *json_on[] = JSON_RUN("1");
+#undef JSON_RUN
+    double us_native = sampler_us(json_native, dir), us_on = sampler_us(json_on, dir);
+    if (us_native < 0 || us_on < 0) {
+        fprintf(stderr, "bench_sample: no profile.sampler_cpu_s in %s/bench-sample-cpu.json\n",
+                dir);
+        return 1;
+    }
+    printf("  the sampler thread's own CPU a sample under sonde run (profile.sampler_cpu_s / "
+           "samples, least of %d): native frames only %.1f us, with Python frames %.1f us "
+           "(%.1f us more: %.1f%% of a CPU at 999 Hz)\n",
+           RUNS, us_native, us_on, us_on - us_native, (us_on - us_native) * 999 / 1e4);
     return 0;
 }
 

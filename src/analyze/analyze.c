@@ -336,17 +336,13 @@ static int rule_hot_self_time(const sm_model *m, sa_finding *f)
             continue;
         char tops[300] = "";
         size_t k = 0;
-        uint32_t py[3]; /* Python code: its Python functions (own samples), not the interpreter's */
-        size_t n_py = sm_psection_python(ps, py, 3);
-        for (size_t j = 0; j < n_py && j < 3 && k < sizeof tops; j++)
+        uint32_t top[3];
+        uint64_t count[3];
+        size_t n_top = sm_psection_top(ps, top, count, 3);
+        for (size_t j = 0; j < n_top && k < sizeof tops; j++)
             k += (size_t)snprintf(tops + k, sizeof tops - k, "%s%.0f%% in %.60s", j ? ", " : "",
-                                  100.0 * (double)ps->funcs[py[j]].own / (double)ps->samples,
-                                  pr->funcs[ps->funcs[py[j]].func].name);
-        for (size_t j = 0; !n_py && j < ps->n_funcs && j < 3 && ps->funcs[j].self &&
-                           k < sizeof tops; j++)
-            k += (size_t)snprintf(tops + k, sizeof tops - k, "%s%.0f%% in %.60s", j ? ", " : "",
-                                  100.0 * (double)ps->funcs[j].self / (double)ps->samples,
-                                  pr->funcs[ps->funcs[j].func].name);
+                                  100.0 * (double)count[j] / (double)ps->samples,
+                                  pr->funcs[ps->funcs[top[j]].func].name);
         snprintf(f->advice, sizeof f->advice,
                  "Its CPU samples (%llu) say where: %s. Start with the first; NAME.folded has "
                  "the stacks that lead to it.", (unsigned long long)ps->samples, tops);

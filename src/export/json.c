@@ -846,16 +846,12 @@ static void json_threads(sbuf *b, const sm_model *m)
  * frame of a sample owns it); nothing when the samples have no Python frames. */
 static void json_python(sbuf *b, const sm_profile *pr)
 {
-    uint32_t *order;
-    long n = sm_profile_python(pr, &order);
-    if (n < 0)
-        b->oom = 1;
-    if (n <= 0)
+    if (!pr->n_python)
         return;
     key(b, "python");
     sbuf_putc(b, '[');
-    for (long i = 0; i < n; i++) {
-        const sm_func *f = &pr->funcs[order[i]];
+    for (size_t i = 0; i < pr->n_python; i++) {
+        const sm_func *f = &pr->funcs[pr->python[i]];
         sbuf_puts(b, i ? ",{" : "{");
         kv_str(b, "name", f->name, 1);
         kv_str(b, "file", f->file, 1);
@@ -867,7 +863,6 @@ static void json_python(sbuf *b, const sm_profile *pr)
         sbuf_putc(b, '}');
     }
     sbuf_puts(b, "],");
-    sonde__free(order);
 }
 
 /* A section's "python": its top 20 Python functions by own samples (only when it has some). */
@@ -880,7 +875,7 @@ static void json_section_python(sbuf *b, const sm_profile *pr, const sm_psection
     sbuf_putc(b, ',');
     key(b, "python");
     sbuf_putc(b, '[');
-    for (size_t j = 0; j < n && j < 20; j++) {
+    for (size_t j = 0; j < n; j++) {
         const sm_func_in *f = &ps->funcs[top[j]];
         sbuf_puts(b, j ? ",{" : "{");
         kv_str(b, "name", pr->funcs[f->func].name, 1);

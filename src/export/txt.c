@@ -316,17 +316,13 @@ static void txt_system(const sm_model *m, sbuf *b, sbuf_pool *pool)
  * up to 15; nothing when the samples have no Python frames. */
 static void txt_python(sbuf *b, const sm_profile *pr, sbuf_pool *pool)
 {
-    uint32_t *order;
-    long n = sm_profile_python(pr, &order);
-    if (n < 0)
-        b->oom = 1;
-    if (n <= 0)
+    if (!pr->n_python)
         return;
     sbuf_printf(b, "Python functions by own samples (the innermost Python frame: its code and the "
                    "C code it called):\n");
     sbuf_printf(b, "  %-40s %-28s %7s %7s\n", "function", "defined at", "own", "total");
-    for (long i = 0; i < n && i < 15; i++) {
-        const sm_func *f = &pr->funcs[order[i]];
+    for (size_t i = 0; i < pr->n_python && i < 15; i++) {
+        const sm_func *f = &pr->funcs[pr->python[i]];
         const char *base = strrchr(f->file, '/');
         char at[64];
         snprintf(at, sizeof at, "%.50s:%u", base ? base + 1 : f->file, f->line);
@@ -334,7 +330,6 @@ static void txt_python(sbuf *b, const sm_profile *pr, sbuf_pool *pool)
                     100.0 * (double)f->own / (double)pr->samples,
                     100.0 * (double)f->total / (double)pr->samples);
     }
-    sonde__free(order);
 }
 
 static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,
@@ -426,14 +421,13 @@ static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,
             const sm_psection *ps = &pr->sections[i];
             sbuf_printf(b, "  %-24.24s %6.1f%% ", L(ps->name),
                         100.0 * (double)ps->samples / (double)pr->samples);
-            uint32_t py[3]; /* a Python section: its Python functions, by own samples */
-            size_t n_py = sm_psection_python(ps, py, 3);
-            for (size_t j = 0; j < n_py && j < 3; j++)
-                sbuf_printf(b, "%s %s %.1f%%", j ? "," : " in", L(pr->funcs[ps->funcs[py[j]].func].name),
-                            100.0 * (double)ps->funcs[py[j]].own / (double)ps->samples);
-            for (size_t j = 0; !n_py && j < ps->n_funcs && j < 3 && ps->funcs[j].self; j++)
-                sbuf_printf(b, "%s %s %.1f%%", j ? "," : " in", L(pr->funcs[ps->funcs[j].func].name),
-                            100.0 * (double)ps->funcs[j].self / (double)ps->samples);
+            uint32_t fn[3];
+            uint64_t count[3];
+            size_t n_fn = sm_psection_top(ps, fn, count, 3);
+            for (size_t j = 0; j < n_fn; j++)
+                sbuf_printf(b, "%s %s %.1f%%", j ? "," : " in",
+                            L(pr->funcs[ps->funcs[fn[j]].func].name),
+                            100.0 * (double)count[j] / (double)ps->samples);
             sbuf_putc(b, '\n');
         }
     }

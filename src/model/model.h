@@ -304,6 +304,8 @@ typedef struct sm_func {
     uint64_t own;              /* a Python function (its object is its source file): samples
                                   where it was the innermost Python frame (its own code, or the
                                   interpreter and C code it called); 0 for native functions */
+    int python;                /* a Python function: its object is the source file it is
+                                  defined in, as the sampler names Python frames (docs/stacks.md) */
 } sm_func;
 typedef struct sm_func_in {
     uint32_t func;             /* sm_profile.funcs index */
@@ -382,17 +384,18 @@ typedef struct sm_profile {
     sm_pnode *nodes;           /* the frames' tree; stack i ends at node leaf[i] */
     size_t n_nodes;
     uint32_t *leaf;
+    uint32_t *python;          /* the Python functions (funcs indexes), most own samples first */
+    size_t n_python;
 } sm_profile;
 void sm_profile_free(sm_profile *p);
 /* Up to k functions of section ps that own samples as their innermost Python frame, most first:
- * their indexes in ps->funcs into top; how many. */
+ * their indexes in ps->funcs into top; how many (at most k). */
 size_t sm_psection_python(const sm_psection *ps, uint32_t *top, size_t k);
-/* Function f is a Python function (its object is the source file it is defined in, as the
- * sampler names Python frames: docs/stacks.md). */
-int sm_func_is_python(const sm_func *f);
-/* The Python functions of p, most own samples first, into *order (allocated, indexes of
- * p->funcs); their count, 0 with *order NULL when there are none, -1 out of memory. */
-long sm_profile_python(const sm_profile *p, uint32_t **order);
+/* Up to k functions that say where section ps's samples went, for a one-line summary: its
+ * Python functions by own samples when it has any (the interpreter's C functions under them say
+ * less), else its functions by self samples. Their indexes in ps->funcs into top, each one's
+ * samples of that kind into count; how many (at most k). */
+size_t sm_psection_top(const sm_psection *ps, uint32_t *top, uint64_t *count, size_t k);
 
 typedef struct sm_model {
     /* run information (INFO record) */

@@ -168,6 +168,7 @@ void sm_profile_free(sm_profile *p)
     sonde__free(p->timed);
     sonde__free(p->nodes);
     sonde__free(p->leaf);
+    sonde__free(p->python);
     memset(p, 0, sizeof *p);
 }
 
@@ -284,7 +285,8 @@ static int build_stacks(sb_raw *raw, sm_profile *pr, const uint64_t *count, uint
     }
     for (size_t i = 0; i < raw->n_pfuncs; i++) {
         sm_pfunc_raw *f = &raw->pfuncs[i];
-        pr->funcs[i] = (sm_func){f->name, f->object, f->file, f->line, 0, 0, 0};
+        pr->funcs[i] = (sm_func){f->name, f->object, f->file, f->line, 0, 0, 0,
+                                 f->object && f->file && !strcmp(f->object, f->file)};
         f->name = f->object = f->file = NULL;
         pr->n_funcs++;
     }
@@ -301,7 +303,7 @@ static int build_stacks(sb_raw *raw, sm_profile *pr, const uint64_t *count, uint
         sbuf_reset(&line);
         sbuf_puts(&line, st->process[0] ? st->process : "?");
         for (uint32_t k = st->n; k-- > 0;) /* the innermost Python frame's own sample */
-            if (sm_func_is_python(&pr->funcs[st->f[k]])) {
+            if (pr->funcs[st->f[k]].python) {
                 pr->funcs[st->f[k]].own += count[i];
                 break;
             }
@@ -368,9 +370,18 @@ size_t sm_psection_python(const sm_psection *ps, uint32_t *top, size_t k)
     return n;
 }
 
-int sm_func_is_python(const sm_func *f)
+size_t sm_psection_top(const sm_psection *ps, uint32_t *top, uint64_t *count, size_t k)
 {
-    return f->object && f->file && !strcmp(f->object, f->file);
+    size_t n = sm_psection_python(ps, top, k);
+    for (size_t j = 0; j < n; j++)
+        count[j] = ps->funcs[top[j]].own;
+    if (n)
+        return n;
+    for (; n < k && n < ps->n_funcs && ps->funcs[n].self; n++) { /* by self, most first */
+        top[n] = (uint32_t)n;
+        count[n] = ps->funcs[n].self;
+    }
+    return n;
 }
 
 typedef struct own_at {
@@ -386,28 +397,29 @@ static int cmp_own(const void *a, const void *b)
     return x->func < y->func ? -1 : x->func > y->func;
 }
 
-long sm_profile_python(const sm_profile *p, uint32_t **order)
+/* pr->python: the Python functions (after sort_funcs), most own samples first. 0, or -1. */
+static int build_python(sm_profile *pr)
 {
-    *order = NULL;
     size_t n = 0;
-    for (size_t i = 0; i < p->n_funcs; i++)
-        n += sm_func_is_python(&p->funcs[i]);
+    for (size_t i = 0; i < pr->n_funcs; i++)
+        n += pr->funcs[i].python;
     if (!n)
         return 0;
     own_at *v = sonde__malloc(n * sizeof *v);
-    if (!v || !(*order = sonde__malloc(n * sizeof **order))) {
+    if (!v || !(pr->python = sonde__malloc(n * sizeof *pr->python))) {
         sonde__free(v);
         return -1;
     }
     n = 0;
-    for (size_t i = 0; i < p->n_funcs; i++)
-        if (sm_func_is_python(&p->funcs[i]))
-            v[n++] = (own_at){p->funcs[i].own, (uint32_t)i};
+    for (size_t i = 0; i < pr->n_funcs; i++)
+        if (pr->funcs[i].python)
+            v[n++] = (own_at){pr->funcs[i].own, (uint32_t)i};
     sonde__sort(v, n, sizeof *v, cmp_own);
     for (size_t i = 0; i < n; i++)
-        (*order)[i] = v[i].func;
+        pr->python[i] = v[i].func;
+    pr->n_python = n;
     sonde__free(v);
-    return (long)n;
+    return 0;
 }
 
 typedef struct pf_thread {
@@ -554,7 +566,7 @@ static int build_sections(sb_raw *raw, sm_model *m, const uint32_t *at, const ui
                 goto out;
         }
         for (uint32_t f = st->n; f-- > 0;) /* the innermost Python frame owns the samples */
-            if (sm_func_is_python(&pr->funcs[at[st->f[f]]])) {
+            if (pr->funcs[at[st->f[f]]].python) {
                 if (pf_add(&owns, sec << 32 | at[st->f[f]], c, 0))
                     goto out;
                 break;
@@ -797,7 +809,7 @@ int sm__profile_build(sb_raw *raw, sm_model *m)
     pr->unnamed = raw->n_samples - kept;
     raw->n_samples = kept;
     pr->samples = kept;
-    if (build_stacks(raw, pr, count, folded) || sort_funcs(pr, at) ||
+    if (build_stacks(raw, pr, count, folded) || sort_funcs(pr, at) || build_python(pr) ||
         build_lines(raw, pr, count, at, folded))
         goto out;
     if (!pr->untimed && (build_sections(raw, m, at, folded) || build_timed(raw, m, folded)))
