@@ -48,7 +48,9 @@ static void sections_nest(void **state)
     /* self time of outer excludes its two children */
     assert_true(o->total_s >= in->total_s + rt->total_s);
     assert_true(fabs(o->self_s - (o->total_s - in->total_s - rt->total_s)) < 1e-6);
-    assert_true(in->mean_s >= 0.003 && in->mean_s < 0.050);
+    /* inner spun 3 ms each time; its upper bound is outer's time around it (not a wall-clock
+     * margin: a loaded machine may stop this thread for any time inside it) */
+    assert_true(in->mean_s >= 0.003 && in->total_s <= o->total_s - rt->total_s + 1e-9);
     assert_true(o->self_s >= 0.006);
     for (size_t i = 0; i < m.n_spans; i++) {
         const sm_span *s = &m.spans[i];
