@@ -7,6 +7,7 @@
  * Usage: bench_sample SONDE [--dir DIR] [--python PYTHON PYSHARES] */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,35 @@ static int spin(void)
     for (long i = 0; i < 1800000000L; i++)
         x += (double)i * 0.5;
     g_sink = x;
+    return 0;
+}
+
+/* 100,000 round trips between two threads through two pipes: 400,000 context switches, each
+ * thread blocked in read most of the time (what the off-CPU periods follow). */
+static void *pong(void *arg)
+{
+    int *fd = arg;
+    char c;
+    while (read(fd[0], &c, 1) == 1 && c)
+        if (write(fd[3], &c, 1) != 1)
+            break;
+    return NULL;
+}
+
+static int pingpong(void)
+{
+    int fd[4];
+    pthread_t t;
+    if (pipe(fd) || pipe(fd + 2) || pthread_create(&t, NULL, pong, fd))
+        return 1;
+    char c = 1;
+    for (int i = 0; i < 100000; i++)
+        if (write(fd[1], &c, 1) != 1 || read(fd[2], &c, 1) != 1)
+            return 1;
+    c = 0;
+    if (write(fd[1], &c, 1) != 1)
+        return 1;
+    pthread_join(t, NULL);
     return 0;
 }
 
@@ -196,6 +226,8 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], "--spin"))
         return spin();
+    if (argc == 2 && !strcmp(argv[1], "--pingpong"))
+        return pingpong();
     if (argc == 4 && !strcmp(argv[1], "--spin-lib"))
         return spin_lib(atoi(argv[2]), argv[3]);
     if (argc < 2) {
@@ -244,6 +276,23 @@ int main(int argc, char **argv)
     printf("  in a libsonde section, sample_hz 999: %.3f s (%+.1f%% over sample_hz 0, %+.1f%% "
            "over the floor; target: at most 2%%)\n",
            best[4], 100 * (best[4] / best[3] - 1), 100 * (best[4] / best[0] - 1));
+    /* off-CPU periods: a program that blocks 400,000 times (pingpong), sampled with and without */
+#define PP_RUN(OFF)                                                                                \
+    {"/usr/bin/env", "SONDE_SAMPLE_OFF_CPU=" OFF, argv[1], "run", "--quiet", "--format", "none",  \
+     "-o", (char *)dir, "--name", "bench-sample", "--sample-hz", "999", "--", self, "--pingpong",  \
+     NULL}
+    char *pp_alone[] = {self, "--pingpong", NULL};
+    char *pp_without[] = PP_RUN("0");
+    char *pp_with[] = PP_RUN("1");
+#undef PP_RUN
+    double pp[3];
+    char *const *pp_cmds[3] = {pp_alone, pp_without, pp_with};
+    if (best_of(pp_cmds, pp, 3))
+        return 1;
+    printf("  a program blocking 400,000 times (two threads, 100,000 round trips through pipes): "
+           "alone %.3f s; under sonde run at 999 samples/s without off-CPU periods %.3f s, with "
+           "them %.3f s (%+.1f%%, %.2f us a context switch; docs/stacks.md, \"Off-CPU time\")\n",
+           pp[0], pp[1], pp[2], 100 * (pp[2] / pp[1] - 1), (pp[2] - pp[1]) / 400000 * 1e6);
     int rc = py ? python_cases(argv[1], dir, py, script) : 0;
     char path[4200];
     snprintf(path, sizeof path, "%s/bench-sample.sonde", dir);

@@ -296,6 +296,12 @@ typedef struct sonde_config {
                                 read from the sampler's thread at each sample; 0: native frames
                                 only, one wake-up of the sampler a sample less
                                 (docs/stacks.md, "Python frames") */
+    int sample_off_cpu;      /* 1 (the default): with CPU samples, the time each thread spends
+                                blocked in the kernel (a lock, a queue, I/O, a sleep), by the
+                                stack it blocked in, its Python frames too, where the kernel
+                                allows the context-switch event (root, CAP_PERFMON or
+                                kernel.perf_event_paranoid 1 or lower); 0: none, no record per
+                                context switch (docs/stacks.md, "Off-CPU time") */
 } sonde_config;
 
 /* The defaults documented on each field. */

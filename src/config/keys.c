@@ -84,6 +84,9 @@ static const sonde_key g_keys[] = {
     {"sample_python", KEY_BOOL, OFF(sample_python), 0, 1, "1",
      "CPU samples: the Python frames of a CPython 3.11-3.13 thread (a wake-up of the sampler "
      "per sample)"},
+    {"sample_off_cpu", KEY_BOOL, OFF(sample_off_cpu), 0, 1, "1",
+     "CPU samples: the time threads spend blocked in the kernel, by stack (a record per "
+     "context switch; root or perf_event_paranoid 1 or lower)"},
     {"record_shapes", KEY_BOOL, OFF(record_shapes), 0, 1, "0", "sonde_shape records shapes"},
     {"bottleneck_threshold", KEY_DOUBLE, OFF(bottleneck_threshold), 0.01, 1, "0.3",
      "share of its session above which a stage is a bottleneck"},

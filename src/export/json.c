@@ -865,6 +865,33 @@ static void json_python(sbuf *b, const sm_profile *pr)
     sbuf_puts(b, "],");
 }
 
+/* "off_cpu": where the sampled threads were blocked in the kernel, top 100 stacks by time (only
+ * when the periods were followed: docs/stacks.md "Off-CPU time"). */
+static void json_off_cpu(sbuf *b, const sm_profile *pr)
+{
+    if (!pr->off_followed)
+        return;
+    key(b, "off_cpu");
+    sbuf_putc(b, '{');
+    kv_num(b, "seconds", (double)pr->off_ns / 1e9, 1);
+    kv_num(b, "periods", (double)pr->off_periods, 1);
+    key(b, "stacks");
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < pr->n_off && i < 100; i++) {
+        const sm_offstack *x = &pr->off[i];
+        sbuf_puts(b, i ? ",{" : "{");
+        kv_str(b, "stack", x->stack, 1);
+        kv_str(b, "waits_in", x->leaf != UINT32_MAX ? pr->funcs[x->leaf].name : "?", 1);
+        if (x->python != UINT32_MAX)
+            kv_str(b, "python", pr->funcs[x->python].name, 1);
+        kv_num(b, "seconds", (double)x->ns / 1e9, 1);
+        kv_num(b, "periods", (double)x->periods, 1);
+        kv_num(b, "share", pr->off_ns ? (double)x->ns / (double)pr->off_ns : 0, 0);
+        sbuf_putc(b, '}');
+    }
+    sbuf_puts(b, "]},");
+}
+
 /* A section's "python": its top 20 Python functions by own samples (only when it has some). */
 static void json_section_python(sbuf *b, const sm_profile *pr, const sm_psection *ps)
 {
@@ -889,7 +916,9 @@ static void json_section_python(sbuf *b, const sm_profile *pr, const sm_psection
 /* CPU samples with stacks: every function by self samples, the top lines, by section. */
 static void json_profile(sbuf *b, const sm_model *m)
 {
-    if (m->profile.samples) { /* CPU samples with stacks: every function, by self samples */
+    /* CPU samples with stacks: every function, by self samples; or off-CPU periods alone (a
+     * program that only waited) */
+    if (m->profile.samples || m->profile.n_off) {
         const sm_profile *pr = &m->profile;
         key(b, "profile");
         sbuf_putc(b, '{');
@@ -902,7 +931,8 @@ static void json_profile(sbuf *b, const sm_model *m)
         kv_num(b, "stacks", (double)pr->n_stacks, 1);
         key(b, "functions");
         sbuf_putc(b, '[');
-        for (size_t i = 0; i < pr->n_funcs; i++) {
+        /* (the functions of off-CPU stacks alone have no sample: they sort last, left out) */
+        for (size_t i = 0; i < pr->n_funcs && pr->funcs[i].total; i++) {
             sbuf_puts(b, i ? ",{" : "{");
             kv_str(b, "name", pr->funcs[i].name, 1);
             kv_str(b, "object", pr->funcs[i].object, 1);
@@ -931,6 +961,7 @@ static void json_profile(sbuf *b, const sm_model *m)
         }
         sbuf_puts(b, "],");
         json_python(b, pr);
+        json_off_cpu(b, pr);
         /* by the innermost section open on the sample's thread: its functions, top 20 */
         kv_num(b, "in_sections", (double)pr->in_sections, 1);
         key(b, "sections");

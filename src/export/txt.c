@@ -332,6 +332,29 @@ static void txt_python(sbuf *b, const sm_profile *pr, sbuf_pool *pool)
     }
 }
 
+/* Off-CPU time (docs/stacks.md "Off-CPU time"): where the sampled threads were blocked in the
+ * kernel, the 10 longest stacks, each by what it waits in and its innermost Python function. */
+static void txt_off_cpu(sbuf *b, const sm_profile *pr, sbuf_pool *pool)
+{
+    if (!pr->off_followed)
+        return;
+    char d[32];
+    sx_fmt_dur(d, sizeof d, (double)pr->off_ns / 1e9);
+    sbuf_printf(b, "Off-CPU: %s in %llu period(s) the sampled threads were blocked in the kernel "
+                   "(locks, queues, I/O, sleeps); where, the longest first:\n",
+                d, (unsigned long long)pr->off_periods);
+    if (pr->n_off)
+        sbuf_printf(b, "  %10s %8s  %-40s %s\n", "time", "periods", "waits in",
+                    "Python function");
+    for (size_t i = 0; i < pr->n_off && i < 10; i++) {
+        const sm_offstack *x = &pr->off[i];
+        sx_fmt_dur(d, sizeof d, (double)x->ns / 1e9);
+        sbuf_printf(b, "  %10s %8llu  %-40.40s %s\n", d, (unsigned long long)x->periods,
+                    L(x->leaf != UINT32_MAX ? pr->funcs[x->leaf].name : "?"),
+                    x->python != UINT32_MAX ? L(pr->funcs[x->python].name) : "-");
+    }
+}
+
 static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,
                         sbuf_pool *pool)
 {
@@ -391,8 +414,8 @@ static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,
                                       : "by perf_event_open, along frame pointers");
         sbuf_printf(b, "  %-40s %-20s %7s %7s  %s\n", "function", "object", "self", "total",
                     "defined at");
-        for (size_t i = 0; i < pr->n_funcs && i < 15; i++) {
-            const sm_func *fn = &pr->funcs[i];
+        for (size_t i = 0; i < pr->n_funcs && i < 15 && pr->funcs[i].total; i++) {
+            const sm_func *fn = &pr->funcs[i]; /* (those of off-CPU stacks alone: none, last) */
             char at[64] = "";
             if (fn->file) {
                 const char *base = strrchr(fn->file, '/');
@@ -431,6 +454,7 @@ static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,
             sbuf_putc(b, '\n');
         }
     }
+    txt_off_cpu(b, pr, pool); /* also for a program that only waited: no CPU sample */
     sm_op_row *ops;
     size_t n_ops;
     if (m->n_ops && sm_ops_table(m, 0, &ops, &n_ops) == 0) {

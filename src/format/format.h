@@ -45,6 +45,10 @@ enum {
                              are defined, for those the DWARF says */
     SONDE_R_LINES = 16,  /* (varint stack id, str file, varint line)*: the source line of the
                             innermost frame of stacks written before, where the DWARF says */
+    SONDE_R_OFFCPU = 17, /* off-CPU periods (threads blocked in the kernel, docs/stacks.md):
+                            (varint tid, varint stack id, varint zigzag(start ns - the previous
+                            period's start), varint ns)*; one record at least, maybe empty,
+                            when they were followed */
 };
 /* An OPS entry's kind byte with this bit: the tracer's own table's figures follow it (sonde_op
  * flags and table_child_ns). */

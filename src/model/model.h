@@ -350,6 +350,16 @@ typedef struct sm_psample {
 typedef struct sm_pnode {
     uint32_t func, parent;
 } sm_pnode;
+/* Off-CPU time of one stack (docs/stacks.md "Off-CPU time"): the sampled threads blocked in
+ * the kernel there. */
+typedef struct sm_offstack {
+    char *stack;               /* folded: "process;outermost;...;innermost" */
+    uint32_t leaf;             /* funcs index of its innermost frame: what it waits in
+                                  (UINT32_MAX: no frame) */
+    uint32_t python;           /* funcs index of its innermost Python frame, UINT32_MAX: none */
+    uint64_t ns, periods;      /* time blocked there, in how many periods */
+} sm_offstack;
+
 typedef struct sm_profile {
     uint64_t samples, lost;    /* samples taken; samples the kernel dropped (ring full) */
     uint64_t unnamed;          /* samples left out: their stack is not in the file (the program
@@ -386,6 +396,11 @@ typedef struct sm_profile {
     uint32_t *leaf;
     uint32_t *python;          /* the Python functions (funcs indexes), most own samples first */
     size_t n_python;
+    int off_followed;          /* off-CPU periods were followed (the context-switch event was
+                                  allowed: docs/stacks.md) */
+    uint64_t off_ns, off_periods; /* the sampled threads' time blocked in the kernel */
+    sm_offstack *off;          /* by stack, the longest first */
+    size_t n_off;
 } sm_profile;
 void sm_profile_free(sm_profile *p);
 /* Up to k functions of section ps that own samples as their innermost Python frame, most first:

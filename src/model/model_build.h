@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "model.h"
+#include "../util/buf.h"
 #include "../util/strmap.h"
 
 /* Ids of sites and interned strings stay below this in any file libsonde writes (its table holds
@@ -68,6 +69,10 @@ typedef struct sm_pstack_raw {
     char *file;                /* the innermost frame's source line (LINES), NULL: unknown */
     unsigned line;
 } sm_pstack_raw;
+typedef struct sm_off_raw {    /* an off-CPU period (OFFCPU) */
+    uint32_t tid, stack;
+    uint64_t t_mono, ns;
+} sm_off_raw;
 typedef struct sm_pfunc_raw {
     char *name, *object;
     char *file;                /* where it is defined (FUNCLOC), NULL: unknown */
@@ -120,6 +125,9 @@ typedef struct sb_raw {
     unsigned sample_hz;
     int samples_untimed;
     int samples_by_timer;      /* flag 2: taken by timers on the threads' CPU clocks */
+    sm_off_raw *offs;          /* off-CPU periods */
+    size_t n_offs, cap_offs;
+    int off_followed;          /* an OFFCPU record was read: they were followed */
 } sb_raw;
 
 /* reader.c: the varint at *pp (advanced past it); 0, or -1 when it runs past end. */
@@ -175,12 +183,20 @@ int sm__granges(const sb_raw *raw, const sm_model *m, sm_granges *g);
 int64_t sm__grange_end(const sm_granges *g, uint32_t thread, int64_t start, int64_t t);
 void sm__ops_free_raw(sb_raw *raw);
 
-/* profile.c: one SAMPLES, STACKS or FUNCS record appended to raw; 0, -1 malformed, -2 out of
- * memory. */
+/* profile.c: one SAMPLES, STACKS, FUNCS, FUNCLOC, LINES or OFFCPU record appended to raw; 0,
+ * -1 malformed, -2 out of memory. */
 int sm__profile_parse(sb_raw *raw, unsigned type, const uint8_t *p, const uint8_t *end);
 /* The profile from the samples, each placed in the innermost section open on its thread then
  * (after the spans are built). 0, or -1 when out of memory. */
 int sm__profile_build(sb_raw *raw, sm_model *m);
+/* profile.c: stack st as a folded line into line: "process;outermost;...;innermost", each
+ * function funcs[at[id]] (at NULL: funcs[id]) with the folded format's separators replaced. */
+void sm__fold_line(sbuf *line, const sm_pstack_raw *st, const sm_func *funcs, const uint32_t *at);
+/* offcpu.c: an OFFCPU record's periods appended to raw; 0, -1 malformed, -2 out of memory. */
+int sm__offcpu_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end);
+/* offcpu.c: raw's off-CPU periods summed by stack into pr (its functions built and sorted,
+ * at[raw function id] their places); 0, or -1 out of memory. */
+int sm__offcpu_build(const sb_raw *raw, sm_profile *pr, const uint32_t *at);
 void sm__profile_free_raw(sb_raw *raw);
 
 /* Moves what it keeps out of raw into m (raw is freed by the caller either way). */

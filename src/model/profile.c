@@ -47,6 +47,8 @@ static int parse_places(const uint8_t *p, const uint8_t *end, void *items, size_
 int sm__profile_parse(sb_raw *raw, unsigned type, const uint8_t *p, const uint8_t *end)
 {
     uint64_t v[4];
+    if (type == SONDE_R_OFFCPU)
+        return sm__offcpu_parse(raw, p, end);
     if (type == SONDE_R_SAMPLES) {
         if (sm__get_var(&p, end, &v[0]) || sm__get_var(&p, end, &v[1]) ||
             sm__get_var(&p, end, &v[2]) || v[0] > 1000000)
@@ -135,6 +137,9 @@ void sm__profile_free_raw(sb_raw *raw)
     sonde__free(raw->pfuncs);
     sonde__free(raw->pstacks);
     sonde__free(raw->samples);
+    sonde__free(raw->offs);
+    raw->offs = NULL;
+    raw->n_offs = 0;
     raw->pfuncs = NULL;
     raw->pstacks = NULL;
     raw->samples = NULL;
@@ -169,6 +174,9 @@ void sm_profile_free(sm_profile *p)
     sonde__free(p->nodes);
     sonde__free(p->leaf);
     sonde__free(p->python);
+    for (size_t i = 0; i < p->n_off; i++)
+        sonde__free(p->off[i].stack);
+    sonde__free(p->off);
     memset(p, 0, sizeof *p);
 }
 
@@ -301,7 +309,7 @@ static int build_stacks(sb_raw *raw, sm_profile *pr, const uint64_t *count, uint
         if (!count[i])
             continue;
         sbuf_reset(&line);
-        sbuf_puts(&line, st->process[0] ? st->process : "?");
+        sm__fold_line(&line, st, pr->funcs, NULL);
         for (uint32_t k = st->n; k-- > 0;) /* the innermost Python frame's own sample */
             if (pr->funcs[st->f[k]].python) {
                 pr->funcs[st->f[k]].own += count[i];
@@ -309,9 +317,6 @@ static int build_stacks(sb_raw *raw, sm_profile *pr, const uint64_t *count, uint
             }
         for (uint32_t k = 0; k < st->n; k++) {
             sm_func *fn = &pr->funcs[st->f[k]];
-            sbuf_putc(&line, ';');
-            for (const char *c = fn->name; *c; c++) /* the folded format's separators, replaced */
-                sbuf_putc(&line, *c == ';' || *c == ' ' || *c == '\n' ? '_' : *c);
             if (k == st->n - 1)
                 fn->self += count[i];
             if (mark[st->f[k]] != i + 1) { /* once per stack, however deep the recursion */
@@ -370,6 +375,16 @@ size_t sm_psection_python(const sm_psection *ps, uint32_t *top, size_t k)
     return n;
 }
 
+void sm__fold_line(sbuf *line, const sm_pstack_raw *st, const sm_func *funcs, const uint32_t *at)
+{
+    sbuf_puts(line, st->process[0] ? st->process : "?");
+    for (uint32_t k = 0; k < st->n; k++) {
+        sbuf_putc(line, ';');
+        for (const char *c = funcs[at ? at[st->f[k]] : st->f[k]].name; *c; c++)
+            sbuf_putc(line, *c == ';' || *c == ' ' || *c == '\n' ? '_' : *c);
+    }
+}
+
 size_t sm_psection_top(const sm_psection *ps, uint32_t *top, uint64_t *count, size_t k)
 {
     size_t n = sm_psection_python(ps, top, k);
@@ -401,8 +416,8 @@ static int cmp_own(const void *a, const void *b)
 static int build_python(sm_profile *pr)
 {
     size_t n = 0;
-    for (size_t i = 0; i < pr->n_funcs; i++)
-        n += pr->funcs[i].python;
+    for (size_t i = 0; i < pr->n_funcs; i++) /* (one only off-CPU stacks hold has none) */
+        n += pr->funcs[i].python && pr->funcs[i].total;
     if (!n)
         return 0;
     own_at *v = sonde__malloc(n * sizeof *v);
@@ -412,7 +427,7 @@ static int build_python(sm_profile *pr)
     }
     n = 0;
     for (size_t i = 0; i < pr->n_funcs; i++)
-        if (pr->funcs[i].python)
+        if (pr->funcs[i].python && pr->funcs[i].total)
             v[n++] = (own_at){pr->funcs[i].own, (uint32_t)i};
     sonde__sort(v, n, sizeof *v, cmp_own);
     for (size_t i = 0; i < n; i++)
@@ -813,6 +828,8 @@ int sm__profile_build(sb_raw *raw, sm_model *m)
         build_lines(raw, pr, count, at, folded))
         goto out;
     if (!pr->untimed && (build_sections(raw, m, at, folded) || build_timed(raw, m, folded)))
+        goto out;
+    if (sm__offcpu_build(raw, pr, at))
         goto out;
     rc = 0;
 out:

@@ -6,7 +6,8 @@
  * unloaded later is still named; distinct stacks are kept in a hash table and each sample
  * (thread, stack, time) is written out in SAMPLES records as they accumulate; functions are
  * named once per distinct address at the end, from the ELF symbol tables, and written as FUNCS
- * and STACKS records (docs/formats.md). */
+ * and STACKS records (docs/formats.md). The off-CPU periods beside them are offcpu.c's; what
+ * both share is in stacks.h. */
 #define _GNU_SOURCE
 #include "sources.h"
 
@@ -35,115 +36,10 @@
 #include "../util/pb.h"
 #include "../util/strmap.h"
 
-#define RING_PAGES 64        /* data pages per CPU: 256 KiB */
-#define RING_PAGES_STACK 128 /* with the stack's top in each sample: 512 KiB (within the 516
-                                KiB a user may lock per CPU, perf_event_mlock_kb) */
-#define STACK_COPY 8192      /* bytes of the user stack each sample carries, for unwinding */
-#define MAX_FRAMES 128
-#define MAX_CPUS 1024
-#define FLUSH_SAMPLES 16384  /* samples held before they are written (about 128 KiB a record) */
-#define RECORD_BYTES (1u << 20) /* a FUNCS or STACKS record is cut past this size */
+#include "stacks.h"
 
-/* A mapped file of a process: [start, end) maps the file from offset pgoff. */
-typedef struct smap {
-    uint64_t start, end, pgoff;
-    uint32_t file;
-} smap;
 
-typedef struct sproc {
-    int pid;
-    char comm[16];
-    smap *maps;
-    size_t n_maps, cap_maps;
-    sonde_umap *umaps;         /* the maps with their paths, for the unwinder (stale: remade) */
-    size_t n_umaps;
-    int umaps_stale;
-    unsigned gen, py_gen;      /* mappings added; their count at the last look for Python */
-    uint64_t py_looked;        /* when it was (CLOCK_MONOTONIC ns): at most every 100 ms */
-    sonde_pyproc *py;          /* its CPython interpreter (pyframes.c), NULL: none found */
-    uint32_t py_file;          /* the file holding it */
-    int py_warned;             /* a CPython whose frames are not read was said */
-} sproc;
-
-/* A frame: an offset in a file (file UINT32_MAX: an address no mapping held), or a Python
- * frame: file PY_FRAME + its code in the sampler's table, off the line it was running. */
-#define PY_FRAME 0x80000000u
-typedef struct sframe {
-    uint32_t file;
-    uint64_t off;
-} sframe;
-
-typedef struct sstack {
-    uint64_t hash;
-    uint32_t proc, n;
-    sframe *f;             /* outermost first */
-    int used;              /* a sample has it (a frame-pointer walk the unwinding replaced has
-                              none: it is written without frames, not named) */
-} sstack;
-
-typedef struct ssample {
-    uint32_t tid, stack;
-    uint64_t t;
-} ssample;
-
-/* A record waiting in a ring: its time, its ring, its position there. */
-typedef struct sorder {
-    uint64_t t, at;
-    int ring;
-} sorder;
-
-struct sonde_stacks {
-    int fds[MAX_CPUS];     /* the event of each CPU, whose ring buffer is mapped */
-    void *rings[MAX_CPUS];
-    int cpus[MAX_CPUS];    /* the CPU of each (offline ones have none) */
-    int n_cpus;
-    int *task_fds;         /* this process's threads alive at the start: their events, writing
-                              into the rings of fds[] */
-    size_t n_task_fds, cap_task_fds;
-    size_t ring_bytes;
-    unsigned hz;
-    int only_pid;          /* samples of this process alone (0: of every process followed) */
-    int timed;             /* sample times are on CLOCK_MONOTONIC */
-    sonde_stacks_write write;
-    void *ctx;
-    pthread_t thread;
-    atomic_int stop;
-    int oom, write_failed;
-    uint64_t lost, lost_written, cpu_ns;
-    char **files;
-    size_t n_files, cap_files;
-    sproc *procs;
-    size_t n_procs, cap_procs;
-    sstack *stacks;
-    size_t n_stacks, cap_stacks;
-    uint32_t *table;       /* stack index + 1 by hash, open addressing, cap a power of two */
-    size_t cap_table;
-    ssample *pend;         /* samples not written yet */
-    size_t n_pend, cap_pend;
-    sonde_cputimer *timer; /* where perf_event_open was refused: the samples' source */
-    int inline_frames;     /* inlined functions are frames of their own */
-    sonde_pytab *pytab;    /* the Python code objects of every process (pyframes.c); NULL:
-                              Python frames are not read (config sample_python 0) */
-    uint32_t reader_tid;   /* the sampler's own thread (sampled too, in process) */
-    int py_warnings;       /* processes with a CPython whose frames are not read, said (the
-                              first 4) */
-    int py_any;            /* some process runs Python: each sample wakes the thread, which
-                              reads the Python frames of its thread at once */
-    sonde_unwinder *unwinder; /* the samples carry registers and the stack's top: code without
-                                 frame pointers is unwound from its call frame information */
-    uint64_t cfi_unwound;  /* samples whose stack came from the call frame information */
-    uint8_t *fp_verdict;   /* per stack id seen as a frame-pointer walk: 0 not tried yet, 1 the
-                              walk agrees with the call frame information, 2 it does not */
-    size_t cap_verdict;
-    int remapped;          /* /proc/self/maps read again in this drain (timer samples) */
-    sorder *order;         /* the records of one drain, put in time order */
-    size_t n_order, cap_order;
-    uint64_t ends[MAX_CPUS]; /* per ring, the position after the last record taken */
-    sbuf out;
-    uint8_t rec[1 << 16];  /* a record that wraps around the ring's end, made whole */
-};
-
-static sproc *proc_of(sonde_stacks *s, int pid, int make)
+sproc *sonde__stk_proc_of(sonde_stacks *s, int pid, int make)
 {
     for (size_t i = 0; i < s->n_procs; i++)
         if (s->procs[i].pid == pid)
@@ -180,7 +76,7 @@ static void add_map(sonde_stacks *s, int pid, uint64_t start, uint64_t len, uint
     if (path[0] != '/' && strcmp(path, "[vdso]")) /* [heap], anonymous memory: no file (a
                                                       JIT's code is named by its perf map) */
         return;
-    sproc *p = proc_of(s, pid, 1);
+    sproc *p = sonde__stk_proc_of(s, pid, 1);
     uint32_t f = file_id(s, path);
     if (!p || f == UINT32_MAX)
         return;
@@ -198,7 +94,7 @@ static void add_map(sonde_stacks *s, int pid, uint64_t start, uint64_t len, uint
     p->gen++;
 }
 
-static sframe place(const sproc *p, uint64_t ip)
+sframe sonde__stk_place(const sproc *p, uint64_t ip)
 {
     for (size_t i = 0; p && i < p->n_maps; i++)
         if (ip >= p->maps[i].start && ip < p->maps[i].end)
@@ -214,7 +110,7 @@ static uint64_t mix(uint64_t h, uint64_t v)
 
 /* The index of a stack (frames innermost first, as the kernel gives them), added when new;
  * UINT32_MAX when out of memory. */
-static uint32_t stack_id(sonde_stacks *s, uint32_t proc, const sframe *inner, uint32_t n)
+uint32_t sonde__stk_stack_id(sonde_stacks *s, uint32_t proc, const sframe *inner, uint32_t n)
 {
     uint64_t h = mix(proc, n);
     for (uint32_t i = 0; i < n; i++)
@@ -379,7 +275,7 @@ static uint32_t unwind_sample(sonde_stacks *s, sproc *p, uint32_t tid, const uin
     sframe cfi[MAX_FRAMES];
     int same = k == (int)n;
     for (int i = 0; i < k; i++) {
-        cfi[i] = place(p, i ? ips[i] - 1 : ips[i]);
+        cfi[i] = sonde__stk_place(p, i ? ips[i] - 1 : ips[i]);
         if (i < (int)n && (cfi[i].file != fr[i].file || cfi[i].off != fr[i].off))
             same = 0;
     }
@@ -392,7 +288,7 @@ static uint32_t unwind_sample(sonde_stacks *s, sproc *p, uint32_t tid, const uin
     }
     s->fp_verdict[walk] = 2;
     s->cfi_unwound++;
-    return stack_id(s, (uint32_t)(p - s->procs), cfi, (uint32_t)k);
+    return sonde__stk_stack_id(s, (uint32_t)(p - s->procs), cfi, (uint32_t)k);
 }
 
 /* A warning in the file (WARNING record): the reports list it. */
@@ -457,7 +353,7 @@ static uint32_t interleave(const sproc *p, const sstack *st, const sonde_pyframe
  * first in the interpreter's file (kept when it is the innermost: Python code running) or the
  * first no mapping holds, then the Python frames, innermost first. The interpreter of a process
  * is looked for when its mappings have grown (at most every 100 ms) and after an exec. */
-static uint32_t with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t id)
+uint32_t sonde__stk_with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t id)
 {
     struct timespec now;
     if (!p->py && p->gen != p->py_gen && s->pytab && clock_gettime(CLOCK_MONOTONIC, &now) == 0 &&
@@ -488,7 +384,7 @@ static uint32_t with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t id
     sframe fr[MAX_FRAMES];
     uint32_t n = interleave(p, st, py, n_py, fr);
     if (n)
-        return stack_id(s, (uint32_t)(p - s->procs), fr, n);
+        return sonde__stk_stack_id(s, (uint32_t)(p - s->procs), fr, n);
     for (uint32_t k = st->n; k-- > 0 && n < MAX_FRAMES;) {
         if (n && st->f[k].file == UINT32_MAX)
             break; /* no mapping holds it: what a frame-pointer walk through code without frame
@@ -502,44 +398,54 @@ static uint32_t with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t id
     }
     for (int i = 0; i < n_py && n < MAX_FRAMES; i++)
         fr[n++] = (sframe){PY_FRAME + py[i].code, py[i].line};
-    return stack_id(s, (uint32_t)(p - s->procs), fr, n);
+    return sonde__stk_stack_id(s, (uint32_t)(p - s->procs), fr, n);
+}
+
+int sonde__stk_parse_sample(sonde_stacks *s, const uint8_t *b, const uint8_t *end,
+                            ssample_rec *x)
+{
+    uint64_t nr;
+    if (end - b < 24)
+        return -1;
+    memcpy(&x->pid, b, 4);
+    memcpy(&x->tid, b + 4, 4);
+    memcpy(&x->t, b + 8, 8);
+    memcpy(&nr, b + 16, 8);
+    const uint8_t *ips = b + 24;
+    if (nr > (uint64_t)(end - ips) / 8 || (s->only_pid && (int)x->pid != s->only_pid) ||
+        !(x->p = sonde__stk_proc_of(s, (int)x->pid, 1)))
+        return -1;
+    x->n = 0;
+    for (uint64_t i = 0; i < nr && x->n < MAX_FRAMES; i++) {
+        uint64_t ip;
+        memcpy(&ip, ips + 8 * i, 8);
+        if (ip >= (uint64_t)PERF_CONTEXT_MAX) /* a context marker (user, kernel) */
+            continue;
+        /* a return address points after its call: one byte back is inside the call */
+        x->fr[x->n] = sonde__stk_place(x->p, x->n ? ip - 1 : ip);
+        x->n++;
+    }
+    x->rest = ips + 8 * nr;
+    return 0;
 }
 
 /* One record of the ring (PERF_RECORD_*). */
-static void record(sonde_stacks *s, const struct perf_event_header *h)
+static void record(sonde_stacks *s, const struct perf_event_header *h, int off)
 {
     const uint8_t *b = (const uint8_t *)(h + 1), *end = (const uint8_t *)h + h->size;
+    if (off) {
+        sonde__off_record(s, h, b, end);
+        return;
+    }
     switch (h->type) {
-    case PERF_RECORD_SAMPLE: { /* pid, tid, time, nr, ips[nr] */
-        if (end - b < 24)
+    case PERF_RECORD_SAMPLE: {
+        ssample_rec x;
+        if (sonde__stk_parse_sample(s, b, end, &x))
             return;
-        uint32_t pid, tid;
-        uint64_t t, nr;
-        memcpy(&pid, b, 4);
-        memcpy(&tid, b + 4, 4);
-        memcpy(&t, b + 8, 8);
-        memcpy(&nr, b + 16, 8);
-        const uint8_t *ips = b + 24;
-        if (nr > (uint64_t)(end - ips) / 8 || (s->only_pid && (int)pid != s->only_pid))
-            return;
-        sproc *p = proc_of(s, (int)pid, 1);
-        if (!p)
-            return;
-        sframe fr[MAX_FRAMES];
-        uint32_t n = 0;
-        for (uint64_t i = 0; i < nr && n < MAX_FRAMES; i++) {
-            uint64_t ip;
-            memcpy(&ip, ips + 8 * i, 8);
-            if (ip >= (uint64_t)PERF_CONTEXT_MAX) /* a context marker (user, kernel) */
-                continue;
-            /* a return address points after its call: one byte back is inside the call */
-            fr[n] = place(p, n ? ip - 1 : ip);
-            n++;
-        }
-        uint32_t id = stack_id(s, (uint32_t)(p - s->procs), fr, n);
+        uint32_t id = sonde__stk_stack_id(s, (uint32_t)(x.p - s->procs), x.fr, x.n);
         if (s->unwinder)
-            id = unwind_sample(s, p, tid, ips + 8 * nr, end, fr, n, id);
-        add_sample(s, tid, with_python(s, p, tid, id), s->timed ? t : 0, 1);
+            id = unwind_sample(s, x.p, x.tid, x.rest, end, x.fr, x.n, id);
+        add_sample(s, x.tid, sonde__stk_with_python(s, x.p, x.tid, id), s->timed ? x.t : 0, 1);
         break;
     }
     case PERF_RECORD_MMAP2: { /* pid, tid, addr, len, pgoff, maj, min, ino, ino_gen, prot,
@@ -564,7 +470,7 @@ static void record(sonde_stacks *s, const struct perf_event_header *h)
             return;
         memcpy(&pid, b, 4);
         memcpy(&tid, b + 4, 4);
-        sproc *p = proc_of(s, (int)pid, 1);
+        sproc *p = sonde__stk_proc_of(s, (int)pid, 1);
         if (p && pid == tid) /* the process's name, not a thread's */
             snprintf(p->comm, sizeof p->comm, "%.*s", (int)(end - b - 8), (const char *)(b + 8));
         if (p && (h->misc & PERF_RECORD_MISC_COMM_EXEC)) { /* another program: its own Python */
@@ -584,8 +490,8 @@ static void record(sonde_stacks *s, const struct perf_event_header *h)
         memcpy(&ppid, b + 4, 4);
         if (pid == ppid)
             return; /* a thread */
-        sproc *child = proc_of(s, (int)pid, 1);
-        sproc *parent = proc_of(s, (int)ppid, 0); /* after: making child may move procs */
+        sproc *child = sonde__stk_proc_of(s, (int)pid, 1);
+        sproc *parent = sonde__stk_proc_of(s, (int)ppid, 0); /* after: making child may move procs */
         if (!child || !parent || child->n_maps || !parent->n_maps)
             return;
         smap *maps = sonde__malloc(parent->n_maps * sizeof *maps);
@@ -647,11 +553,19 @@ static int cmp_order(const void *a, const void *b)
 /* Everything the rings hold with a time up to cut, in time order across the rings: a library's
  * MMAP2 record may sit in one CPU's ring and its first samples in another's, and a sample read
  * before the mapping it falls in would name no function. Each ring is in time order by itself. */
+/* Ring r: the cpu-clock event's of CPU r below n_cpus, the context-switch event's of CPU
+ * r - n_cpus from there. */
+static struct perf_event_mmap_page *ring_at(const sonde_stacks *s, int r)
+{
+    return r < s->n_cpus ? s->rings[r] : s->off_rings[r - s->n_cpus];
+}
+
 static void drain(sonde_stacks *s, uint64_t cut)
 {
     s->n_order = 0;
-    for (int c = 0; c < s->n_cpus; c++) {
-        struct perf_event_mmap_page *pg = s->rings[c];
+    int n_rings = s->n_cpus + s->n_off;
+    for (int c = 0; c < n_rings; c++) {
+        struct perf_event_mmap_page *pg = ring_at(s, c);
         const uint8_t *data = (const uint8_t *)pg + pg->data_offset;
         uint64_t size = pg->data_size;
         uint64_t head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE), tail = pg->data_tail;
@@ -674,22 +588,25 @@ static void drain(sonde_stacks *s, uint64_t cut)
     }
     sonde__sort(s->order, s->n_order, sizeof *s->order, cmp_order);
     for (size_t i = 0; i < s->n_order; i++) {
-        struct perf_event_mmap_page *pg = s->rings[s->order[i].ring];
+        int off = s->order[i].ring >= s->n_cpus;
+        struct perf_event_mmap_page *pg = ring_at(s, s->order[i].ring);
         const uint8_t *data = (const uint8_t *)pg + pg->data_offset;
         struct perf_event_header h;
         uint64_t from = s->order[i].at % pg->data_size;
         ring_copy(data, pg->data_size, s->order[i].at, &h, sizeof h);
         if (from + h.size <= pg->data_size) { /* whole where it lies (8-byte aligned) */
-            record(s, (const struct perf_event_header *)(const void *)(data + from));
+            record(s, (const struct perf_event_header *)(const void *)(data + from), off);
             continue;
         }
         ring_copy(data, pg->data_size, s->order[i].at, s->rec, h.size); /* made whole */
-        record(s, (const struct perf_event_header *)s->rec);
+        record(s, (const struct perf_event_header *)s->rec, off);
     }
-    for (int c = 0; c < s->n_cpus; c++) {
-        struct perf_event_mmap_page *pg = s->rings[c];
+    for (int c = 0; c < n_rings; c++) {
+        struct perf_event_mmap_page *pg = ring_at(s, c);
         __atomic_store_n(&pg->data_tail, s->ends[c], __ATOMIC_RELEASE);
     }
+    if (s->n_off_open)
+        sonde__off_python(s);
 }
 
 static void read_own_maps(sonde_stacks *s, int pid);
@@ -700,24 +617,24 @@ static void timer_sample(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip
                          uint32_t weight)
 {
     sonde_stacks *s = ctx;
-    sproc *p = proc_of(s, s->only_pid, 1);
+    sproc *p = sonde__stk_proc_of(s, s->only_pid, 1);
     if (!p)
         return;
     sframe fr[SONDE_CPUTIMER_FRAMES];
     uint32_t k = 0, unplaced = 0;
     for (uint32_t i = 0; i < n && k < SONDE_CPUTIMER_FRAMES; i++) {
-        fr[k] = place(p, k ? ip[i] - 1 : ip[i]); /* return addresses: one byte back is the call */
+        fr[k] = sonde__stk_place(p, k ? ip[i] - 1 : ip[i]); /* return addresses: one byte back is the call */
         unplaced += fr[k].file == UINT32_MAX;
         k++;
     }
     if (unplaced && !s->remapped) {
         s->remapped = 1;
         read_own_maps(s, s->only_pid);
-        p = proc_of(s, s->only_pid, 1);
+        p = sonde__stk_proc_of(s, s->only_pid, 1);
         for (uint32_t i = 0; p && i < k; i++)
-            fr[i] = place(p, i ? ip[i] - 1 : ip[i]);
+            fr[i] = sonde__stk_place(p, i ? ip[i] - 1 : ip[i]);
     }
-    add_sample(s, tid, stack_id(s, (uint32_t)(p - s->procs), fr, k), t, weight);
+    add_sample(s, tid, sonde__stk_stack_id(s, (uint32_t)(p - s->procs), fr, k), t, weight);
 }
 
 static void drain_timer(sonde_stacks *s)
@@ -788,7 +705,7 @@ static void read_own_maps(sonde_stacks *s, int pid)
             add_map(s, pid, lo, hi - lo, off, path);
     }
     fclose(f);
-    sproc *p = proc_of(s, pid, 1);
+    sproc *p = sonde__stk_proc_of(s, pid, 1);
     FILE *c = fopen("/proc/self/comm", "re");
     if (p && c && fgets(p->comm, sizeof p->comm, c))
         p->comm[strcspn(p->comm, "\n")] = 0;
@@ -798,7 +715,7 @@ static void read_own_maps(sonde_stacks *s, int pid)
 
 static void free_all(sonde_stacks *s);
 
-static int open_event(struct perf_event_attr *a, pid_t pid, int cpu)
+int sonde__stk_open_event(struct perf_event_attr *a, pid_t pid, int cpu)
 {
     return (int)syscall(SYS_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 }
@@ -808,6 +725,7 @@ static void close_all(sonde_stacks *s)
     for (size_t i = 0; i < s->n_task_fds; i++)
         close(s->task_fds[i]);
     s->n_task_fds = 0;
+    sonde__off_close(s);
     for (int c = 0; c < s->n_cpus; c++) {
         munmap(s->rings[c], s->ring_bytes);
         close(s->fds[c]);
@@ -815,12 +733,12 @@ static void close_all(sonde_stacks *s)
     s->n_cpus = 0;
 }
 
-/* The events of thread tid of this process on every CPU that has a ring, writing into it.
- * 0, or -1 (errno set). */
-static int follow_task(sonde_stacks *s, struct perf_event_attr *a, pid_t tid)
+/* The events of thread tid of this process on every CPU that has a ring, writing into that
+ * CPU's of fds (s->fds, or s->off_fds). 0, or -1 (errno set). */
+static int follow_task(sonde_stacks *s, struct perf_event_attr *a, pid_t tid, const int *fds)
 {
     for (int k = 0; k < s->n_cpus; k++) {
-        int fd = open_event(a, tid, s->cpus[k]);
+        int fd = sonde__stk_open_event(a, tid, s->cpus[k]);
         if (fd < 0)
             return errno == ESRCH ? 0 : -1; /* ESRCH: the thread has ended */
         if (SONDE_GROW(s->task_fds, s->n_task_fds, s->cap_task_fds)) {
@@ -829,7 +747,7 @@ static int follow_task(sonde_stacks *s, struct perf_event_attr *a, pid_t tid)
             return -1;
         }
         s->task_fds[s->n_task_fds++] = fd;
-        if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, s->fds[k]) != 0)
+        if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, fds[k]) != 0)
             return -1;
     }
     return 0;
@@ -868,12 +786,12 @@ static int perf_start(sonde_stacks *s, pid_t pid, char *why, size_t cap)
     s->ring_bytes = (size_t)(1 + (s->unwinder ? RING_PAGES_STACK : RING_PAGES)) *
                     (size_t)sysconf(_SC_PAGESIZE);
     for (long c = 0; c < n && c < MAX_CPUS; c++) {
-        int fd = open_event(&a, main_task, (int)c);
+        int fd = sonde__stk_open_event(&a, main_task, (int)c);
         if (fd < 0 && errno == EINVAL && a.use_clockid && !s->n_cpus) {
             a.use_clockid = 0; /* a kernel before 4.1: samples without times */
             a.clockid = 0;
             s->timed = 0;
-            fd = open_event(&a, main_task, (int)c);
+            fd = sonde__stk_open_event(&a, main_task, (int)c);
         }
         if (fd < 0) {
             if (errno == ENODEV || errno == EINVAL) /* an offline CPU */
@@ -898,6 +816,10 @@ static int perf_start(sonde_stacks *s, pid_t pid, char *why, size_t cap)
         snprintf(why, cap, "perf_event_open: no CPU accepted the event");
         goto fail;
     }
+    struct perf_event_attr off_a;
+    sonde__off_attr(&a, &off_a);
+    if (s->want_off)
+        sonde__off_start(s, &off_a, main_task);
     if (!pid) {
         /* This process's other threads alive now (those started later inherit the events of
          * the thread that starts them). */
@@ -908,7 +830,8 @@ static int perf_start(sonde_stacks *s, pid_t pid, char *why, size_t cap)
             long tid = strtol(e->d_name, &endp, 10);
             if (*endp || tid <= 0 || tid == (long)self)
                 continue;
-            if (follow_task(s, &a, (pid_t)tid) != 0) {
+            if (follow_task(s, &a, (pid_t)tid, s->fds) != 0 ||
+                (s->n_off && follow_task(s, &off_a, (pid_t)tid, s->off_fds) != 0)) {
                 snprintf(why, cap, "perf_event_open for thread %ld: %s", tid, strerror(errno));
                 closedir(d);
                 goto fail;
@@ -925,8 +848,8 @@ fail:
 }
 
 sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int cfi,
-                                  int python, sonde_stacks_write write, void *ctx, char *why,
-                                  size_t cap)
+                                  int python, int off_cpu, sonde_stacks_write write, void *ctx,
+                                  char *why, size_t cap)
 {
     sonde_stacks *s = sonde__calloc(1, sizeof *s);
     if (!s) {
@@ -940,6 +863,7 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int
         return NULL;
     }
     s->hz = hz;
+    s->want_off = off_cpu;
     s->inline_frames = inline_frames;
     s->write = write;
     s->ctx = ctx;
@@ -1144,6 +1068,9 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
     if (cfi_unwound)
         *cfi_unwound = s->cfi_unwound;
     flush_samples(s);
+    struct timespec now; /* the threads still blocked: their periods end with the sampling */
+    if (clock_gettime(CLOCK_MONOTONIC, &now) == 0)
+        sonde__off_finish(s, (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
     namer nm;
     memset(&nm, 0, sizeof nm);
     strmap_init(&nm.funcs);
@@ -1233,6 +1160,10 @@ void sonde__stacks_forget(sonde_stacks *s)
     sonde__cputimer_forget(s->timer);
     for (size_t i = 0; i < s->n_task_fds && s->task_fds; i++)
         close(s->task_fds[i]);
+    for (int c = 0; c < s->n_off; c++) {
+        munmap(s->off_rings[c], s->off_ring_bytes);
+        close(s->off_fds[c]);
+    }
     for (int c = 0; c < s->n_cpus; c++) {
         munmap(s->rings[c], s->ring_bytes);
         close(s->fds[c]);
@@ -1261,6 +1192,7 @@ static void free_all(sonde_stacks *s)
     sonde__free(s->stacks);
     sonde__free(s->table);
     sonde__free(s->pend);
+    sonde__off_free(s);
     sonde__free(s->order);
     sbuf_free(&s->out);
     sonde__free(s);

@@ -1,7 +1,10 @@
 """pystress_check.py JSON FOLDED LABEL - the samples of pystress.py (e2e pyframes): every folded
 line well-formed (frames, a space, a positive count), every Python function named by an
 identifier path with a file that exists (or a <pseudo-file>) and a first line inside it, and
-the Python frames read for most samples: the reader held on through the churn."""
+the Python frames read for most samples: the reader held on through the churn. Where off-CPU
+periods were followed, each stack well-formed too, each time positive, their sum the total and
+no longer than the threads could have waited (the run's duration a thread, with the most
+threads pystress keeps alive at once, 8)."""
 import json
 import os
 import re
@@ -30,5 +33,17 @@ for line in open(folded):
     with_py += int(m.group(2)) * any(f in pyfuncs for f in frames)
 assert total >= 1000 and total == p["samples"], (label, total, p["samples"])
 assert with_py >= 0.5 * total, (label, with_py, total)
+off = p.get("off_cpu")
+if off:
+    run_s = json.load(open(report))["run"]["duration_s"]
+    assert 0 <= off["seconds"] <= 8 * run_s, (label, off["seconds"], run_s)
+    assert abs(sum(x["seconds"] for x in off["stacks"]) - off["seconds"]) < 1e-6 or \
+        len(off["stacks"]) == 100, (label, off["seconds"])
+    for x in off["stacks"]:
+        frames = x["stack"].split(";")
+        assert all(frames) and x["seconds"] > 0 and x["periods"] >= 1, (label, x)
+        assert frames[-1] == x["waits_in"], (label, x)
+        assert "python" not in x or x["python"] in frames, (label, x)
+    label += ", off-CPU %.1f s in %d periods" % (off["seconds"], off["periods"])
 print("%s: %d samples, %d with Python frames, %d Python functions, all well-formed" % (
     label, total, with_py, len(pyfuncs)))

@@ -1615,7 +1615,8 @@ pyframes)
     # issue 39: the Python frames of every CPU sample, read from outside by `sonde run` on each
     # interpreter these machines have (Debian's 3.11 and pyenv's newest 3.11, 3.12, 3.13): the
     # shares of hot70/warm20/cool10 within 5 points of 70/20/10 and of the program's own
-    # measure, the stacks <module>;main;FUNCTION;spin, where each is defined, the lines run.
+    # measure, the stacks <module>;main;FUNCTION;spin, where each is defined, the lines run; and
+    # the off-CPU time of threads that sleep, wait on a queue and on a lock for planted times.
     # In process, test_sonde.py runs the same program on each interpreter (versions.sh).
     pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
     ran=0
@@ -1629,6 +1630,11 @@ pyframes)
             > py/measured$ran.txt || fail "sonde run $py exited $?"
         python3 "$src/tests/e2e/pyframes_check.py" py/run$ran.json py/run$ran.folded \
             py/measured$ran.txt "$label" || fail "Python frames of $py"
+        # off-CPU time: threads blocked for planted times, under their Python functions
+        "$sonde" run --quiet -o py --name off$ran -- "$py" "$src/tests/e2e/pyoffcpu.py" ||
+            fail "sonde run pyoffcpu $py exited $?"
+        python3 "$src/tests/e2e/pyoffcpu_check.py" py/off$ran.json "$label" ||
+            fail "off-CPU time of $py"
         ran=$((ran + 1))
     done
     [ "$ran" -gt 0 ] || fail "no CPython 3.11-3.13 on this machine"

@@ -867,6 +867,23 @@ class Recording(Base):
         self.assertEqual(c.returncode, 0, c.stdout + c.stderr)
         print(c.stdout.strip(), file=sys.stderr)
 
+    def test_off_cpu_time_of_blocked_threads(self):
+        # issue 39, in process: tests/e2e/pyoffcpu.py's threads sleep, wait on a queue and on a
+        # lock for planted times; each wait comes back under its Python function with what it
+        # waited in (tests/e2e/pyoffcpu_check.py; e2e pyframes does the same from outside).
+        # Where the context-switch event is refused (not root, perf_event_paranoid 2) the
+        # check says so and asks for no off_cpu.
+        e2e = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e")
+        r = subprocess.run([sys.executable, os.path.join(e2e, "pyoffcpu.py"), self.dir],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        label = "in process, %s %d.%d" % ((sys.executable,) + sys.version_info[:2])
+        c = subprocess.run([sys.executable, os.path.join(e2e, "pyoffcpu_check.py"),
+                            os.path.join(self.dir, "offcpu.json"), label],
+                           capture_output=True, text=True)
+        self.assertEqual(c.returncode, 0, c.stdout + c.stderr)
+        print(c.stdout.strip(), file=sys.stderr)
+
     def test_job_rank_reads_the_launchers_variables(self):
         base = {k: v for k, v in os.environ.items()
                 if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_", "PMI_",

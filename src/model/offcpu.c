@@ -1,0 +1,98 @@
+/* offcpu.c - off-CPU periods (OFFCPU records, docs/stacks.md "Off-CPU time"): the times the
+ * sampled threads were blocked in the kernel (a lock, a queue, I/O, a sleep, the GIL), each with
+ * the stack it blocked in, summed by stack into sm_profile.off, the longest first. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_build.h"
+#include "../format/format.h"
+#include "../util/alloc.h"
+#include "../util/buf.h"
+#include "../util/sort.h"
+#include "../util/strmap.h"
+
+int sm__offcpu_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end)
+{
+    raw->off_followed = 1;
+    uint64_t v[4], t = 0;
+    while (p < end) {
+        if (sm__get_var(&p, end, &v[0]) || sm__get_var(&p, end, &v[1]) ||
+            sm__get_var(&p, end, &v[2]) || sm__get_var(&p, end, &v[3]) || v[0] > UINT32_MAX ||
+            v[1] >= SM_MAX_ID)
+            return -1;
+        if (SONDE_GROW(raw->offs, raw->n_offs, raw->cap_offs))
+            return -2;
+        t += (uint64_t)zigzag_dec(v[2]);
+        raw->offs[raw->n_offs++] = (sm_off_raw){(uint32_t)v[0], (uint32_t)v[1], t, v[3]};
+    }
+    return 0;
+}
+
+static int cmp_off(const void *a, const void *b)
+{
+    const sm_offstack *x = a, *y = b;
+    if (x->ns != y->ns)
+        return x->ns > y->ns ? -1 : 1;
+    return strcmp(x->stack, y->stack);
+}
+
+int sm__offcpu_build(const sb_raw *raw, sm_profile *pr, const uint32_t *at)
+{
+    pr->off_followed = raw->off_followed;
+    strmap seen;
+    strmap_init(&seen);
+    sbuf line;
+    sbuf_init(&line);
+    size_t cap = 0;
+    int rc = 0;
+    for (size_t i = 0; i < raw->n_offs && !rc; i++) {
+        const sm_off_raw *o = &raw->offs[i];
+        if (o->stack >= raw->n_pstacks)
+            continue; /* a stack the file does not have: left out, as samples are */
+        const sm_pstack_raw *st = &raw->pstacks[o->stack];
+        int bad = 0;
+        for (uint32_t k = 0; k < st->n; k++)
+            bad |= st->f[k] >= raw->n_pfuncs;
+        if (bad)
+            continue;
+        sbuf_reset(&line);
+        sm__fold_line(&line, st, pr->funcs, at);
+        if (line.oom) {
+            rc = -1;
+            break;
+        }
+        pr->off_ns += o->ns;
+        pr->off_periods++;
+        int k = strmap_get(&seen, line.data);
+        if (k < 0) {
+            if (SONDE_GROW(pr->off, pr->n_off, cap)) {
+                rc = -1;
+                break;
+            }
+            sm_offstack *x = &pr->off[pr->n_off];
+            memset(x, 0, sizeof *x);
+            x->leaf = x->python = UINT32_MAX;
+            if (st->n)
+                x->leaf = at[st->f[st->n - 1]];
+            for (uint32_t f = st->n; f-- > 0;)
+                if (pr->funcs[at[st->f[f]]].python) {
+                    x->python = at[st->f[f]];
+                    break;
+                }
+            if (!(x->stack = sonde__strdup(line.data)) ||
+                strmap_put(&seen, line.data, (int)pr->n_off)) {
+                sonde__free(x->stack);
+                rc = -1;
+                break;
+            }
+            k = (int)pr->n_off++;
+        }
+        pr->off[k].ns += o->ns;
+        pr->off[k].periods++;
+    }
+    if (!rc && pr->n_off)
+        sonde__sort(pr->off, pr->n_off, sizeof *pr->off, cmp_off);
+    sbuf_free(&line);
+    strmap_free(&seen);
+    return rc;
+}

@@ -1,0 +1,47 @@
+"""pyoffcpu_check.py JSON LABEL - the off-CPU time of pyoffcpu.py (e2e pyframes): each thread's
+planted wait found under its Python function, with what it waited in, at least as long as
+planted and no longer than the run; the CPU samples still the spinning main thread's. Where
+the context-switch event is refused (not root, kernel.perf_event_paranoid 2), the report has no
+off_cpu and the test says so."""
+import json
+import os
+import sys
+
+report, label = sys.argv[1:3]
+d = json.load(open(report))
+p = d["profile"]
+off = p.get("off_cpu")
+paranoid = int(open("/proc/sys/kernel/perf_event_paranoid").read())
+if off is None:
+    assert p["method"] != "perf_event" or (os.geteuid() != 0 and paranoid > 1), (label, p["method"])
+    print("%s: off-CPU not followed here (perf_event_paranoid %d, not root), as documented" % (
+        label, paranoid))
+    sys.exit(0)
+run_s = d["run"]["duration_s"]
+
+
+def waited(fn, leaf_words):
+    stacks = [x for x in off["stacks"] if fn in x["stack"].split(";")]
+    secs = sum(x["seconds"] for x in stacks)
+    assert stacks, (label, fn, off["stacks"][:5])
+    best = max(stacks, key=lambda x: x["seconds"])
+    assert any(w in best["waits_in"] for w in leaf_words), (label, fn, best)
+    return secs, best
+
+
+sleep_s, sleep_x = waited("sleeper", ["nanosleep", "sleep"])
+queue_s, queue_x = waited("waiter", ["futex", "sem", "lll"])
+lock_s, lock_x = waited("locker", ["futex", "sem", "lll"])
+# at least the planted waits (less the few microseconds between a call and its switch: 5%),
+# the lock's at least most of the main thread's 0.4 s of spinning; none longer than the run
+assert 0.95 * 0.6 <= sleep_s <= run_s, (label, sleep_s, run_s)
+assert 0.95 * 0.5 <= queue_s <= run_s and "Queue.get" in queue_x["stack"], (label, queue_s, queue_x)
+assert 0.3 <= lock_s <= run_s, (label, lock_s, run_s)
+assert sleep_x["python"] == "sleeper", (label, sleep_x)
+assert off["seconds"] >= sleep_s + queue_s + lock_s - 1e-6, (label, off["seconds"])
+spin = sum(f["own"] for f in p["python"] if f["name"] == "spin")
+assert spin >= 0.6 * p["samples"], (label, spin, p["samples"])
+print("%s: off-CPU %.2f s in %d periods; sleeper %.2f s in %s, waiter %.2f s in %s (%s), "
+      "locker %.2f s in %s" % (label, off["seconds"], off["periods"], sleep_s,
+                                sleep_x["waits_in"], queue_s, queue_x["waits_in"],
+                                queue_x["python"], lock_s, lock_x["waits_in"]))
