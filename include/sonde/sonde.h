@@ -120,9 +120,14 @@ const char *sonde_last_error(void);
                                          whatever the run's size (csv writes it only up to
                                          SONDE_INSTANCES_CSV_AUTO sections: 1.1 M instances
                                          made 87 MB and most of a report pass) */
+#define SONDE_FORMAT_OFFCPU 0x800u /* NAME.offcpu.folded: the off-CPU periods' stacks (threads
+                                      blocked in the kernel), one line per distinct stack and
+                                      the microseconds blocked there (an off-CPU flame graph's
+                                      input); written when they were followed (docs/stacks.md,
+                                      "Off-CPU time") */
 #define SONDE_INSTANCES_CSV_AUTO 100000u
 #define SONDE_FORMAT_REPORTS 0x2fu /* json, csv, txt, trace, html: the default */
-#define SONDE_FORMAT_ALL 0x7ffu
+#define SONDE_FORMAT_ALL 0xfffu
 
 typedef struct sonde_profiler sonde_profiler;
 

@@ -25,6 +25,7 @@ typedef enum { KEY_BOOL, KEY_UINT, KEY_DOUBLE, KEY_STRING, KEY_FORMATS, KEY_INT 
     X(perfetto, SONDE_FORMAT_PERFETTO)                                                         \
     X(folded, SONDE_FORMAT_FOLDED)                                                             \
     X(pprof, SONDE_FORMAT_PPROF)                                                               \
+    X(offcpu, SONDE_FORMAT_OFFCPU)                                                             \
     X(instances, SONDE_FORMAT_INSTANCES)
 #define SONDE__FORMAT_WORD(name, bit) #name ", "
 #define SONDE__FORMAT_ITEM(name, bit) #name ","

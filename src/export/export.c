@@ -215,6 +215,7 @@ static const struct {
     {SONDE_FORMAT_PERFETTO, ".pftrace", NULL, sx_perfetto, 0},
     {SONDE_FORMAT_FOLDED, ".folded", NULL, sx_folded_stream, 0},
     {SONDE_FORMAT_PPROF, ".pb.gz", NULL, sx_pprof_stream, 0},
+    {SONDE_FORMAT_OFFCPU, ".offcpu.folded", NULL, sx_offcpu_folded_stream, 0},
 };
 #define N_FORMATS (sizeof g_formats / sizeof g_formats[0])
 
@@ -234,12 +235,15 @@ static int write_one(sx_report *rep, const char *path, size_t f)
 static int write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats);
 
 /* The formats a run has something to write in: the CPU samples' only when there are some, so
- * `formats: all` leaves no empty NAME.folded or NAME.pb.gz; and csv brings NAME.instances.csv
- * for a run of at most SONDE_INSTANCES_CSV_AUTO sections (beyond, `instances` asks for it). */
+ * `formats: all` leaves no empty NAME.folded or NAME.pb.gz, the off-CPU periods' only when
+ * they were followed; and csv brings NAME.instances.csv for a run of at most
+ * SONDE_INSTANCES_CSV_AUTO sections (beyond, `instances` asks for it). */
 static unsigned writable(const sm_model *m, unsigned formats)
 {
     if ((formats & SONDE_FORMAT_CSV) && sm_sections(m) <= SONDE_INSTANCES_CSV_AUTO)
         formats |= SONDE_FORMAT_INSTANCES;
+    if (!m->profile.off_followed)
+        formats &= ~SONDE_FORMAT_OFFCPU;
     return m->profile.samples ? formats : formats & ~(SONDE_FORMAT_FOLDED | SONDE_FORMAT_PPROF);
 }
 

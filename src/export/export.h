@@ -55,6 +55,9 @@ int sx_drain(sbuf *b, sx_sink sink, void *ctx, size_t at);
 int sx_csv_instances_stream(const sm_model *m, sx_sink sink, void *ctx);
 /* NAME.folded (folded.c): the CPU samples' stacks, one line per distinct stack. 0, or -1. */
 int sx_folded_stream(const sm_model *m, sx_sink sink, void *ctx);
+/* NAME.offcpu.folded (folded.c): the off-CPU periods' stacks, one line per distinct stack and
+ * the microseconds blocked there (rounded; a stack under half of one has no line). 0, or -1. */
+int sx_offcpu_folded_stream(const sm_model *m, sx_sink sink, void *ctx);
 /* NAME.pb.gz (pprof.c): the CPU samples as pprof's profile, gzip-compressed. 0, or -1. */
 int sx_pprof_stream(const sm_model *m, sx_sink sink, void *ctx);
 /* Perfetto's protobuf trace (NAME.pftrace, perfetto.c), handed to sink in compressed pieces.
@@ -85,8 +88,9 @@ int sx_trace_range(const sm_model *m, int64_t t0_ns, int64_t t1_ns, sx_sink sink
 int sx_write_trace_range(const sm_model *m, const char *path, int64_t t0_ns, int64_t t1_ns);
 
 /* Writes the formats in the SONDE_FORMAT_* mask as DIR/NAME.ext, each through a temporary
- * file; the CPU samples' (folded, pprof) only when the run has samples. Prints nothing. 0, or a negative SONDE_E* code naming the failing file in
- * sonde_last_error() (the other formats are still written). */
+ * file; the CPU samples' (folded, pprof) only when the run has samples, offcpu only when the
+ * off-CPU periods were followed. Prints nothing. 0, or a negative SONDE_E* code naming the
+ * failing file in sonde_last_error() (the other formats are still written). */
 int sx_write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats);
 /* Prints the text summary to stderr (sonde_destroy with print_summary, `sonde run`); nothing
  * when out of memory. */

@@ -703,12 +703,13 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
             sonde__warn(p, "%s", msg);
         cfg.unit = NULL;
     }
-    /* CPU samples with their stacks in process: NAME.folded and NAME.pb.gz too, as `sonde run`
-     * writes them (only when samples came; in the file's configuration, so that `sonde export`
-     * writes them again). Not in flight-recorder mode, which keeps no samples. */
+    /* CPU samples with their stacks in process: NAME.folded, NAME.pb.gz and NAME.offcpu.folded
+     * too, as `sonde run` writes them (only when samples or off-CPU periods came; in the file's
+     * configuration, so that `sonde export` writes them again). Not in flight-recorder mode,
+     * which keeps no samples. */
     if (!watch && cfg.formats && cfg.flight_recorder_s <= 0 &&
         (cfg.sample_hz > 0 || (cfg.sample_hz < 0 && cfg.with_stack)))
-        cfg.formats |= SONDE_FORMAT_FOLDED | SONDE_FORMAT_PPROF;
+        cfg.formats |= SONDE_FORMAT_FOLDED | SONDE_FORMAT_PPROF | SONDE_FORMAT_OFFCPU;
     p->cfg = cfg;
     p->name = cfg.name ? xstrdup(cfg.name) : default_name();
     p->output_dir = xstrdup(cfg.output_dir ? cfg.output_dir : "./sonde-out");

@@ -41,6 +41,15 @@ assert sleep_x["python"] == "sleeper", (label, sleep_x)
 assert off["seconds"] >= sleep_s + queue_s + lock_s - 1e-6, (label, off["seconds"])
 spin = sum(f["own"] for f in p["python"] if f["name"] == "spin")
 assert spin >= 0.6 * p["samples"], (label, spin, p["samples"])
+# NAME.offcpu.folded: the same stacks, microseconds each, summing to the total
+folded = report[:-len(".json")] + ".offcpu.folded"
+us = 0
+for line in open(folded):
+    stack, n = line.rstrip("\n").rsplit(" ", 1)
+    assert stack.split(";")[0] and int(n) > 0, (label, line)
+    us += int(n)
+assert abs(us - off["seconds"] * 1e6) <= len(off["stacks"]) + 1 or len(off["stacks"]) == 100, (
+    label, us, off["seconds"])
 print("%s: off-CPU %.2f s in %d periods; sleeper %.2f s in %s, waiter %.2f s in %s (%s), "
       "locker %.2f s in %s" % (label, off["seconds"], off["periods"], sleep_s,
                                 sleep_x["waits_in"], queue_s, queue_x["waits_in"],

@@ -663,15 +663,18 @@ assert run["count"] == 1 and run["metadata"]["exit"] == ["exit 7"], run
 assert not [v for k, v in r["system"].items() if k.startswith("process_") and v.startswith("sonde ")], \
     r["system"]                                           # named after exec, not sonde's fork
 # the recorded configuration names every format (it named only the first seven before)
-assert r["config"]["formats"] == "json,csv,txt,trace,html,folded,pprof", r["config"]["formats"]
+assert r["config"]["formats"] == "json,csv,txt,trace,html,folded,pprof,offcpu", r["config"]["formats"]
 print("sonde run: %d processes, %.0f MiB peak RSS" % (c["processes"]["max"], c["rss MiB"]["max"]))
 PY
     # issue 36 #11: `sonde export FILE` with no --format writes every format the run was
-    # configured with again, folded and pprof included (their names were lost from the file)
+    # configured with again, folded and pprof included (their names were lost from the file),
+    # and the off-CPU periods' folded stacks where they were followed (as root here)
     [ -s runs/tree.folded ] && [ -s runs/tree.pb.gz ] || fail "sonde run wrote no folded or pprof"
-    rm runs/tree.folded runs/tree.pb.gz
+    off=$([ -f runs/tree.offcpu.folded ] && echo 1 || echo 0)
+    rm -f runs/tree.folded runs/tree.pb.gz runs/tree.offcpu.folded
     "$sonde" export runs/tree.sonde --quiet
     [ -s runs/tree.folded ] && [ -s runs/tree.pb.gz ] || fail "export without --format: $(ls runs)"
+    [ "$off" = 0 ] || [ -s runs/tree.offcpu.folded ] || fail "export wrote no offcpu.folded"
     # the live display starts with the first samples, says how long the run has gone, and speaks
     # of steps only when there are some
     expect 0 "" "$sonde" run --name live -o runs --display --interval 0.05 -- sleep 0.4

@@ -237,7 +237,8 @@ int cmd_run(int argc, char **argv)
     /* Written here, once the program's own files are merged in (a watching profiler writes no
      * reports); the file records them, with the CPU samples' own, so that `sonde export FILE`
      * writes the same files again (those of samples only when there are samples). */
-    unsigned formats = c.formats ? c.formats | SONDE_FORMAT_FOLDED | SONDE_FORMAT_PPROF : 0;
+    unsigned formats =
+        c.formats ? c.formats | SONDE_FORMAT_FOLDED | SONDE_FORMAT_PPROF | SONDE_FORMAT_OFFCPU : 0;
     int print_summary = c.print_summary;
     c.formats = formats;
     c.print_summary = 0;
