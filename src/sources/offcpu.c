@@ -72,14 +72,26 @@ void sonde__off_start(sonde_stacks *s, struct perf_event_attr *o, pid_t task)
 /* ---- off-CPU periods ---- */
 
 /* Whether thread tid of process pid is one of sonde's own (the sampler's reading thread, or a
- * name beginning "sonde-": the writer, the samplers), asked of /proc once a thread. */
+ * name beginning "sonde-": the writer, the samplers), asked of /proc at a thread's first three
+ * periods (a thread names itself just after it starts: its first switch may come before). */
 static int sonde_thread(sonde_stacks *s, uint32_t pid, uint32_t tid)
 {
     if (tid == s->reader_tid)
         return 1;
-    for (size_t i = 0; i < s->n_tids; i++)
+    stid *t = NULL;
+    for (size_t i = 0; i < s->n_tids && !t; i++)
         if (s->tids[i].tid == tid)
-            return s->tids[i].sonde;
+            t = &s->tids[i];
+    if (t && (t->sonde || t->checks >= 3))
+        return t->sonde;
+    if (!t) {
+        if (SONDE_GROW(s->tids, s->n_tids, s->cap_tids)) {
+            s->oom = 1;
+            return 0;
+        }
+        t = &s->tids[s->n_tids++];
+        *t = (stid){tid, 0, 0};
+    }
     char path[64], name[32] = "";
     snprintf(path, sizeof path, "/proc/%u/task/%u/comm", pid, tid);
     FILE *f = fopen(path, "re");
@@ -88,12 +100,9 @@ static int sonde_thread(sonde_stacks *s, uint32_t pid, uint32_t tid)
             name[0] = 0;
         fclose(f);
     }
-    int own = !strncmp(name, "sonde-", 6);
-    if (SONDE_GROW(s->tids, s->n_tids, s->cap_tids))
-        s->oom = 1;
-    else
-        s->tids[s->n_tids++] = (stid){tid, own};
-    return own;
+    t->checks++;
+    t->sonde = !strncmp(name, "sonde-", 6);
+    return t->sonde;
 }
 
 /* The periods ended so far as an OFFCPU record: per period varint tid, varint stack id,
@@ -150,6 +159,12 @@ static void off_end(sonde_stacks *s, size_t i, uint64_t t, int keep)
 void sonde__off_record(sonde_stacks *s, const struct perf_event_header *h, const uint8_t *b,
                        const uint8_t *end)
 {
+    if (h->type == PERF_RECORD_LOST && end - b >= 16) { /* id, lost: the ring was full */
+        uint64_t lost;
+        memcpy(&lost, b + 8, 8);
+        s->off_lost += lost;
+        return;
+    }
     if (h->type == PERF_RECORD_SWITCH && end - b >= 16) { /* sample_id_all: pid, tid, time */
         uint32_t tid;
         uint64_t t;
@@ -211,6 +226,18 @@ void sonde__off_finish(sonde_stacks *s, uint64_t t)
     while (s->n_off_open)
         off_end(s, s->n_off_open - 1, t, 1);
     off_flush(s);
+    if (!s->off_lost)
+        return;
+    char text[256]; /* a WARNING record: the reports list it */
+    snprintf(text, sizeof text, "%llu context-switch record(s) were lost (their ring was full): "
+                                "the off-CPU time is short of the threads' true time blocked",
+             (unsigned long long)s->off_lost);
+    sbuf_reset(&s->out);
+    pb_lenstr(&s->out, text);
+    if (s->out.oom)
+        s->oom = 1;
+    else if (s->write(s->ctx, SONDE_R_WARNING, (const uint8_t *)s->out.data, s->out.len))
+        s->write_failed = 1;
 }
 
 void sonde__off_free(sonde_stacks *s)

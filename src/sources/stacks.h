@@ -83,6 +83,7 @@ typedef struct soffdone {
 typedef struct stid {
     uint32_t tid;
     int sonde;
+    int checks;            /* its name read so many times (up to 3) */
 } stid;
 
 /* A record waiting in a ring: its time, its ring, its position there. */
@@ -146,6 +147,7 @@ struct sonde_stacks {
     int n_off;             /* n_cpus when the event was opened, else 0 */
     int off_on;            /* it was: an OFFCPU record is written at the end, even empty */
     int want_off;          /* config sample_off_cpu: try it */
+    uint64_t off_lost;     /* records the kernel dropped from those rings (full) */
     size_t off_ring_bytes;
     soff *off;             /* the threads off CPU now: since when, and where */
     size_t n_off_open, cap_off_open;
