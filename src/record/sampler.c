@@ -36,6 +36,8 @@ typedef struct sampler {
     char *snap_path;
     double gpu_peak[64];   /* highest memory MiB seen per GPU index */
     double t0;
+    struct sonde__latest pend[256]; /* figures of the round being sampled, not published yet */
+    size_t n_pend;
 } sampler;
 
 static double now_s(void)
@@ -45,21 +47,37 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* The live query's table (sonde_current_metrics): figure id's latest value. */
+/* Figure id's latest value, kept for the round (published with the rest of it by publish). */
 static void set_latest(sampler *s, uint32_t id, double v)
 {
     const char *stable = sonde__site_get(id)->name;
-    sonde_profiler *p = s->p;
-    double t = now_s() - s->t0;
-    pthread_mutex_lock(&p->latest_lock);
     size_t i = 0;
-    while (i < p->n_latest && p->latest[i].name != stable)
+    while (i < s->n_pend && s->pend[i].name != stable)
         i++;
-    if (i == p->n_latest && i < sizeof p->latest / sizeof p->latest[0])
-        p->n_latest++;
-    if (i < p->n_latest)
-        p->latest[i] = (struct sonde__latest){stable, v, t};
+    if (i == s->n_pend && i < sizeof s->pend / sizeof s->pend[0])
+        s->n_pend++;
+    if (i < s->n_pend)
+        s->pend[i] = (struct sonde__latest){stable, v, now_s() - s->t0};
+}
+
+/* The round's figures into the live query's table (sonde_current_metrics) at once: a reader
+ * sees a whole round of a source, never some GPUs of it (the first snapshot once had three of
+ * four fake GPUs' memory). */
+static void publish(sampler *s)
+{
+    sonde_profiler *p = s->p;
+    pthread_mutex_lock(&p->latest_lock);
+    for (size_t k = 0; k < s->n_pend; k++) {
+        size_t i = 0;
+        while (i < p->n_latest && p->latest[i].name != s->pend[k].name)
+            i++;
+        if (i == p->n_latest && i < sizeof p->latest / sizeof p->latest[0])
+            p->n_latest++;
+        if (i < p->n_latest)
+            p->latest[i] = s->pend[k];
+    }
     pthread_mutex_unlock(&p->latest_lock);
+    s->n_pend = 0;
 }
 
 static void on_counter(void *ctx, const char *name, double v)
@@ -323,6 +341,7 @@ static void *sampler_main(void *arg)
         }
     }
     flush_info(s);
+    publish(s);
 
     double t = now_s();
     double next_cpu = t, next_gpu = t;
@@ -335,6 +354,7 @@ static void *sampler_main(void *arg)
         t = now_s();
         if (s->procfs && t >= next_cpu) {
             procfs_sample(s->procfs, &e);
+            publish(s);
             flush_info(s); /* processes seen for the first time (sonde run) */
             next_cpu += c->cpu_interval_s;
             if (next_cpu < t) /* fell behind (a stopped process): skip, do not burst */
@@ -342,6 +362,7 @@ static void *sampler_main(void *arg)
         }
         if (s->nvml && s->sample_gpu && t >= next_gpu) {
             nvml_sample(s->nvml, &e);
+            publish(s);
             next_gpu += c->gpu_interval_s;
             if (next_gpu < t)
                 next_gpu = t + c->gpu_interval_s;
