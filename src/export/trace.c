@@ -10,6 +10,7 @@
 
 #include "export.h"
 #include "../util/alloc.h"
+#include "../util/sort.h"
 
 typedef struct tctx {
     sbuf b;
@@ -171,6 +172,105 @@ static void gpu_events(tctx *t, const sm_model *m, const sx_trace_opts *o, int r
         }
         flush(t, 0);
     }
+}
+
+static int cmp_i64_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x > y ? -1 : x < y;
+}
+
+/* An off-CPU track: a thread of its own beside thread tid's (no kernel tid reaches it), named
+ * once, its process named too when no thread of the run's names it (a child of `sonde run`
+ * that records nothing itself: the stack's first frame, its command). seen: the tracks named so
+ * far (pid << 32 | tid). */
+static uint64_t off_track(tctx *t, const sm_model *m, const sm_offperiod *o, int pid,
+                          uint64_t **seen, size_t *n_seen, size_t *cap)
+{
+    uint64_t tid = (1ull << 29) + o->tid, key = (uint64_t)(uint32_t)pid << 32 | o->tid;
+    int pid_seen = 0;
+    for (size_t i = 0; i < *n_seen; i++) {
+        if ((*seen)[i] == key)
+            return tid;
+        pid_seen |= (*seen)[i] >> 32 == (uint32_t)pid;
+    }
+    if (SONDE_GROW(*seen, *n_seen, *cap)) {
+        t->err = -1;
+        return tid;
+    }
+    (*seen)[(*n_seen)++] = key;
+    int named = pid == (m->pid > 0 ? m->pid : 1);
+    for (size_t th = 0; th < m->n_threads && !named; th++)
+        named = m->threads[th].pid == pid;
+    if (!named && !pid_seen) {
+        const char *line = m->profile.off[o->off].stack; /* "process;outermost;..." */
+        char comm[64];
+        snprintf(comm, sizeof comm, "%.*s", (int)strcspn(line, ";"), line);
+        name_meta(t, "process_name", pid, 0, comm);
+    }
+    char label[64];
+    snprintf(label, sizeof label, "thread %u off-CPU", o->tid);
+    name_meta(t, "thread_name", pid, tid, label);
+    return tid;
+}
+
+/* Off-CPU periods in [t0, t1) (the longest the model kept, docs/stacks.md "Off-CPU time") as
+ * slices, "blocked: WAITS_IN", on an off-CPU track beside each thread's, with the Python
+ * function and the stack as args: at most a quarter of trace_max_events of them, the longest. */
+static void off_cpu_events(tctx *t, const sm_model *m, int64_t t0, int64_t t1, int64_t sh,
+                           int pid)
+{
+    uint64_t *seen = NULL;
+    size_t n_seen = 0, cap_seen = 0;
+    const sm_profile *pr = &m->profile;
+    uint64_t cap = sm_trace_max_events(m) / 4, in = 0;
+    int64_t min_ns = 0; /* over the cap: the shortest left out */
+    for (size_t i = 0; i < pr->n_off_held; i++)
+        in += pr->off_held[i].t_ns >= t0 && pr->off_held[i].t_ns < t1;
+    if (cap && in > cap) {
+        int64_t *d = sonde__malloc(in * sizeof *d);
+        if (!d) {
+            t->err = -1;
+            return;
+        }
+        size_t n = 0;
+        for (size_t i = 0; i < pr->n_off_held; i++)
+            if (pr->off_held[i].t_ns >= t0 && pr->off_held[i].t_ns < t1)
+                d[n++] = pr->off_held[i].ns;
+        sonde__sort(d, n, sizeof *d, cmp_i64_desc);
+        min_ns = d[cap - 1];
+        sonde__free(d);
+    }
+    for (size_t i = 0; i < pr->n_off_held && !t->err; i++) {
+        const sm_offperiod *o = &pr->off_held[i];
+        if (o->t_ns < t0 || o->t_ns >= t1 || o->ns < min_ns || o->off >= pr->n_off)
+            continue;
+        const sm_offstack *x = &pr->off[o->off];
+        int opid = o->pid ? (int)o->pid : pid;
+        uint64_t track = off_track(t, m, o, opid, &seen, &n_seen, &cap_seen); /* named first */
+        sep(t);
+        sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"off_cpu\",\"name\":");
+        char name[300];
+        snprintf(name, sizeof name, "blocked: %s",
+                 x->leaf != UINT32_MAX ? pr->funcs[x->leaf].name : "?");
+        sbuf_json_str(&t->b, name);
+        sbuf_add(&t->b, ",\"ts\":", 6);
+        sbuf_us3(&t->b, o->t_ns + sh);
+        sbuf_add(&t->b, ",\"dur\":", 7);
+        sbuf_us3(&t->b, o->ns);
+        pid_tid(t, opid, track);
+        sbuf_puts(&t->b, ",\"args\":{");
+        if (x->python != UINT32_MAX) {
+            sbuf_puts(&t->b, "\"python\":");
+            sbuf_json_str(&t->b, pr->funcs[x->python].name);
+            sbuf_putc(&t->b, ',');
+        }
+        sbuf_puts(&t->b, "\"stack\":");
+        sbuf_json_str(&t->b, x->stack);
+        sbuf_puts(&t->b, "}}");
+        flush(t, 0);
+    }
+    sonde__free(seen);
 }
 
 /* The processes the samples were taken in that the events have not named (sonde run's child
@@ -598,6 +698,8 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     trace_sessions(&t, m, t0, t1, sh, esc, ids);
     if (!t.err && m->n_gpu)
         gpu_events(&t, m, o, pid, ids, esc);
+    if (!t.err && m->profile.n_off_held && !o->tensorboard)
+        off_cpu_events(&t, m, t0, t1, sh, pid);
     if (with_samples && !t.err) {
         sample_processes(&t, m, pid);
         cpu_samples(&t, m, t0, t1, sh, pid);

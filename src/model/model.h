@@ -358,7 +358,15 @@ typedef struct sm_offstack {
                                   (UINT32_MAX: no frame) */
     uint32_t python;           /* funcs index of its innermost Python frame, UINT32_MAX: none */
     uint64_t ns, periods;      /* time blocked there, in how many periods */
+    uint32_t id;               /* its place before the sort (the build's) */
 } sm_offstack;
+/* An off-CPU period kept for the trace (the longest, sm_profile.off_held): when, how long, its
+ * thread and process, its stack (sm_profile.off index). */
+typedef struct sm_offperiod {
+    int64_t t_ns, ns;          /* start from the run's start; length */
+    uint32_t tid, pid, off;
+} sm_offperiod;
+#define SM_OFF_HELD_MAX 65536u /* periods kept for the trace, the longest */
 
 typedef struct sm_profile {
     uint64_t samples, lost;    /* samples taken; samples the kernel dropped (ring full) */
@@ -401,6 +409,8 @@ typedef struct sm_profile {
     uint64_t off_ns, off_periods; /* the sampled threads' time blocked in the kernel */
     sm_offstack *off;          /* by stack, the longest first */
     size_t n_off;
+    sm_offperiod *off_held;    /* the longest periods (at most SM_OFF_HELD_MAX), in time order */
+    size_t n_off_held;
 } sm_profile;
 void sm_profile_free(sm_profile *p);
 /* Up to k functions of section ps that own samples as their innermost Python frame, most first:

@@ -194,9 +194,10 @@ int sm__profile_build(sb_raw *raw, sm_model *m);
 void sm__fold_line(sbuf *line, const sm_pstack_raw *st, const sm_func *funcs, const uint32_t *at);
 /* offcpu.c: an OFFCPU record's periods appended to raw; 0, -1 malformed, -2 out of memory. */
 int sm__offcpu_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end);
-/* offcpu.c: raw's off-CPU periods summed by stack into pr (its functions built and sorted,
- * at[raw function id] their places); 0, or -1 out of memory. */
-int sm__offcpu_build(const sb_raw *raw, sm_profile *pr, const uint32_t *at);
+/* offcpu.c: raw's off-CPU periods summed by stack into m->profile (its functions built and
+ * sorted, at[raw function id] their places), the longest kept for the trace; 0, or -1 out of
+ * memory. */
+int sm__offcpu_build(const sb_raw *raw, sm_model *m, const uint32_t *at);
 void sm__profile_free_raw(sb_raw *raw);
 
 /* Moves what it keeps out of raw into m (raw is freed by the caller either way). */

@@ -36,14 +36,53 @@ static int cmp_off(const void *a, const void *b)
     return strcmp(x->stack, y->stack);
 }
 
-int sm__offcpu_build(const sb_raw *raw, sm_profile *pr, const uint32_t *at)
+static int cmp_held_ns(const void *a, const void *b)
 {
+    const sm_offperiod *x = a, *y = b;
+    if (x->ns != y->ns)
+        return x->ns > y->ns ? -1 : 1;
+    return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
+}
+
+static int cmp_held_t(const void *a, const void *b)
+{
+    const sm_offperiod *x = a, *y = b;
+    if (x->t_ns != y->t_ns)
+        return x->t_ns < y->t_ns ? -1 : 1;
+    return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+/* The longest SM_OFF_HELD_MAX periods, in time order, for the trace; their stacks renumbered
+ * after the stacks' sort (id -> place). */
+static int hold_periods(sm_profile *pr)
+{
+    if (!pr->n_off_held)
+        return 0;
+    uint32_t *place = sonde__malloc(pr->n_off * sizeof *place);
+    if (!place)
+        return -1;
+    for (size_t i = 0; i < pr->n_off; i++)
+        place[pr->off[i].id] = (uint32_t)i;
+    for (size_t i = 0; i < pr->n_off_held; i++)
+        pr->off_held[i].off = place[pr->off_held[i].off];
+    sonde__free(place);
+    if (pr->n_off_held > SM_OFF_HELD_MAX) {
+        sonde__sort(pr->off_held, pr->n_off_held, sizeof *pr->off_held, cmp_held_ns);
+        pr->n_off_held = SM_OFF_HELD_MAX;
+    }
+    sonde__sort(pr->off_held, pr->n_off_held, sizeof *pr->off_held, cmp_held_t);
+    return 0;
+}
+
+int sm__offcpu_build(const sb_raw *raw, sm_model *m, const uint32_t *at)
+{
+    sm_profile *pr = &m->profile;
     pr->off_followed = raw->off_followed;
     strmap seen;
     strmap_init(&seen);
     sbuf line;
     sbuf_init(&line);
-    size_t cap = 0;
+    size_t cap = 0, cap_held = 0;
     int rc = 0;
     for (size_t i = 0; i < raw->n_offs && !rc; i++) {
         const sm_off_raw *o = &raw->offs[i];
@@ -71,6 +110,7 @@ int sm__offcpu_build(const sb_raw *raw, sm_profile *pr, const uint32_t *at)
             }
             sm_offstack *x = &pr->off[pr->n_off];
             memset(x, 0, sizeof *x);
+            x->id = (uint32_t)pr->n_off;
             x->leaf = x->python = UINT32_MAX;
             if (st->n)
                 x->leaf = at[st->f[st->n - 1]];
@@ -89,9 +129,23 @@ int sm__offcpu_build(const sb_raw *raw, sm_profile *pr, const uint32_t *at)
         }
         pr->off[k].ns += o->ns;
         pr->off[k].periods++;
+        if (SONDE_GROW(pr->off_held, pr->n_off_held, cap_held)) {
+            rc = -1;
+            break;
+        }
+        pr->off_held[pr->n_off_held++] =
+            (sm_offperiod){(int64_t)(o->t_mono - m->start_mono_ns), (int64_t)o->ns, o->tid,
+                           st->pid, (uint32_t)k};
+        /* never more than twice what is kept: the shorter half dropped as it grows */
+        if (pr->n_off_held >= 2 * SM_OFF_HELD_MAX) {
+            sonde__sort(pr->off_held, pr->n_off_held, sizeof *pr->off_held, cmp_held_ns);
+            pr->n_off_held = SM_OFF_HELD_MAX;
+        }
     }
     if (!rc && pr->n_off)
         sonde__sort(pr->off, pr->n_off, sizeof *pr->off, cmp_off);
+    if (!rc)
+        rc = hold_periods(pr);
     sbuf_free(&line);
     strmap_free(&seen);
     return rc;

@@ -177,6 +177,7 @@ void sm_profile_free(sm_profile *p)
     for (size_t i = 0; i < p->n_off; i++)
         sonde__free(p->off[i].stack);
     sonde__free(p->off);
+    sonde__free(p->off_held);
     memset(p, 0, sizeof *p);
 }
 
@@ -829,7 +830,7 @@ int sm__profile_build(sb_raw *raw, sm_model *m)
         goto out;
     if (!pr->untimed && (build_sections(raw, m, at, folded) || build_timed(raw, m, folded)))
         goto out;
-    if (sm__offcpu_build(raw, pr, at))
+    if (sm__offcpu_build(raw, m, at))
         goto out;
     rc = 0;
 out:

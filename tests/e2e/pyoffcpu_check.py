@@ -53,6 +53,21 @@ for line in open(folded):
     us += int(n)
 assert abs(us - off["seconds"] * 1e6) <= len(off["stacks"]) + 1 or len(off["stacks"]) == 100, (
     label, us, off["seconds"])
+# NAME.trace.json.gz (when written): the periods as "blocked: ..." slices on their threads,
+# the sleeper's two 0.3 s sleeps among them
+trace = report[:-len(".json")] + ".trace.json.gz"
+if os.path.exists(trace):
+    import gzip
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import check  # tests/e2e/check.py: every slice on a named thread of a named process, nested
+    check.check_trace(trace)
+    t = json.load(gzip.open(trace))
+    ev = [e for e in (t["traceEvents"] if isinstance(t, dict) else t) if e.get("cat") == "off_cpu"]
+    assert all(e["name"].startswith("blocked: ") and e["dur"] > 0 and e["args"]["stack"]
+               for e in ev), (label, ev[:3])
+    slept = [e for e in ev if e["args"].get("python") == "sleeper" and e["dur"] >= 0.95 * 0.3e6]
+    assert len(slept) == 2 and slept[0]["tid"] == slept[1]["tid"], (label, slept)
+    label += ", %d trace slices" % len(ev)
 print("%s: off-CPU %.2f s in %d periods; sleeper %.2f s in %s, waiter %.2f s in %s (%s), "
       "locker %.2f s in %s" % (label, off["seconds"], off["periods"], sleep_s,
                                 sleep_x["waits_in"], queue_s, queue_x["waits_in"],
