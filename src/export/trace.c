@@ -185,7 +185,7 @@ static int cmp_i64_desc(const void *a, const void *b)
  * that records nothing itself: the stack's first frame, its command). seen: the tracks named so
  * far (pid << 32 | tid). */
 static uint64_t off_track(tctx *t, const sm_model *m, const sm_offperiod *o, int pid,
-                          uint64_t **seen, size_t *n_seen, size_t *cap)
+                          int run_pid, uint64_t **seen, size_t *n_seen, size_t *cap)
 {
     uint64_t tid = (1ull << 29) + o->tid, key = (uint64_t)(uint32_t)pid << 32 | o->tid;
     int pid_seen = 0;
@@ -199,7 +199,7 @@ static uint64_t off_track(tctx *t, const sm_model *m, const sm_offperiod *o, int
         return tid;
     }
     (*seen)[(*n_seen)++] = key;
-    int named = pid == (m->pid > 0 ? m->pid : 1);
+    int named = pid == run_pid;
     for (size_t th = 0; th < m->n_threads && !named; th++)
         named = m->threads[th].pid == pid;
     if (!named && !pid_seen) {
@@ -216,9 +216,11 @@ static uint64_t off_track(tctx *t, const sm_model *m, const sm_offperiod *o, int
 
 /* Off-CPU periods in [t0, t1) (the longest the model kept, docs/stacks.md "Off-CPU time") as
  * slices, "blocked: WAITS_IN", on an off-CPU track beside each thread's, with the Python
- * function and the stack as args: at most a quarter of trace_max_events of them, the longest. */
+ * function and the stack as args: at most a quarter of trace_max_events of them, the longest.
+ * In their own processes, or all in pid where the caller gives the run one (a merged trace's
+ * rank: forced). */
 static void off_cpu_events(tctx *t, const sm_model *m, int64_t t0, int64_t t1, int64_t sh,
-                           int pid)
+                           int pid, int forced)
 {
     uint64_t *seen = NULL;
     size_t n_seen = 0, cap_seen = 0;
@@ -246,8 +248,8 @@ static void off_cpu_events(tctx *t, const sm_model *m, int64_t t0, int64_t t1, i
         if (o->t_ns < t0 || o->t_ns >= t1 || o->ns < min_ns || o->off >= pr->n_off)
             continue;
         const sm_offstack *x = &pr->off[o->off];
-        int opid = o->pid ? (int)o->pid : pid;
-        uint64_t track = off_track(t, m, o, opid, &seen, &n_seen, &cap_seen); /* named first */
+        int opid = o->pid && !forced ? (int)o->pid : pid;
+        uint64_t track = off_track(t, m, o, opid, pid, &seen, &n_seen, &cap_seen); /* named first */
         sep(t);
         sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"off_cpu\",\"name\":");
         char name[300];
@@ -699,7 +701,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     if (!t.err && m->n_gpu)
         gpu_events(&t, m, o, pid, ids, esc);
     if (!t.err && m->profile.n_off_held && !o->tensorboard)
-        off_cpu_events(&t, m, t0, t1, sh, pid);
+        off_cpu_events(&t, m, t0, t1, sh, pid, o->pid > 0);
     if (with_samples && !t.err) {
         sample_processes(&t, m, pid);
         cpu_samples(&t, m, t0, t1, sh, pid);
