@@ -180,12 +180,15 @@ static int cmp_i64_desc(const void *a, const void *b)
     return x > y ? -1 : x < y;
 }
 
+#define OFF_NAMED_MAX 64 /* processes the off-CPU slices name (as sample_processes: 64) */
+
 /* An off-CPU track: a thread of its own beside thread tid's (no kernel tid reaches it), named
  * once, its process named too when no thread of the run's names it (a child of `sonde run`
  * that records nothing itself: the stack's first frame, its command). seen: the tracks named so
  * far (pid << 32 | tid). */
 static uint64_t off_track(tctx *t, const sm_model *m, const sm_offperiod *o, int pid,
-                          int run_pid, uint64_t **seen, size_t *n_seen, size_t *cap)
+                          int run_pid, uint64_t **seen, size_t *n_seen, size_t *cap,
+                          uint32_t *named_pids, size_t *n_named)
 {
     uint64_t tid = (1ull << 29) + o->tid, key = (uint64_t)(uint32_t)pid << 32 | o->tid;
     int pid_seen = 0;
@@ -202,11 +205,12 @@ static uint64_t off_track(tctx *t, const sm_model *m, const sm_offperiod *o, int
     int named = pid == run_pid;
     for (size_t th = 0; th < m->n_threads && !named; th++)
         named = m->threads[th].pid == pid;
-    if (!named && !pid_seen) {
+    if (!named && !pid_seen && *n_named < OFF_NAMED_MAX) {
         const char *line = m->profile.off[o->off].stack; /* "process;outermost;..." */
         char comm[64];
         snprintf(comm, sizeof comm, "%.*s", (int)strcspn(line, ";"), line);
         name_meta(t, "process_name", pid, 0, comm);
+        named_pids[(*n_named)++] = (uint32_t)pid; /* sample_processes names it no more */
     }
     char label[64];
     snprintf(label, sizeof label, "thread %u off-CPU", o->tid);
@@ -220,7 +224,7 @@ static uint64_t off_track(tctx *t, const sm_model *m, const sm_offperiod *o, int
  * In their own processes, or all in pid where the caller gives the run one (a merged trace's
  * rank: forced). */
 static void off_cpu_events(tctx *t, const sm_model *m, int64_t t0, int64_t t1, int64_t sh,
-                           int pid, int forced)
+                           int pid, int forced, uint32_t *named_pids, size_t *n_named)
 {
     uint64_t *seen = NULL;
     size_t n_seen = 0, cap_seen = 0;
@@ -249,7 +253,8 @@ static void off_cpu_events(tctx *t, const sm_model *m, int64_t t0, int64_t t1, i
             continue;
         const sm_offstack *x = &pr->off[o->off];
         int opid = o->pid && !forced ? (int)o->pid : pid;
-        uint64_t track = off_track(t, m, o, opid, pid, &seen, &n_seen, &cap_seen); /* named first */
+        uint64_t track = off_track(t, m, o, opid, pid, &seen, &n_seen, &cap_seen, named_pids,
+                                   n_named); /* named first */
         sep(t);
         sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"off_cpu\",\"name\":");
         char name[300];
@@ -278,12 +283,14 @@ static void off_cpu_events(tctx *t, const sm_model *m, int64_t t0, int64_t t1, i
 /* The processes the samples were taken in that the events have not named (sonde run's child
  * and its children, when they record nothing themselves), named by their command as the
  * samples' stacks have it: their tracks in a viewer say what ran there. */
-static void sample_processes(tctx *t, const sm_model *m, int pid)
+static void sample_processes(tctx *t, const sm_model *m, int pid, const uint32_t *named_pids,
+                             size_t n_named)
 {
     const sm_profile *pr = &m->profile;
-    uint32_t seen[64];
-    size_t n = 0;
-    for (size_t i = 0; i < pr->n_timed && n < 64 && !t->err; i++) {
+    uint32_t seen[64 + OFF_NAMED_MAX];
+    size_t n = n_named; /* those the off-CPU slices named already */
+    memcpy(seen, named_pids, n_named * sizeof *seen);
+    for (size_t i = 0; i < pr->n_timed && n < 64 + n_named && !t->err; i++) {
         const sm_psample *s = &pr->timed[i];
         if (!s->pid || (int)s->pid == pid || s->stack >= pr->n_stacks)
             continue;
@@ -700,10 +707,12 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     trace_sessions(&t, m, t0, t1, sh, esc, ids);
     if (!t.err && m->n_gpu)
         gpu_events(&t, m, o, pid, ids, esc);
+    uint32_t named_pids[OFF_NAMED_MAX]; /* processes named by the off-CPU slices */
+    size_t n_named = 0;
     if (!t.err && m->profile.n_off_held && !o->tensorboard)
-        off_cpu_events(&t, m, t0, t1, sh, pid, o->pid > 0);
+        off_cpu_events(&t, m, t0, t1, sh, pid, o->pid > 0, named_pids, &n_named);
     if (with_samples && !t.err) {
-        sample_processes(&t, m, pid);
+        sample_processes(&t, m, pid, named_pids, n_named);
         cpu_samples(&t, m, t0, t1, sh, pid);
     }
     else if (o->close)
