@@ -50,9 +50,11 @@ enum { SEQ_CLEARED = 1, SEQ_NEEDS_STATE = 2 };
 enum { CLOCK_BOOTTIME = 6, CLOCK_SEQUENCE = 64 }; /* 64: the first sequence-scoped clock id */
 
 /* The categories, interned as iid = index + 1 on every sequence. */
-static const char *const g_cats[] = {"section", "folded", "event",      "cpu_op",    "step",
-                                     "session", "kernel", "gpu_memcpy", "gpu_memset"};
-enum { CAT_SECTION = 1, CAT_FOLDED, CAT_EVENT, CAT_OP, CAT_STEP, CAT_SESSION, CAT_KERNEL };
+static const char *const g_cats[] = {"section", "folded",     "event",      "cpu_op",
+                                     "step",    "session",    "kernel",     "gpu_memcpy",
+                                     "gpu_memset", "off_cpu"};
+enum { CAT_SECTION = 1, CAT_FOLDED, CAT_EVENT, CAT_OP, CAT_STEP, CAT_SESSION, CAT_KERNEL,
+       CAT_OFFCPU = 10 };
 
 /* Track uuids: a kind in the top byte, an index below. */
 #define UUID_PROCESS(pid) ((1ull << 56) + (uint64_t)(uint32_t)(pid))
@@ -62,6 +64,7 @@ enum { CAT_SECTION = 1, CAT_FOLDED, CAT_EVENT, CAT_OP, CAT_STEP, CAT_SESSION, CA
 #define UUID_GPU(key) ((5ull << 56) + (key))
 #define UUID_STEPS (6ull << 56)
 #define UUID_SESSIONS ((6ull << 56) + 1)
+#define UUID_OFFCPU(pid, tid) ((7ull << 56) + ((uint64_t)(uint32_t)(pid) << 24) + (tid))
 
 typedef struct pw {
     sbuf b;               /* packets not yet written */
@@ -616,6 +619,71 @@ static int gpu(pw *w, int run_pid)
     return w->err;
 }
 
+/* Off-CPU periods (docs/stacks.md, "Off-CPU time"), the same the JSON trace shows: a track
+ * "thread TID off-CPU" per thread under its process (described here when no thread of the run
+ * is in it), each period a slice "blocked: WAITS_IN" with the Python function and the stack. */
+static int off_cpu(pw *w, int run_pid)
+{
+    const sm_model *m = w->m;
+    const sm_profile *pr = &m->profile;
+    int64_t min_ns = sm_off_trace_min_ns(m, INT64_MIN, INT64_MAX);
+    if (min_ns < 0)
+        return w->err = -1;
+    uint64_t *seen = NULL;
+    size_t n_seen = 0, cap = 0;
+    for (size_t i = 0; i < pr->n_off_held && !w->err; i++) { /* the tracks first */
+        const sm_offperiod *o = &pr->off_held[i];
+        int pid = o->pid ? (int)o->pid : run_pid;
+        uint64_t key = UUID_OFFCPU(pid, o->tid);
+        int pid_seen = pid == run_pid;
+        size_t k = 0;
+        for (; k < n_seen && seen[k] != key; k++)
+            pid_seen |= (seen[k] >> 24 & 0xffffffffu) == (uint32_t)pid;
+        if (o->ns < min_ns || k < n_seen || o->off >= pr->n_off)
+            continue;
+        for (size_t th = 0; th < m->n_threads && !pid_seen; th++)
+            pid_seen = thread_pid(m, th, run_pid) == pid;
+        if (SONDE_GROW(seen, n_seen, cap)) {
+            w->err = -1;
+            break;
+        }
+        seen[n_seen++] = key;
+        char label[64];
+        if (!pid_seen) { /* a process of `sonde run`'s that only waited: its command */
+            const char *line = pr->off[o->off].stack;
+            snprintf(label, sizeof label, "%.*s", (int)strcspn(line, ";"), line);
+            track(w, UUID_PROCESS(pid), 0, label, pid, -1, 0);
+        }
+        snprintf(label, sizeof label, "thread %u off-CPU", o->tid);
+        track(w, key, UUID_PROCESS(pid), label, pid, -1, 0);
+    }
+    sonde__free(seen);
+    if (!w->err && n_seen)
+        seq_open(w, 0, 0, 0);
+    for (size_t i = 0; i < pr->n_off_held && !w->err && n_seen; i++) {
+        const sm_offperiod *o = &pr->off_held[i];
+        if (o->ns < min_ns || o->off >= pr->n_off)
+            continue;
+        const sm_offstack *x = &pr->off[o->off];
+        uint64_t uuid = UUID_OFFCPU(o->pid ? (int)o->pid : run_pid, o->tid);
+        char name[300];
+        snprintf(name, sizeof name, "blocked: %s",
+                 x->leaf != UINT32_MAX ? pr->funcs[x->leaf].name : "?");
+        size_t p, e = event_open(w, o->t_ns, TYPE_BEGIN, CAT_OFFCPU, SIZE_MAX, name, &p);
+        pb_uint(&w->b, TE_TRACK, uuid);
+        if (x->python != UINT32_MAX)
+            arg_str(w, "python", pr->funcs[x->python].name);
+        arg_str(w, "stack", x->stack);
+        event_close(w, e, p);
+        p = packet_open(w, o->t_ns + o->ns);
+        e = pb_open(&w->b, TP_TRACK_EVENT);
+        pb_uint(&w->b, TE_TYPE, TYPE_END);
+        pb_uint(&w->b, TE_TRACK, uuid);
+        event_close(w, e, p);
+    }
+    return w->err;
+}
+
 /* The earliest time written, so every time can be written as an unsigned offset from it. */
 static int64_t earliest(const sm_model *m)
 {
@@ -640,6 +708,8 @@ static int64_t earliest(const sm_model *m)
         EARLIER(m->sessions[i].start_ns);
     for (size_t i = 0; i < m->n_gpu; i++)
         EARLIER(m->gpu[i].start_ns);
+    if (m->profile.n_off_held) /* in time order */
+        EARLIER(m->profile.off_held[0].t_ns);
 #undef EARLIER
     return t;
 }
@@ -689,6 +759,8 @@ int sx_perfetto(const sm_model *m, sx_sink sink, void *ctx)
         steps_sessions(&w);
     if (!w.err)
         gpu(&w, run_pid);
+    if (!w.err && m->profile.n_off_held)
+        off_cpu(&w, run_pid);
     flush(&w, 1);
     sm_folder_free(&fo);
     sonde__free(w.seen);

@@ -10,7 +10,6 @@
 
 #include "export.h"
 #include "../util/alloc.h"
-#include "../util/sort.h"
 
 typedef struct tctx {
     sbuf b;
@@ -174,12 +173,6 @@ static void gpu_events(tctx *t, const sm_model *m, const sx_trace_opts *o, int r
     }
 }
 
-static int cmp_i64_desc(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x > y ? -1 : x < y;
-}
-
 #define OFF_NAMED_MAX 64 /* processes the off-CPU slices name (as sample_processes: 64) */
 
 /* An off-CPU track: a thread of its own beside thread tid's (no kernel tid reaches it), named
@@ -229,23 +222,10 @@ static void off_cpu_events(tctx *t, const sm_model *m, int64_t t0, int64_t t1, i
     uint64_t *seen = NULL;
     size_t n_seen = 0, cap_seen = 0;
     const sm_profile *pr = &m->profile;
-    uint64_t cap = sm_trace_max_events(m) / 4, in = 0;
-    int64_t min_ns = 0; /* over the cap: the shortest left out */
-    for (size_t i = 0; i < pr->n_off_held; i++)
-        in += pr->off_held[i].t_ns >= t0 && pr->off_held[i].t_ns < t1;
-    if (cap && in > cap) {
-        int64_t *d = sonde__malloc(in * sizeof *d);
-        if (!d) {
-            t->err = -1;
-            return;
-        }
-        size_t n = 0;
-        for (size_t i = 0; i < pr->n_off_held; i++)
-            if (pr->off_held[i].t_ns >= t0 && pr->off_held[i].t_ns < t1)
-                d[n++] = pr->off_held[i].ns;
-        sonde__sort(d, n, sizeof *d, cmp_i64_desc);
-        min_ns = d[cap - 1];
-        sonde__free(d);
+    int64_t min_ns = sm_off_trace_min_ns(m, t0, t1); /* over the cap: the shorter left out */
+    if (min_ns < 0) {
+        t->err = -1;
+        return;
     }
     for (size_t i = 0; i < pr->n_off_held && !t->err; i++) {
         const sm_offperiod *o = &pr->off_held[i];

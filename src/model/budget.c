@@ -50,6 +50,27 @@ uint64_t sm_trace_max_events(const sm_model *m)
     return cfg.trace_max_events;
 }
 
+int64_t sm_off_trace_min_ns(const sm_model *m, int64_t t0, int64_t t1)
+{
+    const sm_profile *pr = &m->profile;
+    uint64_t cap = sm_trace_max_events(m) / 4;
+    size_t in = 0;
+    for (size_t i = 0; i < pr->n_off_held; i++)
+        in += pr->off_held[i].t_ns >= t0 && pr->off_held[i].t_ns < t1;
+    if (!cap || in <= cap)
+        return 0;
+    int64_t *d = sonde__malloc(in * sizeof *d);
+    if (!d)
+        return -1;
+    size_t n = 0;
+    for (size_t i = 0; i < pr->n_off_held; i++)
+        if (pr->off_held[i].t_ns >= t0 && pr->off_held[i].t_ns < t1)
+            d[n++] = pr->off_held[i].ns;
+    int64_t min = sm_kth_largest(d, n, (size_t)cap);
+    sonde__free(d);
+    return min > 0 ? min : 1;
+}
+
 uint64_t sm_report_max_sections(const sm_model *m)
 {
     sonde_config cfg;

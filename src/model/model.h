@@ -695,6 +695,9 @@ int64_t sm_kth_largest(int64_t *v, size_t n, size_t k);
  * none or one out of the key's range; 0: no limit): the sections a trace keeps, and the CPU
  * samples it carries. */
 uint64_t sm_trace_max_events(const sm_model *m);
+/* The shortest off-CPU period a trace of [t0, t1) shows (the longest held periods, at most a
+ * quarter of trace_max_events of them): 0 all of them; -1 out of memory. */
+int64_t sm_off_trace_min_ns(const sm_model *m, int64_t t0, int64_t t1);
 /* The run's report_max_sections the same way (default SM_REPORT_MAX_DEFAULT; 0: no limit). */
 #define SM_REPORT_MAX_DEFAULT 4000000ull
 uint64_t sm_report_max_sections(const sm_model *m);

@@ -68,6 +68,18 @@ if os.path.exists(trace):
     slept = [e for e in ev if e["args"].get("python") == "sleeper" and e["dur"] >= 0.95 * 0.3e6]
     assert len(slept) == 2 and slept[0]["tid"] == slept[1]["tid"], (label, slept)
     label += ", %d trace slices" % len(ev)
+    # NAME.pftrace (when written): the same slices, on "thread TID off-CPU" tracks
+    pf = report[:-len(".json")] + ".pftrace"
+    if os.path.exists(pf):
+        import pftrace  # tests/e2e/pftrace.py, the tests' own reader
+        t = pftrace.read(pf)
+        sl = [x for x in t["slices"] if x["cat"] == "off_cpu"]
+        assert len(sl) == len(ev), (label, len(sl), len(ev))
+        for a, b in zip(sorted(x["dur"] / 1e3 for x in sl), sorted(e["dur"] for e in ev)):
+            assert abs(a - b) <= 0.001, (label, a, b)
+        assert all(pftrace.track_name(t, x["track"]).endswith(" off-CPU") and
+                   x["name"].startswith("blocked: ") for x in sl), (label, sl[:2])
+        label += ", the same in the pftrace"
 print("%s: off-CPU %.2f s in %d periods; sleeper %.2f s in %s, waiter %.2f s in %s (%s), "
       "locker %.2f s in %s" % (label, off["seconds"], off["periods"], sleep_s,
                                 sleep_x["waits_in"], queue_s, queue_x["waits_in"],

@@ -1636,6 +1636,8 @@ pyframes)
         # off-CPU time: threads blocked for planted times, under their Python functions
         "$sonde" run --quiet -o py --name off$ran -- "$py" "$src/tests/e2e/pyoffcpu.py" ||
             fail "sonde run pyoffcpu $py exited $?"
+        "$sonde" export py/off$ran.sonde --format perfetto -o py --quiet ||
+            fail "export perfetto of off$ran"
         python3 "$src/tests/e2e/pyoffcpu_check.py" py/off$ran.json "$label" ||
             fail "off-CPU time of $py"
         ran=$((ran + 1))
