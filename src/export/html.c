@@ -119,6 +119,31 @@ static void ops_table(sbuf *b, const sm_model *m)
     sonde__free(v);
 }
 
+/* Off-CPU time (docs/stacks.md "Off-CPU time"): where the sampled threads were blocked in the
+ * kernel, the 20 longest stacks, each by what it waits in and its innermost Python function. */
+static void off_cpu_table(sbuf *b, const sm_model *m)
+{
+    const sm_profile *pr = &m->profile;
+    char d[32];
+    fmt_dur(d, sizeof d, (double)pr->off_ns / 1e9);
+    sbuf_printf(b, "<h2 id=\"off-cpu\">Off-CPU time</h2>\n<p class=\"note\">%s in %llu "
+                   "period(s) the sampled threads were blocked in the kernel (locks, queues, I/O, "
+                   "sleeps), by where, the longest first (NAME.offcpu.folded has every stack).</p>"
+                   "\n<table id=\"off-cpu-table\" class=\"facts\"><thead><tr><th>time</th>"
+                   "<th>periods</th><th>waits in</th><th>Python function</th></tr></thead>"
+                   "<tbody>\n", d, (unsigned long long)pr->off_periods);
+    for (size_t i = 0; i < pr->n_off && i < 20; i++) {
+        const sm_offstack *x = &pr->off[i];
+        fmt_dur(d, sizeof d, (double)x->ns / 1e9);
+        sbuf_printf(b, "<tr><td>%s</td><td>%llu</td><td>", d, (unsigned long long)x->periods);
+        esc(b, x->leaf != UINT32_MAX ? pr->funcs[x->leaf].name : "?");
+        sbuf_puts(b, "</td><td>");
+        esc(b, x->python != UINT32_MAX ? pr->funcs[x->python].name : "-");
+        sbuf_puts(b, "</td></tr>\n");
+    }
+    sbuf_puts(b, "</tbody></table>\n");
+}
+
 static void card(sbuf *b, const char *value, const char *label)
 {
     sbuf_puts(b, "<div class=\"card\"><div class=\"v\">");
@@ -1124,6 +1149,8 @@ int sx_html_report(sx_report *r, sbuf *b)
                        "of\"></select></div>\n<div id=\"flame\" class=\"figure\"></div>\n",
                     v, m->profile.hz);
     }
+    if (m->profile.off_followed)
+        off_cpu_table(b, m);
     sbuf_puts(b, "<h2 id=\"stages\">Stages</h2>\n<p class=\"note\">Each thread's top-level "
                  "sections by total time.</p>\n");
     stages(b, m);

@@ -80,6 +80,15 @@ if os.path.exists(trace):
         assert all(pftrace.track_name(t, x["track"]).endswith(" off-CPU") and
                    x["name"].startswith("blocked: ") for x in sl), (label, sl[:2])
         label += ", the same in the pftrace"
+# NAME.html (when written): the table, the sleeper's row among the first
+page = report[:-len(".json")] + ".html"
+if os.path.exists(page):
+    html = open(page).read()
+    at = html.find('<table id="off-cpu-table"')
+    assert at > 0, (label, "no off-CPU table in the HTML report")
+    rows = html[at:html.index("</table>", at)].split("<tr>")[2:]
+    assert 0 < len(rows) <= 20 and any("<td>sleeper</td>" in r for r in rows[:5]), (label, rows[:5])
+    label += ", the HTML table"
 print("%s: off-CPU %.2f s in %d periods; sleeper %.2f s in %s, waiter %.2f s in %s (%s), "
       "locker %.2f s in %s" % (label, off["seconds"], off["periods"], sleep_s,
                                 sleep_x["waits_in"], queue_s, queue_x["waits_in"],
