@@ -136,9 +136,9 @@ static void off_cpu_table(sbuf *b, const sm_model *m)
         const sm_offstack *x = &pr->off[i];
         fmt_dur(d, sizeof d, (double)x->ns / 1e9);
         sbuf_printf(b, "<tr><td>%s</td><td>%llu</td><td>", d, (unsigned long long)x->periods);
-        esc(b, x->leaf != UINT32_MAX ? pr->funcs[x->leaf].name : "?");
+        esc(b, x->waits_in);
         sbuf_puts(b, "</td><td>");
-        esc(b, x->python != UINT32_MAX ? pr->funcs[x->python].name : "-");
+        esc(b, x->python ? x->python : "-");
         sbuf_puts(b, "</td></tr>\n");
     }
     sbuf_puts(b, "</tbody></table>\n");

@@ -881,9 +881,9 @@ static void json_off_cpu(sbuf *b, const sm_profile *pr)
         const sm_offstack *x = &pr->off[i];
         sbuf_puts(b, i ? ",{" : "{");
         kv_str(b, "stack", x->stack, 1);
-        kv_str(b, "waits_in", x->leaf != UINT32_MAX ? pr->funcs[x->leaf].name : "?", 1);
-        if (x->python != UINT32_MAX)
-            kv_str(b, "python", pr->funcs[x->python].name, 1);
+        kv_str(b, "waits_in", x->waits_in, 1);
+        if (x->python)
+            kv_str(b, "python", x->python, 1);
         kv_num(b, "seconds", (double)x->ns / 1e9, 1);
         kv_num(b, "periods", (double)x->periods, 1);
         kv_num(b, "share", pr->off_ns ? (double)x->ns / (double)pr->off_ns : 0, 0);

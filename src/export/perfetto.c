@@ -668,11 +668,11 @@ static int off_cpu(pw *w, int run_pid)
         uint64_t uuid = UUID_OFFCPU(o->pid ? (int)o->pid : run_pid, o->tid);
         char name[300];
         snprintf(name, sizeof name, "blocked: %s",
-                 x->leaf != UINT32_MAX ? pr->funcs[x->leaf].name : "?");
+                 x->waits_in);
         size_t p, e = event_open(w, o->t_ns, TYPE_BEGIN, CAT_OFFCPU, SIZE_MAX, name, &p);
         pb_uint(&w->b, TE_TRACK, uuid);
-        if (x->python != UINT32_MAX)
-            arg_str(w, "python", pr->funcs[x->python].name);
+        if (x->python)
+            arg_str(w, "python", x->python);
         arg_str(w, "stack", x->stack);
         event_close(w, e, p);
         p = packet_open(w, o->t_ns + o->ns);

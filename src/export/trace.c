@@ -239,7 +239,7 @@ static void off_cpu_events(tctx *t, const sm_model *m, int64_t t0, int64_t t1, i
         sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"off_cpu\",\"name\":");
         char name[300];
         snprintf(name, sizeof name, "blocked: %s",
-                 x->leaf != UINT32_MAX ? pr->funcs[x->leaf].name : "?");
+                 x->waits_in);
         sbuf_json_str(&t->b, name);
         sbuf_add(&t->b, ",\"ts\":", 6);
         sbuf_us3(&t->b, o->t_ns + sh);
@@ -247,9 +247,9 @@ static void off_cpu_events(tctx *t, const sm_model *m, int64_t t0, int64_t t1, i
         sbuf_us3(&t->b, o->ns);
         pid_tid(t, opid, track);
         sbuf_puts(&t->b, ",\"args\":{");
-        if (x->python != UINT32_MAX) {
+        if (x->python) {
             sbuf_puts(&t->b, "\"python\":");
-            sbuf_json_str(&t->b, pr->funcs[x->python].name);
+            sbuf_json_str(&t->b, x->python);
             sbuf_putc(&t->b, ',');
         }
         sbuf_puts(&t->b, "\"stack\":");

@@ -350,8 +350,7 @@ static void txt_off_cpu(sbuf *b, const sm_profile *pr, sbuf_pool *pool)
         const sm_offstack *x = &pr->off[i];
         sx_fmt_dur(d, sizeof d, (double)x->ns / 1e9);
         sbuf_printf(b, "  %10s %8llu  %-40.40s %s\n", d, (unsigned long long)x->periods,
-                    L(x->leaf != UINT32_MAX ? pr->funcs[x->leaf].name : "?"),
-                    x->python != UINT32_MAX ? L(pr->funcs[x->python].name) : "-");
+                    L(x->waits_in), x->python ? L(x->python) : "-");
     }
 }
 

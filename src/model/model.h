@@ -354,9 +354,9 @@ typedef struct sm_pnode {
  * the kernel there. */
 typedef struct sm_offstack {
     char *stack;               /* folded: "process;outermost;...;innermost" */
-    uint32_t leaf;             /* funcs index of its innermost frame: what it waits in
-                                  (UINT32_MAX: no frame) */
-    uint32_t python;           /* funcs index of its innermost Python frame, UINT32_MAX: none */
+    const char *waits_in;      /* its innermost frame's function: what it waits in ("?": no
+                                  frame); the name in sm_profile.funcs */
+    const char *python;        /* its innermost Python frame's function, NULL: none */
     uint64_t ns, periods;      /* time blocked there, in how many periods */
     uint32_t id;               /* its place before the sort (the build's) */
 } sm_offstack;

@@ -111,14 +111,10 @@ int sm__offcpu_build(const sb_raw *raw, sm_model *m, const uint32_t *at)
             sm_offstack *x = &pr->off[pr->n_off];
             memset(x, 0, sizeof *x);
             x->id = (uint32_t)pr->n_off;
-            x->leaf = x->python = UINT32_MAX;
-            if (st->n)
-                x->leaf = at[st->f[st->n - 1]];
-            for (uint32_t f = st->n; f-- > 0;)
-                if (pr->funcs[at[st->f[f]]].python) {
-                    x->python = at[st->f[f]];
-                    break;
-                }
+            x->waits_in = st->n ? pr->funcs[at[st->f[st->n - 1]]].name : "?";
+            for (uint32_t f = st->n; f-- > 0 && !x->python;)
+                if (pr->funcs[at[st->f[f]]].python)
+                    x->python = pr->funcs[at[st->f[f]]].name;
             if (!(x->stack = sonde__strdup(line.data)) ||
                 strmap_put(&seen, line.data, (int)pr->n_off)) {
                 sonde__free(x->stack);

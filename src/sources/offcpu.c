@@ -226,18 +226,10 @@ void sonde__off_finish(sonde_stacks *s, uint64_t t)
     while (s->n_off_open)
         off_end(s, s->n_off_open - 1, t, 1);
     off_flush(s);
-    if (!s->off_lost)
-        return;
-    char text[256]; /* a WARNING record: the reports list it */
-    snprintf(text, sizeof text, "%llu context-switch record(s) were lost (their ring was full): "
-                                "the off-CPU time is short of the threads' true time blocked",
-             (unsigned long long)s->off_lost);
-    sbuf_reset(&s->out);
-    pb_lenstr(&s->out, text);
-    if (s->out.oom)
-        s->oom = 1;
-    else if (s->write(s->ctx, SONDE_R_WARNING, (const uint8_t *)s->out.data, s->out.len))
-        s->write_failed = 1;
+    if (s->off_lost)
+        sonde__stk_warn(s, "%llu context-switch record(s) were lost (their ring was full): the "
+                           "off-CPU time is short of the threads' true time blocked",
+                        (unsigned long long)s->off_lost);
 }
 
 void sonde__off_free(sonde_stacks *s)

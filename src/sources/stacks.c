@@ -292,8 +292,7 @@ static uint32_t unwind_sample(sonde_stacks *s, sproc *p, uint32_t tid, const uin
 }
 
 /* A warning in the file (WARNING record): the reports list it. */
-static void warn(sonde_stacks *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void warn(sonde_stacks *s, const char *fmt, ...)
+void sonde__stk_warn(sonde_stacks *s, const char *fmt, ...)
 {
     char text[512];
     va_list ap;
@@ -369,7 +368,7 @@ uint32_t sonde__stk_with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_
                                                                     look for: say why not */
             p->py_warned = 1;
             s->py_warnings++;
-            warn(s, "process %d: %s; its CPU samples keep their native frames only "
+            sonde__stk_warn(s, "process %d: %s; its CPU samples keep their native frames only "
                     "(docs/stacks.md, \"Python frames\")", p->pid, why);
         }
     }
@@ -1160,10 +1159,7 @@ void sonde__stacks_forget(sonde_stacks *s)
     sonde__cputimer_forget(s->timer);
     for (size_t i = 0; i < s->n_task_fds && s->task_fds; i++)
         close(s->task_fds[i]);
-    for (int c = 0; c < s->n_off; c++) {
-        munmap(s->off_rings[c], s->off_ring_bytes);
-        close(s->off_fds[c]);
-    }
+    sonde__off_close(s);
     for (int c = 0; c < s->n_cpus; c++) {
         munmap(s->rings[c], s->ring_bytes);
         close(s->fds[c]);
