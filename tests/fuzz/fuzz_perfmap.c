@@ -1,6 +1,7 @@
 /* fuzz_perfmap.c - libFuzzer target for the perf map reader (symbols.c, sonde__sym_perfmap):
  * any bytes as /tmp/perf-PID.map must be read or skipped line by line, never past a line, and
  * every symbol read must name the addresses it holds. */
+#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -38,7 +39,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char fallback[96]; /* what an address no symbol holds is called */
         snprintf(fallback, sizeof fallback, "%s+0x%llx", sonde__sym_base(m),
                  (unsigned long long)probe[i]);
-        if (sonde__sym_holds(m, probe[i]) && !strcmp(sf[0].name, fallback))
+        /* (unless the map itself names a symbol so: a CI run's fuzzing wrote
+         * "0 1 perf-PID.map+0x0" for its own pid) */
+        if (sonde__sym_holds(m, probe[i]) && !strcmp(sf[0].name, fallback) &&
+            !memmem(data, size, fallback, strlen(fallback)))
             abort();
         sonde__free(sf[0].name);
         sonde__free(sf[0].file);
