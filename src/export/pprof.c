@@ -4,7 +4,9 @@
  * says; a location per function (the samples keep function names, not addresses) and one more
  * per source line the samples were running (`pprof -lines`); a sample per distinct stack and
  * innermost line, with its count and its CPU time (count times the sampling period), labelled
- * with its process. */
+ * with its process. Where off-CPU periods were followed (docs/stacks.md), two more sample types,
+ * off_cpu_periods and off_cpu (nanoseconds), and a sample per off-CPU stack holding them (its
+ * CPU values 0); the default sample type stays cpu (`pprof -sample_index=off_cpu` for them). */
 #include <stdio.h>
 #include <string.h>
 #include <zlib.h>
@@ -17,7 +19,7 @@
 /* Field numbers of profile.proto. */
 enum {
     PR_SAMPLE_TYPE = 1, PR_SAMPLE = 2, PR_LOCATION = 4, PR_FUNCTION = 5, PR_STRING = 6,
-    PR_DURATION = 10, PR_PERIOD_TYPE = 11, PR_PERIOD = 12,
+    PR_DURATION = 10, PR_PERIOD_TYPE = 11, PR_PERIOD = 12, PR_DEFAULT_SAMPLE_TYPE = 14,
     VT_TYPE = 1, VT_UNIT = 2,
     SA_LOCATION = 1, SA_VALUE = 2, SA_LABEL = 3, LB_KEY = 1, LB_STR = 2,
     LO_ID = 1, LO_LINE = 4, LI_FUNCTION = 1, LI_LINE = 2,
@@ -85,28 +87,41 @@ static void location(sbuf *b, uint64_t id, size_t func, unsigned line)
     pb_close(b, at);
 }
 
-/* A Sample of count samples of stack i, labelled process proc: its innermost location leaf in
- * place of its innermost function's (0: that function's). */
-static void sample(sbuf *b, sbuf *packed, const sm_profile *p, size_t i, uint64_t leaf,
-                   uint64_t count, uint64_t period, uint64_t process, uint64_t proc)
+/* A Sample of the stack frames[0, n) (sm_profile.funcs indexes, outermost first) with its
+ * values (one per sample type), labelled process proc: its innermost location leaf in place of
+ * its innermost function's (0: that function's). */
+static void sample(sbuf *b, sbuf *packed, const uint32_t *frames, size_t n, uint64_t leaf,
+                   const uint64_t *values, size_t n_values, uint64_t process, uint64_t proc)
 {
     size_t at = pb_open(b, PR_SAMPLE);
     sbuf_reset(packed); /* the locations, innermost first */
-    size_t k = p->first[i + 1];
-    if (leaf && k-- > p->first[i])
+    size_t k = n;
+    if (leaf && k) {
         pb_varint(packed, leaf);
-    while (k-- > p->first[i])
-        pb_varint(packed, p->frames[k] + 1);
+        k--;
+    }
+    while (k-- > 0)
+        pb_varint(packed, frames[k] + 1);
     pb_bytes(b, SA_LOCATION, packed->data, packed->len);
     sbuf_reset(packed);
-    pb_varint(packed, count);
-    pb_varint(packed, count * period);
+    for (size_t v = 0; v < n_values; v++)
+        pb_varint(packed, values[v]);
     pb_bytes(b, SA_VALUE, packed->data, packed->len);
     size_t lb = pb_open(b, SA_LABEL);
     pb_uint(b, LB_KEY, process);
     pb_uint(b, LB_STR, proc);
     pb_close(b, lb);
     pb_close(b, at);
+}
+
+/* The process a folded line names (its first element), as a string of the table. */
+static uint64_t process_of(strs *t, const char *line)
+{
+    char comm[64];
+    const char *semi = strchr(line, ';');
+    size_t n = semi ? (size_t)(semi - line) : strlen(line);
+    snprintf(comm, sizeof comm, "%.*s", (int)(n < sizeof comm ? n : sizeof comm - 1), line);
+    return str_copy(t, comm);
 }
 
 /* The Profile message, whole (its size grows with distinct stacks, lines and functions only). */
@@ -123,6 +138,13 @@ static int profile(const sm_model *m, sbuf *b)
     uint64_t period = p->hz ? 1000000000ull / p->hz : 0;
     value_type(b, PR_SAMPLE_TYPE, samples, count);
     value_type(b, PR_SAMPLE_TYPE, cpu, ns);
+    size_t n_types = 2; /* and with off-CPU periods, two more: the CPU time stays the default */
+    if (p->n_off) {
+        value_type(b, PR_SAMPLE_TYPE, str_id(&t, "off_cpu_periods"), count);
+        value_type(b, PR_SAMPLE_TYPE, str_id(&t, "off_cpu"), ns);
+        pb_uint(b, PR_DEFAULT_SAMPLE_TYPE, cpu);
+        n_types = 4;
+    }
     value_type(b, PR_PERIOD_TYPE, cpu, ns);
     pb_uint(b, PR_PERIOD, period);
     pb_uint(b, PR_DURATION, (uint64_t)(m->duration_ns > 0 ? m->duration_ns : 0));
@@ -143,23 +165,28 @@ static int profile(const sm_model *m, sbuf *b)
         location(b, p->n_funcs + 1 + j, p->lines[j].func, p->lines[j].line);
     sbuf packed;
     sbuf_init(&packed);
-    char comm[64];
     size_t sl = 0;
     for (size_t i = 0; i < p->n_stacks && p->first; i++) {
-        const char *semi = strchr(p->stacks[i], ';'); /* the folded line starts with it */
-        size_t n = semi ? (size_t)(semi - p->stacks[i]) : strlen(p->stacks[i]);
-        snprintf(comm, sizeof comm, "%.*s", (int)(n < sizeof comm ? n : sizeof comm - 1),
-                 p->stacks[i]);
-        uint64_t proc = str_copy(&t, comm), rest = p->counts[i];
+        uint64_t proc = process_of(&t, p->stacks[i]), rest = p->counts[i];
+        const uint32_t *fr = p->frames + p->first[i];
+        size_t n = p->first[i + 1] - p->first[i];
         while (sl < p->n_stack_lines && p->stack_lines[sl].stack < i)
             sl++;
         for (; sl < p->n_stack_lines && p->stack_lines[sl].stack == i; sl++) {
             const sm_stack_line *e = &p->stack_lines[sl];
-            sample(b, &packed, p, i, p->n_funcs + 1 + e->line, e->count, period, process, proc);
+            uint64_t v[4] = {e->count, e->count * period, 0, 0};
+            sample(b, &packed, fr, n, p->n_funcs + 1 + e->line, v, n_types, process, proc);
             rest -= e->count; /* its lines' counts are parts of its count (profile.c) */
         }
+        uint64_t v[4] = {rest, rest * period, 0, 0};
         if (rest) /* its samples at no known line */
-            sample(b, &packed, p, i, 0, rest, period, process, proc);
+            sample(b, &packed, fr, n, 0, v, n_types, process, proc);
+    }
+    for (size_t i = 0; i < p->n_off && n_types == 4; i++) { /* off-CPU: periods and time */
+        const sm_offstack *x = &p->off[i];
+        uint64_t v[4] = {0, 0, x->periods, x->ns};
+        sample(b, &packed, x->frames, x->n_frames, 0, v, n_types, process,
+               process_of(&t, x->stack));
     }
     sbuf_free(&packed);
     for (size_t i = 0; i < t.n; i++)

@@ -359,6 +359,9 @@ typedef struct sm_offstack {
     const char *python;        /* its innermost Python frame's function, NULL: none */
     uint64_t ns, periods;      /* time blocked there, in how many periods */
     uint32_t id;               /* its place before the sort (the build's) */
+    uint32_t *frames;          /* its frames, outermost first: sm_profile.funcs indexes (those
+                                  of the first stack read with this folded line) */
+    uint32_t n_frames;
 } sm_offstack;
 /* An off-CPU period kept for the trace (the longest, sm_profile.off_held): when, how long, its
  * thread and process, its stack (sm_profile.off index). */

@@ -115,12 +115,17 @@ int sm__offcpu_build(const sb_raw *raw, sm_model *m, const uint32_t *at)
             for (uint32_t f = st->n; f-- > 0 && !x->python;)
                 if (pr->funcs[at[st->f[f]]].python)
                     x->python = pr->funcs[at[st->f[f]]].name;
-            if (!(x->stack = sonde__strdup(line.data)) ||
+            x->frames = sonde__malloc((st->n ? st->n : 1) * sizeof *x->frames);
+            if (!x->frames || !(x->stack = sonde__strdup(line.data)) ||
                 strmap_put(&seen, line.data, (int)pr->n_off)) {
+                sonde__free(x->frames);
                 sonde__free(x->stack);
                 rc = -1;
                 break;
             }
+            for (uint32_t f = 0; f < st->n; f++)
+                x->frames[f] = at[st->f[f]];
+            x->n_frames = st->n;
             k = (int)pr->n_off++;
         }
         pr->off[k].ns += o->ns;

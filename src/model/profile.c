@@ -174,8 +174,10 @@ void sm_profile_free(sm_profile *p)
     sonde__free(p->nodes);
     sonde__free(p->leaf);
     sonde__free(p->python);
-    for (size_t i = 0; i < p->n_off; i++)
+    for (size_t i = 0; i < p->n_off; i++) {
         sonde__free(p->off[i].stack);
+        sonde__free(p->off[i].frames);
+    }
     sonde__free(p->off);
     sonde__free(p->off_held);
     memset(p, 0, sizeof *p);

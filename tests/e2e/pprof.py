@@ -36,7 +36,8 @@ def packed(m, f):
 
 def read(path):
     """The Profile in path (gzip-compressed or not) as a dict:
-    types [(type, unit)], period, functions {id: {name, filename, start_line}},
+    types [(type, unit)], default_type (the default sample type's name, "" when unset: the
+    last), period, functions {id: {name, filename, start_line}},
     locations {id: [(function id, line)]}, samples [{locations, values, labels}]."""
     data = open(path, "rb").read()
     if data[:2] == b"\x1f\x8b":
@@ -50,6 +51,7 @@ def read(path):
         return strings[m[f][-1]] if f in m else ""
 
     out = {"types": [(s(msg(v), 1), s(msg(v), 2)) for v in p.get(1, [])],
+           "default_type": strings[p[14][-1]] if 14 in p else "",
            "period": p.get(12, [0])[-1], "functions": {}, "locations": {}, "samples": []}
     for f in p.get(5, []):
         f = msg(f)
@@ -65,6 +67,9 @@ def read(path):
         out["samples"].append({"locations": packed(sa, 1), "values": packed(sa, 2),
                                "labels": labels})
     for sa in out["samples"]:
+        if len(sa["values"]) != len(out["types"]):
+            raise ValueError("a sample has %d values for %d sample types" % (
+                len(sa["values"]), len(out["types"])))
         for loc in sa["locations"]:
             if loc not in out["locations"]:
                 raise ValueError("a sample names location %d, which the profile lacks" % loc)

@@ -53,6 +53,32 @@ for line in open(folded):
     us += int(n)
 assert abs(us - off["seconds"] * 1e6) <= len(off["stacks"]) + 1 or len(off["stacks"]) == 100, (
     label, us, off["seconds"])
+# NAME.pb.gz: the same periods as pprof's off_cpu sample type, each stack a sample of its own
+# (CPU values 0) with every frame, the CPU time still the default type; the sleeper's stacks
+# hold its time (the JSON names the 100 longest stacks, the profile all of them)
+pb = report[:-len(".json")] + ".pb.gz"
+if os.path.exists(pb):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import pprof  # tests/e2e/pprof.py, the tests' own reader
+    prof = pprof.read(pb)
+    assert prof["types"] == [("samples", "count"), ("cpu", "nanoseconds"),
+                             ("off_cpu_periods", "count"), ("off_cpu", "nanoseconds")] and \
+        prof["default_type"] == "cpu", (label, prof["types"], prof["default_type"])
+    offs = [sa for sa in prof["samples"] if sa["values"][3]]
+    cpus = [sa for sa in prof["samples"] if sa["values"][1]]
+    assert all(sa["values"][:2] == [0, 0] and sa["values"][2] > 0 for sa in offs) and \
+        all(sa["values"][2:] == [0, 0] for sa in cpus), (label, prof["samples"][:3])
+    assert sum(sa["values"][2] for sa in offs) == off["periods"], (label, off["periods"])
+    assert abs(sum(sa["values"][3] for sa in offs) - off["seconds"] * 1e9) <= 1e3, (label,)
+
+    def names(sa):
+        return [prof["functions"][fn]["name"] for loc in sa["locations"]
+                for fn, _ in prof["locations"][loc]]
+    slept = sum(sa["values"][3] for sa in offs if "sleeper" in names(sa)) / 1e9
+    assert slept >= sleep_s - 1e-6, (label, slept, sleep_s)
+    assert any(names(sa)[0] == sleep_x["waits_in"] for sa in offs if "sleeper" in names(sa)), (
+        label, sleep_x["waits_in"])
+    label += ", the pprof off_cpu samples"
 # NAME.trace.json.gz (when written): the periods as "blocked: ..." slices on their threads,
 # the sleeper's two 0.3 s sleeps among them
 trace = report[:-len(".json")] + ".trace.json.gz"
