@@ -865,8 +865,8 @@ static void json_python(sbuf *b, const sm_profile *pr)
     sbuf_puts(b, "],");
 }
 
-/* "off_cpu": where the sampled threads were blocked in the kernel, top 100 stacks by time (only
- * when the periods were followed: docs/stacks.md "Off-CPU time"). */
+/* "off_cpu": where the sampled threads were blocked in the kernel, top 100 stacks by time, and
+ * by section (only when the periods were followed: docs/stacks.md "Off-CPU time"). */
 static void json_off_cpu(sbuf *b, const sm_profile *pr)
 {
     if (!pr->off_followed)
@@ -884,6 +884,20 @@ static void json_off_cpu(sbuf *b, const sm_profile *pr)
         kv_str(b, "waits_in", x->waits_in, 1);
         if (x->python)
             kv_str(b, "python", x->python, 1);
+        kv_num(b, "seconds", (double)x->ns / 1e9, 1);
+        kv_num(b, "periods", (double)x->periods, 1);
+        kv_num(b, "share", pr->off_ns ? (double)x->ns / (double)pr->off_ns : 0, 0);
+        sbuf_putc(b, '}');
+    }
+    sbuf_puts(b, "],");
+    /* by the innermost section open on the thread when it blocked, top 100 by time */
+    kv_num(b, "in_sections_seconds", (double)pr->off_in_sections_ns / 1e9, 1);
+    key(b, "sections");
+    sbuf_putc(b, '[');
+    for (size_t i = 0; i < pr->n_off_sections && i < 100; i++) {
+        const sm_offsection *x = &pr->off_sections[i];
+        sbuf_puts(b, i ? ",{" : "{");
+        kv_str(b, "name", x->name, 1);
         kv_num(b, "seconds", (double)x->ns / 1e9, 1);
         kv_num(b, "periods", (double)x->periods, 1);
         kv_num(b, "share", pr->off_ns ? (double)x->ns / (double)pr->off_ns : 0, 0);

@@ -352,6 +352,17 @@ static void txt_off_cpu(sbuf *b, const sm_profile *pr, sbuf_pool *pool)
         sbuf_printf(b, "  %10s %8llu  %-40.40s %s\n", d, (unsigned long long)x->periods,
                     L(x->waits_in), x->python ? L(x->python) : "-");
     }
+    if (pr->n_off_sections) /* "inside load: 0.5 s" */
+        sbuf_printf(b, "Off-CPU time by the innermost section open on the thread when it blocked "
+                       "(%.1f%% of it began inside one):\n",
+                    pr->off_ns ? 100.0 * (double)pr->off_in_sections_ns / (double)pr->off_ns : 0);
+    for (size_t i = 0; i < pr->n_off_sections && i < 10; i++) {
+        const sm_offsection *x = &pr->off_sections[i];
+        sx_fmt_dur(d, sizeof d, (double)x->ns / 1e9);
+        sbuf_printf(b, "  %-24.24s %10s %8llu period(s) %6.1f%%\n", L(x->name), d,
+                    (unsigned long long)x->periods,
+                    pr->off_ns ? 100.0 * (double)x->ns / (double)pr->off_ns : 0);
+    }
 }
 
 static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,

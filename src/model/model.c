@@ -658,12 +658,23 @@ typedef struct tbuild {
     uint64_t gaps;          /* GAP markers so far on this thread */
     uint32_t args_left;     /* METADATA events still to come that are an instant's payload */
     int32_t args_of;        /* that instant, -1 when it was not kept */
-    const uint32_t *smp;    /* its CPU samples in time order (held sections), n_smp of them */
+    const uint32_t *smp;    /* its CPU samples and off-CPU periods in time order (held
+                               sections), n_smp of them */
     size_t n_smp, at_smp;   /* at_smp: the next one to place */
 } tbuild;
 
-/* Held sections: the CPU samples of the thread up to time t (inclusive: a section's end holds
- * a sample taken then, as sm__innermost_at has it) in the innermost section built and open. */
+/* Point i of the places to find: CPU sample i, then off-CPU period i - n_samples (its start). */
+static sm_sample_raw point_at(const sb_raw *raw, size_t i)
+{
+    if (i < raw->n_samples)
+        return raw->samples[i];
+    const sm_off_raw *o = &raw->offs[i - raw->n_samples];
+    return (sm_sample_raw){o->tid, o->stack, o->t_mono};
+}
+
+/* Held sections: the CPU samples (and off-CPU periods' starts) of the thread up to time t
+ * (inclusive: a section's end holds a sample taken then, as sm__innermost_at has it) in the
+ * innermost section built and open. */
 static void place_samples(tbuild *tb, int64_t t, int inclusive)
 {
     const sb_raw *raw = tb->b->raw;
@@ -671,7 +682,7 @@ static void place_samples(tbuild *tb, int64_t t, int inclusive)
     int32_t site = in ? (int32_t)tb->b->m->spans[in->span].site : -1;
     while (tb->at_smp < tb->n_smp) {
         uint32_t i = tb->smp[tb->at_smp];
-        int64_t ts = (int64_t)(raw->samples[i].t_mono - tb->b->m->start_mono_ns);
+        int64_t ts = (int64_t)(point_at(raw, i).t_mono - tb->b->m->start_mono_ns);
         if (ts > t || (ts == t && !inclusive))
             break;
         raw->sample_site[i] = site;
@@ -880,31 +891,34 @@ static int cmp_smp(const void *a, const void *b)
     return x->t < y->t ? -1 : x->t > y->t;
 }
 
-/* Held sections: the CPU samples are placed in their sections as those are built, not after
- * (place_samples), so b->smp lists them by thread id and time, and raw->sample_site receives
- * their places. 0, or -1 out of memory. */
+/* Held sections: the CPU samples and the off-CPU periods' starts are placed in their sections
+ * as those are built, not after (place_samples), so b->smp lists them by thread id and time,
+ * and raw->sample_site receives their places (the periods' after the samples'). 0, or -1 out of
+ * memory. */
 static int sort_samples(bctx *b)
 {
     sb_raw *raw = b->raw;
-    smp_key *k = sonde__malloc(raw->n_samples * sizeof *k);
-    b->smp = sonde__malloc(raw->n_samples * sizeof *b->smp);
-    raw->sample_site = sonde__malloc(raw->n_samples * sizeof *raw->sample_site);
+    size_t n = raw->n_samples + raw->n_offs;
+    smp_key *k = sonde__malloc(n * sizeof *k);
+    b->smp = sonde__malloc(n * sizeof *b->smp);
+    raw->sample_site = sonde__malloc(n * sizeof *raw->sample_site);
     if (!k || !b->smp || !raw->sample_site) {
         sonde__free(k);
         return -1;
     }
-    for (size_t i = 0; i < raw->n_samples; i++) {
-        k[i] = (smp_key){raw->samples[i].tid, (uint32_t)i, raw->samples[i].t_mono};
+    for (size_t i = 0; i < n; i++) {
+        sm_sample_raw s = point_at(raw, i);
+        k[i] = (smp_key){s.tid, (uint32_t)i, s.t_mono};
         raw->sample_site[i] = -1;
     }
-    sonde__sort(k, raw->n_samples, sizeof *k, cmp_smp);
-    for (size_t i = 0; i < raw->n_samples; i++)
+    sonde__sort(k, n, sizeof *k, cmp_smp);
+    for (size_t i = 0; i < n; i++)
         b->smp[i] = k[i].i;
     sonde__free(k);
     return 0;
 }
 
-/* Thread t's samples in b->smp: those of its thread id, when no other thread has that id (the
+/* Thread t's points in b->smp: those of its thread id, when no other thread has that id (the
  * profile places a sample by its thread id alone). */
 static void thread_samples(const bctx *b, size_t t, const uint32_t **smp, size_t *n)
 {
@@ -914,17 +928,16 @@ static void thread_samples(const bctx *b, size_t t, const uint32_t **smp, size_t
     for (size_t u = 0; u < m->n_threads; u++)
         if (u != t && m->threads[u].tid == tid)
             return;
-    const sm_sample_raw *s = b->raw->samples;
-    size_t lo = 0, hi = b->raw->n_samples;
+    size_t lo = 0, hi = b->raw->n_samples + b->raw->n_offs, all = hi;
     while (lo < hi) { /* the first of its id */
         size_t mid = (lo + hi) / 2;
-        if (s[b->smp[mid]].tid < tid)
+        if (point_at(b->raw, b->smp[mid]).tid < tid)
             lo = mid + 1;
         else
             hi = mid;
     }
     size_t end = lo;
-    while (end < b->raw->n_samples && s[b->smp[end]].tid == tid)
+    while (end < all && point_at(b->raw, b->smp[end]).tid == tid)
         end++;
     *smp = b->smp + lo;
     *n = end - lo;
@@ -1234,7 +1247,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
             if (sm__sink_init(&b.ssink[b.n_ssink], m))
                 goto out;
     }
-    if (b.held_min_ns != INT64_MIN && raw->n_samples && sort_samples(&b))
+    if (b.held_min_ns != INT64_MIN && (raw->n_samples || raw->n_offs) && sort_samples(&b))
         goto out;
     /* The second pass: each thread's sections, its events decoded a batch at a time. */
     for (size_t t = 0; t < raw->n_threads; t++) {

@@ -363,6 +363,12 @@ typedef struct sm_offstack {
                                   of the first stack read with this folded line) */
     uint32_t n_frames;
 } sm_offstack;
+/* The off-CPU time of the periods that began inside sections of one name (the innermost open
+ * on the period's thread at its start: a blocked thread opens and closes none). */
+typedef struct sm_offsection {
+    char *name;
+    uint64_t ns, periods;
+} sm_offsection;
 /* An off-CPU period kept for the trace (the longest, sm_profile.off_held): when, how long, its
  * thread and process, its stack (sm_profile.off index). */
 typedef struct sm_offperiod {
@@ -414,6 +420,9 @@ typedef struct sm_profile {
     size_t n_off;
     sm_offperiod *off_held;    /* the longest periods (at most SM_OFF_HELD_MAX), in time order */
     size_t n_off_held;
+    sm_offsection *off_sections; /* by section, the longest first */
+    size_t n_off_sections;
+    uint64_t off_in_sections_ns; /* of off_ns, the periods that began inside a section */
 } sm_profile;
 void sm_profile_free(sm_profile *p);
 /* Up to k functions of section ps that own samples as their innermost Python frame, most first:

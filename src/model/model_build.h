@@ -115,7 +115,8 @@ typedef struct sb_raw {
     sm_sample_raw *samples; /* CPU samples with stacks */
     size_t n_samples, cap_samples;
     int32_t *sample_site; /* when not every section is held: each sample's innermost section's
-                             site (-1 none), placed as the sections were built (model.c) */
+                             site (-1 none), then each off-CPU period's (at its start), placed
+                             as the sections were built (model.c) */
     sm_pstack_raw *pstacks;
     size_t n_pstacks, cap_pstacks;
     sm_pfunc_raw *pfuncs;
@@ -195,9 +196,10 @@ void sm__fold_line(sbuf *line, const sm_pstack_raw *st, const sm_func *funcs, co
 /* offcpu.c: an OFFCPU record's periods appended to raw; 0, -1 malformed, -2 out of memory. */
 int sm__offcpu_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end);
 /* offcpu.c: raw's off-CPU periods summed by stack into m->profile (its functions built and
- * sorted, at[raw function id] their places), the longest kept for the trace; 0, or -1 out of
- * memory. */
-int sm__offcpu_build(const sb_raw *raw, sm_model *m, const uint32_t *at);
+ * sorted, at[raw function id] their places), the longest kept for the trace, and by the section
+ * each began in (site[i]: the site of the innermost section open on period i's thread at its
+ * start, -1 none; site NULL: none known); 0, or -1 out of memory. */
+int sm__offcpu_build(const sb_raw *raw, sm_model *m, const uint32_t *at, const int32_t *site);
 void sm__profile_free_raw(sb_raw *raw);
 
 /* Moves what it keeps out of raw into m (raw is freed by the caller either way). */

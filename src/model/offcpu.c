@@ -74,15 +74,47 @@ static int hold_periods(sm_profile *pr)
     return 0;
 }
 
-int sm__offcpu_build(const sb_raw *raw, sm_model *m, const uint32_t *at)
+static int cmp_offsection(const void *a, const void *b)
+{
+    const sm_offsection *x = a, *y = b;
+    if (x->ns != y->ns)
+        return x->ns > y->ns ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* Period o's time added to the section of its name (site), found in names or appended. 0, or -1
+ * out of memory. */
+static int in_section(sm_profile *pr, strmap *names, size_t *cap, const char *name,
+                      const sm_off_raw *o)
+{
+    int k = strmap_get(names, name);
+    if (k < 0) {
+        if (SONDE_GROW(pr->off_sections, pr->n_off_sections, *cap))
+            return -1;
+        sm_offsection *x = &pr->off_sections[pr->n_off_sections];
+        *x = (sm_offsection){sonde__strdup(name), 0, 0};
+        if (!x->name || strmap_put(names, name, (int)pr->n_off_sections)) {
+            sonde__free(x->name);
+            return -1;
+        }
+        k = (int)pr->n_off_sections++;
+    }
+    pr->off_sections[k].ns += o->ns;
+    pr->off_sections[k].periods++;
+    pr->off_in_sections_ns += o->ns;
+    return 0;
+}
+
+int sm__offcpu_build(const sb_raw *raw, sm_model *m, const uint32_t *at, const int32_t *site)
 {
     sm_profile *pr = &m->profile;
     pr->off_followed = raw->off_followed;
-    strmap seen;
+    strmap seen, names;
     strmap_init(&seen);
+    strmap_init(&names);
     sbuf line;
     sbuf_init(&line);
-    size_t cap = 0, cap_held = 0;
+    size_t cap = 0, cap_held = 0, cap_sections = 0;
     int rc = 0;
     for (size_t i = 0; i < raw->n_offs && !rc; i++) {
         const sm_off_raw *o = &raw->offs[i];
@@ -130,6 +162,11 @@ int sm__offcpu_build(const sb_raw *raw, sm_model *m, const uint32_t *at)
         }
         pr->off[k].ns += o->ns;
         pr->off[k].periods++;
+        if (site && site[i] >= 0 && (size_t)site[i] < m->n_sites &&
+            in_section(pr, &names, &cap_sections, m->sites[site[i]].name, o)) {
+            rc = -1;
+            break;
+        }
         if (SONDE_GROW(pr->off_held, pr->n_off_held, cap_held)) {
             rc = -1;
             break;
@@ -145,9 +182,13 @@ int sm__offcpu_build(const sb_raw *raw, sm_model *m, const uint32_t *at)
     }
     if (!rc && pr->n_off)
         sonde__sort(pr->off, pr->n_off, sizeof *pr->off, cmp_off);
+    if (!rc && pr->n_off_sections)
+        sonde__sort(pr->off_sections, pr->n_off_sections, sizeof *pr->off_sections,
+                    cmp_offsection);
     if (!rc)
         rc = hold_periods(pr);
     sbuf_free(&line);
     strmap_free(&seen);
+    strmap_free(&names);
     return rc;
 }

@@ -180,6 +180,9 @@ void sm_profile_free(sm_profile *p)
     }
     sonde__free(p->off);
     sonde__free(p->off_held);
+    for (size_t i = 0; i < p->n_off_sections; i++)
+        sonde__free(p->off_sections[i].name);
+    sonde__free(p->off_sections);
     memset(p, 0, sizeof *p);
 }
 
@@ -450,6 +453,61 @@ static int cmp_thread(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Where a sample or an off-CPU period's start lies: the innermost section open on its thread
+ * then, placed as the sections were built when not all are held (raw->sample_site), else
+ * found now in the model's spans. */
+typedef struct placer {
+    const sb_raw *raw;
+    const sm_model *m;
+    pf_thread *th;             /* the model's threads by thread id */
+    sm_nested spans;
+    size_t *first;             /* sm__thread_firsts, when not placed while building */
+} placer;
+
+static int cmp_thread(const void *a, const void *b);
+
+static int placer_init(placer *pl, const sb_raw *raw, const sm_model *m)
+{
+    memset(pl, 0, sizeof *pl);
+    pl->raw = raw;
+    pl->m = m;
+    pl->spans = SM_SPANS(m);
+    pl->th = sonde__malloc((m->n_threads ? m->n_threads : 1) * sizeof *pl->th);
+    if (!raw->sample_site)
+        pl->first = sm__thread_firsts(&pl->spans, m->n_threads);
+    if (!pl->th || (!raw->sample_site && !pl->first))
+        return -1;
+    for (size_t i = 0; i < m->n_threads; i++)
+        pl->th[i] = (pf_thread){m->threads[i].tid, (uint32_t)i};
+    sonde__sort(pl->th, m->n_threads, sizeof *pl->th, cmp_thread);
+    return 0;
+}
+
+static void placer_free(placer *pl)
+{
+    sonde__free(pl->th);
+    sonde__free(pl->first);
+}
+
+/* The site of the innermost section open at point `point` (a sample's index, or n_samples plus
+ * an off-CPU period's) of thread tid at t_mono, taken in process pid (a stack's); -1: none, or
+ * a thread of another process than the model's thread of that id. */
+static int32_t placer_site(const placer *pl, size_t point, uint32_t tid, uint32_t pid,
+                           uint64_t t_mono)
+{
+    const sm_model *m = pl->m;
+    pf_thread key = {tid, 0};
+    const pf_thread *hit = bsearch(&key, pl->th, m->n_threads, sizeof *pl->th, cmp_thread);
+    int tpid = hit ? m->threads[hit->index].pid : 0;
+    if (!hit || (tpid && (uint32_t)tpid != pid))
+        return -1;
+    if (pl->raw->sample_site)
+        return pl->raw->sample_site[point];
+    int32_t sp = sm__innermost_at(&pl->spans, pl->first, hit->index,
+                                  (int64_t)(t_mono - m->start_mono_ns));
+    return sp < 0 ? -1 : (int32_t)m->spans[sp].site;
+}
+
 static int cmp_section(const void *a, const void *b)
 {
     const sm_psection *x = a, *y = b;
@@ -516,40 +574,21 @@ static int spread(const pf_table *t, sm_profile *pr, int stacks)
 /* Each sample in the innermost section open on its thread at its time, grouped by the
  * section's name: first (section, stack) pairs counted, then each pair's functions and its
  * folded stack. */
-static int build_sections(sb_raw *raw, sm_model *m, const uint32_t *at, const uint32_t *folded)
+static int build_sections(sb_raw *raw, sm_model *m, const placer *pl, const uint32_t *at,
+                          const uint32_t *folded)
 {
     sm_profile *pr = &m->profile;
-    pf_thread *th = sonde__malloc((m->n_threads ? m->n_threads : 1) * sizeof *th);
-    sm_nested spans = SM_SPANS(m);
-    /* placed as the sections were built when not all are held (raw->sample_site); else now */
-    size_t *first = raw->sample_site ? NULL : sm__thread_firsts(&spans, m->n_threads);
     uint64_t *mark = sonde__calloc(pr->n_funcs ? pr->n_funcs : 1, sizeof *mark);
     pf_table pairs = {0}, fns = {0}, stacks = {0}, owns = {0};
     size_t cap_sections = 0;
     strmap names;
     strmap_init(&names);
     int rc = -1;
-    if (!th || (!first && !raw->sample_site) || !mark)
+    if (!mark)
         goto out;
-    for (size_t i = 0; i < m->n_threads; i++)
-        th[i] = (pf_thread){m->threads[i].tid, (uint32_t)i};
-    sonde__sort(th, m->n_threads, sizeof *th, cmp_thread);
     for (size_t i = 0; i < raw->n_samples; i++) {
         const sm_sample_raw *s = &raw->samples[i]; /* its stack is one of the file's */
-        pf_thread key = {s->tid, 0};
-        const pf_thread *hit = bsearch(&key, th, m->n_threads, sizeof *th, cmp_thread);
-        const sm_pstack_raw *st = &raw->pstacks[s->stack];
-        int pid = hit ? m->threads[hit->index].pid : 0;
-        if (!hit || (pid && (uint32_t)pid != st->pid))
-            continue;
-        int32_t site;
-        if (raw->sample_site) {
-            site = raw->sample_site[i];
-        } else {
-            int32_t sp = sm__innermost_at(&spans, first, hit->index,
-                                          (int64_t)(s->t_mono - m->start_mono_ns));
-            site = sp < 0 ? -1 : (int32_t)m->spans[sp].site;
-        }
+        int32_t site = placer_site(pl, i, s->tid, raw->pstacks[s->stack].pid, s->t_mono);
         if (site < 0)
             continue;
         const char *name = m->sites[site].name;
@@ -612,8 +651,6 @@ out:
     sonde__free(fns.s);
     sonde__free(stacks.s);
     sonde__free(owns.s);
-    sonde__free(th);
-    sonde__free(first);
     sonde__free(mark);
     sonde__free(pairs.s);
     strmap_free(&names);
@@ -810,6 +847,9 @@ int sm__profile_build(sb_raw *raw, sm_model *m)
     uint32_t *at = sonde__malloc((raw->n_pfuncs + 1) * sizeof *at);
     uint8_t *bad = sonde__calloc(raw->n_pstacks + 1, 1);
     uint32_t *folded = sonde__calloc(raw->n_pstacks + 1, sizeof *folded);
+    int32_t *off_site = NULL; /* each off-CPU period's section (NULL: samples without times) */
+    placer pl;
+    memset(&pl, 0, sizeof pl);
     int rc = -1;
     if (!count || !at || !bad || !folded)
         goto out;
@@ -821,21 +861,39 @@ int sm__profile_build(sb_raw *raw, sm_model *m)
         uint32_t s = raw->samples[i].stack;
         if (s < raw->n_pstacks && !bad[s]) {
             count[s]++;
+            if (raw->sample_site) /* the places found while building follow their samples */
+                raw->sample_site[kept] = raw->sample_site[i];
             raw->samples[kept++] = raw->samples[i];
         }
     }
+    if (raw->sample_site && kept < raw->n_samples) /* and the off-CPU periods' after them */
+        memmove(raw->sample_site + kept, raw->sample_site + raw->n_samples,
+                raw->n_offs * sizeof *raw->sample_site);
     pr->unnamed = raw->n_samples - kept;
     raw->n_samples = kept;
     pr->samples = kept;
     if (build_stacks(raw, pr, count, folded) || sort_funcs(pr, at) || build_python(pr) ||
         build_lines(raw, pr, count, at, folded))
         goto out;
-    if (!pr->untimed && (build_sections(raw, m, at, folded) || build_timed(raw, m, folded)))
-        goto out;
-    if (sm__offcpu_build(raw, m, at))
+    if (!pr->untimed) {
+        if (placer_init(&pl, raw, m) || build_sections(raw, m, &pl, at, folded) ||
+            build_timed(raw, m, folded) ||
+            !(off_site = sonde__malloc((raw->n_offs + 1) * sizeof *off_site)))
+            goto out;
+        for (size_t i = 0; i < raw->n_offs; i++) { /* where each off-CPU period began */
+            const sm_off_raw *o = &raw->offs[i];
+            off_site[i] = o->stack < raw->n_pstacks
+                              ? placer_site(&pl, raw->n_samples + i, o->tid,
+                                            raw->pstacks[o->stack].pid, o->t_mono)
+                              : -1;
+        }
+    }
+    if (sm__offcpu_build(raw, m, at, off_site))
         goto out;
     rc = 0;
 out:
+    placer_free(&pl);
+    sonde__free(off_site);
     sonde__free(count);
     sonde__free(at);
     sonde__free(bad);

@@ -44,6 +44,23 @@ assert off["seconds"] >= sleep_s + queue_s + lock_s - 1e-6, (label, off["seconds
 assert p["python"][0]["name"] == "spin", (label, p["python"][:3])
 spin = p["python"][0]["own"]
 assert spin >= 0.4 * p["samples"], (label, spin, p["samples"])
+# by section: in process the sleeps are in sections "nap" and the queue's wait in one "fetch"
+# (pyoffcpu.py), each period under the innermost section open on its thread when it blocked;
+# from outside the program opens none
+secs = {x["name"]: x for x in off["sections"]}
+if any(x["name"] == "nap" for x in d["sections"]):
+    # (short waits there too, the GIL's: their stacks may lack the Python frames)
+    assert 0.95 * 0.6 <= secs["nap"]["seconds"] <= run_s and secs["nap"]["periods"] >= 2, (
+        label, secs)
+    assert 0.95 * 0.5 <= secs["fetch"]["seconds"] <= run_s, (label, secs)
+    assert set(secs) <= {"nap", "fetch"}, (label, secs)  # the locker and main wait in none
+    assert abs(off["in_sections_seconds"] - sum(x["seconds"] for x in off["sections"])) < 1e-6
+    text = open(report[:-len(".json")] + ".txt").read()
+    assert "Off-CPU time by the innermost section open" in text and "\n  nap " in text, (label,)
+    label += ", by section (nap %.2f s, fetch %.2f s)" % (secs["nap"]["seconds"],
+                                                         secs["fetch"]["seconds"])
+else:
+    assert not secs and off["in_sections_seconds"] == 0, (label, secs)
 # NAME.offcpu.folded: the same stacks, microseconds each, summing to the total
 folded = report[:-len(".json")] + ".offcpu.folded"
 us = 0

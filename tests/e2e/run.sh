@@ -1285,11 +1285,16 @@ import json, sys
 sys.path.insert(0, sys.argv[3])
 import pprof
 p = pprof.read(sys.argv[1])
-assert p["types"] == [("samples", "count"), ("cpu", "nanoseconds")], p["types"]
+# with the off-CPU periods' two types after the CPU's where they were followed (as root)
+assert p["types"][:2] == [("samples", "count"), ("cpu", "nanoseconds")] and p["types"][2:] in (
+    [], [("off_cpu_periods", "count"), ("off_cpu", "nanoseconds")]), p["types"]
 total, self_ = 0, {}
 for sa in p["samples"]:
     vals = sa["values"]
-    assert vals[1] == vals[0] * p["period"], vals  # CPU time: count times the period
+    if vals[2:] and vals[3]:  # an off-CPU stack's sample: no CPU sample in it
+        assert vals[:2] == [0, 0] and vals[2] > 0, vals
+        continue
+    assert vals[1] == vals[0] * p["period"] and not any(vals[2:]), vals  # count times the period
     total += vals[0]
     name = pprof.leaf(p, sa)[0]
     self_[name] = self_.get(name, 0) + vals[0]
