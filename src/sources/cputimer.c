@@ -8,7 +8,10 @@
  * (sonde__cputimer_drain) and, every 100 ms, starts timers for the threads begun since.
  * Nothing in the handler allocates or locks: backtrace() is called once before the first timer
  * is armed, so libgcc is loaded, and the loader's lock it takes (dl_iterate_phdr) is recursive.
- * One per process (the handler finds it through a global). x86-64 and AArch64. */
+ * In a Python process the handler also reads the thread's Python frames (pyframes.c's
+ * sonde__py_raw: process_vm_readv of its own memory, so a torn frame ends the walk and never
+ * faults), from the thread state the sampler's thread found for it; the sampler names them as
+ * it drains. One per process (the handler finds it through a global). x86-64 and AArch64. */
 #define _GNU_SOURCE
 #include "sources.h"
 
@@ -33,12 +36,17 @@
 
 #define SLOTS 4096u /* a power of two: 16 ms of 1 kHz samples on 256 busy threads */
 
+#define TSTATES 4096u /* threads whose Python thread state the handler can find (a power of two) */
+#define PYWINDOW 8192 /* bytes of a data stack the handler reads at once, on the thread's stack */
+
 typedef struct tslot {
     _Atomic uint64_t seq;      /* i: free for the producer of position i; i + 1: holds it */
     uint32_t tid, n;
     uint32_t weight;           /* expirations it stands for: 1 + the timer's overrun */
+    uint32_t n_py;             /* Python frames read (0: none, or no Python read) */
     uint64_t t;
     uint64_t ip[SONDE_CPUTIMER_FRAMES];
+    sonde_pyraw py[SONDE_CPUTIMER_PYFRAMES];
 } tslot;
 
 typedef struct tthread {
@@ -54,6 +62,11 @@ struct sonde_cputimer {
     tthread *threads;          /* the threads with a timer */
     size_t n_threads, cap_threads;
     struct sigaction old;      /* SIGPROF's action before ours */
+    /* Python frames (sonde__cputimer_python): the interpreter read, and each thread's thread
+     * state, published by the sampler's thread (one writer), found by the handler by tid */
+    _Atomic(const sonde_pyproc *) py;
+    _Atomic uint32_t ts_tid[TSTATES];
+    _Atomic uint64_t ts_addr[TSTATES];
     tslot slots[SLOTS];
 };
 
@@ -78,6 +91,35 @@ static uint64_t interrupted_pc(const void *ucv)
     (void)uc;
     return 0;
 #endif
+}
+
+/* The place of thread tid in the thread-state table (open addressing), or TSTATES. */
+static size_t ts_slot(const sonde_cputimer *t, uint32_t tid, int insert)
+{
+    size_t h = (size_t)(tid * 2654435761u) & (TSTATES - 1);
+    for (size_t k = 0; k < TSTATES; k++, h = (h + 1) & (TSTATES - 1)) {
+        uint32_t at = atomic_load_explicit(&((sonde_cputimer *)t)->ts_tid[h], memory_order_acquire);
+        if (at == tid || (!at && insert))
+            return h;
+        if (!at)
+            return TSTATES;
+    }
+    return TSTATES;
+}
+
+/* Thread tid's Python frames now, from the thread state the sampler's thread found for it, into
+ * slot s (none when none is known yet, or it is no longer tid's: the sampler looks again). */
+static void python_frames(sonde_cputimer *t, uint32_t tid, tslot *s)
+{
+    s->n_py = 0;
+    const sonde_pyproc *py = atomic_load_explicit(&t->py, memory_order_acquire);
+    size_t h = py ? ts_slot(t, tid, 0) : TSTATES;
+    uint64_t tstate = h < TSTATES ? atomic_load_explicit(&t->ts_addr[h], memory_order_acquire) : 0;
+    if (!tstate)
+        return;
+    uint8_t win[PYWINDOW];
+    int n = sonde__py_raw(py, (int)tid, tstate, s->py, SONDE_CPUTIMER_PYFRAMES, win, sizeof win);
+    s->n_py = n > 0 ? (uint32_t)n : 0;
 }
 
 static void on_sigprof(int sig, siginfo_t *si, void *ucv)
@@ -124,6 +166,7 @@ static void on_sigprof(int sig, siginfo_t *si, void *ucv)
     s->weight = 1 + (si->si_overrun > 0 ? (si->si_overrun < 1000 ? (uint32_t)si->si_overrun : 1000u) : 0u);
     s->tid = (uint32_t)syscall(SYS_gettid);
     s->t = mono_ns();
+    python_frames(t, s->tid, s);
     atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
 out:
     atomic_fetch_sub(&g_inflight, 1);
@@ -234,11 +277,25 @@ size_t sonde__cputimer_drain(sonde_cputimer *t, sonde_cputimer_fn fn, void *ctx)
         tslot *s = &t->slots[t->tail & (SLOTS - 1)];
         if (atomic_load_explicit(&s->seq, memory_order_acquire) != t->tail + 1)
             return n;
-        fn(ctx, s->tid, s->t, s->ip, s->n, s->weight);
+        fn(ctx, s->tid, s->t, s->ip, s->n, s->weight, s->py, s->n_py);
         atomic_store_explicit(&s->seq, t->tail + SLOTS, memory_order_release);
         t->tail++;
         n++;
     }
+}
+
+void sonde__cputimer_python(sonde_cputimer *t, const sonde_pyproc *py)
+{
+    atomic_store_explicit(&t->py, py, memory_order_release);
+}
+
+void sonde__cputimer_tstate(sonde_cputimer *t, uint32_t tid, uint64_t tstate)
+{
+    size_t h = ts_slot(t, tid, 1);
+    if (h == TSTATES || (!tstate && !atomic_load(&t->ts_tid[h])))
+        return; /* full (4096 threads), or nothing to say of a thread not in it */
+    atomic_store_explicit(&t->ts_addr[h], tstate, memory_order_release);
+    atomic_store_explicit(&t->ts_tid[h], tid, memory_order_release);
 }
 
 uint64_t sonde__cputimer_lost(const sonde_cputimer *t)

@@ -106,9 +106,7 @@ struct sonde_pyproc {
     tcache *threads;
     size_t n_threads, cap_threads;
     uint64_t rescanned;      /* when the thread states were last walked */
-    uint64_t win_at;         /* the data stack read last: [win_at, win_at + win_len) */
-    size_t win_len;
-    uint8_t win[WINDOW];
+    uint8_t win[WINDOW];     /* sonde__py_stack's window on a data stack */
     uint8_t heads[MAX_FRAMES_READ][256]; /* the code objects' heads of one stack */
 };
 
@@ -142,19 +140,35 @@ int sonde__pytab_code(const sonde_pytab *t, uint32_t id, sonde_pycode *out)
     return 0;
 }
 
-/* n bytes at addr of the process, from the last data stack read when it holds them; 0, or -1
- * where the memory is not there (freed, unmapped, never was). */
-static int rd(sonde_pyproc *py, uint64_t addr, void *dst, size_t n)
+/* A window on a thread's data stack, read in one piece while its frames are walked: [at, at +
+ * len) of the process pid, in buf (cap bytes, the caller's). */
+typedef struct pywin {
+    int pid;
+    uint64_t at;
+    size_t len, cap;
+    uint8_t *buf;
+} pywin;
+
+/* n bytes at addr of w's process, from the window when it holds them; 0, or -1 where the memory
+ * is not there (freed, unmapped, never was). A system call and memcpy only: a signal handler
+ * may call it. */
+static int rd_win(const pywin *w, uint64_t addr, void *dst, size_t n)
 {
-    if (addr >= py->win_at && addr - py->win_at <= py->win_len &&
-        n <= py->win_len - (addr - py->win_at)) {
-        memcpy(dst, py->win + (addr - py->win_at), n);
+    if (w->len && addr >= w->at && addr - w->at <= w->len && n <= w->len - (addr - w->at)) {
+        memcpy(dst, w->buf + (addr - w->at), n);
         return 0;
     }
     if (!addr)
         return -1;
     struct iovec local = {dst, n}, remote = {(void *)(uintptr_t)addr, n};
-    return process_vm_readv(py->pid, &local, 1, &remote, 1, 0) == (ssize_t)n ? 0 : -1;
+    return process_vm_readv(w->pid, &local, 1, &remote, 1, 0) == (ssize_t)n ? 0 : -1;
+}
+
+/* n bytes at addr of py's process. */
+static int rd(sonde_pyproc *py, uint64_t addr, void *dst, size_t n)
+{
+    pywin none = {py->pid, 0, 0, 0, NULL};
+    return rd_win(&none, addr, dst, n);
 }
 
 static uint64_t u64_at(const uint8_t *b, uint32_t off)
@@ -248,15 +262,22 @@ static int64_t code_entry(sonde_pytab *t, pycode_e *e)
     return id;
 }
 
-/* A qualified name as CPython makes them: identifiers (letters, digits, '_', any non-ASCII
- * letter) joined by '.', and the <lambda>, <locals>, <module>, <genexpr> kinds. A string read
- * from a code object freed meanwhile (its memory another str's) is seldom one. */
+/* A qualified name as CPython makes them: identifiers (letters, digits, '_', non-ASCII letters)
+ * joined by '.', and the <lambda>, <locals>, <module>, <genexpr> kinds. A string read from a
+ * code object freed meanwhile (its memory another str's) is seldom one. Of the Latin-1 range
+ * (names as read_str writes them, UTF-8), only the letters are: not U+0080-U+00BF but for
+ * U+00AA, U+00B5 and U+00BA, nor U+00D7 and U+00F7 (the stress read "\u00c0c\u0095", a freed
+ * code's name, from outside). */
 static int qualname_like(const char *s)
 {
     if (!*s || (*s >= '0' && *s <= '9'))
         return 0;
     for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
+        unsigned char c = (unsigned char)*s, next = (unsigned char)s[1];
+        if (c == 0xC2 && next != 0xAA && next != 0xB5 && next != 0xBA)
+            return 0; /* a C1 control or a sign */
+        if (c == 0xC3 && (next == 0x97 || next == 0xB7))
+            return 0; /* the multiplication and division signs */
         if (!(c >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
               (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '<' || c == '>'))
             return 0;
@@ -443,71 +464,107 @@ static uint64_t tstate_of(sonde_pyproc *py, int tid, uint8_t *ts, size_t n)
     return 0;
 }
 
-int sonde__py_stack(sonde_pyproc *py, int tid, sonde_pyframe *inner, int cap)
+/* The frames of the thread whose state is ts (read at its address): each frame's code object
+ * and instruction addresses, innermost first, at most cap (SONDE_PYRAW_ENTRY set on the first
+ * frame of an activation of the evaluation loop). The current frame (3.11, 3.12: in the cframe,
+ * on the C stack) and the frames of the running code, below the data stack's top, are read in
+ * one system call of two pieces into w's buffer; system calls and memcpy only, so that a signal
+ * handler may call it. */
+static int raw_walk(const pylayout *l, pywin *w, const uint8_t *ts, sonde_pyraw *raw, int cap)
 {
-    const pylayout *l = py->l;
-    uint8_t ts[512];
-    size_t tn = l->ts_top + 8;
-    py->win_len = 0;
-    if (!tstate_of(py, tid, ts, tn))
-        return 0;
-    /* the current frame (3.11, 3.12: in the cframe, on the C stack) and the frames of the
-     * running code, below the data stack's top, in one read of two pieces */
     uint64_t frame = u64_at(ts, l->ts_frame), chunk = u64_at(ts, l->ts_chunk),
              top = u64_at(ts, l->ts_top);
-    uint64_t from = chunk && top > chunk ? (top - chunk > WINDOW ? top - WINDOW : chunk) : top;
+    uint64_t from = chunk && top > chunk ? (top - chunk > w->cap ? top - w->cap : chunk) : top;
     int via_cframe = l->cf_frame != NONE;
-    struct iovec lv[2] = {{&frame, 8}, {py->win, (size_t)(top - from)}},
+    struct iovec lv[2] = {{&frame, 8}, {w->buf, (size_t)(top - from)}},
                  rv[2] = {{(void *)(uintptr_t)(frame + (via_cframe ? l->cf_frame : 0)), 8},
                           {(void *)(uintptr_t)from, (size_t)(top - from)}};
-    ssize_t part = process_vm_readv(py->pid, lv + !via_cframe, 2 - (unsigned long)!via_cframe,
+    w->len = 0;
+    ssize_t part = process_vm_readv(w->pid, lv + !via_cframe, 2 - (unsigned long)!via_cframe,
                                     rv + !via_cframe, 2 - (unsigned long)!via_cframe, 0);
     if (via_cframe && part < 8)
         return 0; /* no cframe: not running Python now */
     part -= via_cframe ? 8 : 0;
     if (part > 0) {
-        py->win_at = from;
-        py->win_len = (size_t)part;
+        w->at = from;
+        w->len = (size_t)part;
     }
-    /* the frames first (mostly from the window), then every code object's head in one read,
-     * then the codes: an address met before is read again only when its head has changed */
-    uint64_t codes[MAX_FRAMES_READ], instrs[MAX_FRAMES_READ];
-    uint8_t entry[MAX_FRAMES_READ];
     int n = 0;
-    for (int hop = 0; frame && hop < MAX_HOPS && n < cap && n < MAX_FRAMES_READ; hop++) {
+    for (int hop = 0; frame && hop < MAX_HOPS && n < cap; hop++) {
         uint8_t f[80];
-        if (rd(py, frame, f, (size_t)l->fr_owner + 1))
+        if (rd_win(w, frame, f, (size_t)l->fr_owner + 1))
             break;
-        codes[n] = u64_at(f, l->fr_code);
-        instrs[n] = u64_at(f, l->fr_instr);
+        uint64_t code = u64_at(f, l->fr_code), instr = u64_at(f, l->fr_instr);
         frame = u64_at(f, l->fr_previous);
         if (l->cstack_owner >= 0 && f[l->fr_owner] == (uint8_t)l->cstack_owner) {
             if (n) /* the C stack's entry into the interpreter, which runs no code of ours: the */
-                entry[n - 1] = 1; /* frame inward of it began an activation of the loop */
+                raw[n - 1].instr |= SONDE_PYRAW_ENTRY; /* frame inward of it began an activation */
             continue;
         }
-        entry[n++] = l->fr_is_entry >= 0 && f[l->fr_is_entry];
+        raw[n++] = (sonde_pyraw){code, (instr & ~SONDE_PYRAW_ENTRY) |
+                                           (l->fr_is_entry >= 0 && f[l->fr_is_entry]
+                                                ? SONDE_PYRAW_ENTRY : 0)};
     }
-    py->win_len = 0;
+    w->len = 0;
+    return n;
+}
+
+int sonde__py_raw(const sonde_pyproc *py, int tid, uint64_t tstate, sonde_pyraw *raw, int cap,
+                  uint8_t *buf, size_t buf_cap)
+{
+    const pylayout *l = py->l;
+    uint8_t ts[512];
+    pywin w = {py->pid, 0, 0, buf_cap, buf};
+    if (rd_win(&w, tstate, ts, l->ts_top + 8) || (int)u64_at(ts, l->ts_tid) != tid)
+        return -1;
+    return raw_walk(l, &w, ts, raw, cap);
+}
+
+uint64_t sonde__py_tstate(sonde_pyproc *py, int tid)
+{
+    uint8_t ts[512];
+    return tstate_of(py, tid, ts, py->l->ts_top + 8);
+}
+
+int sonde__py_resolve(sonde_pyproc *py, const sonde_pyraw *raw, int n, sonde_pyframe *inner)
+{
+    /* every code object's head in one read, then the codes: an address met before is read
+     * again only when its head has changed */
+    const pylayout *l = py->l;
     struct iovec local[MAX_FRAMES_READ], remote[MAX_FRAMES_READ];
+    if (n > MAX_FRAMES_READ)
+        n = MAX_FRAMES_READ;
     for (int i = 0; i < n; i++) {
         local[i] = (struct iovec){py->heads[i], l->co_code};
-        remote[i] = (struct iovec){(void *)(uintptr_t)codes[i], l->co_code};
+        remote[i] = (struct iovec){(void *)(uintptr_t)raw[i].code, l->co_code};
     }
-    ssize_t got = n ? process_vm_readv(py->pid, local, (unsigned long)n, remote,
-                                       (unsigned long)n, 0) : 0;
+    ssize_t got = n > 0 ? process_vm_readv(py->pid, local, (unsigned long)n, remote,
+                                           (unsigned long)n, 0) : 0;
     int whole = got > 0 ? (int)((size_t)got / l->co_code) : 0; /* the reads stop at a fault */
     int k = 0;
     for (int i = 0; i < n && i < whole; i++) {
-        int64_t id = code_id(py, codes[i], py->heads[i]);
+        int64_t id = code_id(py, raw[i].code, py->heads[i]);
         if (id < 0)
             break; /* not a code object: the frame was torn or freed while read */
-        int64_t at = ((int64_t)instrs[i] - (int64_t)(codes[i] + l->co_code)) / 2;
+        uint64_t instr = raw[i].instr & ~SONDE_PYRAW_ENTRY;
+        int64_t at = ((int64_t)instr - (int64_t)(raw[i].code + l->co_code)) / 2;
         if (at < 0)
             continue; /* a frame made, not started */
-        inner[k++] = (sonde_pyframe){(uint32_t)id, line_at(&py->tab->codes[id], at), entry[i]};
+        inner[k++] = (sonde_pyframe){(uint32_t)id, line_at(&py->tab->codes[id], at),
+                                     (raw[i].instr & SONDE_PYRAW_ENTRY) != 0};
     }
     return k;
+}
+
+int sonde__py_stack(sonde_pyproc *py, int tid, sonde_pyframe *inner, int cap)
+{
+    uint8_t ts[512];
+    if (!tstate_of(py, tid, ts, py->l->ts_top + 8))
+        return 0;
+    sonde_pyraw raw[MAX_FRAMES_READ];
+    pywin w = {py->pid, 0, 0, WINDOW, py->win};
+    int n = raw_walk(py->l, &w, ts, raw, cap < MAX_FRAMES_READ ? cap : MAX_FRAMES_READ);
+    return sonde__py_resolve(py, raw, n, inner);
 }
 
 

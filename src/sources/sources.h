@@ -167,8 +167,27 @@ int sonde__py_is_eval(const sonde_pyproc *py, uint64_t off);
 /* The file holding the interpreter (the python executable or libpython; NULL from _at). */
 const char *sonde__py_path(const sonde_pyproc *py);
 /* The Python frames thread tid is running now, innermost first, at most cap; 0 when it runs
- * no Python (or is no Python thread). */
+ * no Python (or is no Python thread). sonde__py_tstate, sonde__py_raw and sonde__py_resolve
+ * in one. */
 int sonde__py_stack(sonde_pyproc *py, int tid, sonde_pyframe *inner, int cap);
+/* A frame as read, not yet named: its code object's and instruction's addresses. */
+typedef struct sonde_pyraw {
+    uint64_t code;
+    uint64_t instr;      /* bit 0 (instructions are 2-byte aligned): SONDE_PYRAW_ENTRY */
+} sonde_pyraw;
+#define SONDE_PYRAW_ENTRY ((uint64_t)1) /* the first frame of an activation of the evaluation loop */
+/* The address of thread tid's thread state (0: no Python thread), as sonde__py_stack finds it
+ * (the thread states walked again at most every 50 ms for a thread that has none). */
+uint64_t sonde__py_tstate(sonde_pyproc *py, int tid);
+/* Thread tid's frames now, innermost first, at most cap, from its thread state at tstate, read
+ * with process_vm_readv (buf, buf_cap bytes: the window on its data stack); -1 when tstate is
+ * not tid's (any more). Changes nothing of py and allocates nothing: a signal handler of the
+ * sampled thread may call it (cputimer.c). */
+int sonde__py_raw(const sonde_pyproc *py, int tid, uint64_t tstate, sonde_pyraw *raw, int cap,
+                  uint8_t *buf, size_t buf_cap);
+/* Frames as read (n of them, innermost first) named: their code objects read (cached by address
+ * and head) into inner; how many (a code object no longer there ends them). */
+int sonde__py_resolve(sonde_pyproc *py, const sonde_pyraw *raw, int n, sonde_pyframe *inner);
 void sonde__py_detach(sonde_pyproc *py);
 
 /* unwind.c - a sample's stack unwound from the files' call frame information (libdwfl), from
@@ -225,12 +244,15 @@ void sonde__sym_close(sonde_symfile *f);
  * clock sends it SIGPROF, whose handler unwinds its stack (.eh_frame, through libgcc) into a
  * lock-free ring. One per process. */
 #define SONDE_CPUTIMER_FRAMES 64
+#define SONDE_CPUTIMER_PYFRAMES 64
 typedef struct sonde_cputimer sonde_cputimer;
 /* A sample: the thread, its time (CLOCK_MONOTONIC, ns), its frames innermost first (the
- * interrupted instruction, then return addresses), and how many periods of 1/hz of CPU it
- * stands for (more than 1 past the kernel's tick rate). */
+ * interrupted instruction, then return addresses), how many periods of 1/hz of CPU it stands
+ * for (more than 1 past the kernel's tick rate), and its Python frames as read then (n_py of
+ * them, innermost first; sonde__cputimer_python). */
 typedef void (*sonde_cputimer_fn)(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip,
-                                  uint32_t n, uint32_t weight);
+                                  uint32_t n, uint32_t weight, const sonde_pyraw *py,
+                                  uint32_t n_py);
 /* Arms a timer at hz on every thread of this process; NULL with the reason in why. */
 sonde_cputimer *sonde__cputimer_start(unsigned hz, char *why, size_t cap);
 /* Arms timers on the threads begun since (the sampler's thread calls it every 100 ms). 0, or
@@ -240,6 +262,13 @@ int sonde__cputimer_follow_new(sonde_cputimer *t);
 size_t sonde__cputimer_drain(sonde_cputimer *t, sonde_cputimer_fn fn, void *ctx);
 /* Samples dropped because the ring was full. */
 uint64_t sonde__cputimer_lost(const sonde_cputimer *t);
+/* From now on each sample also reads its thread's Python frames through py (this process's
+ * interpreter; it must outlive t's timers: sonde__cputimer_disarm or _stop first), from the
+ * thread state published for its thread by sonde__cputimer_tstate (none until then). */
+void sonde__cputimer_python(sonde_cputimer *t, const sonde_pyproc *py);
+/* Thread tid's thread state is at tstate (0: none, or not known any more). The sampler's thread
+ * alone calls it. */
+void sonde__cputimer_tstate(sonde_cputimer *t, uint32_t tid, uint64_t tstate);
 /* Deletes the timers and restores SIGPROF's action: no sample is taken after it returns (what
  * the ring holds can still be drained). */
 void sonde__cputimer_disarm(sonde_cputimer *t);

@@ -347,12 +347,9 @@ static uint32_t interleave(const sproc *p, const sstack *st, const sonde_pyframe
     return n;
 }
 
-/* Sample stack id of thread tid with its Python frames (pyframes.c), read now, outside the
- * native frames running inward of the interpreter: the native frames from the innermost to the
- * first in the interpreter's file (kept when it is the innermost: Python code running) or the
- * first no mapping holds, then the Python frames, innermost first. The interpreter of a process
- * is looked for when its mappings have grown (at most every 100 ms) and after an exec. */
-uint32_t sonde__stk_with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t id)
+/* Process p's interpreter (NULL: none read), looked for when its mappings have grown (at most
+ * every 100 ms) and after an exec; the reasons a CPython found is not read are warned of. */
+static sonde_pyproc *py_of(sonde_stacks *s, sproc *p)
 {
     struct timespec now;
     if (!p->py && p->gen != p->py_gen && s->pytab && clock_gettime(CLOCK_MONOTONIC, &now) == 0 &&
@@ -372,13 +369,17 @@ uint32_t sonde__stk_with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_
                     "(docs/stacks.md, \"Python frames\")", p->pid, why);
         }
     }
-    if (!p->py || id == UINT32_MAX || tid == s->reader_tid) /* in process: this thread runs no
-                                                                Python */
-        return id;
-    sonde_pyframe py[MAX_FRAMES];
-    int n_py = sonde__py_stack(p->py, (int)tid, py, MAX_FRAMES);
-    if (n_py <= 0)
-        return id;
+    return p->py;
+}
+
+/* Sample stack id with the Python frames py (n_py, innermost first) outside the native frames
+ * running inward of the interpreter: the native frames from the innermost to the first in the
+ * interpreter's file (kept when it is the innermost: Python code running) or the first no
+ * mapping holds, then the Python frames, innermost first; interleaved where the native stack is
+ * whole (interleave). */
+static uint32_t with_frames(sonde_stacks *s, sproc *p, uint32_t id, const sonde_pyframe *py,
+                            int n_py)
+{
     const sstack *st = &s->stacks[id];
     sframe fr[MAX_FRAMES];
     uint32_t n = interleave(p, st, py, n_py, fr);
@@ -398,6 +399,17 @@ uint32_t sonde__stk_with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_
     for (int i = 0; i < n_py && n < MAX_FRAMES; i++)
         fr[n++] = (sframe){PY_FRAME + py[i].code, py[i].line};
     return sonde__stk_stack_id(s, (uint32_t)(p - s->procs), fr, n);
+}
+
+/* Sample stack id of thread tid with its Python frames (pyframes.c), read now (with_frames). */
+uint32_t sonde__stk_with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t id)
+{
+    if (!py_of(s, p) || id == UINT32_MAX || tid == s->reader_tid) /* in process: this thread
+                                                                     runs no Python */
+        return id;
+    sonde_pyframe py[MAX_FRAMES];
+    int n_py = sonde__py_stack(p->py, (int)tid, py, MAX_FRAMES);
+    return n_py > 0 ? with_frames(s, p, id, py, n_py) : id;
 }
 
 int sonde__stk_parse_sample(sonde_stacks *s, const uint8_t *b, const uint8_t *end,
@@ -610,10 +622,29 @@ static void drain(sonde_stacks *s, uint64_t cut)
 
 static void read_own_maps(sonde_stacks *s, int pid);
 
+/* A timer's sample's stack id with the Python frames its handler read (raw, n_raw of them),
+ * named now; the interpreter handed to the timers once read, and the thread's state published
+ * for the next samples when this one has none (the thread's first, or its state changed). */
+static uint32_t timer_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t id,
+                             const sonde_pyraw *raw, uint32_t n_raw)
+{
+    if (!s->timer_py) {
+        sonde__cputimer_python(s->timer, p->py);
+        s->timer_py = 1;
+    }
+    if (!n_raw) {
+        sonde__cputimer_tstate(s->timer, tid, sonde__py_tstate(p->py, (int)tid));
+        return id;
+    }
+    sonde_pyframe py[SONDE_CPUTIMER_PYFRAMES];
+    int n_py = sonde__py_resolve(p->py, raw, (int)n_raw, py);
+    return n_py > 0 ? with_frames(s, p, id, py, n_py) : id;
+}
+
 /* A sample of the timers (cputimer.c): placed in this process's mappings, read again once per
  * drain when a frame falls in none (a library loaded since). */
 static void timer_sample(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip, uint32_t n,
-                         uint32_t weight)
+                         uint32_t weight, const sonde_pyraw *raw, uint32_t n_raw)
 {
     sonde_stacks *s = ctx;
     sproc *p = sonde__stk_proc_of(s, s->only_pid, 1);
@@ -633,7 +664,10 @@ static void timer_sample(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip
         for (uint32_t i = 0; p && i < k; i++)
             fr[i] = sonde__stk_place(p, i ? ip[i] - 1 : ip[i]);
     }
-    add_sample(s, tid, sonde__stk_stack_id(s, (uint32_t)(p - s->procs), fr, k), t, weight);
+    uint32_t id = sonde__stk_stack_id(s, (uint32_t)(p - s->procs), fr, k);
+    if (id != UINT32_MAX && tid != s->reader_tid && py_of(s, p))
+        id = timer_python(s, p, tid, id, raw, n_raw);
+    add_sample(s, tid, id, t, weight);
 }
 
 static void drain_timer(sonde_stacks *s)

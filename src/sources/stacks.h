@@ -121,6 +121,7 @@ struct sonde_stacks {
     ssample *pend;         /* samples not written yet */
     size_t n_pend, cap_pend;
     sonde_cputimer *timer; /* where perf_event_open was refused: the samples' source */
+    int timer_py;          /* the timers were handed this process's interpreter */
     int inline_frames;     /* inlined functions are frames of their own */
     sonde_pytab *pytab;    /* the Python code objects of every process (pyframes.c); NULL:
                               Python frames are not read (config sample_python 0) */

@@ -1705,6 +1705,18 @@ PY
             fail "pystress exited $?: $(tail -5 stress.txt)"
         python3 "$src/tests/e2e/pystress_check.py" stress/pystress.json stress/pystress.folded \
             "in process, $secs s at 4999 Hz ($(cat stress.txt))" || fail "pystress in process"
+        # the same on the timers' fallback (perf_event_open refused, tests/fakes/noperf.c): the
+        # Python frames read by the SIGPROF handler, in the sampled thread itself, half as long
+        mkdir -p stress-timer
+        ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" LD_PRELOAD="$build/tests/libnoperf.so" \
+            timeout $((secs * 2 + 60)) "$build/tests/pystress" "$((secs / 2))" stress-timer \
+            "$src/tests/e2e/pystress.py" > stress.txt ||
+            fail "pystress on the timers exited $?: $(tail -5 stress.txt)"
+        grep -q '"method":"timer_signal"' stress-timer/pystress.json ||
+            fail "pystress on the timers: not sampled by the timers"
+        python3 "$src/tests/e2e/pystress_check.py" stress-timer/pystress.json \
+            stress-timer/pystress.folded "in process on the timers, $((secs / 2)) s ($(cat stress.txt))" ||
+            fail "pystress in process on the timers"
     else
         echo "in process: skipped (no CPython library to embed: install python3-dev)"
     fi

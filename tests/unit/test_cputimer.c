@@ -58,10 +58,12 @@ typedef struct seen {
 static uintptr_t g_burn_lo, g_burn_hi, g_caller_lo, g_caller_hi;
 
 static void take(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip, uint32_t n,
-                 uint32_t weight)
+                 uint32_t weight, const sonde_pyraw *py, uint32_t n_py)
 {
     seen *s = ctx;
     (void)t;
+    (void)py;
+    assert_int_equal(n_py, 0); /* no interpreter was handed to the timers */
     s->periods += weight;
     if (n && ip[0] >= g_burn_lo && ip[0] < g_burn_hi) {
         s->in_burn += weight;
