@@ -40,6 +40,8 @@ static const flag g_flags[] = {
      "CPU samples: the Python frames of CPython 3.11-3.13 threads (1, the default)"},
     {"profile-sample-off-cpu", F_VALUE, "sample_off_cpu", "0|1",
      "CPU samples: threads' time blocked in the kernel, by stack (1, the default)"},
+    {"profile-sample-timers", F_SWITCH, "sample_timers", NULL,
+     "CPU samples: by timers on the threads' CPU clocks, not perf_event_open"},
     {"profile-record-shapes", F_SWITCH, "record_shapes", NULL, "record sonde_shape calls"},
     {"profile-trace-python", F_SWITCH, "trace_python", NULL,
      "Python programs: every Python function call a section"},

@@ -113,12 +113,13 @@ typedef int (*sonde_stacks_write)(void *ctx, unsigned type, const uint8_t *paylo
  * Python frames read at each sample (config sample_python; pyframes.c). off_cpu: the
  * context-switch event beside the samples, for the time threads spend blocked in the kernel
  * (OFFCPU records; config sample_off_cpu), where the kernel allows it (nothing otherwise).
- * Where the kernel refuses perf_event_open (perf_event_paranoid 3, seccomp), through timers on the threads' CPU clocks (cputimer.c)
- * instead, as the SAMPLES records' flag 2 says. NULL with the reason in why when both are
- * refused, or out of memory. */
+ * Where the kernel refuses perf_event_open (perf_event_paranoid 3, seccomp), or timers asks
+ * for them (config sample_timers; pid 0 only: NULL for a child), through timers on the
+ * threads' CPU clocks (cputimer.c) instead, as the SAMPLES records' flag 2 says. NULL with the
+ * reason in why when both are refused, or out of memory. */
 sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int cfi,
-                                  int python, int off_cpu, sonde_stacks_write write, void *ctx,
-                                  char *why, size_t cap);
+                                  int python, int off_cpu, int timers, sonde_stacks_write write,
+                                  void *ctx, char *why, size_t cap);
 /* Stops sampling (once the program has ended, for a child), writes the last samples, the
  * functions and the stacks, and frees s; *cpu_ns (when not NULL) gets the CPU time the
  * sampler's thread used, *cfi_unwound (when not NULL) the samples whose stack came from the

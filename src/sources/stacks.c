@@ -881,8 +881,8 @@ fail:
 }
 
 sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int cfi,
-                                  int python, int off_cpu, sonde_stacks_write write, void *ctx,
-                                  char *why, size_t cap)
+                                  int python, int off_cpu, int timers, sonde_stacks_write write,
+                                  void *ctx, char *why, size_t cap)
 {
     sonde_stacks *s = sonde__calloc(1, sizeof *s);
     if (!s) {
@@ -906,8 +906,16 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int
         s->only_pid = (int)self;
     if (cfi) /* NULL where not built: frame pointers alone */
         s->unwinder = sonde__unwind_new();
-    int rc = perf_start(s, pid, why, cap);
-    if (rc != 0 && s->unwinder) { /* the larger rings may pass the locked-memory limit */
+    if (timers && pid) {
+        snprintf(why, cap, "sample_timers: 1, but sonde run cannot put timers in another "
+                           "process (0 samples it with perf_event_open)");
+        goto fail;
+    }
+    int rc = timers ? -1 : perf_start(s, pid, why, cap);
+    if (timers)
+        snprintf(why, cap, "sample_timers: 1 asks for the timers");
+    if (rc != 0 && !timers && s->unwinder) { /* the larger rings may pass the locked-memory
+                                                limit */
         sonde__unwind_free(s->unwinder);
         s->unwinder = NULL;
         rc = perf_start(s, pid, why, cap);

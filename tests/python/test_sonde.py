@@ -852,16 +852,17 @@ class Recording(Base):
         # functions' shares (70/20/10) come back from the folded stacks within 5 points, each
         # stack <module>;main;FUNCTION;spin, each function where it is defined
         # (tests/e2e/pyframes_check.py; e2e pyframes does the same from outside)
-        # And the same where perf_event_open is refused (tests/fakes/noperf.c, beside the twin):
-        # the timers' SIGPROF handler reads the Python frames in the sampled thread itself.
+        # And the same on the timers, asked for (sample_timers) and where perf_event_open is
+        # refused (tests/fakes/noperf.c, beside the twin): their SIGPROF handler reads the
+        # Python frames in the sampled thread itself.
         e2e = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e")
-        ways = [("perf_event", {})]
+        ways = [("perf_event", {}), ("timer_signal", {"SONDE_SAMPLE_TIMERS": "1"})]
         twin = os.environ.get("SONDE_TWIN")
         noperf = twin and os.path.join(os.path.dirname(twin), "libnoperf.so")
         if noperf and os.path.exists(noperf):
             ways.append(("timer_signal", {"LD_PRELOAD": noperf}))
         for method, env in ways:
-            out = os.path.join(self.dir, method)
+            out = os.path.join(self.dir, method + "-".join(env))
             r = subprocess.run([sys.executable, os.path.join(e2e, "pyshares.py"), "2", out],
                                capture_output=True, text=True, env=dict(os.environ, **env))
             self.assertEqual(r.returncode, 0, r.stderr)
@@ -870,8 +871,8 @@ class Recording(Base):
                 f.write(r.stdout)
             with open(os.path.join(out, "inproc.json")) as f:
                 self.assertEqual(json.load(f)["profile"]["method"], method)
-            label = "in process (%s), %s %d.%d" % ((method, sys.executable) +
-                                                   sys.version_info[:2])
+            label = "in process (%s%s), %s %d.%d" % (
+                (method, "".join(" " + k for k in env), sys.executable) + sys.version_info[:2])
             c = subprocess.run([sys.executable, os.path.join(e2e, "pyframes_check.py"),
                                 os.path.join(out, "inproc.json"),
                                 os.path.join(out, "inproc.folded"), measured, label],
@@ -879,7 +880,7 @@ class Recording(Base):
             self.assertEqual(c.returncode, 0, c.stdout + c.stderr)
             print(c.stdout.strip(), file=sys.stderr)
         if twin:  # the build's tests are there: the fallback's run is not to be missed
-            self.assertEqual(len(ways), 2, "%s not found beside SONDE_TWIN" % noperf)
+            self.assertEqual(len(ways), 3, "%s not found beside SONDE_TWIN" % noperf)
 
     def test_off_cpu_time_of_blocked_threads(self):
         # issue 39, in process: tests/e2e/pyoffcpu.py's threads sleep, wait on a queue and on a
