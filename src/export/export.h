@@ -60,6 +60,30 @@ int sx_folded_stream(const sm_model *m, sx_sink sink, void *ctx);
 int sx_offcpu_folded_stream(const sm_model *m, sx_sink sink, void *ctx);
 /* NAME.pb.gz (pprof.c): the CPU samples as pprof's profile, gzip-compressed. 0, or -1. */
 int sx_pprof_stream(const sm_model *m, sx_sink sink, void *ctx);
+/* The walk both traces are encoders of (walk.c). Each callback returns 0 to go on, else the
+ * walk stops and returns what it returned; a callback left NULL is skipped. */
+typedef struct sx_walker {
+    /* sx_walk_spans: before a thread's first section (at first_ns, its start), folded or kept;
+     * a kept section's beginning, after the ends of those it follows; its end, after the ends
+     * of those inside it; a folded run, once closed (handed on before what comes after it:
+     * the section that closed it, or its box's end) */
+    int (*thread)(void *ctx, uint32_t thread, int64_t first_ns);
+    int (*begin)(void *ctx, const sm_span *s);
+    int (*end)(void *ctx, const sm_span *s);
+    int (*run)(void *ctx, const sm_fold_run *r);
+    /* sx_walk_ops: before a thread's first operator; an operator's beginning, after the ends
+     * of those before it that ended; its end, after those inside it */
+    int (*op_thread)(void *ctx, uint32_t thread, int64_t first_ns);
+    int (*op_begin)(void *ctx, const sm_op *op);
+    int (*op_end)(void *ctx, const sm_op *op);
+} sx_walker;
+/* The sections that begin in [t0, t1), thread after thread (as m->spans groups them), each
+ * thread's in time order, folded by fo (sm_folder_init over the same range; fo->runs holds
+ * every run afterwards, in the order they began). 0, -1 out of memory, or a callback's value. */
+int sx_walk_spans(const sm_model *m, sm_folder *fo, int64_t t0, int64_t t1,
+                  const sx_walker *ops, void *ctx);
+/* The operators that begin in [t0, t1), thread after thread, nested by their ends. */
+int sx_walk_ops(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *ops, void *ctx);
 /* Perfetto's protobuf trace (NAME.pftrace, perfetto.c), handed to sink in compressed pieces.
  * 0, or -1 when out of memory or when sink failed. */
 int sx_perfetto(const sm_model *m, sx_sink sink, void *ctx);

@@ -82,6 +82,7 @@ typedef struct pw {
     uint8_t *seen;        /* names interned on it, one bit per name */
     size_t seen_bytes;
     unsigned seen_cats;   /* categories interned on it, one bit per category */
+    int stack_info;       /* with_stack: where each section is in the source */
 } pw;
 
 /* Writes the packets held, once they reach FLUSH_AT bytes (or force), as one TracePacket whose
@@ -350,12 +351,16 @@ static void tracks(pw *w, int run_pid)
 /* ---- events ---- */
 
 /* A kept section's beginning, with its metadata, throughput, FLOPs and how it ended. */
-static void section_begin(pw *w, const sm_span *s, int stack)
+/* The walk's callbacks (walk.c): each thread's sections on its track, as a sequence, each
+ * kept one a slice from its begin to its end, each folded run a slice named as in the JSON
+ * trace; each thread's operators on its "cpu ops" track, nested by parent. */
+static int section_begin(void *ctx, const sm_span *s)
 {
+    pw *w = ctx;
     const sm_model *m = w->m;
     const sm_site *site = &m->sites[s->site];
     size_t p, e = event_open(w, s->start_ns, TYPE_BEGIN, CAT_SECTION, s->site, site->name, &p);
-    if (stack && site->file) { /* with_stack: where the section is in the source */
+    if (w->stack_info && site->file) { /* with_stack: where the section is in the source */
         arg_str(w, "file", site->file);
         arg_int(w, "line", site->line);
         arg_str(w, "function", site->func ? site->func : "");
@@ -372,14 +377,19 @@ static void section_begin(pw *w, const sm_span *s, int stack)
                             : s->flags & SM_SPAN_UNTERMINATED ? "unterminated"
                                                               : "closed_by_outer");
     event_close(w, e, p);
+    return w->err;
 }
 
-/* A folded run as one slice, named as in the JSON trace. */
-static void run_slice(pw *w, sm_folder *fo, int32_t r)
+static int section_end(void *ctx, const sm_span *s)
 {
-    if (r < 0)
-        return;
-    const sm_fold_run *run = &fo->runs[r];
+    pw *w = ctx;
+    end_event(w, s->end_ns);
+    return w->err;
+}
+
+static int run_slice(void *ctx, const sm_fold_run *run)
+{
+    pw *w = ctx;
     char label[512];
     sm_fold_label(w->m, run, label, sizeof label);
     size_t p, e = event_open(w, run->start_ns, TYPE_BEGIN, CAT_FOLDED, SIZE_MAX, label, &p);
@@ -387,80 +397,43 @@ static void run_slice(pw *w, sm_folder *fo, int32_t r)
     arg_num(w, "total_ms", (double)run->sum_ns / 1e6);
     event_close(w, e, p);
     end_event(w, run->end_ns);
-}
-
-/* One thread's sections, spans[a, b), as a sequence: each kept one begins after the ones it
- * follows have ended, and a folded run is written once closed (its name holds its count), all
- * in time order. */
-static int thread_sections(pw *w, size_t th, size_t a, size_t b, sm_folder *fo, int stack_info)
-{
-    const sm_model *m = w->m;
-    size_t *stack = NULL, depth = 0, cap = 0;
-    if (a < b)
-        seq_open(w, UUID_THREAD(th), 1, m->spans[a].start_ns);
-    for (size_t i = a; i < b && !w->err; i++) {
-        const sm_span *s = &m->spans[i];
-        int folded = sm_fold(fo, s);
-        if (folded < 0) {
-            w->err = -1;
-            break;
-        }
-        if (folded)
-            continue;
-        int32_t closed = fo->closed; /* in s's box: written once the stack is down to it */
-        while (depth && m->spans[stack[depth - 1]].end_ns <= s->start_ns) {
-            size_t k = stack[--depth];
-            run_slice(w, fo, sm_fold_take(fo, k));
-            end_event(w, m->spans[k].end_ns);
-        }
-        run_slice(w, fo, closed);
-        section_begin(w, s, stack_info);
-        if (SONDE_GROW(stack, depth, cap)) {
-            w->err = -1;
-            break;
-        }
-        stack[depth++] = i;
-    }
-    while (depth && !w->err) {
-        size_t k = stack[--depth];
-        run_slice(w, fo, sm_fold_take(fo, k));
-        end_event(w, m->spans[k].end_ns);
-    }
-    if (!w->err)
-        run_slice(w, fo, sm_fold_take(fo, m->n_spans + th));
-    sonde__free(stack);
     return w->err;
 }
 
-/* One thread's operators (grouped by thread, in start order, nested by parent) on its
- * "cpu ops" track. */
-static int thread_ops(pw *w, size_t th, size_t a, size_t b)
+static int thread_seq(void *ctx, uint32_t th, int64_t first_ns)
 {
+    pw *w = ctx;
+    seq_open(w, UUID_THREAD(th), 1, first_ns);
+    return w->err;
+}
+
+static int ops_seq(void *ctx, uint32_t th, int64_t first_ns)
+{
+    pw *w = ctx;
+    track(w, UUID_OPS(th), UUID_THREAD(th), "cpu ops", 0, -1, 0);
+    seq_open(w, UUID_OPS(th), 1, first_ns);
+    return w->err;
+}
+
+static int op_begin(void *ctx, const sm_op *op)
+{
+    pw *w = ctx;
     const sm_model *m = w->m;
-    size_t *stack = NULL, depth = 0, cap = 0;
-    seq_open(w, UUID_OPS(th), 1, m->ops[a].start_ns);
-    for (size_t i = a; i <= b && !w->err; i++) {
-        int64_t at = i < b ? m->ops[i].start_ns : INT64_MAX;
-        while (depth && m->ops[stack[depth - 1]].end_ns <= at)
-            end_event(w, m->ops[stack[--depth]].end_ns);
-        if (i == b)
-            break;
-        const sm_op *op = &m->ops[i];
-        size_t p, e = event_open(w, op->start_ns, TYPE_BEGIN, CAT_OP, op->name,
-                                 m->op_names[op->name], &p);
-        arg_int(w, "correlation", (int64_t)op->id);
-        if (op->shapes >= 0)
-            arg_str(w, "input_shapes", m->op_names[op->shapes]);
-        if (op->flops > 0)
-            arg_num(w, "flops", op->flops);
-        event_close(w, e, p);
-        if (SONDE_GROW(stack, depth, cap)) {
-            w->err = -1;
-            break;
-        }
-        stack[depth++] = i;
-    }
-    sonde__free(stack);
+    size_t p, e = event_open(w, op->start_ns, TYPE_BEGIN, CAT_OP, op->name,
+                             m->op_names[op->name], &p);
+    arg_int(w, "correlation", (int64_t)op->id);
+    if (op->shapes >= 0)
+        arg_str(w, "input_shapes", m->op_names[op->shapes]);
+    if (op->flops > 0)
+        arg_num(w, "flops", op->flops);
+    event_close(w, e, p);
+    return w->err;
+}
+
+static int op_end(void *ctx, const sm_op *op)
+{
+    pw *w = ctx;
+    end_event(w, op->end_ns);
     return w->err;
 }
 
@@ -735,22 +708,15 @@ int sx_perfetto(const sm_model *m, sx_sink sink, void *ctx)
         w.err = -1;
     sonde_config cfg;
     sm_config(m, &cfg);
-    int stack_info = cfg.with_stack;
+    w.stack_info = cfg.with_stack;
     if (!w.err)
         tracks(&w, run_pid);
-    /* spans and ops are grouped by thread, each thread's in start order */
-    for (size_t a = 0, b; a < m->n_spans && !w.err; a = b) {
-        for (b = a; b < m->n_spans && m->spans[b].thread == m->spans[a].thread; b++) {
-        }
-        thread_sections(&w, m->spans[a].thread, a, b, &fo, stack_info);
-    }
-    for (size_t a = 0, b; a < m->n_ops && !w.err; a = b) {
-        for (b = a; b < m->n_ops && m->ops[b].thread == m->ops[a].thread; b++) {
-        }
-        uint32_t th = m->ops[a].thread;
-        track(&w, UUID_OPS(th), UUID_THREAD(th), "cpu ops", 0, -1, 0);
-        thread_ops(&w, th, a, b);
-    }
+    static const sx_walker walk = {thread_seq, section_begin, section_end, run_slice,
+                                     ops_seq,    op_begin,      op_end};
+    if (!w.err && sx_walk_spans(m, &fo, INT64_MIN, INT64_MAX, &walk, &w))
+        w.err = -1;
+    if (!w.err && sx_walk_ops(m, INT64_MIN, INT64_MAX, &walk, &w))
+        w.err = -1;
     if (!w.err)
         instants(&w);
     if (!w.err)

@@ -17,6 +17,14 @@ typedef struct tctx {
     void *ctx;
     int err;
     int first;
+    /* what the walk's callbacks write with (sx_trace_part) */
+    const sm_model *m;
+    char **esc;            /* each site's name, escaped */
+    char **ids;            /* each thread's ",\"pid\":P,\"tid\":T" */
+    const char *x_head;    /* a section's event up to its name */
+    size_t x_len;
+    int stack;             /* with_stack: where each section is in the source */
+    int64_t sh;            /* added to every time */
 } tctx;
 
 static void flush(tctx *t, int force)
@@ -529,6 +537,90 @@ static void trace_sessions(tctx *t, const sm_model *m, int64_t t0, int64_t t1, i
     }
 }
 
+/* A kept section as a complete event, with its metadata, units and FLOPs as args (the walk's
+ * begin). */
+static int json_section(void *ctx, const sm_span *s)
+{
+    tctx *t = ctx;
+    const sm_model *m = t->m;
+    const char *name = t->esc[s->site] ? t->esc[s->site] : "\"?\"";
+    const sm_site *site = &m->sites[s->site];
+    int where = t->stack && site->file;
+    sep(t);
+    sbuf_add(&t->b, t->x_head, t->x_len);
+    sbuf_puts(&t->b, name);
+    sbuf_add(&t->b, ",\"ts\":", 6);
+    sbuf_us3(&t->b, s->start_ns + t->sh);
+    sbuf_add(&t->b, ",\"dur\":", 7);
+    sbuf_us3(&t->b, s->end_ns - s->start_ns);
+    sbuf_puts(&t->b, t->ids[s->thread]);
+    const sm_span_x *x = sm_span_extra(m, s);
+    if (x->meta >= 0 || x->units > 0 || x->flops > 0 || (s->flags & SM_SPAN_END_FLAGS) || where) {
+        sbuf_puts(&t->b, ",\"args\":{");
+        int first = 1;
+        if (where) { /* with_stack: where the section is in the source */
+            sbuf_puts(&t->b, "\"file\":");
+            sbuf_json_str(&t->b, site->file);
+            sbuf_printf(&t->b, ",\"line\":%d,\"function\":", site->line);
+            sbuf_json_str(&t->b, site->func);
+            first = 0;
+        }
+        if (x->meta >= 0) { /* each key once, at its last value */
+            sm_each_meta(m, x->meta, sx_json_kv, &t->b);
+            first = t->b.len && t->b.data[t->b.len - 1] == '{';
+        }
+        if (x->units > 0) {
+            sbuf_puts(&t->b, first ? "\"units\":" : ",\"units\":");
+            sbuf_json_num(&t->b, x->units);
+            first = 0;
+        }
+        if (x->flops > 0) {
+            sbuf_puts(&t->b, first ? "\"flops\":" : ",\"flops\":");
+            sbuf_json_num(&t->b, x->flops);
+            first = 0;
+        }
+        if (s->flags & SM_SPAN_END_FLAGS) {
+            sbuf_puts(&t->b, first ? "" : ",");
+            sbuf_puts(&t->b, s->flags & SM_SPAN_END_LOST       ? "\"sonde\":\"end_lost\""
+                             : s->flags & SM_SPAN_UNTERMINATED ? "\"sonde\":\"unterminated\""
+                                                               : "\"sonde\":\"closed_by_outer\"");
+        }
+        sbuf_putc(&t->b, '}');
+    }
+    sbuf_putc(&t->b, '}');
+    flush(t, 0);
+    return t->err;
+}
+
+/* An operator of another tracer as a complete event in PyTorch's cpu_op category (the walk's
+ * op_begin). */
+static int json_op(void *ctx, const sm_op *op)
+{
+    tctx *t = ctx;
+    const sm_model *m = t->m;
+    sep(t);
+    sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":");
+    sbuf_json_str(&t->b, m->op_names[op->name]);
+    sbuf_add(&t->b, ",\"ts\":", 6);
+    sbuf_us3(&t->b, op->start_ns + t->sh);
+    sbuf_add(&t->b, ",\"dur\":", 7);
+    sbuf_us3(&t->b, op->end_ns - op->start_ns);
+    sbuf_puts(&t->b, t->ids[op->thread]);
+    sbuf_puts(&t->b, ",\"args\":{\"correlation\":");
+    sbuf_u64(&t->b, op->id);
+    if (op->shapes >= 0) {
+        sbuf_puts(&t->b, ",\"input_shapes\":");
+        sbuf_json_str(&t->b, m->op_names[op->shapes]);
+    }
+    if (op->flops > 0) {
+        sbuf_puts(&t->b, ",\"flops\":");
+        sbuf_json_num(&t->b, op->flops);
+    }
+    sbuf_puts(&t->b, "}}");
+    flush(t, 0);
+    return t->err;
+}
+
 int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void *ctx)
 {
     int64_t t0 = o->t0, t1 = o->t1, sh = o->shift_ns;
@@ -582,11 +674,8 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     }
     static const char x_sec[] = "{\"ph\":\"X\",\"cat\":\"section\",\"name\":";
     static const char x_ann[] = "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":";
-    const char *x_head = o->tensorboard ? x_ann : x_sec;
-    size_t x_len = o->tensorboard ? sizeof x_ann - 1 : sizeof x_sec - 1;
     sonde_config cfg;
     sm_config(m, &cfg);
-    int stack = cfg.with_stack;
     /* The budget: sections shorter than bud.min_ns are folded into runs (sm_folder). */
     sm_budget bud = m->trace; /* the whole run's, else that of [t0, t1) */
     if (!t.err && (t0 != INT64_MIN || t1 != INT64_MAX) && sm_trace_budget(m, t0, t1, &bud) != 0)
@@ -594,93 +683,23 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     sm_folder fo;
     if (sm_folder_init(&fo, m, t0, t1, bud.folded ? bud.min_ns : INT64_MIN) != 0)
         t.err = -1;
-    for (size_t i = 0; i < m->n_spans && !t.err; i++) {
-        const sm_span *s = &m->spans[i];
-        if (!sm_span_in(s, t0, t1))
-            continue;
-        int folded = sm_fold(&fo, s);
-        if (folded < 0)
-            t.err = -1;
-        if (folded)
-            continue;
-        const char *name = esc[s->site] ? esc[s->site] : "\"?\"";
-        const sm_site *site = &m->sites[s->site];
-        int where = stack && site->file;
-        sep(&t);
-        sbuf_add(&t.b, x_head, x_len);
-        sbuf_puts(&t.b, name);
-        sbuf_add(&t.b, ",\"ts\":", 6);
-        sbuf_us3(&t.b, s->start_ns + sh);
-        sbuf_add(&t.b, ",\"dur\":", 7);
-        sbuf_us3(&t.b, s->end_ns - s->start_ns);
-        sbuf_puts(&t.b, ids[s->thread]);
-        const sm_span_x *x = sm_span_extra(m, s);
-        if (x->meta >= 0 || x->units > 0 || x->flops > 0 || (s->flags & SM_SPAN_END_FLAGS) ||
-            where) {
-            sbuf_puts(&t.b, ",\"args\":{");
-            int first = 1;
-            if (where) { /* with_stack: where the section is in the source */
-                sbuf_puts(&t.b, "\"file\":");
-                sbuf_json_str(&t.b, site->file);
-                sbuf_printf(&t.b, ",\"line\":%d,\"function\":", site->line);
-                sbuf_json_str(&t.b, site->func);
-                first = 0;
-            }
-            if (x->meta >= 0) { /* each key once, at its last value */
-                sm_each_meta(m, x->meta, sx_json_kv, &t.b);
-                first = t.b.len && t.b.data[t.b.len - 1] == '{';
-            }
-            if (x->units > 0) {
-                sbuf_puts(&t.b, first ? "\"units\":" : ",\"units\":");
-                sbuf_json_num(&t.b, x->units);
-                first = 0;
-            }
-            if (x->flops > 0) {
-                sbuf_puts(&t.b, first ? "\"flops\":" : ",\"flops\":");
-                sbuf_json_num(&t.b, x->flops);
-                first = 0;
-            }
-            if (s->flags & SM_SPAN_END_FLAGS) {
-                sbuf_puts(&t.b, first ? "" : ",");
-                sbuf_puts(&t.b, s->flags & SM_SPAN_END_LOST       ? "\"sonde\":\"end_lost\""
-                                : s->flags & SM_SPAN_UNTERMINATED ? "\"sonde\":\"unterminated\""
-                                                                  : "\"sonde\":\"closed_by_outer\"");
-            }
-            sbuf_putc(&t.b, '}');
-        }
-        sbuf_putc(&t.b, '}');
-        flush(&t, 0);
-    }
+    t.m = m;
+    t.esc = esc;
+    t.ids = ids;
+    t.x_head = o->tensorboard ? x_ann : x_sec;
+    t.x_len = o->tensorboard ? sizeof x_ann - 1 : sizeof x_sec - 1;
+    t.stack = cfg.with_stack;
+    t.sh = sh;
+    /* the kept sections as complete events, then the folded runs in the order they began; the
+     * operators of another tracer (sonde_ops) on their threads, in PyTorch's category */
+    static const sx_walker walk = {NULL, json_section, NULL, NULL, NULL, json_op, NULL};
+    if (!t.err && sx_walk_spans(m, &fo, t0, t1, &walk, &t))
+        t.err = -1;
     if (!t.err)
         fold_events(&t, m, fo.runs, fo.n_runs, ids, sh, bud.min_ns);
     sm_folder_free(&fo);
-    /* Operators of another tracer (sonde_ops) on their threads, inside the sections they ran
-     * in, in PyTorch's category. */
-    for (size_t i = 0; i < m->n_ops && !t.err; i++) {
-        const sm_op *op = &m->ops[i];
-        if (op->start_ns < t0 || op->start_ns >= t1)
-            continue;
-        sep(&t);
-        sbuf_puts(&t.b, "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":");
-        sbuf_json_str(&t.b, m->op_names[op->name]);
-        sbuf_add(&t.b, ",\"ts\":", 6);
-        sbuf_us3(&t.b, op->start_ns + sh);
-        sbuf_add(&t.b, ",\"dur\":", 7);
-        sbuf_us3(&t.b, op->end_ns - op->start_ns);
-        sbuf_puts(&t.b, ids[op->thread]);
-        sbuf_puts(&t.b, ",\"args\":{\"correlation\":");
-        sbuf_u64(&t.b, op->id);
-        if (op->shapes >= 0) {
-            sbuf_puts(&t.b, ",\"input_shapes\":");
-            sbuf_json_str(&t.b, m->op_names[op->shapes]);
-        }
-        if (op->flops > 0) {
-            sbuf_puts(&t.b, ",\"flops\":");
-            sbuf_json_num(&t.b, op->flops);
-        }
-        sbuf_puts(&t.b, "}}");
-        flush(&t, 0);
-    }
+    if (!t.err && sx_walk_ops(m, t0, t1, &walk, &t))
+        t.err = -1;
     trace_instants(&t, m, t0, t1, sh, esc, ids);
     trace_counters(&t, m, t0, t1, sh, pid);
     trace_steps(&t, m, o, t0, t1, sh, pid, steps_tid, ids);

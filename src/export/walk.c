@@ -1,0 +1,112 @@
+/* walk.c - the walk both traces are written from (trace.c's JSON trace, perfetto.c's protobuf
+ * trace): a model's kept sections, thread after thread, each beginning after those it follows
+ * have ended, with the runs the trace's budget folds (sm_folder) where each closes; and its
+ * operators, thread after thread, nested by their ends. Each trace is an encoder of what the
+ * walk hands it (sx_walker): the begins and ends of sections and operators, the runs, the
+ * threads. */
+#include "export.h"
+#include "../util/alloc.h"
+
+/* A run of the folder handed on when there is one (r >= 0). */
+static int run_of(const sx_walker *ops, void *ctx, const sm_folder *fo, int32_t r)
+{
+    return r >= 0 && ops->run ? ops->run(ctx, &fo->runs[r]) : 0;
+}
+
+/* spans[a, b), one thread's (those that begin in [t0, t1)), as sx_walk_spans hands them on. */
+static int thread_spans(const sm_model *m, size_t a, size_t b, int64_t t0, int64_t t1,
+                        sm_folder *fo, const sx_walker *ops, void *ctx)
+{
+    size_t *stack = NULL, depth = 0, cap = 0;
+    int rc = 0, begun = 0;
+    for (size_t i = a; i < b && !rc; i++) {
+        const sm_span *s = &m->spans[i];
+        if (!sm_span_in(s, t0, t1))
+            continue;
+        if (!begun++ && ops->thread && (rc = ops->thread(ctx, s->thread, s->start_ns)))
+            break;
+        int folded = sm_fold(fo, s);
+        if (folded)
+            rc = folded < 0 ? -1 : 0;
+        if (folded)
+            continue;
+        int32_t closed = fo->closed; /* in s's box: handed on once the stack is down to it */
+        while (!rc && depth && m->spans[stack[depth - 1]].end_ns <= s->start_ns) {
+            size_t k = stack[--depth];
+            rc = run_of(ops, ctx, fo, sm_fold_take(fo, k));
+            if (!rc && ops->end)
+                rc = ops->end(ctx, &m->spans[k]);
+        }
+        if (!rc)
+            rc = run_of(ops, ctx, fo, closed);
+        if (!rc && ops->begin)
+            rc = ops->begin(ctx, s);
+        if (!rc && SONDE_GROW(stack, depth, cap))
+            rc = -1;
+        if (!rc)
+            stack[depth++] = i;
+    }
+    while (!rc && depth) {
+        size_t k = stack[--depth];
+        rc = run_of(ops, ctx, fo, sm_fold_take(fo, k));
+        if (!rc && ops->end)
+            rc = ops->end(ctx, &m->spans[k]);
+    }
+    if (!rc && begun)
+        rc = run_of(ops, ctx, fo, sm_fold_take(fo, m->n_spans + m->spans[a].thread));
+    sonde__free(stack);
+    return rc;
+}
+
+int sx_walk_spans(const sm_model *m, sm_folder *fo, int64_t t0, int64_t t1,
+                  const sx_walker *ops, void *ctx)
+{
+    int rc = 0;
+    for (size_t a = 0, b; a < m->n_spans && !rc; a = b) { /* grouped by thread, in start order */
+        for (b = a; b < m->n_spans && m->spans[b].thread == m->spans[a].thread; b++) {
+        }
+        rc = thread_spans(m, a, b, t0, t1, fo, ops, ctx);
+    }
+    return rc;
+}
+
+/* ops[a, b), one thread's (those that begin in [t0, t1)), as sx_walk_ops hands them on. */
+static int thread_ops(const sm_model *m, size_t a, size_t b, int64_t t0, int64_t t1,
+                      const sx_walker *w, void *ctx)
+{
+    size_t *stack = NULL, depth = 0, cap = 0;
+    int rc = 0, begun = 0;
+    for (size_t i = a; i <= b && !rc; i++) {
+        if (i < b && (m->ops[i].start_ns < t0 || m->ops[i].start_ns >= t1))
+            continue;
+        int64_t at = i < b ? m->ops[i].start_ns : INT64_MAX;
+        while (!rc && depth && m->ops[stack[depth - 1]].end_ns <= at) {
+            const sm_op *op = &m->ops[stack[--depth]];
+            rc = w->op_end ? w->op_end(ctx, op) : 0;
+        }
+        if (rc || i == b)
+            break;
+        const sm_op *op = &m->ops[i];
+        if (!begun++ && w->op_thread)
+            rc = w->op_thread(ctx, op->thread, op->start_ns);
+        if (!rc && w->op_begin)
+            rc = w->op_begin(ctx, op);
+        if (!rc && SONDE_GROW(stack, depth, cap))
+            rc = -1;
+        if (!rc)
+            stack[depth++] = i;
+    }
+    sonde__free(stack);
+    return rc;
+}
+
+int sx_walk_ops(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *w, void *ctx)
+{
+    int rc = 0;
+    for (size_t a = 0, b; a < m->n_ops && !rc; a = b) { /* grouped by thread, in start order */
+        for (b = a; b < m->n_ops && m->ops[b].thread == m->ops[a].thread; b++) {
+        }
+        rc = thread_ops(m, a, b, t0, t1, w, ctx);
+    }
+    return rc;
+}
