@@ -865,8 +865,18 @@ static void json_python(sbuf *b, const sm_profile *pr)
     sbuf_puts(b, "],");
 }
 
+/* An off-CPU row's "seconds", "periods" and "share" (of total ns), and its end. */
+static void off_figures(sbuf *b, uint64_t ns, uint64_t periods, uint64_t total)
+{
+    kv_num(b, "seconds", (double)ns / 1e9, 1);
+    kv_num(b, "periods", (double)periods, 1);
+    kv_num(b, "share", total ? (double)ns / (double)total : 0, 0);
+    sbuf_putc(b, '}');
+}
+
 /* "off_cpu": where the sampled threads were blocked in the kernel, top 100 stacks by time, and
  * by section (only when the periods were followed: docs/stacks.md "Off-CPU time"). */
+
 static void json_off_cpu(sbuf *b, const sm_profile *pr)
 {
     if (!pr->off_followed)
@@ -884,10 +894,7 @@ static void json_off_cpu(sbuf *b, const sm_profile *pr)
         kv_str(b, "waits_in", x->waits_in, 1);
         if (x->python)
             kv_str(b, "python", x->python, 1);
-        kv_num(b, "seconds", (double)x->ns / 1e9, 1);
-        kv_num(b, "periods", (double)x->periods, 1);
-        kv_num(b, "share", pr->off_ns ? (double)x->ns / (double)pr->off_ns : 0, 0);
-        sbuf_putc(b, '}');
+        off_figures(b, x->ns, x->periods, pr->off_ns);
     }
     sbuf_puts(b, "],");
     /* by the innermost section open on the thread when it blocked, top 100 by time */
@@ -898,10 +905,7 @@ static void json_off_cpu(sbuf *b, const sm_profile *pr)
         const sm_offsection *x = &pr->off_sections[i];
         sbuf_puts(b, i ? ",{" : "{");
         kv_str(b, "name", x->name, 1);
-        kv_num(b, "seconds", (double)x->ns / 1e9, 1);
-        kv_num(b, "periods", (double)x->periods, 1);
-        kv_num(b, "share", pr->off_ns ? (double)x->ns / (double)pr->off_ns : 0, 0);
-        sbuf_putc(b, '}');
+        off_figures(b, x->ns, x->periods, pr->off_ns);
     }
     sbuf_puts(b, "]},");
 }
