@@ -518,6 +518,34 @@ static int cmp_stack_ref(const void *a, const void *b)
     return x->i < y->i ? -1 : x->i > y->i;
 }
 
+/* The off-CPU periods for the flame graph's off-CPU scope (only where they were followed and
+ * some were seen): ",\"off\":{...}", their time (ns) and, by stack, the MAX_FLAME_STACKS
+ * longest (the model's order), each its functions outermost first and its time. */
+static void off_json(sbuf *d, const sm_profile *p)
+{
+    if (!p->n_off)
+        return;
+    size_t k = p->n_off < MAX_FLAME_STACKS ? p->n_off : MAX_FLAME_STACKS;
+    sbuf_printf(d, ",\"off\":{\"ns\":%llu,\"periods\":%llu,\"stacks\":[",
+                (unsigned long long)p->off_ns, (unsigned long long)p->off_periods);
+    for (size_t i = 0; i < k && !d->oom; i++) {
+        sbuf_puts(d, i ? ",[" : "[");
+        for (uint32_t f = 0; f < p->off[i].n_frames; f++) {
+            if (f)
+                sbuf_putc(d, ',');
+            sbuf_u64(d, p->off[i].frames[f]);
+        }
+        sbuf_putc(d, ']');
+    }
+    sbuf_puts(d, "],\"stack_ns\":[");
+    for (size_t i = 0; i < k; i++) {
+        if (i)
+            sbuf_putc(d, ',');
+        sbuf_u64(d, p->off[i].ns);
+    }
+    sbuf_puts(d, "]}");
+}
+
 /* The CPU samples for the flame graphs: functions, the distinct stacks (MAX_FLAME_STACKS of
  * most samples; their functions outermost first), and per section its stacks among those. */
 static void profile_json(sbuf *d, const sm_model *m)
@@ -582,7 +610,9 @@ static void profile_json(sbuf *d, const sm_model *m)
         }
         sbuf_puts(d, "]}");
     }
-    sbuf_puts(d, "]}");
+    sbuf_putc(d, ']');
+    off_json(d, p);
+    sbuf_putc(d, '}');
 out:
     sonde__free(r);
     sonde__free(at);
@@ -1144,10 +1174,12 @@ int sx_html_report(sx_report *r, sbuf *b)
         snprintf(v, sizeof v, "%llu", (unsigned long long)m->profile.samples);
         sbuf_printf(b, "<h2 id=\"flame-title\">CPU samples</h2>\n<p class=\"note\">%s samples "
                        "at %u Hz, as a flame graph (callers above callees; width: samples). "
-                       "Click a frame to zoom into it; select a section to see its own.</p>\n"
+                       "Click a frame to zoom into it; select a section to see its own%s.</p>\n"
                        "<div class=\"toolbar\"><select id=\"flame-scope\" aria-label=\"samples "
                        "of\"></select></div>\n<div id=\"flame\" class=\"figure\"></div>\n",
-                    v, m->profile.hz);
+                    v, m->profile.hz,
+                    m->profile.n_off ? ", or the off-CPU time (where the threads were blocked "
+                                       "in the kernel; width: time)" : "");
     }
     if (m->profile.off_followed)
         off_cpu_table(b, m);

@@ -116,6 +116,35 @@ async function demoAt(browser, width) {
     return c ? [c.height, s.options.length, s.value] : null;
   });
   check(flame && flame[0] > 0 && flame[1] >= 2, 'the flame graph is drawn with its scopes' + w, flame);
+  // where the run's off-CPU periods were followed (as root), its last scope draws them: the
+  // time shown is the page's own total of them, and the tooltip speaks of time, not samples
+  const off = await page.evaluate(() => {
+    const d = JSON.parse(document.getElementById('sonde-data').textContent);
+    if (!d.profile || !d.profile.off) return null;
+    const s = document.getElementById('flame-scope');
+    s.selectedIndex = s.options.length - 1;
+    s.dispatchEvent(new Event('change'));
+    const shown = window.sondeReport.flameOffCpu();
+    const c = document.querySelector('#flame canvas');
+    const want = d.profile.off.stack_ns.reduce((a, v) => a + v, 0);
+    c.scrollIntoView({ block: 'center' });   // the mouse moves in the viewport
+    const r = c.getBoundingClientRect();
+    return [shown, want, c.height, s.options[s.selectedIndex].textContent, r.left + 20, r.top + 8];
+  });
+  if (off) {
+    check(off[0] === off[1] && off[0] > 0 && off[2] > 0 && off[3].startsWith('off-CPU time'),
+          'the flame graph\'s off-CPU scope draws the blocked time' + w, off);
+    await page.mouse.move(off[4], off[5]);
+    const tip = await page.$eval('.tip', (e) => e.textContent).catch(() => '');
+    check(/off-CPU/.test(tip) && !/samples/.test(tip), 'the off-CPU flame graph\'s tooltip gives time' + w, tip);
+    await page.evaluate(() => {   // back to the CPU samples for what follows
+      const s = document.getElementById('flame-scope');
+      s.selectedIndex = 0;
+      s.dispatchEvent(new Event('change'));
+    });
+  } else if (process.getuid && process.getuid() === 0) {
+    check(false, 'as root the demo\'s off-CPU periods are in the page' + w, off);
+  }
 
   const legend = await page.$$eval('#legend .item', (e) => e.length);
   check(legend >= 5, 'the legend lists the names' + w, legend);

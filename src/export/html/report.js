@@ -751,10 +751,11 @@
     box.appendChild(cv);
     var sections = new Map();
     P.sections.forEach(function (s) { sections.set(s.name, s); });
-    function build(pairs) {   // [stack index, count]...
+    var off = false;          // the off-CPU scope: P.off's stacks, their time in ns
+    function build(pairs, stacks) {   // [stack index, count or ns]...
       var r = { f: -1, v: 0, kids: new Map(), parent: null };
       pairs.forEach(function (p) {
-        var node = r, fr = P.stacks[p[0]];
+        var node = r, fr = stacks[p[0]];
         r.v += p[1];
         for (var q = 0; q < fr.length; q++) {
           var next = node.kids.get(fr[q]);
@@ -766,12 +767,17 @@
       return r;
     }
     var total = P.counts.map(function (c, q) { return [q, c]; });
-    function show(scope) {
-      var s = scope ? sections.get(scope) : null, pairs = [];
+    function show(scope, offScope) {
+      var s = scope && !offScope ? sections.get(scope) : null, pairs = [];
       if (s) for (var q = 0; q < s.stacks.length; q += 2) pairs.push([s.stacks[q], s.stacks[q + 1]]);
-      root = build(s ? pairs : total);
+      off = !!(offScope && P.off);
+      root = off ? build(P.off.stack_ns.map(function (v, q) { return [q, v]; }), P.off.stacks)
+                 : build(s ? pairs : total, P.stacks);
       focus = root;
-      if (scopeSel) scopeSel.value = scope || '';
+      if (scopeSel) {
+        scopeSel.value = off ? '' : scope || '';
+        if (off) scopeSel.selectedIndex = scopeSel.options.length - 1;
+      }
       draw();
     }
     if (scopeSel) {
@@ -783,7 +789,16 @@
         e.value = s.name;
         scopeSel.appendChild(e);
       });
-      scopeSel.addEventListener('change', function () { show(scopeSel.value); });
+      if (P.off) {   // last: where the threads were blocked in the kernel, by time
+        var oo = text('option', '', 'off-CPU time, blocked in the kernel (' + fmtDur(P.off.ns) + ')');
+        oo.value = '';
+        oo.dataset.off = '1';
+        scopeSel.appendChild(oo);
+      }
+      scopeSel.addEventListener('change', function () {
+        var o = scopeSel.options[scopeSel.selectedIndex];
+        show(scopeSel.value, o && o.dataset.off === '1');
+      });
     }
     function depthOf(nd) {   // the levels below nd
       var d = 0;
@@ -843,13 +858,15 @@
     cv.addEventListener('mousemove', function (e) {
       var nd = at(e);
       if (!nd) { hideTip(); return; }
-      showTip(e, [text('b', '', nd.f < 0 ? 'all' : P.funcs[nd.f]),
-        line('samples', nd.v + ' (' + (100 * nd.v / root.v).toFixed(1) + '% of these, ' + fmtDur(nd.v * 1e9 / (P.hz || 1)) + ' of CPU)')]);
+      showTip(e, [text('b', '', nd.f < 0 ? 'all' : P.funcs[nd.f]), off
+        ? line('off-CPU', fmtDur(nd.v) + ' (' + (100 * nd.v / root.v).toFixed(1) + '% of the time blocked)')
+        : line('samples', nd.v + ' (' + (100 * nd.v / root.v).toFixed(1) + '% of these, ' + fmtDur(nd.v * 1e9 / (P.hz || 1)) + ' of CPU)')]);
     });
     cv.addEventListener('mouseleave', hideTip);
     cv.addEventListener('click', function (e) { var nd = at(e); if (nd) { focus = nd; draw(); } });
     show('');
-    return { show: show, draw: draw, scopeOf: function (nm) { return sections.has(nm); } };
+    return { show: show, draw: draw, scopeOf: function (nm) { return sections.has(nm); },
+             offCpu: function () { return off ? root.v : -1; } };
   }
 
   // ---- start ----
@@ -864,6 +881,8 @@
     view: function () { return [v0, v1]; },
     setView: setView,
     drawNow: drawAll,   // what a zoom or pan redraws, at once (bench/bench_html.js times it)
+    // the time (ns) the flame graph shows when its off-CPU scope is selected, else -1
+    flameOffCpu: function () { return flame ? flame.offCpu() : -1; },
     duration: dur,
     // the client point at the middle of the widest span of that name (any, without one) now in
     // view, or null
