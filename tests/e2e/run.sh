@@ -1708,9 +1708,11 @@ PY
         # the same on the timers' fallback (perf_event_open refused, tests/fakes/noperf.c): the
         # Python frames read by the SIGPROF handler, in the sampled thread itself, half as long
         mkdir -p stress-timer
-        ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" LD_PRELOAD="$build/tests/libnoperf.so" \
-            timeout $((secs * 2 + 60)) "$build/tests/pystress" "$((secs / 2))" stress-timer \
-            "$src/tests/e2e/pystress.py" > stress.txt ||
+        # (preloaded into pystress alone: in the ASan build the fake is instrumented, and
+        # only a program holding ASan's runtime can load it)
+        ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" timeout $((secs * 2 + 60)) \
+            env LD_PRELOAD="$build/tests/libnoperf.so" "$build/tests/pystress" "$((secs / 2))" \
+            stress-timer "$src/tests/e2e/pystress.py" > stress.txt ||
             fail "pystress on the timers exited $?: $(tail -5 stress.txt)"
         grep -q '"method":"timer_signal"' stress-timer/pystress.json ||
             fail "pystress on the timers: not sampled by the timers"
