@@ -292,8 +292,19 @@ void sonde__cputimer_python(sonde_cputimer *t, const sonde_pyproc *py)
 void sonde__cputimer_tstate(sonde_cputimer *t, uint32_t tid, uint64_t tstate)
 {
     size_t h = ts_slot(t, tid, 1);
+    if (h == TSTATES && tstate) {
+        /* full: 4096 threads have come (most gone, in a program that makes threads all along).
+         * Emptied, for the threads sampled from now on to be put back as they come. A handler
+         * reading it meanwhile finds its thread missing, or another's state, which
+         * sonde__py_raw refuses (its thread id is not the handler's): no frames, no harm. */
+        for (size_t i = 0; i < TSTATES; i++) {
+            atomic_store_explicit(&t->ts_tid[i], 0, memory_order_release);
+            atomic_store_explicit(&t->ts_addr[i], 0, memory_order_release);
+        }
+        h = ts_slot(t, tid, 1);
+    }
     if (h == TSTATES || (!tstate && !atomic_load(&t->ts_tid[h])))
-        return; /* full (4096 threads), or nothing to say of a thread not in it */
+        return; /* nothing to say of a thread not in it */
     atomic_store_explicit(&t->ts_addr[h], tstate, memory_order_release);
     atomic_store_explicit(&t->ts_tid[h], tid, memory_order_release);
 }
