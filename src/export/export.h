@@ -76,6 +76,12 @@ typedef struct sx_walker {
     int (*op_thread)(void *ctx, uint32_t thread, int64_t first_ns);
     int (*op_begin)(void *ctx, const sm_op *op);
     int (*op_end)(void *ctx, const sm_op *op);
+    /* sx_walk_off: an off-CPU track's first period (the track of thread o->tid in process pid),
+     * name_process 1 when no thread of the run and no track before it is in that process (a
+     * child of `sonde run` that only waited: its name is the stack's first frame); a period
+     * (after its track's) */
+    int (*off_track)(void *ctx, const sm_offperiod *o, int pid, int name_process);
+    int (*off_period)(void *ctx, const sm_offperiod *o, int pid);
 } sx_walker;
 /* The sections that begin in [t0, t1), thread after thread (as m->spans groups them), each
  * thread's in time order, folded by fo (sm_folder_init over the same range; fo->runs holds
@@ -84,6 +90,11 @@ int sx_walk_spans(const sm_model *m, sm_folder *fo, int64_t t0, int64_t t1,
                   const sx_walker *ops, void *ctx);
 /* The operators that begin in [t0, t1), thread after thread, nested by their ends. */
 int sx_walk_ops(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *ops, void *ctx);
+/* The off-CPU periods the model kept that begin in [t0, t1), in time order, the longest that
+ * fit the trace's share (sm_off_trace_min_ns), each in its own process, or in pid when forced
+ * (a merged trace's rank) or unknown; pid is the trace's run. */
+int sx_walk_off(const sm_model *m, int64_t t0, int64_t t1, int pid, int forced,
+                const sx_walker *ops, void *ctx);
 /* Perfetto's protobuf trace (NAME.pftrace, perfetto.c), handed to sink in compressed pieces.
  * 0, or -1 when out of memory or when sink failed. */
 int sx_perfetto(const sm_model *m, sx_sink sink, void *ctx);

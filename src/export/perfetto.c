@@ -83,6 +83,7 @@ typedef struct pw {
     size_t seen_bytes;
     unsigned seen_cats;   /* categories interned on it, one bit per category */
     int stack_info;       /* with_stack: where each section is in the source */
+    size_t off_tracks;    /* off-CPU tracks described */
 } pw;
 
 /* Writes the packets held, once they reach FLUSH_AT bytes (or force), as one TracePacket whose
@@ -595,65 +596,53 @@ static int gpu(pw *w, int run_pid)
 /* Off-CPU periods (docs/stacks.md, "Off-CPU time"), the same the JSON trace shows: a track
  * "thread TID off-CPU" per thread under its process (described here when no thread of the run
  * is in it), each period a slice "blocked: WAITS_IN" with the Python function and the stack. */
+static int off_track(void *ctx, const sm_offperiod *o, int pid, int name_process)
+{
+    pw *w = ctx;
+    char label[64];
+    if (name_process) { /* a process of `sonde run`'s that only waited: its command */
+        const char *line = w->m->profile.off[o->off].stack;
+        snprintf(label, sizeof label, "%.*s", (int)strcspn(line, ";"), line);
+        track(w, UUID_PROCESS(pid), 0, label, pid, -1, 0);
+    }
+    snprintf(label, sizeof label, "thread %u off-CPU", o->tid);
+    track(w, UUID_OFFCPU(pid, o->tid), UUID_PROCESS(pid), label, pid, -1, 0);
+    w->off_tracks++;
+    return w->err;
+}
+
+static int off_period(void *ctx, const sm_offperiod *o, int pid)
+{
+    pw *w = ctx;
+    const sm_offstack *x = &w->m->profile.off[o->off];
+    uint64_t uuid = UUID_OFFCPU(pid, o->tid);
+    char name[300];
+    snprintf(name, sizeof name, "blocked: %s", x->waits_in);
+    size_t p, e = event_open(w, o->t_ns, TYPE_BEGIN, CAT_OFFCPU, SIZE_MAX, name, &p);
+    pb_uint(&w->b, TE_TRACK, uuid);
+    if (x->python)
+        arg_str(w, "python", x->python);
+    arg_str(w, "stack", x->stack);
+    event_close(w, e, p);
+    p = packet_open(w, o->t_ns + o->ns);
+    e = pb_open(&w->b, TP_TRACK_EVENT);
+    pb_uint(&w->b, TE_TYPE, TYPE_END);
+    pb_uint(&w->b, TE_TRACK, uuid);
+    event_close(w, e, p);
+    return w->err;
+}
+
+/* The tracks first (the walk with off_track alone), then the periods on one sequence of
+ * absolute times. */
 static int off_cpu(pw *w, int run_pid)
 {
-    const sm_model *m = w->m;
-    const sm_profile *pr = &m->profile;
-    int64_t min_ns = sm_off_trace_min_ns(m, INT64_MIN, INT64_MAX);
-    if (min_ns < 0)
+    static const sx_walker tracks = {.off_track = off_track}, periods = {.off_period = off_period};
+    if (sx_walk_off(w->m, INT64_MIN, INT64_MAX, run_pid, 0, &tracks, w))
         return w->err = -1;
-    uint64_t *seen = NULL;
-    size_t n_seen = 0, cap = 0;
-    for (size_t i = 0; i < pr->n_off_held && !w->err; i++) { /* the tracks first */
-        const sm_offperiod *o = &pr->off_held[i];
-        int pid = o->pid ? (int)o->pid : run_pid;
-        uint64_t key = UUID_OFFCPU(pid, o->tid);
-        int pid_seen = pid == run_pid;
-        size_t k = 0;
-        for (; k < n_seen && seen[k] != key; k++)
-            pid_seen |= (seen[k] >> 24 & 0xffffffffu) == (uint32_t)pid;
-        if (o->ns < min_ns || k < n_seen || o->off >= pr->n_off)
-            continue;
-        for (size_t th = 0; th < m->n_threads && !pid_seen; th++)
-            pid_seen = thread_pid(m, th, run_pid) == pid;
-        if (SONDE_GROW(seen, n_seen, cap)) {
-            w->err = -1;
-            break;
-        }
-        seen[n_seen++] = key;
-        char label[64];
-        if (!pid_seen) { /* a process of `sonde run`'s that only waited: its command */
-            const char *line = pr->off[o->off].stack;
-            snprintf(label, sizeof label, "%.*s", (int)strcspn(line, ";"), line);
-            track(w, UUID_PROCESS(pid), 0, label, pid, -1, 0);
-        }
-        snprintf(label, sizeof label, "thread %u off-CPU", o->tid);
-        track(w, key, UUID_PROCESS(pid), label, pid, -1, 0);
-    }
-    sonde__free(seen);
-    if (!w->err && n_seen)
+    if (w->off_tracks)
         seq_open(w, 0, 0, 0);
-    for (size_t i = 0; i < pr->n_off_held && !w->err && n_seen; i++) {
-        const sm_offperiod *o = &pr->off_held[i];
-        if (o->ns < min_ns || o->off >= pr->n_off)
-            continue;
-        const sm_offstack *x = &pr->off[o->off];
-        uint64_t uuid = UUID_OFFCPU(o->pid ? (int)o->pid : run_pid, o->tid);
-        char name[300];
-        snprintf(name, sizeof name, "blocked: %s",
-                 x->waits_in);
-        size_t p, e = event_open(w, o->t_ns, TYPE_BEGIN, CAT_OFFCPU, SIZE_MAX, name, &p);
-        pb_uint(&w->b, TE_TRACK, uuid);
-        if (x->python)
-            arg_str(w, "python", x->python);
-        arg_str(w, "stack", x->stack);
-        event_close(w, e, p);
-        p = packet_open(w, o->t_ns + o->ns);
-        e = pb_open(&w->b, TP_TRACK_EVENT);
-        pb_uint(&w->b, TE_TYPE, TYPE_END);
-        pb_uint(&w->b, TE_TRACK, uuid);
-        event_close(w, e, p);
-    }
+    if (!w->err && sx_walk_off(w->m, INT64_MIN, INT64_MAX, run_pid, 0, &periods, w))
+        w->err = -1;
     return w->err;
 }
 
@@ -711,8 +700,9 @@ int sx_perfetto(const sm_model *m, sx_sink sink, void *ctx)
     w.stack_info = cfg.with_stack;
     if (!w.err)
         tracks(&w, run_pid);
-    static const sx_walker walk = {thread_seq, section_begin, section_end, run_slice,
-                                     ops_seq,    op_begin,      op_end};
+    static const sx_walker walk = {.thread = thread_seq, .begin = section_begin,
+                                   .end = section_end, .run = run_slice, .op_thread = ops_seq,
+                                   .op_begin = op_begin, .op_end = op_end};
     if (!w.err && sx_walk_spans(m, &fo, INT64_MIN, INT64_MAX, &walk, &w))
         w.err = -1;
     if (!w.err && sx_walk_ops(m, INT64_MIN, INT64_MAX, &walk, &w))

@@ -11,6 +11,8 @@
 #include "export.h"
 #include "../util/alloc.h"
 
+#define OFF_NAMED_MAX 64 /* processes the off-CPU slices name (as sample_processes: 64) */
+
 typedef struct tctx {
     sbuf b;
     sx_sink sink;
@@ -25,6 +27,8 @@ typedef struct tctx {
     size_t x_len;
     int stack;             /* with_stack: where each section is in the source */
     int64_t sh;            /* added to every time */
+    uint32_t named_pids[OFF_NAMED_MAX]; /* processes the off-CPU tracks named */
+    size_t n_named;
 } tctx;
 
 static void flush(tctx *t, int force)
@@ -181,96 +185,55 @@ static void gpu_events(tctx *t, const sm_model *m, const sx_trace_opts *o, int r
     }
 }
 
-#define OFF_NAMED_MAX 64 /* processes the off-CPU slices name (as sample_processes: 64) */
 
-/* An off-CPU track: a thread of its own beside thread tid's (no kernel tid reaches it), named
- * once, its process named too when no thread of the run's names it (a child of `sonde run`
- * that records nothing itself: the stack's first frame, its command). seen: the tracks named so
- * far (pid << 32 | tid). */
-static uint64_t off_track(tctx *t, const sm_model *m, const sm_offperiod *o, int pid,
-                          int run_pid, uint64_t **seen, size_t *n_seen, size_t *cap,
-                          uint32_t *named_pids, size_t *n_named)
+/* An off-CPU track (the walk's off_track): a thread of its own beside thread o->tid's (no
+ * kernel tid reaches it: 2^29 + tid), named, its process named too when the walk says no one
+ * names it (at most OFF_NAMED_MAX: sample_processes names them no more). */
+static int off_track(void *ctx, const sm_offperiod *o, int pid, int name_process)
 {
-    uint64_t tid = (1ull << 29) + o->tid, key = (uint64_t)(uint32_t)pid << 32 | o->tid;
-    int pid_seen = 0;
-    for (size_t i = 0; i < *n_seen; i++) {
-        if ((*seen)[i] == key)
-            return tid;
-        pid_seen |= (*seen)[i] >> 32 == (uint32_t)pid;
-    }
-    if (SONDE_GROW(*seen, *n_seen, *cap)) {
-        t->err = -1;
-        return tid;
-    }
-    (*seen)[(*n_seen)++] = key;
-    int named = pid == run_pid;
-    for (size_t th = 0; th < m->n_threads && !named; th++)
-        named = m->threads[th].pid == pid;
-    if (!named && !pid_seen && *n_named < OFF_NAMED_MAX) {
-        const char *line = m->profile.off[o->off].stack; /* "process;outermost;..." */
+    tctx *t = ctx;
+    if (name_process && t->n_named < OFF_NAMED_MAX) {
+        const char *line = t->m->profile.off[o->off].stack; /* "process;outermost;..." */
         char comm[64];
         snprintf(comm, sizeof comm, "%.*s", (int)strcspn(line, ";"), line);
         name_meta(t, "process_name", pid, 0, comm);
-        named_pids[(*n_named)++] = (uint32_t)pid; /* sample_processes names it no more */
+        t->named_pids[t->n_named++] = (uint32_t)pid;
     }
     char label[64];
     snprintf(label, sizeof label, "thread %u off-CPU", o->tid);
-    name_meta(t, "thread_name", pid, tid, label);
-    return tid;
+    name_meta(t, "thread_name", pid, (1ull << 29) + o->tid, label);
+    return t->err;
 }
 
-/* Off-CPU periods in [t0, t1) (the longest the model kept, docs/stacks.md "Off-CPU time") as
- * slices, "blocked: WAITS_IN", on an off-CPU track beside each thread's, with the Python
- * function and the stack as args: at most a quarter of trace_max_events of them, the longest.
- * In their own processes, or all in pid where the caller gives the run one (a merged trace's
- * rank: forced). */
-static void off_cpu_events(tctx *t, const sm_model *m, int64_t t0, int64_t t1, int64_t sh,
-                           int pid, int forced, uint32_t *named_pids, size_t *n_named)
+/* An off-CPU period (the walk's off_period) as a slice, "blocked: WAITS_IN", on its track, with
+ * the Python function and the stack as args. */
+static int off_period(void *ctx, const sm_offperiod *o, int pid)
 {
-    uint64_t *seen = NULL;
-    size_t n_seen = 0, cap_seen = 0;
-    const sm_profile *pr = &m->profile;
-    int64_t min_ns = sm_off_trace_min_ns(m, t0, t1); /* over the cap: the shorter left out */
-    if (min_ns < 0) {
-        t->err = -1;
-        return;
+    tctx *t = ctx;
+    const sm_offstack *x = &t->m->profile.off[o->off];
+    sep(t);
+    sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"off_cpu\",\"name\":");
+    char name[300];
+    snprintf(name, sizeof name, "blocked: %s", x->waits_in);
+    sbuf_json_str(&t->b, name);
+    sbuf_add(&t->b, ",\"ts\":", 6);
+    sbuf_us3(&t->b, o->t_ns + t->sh);
+    sbuf_add(&t->b, ",\"dur\":", 7);
+    sbuf_us3(&t->b, o->ns);
+    pid_tid(t, pid, (1ull << 29) + o->tid);
+    sbuf_puts(&t->b, ",\"args\":{");
+    if (x->python) {
+        sbuf_puts(&t->b, "\"python\":");
+        sbuf_json_str(&t->b, x->python);
+        sbuf_putc(&t->b, ',');
     }
-    for (size_t i = 0; i < pr->n_off_held && !t->err; i++) {
-        const sm_offperiod *o = &pr->off_held[i];
-        if (o->t_ns < t0 || o->t_ns >= t1 || o->ns < min_ns || o->off >= pr->n_off)
-            continue;
-        const sm_offstack *x = &pr->off[o->off];
-        int opid = o->pid && !forced ? (int)o->pid : pid;
-        uint64_t track = off_track(t, m, o, opid, pid, &seen, &n_seen, &cap_seen, named_pids,
-                                   n_named); /* named first */
-        sep(t);
-        sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"off_cpu\",\"name\":");
-        char name[300];
-        snprintf(name, sizeof name, "blocked: %s",
-                 x->waits_in);
-        sbuf_json_str(&t->b, name);
-        sbuf_add(&t->b, ",\"ts\":", 6);
-        sbuf_us3(&t->b, o->t_ns + sh);
-        sbuf_add(&t->b, ",\"dur\":", 7);
-        sbuf_us3(&t->b, o->ns);
-        pid_tid(t, opid, track);
-        sbuf_puts(&t->b, ",\"args\":{");
-        if (x->python) {
-            sbuf_puts(&t->b, "\"python\":");
-            sbuf_json_str(&t->b, x->python);
-            sbuf_putc(&t->b, ',');
-        }
-        sbuf_puts(&t->b, "\"stack\":");
-        sbuf_json_str(&t->b, x->stack);
-        sbuf_puts(&t->b, "}}");
-        flush(t, 0);
-    }
-    sonde__free(seen);
+    sbuf_puts(&t->b, "\"stack\":");
+    sbuf_json_str(&t->b, x->stack);
+    sbuf_puts(&t->b, "}}");
+    flush(t, 0);
+    return t->err;
 }
 
-/* The processes the samples were taken in that the events have not named (sonde run's child
- * and its children, when they record nothing themselves), named by their command as the
- * samples' stacks have it: their tracks in a viewer say what ran there. */
 static void sample_processes(tctx *t, const sm_model *m, int pid, const uint32_t *named_pids,
                              size_t n_named)
 {
@@ -692,7 +655,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     t.sh = sh;
     /* the kept sections as complete events, then the folded runs in the order they began; the
      * operators of another tracer (sonde_ops) on their threads, in PyTorch's category */
-    static const sx_walker walk = {NULL, json_section, NULL, NULL, NULL, json_op, NULL};
+    static const sx_walker walk = {.begin = json_section, .op_begin = json_op};
     if (!t.err && sx_walk_spans(m, &fo, t0, t1, &walk, &t))
         t.err = -1;
     if (!t.err)
@@ -706,12 +669,15 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     trace_sessions(&t, m, t0, t1, sh, esc, ids);
     if (!t.err && m->n_gpu)
         gpu_events(&t, m, o, pid, ids, esc);
-    uint32_t named_pids[OFF_NAMED_MAX]; /* processes named by the off-CPU slices */
-    size_t n_named = 0;
-    if (!t.err && m->profile.n_off_held && !o->tensorboard)
-        off_cpu_events(&t, m, t0, t1, sh, pid, o->pid > 0, named_pids, &n_named);
+    /* the off-CPU periods (the longest the model kept, docs/stacks.md "Off-CPU time"), at most
+     * a quarter of trace_max_events of them, the longest; all in pid where the caller gives the
+     * run one (a merged trace's rank) */
+    static const sx_walker off = {.off_track = off_track, .off_period = off_period};
+    if (!t.err && m->profile.n_off_held && !o->tensorboard &&
+        sx_walk_off(m, t0, t1, pid, o->pid > 0, &off, &t))
+        t.err = -1;
     if (with_samples && !t.err) {
-        sample_processes(&t, m, pid, named_pids, n_named);
+        sample_processes(&t, m, pid, t.named_pids, t.n_named);
         cpu_samples(&t, m, t0, t1, sh, pid);
     }
     else if (o->close)

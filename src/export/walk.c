@@ -1,9 +1,9 @@
 /* walk.c - the walk both traces are written from (trace.c's JSON trace, perfetto.c's protobuf
  * trace): a model's kept sections, thread after thread, each beginning after those it follows
- * have ended, with the runs the trace's budget folds (sm_folder) where each closes; and its
- * operators, thread after thread, nested by their ends. Each trace is an encoder of what the
- * walk hands it (sx_walker): the begins and ends of sections and operators, the runs, the
- * threads. */
+ * have ended, with the runs the trace's budget folds (sm_folder) where each closes; its
+ * operators, thread after thread, nested by their ends; its off-CPU periods on their tracks.
+ * Each trace is an encoder of what the walk hands it (sx_walker): the begins and ends of
+ * sections and operators, the runs, the threads, the periods and their tracks. */
 #include "export.h"
 #include "../util/alloc.h"
 
@@ -108,5 +108,43 @@ int sx_walk_ops(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *w, v
         }
         rc = thread_ops(m, a, b, t0, t1, w, ctx);
     }
+    return rc;
+}
+
+int sx_walk_off(const sm_model *m, int64_t t0, int64_t t1, int pid, int forced,
+                const sx_walker *w, void *ctx)
+{
+    const sm_profile *pr = &m->profile;
+    int64_t min_ns = sm_off_trace_min_ns(m, t0, t1); /* over the cap: the shorter left out */
+    if (min_ns < 0)
+        return -1;
+    uint64_t *seen = NULL; /* the tracks so far: pid << 32 | tid */
+    size_t n_seen = 0, cap = 0;
+    int rc = 0;
+    for (size_t i = 0; i < pr->n_off_held && !rc; i++) {
+        const sm_offperiod *o = &pr->off_held[i];
+        if (o->t_ns < t0 || o->t_ns >= t1 || o->ns < min_ns || o->off >= pr->n_off)
+            continue;
+        int opid = o->pid && !forced ? (int)o->pid : pid;
+        uint64_t key = (uint64_t)(uint32_t)opid << 32 | o->tid;
+        int named = opid == pid;
+        size_t k = 0;
+        for (; k < n_seen && seen[k] != key; k++)
+            named |= seen[k] >> 32 == (uint32_t)opid;
+        if (k == n_seen) { /* its track's first period */
+            for (size_t th = 0; th < m->n_threads && !named; th++)
+                named = m->threads[th].pid == opid;
+            if (SONDE_GROW(seen, n_seen, cap)) {
+                rc = -1;
+                break;
+            }
+            seen[n_seen++] = key;
+            if (w->off_track)
+                rc = w->off_track(ctx, o, opid, !named);
+        }
+        if (!rc && w->off_period)
+            rc = w->off_period(ctx, o, opid);
+    }
+    sonde__free(seen);
     return rc;
 }
