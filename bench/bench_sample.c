@@ -162,8 +162,8 @@ static double sampler_us(char *const argv[], const char *dir)
 /* A pure-Python program (tests/e2e/pyshares.py, 50 rounds of its work) sampled with its
  * Python frames (issue 39: at most 2% at 999 Hz, in process and under sonde run, also with 200
  * threads): alone; under sonde run with no samples, native frames only (sample_python 0) and
- * Python frames; the same in process (the sonde package PYTHONPATH holds), and on the timers
- * (sample_timers); with 199 more threads waiting all along, under sonde run, native only and
+ * Python frames; the same in process (the sonde package PYTHONPATH holds), and taken in the
+ * threads (sample_in_thread); with 199 more threads waiting all along, under sonde run, native only and
  * Python frames. */
 static int python_cases(const char *sonde, const char *dir, char *py, char *script)
 {
@@ -182,13 +182,13 @@ static int python_cases(const char *sonde, const char *dir, char *py, char *scri
                          (char *)dir, "999", NULL};
     char *in_on[] = {"/usr/bin/env", "SONDE_SAMPLE_PYTHON=1", py, script, "r50", (char *)dir,
                      "999", NULL};
-    char *in_timers[] = {"/usr/bin/env", "SONDE_SAMPLE_PYTHON=1", "SONDE_SAMPLE_TIMERS=1", py,
+    char *in_thread[] = {"/usr/bin/env", "SONDE_SAMPLE_PYTHON=1", "SONDE_SAMPLE_IN_THREAD=1", py,
                          script, "r50", (char *)dir, "999", NULL};
     char *many_native[] = RUN("999", "0", "PYSHARES_IDLE_THREADS=199", );
     char *many_on[] = RUN("999", "1", "PYSHARES_IDLE_THREADS=199", );
 #undef RUN
     char *const *cmds[] = {alone, off, native, on, in_off, in_native, in_on, many_native, many_on,
-                           in_timers};
+                           in_thread};
     double b[10];
     if (best_of(cmds, b, 10))
         return 1;
@@ -203,9 +203,9 @@ static int python_cases(const char *sonde, const char *dir, char *py, char *scri
            "Python frames %.3f s (%+.1f%% over sample_hz 0, %+.1f%% over native only)\n",
            b[4], b[5], 100 * (b[5] / b[4] - 1), b[6], 100 * (b[6] / b[4] - 1),
            100 * (b[6] / b[5] - 1));
-    printf("  in process on the timers (sample_timers 1: the Python frames read in each thread's "
-           "SIGPROF handler, no wake-up a sample; as coarse as the kernel's tick): %.3f s "
-           "(%+.1f%% over sample_hz 0)\n",
+    printf("  in process, taken in the threads (sample_in_thread 1: each thread's CPU-clock counter "
+           "signals it, the Python frames read in its handler, no wake-up of the sampler): "
+           "%.3f s (%+.1f%% over sample_hz 0)\n",
            b[9], 100 * (b[9] / b[4] - 1));
     printf("  with 199 idle threads more, under sonde run at 999 samples/s: native frames only "
            "%.3f s, with Python frames %.3f s (%+.1f%%)\n",

@@ -307,13 +307,13 @@ typedef struct sonde_config {
                                 allows the context-switch event (root, CAP_PERFMON or
                                 kernel.perf_event_paranoid 1 or lower); 0: none, no record per
                                 context switch (docs/stacks.md, "Off-CPU time") */
-    int sample_timers;       /* 1: a program's own CPU samples are taken by timers on its
-                                threads' CPU clocks and SIGPROF even where perf_event_open is
-                                allowed (as where it is refused): the Python frames read in the
-                                sampled thread's signal handler, no wake-up of the sampler a
-                                sample, but no off-CPU periods and samples as coarse as the
-                                kernel's tick; refused under sonde run. 0 (the default):
-                                perf_event_open where allowed (docs/stacks.md) */
+    int sample_in_thread;    /* 1: a program's own CPU samples are taken in each thread, by
+                                SIGPROF from a CPU-clock counter of its own (perf_event, where
+                                allowed; else a timer on its CPU clock, at the kernel's tick),
+                                its stack and Python frames read in the handler: no wake-up of
+                                the sampler a sample, but no off-CPU periods, and threads
+                                followed every 100 ms; refused under sonde run. 0 (the default):
+                                the process's perf_event sampling where allowed (docs/stacks.md) */
 } sonde_config;
 
 /* The defaults documented on each field. */

@@ -87,9 +87,9 @@ static const sonde_key g_keys[] = {
     {"sample_off_cpu", KEY_BOOL, OFF(sample_off_cpu), 0, 1, "1",
      "CPU samples: the time threads spend blocked in the kernel, by stack (a record per "
      "context switch; root or perf_event_paranoid 1 or lower)"},
-    {"sample_timers", KEY_BOOL, OFF(sample_timers), 0, 1, "0",
-     "CPU samples: a program's own by timers on its threads' CPU clocks, not perf_event_open "
-     "(Python frames read in the thread, no off-CPU periods)"},
+    {"sample_in_thread", KEY_BOOL, OFF(sample_in_thread), 0, 1, "0",
+     "CPU samples: a program's own taken in each thread by a signal of its CPU-clock counter "
+     "(else timer), Python frames read there; no off-CPU periods"},
     {"record_shapes", KEY_BOOL, OFF(record_shapes), 0, 1, "0", "sonde_shape records shapes"},
     {"bottleneck_threshold", KEY_DOUBLE, OFF(bottleneck_threshold), 0.01, 1, "0.3",
      "share of its session above which a stage is a bottleneck"},

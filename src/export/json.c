@@ -943,7 +943,8 @@ static void json_profile(sbuf *b, const sm_model *m)
         kv_num(b, "samples", (double)pr->samples, 1);
         kv_num(b, "lost", (double)pr->lost, 1);
         kv_num(b, "hz", pr->hz, 1);
-        kv_str(b, "method", pr->by_timer ? "timer_signal" : "perf_event", 1);
+        kv_str(b, "method", !pr->by_timer ? "perf_event"
+                            : pr->by_counter ? "counter_signal" : "timer_signal", 1);
         kv_num(b, "cfi_unwound", (double)pr->cfi_unwound, 1);
         kv_num(b, "sampler_cpu_s", (double)pr->cpu_ns / 1e9, 1);
         kv_num(b, "stacks", (double)pr->n_stacks, 1);

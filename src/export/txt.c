@@ -418,7 +418,9 @@ static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,
         sbuf_printf(b, "CPU samples: %llu at %u Hz (%llu lost; %s); the top functions by self "
                        "samples (NAME.folded has every stack):\n",
                     (unsigned long long)pr->samples, pr->hz, (unsigned long long)pr->lost,
-                    pr->by_timer ? "by CPU-time timers and SIGPROF, unwound from .eh_frame"
+                    pr->by_counter ? "by per-thread CPU-clock counters and SIGPROF, unwound from "
+                                     ".eh_frame"
+                    : pr->by_timer ? "by CPU-time timers and SIGPROF, unwound from .eh_frame"
                     : pr->cfi_unwound ? "by perf_event_open, along frame pointers, and the call "
                                         "frame information where those fell short"
                                       : "by perf_event_open, along frame pointers");

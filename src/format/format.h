@@ -36,7 +36,8 @@ enum {
                             (CLOCK_MONOTONIC ns), varint duration, zigzag bytes, f64 flops,
                             str name, str shapes */
     SONDE_R_SAMPLES = 12, /* CPU samples (sample_hz, sonde run): varint hz, varint flags (1: times
-                            on CLOCK_MONOTONIC), varint samples lost since the last record, then
+                            on CLOCK_MONOTONIC; 2: taken in the threads by SIGPROF; 4: from
+                            per-thread counters), varint samples lost since the last record, then
                             per sample varint tid, varint stack id, zigzag time - previous's */
     SONDE_R_STACKS = 13, /* (varint id, varint pid, str process, varint n, n x varint function
                             id, outermost first)*: the samples' distinct stacks, ids from 0 */

@@ -386,9 +386,12 @@ typedef struct sm_profile {
     uint64_t cfi_unwound;      /* of them, unwound by the call frame information where the
                                   frame pointers gave fewer frames (perf_event_open's samples) */
     int untimed;               /* the samples carry no time (a kernel before 4.1): no sections */
-    int by_timer;              /* taken by timers on the threads' CPU clocks and SIGPROF, stacks
-                                  unwound from .eh_frame (perf_event_open was refused); else the
-                                  kernel's cpu-clock event, stacks along frame pointers */
+    int by_timer;              /* taken in the threads by SIGPROF, stacks unwound from .eh_frame
+                                  (perf_event_open was refused, or sample_in_thread): from
+                                  timers on their CPU clocks, or (by_counter) CPU-clock counters
+                                  of their own; else the kernel's cpu-clock event, stacks along
+                                  frame pointers */
+    int by_counter;
     sm_func *funcs;            /* by self samples, most first */
     size_t n_funcs;
     char **stacks;             /* folded stacks */

@@ -125,7 +125,8 @@ typedef struct sb_raw {
     uint64_t stacks_cfi;       /* samples unwound by the call frame information (STATS) */
     unsigned sample_hz;
     int samples_untimed;
-    int samples_by_timer;      /* flag 2: taken by timers on the threads' CPU clocks */
+    int samples_by_timer;      /* flag 2: taken in the threads by SIGPROF (cputimer.c) */
+    int samples_by_counter;    /* flag 4: from per-thread CPU-clock counters */
     sm_off_raw *offs;          /* off-CPU periods */
     size_t n_offs, cap_offs;
     int off_followed;          /* an OFFCPU record was read: they were followed */

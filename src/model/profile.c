@@ -56,6 +56,7 @@ int sm__profile_parse(sb_raw *raw, unsigned type, const uint8_t *p, const uint8_
         raw->sample_hz = (unsigned)v[0];
         raw->samples_untimed |= !(v[1] & 1);
         raw->samples_by_timer |= (v[1] & 2) != 0;
+        raw->samples_by_counter |= (v[1] & 4) != 0;
         raw->samples_lost += v[2];
         uint64_t t = 0;
         while (p < end) {
@@ -842,6 +843,7 @@ int sm__profile_build(sb_raw *raw, sm_model *m)
     pr->cfi_unwound = raw->stacks_cfi;
     pr->untimed = raw->samples_untimed;
     pr->by_timer = raw->samples_by_timer;
+    pr->by_counter = raw->samples_by_timer && raw->samples_by_counter;
     /* a stack naming a function the file does not have is left out, with its samples */
     uint64_t *count = sonde__calloc(raw->n_pstacks + 1, sizeof *count);
     uint32_t *at = sonde__malloc((raw->n_pfuncs + 1) * sizeof *at);

@@ -830,7 +830,7 @@ int sonde__stacks_attach(sonde_profiler *p, pid_t pid, unsigned hz, char *why, s
     }
     p->stacks = sonde__stacks_start(pid, hz, p->cfg.sample_inline, p->cfg.sample_cfi,
                                     p->cfg.sample_python, p->cfg.sample_off_cpu,
-                                    p->cfg.sample_timers, stacks_write, p, why, cap);
+                                    p->cfg.sample_in_thread, stacks_write, p, why, cap);
     if (p->stacks)
         p->stacks_hz = hz;
     return p->stacks ? 0 : -1;

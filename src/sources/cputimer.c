@@ -1,11 +1,14 @@
-/* cputimer.c - CPU-time samples with call stacks where perf_event_open is refused (a
- * perf_event_paranoid of 3, a container's seccomp profile): a POSIX timer on each thread's CPU
- * clock (timer_create with the thread's CPU-time clock id, SIGEV_THREAD_ID) sends SIGPROF to the
- * thread each 1/hz of CPU it uses. The handler unwinds the interrupted thread's stack with
- * libgcc's unwinder (backtrace(): the call frame information of .eh_frame, so code built
- * without frame pointers unwinds too) and puts the sample in a lock-free ring (a bounded
- * multi-producer queue, one sequence number per slot); the sampler's thread takes them out
- * (sonde__cputimer_drain) and, every 100 ms, starts timers for the threads begun since.
+/* cputimer.c - CPU-time samples with call stacks taken in the sampled threads themselves: where
+ * perf_event_open is refused (a perf_event_paranoid of 3, a container's seccomp profile), a
+ * POSIX timer on each thread's CPU clock (timer_create with the thread's CPU-time clock id,
+ * SIGEV_THREAD_ID) sends SIGPROF to the thread each 1/hz of CPU it uses; where a program asks
+ * for it (config sample_in_thread) and the kernel allows it, a perf_event CPU-clock counter of
+ * the thread's own does (F_SETSIG, F_SETOWN_EX), at any rate, not the kernel tick's. The handler
+ * unwinds the interrupted thread's stack with libgcc's unwinder (backtrace(): the call frame
+ * information of .eh_frame, so code built without frame pointers unwinds too) and puts the
+ * sample in a lock-free ring (a bounded multi-producer queue, one sequence number per slot); the
+ * sampler's thread takes them out (sonde__cputimer_drain) and, every 100 ms, starts timers or
+ * counters for the threads begun since and drops those of the threads that ended.
  * Nothing in the handler allocates or locks: backtrace() is called once before the first timer
  * is armed, so libgcc is loaded, and the loader's lock it takes (dl_iterate_phdr) is recursive.
  * In a Python process the handler also reads the thread's Python frames (pyframes.c's
@@ -17,6 +20,9 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
 #include <execinfo.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -38,6 +44,9 @@
 
 #define TSTATES 4096u /* threads whose Python thread state the handler can find (a power of two) */
 #define PYWINDOW 8192 /* bytes of a data stack the handler reads at once, on the thread's stack */
+#define REFRESH 100 /* a counter's overflows allowed at a time (POLL_HUP at the last): the
+                       handler refreshes it once in so many, not at each (test_cputimer's
+                       threads pass it three times each) */
 
 typedef struct tslot {
     _Atomic uint64_t seq;      /* i: free for the producer of position i; i + 1: holds it */
@@ -52,10 +61,14 @@ typedef struct tslot {
 typedef struct tthread {
     pid_t tid;
     timer_t timer;
+    int fd;                    /* its CPU-clock counter (the counters' way), else -1 */
 } tthread;
 
 struct sonde_cputimer {
     unsigned hz;
+    int counters;              /* per-thread perf_event CPU-clock counters signal each period
+                                  (sonde__cputimer_start's counters), not POSIX timers */
+    _Atomic int stopping;      /* disarming: the handler lets no counter go on */
     _Atomic uint64_t head;     /* the next position a producer takes */
     uint64_t tail;             /* the next position the consumer reads */
     _Atomic uint64_t lost;     /* samples dropped: the ring was full */
@@ -128,7 +141,8 @@ static void on_sigprof(int sig, siginfo_t *si, void *ucv)
     int saved = errno;
     atomic_fetch_add(&g_inflight, 1);
     sonde_cputimer *t = atomic_load_explicit(&g_owner, memory_order_acquire);
-    if (!t || si->si_code != SI_TIMER)
+    int counter = si->si_code == POLL_IN || si->si_code == POLL_HUP; /* a counter's overflow */
+    if (!t || (t->counters ? !counter : si->si_code != SI_TIMER))
         goto out;
     uint64_t pos = atomic_load_explicit(&t->head, memory_order_relaxed);
     tslot *s;
@@ -169,6 +183,8 @@ static void on_sigprof(int sig, siginfo_t *si, void *ucv)
     python_frames(t, s->tid, s);
     atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
 out:
+    if (t && t->counters && si->si_code == POLL_HUP && !atomic_load(&t->stopping))
+        ioctl(si->si_fd, PERF_EVENT_IOC_REFRESH, REFRESH); /* its overflows allowed were used */
     atomic_fetch_sub(&g_inflight, 1);
     errno = saved;
 }
@@ -176,11 +192,69 @@ out:
 /* A timer on thread tid's CPU clock (the kernel's clock id for a thread's CPU time, as glibc's
  * pthread_getcpuclockid makes it), sending SIGPROF to that thread. 0, or -1 (errno set;
  * ESRCH-like failures of a thread that has just ended are 0). */
+static void wait_handlers(void)
+{
+    while (atomic_load(&g_inflight)) {
+        struct timespec w = {0, 100000};
+        nanosleep(&w, NULL);
+    }
+}
+
+/* Thread i's timer or counter gone (its descriptor closed: a handler could refresh another's
+ * that took its number, so the counters are stopped and their handlers waited for first). */
+static void unfollow(sonde_cputimer *t, size_t i)
+{
+    if (t->threads[i].fd >= 0)
+        close(t->threads[i].fd); /* the counter goes with its last descriptor */
+    else
+        timer_delete(t->threads[i].timer);
+}
+
+/* A CPU-clock counter on thread tid (user time only: perf_event_paranoid 2 allows it on the
+ * process's own threads) whose every overflow, each 1/hz s of its CPU, sends it SIGPROF
+ * (POLL_IN; POLL_HUP at the last of the REFRESH allowed, when the handler allows as many
+ * again). The descriptor, or -1 (errno set). */
+static int counter_of(const sonde_cputimer *t, pid_t tid)
+{
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_CPU_CLOCK;
+    a.sample_period = 1000000000ull / t->hz;
+    a.exclude_kernel = a.exclude_hv = 1;
+    a.disabled = 1;
+    int fd = (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct f_owner_ex owner = {F_OWNER_TID, tid};
+    if (fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0 || fcntl(fd, F_SETSIG, SIGPROF) != 0 ||
+        fcntl(fd, F_SETOWN_EX, &owner) != 0 || ioctl(fd, PERF_EVENT_IOC_REFRESH, REFRESH) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
 static int follow(sonde_cputimer *t, pid_t tid)
 {
     for (size_t i = 0; i < t->n_threads; i++)
         if (t->threads[i].tid == tid)
             return 0;
+    if (t->counters) {
+        int fd = counter_of(t, tid);
+        if (fd < 0)
+            return errno == ESRCH ? 0 : -1; /* ESRCH: the thread is gone */
+        if (SONDE_GROW(t->threads, t->n_threads, t->cap_threads)) {
+            close(fd);
+            errno = ENOMEM;
+            return -1;
+        }
+        t->threads[t->n_threads++] = (tthread){tid, 0, fd};
+        return 0;
+    }
     clockid_t clock = (clockid_t)((~(unsigned)tid << 3) | 6); /* per thread, scheduler time */
     struct sigevent ev;
     memset(&ev, 0, sizeof ev);
@@ -198,7 +272,7 @@ static int follow(sonde_cputimer *t, pid_t tid)
         errno = e;
         return -1;
     }
-    t->threads[t->n_threads++] = (tthread){tid, id};
+    t->threads[t->n_threads++] = (tthread){tid, id, -1};
     return 0;
 }
 
@@ -209,19 +283,35 @@ int sonde__cputimer_follow_new(sonde_cputimer *t)
         return -1;
     struct dirent *e;
     int rc = 0;
+    size_t known = t->n_threads;
+    uint8_t *alive = sonde__calloc(known + 1, 1); /* those still listed (NULL: none pruned) */
     while ((e = readdir(d))) {
         char *end;
         long tid = strtol(e->d_name, &end, 10);
         if (*end || tid <= 0)
             continue;
+        for (size_t i = 0; alive && i < known; i++)
+            if (t->threads[i].tid == (pid_t)tid)
+                alive[i] = 1;
         if (follow(t, (pid_t)tid) != 0)
             rc = -1;
     }
     closedir(d);
+    /* the threads that ended: their timers deleted, their counters closed (a thread id used
+     * again is a new thread, which gets its own: a dead thread's counter never fires) */
+    size_t k = 0;
+    for (size_t i = 0; i < t->n_threads; i++) {
+        if (alive && i < known && !alive[i])
+            unfollow(t, i);
+        else
+            t->threads[k++] = t->threads[i];
+    }
+    t->n_threads = k;
+    sonde__free(alive);
     return rc;
 }
 
-sonde_cputimer *sonde__cputimer_start(unsigned hz, char *why, size_t cap)
+sonde_cputimer *sonde__cputimer_start(unsigned hz, int counters, char *why, size_t cap)
 {
 #if !defined(__x86_64__) && !defined(__aarch64__)
     snprintf(why, cap, "timer_create sampling is built for x86-64 and AArch64 only");
@@ -238,6 +328,12 @@ sonde_cputimer *sonde__cputimer_start(unsigned hz, char *why, size_t cap)
         return NULL;
     }
     t->hz = hz;
+    if (counters) { /* where the kernel gives this thread a counter, every thread gets one */
+        int fd = counter_of(t, (pid_t)syscall(SYS_gettid));
+        t->counters = fd >= 0;
+        if (fd >= 0)
+            close(fd);
+    }
     for (uint64_t i = 0; i < SLOTS; i++)
         atomic_init(&t->slots[i].seq, i);
     sonde_cputimer *none = NULL;
@@ -309,6 +405,10 @@ void sonde__cputimer_tstate(sonde_cputimer *t, uint32_t tid, uint64_t tstate)
     atomic_store_explicit(&t->ts_tid[h], tid, memory_order_release);
 }
 
+int sonde__cputimer_counters(const sonde_cputimer *t) { return t->counters; }
+
+size_t sonde__cputimer_followed(const sonde_cputimer *t) { return t->n_threads; }
+
 uint64_t sonde__cputimer_lost(const sonde_cputimer *t)
 {
     return atomic_load(&((sonde_cputimer *)t)->lost);
@@ -318,8 +418,14 @@ uint64_t sonde__cputimer_lost(const sonde_cputimer *t)
  * already running waited for. */
 static void disarm(sonde_cputimer *t)
 {
+    if (t->counters) { /* no handler refreshes a counter after this, nor a closed descriptor */
+        atomic_store(&t->stopping, 1);
+        for (size_t i = 0; i < t->n_threads; i++)
+            ioctl(t->threads[i].fd, PERF_EVENT_IOC_DISABLE, 0);
+        wait_handlers();
+    }
     for (size_t i = 0; i < t->n_threads; i++)
-        timer_delete(t->threads[i].timer);
+        unfollow(t, i);
     t->n_threads = 0;
     /* a signal already sent but not yet taken would meet SIGPROF's default action, which ends
      * the process: ignoring it first discards it */
@@ -330,10 +436,7 @@ static void disarm(sonde_cputimer *t)
     sigaction(SIGPROF, &ign, NULL);
     sigaction(SIGPROF, &t->old, NULL);
     atomic_store(&g_owner, NULL);
-    while (atomic_load(&g_inflight)) {
-        struct timespec w = {0, 100000};
-        nanosleep(&w, NULL);
-    }
+    wait_handlers();
 }
 
 void sonde__cputimer_disarm(sonde_cputimer *t)

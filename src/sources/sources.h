@@ -114,7 +114,7 @@ typedef int (*sonde_stacks_write)(void *ctx, unsigned type, const uint8_t *paylo
  * context-switch event beside the samples, for the time threads spend blocked in the kernel
  * (OFFCPU records; config sample_off_cpu), where the kernel allows it (nothing otherwise).
  * Where the kernel refuses perf_event_open (perf_event_paranoid 3, seccomp), or timers asks
- * for them (config sample_timers; pid 0 only: NULL for a child), through timers on the
+ * for them (config sample_in_thread; pid 0 only: NULL for a child), through timers on the
  * threads' CPU clocks (cputimer.c) instead, as the SAMPLES records' flag 2 says. NULL with the
  * reason in why when both are refused, or out of memory. */
 sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int cfi,
@@ -255,7 +255,11 @@ typedef void (*sonde_cputimer_fn)(void *ctx, uint32_t tid, uint64_t t, const uin
                                   uint32_t n, uint32_t weight, const sonde_pyraw *py,
                                   uint32_t n_py);
 /* Arms a timer at hz on every thread of this process; NULL with the reason in why. */
-sonde_cputimer *sonde__cputimer_start(unsigned hz, char *why, size_t cap);
+/* counters: each thread's CPU time counted by a perf_event CPU-clock counter of its own, whose
+ * overflows signal it (SIGPROF, F_SETOWN_EX to the thread), where the kernel allows them (the
+ * process's own threads, user time only: perf_event_paranoid 2 does); rather than a POSIX timer:
+ * any rate, not the kernel tick's, one sample a signal. */
+sonde_cputimer *sonde__cputimer_start(unsigned hz, int counters, char *why, size_t cap);
 /* Arms timers on the threads begun since (the sampler's thread calls it every 100 ms). 0, or
  * -1 when a timer could not be made. */
 int sonde__cputimer_follow_new(sonde_cputimer *t);
@@ -263,6 +267,11 @@ int sonde__cputimer_follow_new(sonde_cputimer *t);
 size_t sonde__cputimer_drain(sonde_cputimer *t, sonde_cputimer_fn fn, void *ctx);
 /* Samples dropped because the ring was full. */
 uint64_t sonde__cputimer_lost(const sonde_cputimer *t);
+/* 1: t samples by per-thread CPU-clock counters (sonde__cputimer_start's counters, where the
+ * kernel allows them), 0: by timers. */
+int sonde__cputimer_counters(const sonde_cputimer *t);
+/* The threads with a timer or a counter now. */
+size_t sonde__cputimer_followed(const sonde_cputimer *t);
 /* From now on each sample also reads its thread's Python frames through py (this process's
  * interpreter; it must outlive t's timers: sonde__cputimer_disarm or _stop first), from the
  * thread state published for its thread by sonde__cputimer_tstate (none until then). */

@@ -159,7 +159,8 @@ uint32_t sonde__stk_stack_id(sonde_stacks *s, uint32_t proc, const sframe *inner
 }
 
 /* The samples held so far as one SAMPLES record: varint hz, varint flags (1: times on
- * CLOCK_MONOTONIC; 2: taken by timers on the threads' CPU clocks, cputimer.c), varint samples
+ * CLOCK_MONOTONIC; 2: taken in the threads by SIGPROF, cputimer.c; 4: from per-thread CPU-clock
+ * counters, else timers), varint samples
  * the kernel lost since the last record, then per sample varint tid, varint stack, zigzag time
  * less the previous sample's. */
 static void flush_samples(sonde_stacks *s)
@@ -168,7 +169,8 @@ static void flush_samples(sonde_stacks *s)
         return;
     sbuf_reset(&s->out);
     pb_varint(&s->out, s->hz);
-    pb_varint(&s->out, (uint64_t)s->timed | (s->timer ? 2u : 0u));
+    pb_varint(&s->out, (uint64_t)s->timed | (s->timer ? 2u : 0u) |
+                           (s->timer && sonde__cputimer_counters(s->timer) ? 4u : 0u));
     pb_varint(&s->out, s->lost - s->lost_written);
     uint64_t prev = 0;
     for (size_t i = 0; i < s->n_pend; i++) {
@@ -907,13 +909,13 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int
     if (cfi) /* NULL where not built: frame pointers alone */
         s->unwinder = sonde__unwind_new();
     if (timers && pid) {
-        snprintf(why, cap, "sample_timers: 1, but sonde run cannot put timers in another "
-                           "process (0 samples it with perf_event_open)");
+        snprintf(why, cap, "sample_in_thread: 1, but sonde run cannot take samples in another "
+                           "process's threads (0 samples it with perf_event_open)");
         goto fail;
     }
     int rc = timers ? -1 : perf_start(s, pid, why, cap);
     if (timers)
-        snprintf(why, cap, "sample_timers: 1 asks for the timers");
+        snprintf(why, cap, "sample_in_thread: 1 asks for samples taken in each thread");
     if (rc != 0 && !timers && s->unwinder) { /* the larger rings may pass the locked-memory
                                                 limit */
         sonde__unwind_free(s->unwinder);
@@ -926,7 +928,7 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int
         /* refused here: timers on the threads' CPU clocks instead */
         char perf_why[256], timer_why[256];
         snprintf(perf_why, sizeof perf_why, "%s", why);
-        s->timer = sonde__cputimer_start(hz, timer_why, sizeof timer_why);
+        s->timer = sonde__cputimer_start(hz, timers, timer_why, sizeof timer_why);
         if (!s->timer) {
             snprintf(why, cap, "%s; and %s", perf_why, timer_why);
             goto fail;

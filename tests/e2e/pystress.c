@@ -3,7 +3,7 @@
  * ASan build), while SCRIPT (tests/e2e/pystress.py) makes and drops frames, threads, generators
  * and coroutines for SECONDS. The sampler goes on after the interpreter is finalized, reading
  * what it leaves. Exit 0 when the script ran and the profiler wrote its reports (e2e pyframes
- * checks them). */
+ * checks them). The environment's SONDE_* keys apply (SONDE_SAMPLE_IN_THREAD=1). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -23,6 +23,10 @@ int main(int argc, char **argv)
     c.sample_hz = 4999;
     c.formats = SONDE_FORMAT_JSON;
     c.collect_cpu = c.collect_memory = c.collect_gpu = 0;
+    if (sonde_config_from_env(&c) != 0) { /* SONDE_SAMPLE_IN_THREAD=1: the in-thread sampling */
+        fprintf(stderr, "pystress: %s\n", sonde_last_error());
+        return 1;
+    }
     sonde_profiler *p = sonde_create(&c);
     if (!p) {
         fprintf(stderr, "pystress: sonde_create failed\n");

@@ -1705,8 +1705,20 @@ PY
             fail "pystress exited $?: $(tail -5 stress.txt)"
         python3 "$src/tests/e2e/pystress_check.py" stress/pystress.json stress/pystress.folded \
             "in process, $secs s at 4999 Hz ($(cat stress.txt))" || fail "pystress in process"
-        # the same on the timers' fallback (perf_event_open refused, tests/fakes/noperf.c): the
-        # Python frames read by the SIGPROF handler, in the sampled thread itself, half as long
+        # the same taken in the threads (sample_in_thread: each thread's CPU-clock counter
+        # signals it, 4999 times a second of its CPU) and on the timers' fallback
+        # (perf_event_open refused, tests/fakes/noperf.c): the Python frames read by the SIGPROF
+        # handler, in the sampled thread itself, each half as long
+        mkdir -p stress-counter
+        ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" SONDE_SAMPLE_IN_THREAD=1 \
+            timeout $((secs * 2 + 60)) "$build/tests/pystress" "$((secs / 2))" stress-counter \
+            "$src/tests/e2e/pystress.py" > stress.txt ||
+            fail "pystress on the counters exited $?: $(tail -5 stress.txt)"
+        grep -q '"method":"counter_signal"' stress-counter/pystress.json ||
+            fail "pystress on the counters: not sampled by them"
+        python3 "$src/tests/e2e/pystress_check.py" stress-counter/pystress.json \
+            stress-counter/pystress.folded "in process on the counters, $((secs / 2)) s ($(cat stress.txt))" ||
+            fail "pystress in process on the counters"
         mkdir -p stress-timer
         # (preloaded into pystress alone: in the ASan build the fake is instrumented, and
         # only a program holding ASan's runtime can load it)

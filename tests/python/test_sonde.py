@@ -852,11 +852,12 @@ class Recording(Base):
         # functions' shares (70/20/10) come back from the folded stacks within 5 points, each
         # stack <module>;main;FUNCTION;spin, each function where it is defined
         # (tests/e2e/pyframes_check.py; e2e pyframes does the same from outside)
-        # And the same on the timers, asked for (sample_timers) and where perf_event_open is
-        # refused (tests/fakes/noperf.c, beside the twin): their SIGPROF handler reads the
-        # Python frames in the sampled thread itself.
+        # And the same taken in the threads: by their CPU-clock counters, asked for
+        # (sample_in_thread; as root or at perf_event_paranoid 2, the counters are allowed), and
+        # by timers where perf_event_open is refused (tests/fakes/noperf.c, beside the twin):
+        # the SIGPROF handler reads the Python frames in the sampled thread itself.
         e2e = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e")
-        ways = [("perf_event", {}), ("timer_signal", {"SONDE_SAMPLE_TIMERS": "1"})]
+        ways = [("perf_event", {}), ("counter_signal", {"SONDE_SAMPLE_IN_THREAD": "1"})]
         twin = os.environ.get("SONDE_TWIN")
         noperf = twin and os.path.join(os.path.dirname(twin), "libnoperf.so")
         if noperf and os.path.exists(noperf):

@@ -5,10 +5,13 @@
  * sampler is refused, a program's own SIGPROF handler is left alone, and SIGPROF's action is
  * restored at the end. Also run under TSan (label threads): the handler and the ring. */
 #define _GNU_SOURCE
+#include <linux/perf_event.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "testutil.h"
 #include "sources/sources.h"
@@ -77,9 +80,11 @@ static void take(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip, uint32
         s->tids[s->n_tids++] = tid;
 }
 
-static void cpu_samples_of_every_thread(void **state)
+/* Every thread's CPU time sampled, by timers (counters 0) or per-thread CPU-clock counters
+ * (counters 1, where the kernel gives this thread one: as root, or perf_event_paranoid 2 or
+ * lower, the counters are used and the test says so). */
+static void every_thread(int counters)
 {
-    (void)state;
     /* the functions' extents: from their address to the next function's, as laid out */
     g_burn_lo = (uintptr_t)burn;
     g_caller_lo = (uintptr_t)caller;
@@ -92,10 +97,26 @@ static void cpu_samples_of_every_thread(void **state)
     char why[256] = "";
     struct timespec c0, c1;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
-    sonde_cputimer *t = sonde__cputimer_start(999, why, sizeof why);
+    sonde_cputimer *t = sonde__cputimer_start(999, counters, why, sizeof why);
     assert_non_null(t);
+    if (counters) {
+        struct perf_event_attr a;
+        memset(&a, 0, sizeof a);
+        a.size = sizeof a;
+        a.type = PERF_TYPE_SOFTWARE;
+        a.config = PERF_COUNT_SW_CPU_CLOCK;
+        a.exclude_kernel = a.exclude_hv = 1;
+        int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+        if (fd >= 0)
+            close(fd);
+        assert_int_equal(sonde__cputimer_counters(t), fd >= 0); /* where allowed, they are */
+        print_message("cputimer: %s\n", fd >= 0 ? "per-thread counters"
+                                                 : "counters refused here: timers");
+    } else {
+        assert_int_equal(sonde__cputimer_counters(t), 0);
+    }
     char why2[256] = "";
-    assert_null(sonde__cputimer_start(999, why2, sizeof why2)); /* one per process */
+    assert_null(sonde__cputimer_start(999, 0, why2, sizeof why2)); /* one per process */
     assert_non_null(strstr(why2, "another profiler of this process samples already"));
     pthread_t th[THREADS];
     for (int i = 0; i < THREADS; i++) /* begun after the start: found by follow_new */
@@ -109,6 +130,10 @@ static void cpu_samples_of_every_thread(void **state)
         sonde__cputimer_drain(t, take, &s); /* the ring holds 4096: drained as they go */
         pthread_join(th[i], NULL);
     }
+    /* the threads that ended are followed no more: their timers or counters gone */
+    assert_int_equal(sonde__cputimer_followed(t), THREADS + 1);
+    assert_int_equal(sonde__cputimer_follow_new(t), 0);
+    assert_int_equal(sonde__cputimer_followed(t), 1);
     sonde__cputimer_disarm(t);
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     sonde__cputimer_drain(t, take, &s);
@@ -140,6 +165,18 @@ static void cpu_samples_of_every_thread(void **state)
     assert_true(now.sa_handler == SIG_DFL);
 }
 
+static void cpu_samples_of_every_thread(void **state)
+{
+    (void)state;
+    every_thread(0);
+}
+
+static void cpu_samples_by_counters(void **state)
+{
+    (void)state;
+    every_thread(1);
+}
+
 static void on_prof(int sig) { (void)sig; }
 
 static void a_programs_handler_is_left_alone(void **state)
@@ -151,7 +188,7 @@ static void a_programs_handler_is_left_alone(void **state)
     sigemptyset(&mine.sa_mask);
     assert_int_equal(sigaction(SIGPROF, &mine, NULL), 0);
     char why[256] = "";
-    assert_null(sonde__cputimer_start(999, why, sizeof why));
+    assert_null(sonde__cputimer_start(999, 0, why, sizeof why));
     assert_non_null(strstr(why, "SIGPROF already has a handler in this program"));
     sigaction(SIGPROF, NULL, &now);
     assert_true(now.sa_handler == on_prof);
@@ -162,6 +199,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cpu_samples_of_every_thread),
+        cmocka_unit_test(cpu_samples_by_counters),
         cmocka_unit_test(a_programs_handler_is_left_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
