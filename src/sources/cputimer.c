@@ -44,9 +44,10 @@
 
 #define TSTATES 4096u /* threads whose Python thread state the handler can find (a power of two) */
 #define PYWINDOW 8192 /* bytes of a data stack the handler reads at once, on the thread's stack */
-#define REFRESH 100 /* a counter's overflows allowed at a time (POLL_HUP at the last): the
-                       handler refreshes it once in so many, not at each (test_cputimer's
-                       threads pass it three times each) */
+#define REFRESH 100 /* a counter's overflows allowed ahead: each handled signal allows one
+                       more, so signals that came together while SIGPROF was blocked (one
+                       pending signal stands for them all) cost at most that many, and a
+                       counter stopped at the last is started again by the next handler */
 
 typedef struct tslot {
     _Atomic uint64_t seq;      /* i: free for the producer of position i; i + 1: holds it */
@@ -183,8 +184,8 @@ static void on_sigprof(int sig, siginfo_t *si, void *ucv)
     python_frames(t, s->tid, s);
     atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
 out:
-    if (t && t->counters && si->si_code == POLL_HUP && !atomic_load(&t->stopping))
-        ioctl(si->si_fd, PERF_EVENT_IOC_REFRESH, REFRESH); /* its overflows allowed were used */
+    if (t && counter && t->counters && !atomic_load(&t->stopping)) /* one overflow more */
+        ioctl(si->si_fd, PERF_EVENT_IOC_REFRESH, 1);
     atomic_fetch_sub(&g_inflight, 1);
     errno = saved;
 }
@@ -212,8 +213,8 @@ static void unfollow(sonde_cputimer *t, size_t i)
 
 /* A CPU-clock counter on thread tid (user time only: perf_event_paranoid 2 allows it on the
  * process's own threads) whose every overflow, each 1/hz s of its CPU, sends it SIGPROF
- * (POLL_IN; POLL_HUP at the last of the REFRESH allowed, when the handler allows as many
- * again). The descriptor, or -1 (errno set). */
+ * (POLL_IN; POLL_HUP when the overflows allowed ahead, REFRESH, are used up). The descriptor,
+ * or -1 (errno set). */
 static int counter_of(const sonde_cputimer *t, pid_t tid)
 {
     struct perf_event_attr a;

@@ -80,6 +80,17 @@ static void take(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip, uint32
         s->tids[s->n_tids++] = tid;
 }
 
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+
 /* Every thread's CPU time sampled, by timers (counters 0) or per-thread CPU-clock counters
  * (counters 1, where the kernel gives this thread one: as root, or perf_event_paranoid 2 or
  * lower, the counters are used and the test says so). */
@@ -130,10 +141,12 @@ static void every_thread(int counters)
         sonde__cputimer_drain(t, take, &s); /* the ring holds 4096: drained as they go */
         pthread_join(th[i], NULL);
     }
-    /* the threads that ended are followed no more: their timers or counters gone */
-    assert_int_equal(sonde__cputimer_followed(t), THREADS + 1);
+    /* the threads that ended are followed no more: their timers or counters gone (TSan's own
+     * thread is followed too: the count before is not THREADS + 1 there) */
+    size_t followed = sonde__cputimer_followed(t);
+    assert_true(followed >= THREADS + 1);
     assert_int_equal(sonde__cputimer_follow_new(t), 0);
-    assert_int_equal(sonde__cputimer_followed(t), 1);
+    assert_int_equal(sonde__cputimer_followed(t), followed - THREADS);
     sonde__cputimer_disarm(t);
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     sonde__cputimer_drain(t, take, &s);
@@ -144,21 +157,18 @@ static void every_thread(int counters)
                   (unsigned long long)s.in_burn,
                   (unsigned long long)sonde__cputimer_lost(t), s.n_tids);
     assert_int_equal(s.n_tids, THREADS + 1);
-    /* the periods measure the CPU used (1.2 s here), within the kernel tick's granularity */
-    assert_true(sampled_ms > 0.8 * cpu_ms && sampled_ms < 1.1 * cpu_ms);
+    /* the periods measure the CPU used (1.2 s here), within the kernel tick's granularity;
+     * TSan takes a signal only when the thread enters its runtime (the burning loop calls
+     * nothing): the timers' overruns count the periods meanwhile, the counters' signals came
+     * together into one */
+    assert_true(sampled_ms < 1.1 * cpu_ms);
+    if (!counters || !UNDER_TSAN)
+        assert_true(sampled_ms > 0.8 * cpu_ms);
     assert_true(s.in_burn > 0.8 * (double)s.periods);
     /* TSan runs a handler later, from its own runtime, with no signal frame to unwind through:
      * the interrupted pc alone there */
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
-#ifndef UNDER_TSAN
-    assert_true(s.burn_then_caller > 0.8 * (double)s.in_burn);
-#endif
+    if (!UNDER_TSAN)
+        assert_true(s.burn_then_caller > 0.8 * (double)s.in_burn);
     sonde__cputimer_stop(t);
     struct sigaction now;
     sigaction(SIGPROF, NULL, &now);
