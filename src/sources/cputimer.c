@@ -177,8 +177,10 @@ static void on_sigprof(int sig, siginfo_t *si, void *ucv)
         s->ip[k++] = (uint64_t)(uintptr_t)frames[i];
     s->n = k;
     /* CPU-time timers expire on the kernel's tick (CONFIG_HZ, 250 on Debian): past that rate a
-     * signal stands for the expirations since the last, which si_overrun counts */
-    s->weight = 1 + (si->si_overrun > 0 ? (si->si_overrun < 1000 ? (uint32_t)si->si_overrun : 1000u) : 0u);
+     * signal stands for the expirations since the last, which si_overrun counts (a counter's
+     * signal is one overflow: its siginfo holds si_band there) */
+    s->weight = 1 + (!counter && si->si_overrun > 0
+                         ? (si->si_overrun < 1000 ? (uint32_t)si->si_overrun : 1000u) : 0u);
     s->tid = (uint32_t)syscall(SYS_gettid);
     s->t = mono_ns();
     python_frames(t, s->tid, s);

@@ -1707,30 +1707,27 @@ PY
             "in process, $secs s at 4999 Hz ($(cat stress.txt))" || fail "pystress in process"
         # the same taken in the threads (sample_in_thread: each thread's CPU-clock counter
         # signals it, 4999 times a second of its CPU) and on the timers' fallback
-        # (perf_event_open refused, tests/fakes/noperf.c): the Python frames read by the SIGPROF
-        # handler, in the sampled thread itself, each half as long
-        mkdir -p stress-counter
-        ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" SONDE_SAMPLE_IN_THREAD=1 \
-            timeout $((secs * 2 + 60)) "$build/tests/pystress" "$((secs / 2))" stress-counter \
-            "$src/tests/e2e/pystress.py" > stress.txt ||
-            fail "pystress on the counters exited $?: $(tail -5 stress.txt)"
-        grep -q '"method":"counter_signal"' stress-counter/pystress.json ||
-            fail "pystress on the counters: not sampled by them"
-        python3 "$src/tests/e2e/pystress_check.py" stress-counter/pystress.json \
-            stress-counter/pystress.folded "in process on the counters, $((secs / 2)) s ($(cat stress.txt))" ||
-            fail "pystress in process on the counters"
-        mkdir -p stress-timer
-        # (preloaded into pystress alone: in the ASan build the fake is instrumented, and
-        # only a program holding ASan's runtime can load it)
-        ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" timeout $((secs * 2 + 60)) \
-            env LD_PRELOAD="$build/tests/libnoperf.so" "$build/tests/pystress" "$((secs / 2))" \
-            stress-timer "$src/tests/e2e/pystress.py" > stress.txt ||
-            fail "pystress on the timers exited $?: $(tail -5 stress.txt)"
-        grep -q '"method":"timer_signal"' stress-timer/pystress.json ||
-            fail "pystress on the timers: not sampled by the timers"
-        python3 "$src/tests/e2e/pystress_check.py" stress-timer/pystress.json \
-            stress-timer/pystress.folded "in process on the timers, $((secs / 2)) s ($(cat stress.txt))" ||
-            fail "pystress in process on the timers"
+        # (perf_event_open refused, tests/fakes/noperf.c, preloaded into pystress alone: in
+        # the ASan build the fake is instrumented, and only a program holding ASan's runtime
+        # can load it): the Python frames read by the SIGPROF handler, in the sampled thread
+        # itself, each half as long
+        stress_in_thread() { # DIR METHOD LABEL ENV...
+            local dir=$1 method=$2 label=$3
+            shift 3
+            mkdir -p "$dir"
+            ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" timeout $((secs * 2 + 60)) \
+                env "$@" "$build/tests/pystress" "$((secs / 2))" "$dir" \
+                "$src/tests/e2e/pystress.py" > stress.txt ||
+                fail "pystress $label exited $?: $(tail -5 stress.txt)"
+            grep -q "\"method\":\"$method\"" "$dir/pystress.json" ||
+                fail "pystress $label: not $method"
+            python3 "$src/tests/e2e/pystress_check.py" "$dir/pystress.json" \
+                "$dir/pystress.folded" "in process $label, $((secs / 2)) s ($(cat stress.txt))" ||
+                fail "pystress in process $label"
+        }
+        stress_in_thread stress-counter counter_signal "on the counters" SONDE_SAMPLE_IN_THREAD=1
+        stress_in_thread stress-timer timer_signal "on the timers" \
+            LD_PRELOAD="$build/tests/libnoperf.so"
     else
         echo "in process: skipped (no CPython library to embed: install python3-dev)"
     fi
