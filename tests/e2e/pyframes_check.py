@@ -42,8 +42,13 @@ for k in want:
 assert table["spin"]["own"] >= 0.95 * total, (label, table["spin"], total)
 loop = [i + 1 for i, s in enumerate(src) if "for i in range(n)" in s or "x ^= i" in s]
 lines = [x for x in p.get("lines", []) if x.get("function") == "spin"]
-assert lines and sum(x["self"] for x in lines if x["line"] in loop) >= \
-    0.8 * sum(x["self"] for x in lines), (label, lines)
+# a sample's line is its innermost frame's: by perf (frame pointers, which stop in libpython)
+# mostly spin's; taken in the threads (backtrace: whole native stacks), mostly the
+# interpreter's own C code's (its DWARF lines), spin's only now and then (none at all in a CI
+# run): there, those spin has are still its loop's
+assert (lines or p["method"] != "perf_event") and \
+    sum(x["self"] for x in lines if x["line"] in loop) >= 0.8 * sum(x["self"] for x in lines), (
+        label, p["method"], lines)
 # in process, each call is a section of its function's name: the sections' samples come in the
 # same shares, and each section's Python samples are spin's own
 secs = {x["name"]: x for x in p.get("sections", [])}
