@@ -220,17 +220,27 @@ static char *read_str(sonde_pyproc *py, uint64_t addr)
     if (!out)
         return NULL;
     size_t k = 0;
+    uint32_t max = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t c = kind == 1 ? raw[i] : kind == 2 ? (uint32_t)(raw[2 * i] | raw[2 * i + 1] << 8)
                                                      : (uint32_t)raw[4 * i] |
                                                            (uint32_t)raw[4 * i + 1] << 8 |
                                                            (uint32_t)raw[4 * i + 2] << 16 |
                                                            (uint32_t)raw[4 * i + 3] << 24;
+        max = c > max ? c : max;
         if (c > 0x10FFFF || (c >= 0xD800 && c < 0xE000))
             c = 0xFFFD; /* a lone surrogate (allowed in a str) is not UTF-8 */
         put_utf8(out, &k, c);
     }
     out[k] = 0;
+    /* CPython makes every str in the narrowest kind its characters fit, ASCII flagged: one that
+     * is not is no str (a freed one's memory, read meanwhile; the stress read such names) */
+    uint32_t floor = ascii ? 0 : kind == 1 ? 0x80 : kind == 2 ? 0x100 : 0x10000;
+    uint32_t ceil = ascii ? 0x80 : kind == 1 ? 0x100 : kind == 2 ? 0x10000 : 0x110000;
+    if (n == (size_t)len && n && (max < floor || max >= ceil)) {
+        sonde__free(out);
+        return NULL;
+    }
     return out;
 }
 
@@ -267,7 +277,7 @@ static int64_t code_entry(sonde_pytab *t, pycode_e *e)
  * code object freed meanwhile (its memory another str's) is seldom one. Of the Latin-1 range
  * (names as read_str writes them, UTF-8), only the letters are: not U+0080-U+00BF but for
  * U+00AA, U+00B5 and U+00BA, nor U+00D7 and U+00F7 (the stress read "\u00c0c\u0095", a freed
- * code's name, from outside). */
+ * code's name, from outside), nor U+FFFD (read once as a name of one character). */
 static int qualname_like(const char *s)
 {
     if (!*s || (*s >= '0' && *s <= '9'))
@@ -278,6 +288,8 @@ static int qualname_like(const char *s)
             return 0; /* a C1 control or a sign */
         if (c == 0xC3 && (next == 0x97 || next == 0xB7))
             return 0; /* the multiplication and division signs */
+        if (c == 0xEF && next == 0xBF && (unsigned char)s[2] == 0xBD)
+            return 0; /* U+FFFD: what read_str writes for no character */
         if (!(c >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
               (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '<' || c == '>'))
             return 0;
