@@ -75,7 +75,8 @@ typedef struct sess_ev {
 
 /* A tick as ns since the run's start, clamped to +-2^62 ns (146 years; only a crafted file's
  * ticks reach it), so that the difference of any two such times fits an int64_t. */
-#define REL_MAX_NS ((int64_t)1 << 62)
+#define REL_MAX_NS (((int64_t)1 << 62) - 1) /* any two differ by less than INT64_MAX (a fuzzed
+                                                  file's ends at -2^62 and +2^62 overflowed) */
 static int64_t rel(const bctx *b, uint64_t tick)
 {
     double v = (double)(int64_t)(tick - b->cut_tick) * b->ns_per_tick;

@@ -65,6 +65,17 @@ static int cmp_u64(const void *a, const void *b)
  * power of two (step_held), each with the end of the step before it (its start), so that the
  * held steps' durations are exact: about 2 in 2^k records for a bound of at least 4 in 2^k.
  * From the first pass's counts. */
+/* The site of slot i of the first pass's instant counts (its id renumbered), -1 for an empty
+ * slot (whose id, 0 - 1, was once looked up in the renumbering: a fuzzed file's SEGV) or an id
+ * the model has no site for. */
+static int32_t inst_site(const sm_records_seen *sk, const sm_model *m, size_t i)
+{
+    if (!sk->inst->id1[i])
+        return -1;
+    uint32_t id = sk->inst->id1[i] - 1u, site = sk->rank ? sk->rank[id] : id;
+    return site < m->n_sites ? (int32_t)site : -1;
+}
+
 int sm__records_plan(sm_records *b, sm_model *m, const sm_records_seen *sk)
 {
     uint64_t max = b->max;
@@ -87,10 +98,10 @@ int sm__records_plan(sm_records *b, sm_model *m, const sm_records_seen *sk)
     size_t k = 0;
     uint64_t own = 0; /* sonde's own, all held */
     for (size_t i = 0; i < sk->inst->cap; i++) {
-        uint32_t id = sk->inst->id1[i] - 1u, site = sk->rank ? sk->rank[id] : id;
-        if (!sk->inst->id1[i] || site >= m->n_sites)
+        int32_t site = inst_site(sk, m, i);
+        if (site < 0)
             continue;
-        if (!strncmp(sm_str(m, site), "sonde.", 6))
+        if (!strncmp(sm_str(m, (uint32_t)site), "sonde.", 6))
             own += sk->inst->n[i];
         else
             n[k++] = sk->inst->n[i];
@@ -107,8 +118,8 @@ int sm__records_plan(sm_records *b, sm_model *m, const sm_records_seen *sk)
     }
     sonde__free(n);
     for (size_t i = 0; i < sk->inst->cap; i++) {
-        uint32_t id = sk->inst->id1[i] - 1u, site = sk->rank ? sk->rank[id] : id;
-        if (!sk->inst->id1[i] || site >= m->n_sites || !strncmp(sm_str(m, site), "sonde.", 6))
+        int32_t site = inst_site(sk, m, i);
+        if (site < 0 || !strncmp(sm_str(m, (uint32_t)site), "sonde.", 6))
             continue;
         unsigned s = 0;
         while (s < 62 && ((sk->inst->n[i] - 1) >> s) + 1 > level)
