@@ -205,8 +205,8 @@ static int python_cases(const char *sonde, const char *dir, char *py, char *scri
            100 * (b[6] / b[5] - 1));
     printf("  in process, taken in the threads (sample_in_thread 1: each thread's CPU-clock counter "
            "signals it, the Python frames read in its handler, no wake-up of the sampler): "
-           "%.3f s (%+.1f%% over sample_hz 0)\n",
-           b[9], 100 * (b[9] / b[4] - 1));
+           "%.3f s (%+.1f%% over sample_hz 0, %+.1f%% over the work alone)\n",
+           b[9], 100 * (b[9] / b[4] - 1), 100 * (b[9] / b[0] - 1));
     printf("  with 199 idle threads more, under sonde run at 999 samples/s: native frames only "
            "%.3f s, with Python frames %.3f s (%+.1f%%)\n",
            b[7], b[8], 100 * (b[8] / b[7] - 1));

@@ -90,10 +90,11 @@ int sx_walk_spans(const sm_model *m, sm_folder *fo, int64_t t0, int64_t t1,
                   const sx_walker *ops, void *ctx);
 /* The operators that begin in [t0, t1), thread after thread, nested by their ends. */
 int sx_walk_ops(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *ops, void *ctx);
-/* The off-CPU periods the model kept that begin in [t0, t1), in time order, the longest that
- * fit the trace's share (sm_off_trace_min_ns), each in its own process, or in pid when forced
- * (a merged trace's rank) or unknown; pid is the trace's run. */
-int sx_walk_off(const sm_model *m, int64_t t0, int64_t t1, int pid, int forced,
+/* The off-CPU periods the model kept that begin in [t0, t1) and last min_ns or more (the
+ * trace's share of them: sm_off_trace_min_ns over the same range), in time order, each in its
+ * own process, or in pid when forced (a merged trace's rank) or unknown; pid is the trace's
+ * run. */
+int sx_walk_off(const sm_model *m, int64_t t0, int64_t t1, int64_t min_ns, int pid, int forced,
                 const sx_walker *ops, void *ctx);
 /* Perfetto's protobuf trace (NAME.pftrace, perfetto.c), handed to sink in compressed pieces.
  * 0, or -1 when out of memory or when sink failed. */

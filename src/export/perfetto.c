@@ -637,11 +637,12 @@ static int off_period(void *ctx, const sm_offperiod *o, int pid)
 static int off_cpu(pw *w, int run_pid)
 {
     static const sx_walker tracks = {.off_track = off_track}, periods = {.off_period = off_period};
-    if (sx_walk_off(w->m, INT64_MIN, INT64_MAX, run_pid, 0, &tracks, w))
+    int64_t min_ns = sm_off_trace_min_ns(w->m, INT64_MIN, INT64_MAX); /* once for both walks */
+    if (min_ns < 0 || sx_walk_off(w->m, INT64_MIN, INT64_MAX, min_ns, run_pid, 0, &tracks, w))
         return w->err = -1;
     if (w->off_tracks)
         seq_open(w, 0, 0, 0);
-    if (!w->err && sx_walk_off(w->m, INT64_MIN, INT64_MAX, run_pid, 0, &periods, w))
+    if (!w->err && sx_walk_off(w->m, INT64_MIN, INT64_MAX, min_ns, run_pid, 0, &periods, w))
         w->err = -1;
     return w->err;
 }

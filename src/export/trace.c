@@ -673,8 +673,10 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
      * a quarter of trace_max_events of them, the longest; all in pid where the caller gives the
      * run one (a merged trace's rank) */
     static const sx_walker off = {.off_track = off_track, .off_period = off_period};
-    if (!t.err && m->profile.n_off_held && !o->tensorboard &&
-        sx_walk_off(m, t0, t1, pid, o->pid > 0, &off, &t))
+    int with_off = !t.err && m->profile.n_off_held && !o->tensorboard;
+    int64_t off_min = with_off ? sm_off_trace_min_ns(m, t0, t1) : 0; /* the shorter left out */
+    if (off_min < 0 ||
+        (with_off && sx_walk_off(m, t0, t1, off_min, pid, o->pid > 0, &off, &t)))
         t.err = -1;
     if (with_samples && !t.err) {
         sample_processes(&t, m, pid, t.named_pids, t.n_named);

@@ -26,8 +26,10 @@ static int thread_spans(const sm_model *m, size_t a, size_t b, int64_t t0, int64
         if (!begun++ && ops->thread && (rc = ops->thread(ctx, s->thread, s->start_ns)))
             break;
         int folded = sm_fold(fo, s);
-        if (folded)
-            rc = folded < 0 ? -1 : 0;
+        if (folded < 0) {
+            rc = -1;
+            break;
+        }
         if (folded)
             continue;
         int32_t closed = fo->closed; /* in s's box: handed on once the stack is down to it */
@@ -111,13 +113,10 @@ int sx_walk_ops(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *w, v
     return rc;
 }
 
-int sx_walk_off(const sm_model *m, int64_t t0, int64_t t1, int pid, int forced,
+int sx_walk_off(const sm_model *m, int64_t t0, int64_t t1, int64_t min_ns, int pid, int forced,
                 const sx_walker *w, void *ctx)
 {
     const sm_profile *pr = &m->profile;
-    int64_t min_ns = sm_off_trace_min_ns(m, t0, t1); /* over the cap: the shorter left out */
-    if (min_ns < 0)
-        return -1;
     uint64_t *seen = NULL; /* the tracks so far: pid << 32 | tid */
     size_t n_seen = 0, cap = 0;
     int rc = 0;

@@ -52,6 +52,15 @@ static int cmp_held_t(const void *a, const void *b)
     return x->tid < y->tid ? -1 : x->tid > y->tid;
 }
 
+/* Of the periods held, the longest SM_OFF_HELD_MAX alone (in no order). */
+static void keep_longest(sm_profile *pr)
+{
+    if (pr->n_off_held <= SM_OFF_HELD_MAX)
+        return;
+    sonde__sort(pr->off_held, pr->n_off_held, sizeof *pr->off_held, cmp_held_ns);
+    pr->n_off_held = SM_OFF_HELD_MAX;
+}
+
 /* The longest SM_OFF_HELD_MAX periods, in time order, for the trace; their stacks renumbered
  * after the stacks' sort (id -> place). */
 static int hold_periods(sm_profile *pr)
@@ -66,10 +75,7 @@ static int hold_periods(sm_profile *pr)
     for (size_t i = 0; i < pr->n_off_held; i++)
         pr->off_held[i].off = place[pr->off_held[i].off];
     sonde__free(place);
-    if (pr->n_off_held > SM_OFF_HELD_MAX) {
-        sonde__sort(pr->off_held, pr->n_off_held, sizeof *pr->off_held, cmp_held_ns);
-        pr->n_off_held = SM_OFF_HELD_MAX;
-    }
+    keep_longest(pr);
     sonde__sort(pr->off_held, pr->n_off_held, sizeof *pr->off_held, cmp_held_t);
     return 0;
 }
@@ -174,11 +180,8 @@ int sm__offcpu_build(const sb_raw *raw, sm_model *m, const uint32_t *at, const i
         pr->off_held[pr->n_off_held++] =
             (sm_offperiod){(int64_t)(o->t_mono - m->start_mono_ns), (int64_t)o->ns, o->tid,
                            st->pid, (uint32_t)k};
-        /* never more than twice what is kept: the shorter half dropped as it grows */
-        if (pr->n_off_held >= 2 * SM_OFF_HELD_MAX) {
-            sonde__sort(pr->off_held, pr->n_off_held, sizeof *pr->off_held, cmp_held_ns);
-            pr->n_off_held = SM_OFF_HELD_MAX;
-        }
+        if (pr->n_off_held >= 2 * SM_OFF_HELD_MAX) /* never twice what is kept */
+            keep_longest(pr);
     }
     if (!rc && pr->n_off)
         sonde__sort(pr->off, pr->n_off, sizeof *pr->off, cmp_off);

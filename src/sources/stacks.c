@@ -906,7 +906,8 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int
     pid_t self = getpid();
     if (!pid)
         s->only_pid = (int)self;
-    if (cfi) /* NULL where not built: frame pointers alone */
+    if (cfi && !timers) /* NULL where not built: frame pointers alone (the in-thread samples
+                           are unwound by backtrace()) */
         s->unwinder = sonde__unwind_new();
     if (timers && pid) {
         snprintf(why, cap, "sample_in_thread: 1, but sonde run cannot take samples in another "
