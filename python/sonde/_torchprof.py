@@ -60,8 +60,20 @@ _TABLE_FILTERED = frozenset(("[memory]", "[OutOfMemory]", "profiler::_record_fun
                              "aten::output_nr", "aten::_version"))
 
 
+# PyTorch 2 times its events in ns (KinetoEvent.start_ns, duration_ns), 1.13 in whole
+# microseconds (start_us, duration_us): _span_ns reads whichever this torch has.
+_NS = hasattr(getattr(torch._C._autograd, "_KinetoEvent", None), "start_ns")
+
+
+def _span_ns(e):
+    """An event's start on torch's clock (ns since the epoch) and its duration, in ns."""
+    if _NS:
+        return int(e.start_ns()), int(e.duration_ns())
+    return int(e.start_us()) * 1000, int(e.duration_us()) * 1000
+
+
 def _table_figures(events):
-    """{index in events: (child_us, left_out)}: each CPU event as PyTorch's own table counts it
+    """{index in events: (child_ns, left_out)}: each CPU event as PyTorch's own table counts it
     (EventList._populate_cpu_children, then _remove_dup_nodes, as torch 1.13 does them, over the
     same events in the same order): the time of its children there, and whether the table leaves
     it out (a call that is the only child of a call of its name, or a name it never lists). An
@@ -76,13 +88,12 @@ def _table_figures(events):
             continue
         if e.device_type() != cpu:
             continue
-        d = int(e.duration_us())
+        s, d = _span_ns(e)
         if e.is_async() or e.start_thread_id() != e.end_thread_id():
             out[i] = (d, False)
             continue
         names[i] = "ProfilerStep*" if name.startswith("ProfilerStep#") else name
         dur[i] = d
-        s = int(e.start_us())
         by_thread.setdefault(e.start_thread_id(), []).append((s, -(s + d), i))
     for rows in by_thread.values():
         rows.sort(key=lambda r: (r[0], r[1]))  # stable: ties keep the events' order
@@ -119,13 +130,13 @@ def _table_figures(events):
 
 
 def _own_spans(events):
-    """{torch thread: ([starts], [ends])}: the merged time ranges (microseconds) of _OWN_OPS,
-    sorted, disjoint."""
+    """{torch thread: ([starts], [ends])}: the merged time ranges (ns, torch's clock) of
+    _OWN_OPS, sorted, disjoint."""
     by = {}
     for e in events:
         if e.name() in _OWN_OPS:
-            s = int(e.start_us())
-            by.setdefault(e.start_thread_id(), []).append((s, s + int(e.duration_us())))
+            s, d = _span_ns(e)
+            by.setdefault(e.start_thread_id(), []).append((s, s + d))
     out = {}
     for th, v in by.items():
         v.sort()
@@ -140,7 +151,7 @@ def _own_spans(events):
 
 
 def _in_own(own, th, s, e):
-    """Whether [s, e] (microseconds) on torch thread th lies inside one of sonde's own ops."""
+    """Whether [s, e] (ns, torch's clock) on torch thread th lies inside one of sonde's own ops."""
     spans = own.get(th)
     if not spans:
         return False
@@ -166,8 +177,8 @@ def _clock_offset(wall=time.time_ns, mono=time.monotonic_ns, tries=8):
 def _fold(events, skip, off_ns, record_shapes):
     """torch's events (KinetoEvent-like objects) as sonde_ops tuples: CPU operators, memory,
     and CUDA kernels, copies and sets. skip: names of record_function ranges that mirror sonde's
-    own sections (left out: sonde has them); off_ns: torch's clock (microseconds since the epoch)
-    less CLOCK_MONOTONIC. Returns (entries, kernel tids seen)."""
+    own sections (left out: sonde has them); off_ns: torch's clock (the epoch's time) less
+    CLOCK_MONOTONIC, in ns. Returns (entries, kernel tids seen)."""
     tids = {}
     for e in events:  # the markers first: torch thread number -> kernel tid
         n = e.name()
@@ -178,7 +189,8 @@ def _fold(events, skip, off_ns, record_shapes):
     out = []
     for k, e in enumerate(events):
         name = e.name()
-        start = int(e.start_us()) * 1000 - off_ns
+        t0, dur = _span_ns(e)
+        start = t0 - off_ns
         if start < 0:
             continue
         dev = e.device_type()
@@ -193,23 +205,22 @@ def _fold(events, skip, off_ns, record_shapes):
             if name.startswith(_MARK) or (e.scope() == _USER_SCOPE and
                                           (name in skip or name.startswith("ProfilerStep#"))):
                 continue
-            if own and _in_own(own, e.start_thread_id(), int(e.start_us()),
-                               int(e.start_us()) + int(e.duration_us())):
+            if own and _in_own(own, e.start_thread_id(), t0, t0 + dur):
                 continue
             shapes = None
             if record_shapes:
                 s = e.shapes()
                 if any(len(x) for x in s):
                     shapes = json.dumps([list(x) for x in s])
-            child_us, left_out = table.get(k, (0, False))
-            out.append((OP_CPU, name, start, int(e.duration_us()) * 1000, tid, 0, 0,
+            child_ns, left_out = table.get(k, (0, False))
+            out.append((OP_CPU, name, start, dur, tid, 0, 0,
                         int(e.correlation_id()), float(e.flops() or 0), 0, shapes,
                         OP_F_TABLE | (OP_F_LEFT_OUT if left_out else 0) |
-                        (OP_F_HOOK_RANGE if name in _HOOK_RANGES else 0), child_us * 1000))
+                        (OP_F_HOOK_RANGE if name in _HOOK_RANGES else 0), child_ns))
         else:  # GPU work: linked to its CPU operator by correlation
             kind = (OP_MEMCPY if name.startswith("Memcpy") else
                     OP_MEMSET if name.startswith("Memset") else OP_KERNEL)
-            out.append((kind, name, start, int(e.duration_us()) * 1000, 0,
+            out.append((kind, name, start, dur, 0,
                         max(int(e.device_index()), 0), int(e.device_resource_id()) & 0xffffffff,
                         int(e.linked_correlation_id()), 0.0, 0, None))
     return out, tids

@@ -153,13 +153,15 @@ def _register_aten():
         "convolution": _conv_flops,
         "_transformer_encoder_layer_fwd": _encoder_layer_flops,
         "_native_multi_head_attention": _native_mha_flops,
-        # PyTorch 2's fused attention kernels, (N, H, L, D) and (N, H, S, D) (never run here:
-        # torch 1.13 has none)
-        "_scaled_dot_product_flash_attention":
-            lambda a, kw, out: 4 * _numel(a[0]) * a[1].shape[-2],
-        "_scaled_dot_product_efficient_attention":
-            lambda a, kw, out: 4 * _numel(a[0]) * a[1].shape[-2],
     }
+    # PyTorch 2's fused attention kernels (torch 1.13 has none; tests on PyTorch 2.11 found the
+    # CPU one uncounted): query (N, H, L, D), key (N, H, S, D), the two products 4 x N x H x L x
+    # S x D, causal or not, as torch's own flop counter counts them
+    for name in ("_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+                 "_scaled_dot_product_flash_attention_for_cpu",
+                 "_scaled_dot_product_cudnn_attention",
+                 "_scaled_dot_product_fused_attention_overrideable"):
+        table[name] = lambda a, kw, out: 4 * _numel(a[0]) * a[1].shape[-2]
     for name, f in table.items():
         packet = getattr(aten, name, None)
         if packet is None:

@@ -202,6 +202,8 @@ static void tbuf_init(sonde_profiler *p, sonde_tbuf *tb, pid_t tid)
     tb->shadow.cur = tb->shadow.end = NULL;
     tb->shadow.depth = SONDE_SHADOW_DEPTH;
     atomic_store(&tb->tid, (int)tid);
+    atomic_store(&tb->pthread_tid,
+                 (uint64_t)(uint32_t)(uintptr_t)pthread_self() << 32 | (uint32_t)tid);
     tb->gap = 0;
     tb->next_base = 0;
     atomic_store(&tb->chunk, SONDE_NO_CHUNK);
@@ -231,6 +233,16 @@ int sonde_thread_name(sonde_profiler *p, const char *name)
     snprintf(tb->name, sizeof tb->name, "%s", name);
     atomic_store(&tb->written_thread, 0); /* written again: the reader keeps the last name */
     pthread_mutex_unlock(&p->lock);
+    return 0;
+}
+
+uint32_t sonde__tid_of_pthread(sonde_profiler *p, uint32_t pth)
+{
+    for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next)) {
+        uint64_t v = atomic_load_explicit(&tb->pthread_tid, memory_order_relaxed);
+        if (v && (uint32_t)(v >> 32) == pth)
+            return (uint32_t)v;
+    }
     return 0;
 }
 

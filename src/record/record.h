@@ -127,6 +127,9 @@ struct sonde_tbuf {
     _Atomic uint32_t chunk;        /* index of the active chunk or SONDE_NO_CHUNK */
     uint32_t thread;               /* thread index in the file; with name, set under prof->lock */
     _Atomic int tid;               /* kernel thread id while LIVE, 0 once the thread exited */
+    _Atomic uint64_t pthread_tid;  /* the low 32 bits of its pthread_t (how CUPTI names a thread)
+                                      << 32 | its kernel thread id; kept once it exited, until
+                                      the buffer is reused (sonde__tid_of_pthread) */
     uint64_t next_base;            /* slot index of the next chunk's first slot */
     uint64_t gap;                  /* events dropped since the last recorded one */
     _Atomic uint64_t dropped;      /* events dropped in all */
@@ -266,6 +269,9 @@ static inline int sonde__has_sink(const sonde_profiler *p) { return p->fd >= 0 |
 sonde_profiler *sonde__create_watching(const sonde_config *cfg, pid_t watch);
 /* The calling thread's buffer for p, creating it on first use; NULL when out of memory. */
 sonde_tbuf *sonde__thread_buf(sonde_profiler *p);
+/* The kernel thread id of the thread of p whose pthread_t's low 32 bits are pth (CUPTI's
+ * threadId of an API call), live or exited since; 0 when p has no such thread. Lock-free. */
+uint32_t sonde__tid_of_pthread(sonde_profiler *p, uint32_t pth);
 /* Appends one event of kind with id/arg and n value doubles (0..2) on the calling thread.
  * Returns 0, or SONDE_EDROPPED when no buffer space was free. */
 int sonde__record(sonde_profiler *p, unsigned kind, uint32_t id, uint32_t arg, const double *v);

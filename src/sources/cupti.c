@@ -2,10 +2,13 @@
  * dlopen (SONDE_CUPTI_LIBRARY, else libcupti.so and its versions) when cuda_activity is on.
  * CUPTI hands over filled buffers on a thread of its own; each record becomes an entry of a GPU
  * record in the .sonde file (docs/formats.md), its timestamps moved onto CLOCK_MONOTONIC. The
- * runtime API records (cudaLaunchKernel, cudaMemcpy...) are kept too: their thread and time tell
- * the model which section launched each kernel. Built when CUDA's cupti.h was found
- * (SONDE_HAVE_CUPTI); otherwise cuda_activity reports that it was not built in. CUPTI has one
- * set of activity callbacks per process, so one profiler at a time collects. */
+ * runtime API records (cudaLaunchKernel, cudaMemcpy...) and the driver's launches (cuLaunchKernel
+ * and its kin: cuBLAS's and Triton's kernels) are kept too: their thread and time tell the model
+ * which section launched each kernel. CUPTI names their thread by the low 32 bits of its
+ * pthread_t (as PyTorch's Kineto reads it), not its kernel thread id: each is turned into the
+ * tid of the thread of the profiler it names (sonde__tid_of_pthread). Built when CUDA's cupti.h
+ * was found (SONDE_HAVE_CUPTI); otherwise cuda_activity reports that it was not built in. CUPTI
+ * has one set of activity callbacks per process, so one profiler at a time collects. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -66,6 +69,23 @@ size_t sonde__gpu_encode(const sonde_gpu_rec *r, uint8_t *out)
     (out->device = (x)->deviceId, out->stream = (x)->streamId,                                  \
      out->correlation = (x)->correlationId, out->start_ns = (x)->start, out->end_ns = (x)->end)
 
+/* A driver API call that launches a kernel (cuBLAS, Triton and other libraries launch through
+ * the driver, not the runtime): the one driver record a kernel's section is found by. */
+static int driver_launch(CUpti_CallbackId cbid)
+{
+    switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 int sonde__cupti_convert(const void *record, int64_t offset_ns, sonde_gpu_rec *out)
 {
     const CUpti_Activity *a = record;
@@ -96,6 +116,10 @@ int sonde__cupti_convert(const void *record, int64_t offset_ns, sonde_gpu_rec *o
         out->bytes = m->bytes;
         break;
     }
+    case CUPTI_ACTIVITY_KIND_DRIVER: /* the launches alone: where a library calls the driver */
+        if (!driver_launch(((const CUpti_ActivityAPI *)record)->cbid))
+            return 0;
+        /* fall through */
     case CUPTI_ACTIVITY_KIND_RUNTIME: {
         const CUpti_ActivityAPI *r = record;
         out->kind = SONDE_GPU_API;
@@ -138,7 +162,7 @@ static struct {
 
 static const CUpti_ActivityKind g_kinds[] = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_RUNTIME};
+    CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
 
 static const char *kind_name(CUpti_ActivityKind k)
 {
@@ -147,6 +171,7 @@ static const char *kind_name(CUpti_ActivityKind k)
     case CUPTI_ACTIVITY_KIND_MEMCPY: return "MEMCPY";
     case CUPTI_ACTIVITY_KIND_MEMSET: return "MEMSET";
     case CUPTI_ACTIVITY_KIND_RUNTIME: return "RUNTIME";
+    case CUPTI_ACTIVITY_KIND_DRIVER: return "DRIVER";
     default: return "?";
     }
 }
@@ -235,10 +260,19 @@ int sonde__gpu_write(sonde_profiler *p, uint8_t *buffer, size_t valid, int64_t o
     size_t n = 0;
     int rc = 0;
     CUpti_Activity *rec = NULL;
+    uint32_t last_pth = 0, last_tid = 0; /* API calls come in runs from one thread */
     while (g_cupti.next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
         sonde_gpu_rec r;
         if (!sonde__cupti_convert(rec, offset_ns, &r))
             continue;
+        if (r.kind == SONDE_GPU_API) { /* CUPTI names the thread by its pthread_t: its tid */
+            if (r.tid != last_pth || !last_tid) {
+                last_pth = r.tid;
+                last_tid = sonde__tid_of_pthread(p, r.tid);
+            }
+            if (last_tid)
+                r.tid = last_tid;
+        }
         n += sonde__gpu_encode(&r, payload + n);
         if (n >= SONDE_GPU_RECORD_BYTES) {
             rc |= sonde__gpu_flush(p, payload, n);

@@ -92,7 +92,8 @@ void sonde__cupti_stop(sonde_profiler *p);
 /* CUPTI record -> sonde_gpu_rec, with offset_ns added to its times; 0 for a kind sonde does not
  * keep. Only where CUPTI's headers were found at build time. */
 int sonde__cupti_convert(const void *record, int64_t offset_ns, sonde_gpu_rec *out);
-/* Every record of a completed CUPTI buffer into p's file. */
+/* Every record of a completed CUPTI buffer into p's file, an API call's thread as its kernel
+ * thread id when it is one of p's threads (CUPTI gives the low 32 bits of its pthread_t). */
 int sonde__gpu_write(sonde_profiler *p, uint8_t *buffer, size_t valid, int64_t offset_ns);
 
 /* ---- CPU samples with call stacks (stacks.c) ---- */

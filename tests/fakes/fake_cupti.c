@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -163,7 +162,7 @@ static uint32_t api_call(CUpti_CallbackId cbid, uint64_t *t)
     r->api.start = *t = cupti_now();
     r->api.end = r->api.start + 3000;
     r->api.processId = (uint32_t)getpid();
-    r->api.threadId = (uint32_t)syscall(SYS_gettid);
+    r->api.threadId = (uint32_t)(uintptr_t)pthread_self(); /* as CUPTI does: not the tid */
     r->api.correlationId = ++g_correlation;
     return r->api.correlationId;
 }

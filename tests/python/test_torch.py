@@ -310,7 +310,12 @@ class FastPaths(unittest.TestCase):
                 h.remove()
             with open(os.path.join(d, "fp.json")) as f:
                 rep = json.load(f)
-        return sorted(e.name for e in p.events()), {s["name"]: s for s in rep["sections"]}
+        # ATen's operators alone: PyTorch 2 also records the Python dispatch mode's handling of
+        # each call ("PythonDispatchMode"), and with a GPU its CUDA runtime calls and Kineto's
+        # own "Instrumentation" and "Resource" events on a process's first profile (an H200 run
+        # with 2.11 found them): none is an operator run
+        return (sorted(e.name for e in p.events() if e.name.startswith("aten::")),
+                {s["name"]: s for s in rep["sections"]})
 
     def same_operators(self, fn, fused):
         """with_flops ran the fused kernel and no other operator than the run without it (fn run
@@ -525,6 +530,7 @@ class PythonFrames(unittest.TestCase):
             under, total, sorted(inner.items(), key=lambda x: -x[1])[:3]), file=sys.stderr)
 
 
+@unittest.skipIf(torch.cuda.is_available(), "a GPU is present")
 class CudaAbsent(unittest.TestCase):
     def test_one_line_and_nothing_else(self):
         with tempfile.TemporaryDirectory() as d:

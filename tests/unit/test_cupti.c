@@ -73,6 +73,19 @@ static void convert_kernel_memcpy_memset_api(void **state)
     assert_int_equal(r.tid, 4242);
     assert_int_equal(r.cbid, 211);
 
+    /* the driver's calls: its kernel launches alone (what cuBLAS and Triton launch through) */
+    a.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+    a.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx;
+    a.correlationId = 78;
+    assert_int_equal(sonde__cupti_convert(&a, 0, &r), 1);
+    assert_int_equal(r.kind, SONDE_GPU_API);
+    assert_int_equal(r.correlation, 78);
+    assert_int_equal(r.tid, 4242);
+    a.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+    assert_int_equal(sonde__cupti_convert(&a, 0, &r), 1);
+    a.cbid = CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent; /* the driver's other calls: not kept */
+    assert_int_equal(sonde__cupti_convert(&a, 0, &r), 0);
+
     CUpti_Activity other = {CUPTI_ACTIVITY_KIND_MARKER};
     assert_int_equal(sonde__cupti_convert(&other, 0, &r), 0); /* not kept */
 }

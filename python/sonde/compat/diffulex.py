@@ -116,6 +116,14 @@ def _viztracer_keys(vc):
     return keys
 
 
+def _cuda_total(e):
+    """A key_averages() row's CUDA time in microseconds: cuda_time_total in PyTorch 1.x,
+    device_time_total in PyTorch 2 (whose rows have no cuda_time_total: a GPU run found the
+    summary failing there)."""
+    t = getattr(e, "device_time_total", None)
+    return e.cuda_time_total if t is None else t
+
+
 @dataclasses.dataclass
 class ProfilerConfig:
     """Diffulex's configuration, field for field."""
@@ -421,7 +429,7 @@ class _Torch:
             out["summary"] = {
                 "total_events": len(ev),
                 "cpu_time_total_ms": sum(e.cpu_time_total for e in ev) / 1000,
-                "cuda_time_total_ms": (sum(e.cuda_time_total for e in ev) / 1000 if cuda
+                "cuda_time_total_ms": (sum(_cuda_total(e) for e in ev) / 1000 if cuda
                                        else 0)}
         out.update(trace_file=str(trace) if trace else None,
                    stacks_file=str(stacks) if stacks else None,

@@ -98,9 +98,12 @@ def _torch_table(tp):
         return None
     ka = wins[-1]["key_averages"]
     rows = [e for e in ka if not tp.is_own_range(e.key)]
-    kept = type(ka)(rows, use_cuda=getattr(ka, "_use_cuda", True),
-                    profile_memory=getattr(ka, "_profile_memory", False),
-                    with_flops=getattr(ka, "_with_flops", False))
+    if hasattr(ka, "_use_device"):  # PyTorch 2's EventList: use_device for 1.x's use_cuda
+        dev = {"use_device": ka._use_device}
+    else:
+        dev = {"use_cuda": getattr(ka, "_use_cuda", True)}
+    kept = type(ka)(rows, profile_memory=getattr(ka, "_profile_memory", False),
+                    with_flops=getattr(ka, "_with_flops", False), **dev)
     return kept.table(sort_by="cuda_time_total", row_limit=10)
 
 
