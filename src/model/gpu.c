@@ -10,6 +10,7 @@
 #include "../util/alloc.h"
 #include "../util/sort.h"
 #include "../util/buf.h"
+#include "../util/demangle.h"
 #include "../util/strmap.h"
 #include "model_build.h"
 
@@ -167,10 +168,53 @@ size_t *sm__thread_firsts(const sm_nested *v, size_t n_threads)
     return first;
 }
 
+/* CUPTI gives a kernel's name mangled (_ZN7cutlass7Kernel2I...E): names[i] made readable
+ * (void cutlass::Kernel2<...>(...)), as PyTorch's traces show them, through libstdc++'s
+ * demangler, each distinct name once (seen: its index in names). A name that is not a C++ one,
+ * or with no demangler at hand, stays as it is. 0, or -1 out of memory. */
+static int demangle_names(sb_raw *raw)
+{
+    strmap seen;
+    strmap_init(&seen);
+    char **done = NULL; /* demangled names by first appearance; NULL: kept as it is */
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    for (size_t i = 0; i < raw->n_gpu && !rc; i++) {
+        sm_gpu_raw *g = &raw->gpu[i];
+        if (g->kind != SONDE_GPU_KERNEL || !g->name || strncmp(g->name, "_Z", 2))
+            continue;
+        int k = strmap_get(&seen, g->name);
+        if (k < 0) {
+            if (SONDE_GROW(done, n, cap) || strmap_put(&seen, g->name, (int)n)) {
+                rc = -1;
+                break;
+            }
+            k = (int)n;
+            done[n++] = sonde__demangle(g->name, 1);
+        }
+        if (!done[k])
+            continue;
+        char *d = sonde__strdup(done[k]);
+        if (!d)
+            rc = -1;
+        else {
+            sonde__free(g->name);
+            g->name = d;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        free(done[i]); /* sonde__demangle's: malloc'd */
+    sonde__free(done);
+    strmap_free(&seen);
+    return rc;
+}
+
 int sm__gpu_build(sb_raw *raw, sm_model *m)
 {
     if (!raw->n_gpu)
         return 0;
+    if (demangle_names(raw))
+        return -1;
     size_t n_api = 0, n_dev = 0;
     for (size_t i = 0; i < raw->n_gpu; i++) {
         if (raw->gpu[i].kind == SONDE_GPU_API)

@@ -1754,7 +1754,9 @@ assert g["linked_to_sections"] == 6, g  # the set was launched outside every sec
 by_sec = {s["name"]: s["count"] for s in g["kernels_by_section"]}
 assert by_sec == {"prefill": 2, "decode": 3}, by_sec
 top = {k["name"]: (k["count"], round(k["mean_s"] * 1e6)) for k in g["top_kernels"]}
-assert top == {"gemm_kernel": (2, 300), "attn_kernel": (3, 100)}, top
+# the C++ kernel CUPTI names mangled (_Z11gemm_kernelPKfS0_Pfi), demangled as PyTorch shows it
+GEMM = "gemm_kernel(float const*, float const*, float*, int)"
+assert top == {GEMM: (2, 300), "attn_kernel": (3, 100)}, top
 assert r["warnings"] == [], r["warnings"]
 ev = json.load(gzip.open(sys.argv[2], "rt"))
 names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e.get("name") == "thread_name"}
@@ -1762,7 +1764,7 @@ kern = [e for e in ev if e.get("cat") == "kernel"]
 assert len(kern) == 5 and all(names[(e["pid"], e["tid"])] == "GPU 0 stream 7" for e in kern), kern
 k0 = kern[0]
 assert k0["args"]["grid"] == [128, 2, 1] and k0["args"]["block"] == [256, 1, 1], k0
-assert k0["args"]["launched_by"] == "prefill", k0
+assert k0["args"]["launched_by"] == "prefill" and k0["name"] == GEMM, k0
 copies = [e for e in ev if e.get("cat") == "gpu_memcpy"]
 assert [e["name"] for e in copies] == ["Memcpy HtoD"] and copies[0]["args"]["bytes"] == 1 << 20
 # each launch is a flow from the launching thread to the GPU work, 10 us or 5 us later
@@ -1796,7 +1798,8 @@ import re, sys
 h = open(sys.argv[1]).read()
 assert "CUDA kernels (GPU time)" in h, "no CUDA card"
 rows = re.findall(r'<table id="cuda-kernels".*?</table>', h, re.S)[0]
-assert rows.index("gemm_kernel") < rows.index("attn_kernel"), "kernels not by GPU time"
+assert rows.index("gemm_kernel(float const*, float const*, float*, int)") < rows.index("attn_kernel"), \
+    "kernels not by GPU time, or the C++ name not demangled"
 sec = re.findall(r'<table id="cuda-sections".*?</table>', h, re.S)[0]
 assert "<td>prefill</td><td>2</td>" in sec and "<td>decode</td><td>3</td>" in sec, sec
 print("cuda: the HTML report has the CUDA card and tables")
@@ -1823,7 +1826,8 @@ print("cuda under sonde run: merged into the run report")' runs/watched.json || 
 rows = {r["name"]: r for r in json.load(open(sys.argv[1]))["sections"]}
 a = rows["cuda:attn_kernel"]
 assert a["status"] == "regression" and abs(a["change"] - 0.5) < 1e-6 and a["count"] == [8, 8], a
-assert rows["cuda:gemm_kernel"]["status"] == "same", rows["cuda:gemm_kernel"]
+g = rows["cuda:gemm_kernel(float const*, float const*, float*, int)"]
+assert g["status"] == "same", g
 print("cuda: sonde diff names the slower kernel, p=%.2g" % a["p"])' diff.json || fail "diff of kernels"
     # a missing or failing CUPTI leaves the run and its report intact, and says why
     cuda_fails() { # NAME LIBRARY EXPECTED-TEXT
