@@ -2,9 +2,10 @@
  * proto/profile.proto), gzip-compressed, the input of `pprof` and speedscope. A function per
  * function of the samples, with its source file and the line it is defined at where the DWARF
  * says; a location per function (the samples keep function names, not addresses) and one more
- * per source line the samples were running (`pprof -lines`); a sample per distinct stack and
- * innermost line, with its count and its CPU time (count times the sampling period), labelled
- * with its process. Where off-CPU periods were followed (docs/stacks.md), two more sample types,
+ * per source line the samples were running (`pprof -lines`): every frame's line where the
+ * sampler recorded them (FRAMELINES: a Python frame's, a native one's where the DWARF says),
+ * else the innermost frame's alone (an older file); a sample per distinct stack and lines, with
+ * its count and its CPU time (count times the sampling period), labelled with its process. Where off-CPU periods were followed (docs/stacks.md), two more sample types,
  * off_cpu_periods and off_cpu (nanoseconds), and a sample per off-CPU stack holding them (its
  * CPU values 0); the default sample type stays cpu (`pprof -sample_index=off_cpu` for them). */
 #include <stdio.h>
@@ -87,21 +88,48 @@ static void location(sbuf *b, uint64_t id, size_t func, unsigned line)
     pb_close(b, at);
 }
 
+/* The locations of each function at each line every frame's line was known at (FRAMELINES):
+ * ids after the functions' and the innermost lines' (profile()), written as they are first
+ * used. */
+typedef struct flocs {
+    strmap ids;
+    uint64_t next;
+    char key[48];
+} flocs;
+
+/* The location of function func at line (0: the function's own, id func + 1). */
+static uint64_t floc(flocs *l, sbuf *b, uint32_t func, unsigned line)
+{
+    if (!line)
+        return (uint64_t)func + 1;
+    snprintf(l->key, sizeof l->key, "%u:%u", func, line);
+    int id = strmap_get(&l->ids, l->key);
+    if (id >= 0)
+        return (uint64_t)id;
+    uint64_t at = l->next++;
+    if (at > INT32_MAX || strmap_put(&l->ids, l->key, (int)at))
+        b->oom = 1; /* the profile is not written */
+    location(b, at, func, line);
+    return at;
+}
+
 /* A Sample of the stack frames[0, n) (sm_profile.funcs indexes, outermost first) with its
  * values (one per sample type), labelled process proc: its innermost location leaf in place of
- * its innermost function's (0: that function's). */
+ * its innermost function's (0: that function's); with lines (FRAMELINES, outermost first) each
+ * frame at its own line's location (l). */
 static void sample(sbuf *b, sbuf *packed, const uint32_t *frames, size_t n, uint64_t leaf,
-                   const uint64_t *values, size_t n_values, uint64_t process, uint64_t proc)
+                   const uint32_t *lines, flocs *l, const uint64_t *values, size_t n_values,
+                   uint64_t process, uint64_t proc)
 {
-    size_t at = pb_open(b, PR_SAMPLE);
     sbuf_reset(packed); /* the locations, innermost first */
     size_t k = n;
     if (leaf && k) {
         pb_varint(packed, leaf);
         k--;
     }
-    while (k-- > 0)
-        pb_varint(packed, frames[k] + 1);
+    while (k-- > 0) /* (a line's location is written before the sample that names it) */
+        pb_varint(packed, lines ? floc(l, b, frames[k], lines[k]) : frames[k] + 1);
+    size_t at = pb_open(b, PR_SAMPLE);
     pb_bytes(b, SA_LOCATION, packed->data, packed->len);
     sbuf_reset(packed);
     for (size_t v = 0; v < n_values; v++)
@@ -165,27 +193,40 @@ static int profile(const sm_model *m, sbuf *b)
         location(b, p->n_funcs + 1 + j, p->lines[j].func, p->lines[j].line);
     sbuf packed;
     sbuf_init(&packed);
-    size_t sl = 0;
+    flocs l = {.next = p->n_funcs + 1 + p->n_lines};
+    strmap_init(&l.ids);
+    size_t sl = 0, sf = 0;
     for (size_t i = 0; i < p->n_stacks && p->first; i++) {
         uint64_t proc = process_of(&t, p->stacks[i]), rest = p->counts[i];
         const uint32_t *fr = p->frames + p->first[i];
         size_t n = p->first[i + 1] - p->first[i];
+        while (sf < p->n_stack_flines && p->stack_flines[sf].stack < i)
+            sf++;
+        int every = sf < p->n_stack_flines && p->stack_flines[sf].stack == i;
+        for (; sf < p->n_stack_flines && p->stack_flines[sf].stack == i; sf++) {
+            const sm_stack_flines *e = &p->stack_flines[sf]; /* each frame at its line */
+            uint64_t v[4] = {e->count, e->count * period, 0, 0};
+            sample(b, &packed, fr, n, 0, p->flines + e->at, &l, v, n_types, process, proc);
+            rest -= e->count;
+        }
         while (sl < p->n_stack_lines && p->stack_lines[sl].stack < i)
             sl++;
-        for (; sl < p->n_stack_lines && p->stack_lines[sl].stack == i; sl++) {
-            const sm_stack_line *e = &p->stack_lines[sl];
+        for (; !every && sl < p->n_stack_lines && p->stack_lines[sl].stack == i; sl++) {
+            const sm_stack_line *e = &p->stack_lines[sl]; /* the innermost frame's line alone */
             uint64_t v[4] = {e->count, e->count * period, 0, 0};
-            sample(b, &packed, fr, n, p->n_funcs + 1 + e->line, v, n_types, process, proc);
+            sample(b, &packed, fr, n, p->n_funcs + 1 + e->line, NULL, &l, v, n_types, process,
+                   proc);
             rest -= e->count; /* its lines' counts are parts of its count (profile.c) */
         }
         uint64_t v[4] = {rest, rest * period, 0, 0};
         if (rest) /* its samples at no known line */
-            sample(b, &packed, fr, n, 0, v, n_types, process, proc);
+            sample(b, &packed, fr, n, 0, NULL, &l, v, n_types, process, proc);
     }
+    strmap_free(&l.ids);
     for (size_t i = 0; i < p->n_off && n_types == 4; i++) { /* off-CPU: periods and time */
         const sm_offstack *x = &p->off[i];
         uint64_t v[4] = {0, 0, x->periods, x->ns};
-        sample(b, &packed, x->frames, x->n_frames, 0, v, n_types, process,
+        sample(b, &packed, x->frames, x->n_frames, 0, NULL, &l, v, n_types, process,
                process_of(&t, x->stack));
     }
     sbuf_free(&packed);

@@ -50,6 +50,9 @@ enum {
                             (varint tid, varint stack id, varint zigzag(start ns - the previous
                             period's start), varint ns)*; one record at least, maybe empty,
                             when they were followed */
+    SONDE_R_FRAMELINES = 18, /* (varint stack id, varint n, n x varint line)*: the source line
+                                each function of a stack written before was at (n its STACKS
+                                entry's count; 0: unknown), outermost first */
 };
 /* An OPS entry's kind byte with this bit: the tracer's own table's figures follow it (sonde_op
  * flags and table_child_ns). */

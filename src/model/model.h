@@ -339,6 +339,14 @@ typedef struct sm_stack_line {
     uint32_t line;             /* sm_profile.lines index */
     uint64_t count;
 } sm_stack_line;
+/* The samples of one folded stack whose functions were each at one source line (the sampler's
+ * FRAMELINES: a Python stack's every frame, a native one's where the DWARF says). */
+typedef struct sm_stack_flines {
+    uint32_t stack;            /* sm_profile.stacks index */
+    uint64_t count;
+    size_t at;                 /* its functions' lines, outermost first: sm_profile.flines[at ..
+                                  at + the stack's functions), 0: unknown */
+} sm_stack_flines;
 /* A sample in time, for the trace: its thread and process, its stack (sm_profile.stacks index)
  * and its time from the run's start. */
 typedef struct sm_psample {
@@ -409,6 +417,13 @@ typedef struct sm_profile {
                                    (pprof's locations); a stack's samples with no line known
                                    are its count less these */
     size_t n_stack_lines;
+    sm_stack_flines *stack_flines; /* by stack: the lines each stack's samples ran in every
+                                      frame (pprof's locations, where the file has them: then in
+                                      place of stack_lines); a stack's samples with none known
+                                      are its count less these */
+    size_t n_stack_flines;
+    uint32_t *flines;
+    size_t n_flines;
     sm_psample *timed;         /* every sample in order of time (none when untimed) */
     size_t n_timed;
     sm_pnode *nodes;           /* the frames' tree; stack i ends at node leaf[i] */

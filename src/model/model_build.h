@@ -68,6 +68,8 @@ typedef struct sm_pstack_raw {
     uint32_t *f;               /* function ids, outermost first */
     char *file;                /* the innermost frame's source line (LINES), NULL: unknown */
     unsigned line;
+    uint32_t *flines;          /* each function's line, n of them (FRAMELINES; 0: unknown),
+                                  NULL: none recorded */
 } sm_pstack_raw;
 typedef struct sm_off_raw {    /* an off-CPU period (OFFCPU) */
     uint32_t tid, stack;

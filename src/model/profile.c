@@ -44,11 +44,35 @@ static int parse_places(const uint8_t *p, const uint8_t *end, void *items, size_
     return 0;
 }
 
+/* FRAMELINES' entries: each a stack read before, as many lines as it has functions. 0, -1
+ * malformed, -2 out of memory. */
+static int parse_frame_lines(sb_raw *raw, const uint8_t *p, const uint8_t *end)
+{
+    uint64_t id, n, line;
+    while (p < end) {
+        if (sm__get_var(&p, end, &id) || id >= raw->n_pstacks || sm__get_var(&p, end, &n))
+            return -1;
+        sm_pstack_raw *st = &raw->pstacks[id];
+        if (n != st->n || !n)
+            return -1;
+        if (!st->flines && !(st->flines = sonde__malloc(n * sizeof *st->flines)))
+            return -2;
+        for (uint64_t k = 0; k < n; k++) {
+            if (sm__get_var(&p, end, &line) || line > UINT32_MAX)
+                return -1;
+            st->flines[k] = (uint32_t)line;
+        }
+    }
+    return 0;
+}
+
 int sm__profile_parse(sb_raw *raw, unsigned type, const uint8_t *p, const uint8_t *end)
 {
     uint64_t v[4];
     if (type == SONDE_R_OFFCPU)
         return sm__offcpu_parse(raw, p, end);
+    if (type == SONDE_R_FRAMELINES)
+        return parse_frame_lines(raw, p, end);
     if (type == SONDE_R_SAMPLES) {
         if (sm__get_var(&p, end, &v[0]) || sm__get_var(&p, end, &v[1]) ||
             sm__get_var(&p, end, &v[2]) || v[0] > 1000000)
@@ -134,6 +158,7 @@ void sm__profile_free_raw(sb_raw *raw)
         sonde__free(raw->pstacks[i].process);
         sonde__free(raw->pstacks[i].f);
         sonde__free(raw->pstacks[i].file);
+        sonde__free(raw->pstacks[i].flines);
     }
     sonde__free(raw->pfuncs);
     sonde__free(raw->pstacks);
@@ -171,6 +196,8 @@ void sm_profile_free(sm_profile *p)
         sonde__free(p->lines[i].file);
     sonde__free(p->lines);
     sonde__free(p->stack_lines);
+    sonde__free(p->stack_flines);
+    sonde__free(p->flines);
     sonde__free(p->timed);
     sonde__free(p->nodes);
     sonde__free(p->leaf);
@@ -780,6 +807,65 @@ static int build_lines(const sb_raw *raw, sm_profile *pr, const uint64_t *count,
     return rc;
 }
 
+static int cmp_stack_flines(const void *a, const void *b)
+{
+    const sm_stack_flines *x = a, *y = b;
+    if (x->stack != y->stack)
+        return x->stack < y->stack ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at; /* in order of first appearance */
+}
+
+/* The lines every frame of each folded stack ran (FRAMELINES), one entry per distinct (folded
+ * stack, lines): count[i] samples of raw stack i, which became folded stack folded[i]. 0, or -1
+ * out of memory. */
+static int build_frame_lines(const sb_raw *raw, sm_profile *pr, const uint64_t *count,
+                             const uint32_t *folded)
+{
+    strmap seen;
+    strmap_init(&seen);
+    sbuf key;
+    sbuf_init(&key);
+    size_t cap = 0, cap_lines = 0;
+    int rc = 0;
+    for (size_t i = 0; i < raw->n_pstacks && !rc; i++) {
+        const sm_pstack_raw *st = &raw->pstacks[i];
+        if (!count[i] || !st->flines)
+            continue;
+        sbuf_reset(&key);
+        sbuf_printf(&key, "%u", folded[i]);
+        for (uint32_t k = 0; k < st->n; k++)
+            sbuf_printf(&key, ",%u", st->flines[k]);
+        int e = key.oom ? -2 : strmap_get(&seen, key.data);
+        if (e == -2) {
+            rc = -1;
+            break;
+        }
+        if (e >= 0) {
+            pr->stack_flines[e].count += count[i];
+            continue;
+        }
+        if (SONDE_GROW(pr->stack_flines, pr->n_stack_flines, cap) ||
+            strmap_put(&seen, key.data, (int)pr->n_stack_flines)) {
+            rc = -1;
+            break;
+        }
+        pr->stack_flines[pr->n_stack_flines++] = (sm_stack_flines){folded[i], count[i],
+                                                                   pr->n_flines};
+        for (uint32_t k = 0; k < st->n && !rc; k++) {
+            if (SONDE_GROW(pr->flines, pr->n_flines, cap_lines))
+                rc = -1;
+            else
+                pr->flines[pr->n_flines++] = st->flines[k];
+        }
+    }
+    if (!rc) /* by stack (strmap's indexes are taken: nothing looks them up after) */
+        sonde__sort(pr->stack_flines, pr->n_stack_flines, sizeof *pr->stack_flines,
+                    cmp_stack_flines);
+    sbuf_free(&key);
+    strmap_free(&seen);
+    return rc;
+}
+
 static int cmp_psample(const void *a, const void *b)
 {
     const sm_psample *x = a, *y = b;
@@ -875,7 +961,7 @@ int sm__profile_build(sb_raw *raw, sm_model *m)
     raw->n_samples = kept;
     pr->samples = kept;
     if (build_stacks(raw, pr, count, folded) || sort_funcs(pr, at) || build_python(pr) ||
-        build_lines(raw, pr, count, at, folded))
+        build_lines(raw, pr, count, at, folded) || build_frame_lines(raw, pr, count, folded))
         goto out;
     if (!pr->untimed) {
         if (placer_init(&pl, raw, m) || build_sections(raw, m, &pl, at, folded) ||

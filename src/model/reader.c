@@ -510,6 +510,7 @@ static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, co
         case SONDE_R_FUNCS:
         case SONDE_R_FUNCLOC:
         case SONDE_R_LINES:
+        case SONDE_R_FRAMELINES:
         case SONDE_R_OFFCPU:
             r = sm__profile_parse(&s.raw, type, p, end);
             break;

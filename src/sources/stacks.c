@@ -1122,9 +1122,10 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
     sbuf_init(&nm.fb);
     sbuf_init(&nm.lb);
     sbuf_init(&nm.key);
-    sbuf sb, xb;
+    sbuf sb, xb, fl; /* STACKS, LINES, FRAMELINES */
     sbuf_init(&sb);
     sbuf_init(&xb);
+    sbuf_init(&fl);
     nm.files = sonde__calloc(s->n_files + 1, sizeof *nm.files);
     if (!nm.files || SONDE_GROW(nm.cfirst, nm.n_chains, nm.cap_chains))
         s->oom = 1;
@@ -1134,6 +1135,7 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
         if (!(nm.files[i] = sonde__sym_open(s->files[i])))
             s->oom = 1;
     uint32_t ids[MAX_FRAMES * 8];
+    unsigned lines[MAX_FRAMES * 8]; /* each function's line: its chain's innermost has it */
     for (size_t i = 0; i < s->n_stacks && !s->oom; i++) {
         const sstack *st = &s->stacks[i];
         const sproc *p = &s->procs[st->proc];
@@ -1146,8 +1148,10 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
             }
             if (st->f[k].file != UINT32_MAX && st->f[k].file >= PY_FRAME)
                 py = c; /* the innermost Python frame so far */
-            for (uint32_t q = nm.cfirst[c]; q < nm.cfirst[c + 1] && n_ids < MAX_FRAMES * 8; q++)
+            for (uint32_t q = nm.cfirst[c]; q < nm.cfirst[c + 1] && n_ids < MAX_FRAMES * 8; q++) {
+                lines[n_ids] = q + 1 == nm.cfirst[c + 1] && nm.src[c] ? nm.line[c] : 0;
                 ids[n_ids++] = nm.cids[q];
+            }
         }
         if (nm.fb.len > RECORD_BYTES) { /* the functions (and their places) before the stacks */
             emit(s, SONDE_R_FUNCS, &nm.fb, 0);
@@ -1166,17 +1170,29 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
             pb_lenstr(&xb, nm.src[c]);
             pb_varint(&xb, nm.line[c]);
         }
-        if (sb.len > RECORD_BYTES || xb.len > RECORD_BYTES) {
+        uint32_t known = 0;
+        for (uint32_t k = 0; k < n_ids; k++)
+            known += lines[k] != 0;
+        if (known) { /* every frame's line (pprof's locations) */
+            pb_varint(&fl, i);
+            pb_varint(&fl, n_ids);
+            for (uint32_t k = 0; k < n_ids; k++)
+                pb_varint(&fl, lines[k]);
+        }
+        if (sb.len > RECORD_BYTES || xb.len > RECORD_BYTES || fl.len > RECORD_BYTES) {
             emit(s, SONDE_R_STACKS, &sb, 0);
             emit(s, SONDE_R_LINES, &xb, 0); /* after the stacks they speak of */
+            emit(s, SONDE_R_FRAMELINES, &fl, 0);
         }
     }
     emit(s, SONDE_R_FUNCS, &nm.fb, 0); /* the functions before the last stacks that name them */
     emit(s, SONDE_R_FUNCLOC, &nm.lb, 0);
     emit(s, SONDE_R_STACKS, &sb, 0);
     emit(s, SONDE_R_LINES, &xb, 0);
+    emit(s, SONDE_R_FRAMELINES, &fl, 0);
     sbuf_free(&sb);
     sbuf_free(&xb);
+    sbuf_free(&fl);
     sbuf_free(&nm.fb);
     sbuf_free(&nm.lb);
     sbuf_free(&nm.key);

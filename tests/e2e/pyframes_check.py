@@ -69,6 +69,25 @@ hot = [fid for fid, f in prof["functions"].items() if f is funcs["hot70"]]
 under = sum(sa["values"][0] for sa in prof["samples"]
             if any(fn in hot for loc in sa["locations"] for fn, _ in prof["locations"][loc]))
 assert under == table["hot70"]["total"], (label, under, table["hot70"])
+# every frame at its own line (FRAMELINES), not the innermost's alone: hot70 at its call of spin
+# in (almost) all of its samples, main's lines inside main
+at, n_main, in_main = {}, 0, 0
+main_def = funcs["main"]["start_line"]
+main_end = next(i for i in range(main_def, len(src)) if src[i].startswith("def ") or
+                (src[i] and not src[i][0].isspace() and not src[i].startswith("#")))
+for sa in prof["samples"]:
+    for loc in sa["locations"]:
+        for fn, line in prof["locations"][loc]:
+            f = prof["functions"][fn]
+            if f is funcs["hot70"]:
+                at[line] = at.get(line, 0) + sa["values"][0]
+            elif f is funcs["main"] and line:
+                n_main += sa["values"][0]
+                in_main += sa["values"][0] * (main_def < line <= main_end)
+call = funcs["hot70"]["start_line"] + 1  # its one line: return spin(7 * n)
+assert src[call - 1].strip() == "return spin(7 * n)", (label, call)
+assert at.get(call, 0) >= 0.9 * sum(at.values()) > 0, (label, "hot70's lines", at)
+assert n_main and in_main == n_main, (label, "main's lines", n_main, in_main)
 # the Chrome trace, when written: its stackFrames name the Python functions
 trace = folded[:-len(".folded")] + ".trace.json.gz"
 if os.path.exists(trace):
