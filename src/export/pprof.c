@@ -5,9 +5,10 @@
  * per source line the samples were running (`pprof -lines`): every frame's line where the
  * sampler recorded them (FRAMELINES: a Python frame's, a native one's where the DWARF says),
  * else the innermost frame's alone (an older file); a sample per distinct stack and lines, with
- * its count and its CPU time (count times the sampling period), labelled with its process. Where off-CPU periods were followed (docs/stacks.md), two more sample types,
- * off_cpu_periods and off_cpu (nanoseconds), and a sample per off-CPU stack holding them (its
- * CPU values 0); the default sample type stays cpu (`pprof -sample_index=off_cpu` for them). */
+ * its count and its CPU time (count times the sampling period), labelled with its process.
+ * Where off-CPU periods were followed (docs/stacks.md), two more sample types, off_cpu_periods
+ * and off_cpu (nanoseconds), and a sample per off-CPU stack holding them (its CPU values 0); the
+ * default sample type stays cpu (`pprof -sample_index=off_cpu` for them). */
 #include <stdio.h>
 #include <string.h>
 #include <zlib.h>

@@ -829,8 +829,8 @@ static int build_frame_lines(const sb_raw *raw, sm_profile *pr, const uint64_t *
     int rc = 0;
     for (size_t i = 0; i < raw->n_pstacks && !rc; i++) {
         const sm_pstack_raw *st = &raw->pstacks[i];
-        if (!count[i] || !st->flines)
-            continue;
+        if (!count[i] || !st->flines || st->n != pr->first[folded[i] + 1] - pr->first[folded[i]])
+            continue; /* (a process named with a ';' can fold stacks of other depths together) */
         sbuf_reset(&key);
         sbuf_printf(&key, "%u", folded[i]);
         for (uint32_t k = 0; k < st->n; k++)
