@@ -7,8 +7,8 @@
  * else the innermost frame's alone (an older file); a sample per distinct stack and lines, with
  * its count and its CPU time (count times the sampling period), labelled with its process.
  * Where off-CPU periods were followed (docs/stacks.md), two more sample types, off_cpu_periods
- * and off_cpu (nanoseconds), and a sample per off-CPU stack holding them (its CPU values 0); the
- * default sample type stays cpu (`pprof -sample_index=off_cpu` for them). */
+ * and off_cpu (nanoseconds), and a sample per off-CPU stack and lines holding them (its CPU
+ * values 0); the default sample type stays cpu (`pprof -sample_index=off_cpu` for them). */
 #include <stdio.h>
 #include <string.h>
 #include <zlib.h>
@@ -223,13 +223,30 @@ static int profile(const sm_model *m, sbuf *b)
         if (rest) /* its samples at no known line */
             sample(b, &packed, fr, n, 0, NULL, &l, v, n_types, process, proc);
     }
-    strmap_free(&l.ids);
     for (size_t i = 0; i < p->n_off && n_types == 4; i++) { /* off-CPU: periods and time */
         const sm_offstack *x = &p->off[i];
-        uint64_t v[4] = {0, 0, x->periods, x->ns};
-        sample(b, &packed, x->frames, x->n_frames, 0, NULL, &l, v, n_types, process,
-               process_of(&t, x->stack));
+        uint64_t proc = process_of(&t, x->stack), periods = x->periods, off_ns = x->ns;
+        size_t lo = 0, hi = p->n_off_flines; /* its lines' variants (by stack id) */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (p->off_flines[mid].off < x->id)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (; lo < p->n_off_flines && p->off_flines[lo].off == x->id; lo++) {
+            const sm_off_flines *e = &p->off_flines[lo];
+            uint64_t v[4] = {0, 0, e->periods, e->ns};
+            sample(b, &packed, x->frames, x->n_frames, 0, p->flines + e->at, &l, v, n_types,
+                   process, proc);
+            periods -= e->periods;
+            off_ns -= e->ns;
+        }
+        uint64_t v[4] = {0, 0, periods, off_ns};
+        if (periods) /* its periods at no known line */
+            sample(b, &packed, x->frames, x->n_frames, 0, NULL, &l, v, n_types, process, proc);
     }
+    strmap_free(&l.ids);
     sbuf_free(&packed);
     for (size_t i = 0; i < t.n; i++)
         pb_str(b, PR_STRING, t.v[i]);

@@ -371,6 +371,13 @@ typedef struct sm_offstack {
                                   of the first stack read with this folded line) */
     uint32_t n_frames;
 } sm_offstack;
+/* The periods of one off-CPU stack whose frames were each at one source line (FRAMELINES; the
+ * samples' sm_stack_flines, for pprof): by off, then in order of first appearance. */
+typedef struct sm_off_flines {
+    uint32_t off;              /* sm_offstack.id */
+    uint64_t ns, periods;
+    size_t at;                 /* its frames' lines: sm_profile.flines[at .. at + n_frames) */
+} sm_off_flines;
 /* The off-CPU time of the periods that began inside sections of one name (the innermost open
  * on the period's thread at its start: a blocked thread opens and closes none). */
 typedef struct sm_offsection {
@@ -423,7 +430,9 @@ typedef struct sm_profile {
                                       are its count less these */
     size_t n_stack_flines;
     uint32_t *flines;
-    size_t n_flines;
+    size_t n_flines, cap_flines;
+    sm_off_flines *off_flines; /* the off-CPU stacks' lines, as stack_flines the samples' */
+    size_t n_off_flines;
     sm_psample *timed;         /* every sample in order of time (none when untimed) */
     size_t n_timed;
     sm_pnode *nodes;           /* the frames' tree; stack i ends at node leaf[i] */

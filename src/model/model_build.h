@@ -195,6 +195,9 @@ int sm__profile_parse(sb_raw *raw, unsigned type, const uint8_t *p, const uint8_
 int sm__profile_build(sb_raw *raw, sm_model *m);
 /* profile.c: stack st as a folded line into line: "process;outermost;...;innermost", each
  * function funcs[at[id]] (at NULL: funcs[id]) with the folded format's separators replaced. */
+/* Appends raw stack st's lines (FRAMELINES, st->n of them) to pr->flines. 0, or -1 out of
+ * memory. */
+int sm__add_flines(sm_profile *pr, const sm_pstack_raw *st);
 void sm__fold_line(sbuf *line, const sm_pstack_raw *st, const sm_func *funcs, const uint32_t *at);
 /* offcpu.c: an OFFCPU record's periods appended to raw; 0, -1 malformed, -2 out of memory. */
 int sm__offcpu_parse(sb_raw *raw, const uint8_t *p, const uint8_t *end);

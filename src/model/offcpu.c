@@ -111,16 +111,55 @@ static int in_section(sm_profile *pr, strmap *names, size_t *cap, const char *na
     return 0;
 }
 
+/* Off-CPU period o of raw stack st, which became stack k (its id), into the variant of its
+ * frames' lines (FRAMELINES; seen: "k,line,..." -> variant). 0, or -1 out of memory. */
+static int off_lines(sm_profile *pr, strmap *seen, size_t *cap, sbuf *key,
+                     const sm_pstack_raw *st, int k, const sm_off_raw *o)
+{
+    if (!st->flines || st->n != pr->off[k].n_frames) /* (a ';' in a process name folds stacks
+                                                        of other depths together) */
+        return 0;
+    sbuf_reset(key);
+    sbuf_printf(key, "%d", k);
+    for (uint32_t f = 0; f < st->n; f++)
+        sbuf_printf(key, ",%u", st->flines[f]);
+    int e = key->oom ? -2 : strmap_get(seen, key->data);
+    if (e == -2)
+        return -1;
+    if (e < 0) {
+        if (SONDE_GROW(pr->off_flines, pr->n_off_flines, *cap) ||
+            strmap_put(seen, key->data, (int)pr->n_off_flines))
+            return -1;
+        e = (int)pr->n_off_flines++;
+        pr->off_flines[e] = (sm_off_flines){(uint32_t)k, 0, 0, pr->n_flines};
+        if (sm__add_flines(pr, st))
+            return -1;
+    }
+    pr->off_flines[e].ns += o->ns;
+    pr->off_flines[e].periods++;
+    return 0;
+}
+
+static int cmp_off_flines(const void *a, const void *b)
+{
+    const sm_off_flines *x = a, *y = b;
+    if (x->off != y->off)
+        return x->off < y->off ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
 int sm__offcpu_build(const sb_raw *raw, sm_model *m, const uint32_t *at, const int32_t *site)
 {
     sm_profile *pr = &m->profile;
     pr->off_followed = raw->off_followed;
-    strmap seen, names;
+    strmap seen, names, lines;
     strmap_init(&seen);
     strmap_init(&names);
-    sbuf line;
+    strmap_init(&lines);
+    sbuf line, key;
     sbuf_init(&line);
-    size_t cap = 0, cap_held = 0, cap_sections = 0;
+    sbuf_init(&key);
+    size_t cap = 0, cap_held = 0, cap_sections = 0, cap_lines = 0;
     int rc = 0;
     for (size_t i = 0; i < raw->n_offs && !rc; i++) {
         const sm_off_raw *o = &raw->offs[i];
@@ -168,6 +207,10 @@ int sm__offcpu_build(const sb_raw *raw, sm_model *m, const uint32_t *at, const i
         }
         pr->off[k].ns += o->ns;
         pr->off[k].periods++;
+        if (off_lines(pr, &lines, &cap_lines, &key, st, k, o)) {
+            rc = -1;
+            break;
+        }
         if (site && site[i] >= 0 && (size_t)site[i] < m->n_sites &&
             in_section(pr, &names, &cap_sections, m->sites[site[i]].name, o)) {
             rc = -1;
@@ -185,13 +228,17 @@ int sm__offcpu_build(const sb_raw *raw, sm_model *m, const uint32_t *at, const i
     }
     if (!rc && pr->n_off)
         sonde__sort(pr->off, pr->n_off, sizeof *pr->off, cmp_off);
+    if (!rc) /* by stack id (strmap's indexes are taken: nothing looks them up after) */
+        sonde__sort(pr->off_flines, pr->n_off_flines, sizeof *pr->off_flines, cmp_off_flines);
     if (!rc && pr->n_off_sections)
         sonde__sort(pr->off_sections, pr->n_off_sections, sizeof *pr->off_sections,
                     cmp_offsection);
     if (!rc)
         rc = hold_periods(pr);
     sbuf_free(&line);
+    sbuf_free(&key);
     strmap_free(&seen);
     strmap_free(&names);
+    strmap_free(&lines);
     return rc;
 }

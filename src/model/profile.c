@@ -197,6 +197,7 @@ void sm_profile_free(sm_profile *p)
     sonde__free(p->lines);
     sonde__free(p->stack_lines);
     sonde__free(p->stack_flines);
+    sonde__free(p->off_flines);
     sonde__free(p->flines);
     sonde__free(p->timed);
     sonde__free(p->nodes);
@@ -807,6 +808,16 @@ static int build_lines(const sb_raw *raw, sm_profile *pr, const uint64_t *count,
     return rc;
 }
 
+int sm__add_flines(sm_profile *pr, const sm_pstack_raw *st)
+{
+    for (uint32_t k = 0; k < st->n; k++) {
+        if (SONDE_GROW(pr->flines, pr->n_flines, pr->cap_flines))
+            return -1;
+        pr->flines[pr->n_flines++] = st->flines[k];
+    }
+    return 0;
+}
+
 static int cmp_stack_flines(const void *a, const void *b)
 {
     const sm_stack_flines *x = a, *y = b;
@@ -825,7 +836,7 @@ static int build_frame_lines(const sb_raw *raw, sm_profile *pr, const uint64_t *
     strmap_init(&seen);
     sbuf key;
     sbuf_init(&key);
-    size_t cap = 0, cap_lines = 0;
+    size_t cap = 0;
     int rc = 0;
     for (size_t i = 0; i < raw->n_pstacks && !rc; i++) {
         const sm_pstack_raw *st = &raw->pstacks[i];
@@ -851,12 +862,8 @@ static int build_frame_lines(const sb_raw *raw, sm_profile *pr, const uint64_t *
         }
         pr->stack_flines[pr->n_stack_flines++] = (sm_stack_flines){folded[i], count[i],
                                                                    pr->n_flines};
-        for (uint32_t k = 0; k < st->n && !rc; k++) {
-            if (SONDE_GROW(pr->flines, pr->n_flines, cap_lines))
-                rc = -1;
-            else
-                pr->flines[pr->n_flines++] = st->flines[k];
-        }
+        if (sm__add_flines(pr, st))
+            rc = -1;
     }
     if (!rc) /* by stack (strmap's indexes are taken: nothing looks them up after) */
         sonde__sort(pr->stack_flines, pr->n_stack_flines, sizeof *pr->stack_flines,

@@ -95,6 +95,20 @@ if os.path.exists(pb):
     assert slept >= sleep_s - 1e-6, (label, slept, sleep_s)
     assert any(names(sa)[0] == sleep_x["waits_in"] for sa in offs if "sleeper" in names(sa)), (
         label, sleep_x["waits_in"])
+    # every frame at its line (FRAMELINES): the sleeper's time at its time.sleep(0.3), the
+    # waiter's at its q.get(timeout=0.5)
+    src = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "pyoffcpu.py")).read()
+    src = src.split("\n")
+    for fname, text in (("sleeper", "time.sleep(0.3)"), ("waiter", "q.get(timeout=0.5)")):
+        at, all_ns = 0, 0
+        for sa in offs:
+            for loc in sa["locations"]:
+                for fn, line in prof["locations"][loc]:
+                    f = prof["functions"][fn]
+                    if f["name"] == fname and f["filename"].endswith("pyoffcpu.py"):
+                        all_ns += sa["values"][3]
+                        at += sa["values"][3] * (line > 0 and src[line - 1].strip() == text)
+        assert all_ns and at >= 0.99 * all_ns, (label, fname, at, all_ns)
     label += ", the pprof off_cpu samples"
 # NAME.trace.json.gz (when written): the periods as "blocked: ..." slices on their threads,
 # the sleeper's two 0.3 s sleeps among them
