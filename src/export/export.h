@@ -82,12 +82,19 @@ typedef struct sx_walker {
      * (after its track's) */
     int (*off_track)(void *ctx, const sm_offperiod *o, int pid, int name_process);
     int (*off_period)(void *ctx, const sm_offperiod *o, int pid);
+    /* sx_walk_instants: before a thread's first instant (by thread only); an instant */
+    int (*inst_thread)(void *ctx, uint32_t thread, int64_t first_ns);
+    int (*instant)(void *ctx, const sm_instant *e);
 } sx_walker;
 /* The sections that begin in [t0, t1), thread after thread (as m->spans groups them), each
  * thread's in time order, folded by fo (sm_folder_init over the same range; fo->runs holds
  * every run afterwards, in the order they began). 0, -1 out of memory, or a callback's value. */
 int sx_walk_spans(const sm_model *m, sm_folder *fo, int64_t t0, int64_t t1,
                   const sx_walker *ops, void *ctx);
+/* The instants at [t0, t1), in time order (as the model keeps them), or by_thread: thread after
+ * thread, each thread's in time order. 0, -1 out of memory, or a callback's value. */
+int sx_walk_instants(const sm_model *m, int64_t t0, int64_t t1, int by_thread,
+                     const sx_walker *ops, void *ctx);
 /* The operators that begin in [t0, t1), thread after thread, nested by their ends. */
 int sx_walk_ops(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *ops, void *ctx);
 /* The off-CPU periods the model kept that begin in [t0, t1) and last min_ns or more (the

@@ -439,50 +439,24 @@ static int op_end(void *ctx, const sm_op *op)
 }
 
 /* Every thread's instants, each thread's on a sequence of its own. */
-static int instants(pw *w)
+/* A thread's instants (the walk's, thread after thread) on its track's sequence. */
+static int inst_seq(void *ctx, uint32_t th, int64_t first_ns)
 {
+    pw *w = ctx;
+    seq_open(w, UUID_THREAD(th), 1, first_ns);
+    return w->err;
+}
+
+static int instant(void *ctx, const sm_instant *e)
+{
+    pw *w = ctx;
     const sm_model *m = w->m;
-    if (!m->n_instants)
-        return 0;
-    /* The instants (in time order) grouped by thread: a counting sort. */
-    size_t *first = sonde__calloc(m->n_threads + 1, sizeof *first);
-    size_t *order = sonde__malloc(m->n_instants * sizeof *order);
-    if (!first || !order) {
-        sonde__free(first);
-        sonde__free(order);
-        return w->err = -1;
-    }
-    for (size_t i = 0; i < m->n_instants; i++)
-        first[m->instants[i].thread + 1]++;
-    for (size_t t = 0; t < m->n_threads; t++)
-        first[t + 1] += first[t];
-    size_t *fill = sonde__malloc((m->n_threads + 1) * sizeof *fill);
-    if (!fill) {
-        sonde__free(first);
-        sonde__free(order);
-        return w->err = -1;
-    }
-    memcpy(fill, first, (m->n_threads + 1) * sizeof *fill);
-    for (size_t i = 0; i < m->n_instants; i++)
-        order[fill[m->instants[i].thread]++] = i;
-    for (size_t t = 0; t < m->n_threads && !w->err; t++) {
-        if (first[t] == first[t + 1])
-            continue;
-        seq_open(w, UUID_THREAD(t), 1, m->instants[order[first[t]]].t_ns);
-        for (size_t k = first[t]; k < first[t + 1] && !w->err; k++) {
-            const sm_instant *e = &m->instants[order[k]];
-            int named = e->name < m->n_sites;
-            size_t p, ev = event_open(w, e->t_ns, TYPE_INSTANT, CAT_EVENT,
-                                      named ? e->name : SIZE_MAX,
-                                      named ? m->sites[e->name].name : "?", &p);
-            if (e->args >= 0)
-                sm_each_meta(m, e->args, arg_kv, w);
-            event_close(w, ev, p);
-        }
-    }
-    sonde__free(fill);
-    sonde__free(first);
-    sonde__free(order);
+    int named = e->name < m->n_sites;
+    size_t p, ev = event_open(w, e->t_ns, TYPE_INSTANT, CAT_EVENT, named ? e->name : SIZE_MAX,
+                              named ? m->sites[e->name].name : "?", &p);
+    if (e->args >= 0)
+        sm_each_meta(m, e->args, arg_kv, w);
+    event_close(w, ev, p);
     return w->err;
 }
 
@@ -703,13 +677,14 @@ int sx_perfetto(const sm_model *m, sx_sink sink, void *ctx)
         tracks(&w, run_pid);
     static const sx_walker walk = {.thread = thread_seq, .begin = section_begin,
                                    .end = section_end, .run = run_slice, .op_thread = ops_seq,
-                                   .op_begin = op_begin, .op_end = op_end};
+                                   .op_begin = op_begin, .op_end = op_end,
+                                   .inst_thread = inst_seq, .instant = instant};
     if (!w.err && sx_walk_spans(m, &fo, INT64_MIN, INT64_MAX, &walk, &w))
         w.err = -1;
     if (!w.err && sx_walk_ops(m, INT64_MIN, INT64_MAX, &walk, &w))
         w.err = -1;
-    if (!w.err)
-        instants(&w);
+    if (!w.err && sx_walk_instants(m, INT64_MIN, INT64_MAX, 1, &walk, &w))
+        w.err = -1;
     if (!w.err)
         counters(&w);
     if (!w.err)

@@ -363,27 +363,26 @@ static void trace_meta(tctx *t, const sm_model *m, const sx_trace_opts *o, int p
 }
 
 /* Instant events in [t0, t1), shifted by sh. */
-static void trace_instants(tctx *t, const sm_model *m, int64_t t0, int64_t t1, int64_t sh,
-                           char *const *esc, char *const *ids)
+/* An instant as a thread-scoped instant event with its payload as args (the walk's, in time
+ * order). */
+static int json_instant(void *ctx, const sm_instant *e)
 {
-    for (size_t i = 0; i < m->n_instants && !t->err; i++) {
-        const sm_instant *e = &m->instants[i];
-        if (e->t_ns < t0 || e->t_ns >= t1)
-            continue;
-        sep(t);
-        sbuf_puts(&t->b, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"event\",\"name\":");
-        sbuf_puts(&t->b, e->name < m->n_sites && esc[e->name] ? esc[e->name] : "\"?\"");
-        sbuf_add(&t->b, ",\"ts\":", 6);
-        sbuf_us3(&t->b, e->t_ns + sh);
-        sbuf_puts(&t->b, ids[e->thread]);
-        if (e->args >= 0) { /* its payload (sonde_event_args) */
-            sbuf_puts(&t->b, ",\"args\":{");
-            sm_each_meta(m, e->args, sx_json_kv, &t->b);
-            sbuf_putc(&t->b, '}');
-        }
+    tctx *t = ctx;
+    const sm_model *m = t->m;
+    sep(t);
+    sbuf_puts(&t->b, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"event\",\"name\":");
+    sbuf_puts(&t->b, e->name < m->n_sites && t->esc[e->name] ? t->esc[e->name] : "\"?\"");
+    sbuf_add(&t->b, ",\"ts\":", 6);
+    sbuf_us3(&t->b, e->t_ns + t->sh);
+    sbuf_puts(&t->b, t->ids[e->thread]);
+    if (e->args >= 0) { /* its payload (sonde_event_args) */
+        sbuf_puts(&t->b, ",\"args\":{");
+        sm_each_meta(m, e->args, sx_json_kv, &t->b);
         sbuf_putc(&t->b, '}');
-        flush(t, 0);
     }
+    sbuf_putc(&t->b, '}');
+    flush(t, 0);
+    return t->err;
 }
 
 /* Counters in [t0, t1): at most max_data_points samples each, every bucket's min and max. */
@@ -655,7 +654,8 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     t.sh = sh;
     /* the kept sections as complete events, then the folded runs in the order they began; the
      * operators of another tracer (sonde_ops) on their threads, in PyTorch's category */
-    static const sx_walker walk = {.begin = json_section, .op_begin = json_op};
+    static const sx_walker walk = {.begin = json_section, .op_begin = json_op,
+                                   .instant = json_instant};
     if (!t.err && sx_walk_spans(m, &fo, t0, t1, &walk, &t))
         t.err = -1;
     if (!t.err)
@@ -663,7 +663,8 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     sm_folder_free(&fo);
     if (!t.err && sx_walk_ops(m, t0, t1, &walk, &t))
         t.err = -1;
-    trace_instants(&t, m, t0, t1, sh, esc, ids);
+    if (!t.err && sx_walk_instants(m, t0, t1, 0, &walk, &t))
+        t.err = -1;
     trace_counters(&t, m, t0, t1, sh, pid);
     trace_steps(&t, m, o, t0, t1, sh, pid, steps_tid, ids);
     trace_sessions(&t, m, t0, t1, sh, esc, ids);

@@ -1,9 +1,12 @@
 /* walk.c - the walk both traces are written from (trace.c's JSON trace, perfetto.c's protobuf
  * trace): a model's kept sections, thread after thread, each beginning after those it follows
  * have ended, with the runs the trace's budget folds (sm_folder) where each closes; its
- * operators, thread after thread, nested by their ends; its off-CPU periods on their tracks.
- * Each trace is an encoder of what the walk hands it (sx_walker): the begins and ends of
- * sections and operators, the runs, the threads, the periods and their tracks. */
+ * operators, thread after thread, nested by their ends; its instants, by time or by thread; its
+ * off-CPU periods on their tracks. Each trace is an encoder of what the walk hands it
+ * (sx_walker): the begins and ends of sections and operators, the runs, the threads, the
+ * instants, the periods and their tracks. */
+#include <string.h>
+
 #include "export.h"
 #include "../util/alloc.h"
 
@@ -110,6 +113,50 @@ int sx_walk_ops(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *w, v
         }
         rc = thread_ops(m, a, b, t0, t1, w, ctx);
     }
+    return rc;
+}
+
+int sx_walk_instants(const sm_model *m, int64_t t0, int64_t t1, int by_thread,
+                     const sx_walker *w, void *ctx)
+{
+    int rc = 0;
+    if (!by_thread) {
+        for (size_t i = 0; i < m->n_instants && !rc; i++)
+            if (m->instants[i].t_ns >= t0 && m->instants[i].t_ns < t1 && w->instant)
+                rc = w->instant(ctx, &m->instants[i]);
+        return rc;
+    }
+    if (!m->n_instants)
+        return 0;
+    /* grouped by thread (a counting sort), each thread's in the model's time order */
+    size_t *first = sonde__calloc(m->n_threads + 1, sizeof *first);
+    size_t *fill = sonde__malloc((m->n_threads + 1) * sizeof *fill);
+    size_t *order = sonde__malloc(m->n_instants * sizeof *order);
+    if (!first || !fill || !order)
+        rc = -1;
+    for (size_t i = 0; i < m->n_instants && !rc; i++)
+        first[m->instants[i].thread + 1]++;
+    for (size_t t = 0; t < m->n_threads && !rc; t++)
+        first[t + 1] += first[t];
+    if (!rc)
+        memcpy(fill, first, (m->n_threads + 1) * sizeof *fill);
+    for (size_t i = 0; i < m->n_instants && !rc; i++)
+        order[fill[m->instants[i].thread]++] = i;
+    for (size_t t = 0; t < m->n_threads && !rc; t++) {
+        int begun = 0;
+        for (size_t k = first[t]; k < first[t + 1] && !rc; k++) {
+            const sm_instant *e = &m->instants[order[k]];
+            if (e->t_ns < t0 || e->t_ns >= t1)
+                continue;
+            if (!begun++ && w->inst_thread)
+                rc = w->inst_thread(ctx, (uint32_t)t, e->t_ns);
+            if (!rc && w->instant)
+                rc = w->instant(ctx, e);
+        }
+    }
+    sonde__free(first);
+    sonde__free(fill);
+    sonde__free(order);
     return rc;
 }
 
