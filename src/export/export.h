@@ -85,6 +85,10 @@ typedef struct sx_walker {
     /* sx_walk_instants: before a thread's first instant (by thread only); an instant */
     int (*inst_thread)(void *ctx, uint32_t thread, int64_t first_ns);
     int (*instant)(void *ctx, const sm_instant *e);
+    /* sx_walk_counters: before counter c's first point (at first_ns); its point i (k->t_ns[i],
+     * k->v[i]) */
+    int (*counter)(void *ctx, size_t c, int64_t first_ns);
+    int (*point)(void *ctx, const sm_counter *k, size_t i);
 } sx_walker;
 /* The sections that begin in [t0, t1), thread after thread (as m->spans groups them), each
  * thread's in time order, folded by fo (sm_folder_init over the same range; fo->runs holds
@@ -95,6 +99,9 @@ int sx_walk_spans(const sm_model *m, sm_folder *fo, int64_t t0, int64_t t1,
  * thread, each thread's in time order. 0, -1 out of memory, or a callback's value. */
 int sx_walk_instants(const sm_model *m, int64_t t0, int64_t t1, int by_thread,
                      const sx_walker *ops, void *ctx);
+/* Each counter's points in [t0, t1), counter after counter, at most max_data_points of each
+ * (sm_downsample: every bucket's least and greatest). */
+int sx_walk_counters(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *ops, void *ctx);
 /* The operators that begin in [t0, t1), thread after thread, nested by their ends. */
 int sx_walk_ops(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *ops, void *ctx);
 /* The off-CPU periods the model kept that begin in [t0, t1) and last min_ns or more (the

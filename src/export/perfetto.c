@@ -460,29 +460,23 @@ static int instant(void *ctx, const sm_instant *e)
     return w->err;
 }
 
-/* Counters, downsampled to max_data_points as in the JSON trace, each on its own sequence. */
-static int counters(pw *w)
+/* Counters, downsampled to max_data_points as in the JSON trace (the walk's), each on its own
+ * sequence. */
+static int counter_seq(void *ctx, size_t c, int64_t first_ns)
 {
-    const sm_model *m = w->m;
-    size_t max_points = sm_max_data_points(m);
-    size_t *keep = sonde__malloc((max_points + 2) * sizeof *keep);
-    if (!keep)
-        return w->err = -1;
-    for (size_t c = 0; c < m->n_counters && !w->err; c++) {
-        const sm_counter *k = &m->counters[c];
-        size_t nk = sm_downsample(k, max_points, keep);
-        if (!nk)
-            continue;
-        seq_open(w, UUID_COUNTER(c), 1, k->t_ns[keep[0]]);
-        for (size_t q = 0; q < nk && !w->err; q++) {
-            size_t p = packet_open(w, k->t_ns[keep[q]]);
-            size_t e = pb_open(&w->b, TP_TRACK_EVENT);
-            pb_uint(&w->b, TE_TYPE, TYPE_COUNTER);
-            pb_double(&w->b, TE_COUNTER, k->v[keep[q]]);
-            event_close(w, e, p);
-        }
-    }
-    sonde__free(keep);
+    pw *w = ctx;
+    seq_open(w, UUID_COUNTER(c), 1, first_ns);
+    return w->err;
+}
+
+static int counter_point(void *ctx, const sm_counter *k, size_t i)
+{
+    pw *w = ctx;
+    size_t p = packet_open(w, k->t_ns[i]);
+    size_t e = pb_open(&w->b, TP_TRACK_EVENT);
+    pb_uint(&w->b, TE_TYPE, TYPE_COUNTER);
+    pb_double(&w->b, TE_COUNTER, k->v[i]);
+    event_close(w, e, p);
     return w->err;
 }
 
@@ -678,15 +672,16 @@ int sx_perfetto(const sm_model *m, sx_sink sink, void *ctx)
     static const sx_walker walk = {.thread = thread_seq, .begin = section_begin,
                                    .end = section_end, .run = run_slice, .op_thread = ops_seq,
                                    .op_begin = op_begin, .op_end = op_end,
-                                   .inst_thread = inst_seq, .instant = instant};
+                                   .inst_thread = inst_seq, .instant = instant,
+                                   .counter = counter_seq, .point = counter_point};
     if (!w.err && sx_walk_spans(m, &fo, INT64_MIN, INT64_MAX, &walk, &w))
         w.err = -1;
     if (!w.err && sx_walk_ops(m, INT64_MIN, INT64_MAX, &walk, &w))
         w.err = -1;
     if (!w.err && sx_walk_instants(m, INT64_MIN, INT64_MAX, 1, &walk, &w))
         w.err = -1;
-    if (!w.err)
-        counters(&w);
+    if (!w.err && sx_walk_counters(m, INT64_MIN, INT64_MAX, &walk, &w))
+        w.err = -1;
     if (!w.err)
         steps_sessions(&w);
     if (!w.err)

@@ -27,6 +27,8 @@ typedef struct tctx {
     size_t x_len;
     int stack;             /* with_stack: where each section is in the source */
     int64_t sh;            /* added to every time */
+    int pid;               /* the run's process in the trace */
+    sbuf cname;            /* the counter being written: its name, escaped */
     uint32_t named_pids[OFF_NAMED_MAX]; /* processes the off-CPU tracks named */
     size_t n_named;
 } tctx;
@@ -385,41 +387,33 @@ static int json_instant(void *ctx, const sm_instant *e)
     return t->err;
 }
 
-/* Counters in [t0, t1): at most max_data_points samples each, every bucket's min and max. */
-static void trace_counters(tctx *t, const sm_model *m, int64_t t0, int64_t t1, int64_t sh, int pid)
+/* A counter's name, escaped, for its points (the walk's: at most max_data_points of each,
+ * every bucket's least and greatest, in [t0, t1)). */
+static int json_counter(void *ctx, size_t c, int64_t first_ns)
 {
-    size_t max_points = sm_max_data_points(m);
-    size_t *keep = sonde__malloc((max_points + 2) * sizeof *keep);
-    if (!keep)
+    tctx *t = ctx;
+    (void)first_ns;
+    sbuf_reset(&t->cname);
+    sbuf_json_str(&t->cname, t->m->counters[c].name);
+    if (t->cname.oom)
         t->err = -1;
-    for (size_t c = 0; c < m->n_counters && !t->err; c++) {
-        const sm_counter *k = &m->counters[c];
-        sbuf en;
-        sbuf_init(&en);
-        sbuf_json_str(&en, k->name);
-        if (en.oom) {
-            t->err = -1;
-            break;
-        }
-        size_t nk = sm_downsample(k, max_points, keep);
-        for (size_t q = 0; q < nk; q++) {
-            size_t i = keep[q];
-            if (k->t_ns[i] < t0 || k->t_ns[i] >= t1)
-                continue;
-            sep(t);
-            sbuf_puts(&t->b, "{\"ph\":\"C\",\"name\":");
-            sbuf_puts(&t->b, en.data);
-            sbuf_add(&t->b, ",\"ts\":", 6);
-            sbuf_us3(&t->b, k->t_ns[i] + sh);
-            pid_tid(t, pid, 0);
-            sbuf_puts(&t->b, ",\"args\":{\"value\":");
-            sbuf_json_num(&t->b, k->v[i]);
-            sbuf_puts(&t->b, "}}");
-            flush(t, 0);
-        }
-        sbuf_free(&en);
-    }
-    sonde__free(keep);
+    return t->err;
+}
+
+static int json_point(void *ctx, const sm_counter *k, size_t i)
+{
+    tctx *t = ctx;
+    sep(t);
+    sbuf_puts(&t->b, "{\"ph\":\"C\",\"name\":");
+    sbuf_puts(&t->b, t->cname.data);
+    sbuf_add(&t->b, ",\"ts\":", 6);
+    sbuf_us3(&t->b, k->t_ns[i] + t->sh);
+    pid_tid(t, t->pid, 0);
+    sbuf_puts(&t->b, ",\"args\":{\"value\":");
+    sbuf_json_num(&t->b, k->v[i]);
+    sbuf_puts(&t->b, "}}");
+    flush(t, 0);
+    return t->err;
 }
 
 /* Steps in [t0, t1): each as a span on the steps' track and a "step" counter; for TensorBoard
@@ -655,7 +649,8 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     /* the kept sections as complete events, then the folded runs in the order they began; the
      * operators of another tracer (sonde_ops) on their threads, in PyTorch's category */
     static const sx_walker walk = {.begin = json_section, .op_begin = json_op,
-                                   .instant = json_instant};
+                                   .instant = json_instant, .counter = json_counter,
+                                   .point = json_point};
     if (!t.err && sx_walk_spans(m, &fo, t0, t1, &walk, &t))
         t.err = -1;
     if (!t.err)
@@ -665,7 +660,11 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         t.err = -1;
     if (!t.err && sx_walk_instants(m, t0, t1, 0, &walk, &t))
         t.err = -1;
-    trace_counters(&t, m, t0, t1, sh, pid);
+    t.pid = pid;
+    sbuf_init(&t.cname);
+    if (!t.err && sx_walk_counters(m, t0, t1, &walk, &t))
+        t.err = -1;
+    sbuf_free(&t.cname);
     trace_steps(&t, m, o, t0, t1, sh, pid, steps_tid, ids);
     trace_sessions(&t, m, t0, t1, sh, esc, ids);
     if (!t.err && m->n_gpu)

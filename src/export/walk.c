@@ -160,6 +160,29 @@ int sx_walk_instants(const sm_model *m, int64_t t0, int64_t t1, int by_thread,
     return rc;
 }
 
+int sx_walk_counters(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *w, void *ctx)
+{
+    size_t max_points = sm_max_data_points(m);
+    size_t *keep = sonde__malloc((max_points + 2) * sizeof *keep);
+    int rc = keep ? 0 : -1;
+    for (size_t c = 0; c < m->n_counters && !rc; c++) {
+        const sm_counter *k = &m->counters[c];
+        size_t nk = sm_downsample(k, max_points, keep);
+        int begun = 0;
+        for (size_t q = 0; q < nk && !rc; q++) {
+            size_t i = keep[q];
+            if (k->t_ns[i] < t0 || k->t_ns[i] >= t1)
+                continue;
+            if (!begun++ && w->counter)
+                rc = w->counter(ctx, c, k->t_ns[i]);
+            if (!rc && w->point)
+                rc = w->point(ctx, k, i);
+        }
+    }
+    sonde__free(keep);
+    return rc;
+}
+
 int sx_walk_off(const sm_model *m, int64_t t0, int64_t t1, int64_t min_ns, int pid, int forced,
                 const sx_walker *w, void *ctx)
 {
