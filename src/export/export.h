@@ -89,6 +89,10 @@ typedef struct sx_walker {
      * k->v[i]) */
     int (*counter)(void *ctx, size_t c, int64_t first_ns);
     int (*point)(void *ctx, const sm_counter *k, size_t i);
+    /* sx_walk_gpu: a device and stream's first record (new_device: its device's first too);
+     * a kernel, copy or set */
+    int (*gpu_track)(void *ctx, const sm_gpu *g, int new_device);
+    int (*gpu)(void *ctx, const sm_gpu *g);
 } sx_walker;
 /* The sections that begin in [t0, t1), thread after thread (as m->spans groups them), each
  * thread's in time order, folded by fo (sm_folder_init over the same range; fo->runs holds
@@ -102,6 +106,9 @@ int sx_walk_instants(const sm_model *m, int64_t t0, int64_t t1, int by_thread,
 /* Each counter's points in [t0, t1), counter after counter, at most max_data_points of each
  * (sm_downsample: every bucket's least and greatest). */
 int sx_walk_counters(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *ops, void *ctx);
+/* The CUDA activity that begins in [t0, t1), in the model's order, each device and stream
+ * announced at its first record. */
+int sx_walk_gpu(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *ops, void *ctx);
 /* The operators that begin in [t0, t1), thread after thread, nested by their ends. */
 int sx_walk_ops(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *ops, void *ctx);
 /* The off-CPU periods the model kept that begin in [t0, t1) and last min_ns or more (the

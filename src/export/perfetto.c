@@ -84,6 +84,7 @@ typedef struct pw {
     unsigned seen_cats;   /* categories interned on it, one bit per category */
     int stack_info;       /* with_stack: where each section is in the source */
     size_t off_tracks;    /* off-CPU tracks described */
+    int run_pid;          /* the run's process */
 } pw;
 
 /* Writes the packets held, once they reach FLUSH_AT bytes (or force), as one TracePacket whose
@@ -519,45 +520,30 @@ static int steps_sessions(pw *w)
     return w->err;
 }
 
-static int gpu(pw *w, int run_pid)
+/* CUDA activity (the walk's): a track per device and stream under the run's process, all
+ * described first, then each record a slice on its track. */
+static int gpu_track(void *ctx, const sm_gpu *g, int new_device)
 {
-    const sm_model *m = w->m;
-    if (!m->n_gpu)
-        return 0;
-    uint64_t *seen = NULL;
-    size_t n_seen = 0, cap = 0;
-    for (size_t i = 0; i < m->n_gpu && !w->err; i++) { /* a track per device and stream */
-        uint64_t key = gpu_key(&m->gpu[i]);
-        size_t k = 0;
-        while (k < n_seen && seen[k] != key)
-            k++;
-        if (k < n_seen)
-            continue;
-        if (SONDE_GROW(seen, n_seen, cap)) {
-            w->err = -1;
-            break;
-        }
-        seen[n_seen++] = key;
-        char label[64];
-        snprintf(label, sizeof label, "GPU %u stream %u", m->gpu[i].device, m->gpu[i].stream);
-        track(w, UUID_GPU(key), UUID_PROCESS(run_pid), label, run_pid, -1, 0);
-    }
-    sonde__free(seen);
-    if (!w->err)
-        seq_open(w, 0, 0, 0);
-    for (size_t i = 0; i < m->n_gpu && !w->err; i++) {
-        const sm_gpu *g = &m->gpu[i];
-        char name[64];
-        const char *nm = name;
-        if (g->kind == SM_GPU_KERNEL)
-            nm = g->name ? g->name : "?";
-        else if (g->kind == SM_GPU_MEMCPY)
-            snprintf(name, sizeof name, "Memcpy %s", sm_gpu_copy_kind(g->copy_kind));
-        else
-            snprintf(name, sizeof name, "Memset");
-        slice_on(w, UUID_GPU(gpu_key(g)), g->start_ns, g->end_ns, CAT_KERNEL + (g->kind & 3) - 1,
-                 nm);
-    }
+    pw *w = ctx;
+    (void)new_device;
+    char label[64];
+    snprintf(label, sizeof label, "GPU %u stream %u", g->device, g->stream);
+    track(w, UUID_GPU(gpu_key(g)), UUID_PROCESS(w->run_pid), label, w->run_pid, -1, 0);
+    return w->err;
+}
+
+static int gpu_slice(void *ctx, const sm_gpu *g)
+{
+    pw *w = ctx;
+    char name[64];
+    const char *nm = name;
+    if (g->kind == SM_GPU_KERNEL)
+        nm = g->name ? g->name : "?";
+    else if (g->kind == SM_GPU_MEMCPY)
+        snprintf(name, sizeof name, "Memcpy %s", sm_gpu_copy_kind(g->copy_kind));
+    else
+        snprintf(name, sizeof name, "Memset");
+    slice_on(w, UUID_GPU(gpu_key(g)), g->start_ns, g->end_ns, CAT_KERNEL + (g->kind & 3) - 1, nm);
     return w->err;
 }
 
@@ -684,8 +670,14 @@ int sx_perfetto(const sm_model *m, sx_sink sink, void *ctx)
         w.err = -1;
     if (!w.err)
         steps_sessions(&w);
-    if (!w.err)
-        gpu(&w, run_pid);
+    static const sx_walker gpu_tracks = {.gpu_track = gpu_track}, gpu_slices = {.gpu = gpu_slice};
+    w.run_pid = run_pid;
+    if (!w.err && m->n_gpu && sx_walk_gpu(m, INT64_MIN, INT64_MAX, &gpu_tracks, &w))
+        w.err = -1;
+    if (!w.err && m->n_gpu)
+        seq_open(&w, 0, 0, 0);
+    if (!w.err && m->n_gpu && sx_walk_gpu(m, INT64_MIN, INT64_MAX, &gpu_slices, &w))
+        w.err = -1;
     if (!w.err && m->profile.n_off_held)
         off_cpu(&w, run_pid);
     flush(&w, 1);

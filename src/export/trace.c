@@ -28,6 +28,7 @@ typedef struct tctx {
     int stack;             /* with_stack: where each section is in the source */
     int64_t sh;            /* added to every time */
     int pid;               /* the run's process in the trace */
+    int tensorboard;       /* TensorBoard's flavour (sx_trace_opts.tensorboard) */
     sbuf cname;            /* the counter being written: its name, escaped */
     uint32_t named_pids[OFF_NAMED_MAX]; /* processes the off-CPU tracks named */
     size_t n_named;
@@ -106,87 +107,90 @@ static uint64_t gpu_tid(const sm_gpu *g)
     return (1ull << 30) + ((uint64_t)(g->device & 0xff) << 20) + (g->stream & 0xfffff);
 }
 
-/* CUDA activity: one track per device and stream, kernels, copies and sets as complete events,
- * and a flow from the launching section's thread to each one whose launch was seen. In the
- * TensorBoard flavour the tracks follow PyTorch's layout instead: a process per device (pid =
- * the device number), a thread per stream. */
-static void gpu_events(tctx *t, const sm_model *m, const sx_trace_opts *o, int run_pid,
-                       char **ids, char **esc)
+/* Where a CUDA record goes: the run's process and its stream's track; in the TensorBoard
+ * flavour PyTorch's layout instead: a process per device (pid = the device number), a thread
+ * per stream. */
+static void gpu_place(const tctx *t, const sm_gpu *g, int *pid, uint64_t *tid)
 {
-    uint64_t seen[256];
-    size_t n_seen = 0;
-    for (size_t i = 0; i < m->n_gpu && !t->err; i++) {
-        const sm_gpu *g = &m->gpu[i];
-        if (g->start_ns < o->t0 || g->start_ns >= o->t1)
-            continue;
-        int pid = o->tensorboard ? (int)g->device : run_pid;
-        uint64_t tid = o->tensorboard ? g->stream : gpu_tid(g);
-        uint64_t key = gpu_tid(g);
-        size_t k = 0;
-        while (k < n_seen && seen[k] != key)
-            k++;
-        if (k == n_seen && n_seen < sizeof seen / sizeof seen[0]) {
-            seen[n_seen++] = key;
-            char label[64];
-            if (o->tensorboard) {
-                size_t j = 0; /* the device's process, named once */
-                while (j < n_seen - 1 && (seen[j] >> 20) != (key >> 20))
-                    j++;
-                if (j == n_seen - 1) {
-                    snprintf(label, sizeof label, "GPU %u", g->device);
-                    name_meta(t, "process_name", pid, 0, label);
-                }
-                snprintf(label, sizeof label, "stream %u", g->stream);
-            } else {
-                snprintf(label, sizeof label, "GPU %u stream %u", g->device, g->stream);
-            }
-            name_meta(t, "thread_name", pid, tid, label);
-        }
-        sep(t);
-        static const char *const cats[] = {"", "kernel", "gpu_memcpy", "gpu_memset"};
-        sbuf_printf(&t->b, "{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", cats[g->kind & 3]);
-        if (g->kind == SM_GPU_KERNEL) {
-            sbuf_json_str(&t->b, g->name ? g->name : "?");
-        } else if (g->kind == SM_GPU_MEMCPY) {
-            sbuf_printf(&t->b, "\"Memcpy %s\"", sm_gpu_copy_kind(g->copy_kind));
-        } else {
-            sbuf_puts(&t->b, "\"Memset\"");
-        }
-        sbuf_add(&t->b, ",\"ts\":", 6);
-        sbuf_us3(&t->b, g->start_ns + o->shift_ns);
-        sbuf_add(&t->b, ",\"dur\":", 7);
-        sbuf_us3(&t->b, g->end_ns - g->start_ns);
-        pid_tid(t, pid, tid);
-        sbuf_printf(&t->b, ",\"args\":{\"device\":%u,\"stream\":%u,\"correlation\":%u",
-                    g->device, g->stream, g->correlation);
-        if (g->kind == SM_GPU_KERNEL)
-            sbuf_printf(&t->b, ",\"grid\":[%d,%d,%d],\"block\":[%d,%d,%d]", g->grid[0],
-                        g->grid[1], g->grid[2], g->block[0], g->block[1], g->block[2]);
-        else
-            sbuf_printf(&t->b, ",\"bytes\":%llu", (unsigned long long)g->bytes);
-        if (g->span >= 0) {
-            sbuf_puts(&t->b, ",\"launched_by\":");
-            sbuf_puts(&t->b, esc[m->spans[g->span].site] ? esc[m->spans[g->span].site] : "\"?\"");
-        }
-        sbuf_puts(&t->b, "}}");
-        if (g->launch_thread >= 0 && g->launch_ns >= 0) { /* the launch -> the GPU work */
-            sep(t);
-            sbuf_printf(&t->b, "{\"ph\":\"s\",\"cat\":\"cuda_launch\",\"name\":\"launch\","
-                               "\"id\":%u,\"ts\":", g->correlation);
-            sbuf_us3(&t->b, g->launch_ns + o->shift_ns);
-            sbuf_puts(&t->b, ids[g->launch_thread]);
-            sbuf_putc(&t->b, '}');
-            sep(t);
-            sbuf_printf(&t->b, "{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"cuda_launch\","
-                               "\"name\":\"launch\",\"id\":%u,\"ts\":", g->correlation);
-            sbuf_us3(&t->b, g->start_ns + o->shift_ns);
-            pid_tid(t, pid, tid);
-            sbuf_putc(&t->b, '}');
-        }
-        flush(t, 0);
-    }
+    *pid = t->tensorboard ? (int)g->device : t->pid;
+    *tid = t->tensorboard ? g->stream : gpu_tid(g);
 }
 
+/* CUDA activity (the walk's): a device and stream's track named at its first record (and its
+ * device's process, for TensorBoard); kernels, copies and sets as complete events, and a flow
+ * from the launching section's thread to each one whose launch was seen. */
+static int json_gpu_track(void *ctx, const sm_gpu *g, int new_device)
+{
+    tctx *t = ctx;
+    int pid;
+    uint64_t tid;
+    gpu_place(t, g, &pid, &tid);
+    char label[64];
+    if (t->tensorboard) {
+        if (new_device) {
+            snprintf(label, sizeof label, "GPU %u", g->device);
+            name_meta(t, "process_name", pid, 0, label);
+        }
+        snprintf(label, sizeof label, "stream %u", g->stream);
+    } else {
+        snprintf(label, sizeof label, "GPU %u stream %u", g->device, g->stream);
+    }
+    name_meta(t, "thread_name", pid, tid, label);
+    return t->err;
+}
+
+static int json_gpu(void *ctx, const sm_gpu *g)
+{
+    tctx *t = ctx;
+    const sm_model *m = t->m;
+    int pid;
+    uint64_t tid;
+    gpu_place(t, g, &pid, &tid);
+    sep(t);
+    static const char *const cats[] = {"", "kernel", "gpu_memcpy", "gpu_memset"};
+    sbuf_printf(&t->b, "{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", cats[g->kind & 3]);
+    if (g->kind == SM_GPU_KERNEL) {
+        sbuf_json_str(&t->b, g->name ? g->name : "?");
+    } else if (g->kind == SM_GPU_MEMCPY) {
+        sbuf_printf(&t->b, "\"Memcpy %s\"", sm_gpu_copy_kind(g->copy_kind));
+    } else {
+        sbuf_puts(&t->b, "\"Memset\"");
+    }
+    sbuf_add(&t->b, ",\"ts\":", 6);
+    sbuf_us3(&t->b, g->start_ns + t->sh);
+    sbuf_add(&t->b, ",\"dur\":", 7);
+    sbuf_us3(&t->b, g->end_ns - g->start_ns);
+    pid_tid(t, pid, tid);
+    sbuf_printf(&t->b, ",\"args\":{\"device\":%u,\"stream\":%u,\"correlation\":%u",
+                g->device, g->stream, g->correlation);
+    if (g->kind == SM_GPU_KERNEL)
+        sbuf_printf(&t->b, ",\"grid\":[%d,%d,%d],\"block\":[%d,%d,%d]", g->grid[0], g->grid[1],
+                    g->grid[2], g->block[0], g->block[1], g->block[2]);
+    else
+        sbuf_printf(&t->b, ",\"bytes\":%llu", (unsigned long long)g->bytes);
+    if (g->span >= 0) {
+        sbuf_puts(&t->b, ",\"launched_by\":");
+        const char *e = t->esc[m->spans[g->span].site];
+        sbuf_puts(&t->b, e ? e : "\"?\"");
+    }
+    sbuf_puts(&t->b, "}}");
+    if (g->launch_thread >= 0 && g->launch_ns >= 0) { /* the launch -> the GPU work */
+        sep(t);
+        sbuf_printf(&t->b, "{\"ph\":\"s\",\"cat\":\"cuda_launch\",\"name\":\"launch\","
+                           "\"id\":%u,\"ts\":", g->correlation);
+        sbuf_us3(&t->b, g->launch_ns + t->sh);
+        sbuf_puts(&t->b, t->ids[g->launch_thread]);
+        sbuf_putc(&t->b, '}');
+        sep(t);
+        sbuf_printf(&t->b, "{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"cuda_launch\","
+                           "\"name\":\"launch\",\"id\":%u,\"ts\":", g->correlation);
+        sbuf_us3(&t->b, g->start_ns + t->sh);
+        pid_tid(t, pid, tid);
+        sbuf_putc(&t->b, '}');
+    }
+    flush(t, 0);
+    return t->err;
+}
 
 /* An off-CPU track (the walk's off_track): a thread of its own beside thread o->tid's (no
  * kernel tid reaches it: 2^29 + tid), named, its process named too when the walk says no one
@@ -650,7 +654,8 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
      * operators of another tracer (sonde_ops) on their threads, in PyTorch's category */
     static const sx_walker walk = {.begin = json_section, .op_begin = json_op,
                                    .instant = json_instant, .counter = json_counter,
-                                   .point = json_point};
+                                   .point = json_point, .gpu_track = json_gpu_track,
+                                   .gpu = json_gpu};
     if (!t.err && sx_walk_spans(m, &fo, t0, t1, &walk, &t))
         t.err = -1;
     if (!t.err)
@@ -667,8 +672,9 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     sbuf_free(&t.cname);
     trace_steps(&t, m, o, t0, t1, sh, pid, steps_tid, ids);
     trace_sessions(&t, m, t0, t1, sh, esc, ids);
-    if (!t.err && m->n_gpu)
-        gpu_events(&t, m, o, pid, ids, esc);
+    t.tensorboard = o->tensorboard;
+    if (!t.err && m->n_gpu && sx_walk_gpu(m, t0, t1, &walk, &t))
+        t.err = -1;
     /* the off-CPU periods (the longest the model kept, docs/stacks.md "Off-CPU time"), at most
      * a quarter of trace_max_events of them, the longest; all in pid where the caller gives the
      * run one (a merged trace's rank) */

@@ -183,6 +183,36 @@ int sx_walk_counters(const sm_model *m, int64_t t0, int64_t t1, const sx_walker 
     return rc;
 }
 
+int sx_walk_gpu(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *w, void *ctx)
+{
+    uint64_t *seen = NULL; /* the tracks so far: device << 32 | stream */
+    size_t n_seen = 0, cap = 0;
+    int rc = 0;
+    for (size_t i = 0; i < m->n_gpu && !rc; i++) {
+        const sm_gpu *g = &m->gpu[i];
+        if (g->start_ns < t0 || g->start_ns >= t1)
+            continue;
+        uint64_t key = (uint64_t)g->device << 32 | g->stream;
+        size_t k = 0;
+        int new_device = 1;
+        for (; k < n_seen && seen[k] != key; k++)
+            new_device &= seen[k] >> 32 != g->device;
+        if (k == n_seen) { /* its track's first record */
+            if (SONDE_GROW(seen, n_seen, cap)) {
+                rc = -1;
+                break;
+            }
+            seen[n_seen++] = key;
+            if (w->gpu_track)
+                rc = w->gpu_track(ctx, g, new_device);
+        }
+        if (!rc && w->gpu)
+            rc = w->gpu(ctx, g);
+    }
+    sonde__free(seen);
+    return rc;
+}
+
 int sx_walk_off(const sm_model *m, int64_t t0, int64_t t1, int64_t min_ns, int pid, int forced,
                 const sx_walker *w, void *ctx)
 {
