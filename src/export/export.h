@@ -93,6 +93,9 @@ typedef struct sx_walker {
      * a kernel, copy or set */
     int (*gpu_track)(void *ctx, const sm_gpu *g, int new_device);
     int (*gpu)(void *ctx, const sm_gpu *g);
+    /* sx_walk_steps: a step (first: the first handed on); sx_walk_sessions: a session likewise */
+    int (*step)(void *ctx, const sm_step *st, int first);
+    int (*session)(void *ctx, const sm_session *s, int first);
 } sx_walker;
 /* The sections that begin in [t0, t1), thread after thread (as m->spans groups them), each
  * thread's in time order, folded by fo (sm_folder_init over the same range; fo->runs holds
@@ -106,6 +109,11 @@ int sx_walk_instants(const sm_model *m, int64_t t0, int64_t t1, int by_thread,
 /* Each counter's points in [t0, t1), counter after counter, at most max_data_points of each
  * (sm_downsample: every bucket's least and greatest). */
 int sx_walk_counters(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *ops, void *ctx);
+/* The steps that end in [t0, t1), in the model's order. */
+int sx_walk_steps(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *ops, void *ctx);
+/* The sessions that overlap [t0, t1], in the model's order. */
+int sx_walk_sessions(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *ops,
+                     void *ctx);
 /* The CUDA activity that begins in [t0, t1), in the model's order, each device and stream
  * announced at its first record. */
 int sx_walk_gpu(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *ops, void *ctx);

@@ -498,25 +498,26 @@ static void slice_on(pw *w, uint64_t track_uuid, int64_t t0, int64_t t1, int cat
     event_close(w, e, p);
 }
 
-static int steps_sessions(pw *w)
+/* Steps and sessions (the walk's), each on a sequence of its own. */
+static int step_slice(void *ctx, const sm_step *st, int first)
 {
-    const sm_model *m = w->m;
-    if (m->n_steps) {
+    pw *w = ctx;
+    if (first)
         seq_open(w, UUID_STEPS, 0, 0);
-        for (size_t i = 0; i < m->n_steps && !w->err; i++) {
-            char name[48];
-            snprintf(name, sizeof name, "step %llu", (unsigned long long)m->steps[i].number);
-            slice_on(w, 0, m->steps[i].start_ns, m->steps[i].t_ns, CAT_STEP, name);
-        }
-    }
-    if (m->n_sessions) {
+    char name[48];
+    snprintf(name, sizeof name, "step %llu", (unsigned long long)st->number);
+    slice_on(w, 0, st->start_ns, st->t_ns, CAT_STEP, name);
+    return w->err;
+}
+
+static int session_slice(void *ctx, const sm_session *s, int first)
+{
+    pw *w = ctx;
+    const sm_model *m = w->m;
+    if (first)
         seq_open(w, UUID_SESSIONS, 0, 0);
-        for (size_t i = 0; i < m->n_sessions && !w->err; i++) {
-            const sm_session *s = &m->sessions[i];
-            slice_on(w, 0, s->start_ns, s->end_ns, CAT_SESSION,
-                     s->name < m->n_sites ? m->sites[s->name].name : "?");
-        }
-    }
+    slice_on(w, 0, s->start_ns, s->end_ns, CAT_SESSION,
+             s->name < m->n_sites ? m->sites[s->name].name : "?");
     return w->err;
 }
 
@@ -659,7 +660,8 @@ int sx_perfetto(const sm_model *m, sx_sink sink, void *ctx)
                                    .end = section_end, .run = run_slice, .op_thread = ops_seq,
                                    .op_begin = op_begin, .op_end = op_end,
                                    .inst_thread = inst_seq, .instant = instant,
-                                   .counter = counter_seq, .point = counter_point};
+                                   .counter = counter_seq, .point = counter_point,
+                                   .step = step_slice, .session = session_slice};
     if (!w.err && sx_walk_spans(m, &fo, INT64_MIN, INT64_MAX, &walk, &w))
         w.err = -1;
     if (!w.err && sx_walk_ops(m, INT64_MIN, INT64_MAX, &walk, &w))
@@ -668,8 +670,9 @@ int sx_perfetto(const sm_model *m, sx_sink sink, void *ctx)
         w.err = -1;
     if (!w.err && sx_walk_counters(m, INT64_MIN, INT64_MAX, &walk, &w))
         w.err = -1;
-    if (!w.err)
-        steps_sessions(&w);
+    if (!w.err && (sx_walk_steps(m, INT64_MIN, INT64_MAX, &walk, &w) ||
+                   sx_walk_sessions(m, INT64_MIN, INT64_MAX, &walk, &w)))
+        w.err = -1;
     static const sx_walker gpu_tracks = {.gpu_track = gpu_track}, gpu_slices = {.gpu = gpu_slice};
     w.run_pid = run_pid;
     if (!w.err && m->n_gpu && sx_walk_gpu(m, INT64_MIN, INT64_MAX, &gpu_tracks, &w))

@@ -13,6 +13,8 @@
 
 #define OFF_NAMED_MAX 64 /* processes the off-CPU slices name (as sample_processes: 64) */
 
+#define STEPS_TID (1ull << 31) /* the steps' own track: no kernel tid reaches it */
+
 typedef struct tctx {
     sbuf b;
     sx_sink sink;
@@ -420,81 +422,81 @@ static int json_point(void *ctx, const sm_counter *k, size_t i)
     return t->err;
 }
 
-/* Steps in [t0, t1): each as a span on the steps' track and a "step" counter; for TensorBoard
- * also as PyTorch's ProfilerStep#N (one over the run when there is no step). */
-static void trace_steps(tctx *t, const sm_model *m, const sx_trace_opts *o, int64_t t0,
-                        int64_t t1, int64_t sh, int pid, uint64_t steps_tid, char *const *ids)
+/* A step (the walk's: those that end in [t0, t1)) as a span on the steps' track and a "step"
+ * counter; for TensorBoard also as PyTorch's ProfilerStep#N, the active steps alone (a window's
+ * trace holds the steps it recorded, as PyTorch's does). */
+static int json_step(void *ctx, const sm_step *st, int first)
 {
-    for (size_t i = 0; i < m->n_steps && !t->err; i++) {
-        if (m->steps[i].t_ns < t0 || m->steps[i].t_ns >= t1)
-            continue;
-        const sm_step *st = &m->steps[i];
-        if (o->tensorboard && !st->active)
-            continue; /* a window's trace holds the steps it recorded, as PyTorch's does */
-        sep(t); /* the step from its start to its end, on the steps' track */
-        sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step ");
+    tctx *t = ctx;
+    (void)first;
+    if (t->tensorboard && !st->active)
+        return 0;
+    sep(t); /* the step from its start to its end, on the steps' track */
+    sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step ");
+    sbuf_u64(&t->b, st->number);
+    sbuf_add(&t->b, "\",\"ts\":", 7);
+    sbuf_us3(&t->b, st->start_ns + t->sh);
+    sbuf_add(&t->b, ",\"dur\":", 7);
+    sbuf_us3(&t->b, st->t_ns - st->start_ns);
+    pid_tid(t, t->pid, STEPS_TID);
+    sbuf_puts(&t->b, ",\"args\":{\"step\":");
+    sbuf_u64(&t->b, st->number);
+    sbuf_puts(&t->b, st->begun ? ",\"begun\":true}}" : "}}");
+    /* and a "step" counter track: the step number over time */
+    sep(t);
+    sbuf_puts(&t->b, "{\"ph\":\"C\",\"name\":\"step\",\"ts\":");
+    sbuf_us3(&t->b, st->t_ns + t->sh);
+    pid_tid(t, t->pid, 0);
+    sbuf_puts(&t->b, ",\"args\":{\"value\":");
+    sbuf_u64(&t->b, st->number);
+    sbuf_puts(&t->b, "}}");
+    if (t->tensorboard) { /* the step as a span, named as PyTorch names its steps */
+        sep(t);
+        sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#");
         sbuf_u64(&t->b, st->number);
         sbuf_add(&t->b, "\",\"ts\":", 7);
-        sbuf_us3(&t->b, st->start_ns + sh);
+        sbuf_us3(&t->b, st->start_ns + t->sh);
         sbuf_add(&t->b, ",\"dur\":", 7);
         sbuf_us3(&t->b, st->t_ns - st->start_ns);
-        pid_tid(t, pid, steps_tid);
-        sbuf_puts(&t->b, ",\"args\":{\"step\":");
-        sbuf_u64(&t->b, st->number);
-        sbuf_puts(&t->b, st->begun ? ",\"begun\":true}}" : "}}");
-        /* and a "step" counter track: the step number over time */
-        sep(t);
-        sbuf_puts(&t->b, "{\"ph\":\"C\",\"name\":\"step\",\"ts\":");
-        sbuf_us3(&t->b, m->steps[i].t_ns + sh);
-        pid_tid(t, pid, 0);
-        sbuf_puts(&t->b, ",\"args\":{\"value\":");
-        sbuf_u64(&t->b, m->steps[i].number);
-        sbuf_puts(&t->b, "}}");
-        if (o->tensorboard) { /* the step as a span, named as PyTorch names its steps */
-            sep(t);
-            sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#");
-            sbuf_u64(&t->b, st->number);
-            sbuf_add(&t->b, "\",\"ts\":", 7);
-            sbuf_us3(&t->b, st->start_ns + sh);
-            sbuf_add(&t->b, ",\"dur\":", 7);
-            sbuf_us3(&t->b, st->t_ns - st->start_ns);
-            sbuf_puts(&t->b, ids[m->steps[i].thread]);
-            sbuf_putc(&t->b, '}');
-        }
-        flush(t, 0);
-    }
-    if (o->tensorboard && !m->n_steps && m->n_threads && !t->err) {
-        /* No step: one ProfilerStep#0 over the run, as PyTorch's plugin wants a step (without
-         * one it takes the extent of operators, which sonde's sections are not). */
-        sep(t);
-        sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#0\",\"ts\":");
-        sbuf_us3(&t->b, sh);
-        sbuf_add(&t->b, ",\"dur\":", 7);
-        sbuf_us3(&t->b, m->duration_ns);
-        sbuf_puts(&t->b, ids[0]);
+        sbuf_puts(&t->b, t->ids[st->thread]);
         sbuf_putc(&t->b, '}');
     }
+    flush(t, 0);
+    return t->err;
 }
 
-/* Sessions overlapping [t0, t1), on the thread that began each. */
-static void trace_sessions(tctx *t, const sm_model *m, int64_t t0, int64_t t1, int64_t sh,
-                           char *const *esc, char *const *ids)
+/* TensorBoard's trace of a run with no step: one ProfilerStep#0 over the run, as PyTorch's
+ * plugin wants a step (without one it takes the extent of operators, which sonde's sections
+ * are not). */
+static void tensorboard_step(tctx *t, const sm_model *m)
 {
-    for (size_t i = 0; i < m->n_sessions && !t->err; i++) {
-        const sm_session *s = &m->sessions[i];
-        if (s->end_ns < t0 || s->start_ns >= t1)
-            continue;
-        sep(t);
-        sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"session\",\"name\":");
-        sbuf_puts(&t->b, s->name < m->n_sites && esc[s->name] ? esc[s->name] : "\"?\"");
-        sbuf_add(&t->b, ",\"ts\":", 6);
-        sbuf_us3(&t->b, s->start_ns + sh);
-        sbuf_add(&t->b, ",\"dur\":", 7);
-        sbuf_us3(&t->b, s->end_ns - s->start_ns);
-        /* on the thread that began it */
-        sbuf_puts(&t->b, ids[s->thread < m->n_threads ? s->thread : 0]);
-        sbuf_putc(&t->b, '}');
-    }
+    if (!t->tensorboard || m->n_steps || !m->n_threads || t->err)
+        return;
+    sep(t);
+    sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#0\",\"ts\":");
+    sbuf_us3(&t->b, t->sh);
+    sbuf_add(&t->b, ",\"dur\":", 7);
+    sbuf_us3(&t->b, m->duration_ns);
+    sbuf_puts(&t->b, t->ids[0]);
+    sbuf_putc(&t->b, '}');
+}
+
+/* A session (the walk's: those overlapping [t0, t1]) on the thread that began it. */
+static int json_session(void *ctx, const sm_session *s, int first)
+{
+    tctx *t = ctx;
+    const sm_model *m = t->m;
+    (void)first;
+    sep(t);
+    sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"session\",\"name\":");
+    sbuf_puts(&t->b, s->name < m->n_sites && t->esc[s->name] ? t->esc[s->name] : "\"?\"");
+    sbuf_add(&t->b, ",\"ts\":", 6);
+    sbuf_us3(&t->b, s->start_ns + t->sh);
+    sbuf_add(&t->b, ",\"dur\":", 7);
+    sbuf_us3(&t->b, s->end_ns - s->start_ns);
+    sbuf_puts(&t->b, t->ids[s->thread < m->n_threads ? s->thread : 0]);
+    sbuf_putc(&t->b, '}');
+    return t->err;
 }
 
 /* A kept section as a complete event, with its metadata, units and FLOPs as args (the walk's
@@ -591,7 +593,6 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     t.ctx = ctx;
     t.first = !o->continued;
     int pid = o->pid > 0 ? o->pid : m->pid > 0 ? m->pid : 1;
-    const uint64_t steps_tid = 1ull << 31; /* the steps' own track: no kernel tid reaches it */
 
     /* Escaped names, once per site. */
     char **esc = sonde__calloc(m->n_sites ? m->n_sites : 1, sizeof *esc);
@@ -615,7 +616,7 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
                                          "\"traceEvents\":[\n"
                         : with_samples ? "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"
                                        : "[\n");
-    trace_meta(&t, m, o, pid, steps_tid);
+    trace_meta(&t, m, o, pid, STEPS_TID);
 
     /* ",\"pid\":P,\"tid\":T" once per thread: most events only copy it. */
     char **ids = sonde__calloc(m->n_threads ? m->n_threads : 1, sizeof *ids);
@@ -650,12 +651,14 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
     t.x_len = o->tensorboard ? sizeof x_ann - 1 : sizeof x_sec - 1;
     t.stack = cfg.with_stack;
     t.sh = sh;
+    t.pid = pid;
+    t.tensorboard = o->tensorboard;
     /* the kept sections as complete events, then the folded runs in the order they began; the
      * operators of another tracer (sonde_ops) on their threads, in PyTorch's category */
     static const sx_walker walk = {.begin = json_section, .op_begin = json_op,
                                    .instant = json_instant, .counter = json_counter,
                                    .point = json_point, .gpu_track = json_gpu_track,
-                                   .gpu = json_gpu};
+                                   .gpu = json_gpu, .step = json_step, .session = json_session};
     if (!t.err && sx_walk_spans(m, &fo, t0, t1, &walk, &t))
         t.err = -1;
     if (!t.err)
@@ -665,14 +668,15 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         t.err = -1;
     if (!t.err && sx_walk_instants(m, t0, t1, 0, &walk, &t))
         t.err = -1;
-    t.pid = pid;
     sbuf_init(&t.cname);
     if (!t.err && sx_walk_counters(m, t0, t1, &walk, &t))
         t.err = -1;
     sbuf_free(&t.cname);
-    trace_steps(&t, m, o, t0, t1, sh, pid, steps_tid, ids);
-    trace_sessions(&t, m, t0, t1, sh, esc, ids);
-    t.tensorboard = o->tensorboard;
+    if (!t.err && sx_walk_steps(m, t0, t1, &walk, &t))
+        t.err = -1;
+    tensorboard_step(&t, m);
+    if (!t.err && sx_walk_sessions(m, t0, t1, &walk, &t))
+        t.err = -1;
     if (!t.err && m->n_gpu && sx_walk_gpu(m, t0, t1, &walk, &t))
         t.err = -1;
     /* the off-CPU periods (the longest the model kept, docs/stacks.md "Off-CPU time"), at most

@@ -2,9 +2,9 @@
  * trace): a model's kept sections, thread after thread, each beginning after those it follows
  * have ended, with the runs the trace's budget folds (sm_folder) where each closes; its
  * operators, thread after thread, nested by their ends; its instants, by time or by thread; its
- * off-CPU periods on their tracks. Each trace is an encoder of what the walk hands it
- * (sx_walker): the begins and ends of sections and operators, the runs, the threads, the
- * instants, the periods and their tracks. */
+ * counters' downsampled points; its steps and sessions; its CUDA activity on a track per device
+ * and stream; its off-CPU periods on their tracks. Each trace is an encoder of what the walk
+ * hands it (sx_walker), and filters nothing the walk has not: the time range is the walk's. */
 #include <string.h>
 
 #include "export.h"
@@ -180,6 +180,24 @@ int sx_walk_counters(const sm_model *m, int64_t t0, int64_t t1, const sx_walker 
         }
     }
     sonde__free(keep);
+    return rc;
+}
+
+int sx_walk_steps(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *w, void *ctx)
+{
+    int rc = 0, n = 0;
+    for (size_t i = 0; i < m->n_steps && !rc && w->step; i++)
+        if (m->steps[i].t_ns >= t0 && m->steps[i].t_ns < t1)
+            rc = w->step(ctx, &m->steps[i], !n++);
+    return rc;
+}
+
+int sx_walk_sessions(const sm_model *m, int64_t t0, int64_t t1, const sx_walker *w, void *ctx)
+{
+    int rc = 0, n = 0;
+    for (size_t i = 0; i < m->n_sessions && !rc && w->session; i++)
+        if (m->sessions[i].end_ns >= t0 && m->sessions[i].start_ns < t1)
+            rc = w->session(ctx, &m->sessions[i], !n++);
     return rc;
 }
 
