@@ -4,7 +4,8 @@
  * operators, thread after thread, nested by their ends; its instants, by time or by thread; its
  * counters' downsampled points; its steps and sessions; its CUDA activity on a track per device
  * and stream; its off-CPU periods on their tracks. Each trace is an encoder of what the walk
- * hands it (sx_walker), and filters nothing the walk has not: the time range is the walk's. */
+ * hands it (sx_walker); the time range is the walk's to apply (what an encoder leaves out
+ * besides is its format's: TensorBoard's trace holds the active steps alone). */
 #include <string.h>
 
 #include "export.h"

@@ -195,6 +195,10 @@ int sm__profile_parse(sb_raw *raw, unsigned type, const uint8_t *p, const uint8_
 int sm__profile_build(sb_raw *raw, sm_model *m);
 /* profile.c: stack st as a folded line into line: "process;outermost;...;innermost", each
  * function funcs[at[id]] (at NULL: funcs[id]) with the folded format's separators replaced. */
+/* The variant of raw stack st's lines (FRAMELINES) under owner (a folded or off-CPU stack)
+ * among those seen: its index, -1 when new (key then holds its key for strmap_put), -2 out of
+ * memory. */
+int sm__flines_find(const strmap *seen, sbuf *key, uint32_t owner, const sm_pstack_raw *st);
 /* Appends raw stack st's lines (FRAMELINES, st->n of them) to pr->flines. 0, or -1 out of
  * memory. */
 int sm__add_flines(sm_profile *pr, const sm_pstack_raw *st);

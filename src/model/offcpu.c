@@ -119,11 +119,7 @@ static int off_lines(sm_profile *pr, strmap *seen, size_t *cap, sbuf *key,
     if (!st->flines || st->n != pr->off[k].n_frames) /* (a ';' in a process name folds stacks
                                                         of other depths together) */
         return 0;
-    sbuf_reset(key);
-    sbuf_printf(key, "%d", k);
-    for (uint32_t f = 0; f < st->n; f++)
-        sbuf_printf(key, ",%u", st->flines[f]);
-    int e = key->oom ? -2 : strmap_get(seen, key->data);
+    int e = sm__flines_find(seen, key, (uint32_t)k, st);
     if (e == -2)
         return -1;
     if (e < 0) {

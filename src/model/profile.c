@@ -808,6 +808,15 @@ static int build_lines(const sb_raw *raw, sm_profile *pr, const uint64_t *count,
     return rc;
 }
 
+int sm__flines_find(const strmap *seen, sbuf *key, uint32_t owner, const sm_pstack_raw *st)
+{
+    sbuf_reset(key);
+    sbuf_printf(key, "%u", owner);
+    for (uint32_t k = 0; k < st->n; k++)
+        sbuf_printf(key, ",%u", st->flines[k]);
+    return key->oom ? -2 : strmap_get(seen, key->data);
+}
+
 int sm__add_flines(sm_profile *pr, const sm_pstack_raw *st)
 {
     for (uint32_t k = 0; k < st->n; k++) {
@@ -842,11 +851,7 @@ static int build_frame_lines(const sb_raw *raw, sm_profile *pr, const uint64_t *
         const sm_pstack_raw *st = &raw->pstacks[i];
         if (!count[i] || !st->flines || st->n != pr->first[folded[i] + 1] - pr->first[folded[i]])
             continue; /* (a process named with a ';' can fold stacks of other depths together) */
-        sbuf_reset(&key);
-        sbuf_printf(&key, "%u", folded[i]);
-        for (uint32_t k = 0; k < st->n; k++)
-            sbuf_printf(&key, ",%u", st->flines[k]);
-        int e = key.oom ? -2 : strmap_get(&seen, key.data);
+        int e = sm__flines_find(&seen, &key, folded[i], st);
         if (e == -2) {
             rc = -1;
             break;

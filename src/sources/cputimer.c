@@ -192,9 +192,7 @@ out:
     errno = saved;
 }
 
-/* A timer on thread tid's CPU clock (the kernel's clock id for a thread's CPU time, as glibc's
- * pthread_getcpuclockid makes it), sending SIGPROF to that thread. 0, or -1 (errno set;
- * ESRCH-like failures of a thread that has just ended are 0). */
+/* Until no handler runs (those begun before g_owner was cleared or the counters stopped). */
 static void wait_handlers(void)
 {
     while (atomic_load(&g_inflight)) {
@@ -203,12 +201,14 @@ static void wait_handlers(void)
     }
 }
 
-/* Thread i's timer or counter gone (its descriptor closed: a handler could refresh another's
- * that took its number, so the counters are stopped and their handlers waited for first). */
+/* Thread i's timer deleted or counter closed (the counter goes with its descriptor). Only for
+ * a thread that has ended, whose counter signals no one, or once every counter is stopped and
+ * the handlers waited for (disarm): a running handler could otherwise refresh a descriptor
+ * whose number a new counter took. */
 static void unfollow(sonde_cputimer *t, size_t i)
 {
     if (t->threads[i].fd >= 0)
-        close(t->threads[i].fd); /* the counter goes with its last descriptor */
+        close(t->threads[i].fd);
     else
         timer_delete(t->threads[i].timer);
 }
@@ -227,7 +227,7 @@ static int counter_of(const sonde_cputimer *t, pid_t tid)
     a.sample_period = 1000000000ull / t->hz;
     a.exclude_kernel = a.exclude_hv = 1;
     a.disabled = 1;
-    int fd = (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    int fd = sonde__stk_open_event(&a, tid, -1);
     if (fd < 0)
         return -1;
     struct f_owner_ex owner = {F_OWNER_TID, tid};
@@ -241,6 +241,9 @@ static int counter_of(const sonde_cputimer *t, pid_t tid)
     return fd;
 }
 
+/* A timer on thread tid's CPU clock (the kernel's clock id for a thread's CPU time, as glibc's
+ * pthread_getcpuclockid makes it), or its counter (counter_of), sending SIGPROF to that thread.
+ * 0, or -1 (errno set; ESRCH-like failures of a thread that has just ended are 0). */
 static int follow(sonde_cputimer *t, pid_t tid)
 {
     for (size_t i = 0; i < t->n_threads; i++)

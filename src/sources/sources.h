@@ -97,6 +97,10 @@ int sonde__cupti_convert(const void *record, int64_t offset_ns, sonde_gpu_rec *o
 int sonde__gpu_write(sonde_profiler *p, uint8_t *buffer, size_t valid, int64_t offset_ns);
 
 /* ---- CPU samples with call stacks (stacks.c) ---- */
+struct perf_event_attr;
+/* perf_event_open(a, pid, cpu), close-on-exec: the descriptor, or -1 (errno set). Every event
+ * the samplers open (stacks.c, offcpu.c, cputimer.c) goes through it. */
+int sonde__stk_open_event(struct perf_event_attr *a, pid_t pid, int cpu);
 /* The kernel's cpu-clock event through perf_event_open: hz samples per second of CPU time of
  * each thread followed, each with its user-space call stack (the kernel walks the frame
  * pointers) and its time on CLOCK_MONOTONIC. The samples go out through write as SAMPLES
@@ -255,11 +259,11 @@ typedef struct sonde_cputimer sonde_cputimer;
 typedef void (*sonde_cputimer_fn)(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip,
                                   uint32_t n, uint32_t weight, const sonde_pyraw *py,
                                   uint32_t n_py);
-/* Arms a timer at hz on every thread of this process; NULL with the reason in why. */
-/* counters: each thread's CPU time counted by a perf_event CPU-clock counter of its own, whose
+/* Arms a timer at hz on every thread of this process; NULL with the reason in why. counters:
+ * each thread's CPU time counted by a perf_event CPU-clock counter of its own instead, whose
  * overflows signal it (SIGPROF, F_SETOWN_EX to the thread), where the kernel allows them (the
- * process's own threads, user time only: perf_event_paranoid 2 does); rather than a POSIX timer:
- * any rate, not the kernel tick's, one sample a signal. */
+ * process's own threads, user time only: perf_event_paranoid 2 does): any rate, not the kernel
+ * tick's, one sample a signal. */
 sonde_cputimer *sonde__cputimer_start(unsigned hz, int counters, char *why, size_t cap);
 /* Arms timers on the threads begun since (the sampler's thread calls it every 100 ms). 0, or
  * -1 when a timer could not be made. */

@@ -1139,7 +1139,7 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
     for (size_t i = 0; i < s->n_stacks && !s->oom; i++) {
         const sstack *st = &s->stacks[i];
         const sproc *p = &s->procs[st->proc];
-        uint32_t n_ids = 0;
+        uint32_t n_ids = 0, known = 0; /* known: a line of some frame is */
         int c = -1, py = -1;
         for (uint32_t k = 0; st->used && k < st->n; k++) { /* unused: written without frames */
             if ((c = frame_chain(s, &nm, &st->f[k], p->pid)) < 0) {
@@ -1150,6 +1150,7 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
                 py = c; /* the innermost Python frame so far */
             for (uint32_t q = nm.cfirst[c]; q < nm.cfirst[c + 1] && n_ids < MAX_FRAMES * 8; q++) {
                 lines[n_ids] = q + 1 == nm.cfirst[c + 1] && nm.src[c] ? nm.line[c] : 0;
+                known |= lines[n_ids];
                 ids[n_ids++] = nm.cids[q];
             }
         }
@@ -1170,9 +1171,6 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
             pb_lenstr(&xb, nm.src[c]);
             pb_varint(&xb, nm.line[c]);
         }
-        uint32_t known = 0;
-        for (uint32_t k = 0; k < n_ids; k++)
-            known += lines[k] != 0;
         if (known) { /* every frame's line (pprof's locations) */
             pb_varint(&fl, i);
             pb_varint(&fl, n_ids);

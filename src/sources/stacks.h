@@ -187,8 +187,6 @@ uint32_t sonde__stk_stack_id(sonde_stacks *s, uint32_t proc, const sframe *inner
 uint32_t sonde__stk_with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t id);
 /* A warning in the file (a WARNING record, printf-style): the reports list it. */
 void sonde__stk_warn(sonde_stacks *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* perf_event_open(a, pid, cpu), close-on-exec: the descriptor, or -1 (errno set). */
-int sonde__stk_open_event(struct perf_event_attr *a, pid_t pid, int cpu);
 
 /* offcpu.c: the off-CPU periods (docs/stacks.md, "Off-CPU time") */
 /* The context-switch event's attributes o, beside the cpu-clock event's a. */
