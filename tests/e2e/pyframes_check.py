@@ -27,8 +27,14 @@ for line in open(folded):
 assert total >= 300, (label, total)
 got = {k: 100.0 * count[k] / total for k in want}
 own = json.loads(open(measured).read().strip().splitlines()[-1])
+# within 5 points of what the program measured of itself (process_time around each call), and
+# of 70/20/10 when it ran as designed: on a loaded machine its own CPU time shifts (a CI run
+# beside the ASan suites: the program measured 61/30.5/8.5 of itself, and sonde sampled
+# 61.1/30.0/8.9), and what the samples must match is the time the program took
+designed = all(abs(own[k] - share) <= 5 for k, share in zip(want, (70, 20, 10)))
 for k, share in zip(want, (70, 20, 10)):
-    assert abs(got[k] - share) <= 5 and abs(got[k] - own[k]) <= 5, (label, k, got, own)
+    assert abs(got[k] - own[k]) <= 5 and (not designed or abs(got[k] - share) <= 5), (
+        label, k, got, own)
 p = json.load(open(report))["profile"]
 fn = {f["name"]: f for f in p["functions"] if f.get("file", "").endswith("pyshares.py")}
 src = open(sys.argv[0].replace("pyframes_check.py", "pyshares.py")).read().splitlines()
@@ -55,7 +61,9 @@ secs = {x["name"]: x for x in p.get("sections", [])}
 if secs:
     for k, share in zip(want, (70, 20, 10)):
         s = secs[k]
-        assert abs(100.0 * s["samples"] / total - share) <= 5, (label, k, s["samples"], total)
+        sh = 100.0 * s["samples"] / total
+        assert abs(sh - own[k]) <= 5 and (not designed or abs(sh - share) <= 5), (
+            label, k, s["samples"], total, own)
         assert s["python"][0]["name"] == "spin" and s["python"][0]["own_share"] >= 0.9, (label, s)
 # pprof (NAME.pb.gz beside the folded stacks): the Python functions with their file and line,
 # and as many samples under hot70 as the folded stacks have
