@@ -17,7 +17,8 @@ extern char **environ;
 /* SONDE_* variables that are not keys but are read by some part of sonde. */
 static const char *const g_other_vars[] = {
     "SONDE_CONFIG",         "SONDE_NVML_LIBRARY", "SONDE_CUDART_LIBRARY", "SONDE_CUPTI_LIBRARY",
-    "SONDE_RUN_DIR",        "SONDE_RUN_NAME",     "SONDE_AUTOTRACE",
+    "SONDE_RUN_DIR",        "SONDE_RUN_NAME",     "SONDE_AUTOTRACE",      "SONDE_RUN_SAMPLE_HZ",
+    "SONDE_LIBRARY",
 };
 #define N_OTHER (sizeof g_other_vars / sizeof g_other_vars[0])
 

@@ -1,6 +1,7 @@
 /* merge.c - several runs as one model (sonde merge, `sonde run` joining a program's own
  * recording): sites, threads, sections, sessions and the rest appended with their ids moved,
- * times put on the first run's clock, then everything derived again. */
+ * times put on the first run's clock, the CPU profiles built again as one (profile.c), then
+ * everything derived again. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -253,6 +254,10 @@ int sm_merge(sm_model *d, sm_model *s)
     if ((held && (rc = merge_folds(d, s, &k)) != 0) || (rc = merge_sections(d, s, &k)) != 0 ||
         (rc = merge_series(d, s, &k)) != 0 || (rc = merge_device(d, s, &k)) != 0)
         return rc;
+    /* the CPU samples of both, placed in the merged sections (a run under `sonde run` sampled
+     * in its own threads: the run's own profile has none of them) */
+    if (sm__profile_merge(d, s, k.site0))
+        return sonde__fail(SONDE_ENOMEM, "out of memory merging runs");
     for (size_t i = 0; i < s->n_warnings; i++) {
         char *w = NULL;
         if (sonde__asprintf(&w, "pid %d: %s", s->pid, s->warnings[i]) < 0)

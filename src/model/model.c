@@ -1277,7 +1277,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     }
     if (sm__sink_finish(&b.sink, m, (double)m->duration_ns / 1e9, &m->stats, &m->n_stats) ||
         sm__drop_short(m, b.min_ns) || sm__ops_build(raw, m) || sm__gpu_build(raw, m) ||
-        sm__profile_build(raw, m))
+        sm__profile_build(raw, m) || sm__profile_keep(raw, m))
         goto out;
     if (build_rates_warnings(&b, m) != 0)
         goto out;
@@ -1355,6 +1355,10 @@ int sm_safe_name(char **name)
 void sm_free(sm_model *m)
 {
     sm_profile_free(&m->profile);
+    if (m->praw) {
+        sb_raw_free(m->praw);
+        sonde__free(m->praw);
+    }
     sonde__free(m->name);
     sonde__free(m->host);
     sonde__free(m->program);

@@ -558,6 +558,9 @@ typedef struct sm_model {
     sm_steps_summary steps_summary;
     char *analysis_text;       /* read back from a JSON report: its analysis lines, as printed */
     sm_profile profile;        /* CPU samples with stacks (samples 0: none were taken) */
+    struct sb_raw *praw;       /* what the profile was built from, kept so that sm_merge can
+                                  build the runs' profile again as one (NULL: no samples, or a
+                                  model read back from a JSON report) */
     char **warnings;           /* recorder warnings, then the reader's own */
     size_t n_warnings;
 } sm_model;

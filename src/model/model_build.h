@@ -12,6 +12,7 @@
 /* Ids of sites and interned strings stay below this in any file libsonde writes (its table holds
  * 4 Mi); a reader refuses larger ones, so no id in a crafted file can size an array. */
 #define SM_MAX_ID (1u << 22)
+#define SM_UNPLACED INT32_MIN /* sb_raw.sample_site: not placed yet */
 
 /* One decoded event: 24 bytes. Its values, for the kinds that have them (a metric, a counter,
  * throughput, FLOPs, a diffusion record), are in its batch's value table. */
@@ -118,12 +119,14 @@ typedef struct sb_raw {
     size_t n_samples, cap_samples;
     int32_t *sample_site; /* when not every section is held: each sample's innermost section's
                              site (-1 none), then each off-CPU period's (at its start), placed
-                             as the sections were built (model.c) */
+                             as the sections were built (model.c); SM_UNPLACED: to be found in
+                             the spans (a merged run's points from a run that held them all) */
     sm_pstack_raw *pstacks;
     size_t n_pstacks, cap_pstacks;
     sm_pfunc_raw *pfuncs;
     size_t n_pfuncs, cap_pfuncs;
     uint64_t samples_lost, stacks_cpu_ns;
+    uint64_t samples_unnamed;  /* samples left out by an earlier build (sm__profile_merge) */
     uint64_t stacks_cfi;       /* samples unwound by the call frame information (STATS) */
     unsigned sample_hz;
     int samples_untimed;
@@ -193,6 +196,14 @@ int sm__profile_parse(sb_raw *raw, unsigned type, const uint8_t *p, const uint8_
 /* The profile from the samples, each placed in the innermost section open on its thread then
  * (after the spans are built). 0, or -1 when out of memory. */
 int sm__profile_build(sb_raw *raw, sm_model *m);
+/* profile.c: raw's samples, stacks, functions and off-CPU periods moved into a sb_raw of m's own
+ * (m->praw), for sm_merge; nothing when raw has none. 0, or -1 out of memory. */
+int sm__profile_keep(sb_raw *raw, sm_model *m);
+/* profile.c: s's kept profile input appended to d's (its stacks' functions matched to d's by
+ * name, object and place, its sections' sites moved by site0), and d's profile built again from
+ * both, d's sections (s's merged into them) placing the samples. A side read back from a JSON
+ * report has no input kept: d's profile stays as it was. 0, or -1 out of memory. */
+int sm__profile_merge(sm_model *d, sm_model *s, uint32_t site0);
 /* profile.c: stack st as a folded line into line: "process;outermost;...;innermost", each
  * function funcs[at[id]] (at NULL: funcs[id]) with the folded format's separators replaced. */
 /* The variant of raw stack st's lines (FRAMELINES) under owner (a folded or off-CPU stack)

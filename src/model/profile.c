@@ -326,12 +326,16 @@ static int build_stacks(sb_raw *raw, sm_profile *pr, const uint64_t *count, uint
         sonde__free(mark);
         return -1;
     }
-    for (size_t i = 0; i < raw->n_pfuncs; i++) {
-        sm_pfunc_raw *f = &raw->pfuncs[i];
-        pr->funcs[i] = (sm_func){f->name, f->object, f->file, f->line, 0, 0, 0,
-                                 f->object && f->file && !strcmp(f->object, f->file)};
-        f->name = f->object = f->file = NULL;
-        pr->n_funcs++;
+    for (size_t i = 0; i < raw->n_pfuncs; i++) { /* copies: raw is kept (sm__profile_keep) */
+        const sm_pfunc_raw *f = &raw->pfuncs[i];
+        sm_func *g = &pr->funcs[pr->n_funcs++];
+        *g = (sm_func){sonde__strdup(f->name ? f->name : "?"), NULL, NULL, f->line, 0, 0, 0,
+                       f->object && f->file && !strcmp(f->object, f->file)};
+        if ((f->object && !(g->object = sonde__strdup(f->object))) ||
+            (f->file && !(g->file = sonde__strdup(f->file))) || !g->name) {
+            sonde__free(mark);
+            return -1;
+        }
     }
     strmap lines;
     strmap_init(&lines);
@@ -502,9 +506,12 @@ static int placer_init(placer *pl, const sb_raw *raw, const sm_model *m)
     pl->m = m;
     pl->spans = SM_SPANS(m);
     pl->th = sonde__malloc((m->n_threads ? m->n_threads : 1) * sizeof *pl->th);
-    if (!raw->sample_site)
+    int spans = !raw->sample_site; /* some points are found in the spans */
+    for (size_t i = 0; !spans && i < raw->n_samples + raw->n_offs; i++)
+        spans = raw->sample_site[i] == SM_UNPLACED;
+    if (spans)
         pl->first = sm__thread_firsts(&pl->spans, m->n_threads);
-    if (!pl->th || (!raw->sample_site && !pl->first))
+    if (!pl->th || (spans && !pl->first))
         return -1;
     for (size_t i = 0; i < m->n_threads; i++)
         pl->th[i] = (pf_thread){m->threads[i].tid, (uint32_t)i};
@@ -530,7 +537,7 @@ static int32_t placer_site(const placer *pl, size_t point, uint32_t tid, uint32_
     int tpid = hit ? m->threads[hit->index].pid : 0;
     if (!hit || (tpid && (uint32_t)tpid != pid))
         return -1;
-    if (pl->raw->sample_site)
+    if (pl->raw->sample_site && pl->raw->sample_site[point] != SM_UNPLACED)
         return pl->raw->sample_site[point];
     int32_t sp = sm__innermost_at(&pl->spans, pl->first, hit->index,
                                   (int64_t)(t_mono - m->start_mono_ns));
@@ -969,7 +976,8 @@ int sm__profile_build(sb_raw *raw, sm_model *m)
     if (raw->sample_site && kept < raw->n_samples) /* and the off-CPU periods' after them */
         memmove(raw->sample_site + kept, raw->sample_site + raw->n_samples,
                 raw->n_offs * sizeof *raw->sample_site);
-    pr->unnamed = raw->n_samples - kept;
+    pr->unnamed = raw->samples_unnamed + (raw->n_samples - kept);
+    raw->samples_unnamed = pr->unnamed; /* a build again (sm__profile_merge) counts them too */
     raw->n_samples = kept;
     pr->samples = kept;
     if (build_stacks(raw, pr, count, folded) || sort_funcs(pr, at) || build_python(pr) ||
@@ -999,4 +1007,163 @@ out:
     sonde__free(bad);
     sonde__free(folded);
     return rc;
+}
+
+int sm__profile_keep(sb_raw *raw, sm_model *m)
+{
+    if (!raw->n_samples && !raw->n_pstacks && !raw->n_offs)
+        return 0;
+    sb_raw *k = sonde__calloc(1, sizeof *k);
+    if (!k)
+        return -1;
+#define MOVE(f) (k->f = raw->f, raw->f = 0)
+    MOVE(samples), MOVE(n_samples), MOVE(cap_samples), MOVE(sample_site);
+    MOVE(pstacks), MOVE(n_pstacks), MOVE(cap_pstacks), MOVE(pfuncs), MOVE(n_pfuncs);
+    MOVE(cap_pfuncs), MOVE(offs), MOVE(n_offs), MOVE(cap_offs);
+#undef MOVE
+    k->samples_lost = raw->samples_lost;
+    k->stacks_cpu_ns = raw->stacks_cpu_ns;
+    k->stacks_cfi = raw->stacks_cfi;
+    k->samples_unnamed = raw->samples_unnamed;
+    k->sample_hz = raw->sample_hz;
+    k->samples_untimed = raw->samples_untimed;
+    k->samples_by_timer = raw->samples_by_timer;
+    k->samples_by_counter = raw->samples_by_counter;
+    k->off_followed = raw->off_followed;
+    m->praw = k;
+    return 0;
+}
+
+/* Room for `more` elements after the `have` of array v (its capacity cap): 0, or -1 out of
+ * memory (v unchanged). tmp: a void pointer of the caller's. */
+#define PF_RESERVE(v, have, more, cap, tmp)                                                        \
+    ((have) + (more) <= (cap) ? 0                                                                  \
+     : ((tmp) = sonde__realloc((v), ((have) + (more)) * sizeof *(v))) == NULL                      \
+         ? -1                                                                                      \
+         : ((v) = (tmp), (cap) = (have) + (more), 0))
+
+/* Function i of raw as the key two runs' functions are matched by: its name, object and where it
+ * is defined. */
+static void pf_func_key(sbuf *key, const sm_pfunc_raw *f)
+{
+    sbuf_reset(key);
+    sbuf_printf(key, "%s\t%s\t%s\t%u", f->name ? f->name : "", f->object ? f->object : "",
+                f->file ? f->file : "", f->line);
+}
+
+/* b's functions appended to a's, each one a has already matched to it instead: fmap[b's id] =
+ * a's. 0, or -1 out of memory. */
+static int pf_merge_funcs(sb_raw *a, sb_raw *b, uint32_t *fmap)
+{
+    strmap have;
+    strmap_init(&have);
+    sbuf key;
+    sbuf_init(&key);
+    void *tmp;
+    int rc = PF_RESERVE(a->pfuncs, a->n_pfuncs, b->n_pfuncs, a->cap_pfuncs, tmp);
+    for (size_t i = 0; !rc && i < a->n_pfuncs; i++) {
+        pf_func_key(&key, &a->pfuncs[i]);
+        rc = key.oom || strmap_put(&have, key.data, (int)i) ? -1 : 0;
+    }
+    for (size_t i = 0; !rc && i < b->n_pfuncs; i++) {
+        sm_pfunc_raw *f = &b->pfuncs[i];
+        pf_func_key(&key, f);
+        int at = key.oom ? -2 : strmap_get(&have, key.data);
+        if (at == -2) {
+            rc = -1;
+        } else if (at >= 0) {
+            fmap[i] = (uint32_t)at;
+        } else { /* a function of its own: moved, its strings with it */
+            fmap[i] = (uint32_t)a->n_pfuncs;
+            a->pfuncs[a->n_pfuncs++] = *f;
+            memset(f, 0, sizeof *f);
+            rc = strmap_put(&have, key.data, (int)fmap[i]) ? -1 : 0;
+        }
+    }
+    sbuf_free(&key);
+    strmap_free(&have);
+    return rc;
+}
+
+/* The places of a's points (its samples, then its off-CPU periods) after b's were appended: each
+ * side's as it had them (b's sites moved by site0), or SM_UNPLACED where a side had none (it held
+ * every section: the merged spans place them). ns0, no0: a's samples and periods before. */
+static int pf_merge_sites(sb_raw *a, const sb_raw *b, size_t ns0, size_t no0, uint32_t site0)
+{
+    if (!a->sample_site && !b->sample_site)
+        return 0;
+    size_t n = a->n_samples + a->n_offs;
+    int32_t *site = sonde__malloc((n ? n : 1) * sizeof *site);
+    if (!site)
+        return -1;
+    const size_t from[4] = {0, 0, ns0, b->n_samples}, len[4] = {ns0, b->n_samples, no0, b->n_offs};
+    size_t at = 0;
+    for (int part = 0; part < 4; part++) { /* a's samples, b's, a's periods, b's */
+        const int32_t *had = part & 1 ? b->sample_site : a->sample_site;
+        for (size_t i = 0; i < len[part]; i++) {
+            int32_t v = had ? had[from[part] + i] : SM_UNPLACED;
+            site[at++] = (part & 1) && v >= 0 ? v + (int32_t)site0 : v;
+        }
+    }
+    sonde__free(a->sample_site);
+    a->sample_site = site;
+    return 0;
+}
+
+int sm__profile_merge(sm_model *d, sm_model *s, uint32_t site0)
+{
+    sb_raw *b = s->praw;
+    const sm_profile *dp = &d->profile;
+    if (!b || (!d->praw && (dp->samples || dp->n_stacks || dp->n_off)))
+        return 0; /* nothing to add, or d's profile was read back from a JSON report */
+    if (!d->praw && !(d->praw = sonde__calloc(1, sizeof *d->praw)))
+        return -1;
+    sb_raw *a = d->praw;
+    size_t st0 = a->n_pstacks, ns0 = a->n_samples, no0 = a->n_offs, nb = b->n_pstacks;
+    for (size_t i = 0; i < st0; i++) /* a function a lacks stays one it lacks once b's join */
+        for (uint32_t k = 0; k < a->pstacks[i].n; k++)
+            if (a->pstacks[i].f[k] >= a->n_pfuncs)
+                a->pstacks[i].f[k] = UINT32_MAX;
+    uint32_t *fmap = sonde__malloc((b->n_pfuncs + 1) * sizeof *fmap);
+    void *tmp;
+    if (!fmap || pf_merge_funcs(a, b, fmap) ||
+        PF_RESERVE(a->pstacks, a->n_pstacks, b->n_pstacks, a->cap_pstacks, tmp) ||
+        PF_RESERVE(a->samples, a->n_samples, b->n_samples, a->cap_samples, tmp) ||
+        PF_RESERVE(a->offs, a->n_offs, b->n_offs, a->cap_offs, tmp)) {
+        sonde__free(fmap);
+        return -1;
+    }
+    for (size_t i = 0; i < b->n_pstacks; i++) { /* moved, with their strings and arrays */
+        sm_pstack_raw *st = &a->pstacks[a->n_pstacks++];
+        *st = b->pstacks[i];
+        for (uint32_t k = 0; k < st->n; k++) /* a function it lacks stays one (left out) */
+            st->f[k] = st->f[k] < b->n_pfuncs ? fmap[st->f[k]] : UINT32_MAX;
+    }
+    b->n_pstacks = 0;
+    sonde__free(fmap);
+    for (size_t i = 0; i < b->n_samples; i++) {
+        sm_sample_raw x = b->samples[i];
+        x.stack = x.stack < nb ? x.stack + (uint32_t)st0 : UINT32_MAX;
+        a->samples[a->n_samples++] = x;
+    }
+    for (size_t i = 0; i < b->n_offs; i++) {
+        sm_off_raw x = b->offs[i];
+        x.stack = x.stack < nb ? x.stack + (uint32_t)st0 : UINT32_MAX;
+        a->offs[a->n_offs++] = x;
+    }
+    if (pf_merge_sites(a, b, ns0, no0, site0))
+        return -1;
+    if (!ns0) { /* how the samples were taken: the first run's that took any */
+        a->sample_hz = b->sample_hz;
+        a->samples_by_timer = b->samples_by_timer;
+        a->samples_by_counter = b->samples_by_counter;
+    }
+    a->samples_untimed |= b->samples_untimed && b->n_samples;
+    a->samples_lost += b->samples_lost;
+    a->stacks_cpu_ns += b->stacks_cpu_ns;
+    a->stacks_cfi += b->stacks_cfi;
+    a->samples_unnamed += b->samples_unnamed;
+    a->off_followed |= b->off_followed;
+    sm_profile_free(&d->profile);
+    return sm__profile_build(a, d);
 }

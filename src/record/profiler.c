@@ -653,9 +653,13 @@ static int setup_buffers(sonde_profiler *p)
     return 0;
 }
 
-sonde_profiler *sonde_create(const sonde_config *cfg_in) { return sonde__create_watching(cfg_in, 0); }
+sonde_profiler *sonde_create(const sonde_config *cfg_in)
+{
+    return sonde__create_watching(cfg_in, 0, "");
+}
 
-sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
+sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch,
+                                       const char *join_suffix)
 {
     sonde_config cfg = cfg_in ? *cfg_in : sonde_config_default();
     sonde_profiler *p = sonde__calloc(1, sizeof *p);
@@ -689,7 +693,7 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch)
     const char *run_dir = getenv("SONDE_RUN_DIR"), *run_name = getenv("SONDE_RUN_NAME");
     if (!watch && cfg.enabled && run_dir && *run_dir && run_name && *run_name &&
         !strchr(run_name, '/')) {
-        snprintf(joined, sizeof joined, "%s.pid%d", run_name, (int)getpid());
+        snprintf(joined, sizeof joined, "%s.pid%d%s", run_name, (int)getpid(), join_suffix);
         cfg.name = joined;
         cfg.output_dir = run_dir;
         cfg.formats = 0;

@@ -265,8 +265,11 @@ static inline int sonde__has_sink(const sonde_profiler *p) { return p->fd >= 0 |
 
 /* ---- profiler.c ---- */
 /* sonde_create for `sonde run`: the CPU and memory figures are those of the process tree rooted
- * at watch (summed over its descendants, and per process), not of this process. */
-sonde_profiler *sonde__create_watching(const sonde_config *cfg, pid_t watch);
+ * at watch (summed over its descendants, and per process), not of this process (watch 0: as
+ * sonde_create). join_suffix: under `sonde run`, a profiler that joins the run is named
+ * RUN.pidN followed by it ("" for the program's own, ".samples" for inject.c's). */
+sonde_profiler *sonde__create_watching(const sonde_config *cfg, pid_t watch,
+                                       const char *join_suffix);
 /* The calling thread's buffer for p, creating it on first use; NULL when out of memory. */
 sonde_tbuf *sonde__thread_buf(sonde_profiler *p);
 /* The kernel thread id of the thread of p whose pthread_t's low 32 bits are pth (CUPTI's

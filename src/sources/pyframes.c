@@ -39,6 +39,7 @@
 #define MAX_TEXT 1024         /* characters of a name or file kept */
 #define MAX_LINETABLE (1u << 20)
 #define MAX_FRAMES_READ 256  /* Python frames of a stack at most */
+#define MAX_CHECKED 64       /* ... read in a signal handler (sonde__py_raw), each one checked */
 #define RESCAN_NS 50000000ull /* a thread not found is looked for again after 50 ms */
 
 /* Where each field is, per version (release builds, x86-64 and other LP64 ABIs). */
@@ -521,6 +522,18 @@ static int raw_walk(const pylayout *l, pywin *w, const uint8_t *ts, sonde_pyraw 
     return n;
 }
 
+/* sonde_pyraw's check of a code object (sonde__py_raw): 16 bits of its file's and qualified
+ * name's addresses, never 0, in the top byte of code and of instr (user addresses stay below
+ * 2^56); PYRAW_ADDR masks it off. */
+#define PYRAW_ADDR ((UINT64_C(1) << 56) - 1)
+#define CHECK_SPAN 24 /* co_filename, co_name, co_qualname: one read (every layout has them so) */
+
+static unsigned code_check(uint64_t file, uint64_t qual)
+{
+    uint64_t h = (file ^ (qual * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
+    return (unsigned)(h >> 48) ? (unsigned)(h >> 48) : 1u;
+}
+
 int sonde__py_raw(const sonde_pyproc *py, int tid, uint64_t tstate, sonde_pyraw *raw, int cap,
                   uint8_t *buf, size_t buf_cap)
 {
@@ -529,7 +542,26 @@ int sonde__py_raw(const sonde_pyproc *py, int tid, uint64_t tstate, sonde_pyraw 
     pywin w = {py->pid, 0, 0, buf_cap, buf};
     if (rd_win(&w, tstate, ts, l->ts_top + 8) || (int)u64_at(ts, l->ts_tid) != tid)
         return -1;
-    return raw_walk(l, &w, ts, raw, cap);
+    int n = raw_walk(l, &w, ts, raw, cap < MAX_CHECKED ? cap : MAX_CHECKED);
+    /* Named later (sonde__py_resolve), when a code object freed since may have left its memory
+     * to another: each one's file and name as they are now go with it, in one read, and the
+     * frames end at the first that cannot be read */
+    if (n <= 0 || l->co_qualname + 8 - l->co_filename != CHECK_SPAN)
+        return n;
+    uint8_t id[MAX_CHECKED][CHECK_SPAN];
+    struct iovec lv[MAX_CHECKED], rv[MAX_CHECKED];
+    for (int i = 0; i < n; i++) {
+        lv[i] = (struct iovec){id[i], CHECK_SPAN};
+        rv[i] = (struct iovec){(void *)(uintptr_t)(raw[i].code + l->co_filename), CHECK_SPAN};
+    }
+    ssize_t got = process_vm_readv(py->pid, lv, (unsigned long)n, rv, (unsigned long)n, 0);
+    int whole = got > 0 ? (int)(got / CHECK_SPAN) : 0;
+    for (int i = 0; i < whole; i++) {
+        unsigned c = code_check(u64_at(id[i], 0), u64_at(id[i], 16));
+        raw[i].code = (raw[i].code & PYRAW_ADDR) | (uint64_t)(c >> 8) << 56;
+        raw[i].instr = (raw[i].instr & PYRAW_ADDR) | (uint64_t)(c & 255) << 56;
+    }
+    return whole;
 }
 
 uint64_t sonde__py_tstate(sonde_pyproc *py, int tid)
@@ -548,18 +580,23 @@ int sonde__py_resolve(sonde_pyproc *py, const sonde_pyraw *raw, int n, sonde_pyf
         n = MAX_FRAMES_READ;
     for (int i = 0; i < n; i++) {
         local[i] = (struct iovec){py->heads[i], l->co_code};
-        remote[i] = (struct iovec){(void *)(uintptr_t)raw[i].code, l->co_code};
+        remote[i] = (struct iovec){(void *)(uintptr_t)(raw[i].code & PYRAW_ADDR), l->co_code};
     }
     ssize_t got = n > 0 ? process_vm_readv(py->pid, local, (unsigned long)n, remote,
                                            (unsigned long)n, 0) : 0;
     int whole = got > 0 ? (int)((size_t)got / l->co_code) : 0; /* the reads stop at a fault */
     int k = 0;
     for (int i = 0; i < n && i < whole; i++) {
-        int64_t id = code_id(py, raw[i].code, py->heads[i]);
+        uint64_t code = raw[i].code & PYRAW_ADDR;
+        unsigned check = (unsigned)(raw[i].code >> 56) << 8 | (unsigned)(raw[i].instr >> 56);
+        if (check && check != code_check(u64_at(py->heads[i], l->co_filename),
+                                         u64_at(py->heads[i], l->co_qualname)))
+            break; /* another code object's now: the one sampled was freed since */
+        int64_t id = code_id(py, code, py->heads[i]);
         if (id < 0)
             break; /* not a code object: the frame was torn or freed while read */
-        uint64_t instr = raw[i].instr & ~SONDE_PYRAW_ENTRY;
-        int64_t at = ((int64_t)instr - (int64_t)(raw[i].code + l->co_code)) / 2;
+        uint64_t instr = raw[i].instr & PYRAW_ADDR & ~SONDE_PYRAW_ENTRY;
+        int64_t at = ((int64_t)instr - (int64_t)(code + l->co_code)) / 2;
         if (at < 0)
             continue; /* a frame made, not started */
         inner[k++] = (sonde_pyframe){(uint32_t)id, line_at(&py->tab->codes[id], at),

@@ -176,7 +176,10 @@ const char *sonde__py_path(const sonde_pyproc *py);
  * no Python (or is no Python thread). sonde__py_tstate, sonde__py_raw and sonde__py_resolve
  * in one. */
 int sonde__py_stack(sonde_pyproc *py, int tid, sonde_pyframe *inner, int cap);
-/* A frame as read, not yet named: its code object's and instruction's addresses. */
+/* A frame as read, not yet named: its code object's and instruction's addresses. From
+ * sonde__py_raw, the top byte of each holds half of a check of the code object as it was read
+ * (its file's and name's addresses): sonde__py_resolve ends the frames at one whose code object
+ * is another by the time it is named. */
 typedef struct sonde_pyraw {
     uint64_t code;
     uint64_t instr;      /* bit 0 (instructions are 2-byte aligned): SONDE_PYRAW_ENTRY */
@@ -185,10 +188,11 @@ typedef struct sonde_pyraw {
 /* The address of thread tid's thread state (0: no Python thread), as sonde__py_stack finds it
  * (the thread states walked again at most every 50 ms for a thread that has none). */
 uint64_t sonde__py_tstate(sonde_pyproc *py, int tid);
-/* Thread tid's frames now, innermost first, at most cap, from its thread state at tstate, read
- * with process_vm_readv (buf, buf_cap bytes: the window on its data stack); -1 when tstate is
- * not tid's (any more). Changes nothing of py and allocates nothing: a signal handler of the
- * sampled thread may call it (cputimer.c). */
+/* Thread tid's frames now, innermost first, at most cap (and 64), from its thread state at
+ * tstate, read with process_vm_readv (buf, buf_cap bytes: the window on its data stack), each
+ * with its code object's check (sonde_pyraw); -1 when tstate is not tid's (any more). Changes
+ * nothing of py and allocates nothing: a signal handler of the sampled thread may call it
+ * (cputimer.c), and its frames are named later. */
 int sonde__py_raw(const sonde_pyproc *py, int tid, uint64_t tstate, sonde_pyraw *raw, int cap,
                   uint8_t *buf, size_t buf_cap);
 /* Frames as read (n of them, innermost first) named: their code objects read (cached by address

@@ -13,6 +13,7 @@ report, folded, measured, label = sys.argv[1:5]
 want = ("hot70", "warm20", "cool10")
 count = dict.fromkeys(want, 0)
 total = 0
+torn = 0  # samples whose Python frames were read short at the outer end (below)
 for line in open(folded):
     stack, n = line.rstrip("\n").rsplit(" ", 1)
     frames = stack.split(";")
@@ -22,9 +23,18 @@ for line in open(folded):
     total += int(n)
     count[hit[-1]] += int(n)
     i = frames.index(hit[-1])
-    assert frames[i - 2:i + 2] == ["<module>", "main", hit[-1], "spin"] or \
-        frames[i - 2:i + 1] == ["<module>", "main", hit[-1]], (label, stack)
+    whole = ["<module>", "main", hit[-1], "spin"]
+    if frames[i - 2:i + 2] == whole or frames[i - 2:i + 1] == whole[:3]:
+        continue
+    # taken in the thread by its SIGPROF handler, a sample can find its native stack unwound
+    # no further than the innermost frame and its Python frames read short at the outer end
+    # (the thread was interrupted where neither is whole): the process, then the inner part of
+    # <module>;main;FUNCTION;spin. Such a stack is shorter, never wrong, and rare (3 of 2006
+    # samples when written; docs/stacks.md)
+    assert any(frames[1:1 + len(whole) - k] == whole[k:] for k in (1, 2)), (label, stack)
+    torn += int(n)
 assert total >= 300, (label, total)
+assert torn <= 0.01 * total, (label, "torn stacks", torn, total)
 got = {k: 100.0 * count[k] / total for k in want}
 own = json.loads(open(measured).read().strip().splitlines()[-1])
 # within 5 points of what the program measured of itself (process_time around each call), and

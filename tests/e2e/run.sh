@@ -1629,6 +1629,9 @@ pyframes)
     pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
     ran=0
     mkdir -p py
+    # --sample-in-thread preloads libsonde.so into the program: not an ASan build's, which
+    # only a program holding ASan's runtime from its start can load
+    asan=; grep -q "fsanitize=address" "$build/CMakeCache.txt" 2> /dev/null && asan=1
     for py in /usr/bin/python3.11 \
               $(for v in 3.11 3.12 3.13; do ls -d "$pyenv_root"/versions/$v.*/bin/python$v 2>/dev/null |
                                              sort -V | tail -1; done); do
@@ -1638,6 +1641,17 @@ pyframes)
             > py/measured$ran.txt || fail "sonde run $py exited $?"
         python3 "$src/tests/e2e/pyframes_check.py" py/run$ran.json py/run$ran.folded \
             py/measured$ran.txt "$label" || fail "Python frames of $py"
+        # the same taken in the program's threads (--sample-in-thread: libsonde.so preloaded
+        # samples each thread on its own CPU-clock counter, no sampler woken a sample), its
+        # file RUN.pidN.samples.sonde merged into the run's profile
+        if [ -z "$asan" ]; then
+            "$sonde" run --quiet --sample-in-thread -o py --name thr$ran -- "$py" \
+                "$src/tests/e2e/pyshares.py" 2 > py/mthr$ran.txt || fail "--sample-in-thread $py exited $?"
+            grep -q '"method": *"counter_signal"' py/thr$ran.json && ls py/thr$ran.pid*.samples.sonde \
+                > /dev/null || fail "--sample-in-thread $py: not taken in the threads"
+            python3 "$src/tests/e2e/pyframes_check.py" py/thr$ran.json py/thr$ran.folded \
+                py/mthr$ran.txt "$label, --sample-in-thread" || fail "Python frames of $py in the threads"
+        fi
         # off-CPU time: threads blocked for planted times, under their Python functions
         "$sonde" run --quiet -o py --name off$ran -- "$py" "$src/tests/e2e/pyoffcpu.py" ||
             fail "sonde run pyoffcpu $py exited $?"
@@ -1648,6 +1662,43 @@ pyframes)
         ran=$((ran + 1))
     done
     [ "$ran" -gt 0 ] || fail "no CPython 3.11-3.13 on this machine"
+    # a program that ends by os._exit (no atexit handler runs) under --sample-in-thread: its
+    # samples are written as it exits (inject.c's _exit), and its exit status is sonde's
+    if [ -z "$asan" ]; then
+        set +e
+        "$sonde" run --quiet --sample-in-thread -o py --name osexit -- /usr/bin/python3 -c '
+import os
+x = 0
+for i in range(6000000):  # about 0.4 s of user time, which the counters count
+    x ^= i
+os._exit(3)'
+        got=$?
+        set -e
+        [ "$got" = 3 ] || fail "os._exit(3) under --sample-in-thread: sonde run exited $got"
+        python3 - py/osexit.json <<'PY' || fail "os._exit under --sample-in-thread"
+import json, sys
+p = json.load(open(sys.argv[1]))["profile"]
+assert p["samples"] >= 200 and p["method"] == "counter_signal", (p["samples"], p.get("method"))
+assert any(f["name"] == "<module>" for f in p["functions"]), "no Python frames"
+print("os._exit under --sample-in-thread: %d samples written" % p["samples"])
+PY
+    fi
+    # a run joined by a program that sampled too: the profiles are built again as one (each
+    # function once, its samples summed), here a run joined by its own copy
+    mkdir -p py/twice && cp py/run0.sonde py/twice/run0.sonde &&
+        cp py/run0.sonde py/twice/run0.pid1.samples.sonde
+    "$sonde" export py/twice/run0.sonde --format json --quiet || fail "export of a joined profile"
+    python3 - py/run0.json py/twice/run0.json <<'PY' || fail "a joined run's profile"
+import json, sys
+one, two = (json.load(open(f))["profile"] for f in sys.argv[1:3])
+assert two["samples"] == 2 * one["samples"], (one["samples"], two["samples"])
+names = lambda p: sorted((f["name"], f.get("object", "")) for f in p["functions"])
+assert names(one) == names(two), "the functions of both are one table"
+self1 = {(f["name"], f.get("object", "")): f["self"] for f in one["functions"]}
+assert all(f["self"] == 2 * self1[(f["name"], f.get("object", ""))] for f in two["functions"])
+print("a run joined by its copy: %d samples, %d functions, each self count doubled"
+      % (two["samples"], len(two["functions"])))
+PY
     # C calling back into Python (sorted calling key), its native stack whole (sample_cfi):
     # each run of the evaluation loop is replaced by the Python frames it ran, the C code of
     # sorted kept between main and key, the interpreter's start (Py_RunMain) outside <module>
@@ -1673,9 +1724,13 @@ PY
     done
     # the processes a Python program starts: forked workers (the interpreter's memory copied)
     # and spawned ones (a new interpreter exec'd) spend most of the run's CPU in worker_spin
-    for method in fork spawn; do
-        "$sonde" run --quiet -o py --name workers_$method -- /usr/bin/python3 \
-            "$src/tests/e2e/pyworkers.py" $method || fail "sonde run pyworkers $method exited $?"
+    # (spawned ones again taken in their threads: each exec'd interpreter has libsonde.so
+    # preloaded and its own RUN.pidN.samples.sonde; forked ones are not sampled that way)
+    for method in fork spawn $([ -n "$asan" ] || echo spawn-in-thread); do
+        in_thread=; [ "$method" = spawn-in-thread ] && in_thread=--sample-in-thread
+        "$sonde" run --quiet $in_thread -o py --name workers_$method -- /usr/bin/python3 \
+            "$src/tests/e2e/pyworkers.py" ${method%-in-thread} ||
+            fail "sonde run pyworkers $method exited $?"
         python3 - py/workers_$method.folded $method <<'PY' || fail "Python frames of $method workers"
 import sys
 lines = [l.rsplit(" ", 1) for l in open(sys.argv[1]).read().splitlines()]

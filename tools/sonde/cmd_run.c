@@ -86,11 +86,57 @@ static void rusage_metadata(sonde_profiler *p, const struct rusage *ru)
     sonde_metadata(p, "context_switches_involuntary", v);
 }
 
+/* --sample-in-thread: the libsonde.so to preload into the program (src/record/inject.c) into
+ * out: $SONDE_LIBRARY, else the installed one beside this sonde (../LIBDIR), else the one of the
+ * build tree it was built in. 0, or -1 with what was looked for in why. */
+static int find_library(char *out, size_t cap, char *why, size_t why_cap)
+{
+    const char *env = getenv("SONDE_LIBRARY");
+    if (env && *env) {
+        snprintf(out, cap, "%s", env);
+        if (access(out, R_OK) == 0)
+            return 0;
+        snprintf(why, why_cap, "SONDE_LIBRARY=%s: %s", env, strerror(errno));
+        return -1;
+    }
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    char *slash = n > 0 ? (exe[n] = 0, strrchr(exe, '/')) : NULL;
+    if (slash) {
+        *slash = 0;
+        snprintf(out, cap, "%s/../%s/libsonde.so.%s", exe, SONDE_INSTALL_LIBDIR, SONDE_SOVERSION);
+        if (access(out, R_OK) == 0)
+            return 0;
+    }
+    snprintf(out, cap, "%s", SONDE_BUILD_LIBRARY);
+    if (access(out, R_OK) == 0)
+        return 0;
+    snprintf(why, why_cap, "libsonde.so not found (looked for %s/../%s/libsonde.so.%s and %s); "
+             "set SONDE_LIBRARY to its path", slash ? exe : "?", SONDE_INSTALL_LIBDIR,
+             SONDE_SOVERSION, SONDE_BUILD_LIBRARY);
+    return -1;
+}
+
+/* The program's environment for --sample-in-thread: libsonde.so preloaded (before any the
+ * user preloads) and the rate its profiler samples at (inject.c). 0, or -1 (ENOMEM). */
+static int preload_env(const char *lib, unsigned hz)
+{
+    const char *had = getenv("LD_PRELOAD");
+    char *v = NULL, num[16];
+    if (sonde__asprintf(&v, "%s%s%s", lib, had && *had ? ":" : "", had ? had : "") < 0 || !v)
+        return -1;
+    snprintf(num, sizeof num, "%u", hz);
+    int rc = setenv("LD_PRELOAD", v, 1) || setenv("SONDE_RUN_SAMPLE_HZ", num, 1) ? -1 : 0;
+    sonde__free(v);
+    return rc;
+}
+
 /* Forks the child that runs cmd: it waits on go until the profiler watches it (reading
  * "DIR\0NAME\0", where a program that links libsonde records into this run), then execs, with
- * no shell; exec's errno comes back on fail. The child's pid, or -1 (pipe) or -2 (fork) with
- * errno set. */
-static pid_t spawn_waiting(char **cmd, int go[2], int fail[2])
+ * no shell; exec's errno comes back on fail. preload: the libsonde.so that takes its CPU samples
+ * in its threads (--sample-in-thread; NULL: none). The child's pid, or -1 (pipe) or -2 (fork)
+ * with errno set. */
+static pid_t spawn_waiting(char **cmd, int go[2], int fail[2], const char *preload, unsigned hz)
 {
     if (pipe2(go, O_CLOEXEC) || pipe2(fail, O_CLOEXEC))
         return -1;
@@ -111,6 +157,8 @@ static pid_t spawn_waiting(char **cmd, int go[2], int fail[2])
         if (msg[0]) {
             setenv("SONDE_RUN_DIR", msg, 1);
             setenv("SONDE_RUN_NAME", msg + strlen(msg) + 1, 1);
+            if (preload && preload_env(preload, hz))
+                _exit(127);
         }
         execvp(cmd[0], cmd);
         int e = errno;
@@ -164,7 +212,7 @@ int cmd_run(int argc, char **argv)
 {
     static const char *const opts[] = {"--name", "-o", "--interval", "--preset", "--format",
                                        "--sample-hz", "--display", "--quiet",
-                                       "--flight-recorder", NULL};
+                                       "--flight-recorder", "--sample-in-thread", NULL};
     sonde_config c = sonde_config_default();
     if (sonde_config_from_env(&c) != 0)
         return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
@@ -184,6 +232,8 @@ int cmd_run(int argc, char **argv)
             *slot = argv[++i];
         } else if (!strcmp(a, "--display")) {
             display = 1;
+        } else if (!strcmp(a, "--sample-in-thread")) {
+            c.sample_in_thread = 1;
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
             quiet = 1;
         } else if (a[0] == '-') {
@@ -244,8 +294,17 @@ int cmd_run(int argc, char **argv)
     c.print_summary = 0;
     c.collect_cpu = c.collect_memory = 1;
 
+    /* Samples taken in the program's threads: libsonde.so preloaded into it does it, and the
+     * run takes none from outside (docs/stacks.md, "sonde run --sample-in-thread"). */
+    char lib[4200];
+    int in_thread = hz && c.sample_in_thread > 0;
+    if (in_thread) {
+        char why[4400];
+        if (find_library(lib, sizeof lib, why, sizeof why))
+            return cli_fail(CLI_USAGE, "run", "--sample-in-thread: %s", why);
+    }
     int go[2], fail[2];
-    pid_t child = spawn_waiting(cmd, go, fail);
+    pid_t child = spawn_waiting(cmd, go, fail, in_thread ? lib : NULL, hz);
     if (child < 0)
         return cli_fail(CLI_USAGE, "run", "%s: %s", child == -1 ? "pipe" : "fork", strerror(errno));
     close(go[0]);
@@ -259,7 +318,7 @@ int cmd_run(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    sonde_profiler *p = sonde__create_watching(&c, child);
+    sonde_profiler *p = sonde__create_watching(&c, child, "");
     if (!p) {
         kill(child, SIGKILL);
         return cli_fail(CLI_USAGE, "run", "out of memory");
@@ -269,7 +328,8 @@ int cmd_run(int argc, char **argv)
     char cmdline[1024] = "";
     for (size_t k = 0, n = 0; cmd[k] && n < sizeof cmdline - 1; k++)
         n += (size_t)snprintf(cmdline + n, sizeof cmdline - n, "%s%s", k ? " " : "", cmd[k]);
-    if (hz && sonde_file_path(p)) { /* attached before the exec: sampled from its start */
+    if (hz && !in_thread && sonde_file_path(p)) { /* attached before the exec: sampled from its
+                                                     start */
         char why[256];
         if (sonde__stacks_attach(p, child, hz, why, sizeof why) != 0 && !quiet)
             fprintf(stderr, "sonde run: no CPU samples: %s\n", why);

@@ -1,0 +1,147 @@
+/* inject.c - `sonde run --sample-in-thread`: the program's CPU samples taken in its own threads.
+ * sonde run preloads libsonde.so into the program (LD_PRELOAD) with SONDE_RUN_SAMPLE_HZ set; when
+ * the library is loaded, this starts a profiler of its own that samples every thread of the
+ * process in that thread (sample_in_thread: a CPU-clock counter per thread whose overflows send
+ * it SIGPROF, Python frames read in the handler) and joins the run as RUN.pidN.samples.sonde,
+ * which sonde run merges when the program ends (sm_merge builds the CPU profiles as one): at its
+ * exit, at _exit() and on SIGTERM. No
+ * sampler thread is woken a sample, which is what sampling from outside costs (docs/stacks.md).
+ * Built into libsonde.so only: a program that links libsonde statically never runs it. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "record.h"
+
+static sonde_profiler *_Atomic g_injected;
+static pid_t g_pid; /* the process that started it */
+static pthread_mutex_t g_end_lock = PTHREAD_MUTEX_INITIALIZER;
+static sem_t g_term;           /* posted by on_term: term_waiter writes the samples */
+static atomic_int g_term_taken;
+
+/* The samples written, for sonde run to merge: at exit, at _exit, or on SIGTERM, whichever comes
+ * first; the others wait until it is done (the process must not end while it writes). */
+static void injected_end(void)
+{
+    pthread_mutex_lock(&g_end_lock);
+    sonde_profiler *p = atomic_exchange(&g_injected, NULL);
+    if (p)
+        sonde_destroy(p);
+    pthread_mutex_unlock(&g_end_lock);
+}
+
+/* SIGTERM where the program left it at its default (ending the process): the samples are named
+ * and written first, which a signal handler cannot do, so the handler wakes term_waiter, which
+ * writes them, restores the default and sends SIGTERM again: the process ends by it, as it would
+ * have, a few milliseconds later. A forked child (no waiter of its own) or a second SIGTERM
+ * takes the default at once. */
+static void on_term(int sig)
+{
+    if (getpid() == g_pid && !atomic_exchange(&g_term_taken, 1)) {
+        sem_post(&g_term);
+        return;
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void *term_waiter(void *arg)
+{
+    (void)arg;
+    while (sem_wait(&g_term) != 0 && errno == EINTR) {
+    }
+    injected_end();
+    signal(SIGTERM, SIG_DFL);
+    kill(getpid(), SIGTERM);
+    return NULL;
+}
+
+/* on_term in place of SIGTERM's default action, with its waiter (all signals blocked in it). */
+static void catch_term(void)
+{
+    struct sigaction old;
+    if (sigaction(SIGTERM, NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) ||
+        old.sa_handler != SIG_DFL || sem_init(&g_term, 0, 0) != 0)
+        return; /* the program's own disposition: left to it */
+    sigset_t all, was;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &was);
+    pthread_t t;
+    int ok = pthread_create(&t, NULL, term_waiter, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+    if (!ok)
+        return;
+    pthread_detach(t);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+__attribute__((constructor)) static void injected_start(void)
+{
+    const char *hz = getenv("SONDE_RUN_SAMPLE_HZ"), *dir = getenv("SONDE_RUN_DIR");
+    const char *name = getenv("SONDE_RUN_NAME");
+    if (!hz || !*hz || !dir || !*dir || !name || !*name)
+        return; /* not under `sonde run --sample-in-thread` */
+    char *end = NULL;
+    unsigned long v = strtoul(hz, &end, 10);
+    if (*end || v < 1 || v > 10000) {
+        fprintf(stderr, "sonde run: SONDE_RUN_SAMPLE_HZ=%s: expected 1 to 10000; this process's "
+                        "CPU samples are not taken\n", hz);
+        return;
+    }
+    sonde_config c = sonde_config_default();
+    if (sonde_config_from_env(&c) != 0) {
+        fprintf(stderr, "sonde run: %s; this process's CPU samples are not taken\n",
+                sonde_last_error());
+        return;
+    }
+    c.enabled = 1;
+    c.sample_hz = (int)v;
+    c.sample_in_thread = 1;
+    c.signal_handlers = 0; /* the program's own: sonde run watches how it ends */
+    c.flight_recorder_s = 0;
+    sonde_profiler *p = sonde__create_watching(&c, 0, ".samples");
+    if (!p) {
+        fprintf(stderr, "sonde run: %s; this process's CPU samples are not taken\n",
+                sonde_last_error());
+        return;
+    }
+    atomic_store(&g_injected, p);
+    g_pid = getpid();
+    if (atexit(injected_end) != 0) { /* no way to write them: none taken */
+        atomic_store(&g_injected, NULL);
+        sonde_destroy(p);
+        return;
+    }
+    catch_term();
+}
+
+/* _exit() (Python's os._exit, which multiprocessing's workers and many servers end with) skips
+ * the atexit handlers: the samples are written first, in the process that started the profiler
+ * (a forked or vforked child's _exit writes nothing and costs a getpid). This definition comes
+ * before libc's for every caller through the PLT: libsonde.so is preloaded first; a program
+ * linking libsonde.so without `sonde run` has no profiler here and exits as libc's would. */
+__attribute__((noreturn)) void _exit(int status)
+{
+    if (atomic_load(&g_injected) && getpid() == g_pid)
+        injected_end();
+    for (;;)
+        syscall(SYS_exit_group, status);
+}
+
+__attribute__((noreturn)) void _Exit(int status)
+{
+    _exit(status);
+}
