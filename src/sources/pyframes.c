@@ -570,31 +570,62 @@ uint64_t sonde__py_tstate(sonde_pyproc *py, int tid)
     return tstate_of(py, tid, ts, py->l->ts_top + 8);
 }
 
+/* The check a raw frame carries (0: none, read outside a handler). */
+static unsigned raw_check(const sonde_pyraw *r)
+{
+    return (unsigned)(r->code >> 56) << 8 | (unsigned)(r->instr >> 56);
+}
+
+/* The id of the code object at addr when the table has it as the one whose check a handler
+ * took (its file and name then are those the table read); -1: it must be read. */
+static int64_t code_known(const sonde_pyproc *py, uint64_t addr, unsigned check)
+{
+    if (!check || !py->cap_map)
+        return -1;
+    for (size_t j = (addr >> 4) & (py->cap_map - 1); py->codes[j].addr;
+         j = (j + 1) & (py->cap_map - 1))
+        if (py->codes[j].addr == addr)
+            return code_check(py->codes[j].file, py->codes[j].qual) == check
+                       ? (int64_t)py->codes[j].id - 1 : -1;
+    return -1;
+}
+
 int sonde__py_resolve(sonde_pyproc *py, const sonde_pyraw *raw, int n, sonde_pyframe *inner)
 {
-    /* every code object's head in one read, then the codes: an address met before is read
-     * again only when its head has changed */
+    /* The heads of the code objects not known in one read (a handler's frames whose checks
+     * match the table's need none: no system call for a stack of code met before), then the
+     * codes: an address met before is read again only when its head has changed */
     const pylayout *l = py->l;
     struct iovec local[MAX_FRAMES_READ], remote[MAX_FRAMES_READ];
+    int64_t known[MAX_FRAMES_READ];
+    int slot[MAX_FRAMES_READ], need = 0;
     if (n > MAX_FRAMES_READ)
         n = MAX_FRAMES_READ;
     for (int i = 0; i < n; i++) {
-        local[i] = (struct iovec){py->heads[i], l->co_code};
-        remote[i] = (struct iovec){(void *)(uintptr_t)(raw[i].code & PYRAW_ADDR), l->co_code};
+        uint64_t code = raw[i].code & PYRAW_ADDR;
+        if ((known[i] = code_known(py, code, raw_check(&raw[i]))) >= 0)
+            continue;
+        local[need] = (struct iovec){py->heads[need], l->co_code};
+        remote[need] = (struct iovec){(void *)(uintptr_t)code, l->co_code};
+        slot[i] = need++;
     }
-    ssize_t got = n > 0 ? process_vm_readv(py->pid, local, (unsigned long)n, remote,
-                                           (unsigned long)n, 0) : 0;
+    ssize_t got = need > 0 ? process_vm_readv(py->pid, local, (unsigned long)need, remote,
+                                              (unsigned long)need, 0) : 0;
     int whole = got > 0 ? (int)((size_t)got / l->co_code) : 0; /* the reads stop at a fault */
     int k = 0;
-    for (int i = 0; i < n && i < whole; i++) {
+    for (int i = 0; i < n; i++) {
         uint64_t code = raw[i].code & PYRAW_ADDR;
-        unsigned check = (unsigned)(raw[i].code >> 56) << 8 | (unsigned)(raw[i].instr >> 56);
-        if (check && check != code_check(u64_at(py->heads[i], l->co_filename),
-                                         u64_at(py->heads[i], l->co_qualname)))
-            break; /* another code object's now: the one sampled was freed since */
-        int64_t id = code_id(py, code, py->heads[i]);
-        if (id < 0)
-            break; /* not a code object: the frame was torn or freed while read */
+        unsigned check = raw_check(&raw[i]);
+        int64_t id = known[i];
+        if (id < 0) {
+            const uint8_t *h = slot[i] < whole ? py->heads[slot[i]] : NULL;
+            if (!h)
+                break; /* its head cannot be read: freed */
+            if (check && check != code_check(u64_at(h, l->co_filename), u64_at(h, l->co_qualname)))
+                break; /* another code object's now: the one sampled was freed since */
+            if ((id = code_id(py, code, h)) < 0)
+                break; /* not a code object: the frame was torn or freed while read */
+        }
         uint64_t instr = raw[i].instr & PYRAW_ADDR & ~SONDE_PYRAW_ENTRY;
         int64_t at = ((int64_t)instr - (int64_t)(code + l->co_code)) / 2;
         if (at < 0)

@@ -1631,7 +1631,7 @@ pyframes)
     mkdir -p py
     # --sample-in-thread preloads libsonde.so into the program: not an ASan build's, which
     # only a program holding ASan's runtime from its start can load
-    asan=; grep -q "fsanitize=address" "$build/CMakeCache.txt" 2> /dev/null && asan=1
+    asan=; grep -qE "^SONDE_SANITIZE:[A-Z]*=address" "$build/CMakeCache.txt" 2> /dev/null && asan=1
     for py in /usr/bin/python3.11 \
               $(for v in 3.11 3.12 3.13; do ls -d "$pyenv_root"/versions/$v.*/bin/python$v 2>/dev/null |
                                              sort -V | tail -1; done); do
@@ -1791,6 +1791,17 @@ PY
         fail "sonde run pystress exited $?"
     python3 "$src/tests/e2e/pystress_check.py" stress/outside.json stress/outside.folded \
         "from outside, $secs s at 4999 Hz ($(cat stress.txt))" || fail "pystress from outside"
+    # and under sonde run --sample-in-thread (libsonde.so preloaded: not in the ASan build)
+    if [ -z "$asan" ]; then
+        timeout $((secs * 2 + 60)) "$sonde" run --quiet --sample-hz 4999 --sample-in-thread \
+            -o stress --name injected -- /usr/bin/python3 "$src/tests/e2e/pystress.py" \
+            "$((secs / 2))" > stress.txt || fail "sonde run --sample-in-thread pystress exited $?"
+        grep -q '"method":"counter_signal"' stress/injected.json ||
+            fail "pystress under --sample-in-thread: not counter_signal"
+        python3 "$src/tests/e2e/pystress_check.py" stress/injected.json stress/injected.folded \
+            "sonde run --sample-in-thread, $((secs / 2)) s at 4999 Hz ($(cat stress.txt))" ||
+            fail "pystress under sonde run --sample-in-thread"
+    fi
     ;;
 cuda)
     cd "$work"
