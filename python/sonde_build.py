@@ -79,7 +79,7 @@ def _build_extension():
               "-DSONDE_BUILD_TESTS=OFF", "-DSONDE_BUILD_BENCH=OFF", "-DSONDE_BUILD_EXAMPLES=OFF",
               "-DPython3_EXECUTABLE=" + sys.executable],
              ["cmake", "--build", out, "-j", str(os.cpu_count() or 2), "--target", "sonde_python",
-              "sonde_python_files"]]
+              "sonde_python_files", "sonde_python_preload"]]
     with open(log, "w") as f:
         for cmd in steps:
             try:

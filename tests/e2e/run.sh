@@ -6,6 +6,9 @@ set -euo pipefail
 test=$1 build=$(cd "$2" && pwd) src=$(cd "$3" && pwd)
 sonde="$build/tools/sonde/sonde"
 work=$(mktemp -d "${TMPDIR:-/tmp}/sonde-e2e-XXXXXX")
+# sonde run --sample-in-thread preloads libsonde.so into the program: not an ASan build's, which
+# only a program holding ASan's runtime from its start can load (its __asan_* are undefined)
+asan=; grep -qE "^SONDE_SANITIZE:[A-Z]*=address" "$build/CMakeCache.txt" 2> /dev/null && asan=1
 trap 'rm -rf "$work"' EXIT
 check() { python3 "$src/tests/e2e/check.py" "$@"; }
 fail() { echo "FAIL: $*"; exit 1; }
@@ -1629,9 +1632,6 @@ pyframes)
     pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
     ran=0
     mkdir -p py
-    # --sample-in-thread preloads libsonde.so into the program: not an ASan build's, which
-    # only a program holding ASan's runtime from its start can load
-    asan=; grep -qE "^SONDE_SANITIZE:[A-Z]*=address" "$build/CMakeCache.txt" 2> /dev/null && asan=1
     for py in /usr/bin/python3.11 \
               $(for v in 3.11 3.12 3.13; do ls -d "$pyenv_root"/versions/$v.*/bin/python$v 2>/dev/null |
                                              sort -V | tail -1; done); do
@@ -2275,6 +2275,15 @@ install)
     done
     soname=$(objdump -p "$work/prefix/lib/libsonde.so" | awk '/SONAME/ {print $2}')
     [ "$soname" = "libsonde.so.0" ] || fail "SONAME is '$soname'"
+    # the installed sonde's --sample-in-thread preloads the installed libsonde.so.0 (beside it:
+    # ../lib), not the build tree's
+    if [ -z "$asan" ]; then
+        got=$("$work/prefix/bin/sonde" run --quiet --format none --sample-in-thread \
+              -o "$work/inj" -- sh -c 'echo "$LD_PRELOAD"') ||
+            fail "installed sonde run --sample-in-thread exited $?"
+        [ "$(realpath "$got")" = "$(realpath "$work/prefix/lib/libsonde.so.0")" ] ||
+            fail "installed sonde run --sample-in-thread preloads '$got'"
+    fi
     # a program outside the tree, with pkg-config and the rpath the README gives for a prefix
     # that is not the system's: it starts without LD_LIBRARY_PATH
     export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"

@@ -883,6 +883,27 @@ class Recording(Base):
         if twin:  # the build's tests are there: the fallback's run is not to be missed
             self.assertEqual(len(ways), 3, "%s not found beside SONDE_TWIN" % noperf)
 
+    def test_package_sonde_run_samples_in_the_threads(self):
+        # issue 39: the package's own sonde command (`python -m sonde run`, the `sonde` script
+        # pip installs) preloads the libsonde.so beside its module for --sample-in-thread, with
+        # no SONDE_LIBRARY: the program's samples are taken in its threads and merged
+        env = {k: v for k, v in os.environ.items() if k != "SONDE_LIBRARY"}
+        prog = ("import os\nprint(os.environ['LD_PRELOAD'])\nx = 0\n"
+                "for i in range(3000000):\n    x ^= i\n")
+        r = subprocess.run([sys.executable, "-m", "sonde", "run", "--quiet", "--sample-in-thread",
+                            "-o", self.dir, "--name", "pkgrun", "--", sys.executable, "-c", prog],
+                           capture_output=True, text=True, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        beside = os.path.join(os.path.dirname(os.path.abspath(sonde._sonde.__file__)),
+                              "libsonde.so")
+        self.assertEqual(r.stdout.split("\n")[0], beside)
+        with open(os.path.join(self.dir, "pkgrun.json")) as f:
+            p = json.load(f)["profile"]
+        self.assertEqual(p["method"], "counter_signal")
+        self.assertGreaterEqual(p["samples"], 50)
+        self.assertTrue([n for n in os.listdir(self.dir) if n.startswith("pkgrun.pid") and
+                         n.endswith(".samples.sonde")], os.listdir(self.dir))
+
     def test_off_cpu_time_of_blocked_threads(self):
         # issue 39, in process: tests/e2e/pyoffcpu.py's threads sleep, wait on a queue and on a
         # lock for planted times; each wait comes back under its Python function with what it

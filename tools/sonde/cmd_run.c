@@ -3,6 +3,7 @@
  * its own tracks) and the GPUs, shows the live display, forwards SIGINT and SIGTERM sent to
  * sonde, writes the reports when it exits, and exits with its status (128+N for signal N). */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -87,8 +88,10 @@ static void rusage_metadata(sonde_profiler *p, const struct rusage *ru)
 }
 
 /* --sample-in-thread: the libsonde.so to preload into the program (src/record/inject.c) into
- * out: $SONDE_LIBRARY, else the installed one beside this sonde (../LIBDIR), else the one of the
- * build tree it was built in. 0, or -1 with what was looked for in why. */
+ * out: $SONDE_LIBRARY, else the one beside the object this code is in (the Python package's
+ * sonde command: sonde/libsonde.so beside sonde/_sonde*.so), else the installed one beside this
+ * sonde (../LIBDIR), else the one of the build tree it was built in. 0, or -1 with what was
+ * looked for in why. */
 static int find_library(char *out, size_t cap, char *why, size_t why_cap)
 {
     const char *env = getenv("SONDE_LIBRARY");
@@ -98,6 +101,14 @@ static int find_library(char *out, size_t cap, char *why, size_t why_cap)
             return 0;
         snprintf(why, why_cap, "SONDE_LIBRARY=%s: %s", env, strerror(errno));
         return -1;
+    }
+    Dl_info self;
+    const char *cut = dladdr((void *)find_library, &self) && self.dli_fname
+                          ? strrchr(self.dli_fname, '/') : NULL;
+    if (cut) {
+        snprintf(out, cap, "%.*s/libsonde.so", (int)(cut - self.dli_fname), self.dli_fname);
+        if (access(out, R_OK) == 0)
+            return 0;
     }
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
