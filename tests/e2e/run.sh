@@ -1616,6 +1616,10 @@ PY
     "$sonde" run --quiet --sample-hz 0 -o st --name off -- "$hs" 1 1
     [ ! -e st/off.folded ] && ! grep -q '"profile"' st/off.json || fail "--sample-hz 0 sampled"
     expect 2 "--sample-hz abc: expected 0 (off) to 10000" "$sonde" run --sample-hz abc -- true
+    # --sample-in-thread with no libsonde.so where SONDE_LIBRARY says: the program is not started
+    expect 2 "--sample-in-thread: SONDE_LIBRARY=/nonexistent/libsonde.so: No such file" \
+        env SONDE_LIBRARY=/nonexistent/libsonde.so "$sonde" run -o nolib --sample-in-thread -- true
+    [ -z "$(ls nolib 2> /dev/null)" ] || fail "--sample-in-thread without a library ran: $(ls nolib)"
     # a command that cannot start: exit 127, one line, no reports
     expect 127 "cannot run /nonexistent/prog" "$sonde" run -o gone --name gone -- /nonexistent/prog
     [ "$(wc -l < err.txt)" = 1 ] && [ -z "$(ls gone 2> /dev/null)" ] ||
@@ -2354,9 +2358,9 @@ assert sonde._sonde.__file__.startswith(sys.argv[1]), sonde._sonde.__file__' "$w
     # `make python-install` into a virtual environment's interpreter, from this checkout, offline;
     # the environment's python imports it from anywhere
     python3 -m venv --without-pip "$work/venv"
-    make -s -C "$src" python-install PYTHON="$work/venv/bin/python" PYBUILD="$work/pybuild" > pyinst.txt
-    grep -q "^sonde: Python package installed into $work/venv/lib/python.*/site-packages/sonde for $work/venv/bin/python" pyinst.txt \
-        || fail "make python-install said: $(cat pyinst.txt)"
+    make -s -C "$src" python-install PYTHON="$work/venv/bin/python" PYBUILD="$work/pybuild" > "$work/pyinst.txt"
+    grep -q "^sonde: Python package installed into $work/venv/lib/python.*/site-packages/sonde for $work/venv/bin/python" "$work/pyinst.txt" \
+        || fail "make python-install said: $(cat "$work/pyinst.txt")"
     (cd / && env -u PYTHONPATH "$work/venv/bin/python" -c 'import sonde, sys
 with sonde.Profiler({"name": "venv", "output_dir": sys.argv[1], "collect_gpu": False}) as p:
     with p.profile("from_venv"):

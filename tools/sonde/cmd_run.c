@@ -122,9 +122,11 @@ static int find_library(char *out, size_t cap, char *why, size_t why_cap)
     snprintf(out, cap, "%s", SONDE_BUILD_LIBRARY);
     if (access(out, R_OK) == 0)
         return 0;
-    snprintf(why, why_cap, "libsonde.so not found (looked for %s/../%s/libsonde.so.%s and %s); "
-             "set SONDE_LIBRARY to its path", slash ? exe : "?", SONDE_INSTALL_LIBDIR,
-             SONDE_SOVERSION, SONDE_BUILD_LIBRARY);
+    snprintf(why, why_cap, "libsonde.so not found (looked for %.*s%slibsonde.so, "
+             "%s/../%s/libsonde.so.%s and %s); set SONDE_LIBRARY to its path",
+             cut ? (int)(cut + 1 - self.dli_fname) : 0, cut ? self.dli_fname : "",
+             cut ? "" : "?/", slash ? exe : "?", SONDE_INSTALL_LIBDIR, SONDE_SOVERSION,
+             SONDE_BUILD_LIBRARY);
     return -1;
 }
 
