@@ -4,8 +4,8 @@
  * process in that thread (sample_in_thread: a CPU-clock counter per thread whose overflows send
  * it SIGPROF, Python frames read in the handler) and joins the run as RUN.pidN.samples.sonde,
  * which sonde run merges when the program ends (sm_merge builds the CPU profiles as one): at its
- * exit, at _exit() and on SIGTERM. No
- * sampler thread is woken a sample, which is what sampling from outside costs (docs/stacks.md).
+ * exit, at _exit() and on SIGTERM; a forked child goes on as RUN.pidN.samples-pidM. No sampler
+ * thread is woken a sample, which is what sampling from outside costs (docs/stacks.md).
  * Built into libsonde.so only: a program that links libsonde statically never runs it. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,10 +22,12 @@
 #include "record.h"
 
 static sonde_profiler *_Atomic g_injected;
-static pid_t g_pid; /* the process that started it */
+static pid_t g_pid; /* the process whose profiler g_injected is (a forked child's, after it) */
 static pthread_mutex_t g_end_lock = PTHREAD_MUTEX_INITIALIZER;
 static sem_t g_term;           /* posted by on_term: term_waiter writes the samples */
 static atomic_int g_term_taken;
+static int g_term_caught;      /* on_term is SIGTERM's handler */
+static pid_t g_waiter_pid;     /* the process term_waiter runs in (0: none) */
 
 /* The samples written, for sonde run to merge: at exit, at _exit, or on SIGTERM, whichever comes
  * first; the others wait until it is done (the process must not end while it writes). */
@@ -45,7 +47,7 @@ static void injected_end(void)
  * takes the default at once. */
 static void on_term(int sig)
 {
-    if (getpid() == g_pid && !atomic_exchange(&g_term_taken, 1)) {
+    if (getpid() == g_waiter_pid && !atomic_exchange(&g_term_taken, 1)) {
         sem_post(&g_term);
         return;
     }
@@ -64,13 +66,11 @@ static void *term_waiter(void *arg)
     return NULL;
 }
 
-/* on_term in place of SIGTERM's default action, with its waiter (all signals blocked in it). */
-static void catch_term(void)
+/* term_waiter started in this process (all signals blocked in it): 0, or -1. */
+static int start_waiter(void)
 {
-    struct sigaction old;
-    if (sigaction(SIGTERM, NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) ||
-        old.sa_handler != SIG_DFL || sem_init(&g_term, 0, 0) != 0)
-        return; /* the program's own disposition: left to it */
+    if (sem_init(&g_term, 0, 0) != 0)
+        return -1;
     sigset_t all, was;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &was);
@@ -78,14 +78,45 @@ static void catch_term(void)
     int ok = pthread_create(&t, NULL, term_waiter, NULL) == 0;
     pthread_sigmask(SIG_SETMASK, &was, NULL);
     if (!ok)
-        return;
+        return -1;
     pthread_detach(t);
+    g_waiter_pid = getpid();
+    return 0;
+}
+
+/* on_term in place of SIGTERM's default action, with its waiter. */
+static void catch_term(void)
+{
+    struct sigaction old;
+    if (sigaction(SIGTERM, NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) ||
+        old.sa_handler != SIG_DFL || start_waiter() != 0)
+        return; /* the program's own disposition: left to it */
+    g_term_caught = 1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_term;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     sigaction(SIGTERM, &sa, NULL);
+}
+
+/* A forked child (a DataLoader's or a pool's worker with the fork start method) goes on with the
+ * profiler's copy, which fork.c started over as RUN.pidN.samples-pidM; it records nothing until
+ * an event comes, so one does ("fork", an instant): the child's writer starts, and at its first
+ * pass (within 100 ms; a fork that execs sooner leaves no file) its file and its own samples
+ * taken in its threads (sonde__child_open). Its exit, _exit and SIGTERM write them, as the
+ * parent's do (its own waiter). Runs after fork.c's handler: registered after it. */
+static void injected_child(void)
+{
+    sonde_profiler *p = atomic_load(&g_injected);
+    pthread_mutex_init(&g_end_lock, NULL); /* a parent thread may have held it at the fork */
+    if (!p)
+        return;
+    g_pid = getpid();
+    atomic_store(&g_term_taken, 0);
+    if (g_term_caught)
+        start_waiter(); /* else (no thread) SIGTERM takes its default in the child at once */
+    sonde_event(p, "fork");
 }
 
 __attribute__((constructor)) static void injected_start(void)
@@ -126,6 +157,7 @@ __attribute__((constructor)) static void injected_start(void)
         return;
     }
     catch_term();
+    pthread_atfork(NULL, NULL, injected_child);
 }
 
 /* _exit() (Python's os._exit, which multiprocessing's workers and many servers end with) skips

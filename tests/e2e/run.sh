@@ -1728,9 +1728,10 @@ PY
     done
     # the processes a Python program starts: forked workers (the interpreter's memory copied)
     # and spawned ones (a new interpreter exec'd) spend most of the run's CPU in worker_spin
-    # (spawned ones again taken in their threads: each exec'd interpreter has libsonde.so
-    # preloaded and its own RUN.pidN.samples.sonde; forked ones are not sampled that way)
-    for method in fork spawn $([ -n "$asan" ] || echo spawn-in-thread); do
+    # (both again taken in their threads: each exec'd interpreter has libsonde.so preloaded
+    # and its own RUN.pidN.samples.sonde, each forked one goes on as RUN.pidN.samples-pidM;
+    # the pool ends them by SIGTERM, which the injected profiler writes its samples on)
+    for method in fork spawn $([ -n "$asan" ] || echo fork-in-thread spawn-in-thread); do
         in_thread=; [ "$method" = spawn-in-thread ] && in_thread=--sample-in-thread
         "$sonde" run --quiet $in_thread -o py --name workers_$method -- /usr/bin/python3 \
             "$src/tests/e2e/pyworkers.py" ${method%-in-thread} ||
