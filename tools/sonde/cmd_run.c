@@ -291,6 +291,16 @@ int cmd_run(int argc, char **argv)
         c.output_dir = dir;
     if (display)
         c.real_time_display = 1;
+    /* Samples taken in the program's threads: libsonde.so preloaded into it does it, and the
+     * run takes none from outside (docs/stacks.md, "sonde run --sample-in-thread"). Looked for
+     * before anything is allocated or started. */
+    char lib[4200];
+    int in_thread = hz && c.sample_in_thread > 0;
+    if (in_thread) {
+        char why[4400];
+        if (find_library(lib, sizeof lib, why, sizeof why))
+            return cli_fail(CLI_USAGE, "run", "--sample-in-thread: %s", why);
+    }
     char *auto_name = NULL;
     if (!c.name) {
         auto_name = default_name(cmd[0]);
@@ -307,19 +317,13 @@ int cmd_run(int argc, char **argv)
     c.print_summary = 0;
     c.collect_cpu = c.collect_memory = 1;
 
-    /* Samples taken in the program's threads: libsonde.so preloaded into it does it, and the
-     * run takes none from outside (docs/stacks.md, "sonde run --sample-in-thread"). */
-    char lib[4200];
-    int in_thread = hz && c.sample_in_thread > 0;
-    if (in_thread) {
-        char why[4400];
-        if (find_library(lib, sizeof lib, why, sizeof why))
-            return cli_fail(CLI_USAGE, "run", "--sample-in-thread: %s", why);
-    }
     int go[2], fail[2];
     pid_t child = spawn_waiting(cmd, go, fail, in_thread ? lib : NULL, hz);
-    if (child < 0)
-        return cli_fail(CLI_USAGE, "run", "%s: %s", child == -1 ? "pipe" : "fork", strerror(errno));
+    if (child < 0) {
+        int e = errno;
+        free(auto_name);
+        return cli_fail(CLI_USAGE, "run", "%s: %s", child == -1 ? "pipe" : "fork", strerror(e));
+    }
     close(go[0]);
     close(fail[1]);
     g_child = child;
@@ -334,6 +338,7 @@ int cmd_run(int argc, char **argv)
     sonde_profiler *p = sonde__create_watching(&c, child, "");
     if (!p) {
         kill(child, SIGKILL);
+        free(auto_name);
         return cli_fail(CLI_USAGE, "run", "out of memory");
     }
     if (sonde_status(p) == SONDE_EIO)
