@@ -1478,6 +1478,32 @@ for runs in (("1", "4", "4early"), ("1timer", "4timer")):
     n = [json.load(open("lib/lib%s.json" % t))["profile"]["samples"] for t in runs]
     assert all(1.3 <= x / n[0] <= 2.7 for x in n[1:]), (runs, n)
     print("samples of %s threads: %s" % (", ".join(runs), n))' || fail "not every thread was sampled"
+    # two runs as one (a run joined by a program's file, as sonde run and sonde export join
+    # them): the CPU profiles are built again over the merged sections, each section's samples
+    # the sum of both runs'; also with only the longest sections held in the run's file
+    # (report_max_sections 2: its samples placed as its sections were built, the joined file's
+    # found in its sections)
+    mkdir -p joined && cp lib/lib4.sonde joined/lib4.sonde &&
+        cp lib/lib4early.sonde joined/lib4.pid1.sonde
+    for held in 0 2; do
+        "$sonde" export joined/lib4.sonde --format json -o joined/held$held --quiet \
+            --set report_max_sections=$held || fail "export of joined runs, report_max_sections $held"
+    done
+    python3 - lib/lib4.json lib/lib4early.json joined/held0/lib4.json joined/held2/lib4.json <<'PY' ||
+import json, sys
+a, b = (json.load(open(f))["profile"] for f in sys.argv[1:3])
+want = {}
+for p in (a, b):
+    for s in p["sections"]:
+        want[s["name"]] = want.get(s["name"], 0) + s["samples"]
+for f in sys.argv[3:]:
+    p = json.load(open(f))["profile"]
+    got = {s["name"]: s["samples"] for s in p["sections"]}
+    assert p["samples"] == a["samples"] + b["samples"] and got == want, (f, got, want)
+print("two runs joined: %d samples, by section %s, with every section held and with 2" % (
+      a["samples"] + b["samples"], want))
+PY
+        fail "the CPU profile of two runs joined"
     # samples whose stacks are not in the file (a program that ended before writing them) are
     # left out with a warning that counts them, not silently
     python3 "$src/tests/e2e/sonde_edit.py" drop lib/lib1.sonde lib/nostacks.sonde 13
