@@ -8,7 +8,9 @@
  * thread is woken a sample, which is what sampling from outside costs (docs/stacks.md).
  * Built into libsonde.so only: a program that links libsonde statically never runs it. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -28,6 +30,7 @@ static sem_t g_term;           /* posted by on_term: term_waiter writes the samp
 static atomic_int g_term_taken;
 static int g_term_caught;      /* on_term is SIGTERM's handler */
 static pid_t g_waiter_pid;     /* the process term_waiter runs in (0: none) */
+static int g_forked;           /* this process is a forked child going on with the profiler */
 
 /* The samples written, for sonde run to merge: at exit, at _exit, or on SIGTERM, whichever comes
  * first; the others wait until it is done (the process must not end while it writes). */
@@ -113,6 +116,7 @@ static void injected_child(void)
     if (!p)
         return;
     g_pid = getpid();
+    g_forked = 1;
     atomic_store(&g_term_taken, 0);
     if (g_term_caught)
         start_waiter(); /* else (no thread) SIGTERM takes its default in the child at once */
@@ -176,4 +180,111 @@ __attribute__((noreturn)) void _exit(int status)
 __attribute__((noreturn)) void _Exit(int status)
 {
     _exit(status);
+}
+
+/* The exec functions: the image exec replaces ends without its atexit handlers, so the samples
+ * are written first (and the file ends cleanly) in the process owning the profiler; a forked
+ * child that has not opened its file yet (a fork that execs at once: a shell's, a pyenv shim's)
+ * leaves none. The new image has libsonde.so preloaded again and starts its own. Where exec
+ * then fails, the process goes on unprofiled. */
+static void before_exec(void)
+{
+    sonde_profiler *p = atomic_load(&g_injected);
+    if (!p || getpid() != g_pid)
+        return;
+    if (g_forked && !sonde_file_path(p))
+        atomic_store(&g_injected, NULL); /* nothing of it is written: exec ends its threads */
+    else
+        injected_end();
+}
+
+/* libc's exec functions, found once as the library is loaded (resolve_exec): a vforked child
+ * must not look them up (dlsym takes the loader's lock and may allocate). */
+typedef int (*exec_fn)(const char *, char *const[], char *const[]);
+static exec_fn g_execve, g_execvpe;
+static int (*g_fexecve)(int, char *const[], char *const[]);
+
+__attribute__((constructor)) static void resolve_exec(void)
+{
+    g_execve = (exec_fn)dlsym(RTLD_NEXT, "execve");
+    g_execvpe = (exec_fn)dlsym(RTLD_NEXT, "execvpe");
+    g_fexecve = (int (*)(int, char *const[], char *const[]))dlsym(RTLD_NEXT, "fexecve");
+}
+
+int execve(const char *path, char *const argv[], char *const envp[])
+{
+    if (!g_execve) {
+        errno = ENOSYS;
+        return -1;
+    }
+    before_exec();
+    return g_execve(path, argv, envp);
+}
+
+int execv(const char *path, char *const argv[])
+{
+    return execve(path, argv, environ);
+}
+
+int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    if (!g_execvpe) {
+        errno = ENOSYS;
+        return -1;
+    }
+    before_exec();
+    return g_execvpe(file, argv, envp);
+}
+
+int execvp(const char *file, char *const argv[])
+{
+    return execvpe(file, argv, environ);
+}
+
+int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    if (!g_fexecve) {
+        errno = ENOSYS;
+        return -1;
+    }
+    before_exec();
+    return g_fexecve(fd, argv, envp);
+}
+
+/* execl, execle, execlp: their arguments as an argv (glibc's call its execve within libc,
+ * where this library's is not seen). */
+#define LIST_ARGV(first, ap, argv, envp_out)                                                       \
+    size_t n_ = 1; /* first: never NULL (libc's declarations say so) */                            \
+    va_start(ap, first);                                                                           \
+    while (va_arg(ap, char *))                                                                     \
+        n_++;                                                                                      \
+    va_end(ap);                                                                                    \
+    char *argv[n_ + 1];                                                                            \
+    va_start(ap, first);                                                                           \
+    argv[0] = (char *)(first);                                                                     \
+    for (size_t i_ = 1; i_ <= n_; i_++)                                                            \
+        argv[i_] = va_arg(ap, char *);                                                             \
+    envp_out;                                                                                      \
+    va_end(ap)
+
+int execl(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    LIST_ARGV(arg, ap, argv, (void)0);
+    return execve(path, argv, environ);
+}
+
+int execlp(const char *file, const char *arg, ...)
+{
+    va_list ap;
+    LIST_ARGV(arg, ap, argv, (void)0);
+    return execvpe(file, argv, environ);
+}
+
+int execle(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    char *const *envp;
+    LIST_ARGV(arg, ap, argv, envp = va_arg(ap, char *const *));
+    return execve(path, argv, envp);
 }

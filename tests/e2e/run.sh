@@ -1713,6 +1713,24 @@ assert any(f["name"] == "<module>" for f in p["functions"]), "no Python frames"
 print("os._exit under --sample-in-thread: %d samples written" % p["samples"])
 PY
     fi
+    # a shell that forks and execs the program, and one that execs it in its own place: each
+    # image's samples are written before exec replaces it (inject.c's exec functions), so every
+    # file ends cleanly (no "did not end cleanly" warning) and the program's samples are there
+    if [ -z "$asan" ]; then
+        for how in fork exec; do
+            "$sonde" run --quiet --sample-in-thread -o py --name sh$how -- /bin/bash -c \
+                "$([ $how = exec ] && echo exec) /usr/bin/python3 -c 'x = 0
+for i in range(6000000):
+    x ^= i'; true" || fail "--sample-in-thread bash ($how) exited $?"
+            ! grep -q "did not end cleanly" py/sh$how.txt ||
+                fail "--sample-in-thread bash ($how): $(grep "did not end cleanly" py/sh$how.txt)"
+            python3 -c 'import json, sys
+p = json.load(open(sys.argv[1]))["profile"]
+assert p["samples"] >= 200 and any(f["name"] == "<module>" for f in p["functions"]), p["samples"]
+print("bash, %s of python3 under --sample-in-thread: %d samples, every file ended cleanly"
+      % (sys.argv[2], p["samples"]))' py/sh$how.json $how || fail "--sample-in-thread bash ($how)"
+        done
+    fi
     # a run joined by a program that sampled too: the profiles are built again as one (each
     # function once, its samples summed), here a run joined by its own copy
     mkdir -p py/twice && cp py/run0.sonde py/twice/run0.sonde &&
