@@ -269,8 +269,15 @@ class Backend(unittest.TestCase):
         # against 4 when sonde decided), so the whole table equals torch's.
         traced = sum(1 for e in load_trace(os.path.join(self.dir, "train.trace.json.gz"))
                      if e.get("name") == "aten::div_")
-        self.assertLess(table(rep, "aten::div_")["calls"], traced)
         self.assertEqual(table(rep, "aten::div_")["calls"], theirs["aten::div_"].count)
+        # torch's tree nests the pairs as its clock ties them: a CI run beside other suites
+        # found it folding none (6 and 6); where it folds some, the table has fewer than the
+        # trace, as torch's has
+        if theirs["aten::div_"].count < traced:
+            self.assertLess(table(rep, "aten::div_")["calls"], traced)
+        else:
+            print("torch folded no aten::div_ pair this run (%d calls)" % traced,
+                  file=sys.stderr)
         table_equals_key_averages(self, rep, w["key_averages"])
         for op in ("aten::addmm", "aten::mm"):
             self.assertEqual(table(rep, op)["calls"], theirs[op].count, op)
