@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -679,13 +680,21 @@ static void drain_timer(sonde_stacks *s)
     s->lost = sonde__cputimer_lost(s->timer);
 }
 
-/* Until a ring has a sample, or 10 ms. */
-static void wait_sample(sonde_stacks *s)
+/* Until a ring has a sample (rings: 1), the reader is to stop, or 10 ms. */
+static void wait_sample(sonde_stacks *s, int rings)
 {
-    struct pollfd fds[MAX_CPUS];
-    for (int c = 0; c < s->n_cpus; c++)
-        fds[c] = (struct pollfd){s->fds[c], POLLIN, 0};
-    poll(fds, (nfds_t)s->n_cpus, 10);
+    struct pollfd fds[MAX_CPUS + 1];
+    int n = 0;
+    for (int c = 0; rings && c < s->n_cpus; c++)
+        fds[n++] = (struct pollfd){s->fds[c], POLLIN, 0};
+    if (s->stop_fd >= 0)
+        fds[n++] = (struct pollfd){s->stop_fd, POLLIN, 0};
+    if (n) {
+        poll(fds, (nfds_t)n, 10);
+        return;
+    }
+    struct timespec t = {0, 10 * 1000 * 1000};
+    nanosleep(&t, NULL);
 }
 
 static void *reader(void *arg)
@@ -693,11 +702,9 @@ static void *reader(void *arg)
     sonde_stacks *s = arg;
     s->reader_tid = (uint32_t)syscall(SYS_gettid);
     for (unsigned round = 1; !atomic_load(&s->stop); round++) {
-        struct timespec t = {0, 10 * 1000 * 1000}, now;
-        if (s->py_any && !s->timer) /* woken by each sample: its Python frames are read now */
-            wait_sample(s);
-        else
-            nanosleep(&t, NULL);
+        struct timespec now;
+        /* woken by each sample where its Python frames are to be read now, else every 10 ms */
+        wait_sample(s, s->py_any && !s->timer);
         if (s->timer) {
             drain_timer(s);
             if (round % 10 == 0) /* the threads begun since: every 100 ms */
@@ -892,6 +899,7 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int
         return NULL;
     }
     sbuf_init(&s->out);
+    s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* -1: the reader notices in 10 ms */
     if (python && !(s->pytab = sonde__pytab_new())) {
         snprintf(why, cap, "out of memory");
         sonde__free(s);
@@ -984,6 +992,16 @@ typedef struct namer {
     sonde_symfile *perf_map;   /* its /tmp/perf-PID.map, NULL: it has none */
 } namer;
 
+/* The symbols of mapped file `file`, opened when a stack first names it (a process that took
+ * no sample, a shell's or a shim's under sonde run --sample-in-thread, opens none); NULL out of
+ * memory. */
+static sonde_symfile *file_of(const sonde_stacks *s, namer *nm, uint32_t file)
+{
+    if (!nm->files[file])
+        nm->files[file] = sonde__sym_open(s->files[file]);
+    return nm->files[file];
+}
+
 /* The perf map of process pid, read once while its stacks are named (stacks are in process
  * order, so one at a time). */
 static sonde_symfile *perf_map_of(namer *nm, int pid)
@@ -1060,6 +1078,8 @@ static int frame_chain(sonde_stacks *s, namer *nm, const sframe *fr, int pid)
         if (sonde__asprintf(&sf[0].name, "0x%" PRIx64, fr->off) < 0)
             return -1;
     } else {
+        if (!file_of(s, nm, fr->file))
+            return -1;
         n = sonde__sym_at(nm->files[fr->file], fr->off, sf, s->inline_frames ? 8 : 1);
         if (n < 0)
             return -1;
@@ -1101,6 +1121,10 @@ static int frame_chain(sonde_stacks *s, namer *nm, const sframe *fr, int pid)
 int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwound)
 {
     atomic_store(&s->stop, 1);
+    uint64_t one = 1;
+    if (s->stop_fd >= 0 && write(s->stop_fd, &one, sizeof one) != (ssize_t)sizeof one) {
+        /* full or failed: the reader sees stop within 10 ms anyway */
+    }
     pthread_join(s->thread, NULL); /* it arms the timers of new threads: stopped first */
     if (s->timer) {
         sonde__cputimer_disarm(s->timer); /* no sample after this */
@@ -1131,9 +1155,6 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
         s->oom = 1;
     else
         nm.cfirst[nm.n_chains++] = 0;
-    for (size_t i = 0; nm.files && i < s->n_files; i++)
-        if (!(nm.files[i] = sonde__sym_open(s->files[i])))
-            s->oom = 1;
     uint32_t ids[MAX_FRAMES * 8];
     unsigned lines[MAX_FRAMES * 8]; /* each function's line: its chain's innermost has it */
     for (size_t i = 0; i < s->n_stacks && !s->oom; i++) {
@@ -1216,6 +1237,8 @@ void sonde__stacks_forget(sonde_stacks *s)
     /* Only the descriptors and the mappings: the parent's thread may have been growing a table
      * at the fork, so the child's copy of the memory is left as it is (one copy per fork). */
     sonde__cputimer_forget(s->timer);
+    if (s->stop_fd >= 0)
+        close(s->stop_fd);
     for (size_t i = 0; i < s->n_task_fds && s->task_fds; i++)
         close(s->task_fds[i]);
     sonde__off_close(s);
@@ -1228,6 +1251,8 @@ void sonde__stacks_forget(sonde_stacks *s)
 static void free_all(sonde_stacks *s)
 {
     close_all(s);
+    if (s->stop_fd >= 0)
+        close(s->stop_fd);
     sonde__cputimer_stop(s->timer);
     sonde__free(s->task_fds);
     for (size_t i = 0; i < s->n_files; i++)

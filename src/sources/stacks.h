@@ -108,6 +108,8 @@ struct sonde_stacks {
     void *ctx;
     pthread_t thread;
     atomic_int stop;
+    int stop_fd;           /* an eventfd written as stop is set: the reader's waits end at once
+                              (-1: none, it notices within 10 ms) */
     int oom, write_failed;
     uint64_t lost, lost_written, cpu_ns;
     char **files;
