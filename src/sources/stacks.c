@@ -902,6 +902,8 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int
     s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* -1: the reader notices in 10 ms */
     if (python && !(s->pytab = sonde__pytab_new())) {
         snprintf(why, cap, "out of memory");
+        if (s->stop_fd >= 0)
+            close(s->stop_fd);
         sonde__free(s);
         return NULL;
     }
