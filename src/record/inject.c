@@ -211,14 +211,21 @@ __attribute__((constructor)) static void resolve_exec(void)
     g_fexecve = (int (*)(int, char *const[], char *const[]))dlsym(RTLD_NEXT, "fexecve");
 }
 
-int execve(const char *path, char *const argv[], char *const envp[])
+/* Before one of them: 1 with the samples written where libc's was found, else 0 (errno
+ * ENOSYS). */
+static int exec_ready(int found)
 {
-    if (!g_execve) {
+    if (!found) {
         errno = ENOSYS;
-        return -1;
+        return 0;
     }
     before_exec();
-    return g_execve(path, argv, envp);
+    return 1;
+}
+
+int execve(const char *path, char *const argv[], char *const envp[])
+{
+    return exec_ready(g_execve != NULL) ? g_execve(path, argv, envp) : -1;
 }
 
 int execv(const char *path, char *const argv[])
@@ -228,12 +235,7 @@ int execv(const char *path, char *const argv[])
 
 int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-    if (!g_execvpe) {
-        errno = ENOSYS;
-        return -1;
-    }
-    before_exec();
-    return g_execvpe(file, argv, envp);
+    return exec_ready(g_execvpe != NULL) ? g_execvpe(file, argv, envp) : -1;
 }
 
 int execvp(const char *file, char *const argv[])
@@ -243,12 +245,7 @@ int execvp(const char *file, char *const argv[])
 
 int fexecve(int fd, char *const argv[], char *const envp[])
 {
-    if (!g_fexecve) {
-        errno = ENOSYS;
-        return -1;
-    }
-    before_exec();
-    return g_fexecve(fd, argv, envp);
+    return exec_ready(g_fexecve != NULL) ? g_fexecve(fd, argv, envp) : -1;
 }
 
 /* execl, execle, execlp: their arguments as an argv (glibc's call its execve within libc,
