@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "../util/alloc.h"
+#include "../util/sort.h"
 
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid
@@ -242,13 +243,11 @@ static int counter_of(const sonde_cputimer *t, pid_t tid)
 }
 
 /* A timer on thread tid's CPU clock (the kernel's clock id for a thread's CPU time, as glibc's
- * pthread_getcpuclockid makes it), or its counter (counter_of), sending SIGPROF to that thread.
- * 0, or -1 (errno set; ESRCH-like failures of a thread that has just ended are 0). */
+ * pthread_getcpuclockid makes it), or its counter (counter_of), sending SIGPROF to that thread,
+ * which is not followed yet. 0, or -1 (errno set; ESRCH-like failures of a thread that has just
+ * ended are 0). */
 static int follow(sonde_cputimer *t, pid_t tid)
 {
-    for (size_t i = 0; i < t->n_threads; i++)
-        if (t->threads[i].tid == tid)
-            return 0;
     if (t->counters) {
         int fd = counter_of(t, tid);
         if (fd < 0)
@@ -282,6 +281,33 @@ static int follow(sonde_cputimer *t, pid_t tid)
     return 0;
 }
 
+/* A followed thread's id and its place in t->threads. */
+typedef struct tid_at {
+    pid_t tid;
+    size_t i;
+} tid_at;
+
+static int cmp_tid_at(const void *a, const void *b)
+{
+    pid_t x = ((const tid_at *)a)->tid, y = ((const tid_at *)b)->tid;
+    return (x > y) - (x < y);
+}
+
+/* The place in t->threads of thread tid, -1: not followed. by: the first `known` of them by id
+ * (a lookup in log time), NULL: looked for one by one in all of them (out of memory). */
+static ptrdiff_t followed_at(const sonde_cputimer *t, const tid_at *by, size_t known, pid_t tid)
+{
+    if (by) {
+        tid_at key = {tid, 0};
+        const tid_at *hit = bsearch(&key, by, known, sizeof *by, cmp_tid_at);
+        return hit ? (ptrdiff_t)hit->i : -1;
+    }
+    for (size_t i = 0; i < t->n_threads; i++)
+        if (t->threads[i].tid == tid)
+            return (ptrdiff_t)i;
+    return -1;
+}
+
 int sonde__cputimer_follow_new(sonde_cputimer *t)
 {
     DIR *d = opendir("/proc/self/task");
@@ -291,18 +317,27 @@ int sonde__cputimer_follow_new(sonde_cputimer *t)
     int rc = 0;
     size_t known = t->n_threads;
     uint8_t *alive = sonde__calloc(known + 1, 1); /* those still listed (NULL: none pruned) */
+    tid_at *by = sonde__malloc((known + 1) * sizeof *by); /* the followed threads by id: each
+                                                             listed one found in log time */
+    for (size_t i = 0; by && i < known; i++)
+        by[i] = (tid_at){t->threads[i].tid, i};
+    if (by)
+        sonde__sort(by, known, sizeof *by, cmp_tid_at);
     while ((e = readdir(d))) {
         char *end;
         long tid = strtol(e->d_name, &end, 10);
         if (*end || tid <= 0)
             continue;
-        for (size_t i = 0; alive && i < known; i++)
-            if (t->threads[i].tid == (pid_t)tid)
-                alive[i] = 1;
-        if (follow(t, (pid_t)tid) != 0)
+        ptrdiff_t at = followed_at(t, by, known, (pid_t)tid);
+        if (at >= 0) {
+            if (alive && (size_t)at < known)
+                alive[at] = 1;
+        } else if (follow(t, (pid_t)tid) != 0) { /* a thread begun since */
             rc = -1;
+        }
     }
     closedir(d);
+    sonde__free(by);
     /* the threads that ended: their timers deleted, their counters closed (a thread id used
      * again is a new thread, which gets its own: a dead thread's counter never fires) */
     size_t k = 0;
