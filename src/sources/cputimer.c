@@ -293,21 +293,6 @@ static int cmp_tid_at(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The place in t->threads of thread tid, -1: not followed. by: the first `known` of them by id
- * (a lookup in log time), NULL: looked for one by one in all of them (out of memory). */
-static ptrdiff_t followed_at(const sonde_cputimer *t, const tid_at *by, size_t known, pid_t tid)
-{
-    if (by) {
-        tid_at key = {tid, 0};
-        const tid_at *hit = bsearch(&key, by, known, sizeof *by, cmp_tid_at);
-        return hit ? (ptrdiff_t)hit->i : -1;
-    }
-    for (size_t i = 0; i < t->n_threads; i++)
-        if (t->threads[i].tid == tid)
-            return (ptrdiff_t)i;
-    return -1;
-}
-
 int sonde__cputimer_follow_new(sonde_cputimer *t)
 {
     DIR *d = opendir("/proc/self/task");
@@ -316,25 +301,30 @@ int sonde__cputimer_follow_new(sonde_cputimer *t)
     struct dirent *e;
     int rc = 0;
     size_t known = t->n_threads;
-    uint8_t *alive = sonde__calloc(known + 1, 1); /* those still listed (NULL: none pruned) */
+    uint8_t *alive = sonde__calloc(known + 1, 1); /* those still listed */
     tid_at *by = sonde__malloc((known + 1) * sizeof *by); /* the followed threads by id: each
                                                              listed one found in log time */
-    for (size_t i = 0; by && i < known; i++)
+    if (!alive || !by) {
+        sonde__free(alive);
+        sonde__free(by);
+        closedir(d);
+        errno = ENOMEM;
+        return -1;
+    }
+    for (size_t i = 0; i < known; i++)
         by[i] = (tid_at){t->threads[i].tid, i};
-    if (by)
-        sonde__sort(by, known, sizeof *by, cmp_tid_at);
+    sonde__sort(by, known, sizeof *by, cmp_tid_at);
     while ((e = readdir(d))) {
         char *end;
         long tid = strtol(e->d_name, &end, 10);
         if (*end || tid <= 0)
             continue;
-        ptrdiff_t at = followed_at(t, by, known, (pid_t)tid);
-        if (at >= 0) {
-            if (alive && (size_t)at < known)
-                alive[at] = 1;
-        } else if (follow(t, (pid_t)tid) != 0) { /* a thread begun since */
+        tid_at key = {(pid_t)tid, 0};
+        const tid_at *hit = known ? bsearch(&key, by, known, sizeof *by, cmp_tid_at) : NULL;
+        if (hit)
+            alive[hit->i] = 1;
+        else if (follow(t, (pid_t)tid) != 0) /* a thread begun since */
             rc = -1;
-        }
     }
     closedir(d);
     sonde__free(by);
@@ -342,7 +332,7 @@ int sonde__cputimer_follow_new(sonde_cputimer *t)
      * again is a new thread, which gets its own: a dead thread's counter never fires) */
     size_t k = 0;
     for (size_t i = 0; i < t->n_threads; i++) {
-        if (alive && i < known && !alive[i])
+        if (i < known && !alive[i])
             unfollow(t, i);
         else
             t->threads[k++] = t->threads[i];
