@@ -425,19 +425,27 @@ static int json_point(void *ctx, const sm_counter *k, size_t i)
 /* A step (the walk's: those that end in [t0, t1)) as a span on the steps' track and a "step"
  * counter; for TensorBoard also as PyTorch's ProfilerStep#N, the active steps alone (a window's
  * trace holds the steps it recorded, as PyTorch's does). */
+/* The head of step st's complete event: category and name (`name` then its number) from its
+ * start to its end; its thread is the caller's to add. */
+static void step_span(tctx *t, const sm_step *st, const char *cat_name)
+{
+    sep(t);
+    sbuf_puts(&t->b, cat_name);
+    sbuf_u64(&t->b, st->number);
+    sbuf_add(&t->b, "\",\"ts\":", 7);
+    sbuf_us3(&t->b, st->start_ns + t->sh);
+    sbuf_add(&t->b, ",\"dur\":", 7);
+    sbuf_us3(&t->b, st->t_ns - st->start_ns);
+}
+
 static int json_step(void *ctx, const sm_step *st, int first)
 {
     tctx *t = ctx;
     (void)first;
     if (t->tensorboard && !st->active)
         return 0;
-    sep(t); /* the step from its start to its end, on the steps' track */
-    sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step ");
-    sbuf_u64(&t->b, st->number);
-    sbuf_add(&t->b, "\",\"ts\":", 7);
-    sbuf_us3(&t->b, st->start_ns + t->sh);
-    sbuf_add(&t->b, ",\"dur\":", 7);
-    sbuf_us3(&t->b, st->t_ns - st->start_ns);
+    /* the step from its start to its end, on the steps' track */
+    step_span(t, st, "{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step ");
     pid_tid(t, t->pid, STEPS_TID);
     sbuf_puts(&t->b, ",\"args\":{\"step\":");
     sbuf_u64(&t->b, st->number);
@@ -451,13 +459,7 @@ static int json_step(void *ctx, const sm_step *st, int first)
     sbuf_u64(&t->b, st->number);
     sbuf_puts(&t->b, "}}");
     if (t->tensorboard) { /* the step as a span, named as PyTorch names its steps */
-        sep(t);
-        sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#");
-        sbuf_u64(&t->b, st->number);
-        sbuf_add(&t->b, "\",\"ts\":", 7);
-        sbuf_us3(&t->b, st->start_ns + t->sh);
-        sbuf_add(&t->b, ",\"dur\":", 7);
-        sbuf_us3(&t->b, st->t_ns - st->start_ns);
+        step_span(t, st, "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#");
         sbuf_puts(&t->b, t->ids[st->thread]);
         sbuf_putc(&t->b, '}');
     }
