@@ -7,8 +7,10 @@ test=$1 build=$(cd "$2" && pwd) src=$(cd "$3" && pwd)
 sonde="$build/tools/sonde/sonde"
 work=$(mktemp -d "${TMPDIR:-/tmp}/sonde-e2e-XXXXXX")
 # sonde run --sample-in-thread preloads libsonde.so into the program: not an ASan build's, which
-# only a program holding ASan's runtime from its start can load (its __asan_* are undefined)
-asan=; grep -qE "^SONDE_SANITIZE:[A-Z]*=address" "$build/CMakeCache.txt" 2> /dev/null && asan=1
+# only a program holding ASan's runtime from its start can load (its __asan_* are undefined); a
+# sanitizer build's sonde run samples a Python program from outside unless asked
+asan=; grep -qE "^SONDE_SANITIZE:[A-Z]*=(address|thread)" "$build/CMakeCache.txt" 2> /dev/null &&
+    asan=1
 trap 'rm -rf "$work"' EXIT
 check() { python3 "$src/tests/e2e/check.py" "$@"; }
 fail() { echo "FAIL: $*"; exit 1; }
@@ -1653,7 +1655,8 @@ PY
     ;;
 pyframes)
     cd "$work"
-    # issue 39: the Python frames of every CPU sample, read from outside by `sonde run` on each
+    # issue 39: the Python frames of every CPU sample, read from outside by `sonde run
+    # --sample-outside` and taken in the threads as `sonde run` does by default, on each
     # interpreter these machines have (Debian's 3.11 and pyenv's newest 3.11, 3.12, 3.13): the
     # shares of hot70/warm20/cool10 within 5 points of 70/20/10 and of the program's own
     # measure, the stacks <module>;main;FUNCTION;spin, where each is defined, the lines run; and
@@ -1667,23 +1670,27 @@ pyframes)
                                              sort -V | tail -1; done); do
         [ -x "$py" ] || continue
         label=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')@$(dirname "$py")
-        "$sonde" run --quiet -o py --name run$ran -- "$py" "$src/tests/e2e/pyshares.py" 2 \
-            > py/measured$ran.txt || fail "sonde run $py exited $?"
+        "$sonde" run --quiet --sample-outside -o py --name run$ran -- "$py" \
+            "$src/tests/e2e/pyshares.py" 2 > py/measured$ran.txt || fail "sonde run $py exited $?"
+        grep -q '"method": *"perf_event"' py/run$ran.json || fail "--sample-outside $py: not perf"
         python3 "$src/tests/e2e/pyframes_check.py" py/run$ran.json py/run$ran.folded \
             py/measured$ran.txt "$label" || fail "Python frames of $py"
-        # the same taken in the program's threads (--sample-in-thread: libsonde.so preloaded
-        # samples each thread on its own CPU-clock counter, no sampler woken a sample), its
-        # file RUN.pidN.samples.sonde merged into the run's profile
+        # the same taken in the program's threads, sonde run's default for a Python program
+        # (as --sample-in-thread: libsonde.so preloaded samples each thread on its own
+        # CPU-clock counter, no sampler woken a sample), its file RUN.pidN.samples.sonde merged
+        # into the run's profile
         if [ -z "$asan" ]; then
-            "$sonde" run --quiet --sample-in-thread -o py --name thr$ran -- "$py" \
-                "$src/tests/e2e/pyshares.py" 2 > py/mthr$ran.txt || fail "--sample-in-thread $py exited $?"
+            "$sonde" run --quiet -o py --name thr$ran -- "$py" \
+                "$src/tests/e2e/pyshares.py" 2 > py/mthr$ran.txt || fail "sonde run $py exited $?"
             grep -q '"method": *"counter_signal"' py/thr$ran.json && ls py/thr$ran.pid*.samples.sonde \
-                > /dev/null || fail "--sample-in-thread $py: not taken in the threads"
+                > /dev/null || fail "sonde run $py: not taken in the threads"
             python3 "$src/tests/e2e/pyframes_check.py" py/thr$ran.json py/thr$ran.folded \
-                py/mthr$ran.txt "$label, --sample-in-thread" || fail "Python frames of $py in the threads"
+                py/mthr$ran.txt "$label, in the threads (sonde run's default)" ||
+                fail "Python frames of $py in the threads"
         fi
         # off-CPU time: threads blocked for planted times, under their Python functions
-        "$sonde" run --quiet -o py --name off$ran -- "$py" "$src/tests/e2e/pyoffcpu.py" ||
+        "$sonde" run --quiet --sample-outside -o py --name off$ran -- "$py" \
+            "$src/tests/e2e/pyoffcpu.py" ||
             fail "sonde run pyoffcpu $py exited $?"
         "$sonde" export py/off$ran.sonde --format perfetto -o py --quiet ||
             fail "export perfetto of off$ran"
@@ -1692,6 +1699,36 @@ pyframes)
         ran=$((ran + 1))
     done
     [ "$ran" -gt 0 ] || fail "no CPython 3.11-3.13 on this machine"
+    # where sonde run takes a program's samples: in its threads for CPython (named so, or a
+    # script whose #! line names it, through env too); from outside for anything else (a shell
+    # script that starts Python), when asked (--sample-outside, SONDE_SAMPLE_IN_THREAD=0), and
+    # in a sanitizer build (whose libsonde.so only a program built so can load)
+    { echo '#!/usr/bin/env -S python3 -u'; cat "$src/tests/e2e/pyshares.py"; } > py/shebang.py
+    printf '#!/bin/sh\nexec python3 "$@"\n' > py/viash
+    chmod +x py/shebang.py py/viash
+    inthr=counter_signal; [ -z "$asan" ] || inthr=perf_event
+    k=0
+    for how in "$inthr - ./py/shebang.py" "$inthr - /usr/bin/python3 py/shebang.py" \
+               "perf_event - ./py/viash py/shebang.py" "perf_event --sample-outside ./py/shebang.py" \
+               "perf_event SONDE_SAMPLE_IN_THREAD=0 ./py/shebang.py" \
+               "counter_signal SONDE_SAMPLE_IN_THREAD=1 ./py/viash py/shebang.py"; do
+        set -- $how
+        want=$1 opt=$2
+        shift 2
+        envs=() flags=()
+        case $opt in -) ;; --*) flags=("$opt") ;; *) envs=("$opt") ;; esac
+        [ -n "$asan" ] && [ "$want" = counter_signal ] && continue
+        expect 0 "" env ${envs[@]+"${envs[@]}"} "$sonde" run ${flags[@]+"${flags[@]}"} -o py \
+            --name where$k -- "$@" 0.3
+        grep -q "\"method\": *\"$want\"" py/where$k.json ||
+            fail "sonde run $how: $(grep -o '"method": *"[a-z_]*"' py/where$k.json)"
+        if [ "$want" = counter_signal ]; then
+            grep -q "its CPU samples taken in its threads" err.txt ||
+                fail "sonde run $how did not say where: $(cat err.txt)"
+        fi
+        k=$((k + 1))
+    done
+    echo "sonde run's samples: in the threads of python3 and its scripts, from outside otherwise"
     # a program that ends by os._exit (no atexit handler runs) under --sample-in-thread: its
     # samples are written as it exits (inject.c's _exit), and its exit status is sonde's
     if [ -z "$asan" ]; then
@@ -1754,7 +1791,7 @@ PY
               $(ls -d "$pyenv_root"/versions/3.1[23].*/bin/python3.1[23] 2>/dev/null | sort -V); do
         [ -x "$py" ] || continue
         cb=callback$(basename "$py")
-        SONDE_SAMPLE_CFI=1 "$sonde" run --quiet -o py --name $cb -- "$py" \
+        SONDE_SAMPLE_CFI=1 "$sonde" run --quiet --sample-outside -o py --name $cb -- "$py" \
             "$src/tests/e2e/pycallback.py" || fail "sonde run pycallback $py exited $?"
         python3 - py/$cb.folded "$py" <<'PY' || fail "interleaved frames, $py"
 import sys
@@ -1776,7 +1813,7 @@ PY
     # and its own RUN.pidN.samples.sonde, each forked one goes on as RUN.pidN.samples-pidM;
     # the pool ends them by SIGTERM, which the injected profiler writes its samples on)
     for method in fork spawn $([ -n "$asan" ] || echo fork-in-thread spawn-in-thread); do
-        in_thread=; [ "$method" = spawn-in-thread ] && in_thread=--sample-in-thread
+        in_thread=--sample-outside; [ "$method" = ${method%-in-thread} ] || in_thread=--sample-in-thread
         "$sonde" run --quiet $in_thread -o py --name workers_$method -- /usr/bin/python3 \
             "$src/tests/e2e/pyworkers.py" ${method%-in-thread} ||
             fail "sonde run pyworkers $method exited $?"
@@ -1792,7 +1829,8 @@ PY
     # an interpreter whose frames are not read (3.10) keeps its native stacks
     py310=$(ls -d "$pyenv_root"/versions/3.10.*/bin/python3.10 2>/dev/null | sort -V | tail -1)
     if [ -n "$py310" ]; then
-        "$sonde" run --quiet -o py --name old -- "$py310" "$src/tests/e2e/pyshares.py" 1 > /dev/null
+        "$sonde" run --quiet --sample-outside -o py --name old -- "$py310" \
+            "$src/tests/e2e/pyshares.py" 1 > /dev/null
         ! grep -q ";hot70" py/old.folded && grep -q "_PyEval_EvalFrameDefault" py/old.folded ||
             fail "3.10: $(head -3 py/old.folded)"
         grep -q "^Warning: process [0-9]*: CPython before 3.11 (.*libpython3.10.*has no Py_Version)" \
@@ -1835,7 +1873,8 @@ PY
     else
         echo "in process: skipped (no CPython library to embed: install python3-dev)"
     fi
-    timeout $((secs * 4 + 60)) "$sonde" run --quiet --sample-hz 4999 -o stress --name outside -- \
+    timeout $((secs * 4 + 60)) "$sonde" run --quiet --sample-hz 4999 --sample-outside -o stress \
+        --name outside -- \
         /usr/bin/python3 "$src/tests/e2e/pystress.py" "$secs" > stress.txt ||
         fail "sonde run pystress exited $?"
     python3 "$src/tests/e2e/pystress_check.py" stress/outside.json stress/outside.folded \

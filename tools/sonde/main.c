@@ -82,8 +82,8 @@ static const cli_cmd g_cmds[] = {
      "  Refuses a process without sonde, or that does not catch SIG, which would end it.\n"},
     {"run", cmd_run, "profile any program: CPU, memory and GPUs of its process tree",
      "usage: sonde run [--name NAME] [-o DIR] [--interval S] [--preset NAME]\n"
-     "                 [--format LIST] [--sample-hz N] [--sample-in-thread] [--display]\n"
-     "                 [--quiet] [--flight-recorder S] -- CMD [ARGS...]\n"
+     "                 [--format LIST] [--sample-hz N] [--sample-in-thread | --sample-outside]\n"
+     "                 [--display] [--quiet] [--flight-recorder S] -- CMD [ARGS...]\n"
      "  Starts CMD without a shell, samples its whole process tree and the GPUs, forwards\n"
      "  SIGINT and SIGTERM to it, writes the reports when it exits, and exits with its status\n"
      "  (128+N when it died of signal N). A child that links libsonde records into the same\n"
@@ -91,7 +91,9 @@ static const cli_cmd g_cmds[] = {
      "  functions in the reports, every stack in NAME.folded and NAME.pb.gz (pprof)\n"
      "  (docs/stacks.md). --sample-in-thread: taken in the program's own threads by\n"
      "  libsonde.so preloaded into it (SONDE_LIBRARY: its path), not from outside: cheaper\n"
-     "  for Python, no off-CPU periods. --flight-recorder S: keep the last S seconds of its figures and\n"
+     "  for Python, no off-CPU periods; the default where CMD is CPython (python3..., or a\n"
+     "  script whose #! line names it). --sample-outside: from outside whatever CMD is\n"
+     "  (off-CPU periods too). --flight-recorder S: keep the last S seconds of its figures and\n"
      "  write them only on `sonde trigger PID-OF-SONDE-RUN` or when CMD fails, as\n"
      "  NAME-triggerN.* (docs/flight-recorder.md).\n"},
 };
