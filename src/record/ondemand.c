@@ -25,6 +25,21 @@ static int g_installed;                 /* the signal whose handler is ours, 0: 
 static struct sigaction g_old;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Puts cmd in p's ring of commands, in the order they came (handlers on several threads may
+ * race for a slot: each takes its own); one more than the ring holds is dropped. */
+static void ctl_put(sonde_profiler *p, int cmd)
+{
+    for (;;) {
+        unsigned h = atomic_load(&p->ctl_head);
+        if (atomic_load(&p->ctl_q[h % 8]))
+            return; /* eight not taken yet */
+        if (atomic_compare_exchange_weak(&p->ctl_head, &h, h + 1)) {
+            atomic_store(&p->ctl_q[h % 8], cmd);
+            return;
+        }
+    }
+}
+
 static void on_control_signal(int sig, siginfo_t *info, void *uctx)
 {
     (void)sig;
@@ -33,8 +48,10 @@ static void on_control_signal(int sig, siginfo_t *info, void *uctx)
     if (!p)
         return;
     int cmd = info && info->si_code == SI_QUEUE ? info->si_value.sival_int : 0;
-    if (cmd && (cmd & 3) != SONDE_CTL_TRIGGER)
-        atomic_store(p->ondemand ? &p->ctl_cmd : &p->ctl_ignored, p->ondemand ? cmd : cmd & 3);
+    if (cmd && (cmd & 3) != SONDE_CTL_TRIGGER && p->ondemand)
+        ctl_put(p, cmd);
+    else if (cmd && (cmd & 3) != SONDE_CTL_TRIGGER)
+        atomic_store(&p->ctl_ignored, cmd & 3);
     else if (p->flight)
         sonde__flight_signal(p);
     else
@@ -147,19 +164,24 @@ void sonde__ondemand_poll(sonde_profiler *p)
                 p->name, (int)getpid());
     if (!p->ondemand)
         return;
-    int cmd = atomic_exchange(&p->ctl_cmd, 0);
-    int open = p->fd >= 0;
-    if (cmd && (cmd & 3) == SONDE_CTL_START) {
-        unsigned tenths = (unsigned)cmd >> 2;
-        if (open) /* already recording: the new duration counts from now */
-            p->od_until_ns = tenths ? sonde__mono_ns() + (uint64_t)tenths * 100000000u : 0;
-        else
-            window_start(p, tenths);
-    } else if (cmd && (cmd & 3) == SONDE_CTL_STOP && open) {
-        window_stop(p);
-    } else if (open && p->od_until_ns && sonde__mono_ns() >= p->od_until_ns) {
-        window_stop(p);
+    /* every command in the order it came: a start and a stop sent while the last window's
+     * reports were being written make a window of their own, not a lost start */
+    int cmd;
+    while ((cmd = atomic_exchange(&p->ctl_q[p->ctl_tail % 8], 0)) != 0) {
+        p->ctl_tail++;
+        int open = p->fd >= 0;
+        if ((cmd & 3) == SONDE_CTL_START) {
+            unsigned tenths = (unsigned)cmd >> 2;
+            if (open) /* already recording: the new duration counts from now */
+                p->od_until_ns = tenths ? sonde__mono_ns() + (uint64_t)tenths * 100000000u : 0;
+            else
+                window_start(p, tenths);
+        } else if ((cmd & 3) == SONDE_CTL_STOP && open) {
+            window_stop(p);
+        }
     }
+    if (p->fd >= 0 && p->od_until_ns && sonde__mono_ns() >= p->od_until_ns)
+        window_stop(p);
 }
 
 int sonde__ondemand_finish(sonde_profiler *p)

@@ -157,7 +157,9 @@ struct sonde_profiler {
     _Atomic int flight_direct;     /* ... until a fatal signal's dump: then to fd, that dump */
     /* on_demand (ondemand.c): recording off until a start command; each window its own run */
     int ondemand;
-    _Atomic int ctl_cmd;           /* the last command the control signal brought, 0: none */
+    _Atomic int ctl_q[8];          /* the commands the control signal brought, in order, a ring */
+    _Atomic unsigned ctl_head;     /* (0: a free slot); the next to be put at ctl_head, taken */
+    unsigned ctl_tail;             /* at ctl_tail (sonde__ondemand_poll's thread only) */
     _Atomic int ctl_ignored;       /* a command this profiler cannot follow (SONDE_CTL_*): said */
     int od_window;                 /* windows started so far; one is open when fd >= 0 */
     uint64_t od_until_ns;          /* the open window's end (CLOCK_MONOTONIC), 0: until stopped */

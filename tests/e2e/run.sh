@@ -2285,11 +2285,14 @@ flight)
     [ ! -e od ] || fail "on_demand wrote before a start: $(ls od)"
     "$sonde" trigger "$fpid" > /dev/null || fail "a plain sonde trigger exited $?"
     "$sonde" trigger "$fpid" --start --for 1 > /dev/null || fail "sonde trigger --start exited $?"
-    for i in $(seq 100); do [ -f od/fl-ondemand1.json ] && break; sleep 0.1; done
+    # (a window's end is when its reports are written and said; the next start is recording
+    # once it says so: on a loaded machine either can come seconds after the signal)
+    for i in $(seq 300); do grep -q "stopped: od/fl-ondemand1.sonde" od.err && break; sleep 0.1; done
     "$sonde" trigger "$fpid" --start > /dev/null
+    for i in $(seq 300); do grep -q "on demand into od/fl-ondemand2" od.err && break; sleep 0.1; done
     sleep 0.5
     "$sonde" trigger "$fpid" --stop > /dev/null
-    for i in $(seq 100); do [ -f od/fl-ondemand2.json ] && break; sleep 0.1; done
+    for i in $(seq 300); do grep -q "stopped: od/fl-ondemand2.sonde" od.err && break; sleep 0.1; done
     sleep 1
     touch od/stop
     wait $fpid || fail "flight ondemand exited $?: $(cat od.err)"
