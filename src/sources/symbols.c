@@ -28,7 +28,32 @@ typedef struct ssym {
     char *name;
 } ssym;
 
+/* The code-holding DIEs of one compilation unit, functions and inlined instances, a row per
+ * range, built once per unit the samples name: an address is then looked up by a binary search
+ * and a short walk, where libdw's dwarf_getscopes and dwarf_getscopes_die walk the unit's DIEs
+ * at every address (about 1 ms an address in pyenv's libpython3.11: 7-13% of a 1.5 s sampled
+ * run's time went to naming its stacks). */
+typedef struct scope_row {
+    uint64_t lo, hi;  /* one of the DIE's ranges, [lo, hi) in the file's addresses */
+    int32_t up;       /* the row of the function or instance it lies in (its first), -1: none */
+    uint32_t depth;   /* how many such enclose it */
+    Dwarf_Die die;
+} scope_row;
+
+typedef struct cu_scopes {
+    Dwarf_Off cu;     /* the unit's DIE's offset */
+    scope_row *rows;  /* in the DIEs' order (a row's up comes before it) */
+    size_t n, cap;
+    struct scope_ord {
+        uint64_t lo;
+        uint32_t depth, row;
+    } *ord;           /* the rows by start, the enclosing one first where two start together */
+    uint64_t *hi_max; /* the largest end among ord[0..k] */
+} cu_scopes;
+
 struct sonde_symfile {
+    cu_scopes *cus;        /* the units looked into so far */
+    size_t n_cus, cap_cus;
     ssym *syms;
     size_t n, cap;
     GElf_Phdr *loads;
@@ -289,6 +314,12 @@ void sonde__sym_close(sonde_symfile *f)
         sonde__free(f->syms[i].name);
     sonde__free(f->syms);
     sonde__free(f->loads);
+    for (size_t i = 0; i < f->n_cus; i++) {
+        sonde__free(f->cus[i].rows);
+        sonde__free(f->cus[i].ord);
+        sonde__free(f->cus[i].hi_max);
+    }
+    sonde__free(f->cus);
     if (f->dwarf)
         dwarf_end(f->dwarf);
     if (f->dwarf_fd >= 0)
@@ -398,54 +429,173 @@ int sonde__sym_line(sonde_symfile *f, uint64_t off, const char **file, unsigned 
     return 1;
 }
 
+/* Adds the rows of die (its ranges) under row up at depth; the first one's index into *first
+ * (-1: it has no range). 0, or -1 out of memory. */
+static int scope_add(cu_scopes *c, Dwarf_Die *die, int32_t up, uint32_t depth, int32_t *first)
+{
+    *first = -1;
+    Dwarf_Addr base, lo, hi;
+    for (ptrdiff_t it = 0; (it = dwarf_ranges(die, it, &base, &lo, &hi)) > 0;) {
+        if (hi <= lo)
+            continue;
+        if (c->n >= INT32_MAX || SONDE_GROW(c->rows, c->n, c->cap))
+            return -1;
+        if (*first < 0)
+            *first = (int32_t)c->n;
+        c->rows[c->n++] = (scope_row){lo, hi, up, depth, *die};
+    }
+    return 0;
+}
+
+static int cmp_scope_ord(const void *a, const void *b)
+{
+    const struct scope_ord *x = a, *y = b;
+    if (x->lo != y->lo)
+        return x->lo < y->lo ? -1 : 1;
+    return x->depth < y->depth ? -1 : x->depth > y->depth;
+}
+
+/* The rows of unit cu's functions and inlined instances into c, walking its DIEs once (those
+ * of the partial units it imports, as dwz makes them, where they stand), then ordered by start.
+ * 0, or -1 out of memory. */
+static int scopes_build(Dwarf_Die *cu, cu_scopes *c)
+{
+    struct walk {
+        Dwarf_Die die;
+        int32_t up;
+        uint32_t depth;
+    } *st = NULL;
+    size_t n_st = 0, cap_st = 0;
+    Dwarf_Die kid;
+    int rc = 0;
+    if (dwarf_child(cu, &kid) == 0) {
+        if (SONDE_GROW(st, n_st, cap_st))
+            return -1;
+        st[n_st++] = (struct walk){kid, -1, 0};
+    }
+    while (n_st && !rc) {
+        struct walk w = st[--n_st];
+        Dwarf_Die next, unit;
+        Dwarf_Attribute at;
+        if (dwarf_siblingof(&w.die, &next) == 0) { /* its next sibling, after its children */
+            if (SONDE_GROW(st, n_st, cap_st)) {
+                rc = -1;
+                break;
+            }
+            st[n_st++] = (struct walk){next, w.up, w.depth};
+        }
+        int tag = dwarf_tag(&w.die);
+        int32_t first = -1;
+        if ((tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) &&
+            scope_add(c, &w.die, w.up, w.depth, &first)) {
+            rc = -1;
+            break;
+        }
+        int in = tag == DW_TAG_imported_unit
+                     ? dwarf_attr(&w.die, DW_AT_import, &at) && dwarf_formref_die(&at, &unit) &&
+                           dwarf_child(&unit, &kid) == 0
+                     : dwarf_haschildren(&w.die) > 0 && dwarf_child(&w.die, &kid) == 0;
+        if (in) {
+            if (SONDE_GROW(st, n_st, cap_st)) {
+                rc = -1;
+                break;
+            }
+            st[n_st++] = first >= 0 ? (struct walk){kid, first, w.depth + 1}
+                                    : (struct walk){kid, w.up, w.depth};
+        }
+    }
+    sonde__free(st);
+    if (rc)
+        return -1;
+    c->ord = sonde__malloc((c->n ? c->n : 1) * sizeof *c->ord);
+    c->hi_max = sonde__malloc((c->n ? c->n : 1) * sizeof *c->hi_max);
+    if (!c->ord || !c->hi_max)
+        return -1;
+    for (size_t i = 0; i < c->n; i++)
+        c->ord[i] = (struct scope_ord){c->rows[i].lo, c->rows[i].depth, (uint32_t)i};
+    sonde__sort(c->ord, c->n, sizeof *c->ord, cmp_scope_ord);
+    for (size_t k = 0; k < c->n; k++) {
+        uint64_t hi = c->rows[c->ord[k].row].hi;
+        c->hi_max[k] = k && c->hi_max[k - 1] > hi ? c->hi_max[k - 1] : hi;
+    }
+    return 0;
+}
+
+/* The rows of f's unit cu, built when first asked for; NULL out of memory. */
+static const cu_scopes *scopes_of(sonde_symfile *f, Dwarf_Die *cu)
+{
+    Dwarf_Off off = dwarf_dieoffset(cu);
+    for (size_t i = 0; i < f->n_cus; i++)
+        if (f->cus[i].cu == off)
+            return &f->cus[i];
+    if (SONDE_GROW(f->cus, f->n_cus, f->cap_cus))
+        return NULL;
+    cu_scopes *c = &f->cus[f->n_cus];
+    *c = (cu_scopes){.cu = off};
+    if (scopes_build(cu, c)) {
+        sonde__free(c->rows);
+        sonde__free(c->ord);
+        sonde__free(c->hi_max);
+        return NULL;
+    }
+    f->n_cus++;
+    return c;
+}
+
+/* The innermost row of c holding file address a, NULL: none. Of the rows starting at or below
+ * a, the last that also ends above it: nested ranges, so the deepest of those holding a. */
+static const scope_row *scope_at(const cu_scopes *c, uint64_t a)
+{
+    size_t lo = 0, hi = c->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c->ord[mid].lo <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t k = lo; k-- > 0 && c->hi_max[k] > a;)
+        if (a < c->rows[c->ord[k].row].hi)
+            return &c->rows[c->ord[k].row];
+    return NULL;
+}
+
 int sonde__sym_at(sonde_symfile *f, uint64_t off, sonde_symframe *out, int max)
 {
     uint64_t a = file_address(f, off);
     int n = 0;
-    Dwarf_Die cu, *sc = NULL;
-    int ns = f->dwarf && cu_of(f->dwarf, a, &cu) ? dwarf_getscopes(&cu, a, &sc) : 0;
-    /* Innermost first. Past an inlined instance, dwarf_getscopes goes on with the scopes of
-     * its abstract definition: the scopes of the concrete instance (dwarf_getscopes_die) lead
-     * to the function it was inlined into. */
-    for (int i = 0; i < ns && n < max - 1;) {
-        int tag = dwarf_tag(&sc[i]);
-        if (tag == DW_TAG_subprogram || tag == DW_TAG_compile_unit ||
-            tag == DW_TAG_partial_unit)
+    Dwarf_Die cu;
+    const cu_scopes *c = NULL;
+    if (f->dwarf && cu_of(f->dwarf, a, &cu) && !(c = scopes_of(f, &cu)))
+        return -1;
+    /* innermost first: each inlined instance holding a, out to the function they lie in */
+    const scope_row *r = c ? scope_at(c, a) : NULL;
+    for (; r && n < max - 1; r = r->up >= 0 ? &c->rows[r->up] : NULL) {
+        Dwarf_Die d = r->die;
+        if (dwarf_tag(&d) != DW_TAG_inlined_subroutine)
             break;
-        if (tag != DW_TAG_inlined_subroutine) {
-            i++;
-            continue;
-        }
-        out[n] = (sonde_symframe){dwarf_name(&sc[i]), NULL, 0};
+        out[n] = (sonde_symframe){dwarf_name(&d), NULL, 0};
         if (out[n].name) { /* a nameless one is left out */
-            decl_of(&sc[i], &out[n]);
+            decl_of(&d, &out[n]);
             n++;
         }
-        Dwarf_Die *outer = NULL;
-        int no = dwarf_getscopes_die(&sc[i], &outer);
-        free(sc);
-        sc = outer;
-        ns = no;
-        i = 1; /* outer[0] is the instance itself */
     }
     /* the function holding them: its symbol, where the DWARF says it is defined */
-    Dwarf_Die *fn = NULL;
-    for (int i = 0; i < ns && !fn; i++)
-        if (dwarf_tag(&sc[i]) == DW_TAG_subprogram)
-            fn = &sc[i];
-    out[n] = (sonde_symframe){symbol_at(f, a, fn), NULL, 0};
-    if (!out[n].name)
-        goto oom;
-    if (fn)
-        decl_of(fn, &out[n]);
-    n++;
-    free(sc);
-    return n;
-oom:
-    free(sc);
-    for (int i = 0; i < n; i++) {
-        sonde__free(out[i].name);
-        sonde__free(out[i].file);
+    Dwarf_Die fn;
+    for (; r; r = r->up >= 0 ? &c->rows[r->up] : NULL) {
+        fn = r->die;
+        if (dwarf_tag(&fn) == DW_TAG_subprogram)
+            break;
     }
-    return -1;
+    out[n] = (sonde_symframe){symbol_at(f, a, r ? &fn : NULL), NULL, 0};
+    if (!out[n].name) {
+        for (int i = 0; i < n; i++) {
+            sonde__free(out[i].name);
+            sonde__free(out[i].file);
+        }
+        return -1;
+    }
+    if (r)
+        decl_of(&fn, &out[n]);
+    return n + 1;
 }
