@@ -24,7 +24,7 @@
 #include "../util/demangle.h"
 
 typedef struct ssym {
-    uint64_t lo, hi; /* [lo, hi) in the file's addresses */
+    uint64_t lo, hi; /* [lo, hi) in the file's addresses (lo first: starts_upto) */
     char *name;
 } ssym;
 
@@ -45,7 +45,7 @@ typedef struct cu_scopes {
     scope_row *rows;  /* in the DIEs' order (a row's up comes before it) */
     size_t n, cap;
     struct scope_ord {
-        uint64_t lo;
+        uint64_t lo; /* first: starts_upto */
         uint32_t depth, row;
     } *ord;           /* the rows by start, the enclosing one first where two start together */
     uint64_t *hi_max; /* the largest end among ord[0..k] */
@@ -71,19 +71,27 @@ static int cmp_sym(const void *a, const void *b)
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-/* How many of f's sorted symbols start at or below a: the last of them, index - 1, is the one
- * that may hold a. */
-static size_t symbols_upto(const sonde_symfile *f, uint64_t a)
+/* How many of the n rows of size bytes at v, sorted by their start (a uint64_t, each row's
+ * first member), start at or below a: the last of them, index - 1, is the one that may hold a. */
+static size_t starts_upto(const void *v, size_t n, size_t size, uint64_t a)
 {
-    size_t lo = 0, hi = f->n;
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (f->syms[mid].lo <= a)
+        uint64_t start;
+        memcpy(&start, (const char *)v + mid * size, sizeof start);
+        if (start <= a)
             lo = mid + 1;
         else
             hi = mid;
     }
     return lo;
+}
+
+/* How many of f's sorted symbols start at or below a (starts_upto). */
+static size_t symbols_upto(const sonde_symfile *f, uint64_t a)
+{
+    return starts_upto(f->syms, f->n, sizeof *f->syms, a);
 }
 
 /* The function symbols of e (.symtab, else .dynsym), sorted. 0, or -1 out of memory. */
@@ -546,15 +554,7 @@ static const cu_scopes *scopes_of(sonde_symfile *f, Dwarf_Die *cu)
  * a, the last that also ends above it: nested ranges, so the deepest of those holding a. */
 static const scope_row *scope_at(const cu_scopes *c, uint64_t a)
 {
-    size_t lo = 0, hi = c->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (c->ord[mid].lo <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (size_t k = lo; k-- > 0 && c->hi_max[k] > a;)
+    for (size_t k = starts_upto(c->ord, c->n, sizeof *c->ord, a); k-- > 0 && c->hi_max[k] > a;)
         if (a < c->rows[c->ord[k].row].hi)
             return &c->rows[c->ord[k].row];
     return NULL;
