@@ -473,7 +473,8 @@ static int scopes_build(Dwarf_Die *cu, cu_scopes *c)
         int32_t up;
         uint32_t depth;
     } *st = NULL;
-    size_t n_st = 0, cap_st = 0;
+    size_t n_st = 0, cap_st = 0, n_seen = 0, cap_seen = 0;
+    Dwarf_Off *seen = NULL; /* the partial units imported so far: each once (a cycle ends) */
     Dwarf_Die kid;
     int rc = 0;
     if (dwarf_child(cu, &kid) == 0) {
@@ -499,10 +500,21 @@ static int scopes_build(Dwarf_Die *cu, cu_scopes *c)
             rc = -1;
             break;
         }
-        int in = tag == DW_TAG_imported_unit
-                     ? dwarf_attr(&w.die, DW_AT_import, &at) && dwarf_formref_die(&at, &unit) &&
-                           dwarf_child(&unit, &kid) == 0
-                     : dwarf_haschildren(&w.die) > 0 && dwarf_child(&w.die, &kid) == 0;
+        int in;
+        if (tag == DW_TAG_imported_unit) {
+            in = dwarf_attr(&w.die, DW_AT_import, &at) && dwarf_formref_die(&at, &unit);
+            for (size_t i = 0; in && i < n_seen; i++)
+                in = seen[i] != dwarf_dieoffset(&unit);
+            if (in && SONDE_GROW(seen, n_seen, cap_seen)) {
+                rc = -1;
+                break;
+            }
+            if (in)
+                seen[n_seen++] = dwarf_dieoffset(&unit);
+            in = in && dwarf_child(&unit, &kid) == 0;
+        } else {
+            in = dwarf_haschildren(&w.die) > 0 && dwarf_child(&w.die, &kid) == 0;
+        }
         if (in) {
             if (SONDE_GROW(st, n_st, cap_st)) {
                 rc = -1;
@@ -513,6 +525,7 @@ static int scopes_build(Dwarf_Die *cu, cu_scopes *c)
         }
     }
     sonde__free(st);
+    sonde__free(seen);
     if (rc)
         return -1;
     c->ord = sonde__malloc((c->n ? c->n : 1) * sizeof *c->ord);
