@@ -232,8 +232,8 @@ static int python_cases(const char *sonde, const char *dir, char *py, char *scri
     char *many_on[] = RUN("999", "1", "PYSHARES_IDLE_THREADS=199", );
     char *many_off[] = RUN("0", "1", "PYSHARES_IDLE_THREADS=199", );
 #undef RUN
-    /* sonde run as it is for a Python program: libsonde.so preloaded samples it in its threads
-     * (as --sample-in-thread) */
+    /* sonde run as it is for a Python program: libsonde.so preloaded samples its Python
+     * processes in their threads, and sonde run the tree from outside, native frames only */
 #define RUN_IN_THREAD(...)                                                                         \
     {"/usr/bin/env", "SONDE_SAMPLE_PYTHON=1", __VA_ARGS__ (char *)sonde, "run", "--quiet",         \
      "--format", "none", "-o", (char *)dir, "--name", "bench-sample", "--sample-hz", "999", "--",  \
@@ -266,7 +266,8 @@ static int python_cases(const char *sonde, const char *dir, char *py, char *scri
            "%.3f s, with Python frames %.3f s (%+.1f%%)\n",
            b[7], b[8], 100 * (b[8] / b[7] - 1));
     printf("  under sonde run as it samples a Python program (in its threads: libsonde.so "
-           "preloaded, each thread's CPU-clock counter signals it, no sampler woken a sample), "
+           "preloaded, each thread's CPU-clock counter signals it; beside it from outside, "
+           "native frames only: no sampler woken a sample), "
            "Python frames: %.3f s (%+.1f%% over no samples; issue 39's target: at most 2%%); "
            "with 199 idle threads more: no samples "
            "%.3f s, in the threads %.3f s (%+.1f%%)\n",
@@ -292,7 +293,7 @@ static int python_cases(const char *sonde, const char *dir, char *py, char *scri
     else
         printf("  the interpreter's share of each run's time (perf record -F 2999 of the whole "
                "tree, kernel included; the largest of %d): no samples %.2f%%; 999 samples/s "
-               "with Python frames, in the threads (sonde run's way for Python) %.2f%% (%+.1f%% "
+               "with Python frames, as sonde run samples Python %.2f%% (%+.1f%% "
                "time), from outside %.2f%% (%+.1f%% time; issue 39's target: at most 2%%)\n",
                RUNS, 100 * sh_off, 100 * sh_in, 100 * (sh_off / sh_in - 1), 100 * sh_out,
                100 * (sh_off / sh_out - 1));

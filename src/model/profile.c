@@ -1110,6 +1110,62 @@ static int pf_merge_sites(sb_raw *a, const sb_raw *b, size_t ns0, size_t no0, ui
     return 0;
 }
 
+/* Where b's samples were taken in the threads of processes that a sampled from outside (sonde
+ * run's way with a Python program: its CPython processes sample themselves, the run samples the
+ * whole tree without their Python frames), the moments both took: a's samples of each such
+ * process from b's first sample of it to its last are left out, so each moment is counted once,
+ * with its Python frames; a's samples of other processes, and of a process before it sampled
+ * itself (a shell's image before it exec'd Python) or of one killed before it wrote its
+ * samples, stay. a's places (sample_site) follow. 0, or -1 out of memory. */
+static int pf_drop_taken_inside(sb_raw *a, const sb_raw *b)
+{
+    if (!b->samples_by_timer || a->samples_by_timer || !a->n_samples || !b->n_samples)
+        return 0;
+    struct span {
+        uint32_t pid;
+        uint64_t t0, t1;
+    } *sp = NULL;
+    size_t n_sp = 0, cap_sp = 0;
+    for (size_t i = 0; i < b->n_samples; i++) {
+        const sm_sample_raw *x = &b->samples[i];
+        if (x->stack >= b->n_pstacks)
+            continue;
+        uint32_t pid = b->pstacks[x->stack].pid;
+        size_t k = 0;
+        while (k < n_sp && sp[k].pid != pid)
+            k++;
+        if (k == n_sp) {
+            if (SONDE_GROW(sp, n_sp, cap_sp)) {
+                sonde__free(sp);
+                return -1;
+            }
+            sp[n_sp++] = (struct span){pid, x->t_mono, x->t_mono};
+        }
+        if (x->t_mono < sp[k].t0)
+            sp[k].t0 = x->t_mono;
+        if (x->t_mono > sp[k].t1)
+            sp[k].t1 = x->t_mono;
+    }
+    size_t kept = 0, ns = a->n_samples;
+    for (size_t i = 0; i < ns; i++) {
+        const sm_sample_raw *x = &a->samples[i];
+        int drop = 0;
+        for (size_t k = 0; k < n_sp && !drop && x->stack < a->n_pstacks; k++)
+            drop = a->pstacks[x->stack].pid == sp[k].pid && x->t_mono >= sp[k].t0 &&
+                   x->t_mono <= sp[k].t1;
+        if (drop)
+            continue;
+        if (a->sample_site)
+            a->sample_site[kept] = a->sample_site[i];
+        a->samples[kept++] = *x;
+    }
+    sonde__free(sp);
+    if (a->sample_site) /* the periods' places, after the samples' */
+        memmove(a->sample_site + kept, a->sample_site + ns, a->n_offs * sizeof *a->sample_site);
+    a->n_samples = kept;
+    return 0;
+}
+
 int sm__profile_merge(sm_model *d, sm_model *s, uint32_t site0)
 {
     sb_raw *b = s->praw;
@@ -1119,6 +1175,8 @@ int sm__profile_merge(sm_model *d, sm_model *s, uint32_t site0)
     if (!d->praw && !(d->praw = sonde__calloc(1, sizeof *d->praw)))
         return -1;
     sb_raw *a = d->praw;
+    if (pf_drop_taken_inside(a, b))
+        return -1;
     size_t st0 = a->n_pstacks, ns0 = a->n_samples, no0 = a->n_offs, nb = b->n_pstacks;
     for (size_t i = 0; i < st0; i++) /* a function a lacks stays one it lacks once b's join */
         for (uint32_t k = 0; k < a->pstacks[i].n; k++)
@@ -1153,7 +1211,7 @@ int sm__profile_merge(sm_model *d, sm_model *s, uint32_t site0)
     }
     if (pf_merge_sites(a, b, ns0, no0, site0))
         return -1;
-    if (!ns0) { /* how the samples were taken: the first run's that took any */
+    if (b->n_samples > ns0) { /* how the samples were taken: the way most were */
         a->sample_hz = b->sample_hz;
         a->samples_by_timer = b->samples_by_timer;
         a->samples_by_counter = b->samples_by_counter;

@@ -126,9 +126,15 @@ static void injected_child(void)
 __attribute__((constructor)) static void injected_start(void)
 {
     const char *hz = getenv("SONDE_RUN_SAMPLE_HZ"), *dir = getenv("SONDE_RUN_DIR");
-    const char *name = getenv("SONDE_RUN_NAME");
+    const char *name = getenv("SONDE_RUN_NAME"), *py_only = getenv("SONDE_RUN_SAMPLE_PYTHON_ONLY");
     if (!hz || !*hz || !dir || !*dir || !name || !*name)
         return; /* not under `sonde run --sample-in-thread` */
+    /* sonde run's way with a Python program: the CPython processes of the tree (3.11 and later,
+     * whose frames are read: Py_Version is theirs) sample themselves; every other process (a
+     * shell, a pyenv shim, a tool the program runs) is left to sonde run's sampling from
+     * outside, and costs nothing more here */
+    if (py_only && *py_only == '1' && !dlsym(RTLD_DEFAULT, "Py_Version"))
+        return;
     char *end = NULL;
     unsigned long v = strtoul(hz, &end, 10);
     if (*end || v < 1 || v > 10000) {

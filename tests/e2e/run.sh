@@ -1723,12 +1723,40 @@ pyframes)
         grep -q "\"method\": *\"$want\"" py/where$k.json ||
             fail "sonde run $how: $(grep -o '"method": *"[a-z_]*"' py/where$k.json)"
         if [ "$want" = counter_signal ]; then
-            grep -q "its CPU samples taken in its threads" err.txt ||
+            grep -qE "CPU samples taken in (its|their) threads" err.txt ||
                 fail "sonde run $how did not say where: $(cat err.txt)"
         fi
         k=$((k + 1))
     done
     echo "sonde run's samples: in the threads of python3 and its scripts, from outside otherwise"
+    # by default the Python processes of the tree sample themselves and sonde run samples the
+    # rest from outside, one sample a moment: a shell child is sampled (from outside), a Python
+    # child killed by SIGKILL keeps the samples sonde run took of it (its own are lost with
+    # it), and the samples match the tree's CPU time, none counted twice
+    if [ -z "$asan" ]; then
+        "$sonde" run --quiet -o py --name mix -- /usr/bin/python3 "$src/tests/e2e/pymix.py" \
+            > py/mix.out || fail "sonde run pymix exited $?"
+        python3 - py/mix.json py/mix.folded "$(cat py/mix.out)" <<'PY' || fail "pymix's samples"
+import json, sys
+r = json.load(open(sys.argv[1]))
+p, meta = r["profile"], r["run"]["metadata"]
+cpu = float(meta["cpu_user_s"]) + float(meta["cpu_system_s"])
+by = {}
+for line in open(sys.argv[2]):
+    stack, n = line.rsplit(" ", 1)
+    by[stack.split(";")[0]] = by.get(stack.split(";")[0], 0) + int(n)
+ratio = p["samples"] / (cpu * p["hz"])
+assert 0.75 <= ratio <= 1.25, ("samples against the tree's CPU time", p["samples"], cpu, ratio)
+assert by.get("sh", 0) >= 50, ("the shell child, from outside", by)
+spin = sum(int(l.rsplit(" ", 1)[1]) for l in open(sys.argv[2]) if ";main;spin" in l)
+assert spin >= 100, ("the program's own loop, with its Python frames", spin)
+killed = sys.argv[3].strip()
+assert any(killed in w for w in r.get("warnings", [])) or killed in open(sys.argv[1]).read(), \
+    "the killed child is not named"
+print("pymix: %d samples for %.2f s of CPU (x%.2f), sh %d, spin %d, killed child %s said"
+      % (p["samples"], cpu, ratio, by.get("sh", 0), spin, killed))
+PY
+    fi
     # a program that ends by os._exit (no atexit handler runs) under --sample-in-thread: its
     # samples are written as it exits (inject.c's _exit), and its exit status is sonde's
     if [ -z "$asan" ]; then

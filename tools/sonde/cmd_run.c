@@ -37,6 +37,11 @@
 
 static volatile sig_atomic_t g_child;
 
+/* Where the CPU samples are taken, as the start line says it (choose_in_thread's 0, 1, 2) */
+static const char *const g_where_said[] = {
+    "", ", its CPU samples taken in its threads (no off-CPU time)",
+    ", its Python processes' CPU samples taken in their threads"};
+
 /* A signal sent to sonde by another process (kill, a job scheduler) goes on to the child. One
  * from the terminal already reached the child through the process group: not sent twice. */
 static void forward(int sig, siginfo_t *info, void *uctx)
@@ -203,15 +208,17 @@ static int python_command(const char *cmd)
     return word && python_name(word, strlen(word));
 }
 
-/* Where the CPU samples (at hz a second, 0: none) are taken, into *in_thread: in the program's
- * threads, by libsonde.so preloaded into it (its path into lib), the run taking none from
- * outside (docs/stacks.md, "sonde run --sample-in-thread"), or from outside. where: 1 the
- * threads, 0 outside (the flags), -1 as SONDE_SAMPLE_IN_THREAD says (c's sample_in_thread), else
- * the key set to 1, else as cmd suits: a CPython program's in its threads where its Python frames
- * are read, which from outside would wake the sampler at every sample (docs/stacks.md, "What it
- * costs"); not by a sanitizer build, whose libsonde.so only a program built so can load, and
- * from outside, said, where libsonde.so is not found. 0, or the status to exit with (said) where
- * the threads were asked for and libsonde.so is not found. */
+/* Where the CPU samples (at hz a second, 0: none) are taken, into *in_thread: 1 in the
+ * program's threads, by libsonde.so preloaded into it (its path into lib), the run taking none
+ * from outside (docs/stacks.md, "sonde run --sample-in-thread"); 0 from outside; 2 both: the
+ * tree's CPython processes sample themselves in their threads, the run samples the rest from
+ * outside without reading Python frames, and the merge keeps one sample of each moment
+ * (sm__profile_merge). where: 1 the threads, 0 outside (the flags), -1 as SONDE_SAMPLE_IN_THREAD
+ * says (c's sample_in_thread), else the key set to 1, else as cmd suits: 2 for a CPython
+ * program where its Python frames are read, which from outside would wake the sampler at every
+ * sample (docs/stacks.md, "What it costs"); not by a sanitizer build, whose libsonde.so only a
+ * program built so can load, and 0, said, where libsonde.so is not found. 0, or the status to
+ * exit with (said) where the threads were asked for and libsonde.so is not found. */
 static int choose_in_thread(const sonde_config *c, int where, unsigned hz, const char *cmd,
                             int quiet, char *lib, size_t cap, int *in_thread)
 {
@@ -223,7 +230,7 @@ static int choose_in_thread(const sonde_config *c, int where, unsigned hz, const
     if (*in_thread && find_library(lib, cap, nolib, sizeof nolib))
         return cli_fail(CLI_USAGE, "run", "--sample-in-thread: %s", nolib);
     if (hz && where < 0 && c->sample_python && !SANITIZED && python_command(cmd)) {
-        *in_thread = find_library(lib, cap, nolib, sizeof nolib) == 0;
+        *in_thread = find_library(lib, cap, nolib, sizeof nolib) == 0 ? 2 : 0;
         if (!*in_thread && !quiet)
             fprintf(stderr, "sonde run: %s: CPU samples taken from outside\n", nolib);
     }
@@ -231,15 +238,20 @@ static int choose_in_thread(const sonde_config *c, int where, unsigned hz, const
 }
 
 /* The program's environment for --sample-in-thread: libsonde.so preloaded (before any the
- * user preloads) and the rate its profiler samples at (inject.c). 0, or -1 (ENOMEM). */
-static int preload_env(const char *lib, unsigned hz)
+ * user preloads) and the rate its profiler samples at (inject.c); py_only: only its CPython
+ * processes sample themselves. 0, or -1 (ENOMEM). */
+static int preload_env(const char *lib, unsigned hz, int py_only)
 {
     const char *had = getenv("LD_PRELOAD");
     char *v = NULL, num[16];
     if (sonde__asprintf(&v, "%s%s%s", lib, had && *had ? ":" : "", had ? had : "") < 0 || !v)
         return -1;
     snprintf(num, sizeof num, "%u", hz);
-    int rc = setenv("LD_PRELOAD", v, 1) || setenv("SONDE_RUN_SAMPLE_HZ", num, 1) ? -1 : 0;
+    int rc = setenv("LD_PRELOAD", v, 1) || setenv("SONDE_RUN_SAMPLE_HZ", num, 1) ||
+                     (py_only ? setenv("SONDE_RUN_SAMPLE_PYTHON_ONLY", "1", 1)
+                              : unsetenv("SONDE_RUN_SAMPLE_PYTHON_ONLY"))
+                 ? -1
+                 : 0;
     sonde__free(v);
     return rc;
 }
@@ -247,9 +259,10 @@ static int preload_env(const char *lib, unsigned hz)
 /* Forks the child that runs cmd: it waits on go until the profiler watches it (reading
  * "DIR\0NAME\0", where a program that links libsonde records into this run), then execs, with
  * no shell; exec's errno comes back on fail. preload: the libsonde.so that takes its CPU samples
- * in its threads (--sample-in-thread; NULL: none). The child's pid, or -1 (pipe) or -2 (fork)
- * with errno set. */
-static pid_t spawn_waiting(char **cmd, int go[2], int fail[2], const char *preload, unsigned hz)
+ * in its threads (--sample-in-thread; NULL: none), in its CPython processes alone (py_only). The
+ * child's pid, or -1 (pipe) or -2 (fork) with errno set. */
+static pid_t spawn_waiting(char **cmd, int go[2], int fail[2], const char *preload, unsigned hz,
+                           int py_only)
 {
     if (pipe2(go, O_CLOEXEC) || pipe2(fail, O_CLOEXEC))
         return -1;
@@ -270,7 +283,7 @@ static pid_t spawn_waiting(char **cmd, int go[2], int fail[2], const char *prelo
         if (msg[0]) {
             setenv("SONDE_RUN_DIR", msg, 1);
             setenv("SONDE_RUN_NAME", msg + strlen(msg) + 1, 1);
-            if (preload && preload_env(preload, hz))
+            if (preload && preload_env(preload, hz, py_only))
                 _exit(127);
         }
         execvp(cmd[0], cmd);
@@ -415,7 +428,9 @@ int cmd_run(int argc, char **argv)
     c.collect_cpu = c.collect_memory = 1;
 
     int go[2], fail[2];
-    pid_t child = spawn_waiting(cmd, go, fail, in_thread ? lib : NULL, hz);
+    if (in_thread == 2) /* the run's own sampling: native frames, no wake-up a sample */
+        c.sample_python = 0;
+    pid_t child = spawn_waiting(cmd, go, fail, in_thread ? lib : NULL, hz, in_thread == 2);
     if (child < 0) {
         int e = errno;
         free(auto_name);
@@ -443,7 +458,7 @@ int cmd_run(int argc, char **argv)
     char cmdline[1024] = "";
     for (size_t k = 0, n = 0; cmd[k] && n < sizeof cmdline - 1; k++)
         n += (size_t)snprintf(cmdline + n, sizeof cmdline - n, "%s%s", k ? " " : "", cmd[k]);
-    if (hz && !in_thread && sonde_file_path(p)) { /* attached before the exec: sampled from its
+    if (hz && in_thread != 1 && sonde_file_path(p)) { /* attached before the exec: sampled from its
                                                      start */
         char why[256];
         if (sonde__stacks_attach(p, child, hz, why, sizeof why) != 0 && !quiet)
@@ -472,9 +487,7 @@ int cmd_run(int argc, char **argv)
     close(fail[0]);
     if (!quiet && !exec_errno && sonde_file_path(p)) /* a long run is not silent until its end */
         fprintf(stderr, "sonde run: profiling %s (pid %d)%s; reports in %s/%s.* when it exits\n",
-                cmd[0], (int)child,
-                in_thread ? ", its CPU samples taken in its threads (--sample-outside: off-CPU "
-                            "time too)" : "",
+                cmd[0], (int)child, g_where_said[in_thread],
                 c.output_dir ? c.output_dir : "./sonde-out", sonde_name(p));
     if (!quiet && !exec_errno && fr)
         fprintf(stderr, "sonde run: flight recorder on %s (pid %d): the last %g s are written to "

@@ -91,9 +91,10 @@ static const cli_cmd g_cmds[] = {
      "  functions in the reports, every stack in NAME.folded and NAME.pb.gz (pprof)\n"
      "  (docs/stacks.md). --sample-in-thread: taken in the program's own threads by\n"
      "  libsonde.so preloaded into it (SONDE_LIBRARY: its path), not from outside: cheaper\n"
-     "  for Python, no off-CPU periods; the default where CMD is CPython (python3..., or a\n"
-     "  script whose #! line names it). --sample-outside: from outside whatever CMD is\n"
-     "  (off-CPU periods too). --flight-recorder S: keep the last S seconds of its figures and\n"
+     "  for Python, no off-CPU periods. Where CMD is CPython (python3..., or a script whose\n"
+     "  #! line names it), its Python processes sample themselves so and the rest of the\n"
+     "  tree is sampled from outside. --sample-outside: all from outside, Python frames read\n"
+     "  by the sampler. --flight-recorder S: keep the last S seconds of its figures and\n"
      "  write them only on `sonde trigger PID-OF-SONDE-RUN` or when CMD fails, as\n"
      "  NAME-triggerN.* (docs/flight-recorder.md).\n"},
 };
