@@ -1110,50 +1110,66 @@ static int pf_merge_sites(sb_raw *a, const sb_raw *b, size_t ns0, size_t no0, ui
     return 0;
 }
 
+/* A thread's samples taken in it: from t0 to t1 (pf_drop_taken_inside). */
+typedef struct pf_span {
+    uint32_t pid, tid;
+    uint64_t t0, t1;
+} pf_span;
+
+static int cmp_span(const void *x, const void *y)
+{
+    const pf_span *a = x, *b = y;
+    if (a->tid != b->tid)
+        return a->tid < b->tid ? -1 : 1;
+    return a->pid < b->pid ? -1 : a->pid > b->pid;
+}
+
+/* The span of b's thread (pid, tid) in sp (sorted), NULL: none. */
+static pf_span *span_of(pf_span *sp, size_t n, uint32_t pid, uint32_t tid)
+{
+    pf_span key = {pid, tid, 0, 0};
+    return bsearch(&key, sp, n, sizeof *sp, cmp_span);
+}
+
 /* Where b's samples were taken in the threads of processes that a sampled from outside (sonde
  * run's way with a Python program: its CPython processes sample themselves, the run samples the
  * whole tree without their Python frames), the moments both took: a's samples of each such
- * process from b's first sample of it to its last are left out, so each moment is counted once,
- * with its Python frames; a's samples of other processes, and of a process before it sampled
- * itself (a shell's image before it exec'd Python) or of one killed before it wrote its
- * samples, stay. a's places (sample_site) follow. 0, or -1 out of memory. */
+ * thread from b's first sample of it to its last are left out, so each moment is counted once,
+ * with its Python frames; a's samples of other threads (one begun since the process last looked
+ * for new ones), of a thread before it was sampled in it (a shell's image before it exec'd
+ * Python), or of a process killed before it wrote its samples, stay. a's places (sample_site)
+ * follow. 0, or -1 out of memory. */
 static int pf_drop_taken_inside(sb_raw *a, const sb_raw *b)
 {
     if (!b->samples_by_timer || a->samples_by_timer || !a->n_samples || !b->n_samples)
         return 0;
-    struct span {
-        uint32_t pid;
-        uint64_t t0, t1;
-    } *sp = NULL;
-    size_t n_sp = 0, cap_sp = 0;
-    for (size_t i = 0; i < b->n_samples; i++) {
+    pf_span *sp = sonde__malloc(b->n_samples * sizeof *sp);
+    if (!sp)
+        return -1;
+    size_t n_sp = 0;
+    for (size_t i = 0; i < b->n_samples; i++) { /* one a sample, then one a thread */
         const sm_sample_raw *x = &b->samples[i];
-        if (x->stack >= b->n_pstacks)
-            continue;
-        uint32_t pid = b->pstacks[x->stack].pid;
-        size_t k = 0;
-        while (k < n_sp && sp[k].pid != pid)
-            k++;
-        if (k == n_sp) {
-            if (SONDE_GROW(sp, n_sp, cap_sp)) {
-                sonde__free(sp);
-                return -1;
-            }
-            sp[n_sp++] = (struct span){pid, x->t_mono, x->t_mono};
-        }
-        if (x->t_mono < sp[k].t0)
-            sp[k].t0 = x->t_mono;
-        if (x->t_mono > sp[k].t1)
-            sp[k].t1 = x->t_mono;
+        if (x->stack < b->n_pstacks)
+            sp[n_sp++] = (pf_span){b->pstacks[x->stack].pid, x->tid, x->t_mono, x->t_mono};
     }
+    sonde__sort(sp, n_sp, sizeof *sp, cmp_span);
+    size_t k = 0;
+    for (size_t i = 0; i < n_sp; i++) {
+        if (k && !cmp_span(&sp[k - 1], &sp[i])) {
+            pf_span *t = &sp[k - 1];
+            t->t0 = sp[i].t0 < t->t0 ? sp[i].t0 : t->t0;
+            t->t1 = sp[i].t1 > t->t1 ? sp[i].t1 : t->t1;
+        } else {
+            sp[k++] = sp[i];
+        }
+    }
+    n_sp = k;
     size_t kept = 0, ns = a->n_samples;
     for (size_t i = 0; i < ns; i++) {
         const sm_sample_raw *x = &a->samples[i];
-        int drop = 0;
-        for (size_t k = 0; k < n_sp && !drop && x->stack < a->n_pstacks; k++)
-            drop = a->pstacks[x->stack].pid == sp[k].pid && x->t_mono >= sp[k].t0 &&
-                   x->t_mono <= sp[k].t1;
-        if (drop)
+        const pf_span *t =
+            x->stack < a->n_pstacks ? span_of(sp, n_sp, a->pstacks[x->stack].pid, x->tid) : NULL;
+        if (t && x->t_mono >= t->t0 && x->t_mono <= t->t1)
             continue;
         if (a->sample_site)
             a->sample_site[kept] = a->sample_site[i];
