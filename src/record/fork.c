@@ -185,7 +185,7 @@ int sonde__child_open(sonde_profiler *p)
         sonde__warn(p, "could not start the sampler thread in the forked child");
     char why[300];
     if (p->stacks_hz && !p->watch_pid && !atomic_load(&p->finalized) &&
-        sonde__stacks_attach(p, 0, p->stacks_hz, why, sizeof why) != 0)
+        sonde__stacks_attach(p, 0, p->stacks_hz, p->cfg.sample_python, why, sizeof why) != 0)
         sonde__warn(p, "no CPU samples with call stacks in the forked child: %s", why);
     return 0;
 }

@@ -821,7 +821,7 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch,
     }
     if (!watch && hz > 0) {
         char why[300];
-        if (sonde__stacks_attach(p, 0, (unsigned)hz, why, sizeof why) != 0)
+        if (sonde__stacks_attach(p, 0, (unsigned)hz, p->cfg.sample_python, why, sizeof why) != 0)
             sonde__warn(p, "no CPU samples with call stacks: %s", why);
     }
     if (cfg.cuda_activity) {
@@ -838,14 +838,15 @@ static int stacks_write(void *ctx, unsigned type, const uint8_t *payload, size_t
     return p->fd >= 0 ? sonde__write_record(p, type, payload, len) : -1;
 }
 
-int sonde__stacks_attach(sonde_profiler *p, pid_t pid, unsigned hz, char *why, size_t cap)
+int sonde__stacks_attach(sonde_profiler *p, pid_t pid, unsigned hz, int python, char *why,
+                         size_t cap)
 {
     if (p->stacks || p->fd < 0) {
         snprintf(why, cap, "%s", p->stacks ? "already sampling" : "the profiler records nothing");
         return -1;
     }
     p->stacks = sonde__stacks_start(pid, hz, p->cfg.sample_inline, p->cfg.sample_cfi,
-                                    p->cfg.sample_python, p->cfg.sample_off_cpu,
+                                    python, p->cfg.sample_off_cpu,
                                     p->cfg.sample_in_thread, stacks_write, p, why, cap);
     if (p->stacks)
         p->stacks_hz = hz;

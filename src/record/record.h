@@ -469,8 +469,11 @@ void sonde__sampler_stop(sonde_profiler *p);
  * not come across); idempotent. */
 void sonde__sampler_forget(sonde_profiler *p);
 /* CPU samples with call stacks of pid (0: this process) at hz into p's file, until
- * sonde__stacks_stop (finalize calls it). 0, or -1 with the reason in why. */
-int sonde__stacks_attach(sonde_profiler *p, pid_t pid, unsigned hz, char *why, size_t cap);
+ * sonde__stacks_stop (finalize calls it); their Python frames read where python (sonde run
+ * samples a Python program's processes from outside without them: they sample themselves).
+ * 0, or -1 with the reason in why. */
+int sonde__stacks_attach(sonde_profiler *p, pid_t pid, unsigned hz, int python, char *why,
+                         size_t cap);
 /* Stops them and writes what they hold; a warning says what could not be written. */
 void sonde__stacks_stop(sonde_profiler *p);
 

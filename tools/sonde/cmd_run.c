@@ -428,8 +428,6 @@ int cmd_run(int argc, char **argv)
     c.collect_cpu = c.collect_memory = 1;
 
     int go[2], fail[2];
-    if (in_thread == 2) /* the run's own sampling: native frames, no wake-up a sample */
-        c.sample_python = 0;
     pid_t child = spawn_waiting(cmd, go, fail, in_thread ? lib : NULL, hz, in_thread == 2);
     if (child < 0) {
         int e = errno;
@@ -461,7 +459,8 @@ int cmd_run(int argc, char **argv)
     if (hz && in_thread != 1 && sonde_file_path(p)) { /* attached before the exec: sampled from its
                                                      start */
         char why[256];
-        if (sonde__stacks_attach(p, child, hz, why, sizeof why) != 0 && !quiet)
+        if (sonde__stacks_attach(p, child, hz, c.sample_python && in_thread != 2, why,
+                                 sizeof why) != 0 && !quiet)
             fprintf(stderr, "sonde run: no CPU samples: %s\n", why);
     }
     char pidtxt[32];
