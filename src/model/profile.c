@@ -937,6 +937,24 @@ static int build_timed(const sb_raw *raw, sm_model *m, const uint32_t *folded)
     return rc;
 }
 
+/* Sample i of raw kept as the kept-th (its place in sample_site with it); samples_kept ends the
+ * pass. */
+static void sample_keep(sb_raw *raw, size_t i, size_t *kept)
+{
+    if (raw->sample_site)
+        raw->sample_site[*kept] = raw->sample_site[i];
+    raw->samples[(*kept)++] = raw->samples[i];
+}
+
+/* The samples kept (sample_keep) are raw's: the off-CPU periods' places moved after theirs. */
+static void samples_kept(sb_raw *raw, size_t kept)
+{
+    if (raw->sample_site && kept < raw->n_samples)
+        memmove(raw->sample_site + kept, raw->sample_site + raw->n_samples,
+                raw->n_offs * sizeof *raw->sample_site);
+    raw->n_samples = kept;
+}
+
 int sm__profile_build(sb_raw *raw, sm_model *m)
 {
     if (!raw->n_samples && !raw->n_pstacks)
@@ -968,17 +986,12 @@ int sm__profile_build(sb_raw *raw, sm_model *m)
         uint32_t s = raw->samples[i].stack;
         if (s < raw->n_pstacks && !bad[s]) {
             count[s]++;
-            if (raw->sample_site) /* the places found while building follow their samples */
-                raw->sample_site[kept] = raw->sample_site[i];
-            raw->samples[kept++] = raw->samples[i];
+            sample_keep(raw, i, &kept); /* the places found while building follow them */
         }
     }
-    if (raw->sample_site && kept < raw->n_samples) /* and the off-CPU periods' after them */
-        memmove(raw->sample_site + kept, raw->sample_site + raw->n_samples,
-                raw->n_offs * sizeof *raw->sample_site);
     pr->unnamed = raw->samples_unnamed + (raw->n_samples - kept);
     raw->samples_unnamed = pr->unnamed; /* a build again (sm__profile_merge) counts them too */
-    raw->n_samples = kept;
+    samples_kept(raw, kept);
     pr->samples = kept;
     if (build_stacks(raw, pr, count, folded) || sort_funcs(pr, at) || build_python(pr) ||
         build_lines(raw, pr, count, at, folded) || build_frame_lines(raw, pr, count, folded))
@@ -1164,21 +1177,16 @@ static int pf_drop_taken_inside(sb_raw *a, const sb_raw *b)
         }
     }
     n_sp = k;
-    size_t kept = 0, ns = a->n_samples;
-    for (size_t i = 0; i < ns; i++) {
+    size_t kept = 0;
+    for (size_t i = 0; i < a->n_samples; i++) {
         const sm_sample_raw *x = &a->samples[i];
         const pf_span *t =
             x->stack < a->n_pstacks ? span_of(sp, n_sp, a->pstacks[x->stack].pid, x->tid) : NULL;
-        if (t && x->t_mono >= t->t0 && x->t_mono <= t->t1)
-            continue;
-        if (a->sample_site)
-            a->sample_site[kept] = a->sample_site[i];
-        a->samples[kept++] = *x;
+        if (!t || x->t_mono < t->t0 || x->t_mono > t->t1)
+            sample_keep(a, i, &kept);
     }
     sonde__free(sp);
-    if (a->sample_site) /* the periods' places, after the samples' */
-        memmove(a->sample_site + kept, a->sample_site + ns, a->n_offs * sizeof *a->sample_site);
-    a->n_samples = kept;
+    samples_kept(a, kept);
     return 0;
 }
 

@@ -5,7 +5,9 @@
  * it SIGPROF, Python frames read in the handler) and joins the run as RUN.pidN.samples.sonde,
  * which sonde run merges when the program ends (sm_merge builds the CPU profiles as one): at its
  * exit, at _exit() and on SIGTERM; a forked child goes on as RUN.pidN.samples-pidM. No sampler
- * thread is woken a sample, which is what sampling from outside costs (docs/stacks.md).
+ * thread is woken a sample, which is what sampling from outside costs (docs/stacks.md). Under
+ * sonde run's default for a Python program (SONDE_RUN_SAMPLE_PYTHON_ONLY=1) only the CPython
+ * processes start one; sonde run samples the rest of the tree from outside.
  * Built into libsonde.so only: a program that links libsonde statically never runs it. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -128,7 +130,7 @@ __attribute__((constructor)) static void injected_start(void)
     const char *hz = getenv("SONDE_RUN_SAMPLE_HZ"), *dir = getenv("SONDE_RUN_DIR");
     const char *name = getenv("SONDE_RUN_NAME"), *py_only = getenv("SONDE_RUN_SAMPLE_PYTHON_ONLY");
     if (!hz || !*hz || !dir || !*dir || !name || !*name)
-        return; /* not under `sonde run --sample-in-thread` */
+        return; /* not under `sonde run` taking samples in the threads */
     /* sonde run's way with a Python program: the CPython processes of the tree (3.11 and later,
      * whose frames are read: Py_Version is theirs) sample themselves; every other process (a
      * shell, a pyenv shim, a tool the program runs) is left to sonde run's sampling from

@@ -48,14 +48,16 @@ static void on_control_signal(int sig, siginfo_t *info, void *uctx)
     if (!p)
         return;
     int cmd = info && info->si_code == SI_QUEUE ? info->si_value.sival_int : 0;
-    if (cmd && (cmd & 3) != SONDE_CTL_TRIGGER && p->ondemand)
-        ctl_put(p, cmd);
-    else if (cmd && (cmd & 3) != SONDE_CTL_TRIGGER)
-        atomic_store(&p->ctl_ignored, cmd & 3);
-    else if (p->flight)
+    if (cmd && (cmd & 3) != SONDE_CTL_TRIGGER) {
+        if (p->ondemand)
+            ctl_put(p, cmd);
+        else
+            atomic_store(&p->ctl_ignored, cmd & 3);
+    } else if (p->flight) {
         sonde__flight_signal(p);
-    else
+    } else {
         atomic_store(&p->ctl_ignored, SONDE_CTL_TRIGGER);
+    }
     sem_post(&p->wake);
 }
 

@@ -1080,10 +1080,8 @@ static int frame_chain(sonde_stacks *s, namer *nm, const sframe *fr, int pid)
         if (sonde__asprintf(&sf[0].name, "0x%" PRIx64, fr->off) < 0)
             return -1;
     } else {
-        if (!file_of(s, nm, fr->file))
-            return -1;
-        n = sonde__sym_at(nm->files[fr->file], fr->off, sf, s->inline_frames ? 8 : 1);
-        if (n < 0)
+        sonde_symfile *f = file_of(s, nm, fr->file);
+        if (!f || (n = sonde__sym_at(f, fr->off, sf, s->inline_frames ? 8 : 1)) < 0)
             return -1;
     }
     const char *obj = pc.name                 ? pc.file
