@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "record.h"
@@ -34,10 +35,30 @@ static int g_term_caught;      /* on_term is SIGTERM's handler */
 static pid_t g_waiter_pid;     /* the process term_waiter runs in (0: none) */
 static int g_forked;           /* this process is a forked child going on with the profiler */
 
+/* A profiling timer of the program's (setitimer(ITIMER_PROF)) still running as it exits, with
+ * SIGPROF at its default again (Python's finalization restores it): the CPU the samples' writing
+ * takes would let that timer end the process by SIGPROF, which it would not have met without
+ * us. SIGPROF is ignored for the rest of the exit then. */
+static void spare_exit_from_itimer(void)
+{
+    struct sigaction cur;
+    struct itimerval it;
+    if (sigaction(SIGPROF, NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO) ||
+        cur.sa_handler != SIG_DFL || getitimer(ITIMER_PROF, &it) != 0 ||
+        (!it.it_value.tv_sec && !it.it_value.tv_usec))
+        return;
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPROF, &ign, NULL);
+}
+
 /* The samples written, for sonde run to merge: at exit, at _exit, or on SIGTERM, whichever comes
  * first; the others wait until it is done (the process must not end while it writes). */
 static void injected_end(void)
 {
+    spare_exit_from_itimer();
     pthread_mutex_lock(&g_end_lock);
     sonde_profiler *p = atomic_exchange(&g_injected, NULL);
     if (p)

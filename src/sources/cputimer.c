@@ -77,6 +77,8 @@ struct sonde_cputimer {
     tthread *threads;          /* the threads with a timer */
     size_t n_threads, cap_threads;
     struct sigaction old;      /* SIGPROF's action before ours */
+    int displaced;             /* the program set an action of its own for SIGPROF: every
+                                  timer and counter stopped (sonde__cputimer_displaced) */
     /* Python frames (sonde__cputimer_python): the interpreter read, and each thread's thread
      * state, published by the sampler's thread (one writer), found by the handler by tid */
     _Atomic(const sonde_pyproc *) py;
@@ -295,6 +297,8 @@ static int cmp_tid_at(const void *a, const void *b)
 
 int sonde__cputimer_follow_new(sonde_cputimer *t)
 {
+    if (t->displaced) /* the signal is the program's now: no thread gets a timer again */
+        return 0;
     DIR *d = opendir("/proc/self/task");
     if (!d)
         return -1;
@@ -445,9 +449,16 @@ uint64_t sonde__cputimer_lost(const sonde_cputimer *t)
     return atomic_load(&((sonde_cputimer *)t)->lost);
 }
 
-/* No handler runs past this: the timers deleted, SIGPROF's action restored, the handlers
- * already running waited for. */
-static void disarm(sonde_cputimer *t)
+/* 1 when SIGPROF's action is on_sigprof (a program may have set one of its own since). */
+static int action_ours(void)
+{
+    struct sigaction cur;
+    return sigaction(SIGPROF, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+           cur.sa_sigaction == on_sigprof;
+}
+
+/* Every timer deleted and counter closed: none signals after it returns. */
+static void stop_all(sonde_cputimer *t)
 {
     if (t->counters) { /* no handler refreshes a counter after this, nor a closed descriptor */
         atomic_store(&t->stopping, 1);
@@ -458,16 +469,37 @@ static void disarm(sonde_cputimer *t)
     for (size_t i = 0; i < t->n_threads; i++)
         unfollow(t, i);
     t->n_threads = 0;
-    /* a signal already sent but not yet taken would meet SIGPROF's default action, which ends
-     * the process: ignoring it first discards it */
-    struct sigaction ign;
-    memset(&ign, 0, sizeof ign);
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    sigaction(SIGPROF, &ign, NULL);
-    sigaction(SIGPROF, &t->old, NULL);
+}
+
+/* No handler runs past this: the timers deleted, SIGPROF's action restored where it is still
+ * ours (a program's own is left as it is: restoring the default under its running itimer would
+ * end it by SIGPROF), the handlers already running waited for. */
+static void disarm(sonde_cputimer *t)
+{
+    stop_all(t);
+    if (!t->displaced && action_ours()) {
+        /* a signal already sent but not yet taken would meet SIGPROF's default action, which
+         * ends the process: ignoring it first discards it */
+        struct sigaction ign;
+        memset(&ign, 0, sizeof ign);
+        ign.sa_handler = SIG_IGN;
+        sigemptyset(&ign.sa_mask);
+        sigaction(SIGPROF, &ign, NULL);
+        sigaction(SIGPROF, &t->old, NULL);
+    }
     atomic_store(&g_owner, NULL);
     wait_handlers();
+}
+
+int sonde__cputimer_displaced(sonde_cputimer *t)
+{
+    if (t->displaced)
+        return 1;
+    if (!t->n_threads || action_ours())
+        return 0;
+    t->displaced = 1;
+    stop_all(t);
+    return 1;
 }
 
 void sonde__cputimer_disarm(sonde_cputimer *t)
@@ -494,5 +526,6 @@ void sonde__cputimer_forget(sonde_cputimer *t)
     /* a handler running on another thread at the fork counted itself in: that thread is not in
      * the child, and its count would stop the child's own sampler from ever disarming */
     atomic_store(&g_inflight, 0);
-    sigaction(SIGPROF, &t->old, NULL);
+    if (action_ours())
+        sigaction(SIGPROF, &t->old, NULL);
 }

@@ -288,7 +288,12 @@ void sonde__cputimer_python(sonde_cputimer *t, const sonde_pyproc *py);
 /* Thread tid's thread state is at tstate (0: none, or not known any more). The sampler's thread
  * alone calls it. */
 void sonde__cputimer_tstate(sonde_cputimer *t, uint32_t tid, uint64_t tstate);
-/* Deletes the timers and restores SIGPROF's action: no sample is taken after it returns (what
+/* 1 once the program has set an action of its own for SIGPROF (a profiler on
+ * setitimer(ITIMER_PROF), Python's signal.signal): every timer and counter is stopped then, no
+ * thread gets one again, and SIGPROF's action is never touched after, so the program's handler
+ * gets its own signals alone. The sampler's thread asks it each time it drains (10 ms). */
+int sonde__cputimer_displaced(sonde_cputimer *t);
+/* Deletes the timers and restores SIGPROF's action (where it is still ours): no sample is taken after it returns (what
  * the ring holds can still be drained). */
 void sonde__cputimer_disarm(sonde_cputimer *t);
 /* Disarms and frees t. NULL is ignored. */

@@ -697,6 +697,27 @@ static void wait_sample(sonde_stacks *s, int rings)
     nanosleep(&t, NULL);
 }
 
+static uint64_t mono_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+}
+
+/* The program set an action of its own for SIGPROF: the samples taken in its threads have
+ * stopped (sonde__cputimer_displaced), which the reports say. */
+static void timer_displaced(sonde_stacks *s)
+{
+    s->timer_displaced = 1;
+    sonde__stk_warn(s, "the program gave SIGPROF a handler of its own %.2f s after its sampling "
+                    "began (a profiler on setitimer?): the CPU samples taken in its threads "
+                    "stopped there and its handler gets its own signals alone; under sonde run, "
+                    "the samples taken from outside go on, with native frames only "
+                    "(--sample-outside reads its Python frames from outside throughout; "
+                    "docs/stacks.md, \"A program with a SIGPROF handler of its own\")",
+                    (double)(mono_ns() - s->timer_t0) / 1e9);
+}
+
 static void *reader(void *arg)
 {
     sonde_stacks *s = arg;
@@ -707,7 +728,9 @@ static void *reader(void *arg)
         wait_sample(s, s->py_any && !s->timer);
         if (s->timer) {
             drain_timer(s);
-            if (round % 10 == 0) /* the threads begun since: every 100 ms */
+            if (!s->timer_displaced && sonde__cputimer_displaced(s->timer))
+                timer_displaced(s);
+            else if (round % 10 == 0) /* the threads begun since: every 100 ms */
                 sonde__cputimer_follow_new(s->timer);
             continue;
         }
@@ -939,6 +962,7 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int
         /* refused here: timers on the threads' CPU clocks instead */
         char perf_why[256], timer_why[256];
         snprintf(perf_why, sizeof perf_why, "%s", why);
+        s->timer_t0 = mono_ns();
         s->timer = sonde__cputimer_start(hz, timers, timer_why, sizeof timer_why);
         if (!s->timer) {
             snprintf(why, cap, "%s; and %s", perf_why, timer_why);

@@ -1757,6 +1757,26 @@ print("pymix: %d samples for %.2f s of CPU (x%.2f), sh %d, spin %d, killed child
       % (p["samples"], cpu, ratio, by.get("sh", 0), spin, killed))
 PY
     fi
+    # a program that gives SIGPROF a handler of its own (a profiler on setitimer) after its
+    # sampling began: its handler gets its own timer's signals alone (about 100 in its second of
+    # CPU; with sonde's counters still signalling it, it got 197), the samples in its threads stop
+    # with a warning, and the timer it leaves running at exit does not end it by SIGPROF
+    if [ -z "$asan" ]; then
+        "$sonde" run --quiet -o py --name ownprof -- /usr/bin/python3 \
+            "$src/tests/e2e/pyownprof.py" > py/ownprof.out || fail "sonde run pyownprof exited $?"
+        python3 - py/ownprof.json "$(cat py/ownprof.out)" <<'PY' || fail "pyownprof"
+import json, sys
+r = json.load(open(sys.argv[1]))
+_, calls, _, own = sys.argv[2].split()
+calls, own = int(calls), int(own)
+assert calls <= 1.2 * own + 10, ("its handler got signals of sonde's", calls, own)
+run = [x for x in r["sections"] if x["name"] == "run"][0]
+assert run["metadata"]["exit"] == ["exit 0"], ("it ended otherwise", run["metadata"])
+said = [w for w in r.get("warnings", []) if "SIGPROF a handler of its own" in w]
+assert said, ("no warning says the sampling in its threads stopped", r.get("warnings"))
+print("pyownprof: its handler ran %d times, its timer accounts for %d; %s" % (calls, own, said[0][:60]))
+PY
+    fi
     # a program that ends by os._exit (no atexit handler runs) under --sample-in-thread: its
     # samples are written as it exits (inject.c's _exit), and its exit status is sonde's
     if [ -z "$asan" ]; then
