@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "record.h"
+#include "../util/sig.h"
 
 static sonde_profiler *_Atomic g_injected;
 static pid_t g_pid; /* the process whose profiler g_injected is (a forked child's, after it) */
@@ -47,11 +48,7 @@ static void spare_exit_from_itimer(void)
         cur.sa_handler != SIG_DFL || getitimer(ITIMER_PROF, &it) != 0 ||
         (!it.it_value.tv_sec && !it.it_value.tv_usec))
         return;
-    struct sigaction ign;
-    memset(&ign, 0, sizeof ign);
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    sigaction(SIGPROF, &ign, NULL);
+    sonde__sig_plain(SIGPROF, SIG_IGN);
 }
 
 /* The samples written, for sonde run to merge: at exit, at _exit, or on SIGTERM, whichever comes

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "record.h"
+#include "../util/sig.h"
 
 #define REGISTRY_SLOTS 64
 pthread_mutex_t sonde__registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -67,11 +68,7 @@ static void on_signal(int sig, siginfo_t *info, void *uctx)
                                             : old->sa_handler != SIG_IGN && old->sa_handler != SIG_DFL;
     if (host && (old->sa_flags & SA_RESETHAND)) {
         /* the kernel would have reset the action as it called the host's handler, once */
-        struct sigaction dfl;
-        memset(&dfl, 0, sizeof dfl);
-        dfl.sa_handler = SIG_DFL;
-        sigemptyset(&dfl.sa_mask);
-        sigaction(sig, &dfl, NULL);
+        sonde__sig_plain(sig, SIG_DFL);
     }
     if (old->sa_flags & SA_SIGINFO) {
         if (old->sa_sigaction) {
@@ -86,11 +83,7 @@ static void on_signal(int sig, siginfo_t *info, void *uctx)
     }
     /* Default disposition: restore it and deliver again, so the exit status, the core dump and
      * the parent's view are what they would have been. */
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    sigaction(sig, &dfl, NULL);
+    sonde__sig_plain(sig, SIG_DFL);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, sig);

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "../util/alloc.h"
+#include "../util/sig.h"
 #include "../util/sort.h"
 
 #ifndef sigev_notify_thread_id
@@ -480,11 +481,7 @@ static void disarm(sonde_cputimer *t)
     if (!t->displaced && action_ours()) {
         /* a signal already sent but not yet taken would meet SIGPROF's default action, which
          * ends the process: ignoring it first discards it */
-        struct sigaction ign;
-        memset(&ign, 0, sizeof ign);
-        ign.sa_handler = SIG_IGN;
-        sigemptyset(&ign.sa_mask);
-        sigaction(SIGPROF, &ign, NULL);
+        sonde__sig_plain(SIGPROF, SIG_IGN);
         sigaction(SIGPROF, &t->old, NULL);
     }
     atomic_store(&g_owner, NULL);
