@@ -293,8 +293,8 @@ void sonde__cputimer_tstate(sonde_cputimer *t, uint32_t tid, uint64_t tstate);
  * thread gets one again, and SIGPROF's action is never touched after, so the program's handler
  * gets its own signals alone. The sampler's thread asks it each time it drains (10 ms). */
 int sonde__cputimer_displaced(sonde_cputimer *t);
-/* Deletes the timers and restores SIGPROF's action (where it is still ours): no sample is taken after it returns (what
- * the ring holds can still be drained). */
+/* Deletes the timers and restores SIGPROF's action (where it is still ours): no sample is taken
+ * after it returns (what the ring holds can still be drained). */
 void sonde__cputimer_disarm(sonde_cputimer *t);
 /* Disarms and frees t. NULL is ignored. */
 void sonde__cputimer_stop(sonde_cputimer *t);

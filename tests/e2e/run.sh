@@ -1777,6 +1777,38 @@ assert said, ("no warning says the sampling in its threads stopped", r.get("warn
 print("pyownprof: its handler ran %d times, its timer accounts for %d; %s" % (calls, own, said[0][:60]))
 PY
     fi
+    # a torch program under sonde run as it is (issue 39): the Python function that called the
+    # heavy operator stands above its native frames (BLAS, ATen) in the samples
+    if /usr/bin/python3 -c "import torch" 2> /dev/null; then
+        loop=$("$sonde" run --quiet -o py --name torchmm -- /usr/bin/python3 \
+            "$src/tests/e2e/pytorchmm.py") || fail "sonde run pytorchmm exited $?"
+        python3 - py/torchmm.json py/torchmm.folded "$loop" <<'PY' || fail "pytorchmm"
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = r["profile"]
+loop_cpu = float(sys.argv[3])
+native = {f["name"] for f in p["functions"] if not f["object"].endswith(".py")}
+mm, inner = 0, {}
+for line in open(sys.argv[2]):
+    stack, n = line.rsplit(" ", 1)
+    fr, n = stack.split(";"), int(n)
+    if "heavy_matmul" not in fr:
+        continue
+    i = fr.index("heavy_matmul")
+    assert fr[i - 1] == "main", ("heavy_matmul's caller", fr[:i + 1])
+    mm += n
+    k = fr[i + 1] if i + 1 < len(fr) else None
+    inner[k] = inner.get(k, 0) + n
+want = 0.6 * loop_cpu * p["hz"]
+assert mm >= want, ("samples under heavy_matmul against its loop's CPU", mm, loop_cpu, want)
+nat = sum(n for k, n in inner.items() if k in native)
+assert nat >= 0.9 * mm, ("inward of heavy_matmul: native frames", inner)
+print("pytorchmm: %d samples under heavy_matmul for %.2f s of its loop's CPU, %d of them with "
+      "native frames inward (%s)" % (mm, loop_cpu, nat, p["method"]))
+PY
+    else
+        echo "pytorchmm: skipped, /usr/bin/python3 has no torch"
+    fi
     # a program that ends by os._exit (no atexit handler runs) under --sample-in-thread: its
     # samples are written as it exits (inject.c's _exit), and its exit status is sonde's
     if [ -z "$asan" ]; then
