@@ -96,17 +96,18 @@ static void instance_row(sbuf *b, sbuf *meta, const sm_model *m, const sm_span *
     sbuf_putc(b, '\n');
 }
 
-typedef struct rows {
-    sbuf b, meta;
-    sx_sink sink;
-    void *ctx;
-    int err;
-} rows;
-
-/* A section's row, written as it goes (sm_each_section). */
-static int row_of(void *ctx, const sm_model *m, const sm_span *s)
+void sx_rows_begin(sx_rows *r, sx_sink sink, void *ctx)
 {
-    rows *r = ctx;
+    *r = (sx_rows){.sink = sink, .ctx = ctx};
+    sbuf_init(&r->b);
+    sbuf_init(&r->meta);
+    sbuf_puts(&r->b, "thread,thread_name,name,depth,start_s,end_s,duration_s,session,units,flops,"
+                     "flags,metadata\n");
+}
+
+int sx_rows_add(void *ctx, const sm_model *m, const sm_span *s)
+{
+    sx_rows *r = ctx;
     instance_row(&r->b, &r->meta, m, s);
     if (r->b.oom || sx_drain(&r->b, r->sink, r->ctx, SX_PIECE)) {
         r->err = 1; /* the writer says why (export.c) */
@@ -115,21 +116,23 @@ static int row_of(void *ctx, const sm_model *m, const sm_span *s)
     return 0;
 }
 
+int sx_rows_end(sx_rows *r)
+{
+    if (!r->err)
+        r->err = sx_drain(&r->b, r->sink, r->ctx, 0) != 0;
+    int oom = r->b.oom;
+    sbuf_free(&r->b);
+    sbuf_free(&r->meta);
+    return r->err || oom ? -1 : 0;
+}
+
 int sx_csv_instances_stream(const sm_model *m, sx_sink sink, void *ctx)
 {
-    rows r = {.sink = sink, .ctx = ctx};
-    sbuf_init(&r.b);
-    sbuf_init(&r.meta);
-    sbuf_puts(&r.b, "thread,thread_name,name,depth,start_s,end_s,duration_s,session,units,flops,"
-                    "flags,metadata\n");
+    sx_rows r;
+    sx_rows_begin(&r, sink, ctx);
     /* every section's row: when not every one is held, from the file read again, each thread's
-     * in the order they ended */
-    if (sm_each_section(m, row_of, &r))
+     * in the order they ended (sx_read_file writes them as the file is read instead) */
+    if (sm_each_section(m, sx_rows_add, &r))
         r.err = 1;
-    if (!r.err)
-        r.err = sx_drain(&r.b, sink, ctx, 0) != 0;
-    int oom = r.b.oom;
-    sbuf_free(&r.b);
-    sbuf_free(&r.meta);
-    return r.err || oom ? -1 : 0;
+    return sx_rows_end(&r);
 }

@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "../analyze/analyze.h"
+#include "../config/keys.h"
 #include "../record/record.h"
 #include "../util/fileio.h"
 #include "export.h"
@@ -249,11 +250,106 @@ static unsigned writable(const sm_model *m, unsigned formats)
 
 int sx_write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats)
 {
+    return sx_write_formats_early(m, dir, name, formats, NULL);
+}
+
+unsigned sx_run_formats(const sm_model *m)
+{
+    const char *run = sm_info(m, "config.formats");
+    unsigned f = 0;
+    if (!run || sonde__parse_formats("config.formats", run, &f) || !f)
+        f = SONDE_FORMAT_REPORTS;
+    return f;
+}
+
+static size_t row_of_bit(unsigned bit);
+static char *format_path(const sm_model *m, const char *dir, const char *name, size_t f);
+
+/* sm_feed.want of sx_read_file: once the first pass has found more sections than the model
+ * holds, the instances CSV is begun when the formats write it (as writable() would decide,
+ * from the first pass's count), and fed every section as it closes. */
+static int early_want(void *ctx, const sm_model *m, uint64_t sections)
+{
+    sx_early *e = ctx;
+    unsigned f = e->formats ? e->formats : sx_run_formats(m);
+    if (!(f & SONDE_FORMAT_INSTANCES) &&
+        !((f & SONDE_FORMAT_CSV) && sections <= SONDE_INSTANCES_CSV_AUTO))
+        return 0;
+    char *path = format_path(m, e->dir, e->name ? e->name : m->name,
+                             row_of_bit(SONDE_FORMAT_INSTANCES));
+    /* where it cannot be begun here, sx_write_formats_early writes it as before and says why */
+    int ok = path && mkdir_p(e->dir) == 0 && afile_open(&e->af, path) == 0;
+    sonde__free(path);
+    if (!ok)
+        return 0;
+    e->open = 1;
+    sx_rows_begin(&e->rows, fd_sink, &e->af.fd);
+    return 1;
+}
+
+static int early_row(void *ctx, const sm_model *m, const sm_span *s)
+{
+    sx_early *e = ctx;
+    if (e->err) /* the file failed: the reading goes on for the other reports */
+        return 0;
+    errno = 0; /* a failed write sets it; out of memory may not */
+    if (sx_rows_add(&e->rows, m, s) != 0)
+        e->err = errno ? errno : ENOMEM;
+    return 0;
+}
+
+void sx_early_drop(sx_early *e)
+{
+    if (!e || !e->open)
+        return;
+    e->open = 0;
+    sx_rows_end(&e->rows);
+    afile_abort(&e->af);
+}
+
+int sx_read_file(const char *path, const sm_kv *set, size_t n_set, sx_early *e, sm_model *m)
+{
+    const sm_feed feed = {early_want, early_row, e};
+    e->open = e->err = 0;
+    xfsz_guard g; /* the early rows are written while the file is read */
+    xfsz_block(&g);
+    int rc = sm_read_file_fed(path, set, n_set, &feed, m);
+    xfsz_restore(&g);
+    if (rc)
+        sx_early_drop(e);
+    return rc;
+}
+
+int sx_write_formats_early(const sm_model *m, const char *dir, const char *name,
+                           unsigned formats, sx_early *e)
+{
     xfsz_guard g; /* a file-size limit makes a report fail, never the host */
     xfsz_block(&g);
-    int rc = write_formats(m, dir, name, writable(m, formats));
+    unsigned w = writable(m, formats);
+    int rc = 0;
+    if (e && e->open && !(w & SONDE_FORMAT_INSTANCES)) {
+        sx_early_drop(e);
+    } else if (e && e->open) {
+        e->open = 0;
+        w &= ~SONDE_FORMAT_INSTANCES;
+        char *where = sonde__strdup(e->af.path);
+        errno = 0;
+        int bad = sx_rows_end(&e->rows) != 0 || e->err;
+        if (bad) { /* a row's write failed as the file was read, the last rows', or memory */
+            int err = e->err ? e->err : errno ? errno : ENOMEM;
+            afile_abort(&e->af);
+            errno = err;
+        } else {
+            bad = afile_commit(&e->af, 0) != 0;
+        }
+        if (bad)
+            rc = sonde__fail(errno == ENOMEM ? SONDE_ENOMEM : SONDE_EIO, "cannot write %s: %s",
+                             where ? where : "the instances CSV", strerror(errno));
+        sonde__free(where);
+    }
+    int r = write_formats(m, dir, name, w);
     xfsz_restore(&g);
-    return rc;
+    return rc ? rc : r;
 }
 
 /* Where row f of the table writes: DIR/NAME.ext, or TensorBoard's own place. Allocated; NULL

@@ -5,6 +5,7 @@
 
 #include "../model/model.h"
 #include "../util/buf.h"
+#include "../util/fileio.h"
 
 #define SONDE_JSON_SCHEMA_VERSION 1
 
@@ -53,6 +54,18 @@ int sx_drain(sbuf *b, sx_sink sink, void *ctx, size_t at);
 /* NAME.instances.csv handed to sink in pieces of about 1 MiB: its memory does not grow with the
  * instances. 0, or -1 when out of memory or when sink failed. */
 int sx_csv_instances_stream(const sm_model *m, sx_sink sink, void *ctx);
+/* NAME.instances.csv written a row at a time as the sections come: sx_rows_begin puts the
+ * header, sx_rows_add (an sm_section_fn) a section's row, sx_rows_end what is left and frees r;
+ * sx_rows_add and sx_rows_end return -1 on a failed write (errno) or out of memory. */
+typedef struct sx_rows {
+    sbuf b, meta;
+    sx_sink sink;
+    void *ctx;
+    int err;
+} sx_rows;
+void sx_rows_begin(sx_rows *r, sx_sink sink, void *ctx);
+int sx_rows_add(void *r, const sm_model *m, const sm_span *s);
+int sx_rows_end(sx_rows *r);
 /* NAME.folded (folded.c): the CPU samples' stacks, one line per distinct stack. 0, or -1. */
 int sx_folded_stream(const sm_model *m, sx_sink sink, void *ctx);
 /* NAME.offcpu.folded (folded.c): the off-CPU periods' stacks, one line per distinct stack and
@@ -157,6 +170,32 @@ int sx_write_trace_range(const sm_model *m, const char *path, int64_t t0_ns, int
  * off-CPU periods were followed. Prints nothing. 0, or a negative SONDE_E* code naming the
  * failing file in sonde_last_error() (the other formats are still written). */
 int sx_write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats);
+/* The formats a run's own configuration names (config.formats), every report's when it names
+ * none or cannot be read: what `sonde export` writes without --format. */
+unsigned sx_run_formats(const sm_model *m);
+
+/* The reports whose files are written as the .sonde file is read, where the model will not hold
+ * every section (report_max_sections): NAME.instances.csv, its rows as the sections close,
+ * where sx_write_formats would read the file a second time for them. Set dir, name (NULL: the
+ * run's) and formats (0: the run's own, sx_run_formats) before sx_read_file; the rest is its. */
+typedef struct sx_early {
+    const char *dir, *name;
+    unsigned formats;
+    int open;                /* the instances CSV is being written (af, rows) */
+    afile af;
+    sx_rows rows;
+    int err;                 /* a write failed there (errno): the file is dropped */
+} sx_early;
+/* Reads path into m as sm_read_file_set does, writing e's early reports as it goes (a write
+ * that fails there is said by sx_write_formats_early; the reading goes on). 0, or the reading's
+ * SONDE_E* code; nothing of e is left open then. */
+int sx_read_file(const char *path, const sm_kv *set, size_t n_set, sx_early *e, sm_model *m);
+/* sx_write_formats for a model read by sx_read_file: what e wrote early is put in place (or
+ * dropped, when the formats do not write it after all) and the rest written. e may be NULL. */
+int sx_write_formats_early(const sm_model *m, const char *dir, const char *name,
+                           unsigned formats, sx_early *e);
+/* Drops what e wrote early (a model read but not written). */
+void sx_early_drop(sx_early *e);
 /* Prints the text summary to stderr (sonde_destroy with print_summary, `sonde run`); nothing
  * when out of memory. */
 void sx_print_summary(const sm_model *m);

@@ -59,7 +59,9 @@ typedef struct bctx {
     uint64_t built, folded;  /* sections built; of them, folded */
     sb_raw *raw;
     uint32_t *smp;           /* held sections: CPU samples by thread and time (place_samples) */
-    int each_stopped;        /* raw->opts.each asked to stop */
+    int feeding;             /* raw->opts.feed is handed every section as it closes */
+    uint64_t seen_sections;  /* the sections the first pass counted (held_bound) */
+    int each_stopped;        /* raw->opts.feed asked to stop */
 } bctx;
 
 typedef struct mode_ev {
@@ -250,6 +252,7 @@ static int64_t held_bound(bctx *b, size_t n_threads, const skim *sk)
     b->edge = SIZE_MAX;
     for (size_t i = 0; i < DUR_BUCKETS; i++) /* each closed once, at the latest at the run's end */
         sections += sk->tp.hist[i];
+    b->seen_sections = sections;
     if (!max || sections <= max)
         return INT64_MIN;
     uint64_t hold = max / 3, tmax = sm_trace_max_events(b->m); /* held, and a run beside each */
@@ -642,7 +645,7 @@ static int close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flag
         return -1;
     const sm_span *s = &b->m->spans[stack[k].span];
     const sb_opts *o = &b->raw->opts;
-    if (o->each && !(s->flags & SM_SPAN_SHORT) && o->each(o->each_ctx, b->m, s)) {
+    if (b->feeding && !(s->flags & SM_SPAN_SHORT) && o->feed->fn(o->feed->ctx, b->m, s)) {
         b->each_stopped = 1;
         return -1;
     }
@@ -1095,6 +1098,23 @@ static int build_rates_warnings(bctx *b, sm_model *m)
 }
 
 /* What the build held for itself. */
+/* Whether the reading's sink (sm_feed) is fed the sections as they close: always without a want,
+ * else when the model will not hold every section and want says so. 0, or -1 when want stopped
+ * the reading. */
+static int start_feeding(bctx *b, const sm_feed *fd)
+{
+    int w = !fd->want                    ? 1
+            : b->held_min_ns == INT64_MIN ? 0
+                                          : fd->want(fd->ctx, b->m, b->seen_sections);
+    if (w < 0) {
+        b->each_stopped = 1;
+        return -1;
+    }
+    b->feeding = w;
+    b->m->fed = w && fd->want;
+    return 0;
+}
+
 static void bctx_free(bctx *b)
 {
     sm__records_free(&b->rec);
@@ -1241,6 +1261,8 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     if (sm__records_plan(&b.rec, m, &seen) || sm__granges(raw, m, &b.grad))
         goto out;
     b.held_min_ns = held_bound(&b, raw->n_threads, &sk);
+    if (raw->opts.feed && start_feeding(&b, raw->opts.feed))
+        goto out;
     if (b.held_min_ns != INT64_MIN && m->n_sessions) { /* their spans will not all be there */
         if (!(b.ssink = sonde__calloc(m->n_sessions, sizeof *b.ssink)))
             goto out;

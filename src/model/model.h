@@ -485,6 +485,8 @@ typedef struct sm_model {
      * metadata their name's sm_metasum. */
     uint64_t sections_folded;  /* sections not held (0: every one is) */
     int64_t held_min_ns;       /* INT64_MIN when every section is held */
+    int fed;                   /* every section was handed to a sink of the reading as it
+                                  closed (sm_feed.want said 1): the instances CSV, written then */
     struct sm_fold_run *folds; /* the runs they were folded into, each thread's in order */
     size_t n_folds;
     uint64_t bytes;            /* size of the file read */
@@ -578,17 +580,26 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *name, sm_model *m);
  * (`sonde export --set`: report_max_sections decides what is held): set[i].key as
  * "config.KEY". */
 int sm_read_file_set(const char *path, const sm_kv *set, size_t n_set, sm_model *m);
-/* sm_read_file_set that also hands every section of the run to fn as it closes, with the model
- * being built (its threads, sites, sessions and the section's metadata are in place; its parent,
- * when held, too): NAME.instances.csv of a run that is not held whole. Sections are handed
- * thread by thread, each thread's in the order they ended; those under min_duration_s are not.
- * fn returns 0, or -1 to stop the reading (the result is then SONDE_EIO; fn's caller knows
- * why). */
+/* A sink of the reading for every section of the run: fn is handed each as it closes, with the
+ * model being built (its threads, sites, sessions and the section's metadata are in place; its
+ * parent, when held, too), thread by thread, each thread's in the order they ended; those under
+ * min_duration_s are not. fn returns 0, or -1 to stop the reading (the result is then
+ * SONDE_EIO; fn's caller knows why). want, when not NULL, is asked once the first pass has
+ * decided that the model will not hold every section (report_max_sections), and only then,
+ * with the number of sections that pass counted (those a clear or the schedule leaves out
+ * among them): 1 to be fed (sm_model.fed says it was), 0 not, -1 to stop the reading; a model that holds
+ * every section hands its spans later (sm_each_section), so such a sink feeds on those. So
+ * NAME.instances.csv is written as the file is read, never by a second reading of it. */
 typedef int (*sm_section_fn)(void *ctx, const sm_model *m, const sm_span *s);
-int sm_read_file_each(const char *path, const sm_kv *set, size_t n_set, sm_section_fn fn,
-                      void *ctx, sm_model *m);
+typedef struct sm_feed {
+    int (*want)(void *ctx, const sm_model *m, uint64_t sections);
+    sm_section_fn fn;
+    void *ctx;
+} sm_feed;
+int sm_read_file_fed(const char *path, const sm_kv *set, size_t n_set, const sm_feed *feed,
+                     sm_model *m);
 /* Every section of m's run handed to fn (NAME.instances.csv, `sonde diff --per-instance`): the
- * spans m holds when it holds every section, else the file read again (sm_read_file_each). A
+ * spans m holds when it holds every section, else the file read again (sm_read_file_fed). A
  * model merged from several files, or read from memory, hands the spans it holds. 0, or not 0
  * when fn stopped or the file could not be read again (sonde_last_error says why). */
 int sm_each_section(const sm_model *m, sm_section_fn fn, void *ctx);

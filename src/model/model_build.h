@@ -82,12 +82,11 @@ typedef struct sm_pfunc_raw {
     unsigned line;
 } sm_pfunc_raw;
 
-/* What the caller of a reading asks for besides the model (sm_read_file_each). */
+/* What the caller of a reading asks for besides the model (sm_read_file_fed). */
 typedef struct sb_opts {
     const sm_kv *set;  /* configuration facts set over the file's */
     size_t n_set;
-    sm_section_fn each; /* every section as it closes, or NULL */
-    void *each_ctx;
+    const sm_feed *feed; /* a sink fed every section as it closes (sm_read_file_fed), or NULL */
 } sb_opts;
 
 typedef struct sb_raw {

@@ -576,7 +576,7 @@ done:
 
 int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
 {
-    const sb_opts none = {NULL, 0, NULL, NULL};
+    const sb_opts none = {NULL, 0, NULL};
     return read_src(data, -1, n, fname, &none, m);
 }
 
@@ -587,14 +587,14 @@ int sm_read_file(const char *path, sm_model *m)
 
 int sm_read_file_set(const char *path, const sm_kv *set, size_t n_set, sm_model *m)
 {
-    return sm_read_file_each(path, set, n_set, NULL, NULL, m);
+    return sm_read_file_fed(path, set, n_set, NULL, m);
 }
 
-int sm_read_file_each(const char *path, const sm_kv *set, size_t n_set, sm_section_fn fn,
-                      void *ctx, sm_model *m)
+int sm_read_file_fed(const char *path, const sm_kv *set, size_t n_set, const sm_feed *feed,
+                     sm_model *m)
 {
     memset(m, 0, sizeof *m);
-    const sb_opts o = {set, n_set, fn, ctx};
+    const sb_opts o = {set, n_set, feed};
     int rc, fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block it */
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
@@ -633,7 +633,8 @@ int sm_each_section(const sm_model *m, sm_section_fn fn, void *ctx)
     const char *limit = sm_info(m, "config.report_max_sections");
     sm_kv set = {"config.report_max_sections", (char *)limit}; /* no more held than m holds */
     sm_model again;
-    int rc = sm_read_file_each(m->path, &set, limit ? 1 : 0, fn, ctx, &again);
+    const sm_feed every = {NULL, fn, ctx};
+    int rc = sm_read_file_fed(m->path, &set, limit ? 1 : 0, &every, &again);
     if (!rc)
         sm_free(&again);
     return rc;

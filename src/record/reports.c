@@ -12,15 +12,16 @@
 #include "record.h"
 #include "../util/alloc.h"
 
-/* The profiler's file read back. Before the run has ended (sonde_export while recording) the
- * file has no END record yet: the model says the run is in progress, and the reader's
- * "did not end cleanly" warning gives way to one saying the report holds the run so far. */
-static int read_back(sonde_profiler *p, sm_model *m)
+/* The profiler's file read back, writing e's early reports as it is read (e NULL: none). Before
+ * the run has ended (sonde_export while recording) the file has no END record yet: the model
+ * says the run is in progress, and the reader's "did not end cleanly" warning gives way to one
+ * saying the report holds the run so far. */
+static int read_back(sonde_profiler *p, sx_early *e, sm_model *m)
 {
     if (!p->path)
         return sonde__fail(SONDE_ESTATE, "nothing was recorded: %s",
                            p->status_msg[0] ? p->status_msg : "the profiler is disabled");
-    int rc = sm_read_file(p->path, m);
+    int rc = e ? sx_read_file(p->path, NULL, 0, e, m) : sm_read_file(p->path, m);
     if (rc || m->clean_end || atomic_load(&p->finalized))
         return rc;
     m->in_progress = 1;
@@ -30,6 +31,7 @@ static int read_back(sonde_profiler *p, sm_model *m)
         char *w = NULL;
         if (sonde__asprintf(&w, "exported while the run was recording: the run so far "
                                 "(%.3f s)", (double)m->duration_ns / 1e9) < 0 || !w) {
+            sx_early_drop(e);
             sm_free(m);
             return sonde__fail(SONDE_ENOMEM, "%s: out of memory", p->path);
         }
@@ -39,16 +41,27 @@ static int read_back(sonde_profiler *p, sm_model *m)
     return 0;
 }
 
+/* The early reports of a reading whose reports are written in formats to dir as name: those of
+ * the instances CSV's formats (sx_read_file), else none (NULL). */
+static sx_early *early_for(sx_early *e, const char *dir, const char *name, unsigned formats)
+{
+    if (!(formats & (SONDE_FORMAT_INSTANCES | SONDE_FORMAT_CSV)))
+        return NULL;
+    *e = (sx_early){.dir = dir, .name = name, .formats = formats};
+    return e;
+}
+
 int sonde__write_reports(sonde_profiler *p, const char *path)
 {
     sm_model m;
-    int rc = read_back(p, &m);
+    sx_early early, *e = path ? NULL : early_for(&early, p->output_dir, p->name, p->cfg.formats);
+    int rc = read_back(p, e, &m);
     if (rc)
         return rc;
     if (path)
         rc = sx_write_path(&m, path);
     else
-        rc = sx_write_formats(&m, p->output_dir, p->name, p->cfg.formats);
+        rc = sx_write_formats_early(&m, p->output_dir, p->name, p->cfg.formats, e);
     if (!path && p->cfg.print_summary && (p->cfg.rank <= 0 || p->cfg.display_all_ranks))
         sx_print_summary(&m);
     sm_free(&m);
@@ -58,13 +71,14 @@ int sonde__write_reports(sonde_profiler *p, const char *path)
 int sonde__write_dump_reports(sonde_profiler *p, const char *path, const char *stem)
 {
     sm_model m;
-    int rc = sm_read_file(path, &m);
+    sx_early early, *e = early_for(&early, p->output_dir, stem, p->cfg.formats);
+    int rc = e ? sx_read_file(path, NULL, 0, e, &m) : sm_read_file(path, &m);
     if (rc) {
         fprintf(stderr, "sonde: flight recorder: %s cannot be read back: %s; `sonde export %s` "
                         "may write its reports\n", path, sonde_last_error(), path);
         return rc;
     }
-    rc = sx_write_formats(&m, p->output_dir, stem, p->cfg.formats);
+    rc = sx_write_formats_early(&m, p->output_dir, stem, p->cfg.formats, e);
     if (rc)
         fprintf(stderr, "sonde: flight recorder: the reports of %s were not all written: %s; "
                         "`sonde export %s` writes them again\n", path, sonde_last_error(), path);
@@ -75,7 +89,7 @@ int sonde__write_dump_reports(sonde_profiler *p, const char *path, const char *s
 int sonde__write_cycle_trace(sonde_profiler *p, int cycle, const char *path)
 {
     sm_model m;
-    int rc = read_back(p, &m);
+    int rc = read_back(p, NULL, &m);
     if (rc)
         return rc;
     rc = sonde__fail(SONDE_ENOTFOUND, "no active window %d in %s", cycle, p->path);
@@ -116,7 +130,7 @@ sonde_summary_t *sonde_summary(sonde_profiler *p)
                                "a trigger (sonde_trigger; docs/flight-recorder.md)"
               : p->status_msg[0] ? p->status_msg
                                : "profiling is disabled (sonde_config.enabled = 0, SONDE_ENABLED=0)";
-    } else if (read_back(p, &m)) {
+    } else if (read_back(p, NULL, &m)) {
         return NULL;
     }
     sonde_summary_t *s = sonde__calloc(1, sizeof *s);

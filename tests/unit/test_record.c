@@ -681,6 +681,33 @@ static void held_sections_report_the_whole_run(void **state)
     assert_string_equal(ch.data, cf.data);
     sbuf_free(&ch);
     sbuf_free(&cf);
+    /* ... or written as the file is read (sx_read_file): the bytes the second reading gives,
+     * without it; a model that holds every section feeds none */
+    char early[300], csv_path[400];
+    snprintf(early, sizeof early, "%s/early", dir);
+    sbuf want;
+    sbuf_init(&want);
+    assert_int_equal(sx_csv_instances(&h, &want), 0);
+    sx_early e = {.dir = early, .formats = SONDE_FORMAT_INSTANCES};
+    sm_model he;
+    assert_int_equal(sx_read_file(path, NULL, 0, &e, &he), 0);
+    assert_int_equal(he.fed, 1);
+    assert_int_equal(e.open, 1);
+    assert_int_equal(sx_write_formats_early(&he, early, he.name, SONDE_FORMAT_INSTANCES, &e), 0);
+    snprintf(csv_path, sizeof csv_path, "%s/%s.instances.csv", early, he.name);
+    char *got = NULL;
+    size_t n_got = 0;
+    assert_int_equal(sonde__read_input(csv_path, 1 << 26, &got, &n_got), 0);
+    assert_int_equal((int)n_got, (int)want.len);
+    assert_memory_equal(got, want.data, n_got);
+    sonde__free(got);
+    sbuf_free(&want);
+    sm_free(&he);
+    sx_early e_all = {.dir = early, .formats = SONDE_FORMAT_INSTANCES};
+    assert_int_equal(sx_read_file(path, &all, 1, &e_all, &he), 0);
+    assert_int_equal(he.fed, 0);
+    assert_int_equal(e_all.open, 0);
+    sm_free(&he);
     /* the JSON's metadata of a name: every instance's values, held or folded */
     assert_true(h.n_metasum > 0);
     size_t tagged_h = 0, tagged_f = 0;

@@ -111,23 +111,6 @@ int cmd_export(int argc, char **argv)
         snprintf(set_fact[i], sizeof set_fact[i], "config.%.63s", set_key[i]);
         sets[i] = (sm_kv){set_fact[i], set_val[i]};
     }
-    sm_model m;
-    if (sm_read_file_set(file, sets, n_sets, &m) != 0) {
-        if (big)
-            fputc('\n', stderr);
-        return cli_fail(CLI_USAGE, "export", "%s", sonde_last_error());
-    }
-    if (cli_join_programs("export", file, &m) < 0) { /* a `sonde run` recording: the whole run */
-        sm_free(&m);
-        return CLI_USAGE;
-    }
-    if (!fmt) { /* the run's own formats, as the library wrote them; every one when unknown */
-        const char *run = sm_info(&m, "config.formats");
-        if (!run || sonde__parse_formats("config.formats", run, &formats) || !formats)
-            formats = SONDE_FORMAT_REPORTS;
-    }
-    if (big)
-        fprintf(stderr, " writing...");
     char *d = NULL;
     if (!dir) { /* beside the .sonde file, as the library writes them */
         d = strdup(file);
@@ -136,7 +119,26 @@ int cmd_export(int argc, char **argv)
             *slash = 0;
         dir = slash ? d : ".";
     }
-    int rc = sx_write_formats(&m, dir, m.name, formats);
+    /* the instances CSV of a run the model does not hold whole is written as the file is read */
+    sx_early early = {.dir = dir, .formats = fmt ? formats : 0};
+    sm_model m;
+    if (sx_read_file(file, sets, n_sets, &early, &m) != 0) {
+        if (big)
+            fputc('\n', stderr);
+        free(d);
+        return cli_fail(CLI_USAGE, "export", "%s", sonde_last_error());
+    }
+    if (cli_join_programs("export", file, &m) < 0) { /* a `sonde run` recording: the whole run */
+        sx_early_drop(&early);
+        free(d);
+        sm_free(&m);
+        return CLI_USAGE;
+    }
+    if (!fmt) /* the run's own formats, as the library wrote them; every one when unknown */
+        formats = sx_run_formats(&m);
+    if (big)
+        fprintf(stderr, " writing...");
+    int rc = sx_write_formats_early(&m, dir, m.name, formats, &early);
     if (big)
         fprintf(stderr, " done\n");
     if (rc) {
