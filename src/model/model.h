@@ -598,8 +598,9 @@ typedef struct sm_feed {
 } sm_feed;
 int sm_read_file_fed(const char *path, const sm_kv *set, size_t n_set, const sm_feed *feed,
                      sm_model *m);
-/* Every section of m's run handed to fn (NAME.instances.csv, `sonde diff --per-instance`): the
- * spans m holds when it holds every section, else the file read again (sm_read_file_fed). A
+/* Every section of m's run handed to fn (NAME.instances.csv, `sonde diff --per-instance`, where
+ * their sink was not fed as the file was read: sm_model.fed): the spans m holds when it holds
+ * every section, else the file read again (sm_read_file_fed). A
  * model merged from several files, or read from memory, hands the spans it holds. 0, or not 0
  * when fn stopped or the file could not be read again (sonde_last_error says why). */
 int sm_each_section(const sm_model *m, sm_section_fn fn, void *ctx);

@@ -503,7 +503,13 @@ PY
             --format instances -o held_exp --quiet
         opens=$(grep -c 'held/held.sonde"' held_strace.txt || true)
         [ "$opens" = 1 ] || fail "held sections: sonde export --format instances opened the file $opens times"
-        echo "held sections: the instances CSV written in one reading of the file"
+        strace -f -e trace=openat -o held_strace.txt "$sonde" diff held/held.sonde held/held.sonde \
+            --per-instance --format json > /dev/null
+        # each side: once to tell a .sonde file from a JSON report by its first bytes, once to
+        # read it (a third time, to read it again for the instances, before)
+        opens=$(grep -c 'held/held.sonde"' held_strace.txt || true)
+        [ "$opens" = 4 ] || fail "held sections: sonde diff --per-instance of a run against itself opened it $opens times"
+        echo "held sections: the instances CSV and diff --per-instance in one reading of the file"
     else
         echo "held sections: no strace here: how often the file is read is not checked"
     fi

@@ -32,6 +32,8 @@ int cli_bad_option(const char *cmd, const char *opt, const char *const *opts);
 /* Reads a run from a .sonde file or from a NAME.json report (by content, not by name). 0, or 2
  * with the message printed. */
 int cli_load(const char *cmd, const char *path, sm_model *m);
+/* cli_load with a sink of the reading for a .sonde file (sm_read_file_fed; NULL: none). */
+int cli_load_fed(const char *cmd, const char *path, const sm_feed *feed, sm_model *m);
 /* Under `sonde run NAME`, programs that link libsonde write NAME.pidN.sonde beside NAME.sonde:
  * given NAME.sonde at path, merges each of them into m (the whole run, as `sonde run` reported
  * it). A file that cannot be read is named on stderr and left out. The number joined, or -1

@@ -22,6 +22,7 @@
 
 #include "cli.h"
 #include "export/export.h"
+#include "record/record.h"
 #include "stats.h"
 #include "util/buf.h"
 #include "util/strmap.h"
@@ -284,14 +285,71 @@ static int add_instance(void *ctx, const sm_model *m, const sm_span *sp)
     return c->oom ? -1 : 0;
 }
 
-/* The instance durations of a run for --per-instance: every section's, read from the file
- * again as they close when the model holds only some (report_max_sections). 0, -1 out of
- * memory, -2 the file could not be read again (sonde_last_error says why). */
-static int add_instances(table *t, int s, const sm_model *m)
+/* --per-instance of a run the model will not hold whole (report_max_sections): its sections'
+ * durations taken by name id as the file is read (a sink of the reading), each name's in the
+ * order they closed, and put in the table once the run's statistics rows are (add_instances). */
+typedef struct inst_feed {
+    values *by_site;
+    size_t n_sites;
+} inst_feed;
+
+static int feed_want(void *ctx, const sm_model *m, uint64_t sections)
+{
+    (void)ctx;
+    (void)m;
+    (void)sections;
+    return 1;
+}
+
+static int feed_instance(void *ctx, const sm_model *m, const sm_span *sp)
+{
+    inst_feed *f = ctx;
+    (void)m;
+    if (sp->flags & SM_SPAN_END_LOST)
+        return 0;
+    if (sp->site >= f->n_sites) {
+        size_t n = (size_t)sp->site + 1 > 2 * f->n_sites ? (size_t)sp->site + 1 : 2 * f->n_sites;
+        values *g = realloc(f->by_site, n * sizeof *g);
+        if (!g)
+            goto oom;
+        memset(g + f->n_sites, 0, (n - f->n_sites) * sizeof *g);
+        f->by_site = g;
+        f->n_sites = n;
+    }
+    if (push(&f->by_site[sp->site], (double)(sp->end_ns - sp->start_ns) / 1e9) == 0)
+        return 0;
+oom: /* the reading stops; cli_load_fed says why */
+    sonde__fail(SONDE_ENOMEM, "out of memory while reading the instances");
+    return -1;
+}
+
+static void inst_feed_free(inst_feed *f)
+{
+    for (size_t i = 0; i < f->n_sites; i++)
+        free(f->by_site[i].v);
+    free(f->by_site);
+}
+
+/* The instance durations of a run for --per-instance: every section's, those of a run the model
+ * does not hold whole as the file was read (fed: m->fed), else the spans it holds. 0, -1 out
+ * of memory, -2 the file could not be read again (sonde_last_error says why). */
+static int add_instances(table *t, int s, const sm_model *m, const inst_feed *fed)
 {
     inst_ctx c = {t, s, 0};
-    if (sm_each_section(m, add_instance, &c))
+    if (m->fed && !m->merged) {
+        for (size_t i = 0; i < fed->n_sites; i++) {
+            if (!fed->by_site[i].n)
+                continue;
+            row *r = row_of(t, sm_str(m, (uint32_t)i), 0);
+            for (size_t k = 0; r && k < fed->by_site[i].n; k++)
+                if (push(&r->s[s].inst, fed->by_site[i].v[k]))
+                    return -1;
+            if (!r)
+                return -1;
+        }
+    } else if (sm_each_section(m, add_instance, &c)) {
         return c.oom ? -1 : -2;
+    }
     char name[1024];
     for (size_t i = 0; i < m->n_gpu; i++) {
         if (m->gpu[i].kind != SM_GPU_KERNEL)
@@ -322,9 +380,13 @@ static int load_side(table *t, side *sd, int s, const opts *o, rate *rates, size
 {
     for (size_t i = 0; i < sd->n; i++) {
         sm_model m;
-        int rc = cli_load("diff", sd->paths[i], &m);
-        if (rc)
+        inst_feed fed = {NULL, 0};
+        const sm_feed feed = {feed_want, feed_instance, &fed};
+        int rc = cli_load_fed("diff", sd->paths[i], o->per_instance ? &feed : NULL, &m);
+        if (rc) {
+            inst_feed_free(&fed);
             return rc;
+        }
         if (i == 0) {
             if (!(sd->program = base_name(m.program)))
                 rc = -1;
@@ -345,7 +407,7 @@ static int load_side(table *t, side *sd, int s, const opts *o, rate *rates, size
         free(ks);
         if (!rc && o->per_instance) {
             if (m.n_spans || m.n_gpu)
-                rc = add_instances(t, s, &m);
+                rc = add_instances(t, s, &m, &fed);
             else
                 t->no_instances[s] = 1;
         }
@@ -365,6 +427,7 @@ static int load_side(table *t, side *sd, int s, const opts *o, rate *rates, size
             rates[k].sum[s] += m.rates[u].units / m.rates[u].seconds;
             rates[k].n[s]++;
         }
+        inst_feed_free(&fed);
         sm_free(&m);
         if (rc == -2)
             return cli_fail(CLI_USAGE, "diff", "%s", sonde_last_error());

@@ -614,6 +614,11 @@ int cli_join_programs(const char *cmd, const char *path, sm_model *m)
 
 int cli_load(const char *cmd, const char *path, sm_model *m)
 {
+    return cli_load_fed(cmd, path, NULL, m);
+}
+
+int cli_load_fed(const char *cmd, const char *path, const sm_feed *feed, sm_model *m)
+{
     struct stat st;
     if (stat(path, &st) != 0)
         return cli_fail(CLI_USAGE, cmd, "%s: %s", path, strerror(errno));
@@ -629,7 +634,7 @@ int cli_load(const char *cmd, const char *path, sm_model *m)
     size_t got = fread(head, 1, sizeof head, f);
     if (got >= SONDE_FILE_MAGIC_LEN && !memcmp(head, SONDE_FILE_MAGIC, SONDE_FILE_MAGIC_LEN)) {
         fclose(f);
-        if (sm_read_file(path, m) != 0)
+        if (sm_read_file_fed(path, NULL, 0, feed, m) != 0)
             return cli_fail(CLI_USAGE, cmd, "%s", sonde_last_error());
         if (cli_join_programs(cmd, path, m) < 0) {
             sm_free(m);
