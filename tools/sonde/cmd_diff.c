@@ -286,11 +286,16 @@ static int add_instance(void *ctx, const sm_model *m, const sm_span *sp)
 }
 
 /* --per-instance of a run the model will not hold whole (report_max_sections): its sections'
- * durations taken by name id as the file is read (a sink of the reading), each name's in the
- * order they closed, and put in the table once the run's statistics rows are (add_instances). */
+ * durations taken by name as the file is read (a sink of the reading), each name's in the order
+ * they closed (call sites of one name together, as the rows have them), and put in the table
+ * once the run's statistics rows are (add_instances). */
 typedef struct inst_feed {
-    values *by_site;
-    size_t n_sites;
+    int32_t *slot_of;   /* by site id: its name's slot + 1, 0 until met */
+    size_t n_ids;
+    strmap names;       /* a name's slot */
+    values *by_name;    /* each slot's durations */
+    uint32_t *site_of;  /* a site of each slot's name */
+    size_t n_slots, cap_slots;
 } inst_feed;
 
 static int feed_want(void *ctx, const sm_model *m, uint64_t sections)
@@ -301,33 +306,66 @@ static int feed_want(void *ctx, const sm_model *m, uint64_t sections)
     return 1;
 }
 
+/* The slot of site's name, made when it is new. -1 out of memory. */
+static int32_t feed_slot(inst_feed *f, const sm_model *m, uint32_t site)
+{
+    if (site >= f->n_ids) {
+        size_t n = (size_t)site + 1 > 2 * f->n_ids ? (size_t)site + 1 : 2 * f->n_ids;
+        int32_t *g = realloc(f->slot_of, n * sizeof *g);
+        if (!g)
+            return -1;
+        memset(g + f->n_ids, 0, (n - f->n_ids) * sizeof *g);
+        f->slot_of = g;
+        f->n_ids = n;
+    }
+    if (f->slot_of[site])
+        return f->slot_of[site] - 1;
+    const char *name = sm_str(m, site);
+    int k = strmap_get(&f->names, name);
+    if (k < 0) {
+        if (f->n_slots == f->cap_slots) {
+            size_t nc = f->cap_slots ? 2 * f->cap_slots : 16;
+            values *v = realloc(f->by_name, nc * sizeof *v);
+            if (v)
+                f->by_name = v;
+            uint32_t *w = v ? realloc(f->site_of, nc * sizeof *w) : NULL;
+            if (!w)
+                return -1;
+            f->site_of = w;
+            f->cap_slots = nc;
+        }
+        k = (int)f->n_slots;
+        if (strmap_put(&f->names, name, k))
+            return -1;
+        f->by_name[k] = (values){0};
+        f->site_of[k] = site;
+        f->n_slots++;
+    }
+    f->slot_of[site] = k + 1;
+    return k;
+}
+
 static int feed_instance(void *ctx, const sm_model *m, const sm_span *sp)
 {
     inst_feed *f = ctx;
-    (void)m;
     if (sp->flags & SM_SPAN_END_LOST)
         return 0;
-    if (sp->site >= f->n_sites) {
-        size_t n = (size_t)sp->site + 1 > 2 * f->n_sites ? (size_t)sp->site + 1 : 2 * f->n_sites;
-        values *g = realloc(f->by_site, n * sizeof *g);
-        if (!g)
-            goto oom;
-        memset(g + f->n_sites, 0, (n - f->n_sites) * sizeof *g);
-        f->by_site = g;
-        f->n_sites = n;
-    }
-    if (push(&f->by_site[sp->site], (double)(sp->end_ns - sp->start_ns) / 1e9) == 0)
+    int32_t k = feed_slot(f, m, sp->site);
+    if (k >= 0 && push(&f->by_name[k], (double)(sp->end_ns - sp->start_ns) / 1e9) == 0)
         return 0;
-oom: /* the reading stops; cli_load_fed says why */
-    sonde__fail(SONDE_ENOMEM, "out of memory while reading the instances");
+    sonde__fail(SONDE_ENOMEM, "out of memory while reading the instances"); /* cli_load_fed
+                                                                              says it */
     return -1;
 }
 
 static void inst_feed_free(inst_feed *f)
 {
-    for (size_t i = 0; i < f->n_sites; i++)
-        free(f->by_site[i].v);
-    free(f->by_site);
+    for (size_t i = 0; i < f->n_slots; i++)
+        free(f->by_name[i].v);
+    free(f->by_name);
+    free(f->site_of);
+    free(f->slot_of);
+    strmap_free(&f->names);
 }
 
 /* The instance durations of a run for --per-instance: every section's, those of a run the model
@@ -337,15 +375,13 @@ static int add_instances(table *t, int s, const sm_model *m, const inst_feed *fe
 {
     inst_ctx c = {t, s, 0};
     if (m->fed && !m->merged) {
-        for (size_t i = 0; i < fed->n_sites; i++) {
-            if (!fed->by_site[i].n)
-                continue;
-            row *r = row_of(t, sm_str(m, (uint32_t)i), 0);
-            for (size_t k = 0; r && k < fed->by_site[i].n; k++)
-                if (push(&r->s[s].inst, fed->by_site[i].v[k]))
-                    return -1;
+        for (size_t i = 0; i < fed->n_slots; i++) {
+            row *r = row_of(t, sm_str(m, fed->site_of[i]), 0);
             if (!r)
                 return -1;
+            for (size_t k = 0; k < fed->by_name[i].n; k++)
+                if (push(&r->s[s].inst, fed->by_name[i].v[k]))
+                    return -1;
         }
     } else if (sm_each_section(m, add_instance, &c)) {
         return c.oom ? -1 : -2;
@@ -380,7 +416,9 @@ static int load_side(table *t, side *sd, int s, const opts *o, rate *rates, size
 {
     for (size_t i = 0; i < sd->n; i++) {
         sm_model m;
-        inst_feed fed = {NULL, 0};
+        inst_feed fed;
+        memset(&fed, 0, sizeof fed);
+        strmap_init(&fed.names);
         const sm_feed feed = {feed_want, feed_instance, &fed};
         int rc = cli_load_fed("diff", sd->paths[i], o->per_instance ? &feed : NULL, &m);
         if (rc) {
