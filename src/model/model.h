@@ -598,6 +598,9 @@ typedef struct sm_feed {
 } sm_feed;
 int sm_read_file_fed(const char *path, const sm_kv *set, size_t n_set, const sm_feed *feed,
                      sm_model *m);
+/* sm_read_mem with such a sink (the fuzzer feeds the instances CSV's rows from it). */
+int sm_read_mem_fed(const uint8_t *data, size_t n, const char *fname, const sm_feed *feed,
+                    sm_model *m);
 /* Every section of m's run handed to fn (NAME.instances.csv, `sonde diff --per-instance`, where
  * their sink was not fed as the file was read: sm_model.fed): the spans m holds when it holds
  * every section, else the file read again (sm_read_file_fed). A

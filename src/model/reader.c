@@ -576,8 +576,14 @@ done:
 
 int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
 {
-    const sb_opts none = {NULL, 0, NULL};
-    return read_src(data, -1, n, fname, &none, m);
+    return sm_read_mem_fed(data, n, fname, NULL, m);
+}
+
+int sm_read_mem_fed(const uint8_t *data, size_t n, const char *fname, const sm_feed *feed,
+                    sm_model *m)
+{
+    const sb_opts o = {NULL, 0, feed};
+    return read_src(data, -1, n, fname, &o, m);
 }
 
 int sm_read_file(const char *path, sm_model *m)
