@@ -8,6 +8,8 @@
  *           second trigger counted
  *   signal  1.5 s of steps, waiting for the trigger signal (sonde trigger PID) from outside;
  *           prints "ready PID" first, then runs until the file "DIR/stop" exists (at most 20 s)
+ *   blocked as signal, but the trigger signal (SIGUSR2) is blocked in every thread for the first
+ *           second after "ready": two `sonde trigger`s sent then must both be acted on
  *   exit    steps for 1 s, then exit(3) without sonde_destroy
  *   section 2.5 s of steps; at 2 s a section "slow part" of 300 ms in one (for the rule
  *           trigger_section_over_s, set from the environment)
@@ -21,6 +23,7 @@
  *   kill    a trigger, then steps until SIGKILL comes from outside (prints "dumped" once the
  *           dump's reports are there)
  * The configuration comes from the environment too (SONDE_*), over these settings. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +79,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "flight: %s\n", sonde_last_error());
         return 2;
     }
+    sigset_t usr2;
+    sigemptyset(&usr2);
+    sigaddset(&usr2, SIGUSR2);
+    if (!strcmp(mode, "blocked")) /* before sonde's threads begin: they inherit it */
+        sigprocmask(SIG_BLOCK, &usr2, NULL);
     sonde_profiler *p = sonde_create(&c);
     if (!p) {
         fprintf(stderr, "flight: %s\n", sonde_last_error());
@@ -100,9 +108,14 @@ int main(int argc, char **argv)
                 sonde_trigger(p, i == 100 ? "asked by the test" : "asked again");
             step(p, 10);
         }
-    } else if (!strcmp(mode, "signal")) {
+    } else if (!strcmp(mode, "signal") || !strcmp(mode, "blocked")) {
         printf("ready %d\n", (int)getpid());
         fflush(stdout);
+        if (!strcmp(mode, "blocked")) {
+            for (int i = 0; i < 100; i++)
+                step(p, 10);
+            sigprocmask(SIG_UNBLOCK, &usr2, NULL);
+        }
         char stop[4096];
         snprintf(stop, sizeof stop, "%s/stop", argv[2]);
         for (int i = 0; i < 2000 && access(stop, F_OK) != 0; i++)

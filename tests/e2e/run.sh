@@ -2405,6 +2405,20 @@ flight)
         fail "a --stop the flight recorder cannot follow was not said: $(cat c.err)"
     python3 "$src/tests/e2e/flight_check.py" c fl-trigger1 --reason "signal 12" \
         --before-min 1.0 --before-max 2.05
+    # two commands sent one after the other both reach the program: the second used to be merged
+    # into the first while that one waited to be taken (a signal pending is not queued twice);
+    # this program blocks the signal for a second, so the first waits for sure
+    "$fr" blocked b > b.out 2> b.err &
+    bpid=$!
+    for i in $(seq 100); do grep -q ready b.out && break; sleep 0.1; done
+    "$sonde" trigger "$bpid" > /dev/null || fail "sonde trigger (signal blocked) exited $?"
+    "$sonde" trigger "$bpid" --stop > /dev/null || fail "sonde trigger --stop (signal blocked) exited $?"
+    for i in $(seq 100); do [ -f b/fl-trigger1.txt ] && break; sleep 0.1; done
+    touch b/stop
+    wait $bpid || fail "flight blocked exited $?: $(cat b.err)"
+    grep -q "signal 12" b.err && grep -q "needs on_demand" b.err ||
+        fail "two commands sent together: one was lost: $(cat b.err)"
+    echo "two commands sent while the signal waited: both acted on"
     # on_demand: nothing until `sonde trigger PID --start --for 1`, then one second recorded and
     # its reports written; again with --start and --stop; the step time after as before
     SONDE_ON_DEMAND=1 "$fr" ondemand od > od.out 2> od.err &

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "cli.h"
 #include "record/record.h"
@@ -39,8 +40,9 @@ static int parse_signal(const char *s)
     return -1;
 }
 
-/* Whether pid catches sig, from /proc/PID/status (SigCgt): 1 yes, 0 no, -1 unknown. */
-static int catches(long pid, int sig)
+/* sig's bit in the signal mask that the line starting with key ("SigCgt:", "ShdPnd:") of
+ * /proc/PID/status shows: 1, 0, or -1 unknown. */
+static int status_bit(long pid, const char *key, int sig)
 {
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%ld/status", pid);
@@ -48,15 +50,43 @@ static int catches(long pid, int sig)
     if (!f)
         return -1;
     int r = -1;
+    size_t kl = strlen(key);
     while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "SigCgt:", 7))
+        if (strncmp(line, key, kl))
             continue;
-        unsigned long long mask = strtoull(line + 7, NULL, 16);
+        unsigned long long mask = strtoull(line + kl, NULL, 16);
         r = (mask >> (sig - 1)) & 1u;
         break;
     }
     fclose(f);
     return r;
+}
+
+/* Whether pid catches sig (SigCgt): 1 yes, 0 no, -1 unknown. */
+static int catches(long pid, int sig) { return status_bit(pid, "SigCgt:", sig); }
+
+/* Waits, up to 2 s, until no instance of sig sent to pid waits to be taken (ShdPnd): a signal
+ * sent while another is pending is merged into it, so two commands sent together (a dump, then
+ * --stop) lost the second. 1 when none is pending (or it cannot be told), 0 when one still is. */
+static int wait_taken(long pid, int sig)
+{
+    for (int i = 0; i < 2000; i++) {
+        if (status_bit(pid, "ShdPnd:", sig) != 1)
+            return 1;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    return 0;
+}
+
+/* After sending: returns once pid has taken the signal, so that the next `sonde trigger` is not
+ * merged into it; where it has not within 2 s, says so (CLI_OK still: it was sent). */
+static int taken(long pid, int sig)
+{
+    if (!wait_taken(pid, sig))
+        fprintf(stderr, "sonde trigger: process %ld has not taken signal %d yet (it blocks it?): "
+                        "it acts on it when it does\n", pid, sig);
+    return CLI_OK;
 }
 
 /* Whether pid runs a sonde profiler: one of its threads is sonde's writer. */
@@ -143,13 +173,17 @@ int cmd_trigger(int argc, char **argv)
         return cli_fail(CLI_USAGE, "trigger", "process %ld does not catch signal %d (%s): it is "
                         "not running sonde's flight recorder with trigger_signal %d, and the "
                         "signal would end it; nothing sent", pid, sig, strsignal(sig), sig);
+    if (!wait_taken(pid, sig))
+        return cli_fail(CLI_USAGE, "trigger", "process %ld has not taken the signal %d sent to "
+                        "it before for 2 s (it blocks it?): one sent now would be merged into "
+                        "that one; nothing sent", pid, sig);
     if (!start && !stop) {
         if (kill((pid_t)pid, sig) != 0)
             return cli_fail(CLI_USAGE, "trigger", "process %ld: %s", pid, strerror(errno));
         printf("sent signal %d (%s) to process %ld: its flight recorder writes NAME-triggerN.* "
                "in its output directory after flight_recorder_after_s\n", sig, strsignal(sig),
                pid);
-        return CLI_OK;
+        return taken(pid, sig);
     }
     union sigval v;
     v.sival_int = stop ? SONDE_CTL_STOP : (int)(SONDE_CTL_START | tenths << 2);
@@ -164,5 +198,5 @@ int cmd_trigger(int argc, char **argv)
     else
         printf("asked process %ld to record (on_demand) until sonde trigger %ld --stop\n", pid,
                pid);
-    return CLI_OK;
+    return taken(pid, sig);
 }
