@@ -1097,7 +1097,6 @@ static int build_rates_warnings(bctx *b, sm_model *m)
     return 0;
 }
 
-/* What the build held for itself. */
 /* Whether the reading's sink (sm_feed) is fed the sections as they close: always without a want,
  * else when the model will not hold every section and want says so. 0, or -1 when want stopped
  * the reading. */
@@ -1115,6 +1114,7 @@ static int start_feeding(bctx *b, const sm_feed *fd)
     return 0;
 }
 
+/* What the build held for itself. */
 static void bctx_free(bctx *b)
 {
     sm__records_free(&b->rec);

@@ -587,9 +587,9 @@ int sm_read_file_set(const char *path, const sm_kv *set, size_t n_set, sm_model 
  * SONDE_EIO; fn's caller knows why). want, when not NULL, is asked once the first pass has
  * decided that the model will not hold every section (report_max_sections), and only then,
  * with the number of sections that pass counted (those a clear or the schedule leaves out
- * among them): 1 to be fed (sm_model.fed says it was), 0 not, -1 to stop the reading; a model that holds
- * every section hands its spans later (sm_each_section), so such a sink feeds on those. So
- * NAME.instances.csv is written as the file is read, never by a second reading of it. */
+ * among them): 1 to be fed (sm_model.fed says it was), 0 not, -1 to stop the reading; a model
+ * that holds every section hands its spans later (sm_each_section), so such a sink feeds on
+ * those. So NAME.instances.csv is written as the file is read, not by a second reading. */
 typedef int (*sm_section_fn)(void *ctx, const sm_model *m, const sm_span *s);
 typedef struct sm_feed {
     int (*want)(void *ctx, const sm_model *m, uint64_t sections);
@@ -603,9 +603,9 @@ int sm_read_mem_fed(const uint8_t *data, size_t n, const char *fname, const sm_f
                     sm_model *m);
 /* Every section of m's run handed to fn (NAME.instances.csv, `sonde diff --per-instance`, where
  * their sink was not fed as the file was read: sm_model.fed): the spans m holds when it holds
- * every section, else the file read again (sm_read_file_fed). A
- * model merged from several files, or read from memory, hands the spans it holds. 0, or not 0
- * when fn stopped or the file could not be read again (sonde_last_error says why). */
+ * every section, else the file read again (sm_read_file_fed). A model merged from several
+ * files, or read from memory, hands the spans it holds. 0, or not 0 when fn stopped or the file
+ * could not be read again (sonde_last_error says why). */
 int sm_each_section(const sm_model *m, sm_section_fn fn, void *ctx);
 void sm_free(sm_model *m);
 /* A run name read from a file made into what the library itself allows as a name, a single path
