@@ -17,6 +17,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 expect() { # want-status want-stderr-text cmd...: its exit status and what stderr says
     local want=$1 text=$2; shift 2
     set +e; "$@" >out.txt 2>err.txt; local got=$?; set -e
+    # err.txt was once gone right after such a command (e2e flight, not reproduced): say where
+    [ -f err.txt ] || fail "$*: exited $got; err.txt is gone from $(pwd) ($(ls -A | head -20 | tr '\n' ' '))"
     [ "$got" = "$want" ] || fail "$* exited $got, expected $want: $(cat err.txt)"
     [ -z "$text" ] || grep -qF -- "$text" err.txt || fail "$*: stderr lacks '$text': $(cat err.txt)"
 }
