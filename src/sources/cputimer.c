@@ -77,9 +77,12 @@ struct sonde_cputimer {
     _Atomic uint64_t lost;     /* samples dropped: the ring was full */
     tthread *threads;          /* the threads with a timer */
     size_t n_threads, cap_threads;
-    struct sigaction old;      /* SIGPROF's action before ours */
-    int displaced;             /* the program set an action of its own for SIGPROF: every
-                                  timer and counter stopped (sonde__cputimer_displaced) */
+    int sig;                   /* the signal the timers and counters send: SIGPROF, or a free
+                                  real-time one once the program took SIGPROF
+                                  (sonde__cputimer_displaced) */
+    struct sigaction old;      /* sig's action before ours */
+    int displaced;             /* the program took sig and no other could be had: every timer
+                                  and counter stopped for good (sonde__cputimer_displaced) */
     /* Python frames (sonde__cputimer_python): the interpreter read, and each thread's thread
      * state, published by the sampler's thread (one writer), found by the handler by tid */
     _Atomic(const sonde_pyproc *) py;
@@ -235,7 +238,7 @@ static int counter_of(const sonde_cputimer *t, pid_t tid)
     if (fd < 0)
         return -1;
     struct f_owner_ex owner = {F_OWNER_TID, tid};
-    if (fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0 || fcntl(fd, F_SETSIG, SIGPROF) != 0 ||
+    if (fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0 || fcntl(fd, F_SETSIG, t->sig) != 0 ||
         fcntl(fd, F_SETOWN_EX, &owner) != 0 || ioctl(fd, PERF_EVENT_IOC_REFRESH, REFRESH) != 0) {
         int e = errno;
         close(fd);
@@ -246,7 +249,7 @@ static int counter_of(const sonde_cputimer *t, pid_t tid)
 }
 
 /* A timer on thread tid's CPU clock (the kernel's clock id for a thread's CPU time, as glibc's
- * pthread_getcpuclockid makes it), or its counter (counter_of), sending SIGPROF to that thread,
+ * pthread_getcpuclockid makes it), or its counter (counter_of), sending t->sig to that thread,
  * which is not followed yet. 0, or -1 (errno set; ESRCH-like failures of a thread that has just
  * ended are 0). */
 static int follow(sonde_cputimer *t, pid_t tid)
@@ -267,7 +270,7 @@ static int follow(sonde_cputimer *t, pid_t tid)
     struct sigevent ev;
     memset(&ev, 0, sizeof ev);
     ev.sigev_notify = SIGEV_THREAD_ID;
-    ev.sigev_signo = SIGPROF;
+    ev.sigev_signo = t->sig;
     ev.sigev_notify_thread_id = tid;
     timer_t id;
     if (timer_create(clock, &ev, &id) != 0)
@@ -347,6 +350,27 @@ int sonde__cputimer_follow_new(sonde_cputimer *t)
     return rc;
 }
 
+/* on_sigprof made sig's action, its action before kept in t->old, and t->sig set: 0; 1 when sig
+ * has an action of the program's (left as it is); -1 when sigaction failed (errno). */
+static int install(sonde_cputimer *t, int sig)
+{
+    struct sigaction sa, before;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigprof;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(sig, NULL, &before) != 0)
+        return -1;
+    if ((before.sa_flags & SA_SIGINFO) ||
+        (before.sa_handler != SIG_DFL && before.sa_handler != SIG_IGN))
+        return 1;
+    if (sigaction(sig, &sa, NULL) != 0)
+        return -1;
+    t->old = before;
+    t->sig = sig;
+    return 0;
+}
+
 sonde_cputimer *sonde__cputimer_start(unsigned hz, int counters, char *why, size_t cap)
 {
 #if !defined(__x86_64__) && !defined(__aarch64__)
@@ -364,6 +388,7 @@ sonde_cputimer *sonde__cputimer_start(unsigned hz, int counters, char *why, size
         return NULL;
     }
     t->hz = hz;
+    t->sig = SIGPROF;
     if (counters) { /* where the kernel gives this thread a counter, every thread gets one */
         int fd = counter_of(t, (pid_t)syscall(SYS_gettid));
         t->counters = fd >= 0;
@@ -380,20 +405,14 @@ sonde_cputimer *sonde__cputimer_start(unsigned hz, int counters, char *why, size
     }
     void *warm[4];
     backtrace(warm, 4); /* loads libgcc's unwinder now, not in the handler */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_sigprof;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGPROF, NULL, &t->old) != 0 ||
-        (t->old.sa_handler != SIG_DFL && t->old.sa_handler != SIG_IGN)) {
+    int got = install(t, SIGPROF);
+    if (got == 1) {
         snprintf(why, cap, "timer_create: SIGPROF already has a handler in this program");
         atomic_store(&g_owner, NULL);
         sonde__free(t);
         return NULL;
     }
-    if (sigaction(SIGPROF, &sa, NULL) != 0 || sonde__cputimer_follow_new(t) != 0 ||
-        !t->n_threads) {
+    if (got != 0 || sonde__cputimer_follow_new(t) != 0 || !t->n_threads) {
         snprintf(why, cap, "timer_create: %s", strerror(errno ? errno : ENOENT));
         sonde__cputimer_stop(t);
         return NULL;
@@ -450,11 +469,11 @@ uint64_t sonde__cputimer_lost(const sonde_cputimer *t)
     return atomic_load(&((sonde_cputimer *)t)->lost);
 }
 
-/* 1 when SIGPROF's action is on_sigprof (a program may have set one of its own since). */
-static int action_ours(void)
+/* 1 when t's signal's action is on_sigprof (a program may have set one of its own since). */
+static int action_ours(const sonde_cputimer *t)
 {
     struct sigaction cur;
-    return sigaction(SIGPROF, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+    return sigaction(t->sig, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
            cur.sa_sigaction == on_sigprof;
 }
 
@@ -472,32 +491,64 @@ static void stop_all(sonde_cputimer *t)
     t->n_threads = 0;
 }
 
-/* No handler runs past this: the timers deleted, SIGPROF's action restored where it is still
- * ours (a program's own is left as it is: restoring the default under its running itimer would
- * end it by SIGPROF), the handlers already running waited for. */
+/* t's signal's action put back where it is still ours (a program's own is left as it is:
+ * restoring the default under its running itimer would end it by SIGPROF). */
+static void restore(sonde_cputimer *t)
+{
+    if (!action_ours(t))
+        return;
+    /* a signal already sent but not yet taken would meet the default action, which ends the
+     * process: ignoring it first discards it (queued real-time ones too) */
+    sonde__sig_plain(t->sig, SIG_IGN);
+    sigaction(t->sig, &t->old, NULL);
+}
+
+/* No handler runs past this: the timers deleted, the signal's action restored (restore), the
+ * handlers already running waited for. */
 static void disarm(sonde_cputimer *t)
 {
     stop_all(t);
-    if (!t->displaced && action_ours()) {
-        /* a signal already sent but not yet taken would meet SIGPROF's default action, which
-         * ends the process: ignoring it first discards it */
-        sonde__sig_plain(SIGPROF, SIG_IGN);
-        sigaction(SIGPROF, &t->old, NULL);
-    }
+    if (!t->displaced)
+        restore(t);
     atomic_store(&g_owner, NULL);
     wait_handlers();
+}
+
+/* The highest real-time signal whose action is the default (the program uses none of it), or
+ * -1. */
+static int free_rt_signal(void)
+{
+    for (int s = SIGRTMAX; s >= SIGRTMIN; s--) {
+        struct sigaction cur;
+        if (sigaction(s, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
+            cur.sa_handler == SIG_DFL)
+            return s;
+    }
+    return -1;
 }
 
 int sonde__cputimer_displaced(sonde_cputimer *t)
 {
     if (t->displaced)
-        return 1;
-    if (!t->n_threads || action_ours())
-        return 0;
-    t->displaced = 1;
+        return 2;
+    if (!t->n_threads || action_ours(t))
+        return t->sig == SIGPROF ? 0 : 1;
     stop_all(t);
-    return 1;
+    /* SIGPROF taken: the timers and counters move to a free real-time signal, every thread
+     * armed again on it (its pending SIGPROFs go to the program's handler) */
+    int s = t->sig == SIGPROF ? free_rt_signal() : -1;
+    if (s > 0 && install(t, s) == 0) {
+        atomic_store(&t->stopping, 0);
+        sonde__cputimer_follow_new(t);
+        if (t->n_threads)
+            return 1;
+        restore(t);
+    }
+    t->displaced = 1;
+    return 2;
 }
+
+int sonde__cputimer_signal(const sonde_cputimer *t) { return t->sig; }
 
 void sonde__cputimer_disarm(sonde_cputimer *t)
 {
@@ -523,6 +574,6 @@ void sonde__cputimer_forget(sonde_cputimer *t)
     /* a handler running on another thread at the fork counted itself in: that thread is not in
      * the child, and its count would stop the child's own sampler from ever disarming */
     atomic_store(&g_inflight, 0);
-    if (action_ours())
-        sigaction(SIGPROF, &t->old, NULL);
+    if (action_ours(t))
+        sigaction(t->sig, &t->old, NULL);
 }

@@ -288,11 +288,15 @@ void sonde__cputimer_python(sonde_cputimer *t, const sonde_pyproc *py);
 /* Thread tid's thread state is at tstate (0: none, or not known any more). The sampler's thread
  * alone calls it. */
 void sonde__cputimer_tstate(sonde_cputimer *t, uint32_t tid, uint64_t tstate);
-/* 1 once the program has set an action of its own for SIGPROF (a profiler on
- * setitimer(ITIMER_PROF), Python's signal.signal): every timer and counter is stopped then, no
- * thread gets one again, and SIGPROF's action is never touched after, so the program's handler
- * gets its own signals alone. The sampler's thread asks it each time it drains (10 ms). */
+/* Whether the program has set an action of its own for t's signal (for SIGPROF: a profiler on
+ * setitimer(ITIMER_PROF), Python's signal.signal), whose action is never touched after, so the
+ * program's handler gets its own signals alone: 0 not; 1 it took SIGPROF (now or before), and
+ * every thread's timer or counter sends a free real-time signal instead (sonde__cputimer_signal),
+ * the samples going on; 2 it took the signal and no other could be had: every timer and counter
+ * is stopped for good. The sampler's thread asks it each time it drains (10 ms). */
 int sonde__cputimer_displaced(sonde_cputimer *t);
+/* The signal t's timers and counters send (SIGPROF, or the one they moved to). */
+int sonde__cputimer_signal(const sonde_cputimer *t);
 /* Deletes the timers and restores SIGPROF's action (where it is still ours): no sample is taken
  * after it returns (what the ring holds can still be drained). */
 void sonde__cputimer_disarm(sonde_cputimer *t);

@@ -19,6 +19,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -704,18 +705,31 @@ static uint64_t mono_ns(void)
     return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 }
 
-/* The program set an action of its own for SIGPROF: the samples taken in its threads have
- * stopped (sonde__cputimer_displaced), which the reports say. */
-static void timer_displaced(sonde_stacks *s)
+/* The program set an action of its own for the timers' signal (sonde__cputimer_displaced says
+ * how it went: 1 moved to another, 2 stopped), which the reports say. */
+static void timer_displaced(sonde_stacks *s, int how)
 {
-    s->timer_displaced = 1;
-    sonde__stk_warn(s, "the program gave SIGPROF a handler of its own %.2f s after its sampling "
-                    "began (a profiler on setitimer?): the CPU samples taken in its threads "
-                    "stopped there and its handler gets its own signals alone; under sonde run, "
-                    "the samples taken from outside go on, with native frames only "
-                    "(--sample-outside reads its Python frames from outside throughout; "
-                    "docs/stacks.md, \"A program with a SIGPROF handler of its own\")",
-                    (double)(mono_ns() - s->timer_t0) / 1e9);
+    double at = (double)(mono_ns() - s->timer_t0) / 1e9;
+    int sig = sonde__cputimer_signal(s->timer);
+    if (how == 1)
+        sonde__stk_warn(s, "the program gave SIGPROF a handler of its own %.2f s after its "
+                        "sampling began (a profiler on setitimer?): its handler gets its own "
+                        "signals alone, and the CPU samples taken in its threads go on with "
+                        "signal %d (SIGRTMIN+%d) (docs/stacks.md, \"A program with a SIGPROF "
+                        "handler of its own\")", at, sig, sig - SIGRTMIN);
+    else if (s->timer_displaced == 1)
+        sonde__stk_warn(s, "the program gave signal %d (SIGRTMIN+%d), which the samples taken in "
+                        "its threads had moved to, a handler of its own %.2f s after its "
+                        "sampling began: they stopped there (docs/stacks.md)", sig,
+                        sig - SIGRTMIN, at);
+    else
+        sonde__stk_warn(s, "the program gave SIGPROF a handler of its own %.2f s after its "
+                        "sampling began (a profiler on setitimer?), and no real-time signal was "
+                        "free: the CPU samples taken in its threads stopped there and its "
+                        "handler gets its own signals alone; under sonde run, the samples taken "
+                        "from outside go on, with native frames only (docs/stacks.md, \"A "
+                        "program with a SIGPROF handler of its own\")", at);
+    s->timer_displaced = how;
 }
 
 static void *reader(void *arg)
@@ -728,8 +742,9 @@ static void *reader(void *arg)
         wait_sample(s, s->py_any && !s->timer);
         if (s->timer) {
             drain_timer(s);
-            if (!s->timer_displaced && sonde__cputimer_displaced(s->timer))
-                timer_displaced(s);
+            int how = s->timer_displaced == 2 ? 2 : sonde__cputimer_displaced(s->timer);
+            if (how != s->timer_displaced)
+                timer_displaced(s, how);
             else if (round % 10 == 0) /* the threads begun since: every 100 ms */
                 sonde__cputimer_follow_new(s->timer);
             continue;

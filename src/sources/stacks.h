@@ -124,7 +124,8 @@ struct sonde_stacks {
     size_t n_pend, cap_pend;
     sonde_cputimer *timer; /* where perf_event_open was refused: the samples' source */
     int timer_py;          /* the timers were handed this process's interpreter */
-    int timer_displaced;   /* the program took SIGPROF: the timers stopped (timer_displaced) */
+    int timer_displaced;   /* the program took the timers' signal: 1 they moved to another, 2
+                              they stopped (timer_displaced) */
     uint64_t timer_t0;     /* when the timers started (CLOCK_MONOTONIC, ns) */
     int inline_frames;     /* inlined functions are frames of their own */
     sonde_pytab *pytab;    /* the Python code objects of every process (pyframes.c); NULL:

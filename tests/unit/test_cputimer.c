@@ -3,7 +3,8 @@
  * the start too, once follow_new has run), each sample's periods add up to the CPU the threads
  * used, its first frame is the interrupted function and the next ones its callers, a second
  * sampler is refused, a program's own SIGPROF handler is left alone (set before the start, or
- * after it: the sampling stops then), and SIGPROF's action is restored at the end. Also run under TSan (label threads): the handler and the ring. */
+ * after it: the sampling moves to a real-time signal then, and stops when that is taken too),
+ * and SIGPROF's action is restored at the end. Also run under TSan (label threads): the handler and the ring. */
 #define _GNU_SOURCE
 #include <linux/perf_event.h>
 #include <pthread.h>
@@ -229,10 +230,12 @@ static long drain_count(sonde_cputimer *t)
 
 /* A program that gives SIGPROF a handler of its own after the sampling began (a profiler on
  * setitimer, Python's signal.signal): once the sampler's thread has looked
- * (sonde__cputimer_displaced), no timer or counter is left, none is armed again, no sample is
- * taken, the program's handler gets no signal of ours, and stopping leaves its handler in place
- * (restoring the default under its own timer would end the program by SIGPROF). */
-static void a_handler_set_later_stops_the_sampling(int counters)
+ * (sonde__cputimer_displaced), every timer or counter sends a free real-time signal instead and
+ * the samples go on, the program's handler gets no signal of ours; when the program takes that
+ * one too, everything stops for good (no timer left, none armed again, no sample); and stopping
+ * leaves both of its handlers in place (restoring the default under its own timer would end the
+ * program by SIGPROF). */
+static void a_handler_set_later_moves_the_sampling(int counters)
 {
     char why[256] = "";
     sonde_cputimer *t = sonde__cputimer_start(999, counters, why, sizeof why);
@@ -241,6 +244,7 @@ static void a_handler_set_later_stops_the_sampling(int counters)
         fprintf(stderr, "test_cputimer: no per-thread counters here: timers instead\n");
     caller(30);
     assert_int_equal(sonde__cputimer_displaced(t), 0); /* still ours */
+    assert_int_equal(sonde__cputimer_signal(t), SIGPROF);
     assert_true(drain_count(t) > 0);
     struct sigaction mine, now;
     memset(&mine, 0, sizeof mine);
@@ -248,34 +252,48 @@ static void a_handler_set_later_stops_the_sampling(int counters)
     sigemptyset(&mine.sa_mask);
     assert_int_equal(sigaction(SIGPROF, &mine, NULL), 0);
     assert_int_equal(sonde__cputimer_displaced(t), 1);
-    assert_int_equal(sonde__cputimer_followed(t), 0);
+    int rt = sonde__cputimer_signal(t);
+    assert_true(rt >= SIGRTMIN && rt <= SIGRTMAX);
+    assert_true(sonde__cputimer_followed(t) > 0);
     drain_count(t); /* those taken before */
     long before = atomic_load(&g_prof_calls);
-    caller(100); /* 100 periods of 1/999 s, had anything been left armed */
+    caller(100); /* 100 periods of 1/999 s */
+    assert_int_equal(sonde__cputimer_displaced(t), 1);
+    assert_true(drain_count(t) >= 20); /* the samples go on (timers: at the kernel's tick) */
+    assert_true(atomic_load(&g_prof_calls) - before <= 1); /* at most one sent before the move */
+    /* the program takes the real-time signal too: stopped for good */
+    assert_int_equal(sigaction(rt, &mine, NULL), 0);
+    assert_int_equal(sonde__cputimer_displaced(t), 2);
+    assert_int_equal(sonde__cputimer_followed(t), 0);
+    drain_count(t);
+    before = atomic_load(&g_prof_calls);
+    caller(100);
     assert_int_equal(sonde__cputimer_follow_new(t), 0);
     assert_int_equal(sonde__cputimer_followed(t), 0);
     caller(30);
     assert_int_equal(drain_count(t), 0);
-    /* at most a signal sent before the timers went, per thread */
     assert_true(atomic_load(&g_prof_calls) - before <= 1);
-    assert_int_equal(sonde__cputimer_displaced(t), 1);
+    assert_int_equal(sonde__cputimer_displaced(t), 2);
     sonde__cputimer_stop(t);
     sigaction(SIGPROF, NULL, &now);
     assert_true(now.sa_handler == on_prof);
+    sigaction(rt, NULL, &now);
+    assert_true(now.sa_handler == on_prof);
     signal(SIGPROF, SIG_DFL);
+    signal(rt, SIG_DFL);
     atomic_store(&g_prof_calls, 0);
 }
 
-static void a_handler_set_later_stops_the_timers(void **state)
+static void a_handler_set_later_moves_the_timers(void **state)
 {
     (void)state;
-    a_handler_set_later_stops_the_sampling(0);
+    a_handler_set_later_moves_the_sampling(0);
 }
 
-static void a_handler_set_later_stops_the_counters(void **state)
+static void a_handler_set_later_moves_the_counters(void **state)
 {
     (void)state;
-    a_handler_set_later_stops_the_sampling(1);
+    a_handler_set_later_moves_the_sampling(1);
 }
 
 int main(void)
@@ -284,8 +302,8 @@ int main(void)
         cmocka_unit_test(cpu_samples_of_every_thread),
         cmocka_unit_test(cpu_samples_by_counters),
         cmocka_unit_test(a_programs_handler_is_left_alone),
-        cmocka_unit_test(a_handler_set_later_stops_the_timers),
-        cmocka_unit_test(a_handler_set_later_stops_the_counters),
+        cmocka_unit_test(a_handler_set_later_moves_the_timers),
+        cmocka_unit_test(a_handler_set_later_moves_the_counters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
