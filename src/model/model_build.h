@@ -131,6 +131,9 @@ typedef struct sb_raw {
     int samples_untimed;
     int samples_by_timer;      /* flag 2: taken in the threads by SIGPROF (cputimer.c) */
     int samples_by_counter;    /* flag 4: from per-thread CPU-clock counters */
+    int samples_outside;       /* some were taken from outside the threads (a SAMPLES record
+                                  without flag 2), kept through merges: pf_drop_taken_inside
+                                  may drop those (samples_by_timer follows the most) */
     sm_off_raw *offs;          /* off-CPU periods */
     size_t n_offs, cap_offs;
     int off_followed;          /* an OFFCPU record was read: they were followed */

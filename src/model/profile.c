@@ -80,6 +80,7 @@ int sm__profile_parse(sb_raw *raw, unsigned type, const uint8_t *p, const uint8_
         raw->sample_hz = (unsigned)v[0];
         raw->samples_untimed |= !(v[1] & 1);
         raw->samples_by_timer |= (v[1] & 2) != 0;
+        raw->samples_outside |= !(v[1] & 2);
         raw->samples_by_counter |= (v[1] & 4) != 0;
         raw->samples_lost += v[2];
         uint64_t t = 0;
@@ -1042,6 +1043,7 @@ int sm__profile_keep(sb_raw *raw, sm_model *m)
     k->samples_untimed = raw->samples_untimed;
     k->samples_by_timer = raw->samples_by_timer;
     k->samples_by_counter = raw->samples_by_counter;
+    k->samples_outside = raw->samples_outside;
     k->off_followed = raw->off_followed;
     m->praw = k;
     return 0;
@@ -1150,11 +1152,12 @@ static pf_span *span_of(pf_span *sp, size_t n, uint32_t pid, uint32_t tid)
  * thread from b's first sample of it to its last are left out, so each moment is counted once,
  * with its Python frames; a's samples of other threads (one begun since the process last looked
  * for new ones), of a thread before it was sampled in it (a shell's image before it exec'd
- * Python), or of a process killed before it wrote its samples, stay. a's places (sample_site)
- * follow. 0, or -1 out of memory. */
+ * Python), or of a process killed before it wrote its samples, stay. Asked of a's samples from
+ * outside (samples_outside), whatever way most of a's are after earlier merges: the run's file,
+ * then each process's. a's places (sample_site) follow. 0, or -1 out of memory. */
 static int pf_drop_taken_inside(sb_raw *a, const sb_raw *b)
 {
-    if (!b->samples_by_timer || a->samples_by_timer || !a->n_samples || !b->n_samples)
+    if (!b->samples_by_timer || !a->samples_outside || !a->n_samples || !b->n_samples)
         return 0;
     pf_span *sp = sonde__malloc(b->n_samples * sizeof *sp);
     if (!sp)
@@ -1246,6 +1249,7 @@ int sm__profile_merge(sm_model *d, sm_model *s, uint32_t site0)
     a->stacks_cfi += b->stacks_cfi;
     a->samples_unnamed += b->samples_unnamed;
     a->off_followed |= b->off_followed;
+    a->samples_outside |= b->samples_outside;
     sm_profile_free(&d->profile);
     return sm__profile_build(a, d);
 }

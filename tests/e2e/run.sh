@@ -1963,6 +1963,25 @@ assert spin >= 0.5 * total, (sys.argv[2], spin, total)
 print("%s workers: %d of %d samples under worker_spin" % (sys.argv[2], spin, total))
 PY
     done
+    # sonde run as it is (each Python process sampled in its threads, the tree from outside),
+    # the program's own process the busiest: its file, merged first, holds most samples, and
+    # each worker's moments are still counted once (its samples from outside over the span it
+    # sampled itself left out: the merge asked that only while most of the run's samples were
+    # from outside, and counted the workers twice, 1.24 samples a CPU period)
+    if [ -z "$asan" ]; then
+        "$sonde" run --quiet -o py --name workers_default -- /usr/bin/python3 \
+            "$src/tests/e2e/pyworkers.py" spawn 60000000 || fail "sonde run pyworkers exited $?"
+        python3 - py/workers_default.json <<'PY' || fail "spawn workers sampled both ways"
+import json, sys
+r = json.load(open(sys.argv[1]))
+p, meta = r["profile"], r["run"]["metadata"]
+cpu = float(meta["cpu_user_s"]) + float(meta["cpu_system_s"])
+ratio = p["samples"] / (cpu * p["hz"])
+assert 0.75 <= ratio <= 1.12, ("samples against the tree's CPU time", p["samples"], cpu, ratio)
+print("spawn workers, both ways at once: %d samples for %.2f s of CPU (x%.2f), %s"
+      % (p["samples"], cpu, ratio, p["method"]))
+PY
+    fi
     # an interpreter whose frames are not read (3.10) keeps its native stacks
     py310=$(ls -d "$pyenv_root"/versions/3.10.*/bin/python3.10 2>/dev/null | sort -V | tail -1)
     if [ -n "$py310" ]; then
