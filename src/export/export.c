@@ -235,14 +235,21 @@ static int write_one(sx_report *rep, const char *path, size_t f)
 
 static int write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats);
 
+/* csv brings NAME.instances.csv for a run of at most SONDE_INSTANCES_CSV_AUTO sections
+ * (beyond, `instances` asks for it). */
+static unsigned with_instances(unsigned formats, uint64_t sections)
+{
+    return (formats & SONDE_FORMAT_CSV) && sections <= SONDE_INSTANCES_CSV_AUTO
+               ? formats | SONDE_FORMAT_INSTANCES
+               : formats;
+}
+
 /* The formats a run has something to write in: the CPU samples' only when there are some, so
  * `formats: all` leaves no empty NAME.folded or NAME.pb.gz, the off-CPU periods' only when
- * they were followed; and csv brings NAME.instances.csv for a run of at most
- * SONDE_INSTANCES_CSV_AUTO sections (beyond, `instances` asks for it). */
+ * they were followed; and the instances CSV as with_instances says. */
 static unsigned writable(const sm_model *m, unsigned formats)
 {
-    if ((formats & SONDE_FORMAT_CSV) && sm_sections(m) <= SONDE_INSTANCES_CSV_AUTO)
-        formats |= SONDE_FORMAT_INSTANCES;
+    formats = with_instances(formats, sm_sections(m));
     if (!m->profile.off_followed)
         formats &= ~SONDE_FORMAT_OFFCPU;
     return m->profile.samples ? formats : formats & ~(SONDE_FORMAT_FOLDED | SONDE_FORMAT_PPROF);
@@ -266,14 +273,13 @@ static size_t row_of_bit(unsigned bit);
 static char *format_path(const sm_model *m, const char *dir, const char *name, size_t f);
 
 /* sm_feed.want of sx_read_file: once the first pass has found more sections than the model
- * holds, the instances CSV is begun when the formats write it (as writable() would decide,
- * from the first pass's count), and fed every section as it closes. */
+ * holds, the instances CSV is begun when the formats write it (with_instances, from the first
+ * pass's count), and fed every section as it closes. */
 static int early_want(void *ctx, const sm_model *m, uint64_t sections)
 {
     sx_early *e = ctx;
-    unsigned f = e->formats ? e->formats : sx_run_formats(m);
-    if (!(f & SONDE_FORMAT_INSTANCES) &&
-        !((f & SONDE_FORMAT_CSV) && sections <= SONDE_INSTANCES_CSV_AUTO))
+    unsigned f = with_instances(e->formats ? e->formats : sx_run_formats(m), sections);
+    if (!(f & SONDE_FORMAT_INSTANCES))
         return 0;
     char *path = format_path(m, e->dir, e->name ? e->name : m->name,
                              row_of_bit(SONDE_FORMAT_INSTANCES));

@@ -742,7 +742,7 @@ static void *reader(void *arg)
         wait_sample(s, s->py_any && !s->timer);
         if (s->timer) {
             drain_timer(s);
-            int how = s->timer_displaced == 2 ? 2 : sonde__cputimer_displaced(s->timer);
+            int how = sonde__cputimer_displaced(s->timer); /* 2 at once, once stopped */
             if (how != s->timer_displaced)
                 timer_displaced(s, how);
             else if (round % 10 == 0) /* the threads begun since: every 100 ms */
