@@ -9,7 +9,8 @@
  *   signal  1.5 s of steps, waiting for the trigger signal (sonde trigger PID) from outside;
  *           prints "ready PID" first, then runs until the file "DIR/stop" exists (at most 20 s)
  *   blocked as signal, but the trigger signal (SIGUSR2) is blocked in every thread for the first
- *           second after "ready": two `sonde trigger`s sent then must both be acted on
+ *           half second after "ready" (50 steps): two `sonde trigger`s sent then must both be
+ *           acted on (each waits up to 2 s for the program to take its signal)
  *   exit    steps for 1 s, then exit(3) without sonde_destroy
  *   section 2.5 s of steps; at 2 s a section "slow part" of 300 ms in one (for the rule
  *           trigger_section_over_s, set from the environment)
@@ -112,7 +113,7 @@ int main(int argc, char **argv)
         printf("ready %d\n", (int)getpid());
         fflush(stdout);
         if (!strcmp(mode, "blocked")) {
-            for (int i = 0; i < 100; i++)
+            for (int i = 0; i < 50; i++)
                 step(p, 10);
             sigprocmask(SIG_UNBLOCK, &usr2, NULL);
         }

@@ -2434,7 +2434,8 @@ flight)
         --before-min 1.0 --before-max 2.05
     # two commands sent one after the other both reach the program: the second used to be merged
     # into the first while that one waited to be taken (a signal pending is not queued twice);
-    # this program blocks the signal for a second, so the first waits for sure
+    # this program blocks the signal for half a second, so the first waits for sure (and each
+    # sonde trigger waits up to 2 s for its signal to be taken: a loaded machine has room)
     "$fr" blocked b > b.out 2> b.err &
     bpid=$!
     for i in $(seq 100); do grep -q ready b.out && break; sleep 0.1; done
