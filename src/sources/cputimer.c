@@ -14,7 +14,13 @@
  * In a Python process the handler also reads the thread's Python frames (pyframes.c's
  * sonde__py_raw: process_vm_readv of its own memory, so a torn frame ends the walk and never
  * faults), from the thread state the sampler's thread found for it; the sampler names them as
- * it drains. One per process (the handler finds it through a global). x86-64 and AArch64. */
+ * it drains. One per process (the handler finds it through a global). x86-64 and AArch64.
+ * The handler runs on the sampled thread's stack, which may have little room left (Python's
+ * threading.stack_size allows 32 KiB): its Python frames are read in a scratch area taken from a
+ * pool, not on the stack, and it unwinds only where the stack's mapping (the sampler's thread
+ * reads /proc/self/maps when threads begin) leaves SONDE_CPUTIMER_STACK_NEED bytes below it;
+ * else the sample holds the interrupted instruction and the Python frames alone
+ * (sonde__cputimer_shallow). */
 #define _GNU_SOURCE
 #include "sources.h"
 
@@ -23,6 +29,7 @@
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <execinfo.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -45,7 +52,7 @@
 #define SLOTS 4096u /* a power of two: 16 ms of 1 kHz samples on 256 busy threads */
 
 #define TSTATES 4096u /* threads whose Python thread state the handler can find (a power of two) */
-#define PYWINDOW 8192 /* bytes of a data stack the handler reads at once, on the thread's stack */
+#define SCRATCHES 64  /* handlers reading Python frames at once (each CPU runs one at a time) */
 #define REFRESH 100 /* a counter's overflows allowed ahead: each handled signal allows one
                        more, so signals that came together while SIGPROF was blocked (one
                        pending signal stands for them all) cost at most that many, and a
@@ -60,6 +67,18 @@ typedef struct tslot {
     uint64_t ip[SONDE_CPUTIMER_FRAMES];
     sonde_pyraw py[SONDE_CPUTIMER_PYFRAMES];
 } tslot;
+
+/* The mappings a thread's stack may be in (private, writable, no file: what pthread_create and
+ * the kernel give stacks), in address order; grows: the main thread's, which grows down to
+ * RLIMIT_STACK. */
+typedef struct srange {
+    uint64_t lo, hi;
+} srange;
+typedef struct stable {
+    srange *r;
+    size_t n, cap;
+    uint64_t grows_lo, grows_hi; /* the main thread's stack as far as it may grow (0, 0: none) */
+} stable;
 
 typedef struct tthread {
     pid_t tid;
@@ -88,6 +107,16 @@ struct sonde_cputimer {
     _Atomic(const sonde_pyproc *) py;
     _Atomic uint32_t ts_tid[TSTATES];
     _Atomic uint64_t ts_addr[TSTATES];
+    /* Where the stacks are (stack_room): two tables, the handlers reading the one st_cur names
+     * (counted in st_readers), the sampler's thread writing the other once no handler reads it,
+     * then naming it; st_stale: a handler found its stack in no mapping of the table */
+    stable st[2];
+    _Atomic int st_cur, st_loaded, st_stale;
+    uint64_t st_read_ns;       /* when the sampler's thread last read them */
+    _Atomic unsigned st_readers[2];
+    _Atomic uint64_t shallow;  /* samples without their native stack: too little room to unwind */
+    _Atomic uint64_t scratch_used; /* bit i: scratch[i] taken by a handler */
+    sonde_pyscratch scratch[SCRATCHES];
     tslot slots[SLOTS];
 };
 
@@ -129,7 +158,8 @@ static size_t ts_slot(const sonde_cputimer *t, uint32_t tid, int insert)
 }
 
 /* Thread tid's Python frames now, from the thread state the sampler's thread found for it, into
- * slot s (none when none is known yet, or it is no longer tid's: the sampler looks again). */
+ * slot s (none when none is known yet, or it is no longer tid's: the sampler looks again), read
+ * in a scratch area of the pool (none when every one is taken). */
 static void python_frames(sonde_cputimer *t, uint32_t tid, tslot *s)
 {
     s->n_py = 0;
@@ -138,9 +168,130 @@ static void python_frames(sonde_cputimer *t, uint32_t tid, tslot *s)
     uint64_t tstate = h < TSTATES ? atomic_load_explicit(&t->ts_addr[h], memory_order_acquire) : 0;
     if (!tstate)
         return;
-    uint8_t win[PYWINDOW];
-    int n = sonde__py_raw(py, (int)tid, tstate, s->py, SONDE_CPUTIMER_PYFRAMES, win, sizeof win);
+    uint64_t used = atomic_load_explicit(&t->scratch_used, memory_order_relaxed);
+    int k;
+    do {
+        if (!~used)
+            return;
+        k = __builtin_ctzll(~used);
+    } while (!atomic_compare_exchange_weak_explicit(&t->scratch_used, &used,
+                                                    used | (UINT64_C(1) << k),
+                                                    memory_order_acquire, memory_order_relaxed));
+    int n = sonde__py_raw(py, (int)tid, tstate, s->py, SONDE_CPUTIMER_PYFRAMES, &t->scratch[k]);
+    atomic_fetch_and_explicit(&t->scratch_used, ~(UINT64_C(1) << k), memory_order_release);
     s->n_py = n > 0 ? (uint32_t)n : 0;
+}
+
+/* Bytes of stack below sp, as the table of stacks has it: UINT64_MAX before the table is first
+ * read (or when it could not be), 0 when sp is in no mapping of it (the sampler's thread is
+ * asked to read it again). No lock, no call: a handler asks. */
+static uint64_t stack_room(sonde_cputimer *t, uint64_t sp)
+{
+    if (!atomic_load(&t->st_loaded))
+        return UINT64_MAX;
+    int i;
+    for (;;) {
+        i = atomic_load(&t->st_cur);
+        atomic_fetch_add(&t->st_readers[i], 1);
+        if (atomic_load(&t->st_cur) == i)
+            break;
+        atomic_fetch_sub(&t->st_readers[i], 1); /* switched meanwhile: it may be being written */
+    }
+    const stable *tb = &t->st[i];
+    uint64_t room = 0;
+    if (sp >= tb->grows_lo && sp < tb->grows_hi) {
+        room = sp - tb->grows_lo;
+    } else {
+        size_t lo = 0, hi = tb->n;
+        while (lo < hi) { /* the first range ending above sp */
+            size_t mid = lo + (hi - lo) / 2;
+            if (tb->r[mid].hi <= sp)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < tb->n && tb->r[lo].lo <= sp)
+            room = sp - tb->r[lo].lo;
+    }
+    atomic_fetch_sub(&t->st_readers[i], 1);
+    if (!room)
+        atomic_store(&t->st_stale, 1);
+    return room;
+}
+
+/* The table of stacks not in use written again from /proc/self/maps, then put in use. 0, or -1
+ * (errno set; the table in use stays). The sampler's thread alone calls it. */
+static int stacks_read(sonde_cputimer *t)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f)
+        return -1;
+    int o = 1 - atomic_load(&t->st_cur);
+    while (atomic_load(&t->st_readers[o])) { /* handlers that took it before the last switch */
+        struct timespec w = {0, 10000};
+        nanosleep(&w, NULL);
+    }
+    stable *tb = &t->st[o];
+    tb->n = 0;
+    tb->grows_lo = tb->grows_hi = 0;
+    char line[512];
+    int rc = 0, whole = 1;
+    while (fgets(line, sizeof line, f)) {
+        int head = whole; /* the line's beginning, not the rest of a long path */
+        whole = strchr(line, '\n') != NULL;
+        unsigned long long lo, hi, ino;
+        char perms[8];
+        int at = 0;
+        if (!head ||
+            sscanf(line, "%llx-%llx %7s %*s %*s %llu %n", &lo, &hi, perms, &ino, &at) < 4 ||
+            perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p' || ino)
+            continue;
+        const char *path = line + at;
+        if (!strncmp(path, "[stack]", 7)) {
+            struct rlimit rl;
+            uint64_t lim = getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                               ? (uint64_t)rl.rlim_cur : UINT64_C(1) << 30;
+            tb->grows_hi = hi;
+            tb->grows_lo = hi - lo > lim || hi < lim ? lo : hi - lim;
+            continue;
+        }
+        if (*path != '\n' && *path && strncmp(path, "[anon:", 6))
+            continue; /* the heap, the vDSO's data: no thread's stack */
+        if (SONDE_GROW(tb->r, tb->n, tb->cap)) {
+            errno = ENOMEM;
+            rc = -1;
+            break;
+        }
+        tb->r[tb->n++] = (srange){lo, hi};
+    }
+    fclose(f);
+    if (rc)
+        return -1;
+    atomic_store(&t->st_stale, 0);
+    t->st_read_ns = mono_ns();
+    atomic_store(&t->st_cur, o);
+    atomic_store(&t->st_loaded, 1);
+    return 0;
+}
+
+/* The interrupted thread's frames into s->ip, from the instruction at pc; how many. Apart from
+ * the handler, so that its frames are on the stack only where there is room for them. */
+__attribute__((noinline)) static uint32_t unwind(tslot *s, uint64_t pc)
+{
+    void *frames[SONDE_CPUTIMER_FRAMES + 8];
+    int n = backtrace(frames, (int)(sizeof frames / sizeof frames[0]));
+    int from = n; /* the unwinder goes through this handler and the signal's trampoline first */
+    for (int i = 0; i < n; i++)
+        if ((uint64_t)(uintptr_t)frames[i] == pc) {
+            from = i;
+            break;
+        }
+    uint32_t k = 0;
+    if (from == n && pc) /* the unwinder could not pass the signal frame: the pc alone */
+        s->ip[k++] = pc;
+    for (int i = from; i < n && k < SONDE_CPUTIMER_FRAMES; i++)
+        s->ip[k++] = (uint64_t)(uintptr_t)frames[i];
+    return k;
 }
 
 static void on_sigprof(int sig, siginfo_t *si, void *ucv)
@@ -168,21 +319,14 @@ static void on_sigprof(int sig, siginfo_t *si, void *ucv)
             pos = atomic_load_explicit(&t->head, memory_order_relaxed);
         }
     }
-    void *frames[SONDE_CPUTIMER_FRAMES + 8];
-    int n = backtrace(frames, (int)(sizeof frames / sizeof frames[0]));
     uint64_t pc = interrupted_pc(ucv);
-    int from = n; /* the unwinder goes through this handler and the signal's trampoline first */
-    for (int i = 0; i < n; i++)
-        if ((uint64_t)(uintptr_t)frames[i] == pc) {
-            from = i;
-            break;
-        }
-    uint32_t k = 0;
-    if (from == n && pc) /* the unwinder could not pass the signal frame: the pc alone */
-        s->ip[k++] = pc;
-    for (int i = from; i < n && k < SONDE_CPUTIMER_FRAMES; i++)
-        s->ip[k++] = (uint64_t)(uintptr_t)frames[i];
-    s->n = k;
+    if (stack_room(t, (uint64_t)(uintptr_t)__builtin_frame_address(0)) >= SONDE_CPUTIMER_STACK_NEED) {
+        s->n = unwind(s, pc);
+    } else { /* unwinding could overrun the stack: the instruction alone */
+        s->n = pc ? 1 : 0;
+        s->ip[0] = pc;
+        atomic_fetch_add_explicit(&t->shallow, 1, memory_order_relaxed);
+    }
     /* CPU-time timers expire on the kernel's tick (CONFIG_HZ, 250 on Debian): past that rate a
      * signal stands for the expirations since the last, which si_overrun counts (a counter's
      * signal is one overflow: its siginfo holds si_band there) */
@@ -322,6 +466,11 @@ int sonde__cputimer_follow_new(sonde_cputimer *t)
     for (size_t i = 0; i < known; i++)
         by[i] = (tid_at){t->threads[i].tid, i};
     sonde__sort(by, known, sizeof *by, cmp_tid_at);
+    /* the stacks read again before a thread begun since is armed (its stack is then in the
+     * table), and when a handler found its stack in none, at most once a second for that (a
+     * thread on a stack of the heap's would find none every time) */
+    int stacks = atomic_load(&t->st_stale) && mono_ns() - t->st_read_ns > 1000000000ull
+                     ? stacks_read(t) : 1;
     while ((e = readdir(d))) {
         char *end;
         long tid = strtol(e->d_name, &end, 10);
@@ -329,9 +478,13 @@ int sonde__cputimer_follow_new(sonde_cputimer *t)
             continue;
         tid_at key = {(pid_t)tid, 0};
         const tid_at *hit = known ? bsearch(&key, by, known, sizeof *by, cmp_tid_at) : NULL;
-        if (hit)
+        if (hit) {
             alive[hit->i] = 1;
-        else if (follow(t, (pid_t)tid) != 0) /* a thread begun since */
+            continue;
+        }
+        if (stacks > 0) /* a thread begun since */
+            stacks = stacks_read(t);
+        if (follow(t, (pid_t)tid) != 0)
             rc = -1;
     }
     closedir(d);
@@ -469,6 +622,11 @@ uint64_t sonde__cputimer_lost(const sonde_cputimer *t)
     return atomic_load(&((sonde_cputimer *)t)->lost);
 }
 
+uint64_t sonde__cputimer_shallow(const sonde_cputimer *t)
+{
+    return atomic_load(&((sonde_cputimer *)t)->shallow);
+}
+
 /* 1 when t's signal's action is on_sigprof (a program may have set one of its own since). */
 static int action_ours(const sonde_cputimer *t)
 {
@@ -562,6 +720,8 @@ void sonde__cputimer_stop(sonde_cputimer *t)
         return;
     disarm(t);
     sonde__free(t->threads);
+    sonde__free(t->st[0].r);
+    sonde__free(t->st[1].r);
     sonde__free(t);
 }
 

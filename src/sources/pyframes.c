@@ -39,7 +39,6 @@
 #define MAX_TEXT 1024         /* characters of a name or file kept */
 #define MAX_LINETABLE (1u << 20)
 #define MAX_FRAMES_READ 256  /* Python frames of a stack at most */
-#define MAX_CHECKED 64       /* ... read in a signal handler (sonde__py_raw), each one checked */
 #define RESCAN_NS 50000000ull /* a thread not found is looked for again after 50 ms */
 
 /* Where each field is, per version (release builds, x86-64 and other LP64 ABIs). */
@@ -527,6 +526,7 @@ static int raw_walk(const pylayout *l, pywin *w, const uint8_t *ts, sonde_pyraw 
  * 2^56); PYRAW_ADDR masks it off. */
 #define PYRAW_ADDR ((UINT64_C(1) << 56) - 1)
 #define CHECK_SPAN 24 /* co_filename, co_name, co_qualname: one read (every layout has them so) */
+_Static_assert(sizeof ((sonde_pyscratch *)0)->id[0] == CHECK_SPAN, "a check's read");
 
 static unsigned code_check(uint64_t file, uint64_t qual)
 {
@@ -535,29 +535,28 @@ static unsigned code_check(uint64_t file, uint64_t qual)
 }
 
 int sonde__py_raw(const sonde_pyproc *py, int tid, uint64_t tstate, sonde_pyraw *raw, int cap,
-                  uint8_t *buf, size_t buf_cap)
+                  sonde_pyscratch *sc)
 {
     const pylayout *l = py->l;
-    uint8_t ts[512];
-    pywin w = {py->pid, 0, 0, buf_cap, buf};
-    if (rd_win(&w, tstate, ts, l->ts_top + 8) || (int)u64_at(ts, l->ts_tid) != tid)
+    uint8_t *ts = sc->ts;
+    pywin w = {py->pid, 0, 0, sizeof sc->win, sc->win};
+    if (l->ts_top + 8 > sizeof sc->ts || rd_win(&w, tstate, ts, l->ts_top + 8) ||
+        (int)u64_at(ts, l->ts_tid) != tid)
         return -1;
-    int n = raw_walk(l, &w, ts, raw, cap < MAX_CHECKED ? cap : MAX_CHECKED);
+    int n = raw_walk(l, &w, ts, raw, cap < SONDE_PYRAW_MAX ? cap : SONDE_PYRAW_MAX);
     /* Named later (sonde__py_resolve), when a code object freed since may have left its memory
      * to another: each one's file and name as they are now go with it, in one read, and the
      * frames end at the first that cannot be read */
     if (n <= 0 || l->co_qualname + 8 - l->co_filename != CHECK_SPAN)
         return n;
-    uint8_t id[MAX_CHECKED][CHECK_SPAN];
-    struct iovec lv[MAX_CHECKED], rv[MAX_CHECKED];
     for (int i = 0; i < n; i++) {
-        lv[i] = (struct iovec){id[i], CHECK_SPAN};
-        rv[i] = (struct iovec){(void *)(uintptr_t)(raw[i].code + l->co_filename), CHECK_SPAN};
+        sc->lv[i] = (struct iovec){sc->id[i], CHECK_SPAN};
+        sc->rv[i] = (struct iovec){(void *)(uintptr_t)(raw[i].code + l->co_filename), CHECK_SPAN};
     }
-    ssize_t got = process_vm_readv(py->pid, lv, (unsigned long)n, rv, (unsigned long)n, 0);
+    ssize_t got = process_vm_readv(py->pid, sc->lv, (unsigned long)n, sc->rv, (unsigned long)n, 0);
     int whole = got > 0 ? (int)(got / CHECK_SPAN) : 0;
     for (int i = 0; i < whole; i++) {
-        unsigned c = code_check(u64_at(id[i], 0), u64_at(id[i], 16));
+        unsigned c = code_check(u64_at(sc->id[i], 0), u64_at(sc->id[i], 16));
         raw[i].code = (raw[i].code & PYRAW_ADDR) | (uint64_t)(c >> 8) << 56;
         raw[i].instr = (raw[i].instr & PYRAW_ADDR) | (uint64_t)(c & 255) << 56;
     }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <sonde/sonde.h>
 
@@ -188,13 +189,23 @@ typedef struct sonde_pyraw {
 /* The address of thread tid's thread state (0: no Python thread), as sonde__py_stack finds it
  * (the thread states walked again at most every 50 ms for a thread that has none). */
 uint64_t sonde__py_tstate(sonde_pyproc *py, int tid);
-/* Thread tid's frames now, innermost first, at most cap (and 64), from its thread state at
- * tstate, read with process_vm_readv (buf, buf_cap bytes: the window on its data stack), each
- * with its code object's check (sonde_pyraw); -1 when tstate is not tid's (any more). Changes
- * nothing of py and allocates nothing: a signal handler of the sampled thread may call it
- * (cputimer.c), and its frames are named later. */
+#define SONDE_PYRAW_MAX 64 /* frames sonde__py_raw reads at most */
+/* What sonde__py_raw works in: the window on the thread's data stack it reads at once, its
+ * thread state, and each frame's check as read. 12 KiB, kept off the sampled thread's stack (a
+ * signal handler takes one from a pool: cputimer.c), whose room may be small. */
+typedef struct sonde_pyscratch {
+    uint8_t win[8192];
+    uint8_t ts[512];
+    uint8_t id[SONDE_PYRAW_MAX][24];
+    struct iovec lv[SONDE_PYRAW_MAX], rv[SONDE_PYRAW_MAX];
+} sonde_pyscratch;
+/* Thread tid's frames now, innermost first, at most cap (and SONDE_PYRAW_MAX), from its thread
+ * state at tstate, read with process_vm_readv into w, each with its code object's check
+ * (sonde_pyraw); -1 when tstate is not tid's (any more). Changes nothing of py, allocates
+ * nothing and takes under 300 bytes of stack: a signal handler of the sampled thread may call
+ * it (cputimer.c), and its frames are named later. */
 int sonde__py_raw(const sonde_pyproc *py, int tid, uint64_t tstate, sonde_pyraw *raw, int cap,
-                  uint8_t *buf, size_t buf_cap);
+                  sonde_pyscratch *w);
 /* Frames as read (n of them, innermost first) named: their code objects read (cached by address
  * and head) into inner; how many (a code object no longer there ends them). */
 int sonde__py_resolve(sonde_pyproc *py, const sonde_pyraw *raw, int n, sonde_pyframe *inner);
@@ -255,6 +266,11 @@ void sonde__sym_close(sonde_symfile *f);
  * lock-free ring. One per process. */
 #define SONDE_CPUTIMER_FRAMES 64
 #define SONDE_CPUTIMER_PYFRAMES 64
+/* Room below the handler's frame that it unwinds in: past it, a sample holds the interrupted
+ * instruction and its Python frames alone (sonde__cputimer_shallow). The handler and the
+ * unwinder have used 2.2 KiB below the signal's frame (the kernel's, 3.4 KiB with AVX-512
+ * state), 8.2 KiB in the ASan build (test_cputimer measures it each run). */
+#define SONDE_CPUTIMER_STACK_NEED 12288
 typedef struct sonde_cputimer sonde_cputimer;
 /* A sample: the thread, its time (CLOCK_MONOTONIC, ns), its frames innermost first (the
  * interrupted instruction, then return addresses), how many periods of 1/hz of CPU it stands
@@ -276,6 +292,10 @@ int sonde__cputimer_follow_new(sonde_cputimer *t);
 size_t sonde__cputimer_drain(sonde_cputimer *t, sonde_cputimer_fn fn, void *ctx);
 /* Samples dropped because the ring was full. */
 uint64_t sonde__cputimer_lost(const sonde_cputimer *t);
+/* Samples that hold the interrupted instruction (and the Python frames) alone: the thread's
+ * stack had too little room below the handler to unwind in (a thread made with a small stack,
+ * deep in it), or lay in no mapping the sampler's thread had read yet. */
+uint64_t sonde__cputimer_shallow(const sonde_cputimer *t);
 /* 1: t samples by per-thread CPU-clock counters (sonde__cputimer_start's counters, where the
  * kernel allows them), 0: by timers. */
 int sonde__cputimer_counters(const sonde_cputimer *t);

@@ -760,6 +760,13 @@ static void *reader(void *arg)
         drain_timer(s);
     else
         drain(s, UINT64_MAX);
+    uint64_t shallow = s->timer ? sonde__cputimer_shallow(s->timer) : 0;
+    if (shallow)
+        sonde__stk_warn(s, "%llu CPU samples taken in the threads hold the interrupted instruction "
+                        "and their Python frames alone: their thread's stack had too little room "
+                        "left below it to unwind in (a thread made with a small stack, deep in "
+                        "it; docs/stacks.md, \"Threads with small stacks\")",
+                        (unsigned long long)shallow);
     struct timespec cpu;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
         s->cpu_ns = (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec;

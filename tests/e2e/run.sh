@@ -1834,6 +1834,37 @@ print("pyownprof: its handler ran %d times, its timer accounts for %d; %d sample
       % (calls, own, loop, said[0][:60]))
 PY
     fi
+    # threads on the smallest stacks Python allows, deep in calls through C: the handler, which
+    # runs on the sampled thread's stack, unwinds only where it has the room it needs, else the
+    # sample keeps the interrupted instruction and the Python frames (the program died by
+    # SIGSEGV there before: 13-15 KiB of its stack went to the handler). The depth: 14 levels
+    # (about 11 KiB of Debian's 3.11) short of the one at which the program alone dies
+    if [ -z "$asan" ]; then
+        alone=$(/usr/bin/python3 - "$src/tests/e2e/pytinystack.py" <<'PY'
+import subprocess, sys
+d = 10
+while d < 200 and subprocess.run([sys.executable, sys.argv[1], str(d + 2), "0"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+    d += 2
+print(d)
+PY
+)
+        "$sonde" run --quiet -o py --name tinystack -- /usr/bin/python3 \
+            "$src/tests/e2e/pytinystack.py" $((alone - 14)) 1.5 > py/tinystack.out ||
+            fail "sonde run pytinystack (depth $((alone - 14)) of $alone) exited $?"
+        python3 - py/tinystack.json py/tinystack.folded "$(cat py/tinystack.out)" $alone <<'PY' || fail "pytinystack"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert sys.argv[3].strip() == "ok", ("its threads did not end", sys.argv[3])
+total = sum(int(l.rsplit(" ", 1)[1]) for l in open(sys.argv[2]))
+leaf = sum(int(l.rsplit(" ", 1)[1]) for l in open(sys.argv[2]) if ";deep;leaf" in l)
+assert leaf >= 0.5 * total and leaf >= 300, ("its leaf with its Python callers", leaf, total)
+said = [w for w in r.get("warnings", []) if "too little room" in w]
+assert said, ("no warning counts the samples kept without their native callers", r.get("warnings"))
+print("pytinystack: alone it reaches depth %s; at 14 short of it %d of %d samples in leaf under "
+      "its Python callers; %s" % (sys.argv[4], leaf, total, said[0][:70]))
+PY
+    fi
     # a torch program under sonde run as it is (issue 39): the Python function that called the
     # heavy operator stands above its native frames (BLAS, ATen) in the samples
     if /usr/bin/python3 -c "import torch" 2> /dev/null; then

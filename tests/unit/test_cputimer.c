@@ -4,13 +4,17 @@
  * used, its first frame is the interrupted function and the next ones its callers, a second
  * sampler is refused, a program's own SIGPROF handler is left alone (set before the start, or
  * after it: the sampling moves to a real-time signal then, and stops when that is taken too),
- * and SIGPROF's action is restored at the end. Also run under TSan (label threads): the handler and the ring. */
+ * and SIGPROF's action is restored at the end; a thread with a small stack is never overrun (the
+ * handler unwinds only where the room it has measured is left, else keeps the interrupted
+ * instruction alone). Also run under TSan (label threads): the handler and the ring. */
 #define _GNU_SOURCE
 #include <linux/perf_event.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -90,6 +94,16 @@ static void take(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip, uint32
 #endif
 #ifndef UNDER_TSAN
 #define UNDER_TSAN 0
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
 #endif
 
 /* Every thread's CPU time sampled, by timers (counters 0) or per-thread CPU-clock counters
@@ -318,6 +332,137 @@ static void a_handler_set_later_moves_the_counters(void **state)
     a_handler_set_later_moves_the_sampling(1);
 }
 
+/* A thread on a stack of STACK_SIZE bytes of its own, above a guard page, filled with a pattern:
+ * it goes down until room bytes are left below it, then burns CPU there. */
+#define STACK_SIZE (128 * 1024)
+#define FILL 0xA5
+typedef struct deep {
+    uint8_t *lo;            /* the stack's lowest usable byte */
+    size_t room;
+    _Atomic int ready;
+    _Atomic uintptr_t burn_sp; /* the frame burning */
+    _Atomic uint32_t tid;
+} deep;
+
+__attribute__((noinline)) static uintptr_t sp_now(void)
+{
+    return (uintptr_t)__builtin_frame_address(0);
+}
+
+__attribute__((noinline)) static void descend(deep *d)
+{
+    volatile char pad[512];
+    pad[0] = pad[511] = 1;
+    if (sp_now() - (uintptr_t)d->lo > d->room + sizeof pad) {
+        descend(d);
+    } else {
+        atomic_store(&d->burn_sp, sp_now());
+        atomic_store(&d->ready, 1);
+        while (!atomic_load(&g_go)) {
+        }
+        caller(300);
+    }
+    g_sink += pad[0] + pad[511]; /* no tail call */
+}
+
+static void *deep_worker(void *arg)
+{
+    deep *d = arg;
+    atomic_store(&d->tid, (uint32_t)syscall(SYS_gettid));
+    descend(d);
+    return NULL;
+}
+
+typedef struct deep_seen {
+    uint32_t tid;
+    uint64_t whole, alone; /* the thread's samples with their callers, with the instruction alone */
+} deep_seen;
+
+static void take_deep(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip, uint32_t n,
+                      uint32_t weight, const sonde_pyraw *py, uint32_t n_py)
+{
+    deep_seen *s = ctx;
+    (void)t, (void)ip, (void)weight, (void)py, (void)n_py;
+    if (tid == s->tid)
+        *(n > 1 ? &s->whole : &s->alone) += 1;
+}
+
+/* The thread left room bytes of its STACK_SIZE: its samples, and the bytes below its burning
+ * frame that the handler wrote (the pattern overwritten). */
+static size_t sample_deep(size_t room, deep_seen *out, uint64_t *shallow)
+{
+    uint8_t *map = mmap(NULL, STACK_SIZE + 4096, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(map != MAP_FAILED);
+    assert_int_equal(mprotect(map, 4096, PROT_NONE), 0); /* the guard: its own mapping */
+    deep d = {.lo = map + 4096, .room = room};
+    memset(d.lo, FILL, STACK_SIZE);
+    char why[256] = "";
+    sonde_cputimer *t = sonde__cputimer_start(999, 1, why, sizeof why);
+    assert_non_null(t);
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    assert_int_equal(pthread_attr_setstack(&at, d.lo, STACK_SIZE), 0);
+    pthread_t th;
+    atomic_store(&g_go, 0);
+    assert_int_equal(pthread_create(&th, &at, deep_worker, &d), 0);
+    pthread_attr_destroy(&at);
+    while (!atomic_load(&d.ready)) {
+        struct timespec w = {0, 1000000};
+        nanosleep(&w, NULL);
+    }
+    assert_int_equal(sonde__cputimer_follow_new(t), 0); /* its stack read, its timer armed */
+    atomic_store(&g_go, 1);
+    deep_seen s = {atomic_load(&d.tid), 0, 0};
+    pthread_join(th, NULL);
+    sonde__cputimer_disarm(t);
+    sonde__cputimer_drain(t, take_deep, &s);
+    *shallow = sonde__cputimer_shallow(t);
+    sonde__cputimer_stop(t);
+    const uint8_t *low = d.lo;
+    while (low < d.lo + STACK_SIZE && *low == FILL)
+        low++;
+    size_t used = (size_t)(atomic_load(&d.burn_sp) - (uintptr_t)low);
+    munmap(map, STACK_SIZE + 4096);
+    *out = s;
+    return used;
+}
+
+/* A thread with plenty of room: its samples unwound, within SONDE_CPUTIMER_STACK_NEED of
+ * stack below the signal's frame (the handler, the unwinder). Deep in a
+ * small stack (6 KiB left, the signal's frame taking 3.4 KiB with AVX-512 state): the
+ * instruction alone, and the stack never overrun (the unwinder's frames would reach the guard
+ * page: the test would end by SIGSEGV; 10 KiB in the ASan build). */
+static void small_stacks_are_never_overrun(void **state)
+{
+    (void)state;
+    if (UNDER_TSAN) { /* TSan runs handlers from its own runtime, on the thread's stack */
+        print_message("cputimer: small stacks not checked under TSan\n");
+        return;
+    }
+    deep_seen s;
+    uint64_t shallow;
+    size_t used = sample_deep(64 * 1024, &s, &shallow);
+    unsigned long frame = getauxval(AT_MINSIGSTKSZ); /* the kernel's signal frame here */
+    print_message("cputimer: 64 KiB left: %llu samples unwound, %llu alone; the handler used "
+                  "%zu bytes below the frame, the signal's frame %lu of them\n",
+                  (unsigned long long)s.whole, (unsigned long long)s.alone, used, frame);
+    assert_true(s.whole > 0);
+    assert_true(s.alone <= s.whole / 10);
+    assert_true(used < (frame ? frame : 4096) + SONDE_CPUTIMER_STACK_NEED);
+    /* ASan's clock_gettime, which the handler calls, takes 4 KiB more */
+    size_t room = UNDER_ASAN ? 10 * 1024 : 6 * 1024;
+    used = sample_deep(room, &s, &shallow);
+    print_message("cputimer: %zu KiB left: %llu samples unwound, %llu alone (%llu shallow); the "
+                  "handler used %zu bytes below the frame\n", room / 1024,
+                  (unsigned long long)s.whole, (unsigned long long)s.alone,
+                  (unsigned long long)shallow, used);
+    assert_true(s.alone > 0);
+    assert_int_equal(s.whole, 0);
+    assert_true(shallow >= s.alone);
+    assert_true(used < room);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -326,6 +471,7 @@ int main(void)
         cmocka_unit_test(a_programs_handler_is_left_alone),
         cmocka_unit_test(a_handler_set_later_moves_the_timers),
         cmocka_unit_test(a_handler_set_later_moves_the_counters),
+        cmocka_unit_test(small_stacks_are_never_overrun),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,39 @@
+"""Threads on the smallest stacks Python allows (threading.stack_size(32768)), deep in calls that
+go through C (map and sum call back into Python, each level taking C stack), where sonde's
+handler, which runs on the sampled thread's stack, has little room left. With a duration of 0
+it makes one call of that depth and exits: the test finds the depth the program alone reaches.
+Usage: pytinystack.py DEPTH SECONDS; prints "ok" when its threads ended."""
+import sys
+import threading
+import time
+
+threading.stack_size(32768)
+
+
+def leaf():
+    x = 0
+    for i in range(20000):
+        x += i
+    return x
+
+
+def deep(n):
+    if n == 0:
+        return leaf()
+    return sum(map(lambda _: deep(n - 1), [0]))
+
+
+def work(depth, seconds):
+    t0 = time.process_time()
+    deep(depth)
+    while time.process_time() - t0 < seconds:
+        deep(depth)
+
+
+depth, seconds = int(sys.argv[1]), float(sys.argv[2])
+threads = [threading.Thread(target=work, args=(depth, seconds)) for _ in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("ok")
