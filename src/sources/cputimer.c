@@ -223,14 +223,20 @@ static uint64_t stack_room(sonde_cputimer *t, uint64_t sp)
  * (errno set; the table in use stays). The sampler's thread alone calls it. */
 static int stacks_read(sonde_cputimer *t)
 {
+    int o = 1 - atomic_load(&t->st_cur);
+    /* handlers that took it before the last switch: a moment, unless their thread was stopped
+     * in one (SIGSTOP, a debugger), when the table in use stays for now */
+    for (int i = 0; atomic_load(&t->st_readers[o]); i++) {
+        if (i == 1000) {
+            errno = EBUSY;
+            return -1;
+        }
+        struct timespec w = {0, 100000};
+        nanosleep(&w, NULL);
+    }
     FILE *f = fopen("/proc/self/maps", "re");
     if (!f)
         return -1;
-    int o = 1 - atomic_load(&t->st_cur);
-    while (atomic_load(&t->st_readers[o])) { /* handlers that took it before the last switch */
-        struct timespec w = {0, 10000};
-        nanosleep(&w, NULL);
-    }
     stable *tb = &t->st[o];
     tb->n = 0;
     tb->grows_lo = tb->grows_hi = 0;
@@ -469,8 +475,9 @@ int sonde__cputimer_follow_new(sonde_cputimer *t)
     /* the stacks read again before a thread begun since is armed (its stack is then in the
      * table), and when a handler found its stack in none, at most once a second for that (a
      * thread on a stack of the heap's would find none every time) */
-    int stacks = atomic_load(&t->st_stale) && mono_ns() - t->st_read_ns > 1000000000ull
-                     ? stacks_read(t) : 1;
+    if (atomic_load(&t->st_stale) && mono_ns() - t->st_read_ns > 1000000000ull)
+        stacks_read(t);
+    int stacks = 1;
     while ((e = readdir(d))) {
         char *end;
         long tid = strtol(e->d_name, &end, 10);

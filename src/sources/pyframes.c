@@ -277,11 +277,12 @@ static int64_t code_entry(sonde_pytab *t, pycode_e *e)
  * code object freed meanwhile (its memory another str's) is seldom one. Of the Latin-1 range
  * (names as read_str writes them, UTF-8), only the letters are: not U+0080-U+00BF but for
  * U+00AA, U+00B5 and U+00BA, nor U+00D7 and U+00F7 (the stress read "\u00c0c\u0095", a freed
- * code's name, from outside), nor U+FFFD (read once as a name of one character). */
+ * code's name, from outside), nor U+FFFD (read once as a name of one character); nor ".0" (a
+ * comprehension's argument's name, read in process as a freed code's name). */
 static int qualname_like(const char *s)
 {
-    if (!*s || (*s >= '0' && *s <= '9'))
-        return 0;
+    if (!*s || (*s >= '0' && *s <= '9') || *s == '.' || strstr(s, "..") || s[strlen(s) - 1] == '.')
+        return 0; /* no qualified name begins or ends with a dot, or has two together */
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s, next = (unsigned char)s[1];
         if (c == 0xC2 && next != 0xAA && next != 0xB5 && next != 0xBA)
@@ -302,7 +303,10 @@ static int qualname_like(const char *s)
 static int64_t code_id(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
 {
     const pylayout *l = py->l;
-    if (u64_at(h, 8) != py->code_type)
+    /* a live object's reference count: 1 to 2^32 - 1 (3.12's immortal), where a freed block's
+     * first word is the allocator's link (an address, or 0 at the end of its list) */
+    uint64_t refs = u64_at(h, 0);
+    if (u64_at(h, 8) != py->code_type || !refs || refs > 0xFFFFFFFFull)
         return -1;
     uint32_t first;
     memcpy(&first, h + l->co_firstlineno, 4);

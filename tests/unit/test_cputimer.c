@@ -109,9 +109,9 @@ static void take(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip, uint32
 /* Every thread's CPU time sampled, by timers (counters 0) or per-thread CPU-clock counters
  * (counters 1, where the kernel gives this thread one: as root, or perf_event_paranoid 2 or
  * lower, the counters are used and the test says so). */
-static void every_thread(int counters)
+/* The functions' extents: from their address to the next function's, as laid out. */
+static void extents(void)
 {
-    /* the functions' extents: from their address to the next function's, as laid out */
     g_burn_lo = (uintptr_t)burn;
     g_caller_lo = (uintptr_t)caller;
     g_burn_hi = g_burn_lo + 4096;
@@ -120,6 +120,11 @@ static void every_thread(int counters)
         g_burn_hi = g_caller_lo;
     if (g_burn_lo > g_caller_lo && g_burn_lo < g_caller_hi)
         g_caller_hi = g_burn_lo;
+}
+
+static void every_thread(int counters)
+{
+    extents();
     char why[256] = "";
     struct timespec c0, c1;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
@@ -375,15 +380,16 @@ static void *deep_worker(void *arg)
 
 typedef struct deep_seen {
     uint32_t tid;
-    uint64_t whole, alone; /* the thread's samples with their callers, with the instruction alone */
+    uint64_t whole, alone; /* the thread's samples in burn (not those of its start and end, with
+                              room to spare) with their callers, with the instruction alone */
 } deep_seen;
 
 static void take_deep(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip, uint32_t n,
                       uint32_t weight, const sonde_pyraw *py, uint32_t n_py)
 {
     deep_seen *s = ctx;
-    (void)t, (void)ip, (void)weight, (void)py, (void)n_py;
-    if (tid == s->tid)
+    (void)t, (void)weight, (void)py, (void)n_py;
+    if (tid == s->tid && n && ip[0] >= g_burn_lo && ip[0] < g_burn_hi) /* deep in its stack */
         *(n > 1 ? &s->whole : &s->alone) += 1;
 }
 
@@ -396,6 +402,7 @@ static size_t sample_deep(size_t room, deep_seen *out, uint64_t *shallow)
     assert_true(map != MAP_FAILED);
     assert_int_equal(mprotect(map, 4096, PROT_NONE), 0); /* the guard: its own mapping */
     deep d = {.lo = map + 4096, .room = room};
+    extents();
     memset(d.lo, FILL, STACK_SIZE);
     char why[256] = "";
     sonde_cputimer *t = sonde__cputimer_start(999, 1, why, sizeof why);
