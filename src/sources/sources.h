@@ -269,7 +269,7 @@ void sonde__sym_close(sonde_symfile *f);
 /* Room below the handler's frame that it unwinds in: past it, a sample holds the interrupted
  * instruction and its Python frames alone (sonde__cputimer_shallow). The handler and the
  * unwinder have used 2.2 KiB below the signal's frame (the kernel's, 3.4 KiB with AVX-512
- * state), 8.2 KiB in the ASan build (test_cputimer measures it each run). */
+ * state), 8.0 KiB in the ASan build (test_cputimer measures it each run). */
 #define SONDE_CPUTIMER_STACK_NEED 12288
 typedef struct sonde_cputimer sonde_cputimer;
 /* A sample: the thread, its time (CLOCK_MONOTONIC, ns), its frames innermost first (the
