@@ -763,9 +763,10 @@ static void *reader(void *arg)
     uint64_t shallow = s->timer ? sonde__cputimer_shallow(s->timer) : 0;
     if (shallow)
         sonde__stk_warn(s, "%llu CPU samples taken in the threads hold the interrupted instruction "
-                        "and their Python frames alone: their thread's stack had too little room "
-                        "left below it to unwind in (a thread made with a small stack, deep in "
-                        "it; docs/stacks.md, \"Threads with small stacks\")",
+                        "without its native callers (a Python thread's keep their Python frames): "
+                        "their thread's stack had too little room left below it to unwind in (a "
+                        "thread made with a small stack, deep in it; docs/stacks.md, \"Threads "
+                        "with small stacks\")",
                         (unsigned long long)shallow);
     struct timespec cpu;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
