@@ -2,7 +2,9 @@
 go through C (map and sum call back into Python, each level taking C stack), where sonde's
 handler, which runs on the sampled thread's stack, has little room left. With a duration of 0
 it makes one call of that depth and exits: the test finds the depth the program alone reaches.
-Usage: pytinystack.py DEPTH SECONDS; prints "ok" when its threads ended."""
+With OUT_DIR it samples itself in process through the sonde package (sample_hz 999, reports
+"tiny" in OUT_DIR; SONDE_SAMPLE_IN_THREAD=1 takes the samples in its threads).
+Usage: pytinystack.py DEPTH SECONDS [OUT_DIR]; prints "ok" when its threads ended."""
 import sys
 import threading
 import time
@@ -30,10 +32,21 @@ def work(depth, seconds):
         deep(depth)
 
 
-depth, seconds = int(sys.argv[1]), float(sys.argv[2])
-threads = [threading.Thread(target=work, args=(depth, seconds)) for _ in range(2)]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
-print("ok")
+def run(depth, seconds):
+    threads = [threading.Thread(target=work, args=(depth, seconds)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+if __name__ == "__main__":
+    depth, seconds = int(sys.argv[1]), float(sys.argv[2])
+    if len(sys.argv) > 3:
+        import sonde
+        with sonde.Profiler({"name": "tiny", "output_dir": sys.argv[3], "sample_hz": 999,
+                             "formats": ["json", "folded"]}):
+            run(depth, seconds)
+    else:
+        run(depth, seconds)
+    print("ok")

@@ -883,6 +883,37 @@ class Recording(Base):
         if twin:  # the build's tests are there: the fallback's run is not to be missed
             self.assertEqual(len(ways), 3, "%s not found beside SONDE_TWIN" % noperf)
 
+    def test_threads_with_small_stacks_sampled_in_the_threads(self):
+        # issue 39, in process, taken in the threads: tests/e2e/pytinystack.py's threads on 32 KiB
+        # stacks, deep in calls through C, 14 levels short of the depth at which the program
+        # dies alone (about 11 KiB left): the handler on their stacks unwinds only where it has
+        # room, else keeps the instruction and the Python frames (they died by SIGSEGV before)
+        prog = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e",
+                            "pytinystack.py")
+        alone = 10
+        while alone < 200 and subprocess.run([sys.executable, prog, str(alone + 2), "0"],
+                                             capture_output=True).returncode == 0:
+            alone += 2
+        out = os.path.join(self.dir, "tiny")
+        r = subprocess.run([sys.executable, prog, str(alone - 14), "1", out],
+                           capture_output=True, text=True,
+                           env=dict(os.environ, SONDE_SAMPLE_IN_THREAD="1"))
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "ok"),
+                         "%s at depth %d of %d: %s" % (sys.executable, alone - 14, alone, r.stderr))
+        with open(os.path.join(out, "tiny.json")) as f:
+            rep = json.load(f)
+        self.assertEqual(rep["profile"]["method"], "counter_signal")
+        with open(os.path.join(out, "tiny.folded")) as f:
+            lines = [line.rsplit(" ", 1) for line in f]
+        total = sum(int(n) for _, n in lines)
+        leaf = sum(int(n) for stack, n in lines if ";deep;leaf" in stack)
+        self.assertGreaterEqual(leaf, max(100, total // 2), (leaf, total))
+        said = [w for w in rep.get("warnings", []) if "too little room" in w]
+        self.assertTrue(said, rep.get("warnings"))
+        print("small stacks, %s %d.%d: depth %d of %d, %d of %d samples in leaf under its "
+              "Python callers" % ((sys.executable,) + sys.version_info[:2] +
+                                  (alone - 14, alone, leaf, total)), file=sys.stderr)
+
     def test_package_sonde_run_samples_in_the_threads(self):
         # issue 39: the package's own sonde command (`python -m sonde run`, the `sonde` script
         # pip installs) preloads the libsonde.so beside its module for --sample-in-thread, with
