@@ -64,26 +64,12 @@ typedef struct bctx {
     int each_stopped;        /* raw->opts.feed asked to stop */
 } bctx;
 
-typedef struct mode_ev {
-    uint64_t tick;
-    uint32_t step, arg;
-} mode_ev;
+typedef sm_mode_ev mode_ev;
+typedef sm_sess_ev sess_ev;
 
-typedef struct sess_ev {
-    uint64_t tick;
-    uint32_t name, thread;
-    int begin;
-} sess_ev;
-
-/* A tick as ns since the run's start, clamped to +-2^62 ns (146 years; only a crafted file's
- * ticks reach it), so that the difference of any two such times fits an int64_t. */
-#define REL_MAX_NS (((int64_t)1 << 62) - 1) /* any two differ by less than INT64_MAX (a fuzzed
-                                                  file's ends at -2^62 and +2^62 overflowed) */
 static int64_t rel(const bctx *b, uint64_t tick)
 {
-    double v = (double)(int64_t)(tick - b->cut_tick) * b->ns_per_tick;
-    return v < (double)REL_MAX_NS ? v > -(double)REL_MAX_NS ? (int64_t)v : -REL_MAX_NS
-                                  : REL_MAX_NS;
+    return sm__rel(b->cut_tick, b->ns_per_tick, tick);
 }
 
 /* ns_per_tick x ticks as a count of ns, clamped to what a uint64_t holds. */
@@ -93,165 +79,16 @@ static uint64_t ticks_ns(const bctx *b, uint64_t ticks)
     return v < 1.8e19 ? (uint64_t)v : UINT64_MAX;
 }
 
-/* Held sections: the first pass matches each thread's begins and ends as the build will and
- * counts their durations in a log histogram (values under 64 ns exactly, then 64 buckets an
- * octave: at most 1.6% wide). The shortest duration held is the lowest bucket bound with at most
- * the number to hold at or above it (held_bound). It counts sections the build will leave out
- * (before a clear, outside the schedule's windows) and closes a section whose end was lost
- * where the build gives it none: both only raise the bound, so no more are held than were
- * meant to be. */
-enum { DUR_BUCKETS = 64 + 58 * 64 };
-
-static size_t dur_bucket(uint64_t d)
-{
-    if (d < 64)
-        return (size_t)d;
-    int e = 63 - __builtin_clzll(d); /* 6 .. 63 */
-    return 64 + (size_t)(e - 6) * 64 + (size_t)((d >> (e - 6)) & 63);
-}
-
-static uint64_t bucket_low(size_t i)
-{
-    if (i < 64)
-        return i;
-    size_t e = (i - 64) / 64 + 6, f = (i - 64) % 64;
-    return (uint64_t)(64 + f) << (e - 6);
-}
-
-/* The sections' durations as the first pass matches begins and ends (skim_batch). */
-typedef struct durs {
-    const bctx *b;
-    struct dopen {
-        uint32_t id;
-        uint64_t tick;
-    } *stack;                /* the thread's sections open */
-    size_t depth, cap;
-    uint64_t *hist;          /* DUR_BUCKETS counts */
-} durs;
-
-/* Counts a section from tick0 to tick1 in the histogram (0 when it ends before it begins). */
-static void durs_count(const bctx *b, uint64_t *hist, uint64_t tick0, uint64_t tick1)
-{
-    int64_t d = rel(b, tick1) - rel(b, tick0);
-    hist[dur_bucket(d > 0 ? (uint64_t)d : 0)]++;
-}
-
-static void durs_close(durs *p, size_t k, uint64_t tick)
-{
-    durs_count(p->b, p->hist, p->stack[k].tick, tick);
-}
-
-/* An END: closes the innermost, or the one it names and those open inside it. */
-static void durs_end(durs *p, const sb_ev *e)
-{
-    if (!p->depth)
-        return;
-    size_t k = p->depth - 1;
-    if (e->id) {
-        while (k > 0 && p->stack[k].id != e->id)
-            k--;
-        if (p->stack[k].id != e->id)
-            return;
-    }
-    for (size_t j = p->depth; j-- > k;)
-        durs_close(p, j, e->tick);
-    p->depth = k;
-}
-
-/* What the first pass over every thread's events finds, before any section is built: the run's
- * end when it did not end cleanly, the ids named, the dropped events GAP markers place, the
- * sessions and the step schedule's mode changes (few), the last step, how many steps ended and
- * instants of each name there are (what the report can hold of them: sm__records_plan). */
-typedef struct skim {
-    uint32_t thread;         /* the thread being read */
-    int clean_end;
-    uint64_t end_tick, marked, last_step, step_ends, instants;
-    uint32_t step_thread;    /* the thread that marked steps, UINT32_MAX: several */
-    int stepped;             /* some thread marked a step */
-    sm_idcount inst;         /* instants per name id */
-    uint32_t max_id;
-    uint64_t *used;          /* bitmap of the ids events name (SM_MAX_ID bits) */
-    sess_ev *sess;
-    size_t n_sess, cap_sess;
-    mode_ev *modes;
-    size_t n_modes, cap_modes;
-    durs tp;                 /* the sections' durations */
-    uint64_t *open_at;       /* ticks of the sections open at their thread's end (closed at the
-                                run's end, known once every thread is read) */
-    size_t n_open, cap_open;
-} skim;
-
-static int skim_batch(void *ctx, const sb_batch *bt)
-{
-    skim *k = ctx;
-    for (size_t i = 0; i < bt->n; i++) {
-        const sb_ev *e = &bt->ev[i];
-        if (!k->clean_end && e->tick > k->end_tick)
-            k->end_tick = e->tick;
-        switch (e->kind) {
-        case SONDE_K_MODE: /* its id is a step number, not a name */
-            if (GROW(k->modes, k->n_modes, k->cap_modes))
-                return -1;
-            k->modes[k->n_modes++] = (mode_ev){e->tick, e->id, e->arg};
-            continue;
-        case SONDE_K_METADATA:
-            if (e->arg > k->max_id)
-                k->max_id = e->arg;
-            BIT_SET(k->used, e->arg);
-            break;
-        case SONDE_K_GAP:
-            k->marked += e->arg;
-            break;
-        case SONDE_K_BEGIN:
-            if (GROW(k->tp.stack, k->tp.depth, k->tp.cap))
-                return -1;
-            k->tp.stack[k->tp.depth++] = (struct dopen){e->id, e->tick};
-            break;
-        case SONDE_K_END:
-            durs_end(&k->tp, e);
-            break;
-        case SONDE_K_STEP:
-            if ((e->arg & ~SONDE_STEP_BEGIN) > k->last_step)
-                k->last_step = e->arg & ~SONDE_STEP_BEGIN;
-            k->step_ends += !(e->arg & SONDE_STEP_BEGIN);
-            if (k->stepped && k->step_thread != k->thread)
-                k->step_thread = UINT32_MAX;
-            else if (!k->stepped)
-                k->step_thread = k->thread;
-            k->stepped = 1;
-            break;
-        case SONDE_K_INSTANT:
-            k->instants++;
-            if (sm__idcount_add(&k->inst, e->id))
-                return -1;
-            break;
-        case SONDE_K_SESSION_BEGIN:
-        case SONDE_K_SESSION_END:
-            if (GROW(k->sess, k->n_sess, k->cap_sess))
-                return -1;
-            k->sess[k->n_sess++] = (sess_ev){e->tick, e->id, k->thread,
-                                             e->kind == SONDE_K_SESSION_BEGIN};
-            break;
-        default:
-            break;
-        }
-        if (e->id > k->max_id)
-            k->max_id = e->id;
-        BIT_SET(k->used, e->id);
-    }
-    return 0;
-}
-
 /* The shortest duration held (INT64_MIN: every section is held), from the first pass's
  * histogram of sk's sections' durations. Durations bunch (a hot call's are alike), so the bucket
  * just under it may hold many times what is left of the number to hold: its sections are held
  * one in edge_every, spread over the run, filling the number (b->edge, b->edge_every). */
-static int64_t held_bound(bctx *b, size_t n_threads, const skim *sk)
+static int64_t held_bound(bctx *b, size_t n_threads, const sm_skim *sk)
 {
     uint64_t max = sm_report_max_sections(b->m), sections = 0;
     b->edge = SIZE_MAX;
-    for (size_t i = 0; i < DUR_BUCKETS; i++) /* each closed once, at the latest at the run's end */
-        sections += sk->tp.hist[i];
+    for (size_t i = 0; i < SM_DUR_BUCKETS; i++) /* each closed once, at the latest at the run's end */
+        sections += sk->hist[i];
     b->seen_sections = sections;
     if (!max || sections <= max)
         return INT64_MIN;
@@ -261,15 +98,15 @@ static int64_t held_bound(bctx *b, size_t n_threads, const skim *sk)
         hold = th < hold ? th : hold;
     }
     uint64_t above = 0;
-    size_t i = DUR_BUCKETS;
-    while (i > 0 && above + sk->tp.hist[i - 1] <= hold)
-        above += sk->tp.hist[--i];
-    int64_t bound = i == DUR_BUCKETS ? INT64_MAX : (int64_t)bucket_low(i);
+    size_t i = SM_DUR_BUCKETS;
+    while (i > 0 && above + sk->hist[i - 1] <= hold)
+        above += sk->hist[--i];
+    int64_t bound = i == SM_DUR_BUCKETS ? INT64_MAX : (int64_t)sm__bucket_low(i);
     if (bound < b->min_ns)
         return b->min_ns;
     if (i > 0 && hold > above) {
         b->edge = i - 1;
-        b->edge_every = (sk->tp.hist[i - 1] + (hold - above) - 1) / (hold - above);
+        b->edge_every = (sk->hist[i - 1] + (hold - above) - 1) / (hold - above);
     }
     return bound;
 }
@@ -520,7 +357,7 @@ static int settle(bctx *b, sentry *stack, size_t k)
     const sm_span *s = &m->spans[idx];
     int64_t dur = s->end_ns - s->start_ns;
     int last = (size_t)idx == m->n_spans - 1 && (se->run < 0 || (size_t)se->run == m->n_folds - 1);
-    int edge = dur < b->held_min_ns && dur_bucket(dur > 0 ? (uint64_t)dur : 0) == b->edge &&
+    int edge = dur < b->held_min_ns && sm__dur_bucket(dur > 0 ? (uint64_t)dur : 0) == b->edge &&
                b->edge_seen++ % b->edge_every == 0;
     int carries = s->x >= 0 && !sm__meta_only(m, s); /* metadata alone is folded (metasum) */
     int group = b->sink.site_group[s->site];
@@ -1134,7 +971,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
 {
     bctx b;
     memset(&b, 0, sizeof b);
-    skim sk;
+    sm_skim sk;
     memset(&sk, 0, sizeof sk);
     b.m = m;
     b.raw = raw;
@@ -1195,26 +1032,15 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
             if (raw->anchors[i].tick > sk.end_tick)
                 sk.end_tick = raw->anchors[i].tick;
     }
-    sk.tp.b = &b;
-    if (!(sk.used = sonde__calloc(SM_MAX_ID / 64, sizeof *sk.used)) ||
-        !(sk.tp.hist = sonde__calloc(DUR_BUCKETS, sizeof *sk.tp.hist)))
+    if (sm__skim(raw, b.cut_tick, b.ns_per_tick, &sk))
         goto out;
-    for (size_t t = 0; t < raw->n_threads; t++) {
-        sk.thread = (uint32_t)t;
-        sk.tp.depth = 0;
-        if (raw->events(raw->events_src, t, 1, skim_batch, &sk))
-            goto out;
-        for (size_t j = 0; j < sk.tp.depth; j++) {
-            if (GROW(sk.open_at, sk.n_open, sk.cap_open))
-                goto out;
-            sk.open_at[sk.n_open++] = sk.tp.stack[j].tick;
-        }
-    }
     uint64_t end_tick = sk.end_tick;
     if (end_tick < b.cut_tick)
         end_tick = b.cut_tick;
-    for (size_t j = 0; j < sk.n_open; j++) /* closed at the run's end */
-        durs_count(&b, sk.tp.hist, sk.open_at[j], end_tick);
+    for (size_t j = 0; j < sk.n_open; j++) { /* closed at the run's end */
+        int64_t d = rel(&b, end_tick) - rel(&b, sk.open_at[j]);
+        sk.hist[sm__dur_bucket(d > 0 ? (uint64_t)d : 0)]++;
+    }
     b.lost_at_end = raw->dropped > sk.marked;
     m->duration_ns = rel(&b, end_tick);
 
@@ -1308,13 +1134,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     rc = 0;
 out:
     bctx_free(&b);
-    sonde__free(sk.used);
-    sonde__free(sk.sess);
-    sonde__free(sk.modes);
-    sonde__free(sk.tp.hist);
-    sonde__free(sk.tp.stack);
-    sonde__free(sk.open_at);
-    sm__idcount_free(&sk.inst);
+    sm__skim_free(&sk);
     if (b.each_stopped) /* the reason is the callback's */
         return SONDE_EIO;
     if (rc)

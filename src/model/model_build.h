@@ -106,6 +106,13 @@ typedef struct sb_raw {
     sb_opts opts;      /* what the caller of the reading asked for */
     sb_events_fn events; /* each thread's events, decoded on demand from events_src */
     void *events_src;
+    /* Another decoder of the same file, for events in a thread of its own (its buffers; the
+     * warnings its events give are kept apart until dec_end), NULL out of memory; and dec_end,
+     * which adds the warnings of decs (n of them, at most 8) to the reading's in thread order,
+     * as one decoder reading every thread in turn gives them, and frees decs: 0, -1 out of
+     * memory. */
+    void *(*dec_new)(void *events_src);
+    int (*dec_end)(void *events_src, void **decs, int n);
     sb_anchor *anchors;
     size_t n_anchors;
     char **warnings;
@@ -320,6 +327,8 @@ typedef struct sm_idcount {
 } sm_idcount;
 /* Counts one more instant of id. 0, or -1 out of memory. */
 int sm__idcount_add(sm_idcount *c, uint32_t id);
+/* from's counts added to into's. 0, or -1 out of memory. */
+int sm__idcount_merge(sm_idcount *into, const sm_idcount *from);
 void sm__idcount_free(sm_idcount *c);
 
 /* What the first pass found that the plan needs. */
@@ -376,5 +385,82 @@ int sm__fold_aggregated(sm_model *m);
  * out of memory. */
 int sm__site_stats(const sm_model *m, const sm_stat *stats, size_t n_stats, sm_spans_sel sel,
                    int *site_stat);
+
+/* skim.c - the first pass over every thread's events: what must be known before any section is
+ * built (model.c's sm__build). Held sections: it matches each thread's begins and ends as the
+ * build will and counts their durations in a log histogram (values under 64 ns exactly, then 64
+ * buckets an octave: at most 1.6% wide), from which the build finds the shortest duration held.
+ * It counts sections the build will leave out (before a clear, outside the schedule's windows)
+ * and closes a section whose end was lost where the build gives it none: both only raise the
+ * bound, so no more are held than were meant to be. */
+#define SM_DUR_BUCKETS (64 + 58 * 64)
+
+static inline size_t sm__dur_bucket(uint64_t d)
+{
+    if (d < 64)
+        return (size_t)d;
+    int e = 63 - __builtin_clzll(d); /* 6 .. 63 */
+    return 64 + (size_t)(e - 6) * 64 + (size_t)((d >> (e - 6)) & 63);
+}
+
+static inline uint64_t sm__bucket_low(size_t i)
+{
+    if (i < 64)
+        return i;
+    size_t e = (i - 64) / 64 + 6, f = (i - 64) % 64;
+    return (uint64_t)(64 + f) << (e - 6);
+}
+
+/* A tick as ns since cut_tick, clamped to +-2^62 ns (146 years; only a crafted file's ticks reach
+ * it), so that the difference of any two such times fits an int64_t. */
+#define SM_REL_MAX_NS (((int64_t)1 << 62) - 1) /* a fuzzed file's ends at -2^62 and +2^62
+                                                     overflowed */
+static inline int64_t sm__rel(uint64_t cut_tick, double ns_per_tick, uint64_t tick)
+{
+    double v = (double)(int64_t)(tick - cut_tick) * ns_per_tick;
+    return v < (double)SM_REL_MAX_NS ? v > -(double)SM_REL_MAX_NS ? (int64_t)v : -SM_REL_MAX_NS
+                                     : SM_REL_MAX_NS;
+}
+
+typedef struct sm_mode_ev {   /* a step schedule's mode change (MODE) */
+    uint64_t tick;
+    uint32_t step, arg;
+} sm_mode_ev;
+
+typedef struct sm_sess_ev {   /* a session's begin or end */
+    uint64_t tick;
+    uint32_t name, thread;
+    int begin;
+} sm_sess_ev;
+
+/* What the first pass finds: the run's end when it did not end cleanly, the ids named, the
+ * dropped events GAP markers place, the sessions and the step schedule's mode changes (few, in
+ * the order of the threads, then of their events), the last step, how many steps ended and
+ * instants of each name there are (what the report can hold of them: sm__records_plan), and the
+ * sections' durations. */
+typedef struct sm_skim {
+    int clean_end;           /* set by the caller, with end_tick: the file's */
+    uint64_t end_tick, marked, last_step, step_ends, instants;
+    uint32_t step_thread;    /* the thread that marked steps, UINT32_MAX: several */
+    int stepped;             /* some thread marked a step */
+    sm_idcount inst;         /* instants per name id */
+    uint32_t max_id;
+    uint64_t *used;          /* bitmap of the ids events name (SM_MAX_ID bits) */
+    sm_sess_ev *sess;
+    size_t n_sess, cap_sess;
+    sm_mode_ev *modes;
+    size_t n_modes, cap_modes;
+    uint64_t *hist;          /* the sections' durations: SM_DUR_BUCKETS counts */
+    uint64_t *open_at;       /* ticks of the sections open at their thread's end (closed at the
+                                run's end, known once every thread is read) */
+    size_t n_open, cap_open;
+} sm_skim;
+/* The first pass over raw's threads' events into sk (clean_end and end_tick set, the rest 0),
+ * durations measured from cut_tick at ns_per_tick. Where the events are many and spread over
+ * several threads, two threads of this process read them, each its own file threads into its
+ * own findings, merged after in the order of the file's threads: sk is the same either way, and
+ * so are the reading's warnings. 0, or -1 out of memory. */
+int sm__skim(sb_raw *raw, uint64_t cut_tick, double ns_per_tick, sm_skim *sk);
+void sm__skim_free(sm_skim *sk);
 
 #endif

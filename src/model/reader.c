@@ -35,7 +35,25 @@ typedef struct rthread {
     size_t n_blocks, cap_blocks;
 } rthread;
 
-typedef struct rstate {
+typedef struct rstate rstate;
+
+/* What decodes: the file's records (the reading's own), or a thread's events a batch at a time
+ * (the reading's own, or a second for the first pass's other thread: dec_new). */
+typedef struct rdec {
+    rstate *s;
+    sb_ev *batch_ev;       /* the batch decode_thread hands over (RBATCH events) */
+    double (*batch_v)[SONDE_MAX_VALUES]; /* and its events' values */
+    uint8_t *scratch;      /* the bytes read with pread (src_at) */
+    size_t cap_scratch;
+    int apart;             /* its warnings kept here, with their threads, until dec_end */
+    struct rwarned {
+        uint32_t thread;
+        char *text;
+    } *warned;
+    size_t n_warned, cap_warned;
+} rdec;
+
+struct rstate {
     const char *fname;
     sb_raw raw;            /* what model.c consumes */
     rthread *th;           /* indexed by thread index */
@@ -44,34 +62,31 @@ typedef struct rstate {
     size_t cap_warn;
     uint32_t version;      /* the file's format version */
     size_t max_threads;    /* thread indices are dense: no more than the file has records for */
-    sb_ev *batch_ev;       /* the batch decode_thread hands over (RBATCH events) */
-    double (*batch_v)[SONDE_MAX_VALUES]; /* and its events' values */
     /* The file: in memory (data), or read a record or a block at a time with pread from fd
-     * into scratch, so no reading holds the whole file (sm_read_file_set). */
+     * into a decoder's scratch, so no reading holds the whole file (sm_read_file_set). */
     const uint8_t *data;
     int fd;
-    uint8_t *scratch;
-    size_t cap_scratch;
-} rstate;
+    rdec dec;              /* the reading's own decoder */
+};
 
-/* The len bytes at off (within the file's size): in memory, or read into the scratch buffer,
- * valid until the next call. NULL when out of memory (errno ENOMEM) or the file could not be
+/* The len bytes at off (within the file's size): in memory, or read into d's scratch buffer,
+ * valid until its next call. NULL when out of memory (errno ENOMEM) or the file could not be
  * read there (it shrank, or an I/O error). */
-static const uint8_t *src_at(rstate *s, uint64_t off, size_t len)
+static const uint8_t *src_at(rdec *d, uint64_t off, size_t len)
 {
-    if (s->data)
-        return s->data + off;
-    if (len > s->cap_scratch) {
-        uint8_t *g = sonde__realloc(s->scratch, len);
+    if (d->s->data)
+        return d->s->data + off;
+    if (len > d->cap_scratch) {
+        uint8_t *g = sonde__realloc(d->scratch, len);
         if (!g) {
             errno = ENOMEM;
             return NULL;
         }
-        s->scratch = g;
-        s->cap_scratch = len;
+        d->scratch = g;
+        d->cap_scratch = len;
     }
     for (size_t got = 0; got < len;) {
-        ssize_t r = pread(s->fd, s->scratch + got, len - got, (off_t)(off + got));
+        ssize_t r = pread(d->s->fd, d->scratch + got, len - got, (off_t)(off + got));
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {
@@ -80,7 +95,7 @@ static const uint8_t *src_at(rstate *s, uint64_t off, size_t len)
         }
         got += (size_t)r;
     }
-    return s->scratch;
+    return d->scratch;
 }
 
 static int rwarn(rstate *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -285,20 +300,102 @@ static inline int ev_var(const uint8_t **pp, const uint8_t *end, uint64_t *v)
 /* Events handed to the model a batch at a time: a thread's events are never all held at once. */
 #define RBATCH 4096
 
+/* A warning of d's, on thread ti: the reading's (rwarn), or kept apart with its thread. */
+static int dwarn(rdec *d, uint32_t ti, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int dwarn(rdec *d, uint32_t ti, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (!d->apart)
+        return rwarn(d->s, "%s", tmp);
+    if (GROW(d->warned, d->n_warned, d->cap_warned))
+        return -1;
+    if (!(d->warned[d->n_warned].text = sonde__strdup(tmp)))
+        return -1;
+    d->warned[d->n_warned++].thread = ti;
+    return 0;
+}
+
+static void dec_free(rdec *d)
+{
+    for (size_t i = 0; i < d->n_warned; i++)
+        sonde__free(d->warned[i].text);
+    sonde__free(d->warned);
+    sonde__free(d->batch_ev);
+    sonde__free(d->batch_v);
+    sonde__free(d->scratch);
+}
+
+/* d's batches made (its file s, its warnings kept apart or not). 0, or -1 out of memory. */
+static int dec_init(rdec *d, rstate *s, int apart)
+{
+    d->s = s;
+    d->apart = apart;
+    d->batch_ev = sonde__malloc(RBATCH * sizeof *d->batch_ev);
+    d->batch_v = sonde__malloc(RBATCH * sizeof *d->batch_v);
+    return d->batch_ev && d->batch_v ? 0 : -1;
+}
+
+/* sb_raw.dec_new: a decoder of src's file whose warnings are kept apart; NULL out of memory. */
+static void *dec_new(void *src)
+{
+    rdec *d = sonde__calloc(1, sizeof *d);
+    if (d && dec_init(d, ((rdec *)src)->s, 1)) {
+        dec_free(d);
+        sonde__free(d);
+        d = NULL;
+    }
+    return d;
+}
+
+/* sb_raw.dec_end: the warnings decs kept apart added to the reading's, by thread (each decoder
+ * read its threads in increasing order, each thread in one decoder: the order one decoder
+ * reading them all would have given), and decs freed. 0, -1 out of memory. */
+static int dec_end(void *src, void **decs, int n)
+{
+    rstate *s = ((rdec *)src)->s;
+    size_t at[8] = {0};
+    int rc = n > 8 ? -1 : 0;
+    for (;;) {
+        int best = -1;
+        for (int i = 0; i < n && i < 8; i++) {
+            const rdec *d = decs[i];
+            if (d && at[i] < d->n_warned &&
+                (best < 0 || d->warned[at[i]].thread <
+                                 ((const rdec *)decs[best])->warned[at[best]].thread))
+                best = i;
+        }
+        if (best < 0 || rc)
+            break;
+        if (rwarn(s, "%s", ((const rdec *)decs[best])->warned[at[best]++].text))
+            rc = -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (decs[i]) {
+            dec_free(decs[i]);
+            sonde__free(decs[i]);
+        }
+    return rc;
+}
+
 /* Decodes thread t's blocks in slot order, skipping slots already seen, and hands the events to
  * fn a batch at a time. The blocks were sorted by cmp_block (read_src). warn: a malformed block
  * is named in a warning (the first pass does it; the second would repeat it). */
 static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *ctx)
 {
-    rstate *s = src;
+    rdec *d = src;
+    rstate *s = d->s;
     rthread *t = &s->th[ti];
     uint64_t covered = 0;
-    sb_batch bt = {s->batch_ev, 0, (const double(*)[SONDE_MAX_VALUES])s->batch_v};
+    sb_batch bt = {d->batch_ev, 0, (const double(*)[SONDE_MAX_VALUES])d->batch_v};
     size_t nv_used = 0;
     for (size_t bi = 0; bi < t->n_blocks; bi++) {
         rblock *b = &t->blocks[bi];
         uint64_t slot = b->first, prev = b->base_tick;
-        const uint8_t *p = src_at(s, b->off, b->len), *end = p ? p + b->len : NULL;
+        const uint8_t *p = src_at(d, b->off, b->len), *end = p ? p + b->len : NULL;
         if (!p && errno == ENOMEM)
             return -2;
         if (!p) /* the file changed under the reading: as a malformed block */
@@ -327,15 +424,15 @@ static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *c
                         return -1;
                     bt.n = nv_used = 0;
                 }
-                sb_ev *e = &s->batch_ev[bt.n++];
+                sb_ev *e = &d->batch_ev[bt.n++];
                 e->tick = tick;
                 e->kind = (uint8_t)kind;
                 e->id = (uint32_t)(tag >> 4);
                 e->arg = (uint32_t)arg;
                 e->vi = 0;
                 if (nv) { /* the values out of line: most events (sections) have none */
-                    double *v = s->batch_v[nv_used];
-                    memset(v, 0, sizeof s->batch_v[0]);
+                    double *v = d->batch_v[nv_used];
+                    memset(v, 0, sizeof d->batch_v[0]);
                     for (unsigned i = 0; i < nv; i++) {
                         uint64_t bits = sonde_get_u64le(vals + 8 * i);
                         memcpy(&v[i], &bits, 8);
@@ -349,8 +446,8 @@ static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *c
             covered = slot;
         continue;
     bad:
-        if (warn && rwarn(s, "%s: thread %u: a malformed event block at slot %llu was skipped",
-                          s->fname, t->index, (unsigned long long)slot))
+        if (warn && dwarn(d, (uint32_t)ti, "%s: thread %u: a malformed event block at slot %llu "
+                          "was skipped", s->fname, t->index, (unsigned long long)slot))
             return -2;
     }
     if (bt.n && fn(ctx, &bt))
@@ -362,7 +459,7 @@ static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *c
  * warning says so: the reading stops there); -1 out of memory. */
 static int record_bytes(rstate *s, size_t off, uint64_t at, size_t len, const uint8_t **out)
 {
-    *out = src_at(s, at, len);
+    *out = src_at(&s->dec, at, len);
     if (*out)
         return 0;
     int e = errno;
@@ -381,9 +478,11 @@ static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, co
     memset(&s, 0, sizeof s);
     s.data = data;
     s.fd = fd;
+    s.dec.s = &s;
     int rc = 0;
     size_t off = SONDE_FILE_HEADER_LEN, order = 0;
-    const uint8_t *head = n >= SONDE_FILE_HEADER_LEN ? src_at(&s, 0, SONDE_FILE_HEADER_LEN) : NULL;
+    const uint8_t *head =
+        n >= SONDE_FILE_HEADER_LEN ? src_at(&s.dec, 0, SONDE_FILE_HEADER_LEN) : NULL;
     uint32_t version = head ? sonde_get_u32le(head + 8) : 0;
     if (!head && n >= SONDE_FILE_HEADER_LEN)
         rc = errno == ENOMEM ? sonde__fail(SONDE_ENOMEM, "%s: out of memory while reading", fname)
@@ -541,9 +640,7 @@ static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, co
     }
     s.raw.n_threads = s.n_th;
     s.raw.threads = sonde__calloc(s.n_th ? s.n_th : 1, sizeof *s.raw.threads);
-    s.batch_ev = sonde__malloc(RBATCH * sizeof *s.batch_ev);
-    s.batch_v = sonde__malloc(RBATCH * sizeof *s.batch_v);
-    if (!s.raw.threads || !s.batch_ev || !s.batch_v)
+    if (!s.raw.threads || dec_init(&s.dec, &s, 0))
         goto oom;
     for (size_t i = 0; i < s.n_th; i++) {
         s.raw.threads[i].index = (uint32_t)i;
@@ -553,7 +650,9 @@ static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, co
         sonde__sort(s.th[i].blocks, s.th[i].n_blocks, sizeof *s.th[i].blocks, cmp_block);
     }
     s.raw.events = decode_thread;
-    s.raw.events_src = &s;
+    s.raw.events_src = &s.dec;
+    s.raw.dec_new = dec_new;
+    s.raw.dec_end = dec_end;
     s.raw.opts = *o;
     rc = sm__build(&s.raw, m, fname);
     goto done;
@@ -565,9 +664,7 @@ done:
         sonde__free(s.th[i].blocks);
     }
     sonde__free(s.th);
-    sonde__free(s.batch_ev);
-    sonde__free(s.batch_v);
-    sonde__free(s.scratch);
+    dec_free(&s.dec);
     sb_raw_free(&s.raw);
     if (rc)
         sm_free(m);

@@ -15,7 +15,8 @@
 
 #define GROW SONDE_GROW
 
-int sm__idcount_add(sm_idcount *c, uint32_t id)
+/* n more instants of id. */
+static int idcount_add_n(sm_idcount *c, uint32_t id, uint64_t n)
 {
     if (2 * (c->used + 1) > c->cap) { /* at most half full */
         size_t nc = c->cap ? c->cap * 2 : 64;
@@ -48,7 +49,20 @@ int sm__idcount_add(sm_idcount *c, uint32_t id)
         c->id1[h] = id + 1u;
         c->used++;
     }
-    c->n[h]++;
+    c->n[h] += n;
+    return 0;
+}
+
+int sm__idcount_add(sm_idcount *c, uint32_t id)
+{
+    return idcount_add_n(c, id, 1);
+}
+
+int sm__idcount_merge(sm_idcount *into, const sm_idcount *from)
+{
+    for (size_t i = 0; i < from->cap; i++)
+        if (from->id1[i] && idcount_add_n(into, from->id1[i] - 1u, from->n[i]))
+            return -1;
     return 0;
 }
 

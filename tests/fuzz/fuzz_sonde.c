@@ -5,7 +5,9 @@
  * and give it back a valid length and CRC, so that the reader goes past the checksum into the
  * record's meaning; INFO records have a value of one of their keys (config.* included: the
  * reports read them back) replaced by an extreme number or mutated bytes. The rest are plain
- * byte mutations. The reading feeds the instances CSV's rows as it goes, as sx_read_file does. */
+ * byte mutations. The reading feeds the instances CSV's rows as it goes, as sx_read_file does.
+ * One input in two is read again with the first pass on two threads (skim.c), which must give
+ * the model and the warnings one thread gives: a difference is a finding. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -150,15 +152,50 @@ static int rows_want(void *ctx, const sm_model *m, uint64_t sections)
     return 1;
 }
 
+/* data read into m with the first pass on readers threads (SONDE_READ_THREADS), feeding the
+ * instances CSV's rows as it goes. */
+static int read_fed(const uint8_t *data, size_t size, const char *readers, sm_model *m)
+{
+    sx_rows rows;
+    sx_rows_begin(&rows, null_sink, NULL);
+    const sm_feed feed = {rows_want, sx_rows_add, &rows};
+    setenv("SONDE_READ_THREADS", readers, 1);
+    int rc = sm_read_mem_fed(data, size, "fuzz.sonde", &feed, m);
+    sx_rows_end(&rows);
+    return rc;
+}
+
+/* data read with the first pass on two threads: what one thread's reading gave (m, rc). */
+static void two_readers(const uint8_t *data, size_t size, int rc, const sm_model *m)
+{
+    sm_model two;
+    if (read_fed(data, size, "2", &two) != rc)
+        abort();
+    if (rc)
+        return;
+    if (two.n_spans != m->n_spans || two.sections_folded != m->sections_folded ||
+        two.held_min_ns != m->held_min_ns || two.duration_ns != m->duration_ns ||
+        two.n_stats != m->n_stats || two.n_sessions != m->n_sessions ||
+        two.n_instants != m->n_instants || two.n_steps != m->n_steps ||
+        two.n_warnings != m->n_warnings)
+        abort();
+    for (size_t i = 0; i < m->n_warnings; i++)
+        if (strcmp(two.warnings[i], m->warnings[i]))
+            abort();
+    for (size_t i = 0; i < m->n_stats; i++)
+        if (two.stats[i].count != m->stats[i].count ||
+            memcmp(&two.stats[i].total_s, &m->stats[i].total_s, sizeof m->stats[i].total_s))
+            abort();
+    sm_free(&two);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     sm_model m;
-    sx_rows rows;
-    sx_rows_begin(&rows, null_sink, NULL);
-    const sm_feed feed = {rows_want, sx_rows_add, &rows};
-    int rc = sm_read_mem_fed(data, size, "fuzz.sonde", &feed, &m);
-    sx_rows_end(&rows);
+    int rc = read_fed(data, size, "1", &m);
+    if (size & 1)
+        two_readers(data, size, rc, &m);
     if (rc != 0)
         return 0;
     sbuf b;

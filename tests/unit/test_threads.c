@@ -1,11 +1,13 @@
 /* test_threads.c - many threads recording at once (run under TSan by make test): 8 threads x
  * 100,000 nested sections, every one of which must be in the report; threads that come and go
- * reuse buffers and lose nothing. */
+ * reuse buffers and lose nothing; a file read with its first pass on two threads (skim.c) gives
+ * the model one thread gives. */
 #include "testutil.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 enum { THREADS = 8, PER_THREAD = 100000 };
 
@@ -104,9 +106,100 @@ static void thread_churn(void **state)
     tu_rmrf(dir);
 }
 
+/* A thread of read_on_two_threads: sessions, steps (thread 0 alone), instants of two names, a
+ * counter, and nested sections of three lengths. */
+static void *varied(void *arg)
+{
+    sonde_profiler *p = ((void **)arg)[0];
+    int me = (int)(intptr_t)((void **)arg)[1];
+    char sess[32];
+    snprintf(sess, sizeof sess, "session-%d", me);
+    sonde_session_begin(p, sess);
+    for (int i = 0; i < 3000; i++) {
+        if (me == 0 && i % 100 == 0)
+            sonde_step(p);
+        SONDE_SCOPE(p, "outer");
+        sonde_event(p, i % 3 ? "tick" : "tock");
+        {
+            SONDE_SCOPE(p, "inner");
+            if (i % 50 == 0)
+                tu_spin_ms(0.05 * (me + 1));
+        }
+        if (i % 500 == 0)
+            sonde_counter(p, "progress", i);
+    }
+    sonde_session_end(p);
+    return NULL;
+}
+
+/* The model of path read with SONDE_READ_THREADS set to how. */
+static void read_with(const char *path, const char *how, sm_model *m)
+{
+    setenv("SONDE_READ_THREADS", how, 1);
+    assert_int_equal(sm_read_file(path, m), 0);
+    unsetenv("SONDE_READ_THREADS");
+}
+
+/* The first pass on two threads, each reading file threads into findings of its own, merged in
+ * thread order (skim.c): the same model as one reader's, where it matters most, with a cut on
+ * the sections held (report_max_sections), on the instants (report_max_records), sessions on
+ * every thread and steps on one. */
+static void read_on_two_threads(void **state)
+{
+    (void)state;
+    char dir[256], path[4096];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "two");
+    c.report_max_sections = 3000;
+    c.report_max_records = 500;
+    sonde_profiler *p = sonde_create(&c);
+    snprintf(path, sizeof path, "%s", sonde_file_path(p));
+    pthread_t th[THREADS];
+    void *args[THREADS][2];
+    for (int i = 0; i < THREADS; i++) {
+        args[i][0] = p;
+        args[i][1] = (void *)(intptr_t)i;
+        assert_int_equal(pthread_create(&th[i], NULL, varied, args[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(sonde_destroy(p), 0);
+    sm_model one, two;
+    read_with(path, "1", &one);
+    read_with(path, "2", &two);
+    assert_true(one.sections_folded > 0); /* the cut came from the merged histogram */
+    assert_int_equal(one.n_spans, two.n_spans);
+    assert_int_equal(one.sections_folded, two.sections_folded);
+    assert_int_equal(one.held_min_ns, two.held_min_ns);
+    assert_int_equal(one.duration_ns, two.duration_ns);
+    assert_int_equal(one.n_sessions, two.n_sessions);
+    assert_int_equal(one.n_sessions, THREADS);
+    for (size_t i = 0; i < one.n_sessions; i++)
+        assert_int_equal(one.sessions[i].name, two.sessions[i].name);
+    assert_int_equal(one.n_instants, two.n_instants);
+    assert_int_equal(one.n_steps, two.n_steps);
+    assert_true(one.n_steps > 0);
+    assert_int_equal(one.n_stats, two.n_stats);
+    for (size_t i = 0; i < one.n_stats; i++) {
+        assert_string_equal(one.stats[i].name, two.stats[i].name);
+        assert_int_equal(one.stats[i].count, two.stats[i].count);
+        assert_true(one.stats[i].total_s == two.stats[i].total_s);
+        assert_true(one.stats[i].p50_s == two.stats[i].p50_s);
+    }
+    assert_int_equal(one.n_spans + one.sections_folded, THREADS * 3000 * 2);
+    for (size_t i = 0; i < one.n_spans; i++) {
+        assert_int_equal(one.spans[i].start_ns, two.spans[i].start_ns);
+        assert_int_equal(one.spans[i].site, two.spans[i].site);
+    }
+    sm_free(&one);
+    sm_free(&two);
+    tu_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(eight_threads),
-                                       cmocka_unit_test(thread_churn)};
+                                       cmocka_unit_test(thread_churn),
+                                       cmocka_unit_test(read_on_two_threads)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

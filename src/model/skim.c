@@ -1,0 +1,322 @@
+/* skim.c - the first pass over every thread's events (model_build.h's sm__skim): what the build
+ * must know before it builds a section. One reader of the file's threads in turn; or, where the
+ * events are many and on several threads, two, each taking the next file thread not yet taken,
+ * each with a decoder of its own and findings of its own, merged after in the order of the file's
+ * threads (the lists by the ranges each thread's entries took, the counts summed, the largest
+ * kept): the findings and the warnings are those one reader gives. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model_build.h"
+#include "../util/alloc.h"
+
+#define GROW SONDE_GROW
+#define BIT_SET(v, i) ((v)[(i) >> 6] |= 1ull << ((i) & 63))
+
+/* Two readers only where the file is at least this large (a thread's start costs more than
+ * reading a small file's events). */
+#define TWO_FROM_BYTES (4u << 20)
+
+/* Where one file thread's entries begin and end in its reader's lists. */
+typedef struct tseg {
+    int reader;
+    size_t sess[2], modes[2], open[2];
+} tseg;
+
+/* One reader of the first pass. */
+typedef struct skr {
+    sm_skim k;               /* its threads' findings */
+    sb_raw *raw;
+    void *dec;               /* its decoder */
+    uint64_t cut_tick;
+    double ns_per_tick;
+    uint32_t thread;         /* the file thread being read */
+    struct dopen {
+        uint32_t id;
+        uint64_t tick;
+    } *stack;                /* the thread's sections open */
+    size_t depth, cap;
+    _Atomic size_t *next;    /* the next file thread to read, shared by the readers */
+    tseg *seg;               /* each file thread's ranges (written by the reader that read it) */
+    int index, rc;
+} skr;
+
+/* Counts a section from tick0 to tick1 in the histogram (0 when it ends before it begins). */
+static void count_dur(const skr *r, uint64_t *hist, uint64_t tick0, uint64_t tick1)
+{
+    int64_t d = sm__rel(r->cut_tick, r->ns_per_tick, tick1) -
+                sm__rel(r->cut_tick, r->ns_per_tick, tick0);
+    hist[sm__dur_bucket(d > 0 ? (uint64_t)d : 0)]++;
+}
+
+/* An END: closes the innermost, or the one it names and those open inside it. */
+static void end_of(skr *r, const sb_ev *e)
+{
+    if (!r->depth)
+        return;
+    size_t k = r->depth - 1;
+    if (e->id) {
+        while (k > 0 && r->stack[k].id != e->id)
+            k--;
+        if (r->stack[k].id != e->id)
+            return;
+    }
+    for (size_t j = r->depth; j-- > k;)
+        count_dur(r, r->k.hist, r->stack[j].tick, e->tick);
+    r->depth = k;
+}
+
+static int skim_batch(void *ctx, const sb_batch *bt)
+{
+    skr *r = ctx;
+    sm_skim *k = &r->k;
+    for (size_t i = 0; i < bt->n; i++) {
+        const sb_ev *e = &bt->ev[i];
+        if (!k->clean_end && e->tick > k->end_tick)
+            k->end_tick = e->tick;
+        switch (e->kind) {
+        case SONDE_K_MODE: /* its id is a step number, not a name */
+            if (GROW(k->modes, k->n_modes, k->cap_modes))
+                return -1;
+            k->modes[k->n_modes++] = (sm_mode_ev){e->tick, e->id, e->arg};
+            continue;
+        case SONDE_K_METADATA:
+            if (e->arg > k->max_id)
+                k->max_id = e->arg;
+            BIT_SET(k->used, e->arg);
+            break;
+        case SONDE_K_GAP:
+            k->marked += e->arg;
+            break;
+        case SONDE_K_BEGIN:
+            if (GROW(r->stack, r->depth, r->cap))
+                return -1;
+            r->stack[r->depth++] = (struct dopen){e->id, e->tick};
+            break;
+        case SONDE_K_END:
+            end_of(r, e);
+            break;
+        case SONDE_K_STEP:
+            if ((e->arg & ~SONDE_STEP_BEGIN) > k->last_step)
+                k->last_step = e->arg & ~SONDE_STEP_BEGIN;
+            k->step_ends += !(e->arg & SONDE_STEP_BEGIN);
+            if (k->stepped && k->step_thread != r->thread)
+                k->step_thread = UINT32_MAX;
+            else if (!k->stepped)
+                k->step_thread = r->thread;
+            k->stepped = 1;
+            break;
+        case SONDE_K_INSTANT:
+            k->instants++;
+            if (sm__idcount_add(&k->inst, e->id))
+                return -1;
+            break;
+        case SONDE_K_SESSION_BEGIN:
+        case SONDE_K_SESSION_END:
+            if (GROW(k->sess, k->n_sess, k->cap_sess))
+                return -1;
+            k->sess[k->n_sess++] = (sm_sess_ev){e->tick, e->id, r->thread,
+                                                e->kind == SONDE_K_SESSION_BEGIN};
+            break;
+        default:
+            break;
+        }
+        if (e->id > k->max_id)
+            k->max_id = e->id;
+        BIT_SET(k->used, e->id);
+    }
+    return 0;
+}
+
+/* Reads file threads, the next one not yet taken each time, until none is left. */
+static void *reader_run(void *arg)
+{
+    skr *r = arg;
+    sb_raw *raw = r->raw;
+    for (;;) {
+        size_t t = atomic_fetch_add(r->next, 1);
+        if (t >= raw->n_threads)
+            break;
+        tseg *g = &r->seg[t];
+        g->reader = r->index;
+        g->sess[0] = r->k.n_sess;
+        g->modes[0] = r->k.n_modes;
+        g->open[0] = r->k.n_open;
+        r->thread = (uint32_t)t;
+        r->depth = 0;
+        if (raw->events(r->dec, t, 1, skim_batch, r)) {
+            r->rc = -1;
+            atomic_store(r->next, raw->n_threads); /* the other stops too */
+            break;
+        }
+        for (size_t j = 0; j < r->depth; j++) {
+            if (GROW(r->k.open_at, r->k.n_open, r->k.cap_open)) {
+                r->rc = -1;
+                atomic_store(r->next, raw->n_threads);
+                return NULL;
+            }
+            r->k.open_at[r->k.n_open++] = r->stack[j].tick;
+        }
+        g->sess[1] = r->k.n_sess;
+        g->modes[1] = r->k.n_modes;
+        g->open[1] = r->k.n_open;
+    }
+    return NULL;
+}
+
+void sm__skim_free(sm_skim *sk)
+{
+    sonde__free(sk->used);
+    sonde__free(sk->sess);
+    sonde__free(sk->modes);
+    sonde__free(sk->hist);
+    sonde__free(sk->open_at);
+    sm__idcount_free(&sk->inst);
+    memset(sk, 0, sizeof *sk);
+}
+
+static int reader_init(skr *r, const sm_skim *sk, sb_raw *raw, uint64_t cut_tick, double npt)
+{
+    memset(r, 0, sizeof *r);
+    r->k.clean_end = sk->clean_end;
+    r->k.end_tick = sk->end_tick;
+    r->raw = raw;
+    r->cut_tick = cut_tick;
+    r->ns_per_tick = npt;
+    r->k.used = sonde__calloc(SM_MAX_ID / 64, sizeof *r->k.used);
+    r->k.hist = sonde__calloc(SM_DUR_BUCKETS, sizeof *r->k.hist);
+    return r->k.used && r->k.hist ? 0 : -1;
+}
+
+/* The entries of list (each size bytes) that the file threads' ranges (field at off in their
+ * tseg) name in the readers' lists, in the order of the threads. */
+static void *in_thread_order(const tseg *seg, size_t n_threads, size_t off, void *const *lists,
+                             size_t n, size_t size)
+{
+    uint8_t *out = sonde__malloc(n ? n * size : 1);
+    if (!out)
+        return NULL;
+    size_t at = 0;
+    for (size_t t = 0; t < n_threads; t++) {
+        const size_t *range = (const size_t *)((const char *)&seg[t] + off);
+        size_t len = (range[1] - range[0]) * size;
+        if (!len) /* (its reader's list may be none) */
+            continue;
+        memcpy(out + at, (const uint8_t *)lists[seg[t].reader] + range[0] * size, len);
+        at += len;
+    }
+    return out;
+}
+
+/* Both readers' findings into sk, as one reader would have made them. */
+static int merge(sm_skim *sk, skr *r, const tseg *seg, size_t n_threads)
+{
+    sm_skim *a = &r[0].k, *b = &r[1].k;
+    sk->end_tick = a->end_tick > b->end_tick ? a->end_tick : b->end_tick;
+    sk->marked = a->marked + b->marked;
+    sk->last_step = a->last_step > b->last_step ? a->last_step : b->last_step;
+    sk->step_ends = a->step_ends + b->step_ends;
+    sk->instants = a->instants + b->instants;
+    sk->stepped = a->stepped || b->stepped;
+    sk->step_thread = a->stepped && b->stepped ? UINT32_MAX /* threads of each */
+                      : a->stepped             ? a->step_thread
+                                               : b->step_thread;
+    sk->max_id = a->max_id > b->max_id ? a->max_id : b->max_id;
+    for (size_t i = 0; i < SM_MAX_ID / 64; i++)
+        a->used[i] |= b->used[i];
+    for (size_t i = 0; i < SM_DUR_BUCKETS; i++)
+        a->hist[i] += b->hist[i];
+    sk->used = a->used;
+    sk->hist = a->hist;
+    a->used = a->hist = NULL;
+    if (sm__idcount_merge(&a->inst, &b->inst))
+        return -1;
+    sk->inst = a->inst;
+    memset(&a->inst, 0, sizeof a->inst);
+    void *sess[2] = {a->sess, b->sess}, *modes[2] = {a->modes, b->modes},
+         *open[2] = {a->open_at, b->open_at};
+    sk->n_sess = a->n_sess + b->n_sess;
+    sk->n_modes = a->n_modes + b->n_modes;
+    sk->n_open = a->n_open + b->n_open;
+    sk->sess = in_thread_order(seg, n_threads, offsetof(tseg, sess), sess, sk->n_sess,
+                               sizeof *sk->sess);
+    sk->modes = in_thread_order(seg, n_threads, offsetof(tseg, modes), modes, sk->n_modes,
+                                sizeof *sk->modes);
+    sk->open_at = in_thread_order(seg, n_threads, offsetof(tseg, open), open, sk->n_open,
+                                  sizeof *sk->open_at);
+    sk->cap_sess = sk->n_sess;
+    sk->cap_modes = sk->n_modes;
+    sk->cap_open = sk->n_open;
+    return sk->sess && sk->modes && sk->open_at ? 0 : -1;
+}
+
+/* How many readers: SONDE_READ_THREADS (1 or 2) where set, else two for a file of several
+ * threads and TWO_FROM_BYTES or more on a machine of two CPUs or more. */
+static int readers_for(const sb_raw *raw)
+{
+    const char *env = getenv("SONDE_READ_THREADS");
+    int want = env && *env ? atoi(env) : 0;
+    if (raw->n_threads < 2 || !raw->dec_new || want == 1)
+        return 1;
+    if (want >= 2)
+        return 2;
+    return raw->bytes >= TWO_FROM_BYTES && sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 2 : 1;
+}
+
+int sm__skim(sb_raw *raw, uint64_t cut_tick, double ns_per_tick, sm_skim *sk)
+{
+    skr r[2];
+    int n = readers_for(raw), rc = -1, started = 0;
+    _Atomic size_t next = 0;
+    tseg *seg = sonde__calloc(raw->n_threads ? raw->n_threads : 1, sizeof *seg);
+    memset(r, 0, sizeof r);
+    if (!seg)
+        goto out;
+    for (int i = 0; i < n; i++) {
+        if (reader_init(&r[i], sk, raw, cut_tick, ns_per_tick))
+            goto out;
+        r[i].next = &next;
+        r[i].seg = seg;
+        r[i].index = i;
+        /* two: each its own decoder, keeping its warnings apart until dec_end */
+        r[i].dec = n == 1 ? raw->events_src : raw->dec_new(raw->events_src);
+        if (!r[i].dec)
+            goto out;
+    }
+    if (n == 2) {
+        pthread_t th;
+        started = pthread_create(&th, NULL, reader_run, &r[1]) == 0;
+        reader_run(&r[0]);
+        if (started)
+            pthread_join(th, NULL);
+        else
+            reader_run(&r[1]); /* no thread to be had: in turn */
+    } else {
+        reader_run(&r[0]);
+    }
+    if (r[0].rc || (n == 2 && r[1].rc))
+        goto out;
+    if (n == 1) {
+        *sk = r[0].k;
+        memset(&r[0].k, 0, sizeof r[0].k);
+    } else if (merge(sk, r, seg, raw->n_threads)) {
+        goto out;
+    }
+    rc = 0;
+out:
+    if (n == 2) {
+        void *decs[2] = {r[0].dec, r[1].dec};
+        if (raw->dec_end(raw->events_src, decs, 2))
+            rc = -1;
+    }
+    for (int i = 0; i < n; i++) {
+        sm__skim_free(&r[i].k);
+        sonde__free(r[i].stack);
+    }
+    sonde__free(seg);
+    return rc;
+}
