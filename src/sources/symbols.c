@@ -54,6 +54,8 @@ typedef struct cu_scopes {
 struct sonde_symfile {
     cu_scopes *cus;        /* the units looked into so far */
     size_t n_cus, cap_cus;
+    uint32_t *cu_index;    /* open addressing by unit offset: index in cus + 1, 0 empty */
+    size_t cap_index;      /* a power of two, at least twice n_cus (0: none yet) */
     ssym *syms;
     size_t n, cap;
     GElf_Phdr *loads;
@@ -328,6 +330,7 @@ void sonde__sym_close(sonde_symfile *f)
         sonde__free(f->cus[i].hi_max);
     }
     sonde__free(f->cus);
+    sonde__free(f->cu_index);
     if (f->dwarf)
         dwarf_end(f->dwarf);
     if (f->dwarf_fd >= 0)
@@ -543,13 +546,42 @@ static int scopes_build(Dwarf_Die *cu, cu_scopes *c)
 }
 
 /* The rows of f's unit cu, built when first asked for; NULL out of memory. */
+/* The slot of unit offset off in f's index: its own, or the empty one it would take. */
+static size_t cu_slot(const sonde_symfile *f, Dwarf_Off off)
+{
+    size_t h = (size_t)((off * 0x9E3779B97F4A7C15ull) >> 20) & (f->cap_index - 1);
+    while (f->cu_index[h] && f->cus[f->cu_index[h] - 1].cu != off)
+        h = (h + 1) & (f->cap_index - 1);
+    return h;
+}
+
+/* Room in f's index for one unit more (grown and filled again at half full). 0, -1 out of
+ * memory. */
+static int cu_index_room(sonde_symfile *f)
+{
+    if (2 * (f->n_cus + 1) <= f->cap_index)
+        return 0;
+    size_t cap = f->cap_index ? f->cap_index * 2 : 64;
+    uint32_t *t = sonde__calloc(cap, sizeof *t);
+    if (!t)
+        return -1;
+    sonde__free(f->cu_index);
+    f->cu_index = t;
+    f->cap_index = cap;
+    for (size_t i = 0; i < f->n_cus; i++)
+        f->cu_index[cu_slot(f, f->cus[i].cu)] = (uint32_t)i + 1;
+    return 0;
+}
+
 static const cu_scopes *scopes_of(sonde_symfile *f, Dwarf_Die *cu)
 {
     Dwarf_Off off = dwarf_dieoffset(cu);
-    for (size_t i = 0; i < f->n_cus; i++)
-        if (f->cus[i].cu == off)
-            return &f->cus[i];
-    if (SONDE_GROW(f->cus, f->n_cus, f->cap_cus))
+    if (f->cap_index) {
+        size_t h = cu_slot(f, off);
+        if (f->cu_index[h])
+            return &f->cus[f->cu_index[h] - 1];
+    }
+    if (cu_index_room(f) || SONDE_GROW(f->cus, f->n_cus, f->cap_cus))
         return NULL;
     cu_scopes *c = &f->cus[f->n_cus];
     *c = (cu_scopes){.cu = off};
@@ -559,6 +591,7 @@ static const cu_scopes *scopes_of(sonde_symfile *f, Dwarf_Die *cu)
         sonde__free(c->hi_max);
         return NULL;
     }
+    f->cu_index[cu_slot(f, off)] = (uint32_t)f->n_cus + 1;
     f->n_cus++;
     return c;
 }
