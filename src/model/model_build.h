@@ -457,9 +457,10 @@ typedef struct sm_skim {
 } sm_skim;
 /* The first pass over raw's threads' events into sk (clean_end and end_tick set, the rest 0),
  * durations measured from cut_tick at ns_per_tick. Where the events are many and spread over
- * several threads, two threads of this process read them, each its own file threads into its
- * own findings, merged after in the order of the file's threads: sk is the same either way, and
- * so are the reading's warnings. 0, or -1 out of memory. */
+ * several threads, several threads of this process read them (one a CPU, at most 8;
+ * SONDE_READ_THREADS chooses), each its own file threads into its own findings, merged after in
+ * the order of the file's threads: sk is the same either way, and so are the reading's
+ * warnings. 0, or -1 out of memory. */
 int sm__skim(sb_raw *raw, uint64_t cut_tick, double ns_per_tick, sm_skim *sk);
 void sm__skim_free(sm_skim *sk);
 

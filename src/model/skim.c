@@ -1,9 +1,10 @@
 /* skim.c - the first pass over every thread's events (model_build.h's sm__skim): what the build
  * must know before it builds a section. One reader of the file's threads in turn; or, where the
- * events are many and on several threads, two, each taking the next file thread not yet taken,
- * each with a decoder of its own and findings of its own, merged after in the order of the file's
- * threads (the lists by the ranges each thread's entries took, the counts summed, the largest
- * kept): the findings and the warnings are those one reader gives. */
+ * events are many and on several threads, one a CPU (at most 8, and the file's threads), each
+ * taking the next file thread not yet taken, each with a decoder of its own and findings of its
+ * own, merged after in the order of the file's threads (the lists by the ranges each thread's
+ * entries took, the counts summed, the largest kept): the findings and the warnings are those
+ * one reader gives. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,9 +18,10 @@
 #define GROW SONDE_GROW
 #define BIT_SET(v, i) ((v)[(i) >> 6] |= 1ull << ((i) & 63))
 
-/* Two readers only where the file is at least this large (a thread's start costs more than
- * reading a small file's events). */
-#define TWO_FROM_BYTES (4u << 20)
+/* Several readers only where the file is at least this large (a thread's start costs more than
+ * reading a small file's events), at most MAX_READERS (sb_raw.dec_end's limit). */
+#define SEVERAL_FROM_BYTES (4u << 20)
+#define MAX_READERS 8
 
 /* Where one file thread's entries begin and end in its reader's lists. */
 typedef struct tseg {
@@ -212,36 +214,47 @@ static void *in_thread_order(const tseg *seg, size_t n_threads, size_t off, void
     return out;
 }
 
-/* Both readers' findings into sk, as one reader would have made them. */
-static int merge(sm_skim *sk, skr *r, const tseg *seg, size_t n_threads)
+/* The n readers' findings into sk, as one reader would have made them. */
+static int merge(sm_skim *sk, skr *r, int n, const tseg *seg, size_t n_threads)
 {
-    sm_skim *a = &r[0].k, *b = &r[1].k;
-    sk->end_tick = a->end_tick > b->end_tick ? a->end_tick : b->end_tick;
-    sk->marked = a->marked + b->marked;
-    sk->last_step = a->last_step > b->last_step ? a->last_step : b->last_step;
-    sk->step_ends = a->step_ends + b->step_ends;
-    sk->instants = a->instants + b->instants;
-    sk->stepped = a->stepped || b->stepped;
-    sk->step_thread = a->stepped && b->stepped ? UINT32_MAX /* threads of each */
-                      : a->stepped             ? a->step_thread
-                                               : b->step_thread;
-    sk->max_id = a->max_id > b->max_id ? a->max_id : b->max_id;
-    for (size_t i = 0; i < SM_MAX_ID / 64; i++)
-        a->used[i] |= b->used[i];
-    for (size_t i = 0; i < SM_DUR_BUCKETS; i++)
-        a->hist[i] += b->hist[i];
+    sm_skim *a = &r[0].k;
+    void *sess[MAX_READERS], *modes[MAX_READERS], *open[MAX_READERS];
+    int stepped = 0;
+    *sk = (sm_skim){.clean_end = a->clean_end, .end_tick = a->end_tick,
+                    .step_thread = a->step_thread};
+    for (int i = 0; i < n; i++) {
+        const sm_skim *b = &r[i].k;
+        sk->end_tick = b->end_tick > sk->end_tick ? b->end_tick : sk->end_tick;
+        sk->marked += b->marked;
+        sk->last_step = b->last_step > sk->last_step ? b->last_step : sk->last_step;
+        sk->step_ends += b->step_ends;
+        sk->instants += b->instants;
+        if (b->stepped && stepped++ == 0) /* of one reader's threads alone, or of several */
+            sk->step_thread = b->step_thread;
+        sk->max_id = b->max_id > sk->max_id ? b->max_id : sk->max_id;
+        sk->n_sess += b->n_sess;
+        sk->n_modes += b->n_modes;
+        sk->n_open += b->n_open;
+        sess[i] = b->sess;
+        modes[i] = b->modes;
+        open[i] = b->open_at;
+        if (i == 0)
+            continue;
+        for (size_t k = 0; k < SM_MAX_ID / 64; k++)
+            a->used[k] |= b->used[k];
+        for (size_t k = 0; k < SM_DUR_BUCKETS; k++)
+            a->hist[k] += b->hist[k];
+        if (sm__idcount_merge(&a->inst, &b->inst))
+            return -1;
+    }
+    sk->stepped = stepped > 0;
+    if (stepped > 1)
+        sk->step_thread = UINT32_MAX;
     sk->used = a->used;
     sk->hist = a->hist;
-    a->used = a->hist = NULL;
-    if (sm__idcount_merge(&a->inst, &b->inst))
-        return -1;
     sk->inst = a->inst;
+    a->used = a->hist = NULL;
     memset(&a->inst, 0, sizeof a->inst);
-    void *sess[2] = {a->sess, b->sess}, *modes[2] = {a->modes, b->modes},
-         *open[2] = {a->open_at, b->open_at};
-    sk->n_sess = a->n_sess + b->n_sess;
-    sk->n_modes = a->n_modes + b->n_modes;
-    sk->n_open = a->n_open + b->n_open;
     sk->sess = in_thread_order(seg, n_threads, offsetof(tseg, sess), sess, sk->n_sess,
                                sizeof *sk->sess);
     sk->modes = in_thread_order(seg, n_threads, offsetof(tseg, modes), modes, sk->n_modes,
@@ -254,23 +267,30 @@ static int merge(sm_skim *sk, skr *r, const tseg *seg, size_t n_threads)
     return sk->sess && sk->modes && sk->open_at ? 0 : -1;
 }
 
-/* How many readers: SONDE_READ_THREADS (1 or 2) where set, else two for a file of several
- * threads and TWO_FROM_BYTES or more on a machine of two CPUs or more. */
+/* How many readers: SONDE_READ_THREADS (1 to MAX_READERS) where set, else one a CPU up to
+ * MAX_READERS for a file of several threads and SEVERAL_FROM_BYTES or more, and never more than
+ * the file has threads. */
 static int readers_for(const sb_raw *raw)
 {
     const char *env = getenv("SONDE_READ_THREADS");
-    int want = env && *env ? atoi(env) : 0;
+    long want = env && *env ? strtol(env, NULL, 10) : 0;
     if (raw->n_threads < 2 || !raw->dec_new || want == 1)
         return 1;
-    if (want >= 2)
-        return 2;
-    return raw->bytes >= TWO_FROM_BYTES && sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 2 : 1;
+    if (want < 1) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        want = raw->bytes >= SEVERAL_FROM_BYTES && cpus > 1 ? cpus : 1;
+    }
+    if (want > MAX_READERS)
+        want = MAX_READERS;
+    return (size_t)want > raw->n_threads ? (int)raw->n_threads : (int)want;
 }
 
 int sm__skim(sb_raw *raw, uint64_t cut_tick, double ns_per_tick, sm_skim *sk)
 {
-    skr r[2];
-    int n = readers_for(raw), rc = -1, started = 0;
+    skr r[MAX_READERS];
+    pthread_t th[MAX_READERS];
+    int started[MAX_READERS] = {0};
+    int n = readers_for(raw), rc = -1;
     _Atomic size_t next = 0;
     tseg *seg = sonde__calloc(raw->n_threads ? raw->n_threads : 1, sizeof *seg);
     memset(r, 0, sizeof r);
@@ -282,35 +302,36 @@ int sm__skim(sb_raw *raw, uint64_t cut_tick, double ns_per_tick, sm_skim *sk)
         r[i].next = &next;
         r[i].seg = seg;
         r[i].index = i;
-        /* two: each its own decoder, keeping its warnings apart until dec_end */
+        /* several: each its own decoder, keeping its warnings apart until dec_end */
         r[i].dec = n == 1 ? raw->events_src : raw->dec_new(raw->events_src);
         if (!r[i].dec)
             goto out;
     }
-    if (n == 2) {
-        pthread_t th;
-        started = pthread_create(&th, NULL, reader_run, &r[1]) == 0;
-        reader_run(&r[0]);
-        if (started)
-            pthread_join(th, NULL);
+    for (int i = 1; i < n; i++)
+        started[i] = pthread_create(&th[i], NULL, reader_run, &r[i]) == 0;
+    reader_run(&r[0]);
+    for (int i = 1; i < n; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
         else
-            reader_run(&r[1]); /* no thread to be had: in turn */
-    } else {
-        reader_run(&r[0]);
+            reader_run(&r[i]); /* no thread to be had: what is left, in turn */
     }
-    if (r[0].rc || (n == 2 && r[1].rc))
-        goto out;
+    for (int i = 0; i < n; i++)
+        if (r[i].rc)
+            goto out;
     if (n == 1) {
         *sk = r[0].k;
         memset(&r[0].k, 0, sizeof r[0].k);
-    } else if (merge(sk, r, seg, raw->n_threads)) {
+    } else if (merge(sk, r, n, seg, raw->n_threads)) {
         goto out;
     }
     rc = 0;
 out:
-    if (n == 2) {
-        void *decs[2] = {r[0].dec, r[1].dec};
-        if (raw->dec_end(raw->events_src, decs, 2))
+    if (n > 1) {
+        void *decs[MAX_READERS];
+        for (int i = 0; i < n; i++)
+            decs[i] = r[i].dec;
+        if (raw->dec_end(raw->events_src, decs, n))
             rc = -1;
     }
     for (int i = 0; i < n; i++) {
