@@ -7,6 +7,7 @@
  * one reader gives. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,17 +268,19 @@ static int merge(sm_skim *sk, skr *r, int n, const tseg *seg, size_t n_threads)
     return sk->sess && sk->modes && sk->open_at ? 0 : -1;
 }
 
-/* How many readers: SONDE_READ_THREADS (1 to MAX_READERS) where set, else one a CPU up to
- * MAX_READERS for a file of several threads and SEVERAL_FROM_BYTES or more, and never more than
- * the file has threads. */
+/* How many readers: SONDE_READ_THREADS (1 to MAX_READERS) where set, else one a CPU this process
+ * may run on, up to MAX_READERS, for a file of several threads and SEVERAL_FROM_BYTES or more;
+ * never more than the file has threads. */
 static int readers_for(const sb_raw *raw)
 {
     const char *env = getenv("SONDE_READ_THREADS");
     long want = env && *env ? strtol(env, NULL, 10) : 0;
     if (raw->n_threads < 2 || !raw->dec_new || want == 1)
         return 1;
-    if (want < 1) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (want < 1) { /* the CPUs this process may run on (taskset, a cpuset), else those online */
+        cpu_set_t set;
+        long cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                                 : sysconf(_SC_NPROCESSORS_ONLN);
         want = raw->bytes >= SEVERAL_FROM_BYTES && cpus > 1 ? cpus : 1;
     }
     if (want > MAX_READERS)
