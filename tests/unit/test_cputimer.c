@@ -347,7 +347,15 @@ typedef struct deep {
     _Atomic int ready;
     _Atomic uintptr_t burn_sp; /* the frame burning */
     _Atomic uint32_t tid;
+    _Atomic uint64_t t0, t1;   /* when it burned there (CLOCK_MONOTONIC, ns) */
 } deep;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 __attribute__((noinline)) static uintptr_t sp_now(void)
 {
@@ -365,7 +373,9 @@ __attribute__((noinline)) static void descend(deep *d)
         atomic_store(&d->ready, 1);
         while (!atomic_load(&g_go)) {
         }
+        atomic_store(&d->t0, now_ns());
         caller(300);
+        atomic_store(&d->t1, now_ns());
     }
     g_sink += pad[0] + pad[511]; /* no tail call */
 }
@@ -380,16 +390,18 @@ static void *deep_worker(void *arg)
 
 typedef struct deep_seen {
     uint32_t tid;
-    uint64_t whole, alone; /* the thread's samples in burn (not those of its start and end, with
-                              room to spare) with their callers, with the instruction alone */
+    uint64_t t0, t1;       /* when it burned deep in its stack */
+    uint64_t whole, alone; /* the thread's samples then (not those of its way back up and its
+                              end, with room to spare) with their callers, with the instruction
+                              alone */
 } deep_seen;
 
 static void take_deep(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip, uint32_t n,
                       uint32_t weight, const sonde_pyraw *py, uint32_t n_py)
 {
     deep_seen *s = ctx;
-    (void)t, (void)weight, (void)py, (void)n_py;
-    if (tid == s->tid && n && ip[0] >= g_burn_lo && ip[0] < g_burn_hi) /* deep in its stack */
+    (void)ip, (void)weight, (void)py, (void)n_py;
+    if (tid == s->tid && n && t >= s->t0 && t <= s->t1)
         *(n > 1 ? &s->whole : &s->alone) += 1;
 }
 
@@ -402,7 +414,6 @@ static size_t sample_deep(size_t room, deep_seen *out, uint64_t *shallow)
     assert_true(map != MAP_FAILED);
     assert_int_equal(mprotect(map, 4096, PROT_NONE), 0); /* the guard: its own mapping */
     deep d = {.lo = map + 4096, .room = room};
-    extents();
     memset(d.lo, FILL, STACK_SIZE);
     char why[256] = "";
     sonde_cputimer *t = sonde__cputimer_start(999, 1, why, sizeof why);
@@ -420,8 +431,8 @@ static size_t sample_deep(size_t room, deep_seen *out, uint64_t *shallow)
     }
     assert_int_equal(sonde__cputimer_follow_new(t), 0); /* its stack read, its timer armed */
     atomic_store(&g_go, 1);
-    deep_seen s = {atomic_load(&d.tid), 0, 0};
     pthread_join(th, NULL);
+    deep_seen s = {atomic_load(&d.tid), atomic_load(&d.t0), atomic_load(&d.t1), 0, 0};
     sonde__cputimer_disarm(t);
     sonde__cputimer_drain(t, take_deep, &s);
     *shallow = sonde__cputimer_shallow(t);
