@@ -598,6 +598,8 @@ typedef struct sm_feed {
 } sm_feed;
 int sm_read_file_fed(const char *path, const sm_kv *set, size_t n_set, const sm_feed *feed,
                      sm_model *m);
+/* An sm_feed.want that is fed whenever the model folds sections (returns 1). */
+int sm_feed_whenever_folded(void *ctx, const sm_model *m, uint64_t sections);
 /* sm_read_mem with such a sink (the fuzzer feeds the instances CSV's rows from it). */
 int sm_read_mem_fed(const uint8_t *data, size_t n, const char *fname, const sm_feed *feed,
                     sm_model *m);

@@ -4,7 +4,10 @@ handler, which runs on the sampled thread's stack, has little room left. With a 
 it makes one call of that depth and exits: the test finds the depth the program alone reaches.
 With OUT_DIR it samples itself in process through the sonde package (sample_hz 999, reports
 "tiny" in OUT_DIR; SONDE_SAMPLE_IN_THREAD=1 takes the samples in its threads).
-Usage: pytinystack.py DEPTH SECONDS [OUT_DIR]; prints "ok" when its threads ended."""
+Usage: pytinystack.py DEPTH SECONDS [OUT_DIR]; prints "ok" when its threads ended.
+pytinystack.py --alone prints the deepest even depth this interpreter reaches alone (each
+depth tried in a process of its own, from 12 up, until one dies)."""
+import subprocess
 import sys
 import threading
 import time
@@ -40,7 +43,18 @@ def run(depth, seconds):
         t.join()
 
 
-if __name__ == "__main__":
+def alone():
+    d = 10
+    while d < 200 and subprocess.run([sys.executable, __file__, str(d + 2), "0"],
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL).returncode == 0:
+        d += 2
+    return d
+
+
+if __name__ == "__main__" and sys.argv[1] == "--alone":
+    print(alone())
+elif __name__ == "__main__":
     depth, seconds = int(sys.argv[1]), float(sys.argv[2])
     if len(sys.argv) > 3:
         import sonde

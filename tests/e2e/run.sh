@@ -1852,15 +1852,7 @@ PY
     # SIGSEGV there before: 13-15 KiB of its stack went to the handler). The depth: 14 levels
     # (about 11 KiB of Debian's 3.11) short of the one at which the program alone dies
     if [ -z "$asan" ]; then
-        alone=$(/usr/bin/python3 - "$src/tests/e2e/pytinystack.py" <<'PY'
-import subprocess, sys
-d = 10
-while d < 200 and subprocess.run([sys.executable, sys.argv[1], str(d + 2), "0"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
-    d += 2
-print(d)
-PY
-)
+        alone=$(/usr/bin/python3 "$src/tests/e2e/pytinystack.py" --alone)
         "$sonde" run --quiet -o py --name tinystack -- /usr/bin/python3 \
             "$src/tests/e2e/pytinystack.py" $((alone - 14)) 1.5 > py/tinystack.out ||
             fail "sonde run pytinystack (depth $((alone - 14)) of $alone) exited $?"

@@ -142,15 +142,6 @@ static int null_sink(void *ctx, const char *d, size_t n)
     return 0;
 }
 
-/* The instances CSV's rows as the file is read (sx_read_file's sink), on every input whose
- * configuration folds sections (report_max_sections): rows of a model still being built. */
-static int rows_want(void *ctx, const sm_model *m, uint64_t sections)
-{
-    (void)ctx;
-    (void)m;
-    (void)sections;
-    return 1;
-}
 
 /* data read into m with the first pass on readers threads (SONDE_READ_THREADS), feeding the
  * instances CSV's rows as it goes. */
@@ -158,7 +149,9 @@ static int read_fed(const uint8_t *data, size_t size, const char *readers, sm_mo
 {
     sx_rows rows;
     sx_rows_begin(&rows, null_sink, NULL);
-    const sm_feed feed = {rows_want, sx_rows_add, &rows};
+    /* on every input whose configuration folds sections (report_max_sections): rows of a model
+     * still being built */
+    const sm_feed feed = {sm_feed_whenever_folded, sx_rows_add, &rows};
     setenv("SONDE_READ_THREADS", readers, 1);
     int rc = sm_read_mem_fed(data, size, "fuzz.sonde", &feed, m);
     sx_rows_end(&rows);

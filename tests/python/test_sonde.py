@@ -890,10 +890,8 @@ class Recording(Base):
         # room, else keeps the instruction and the Python frames (they died by SIGSEGV before)
         prog = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e",
                             "pytinystack.py")
-        alone = 10
-        while alone < 200 and subprocess.run([sys.executable, prog, str(alone + 2), "0"],
-                                             capture_output=True).returncode == 0:
-            alone += 2
+        alone = int(subprocess.run([sys.executable, prog, "--alone"], capture_output=True,
+                                   text=True, check=True).stdout)
         out = os.path.join(self.dir, "tiny")
         r = subprocess.run([sys.executable, prog, str(alone - 14), "1", out],
                            capture_output=True, text=True,

@@ -298,14 +298,6 @@ typedef struct inst_feed {
     size_t n_slots, cap_slots;
 } inst_feed;
 
-static int feed_want(void *ctx, const sm_model *m, uint64_t sections)
-{
-    (void)ctx;
-    (void)m;
-    (void)sections;
-    return 1;
-}
-
 /* The slot of site's name, made when it is new. -1 out of memory. */
 static int32_t feed_slot(inst_feed *f, const sm_model *m, uint32_t site)
 {
@@ -419,7 +411,7 @@ static int load_side(table *t, side *sd, int s, const opts *o, rate *rates, size
         inst_feed fed;
         memset(&fed, 0, sizeof fed);
         strmap_init(&fed.names);
-        const sm_feed feed = {feed_want, feed_instance, &fed};
+        const sm_feed feed = {sm_feed_whenever_folded, feed_instance, &fed};
         int rc = cli_load_fed("diff", sd->paths[i], o->per_instance ? &feed : NULL, &m);
         if (rc) {
             inst_feed_free(&fed);
