@@ -34,6 +34,7 @@ static sem_t g_term;           /* posted by on_term: term_waiter writes the samp
 static atomic_int g_term_taken;
 static int g_term_caught;      /* on_term is SIGTERM's handler */
 static pid_t g_waiter_pid;     /* the process term_waiter runs in (0: none) */
+static _Atomic pid_t g_end_tid; /* the thread in injected_end's writing (0: none) */
 static int g_forked;           /* this process is a forked child going on with the profiler */
 
 /* A profiling timer of the program's (setitimer(ITIMER_PROF)) still running as it exits, with
@@ -57,10 +58,26 @@ static void injected_end(void)
 {
     spare_exit_from_itimer();
     pthread_mutex_lock(&g_end_lock);
+    atomic_store(&g_end_tid, (pid_t)syscall(SYS_gettid));
     sonde_profiler *p = atomic_exchange(&g_injected, NULL);
     if (p)
         sonde_destroy(p);
+    atomic_store(&g_end_tid, 0);
     pthread_mutex_unlock(&g_end_lock);
+}
+
+/* Before the process ends without its atexit handlers (_exit) or replaces its image (exec): the
+ * samples written, or, where another thread is writing them (term_waiter on a SIGTERM that came
+ * a moment before, as a pool's worker is sent one while it leaves by os._exit), waited for: ending
+ * then would cut the file short (no END record, the samples' stacks lost). Not in the thread that
+ * is writing them (a signal handler of the program's calling _exit meanwhile), which would wait
+ * for itself: it ends the process as it asks. Only in the process the profiler is (g_pid): a
+ * vforked child shares this memory and must touch nothing. */
+static void end_before_leaving(void)
+{
+    if (getpid() != g_pid || atomic_load(&g_end_tid) == (pid_t)syscall(SYS_gettid))
+        return;
+    injected_end();
 }
 
 /* SIGTERM where the program left it at its default (ending the process): the samples are named
@@ -133,6 +150,7 @@ static void injected_child(void)
 {
     sonde_profiler *p = atomic_load(&g_injected);
     pthread_mutex_init(&g_end_lock, NULL); /* a parent thread may have held it at the fork */
+    atomic_store(&g_end_tid, 0);
     if (!p)
         return;
     g_pid = getpid();
@@ -191,14 +209,14 @@ __attribute__((constructor)) static void injected_start(void)
 }
 
 /* _exit() (Python's os._exit, which multiprocessing's workers and many servers end with) skips
- * the atexit handlers: the samples are written first, in the process that started the profiler
- * (a forked or vforked child's _exit writes nothing and costs a getpid). This definition comes
+ * the atexit handlers: the samples are written first (or their writing under way waited for:
+ * end_before_leaving), in the process that started the profiler (a forked or vforked child's
+ * _exit writes nothing and costs a getpid). This definition comes
  * before libc's for every caller through the PLT: libsonde.so is preloaded first; a program
  * linking libsonde.so without `sonde run` has no profiler here and exits as libc's would. */
 __attribute__((noreturn)) void _exit(int status)
 {
-    if (atomic_load(&g_injected) && getpid() == g_pid)
-        injected_end();
+    end_before_leaving();
     for (;;)
         syscall(SYS_exit_group, status);
 }
@@ -216,12 +234,10 @@ __attribute__((noreturn)) void _Exit(int status)
 static void before_exec(void)
 {
     sonde_profiler *p = atomic_load(&g_injected);
-    if (!p || getpid() != g_pid)
-        return;
-    if (g_forked && !sonde_file_path(p))
+    if (p && g_forked && getpid() == g_pid && !sonde_file_path(p))
         atomic_store(&g_injected, NULL); /* nothing of it is written: exec ends its threads */
     else
-        injected_end();
+        end_before_leaving();
 }
 
 /* libc's exec functions, found once as the library is loaded (resolve_exec): a vforked child

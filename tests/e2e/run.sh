@@ -1921,6 +1921,47 @@ assert p["samples"] >= 200 and p["method"] == "counter_signal", (p["samples"], p
 assert any(f["name"] == "<module>" for f in p["functions"]), "no Python frames"
 print("os._exit under --sample-in-thread: %d samples written" % p["samples"])
 PY
+        # SIGTERM, and the program ends by os._exit or replaces itself by exec a moment later,
+        # while the samples are being written (as a multiprocessing pool's worker does, sent
+        # SIGTERM by the pool's terminate() as it takes its sentinel and leaves by os._exit): the
+        # process waits until they are written, in the program's own process and in a forked
+        # one (before, os._exit cut the writing short: no END record, the samples' stacks lost)
+        for how in exit exec; do
+            for where in self fork; do
+                for delay in 0.001 0.004; do
+                    set +e
+                    "$sonde" run --quiet --sample-in-thread -o py/term --name $how$where -- \
+                        /usr/bin/python3 - $how $where $delay <<'PY' > /dev/null 2>&1
+import os, signal, sys, time
+how, where, delay = sys.argv[1], sys.argv[2], float(sys.argv[3])
+if where == "fork" and os.fork():
+    os.wait()
+    sys.exit(0)
+x = 0
+for i in range(8000000):  # about 0.5 s of user time (a forked child's first 0.1 s unsampled)
+    x ^= i
+os.kill(os.getpid(), signal.SIGTERM)
+t = time.perf_counter()
+while time.perf_counter() - t < delay:
+    pass
+if how == "exec":
+    os.execv("/bin/true", ["true"])
+os._exit(0)
+PY
+                    got=$?
+                    set -e
+                    # ended by SIGTERM (143) once they are written, or by its own os._exit
+                    [ "$got" = 0 ] || [ "$got" = 143 ] ||
+                        fail "SIGTERM, then $how ($where, $delay s): sonde run exited $got"
+                    txt=$(ls py/term/$how$where*.txt | sort -V | tail -1)
+                    ! grep -E "did not end cleanly|are left out" "$txt" ||
+                        fail "SIGTERM, then $how ($where, $delay s): samples lost"
+                    grep -q "^CPU samples: [0-9]\{3,\} " "$txt" ||
+                        fail "SIGTERM, then $how ($where, $delay s): $(grep "CPU samples" "$txt")"
+                done
+            done
+        done
+        echo "SIGTERM, then os._exit or exec while the samples are written: every file ended cleanly"
     fi
     # a shell that forks and execs the program, and one that execs it in its own place: each
     # image's samples are written before exec replaces it (inject.c's exec functions), so every
