@@ -142,10 +142,10 @@ static void catch_term(void)
 
 /* A forked child (a DataLoader's or a pool's worker with the fork start method) goes on with the
  * profiler's copy, which fork.c started over as RUN.pidN.samples-pidM; it records nothing until
- * an event comes, so one does ("fork", an instant): the child's writer starts, and at its first
- * pass (within 100 ms; a fork that execs sooner leaves no file) its file and its own samples
- * taken in its threads (sonde__child_open). Its exit, _exit and SIGTERM write them, as the
- * parent's do (its own waiter). Runs after fork.c's handler: registered after it. */
+ * an event comes, so one does ("fork", an instant): the child's writer starts, and its first
+ * pass, 5 ms later, begins its file and its own samples taken in its threads (sonde__child_open;
+ * a fork that execs sooner leaves no file: before_exec). Its exit, _exit and SIGTERM write them,
+ * as the parent's do (its own waiter). Runs after fork.c's handler: registered after it. */
 static void injected_child(void)
 {
     sonde_profiler *p = atomic_load(&g_injected);
@@ -229,15 +229,36 @@ __attribute__((noreturn)) void _Exit(int status)
 /* The exec functions: the image exec replaces ends without its atexit handlers, so the samples
  * are written first (and the file ends cleanly) in the process owning the profiler; a forked
  * child that has not opened its file yet (a fork that execs at once: a shell's, a pyenv shim's)
- * leaves none. The new image has libsonde.so preloaded again and starts its own. Where exec
- * then fails, the process goes on unprofiled. */
-static void before_exec(void)
+ * leaves none, and holds its writer's lock through the exec, so that the writer's first pass
+ * does not begin the file that the exec would cut short. The new image has libsonde.so preloaded
+ * again and starts its own. Returns the profiler whose lock it holds (for exec_done), else
+ * NULL. */
+static sonde_profiler *before_exec(void)
 {
     sonde_profiler *p = atomic_load(&g_injected);
-    if (p && g_forked && getpid() == g_pid && !sonde_file_path(p))
-        atomic_store(&g_injected, NULL); /* nothing of it is written: exec ends its threads */
-    else
-        end_before_leaving();
+    if (p && g_forked && getpid() == g_pid) {
+        sonde__wlock(p);
+        if (!sonde_file_path(p)) {
+            atomic_store(&g_injected, NULL); /* nothing of it is written: exec ends its threads */
+            return p;
+        }
+        sonde__wunlock(p);
+    }
+    end_before_leaving();
+    return NULL;
+}
+
+/* After libc's exec function returned rc (it failed): a forked child whose file was not begun
+ * goes on recording as before; a process whose samples were written goes on unprofiled. */
+static int exec_done(sonde_profiler *held, int rc)
+{
+    if (held) {
+        int e = errno;
+        atomic_store(&g_injected, held);
+        sonde__wunlock(held);
+        errno = e;
+    }
+    return rc;
 }
 
 /* libc's exec functions, found once as the library is loaded (resolve_exec): a vforked child
@@ -253,21 +274,19 @@ __attribute__((constructor)) static void resolve_exec(void)
     g_fexecve = (int (*)(int, char *const[], char *const[]))dlsym(RTLD_NEXT, "fexecve");
 }
 
-/* Before one of them: 1 with the samples written where libc's was found, else 0 (errno
- * ENOSYS). */
-static int exec_ready(int found)
+/* One of them not found: -1, errno ENOSYS. */
+static int no_exec(void)
 {
-    if (!found) {
-        errno = ENOSYS;
-        return 0;
-    }
-    before_exec();
-    return 1;
+    errno = ENOSYS;
+    return -1;
 }
 
 int execve(const char *path, char *const argv[], char *const envp[])
 {
-    return exec_ready(g_execve != NULL) ? g_execve(path, argv, envp) : -1;
+    if (!g_execve)
+        return no_exec();
+    sonde_profiler *held = before_exec();
+    return exec_done(held, g_execve(path, argv, envp));
 }
 
 int execv(const char *path, char *const argv[])
@@ -277,7 +296,10 @@ int execv(const char *path, char *const argv[])
 
 int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-    return exec_ready(g_execvpe != NULL) ? g_execvpe(file, argv, envp) : -1;
+    if (!g_execvpe)
+        return no_exec();
+    sonde_profiler *held = before_exec();
+    return exec_done(held, g_execvpe(file, argv, envp));
 }
 
 int execvp(const char *file, char *const argv[])
@@ -287,7 +309,10 @@ int execvp(const char *file, char *const argv[])
 
 int fexecve(int fd, char *const argv[], char *const envp[])
 {
-    return exec_ready(g_fexecve != NULL) ? g_fexecve(fd, argv, envp) : -1;
+    if (!g_fexecve)
+        return no_exec();
+    sonde_profiler *held = before_exec();
+    return exec_done(held, g_fexecve(fd, argv, envp));
 }
 
 /* execl, execle, execlp: their arguments as an argv (glibc's call its execve within libc,

@@ -694,10 +694,16 @@ static void *writer_main(void *arg)
     double iv = p->cfg.flush_interval_s;
     uint64_t iv_ns = (uint64_t)(iv * 1e9);
     uint64_t last = sonde__mono_ns();
-    while (!atomic_load(&p->stop)) {
+    for (int first = 1; !atomic_load(&p->stop); first = 0) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         uint64_t wait_ns = iv_ns < 100000000u ? iv_ns : 100000000u;
+        /* A forked child's first pass begins its file and its CPU samples (sonde__child_open):
+         * 5 ms after its first record, so that its first moments are sampled (after 100 ms, a
+         * worker spinning 0.15 s of CPU lost a third of its samples; e2e pyframes), while a
+         * fork that execs sooner (a shell's, within a millisecond) still leaves no file. */
+        if (first && atomic_load(&p->child_pending) && wait_ns > 5000000u)
+            wait_ns = 5000000u;
         ts.tv_nsec += (long)(wait_ns % 1000000000u);
         ts.tv_sec += (time_t)(wait_ns / 1000000000u) + ts.tv_nsec / 1000000000L;
         ts.tv_nsec %= 1000000000L;
