@@ -1964,19 +1964,30 @@ PY
         echo "SIGTERM, then os._exit or exec while the samples are written: every file ended cleanly"
         # a forked child's first moments are sampled: its file begun at its writer's first
         # pass 5 ms after the fork, not 100 ms (which left a child spinning 0.15 s of CPU a third
-        # of its samples: 0.54 samples a CPU period for the run; 0.75-0.79 now, 0.90 without the
+        # of its samples: 0.54 samples a CPU period for the run; 0.74-0.80 now, 0.90 without the
         # fork: the child's own file begun and ended unsampled)
-        "$sonde" run --quiet --sample-in-thread -o py/term --name early -- /usr/bin/python3 -c '
-import os
+        # (and one whose exec failed first goes on sampled: the exec held the writer's lock
+        # and gives it back, its file begun at the writer's pass after that)
+        for early in plain execfail; do
+            "$sonde" run --quiet --sample-in-thread -o py/term --name $early -- /usr/bin/python3 \
+                -c '
+import os, sys
 if os.fork() == 0:
+    if sys.argv[1] == "execfail":
+        try:
+            os.execv("/nonexistent/program", ["program"])
+        except OSError:
+            pass
     x, i = 0, 0
     while os.times().user < 0.15:
         for i in range(10000):
             x ^= i
     os._exit(0)
-os.wait()' || fail "sonde run of a forked child's 0.15 s exited $?"
-        python3 "$src/tests/e2e/samples_per_cpu.py" py/term/early.json 0.65 1.12 \
-            "a forked child's first 0.15 s" || fail "a forked child's first moments"
+os.wait()' $early || fail "sonde run of a forked child's 0.15 s ($early) exited $?"
+            ! grep "did not end cleanly" py/term/$early.txt || fail "a forked child ($early)"
+            python3 "$src/tests/e2e/samples_per_cpu.py" py/term/$early.json 0.65 1.12 \
+                "a forked child's first 0.15 s ($early)" || fail "a forked child's first moments"
+        done
     fi
     # a shell that forks and execs the program, and one that execs it in its own place: each
     # image's samples are written before exec replaces it (inject.c's exec functions), so every
