@@ -1037,10 +1037,6 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     uint64_t end_tick = sk.end_tick;
     if (end_tick < b.cut_tick)
         end_tick = b.cut_tick;
-    for (size_t j = 0; j < sk.n_open; j++) { /* closed at the run's end */
-        int64_t d = rel(&b, end_tick) - rel(&b, sk.open_at[j]);
-        sk.hist[sm__dur_bucket(d > 0 ? (uint64_t)d : 0)]++;
-    }
     b.lost_at_end = raw->dropped > sk.marked;
     m->duration_ns = rel(&b, end_tick);
 

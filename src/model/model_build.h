@@ -89,6 +89,8 @@ typedef struct sb_opts {
     const sm_feed *feed; /* a sink fed every section as it closes (sm_read_file_fed), or NULL */
 } sb_opts;
 
+#define SB_MAX_DECODERS 8 /* decoders of one reading at once (sb_raw.dec_end) */
+
 typedef struct sb_raw {
     char *name, *host, *program, *cmdline, *clock, *unit, *sonde_version;
     int pid;
@@ -108,9 +110,9 @@ typedef struct sb_raw {
     void *events_src;
     /* Another decoder of the same file, for events in a thread of its own (its buffers; the
      * warnings its events give are kept apart until dec_end), NULL out of memory; and dec_end,
-     * which adds the warnings of decs (n of them, at most 8) to the reading's in thread order,
-     * as one decoder reading every thread in turn gives them, and frees decs: 0, -1 out of
-     * memory. */
+     * which adds the warnings of decs (n of them, at most SB_MAX_DECODERS) to the reading's in
+     * thread order, as one decoder reading every thread in turn gives them, and frees decs: 0,
+     * -1 out of memory. */
     void *(*dec_new)(void *events_src);
     int (*dec_end)(void *events_src, void **decs, int n);
     sb_anchor *anchors;
@@ -450,17 +452,16 @@ typedef struct sm_skim {
     size_t n_sess, cap_sess;
     sm_mode_ev *modes;
     size_t n_modes, cap_modes;
-    uint64_t *hist;          /* the sections' durations: SM_DUR_BUCKETS counts */
-    uint64_t *open_at;       /* ticks of the sections open at their thread's end (closed at the
-                                run's end, known once every thread is read) */
-    size_t n_open, cap_open;
+    uint64_t *hist;          /* the sections' durations: SM_DUR_BUCKETS counts (those open at
+                                their thread's end closed at the run's) */
 } sm_skim;
 /* The first pass over raw's threads' events into sk (clean_end and end_tick set, the rest 0),
- * durations measured from cut_tick at ns_per_tick. Where the events are many and spread over
- * several threads, several threads of this process read them (one a CPU, at most 8;
- * SONDE_READ_THREADS chooses), each its own file threads into its own findings, merged after in
- * the order of the file's threads: sk is the same either way, and so are the reading's
- * warnings. 0, or -1 out of memory. */
+ * durations measured from cut_tick at ns_per_tick, the sections open at their thread's end
+ * closed at the run's (sk's end_tick, or cut_tick if later). Where the events are many and
+ * spread over several threads, several threads of this process read them (one a CPU, at most
+ * SB_MAX_DECODERS; SONDE_READ_THREADS chooses), each its own file threads into its own
+ * findings, merged after in the order of the file's threads: sk is the same either way, and so
+ * are the reading's warnings. 0, or -1 out of memory. */
 int sm__skim(sb_raw *raw, uint64_t cut_tick, double ns_per_tick, sm_skim *sk);
 void sm__skim_free(sm_skim *sk);
 

@@ -357,11 +357,11 @@ static void *dec_new(void *src)
 static int dec_end(void *src, void **decs, int n)
 {
     rstate *s = ((rdec *)src)->s;
-    size_t at[8] = {0};
-    int rc = n > 8 ? -1 : 0;
+    size_t at[SB_MAX_DECODERS] = {0};
+    int rc = n > SB_MAX_DECODERS ? -1 : 0;
     for (;;) {
         int best = -1;
-        for (int i = 0; i < n && i < 8; i++) {
+        for (int i = 0; i < n && i < SB_MAX_DECODERS; i++) {
             const rdec *d = decs[i];
             if (d && at[i] < d->n_warned &&
                 (best < 0 || d->warned[at[i]].thread <

@@ -20,14 +20,14 @@
 #define BIT_SET(v, i) ((v)[(i) >> 6] |= 1ull << ((i) & 63))
 
 /* Several readers only where the file is at least this large (a thread's start costs more than
- * reading a small file's events), at most MAX_READERS (sb_raw.dec_end's limit). */
+ * reading a small file's events), at most SB_MAX_DECODERS (sb_raw.dec_end's limit). */
 #define SEVERAL_FROM_BYTES (4u << 20)
-#define MAX_READERS 8
+#define MAX_READERS SB_MAX_DECODERS
 
 /* Where one file thread's entries begin and end in its reader's lists. */
 typedef struct tseg {
     int reader;
-    size_t sess[2], modes[2], open[2];
+    size_t sess[2], modes[2];
 } tseg;
 
 /* One reader of the first pass. */
@@ -43,6 +43,9 @@ typedef struct skr {
         uint64_t tick;
     } *stack;                /* the thread's sections open */
     size_t depth, cap;
+    uint64_t *open_at;       /* ticks of the sections open at their thread's end (closed at the
+                                run's end, known once every thread is read: close_open) */
+    size_t n_open, cap_open;
     _Atomic size_t *next;    /* the next file thread to read, shared by the readers */
     tseg *seg;               /* each file thread's ranges (written by the reader that read it) */
     int index, rc;
@@ -135,6 +138,14 @@ static int skim_batch(void *ctx, const sb_batch *bt)
     return 0;
 }
 
+/* Reader r failed (out of memory): the others stop too. */
+static void *reader_failed(skr *r)
+{
+    r->rc = -1;
+    atomic_store(r->next, r->raw->n_threads);
+    return NULL;
+}
+
 /* Reads file threads, the next one not yet taken each time, until none is left. */
 static void *reader_run(void *arg)
 {
@@ -148,25 +159,17 @@ static void *reader_run(void *arg)
         g->reader = r->index;
         g->sess[0] = r->k.n_sess;
         g->modes[0] = r->k.n_modes;
-        g->open[0] = r->k.n_open;
         r->thread = (uint32_t)t;
         r->depth = 0;
-        if (raw->events(r->dec, t, 1, skim_batch, r)) {
-            r->rc = -1;
-            atomic_store(r->next, raw->n_threads); /* the other stops too */
-            break;
-        }
+        if (raw->events(r->dec, t, 1, skim_batch, r))
+            return reader_failed(r);
         for (size_t j = 0; j < r->depth; j++) {
-            if (GROW(r->k.open_at, r->k.n_open, r->k.cap_open)) {
-                r->rc = -1;
-                atomic_store(r->next, raw->n_threads);
-                return NULL;
-            }
-            r->k.open_at[r->k.n_open++] = r->stack[j].tick;
+            if (GROW(r->open_at, r->n_open, r->cap_open))
+                return reader_failed(r);
+            r->open_at[r->n_open++] = r->stack[j].tick;
         }
         g->sess[1] = r->k.n_sess;
         g->modes[1] = r->k.n_modes;
-        g->open[1] = r->k.n_open;
     }
     return NULL;
 }
@@ -177,7 +180,6 @@ void sm__skim_free(sm_skim *sk)
     sonde__free(sk->sess);
     sonde__free(sk->modes);
     sonde__free(sk->hist);
-    sonde__free(sk->open_at);
     sm__idcount_free(&sk->inst);
     memset(sk, 0, sizeof *sk);
 }
@@ -219,7 +221,7 @@ static void *in_thread_order(const tseg *seg, size_t n_threads, size_t off, void
 static int merge(sm_skim *sk, skr *r, int n, const tseg *seg, size_t n_threads)
 {
     sm_skim *a = &r[0].k;
-    void *sess[MAX_READERS], *modes[MAX_READERS], *open[MAX_READERS];
+    void *sess[MAX_READERS], *modes[MAX_READERS];
     int stepped = 0;
     *sk = (sm_skim){.clean_end = a->clean_end, .end_tick = a->end_tick,
                     .step_thread = a->step_thread};
@@ -235,10 +237,8 @@ static int merge(sm_skim *sk, skr *r, int n, const tseg *seg, size_t n_threads)
         sk->max_id = b->max_id > sk->max_id ? b->max_id : sk->max_id;
         sk->n_sess += b->n_sess;
         sk->n_modes += b->n_modes;
-        sk->n_open += b->n_open;
         sess[i] = b->sess;
         modes[i] = b->modes;
-        open[i] = b->open_at;
         if (i == 0)
             continue;
         for (size_t k = 0; k < SM_MAX_ID / 64; k++)
@@ -260,12 +260,9 @@ static int merge(sm_skim *sk, skr *r, int n, const tseg *seg, size_t n_threads)
                                sizeof *sk->sess);
     sk->modes = in_thread_order(seg, n_threads, offsetof(tseg, modes), modes, sk->n_modes,
                                 sizeof *sk->modes);
-    sk->open_at = in_thread_order(seg, n_threads, offsetof(tseg, open), open, sk->n_open,
-                                  sizeof *sk->open_at);
     sk->cap_sess = sk->n_sess;
     sk->cap_modes = sk->n_modes;
-    sk->cap_open = sk->n_open;
-    return sk->sess && sk->modes && sk->open_at ? 0 : -1;
+    return sk->sess && sk->modes ? 0 : -1;
 }
 
 /* How many readers: SONDE_READ_THREADS (1 to MAX_READERS) where set, else one a CPU this process
@@ -328,6 +325,11 @@ int sm__skim(sb_raw *raw, uint64_t cut_tick, double ns_per_tick, sm_skim *sk)
     } else if (merge(sk, r, n, seg, raw->n_threads)) {
         goto out;
     }
+    /* the sections open at their thread's end closed at the run's (in any order: a count) */
+    uint64_t end = sk->end_tick > cut_tick ? sk->end_tick : cut_tick;
+    for (int i = 0; i < n; i++)
+        for (size_t j = 0; j < r[i].n_open; j++)
+            count_dur(&r[i], sk->hist, r[i].open_at[j], end);
     rc = 0;
 out:
     if (n > 1) {
@@ -340,6 +342,7 @@ out:
     for (int i = 0; i < n; i++) {
         sm__skim_free(&r[i].k);
         sonde__free(r[i].stack);
+        sonde__free(r[i].open_at);
     }
     sonde__free(seg);
     return rc;

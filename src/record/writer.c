@@ -699,9 +699,10 @@ static void *writer_main(void *arg)
         clock_gettime(CLOCK_REALTIME, &ts);
         uint64_t wait_ns = iv_ns < 100000000u ? iv_ns : 100000000u;
         /* A forked child's first pass begins its file and its CPU samples (sonde__child_open):
-         * 5 ms after its first record, so that its first moments are sampled (after 100 ms, a
-         * worker spinning 0.15 s of CPU lost a third of its samples; e2e pyframes), while a
-         * fork that execs sooner (a shell's, within a millisecond) still leaves no file. */
+         * 5 ms after its first record, so that its first moments are sampled (e2e pyframes: a
+         * worker spinning 0.15 s of CPU, all but its first moments; after 100 ms, a third of
+         * its samples were lost), while a fork that execs sooner (a shell's, within a
+         * millisecond) still leaves no file. */
         if (first && atomic_load(&p->child_pending) && wait_ns > 5000000u)
             wait_ns = 5000000u;
         ts.tv_nsec += (long)(wait_ns % 1000000000u);

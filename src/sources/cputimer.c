@@ -477,7 +477,7 @@ int sonde__cputimer_follow_new(sonde_cputimer *t)
      * thread on a stack of the heap's would find none every time) */
     if (atomic_load(&t->st_stale) && mono_ns() - t->st_read_ns > 1000000000ull)
         stacks_read(t);
-    int stacks = 1;
+    int stacks_due = 1; /* once a look, for the threads begun since */
     while ((e = readdir(d))) {
         char *end;
         long tid = strtol(e->d_name, &end, 10);
@@ -489,8 +489,10 @@ int sonde__cputimer_follow_new(sonde_cputimer *t)
             alive[hit->i] = 1;
             continue;
         }
-        if (stacks > 0) /* a thread begun since */
-            stacks = stacks_read(t);
+        if (stacks_due) { /* a thread begun since */
+            stacks_read(t); /* (where it cannot, the table in use stays) */
+            stacks_due = 0;
+        }
         if (follow(t, (pid_t)tid) != 0)
             rc = -1;
     }

@@ -202,8 +202,9 @@ typedef struct sonde_pyscratch {
 /* Thread tid's frames now, innermost first, at most cap (and SONDE_PYRAW_MAX), from its thread
  * state at tstate, read with process_vm_readv into w, each with its code object's check
  * (sonde_pyraw); -1 when tstate is not tid's (any more). Changes nothing of py, allocates
- * nothing and takes under 300 bytes of stack: a signal handler of the sampled thread may call
- * it (cputimer.c), and its frames are named later. */
+ * nothing and reads into w, not its stack: a signal handler of the sampled thread may call it
+ * (cputimer.c, whose test_cputimer measures the handler's whole use of the stack), and its
+ * frames are named later. */
 int sonde__py_raw(const sonde_pyproc *py, int tid, uint64_t tstate, sonde_pyraw *raw, int cap,
                   sonde_pyscratch *w);
 /* Frames as read (n of them, innermost first) named: their code objects read (cached by address

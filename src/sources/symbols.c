@@ -545,7 +545,6 @@ static int scopes_build(Dwarf_Die *cu, cu_scopes *c)
     return 0;
 }
 
-/* The rows of f's unit cu, built when first asked for; NULL out of memory. */
 /* The slot of unit offset off in f's index: its own, or the empty one it would take. */
 static size_t cu_slot(const sonde_symfile *f, Dwarf_Off off)
 {
@@ -573,6 +572,7 @@ static int cu_index_room(sonde_symfile *f)
     return 0;
 }
 
+/* The rows of f's unit cu, built when first asked for; NULL out of memory. */
 static const cu_scopes *scopes_of(sonde_symfile *f, Dwarf_Die *cu)
 {
     Dwarf_Off off = dwarf_dieoffset(cu);

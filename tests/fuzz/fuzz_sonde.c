@@ -142,7 +142,6 @@ static int null_sink(void *ctx, const char *d, size_t n)
     return 0;
 }
 
-
 /* data read into m with the first pass on readers threads (SONDE_READ_THREADS), feeding the
  * instances CSV's rows as it goes. */
 static int read_fed(const uint8_t *data, size_t size, const char *readers, sm_model *m)

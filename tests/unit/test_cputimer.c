@@ -85,30 +85,6 @@ static void take(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip, uint32
         s->tids[s->n_tids++] = tid;
 }
 
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
-#ifndef UNDER_TSAN
-#define UNDER_TSAN 0
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
-
-/* Every thread's CPU time sampled, by timers (counters 0) or per-thread CPU-clock counters
- * (counters 1, where the kernel gives this thread one: as root, or perf_event_paranoid 2 or
- * lower, the counters are used and the test says so). */
 /* The functions' extents: from their address to the next function's, as laid out. */
 static void extents(void)
 {
@@ -122,6 +98,9 @@ static void extents(void)
         g_caller_hi = g_burn_lo;
 }
 
+/* Every thread's CPU time sampled, by timers (counters 0) or per-thread CPU-clock counters
+ * (counters 1, where the kernel gives this thread one: as root, or perf_event_paranoid 2 or
+ * lower, the counters are used and the test says so). */
 static void every_thread(int counters)
 {
     extents();
@@ -191,12 +170,12 @@ static void every_thread(int counters)
      * nothing): the timers' overruns count the periods meanwhile, the counters' signals came
      * together into one */
     assert_true(sampled_ms < 1.1 * cpu_ms);
-    if (!counters || !UNDER_TSAN)
+    if (!counters || !TU_UNDER_TSAN)
         assert_true(sampled_ms > 0.8 * cpu_ms);
     assert_true(s.in_burn > 0.8 * (double)s.periods);
     /* TSan runs a handler later, from its own runtime, with no signal frame to unwind through:
      * the interrupted pc alone there */
-    if (!UNDER_TSAN)
+    if (!TU_UNDER_TSAN)
         assert_true(s.burn_then_caller > 0.8 * (double)s.in_burn);
     sonde__cputimer_stop(t);
     struct sigaction now;
@@ -454,7 +433,7 @@ static size_t sample_deep(size_t room, deep_seen *out, uint64_t *shallow)
 static void small_stacks_are_never_overrun(void **state)
 {
     (void)state;
-    if (UNDER_TSAN) { /* TSan runs handlers from its own runtime, on the thread's stack */
+    if (TU_UNDER_TSAN) { /* TSan runs handlers from its own runtime, on the thread's stack */
         print_message("cputimer: small stacks not checked under TSan\n");
         return;
     }
@@ -469,7 +448,7 @@ static void small_stacks_are_never_overrun(void **state)
     assert_true(s.alone <= s.whole / 10);
     assert_true(used < (frame ? frame : 4096) + SONDE_CPUTIMER_STACK_NEED);
     /* ASan's clock_gettime, which the handler calls, takes 4 KiB more */
-    size_t room = UNDER_ASAN ? 10 * 1024 : 6 * 1024;
+    size_t room = TU_UNDER_ASAN ? 10 * 1024 : 6 * 1024;
     used = sample_deep(room, &s, &shallow);
     print_message("cputimer: %zu KiB left: %llu samples unwound, %llu alone (%llu shallow); the "
                   "handler used %zu bytes below the frame\n", room / 1024,

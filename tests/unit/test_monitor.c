@@ -465,14 +465,7 @@ static void procfs_cpu_and_memory(void **state)
                  burn->res_cpu_mean, used);
     /* under ASan the allocation also writes its shadow (1/8 of it) and the allocator's own
      * pages: a CI run saw 243 MiB for the 200 */
-    double over = 1.2;
-#if defined(__SANITIZE_ADDRESS__)
-    over = 1.4;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-    over = 1.4;
-#endif
-#endif
+    double over = TU_UNDER_ASAN ? 1.4 : 1.2;
     if (!(alloc->res_rss_delta > 0.9 * (double)mib && alloc->res_rss_delta < over * (double)mib))
         fail_msg("RSS delta of alloc: %g MiB, expected about %zu", alloc->res_rss_delta, mib);
     const sm_counter *peak = counter(&m, "rss peak MiB");

@@ -106,7 +106,7 @@ static void thread_churn(void **state)
     tu_rmrf(dir);
 }
 
-/* A thread of read_on_two_threads: sessions, steps (thread 0 alone), instants of two names, a
+/* A thread of read_on_several_threads: sessions, steps (thread 0 alone), instants of two names, a
  * counter, and nested sections of three lengths. */
 static void *varied(void *arg)
 {

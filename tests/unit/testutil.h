@@ -16,6 +16,28 @@
 #include "model/model.h"
 #include <sonde/sonde.h>
 
+/* 1 in a sanitizer build of the tests (gcc says so by __SANITIZE_*__, clang by __has_feature). */
+#if defined(__SANITIZE_ADDRESS__)
+#define TU_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TU_UNDER_ASAN 1
+#endif
+#endif
+#ifndef TU_UNDER_ASAN
+#define TU_UNDER_ASAN 0
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define TU_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TU_UNDER_TSAN 1
+#endif
+#endif
+#ifndef TU_UNDER_TSAN
+#define TU_UNDER_TSAN 0
+#endif
+
 /* A new empty directory under $TMPDIR (or /tmp); the returned string is static per call site. */
 static inline const char *tu_tmpdir(char *buf, size_t cap)
 {
