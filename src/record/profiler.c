@@ -896,6 +896,10 @@ static int finalize(sonde_profiler *p)
         sonde__wunlock(p);
         return atomic_load(&p->status) ? SONDE_EIO : 0;
     }
+    /* No writer pass from here on: a forked child's first one may be opening its file
+     * (child_pending cleared, fd not yet set), which read in between looked like a run with no
+     * file, left unwritten (test_sonde's fork pool under load: a worker's run lost). */
+    sonde__writer_stop(p);
     if (p->fd < 0 && !atomic_load(&p->child_pending))
         return atomic_load(&p->status) ? SONDE_EIO : 0;
     for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next)) {
@@ -933,7 +937,6 @@ static int finalize(sonde_profiler *p)
     if (nf)
         sonde__warn(p, "non-finite values passed to sonde_metric/counter/throughput/flops were "
                        "rejected: %llu time(s)", (unsigned long long)nf);
-    sonde__writer_stop(p);
     if (sonde__writer_close(p) != 0 && !rc)
         rc = SONDE_EIO;
     if (atomic_load(&p->child_pending))
