@@ -28,41 +28,6 @@ const char *sm_str(const sm_model *m, uint32_t id)
 /* ------------------------------------------------------------------------------------------
  * Building
  * ---------------------------------------------------------------------------------------- */
-typedef struct bctx {
-    sm_model *m;
-    uint64_t cut_tick;
-    double ns_per_tick;
-    size_t cap_spans, cap_span_x, cap_meta, cap_inst, cap_sessions,
-        cap_warn, cap_dsteps, cap_blocks;
-    uint64_t unmatched_ends, gaps, gap_events, unterminated;
-    int dump;                /* a flight recorder's window: what is open at its end ends past it */
-    uint64_t end_lost;       /* sections whose end was among the dropped events */
-    int lost_at_end;         /* the file dropped events no GAP marks (a thread's last ones, or
-                                writes that failed): a section open at the end lost its end */
-    /* the step schedule's modes over time (MODE events): kept = ACTIVE */
-    int64_t *mode_t;
-    int *mode_active;
-    size_t n_modes;
-    uint32_t *rank;          /* file id -> site index when the ids were sparse (build_sites) */
-    sm_statsink sink;        /* the run's statistics, fed as each section closes */
-    uint32_t *open_n;        /* per name (sink group): its instances open on the thread built */
-    int64_t min_ns;          /* config min_duration_s: shorter sections are left out (0: none) */
-    sm_records rec;          /* instants, steps, counters, metrics (records.c) */
-    sm_granges grad;         /* the hook ranges among the operators (ops.c) */
-    /* held sections (report_max_sections, settle) */
-    int64_t held_min_ns;     /* INT64_MIN: every section is held */
-    size_t edge;             /* the histogram bucket just under held_min_ns, SIZE_MAX: none */
-    uint64_t edge_every, edge_seen; /* of its sections, every edge_every-th is held too */
-    sm_statsink *ssink;      /* per session, when some sections are folded */
-    size_t n_ssink, cap_folds;
-    int32_t top_run;         /* the thread being built: the run open at its top level, -1 none */
-    uint64_t built, folded;  /* sections built; of them, folded */
-    sb_raw *raw;
-    uint32_t *smp;           /* held sections: CPU samples by thread and time (place_samples) */
-    int feeding;             /* raw->opts.feed is handed every section as it closes */
-    uint64_t seen_sections;  /* the sections the first pass counted (held_bound) */
-    int each_stopped;        /* raw->opts.feed asked to stop */
-} bctx;
 
 typedef sm_mode_ev mode_ev;
 typedef sm_sess_ev sess_ev;
@@ -82,7 +47,9 @@ static uint64_t ticks_ns(const bctx *b, uint64_t ticks)
 /* The shortest duration held (INT64_MIN: every section is held), from the first pass's
  * histogram of sk's sections' durations. Durations bunch (a hot call's are alike), so the bucket
  * just under it may hold many times what is left of the number to hold: its sections are held
- * one in edge_every, spread over the run, filling the number (b->edge, b->edge_every). */
+ * one in edge_every, counted on each thread (so a thread's are the same whichever thread builds
+ * it: build_threads.c), spread over the run, filling the number with at most one a thread more
+ * (b->edge, b->edge_every). */
 static int64_t held_bound(bctx *b, size_t n_threads, const sm_skim *sk)
 {
     uint64_t max = sm_report_max_sections(b->m), sections = 0;
@@ -251,12 +218,12 @@ typedef struct sentry {
     int32_t span; /* -1: a section begun before a clear, tracked only to match its end */
     uint32_t site;
     uint64_t gaps; /* GAP markers on its thread before it began */
-    double inner_s; /* durations of instances of its name nested in it (not in the total while
-                       it counts; they do if it loses its end) */
+    int64_t inner_ns; /* durations of instances of its name nested in it (not in the total while
+                         it counts; they do if it loses its end) */
     int referenced; /* a diffusion record took its duration: kept however short */
     int held_child; /* a section nested in it is held (settle) */
     int32_t run;    /* the run of folded sections open in it (m->folds), -1 none */
-    double sinner_s; /* inner_s for its session's statistics (when they are fed here) */
+    int64_t sinner_ns; /* inner_ns for its session's statistics (when they are fed here) */
 } sentry;
 
 /* Where metadata, metrics, throughput and FLOPs go: the innermost section, else the session in
@@ -437,16 +404,16 @@ static int feed_stats(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flag
         !stack[k].referenced)
         s->flags |= SM_SPAN_SHORT;
     if (lost) { /* what was nested in it of its name counts now, unless another encloses it */
-        ptrdiff_t up = stack[k].inner_s > 0 ? open_of_name(b, stack, k, g, INT32_MIN) : -1;
+        ptrdiff_t up = stack[k].inner_ns > 0 ? open_of_name(b, stack, k, g, INT32_MIN) : -1;
         if (up >= 0)
-            stack[up].inner_s += stack[k].inner_s;
+            stack[up].inner_ns += stack[k].inner_ns;
         else
-            b->sink.g[g].st.total_s += stack[k].inner_s;
-        up = ss && stack[k].sinner_s > 0 ? open_of_name(b, stack, k, g, sess) : -1;
+            b->sink.g[g].total_ns += stack[k].inner_ns;
+        up = ss && stack[k].sinner_ns > 0 ? open_of_name(b, stack, k, g, sess) : -1;
         if (up >= 0)
-            stack[up].sinner_s += stack[k].sinner_s;
+            stack[up].sinner_ns += stack[k].sinner_ns;
         else if (ss)
-            ss->g[g].st.total_s += stack[k].sinner_s;
+            ss->g[g].total_ns += stack[k].sinner_ns;
         return 0;
     }
     if (s->parent >= 0)
@@ -457,7 +424,7 @@ static int feed_stats(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flag
     if (!outermost) {
         ptrdiff_t up = open_of_name(b, stack, k, g, INT32_MIN);
         if (up >= 0)
-            stack[up].inner_s += (double)dur / 1e9;
+            stack[up].inner_ns += dur;
     }
     if (sm__sink_add(&b->sink, m, s, outermost))
         return -1;
@@ -465,7 +432,7 @@ static int feed_stats(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flag
         return 0;
     ptrdiff_t up = outermost ? -1 : open_of_name(b, stack, k, g, sess);
     if (up >= 0)
-        stack[up].sinner_s += (double)dur / 1e9;
+        stack[up].sinner_ns += dur;
     return sm__sink_add(ss, m, s, up < 0);
 }
 
@@ -804,6 +771,26 @@ static int build_finish(tbuild *tb, uint64_t end_tick)
     return 0;
 }
 
+int sm__build_thread(bctx *b, void *src, size_t t, uint64_t end_tick)
+{
+    sm_model *m = b->m;
+    uint64_t before = b->built;
+    b->top_run = -1;
+    b->edge_seen = 0; /* per thread: the same wherever the thread is built */
+    const char *tn = m->threads[t].name;
+    tbuild tb = {.b = b, .tindex = (uint32_t)t, .args_of = -1,
+                 .sampler_thread = tn && !strcmp(tn, "sonde-sampler")};
+    if (b->smp)
+        thread_samples(b, t, &tb.smp, &tb.n_smp);
+    int r = b->raw->events(src, t, 0, build_batch, &tb);
+    if (!r)
+        r = build_finish(&tb, end_tick);
+    sonde__free(tb.stack);
+    if (!r)
+        m->threads[t].spans = b->built - before;
+    return r ? -1 : 0;
+}
+
 static int cmp_site_id(const void *a, const void *b)
 {
     uint32_t x = ((const sm_site *)a)->id, y = ((const sm_site *)b)->id;
@@ -1095,22 +1082,9 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     if (b.held_min_ns != INT64_MIN && (raw->n_samples || raw->n_offs) && sort_samples(&b))
         goto out;
     /* The second pass: each thread's sections, its events decoded a batch at a time. */
-    for (size_t t = 0; t < raw->n_threads; t++) {
-        uint64_t before = b.built;
-        b.top_run = -1;
-        const char *tn = m->threads[t].name;
-        tbuild tb = {.b = &b, .tindex = (uint32_t)t, .args_of = -1,
-                     .sampler_thread = tn && !strcmp(tn, "sonde-sampler")};
-        if (b.smp)
-            thread_samples(&b, t, &tb.smp, &tb.n_smp);
-        int r = raw->events(raw->events_src, t, 0, build_batch, &tb);
-        if (!r)
-            r = build_finish(&tb, end_tick);
-        sonde__free(tb.stack);
-        if (r)
-            goto out;
-        m->threads[t].spans = b.built - before;
-    }
+    if (sm__build_threads(&b, b.feeding || b.n_ssink > SM_OWN_MAX_SESSIONS ? NULL : sk.own,
+                          end_tick))
+        goto out;
     m->sections_folded = b.folded;
     m->held_min_ns = b.held_min_ns;
     for (size_t i = 0; i < b.n_ssink; i++) {

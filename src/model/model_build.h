@@ -257,6 +257,7 @@ const char *sm__unit_name(const sm_model *m, uint32_t unit);
  * instances (exact percentiles), then running figures and its sketch: memory grows with the
  * names and with the sections that carry throughput or FLOPs (an interval each), not with the
  * others. */
+__extension__ typedef unsigned __int128 sm_u128;
 typedef struct sm_giv {
     int g, kind;               /* group; 0: throughput over its own duration, 1: FLOPs */
     sm_iv iv;
@@ -266,7 +267,13 @@ typedef struct sm_sgroup {
     const char *name;          /* borrowed from the model's sites */
     double *dur;               /* durations (s) while it has at most SM_SKETCH_AT instances */
     size_t n_dur, cap_dur;
-    double mean, m2;           /* running mean and squared deviations, once past them */
+    /* Integer sums, exact, so that the figures do not depend on the order the instances are
+     * added in (sm__sink_merge): of every duration and of its square (mean and deviation once
+     * past SM_SKETCH_AT; each saturates rather than wraps), of the outermost instances' (the
+     * total, with total_s's part read back from reports) and of the self times. */
+    uint64_t sum_ns;
+    sm_u128 sumsq;
+    int64_t total_ns, self_ns;
     uint32_t last_thread;      /* instances come thread by thread: distinct threads */
 } sm_sgroup;
 typedef struct sm_statsink {
@@ -288,6 +295,11 @@ int sm__sink_add(sm_statsink *k, const sm_model *m, const sm_span *s, int outerm
  * share of share_of_s. The sketches move to *out; free k after. 0, or -1 out of memory. */
 int sm__sink_finish(sm_statsink *k, const sm_model *m, double share_of_s, sm_stat **out,
                     size_t *n);
+/* Adds what from was fed to into (both initialized from one model; from's sketches may move to
+ * into): the figures are those feeding into with from's instances too gives, in any order, as
+ * the sums are integers and the durations kept are sorted before they are read. 0, or -1 out
+ * of memory. */
+int sm__sink_merge(sm_statsink *into, sm_statsink *from);
 void sm__sink_free(sm_statsink *k);
 /* sm_stats with its failure told apart from no statistics: 0 (*out NULL when no section is
  * kept), or -1 out of memory. */
@@ -454,7 +466,18 @@ typedef struct sm_skim {
     size_t n_modes, cap_modes;
     uint64_t *hist;          /* the sections' durations: SM_DUR_BUCKETS counts (those open at
                                 their thread's end closed at the run's) */
+    uint8_t *own;            /* per file thread: 1 when its events build nothing the threads
+                                share (no SM_SHARED_KIND): model.c may build it on a thread of
+                                its own */
 } sm_skim;
+/* The kinds of event whose building adds to what every thread's add to in turn (the records'
+ * budgets, the extras of sections, metrics, parameters): a file thread with none of them builds
+ * only its own sections, folds and statistics. */
+#define SM_SHARED_KIND(k)                                                                          \
+    ((k) == SONDE_K_DSTEP || (k) == SONDE_K_BLOCK || (k) == SONDE_K_PARAMS ||                      \
+     (k) == SONDE_K_INSTANT || (k) == SONDE_K_COUNTER || (k) == SONDE_K_STEP ||                    \
+     (k) == SONDE_K_METRIC || (k) == SONDE_K_THROUGHPUT || (k) == SONDE_K_FLOPS ||                 \
+     (k) == SONDE_K_METADATA)
 /* The first pass over raw's threads' events into sk (clean_end and end_tick set, the rest 0),
  * durations measured from cut_tick at ns_per_tick, the sections open at their thread's end
  * closed at the run's (sk's end_tick, or cut_tick if later). Where the events are many and
@@ -463,6 +486,62 @@ typedef struct sm_skim {
  * findings, merged after in the order of the file's threads: sk is the same either way, and so
  * are the reading's warnings. 0, or -1 out of memory. */
 int sm__skim(sb_raw *raw, uint64_t cut_tick, double ns_per_tick, sm_skim *sk);
+/* How many threads read raw's events at once, the first pass's (sm__skim) and the build's:
+ * SONDE_READ_THREADS (1 to SB_MAX_DECODERS) where set, else one a CPU this process may run on,
+ * up to SB_MAX_DECODERS, for a file of several threads and 4 MiB or more; never more than the
+ * file has threads. */
+int sm__readers_for(const sb_raw *raw);
 void sm__skim_free(sm_skim *sk);
+
+/* model.c - the build: what every file thread's sections are built with. A file thread built
+ * on a thread of its own (build_threads.c) has a copy of its own, with the model of its own it
+ * builds into. */
+typedef struct bctx {
+    sm_model *m;
+    uint64_t cut_tick;
+    double ns_per_tick;
+    size_t cap_spans, cap_span_x, cap_meta, cap_inst, cap_sessions,
+        cap_warn, cap_dsteps, cap_blocks;
+    uint64_t unmatched_ends, gaps, gap_events, unterminated;
+    int dump;                /* a flight recorder's window: what is open at its end ends past it */
+    uint64_t end_lost;       /* sections whose end was among the dropped events */
+    int lost_at_end;         /* the file dropped events no GAP marks (a thread's last ones, or
+                                writes that failed): a section open at the end lost its end */
+    /* the step schedule's modes over time (MODE events): kept = ACTIVE */
+    int64_t *mode_t;
+    int *mode_active;
+    size_t n_modes;
+    uint32_t *rank;          /* file id -> site index when the ids were sparse (build_sites) */
+    sm_statsink sink;        /* the run's statistics, fed as each section closes */
+    uint32_t *open_n;        /* per name (sink group): its instances open on the thread built */
+    int64_t min_ns;          /* config min_duration_s: shorter sections are left out (0: none) */
+    sm_records rec;          /* instants, steps, counters, metrics (records.c) */
+    sm_granges grad;         /* the hook ranges among the operators (ops.c) */
+    /* held sections (report_max_sections, settle) */
+    int64_t held_min_ns;     /* INT64_MIN: every section is held */
+    size_t edge;             /* the histogram bucket just under held_min_ns, SIZE_MAX: none */
+    uint64_t edge_every, edge_seen; /* of each thread's, every edge_every-th is held too */
+    sm_statsink *ssink;      /* per session, when some sections are folded */
+    size_t n_ssink, cap_folds;
+    int32_t top_run;         /* the thread being built: the run open at its top level, -1 none */
+    uint64_t built, folded;  /* sections built; of them, folded */
+    sb_raw *raw;
+    uint32_t *smp;           /* held sections: CPU samples by thread and time (place_samples) */
+    int feeding;             /* raw->opts.feed is handed every section as it closes */
+    uint64_t seen_sections;  /* the sections the first pass counted (held_bound) */
+    int each_stopped;        /* raw->opts.feed asked to stop */
+} bctx;
+
+/* Builds file thread t's sections (its events decoded from src, raw's or a decoder of its own)
+ * into b and its model, those open at its end closed at end_tick. 0, or -1 out of memory or when
+ * its events could not be read. */
+int sm__build_thread(bctx *b, void *src, size_t t, uint64_t end_tick);
+/* Builds every file thread's sections in thread order (build_threads.c): those whose events
+ * build nothing shared (own[t], NULL: none) on helper threads into fragments, merged in turn.
+ * 0, or -1 as sm__build_thread. */
+int sm__build_threads(bctx *b, const uint8_t *own, uint64_t end_tick);
+/* Where more sessions keep statistics of their own (folded sections), every thread is built in
+ * turn: a fragment would start with a statistics sink for each. */
+#define SM_OWN_MAX_SESSIONS 64
 
 #endif

@@ -47,6 +47,7 @@ typedef struct skr {
                                 run's end, known once every thread is read: close_open) */
     size_t n_open, cap_open;
     _Atomic size_t *next;    /* the next file thread to read, shared by the readers */
+    uint8_t *own;            /* sm_skim.own, shared: each reader sets its threads' */
     tseg *seg;               /* each file thread's ranges (written by the reader that read it) */
     int index, rc;
 } skr;
@@ -131,6 +132,8 @@ static int skim_batch(void *ctx, const sb_batch *bt)
         default:
             break;
         }
+        if (SM_SHARED_KIND(e->kind))
+            r->own[r->thread] = 0;
         if (e->id > k->max_id)
             k->max_id = e->id;
         BIT_SET(k->used, e->id);
@@ -160,6 +163,7 @@ static void *reader_run(void *arg)
         g->sess[0] = r->k.n_sess;
         g->modes[0] = r->k.n_modes;
         r->thread = (uint32_t)t;
+        r->own[t] = 1;
         r->depth = 0;
         if (raw->events(r->dec, t, 1, skim_batch, r))
             return reader_failed(r);
@@ -180,6 +184,7 @@ void sm__skim_free(sm_skim *sk)
     sonde__free(sk->sess);
     sonde__free(sk->modes);
     sonde__free(sk->hist);
+    sonde__free(sk->own);
     sm__idcount_free(&sk->inst);
     memset(sk, 0, sizeof *sk);
 }
@@ -265,10 +270,7 @@ static int merge(sm_skim *sk, skr *r, int n, const tseg *seg, size_t n_threads)
     return sk->sess && sk->modes ? 0 : -1;
 }
 
-/* How many readers: SONDE_READ_THREADS (1 to MAX_READERS) where set, else one a CPU this process
- * may run on, up to MAX_READERS, for a file of several threads and SEVERAL_FROM_BYTES or more;
- * never more than the file has threads. */
-static int readers_for(const sb_raw *raw)
+int sm__readers_for(const sb_raw *raw)
 {
     const char *env = getenv("SONDE_READ_THREADS");
     long want = env && *env ? strtol(env, NULL, 10) : 0;
@@ -290,17 +292,19 @@ int sm__skim(sb_raw *raw, uint64_t cut_tick, double ns_per_tick, sm_skim *sk)
     skr r[MAX_READERS];
     pthread_t th[MAX_READERS];
     int started[MAX_READERS] = {0};
-    int n = readers_for(raw), rc = -1;
+    int n = sm__readers_for(raw), rc = -1;
     _Atomic size_t next = 0;
     tseg *seg = sonde__calloc(raw->n_threads ? raw->n_threads : 1, sizeof *seg);
+    uint8_t *own = sonde__calloc(raw->n_threads ? raw->n_threads : 1, 1);
     memset(r, 0, sizeof r);
-    if (!seg)
+    if (!seg || !own)
         goto out;
     for (int i = 0; i < n; i++) {
         if (reader_init(&r[i], sk, raw, cut_tick, ns_per_tick))
             goto out;
         r[i].next = &next;
         r[i].seg = seg;
+        r[i].own = own;
         r[i].index = i;
         /* several: each its own decoder, keeping its warnings apart until dec_end */
         r[i].dec = n == 1 ? raw->events_src : raw->dec_new(raw->events_src);
@@ -330,6 +334,8 @@ int sm__skim(sb_raw *raw, uint64_t cut_tick, double ns_per_tick, sm_skim *sk)
     for (int i = 0; i < n; i++)
         for (size_t j = 0; j < r[i].n_open; j++)
             count_dur(&r[i], sk->hist, r[i].open_at[j], end);
+    sk->own = own;
+    own = NULL;
     rc = 0;
 out:
     if (n > 1) {
@@ -345,5 +351,6 @@ out:
         sonde__free(r[i].open_at);
     }
     sonde__free(seg);
+    sonde__free(own);
     return rc;
 }

@@ -358,20 +358,24 @@ void sm__sink_free(sm_statsink *k)
     memset(k, 0, sizeof *k);
 }
 
-/* Past SM_SKETCH_AT instances a group keeps running figures: its durations so far replayed, in
- * the order they came, into the running mean and squared deviations (Welford), as if it had
- * kept those from the first. */
+/* Past SM_SKETCH_AT instances a group keeps its sketch and its integer sums, not its
+ * durations. */
 static void to_running(sm_sgroup *x)
 {
-    for (size_t i = 0; i < x->n_dur; i++) {
-        double delta = x->dur[i] - x->mean;
-        x->mean += delta / (double)(i + 1);
-        x->m2 += delta * (x->dur[i] - x->mean);
-    }
     sonde__free(x->dur);
     x->dur = NULL;
     x->n_dur = x->cap_dur = 0;
     x->st.sketched = 1;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static sm_u128 sat_add128(sm_u128 a, sm_u128 b)
+{
+    return a > ~(sm_u128)0 - b ? ~(sm_u128)0 : a + b;
 }
 
 int sm__sink_add(sm_statsink *k, const sm_model *m, const sm_span *s, int outermost)
@@ -394,18 +398,17 @@ int sm__sink_add(sm_statsink *k, const sm_model *m, const sm_span *s, int outerm
         x->dur[x->n_dur++] = d;
         if (x->n_dur > SM_SKETCH_AT)
             to_running(x);
-    } else {
-        double delta = d - x->mean;
-        x->mean += delta / (double)st->count;
-        x->m2 += delta * (d - x->mean);
     }
+    uint64_t u = ns > 0 ? (uint64_t)ns : 0;
+    x->sum_ns = sat_add(x->sum_ns, u);
+    x->sumsq = sat_add128(x->sumsq, (sm_u128)u * u);
     if (x->last_thread != s->thread) { /* fed thread by thread */
         x->last_thread = s->thread;
         st->threads++;
     }
     if (outermost)
-        st->total_s += d;
-    st->self_s += d - (double)s->child_ns / 1e9;
+        x->total_ns += ns;
+    x->self_ns += ns - s->child_ns;
     if (s->depth < st->min_depth)
         st->min_depth = s->depth;
     const sm_span_x *sx = sm_span_extra(m, s);
@@ -426,6 +429,55 @@ int sm__sink_add(sm_statsink *k, const sm_model *m, const sm_span *s, int outerm
         if (GROW(k->iv, k->n_iv, k->cap_iv))
             return -1;
         k->iv[k->n_iv++] = (sm_giv){g, 1, {s->start_ns, s->end_ns}};
+    }
+    return 0;
+}
+
+int sm__sink_merge(sm_statsink *into, sm_statsink *from)
+{
+    for (size_t g = 0; g < into->n_groups; g++) {
+        sm_sgroup *x = &into->g[g], *y = &from->g[g];
+        sm_stat *a = &x->st, *b = &y->st;
+        if (!b->count)
+            continue;
+        if (!a->sketch) {
+            a->sketch = b->sketch;
+            b->sketch = NULL;
+        } else if (b->sketch && sm_sketch_merge(a->sketch, b->sketch)) {
+            return -1;
+        }
+        if (!a->sketched && !b->sketched && a->count + b->count <= SM_SKETCH_AT) {
+            if (x->cap_dur < x->n_dur + y->n_dur) {
+                double *d = sonde__realloc(x->dur, (x->n_dur + y->n_dur) * sizeof *d);
+                if (!d)
+                    return -1;
+                x->dur = d;
+                x->cap_dur = x->n_dur + y->n_dur;
+            }
+            memcpy(x->dur + x->n_dur, y->dur, y->n_dur * sizeof *y->dur);
+            x->n_dur += y->n_dur;
+        } else if (!a->sketched) {
+            to_running(x);
+        }
+        a->count += b->count;
+        a->threads += b->threads;
+        if (b->min_depth < a->min_depth)
+            a->min_depth = b->min_depth;
+        a->units += b->units;
+        a->units_s += b->units_s;
+        a->flops += b->flops;
+        if (!a->unit)
+            a->unit = b->unit;
+        x->sum_ns = sat_add(x->sum_ns, y->sum_ns);
+        x->sumsq = sat_add128(x->sumsq, y->sumsq);
+        x->total_ns += y->total_ns;
+        x->self_ns += y->self_ns;
+        x->last_thread = y->last_thread;
+    }
+    for (size_t i = 0; i < from->n_iv; i++) {
+        if (GROW(into->iv, into->n_iv, into->cap_iv))
+            return -1;
+        into->iv[into->n_iv++] = from->iv[i];
     }
     return 0;
 }
@@ -489,9 +541,12 @@ int sm__sink_finish(sm_statsink *k, const sm_model *m, double share_of_s, sm_sta
         if (!r.count)
             continue;
         size_t c = (size_t)r.count;
-        if (r.sketched) { /* from the running figures and the sketch */
-            r.mean_s = x->mean;
-            r.stddev_s = sqrt(x->m2 / (double)c);
+        r.total_s = (double)x->total_ns / 1e9;
+        r.self_s = (double)x->self_ns / 1e9;
+        if (r.sketched) { /* from the integer sums and the sketch */
+            sm_u128 sq = (sm_u128)x->sum_ns * x->sum_ns / c; /* sum^2 / n <= the squares' sum */
+            r.mean_s = (double)x->sum_ns / (double)c / 1e9;
+            r.stddev_s = sqrt((double)(x->sumsq > sq ? x->sumsq - sq : 0) / (double)c) / 1e9;
             r.min_s = (double)r.sketch->min_ns / 1e9;
             r.max_s = (double)r.sketch->max_ns / 1e9;
             sketch_percentiles(&r);

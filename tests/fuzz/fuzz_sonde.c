@@ -157,7 +157,8 @@ static int read_fed(const uint8_t *data, size_t size, const char *readers, sm_mo
     return rc;
 }
 
-/* data read with the first pass on several threads: what one thread's reading gave (m, rc). */
+/* data read with the first pass and the build on several threads: what one thread's reading gave
+ * (m, rc). */
 static void two_readers(const uint8_t *data, size_t size, int rc, const sm_model *m)
 {
     sm_model two;
@@ -174,9 +175,17 @@ static void two_readers(const uint8_t *data, size_t size, int rc, const sm_model
     for (size_t i = 0; i < m->n_warnings; i++)
         if (strcmp(two.warnings[i], m->warnings[i]))
             abort();
-    for (size_t i = 0; i < m->n_stats; i++)
-        if (two.stats[i].count != m->stats[i].count ||
-            memcmp(&two.stats[i].total_s, &m->stats[i].total_s, sizeof m->stats[i].total_s))
+    for (size_t i = 0; i < m->n_stats; i++) /* the build's merged statistics: the same bits */
+        if (two.stats[i].count != m->stats[i].count || two.stats[i].threads != m->stats[i].threads ||
+            memcmp(&two.stats[i].total_s, &m->stats[i].total_s, sizeof m->stats[i].total_s) ||
+            memcmp(&two.stats[i].self_s, &m->stats[i].self_s, sizeof m->stats[i].self_s) ||
+            memcmp(&two.stats[i].stddev_s, &m->stats[i].stddev_s, sizeof m->stats[i].stddev_s))
+            abort();
+    /* and the sections built on helper threads (build_threads.c), their indices moved */
+    if (m->n_spans && memcmp(two.spans, m->spans, m->n_spans * sizeof *m->spans))
+        abort();
+    for (size_t i = 0; i < m->n_threads; i++)
+        if (two.threads[i].spans != m->threads[i].spans)
             abort();
     sm_free(&two);
 }

@@ -1,7 +1,7 @@
 /* test_threads.c - many threads recording at once (run under TSan by make test): 8 threads x
  * 100,000 nested sections, every one of which must be in the report; threads that come and go
- * reuse buffers and lose nothing; a file read with its first pass on several threads (skim.c) gives
- * the model one thread gives. */
+ * reuse buffers and lose nothing; a file read with its first pass (skim.c) and its build
+ * (build_threads.c) on several threads gives the model one thread gives. */
 #include "testutil.h"
 
 #include <pthread.h>
@@ -140,30 +140,79 @@ static void read_with(const char *path, const char *how, sm_model *m)
     unsetenv("SONDE_READ_THREADS");
 }
 
-/* b as a has it: what the first pass's findings decide. */
+/* n threads recording into p at once, each handed {p, its index}: the first n_first running
+ * first, the others varied; returns once all have ended. */
+static void run_threads(sonde_profiler *p, int n, int n_first, void *(*first)(void *))
+{
+    pthread_t th[THREADS];
+    void *args[THREADS][2];
+    assert_true(n <= THREADS);
+    for (int i = 0; i < n; i++) {
+        args[i][0] = p;
+        args[i][1] = (void *)(intptr_t)i;
+        assert_int_equal(pthread_create(&th[i], NULL, i < n_first ? first : varied, args[i]), 0);
+    }
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+}
+
+/* b as a has it, field by field: what the first pass's findings decide, and what the build on
+ * several threads (build_threads.c) merges. */
+static void same_stats(const sm_stat *x, const sm_stat *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        assert_string_equal(x[i].name, y[i].name);
+        assert_int_equal(x[i].count, y[i].count);
+        assert_int_equal(x[i].threads, y[i].threads);
+        assert_int_equal(x[i].min_depth, y[i].min_depth);
+        assert_int_equal(x[i].sketched, y[i].sketched);
+#define SAME(f, kind, label, table, q) assert_true(x[i].f == y[i].f);
+        SONDE_SECTION_STATS(SAME)
+#undef SAME
+        assert_true(x[i].share == y[i].share);
+    }
+}
+
 static void same_model(const sm_model *a, const sm_model *b)
 {
     const sm_model one = *a, two = *b;
     assert_int_equal(one.n_spans, two.n_spans);
     assert_int_equal(one.sections_folded, two.sections_folded);
+    assert_int_equal(one.sections_end_lost, two.sections_end_lost);
     assert_int_equal(one.held_min_ns, two.held_min_ns);
     assert_int_equal(one.duration_ns, two.duration_ns);
     assert_int_equal(one.n_sessions, two.n_sessions);
-    for (size_t i = 0; i < one.n_sessions; i++)
+    for (size_t i = 0; i < one.n_sessions; i++) {
         assert_int_equal(one.sessions[i].name, two.sessions[i].name);
+        assert_int_equal(one.sessions[i].n_stats, two.sessions[i].n_stats);
+        same_stats(one.sessions[i].stats, two.sessions[i].stats, one.sessions[i].n_stats);
+    }
     assert_int_equal(one.n_instants, two.n_instants);
     assert_int_equal(one.n_steps, two.n_steps);
     assert_int_equal(one.n_stats, two.n_stats);
-    for (size_t i = 0; i < one.n_stats; i++) {
-        assert_string_equal(one.stats[i].name, two.stats[i].name);
-        assert_int_equal(one.stats[i].count, two.stats[i].count);
-        assert_true(one.stats[i].total_s == two.stats[i].total_s);
-        assert_true(one.stats[i].p50_s == two.stats[i].p50_s);
+    same_stats(one.stats, two.stats, one.n_stats);
+    assert_int_equal(one.n_threads, two.n_threads);
+    for (size_t i = 0; i < one.n_threads; i++)
+        assert_int_equal(one.threads[i].spans, two.threads[i].spans);
+    for (size_t i = 0; i < one.n_spans; i++)
+        assert_memory_equal(&one.spans[i], &two.spans[i], sizeof one.spans[i]);
+    assert_int_equal(one.n_folds, two.n_folds);
+    for (size_t i = 0; i < one.n_folds; i++) { /* field by field: sm_fold_run has padding */
+        const sm_fold_run *x = &one.folds[i], *y = &two.folds[i];
+        assert_int_equal(x->thread, y->thread);
+        assert_int_equal(x->site, y->site);
+        assert_int_equal(x->mixed, y->mixed);
+        assert_int_equal(x->start_ns, y->start_ns);
+        assert_int_equal(x->end_ns, y->end_ns);
+        assert_int_equal(x->n, y->n);
+        assert_int_equal(x->sum_ns, y->sum_ns);
+        assert_int_equal(x->box, y->box);
+        assert_int_equal(x->closer, y->closer);
+        assert_int_equal(x->folded, y->folded);
     }
-    for (size_t i = 0; i < one.n_spans; i++) {
-        assert_int_equal(one.spans[i].start_ns, two.spans[i].start_ns);
-        assert_int_equal(one.spans[i].site, two.spans[i].site);
-    }
+    assert_int_equal(one.n_warnings, two.n_warnings);
+    for (size_t i = 0; i < one.n_warnings; i++)
+        assert_string_equal(one.warnings[i], two.warnings[i]);
 }
 
 /* The first pass on several threads, each reading file threads into findings of its own, merged
@@ -180,15 +229,7 @@ static void read_on_several_threads(void **state)
     c.report_max_records = 500;
     sonde_profiler *p = sonde_create(&c);
     snprintf(path, sizeof path, "%s", sonde_file_path(p));
-    pthread_t th[THREADS];
-    void *args[THREADS][2];
-    for (int i = 0; i < THREADS; i++) {
-        args[i][0] = p;
-        args[i][1] = (void *)(intptr_t)i;
-        assert_int_equal(pthread_create(&th[i], NULL, varied, args[i]), 0);
-    }
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
+    run_threads(p, THREADS, 0, NULL);
     assert_int_equal(sonde_destroy(p), 0);
     sm_model one;
     read_with(path, "1", &one);
@@ -208,10 +249,64 @@ static void read_on_several_threads(void **state)
     tu_rmrf(dir);
 }
 
+/* A thread of build_on_several_threads with sections alone: nested, recursive, of varied
+ * lengths; the last of them leaves one open. */
+static void *sections_only(void *arg)
+{
+    sonde_profiler *p = ((void **)arg)[0];
+    int me = (int)(intptr_t)((void **)arg)[1];
+    for (int i = 0; i < 4000; i++) {
+        SONDE_SCOPE(p, "layer");
+        sonde_begin(p, i % 3 ? "matmul" : "layer"); /* a name nested in itself */
+        if (i % 97 == me)
+            tu_spin_ms(0.02 * (me + 1));
+        sonde_end(p);
+    }
+    if (me == 4)
+        sonde_begin(p, "left-open");
+    return NULL;
+}
+
+/* The build on several threads (build_threads.c): file threads with sections alone built each
+ * on a thread of its own, merged in thread order, beside a thread with sessions, steps, instants
+ * and a counter built in turn: the same model, field for field, as one thread builds, with
+ * sections folded (report_max_sections) and each session's statistics fed as they close. */
+static void build_on_several_threads(void **state)
+{
+    (void)state;
+    char dir[256], path[4096];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "own");
+    c.report_max_sections = 2000;
+    sonde_profiler *p = sonde_create(&c);
+    snprintf(path, sizeof path, "%s", sonde_file_path(p));
+    enum { OWN = 5 };
+    run_threads(p, OWN + 1, OWN, sections_only);
+    assert_int_equal(sonde_destroy(p), 0);
+    sm_model one;
+    read_with(path, "1", &one);
+    assert_true(one.sections_folded > 0);
+    assert_true(one.n_folds > 0);
+    assert_int_equal(one.n_spans + one.sections_folded, OWN * 8000 + 1 + 3000 * 2);
+    const sm_stat *layer = tu_stat(&one, "layer");
+    assert_int_equal((int)layer->count, OWN * (4000 + 4000 / 3 + 1));
+    assert_int_equal((int)layer->threads, OWN);
+    assert_true(layer->sketched); /* past SM_SKETCH_AT: merged from several sketches and sums */
+    for (int k = 0; k < 3; k++) {
+        sm_model two;
+        read_with(path, k == 0 ? "2" : k == 1 ? "3" : "8", &two);
+        same_model(&one, &two);
+        sm_free(&two);
+    }
+    sm_free(&one);
+    tu_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(eight_threads),
                                        cmocka_unit_test(thread_churn),
-                                       cmocka_unit_test(read_on_several_threads)};
+                                       cmocka_unit_test(read_on_several_threads),
+                                       cmocka_unit_test(build_on_several_threads)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
