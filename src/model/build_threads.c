@@ -155,30 +155,66 @@ static int room(void *v, size_t len, size_t *cap, size_t n, size_t sz)
     return 0;
 }
 
-/* Fragment f (file thread t) into the run, as building t in b would have left it. 0, or -1. */
+/* Entries moved from a fragment's array into the run's at a time: the fragment's array gives
+ * back each part once moved (a realloc that shrinks it), so the two hold the fragment's
+ * entries once, not twice, while they move. */
+#define MOVE_AT_ONCE 65536
+
+/* The n entries of *from (size sz) into to from index at, the last part first, *from shrunk
+ * after each part and freed at the end; move_fix moves the indices of each part moved by off. */
+static void move_parts(void *to, size_t at, void **from, size_t n, size_t sz, int32_t off,
+                       void (*move_fix)(void *v, size_t n, int32_t off))
+{
+    while (n > 0) {
+        size_t k = n > MOVE_AT_ONCE ? MOVE_AT_ONCE : n;
+        n -= k;
+        char *dst = (char *)to + (at + n) * sz;
+        memcpy(dst, (char *)*from + n * sz, k * sz);
+        move_fix(dst, k, off);
+        void *g = n ? sonde__realloc(*from, n * sz) : NULL;
+        if (g) /* NULL: kept as it was (shrinking cannot fail but may) */
+            *from = g;
+    }
+    sonde__free(*from);
+    *from = NULL;
+}
+
+static void fix_spans(void *v, size_t n, int32_t off)
+{
+    sm_span *s = v;
+    for (size_t i = 0; i < n; i++)
+        if (s[i].parent >= 0)
+            s[i].parent += off;
+}
+
+static void fix_folds(void *v, size_t n, int32_t off)
+{
+    sm_fold_run *r = v;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].box >= 0)
+            r[i].box += off;
+        if (r[i].closer >= 0)
+            r[i].closer += off;
+    }
+}
+
+/* Fragment f into the run, as building its file thread in b would have left it; f's spans and
+ * folds are given back as they move. 0, or -1 out of memory. */
 static int merge_frag(bctx *b, frag *f)
 {
     sm_model *m = b->m, *fm = &f->m;
+    if (m->n_spans + fm->n_spans > INT32_MAX || m->n_folds + fm->n_folds > INT32_MAX)
+        return -1; /* span indices are int32: what one thread building them could not pass */
     if (room(&m->spans, m->n_spans, &b->cap_spans, fm->n_spans, sizeof *m->spans) ||
         room(&m->folds, m->n_folds, &b->cap_folds, fm->n_folds, sizeof *m->folds))
         return -1;
-    if (m->n_spans + fm->n_spans > INT32_MAX || m->n_folds + fm->n_folds > INT32_MAX)
-        return -1; /* span indices are int32: what one thread building them could not pass */
     int32_t off = (int32_t)m->n_spans;
-    for (size_t i = 0; i < fm->n_spans; i++) {
-        sm_span s = fm->spans[i];
-        if (s.parent >= 0)
-            s.parent += off;
-        m->spans[m->n_spans++] = s;
-    }
-    for (size_t i = 0; i < fm->n_folds; i++) {
-        sm_fold_run r = fm->folds[i];
-        if (r.box >= 0)
-            r.box += off;
-        if (r.closer >= 0)
-            r.closer += off;
-        m->folds[m->n_folds++] = r;
-    }
+    move_parts(m->spans, m->n_spans, (void **)&fm->spans, fm->n_spans, sizeof *m->spans, off,
+               fix_spans);
+    m->n_spans += fm->n_spans;
+    move_parts(m->folds, m->n_folds, (void **)&fm->folds, fm->n_folds, sizeof *m->folds, off,
+               fix_folds);
+    m->n_folds += fm->n_folds;
     m->short_spans += fm->short_spans;
     const bctx *x = &f->b;
     b->unmatched_ends += x->unmatched_ends;
