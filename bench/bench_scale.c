@@ -199,21 +199,18 @@ int main(int argc, char **argv)
                (unsigned long long)(m.trace.sections - m.trace.folded),
                (unsigned long long)m.trace.folded);
         fflush(stdout);
-        static const struct {
-            unsigned bit;
-            const char *what;
-        } fmts[] = {{SONDE_FORMAT_JSON, "JSON"},
-                    {SONDE_FORMAT_TXT, "text"},
-                    {SONDE_FORMAT_TRACE, "JSON trace"},
-                    {SONDE_FORMAT_PERFETTO, ".pftrace"}};
-        for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
-            double t1 = bench_now_s();
-            if (sx_write_formats(&m, dir, "bench-scale-report", fmts[i].bit)) {
-                fprintf(stderr, "bench_scale: %s\n", sonde_last_error());
-                _exit(1);
-            }
-            printf("    %s written in %.2f s\n", fmts[i].what, bench_now_s() - t1);
+        /* the four written as `sonde export` writes them: in one call, the trace and the
+         * .pftrace on threads of their own where there are CPUs for them (export.c) */
+        int chosen, threads = sm_report_threads(&chosen);
+        double t1 = bench_now_s();
+        if (sx_write_formats(&m, dir, "bench-scale-report",
+                             SONDE_FORMAT_JSON | SONDE_FORMAT_TXT | SONDE_FORMAT_TRACE |
+                                 SONDE_FORMAT_PERFETTO)) {
+            fprintf(stderr, "bench_scale: %s\n", sonde_last_error());
+            _exit(1);
         }
+        printf("    JSON, text, JSON trace and .pftrace written in %.2f s (%d thread%s)\n",
+               bench_now_s() - t1, threads > 3 ? 3 : threads, threads > 1 ? "s" : "");
         fflush(stdout);
         _exit(0);
     }
@@ -247,6 +244,9 @@ int main(int argc, char **argv)
     if (n_edges >= 1e9) {
         printf("  issue 18's target for 10^9 edges, 60 s and 1 GiB: %s\n",
                rep_s <= 60 && rss <= (double)(1u << 30) ? "met" : "not met");
+        printf("  issue 38's target for 10^9 edges, 20 s and 256 MiB: %s (and each event decoded "
+               "once: not met, the first pass decodes them too)\n",
+               rep_s <= 20 && rss <= 256.0 * (1 << 20) ? "met" : "not met");
     } else {
         printf("  issue 18's target is for 10^9 edges (60 s, 1 GiB): --edges 1000000000 (the "
                "held sections and the trace cost the same at any size: no extrapolation)\n");

@@ -2,6 +2,8 @@
  * through a temporary name, gzip for the trace. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -387,38 +389,110 @@ int sx_each_path(const sm_model *m, const char *dir, const char *name, unsigned 
     return 0;
 }
 
+/* One file of a write: its format's row, its path, and how its writing ended (rc, and the
+ * error's text: the last error is its writing thread's). */
+typedef struct wfile {
+    size_t f;
+    char *path;
+    int rc;
+    char err[512];
+} wfile;
+
+/* The files written from the model alone (no text format: the trace, the .pftrace, the
+ * streams), which any of the write's threads may take, the next untaken each time. */
+typedef struct wpool {
+    sx_report *rep;
+    wfile *files;
+    size_t apart[N_FORMATS];
+    size_t n_apart;
+    _Atomic size_t next;
+} wpool;
+
+static void write_file(sx_report *rep, wfile *w)
+{
+    w->rc = write_one(rep, w->path, w->f);
+    if (w->rc)
+        snprintf(w->err, sizeof w->err, "%s", sonde_last_error());
+}
+
+static void *write_apart(void *arg)
+{
+    wpool *p = arg;
+    for (size_t i; (i = atomic_fetch_add(&p->next, 1)) < p->n_apart;)
+        write_file(p->rep, &p->files[p->apart[i]]);
+    return NULL;
+}
+
+/* The formats' files: the text ones (which share the report context and its analysis) on this
+ * thread, in turn; the others taken by this thread and by up to one a CPU more
+ * (sm_report_threads), each writing a file of its own from the model, which none changes. The
+ * failures are told in the formats' order, as writing them in turn tells them: the code of the
+ * first, the text of the last. */
 static int write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats)
 {
-    int rc = 0;
     if (formats && mkdir_p(dir) != 0)
         return sonde__fail(SONDE_EIO, "cannot create %s: %s", dir, strerror(errno));
-    sx_report rep; /* one configuration and one analysis for every file */
-    sx_report_init(&rep, m);
+    wfile files[N_FORMATS];
+    wpool p = {.files = files};
+    size_t n = 0, n_text = 0;
+    int rc = 0;
     for (size_t f = 0; f < N_FORMATS; f++) {
         if (!(formats & g_formats[f].bit))
             continue;
-        char *path = format_path(m, dir, name, f);
-        int r = 0;
-        if (!path) {
-            sx_report_free(&rep);
-            return sonde__fail(SONDE_ENOMEM, "out of memory");
+        wfile *w = &files[n];
+        *w = (wfile){.f = f, .path = format_path(m, dir, name, f)};
+        if (!w->path) {
+            rc = sonde__fail(SONDE_ENOMEM, "out of memory");
+            goto out;
         }
+        n++;
         if (g_formats[f].tensorboard) { /* plugins/profile/RUN/ under dir, no symlink
                                                    followed */
-            char *slash = strrchr(path, '/');
+            char *slash = strrchr(w->path, '/');
             *slash = 0;
-            if (mkdir_beneath(dir, path + strlen(dir)) != 0)
-                r = sonde__fail(SONDE_EIO, "cannot create %s: %s%s", path, strerror(errno),
-                                errno == ELOOP ? " (a symlink on the way; not followed)" : "");
+            if (mkdir_beneath(dir, w->path + strlen(dir)) != 0) {
+                w->rc = sonde__fail(SONDE_EIO, "cannot create %s: %s%s", w->path,
+                                    strerror(errno),
+                                    errno == ELOOP ? " (a symlink on the way; not followed)" : "");
+                snprintf(w->err, sizeof w->err, "%s", sonde_last_error());
+            }
             *slash = '/';
+            if (w->rc)
+                continue;
         }
-        if (!r)
-            r = write_one(&rep, path, f);
-        if (r && !rc)
-            rc = r;
-        sonde__free(path);
+        if (g_formats[f].text)
+            n_text++;
+        else
+            p.apart[p.n_apart++] = n - 1;
     }
+    sx_report rep; /* one configuration and one analysis for every file */
+    sx_report_init(&rep, m);
+    p.rep = &rep;
+    int chosen, helpers = sm_report_threads(&chosen) - 1;
+    size_t most = p.n_apart - (n_text ? 0 : p.n_apart > 0); /* this thread takes one too */
+    if ((size_t)helpers > most)
+        helpers = (int)most;
+    pthread_t th[8];
+    int started = 0;
+    for (; started < helpers && started < 8; started++)
+        if (pthread_create(&th[started], NULL, write_apart, &p) != 0)
+            break; /* no thread to be had: this one writes what is left */
+    for (size_t i = 0; i < n; i++)
+        if (g_formats[files[i].f].text && !files[i].rc)
+            write_file(&rep, &files[i]);
+    write_apart(&p);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
     sx_report_free(&rep);
+    for (size_t i = 0; i < n; i++)
+        if (files[i].rc) {
+            int r = sonde__fail(files[i].rc, "%s", files[i].err);
+            if (!rc)
+                rc = r;
+        }
+out:
+    for (size_t i = 0; i < n; i++)
+        sonde__free(files[i].path);
     return rc;
 }
 

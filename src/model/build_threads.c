@@ -141,18 +141,17 @@ static void *helper_run(void *arg)
     return NULL;
 }
 
-/* Room for n more entries of size sz in *v (length len, capacity *cap). 0, or -1 out of memory. */
-static int room(void *v, size_t len, size_t *cap, size_t n, size_t sz)
+/* v (length len, capacity *cap, entries of size sz) with room for n more: v, or v grown, or
+ * NULL out of memory (v as it was). */
+static void *room(void *v, size_t len, size_t *cap, size_t n, size_t sz)
 {
     if (len + n <= *cap)
-        return 0;
+        return v;
     size_t want = *cap * 2 > len + n ? *cap * 2 : len + n;
-    void *g = sonde__realloc(*(void **)v, want * sz);
-    if (!g)
-        return -1;
-    *(void **)v = g;
-    *cap = want;
-    return 0;
+    void *g = sonde__realloc(v, want * sz);
+    if (g)
+        *cap = want;
+    return g;
 }
 
 /* Entries moved from a fragment's array into the run's at a time: the fragment's array gives
@@ -160,23 +159,22 @@ static int room(void *v, size_t len, size_t *cap, size_t n, size_t sz)
  * entries once, not twice, while they move. */
 #define MOVE_AT_ONCE 65536
 
-/* The n entries of *from (size sz) into to from index at, the last part first, *from shrunk
- * after each part and freed at the end; move_fix moves the indices of each part moved by off. */
-static void move_parts(void *to, size_t at, void **from, size_t n, size_t sz, int32_t off,
+/* The n entries of from (size sz) into to from index at, the last part first, from shrunk
+ * after each part and freed at the end; move_fix moves the indices of each part by off. */
+static void move_parts(void *to, size_t at, void *from, size_t n, size_t sz, int32_t off,
                        void (*move_fix)(void *v, size_t n, int32_t off))
 {
     while (n > 0) {
         size_t k = n > MOVE_AT_ONCE ? MOVE_AT_ONCE : n;
         n -= k;
         char *dst = (char *)to + (at + n) * sz;
-        memcpy(dst, (char *)*from + n * sz, k * sz);
+        memcpy(dst, (char *)from + n * sz, k * sz);
         move_fix(dst, k, off);
-        void *g = n ? sonde__realloc(*from, n * sz) : NULL;
+        void *g = n ? sonde__realloc(from, n * sz) : NULL;
         if (g) /* NULL: kept as it was (shrinking cannot fail but may) */
-            *from = g;
+            from = g;
     }
-    sonde__free(*from);
-    *from = NULL;
+    sonde__free(from);
 }
 
 static void fix_spans(void *v, size_t n, int32_t off)
@@ -205,15 +203,22 @@ static int merge_frag(bctx *b, frag *f)
     sm_model *m = b->m, *fm = &f->m;
     if (m->n_spans + fm->n_spans > INT32_MAX || m->n_folds + fm->n_folds > INT32_MAX)
         return -1; /* span indices are int32: what one thread building them could not pass */
-    if (room(&m->spans, m->n_spans, &b->cap_spans, fm->n_spans, sizeof *m->spans) ||
-        room(&m->folds, m->n_folds, &b->cap_folds, fm->n_folds, sizeof *m->folds))
+    sm_span *sp = fm->n_spans ? room(m->spans, m->n_spans, &b->cap_spans, fm->n_spans,
+                                     sizeof *sp) : m->spans;
+    if (fm->n_spans && !sp)
         return -1;
+    m->spans = sp;
+    sm_fold_run *fo = fm->n_folds ? room(m->folds, m->n_folds, &b->cap_folds, fm->n_folds,
+                                         sizeof *fo) : m->folds;
+    if (fm->n_folds && !fo)
+        return -1;
+    m->folds = fo;
     int32_t off = (int32_t)m->n_spans;
-    move_parts(m->spans, m->n_spans, (void **)&fm->spans, fm->n_spans, sizeof *m->spans, off,
-               fix_spans);
+    move_parts(m->spans, m->n_spans, fm->spans, fm->n_spans, sizeof *sp, off, fix_spans);
+    fm->spans = NULL;
     m->n_spans += fm->n_spans;
-    move_parts(m->folds, m->n_folds, (void **)&fm->folds, fm->n_folds, sizeof *m->folds, off,
-               fix_folds);
+    move_parts(m->folds, m->n_folds, fm->folds, fm->n_folds, sizeof *fo, off, fix_folds);
+    fm->folds = NULL;
     m->n_folds += fm->n_folds;
     m->short_spans += fm->short_spans;
     const bctx *x = &f->b;

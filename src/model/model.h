@@ -573,6 +573,10 @@ static inline uint64_t sm_sections(const sm_model *m) { return m->n_spans + m->s
 /* Reads a .sonde file into *m. 0, or a negative SONDE_E* code with the reason (naming the file
  * and the offset) in sonde_last_error(); *m is empty on failure. A torn or corrupt tail is not
  * an error: the model holds everything before it and a warning says where it stopped. */
+/* How many threads the report pass may use (reading a file's threads, writing its reports):
+ * SONDE_READ_THREADS where set to 1 or more (*chosen 1), else one a CPU this process may run on
+ * (taskset, a cpuset); at most 8. */
+int sm_report_threads(int *chosen);
 int sm_read_file(const char *path, sm_model *m);
 /* The same from memory (for fuzzing and tests); name is used in messages. */
 int sm_read_mem(const uint8_t *data, size_t n, const char *name, sm_model *m);

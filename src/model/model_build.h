@@ -473,11 +473,11 @@ typedef struct sm_skim {
 /* The kinds of event whose building adds to what every thread's add to in turn (the records'
  * budgets, the extras of sections, metrics, parameters): a file thread with none of them builds
  * only its own sections, folds and statistics. */
-#define SM_SHARED_KIND(k)                                                                          \
-    ((k) == SONDE_K_DSTEP || (k) == SONDE_K_BLOCK || (k) == SONDE_K_PARAMS ||                      \
-     (k) == SONDE_K_INSTANT || (k) == SONDE_K_COUNTER || (k) == SONDE_K_STEP ||                    \
-     (k) == SONDE_K_METRIC || (k) == SONDE_K_THROUGHPUT || (k) == SONDE_K_FLOPS ||                 \
-     (k) == SONDE_K_METADATA)
+#define SM_SHARED_KINDS                                                                            \
+    (1u << SONDE_K_DSTEP | 1u << SONDE_K_BLOCK | 1u << SONDE_K_PARAMS | 1u << SONDE_K_INSTANT |    \
+     1u << SONDE_K_COUNTER | 1u << SONDE_K_STEP | 1u << SONDE_K_METRIC |                           \
+     1u << SONDE_K_THROUGHPUT | 1u << SONDE_K_FLOPS | 1u << SONDE_K_METADATA)
+#define SM_SHARED_KIND(k) ((SM_SHARED_KINDS >> (k)) & 1u) /* k < SONDE_K_COUNT (16 at most) */
 /* The first pass over raw's threads' events into sk (clean_end and end_tick set, the rest 0),
  * durations measured from cut_tick at ns_per_tick, the sections open at their thread's end
  * closed at the run's (sk's end_tick, or cut_tick if later). Where the events are many and

@@ -270,21 +270,25 @@ static int merge(sm_skim *sk, skr *r, int n, const tseg *seg, size_t n_threads)
     return sk->sess && sk->modes ? 0 : -1;
 }
 
-int sm__readers_for(const sb_raw *raw)
+int sm_report_threads(int *chosen)
 {
     const char *env = getenv("SONDE_READ_THREADS");
     long want = env && *env ? strtol(env, NULL, 10) : 0;
-    if (raw->n_threads < 2 || !raw->dec_new || want == 1)
-        return 1;
+    *chosen = want >= 1;
     if (want < 1) { /* the CPUs this process may run on (taskset, a cpuset), else those online */
         cpu_set_t set;
-        long cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
-                                                                 : sysconf(_SC_NPROCESSORS_ONLN);
-        want = raw->bytes >= SEVERAL_FROM_BYTES && cpus > 1 ? cpus : 1;
+        want = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                           : sysconf(_SC_NPROCESSORS_ONLN);
     }
-    if (want > MAX_READERS)
-        want = MAX_READERS;
-    return (size_t)want > raw->n_threads ? (int)raw->n_threads : (int)want;
+    return want < 1 ? 1 : want > MAX_READERS ? MAX_READERS : (int)want;
+}
+
+int sm__readers_for(const sb_raw *raw)
+{
+    int chosen, want = sm_report_threads(&chosen);
+    if (raw->n_threads < 2 || !raw->dec_new || (!chosen && raw->bytes < SEVERAL_FROM_BYTES))
+        return 1;
+    return (size_t)want > raw->n_threads ? (int)raw->n_threads : want;
 }
 
 int sm__skim(sb_raw *raw, uint64_t cut_tick, double ns_per_tick, sm_skim *sk)

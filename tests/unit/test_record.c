@@ -1273,6 +1273,71 @@ static void export_and_summary(void **state)
     tu_rmrf(dir);
 }
 
+/* The bytes of dir/name, NUL-terminated (the test fails when it cannot be read). */
+static char *file_of(const char *dir, const char *name, size_t *n)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char *got = NULL;
+    assert_int_equal(sonde__read_input(path, 1 << 26, &got, n), 0);
+    return got;
+}
+
+/* The reports made from the model alone (the trace, the .pftrace) are written on threads of
+ * their own beside the text ones (export.c's write_formats): the same bytes as written in turn,
+ * and failures told as in turn: the first failing format's code, the last one's text, the
+ * others written. */
+static void reports_written_on_several_threads(void **state)
+{
+    (void)state;
+    char dir[256], one[400], three[400], bad[400], blocker[500];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "par");
+    sonde_profiler *p = sonde_create(&c);
+    for (int i = 0; i < 200; i++) {
+        sonde_begin(p, i % 2 ? "even" : "odd");
+        sonde_counter(p, "queue", i);
+        sonde_end(p);
+    }
+    sm_model m;
+    assert_int_equal(tu_finish(p, &m), 0);
+    unsigned fmts = SONDE_FORMAT_JSON | SONDE_FORMAT_TXT | SONDE_FORMAT_CSV |
+                    SONDE_FORMAT_TRACE | SONDE_FORMAT_PERFETTO | SONDE_FORMAT_SAMPLES;
+    snprintf(one, sizeof one, "%s/one", dir);
+    snprintf(three, sizeof three, "%s/three", dir);
+    setenv("SONDE_READ_THREADS", "1", 1);
+    assert_int_equal(sx_write_formats(&m, one, "r", fmts), 0);
+    setenv("SONDE_READ_THREADS", "3", 1);
+    assert_int_equal(sx_write_formats(&m, three, "r", fmts), 0);
+    static const char *const names[] = {"r.json", "r.txt", "r.csv", "r.trace.json.gz",
+                                        "r.pftrace", "r.samples.csv"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t n1, n3;
+        char *a = file_of(one, names[i], &n1), *b = file_of(three, names[i], &n3);
+        assert_true(n1 > 20);
+        assert_int_equal(n1, n3);
+        assert_memory_equal(a, b, n1);
+        sonde__free(a);
+        sonde__free(b);
+    }
+    /* the trace's and the .pftrace's places taken by directories: both fail, on two threads */
+    snprintf(bad, sizeof bad, "%s/bad", dir);
+    assert_int_equal(mkdir(bad, 0755), 0);
+    snprintf(blocker, sizeof blocker, "%s/r.trace.json.gz", bad);
+    assert_int_equal(mkdir(blocker, 0755), 0);
+    snprintf(blocker, sizeof blocker, "%s/r.pftrace", bad);
+    assert_int_equal(mkdir(blocker, 0755), 0);
+    assert_int_equal(sx_write_formats(&m, bad, "r", fmts), SONDE_EIO);
+    assert_non_null(strstr(sonde_last_error(), "r.pftrace"));
+    size_t n;
+    sonde__free(file_of(bad, "r.json", &n)); /* the others written */
+    assert_true(n > 20);
+    sonde__free(file_of(bad, "r.samples.csv", &n));
+    unsetenv("SONDE_READ_THREADS");
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
 static void unwritable_dir_degrades(void **state)
 {
     (void)state;
@@ -1618,6 +1683,7 @@ int main(void)
         cmocka_unit_test(calls_after_destroy),
         cmocka_unit_test(scope_outlives_destroy),
         cmocka_unit_test(export_and_summary),
+        cmocka_unit_test(reports_written_on_several_threads),
         cmocka_unit_test(event_args_travel_with_the_event),
         cmocka_unit_test(many_events_are_capped_and_counted),
         cmocka_unit_test(events_cross_the_reader_batches),

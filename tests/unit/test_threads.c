@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "export/export.h"
+
 enum { THREADS = 8, PER_THREAD = 100000 };
 
 static void *record(void *arg)
@@ -156,6 +158,24 @@ static void run_threads(sonde_profiler *p, int n, int n_first, void *(*first)(vo
         pthread_join(th[i], NULL);
 }
 
+/* A run named name in a new directory dir (256 bytes) with report_max_sections and
+ * report_max_records as given (0: the default), recorded by run_threads' threads; its file's path
+ * into path (4096 bytes). */
+static void record_threads(char *dir, char *path, const char *name, unsigned max_sections,
+                           unsigned max_records, int n, int n_first, void *(*first)(void *))
+{
+    tu_tmpdir(dir, 256);
+    sonde_config c = tu_config(dir, name);
+    if (max_sections)
+        c.report_max_sections = max_sections;
+    if (max_records)
+        c.report_max_records = max_records;
+    sonde_profiler *p = sonde_create(&c);
+    snprintf(path, 4096, "%s", sonde_file_path(p));
+    run_threads(p, n, n_first, first);
+    assert_int_equal(sonde_destroy(p), 0);
+}
+
 /* b as a has it, field by field: what the first pass's findings decide, and what the build on
  * several threads (build_threads.c) merges. */
 static void same_stats(const sm_stat *x, const sm_stat *y, size_t n)
@@ -223,14 +243,7 @@ static void read_on_several_threads(void **state)
 {
     (void)state;
     char dir[256], path[4096];
-    tu_tmpdir(dir, sizeof dir);
-    sonde_config c = tu_config(dir, "two");
-    c.report_max_sections = 3000;
-    c.report_max_records = 500;
-    sonde_profiler *p = sonde_create(&c);
-    snprintf(path, sizeof path, "%s", sonde_file_path(p));
-    run_threads(p, THREADS, 0, NULL);
-    assert_int_equal(sonde_destroy(p), 0);
+    record_threads(dir, path, "two", 3000, 500, THREADS, 0, NULL);
     sm_model one;
     read_with(path, "1", &one);
     assert_true(one.sections_folded > 0); /* the cut came from the merged histogram */
@@ -275,14 +288,8 @@ static void build_on_several_threads(void **state)
 {
     (void)state;
     char dir[256], path[4096];
-    tu_tmpdir(dir, sizeof dir);
-    sonde_config c = tu_config(dir, "own");
-    c.report_max_sections = 2000;
-    sonde_profiler *p = sonde_create(&c);
-    snprintf(path, sizeof path, "%s", sonde_file_path(p));
     enum { OWN = 5 };
-    run_threads(p, OWN + 1, OWN, sections_only);
-    assert_int_equal(sonde_destroy(p), 0);
+    record_threads(dir, path, "own", 2000, 0, OWN + 1, OWN, sections_only);
     sm_model one;
     read_with(path, "1", &one);
     assert_true(one.sections_folded > 0);
@@ -298,6 +305,14 @@ static void build_on_several_threads(void **state)
         same_model(&one, &two);
         sm_free(&two);
     }
+    /* its reports written with the trace and the .pftrace on threads of their own (export.c),
+     * reading the model beside the text reports (under TSan in make test) */
+    setenv("SONDE_READ_THREADS", "4", 1);
+    assert_int_equal(sx_write_formats(&one, dir, "w",
+                                      SONDE_FORMAT_JSON | SONDE_FORMAT_TXT | SONDE_FORMAT_TRACE |
+                                          SONDE_FORMAT_PERFETTO | SONDE_FORMAT_TENSORBOARD),
+                     0);
+    unsetenv("SONDE_READ_THREADS");
     sm_free(&one);
     tu_rmrf(dir);
 }
