@@ -40,11 +40,11 @@ typedef struct skr {
     uint32_t thread;         /* the file thread being read */
     struct dopen {
         uint32_t id;
-        uint64_t tick;
+        int64_t t;           /* its begin, ns from the cut (sm__rel: once, not at its end too) */
     } *stack;                /* the thread's sections open */
     size_t depth, cap;
-    uint64_t *open_at;       /* ticks of the sections open at their thread's end (closed at the
-                                run's end, known once every thread is read: close_open) */
+    int64_t *open_at;        /* the begins (ns) of the sections open at their thread's end
+                                (closed at the run's end, known once every thread is read) */
     size_t n_open, cap_open;
     _Atomic size_t *next;    /* the next file thread to read, shared by the readers */
     uint8_t *own;            /* sm_skim.own, shared: each reader sets its threads' */
@@ -52,11 +52,11 @@ typedef struct skr {
     int index, rc;
 } skr;
 
-/* Counts a section from tick0 to tick1 in the histogram (0 when it ends before it begins). */
-static void count_dur(const skr *r, uint64_t *hist, uint64_t tick0, uint64_t tick1)
+/* Counts a section from t0 to t1 (ns from the cut, sm__rel) in the histogram (0 when it ends
+ * before it begins). */
+static void count_dur(uint64_t *hist, int64_t t0, int64_t t1)
 {
-    int64_t d = sm__rel(r->cut_tick, r->ns_per_tick, tick1) -
-                sm__rel(r->cut_tick, r->ns_per_tick, tick0);
+    int64_t d = t1 - t0;
     hist[sm__dur_bucket(d > 0 ? (uint64_t)d : 0)]++;
 }
 
@@ -72,8 +72,9 @@ static void end_of(skr *r, const sb_ev *e)
         if (r->stack[k].id != e->id)
             return;
     }
+    int64_t t = sm__rel(r->cut_tick, r->ns_per_tick, e->tick);
     for (size_t j = r->depth; j-- > k;)
-        count_dur(r, r->k.hist, r->stack[j].tick, e->tick);
+        count_dur(r->k.hist, r->stack[j].t, t);
     r->depth = k;
 }
 
@@ -102,7 +103,8 @@ static int skim_batch(void *ctx, const sb_batch *bt)
         case SONDE_K_BEGIN:
             if (GROW(r->stack, r->depth, r->cap))
                 return -1;
-            r->stack[r->depth++] = (struct dopen){e->id, e->tick};
+            r->stack[r->depth++] =
+                (struct dopen){e->id, sm__rel(r->cut_tick, r->ns_per_tick, e->tick)};
             break;
         case SONDE_K_END:
             end_of(r, e);
@@ -170,7 +172,7 @@ static void *reader_run(void *arg)
         for (size_t j = 0; j < r->depth; j++) {
             if (GROW(r->open_at, r->n_open, r->cap_open))
                 return reader_failed(r);
-            r->open_at[r->n_open++] = r->stack[j].tick;
+            r->open_at[r->n_open++] = r->stack[j].t;
         }
         g->sess[1] = r->k.n_sess;
         g->modes[1] = r->k.n_modes;
@@ -334,10 +336,10 @@ int sm__skim(sb_raw *raw, uint64_t cut_tick, double ns_per_tick, sm_skim *sk)
         goto out;
     }
     /* the sections open at their thread's end closed at the run's (in any order: a count) */
-    uint64_t end = sk->end_tick > cut_tick ? sk->end_tick : cut_tick;
+    int64_t end = sm__rel(cut_tick, ns_per_tick, sk->end_tick > cut_tick ? sk->end_tick : cut_tick);
     for (int i = 0; i < n; i++)
         for (size_t j = 0; j < r[i].n_open; j++)
-            count_dur(&r[i], sk->hist, r[i].open_at[j], end);
+            count_dur(sk->hist, r[i].open_at[j], end);
     sk->own = own;
     own = NULL;
     rc = 0;
