@@ -88,7 +88,8 @@ static frag *frag_new(const helpers *h)
     b->min_ns = t->min_ns;
     b->grad = t->grad;
     b->held_min_ns = t->held_min_ns;
-    b->edge = t->edge;
+    b->edge_lo = t->edge_lo;
+    b->edge_hi = t->edge_hi;
     b->edge_every = t->edge_every;
     b->top_run = -1;
     b->raw = t->raw;

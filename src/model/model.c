@@ -53,7 +53,7 @@ static uint64_t ticks_ns(const bctx *b, uint64_t ticks)
 static int64_t held_bound(bctx *b, size_t n_threads, const sm_skim *sk)
 {
     uint64_t max = sm_report_max_sections(b->m), sections = 0;
-    b->edge = SIZE_MAX;
+    b->edge_lo = b->edge_hi = 0; /* none */
     for (size_t i = 0; i < SM_DUR_BUCKETS; i++) /* each closed once, at the latest at the run's end */
         sections += sk->hist[i];
     b->seen_sections = sections;
@@ -72,7 +72,8 @@ static int64_t held_bound(bctx *b, size_t n_threads, const sm_skim *sk)
     if (bound < b->min_ns)
         return b->min_ns;
     if (i > 0 && hold > above) {
-        b->edge = i - 1;
+        b->edge_lo = (int64_t)sm__bucket_low(i - 1); /* the durations of bucket i - 1 */
+        b->edge_hi = bound;
         b->edge_every = (sk->hist[i - 1] + (hold - above) - 1) / (hold - above);
     }
     return bound;
@@ -217,6 +218,7 @@ static int build_sessions(bctx *b, sess_ev *ev, size_t n, uint64_t end_tick)
 typedef struct sentry {
     int32_t span; /* -1: a section begun before a clear, tracked only to match its end */
     uint32_t site;
+    int32_t group; /* its name's statistics group (b->sink.site_group[site]) */
     uint64_t gaps; /* GAP markers on its thread before it began */
     int64_t inner_ns; /* durations of instances of its name nested in it (not in the total while
                          it counts; they do if it loses its end) */
@@ -299,7 +301,7 @@ static sentry *built_below(sentry *stack, size_t k)
 static ptrdiff_t open_of_name(const bctx *b, const sentry *stack, size_t k, int g, int32_t sess)
 {
     while (k-- > 0)
-        if (stack[k].span >= 0 && b->sink.site_group[stack[k].site] == g &&
+        if (stack[k].span >= 0 && stack[k].group == g &&
             (sess == INT32_MIN || b->m->spans[stack[k].span].session == sess))
             return (ptrdiff_t)k;
     return -1;
@@ -324,10 +326,10 @@ static int settle(bctx *b, sentry *stack, size_t k)
     const sm_span *s = &m->spans[idx];
     int64_t dur = s->end_ns - s->start_ns;
     int last = (size_t)idx == m->n_spans - 1 && (se->run < 0 || (size_t)se->run == m->n_folds - 1);
-    int edge = dur < b->held_min_ns && sm__dur_bucket(dur > 0 ? (uint64_t)dur : 0) == b->edge &&
+    int edge = dur < b->edge_hi && (dur > 0 ? dur : 0) >= b->edge_lo &&
                b->edge_seen++ % b->edge_every == 0;
     int carries = s->x >= 0 && !sm__meta_only(m, s); /* metadata alone is folded (metasum) */
-    int group = b->sink.site_group[s->site];
+    int group = se->group;
     if (sm_span_extra(m, s)->meta >= 0 &&
         sm__sum_meta(&b->rec, m, &m->spans[idx], group, b->sink.n_groups))
         return -1;
@@ -386,7 +388,7 @@ static int feed_stats(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flag
 {
     sm_model *m = b->m;
     sm_span *s = &m->spans[stack[k].span];
-    int g = b->sink.site_group[s->site];
+    int g = stack[k].group;
     int32_t sess = s->session;
     sm_statsink *ss = b->ssink && sess >= 0 ? &b->ssink[sess] : NULL;
     b->open_n[g]--;
@@ -469,6 +471,9 @@ typedef struct tbuild {
     const uint32_t *smp;    /* its CPU samples and off-CPU periods in time order (held
                                sections), n_smp of them */
     size_t n_smp, at_smp;   /* at_smp: the next one to place */
+    int64_t *t_ns;          /* the batch's events' times (rel), computed together first: apart
+                               from the loop over the events, the conversions overlap */
+    size_t cap_t;
 } tbuild;
 
 /* Point i of the places to find: CPU sample i, then off-CPU period i - n_samples (its start). */
@@ -506,6 +511,15 @@ static int build_batch(void *ctx, const sb_batch *bt)
     uint32_t tindex = tb->tindex;
     char owner_buf[300];
     static const double none[SONDE_MAX_VALUES];
+    if (bt->n > tb->cap_t) {
+        int64_t *g = sonde__realloc(tb->t_ns, bt->n * sizeof *g);
+        if (!g)
+            return -1;
+        tb->t_ns = g;
+        tb->cap_t = bt->n;
+    }
+    for (size_t i = 0; i < bt->n; i++)
+        tb->t_ns[i] = rel(b, bt->ev[i].tick);
     for (size_t i = 0; i < bt->n; i++) {
         sb_ev ev = bt->ev[i];
         const sb_ev *e = &ev;
@@ -515,7 +529,7 @@ static int build_batch(void *ctx, const sb_batch *bt)
                 ev.arg = b->rank[ev.arg];
         }
         const double *v = e->vi ? bt->v[e->vi - 1] : none; /* its values */
-        int64_t t = rel(b, e->tick);
+        int64_t t = tb->t_ns[i];
         if (tb->at_smp < tb->n_smp && (e->kind == SONDE_K_BEGIN || e->kind == SONDE_K_END))
             place_samples(tb, t, e->kind == SONDE_K_END);
         if (tb->args_left && e->kind == SONDE_K_METADATA) {
@@ -534,7 +548,7 @@ static int build_batch(void *ctx, const sb_batch *bt)
             const sentry *up = built_below(tb->stack, tb->depth);
             int32_t parent = up ? up->span : -1;
             tb->stack[tb->depth] = (sentry){.span = -1, .site = e->id, .gaps = tb->gaps,
-                                            .run = -1};
+                                            .run = -1, .group = b->sink.site_group[e->id]};
             if (!before_cut) {
                 if (GROW(m->spans, m->n_spans, b->cap_spans))
                     return -1;
@@ -549,7 +563,7 @@ static int build_batch(void *ctx, const sb_batch *bt)
                 s->start_ns = s->end_ns = t;
                 tb->stack[tb->depth].span = (int32_t)m->n_spans++;
                 b->built++;
-                b->open_n[b->sink.site_group[e->id]]++;
+                b->open_n[tb->stack[tb->depth].group]++;
             }
             tb->depth++;
             break;
@@ -786,6 +800,7 @@ int sm__build_thread(bctx *b, void *src, size_t t, uint64_t end_tick)
     if (!r)
         r = build_finish(&tb, end_tick);
     sonde__free(tb.stack);
+    sonde__free(tb.t_ns);
     if (!r)
         m->threads[t].spans = b->built - before;
     return r ? -1 : 0;

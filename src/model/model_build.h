@@ -519,7 +519,8 @@ typedef struct bctx {
     sm_granges grad;         /* the hook ranges among the operators (ops.c) */
     /* held sections (report_max_sections, settle) */
     int64_t held_min_ns;     /* INT64_MIN: every section is held */
-    size_t edge;             /* the histogram bucket just under held_min_ns, SIZE_MAX: none */
+    int64_t edge_lo, edge_hi; /* the durations of the histogram bucket just under
+                                held_min_ns (edge_hi), in [edge_lo, edge_hi); none: 0, 0 */
     uint64_t edge_every, edge_seen; /* of each thread's, every edge_every-th is held too */
     sm_statsink *ssink;      /* per session, when some sections are folded */
     size_t n_ssink, cap_folds;
