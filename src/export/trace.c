@@ -94,8 +94,9 @@ static void fold_events(tctx *t, const sm_model *m, const sm_fold_run *runs, siz
         sbuf_add(&t->b, ",\"dur\":", 7);
         sbuf_us3(&t->b, r->end_ns - r->start_ns);
         sbuf_puts(&t->b, ids[r->thread]);
-        sbuf_printf(&t->b, ",\"args\":{\"sections\":%llu,\"total_ms\":",
-                    (unsigned long long)r->n);
+        sbuf_puts(&t->b, ",\"args\":{\"sections\":");
+        sbuf_u64(&t->b, r->n);
+        sbuf_puts(&t->b, ",\"total_ms\":");
         sbuf_decimal(&t->b, r->sum_ns, 6);
         sbuf_puts(&t->b, why);
         flush(t, 0);

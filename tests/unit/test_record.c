@@ -1338,6 +1338,41 @@ static void reports_written_on_several_threads(void **state)
     tu_rmrf(dir);
 }
 
+/* A folded run's label, as the trace and the .pftrace name it: printf's text, made without it
+ * (budget.c). */
+static void fold_labels(void **state)
+{
+    (void)state;
+    char name[600];
+    memset(name, 'n', 500);
+    name[500] = 0;
+    sm_site sites[2] = {{.name = "matmul"}, {.name = name}};
+    sm_model m;
+    memset(&m, 0, sizeof m);
+    m.sites = sites;
+    m.n_sites = 2;
+    char got[512], want[512];
+    const sm_fold_run runs[] = {{.site = 0, .n = 35, .sum_ns = 2499},
+                                {.site = 0, .mixed = 1, .n = 1234567, .sum_ns = 12345678901ull},
+                                {.site = 0, .n = 0, .sum_ns = 0},
+                                {.site = 1, .n = 18446744073709551615ull, .sum_ns = 500}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        const sm_fold_run *r = &runs[i];
+        unsigned long long us = (unsigned long long)(r->sum_ns + 500) / 1000;
+        if (r->mixed)
+            snprintf(want, sizeof want, "%llu sections (%llu.%03llu ms)",
+                     (unsigned long long)r->n, us / 1000, us % 1000);
+        else
+            snprintf(want, sizeof want, "%.400s x %llu (%llu.%03llu ms)",
+                     m.sites[r->site].name, (unsigned long long)r->n, us / 1000, us % 1000);
+        sm_fold_label(&m, r, got, sizeof got);
+        assert_string_equal(got, want);
+        sm_fold_label(&m, r, got, 12); /* cut to what fits, terminated */
+        want[11] = 0;
+        assert_string_equal(got, want);
+    }
+}
+
 static void unwritable_dir_degrades(void **state)
 {
     (void)state;
@@ -1684,6 +1719,7 @@ int main(void)
         cmocka_unit_test(scope_outlives_destroy),
         cmocka_unit_test(export_and_summary),
         cmocka_unit_test(reports_written_on_several_threads),
+        cmocka_unit_test(fold_labels),
         cmocka_unit_test(event_args_travel_with_the_event),
         cmocka_unit_test(many_events_are_capped_and_counted),
         cmocka_unit_test(events_cross_the_reader_batches),
