@@ -1,7 +1,7 @@
 /* test_threads.c - many threads recording at once (run under TSan by make test): 8 threads x
  * 100,000 nested sections, every one of which must be in the report; threads that come and go
  * reuse buffers and lose nothing; a file read with its first pass (skim.c) and its build
- * (build_threads.c) on several threads gives the model one thread gives. */
+ * (build_threads.c) on several threads gives the model one thread gives, whole or cut short. */
 #include "testutil.h"
 
 #include <pthread.h>
@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "export/export.h"
+#include "format/format.h"
 
 enum { THREADS = 8, PER_THREAD = 100000 };
 
@@ -317,11 +318,68 @@ static void build_on_several_threads(void **state)
     tu_rmrf(dir);
 }
 
+/* Flips a byte in the middle of the payload of the file's k-th EVENTS record (from 0): its
+ * checksum then fails. 1 when there was such a record. */
+static int spoil_events_record(const char *path, int k)
+{
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    long off = SONDE_FILE_HEADER_LEN;
+    uint8_t h[SONDE_RECORD_HEADER_LEN];
+    int found = 0;
+    while (!found && fseek(f, off, SEEK_SET) == 0 && fread(h, 1, sizeof h, f) == sizeof h) {
+        uint32_t len = (uint32_t)h[4] | (uint32_t)h[5] << 8 | (uint32_t)h[6] << 16 |
+                       (uint32_t)h[7] << 24;
+        if (h[0] == SONDE_R_EVENTS && k-- == 0) {
+            long at = off + SONDE_RECORD_HEADER_LEN + (long)len / 2;
+            int c;
+            assert_int_equal(fseek(f, at, SEEK_SET), 0);
+            assert_true((c = fgetc(f)) != EOF);
+            assert_int_equal(fseek(f, at, SEEK_SET), 0);
+            assert_true(fputc(c ^ 0x5a, f) != EOF);
+            found = 1;
+        }
+        off += SONDE_RECORD_HEADER_LEN + (long)len;
+    }
+    fclose(f);
+    return found;
+}
+
+/* A file whose reading stops at a record that fails its checksum, threads' events cut off
+ * mid-run and their sections left open: the first pass and the build on several threads give
+ * the model, and the warning, one thread gives. */
+static void a_cut_file_on_several_threads(void **state)
+{
+    (void)state;
+    char dir[256], path[4096];
+    record_threads(dir, path, "cut", 2000, 0, THREADS, THREADS, sections_only);
+    sm_model whole;
+    read_with(path, "1", &whole);
+    assert_true(spoil_events_record(path, 3));
+    sm_model one;
+    read_with(path, "1", &one);
+    int said = 0;
+    for (size_t i = 0; i < one.n_warnings; i++)
+        said |= strstr(one.warnings[i], "fails its checksum: read up to it") != NULL;
+    assert_true(said);
+    assert_true(sm_sections(&one) < sm_sections(&whole)); /* read up to it */
+    for (int k = 0; k < 2; k++) {
+        sm_model two;
+        read_with(path, k ? "8" : "2", &two);
+        same_model(&one, &two);
+        sm_free(&two);
+    }
+    sm_free(&one);
+    sm_free(&whole);
+    tu_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(eight_threads),
                                        cmocka_unit_test(thread_churn),
                                        cmocka_unit_test(read_on_several_threads),
-                                       cmocka_unit_test(build_on_several_threads)};
+                                       cmocka_unit_test(build_on_several_threads),
+                                       cmocka_unit_test(a_cut_file_on_several_threads)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
