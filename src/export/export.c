@@ -468,13 +468,13 @@ static int write_formats(const sm_model *m, const char *dir, const char *name, u
     sx_report rep; /* one configuration and one analysis for every file */
     sx_report_init(&rep, m);
     p.rep = &rep;
-    int chosen, helpers = sm_report_threads(&chosen) - 1;
+    int helpers = sm_report_threads(NULL) - 1;
     size_t most = p.n_apart - (n_text ? 0 : p.n_apart > 0); /* this thread takes one too */
     if ((size_t)helpers > most)
         helpers = (int)most;
-    pthread_t th[8];
+    pthread_t th[SM_REPORT_THREADS_MAX];
     int started = 0;
-    for (; started < helpers && started < 8; started++)
+    for (; started < helpers; started++)
         if (pthread_create(&th[started], NULL, write_apart, &p) != 0)
             break; /* no thread to be had: this one writes what is left */
     for (size_t i = 0; i < n; i++)

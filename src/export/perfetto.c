@@ -68,6 +68,7 @@ enum { CAT_SECTION = 1, CAT_FOLDED, CAT_EVENT, CAT_OP, CAT_STEP, CAT_SESSION, CA
 
 typedef struct pw {
     sbuf b;               /* packets not yet written */
+    sbuf label;           /* a folded run's name (run_slice) */
     uint8_t *z;           /* their compressed form */
     size_t z_cap;
     sx_sink sink;
@@ -392,9 +393,11 @@ static int section_end(void *ctx, const sm_span *s)
 static int run_slice(void *ctx, const sm_fold_run *run)
 {
     pw *w = ctx;
-    char label[512];
-    sm_fold_label(w->m, run, label, sizeof label);
-    size_t p, e = event_open(w, run->start_ns, TYPE_BEGIN, CAT_FOLDED, SIZE_MAX, label, &p);
+    sbuf_reset(&w->label);
+    if (sm_fold_label(w->m, run, &w->label))
+        return w->err = -1;
+    size_t p, e = event_open(w, run->start_ns, TYPE_BEGIN, CAT_FOLDED, SIZE_MAX, w->label.data,
+                             &p);
     arg_int(w, "sections", (int64_t)run->n);
     arg_num(w, "total_ms", (double)run->sum_ns / 1e6);
     event_close(w, e, p);
@@ -637,6 +640,7 @@ int sx_perfetto(const sm_model *m, sx_sink sink, void *ctx)
     pw w;
     memset(&w, 0, sizeof w);
     sbuf_init(&w.b);
+    sbuf_init(&w.label);
     w.sink = sink;
     w.ctx = ctx;
     w.m = m;
@@ -688,5 +692,6 @@ int sx_perfetto(const sm_model *m, sx_sink sink, void *ctx)
     sonde__free(w.seen);
     sonde__free(w.z);
     sbuf_free(&w.b);
+    sbuf_free(&w.label);
     return w.err;
 }

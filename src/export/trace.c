@@ -82,13 +82,18 @@ static void fold_events(tctx *t, const sm_model *m, const sm_fold_run *runs, siz
     char why[128]; /* the same for every run */
     snprintf(why, sizeof why, ",\"why\":\"%s: sections shorter than %.3f us are folded\"}}",
              m->sections_folded ? "report_max_sections" : "trace_max_events", (double)min_ns / 1e3);
+    sbuf label;
+    sbuf_init(&label);
     for (size_t i = 0; i < n_runs && !t->err; i++) {
         const sm_fold_run *r = &runs[i];
-        char label[512];
-        sm_fold_label(m, r, label, sizeof label);
+        sbuf_reset(&label);
+        if (sm_fold_label(m, r, &label)) {
+            t->err = -1;
+            break;
+        }
         sep(t);
         sbuf_puts(&t->b, "{\"ph\":\"X\",\"cat\":\"folded\",\"name\":");
-        sbuf_json_str(&t->b, label);
+        sbuf_json_str(&t->b, label.data);
         sbuf_add(&t->b, ",\"ts\":", 6);
         sbuf_us3(&t->b, r->start_ns + sh);
         sbuf_add(&t->b, ",\"dur\":", 7);
@@ -101,6 +106,7 @@ static void fold_events(tctx *t, const sm_model *m, const sm_fold_run *runs, siz
         sbuf_puts(&t->b, why);
         flush(t, 0);
     }
+    sbuf_free(&label);
 }
 
 /* A GPU stream's track: a thread of the run's process (so ranks stay apart in a merged trace)

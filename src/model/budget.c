@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "../util/buf.h"
 #include "../util/alloc.h"
 
 /* By quickselect with a three-way partition. */
@@ -219,46 +220,21 @@ int32_t sm_fold_take(sm_folder *f, size_t box)
     return r;
 }
 
-/* Appends v in decimal at out[*at] (at least min digits, zeros before), within cap (one byte
- * kept for the NUL). */
-static void put_u64(char *out, size_t cap, size_t *at, unsigned long long v, int min)
+int sm_fold_label(const sm_model *m, const sm_fold_run *r, sbuf *out)
 {
-    char d[24];
-    int n = 0;
-    do {
-        d[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v || n < min);
-    while (n > 0 && *at + 1 < cap)
-        out[(*at)++] = d[--n];
-}
-
-static void put_str(char *out, size_t cap, size_t *at, const char *s, size_t max)
-{
-    for (size_t i = 0; s[i] && i < max && *at + 1 < cap; i++)
-        out[(*at)++] = s[i];
-}
-
-void sm_fold_label(const sm_model *m, const sm_fold_run *r, char *out, size_t cap)
-{
-    /* "NAME x N (T ms)", or "N sections (T ms)" for several names: the time in ms with 3
-     * decimals, rounded to the nearest us, in integers and without printf (the trace writes a
-     * label per run, and printf was 4% of its writing) */
-    if (!cap)
-        return;
-    unsigned long long us = (unsigned long long)(r->sum_ns + 500) / 1000;
-    size_t at = 0;
+    /* the time in ms with 3 decimals, rounded to the nearest us, in integers and without printf
+     * (the trace writes a label per run, and printf was 4% of its writing) */
     if (!r->mixed) {
-        put_str(out, cap, &at, m->sites[r->site].name, 400);
-        put_str(out, cap, &at, " x ", 3);
+        const char *name = m->sites[r->site].name;
+        size_t len = strlen(name);
+        sbuf_add(out, name, len < 400 ? len : 400);
+        sbuf_add(out, " x ", 3);
     }
-    put_u64(out, cap, &at, (unsigned long long)r->n, 1);
-    put_str(out, cap, &at, r->mixed ? " sections (" : " (", 11);
-    put_u64(out, cap, &at, us / 1000, 1);
-    put_str(out, cap, &at, ".", 1);
-    put_u64(out, cap, &at, us % 1000, 3);
-    put_str(out, cap, &at, " ms)", 4);
-    out[at] = 0;
+    sbuf_u64(out, r->n);
+    sbuf_puts(out, r->mixed ? " sections (" : " (");
+    sbuf_decimal(out, (int64_t)((r->sum_ns + 500) / 1000), 3);
+    sbuf_add(out, " ms)", 4);
+    return out->oom ? -1 : 0;
 }
 
 void sm_folder_free(sm_folder *f)

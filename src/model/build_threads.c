@@ -264,7 +264,7 @@ static int helpers_start(helpers *h, bctx *b, const uint8_t *own_of, int n, sm_m
     h->tmpl_b = tb;
     /* the first own thread is the reading's thread's to build: the helpers start at the second */
     atomic_store(&h->next, 1);
-    if (n - 1 > (int)h->n_own - 1)
+    if ((size_t)n > h->n_own) /* a helper for each own thread past the first at most */
         n = (int)h->n_own;
     for (int i = 0; i < n - 1; i++) {
         if (!(h->dec[i] = raw->dec_new(raw->events_src)))

@@ -49,7 +49,7 @@ static uint64_t ticks_ns(const bctx *b, uint64_t ticks)
  * just under it may hold many times what is left of the number to hold: its sections are held
  * one in edge_every, counted on each thread (so a thread's are the same whichever thread builds
  * it: build_threads.c), spread over the run, filling the number with at most one a thread more
- * (b->edge, b->edge_every). */
+ * (b->edge_lo, b->edge_hi, b->edge_every). */
 static int64_t held_bound(bctx *b, size_t n_threads, const sm_skim *sk)
 {
     uint64_t max = sm_report_max_sections(b->m), sections = 0;

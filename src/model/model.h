@@ -570,13 +570,14 @@ typedef struct sm_model {
 /* Every section of the run, held or folded (sm_model.sections_folded). */
 static inline uint64_t sm_sections(const sm_model *m) { return m->n_spans + m->sections_folded; }
 
+/* How many threads the report pass may use (reading a file's threads, writing its reports):
+ * SONDE_READ_THREADS where set to 1 or more (then *chosen is 1, where chosen is not NULL), else
+ * one a CPU this process may run on (taskset, a cpuset); at most SM_REPORT_THREADS_MAX. */
+#define SM_REPORT_THREADS_MAX 8
+int sm_report_threads(int *chosen);
 /* Reads a .sonde file into *m. 0, or a negative SONDE_E* code with the reason (naming the file
  * and the offset) in sonde_last_error(); *m is empty on failure. A torn or corrupt tail is not
  * an error: the model holds everything before it and a warning says where it stopped. */
-/* How many threads the report pass may use (reading a file's threads, writing its reports):
- * SONDE_READ_THREADS where set to 1 or more (*chosen 1), else one a CPU this process may run on
- * (taskset, a cpuset); at most 8. */
-int sm_report_threads(int *chosen);
 int sm_read_file(const char *path, sm_model *m);
 /* The same from memory (for fuzzing and tests); name is used in messages. */
 int sm_read_mem(const uint8_t *data, size_t n, const char *name, sm_model *m);
@@ -801,8 +802,10 @@ int sm_folder_init(sm_folder *f, const sm_model *m, int64_t t0, int64_t t1, int6
 int sm_fold(sm_folder *f, const sm_span *s);
 /* The run open in a box (sm_folder.open_run's index), -1 when none; it is closed. */
 int32_t sm_fold_take(sm_folder *f, size_t box);
-/* A run's label: "NAME x N (T ms)", or "N sections (T ms)" when names differ. */
-void sm_fold_label(const sm_model *m, const sm_fold_run *r, char *out, size_t cap);
+/* A run's label appended to out: "NAME x N (T ms)" (NAME's first 400 bytes), or "N sections
+ * (T ms)" when names differ. 0, or -1 out of memory. */
+struct sbuf;
+int sm_fold_label(const sm_model *m, const sm_fold_run *r, struct sbuf *out);
 void sm_folder_free(sm_folder *f);
 
 /* A section begins in [t0, t1): the range the trace writers and the budget take. */

@@ -89,7 +89,7 @@ typedef struct sb_opts {
     const sm_feed *feed; /* a sink fed every section as it closes (sm_read_file_fed), or NULL */
 } sb_opts;
 
-#define SB_MAX_DECODERS 8 /* decoders of one reading at once (sb_raw.dec_end) */
+#define SB_MAX_DECODERS SM_REPORT_THREADS_MAX /* decoders of one reading at once (dec_end) */
 
 typedef struct sb_raw {
     char *name, *host, *program, *cmdline, *clock, *unit, *sonde_version;
@@ -257,11 +257,11 @@ const char *sm__unit_name(const sm_model *m, uint32_t unit);
  * instances (exact percentiles), then running figures and its sketch: memory grows with the
  * names and with the sections that carry throughput or FLOPs (an interval each), not with the
  * others. */
-__extension__ typedef unsigned __int128 sm_u128;
 typedef struct sm_giv {
     int g, kind;               /* group; 0: throughput over its own duration, 1: FLOPs */
     sm_iv iv;
 } sm_giv;
+__extension__ typedef unsigned __int128 sm_u128;
 typedef struct sm_sgroup {
     sm_stat st;                /* the figures kept as they come (name unset, sketch owned) */
     const char *name;          /* borrowed from the model's sites */
@@ -270,7 +270,7 @@ typedef struct sm_sgroup {
     /* Integer sums, exact, so that the figures do not depend on the order the instances are
      * added in (sm__sink_merge): of every duration and of its square (mean and deviation once
      * past SM_SKETCH_AT; each saturates rather than wraps), of the outermost instances' (the
-     * total, with total_s's part read back from reports) and of the self times. */
+     * total) and of the self times. */
     uint64_t sum_ns;
     sm_u128 sumsq;
     int64_t total_ns, self_ns;

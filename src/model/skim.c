@@ -276,13 +276,14 @@ int sm_report_threads(int *chosen)
 {
     const char *env = getenv("SONDE_READ_THREADS");
     long want = env && *env ? strtol(env, NULL, 10) : 0;
-    *chosen = want >= 1;
+    if (chosen)
+        *chosen = want >= 1;
     if (want < 1) { /* the CPUs this process may run on (taskset, a cpuset), else those online */
         cpu_set_t set;
         want = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
                                                            : sysconf(_SC_NPROCESSORS_ONLN);
     }
-    return want < 1 ? 1 : want > MAX_READERS ? MAX_READERS : (int)want;
+    return want < 1 ? 1 : want > SM_REPORT_THREADS_MAX ? SM_REPORT_THREADS_MAX : (int)want;
 }
 
 int sm__readers_for(const sb_raw *raw)

@@ -236,6 +236,15 @@ static void same_model(const sm_model *a, const sm_model *b)
         assert_string_equal(one.warnings[i], two.warnings[i]);
 }
 
+/* path read with SONDE_READ_THREADS set to how: the model one has, field by field. */
+static void same_read_by(const sm_model *one, const char *path, const char *how)
+{
+    sm_model two;
+    read_with(path, how, &two);
+    same_model(one, &two);
+    sm_free(&two);
+}
+
 /* The first pass on several threads, each reading file threads into findings of its own, merged
  * in thread order (skim.c): the same model as one reader's, where it matters most, with a cut on
  * the sections held (report_max_sections), on the instants (report_max_records), sessions on
@@ -253,12 +262,8 @@ static void read_on_several_threads(void **state)
     assert_int_equal(one.n_spans + one.sections_folded, THREADS * 3000 * 2);
     /* two readers, and five (more than this VM's CPUs: whatever the machine, several threads
      * each) */
-    for (int k = 0; k < 2; k++) {
-        sm_model two;
-        read_with(path, k ? "5" : "2", &two);
-        same_model(&one, &two);
-        sm_free(&two);
-    }
+    same_read_by(&one, path, "2");
+    same_read_by(&one, path, "5");
     sm_free(&one);
     tu_rmrf(dir);
 }
@@ -300,12 +305,9 @@ static void build_on_several_threads(void **state)
     assert_int_equal((int)layer->count, OWN * (4000 + 4000 / 3 + 1));
     assert_int_equal((int)layer->threads, OWN);
     assert_true(layer->sketched); /* past SM_SKETCH_AT: merged from several sketches and sums */
-    for (int k = 0; k < 3; k++) {
-        sm_model two;
-        read_with(path, k == 0 ? "2" : k == 1 ? "3" : "8", &two);
-        same_model(&one, &two);
-        sm_free(&two);
-    }
+    same_read_by(&one, path, "2");
+    same_read_by(&one, path, "3");
+    same_read_by(&one, path, "8");
     /* its reports written with the trace and the .pftrace on threads of their own (export.c),
      * reading the model beside the text reports (under TSan in make test) */
     setenv("SONDE_READ_THREADS", "4", 1);
@@ -363,12 +365,8 @@ static void a_cut_file_on_several_threads(void **state)
         said |= strstr(one.warnings[i], "fails its checksum: read up to it") != NULL;
     assert_true(said);
     assert_true(sm_sections(&one) < sm_sections(&whole)); /* read up to it */
-    for (int k = 0; k < 2; k++) {
-        sm_model two;
-        read_with(path, k ? "8" : "2", &two);
-        same_model(&one, &two);
-        sm_free(&two);
-    }
+    same_read_by(&one, path, "2");
+    same_read_by(&one, path, "8");
     sm_free(&one);
     sm_free(&whole);
     tu_rmrf(dir);
