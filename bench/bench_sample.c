@@ -206,8 +206,8 @@ static double interp_share(char *const argv[], const char *dir)
  * threads): alone; under sonde run --sample-outside with no samples, native frames only
  * (sample_python 0) and Python frames; the same in process (the sonde package PYTHONPATH holds),
  * and taken in the threads (sample_in_thread); with 199 more threads waiting all along, under
- * sonde run --sample-outside, native only and Python frames; under sonde run as it is (in the
- * threads, a Python program's default), alone and with the 199 threads; then the interpreter's
+ * sonde run --sample-outside, native only and Python frames; under sonde run
+ * --sample-python-in-thread, alone and with the 199 threads; then the interpreter's
  * share of the time of the run unsampled, in the threads and from outside (interp_share). */
 static int python_cases(const char *sonde, const char *dir, char *py, char *script)
 {
@@ -232,12 +232,12 @@ static int python_cases(const char *sonde, const char *dir, char *py, char *scri
     char *many_on[] = RUN("999", "1", "PYSHARES_IDLE_THREADS=199", );
     char *many_off[] = RUN("0", "1", "PYSHARES_IDLE_THREADS=199", );
 #undef RUN
-    /* sonde run as it is for a Python program: libsonde.so preloaded samples its Python
-     * processes in their threads, and sonde run the tree from outside, native frames only */
+    /* sonde run --sample-python-in-thread: libsonde.so preloaded samples the Python processes
+     * in their threads, and sonde run the tree from outside, native frames only */
 #define RUN_IN_THREAD(...)                                                                         \
     {"/usr/bin/env", "SONDE_SAMPLE_PYTHON=1", __VA_ARGS__ (char *)sonde, "run", "--quiet",         \
-     "--format", "none", "-o", (char *)dir, "--name", "bench-sample", "--sample-hz", "999", "--",  \
-     py, script, "r50", NULL}
+     "--format", "none", "-o", (char *)dir, "--name", "bench-sample", "--sample-hz", "999",       \
+     "--sample-python-in-thread", "--", py, script, "r50", NULL}
     char *run_thread[] = RUN_IN_THREAD();
     char *many_thread[] = RUN_IN_THREAD("PYSHARES_IDLE_THREADS=199", );
 #undef RUN_IN_THREAD
@@ -265,7 +265,7 @@ static int python_cases(const char *sonde, const char *dir, char *py, char *scri
            "native frames only "
            "%.3f s, with Python frames %.3f s (%+.1f%%)\n",
            b[7], b[8], 100 * (b[8] / b[7] - 1));
-    printf("  under sonde run as it samples a Python program (in its threads: libsonde.so "
+    printf("  under sonde run --sample-python-in-thread (in its threads: libsonde.so "
            "preloaded, each thread's CPU-clock counter signals it; beside it from outside, "
            "native frames only: no sampler woken a sample), "
            "Python frames: %.3f s (%+.1f%% over no samples; issue 39's target: at most 2%%); "
@@ -293,7 +293,7 @@ static int python_cases(const char *sonde, const char *dir, char *py, char *scri
     else
         printf("  the interpreter's share of each run's time (perf record -F 2999 of the whole "
                "tree, kernel included; the largest of %d): no samples %.2f%%; 999 samples/s "
-               "with Python frames, as sonde run samples Python %.2f%% (%+.1f%% "
+               "with Python frames, --sample-python-in-thread %.2f%% (%+.1f%% "
                "time), from outside %.2f%% (%+.1f%% time; issue 39's target: at most 2%%)\n",
                RUNS, 100 * sh_off, 100 * sh_in, 100 * (sh_off / sh_in - 1), 100 * sh_out,
                100 * (sh_off / sh_out - 1));

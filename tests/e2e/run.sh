@@ -1711,6 +1711,10 @@ PY
     expect 2 "--sample-in-thread: SONDE_LIBRARY=/nonexistent/libsonde.so: No such file" \
         env SONDE_LIBRARY=/nonexistent/libsonde.so "$sonde" run -o nolib --sample-in-thread -- true
     [ -z "$(ls nolib 2> /dev/null)" ] || fail "--sample-in-thread without a library ran: $(ls nolib)"
+    expect 2 "--sample-python-in-thread: SONDE_LIBRARY=/nonexistent/libsonde.so: No such file" \
+        env SONDE_LIBRARY=/nonexistent/libsonde.so "$sonde" run -o nolib --sample-python-in-thread \
+        -- true
+    [ -z "$(ls nolib 2> /dev/null)" ] || fail "--sample-python-in-thread without a library ran"
     # a command that cannot start: exit 127, one line, no reports
     expect 127 "cannot run /nonexistent/prog" "$sonde" run -o gone --name gone -- /nonexistent/prog
     [ "$(wc -l < err.txt)" = 1 ] && [ -z "$(ls gone 2> /dev/null)" ] ||
@@ -1719,7 +1723,7 @@ PY
 pyframes)
     cd "$work"
     # issue 39: the Python frames of every CPU sample, read from outside by `sonde run
-    # --sample-outside` and taken in the threads as `sonde run` does by default, on each
+    # --sample-outside` (its default) and taken in the threads (--sample-python-in-thread), on each
     # interpreter these machines have (Debian's 3.11 and pyenv's newest 3.11, 3.12, 3.13): the
     # shares of hot70/warm20/cool10 within 5 points of 70/20/10 and of the program's own
     # measure, the stacks <module>;main;FUNCTION;spin, where each is defined, the lines run; and
@@ -1738,17 +1742,16 @@ pyframes)
         grep -q '"method": *"perf_event"' py/run$ran.json || fail "--sample-outside $py: not perf"
         python3 "$src/tests/e2e/pyframes_check.py" py/run$ran.json py/run$ran.folded \
             py/measured$ran.txt "$label" || fail "Python frames of $py"
-        # the same taken in the program's threads, sonde run's default for a Python program
-        # (as --sample-in-thread: libsonde.so preloaded samples each thread on its own
-        # CPU-clock counter, no sampler woken a sample), its file RUN.pidN.samples.sonde merged
-        # into the run's profile
+        # the same taken in the program's threads (--sample-python-in-thread: libsonde.so
+        # preloaded samples each thread of a Python process on its own CPU-clock counter, no
+        # sampler woken a sample), its file RUN.pidN.samples.sonde merged into the run's profile
         if [ -z "$asan" ]; then
-            "$sonde" run --quiet -o py --name thr$ran -- "$py" \
+            "$sonde" run --quiet --sample-python-in-thread -o py --name thr$ran -- "$py" \
                 "$src/tests/e2e/pyshares.py" 2 > py/mthr$ran.txt || fail "sonde run $py exited $?"
             grep -q '"method": *"counter_signal"' py/thr$ran.json && ls py/thr$ran.pid*.samples.sonde \
                 > /dev/null || fail "sonde run $py: not taken in the threads"
             python3 "$src/tests/e2e/pyframes_check.py" py/thr$ran.json py/thr$ran.folded \
-                py/mthr$ran.txt "$label, in the threads (sonde run's default)" ||
+                py/mthr$ran.txt "$label, in the threads (--sample-python-in-thread)" ||
                 fail "Python frames of $py in the threads"
         fi
         # off-CPU time: threads blocked for planted times, under their Python functions
@@ -1762,17 +1765,19 @@ pyframes)
         ran=$((ran + 1))
     done
     [ "$ran" -gt 0 ] || fail "no CPython 3.11-3.13 on this machine"
-    # where sonde run takes a program's samples: in its threads for CPython (named so, or a
-    # script whose #! line names it, through env too); from outside for anything else (a shell
-    # script that starts Python), when asked (--sample-outside, SONDE_SAMPLE_IN_THREAD=0), and
-    # in a sanitizer build (whose libsonde.so only a program built so can load)
+    # where sonde run takes a program's samples: from outside by default, Python's too (named
+    # so, or a script whose #! line names it), and when asked (--sample-outside,
+    # SONDE_SAMPLE_IN_THREAD=0); in the threads when asked (SONDE_SAMPLE_IN_THREAD=1), and
+    # those of the Python processes with --sample-python-in-thread, whatever the command (a
+    # shell script that starts Python); the threads' cases not in a sanitizer build (whose
+    # libsonde.so only a program built so can load)
     { echo '#!/usr/bin/env -S python3 -u'; cat "$src/tests/e2e/pyshares.py"; } > py/shebang.py
     printf '#!/bin/sh\nexec python3 "$@"\n' > py/viash
     chmod +x py/shebang.py py/viash
-    inthr=counter_signal; [ -z "$asan" ] || inthr=perf_event
     k=0
-    for how in "$inthr - ./py/shebang.py" "$inthr - /usr/bin/python3 py/shebang.py" \
-               "perf_event - ./py/viash py/shebang.py" "perf_event --sample-outside ./py/shebang.py" \
+    for how in "perf_event - ./py/shebang.py" "perf_event - /usr/bin/python3 py/shebang.py" \
+               "counter_signal --sample-python-in-thread ./py/viash py/shebang.py" \
+               "perf_event --sample-outside ./py/shebang.py" \
                "perf_event SONDE_SAMPLE_IN_THREAD=0 ./py/shebang.py" \
                "counter_signal SONDE_SAMPLE_IN_THREAD=1 ./py/viash py/shebang.py"; do
         set -- $how
@@ -1791,13 +1796,14 @@ pyframes)
         fi
         k=$((k + 1))
     done
-    echo "sonde run's samples: in the threads of python3 and its scripts, from outside otherwise"
-    # by default the Python processes of the tree sample themselves and sonde run samples the
-    # rest from outside, one sample a moment: a shell child is sampled (from outside), a Python
+    echo "sonde run's samples: from outside unless asked, in the threads when asked"
+    # with --sample-python-in-thread the Python processes of the tree sample themselves and sonde
+    # run samples the rest from outside, one sample a moment: a shell child is sampled (from outside), a Python
     # child killed by SIGKILL keeps the samples sonde run took of it (its own are lost with
     # it), and the samples match the tree's CPU time, none counted twice
     if [ -z "$asan" ]; then
-        "$sonde" run --quiet -o py --name mix -- /usr/bin/python3 "$src/tests/e2e/pymix.py" \
+        "$sonde" run --quiet --sample-python-in-thread -o py --name mix -- /usr/bin/python3 \
+            "$src/tests/e2e/pymix.py" \
             > py/mix.out || fail "sonde run pymix exited $?"
         python3 - py/mix.json py/mix.folded "$(cat py/mix.out)" <<'PY' || fail "pymix's samples"
 import json, sys
@@ -1826,7 +1832,7 @@ PY
     # samples in its threads go on with a real-time signal, its Python frames with them, a
     # warning says so, and the timer it leaves running at exit does not end it by SIGPROF
     if [ -z "$asan" ]; then
-        "$sonde" run --quiet -o py --name ownprof -- /usr/bin/python3 \
+        "$sonde" run --quiet --sample-python-in-thread -o py --name ownprof -- /usr/bin/python3 \
             "$src/tests/e2e/pyownprof.py" > py/ownprof.out || fail "sonde run pyownprof exited $?"
         python3 - py/ownprof.json "$(cat py/ownprof.out)" py/ownprof.folded <<'PY' || fail "pyownprof"
 import json, sys
@@ -1853,7 +1859,7 @@ PY
     # (about 11 KiB of Debian's 3.11) short of the one at which the program alone dies
     if [ -z "$asan" ]; then
         alone=$(/usr/bin/python3 "$src/tests/e2e/pytinystack.py" --alone)
-        "$sonde" run --quiet -o py --name tinystack -- /usr/bin/python3 \
+        "$sonde" run --quiet --sample-python-in-thread -o py --name tinystack -- /usr/bin/python3 \
             "$src/tests/e2e/pytinystack.py" $((alone - 14)) 1.5 > py/tinystack.out ||
             fail "sonde run pytinystack (depth $((alone - 14)) of $alone) exited $?"
         python3 - py/tinystack.json py/tinystack.folded "$(cat py/tinystack.out)" $alone <<'PY' || fail "pytinystack"
@@ -2066,13 +2072,14 @@ assert spin >= 0.5 * total, (sys.argv[2], spin, total)
 print("%s workers: %d of %d samples under worker_spin" % (sys.argv[2], spin, total))
 PY
     done
-    # sonde run as it is (each Python process sampled in its threads, the tree from outside),
+    # sonde run --sample-python-in-thread (each Python process sampled in its threads, the tree
+    # from outside),
     # the program's own process the busiest: its file, merged first, holds most samples, and
     # each worker's moments are still counted once (its samples from outside over the span it
     # sampled itself left out: the merge asked that only while most of the run's samples were
     # from outside, and counted the workers twice, 1.24 samples a CPU period)
     if [ -z "$asan" ]; then
-        "$sonde" run --quiet -o py --name workers_default -- /usr/bin/python3 \
+        "$sonde" run --quiet --sample-python-in-thread -o py --name workers_default -- /usr/bin/python3 \
             "$src/tests/e2e/pyworkers.py" spawn 60000000 || fail "sonde run pyworkers exited $?"
         python3 "$src/tests/e2e/samples_per_cpu.py" py/workers_default.json 0.75 1.12 \
             "spawn workers, both ways at once" || fail "spawn workers sampled both ways"

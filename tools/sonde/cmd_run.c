@@ -22,19 +22,6 @@
 #include "record/record.h"
 #include "util/alloc.h"
 
-/* 1 in a build with AddressSanitizer or ThreadSanitizer (gcc says so by macros, clang by
- * __has_feature) */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
 static volatile sig_atomic_t g_child;
 
 /* Where the CPU samples are taken, as the start line says it (choose_in_thread's 0, 1, 2) */
@@ -148,92 +135,27 @@ static int find_library(char *out, size_t cap, char *why, size_t why_cap)
     return -1;
 }
 
-/* 1 when the len bytes at path end in a CPython interpreter's name: python, python3, python3.12,
- * python3.13t (digits and dots after "python", then at most one letter of an ABI flag). */
-static int python_name(const char *path, size_t len)
-{
-    size_t b = len;
-    while (b > 0 && path[b - 1] != '/')
-        b--;
-    if (len - b < 6 || memcmp(path + b, "python", 6))
-        return 0;
-    size_t k = b + 6;
-    while (k < len && ((path[k] >= '0' && path[k] <= '9') || path[k] == '.'))
-        k++;
-    return k == len || (k + 1 == len && (path[k] == 't' || path[k] == 'd' || path[k] == 'm'));
-}
-
-/* 1 when cmd runs CPython: its name (found through PATH as execvp finds it) is an interpreter's,
- * or it is a script whose "#!" line names one, directly or through env (torchrun, a script made
- * executable). A shell script that starts Python, or an interpreter by another name, is not
- * seen: --sample-in-thread asks for it. */
-static int python_command(const char *cmd)
-{
-    if (python_name(cmd, strlen(cmd)))
-        return 1;
-    char path[4096];
-    const char *file = cmd;
-    if (!strchr(cmd, '/')) { /* the first executable of that name along PATH */
-        const char *dirs = getenv("PATH");
-        file = NULL;
-        for (const char *d = dirs ? dirs : "/usr/local/bin:/usr/bin:/bin"; d && !file;) {
-            const char *colon = strchr(d, ':');
-            size_t n = colon ? (size_t)(colon - d) : strlen(d);
-            if (snprintf(path, sizeof path, "%.*s/%s", (int)n, n ? d : ".", cmd) <
-                    (int)sizeof path && access(path, X_OK) == 0)
-                file = path;
-            d = colon ? colon + 1 : NULL;
-        }
-        if (!file)
-            return 0;
-    }
-    char line[256];
-    int fd = open(file, O_RDONLY | O_CLOEXEC);
-    ssize_t got = fd >= 0 ? read(fd, line, sizeof line - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (got < 2 || line[0] != '#' || line[1] != '!')
-        return 0;
-    line[got] = 0;
-    line[strcspn(line, "\n")] = 0;
-    /* the interpreter, then (for env) its first word that is not an option */
-    char *save = NULL, *word = strtok_r(line + 2, " \t", &save);
-    size_t wl = word ? strlen(word) : 0;
-    if (wl && python_name(word, wl))
-        return 1;
-    if (wl < 3 || strcmp(word + wl - 3, "env") || (wl > 3 && word[wl - 4] != '/'))
-        return 0;
-    while ((word = strtok_r(NULL, " \t", &save)) && word[0] == '-') {
-    }
-    return word && python_name(word, strlen(word));
-}
-
-/* Where the CPU samples (at hz a second, 0: none) are taken, into *in_thread: 1 in the
- * program's threads, by libsonde.so preloaded into it (its path into lib), the run taking none
- * from outside (docs/stacks.md, "sonde run --sample-in-thread"); 0 from outside; 2 both: the
- * tree's CPython processes sample themselves in their threads, the run samples the rest from
- * outside without reading Python frames, and the merge keeps one sample of each moment
- * (sm__profile_merge). where: 1 the threads, 0 outside (the flags), -1 as SONDE_SAMPLE_IN_THREAD
- * says (c's sample_in_thread), else the key set to 1, else as cmd suits: 2 for a CPython
- * program where its Python frames are read, which from outside would wake the sampler at every
- * sample (docs/stacks.md, "What it costs"); not by a sanitizer build, whose libsonde.so only a
- * program built so can load, and 0, said, where libsonde.so is not found. 0, or the status to
- * exit with (said) where the threads were asked for and libsonde.so is not found. */
-static int choose_in_thread(const sonde_config *c, int where, unsigned hz, const char *cmd,
-                            int quiet, char *lib, size_t cap, int *in_thread)
+/* Where the CPU samples (at hz a second, 0: none) are taken, into *in_thread: 0 from outside
+ * (a sampler thread of sonde run's, Python frames read from outside); 1 in the program's
+ * threads, by libsonde.so preloaded into it (its path into lib), the run taking none from outside
+ * (docs/stacks.md, "sonde run --sample-in-thread"); 2 both: the tree's CPython processes sample
+ * themselves in their threads, the run samples the rest from outside without reading Python
+ * frames, and the merge keeps one sample of each moment (sm__profile_merge). where: the flags'
+ * (0 --sample-outside, 1 --sample-in-thread, 2 --sample-python-in-thread), or -1: as c's
+ * sample_in_thread says (SONDE_SAMPLE_IN_THREAD), from outside where unset. From outside is the
+ * default for every program, Python's too: the threads measured dearer on both machines tried
+ * (docs/stacks.md, "What it costs"). 0, or the status to exit with (said) where the threads were
+ * asked for and libsonde.so is not found. */
+static int choose_in_thread(const sonde_config *c, int where, unsigned hz, char *lib, size_t cap,
+                            int *in_thread)
 {
     char nolib[4400];
-    const char *env = getenv("SONDE_SAMPLE_IN_THREAD");
-    if (where < 0 && ((env && *env) || c->sample_in_thread > 0))
+    if (where < 0)
         where = c->sample_in_thread > 0;
-    *in_thread = hz && where > 0;
+    *in_thread = hz ? where : 0;
     if (*in_thread && find_library(lib, cap, nolib, sizeof nolib))
-        return cli_fail(CLI_USAGE, "run", "--sample-in-thread: %s", nolib);
-    if (hz && where < 0 && c->sample_python && !SANITIZED && python_command(cmd)) {
-        *in_thread = find_library(lib, cap, nolib, sizeof nolib) == 0 ? 2 : 0;
-        if (!*in_thread && !quiet)
-            fprintf(stderr, "sonde run: %s: CPU samples taken from outside\n", nolib);
-    }
+        return cli_fail(CLI_USAGE, "run", "%s: %s",
+                        where == 2 ? "--sample-python-in-thread" : "--sample-in-thread", nolib);
     return 0;
 }
 
@@ -339,13 +261,13 @@ int cmd_run(int argc, char **argv)
     static const char *const opts[] = {"--name", "-o", "--interval", "--preset", "--format",
                                        "--sample-hz", "--display", "--quiet",
                                        "--flight-recorder", "--sample-in-thread",
-                                       "--sample-outside", NULL};
+                                       "--sample-python-in-thread", "--sample-outside", NULL};
     sonde_config c = sonde_config_default();
     if (sonde_config_from_env(&c) != 0)
         return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
     const char *name = NULL, *preset = NULL, *interval = NULL, *format = NULL, *dir = NULL;
     const char *hz_text = NULL, *flight = NULL;
-    int display = 0, quiet = 0, where = -1, i; /* where: --sample-in-thread 1, -outside 0 */
+    int display = 0, quiet = 0, where = -1, i; /* where: choose_in_thread's */
     for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
         const char *a = argv[i];
         const char **slot = !strcmp(a, "--name") ? &name : !strcmp(a, "-o") ? &dir
@@ -359,8 +281,9 @@ int cmd_run(int argc, char **argv)
             *slot = argv[++i];
         } else if (!strcmp(a, "--display")) {
             display = 1;
-        } else if (!strcmp(a, "--sample-in-thread") || !strcmp(a, "--sample-outside")) {
-            where = !strcmp(a, "--sample-in-thread");
+        } else if (!strcmp(a, "--sample-in-thread") || !strcmp(a, "--sample-outside") ||
+                   !strcmp(a, "--sample-python-in-thread")) {
+            where = !strcmp(a, "--sample-in-thread") ? 1 : !strcmp(a, "--sample-outside") ? 0 : 2;
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
             quiet = 1;
         } else if (a[0] == '-') {
@@ -407,8 +330,7 @@ int cmd_run(int argc, char **argv)
         c.real_time_display = 1;
     /* looked for before anything is allocated or started */
     char lib[4200];
-    int in_thread, bad = choose_in_thread(&c, where, hz, cmd[0], quiet, lib, sizeof lib,
-                                          &in_thread);
+    int in_thread, bad = choose_in_thread(&c, where, hz, lib, sizeof lib, &in_thread);
     if (bad)
         return bad;
     char *auto_name = NULL;

@@ -82,21 +82,23 @@ static const cli_cmd g_cmds[] = {
      "  Refuses a process without sonde, or that does not catch SIG, which would end it.\n"},
     {"run", cmd_run, "profile any program: CPU, memory and GPUs of its process tree",
      "usage: sonde run [--name NAME] [-o DIR] [--interval S] [--preset NAME]\n"
-     "                 [--format LIST] [--sample-hz N] [--sample-in-thread | --sample-outside]\n"
+     "                 [--format LIST] [--sample-hz N]\n"
+     "                 [--sample-outside | --sample-in-thread | --sample-python-in-thread]\n"
      "                 [--display] [--quiet] [--flight-recorder S] -- CMD [ARGS...]\n"
      "  Starts CMD without a shell, samples its whole process tree and the GPUs, forwards\n"
      "  SIGINT and SIGTERM to it, writes the reports when it exits, and exits with its status\n"
      "  (128+N when it died of signal N). A child that links libsonde records into the same\n"
      "  run. --sample-hz: CPU samples with call stacks a second (default 999; 0: off): the top\n"
      "  functions in the reports, every stack in NAME.folded and NAME.pb.gz (pprof)\n"
-     "  (docs/stacks.md). --sample-in-thread: taken in the program's own threads by\n"
-     "  libsonde.so preloaded into it (SONDE_LIBRARY: its path), not from outside: cheaper\n"
-     "  for Python, no off-CPU periods. Where CMD is CPython (python3..., or a script whose\n"
-     "  #! line names it), its Python processes sample themselves so and the rest of the\n"
-     "  tree is sampled from outside. --sample-outside: all from outside, Python frames read\n"
-     "  by the sampler. --flight-recorder S: keep the last S seconds of its figures and\n"
-     "  write them only on `sonde trigger PID-OF-SONDE-RUN` or when CMD fails, as\n"
-     "  NAME-triggerN.* (docs/flight-recorder.md).\n"},
+     "  (docs/stacks.md). --sample-outside (the default): taken by a sampler of sonde run's,\n"
+     "  Python frames (CPython 3.11+) read from outside. --sample-in-thread: taken in the\n"
+     "  program's own threads by libsonde.so preloaded into it (SONDE_LIBRARY: its path), no\n"
+     "  sampler woken a sample, no off-CPU periods. --sample-python-in-thread: the tree's\n"
+     "  CPython processes sample themselves so, the rest is sampled from outside. The threads\n"
+     "  cost more than outside where signals are dear (docs/stacks.md, \"What it costs\").\n"
+     "  --flight-recorder S: keep the last S seconds of its figures and write them only on\n"
+     "  `sonde trigger PID-OF-SONDE-RUN` or when CMD fails, as NAME-triggerN.*\n"
+     "  (docs/flight-recorder.md).\n"},
 };
 #define N_CMDS (sizeof g_cmds / sizeof g_cmds[0])
 
