@@ -90,6 +90,22 @@ typedef struct sb_opts {
 } sb_opts;
 
 #define SB_MAX_DECODERS SM_REPORT_THREADS_MAX /* decoders of one reading at once (dec_end) */
+/* A reading uses several threads (the checksums, the first pass) only for a file at least this
+ * large, unless SONDE_READ_THREADS asks (a thread's start costs more than a small file's work). */
+#define SM_SEVERAL_FROM_BYTES (4u << 20)
+
+/* An EVENTS record whose checksum the reading left for later (reader.c): where its bytes begin
+ * in the file, how many, and the CRC-32 its header gives. */
+typedef struct sb_sum {
+    uint64_t at;
+    uint32_t len, crc;
+} sb_sum;
+/* Sums the n records of recs (in file order) in the file, in memory at data or else read from
+ * fd, on up to threads threads (one where they are few), each taking the next run of records
+ * and reading it at once. 0 when every sum is right; 1 when one differs or a record cannot be
+ * read (the reading then reads the file again, summing each record as it goes, to say which);
+ * -1 out of memory. checksums.c. */
+int sm__check_records(const uint8_t *data, int fd, const sb_sum *recs, size_t n, int threads);
 
 typedef struct sb_raw {
     char *name, *host, *program, *cmdline, *clock, *unit, *sonde_version;

@@ -67,6 +67,11 @@ struct rstate {
     const uint8_t *data;
     int fd;
     rdec dec;              /* the reading's own decoder */
+    /* Where the EVENTS records' checksums are summed after the walk, on several threads
+     * (defer: sm__check_records), the records to sum in sums. */
+    int defer;
+    sb_sum *sums;
+    size_t n_sums, cap_sums;
 };
 
 /* The len bytes at off (within the file's size): in memory, or read into d's scratch buffer,
@@ -254,7 +259,10 @@ static int parse_thread(rstate *s, const uint8_t *p, const uint8_t *end)
 }
 
 /* at: the record's payload's offset in the file. */
-static int parse_events(rstate *s, const uint8_t *p, const uint8_t *end, uint64_t at, size_t order)
+/* An EVENTS record of len bytes at at in the file, its first bytes from p to end (its block's
+ * header, at most 48 bytes, and more). */
+static int parse_events(rstate *s, const uint8_t *p, const uint8_t *end, size_t len, uint64_t at,
+                        size_t order)
 {
     const uint8_t *p0 = p;
     uint64_t idx, tid, first, nslots;
@@ -273,7 +281,7 @@ static int parse_events(rstate *s, const uint8_t *p, const uint8_t *end, uint64_
     b->nslots = nslots;
     b->base_tick = sonde_get_u64le(p);
     b->off = at + (uint64_t)(p + 8 - p0);
-    b->len = (size_t)(end - p - 8);
+    b->len = len - (size_t)(p + 8 - p0);
     b->order = order;
     return 0;
 }
@@ -469,9 +477,17 @@ static int record_bytes(rstate *s, size_t off, uint64_t at, size_t len, const ui
                  off, strerror(e)) ? -1 : 1;
 }
 
-/* The file in memory (data), or n bytes read from fd as they are needed (data NULL). */
-static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, const sb_opts *o,
-                    sm_model *m)
+/* The bytes of an EVENTS record the walk reads where its checksum is summed later: its block's
+ * header (at most 48 bytes) with room to spare. */
+#define EVENTS_HEAD 52
+
+/* The file in memory (data), or n bytes read from fd as they are needed (data NULL). defer:
+ * the EVENTS records' checksums summed after the walk on threads threads (sm__check_records),
+ * the walk reading only their blocks' headers; where a sum is wrong, the file is read again
+ * with each record summed before it is read, as with defer 0, so that the reading stops where
+ * it would have (the sums being right, the walk read what it would have). */
+static int read_src_as(const uint8_t *data, int fd, size_t n, const char *fname,
+                       const sb_opts *o, sm_model *m, int threads)
 {
     memset(m, 0, sizeof *m);
     rstate s;
@@ -479,6 +495,8 @@ static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, co
     s.data = data;
     s.fd = fd;
     s.dec.s = &s;
+    s.defer = threads > 1;
+    int again = 0;
     int rc = 0;
     size_t off = SONDE_FILE_HEADER_LEN, order = 0;
     const uint8_t *head =
@@ -506,7 +524,10 @@ static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, co
             break;
         }
         const uint8_t *h;
-        int got = record_bytes(&s, off, off, SONDE_RECORD_HEADER_LEN, &h);
+        size_t want = SONDE_RECORD_HEADER_LEN;
+        if (s.defer) /* with the block's header of an EVENTS record, in the same read */
+            want += n - off - want < EVENTS_HEAD ? n - off - want : EVENTS_HEAD;
+        int got = record_bytes(&s, off, off, want, &h);
         if (got < 0)
             goto oom;
         if (got)
@@ -519,18 +540,27 @@ static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, co
                 goto oom;
             break;
         }
-        const uint8_t *p;
-        got = record_bytes(&s, off, off + SONDE_RECORD_HEADER_LEN, len, &p);
-        if (got < 0)
-            goto oom;
-        if (got)
-            break;
-        const uint8_t *end = p + len;
         uint64_t at = off + SONDE_RECORD_HEADER_LEN;
-        if ((uint32_t)crc32(0L, p, len) != crc) {
-            if (rwarn(&s, "%s: record at offset %zu fails its checksum: read up to it", fname, off))
+        const uint8_t *p, *end;
+        if (s.defer && type == SONDE_R_EVENTS) { /* summed later (sm__check_records) */
+            if (GROW(s.sums, s.n_sums, s.cap_sums))
                 goto oom;
-            break;
+            s.sums[s.n_sums++] = (sb_sum){at, len, crc};
+            p = h + SONDE_RECORD_HEADER_LEN;
+            end = p + (len < EVENTS_HEAD ? len : EVENTS_HEAD);
+        } else {
+            got = record_bytes(&s, off, at, len, &p);
+            if (got < 0)
+                goto oom;
+            if (got)
+                break;
+            end = p + len;
+            if ((uint32_t)crc32(0L, p, len) != crc) {
+                if (rwarn(&s, "%s: record at offset %zu fails its checksum: read up to it", fname,
+                          off))
+                    goto oom;
+                break;
+            }
         }
         off += SONDE_RECORD_HEADER_LEN + len;
         int r = 0;
@@ -539,7 +569,7 @@ static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, co
         case SONDE_R_INFO: r = parse_info(&s, p, end); break;
         case SONDE_R_SITE: r = parse_site(&s, p, end); break;
         case SONDE_R_THREAD: r = parse_thread(&s, p, end); break;
-        case SONDE_R_EVENTS: r = parse_events(&s, p, end, at, order++); break;
+        case SONDE_R_EVENTS: r = parse_events(&s, p, end, len, at, order++); break;
         case SONDE_R_ANCHOR: {
             uint64_t t, mo, re;
             if (sm__get_var(&p, end, &t) || sm__get_var(&p, end, &mo) || sm__get_var(&p, end, &re)) {
@@ -630,6 +660,15 @@ static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, co
                        type, off - SONDE_RECORD_HEADER_LEN - len))
             goto oom;
     }
+    if (s.defer) { /* the checksums the walk left */
+        int bad = sm__check_records(data, fd, s.sums, s.n_sums, threads);
+        if (bad < 0)
+            goto oom;
+        if (bad) {
+            again = 1;
+            goto done;
+        }
+    }
     if (!s.raw.clean_end &&
         rwarn(&s, "%s: the run did not end cleanly (no END record): the process crashed, was "
                   "killed, or is still running", fname))
@@ -664,11 +703,22 @@ done:
         sonde__free(s.th[i].blocks);
     }
     sonde__free(s.th);
+    sonde__free(s.sums);
     dec_free(&s.dec);
     sb_raw_free(&s.raw);
     if (rc)
         sm_free(m);
-    return rc;
+    return again ? read_src_as(data, fd, n, fname, o, m, 1) : rc;
+}
+
+/* read_src_as with the EVENTS records' checksums summed on several threads where the file is
+ * large or SONDE_READ_THREADS asks for several (as the first pass's readers, sm__readers_for). */
+static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, const sb_opts *o,
+                    sm_model *m)
+{
+    int chosen, threads = sm_report_threads(&chosen);
+    return read_src_as(data, fd, n, fname, o, m,
+                       chosen || n >= SM_SEVERAL_FROM_BYTES ? threads : 1);
 }
 
 int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)

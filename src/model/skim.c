@@ -19,9 +19,7 @@
 #define GROW SONDE_GROW
 #define BIT_SET(v, i) ((v)[(i) >> 6] |= 1ull << ((i) & 63))
 
-/* Several readers only where the file is at least this large (a thread's start costs more than
- * reading a small file's events), at most SB_MAX_DECODERS (sb_raw.dec_end's limit). */
-#define SEVERAL_FROM_BYTES (4u << 20)
+/* At most SB_MAX_DECODERS readers (sb_raw.dec_end's limit). */
 #define MAX_READERS SB_MAX_DECODERS
 
 /* Where one file thread's entries begin and end in its reader's lists. */
@@ -289,7 +287,7 @@ int sm_report_threads(int *chosen)
 int sm__readers_for(const sb_raw *raw)
 {
     int chosen, want = sm_report_threads(&chosen);
-    if (raw->n_threads < 2 || !raw->dec_new || (!chosen && raw->bytes < SEVERAL_FROM_BYTES))
+    if (raw->n_threads < 2 || !raw->dec_new || (!chosen && raw->bytes < SM_SEVERAL_FROM_BYTES))
         return 1;
     return (size_t)want > raw->n_threads ? (int)raw->n_threads : want;
 }

@@ -1,13 +1,16 @@
 /* test_threads.c - many threads recording at once (run under TSan by make test): 8 threads x
  * 100,000 nested sections, every one of which must be in the report; threads that come and go
  * reuse buffers and lose nothing; a file read with its first pass (skim.c) and its build
- * (build_threads.c) on several threads gives the model one thread gives, whole or cut short. */
+ * (build_threads.c) on several threads, its checksums summed on several (checksums.c), gives the
+ * model one thread gives, whole or cut short. */
 #include "testutil.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include "export/export.h"
 #include "format/format.h"
@@ -372,12 +375,143 @@ static void a_cut_file_on_several_threads(void **state)
     tu_rmrf(dir);
 }
 
+/* Sections enough on each thread for a file of hundreds of EVENTS records. */
+static void *many_sections(void *arg)
+{
+    sonde_profiler *p = ((void **)arg)[0];
+    for (int i = 0; i < 70000; i++) {
+        SONDE_SCOPE(p, "outer");
+        SONDE_SCOPE(p, "inner");
+    }
+    return NULL;
+}
+
+/* The offset of path's k-th EVENTS record (its header) into *off and its length into *len;
+ * k -1: the last. 0, or -1 where there is no such record. */
+static int events_record(const char *path, long k, long *off, uint32_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    long at = SONDE_FILE_HEADER_LEN, seen = -1;
+    uint8_t h[SONDE_RECORD_HEADER_LEN];
+    while (fseek(f, at, SEEK_SET) == 0 && fread(h, 1, sizeof h, f) == sizeof h) {
+        uint32_t l = (uint32_t)h[4] | (uint32_t)h[5] << 8 | (uint32_t)h[6] << 16 |
+                     (uint32_t)h[7] << 24;
+        if (h[0] == SONDE_R_EVENTS) {
+            seen++;
+            if (k < 0 || seen == k) {
+                *off = at;
+                *len = l;
+            }
+            if (seen == k)
+                break;
+        }
+        at += SONDE_RECORD_HEADER_LEN + (long)l;
+    }
+    fclose(f);
+    return k < 0 ? (seen >= 0 ? 0 : -1) : (seen == k ? 0 : -1);
+}
+
+/* Copies from to to, byte for byte. */
+static void copy_file(const char *from, const char *to)
+{
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    assert_non_null(a);
+    assert_non_null(b);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, a)) > 0)
+        assert_int_equal(fwrite(buf, 1, n, b), n);
+    fclose(a);
+    assert_int_equal(fclose(b), 0);
+}
+
+/* 1 when one of m's warnings holds text. */
+static int warned(const sm_model *m, const char *text)
+{
+    for (size_t i = 0; i < m->n_warnings; i++)
+        if (strstr(m->warnings[i], text))
+            return 1;
+    return 0;
+}
+
+/* The EVENTS records' checksums summed on several threads after the records are walked
+ * (checksums.c): a file of hundreds of records gives the model one thread gives whole; with a
+ * record three quarters in that fails its checksum (the walk went past it: the file is read
+ * again, each record summed before it is read, and stops there); with a block header that
+ * cannot be read under a right checksum (said and skipped, as one thread does); and with its
+ * last EVENTS record torn off. */
+static void checksums_on_several_threads(void **state)
+{
+    (void)state;
+    char dir[256], path[4096], copy[4200];
+    record_threads(dir, path, "sums", 0, 0, THREADS, THREADS, many_sections);
+    long n = 0, off;
+    uint32_t len;
+    while (events_record(path, n, &off, &len) == 0)
+        n++;
+    assert_true(n >= 256); /* several threads sum them (checksums.c's SEVERAL_FROM) */
+    sm_model whole;
+    read_with(path, "1", &whole);
+    assert_int_equal(whole.n_warnings, 0);
+    same_read_by(&whole, path, "2");
+    same_read_by(&whole, path, "8");
+
+    snprintf(copy, sizeof copy, "%s.spoilt", path);
+    copy_file(path, copy);
+    assert_true(spoil_events_record(copy, (int)(n * 3 / 4)));
+    sm_model one;
+    read_with(copy, "1", &one);
+    assert_true(warned(&one, "fails its checksum: read up to it"));
+    assert_true(one.n_spans + one.sections_folded < whole.n_spans + whole.sections_folded);
+    same_read_by(&one, copy, "2");
+    same_read_by(&one, copy, "8");
+    sm_free(&one);
+
+    /* a block header of eleven 0xff bytes (a varint longer than any), its checksum made right */
+    copy_file(path, copy);
+    assert_int_equal(events_record(copy, n / 2, &off, &len), 0);
+    FILE *f = fopen(copy, "r+b");
+    assert_non_null(f);
+    uint8_t *body = malloc(len);
+    assert_non_null(body);
+    assert_int_equal(fseek(f, off + SONDE_RECORD_HEADER_LEN, SEEK_SET), 0);
+    assert_int_equal(fread(body, 1, len, f), len);
+    memset(body, 0xff, 11);
+    uint32_t crc = (uint32_t)crc32(0L, body, len);
+    uint8_t le[4] = {(uint8_t)crc, (uint8_t)(crc >> 8), (uint8_t)(crc >> 16), (uint8_t)(crc >> 24)};
+    assert_int_equal(fseek(f, off + 8, SEEK_SET), 0);
+    assert_int_equal(fwrite(le, 1, 4, f), 4);
+    assert_int_equal(fseek(f, off + SONDE_RECORD_HEADER_LEN, SEEK_SET), 0);
+    assert_int_equal(fwrite(body, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+    free(body);
+    read_with(copy, "1", &one);
+    assert_true(warned(&one, "malformed record of type"));
+    assert_false(warned(&one, "fails its checksum"));
+    same_read_by(&one, copy, "2");
+    same_read_by(&one, copy, "8");
+    sm_free(&one);
+
+    copy_file(path, copy);
+    assert_int_equal(events_record(copy, -1, &off, &len), 0);
+    assert_int_equal(truncate(copy, off + SONDE_RECORD_HEADER_LEN + len / 2), 0);
+    read_with(copy, "1", &one);
+    assert_true(warned(&one, "torn last record"));
+    same_read_by(&one, copy, "2");
+    same_read_by(&one, copy, "8");
+    sm_free(&one);
+    sm_free(&whole);
+    tu_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(eight_threads),
                                        cmocka_unit_test(thread_churn),
                                        cmocka_unit_test(read_on_several_threads),
                                        cmocka_unit_test(build_on_several_threads),
-                                       cmocka_unit_test(a_cut_file_on_several_threads)};
+                                       cmocka_unit_test(a_cut_file_on_several_threads),
+                                       cmocka_unit_test(checksums_on_several_threads)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
