@@ -477,6 +477,106 @@ static int record_bytes(rstate *s, size_t off, uint64_t at, size_t len, const ui
                  off, strerror(e)) ? -1 : 1;
 }
 
+/* One record of the walk (read_src_as): type, its bytes from p to end (an EVENTS record's
+ * first ones alone where its sum is left for later), len in all, at its offset. 0; -1 malformed
+ * (said and skipped); -2 out of memory. */
+static int parse_record(rstate *s, unsigned type, const uint8_t *p, const uint8_t *end,
+                        uint32_t len, uint64_t at, size_t *order)
+{
+    int r = 0;
+    uint64_t v;
+    switch (type) {
+    case SONDE_R_INFO: r = parse_info(s, p, end); break;
+    case SONDE_R_SITE: r = parse_site(s, p, end); break;
+    case SONDE_R_THREAD: r = parse_thread(s, p, end); break;
+    case SONDE_R_EVENTS: r = parse_events(s, p, end, len, at, (*order)++); break;
+    case SONDE_R_ANCHOR: {
+        uint64_t t, mo, re;
+        if (sm__get_var(&p, end, &t) || sm__get_var(&p, end, &mo) || sm__get_var(&p, end, &re)) {
+            r = -1;
+            break;
+        }
+        if (GROW(s->raw.anchors, s->raw.n_anchors, s->cap_anchor)) {
+            r = -2;
+            break;
+        }
+        sb_anchor *a = &s->raw.anchors[s->raw.n_anchors++];
+        a->tick = t;
+        a->mono_ns = mo;
+        a->real_ns = re;
+        break;
+    }
+    case SONDE_R_WARNING: {
+        char *w = NULL;
+        r = get_str(&p, end, &w);
+        if (!r) {
+            if (GROW(s->raw.warnings, s->raw.n_warnings, s->cap_warn)) {
+                sonde__free(w);
+                r = -2;
+            } else {
+                s->raw.warnings[s->raw.n_warnings++] = w;
+            }
+        }
+        break;
+    }
+    case SONDE_R_STATS:
+        while (!r && p < end) {
+            char *k = NULL;
+            r = get_str(&p, end, &k);
+            if (!r && sm__get_var(&p, end, &v))
+                r = -1;
+            if (!r && !strcmp(k, "dropped_events"))
+                s->raw.dropped = v;
+            else if (!r && !strcmp(k, "writer_cpu_ns"))
+                s->raw.writer_cpu_ns = v;
+            else if (!r && !strcmp(k, "sampler_cpu_ns"))
+                s->raw.sampler_cpu_ns = v;
+            else if (!r && !strcmp(k, "stacks_cpu_ns"))
+                s->raw.stacks_cpu_ns = v;
+            else if (!r && !strcmp(k, "stacks_cfi_unwound"))
+                s->raw.stacks_cfi = v;
+            else if (!r && !strcmp(k, "backpressure_chunks"))
+                s->raw.bp_chunks = v;
+            else if (!r && !strcmp(k, "backpressure_ns"))
+                s->raw.bp_ns = v;
+            sonde__free(k);
+        }
+        break;
+    case SONDE_R_CLEAR:
+        if (sm__get_var(&p, end, &v))
+            r = -1;
+        else if (v > s->raw.clear_tick)
+            s->raw.clear_tick = v;
+        break;
+    case SONDE_R_GPU:
+        r = sm__gpu_parse(&s->raw, p, end);
+        break;
+    case SONDE_R_OPS:
+        r = sm__ops_parse(&s->raw, p, end);
+        break;
+    case SONDE_R_SAMPLES:
+    case SONDE_R_STACKS:
+    case SONDE_R_FUNCS:
+    case SONDE_R_FUNCLOC:
+    case SONDE_R_LINES:
+    case SONDE_R_FRAMELINES:
+    case SONDE_R_OFFCPU:
+        r = sm__profile_parse(&s->raw, type, p, end);
+        break;
+    case SONDE_R_END:
+        if (sm__get_var(&p, end, &v))
+            r = -1;
+        else {
+            s->raw.end_tick = v;
+            s->raw.clean_end = 1;
+        }
+        break;
+    default:
+        break; /* a later version's record: skipped */
+    }
+    return r;
+}
+
 /* The bytes of an EVENTS record the walk reads where its checksum is summed later: its block's
  * header (at most 48 bytes) with room to spare. */
 #define EVENTS_HEAD 52
@@ -563,97 +663,7 @@ static int read_src_as(const uint8_t *data, int fd, size_t n, const char *fname,
             }
         }
         off += SONDE_RECORD_HEADER_LEN + len;
-        int r = 0;
-        uint64_t v;
-        switch (type) {
-        case SONDE_R_INFO: r = parse_info(&s, p, end); break;
-        case SONDE_R_SITE: r = parse_site(&s, p, end); break;
-        case SONDE_R_THREAD: r = parse_thread(&s, p, end); break;
-        case SONDE_R_EVENTS: r = parse_events(&s, p, end, len, at, order++); break;
-        case SONDE_R_ANCHOR: {
-            uint64_t t, mo, re;
-            if (sm__get_var(&p, end, &t) || sm__get_var(&p, end, &mo) || sm__get_var(&p, end, &re)) {
-                r = -1;
-                break;
-            }
-            if (GROW(s.raw.anchors, s.raw.n_anchors, s.cap_anchor)) {
-                r = -2;
-                break;
-            }
-            sb_anchor *a = &s.raw.anchors[s.raw.n_anchors++];
-            a->tick = t;
-            a->mono_ns = mo;
-            a->real_ns = re;
-            break;
-        }
-        case SONDE_R_WARNING: {
-            char *w = NULL;
-            r = get_str(&p, end, &w);
-            if (!r) {
-                if (GROW(s.raw.warnings, s.raw.n_warnings, s.cap_warn)) {
-                    sonde__free(w);
-                    r = -2;
-                } else {
-                    s.raw.warnings[s.raw.n_warnings++] = w;
-                }
-            }
-            break;
-        }
-        case SONDE_R_STATS:
-            while (!r && p < end) {
-                char *k = NULL;
-                r = get_str(&p, end, &k);
-                if (!r && sm__get_var(&p, end, &v))
-                    r = -1;
-                if (!r && !strcmp(k, "dropped_events"))
-                    s.raw.dropped = v;
-                else if (!r && !strcmp(k, "writer_cpu_ns"))
-                    s.raw.writer_cpu_ns = v;
-                else if (!r && !strcmp(k, "sampler_cpu_ns"))
-                    s.raw.sampler_cpu_ns = v;
-                else if (!r && !strcmp(k, "stacks_cpu_ns"))
-                    s.raw.stacks_cpu_ns = v;
-                else if (!r && !strcmp(k, "stacks_cfi_unwound"))
-                    s.raw.stacks_cfi = v;
-                else if (!r && !strcmp(k, "backpressure_chunks"))
-                    s.raw.bp_chunks = v;
-                else if (!r && !strcmp(k, "backpressure_ns"))
-                    s.raw.bp_ns = v;
-                sonde__free(k);
-            }
-            break;
-        case SONDE_R_CLEAR:
-            if (sm__get_var(&p, end, &v))
-                r = -1;
-            else if (v > s.raw.clear_tick)
-                s.raw.clear_tick = v;
-            break;
-        case SONDE_R_GPU:
-            r = sm__gpu_parse(&s.raw, p, end);
-            break;
-        case SONDE_R_OPS:
-            r = sm__ops_parse(&s.raw, p, end);
-            break;
-        case SONDE_R_SAMPLES:
-        case SONDE_R_STACKS:
-        case SONDE_R_FUNCS:
-        case SONDE_R_FUNCLOC:
-        case SONDE_R_LINES:
-        case SONDE_R_FRAMELINES:
-        case SONDE_R_OFFCPU:
-            r = sm__profile_parse(&s.raw, type, p, end);
-            break;
-        case SONDE_R_END:
-            if (sm__get_var(&p, end, &v))
-                r = -1;
-            else {
-                s.raw.end_tick = v;
-                s.raw.clean_end = 1;
-            }
-            break;
-        default:
-            break; /* a later version's record: skipped */
-        }
+        int r = parse_record(&s, type, p, end, len, at, &order);
         if (r == -2)
             goto oom;
         if (r && rwarn(&s, "%s: malformed record of type %u at offset %zu was skipped", fname,
