@@ -77,23 +77,8 @@ static frag *frag_new(const helpers *h)
     const bctx *t = h->tmpl_b;
     bctx *b = &f->b;
     b->m = &f->m;
-    b->cut_tick = t->cut_tick;
-    b->ns_per_tick = t->ns_per_tick;
-    b->dump = t->dump;
-    b->lost_at_end = t->lost_at_end;
-    b->mode_t = t->mode_t;
-    b->mode_active = t->mode_active;
-    b->n_modes = t->n_modes;
-    b->rank = t->rank;
-    b->min_ns = t->min_ns;
-    b->grad = t->grad;
-    b->held_min_ns = t->held_min_ns;
-    b->edge_lo = t->edge_lo;
-    b->edge_hi = t->edge_hi;
-    b->edge_every = t->edge_every;
+    b->set = t->set;
     b->top_run = -1;
-    b->raw = t->raw;
-    b->smp = t->smp;
     if (sm__sink_init(&b->sink, h->tmpl_m) ||
         !(b->open_n = sonde__calloc(b->sink.n_groups ? b->sink.n_groups : 1, sizeof *b->open_n)))
         goto fail;
@@ -222,14 +207,7 @@ static int merge_frag(bctx *b, frag *f)
     fm->folds = NULL;
     m->n_folds += fm->n_folds;
     m->short_spans += fm->short_spans;
-    const bctx *x = &f->b;
-    b->unmatched_ends += x->unmatched_ends;
-    b->gaps += x->gaps;
-    b->gap_events += x->gap_events;
-    b->unterminated += x->unterminated;
-    b->end_lost += x->end_lost;
-    b->built += x->built;
-    b->folded += x->folded;
+    bcount_add(&b->n, &f->b.n);
     if (sm__sink_merge(&b->sink, &f->b.sink))
         return -1;
     for (size_t i = 0; i < b->n_ssink; i++)
@@ -244,7 +222,7 @@ static int merge_frag(bctx *b, frag *f)
 static int helpers_start(helpers *h, bctx *b, const uint8_t *own_of, int n, sm_model *tm,
                          bctx *tb, helper *hs)
 {
-    sb_raw *raw = b->raw;
+    sb_raw *raw = b->set.raw;
     for (size_t t = 0; t < raw->n_threads; t++)
         h->n_own += own_of[t] != 0;
     if (h->n_own < 2 || n < 2)
@@ -285,7 +263,7 @@ static int helpers_end(helpers *h, size_t n_threads, int rc)
     for (int i = 0; i < h->n; i++)
         if (h->started[i])
             pthread_join(h->th[i], NULL);
-    if (h->n && h->b->raw->dec_end(h->b->raw->events_src, h->dec, h->n))
+    if (h->n && h->b->set.raw->dec_end(h->b->set.raw->events_src, h->dec, h->n))
         rc = -1;
     for (size_t t = 0; h->done && t < n_threads; t++)
         frag_free(h->done[t]);
@@ -305,8 +283,8 @@ static int build_own(helpers *h, size_t t)
     bctx *b = h->b;
     int expect = FREE;
     if (atomic_compare_exchange_strong(&h->state[t], &expect, MAIN))
-        return sm__build_thread(b, b->raw->events_src, t, h->end_tick);
-    while (atomic_load(&h->state[t]) != DONE && take_one(h, b->raw->events_src)) {
+        return sm__build_thread(b, b->set.raw->events_src, t, h->end_tick);
+    while (atomic_load(&h->state[t]) != DONE && take_one(h, b->set.raw->events_src)) {
     }
     pthread_mutex_lock(&h->mu);
     while (atomic_load(&h->state[t]) != DONE)
@@ -321,7 +299,7 @@ static int build_own(helpers *h, size_t t)
 
 int sm__build_threads(bctx *b, const uint8_t *own, uint64_t end_tick)
 {
-    sb_raw *raw = b->raw;
+    sb_raw *raw = b->set.raw;
     helpers h;
     memset(&h, 0, sizeof h);
     h.b = b;

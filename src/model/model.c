@@ -34,13 +34,13 @@ typedef sm_sess_ev sess_ev;
 
 static int64_t rel(const bctx *b, uint64_t tick)
 {
-    return sm__rel(b->cut_tick, b->ns_per_tick, tick);
+    return sm__rel(b->set.cut_tick, b->set.ns_per_tick, tick);
 }
 
 /* ns_per_tick x ticks as a count of ns, clamped to what a uint64_t holds. */
 static uint64_t ticks_ns(const bctx *b, uint64_t ticks)
 {
-    double v = (double)ticks * b->ns_per_tick;
+    double v = (double)ticks * b->set.ns_per_tick;
     return v < 1.8e19 ? (uint64_t)v : UINT64_MAX;
 }
 
@@ -49,11 +49,11 @@ static uint64_t ticks_ns(const bctx *b, uint64_t ticks)
  * just under it may hold many times what is left of the number to hold: its sections are held
  * one in edge_every, counted on each thread (so a thread's are the same whichever thread builds
  * it: build_threads.c), spread over the run, filling the number with at most one a thread more
- * (b->edge_lo, b->edge_hi, b->edge_every). */
+ * (b->set.edge_lo, b->set.edge_hi, b->set.edge_every). */
 static int64_t held_bound(bctx *b, size_t n_threads, const sm_skim *sk)
 {
     uint64_t max = sm_report_max_sections(b->m), sections = 0;
-    b->edge_lo = b->edge_hi = 0; /* none */
+    b->set.edge_lo = b->set.edge_hi = 0; /* none */
     for (size_t i = 0; i < SM_DUR_BUCKETS; i++) /* each closed once, at the latest at the run's end */
         sections += sk->hist[i];
     b->seen_sections = sections;
@@ -69,12 +69,12 @@ static int64_t held_bound(bctx *b, size_t n_threads, const sm_skim *sk)
     while (i > 0 && above + sk->hist[i - 1] <= hold)
         above += sk->hist[--i];
     int64_t bound = i == SM_DUR_BUCKETS ? INT64_MAX : (int64_t)sm__bucket_low(i);
-    if (bound < b->min_ns)
-        return b->min_ns;
+    if (bound < b->set.min_ns)
+        return b->set.min_ns;
     if (i > 0 && hold > above) {
-        b->edge_lo = (int64_t)sm__bucket_low(i - 1); /* the durations of bucket i - 1 */
-        b->edge_hi = bound;
-        b->edge_every = (sk->hist[i - 1] + (hold - above) - 1) / (hold - above);
+        b->set.edge_lo = (int64_t)sm__bucket_low(i - 1); /* the durations of bucket i - 1 */
+        b->set.edge_hi = bound;
+        b->set.edge_every = (sk->hist[i - 1] + (hold - above) - 1) / (hold - above);
     }
     return bound;
 }
@@ -82,17 +82,17 @@ static int64_t held_bound(bctx *b, size_t n_threads, const sm_skim *sk)
 /* 1 when what happens at time t is kept: always without a schedule, else inside a window. */
 static int kept_at(const bctx *b, int64_t t)
 {
-    if (!b->n_modes)
+    if (!b->set.n_modes)
         return 1;
-    size_t lo = 0, hi = b->n_modes;
+    size_t lo = 0, hi = b->set.n_modes;
     while (lo < hi) { /* the last mode change at or before t */
         size_t mid = (lo + hi) / 2;
-        if (b->mode_t[mid] <= t)
+        if (b->set.mode_t[mid] <= t)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo ? b->mode_active[lo - 1] : 0;
+    return lo ? b->set.mode_active[lo - 1] : 0;
 }
 
 static int cmp_mode(const void *a, const void *b)
@@ -109,25 +109,25 @@ static int build_modes(bctx *b, mode_ev *ev, size_t n, uint64_t end_tick, uint64
     if (!n)
         return 0;
     sonde__sort(ev, n, sizeof *ev, cmp_mode);
-    b->mode_t = sonde__malloc(n * sizeof *b->mode_t);
-    b->mode_active = sonde__malloc(n * sizeof *b->mode_active);
+    b->set.mode_t = sonde__malloc(n * sizeof *b->set.mode_t);
+    b->set.mode_active = sonde__malloc(n * sizeof *b->set.mode_active);
     m->windows = sonde__calloc(n, sizeof *m->windows);
-    if (!b->mode_t || !b->mode_active || !m->windows)
+    if (!b->set.mode_t || !b->set.mode_active || !m->windows)
         return -1;
     m->scheduled = 1;
     for (size_t i = 0; i < n; i++) {
-        b->mode_t[i] = rel(b, ev[i].tick);
-        b->mode_active[i] = (ev[i].arg & 3u) == 2;
+        b->set.mode_t[i] = rel(b, ev[i].tick);
+        b->set.mode_active[i] = (ev[i].arg & 3u) == 2;
         if (i && m->n_windows && m->windows[m->n_windows - 1].end_ns == INT64_MAX) {
             sm_window *w = &m->windows[m->n_windows - 1];
-            w->end_ns = b->mode_t[i];
+            w->end_ns = b->set.mode_t[i];
             w->last_step = ev[i].step ? ev[i].step - 1 : 0;
         }
-        if (b->mode_active[i]) {
+        if (b->set.mode_active[i]) {
             sm_window *w = &m->windows[m->n_windows++];
             w->cycle = (int)(ev[i].arg >> 2);
             w->first_step = ev[i].step;
-            w->start_ns = b->mode_t[i];
+            w->start_ns = b->set.mode_t[i];
             w->end_ns = INT64_MAX;
         }
     }
@@ -135,7 +135,7 @@ static int build_modes(bctx *b, mode_ev *ev, size_t n, uint64_t end_tick, uint64
         m->windows[m->n_windows - 1].end_ns = rel(b, end_tick);
         m->windows[m->n_windows - 1].last_step = last_step;
     }
-    b->n_modes = n;
+    b->set.n_modes = n;
     return 0;
 }
 
@@ -205,7 +205,7 @@ static int build_sessions(bctx *b, sess_ev *ev, size_t n, uint64_t end_tick)
                 return -1;
             sm_session *s = &m->sessions[m->n_sessions++];
             memset(s, 0, sizeof *s);
-            s->name = b->rank ? b->rank[ev[i].name] : ev[i].name;
+            s->name = b->set.rank ? b->set.rank[ev[i].name] : ev[i].name;
             s->thread = ev[i].thread;
             s->start_ns = rel(b, tick);
             s->meta = -1;
@@ -318,7 +318,7 @@ static ptrdiff_t open_of_name(const bctx *b, const sentry *stack, size_t k, int 
  * sm__drop_short drops it, and folded nowhere. 0, or -1 out of memory. */
 static int settle(bctx *b, sentry *stack, size_t k)
 {
-    if (b->held_min_ns == INT64_MIN)
+    if (b->set.held_min_ns == INT64_MIN)
         return 0;
     sm_model *m = b->m;
     sentry *se = &stack[k], *up = built_below(stack, k);
@@ -326,14 +326,14 @@ static int settle(bctx *b, sentry *stack, size_t k)
     const sm_span *s = &m->spans[idx];
     int64_t dur = s->end_ns - s->start_ns;
     int last = (size_t)idx == m->n_spans - 1 && (se->run < 0 || (size_t)se->run == m->n_folds - 1);
-    int edge = dur < b->edge_hi && (dur > 0 ? dur : 0) >= b->edge_lo &&
-               b->edge_seen++ % b->edge_every == 0;
+    int edge = dur < b->set.edge_hi && (dur > 0 ? dur : 0) >= b->set.edge_lo &&
+               b->edge_seen++ % b->set.edge_every == 0;
     int carries = s->x >= 0 && !sm__meta_only(m, s); /* metadata alone is folded (metasum) */
     int group = se->group;
     if (sm_span_extra(m, s)->meta >= 0 &&
         sm__sum_meta(&b->rec, m, &m->spans[idx], group, b->sink.n_groups))
         return -1;
-    if (dur >= b->held_min_ns || edge || se->referenced || se->held_child || carries || !last) {
+    if (dur >= b->set.held_min_ns || edge || se->referenced || se->held_child || carries || !last) {
         if (se->run >= 0)
             m->folds[se->run].closer = -1;
         if (*slot >= 0)
@@ -354,7 +354,7 @@ static int settle(bctx *b, sentry *stack, size_t k)
     m->n_spans--;
     if (gone.flags & SM_SPAN_SHORT) { /* not built, as far as the counts go */
         m->short_spans++;
-        b->built--;
+        b->n.built--;
         return 0;
     }
     if (*slot < 0) {
@@ -372,7 +372,7 @@ static int settle(bctx *b, sentry *stack, size_t k)
     r->n++;
     r->sum_ns += (uint64_t)dur;
     r->folded += 1 + inside;
-    b->folded++; /* those inside were counted as they were folded */
+    b->n.folded++; /* those inside were counted as they were folded */
     return 0;
 }
 
@@ -395,14 +395,14 @@ static int feed_stats(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flag
     if (lost) {
         s->flags |= flags | SM_SPAN_END_LOST;
         s->end_ns = s->start_ns;
-        b->end_lost++;
+        b->n.end_lost++;
     } else {
         s->end_ns = t < s->start_ns ? s->start_ns : t;
         s->flags |= flags;
     }
     int64_t dur = s->end_ns - s->start_ns;
     const sm_span_x *x = sm_span_extra(m, s);
-    if (b->min_ns > 0 && dur < b->min_ns && x->units <= 0 && x->flops <= 0 &&
+    if (b->set.min_ns > 0 && dur < b->set.min_ns && x->units <= 0 && x->flops <= 0 &&
         !stack[k].referenced)
         s->flags |= SM_SPAN_SHORT;
     if (lost) { /* what was nested in it of its name counts now, unless another encloses it */
@@ -445,12 +445,12 @@ static int close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flag
     if (stack[k].span < 0)
         return 0;
     const sm_span *open = &b->m->spans[stack[k].span];
-    if (!lost && b->grad.n) /* closed by a hook: with the rest of the range it ran in */
-        t = sm__grange_end(&b->grad, open->thread, open->start_ns, t);
+    if (!lost && b->set.grad.n) /* closed by a hook: with the rest of the range it ran in */
+        t = sm__grange_end(&b->set.grad, open->thread, open->start_ns, t);
     if (feed_stats(b, stack, k, t, flags, lost))
         return -1;
     const sm_span *s = &b->m->spans[stack[k].span];
-    const sb_opts *o = &b->raw->opts;
+    const sb_opts *o = &b->set.raw->opts;
     if (b->feeding && !(s->flags & SM_SPAN_SHORT) && o->feed->fn(o->feed->ctx, b->m, s)) {
         b->each_stopped = 1;
         return -1;
@@ -490,7 +490,7 @@ static sm_sample_raw point_at(const sb_raw *raw, size_t i)
  * innermost section built and open. */
 static void place_samples(tbuild *tb, int64_t t, int inclusive)
 {
-    const sb_raw *raw = tb->b->raw;
+    const sb_raw *raw = tb->b->set.raw;
     const sentry *in = built_below(tb->stack, tb->depth);
     int32_t site = in ? (int32_t)tb->b->m->spans[in->span].site : -1;
     while (tb->at_smp < tb->n_smp) {
@@ -523,10 +523,10 @@ static int build_batch(void *ctx, const sb_batch *bt)
     for (size_t i = 0; i < bt->n; i++) {
         sb_ev ev = bt->ev[i];
         const sb_ev *e = &ev;
-        if (b->rank && e->kind != SONDE_K_MODE) { /* ids renumbered (build_sites) */
-            ev.id = b->rank[ev.id];
+        if (b->set.rank && e->kind != SONDE_K_MODE) { /* ids renumbered (build_sites) */
+            ev.id = b->set.rank[ev.id];
             if (e->kind == SONDE_K_METADATA)
-                ev.arg = b->rank[ev.arg];
+                ev.arg = b->set.rank[ev.arg];
         }
         const double *v = e->vi ? bt->v[e->vi - 1] : none; /* its values */
         int64_t t = tb->t_ns[i];
@@ -540,7 +540,7 @@ static int build_batch(void *ctx, const sb_batch *bt)
         }
         tb->args_left = 0;
         /* before a clear, or outside the schedule's active windows: not kept */
-        int before_cut = e->tick < b->cut_tick || (e->kind != SONDE_K_STEP && !kept_at(b, t));
+        int before_cut = e->tick < b->set.cut_tick || (e->kind != SONDE_K_STEP && !kept_at(b, t));
         switch (e->kind) {
         case SONDE_K_BEGIN: {
             if (GROW(tb->stack, tb->depth, tb->cap))
@@ -562,7 +562,7 @@ static int build_batch(void *ctx, const sb_batch *bt)
                 s->depth = (uint16_t)(parent >= 0 ? m->spans[parent].depth + 1 : 0);
                 s->start_ns = s->end_ns = t;
                 tb->stack[tb->depth].span = (int32_t)m->n_spans++;
-                b->built++;
+                b->n.built++;
                 b->open_n[tb->stack[tb->depth].group]++;
             }
             tb->depth++;
@@ -578,7 +578,7 @@ static int build_batch(void *ctx, const sb_batch *bt)
                 k = k ? k - 1 : tb->depth;
             }
             if (k >= tb->depth) {
-                b->unmatched_ends++;
+                b->n.unmatched_ends++;
                 break;
             }
             for (size_t j = tb->depth; j-- > k + 1;) /* their ends are missing: dropped or never */
@@ -631,8 +631,8 @@ static int build_batch(void *ctx, const sb_batch *bt)
         }
         case SONDE_K_GAP:
             tb->gaps++;
-            b->gaps++;
-            b->gap_events += e->arg;
+            b->n.gaps++;
+            b->n.gap_events += e->arg;
             break;
         case SONDE_K_INSTANT:
             /* its payload: the METADATA events right after it (dropped with it when cut) */
@@ -714,17 +714,17 @@ static int cmp_smp(const void *a, const void *b)
 }
 
 /* Held sections: the CPU samples and the off-CPU periods' starts are placed in their sections
- * as those are built, not after (place_samples), so b->smp lists them by thread id and time,
+ * as those are built, not after (place_samples), so b->set.smp lists them by thread id and time,
  * and raw->sample_site receives their places (the periods' after the samples'). 0, or -1 out of
  * memory. */
 static int sort_samples(bctx *b)
 {
-    sb_raw *raw = b->raw;
+    sb_raw *raw = b->set.raw;
     size_t n = raw->n_samples + raw->n_offs;
     smp_key *k = sonde__malloc(n * sizeof *k);
-    b->smp = sonde__malloc(n * sizeof *b->smp);
+    b->set.smp = sonde__malloc(n * sizeof *b->set.smp);
     raw->sample_site = sonde__malloc(n * sizeof *raw->sample_site);
-    if (!k || !b->smp || !raw->sample_site) {
+    if (!k || !b->set.smp || !raw->sample_site) {
         sonde__free(k);
         return -1;
     }
@@ -735,12 +735,12 @@ static int sort_samples(bctx *b)
     }
     sonde__sort(k, n, sizeof *k, cmp_smp);
     for (size_t i = 0; i < n; i++)
-        b->smp[i] = k[i].i;
+        b->set.smp[i] = k[i].i;
     sonde__free(k);
     return 0;
 }
 
-/* Thread t's points in b->smp: those of its thread id, when no other thread has that id (the
+/* Thread t's points in b->set.smp: those of its thread id, when no other thread has that id (the
  * profile places a sample by its thread id alone). */
 static void thread_samples(const bctx *b, size_t t, const uint32_t **smp, size_t *n)
 {
@@ -750,18 +750,18 @@ static void thread_samples(const bctx *b, size_t t, const uint32_t **smp, size_t
     for (size_t u = 0; u < m->n_threads; u++)
         if (u != t && m->threads[u].tid == tid)
             return;
-    size_t lo = 0, hi = b->raw->n_samples + b->raw->n_offs, all = hi;
+    size_t lo = 0, hi = b->set.raw->n_samples + b->set.raw->n_offs, all = hi;
     while (lo < hi) { /* the first of its id */
         size_t mid = (lo + hi) / 2;
-        if (point_at(b->raw, b->smp[mid]).tid < tid)
+        if (point_at(b->set.raw, b->set.smp[mid]).tid < tid)
             lo = mid + 1;
         else
             hi = mid;
     }
     size_t end = lo;
-    while (end < all && point_at(b->raw, b->smp[end]).tid == tid)
+    while (end < all && point_at(b->set.raw, b->set.smp[end]).tid == tid)
         end++;
-    *smp = b->smp + lo;
+    *smp = b->set.smp + lo;
     *n = end - lo;
 }
 
@@ -774,9 +774,9 @@ static int build_finish(tbuild *tb, uint64_t end_tick)
     if (tb->at_smp < tb->n_smp)
         place_samples(tb, tend, 1); /* those after the run's end stay in none */
     for (size_t j = tb->depth; j-- > 0;) {
-        int lost = tb->gaps > tb->stack[j].gaps || b->lost_at_end || b->dump;
+        int lost = tb->gaps > tb->stack[j].gaps || b->set.lost_at_end || b->set.dump;
         if (tb->stack[j].span >= 0 && !lost)
-            b->unterminated++;
+            b->n.unterminated++;
         if (close_span(b, tb->stack, j, tend, SM_SPAN_UNTERMINATED, lost))
             return -1;
     }
@@ -788,21 +788,21 @@ static int build_finish(tbuild *tb, uint64_t end_tick)
 int sm__build_thread(bctx *b, void *src, size_t t, uint64_t end_tick)
 {
     sm_model *m = b->m;
-    uint64_t before = b->built;
+    uint64_t before = b->n.built;
     b->top_run = -1;
     b->edge_seen = 0; /* per thread: the same wherever the thread is built */
     const char *tn = m->threads[t].name;
     tbuild tb = {.b = b, .tindex = (uint32_t)t, .args_of = -1,
                  .sampler_thread = tn && !strcmp(tn, "sonde-sampler")};
-    if (b->smp)
+    if (b->set.smp)
         thread_samples(b, t, &tb.smp, &tb.n_smp);
-    int r = b->raw->events(src, t, 0, build_batch, &tb);
+    int r = b->set.raw->events(src, t, 0, build_batch, &tb);
     if (!r)
         r = build_finish(&tb, end_tick);
     sonde__free(tb.stack);
     sonde__free(tb.t_ns);
     if (!r)
-        m->threads[t].spans = b->built - before;
+        m->threads[t].spans = b->n.built - before;
     return r ? -1 : 0;
 }
 
@@ -822,7 +822,7 @@ static void free_site(sm_site *s)
 /* The model's site table, dense: every id a SITE record or an event names has an entry ("?"
  * when its record is missing). Ids are indices, as in the file, unless they are sparse (a
  * crafted file naming id 4,000,000 and nothing else, or a profiler whose process interned many
- * names before it): then they are renumbered by rank (b->rank, applied to each event as it is
+ * names before it): then they are renumbered by rank (b->set.rank, applied to each event as it is
  * built), so the table grows with what the file holds, never with the largest id in it (at most
  * 64 Ki gaps). used: the ids the events name, from the first pass. */
 static int build_sites(bctx *b, sb_raw *raw, uint32_t max_id, uint64_t *used)
@@ -868,7 +868,7 @@ static int build_sites(bctx *b, sb_raw *raw, uint32_t max_id, uint64_t *used)
         t[rank ? rank[id] : id] = raw->sites[i];
     }
     raw->n_sites = 0;
-    b->rank = rank; /* the events' ids are renumbered as they are built */
+    b->set.rank = rank; /* the events' ids are renumbered as they are built */
     m->sites = t;
     m->n_sites = n;
     for (size_t i = 0; i < n; i++) {
@@ -900,34 +900,35 @@ static int build_rates_warnings(bctx *b, sm_model *m)
                         "program ended without sonde_destroy or exit, which write them) or name "
                         "functions it lacks", (unsigned long long)m->profile.unnamed))
         return -1;
-    int dump = b->dump;
-    if (b->unmatched_ends && dump &&
+    int dump = b->set.dump;
+    if (b->n.unmatched_ends && dump &&
         fmt_warning(b, "%llu section(s) began before the flight recorder's window and are left "
-                        "out (their ends are in it)", (unsigned long long)b->unmatched_ends))
+                        "out (their ends are in it)", (unsigned long long)b->n.unmatched_ends))
         return -1;
-    if (b->unmatched_ends && !dump &&
+    if (b->n.unmatched_ends && !dump &&
         fmt_warning(b, "%llu section end(s) had no matching begin in the file (begins dropped "
-                        "or discarded by sonde_clear, or recorded before a fork())", (unsigned long long)b->unmatched_ends))
+                        "or discarded by sonde_clear, or recorded before a fork())",
+                    (unsigned long long)b->n.unmatched_ends))
         return -1;
-    if (b->end_lost && dump &&
+    if (b->n.end_lost && dump &&
         fmt_warning(b, "%llu section(s) had not ended when the flight recorder's window was "
                         "written: their end is past it, so they are counted apart "
                         "(sections_end_lost) and left out of the statistics",
-                    (unsigned long long)b->end_lost))
+                    (unsigned long long)b->n.end_lost))
         return -1;
-    if (b->end_lost && !dump &&
+    if (b->n.end_lost && !dump &&
         fmt_warning(b, "%llu section(s) lost their end among the dropped events (they were open "
                         "when events were dropped and never ended after): they are counted "
                         "apart (sections_end_lost) and left out of the statistics",
-                    (unsigned long long)b->end_lost))
+                    (unsigned long long)b->n.end_lost))
         return -1;
-    m->sections_end_lost = b->end_lost;
-    if (b->unterminated &&
+    m->sections_end_lost = b->n.end_lost;
+    if (b->n.unterminated &&
         fmt_warning(b, "%llu section(s) had not ended when the recording stopped; they are "
-                        "closed at its end", (unsigned long long)b->unterminated))
+                        "closed at its end", (unsigned long long)b->n.unterminated))
         return -1;
-    if (b->gap_events > m->dropped_events)
-        m->dropped_events = b->gap_events;
+    if (b->n.gap_events > m->dropped_events)
+        m->dropped_events = b->n.gap_events;
     if (m->dropped_events &&
         fmt_warning(b, "%llu event(s) were dropped: buffers were full (raise buffer_mb) or "
                         "the file could not be written", (unsigned long long)m->dropped_events))
@@ -942,7 +943,7 @@ static int build_rates_warnings(bctx *b, sm_model *m)
 static int start_feeding(bctx *b, const sm_feed *fd)
 {
     int w = !fd->want                    ? 1
-            : b->held_min_ns == INT64_MIN ? 0
+            : b->set.held_min_ns == INT64_MIN ? 0
                                           : fd->want(fd->ctx, b->m, b->seen_sections);
     if (w < 0) {
         b->each_stopped = 1;
@@ -957,12 +958,12 @@ static int start_feeding(bctx *b, const sm_feed *fd)
 static void bctx_free(bctx *b)
 {
     sm__records_free(&b->rec);
-    sonde__free(b->grad.r);
-    sonde__free(b->mode_t);
-    sonde__free(b->mode_active);
-    sonde__free(b->rank);
+    sonde__free(b->set.grad.r);
+    sonde__free(b->set.mode_t);
+    sonde__free(b->set.mode_active);
+    sonde__free(b->set.rank);
     sonde__free(b->open_n);
-    sonde__free(b->smp);
+    sonde__free(b->set.smp);
     sm__sink_free(&b->sink);
     for (size_t i = 0; i < b->n_ssink; i++)
         sm__sink_free(&b->ssink[i]);
@@ -976,7 +977,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     sm_skim sk;
     memset(&sk, 0, sizeof sk);
     b.m = m;
-    b.raw = raw;
+    b.set.raw = raw;
     strmap_init(&b.rec.counters);
     strmap_init(&b.rec.metrics);
     int rc = SONDE_ENOMEM;
@@ -1007,7 +1008,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         if (sm_set_info(m, raw->opts.set[i].key, raw->opts.set[i].value))
             goto out;
     m->run_meta = -1;
-    b.dump = sm_info(m, "trigger.reason") != NULL;
+    b.set.dump = sm_info(m, "trigger.reason") != NULL;
     if (!m->name && !(m->name = sonde__strdup("?")))
         goto out;
     if (sm_safe_name(&m->name))
@@ -1017,14 +1018,14 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
 
     /* Clock: a line through the first and last anchors; the start-up rate if only one. */
     const sb_anchor *a0 = &raw->anchors[0], *a1 = &raw->anchors[raw->n_anchors - 1];
-    b.ns_per_tick = raw->ticks_per_s > 0 ? 1e9 / raw->ticks_per_s : 1.0;
+    b.set.ns_per_tick = raw->ticks_per_s > 0 ? 1e9 / raw->ticks_per_s : 1.0;
     if (a1->tick > a0->tick + 1000 && a1->mono_ns > a0->mono_ns)
-        b.ns_per_tick = (double)(a1->mono_ns - a0->mono_ns) / (double)(a1->tick - a0->tick);
-    if (!(b.ns_per_tick > 1e-6 && b.ns_per_tick < 1e6)) /* anchors no clock gives */
-        b.ns_per_tick = 1.0;
-    b.cut_tick = raw->clear_tick > a0->tick ? raw->clear_tick : a0->tick;
-    m->start_real_ns = a0->real_ns + ticks_ns(&b, b.cut_tick - a0->tick);
-    m->start_mono_ns = a0->mono_ns + ticks_ns(&b, b.cut_tick - a0->tick);
+        b.set.ns_per_tick = (double)(a1->mono_ns - a0->mono_ns) / (double)(a1->tick - a0->tick);
+    if (!(b.set.ns_per_tick > 1e-6 && b.set.ns_per_tick < 1e6)) /* anchors no clock gives */
+        b.set.ns_per_tick = 1.0;
+    b.set.cut_tick = raw->clear_tick > a0->tick ? raw->clear_tick : a0->tick;
+    m->start_real_ns = a0->real_ns + ticks_ns(&b, b.set.cut_tick - a0->tick);
+    m->start_mono_ns = a0->mono_ns + ticks_ns(&b, b.set.cut_tick - a0->tick);
 
     /* The first pass over the events: what must be known before any section is built. */
     sk.clean_end = raw->clean_end;
@@ -1034,12 +1035,12 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
             if (raw->anchors[i].tick > sk.end_tick)
                 sk.end_tick = raw->anchors[i].tick;
     }
-    if (sm__skim(raw, b.cut_tick, b.ns_per_tick, &sk))
+    if (sm__skim(raw, b.set.cut_tick, b.set.ns_per_tick, &sk))
         goto out;
     uint64_t end_tick = sk.end_tick;
-    if (end_tick < b.cut_tick)
-        end_tick = b.cut_tick;
-    b.lost_at_end = raw->dropped > sk.marked;
+    if (end_tick < b.set.cut_tick)
+        end_tick = b.set.cut_tick;
+    b.set.lost_at_end = raw->dropped > sk.marked;
     m->duration_ns = rel(&b, end_tick);
 
     if (build_sites(&b, raw, sk.max_id, sk.used))
@@ -1072,7 +1073,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     sm_config(m, &cfg);
     m->rank = cfg.rank;
     m->world_size = cfg.world_size > 0 ? cfg.world_size : 1;
-    b.min_ns = cfg.min_duration_s > 0 ? (int64_t)(cfg.min_duration_s * 1e9) : 0;
+    b.set.min_ns = cfg.min_duration_s > 0 ? (int64_t)(cfg.min_duration_s * 1e9) : 0;
     b.rec.max = cfg.report_max_records == 1 ? 2 : cfg.report_max_records; /* a pair at least */
     if (sm__sink_init(&b.sink, m) ||
         !(b.open_n = sonde__calloc(b.sink.n_groups ? b.sink.n_groups : 1, sizeof *b.open_n)))
@@ -1080,28 +1081,28 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     if (build_sessions(&b, sk.sess, sk.n_sess, end_tick) ||
         build_modes(&b, sk.modes, sk.n_modes, end_tick, sk.last_step))
         goto out;
-    sm_records_seen seen = {sk.instants, sk.step_ends, sk.last_step, &sk.inst, b.rank,
-                            sk.stepped && sk.step_thread != UINT32_MAX, b.dump};
-    if (sm__records_plan(&b.rec, m, &seen) || sm__granges(raw, m, &b.grad))
+    sm_records_seen seen = {sk.instants, sk.step_ends, sk.last_step, &sk.inst, b.set.rank,
+                            sk.stepped && sk.step_thread != UINT32_MAX, b.set.dump};
+    if (sm__records_plan(&b.rec, m, &seen) || sm__granges(raw, m, &b.set.grad))
         goto out;
-    b.held_min_ns = held_bound(&b, raw->n_threads, &sk);
+    b.set.held_min_ns = held_bound(&b, raw->n_threads, &sk);
     if (raw->opts.feed && start_feeding(&b, raw->opts.feed))
         goto out;
-    if (b.held_min_ns != INT64_MIN && m->n_sessions) { /* their spans will not all be there */
+    if (b.set.held_min_ns != INT64_MIN && m->n_sessions) { /* their spans will not all be there */
         if (!(b.ssink = sonde__calloc(m->n_sessions, sizeof *b.ssink)))
             goto out;
         for (; b.n_ssink < m->n_sessions; b.n_ssink++)
             if (sm__sink_init(&b.ssink[b.n_ssink], m))
                 goto out;
     }
-    if (b.held_min_ns != INT64_MIN && (raw->n_samples || raw->n_offs) && sort_samples(&b))
+    if (b.set.held_min_ns != INT64_MIN && (raw->n_samples || raw->n_offs) && sort_samples(&b))
         goto out;
     /* The second pass: each thread's sections, its events decoded a batch at a time. */
     if (sm__build_threads(&b, b.feeding || b.n_ssink > SM_OWN_MAX_SESSIONS ? NULL : sk.own,
                           end_tick))
         goto out;
-    m->sections_folded = b.folded;
-    m->held_min_ns = b.held_min_ns;
+    m->sections_folded = b.n.folded;
+    m->held_min_ns = b.set.held_min_ns;
     for (size_t i = 0; i < b.n_ssink; i++) {
         sm_session *se = &m->sessions[i];
         if (sm__sink_finish(&b.ssink[i], m, (double)(se->end_ns - se->start_ns) / 1e9, &se->stats,
@@ -1109,7 +1110,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
             goto out;
     }
     if (sm__sink_finish(&b.sink, m, (double)m->duration_ns / 1e9, &m->stats, &m->n_stats) ||
-        sm__drop_short(m, b.min_ns) || sm__ops_build(raw, m) || sm__gpu_build(raw, m) ||
+        sm__drop_short(m, b.set.min_ns) || sm__ops_build(raw, m) || sm__gpu_build(raw, m) ||
         sm__profile_build(raw, m) || sm__profile_keep(raw, m))
         goto out;
     if (build_rates_warnings(&b, m) != 0)

@@ -512,15 +512,13 @@ void sm__skim_free(sm_skim *sk);
 /* model.c - the build: what every file thread's sections are built with. A file thread built
  * on a thread of its own (build_threads.c) has a copy of its own, with the model of its own it
  * builds into. */
-typedef struct bctx {
-    sm_model *m;
+/* What every thread's build reads and none changes, set before the build begins: a fragment
+ * built on another thread (build_threads.c) takes a copy of the whole. The arrays are the run's
+ * (bctx_free frees them). */
+typedef struct bset {
     uint64_t cut_tick;
     double ns_per_tick;
-    size_t cap_spans, cap_span_x, cap_meta, cap_inst, cap_sessions,
-        cap_warn, cap_dsteps, cap_blocks;
-    uint64_t unmatched_ends, gaps, gap_events, unterminated;
     int dump;                /* a flight recorder's window: what is open at its end ends past it */
-    uint64_t end_lost;       /* sections whose end was among the dropped events */
     int lost_at_end;         /* the file dropped events no GAP marks (a thread's last ones, or
                                 writes that failed): a section open at the end lost its end */
     /* the step schedule's modes over time (MODE events): kept = ACTIVE */
@@ -528,22 +526,49 @@ typedef struct bctx {
     int *mode_active;
     size_t n_modes;
     uint32_t *rank;          /* file id -> site index when the ids were sparse (build_sites) */
-    sm_statsink sink;        /* the run's statistics, fed as each section closes */
-    uint32_t *open_n;        /* per name (sink group): its instances open on the thread built */
     int64_t min_ns;          /* config min_duration_s: shorter sections are left out (0: none) */
-    sm_records rec;          /* instants, steps, counters, metrics (records.c) */
     sm_granges grad;         /* the hook ranges among the operators (ops.c) */
     /* held sections (report_max_sections, settle) */
     int64_t held_min_ns;     /* INT64_MIN: every section is held */
     int64_t edge_lo, edge_hi; /* the durations of the histogram bucket just under
                                 held_min_ns (edge_hi), in [edge_lo, edge_hi); none: 0, 0 */
-    uint64_t edge_every, edge_seen; /* of each thread's, every edge_every-th is held too */
+    uint64_t edge_every;     /* of each thread's, every edge_every-th is held too */
+    sb_raw *raw;
+    uint32_t *smp;           /* held sections: CPU samples by thread and time (place_samples) */
+} bset;
+
+/* What a build counts as it goes: a fragment's are added to the run's (bcount_add). */
+typedef struct bcount {
+    uint64_t unmatched_ends, gaps, gap_events, unterminated;
+    uint64_t end_lost;       /* sections whose end was among the dropped events */
+    uint64_t built, folded;  /* sections built; of them, folded */
+} bcount;
+
+static inline void bcount_add(bcount *to, const bcount *n)
+{
+    to->unmatched_ends += n->unmatched_ends;
+    to->gaps += n->gaps;
+    to->gap_events += n->gap_events;
+    to->unterminated += n->unterminated;
+    to->end_lost += n->end_lost;
+    to->built += n->built;
+    to->folded += n->folded;
+}
+
+/* The build: its settings, its counts, and the state of the thread being built. */
+typedef struct bctx {
+    sm_model *m;
+    bset set;
+    bcount n;
+    size_t cap_spans, cap_span_x, cap_meta, cap_inst, cap_sessions,
+        cap_warn, cap_dsteps, cap_blocks;
+    sm_statsink sink;        /* the run's statistics, fed as each section closes */
+    uint32_t *open_n;        /* per name (sink group): its instances open on the thread built */
+    sm_records rec;          /* instants, steps, counters, metrics (records.c) */
+    uint64_t edge_seen;      /* of the thread built's edge sections, those seen (set.edge_every) */
     sm_statsink *ssink;      /* per session, when some sections are folded */
     size_t n_ssink, cap_folds;
     int32_t top_run;         /* the thread being built: the run open at its top level, -1 none */
-    uint64_t built, folded;  /* sections built; of them, folded */
-    sb_raw *raw;
-    uint32_t *smp;           /* held sections: CPU samples by thread and time (place_samples) */
     int feeding;             /* raw->opts.feed is handed every section as it closes */
     uint64_t seen_sections;  /* the sections the first pass counted (held_bound) */
     int each_stopped;        /* raw->opts.feed asked to stop */
