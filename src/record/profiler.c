@@ -586,17 +586,19 @@ static void free_tomb(sonde_profiler *t)
  * SONDE_SCOPE still open when sonde_destroy ran (on this thread or another) ends through the
  * slow path, which sees the profiler destroyed and writes nothing, instead of writing into the
  * freed chunks (issue 36 #1). */
+_Static_assert(offsetof(sonde_profiler, hot) == 0, "bury keeps the hot header, the first member");
 static void bury(sonde_profiler *p)
 {
-    uint64_t serial = p->hot.serial;
     sonde_tbuf *threads = atomic_load(&p->threads);
     for (sonde_tbuf *tb = threads; tb; tb = atomic_load(&tb->next)) {
         __atomic_store_n(&tb->hot.end, NULL, __ATOMIC_RELAXED);
         sonde__publish(&tb->hot, NULL);
     }
     free_contents(p, 1);
-    memset(p, 0, sizeof *p); /* recording 0, every pointer NULL */
-    p->hot.serial = serial;
+    /* every pointer NULL; the hot header, which another thread's SONDE_SCOPE may be reading as
+     * this runs, only has recording set to 0 (atomically: the macros' loads are atomic) */
+    __atomic_store_n(&p->hot.recording, 0, __ATOMIC_RELAXED);
+    memset((char *)p + sizeof p->hot, 0, sizeof *p - sizeof p->hot);
     p->fd = -1;
     atomic_store(&p->finalized, 1);
     atomic_store(&p->threads, threads);
@@ -903,13 +905,16 @@ static int finalize(sonde_profiler *p)
     if (p->fd < 0 && !atomic_load(&p->child_pending))
         return atomic_load(&p->status) ? SONDE_EIO : 0;
     for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next)) {
-        if (atomic_load(&tb->state) != TB_LIVE || tb->hot.depth <= 0)
+        /* a thread may still be opening sections as this runs: its depth and stack are read
+         * as the live display reads them (relaxed loads of what it stores so) */
+        int32_t depth = __atomic_load_n(&tb->hot.depth, __ATOMIC_RELAXED);
+        if (atomic_load(&tb->state) != TB_LIVE || depth <= 0)
             continue;
         char open[256] = "";
         size_t k = 0;
-        int d = tb->hot.depth < 64 ? tb->hot.depth : 64;
+        int d = depth < 64 ? depth : 64;
         for (int i = 0; i < d && k < sizeof open - 40; i++) {
-            uint32_t id = tb->hot.stack[i];
+            uint32_t id = __atomic_load_n(&tb->hot.stack[i], __ATOMIC_RELAXED);
             const sonde_site_rec *r = sonde__site_get(id); /* NULL for the placeholders */
             k += (size_t)snprintf(open + k, sizeof open - k, "%s%.32s", i ? " > " : "",
                                   r                  ? r->name
@@ -918,10 +923,10 @@ static int finalize(sonde_profiler *p)
                                                      : "?");
         }
         sonde__warn(p, "%d section(s) still open at the end of the run on thread %u (%s): %s",
-                    tb->hot.depth, tb->thread, tb->name, open);
+                    depth, tb->thread, tb->name, open);
         if (rc != SONDE_EOPEN) /* the first thread's, in the caller's last error (not stale) */
             sonde__fail(SONDE_EOPEN, "sonde_destroy: %d section(s) still open on thread %u "
-                                     "(%s), closed now: %s", tb->hot.depth, tb->thread,
+                                     "(%s), closed now: %s", depth, tb->thread,
                         tb->name, open);
         rc = SONDE_EOPEN;
     }

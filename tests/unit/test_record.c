@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1161,13 +1162,13 @@ static void calls_after_destroy(void **state)
  * worker still inside its scope. Its end goes nowhere (no write into freed chunks: ASan checks
  * it in `make test`), and the report, written at destroy, has the scopes closed (issue 36 #1). */
 static pthread_mutex_t g_gate = PTHREAD_MUTEX_INITIALIZER;
-static volatile int g_inside;
+static atomic_int g_inside; /* release/acquire: the worker's scope opened before the test goes on */
 
 static void *scoped_worker(void *arg)
 {
     sonde_profiler *p = arg;
     SONDE_SCOPE(p, "worker scope");
-    g_inside = 1;
+    atomic_store_explicit(&g_inside, 1, memory_order_release);
     pthread_mutex_lock(&g_gate); /* held by the test until sonde_destroy has returned */
     pthread_mutex_unlock(&g_gate);
     return NULL;
@@ -1183,7 +1184,7 @@ static void scope_outlives_destroy(void **state)
     pthread_mutex_lock(&g_gate);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, scoped_worker, p), 0);
-    while (!g_inside)
+    while (!atomic_load_explicit(&g_inside, memory_order_acquire))
         usleep(1000);
     {
         SONDE_SCOPE(p, "main scope");
