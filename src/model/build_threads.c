@@ -127,19 +127,6 @@ static void *helper_run(void *arg)
     return NULL;
 }
 
-/* v (length len, capacity *cap, entries of size sz) with room for n more: v, or v grown, or
- * NULL out of memory (v as it was). */
-static void *room(void *v, size_t len, size_t *cap, size_t n, size_t sz)
-{
-    if (len + n <= *cap)
-        return v;
-    size_t want = *cap * 2 > len + n ? *cap * 2 : len + n;
-    void *g = sonde__realloc(v, want * sz);
-    if (g)
-        *cap = want;
-    return g;
-}
-
 /* Entries moved from a fragment's array into the run's at a time: the fragment's array gives
  * back each part once moved (a realloc that shrinks it), so the two hold the fragment's
  * entries once, not twice, while they move. */
@@ -189,21 +176,14 @@ static int merge_frag(bctx *b, frag *f)
     sm_model *m = b->m, *fm = &f->m;
     if (m->n_spans + fm->n_spans > INT32_MAX || m->n_folds + fm->n_folds > INT32_MAX)
         return -1; /* span indices are int32: what one thread building them could not pass */
-    sm_span *sp = fm->n_spans ? room(m->spans, m->n_spans, &b->cap_spans, fm->n_spans,
-                                     sizeof *sp) : m->spans;
-    if (fm->n_spans && !sp)
+    if (SONDE_RESERVE(m->spans, m->n_spans, fm->n_spans, b->cap_spans) ||
+        SONDE_RESERVE(m->folds, m->n_folds, fm->n_folds, b->cap_folds))
         return -1;
-    m->spans = sp;
-    sm_fold_run *fo = fm->n_folds ? room(m->folds, m->n_folds, &b->cap_folds, fm->n_folds,
-                                         sizeof *fo) : m->folds;
-    if (fm->n_folds && !fo)
-        return -1;
-    m->folds = fo;
     int32_t off = (int32_t)m->n_spans;
-    move_parts(m->spans, m->n_spans, fm->spans, fm->n_spans, sizeof *sp, off, fix_spans);
+    move_parts(m->spans, m->n_spans, fm->spans, fm->n_spans, sizeof *m->spans, off, fix_spans);
     fm->spans = NULL;
     m->n_spans += fm->n_spans;
-    move_parts(m->folds, m->n_folds, fm->folds, fm->n_folds, sizeof *fo, off, fix_folds);
+    move_parts(m->folds, m->n_folds, fm->folds, fm->n_folds, sizeof *m->folds, off, fix_folds);
     fm->folds = NULL;
     m->n_folds += fm->n_folds;
     m->short_spans += fm->short_spans;

@@ -1049,14 +1049,6 @@ int sm__profile_keep(sb_raw *raw, sm_model *m)
     return 0;
 }
 
-/* Room for `more` elements after the `have` of array v (its capacity cap): 0, or -1 out of
- * memory (v unchanged). tmp: a void pointer of the caller's. */
-#define PF_RESERVE(v, have, more, cap, tmp)                                                        \
-    ((have) + (more) <= (cap) ? 0                                                                  \
-     : ((tmp) = sonde__realloc((v), ((have) + (more)) * sizeof *(v))) == NULL                      \
-         ? -1                                                                                      \
-         : ((v) = (tmp), (cap) = (have) + (more), 0))
-
 /* Function i of raw as the key two runs' functions are matched by: its name, object and where it
  * is defined. */
 static void pf_func_key(sbuf *key, const sm_pfunc_raw *f)
@@ -1074,8 +1066,7 @@ static int pf_merge_funcs(sb_raw *a, sb_raw *b, uint32_t *fmap)
     strmap_init(&have);
     sbuf key;
     sbuf_init(&key);
-    void *tmp;
-    int rc = PF_RESERVE(a->pfuncs, a->n_pfuncs, b->n_pfuncs, a->cap_pfuncs, tmp);
+    int rc = SONDE_RESERVE(a->pfuncs, a->n_pfuncs, b->n_pfuncs, a->cap_pfuncs);
     for (size_t i = 0; !rc && i < a->n_pfuncs; i++) {
         pf_func_key(&key, &a->pfuncs[i]);
         rc = key.oom || strmap_put(&have, key.data, (int)i) ? -1 : 0;
@@ -1210,11 +1201,10 @@ int sm__profile_merge(sm_model *d, sm_model *s, uint32_t site0)
             if (a->pstacks[i].f[k] >= a->n_pfuncs)
                 a->pstacks[i].f[k] = UINT32_MAX;
     uint32_t *fmap = sonde__malloc((b->n_pfuncs + 1) * sizeof *fmap);
-    void *tmp;
     if (!fmap || pf_merge_funcs(a, b, fmap) ||
-        PF_RESERVE(a->pstacks, a->n_pstacks, b->n_pstacks, a->cap_pstacks, tmp) ||
-        PF_RESERVE(a->samples, a->n_samples, b->n_samples, a->cap_samples, tmp) ||
-        PF_RESERVE(a->offs, a->n_offs, b->n_offs, a->cap_offs, tmp)) {
+        SONDE_RESERVE(a->pstacks, a->n_pstacks, b->n_pstacks, a->cap_pstacks) ||
+        SONDE_RESERVE(a->samples, a->n_samples, b->n_samples, a->cap_samples) ||
+        SONDE_RESERVE(a->offs, a->n_offs, b->n_offs, a->cap_offs)) {
         sonde__free(fmap);
         return -1;
     }

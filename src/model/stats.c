@@ -447,13 +447,8 @@ int sm__sink_merge(sm_statsink *into, sm_statsink *from)
             return -1;
         }
         if (!a->sketched && !b->sketched && a->count + b->count <= SM_SKETCH_AT) {
-            if (x->cap_dur < x->n_dur + y->n_dur) {
-                double *d = sonde__realloc(x->dur, (x->n_dur + y->n_dur) * sizeof *d);
-                if (!d)
-                    return -1;
-                x->dur = d;
-                x->cap_dur = x->n_dur + y->n_dur;
-            }
+            if (SONDE_RESERVE(x->dur, x->n_dur, y->n_dur, x->cap_dur))
+                return -1;
             memcpy(x->dur + x->n_dur, y->dur, y->n_dur * sizeof *y->dur);
             x->n_dur += y->n_dur;
         } else if (!a->sketched) {

@@ -114,3 +114,22 @@ int sonde__grow(void **arr, size_t *cap, size_t elem)
     *cap = nc;
     return 0;
 }
+
+int sonde__reserve(void **arr, size_t *cap, size_t n, size_t more, size_t elem)
+{
+    if (more > SIZE_MAX - n)
+        return -1;
+    size_t want = n + more;
+    if (want <= *cap)
+        return 0;
+    if (*cap <= SIZE_MAX / 2 && *cap * 2 > want && (!elem || *cap * 2 <= SIZE_MAX / elem))
+        want = *cap * 2;
+    if (elem && want > SIZE_MAX / elem)
+        return -1;
+    void *g = sonde__realloc(*arr, want * elem);
+    if (!g)
+        return -1;
+    *arr = g;
+    *cap = want;
+    return 0;
+}

@@ -15,6 +15,19 @@ char *sonde__strdup(const char *s);
  * *arr and *cap unchanged. SONDE_GROW(arr, n, cap) grows only when the array is full. */
 int sonde__grow(void **arr, size_t *cap, size_t elem);
 #define SONDE_GROW(arr, n, cap) ((n) < (cap) ? 0 : sonde__grow((void **)&(arr), &(cap), sizeof *(arr)))
+/* Room for more elements after the n in use of a growing array: where its capacity is less
+ * than n + more, grows it through sonde__realloc to n + more or double, the larger; 0, or -1
+ * with *arr and *cap unchanged (out of memory, or n + more elements overflow a size_t).
+ * SONDE_RESERVE(arr, n, more, cap) calls it only when the room is not there. */
+int sonde__reserve(void **arr, size_t *cap, size_t n, size_t more, size_t elem);
+static inline int sonde__has_room(size_t n, size_t more, size_t cap)
+{
+    return n <= cap && more <= cap - n;
+}
+#define SONDE_RESERVE(arr, n, more, cap)                                                           \
+    (sonde__has_room((n), (more), (cap))                                                           \
+         ? 0                                                                                       \
+         : sonde__reserve((void **)&(arr), &(cap), (n), (more), sizeof *(arr)))
 /* Like asprintf: the length, or -1 (and *out unset) when out of memory. */
 int sonde__asprintf(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

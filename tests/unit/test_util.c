@@ -1,5 +1,6 @@
-/* test_util.c - varints, the JSON/CSV encoders, the string map, file helpers. */
+/* test_util.c - varints, the JSON/CSV encoders, the string map, file helpers, growing arrays. */
 #include "testutil.h"
+#include "util/alloc.h"
 #include "util/buf.h"
 #include "util/fileio.h"
 #include "util/strmap.h"
@@ -149,9 +150,40 @@ static void read_whole_file(void **state)
     tu_rmrf(dir);
 }
 
+/* SONDE_RESERVE: room for more after the n in use, the contents kept, the capacity n + more
+ * or double, the larger; an overflowing request refused with the array as it was. */
+static void reserve_room(void **state)
+{
+    (void)state;
+    int *v = NULL;
+    size_t n = 0, cap = 0;
+    assert_int_equal(SONDE_RESERVE(v, n, 0, cap), 0); /* none wanted: nothing allocated */
+    assert_null(v);
+    assert_int_equal(SONDE_RESERVE(v, n, 5, cap), 0);
+    assert_int_equal(cap, 5);
+    for (; n < 5; n++)
+        v[n] = (int)n * 7;
+    int *before = v;
+    assert_int_equal(SONDE_RESERVE(v, n, 0, cap), 0); /* full, none more wanted */
+    assert_ptr_equal(v, before);
+    assert_int_equal(SONDE_RESERVE(v, n, 1, cap), 0); /* one more: doubled */
+    assert_int_equal(cap, 10);
+    assert_int_equal(SONDE_RESERVE(v, n, 20, cap), 0); /* more than double: exactly that */
+    assert_int_equal(cap, 25);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(v[i], (int)i * 7);
+    before = v;
+    assert_int_equal(SONDE_RESERVE(v, n, SIZE_MAX - 2, cap), -1); /* n + more overflows */
+    assert_int_equal(SONDE_RESERVE(v, n, SIZE_MAX / 2, cap), -1); /* the bytes overflow */
+    assert_ptr_equal(v, before);
+    assert_int_equal(cap, 25);
+    sonde__free(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(reserve_room),
         cmocka_unit_test(varint_round_trip), cmocka_unit_test(json_escaping),
         cmocka_unit_test(csv_and_numbers), cmocka_unit_test(strmap_basics),
         cmocka_unit_test(atomic_file_and_dirs), cmocka_unit_test(read_whole_file),
