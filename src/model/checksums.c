@@ -2,13 +2,13 @@
  * (model_build.h's sm__check_records). The reading (reader.c) walks the records on one thread;
  * an EVENTS record's sum, most of that walk's time for a large file, is left to this, each
  * thread taking the next run of records not yet taken and reading it with one pread: the sums
- * are shared between the threads, never summed twice. */
+ * are shared between the threads, never summed twice. The bytes come through reader.c's
+ * sm__bytes_at. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include "model_build.h"
@@ -31,35 +31,6 @@ typedef struct checker {
     _Atomic int failed;   /* 1: a sum differs or a record could not be read; -1: out of memory */
 } checker;
 
-/* The len bytes at off, from memory or read into *buf (grown as needed). NULL when they
- * cannot be read (errno), or out of memory (errno ENOMEM). */
-static const uint8_t *bytes_at(const checker *c, uint64_t off, size_t len, uint8_t **buf,
-                               size_t *cap)
-{
-    if (c->data)
-        return c->data + off;
-    if (len > *cap) {
-        uint8_t *g = sonde__realloc(*buf, len);
-        if (!g) {
-            errno = ENOMEM;
-            return NULL;
-        }
-        *buf = g;
-        *cap = len;
-    }
-    for (size_t got = 0; got < len;) {
-        ssize_t r = pread(c->fd, *buf + got, len - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            errno = r ? errno : EIO;
-            return NULL;
-        }
-        got += (size_t)r;
-    }
-    return *buf;
-}
-
 /* 0 when records [i, j)'s sums are right, else what c->failed is to be set to. */
 static int check_run(const checker *c, size_t i, size_t j, uint8_t **buf, size_t *cap)
 {
@@ -72,7 +43,7 @@ static int check_run(const checker *c, size_t i, size_t j, uint8_t **buf, size_t
         }
         return 0;
     }
-    const uint8_t *p = bytes_at(c, from, (size_t)(to - from), buf, cap);
+    const uint8_t *p = sm__bytes_at(c->data, c->fd, from, (size_t)(to - from), buf, cap);
     if (!p)
         return errno == ENOMEM ? -1 : 1;
     for (size_t k = i; k < j; k++) {

@@ -106,6 +106,11 @@ typedef struct sb_sum {
  * read (the reading then reads the file again, summing each record as it goes, to say which);
  * -1 out of memory. checksums.c. */
 int sm__check_records(const uint8_t *data, int fd, const sb_sum *recs, size_t n, int threads);
+/* The len bytes at off of a file in memory at data, or else read from fd with pread into *buf
+ * (grown to *cap as needed), valid until *buf's next use. NULL when out of memory (errno
+ * ENOMEM) or the bytes could not be read (errno; EIO where the file ends first). reader.c. */
+const uint8_t *sm__bytes_at(const uint8_t *data, int fd, uint64_t off, size_t len, uint8_t **buf,
+                            size_t *cap);
 
 typedef struct sb_raw {
     char *name, *host, *program, *cmdline, *clock, *unit, *sonde_version;

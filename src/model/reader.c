@@ -74,24 +74,22 @@ struct rstate {
     size_t n_sums, cap_sums;
 };
 
-/* The len bytes at off (within the file's size): in memory, or read into d's scratch buffer,
- * valid until its next call. NULL when out of memory (errno ENOMEM) or the file could not be
- * read there (it shrank, or an I/O error). */
-static const uint8_t *src_at(rdec *d, uint64_t off, size_t len)
+const uint8_t *sm__bytes_at(const uint8_t *data, int fd, uint64_t off, size_t len, uint8_t **buf,
+                            size_t *cap)
 {
-    if (d->s->data)
-        return d->s->data + off;
-    if (len > d->cap_scratch) {
-        uint8_t *g = sonde__realloc(d->scratch, len);
+    if (data)
+        return data + off;
+    if (len > *cap) {
+        uint8_t *g = sonde__realloc(*buf, len);
         if (!g) {
             errno = ENOMEM;
             return NULL;
         }
-        d->scratch = g;
-        d->cap_scratch = len;
+        *buf = g;
+        *cap = len;
     }
     for (size_t got = 0; got < len;) {
-        ssize_t r = pread(d->s->fd, d->scratch + got, len - got, (off_t)(off + got));
+        ssize_t r = pread(fd, *buf + got, len - got, (off_t)(off + got));
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {
@@ -100,7 +98,15 @@ static const uint8_t *src_at(rdec *d, uint64_t off, size_t len)
         }
         got += (size_t)r;
     }
-    return d->scratch;
+    return *buf;
+}
+
+/* The len bytes at off (within the file's size): in memory, or read into d's scratch buffer,
+ * valid until its next call. NULL when out of memory (errno ENOMEM) or the file could not be
+ * read there (it shrank, or an I/O error). */
+static const uint8_t *src_at(rdec *d, uint64_t off, size_t len)
+{
+    return sm__bytes_at(d->s->data, d->s->fd, off, len, &d->scratch, &d->cap_scratch);
 }
 
 static int rwarn(rstate *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
