@@ -264,9 +264,8 @@ static int parse_thread(rstate *s, const uint8_t *p, const uint8_t *end)
     return 0;
 }
 
-/* at: the record's payload's offset in the file. */
-/* An EVENTS record of len bytes at at in the file, its first bytes from p to end (its block's
- * header, at most 48 bytes, and more). */
+/* An EVENTS record of len bytes whose payload is at at in the file, its first bytes from p to
+ * end (its block's header, at most 48 bytes, or more). */
 static int parse_events(rstate *s, const uint8_t *p, const uint8_t *end, size_t len, uint64_t at,
                         size_t order)
 {
