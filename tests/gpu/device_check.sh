@@ -4,16 +4,25 @@
 # of the shared libraries the build links that the machine may lack (libyaml, libdw, libelf and
 # theirs). Runs gpu_check.py in process (NVML, CUPTI, track_cuda, Python frames) and through
 # torch.profiler's CUDA activity, `sonde run` from outside on the same training, and make
-# bench's bench_sample Python cases (not with SKIP_BENCH=1), and with SUITES=DIR the torch and
+# bench's bench_sample Python cases and ab_sample.py's alternating rounds of sonde run's ways
+# (not with SKIP_BENCH=1), and with SUITES=DIR the torch and
 # compat Python suites on that machine's torch; everything it wrote goes to
 # $OUT/gpu.tgz. Exit status: the
 # number of checks that failed. What the last run found: docs/integrations.md.
+# Made here for the lent machines' Python 3.12 (2026-11-27): cmake -S . -B build-dev
+# -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DPython3_EXECUTABLE=$HOME/.pyenv/versions/
+# 3.12.1/bin/python3, cmake --build build-dev; LIBS: libdw.so.1, libelf.so.1, libjansson.so.4,
+# libyaml-0.so.2, libbz2.so.1.0 and liblzma.so.5 copied (cp -L) from /lib/x86_64-linux-gnu into
+# .devlibs; every device call carries both (["build-dev", ".devlibs"]): a call that carries
+# neither finds them gone.
 set -u
 B=${1:-build-dev}
 LIBS=${2:-.devlibs}
 OUT=${OUT:-$(mktemp -d)}
 export LD_LIBRARY_PATH=$PWD/$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PYTHONPATH=$PWD/$B/python PYTHONUNBUFFERED=1
+# the build tree's libsonde.so for --sample-python-in-thread (its own path is this machine's)
+[ -n "${SONDE_LIBRARY:-}" ] || export SONDE_LIBRARY=$(ls "$PWD/$B"/libsonde.so.*.* 2>/dev/null | head -1)
 W=$(mktemp -d)
 PY=$(command -v python3)
 SONDE=$PWD/$B/tools/sonde/sonde
@@ -72,5 +81,7 @@ fi
 [ -n "${SKIP_BENCH:-}" ] && { echo "device_check: $fails failed"; exit "$fails"; }
 note "bench_sample: what sampling costs a Python program (issue 39's 2%)"
 timeout 240 "$PWD/$B/bench/bench_sample" "$SONDE" --dir "$W/bench" --python "$PY" tests/e2e/pyshares.py
+note "ab_sample: sonde run's ways in alternating rounds (what decides its default for Python)"
+timeout 200 "$PY" tests/gpu/ab_sample.py "$SONDE" "$PY" 16
 echo "device_check: $fails failed"
 exit "$fails"
