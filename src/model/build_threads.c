@@ -26,7 +26,6 @@ typedef struct frag {
 typedef struct helpers {
     bctx *b;                 /* the run's */
     const sm_model *tmpl_m;  /* what a fragment starts from, taken before any helper starts */
-    const bctx *tmpl_b;
     uint64_t end_tick;
     size_t *own;             /* the own threads, in order */
     size_t n_own;
@@ -61,8 +60,9 @@ static void frag_free(frag *f)
     sonde__free(f);
 }
 
-/* A fragment as the templates have it, with its own spans, folds, statistics and counts. NULL
- * out of memory. */
+/* A fragment as the template of the model has it, with the run's settings (b->set and its
+ * sessions' sinks, which the build does not change) and its own spans, folds, statistics and
+ * counts. NULL out of memory. */
 static frag *frag_new(const helpers *h)
 {
     frag *f = sonde__calloc(1, sizeof *f);
@@ -74,18 +74,18 @@ static frag *frag_new(const helpers *h)
     f->m.folds = NULL;
     f->m.n_folds = 0;
     f->m.short_spans = 0;
-    const bctx *t = h->tmpl_b;
+    const bctx *run = h->b;
     bctx *b = &f->b;
     b->m = &f->m;
-    b->set = t->set;
+    b->set = run->set;
     b->top_run = -1;
     if (sm__sink_init(&b->sink, h->tmpl_m) ||
         !(b->open_n = sonde__calloc(b->sink.n_groups ? b->sink.n_groups : 1, sizeof *b->open_n)))
         goto fail;
-    if (t->n_ssink) {
-        if (!(b->ssink = sonde__calloc(t->n_ssink, sizeof *b->ssink)))
+    if (run->n_ssink) {
+        if (!(b->ssink = sonde__calloc(run->n_ssink, sizeof *b->ssink)))
             goto fail;
-        for (; b->n_ssink < t->n_ssink; b->n_ssink++)
+        for (; b->n_ssink < run->n_ssink; b->n_ssink++)
             if (sm__sink_init(&b->ssink[b->n_ssink], h->tmpl_m))
                 goto fail;
     }
@@ -196,11 +196,11 @@ static int merge_frag(bctx *b, frag *f)
     return 0;
 }
 
-/* Starts up to n - 1 helpers over the own threads (own_of: per file thread), with templates of
- * the run's model and context. 0 (none started is not a failure: the reading's thread builds
- * them all), or -1 out of memory. */
+/* Starts up to n - 1 helpers over the own threads (own_of: per file thread), with a template
+ * of the run's model (tm: taken now, before the reading's thread changes it). 0 (none started
+ * is not a failure: the reading's thread builds them all), or -1 out of memory. */
 static int helpers_start(helpers *h, bctx *b, const uint8_t *own_of, int n, sm_model *tm,
-                         bctx *tb, helper *hs)
+                         helper *hs)
 {
     sb_raw *raw = b->set.raw;
     for (size_t t = 0; t < raw->n_threads; t++)
@@ -217,9 +217,7 @@ static int helpers_start(helpers *h, bctx *b, const uint8_t *own_of, int n, sm_m
         if (own_of[t])
             h->own[h->n_own++] = t;
     *tm = *b->m;
-    *tb = *b;
     h->tmpl_m = tm;
-    h->tmpl_b = tb;
     /* the first own thread is the reading's thread's to build: the helpers start at the second */
     atomic_store(&h->next, 1);
     if ((size_t)n > h->n_own) /* a helper for each own thread past the first at most */
@@ -287,11 +285,10 @@ int sm__build_threads(bctx *b, const uint8_t *own, uint64_t end_tick)
     pthread_mutex_init(&h.mu, NULL);
     pthread_cond_init(&h.cv, NULL);
     sm_model tm;
-    bctx tb;
     helper hs[SB_MAX_DECODERS];
     int rc = -1;
     int n = own && raw->dec_new ? sm__readers_for(raw) : 1;
-    if (n > 1 && helpers_start(&h, b, own, n, &tm, &tb, hs))
+    if (n > 1 && helpers_start(&h, b, own, n, &tm, hs))
         goto out;
     for (size_t t = 0; t < raw->n_threads; t++) {
         int r = h.n && own[t] ? build_own(&h, t)

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <string.h>
 #include <zlib.h>
 
 #include "model_build.h"

@@ -511,13 +511,8 @@ static int build_batch(void *ctx, const sb_batch *bt)
     uint32_t tindex = tb->tindex;
     char owner_buf[300];
     static const double none[SONDE_MAX_VALUES];
-    if (bt->n > tb->cap_t) {
-        int64_t *g = sonde__realloc(tb->t_ns, bt->n * sizeof *g);
-        if (!g)
-            return -1;
-        tb->t_ns = g;
-        tb->cap_t = bt->n;
-    }
+    if (SONDE_RESERVE(tb->t_ns, 0, bt->n, tb->cap_t))
+        return -1;
     for (size_t i = 0; i < bt->n; i++)
         tb->t_ns[i] = rel(b, bt->ev[i].tick);
     for (size_t i = 0; i < bt->n; i++) {

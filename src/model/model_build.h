@@ -508,10 +508,12 @@ typedef struct sm_skim {
  * are the reading's warnings. 0, or -1 out of memory. */
 int sm__skim(sb_raw *raw, uint64_t cut_tick, double ns_per_tick, sm_skim *sk);
 /* How many threads read raw's events at once, the first pass's (sm__skim) and the build's:
- * SONDE_READ_THREADS (1 to SB_MAX_DECODERS) where set, else one a CPU this process may run on,
- * up to SB_MAX_DECODERS, for a file of several threads and 4 MiB or more; never more than the
- * file has threads. */
+ * sm__threads_for the file's size, for a file of several threads; never more than the file has
+ * threads. */
 int sm__readers_for(const sb_raw *raw);
+/* How many threads a reading of a file of bytes bytes may use: sm_report_threads where
+ * SONDE_READ_THREADS is set or the file has SM_SEVERAL_FROM_BYTES or more, else 1. */
+int sm__threads_for(uint64_t bytes);
 void sm__skim_free(sm_skim *sk);
 
 /* model.c - the build: what every file thread's sections are built with. A file thread built

@@ -731,9 +731,7 @@ done:
 static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, const sb_opts *o,
                     sm_model *m)
 {
-    int chosen, threads = sm_report_threads(&chosen);
-    return read_src_as(data, fd, n, fname, o, m,
-                       chosen || n >= SM_SEVERAL_FROM_BYTES ? threads : 1);
+    return read_src_as(data, fd, n, fname, o, m, sm__threads_for(n));
 }
 
 int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)

@@ -284,11 +284,17 @@ int sm_report_threads(int *chosen)
     return want < 1 ? 1 : want > SM_REPORT_THREADS_MAX ? SM_REPORT_THREADS_MAX : (int)want;
 }
 
-int sm__readers_for(const sb_raw *raw)
+int sm__threads_for(uint64_t bytes)
 {
     int chosen, want = sm_report_threads(&chosen);
-    if (raw->n_threads < 2 || !raw->dec_new || (!chosen && raw->bytes < SM_SEVERAL_FROM_BYTES))
+    return chosen || bytes >= SM_SEVERAL_FROM_BYTES ? want : 1;
+}
+
+int sm__readers_for(const sb_raw *raw)
+{
+    if (raw->n_threads < 2 || !raw->dec_new)
         return 1;
+    int want = sm__threads_for(raw->bytes);
     return (size_t)want > raw->n_threads ? (int)raw->n_threads : want;
 }
 
