@@ -423,9 +423,28 @@ static void *write_apart(void *arg)
     return NULL;
 }
 
+/* The threads besides the calling one that write n_apart files apart from n_text text ones:
+ * one a CPU more (sm_report_threads), no more than there are files apart for them (one is the
+ * calling thread's where it has no text file to write). */
+static int helpers_for(size_t n_apart, size_t n_text)
+{
+    int helpers = sm_report_threads(NULL) - 1;
+    size_t most = n_apart - (n_text ? 0 : n_apart > 0);
+    return (size_t)helpers > most ? (int)most : helpers;
+}
+
+int sx_write_threads(unsigned formats)
+{
+    size_t n_apart = 0, n_text = 0;
+    for (size_t f = 0; f < N_FORMATS; f++)
+        if (formats & g_formats[f].bit)
+            *(g_formats[f].text ? &n_text : &n_apart) += 1;
+    return 1 + helpers_for(n_apart, n_text);
+}
+
 /* The formats' files: the text ones (which share the report context and its analysis) on this
- * thread, in turn; the others taken by this thread and by up to one a CPU more
- * (sm_report_threads), each writing a file of its own from the model, which none changes. The
+ * thread, in turn; the others taken by this thread and by the helpers (helpers_for), each
+ * writing a file of its own from the model, which none changes. The
  * failures are told in the formats' order, as writing them in turn tells them: the code of the
  * first, the text of the last. */
 static int write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats)
@@ -468,10 +487,7 @@ static int write_formats(const sm_model *m, const char *dir, const char *name, u
     sx_report rep; /* one configuration and one analysis for every file */
     sx_report_init(&rep, m);
     p.rep = &rep;
-    int helpers = sm_report_threads(NULL) - 1;
-    size_t most = p.n_apart - (n_text ? 0 : p.n_apart > 0); /* this thread takes one too */
-    if ((size_t)helpers > most)
-        helpers = (int)most;
+    int helpers = helpers_for(p.n_apart, n_text);
     pthread_t th[SM_REPORT_THREADS_MAX];
     int started = 0;
     for (; started < helpers; started++)

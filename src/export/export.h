@@ -170,6 +170,10 @@ int sx_write_trace_range(const sm_model *m, const char *path, int64_t t0_ns, int
  * off-CPU periods were followed. Prints nothing. 0, or a negative SONDE_E* code naming the
  * failing file in sonde_last_error() (the other formats are still written). */
 int sx_write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats);
+/* How many threads sx_write_formats writes the formats in the mask on: the calling one, and one
+ * a CPU more (sm_report_threads) for the files written apart from the text ones, as far as there
+ * are such files. */
+int sx_write_threads(unsigned formats);
 /* The formats a run's own configuration names (config.formats), every report's when it names
  * none or cannot be read: what `sonde export` writes without --format. */
 unsigned sx_run_formats(const sm_model *m);

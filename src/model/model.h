@@ -565,6 +565,15 @@ typedef struct sm_model {
                                   model read back from a JSON report) */
     char **warnings;           /* recorder warnings, then the reader's own */
     size_t n_warnings;
+    /* How long the reading of a .sonde file took, step by step (CLOCK_MONOTONIC; no report
+     * holds them: `make bench-scale` prints them): the walk over its records with their
+     * checksums, the first pass over the events (what must be known before a section is
+     * built), the build (the sections, their statistics and folds, the events decoded again);
+     * the rest of the reading (operators, GPU work, the profile, the derived figures) is what
+     * the whole took beyond them. 0 where the model was not read from a .sonde file. */
+    struct {
+        double walk_s, first_pass_s, build_s;
+    } read_times;
 } sm_model;
 
 /* Every section of the run, held or folded (sm_model.sections_folded). */

@@ -403,8 +403,9 @@ static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *c
     rstate *s = d->s;
     rthread *t = &s->th[ti];
     uint64_t covered = 0;
-    sb_batch bt = {d->batch_ev, 0, (const double(*)[SONDE_MAX_VALUES])d->batch_v};
-    size_t nv_used = 0;
+    sb_ev *const evs = d->batch_ev; /* the batch in locals: the stores into it (a byte among
+                                       them, which may alias anything) reload nothing */
+    size_t n_ev = 0, nv_used = 0;
     for (size_t bi = 0; bi < t->n_blocks; bi++) {
         rblock *b = &t->blocks[bi];
         uint64_t slot = b->first, prev = b->base_tick;
@@ -415,34 +416,43 @@ static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *c
             goto bad;
         while (p < end) {
             uint64_t tag, dz, arg = 0;
-            if (ev_var(&p, end, &tag) || ev_var(&p, end, &dz))
+            if (end - p >= 2 && !((p[0] | p[1]) & 0x80)) { /* most: a one-byte tag and delta */
+                tag = p[0];
+                dz = p[1];
+                p += 2;
+            } else if (ev_var(&p, end, &tag) || ev_var(&p, end, &dz)) {
                 goto bad;
-            unsigned kind = (unsigned)(tag & 15u);
-            if (kind >= SONDE_K_COUNT)
-                goto bad;
-            if (sonde_kind_has_arg_v(kind, s->version) && ev_var(&p, end, &arg))
-                goto bad;
-            unsigned nv = sonde_kind_values(kind);
-            if ((size_t)(end - p) < nv * 8u)
-                goto bad;
+            }
+            unsigned kind = (unsigned)(tag & 15u), nv = 0, slots = 1;
             const uint8_t *vals = p;
-            p += nv * 8u;
+            if (kind > SONDE_K_END) { /* a section's edges (most events) carry neither an arg
+                                         nor values */
+                if (kind >= SONDE_K_COUNT)
+                    goto bad;
+                if (sonde_kind_has_arg_v(kind, s->version) && ev_var(&p, end, &arg))
+                    goto bad;
+                nv = sonde_kind_values(kind);
+                if ((size_t)(end - p) < nv * 8u)
+                    goto bad;
+                vals = p;
+                p += nv * 8u;
+                slots = sonde_kind_slots(kind);
+            }
             uint64_t tick = prev + (uint64_t)zigzag_dec(dz);
             prev = tick;
             if (slot >= covered) {
-                if ((tag >> 4) >= SM_MAX_ID || (kind == SONDE_K_METADATA && arg >= SM_MAX_ID))
+                if (tag >= (uint64_t)SM_MAX_ID << 4 ||
+                    (arg >= SM_MAX_ID && kind == SONDE_K_METADATA))
                     goto bad; /* no id libsonde writes */
-                if (bt.n == RBATCH) {
+                if (n_ev == RBATCH) {
+                    sb_batch bt = {evs, n_ev, (const double(*)[SONDE_MAX_VALUES])d->batch_v};
                     if (fn(ctx, &bt))
                         return -1;
-                    bt.n = nv_used = 0;
+                    n_ev = nv_used = 0;
                 }
-                sb_ev *e = &d->batch_ev[bt.n++];
-                e->tick = tick;
-                e->kind = (uint8_t)kind;
-                e->id = (uint32_t)(tag >> 4);
-                e->arg = (uint32_t)arg;
-                e->vi = 0;
+                sb_ev *e = &evs[n_ev++];
+                *e = (sb_ev){.tick = tick, .id = (uint32_t)(tag >> 4), .arg = (uint32_t)arg,
+                             .kind = (uint8_t)kind};
                 if (nv) { /* the values out of line: most events (sections) have none */
                     double *v = d->batch_v[nv_used];
                     memset(v, 0, sizeof d->batch_v[0]);
@@ -453,7 +463,7 @@ static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *c
                     e->vi = (uint32_t)++nv_used;
                 }
             }
-            slot += sonde_kind_slots(kind);
+            slot += slots;
         }
         if (slot > covered)
             covered = slot;
@@ -463,7 +473,8 @@ static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *c
                           "was skipped", s->fname, t->index, (unsigned long long)slot))
             return -2;
     }
-    if (bt.n && fn(ctx, &bt))
+    sb_batch bt = {evs, n_ev, (const double(*)[SONDE_MAX_VALUES])d->batch_v};
+    if (n_ev && fn(ctx, &bt))
         return -1;
     return 0;
 }
@@ -622,6 +633,7 @@ static int read_src_as(const uint8_t *data, int fd, size_t n, const char *fname,
     s.max_threads = n / 12 + 64; /* each thread has a THREAD or EVENTS record, 12 bytes or more */
     s.version = version;
     s.raw.bytes = n;
+    double walk_from = sm__now_s();
     while (off < n) {
         if (n - off < SONDE_RECORD_HEADER_LEN) {
             if (rwarn(&s, "%s: torn record header at offset %zu: read up to it", fname, off))
@@ -684,6 +696,7 @@ static int read_src_as(const uint8_t *data, int fd, size_t n, const char *fname,
             goto done;
         }
     }
+    double walk_s = sm__now_s() - walk_from;
     if (!s.raw.clean_end &&
         rwarn(&s, "%s: the run did not end cleanly (no END record): the process crashed, was "
                   "killed, or is still running", fname))
@@ -709,6 +722,8 @@ static int read_src_as(const uint8_t *data, int fd, size_t n, const char *fname,
     s.raw.dec_end = dec_end;
     s.raw.opts = *o;
     rc = sm__build(&s.raw, m, fname);
+    if (!rc)
+        m->read_times.walk_s = walk_s;
     goto done;
 oom:
     rc = sonde__fail(SONDE_ENOMEM, "%s: out of memory while reading", fname);

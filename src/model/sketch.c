@@ -21,8 +21,8 @@ void sm_sketch_init(sm_sketch *s)
 
 /* The bucket of a duration without a logarithm per call: a table gives, for each binade of
  * the duration (its power of two) split in 64 by its leading mantissa bits, the first bucket
- * that part can fall in (one sixty-fourth of a binade spans 0.78 buckets), and the buckets'
- * upper bounds γ^i settle it in one or two comparisons. */
+ * that part can fall in (the bucket of its least value: one sixty-fourth of a binade spans
+ * 0.78 buckets), and the buckets' upper bounds γ^i settle it in at most two comparisons. */
 #define SUB_BITS 6
 #define N_BOUNDS 2400 /* γ^2399 > 2^63 */
 static int32_t g_first[64 << SUB_BITS];
@@ -37,8 +37,12 @@ static void tables(void)
     for (int e = 0; e < 64; e++)
         for (int k = 0; k < (1 << SUB_BITS); k++) {
             double lo = ldexp(1.0 + (double)k / (1 << SUB_BITS), e); /* the part's least */
-            int32_t i = (int32_t)floor(log(lo) / lg) - 1;
-            g_first[e << SUB_BITS | k] = i < 0 ? 0 : i;
+            int32_t i = (int32_t)floor(log(lo) / lg) - 2; /* below it, whatever log's rounding */
+            if (i < 0)
+                i = 0;
+            while (i < N_BOUNDS - 1 && g_bound[i] < lo) /* its bucket, as sm_sketch_index finds */
+                i++;
+            g_first[e << SUB_BITS | k] = i;
         }
 }
 

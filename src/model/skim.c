@@ -80,10 +80,25 @@ static int skim_batch(void *ctx, const sb_batch *bt)
 {
     skr *r = ctx;
     sm_skim *k = &r->k;
+    const int unclean = !k->clean_end; /* the run's end is the last tick seen */
     for (size_t i = 0; i < bt->n; i++) {
         const sb_ev *e = &bt->ev[i];
-        if (!k->clean_end && e->tick > k->end_tick)
+        if (unclean && e->tick > k->end_tick)
             k->end_tick = e->tick;
+        if (e->kind <= SONDE_K_END) { /* a section's edge (most events), of no shared kind */
+            if (e->kind == SONDE_K_END) {
+                end_of(r, e);
+            } else {
+                if (GROW(r->stack, r->depth, r->cap))
+                    return -1;
+                r->stack[r->depth++] =
+                    (struct dopen){e->id, sm__rel(r->cut_tick, r->ns_per_tick, e->tick)};
+            }
+            if (e->id > k->max_id)
+                k->max_id = e->id;
+            BIT_SET(k->used, e->id);
+            continue;
+        }
         switch (e->kind) {
         case SONDE_K_MODE: /* its id is a step number, not a name */
             if (GROW(k->modes, k->n_modes, k->cap_modes))
@@ -97,15 +112,6 @@ static int skim_batch(void *ctx, const sb_batch *bt)
             break;
         case SONDE_K_GAP:
             k->marked += e->arg;
-            break;
-        case SONDE_K_BEGIN:
-            if (GROW(r->stack, r->depth, r->cap))
-                return -1;
-            r->stack[r->depth++] =
-                (struct dopen){e->id, sm__rel(r->cut_tick, r->ns_per_tick, e->tick)};
-            break;
-        case SONDE_K_END:
-            end_of(r, e);
             break;
         case SONDE_K_STEP:
             if ((e->arg & ~SONDE_STEP_BEGIN) > k->last_step)

@@ -319,8 +319,38 @@ static void build_on_several_threads(void **state)
                                           SONDE_FORMAT_PERFETTO | SONDE_FORMAT_TENSORBOARD),
                      0);
     unsetenv("SONDE_READ_THREADS");
+    /* the reading's steps timed (make bench-scale prints them): each within the whole */
+    double t0 = tu_now_s();
+    sm_model timed;
+    read_with(path, "2", &timed);
+    double whole = tu_now_s() - t0;
+    const double walk = timed.read_times.walk_s, first = timed.read_times.first_pass_s,
+                 build = timed.read_times.build_s;
+    assert_true(walk >= 0 && first > 0 && build > 0);
+    assert_true(walk + first + build <= whole);
+    sm_free(&timed);
     sm_free(&one);
     tu_rmrf(dir);
+}
+
+/* How many threads write the reports (export.c's sx_write_threads, which bench_scale prints):
+ * the calling one with the text formats, and one a CPU more for the files written apart, as
+ * far as there are such files (one of them the calling thread's when it has no text file). */
+static void write_threads_rule(void **state)
+{
+    (void)state;
+    const unsigned text = SONDE_FORMAT_JSON | SONDE_FORMAT_TXT;
+    setenv("SONDE_READ_THREADS", "4", 1);
+    assert_int_equal(sx_write_threads(text), 1);
+    assert_int_equal(sx_write_threads(text | SONDE_FORMAT_TRACE), 2);
+    assert_int_equal(sx_write_threads(text | SONDE_FORMAT_TRACE | SONDE_FORMAT_PERFETTO), 3);
+    assert_int_equal(sx_write_threads(SONDE_FORMAT_TRACE), 1);
+    assert_int_equal(sx_write_threads(SONDE_FORMAT_TRACE | SONDE_FORMAT_PERFETTO), 2);
+    setenv("SONDE_READ_THREADS", "2", 1);
+    assert_int_equal(sx_write_threads(text | SONDE_FORMAT_TRACE | SONDE_FORMAT_PERFETTO), 2);
+    setenv("SONDE_READ_THREADS", "1", 1);
+    assert_int_equal(sx_write_threads(text | SONDE_FORMAT_TRACE | SONDE_FORMAT_PERFETTO), 1);
+    unsetenv("SONDE_READ_THREADS");
 }
 
 /* Flips a byte in the middle of the payload of the file's k-th EVENTS record (from 0): its
@@ -511,6 +541,7 @@ int main(void)
                                        cmocka_unit_test(thread_churn),
                                        cmocka_unit_test(read_on_several_threads),
                                        cmocka_unit_test(build_on_several_threads),
+                                       cmocka_unit_test(write_threads_rule),
                                        cmocka_unit_test(a_cut_file_on_several_threads),
                                        cmocka_unit_test(checksums_on_several_threads)};
     return cmocka_run_group_tests(tests, NULL, NULL);

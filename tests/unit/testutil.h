@@ -48,6 +48,14 @@ static inline const char *tu_tmpdir(char *buf, size_t cap)
     return buf;
 }
 
+/* CLOCK_MONOTONIC in s. */
+static inline double tu_now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
 /* Busy for ms milliseconds of wall time (CPU-bound, so a section around it has that length). */
 static inline void tu_spin_ms(double ms)
 {
