@@ -12,12 +12,6 @@ static double ln_gamma(void)
     return log((1 + SM_SKETCH_ALPHA) / (1 - SM_SKETCH_ALPHA));
 }
 
-void sm_sketch_init(sm_sketch *s)
-{
-    memset(s, 0, sizeof *s);
-    s->min_ns = INT64_MAX;
-    s->max_ns = INT64_MIN;
-}
 
 /* The bucket of a duration without a logarithm per call: a table gives, for each binade of
  * the duration (its power of two) split in 64 by its leading mantissa bits, the first bucket
@@ -55,12 +49,24 @@ static void tables_once(void)
     __atomic_store_n(&g_tables_ready, 1, __ATOMIC_RELEASE);
 }
 
-int32_t sm_sketch_index(int64_t ns)
+/* The tables built, once: by every sketch's sm_sketch_init, and by sm_sketch_index. */
+static void need_tables(void)
 {
     if (!__atomic_load_n(&g_tables_ready, __ATOMIC_ACQUIRE))
         pthread_once(&g_tables_once, tables_once);
-    if (ns <= 0)
-        return 0;
+}
+
+void sm_sketch_init(sm_sketch *s)
+{
+    need_tables(); /* so that adding to it finds them built */
+    memset(s, 0, sizeof *s);
+    s->min_ns = INT64_MAX;
+    s->max_ns = INT64_MIN;
+}
+
+/* sm_sketch_index of ns > 0, the tables built. */
+static inline int32_t index_of(int64_t ns)
+{
     /* the binade and the 64th of it from the integer's bits: what ilogb and ldexp give for
      * every duration a double holds exactly (< 2^53 ns); above, the rounding of x can only put
      * x past the part these bits name, and the comparisons below walk on to its bucket */
@@ -73,6 +79,12 @@ int32_t sm_sketch_index(int64_t ns)
     while (i < N_BOUNDS - 1 && g_bound[i] < x) /* the first bucket whose bound holds x */
         i++;
     return i;
+}
+
+int32_t sm_sketch_index(int64_t ns)
+{
+    need_tables();
+    return ns > 0 ? index_of(ns) : 0;
 }
 
 /* Makes bucket i held, growing bins to either side with room to spare. */
@@ -114,8 +126,15 @@ int sm_sketch_add(sm_sketch *s, int64_t ns)
         s->zeros++;
         s->count++;
         ns = 0;
-    } else if (sm_sketch_add_bucket(s, sm_sketch_index(ns), 1)) {
-        return -1;
+    } else {
+        int32_t i = index_of(ns); /* s was made by sm_sketch_init: the tables are there */
+        uint32_t at = (uint32_t)(i - s->lo);
+        if (s->n && at < s->n) { /* most: a bucket held already */
+            s->bins[at]++;
+            s->count++;
+        } else if (sm_sketch_add_bucket(s, i, 1)) {
+            return -1;
+        }
     }
     if (ns < s->min_ns)
         s->min_ns = ns;

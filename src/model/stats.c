@@ -383,7 +383,6 @@ int sm__sink_add(sm_statsink *k, const sm_model *m, const sm_span *s, int outerm
     sm_sgroup *x = &k->g[k->site_group[s->site]];
     sm_stat *st = &x->st;
     int64_t ns = s->end_ns - s->start_ns;
-    double d = (double)ns / 1e9;
     if (!st->sketch) { /* every group's: the JSON report carries it for merging */
         if (!(st->sketch = sonde__malloc(sizeof *st->sketch)))
             return -1;
@@ -395,7 +394,7 @@ int sm__sink_add(sm_statsink *k, const sm_model *m, const sm_span *s, int outerm
     if (!st->sketched) {
         if (GROW(x->dur, x->n_dur, x->cap_dur))
             return -1;
-        x->dur[x->n_dur++] = d;
+        x->dur[x->n_dur++] = (double)ns / 1e9;
         if (x->n_dur > SM_SKETCH_AT)
             to_running(x);
     }
