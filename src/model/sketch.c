@@ -49,7 +49,7 @@ static void tables_once(void)
     __atomic_store_n(&g_tables_ready, 1, __ATOMIC_RELEASE);
 }
 
-/* The tables built, once: by every sketch's sm_sketch_init, and by sm_sketch_index. */
+/* The tables built, once (a load once they are). */
 static void need_tables(void)
 {
     if (!__atomic_load_n(&g_tables_ready, __ATOMIC_ACQUIRE))
@@ -58,7 +58,6 @@ static void need_tables(void)
 
 void sm_sketch_init(sm_sketch *s)
 {
-    need_tables(); /* so that adding to it finds them built */
     memset(s, 0, sizeof *s);
     s->min_ns = INT64_MAX;
     s->max_ns = INT64_MIN;
@@ -127,7 +126,8 @@ int sm_sketch_add(sm_sketch *s, int64_t ns)
         s->count++;
         ns = 0;
     } else {
-        int32_t i = index_of(ns); /* s was made by sm_sketch_init: the tables are there */
+        need_tables();
+        int32_t i = index_of(ns);
         uint32_t at = (uint32_t)(i - s->lo);
         if (s->n && at < s->n) { /* most: a bucket held already */
             s->bins[at]++;
