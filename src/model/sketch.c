@@ -12,7 +12,6 @@ static double ln_gamma(void)
     return log((1 + SM_SKETCH_ALPHA) / (1 - SM_SKETCH_ALPHA));
 }
 
-
 /* The bucket of a duration without a logarithm per call: a table gives, for each binade of
  * the duration (its power of two) split in 64 by its leading mantissa bits, the first bucket
  * that part can fall in (the bucket of its least value: one sixty-fourth of a binade spans
