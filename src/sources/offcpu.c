@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../format/format.h"
+#include "../record/record.h"
 #include "../util/alloc.h"
 #include "../util/pb.h"
 
@@ -198,22 +199,35 @@ void sonde__off_record(sonde_stacks *s, const struct perf_event_header *h, const
         s->oom = 1;
         return;
     }
-    s->off[s->n_off_open++] = (soff){tid, (uint32_t)(p - s->procs), id, 0, 0, t};
+    s->off[s->n_off_open++] =
+        (soff){.tid = tid, .proc = (uint32_t)(p - s->procs), .stack = id, .t = t};
 }
+
+/* How long a blocked thread's Python frames are looked for, at each drain, before it is taken
+ * for a thread that runs no Python: five of the frame reader's looks for a thread it has not
+ * found (pyframes.c's RESCAN_NS, 50 ms). Counted in drains (20) it was 20 ms where the drains
+ * come with every sample (Python frames read from outside: a wake-up a sample), so a thread that
+ * blocked as it began, before the reader's look had found its state, kept none (e2e pyframes
+ * under ASan, a CI run: the waiter's and the locker's waits without their Python frames). */
+#define OFF_PY_TRY_NS 250000000ull
 
 /* The Python frames of the threads off CPU now (still blocked: their stacks stand still), read
  * once a period, after a drain. */
 void sonde__off_python(sonde_stacks *s)
 {
+    uint64_t now = 0;
     for (size_t i = 0; i < s->n_off_open; i++) {
         soff *o = &s->off[i];
         if (o->py_read || o->proc >= s->n_procs)
             continue;
         sproc *p = &s->procs[o->proc];
         uint32_t id = sonde__stk_with_python(s, p, o->tid, o->stack);
-        /* none yet: the interpreter or a new thread's state may be found at a later drain (a
-         * thread that runs no Python, tried for 20 drains, about 0.2 s) */
-        o->py_read = id != o->stack || ++o->py_tries >= 20;
+        /* none yet: the interpreter or a new thread's state may be found at a later drain */
+        if (!now)
+            now = sonde__mono_ns();
+        if (!o->py_since)
+            o->py_since = now;
+        o->py_read = id != o->stack || now - o->py_since >= OFF_PY_TRY_NS;
         if (id != UINT32_MAX)
             o->stack = id;
     }

@@ -68,7 +68,9 @@ typedef struct ssample {
  * switch, its Python frames once read). */
 typedef struct soff {
     uint32_t tid, proc, stack;
-    int py_read, py_tries;
+    int py_read;
+    uint64_t py_since;       /* when its Python frames were first looked for (CLOCK_MONOTONIC
+                                ns, 0: not yet) */
     uint64_t t;
 } soff;
 
