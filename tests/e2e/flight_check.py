@@ -1,14 +1,17 @@
 """flight_check.py - what a user checks in a flight recorder's dump (tests/e2e/run.sh flight).
 
-Usage: flight_check.py DIR STEM [--slow N] [--reason TEXT] [--before-min S] [--before-max S]
-                       [--unclean] [--no-trace]
+Usage: flight_check.py DIR STEM [--slow N] [--reason TEXT] [--took MS] [--before-min S]
+                       [--before-max S] [--unclean] [--no-trace]
 Exits 1 naming what is wrong: the dump's JSON report and trace must say why it was written
-(trigger.reason holds TEXT), hold the slow step N's 100 ms section when asked, no section that
+(trigger.reason holds TEXT; with --took, its "took X ms" at least 99% of MS, a planted sleep's
+length, and under twice it: the recorder's clock rate, estimated as it runs, read a 300 ms
+sleep as 299.996 ms in a CI run under TSan), hold the slow step N's 100 ms section when asked, no section that
 began before the window ("serve"), the run's metadata, and the trace's first section must start
 between --before-min and --before-max seconds before the trigger's instant."""
 import argparse
 import gzip
 import json
+import re
 import sys
 
 
@@ -23,6 +26,7 @@ def main():
     ap.add_argument("stem")
     ap.add_argument("--slow", type=int)
     ap.add_argument("--reason", default="")
+    ap.add_argument("--took", type=float)
     ap.add_argument("--before-min", type=float, default=0.0)
     ap.add_argument("--before-max", type=float, default=2.5)
     ap.add_argument("--unclean", action="store_true")
@@ -37,6 +41,10 @@ def main():
         fail(f"{path}: run.trigger is missing")
     if a.reason not in tr["reason"]:
         fail(f"{path}: trigger reason {tr['reason']!r} lacks {a.reason!r}")
+    if a.took is not None:
+        took = re.search(r"took ([0-9.]+) ms", tr["reason"])
+        if not took or not 0.99 * a.took <= float(took.group(1)) < 2 * a.took:
+            fail(f"{path}: trigger reason {tr['reason']!r}: not about {a.took} ms")
     if run["name"] != a.stem:
         fail(f"{path}: run name {run['name']!r}, expected {a.stem!r}")
     if run["clean_end"] == a.unclean:
