@@ -1030,10 +1030,10 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
             if (raw->anchors[i].tick > sk.end_tick)
                 sk.end_tick = raw->anchors[i].tick;
     }
-    double step_from = sm__now_s();
+    uint64_t step_from = sonde__mono_ns();
     if (sm__skim(raw, b.set.cut_tick, b.set.ns_per_tick, &sk))
         goto out;
-    m->read_times.first_pass_s = sm__now_s() - step_from;
+    m->read_times.first_pass_s = (double)(sonde__mono_ns() - step_from) / 1e9;
     uint64_t end_tick = sk.end_tick;
     if (end_tick < b.set.cut_tick)
         end_tick = b.set.cut_tick;
@@ -1095,11 +1095,11 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     if (b.set.held_min_ns != INT64_MIN && (raw->n_samples || raw->n_offs) && sort_samples(&b))
         goto out;
     /* The second pass: each thread's sections, its events decoded a batch at a time. */
-    step_from = sm__now_s();
+    step_from = sonde__mono_ns();
     if (sm__build_threads(&b, b.feeding || b.n_ssink > SM_OWN_MAX_SESSIONS ? NULL : sk.own,
                           end_tick))
         goto out;
-    m->read_times.build_s = sm__now_s() - step_from;
+    m->read_times.build_s = (double)(sonde__mono_ns() - step_from) / 1e9;
     m->sections_folded = b.n.folded;
     m->held_min_ns = b.set.held_min_ns;
     for (size_t i = 0; i < b.n_ssink; i++) {

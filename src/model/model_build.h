@@ -4,7 +4,6 @@
 #define SONDE_MODEL_BUILD_H
 
 #include <stddef.h>
-#include <time.h>
 
 #include "model.h"
 #include "../util/buf.h"
@@ -515,13 +514,6 @@ int sm__readers_for(const sb_raw *raw);
 /* How many threads a reading of a file of bytes bytes may use: sm_report_threads where
  * SONDE_READ_THREADS is set or the file has SM_SEVERAL_FROM_BYTES or more, else 1. */
 int sm__threads_for(uint64_t bytes);
-/* CLOCK_MONOTONIC in s, for sm_model.read_times. */
-static inline double sm__now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 void sm__skim_free(sm_skim *sk);
 
 /* model.c - the build: what every file thread's sections are built with. A file thread built

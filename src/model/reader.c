@@ -493,6 +493,20 @@ static int record_bytes(rstate *s, size_t off, uint64_t at, size_t len, const ui
                  off, strerror(e)) ? -1 : 1;
 }
 
+/* The STATS record's keys, each with the sb_raw figure it sets (others are skipped). */
+static const struct {
+    const char *key;
+    size_t at;
+} g_stats_keys[] = {
+    {"dropped_events", offsetof(sb_raw, dropped)},
+    {"writer_cpu_ns", offsetof(sb_raw, writer_cpu_ns)},
+    {"sampler_cpu_ns", offsetof(sb_raw, sampler_cpu_ns)},
+    {"stacks_cpu_ns", offsetof(sb_raw, stacks_cpu_ns)},
+    {"stacks_cfi_unwound", offsetof(sb_raw, stacks_cfi)},
+    {"backpressure_chunks", offsetof(sb_raw, bp_chunks)},
+    {"backpressure_ns", offsetof(sb_raw, bp_ns)},
+};
+
 /* One record of the walk (read_src_as): type, its bytes from p to end (an EVENTS record's
  * first ones alone where its sum is left for later), len in all, at its offset. 0; -1 malformed
  * (said and skipped); -2 out of memory. */
@@ -541,20 +555,11 @@ static int parse_record(rstate *s, unsigned type, const uint8_t *p, const uint8_
             r = get_str(&p, end, &k);
             if (!r && sm__get_var(&p, end, &v))
                 r = -1;
-            if (!r && !strcmp(k, "dropped_events"))
-                s->raw.dropped = v;
-            else if (!r && !strcmp(k, "writer_cpu_ns"))
-                s->raw.writer_cpu_ns = v;
-            else if (!r && !strcmp(k, "sampler_cpu_ns"))
-                s->raw.sampler_cpu_ns = v;
-            else if (!r && !strcmp(k, "stacks_cpu_ns"))
-                s->raw.stacks_cpu_ns = v;
-            else if (!r && !strcmp(k, "stacks_cfi_unwound"))
-                s->raw.stacks_cfi = v;
-            else if (!r && !strcmp(k, "backpressure_chunks"))
-                s->raw.bp_chunks = v;
-            else if (!r && !strcmp(k, "backpressure_ns"))
-                s->raw.bp_ns = v;
+            for (size_t i = 0; !r && i < sizeof g_stats_keys / sizeof g_stats_keys[0]; i++)
+                if (!strcmp(k, g_stats_keys[i].key)) {
+                    *(uint64_t *)((char *)&s->raw + g_stats_keys[i].at) = v;
+                    break;
+                }
             sonde__free(k);
         }
         break;
@@ -633,7 +638,7 @@ static int read_src_as(const uint8_t *data, int fd, size_t n, const char *fname,
     s.max_threads = n / 12 + 64; /* each thread has a THREAD or EVENTS record, 12 bytes or more */
     s.version = version;
     s.raw.bytes = n;
-    double walk_from = sm__now_s();
+    uint64_t walk_from = sonde__mono_ns();
     while (off < n) {
         if (n - off < SONDE_RECORD_HEADER_LEN) {
             if (rwarn(&s, "%s: torn record header at offset %zu: read up to it", fname, off))
@@ -696,7 +701,7 @@ static int read_src_as(const uint8_t *data, int fd, size_t n, const char *fname,
             goto done;
         }
     }
-    double walk_s = sm__now_s() - walk_from;
+    double walk_s = (double)(sonde__mono_ns() - walk_from) / 1e9;
     if (!s.raw.clean_end &&
         rwarn(&s, "%s: the run did not end cleanly (no END record): the process crashed, was "
                   "killed, or is still running", fname))
