@@ -219,14 +219,14 @@ typedef struct sentry {
     int32_t span; /* -1: a section begun before a clear, tracked only to match its end */
     uint32_t site;
     int32_t group; /* its name's statistics group (b->sink.site_group[site]) */
+    int32_t run;    /* the run of folded sections open in it (m->folds), -1 none */
     uint64_t gaps; /* GAP markers on its thread before it began */
     int64_t inner_ns; /* durations of instances of its name nested in it (not in the total while
                          it counts; they do if it loses its end) */
+    int64_t sinner_ns; /* inner_ns for its session's statistics (when they are fed here) */
     int referenced; /* a diffusion record took its duration: kept however short */
     int held_child; /* a section nested in it is held (settle) */
-    int32_t run;    /* the run of folded sections open in it (m->folds), -1 none */
-    int64_t sinner_ns; /* inner_ns for its session's statistics (when they are fed here) */
-} sentry;
+} sentry; /* 48 bytes: pushed and popped once a section */
 
 /* Where metadata, metrics, throughput and FLOPs go: the innermost section, else the session in
  * force, else the run. */
@@ -316,7 +316,7 @@ static ptrdiff_t open_of_name(const bctx *b, const sentry *stack, size_t k, int 
  * with it. A held section closes the run open in its box (the run lies before it) and its own
  * (the run after its last held child). A section shorter than min_duration_s is dropped, as
  * sm__drop_short drops it, and folded nowhere. 0, or -1 out of memory. */
-static int settle(bctx *b, sentry *stack, size_t k)
+static inline __attribute__((always_inline)) int settle(bctx *b, sentry *stack, size_t k)
 {
     if (b->set.held_min_ns == INT64_MIN)
         return 0;
@@ -440,7 +440,7 @@ static int feed_stats(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flag
 
 /* Ends the section at stack[k] at t (feed_stats), then holds or folds it (settle). 0, or -1
  * out of memory. */
-static int close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flags, int lost)
+static inline __attribute__((always_inline)) int close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flags, int lost)
 {
     if (stack[k].span < 0)
         return 0;
@@ -503,6 +503,60 @@ static void place_samples(tbuild *tb, int64_t t, int inclusive)
     }
 }
 
+/* A section's BEGIN (site id, at t): pushed on the thread's stack, and built unless it comes
+ * before a clear or outside the schedule's active windows. 0, or -1 out of memory. */
+static int begin_section(tbuild *tb, uint32_t id, int64_t t, int before_cut)
+{
+    bctx *b = tb->b;
+    sm_model *m = b->m;
+    if (GROW(tb->stack, tb->depth, tb->cap))
+        return -1;
+    const sentry *up = built_below(tb->stack, tb->depth);
+    int32_t parent = up ? up->span : -1;
+    sentry *se = &tb->stack[tb->depth++];
+    *se = (sentry){.span = -1, .site = id, .gaps = tb->gaps, .run = -1,
+                   .group = b->sink.site_group[id]};
+    if (before_cut)
+        return 0;
+    if (GROW(m->spans, m->n_spans, b->cap_spans))
+        return -1;
+    sm_span *s = &m->spans[m->n_spans];
+    *s = (sm_span){.site = id, .thread = tb->tindex, .parent = parent,
+                   .session = session_at(m, t), .x = -1,
+                   .depth = (uint16_t)(parent >= 0 ? m->spans[parent].depth + 1 : 0),
+                   .start_ns = t, .end_ns = t};
+    se->span = (int32_t)m->n_spans++;
+    b->n.built++;
+    b->open_n[se->group]++;
+    return 0;
+}
+
+/* A section's END (site id, 0 for the innermost, at t): closes it and those open inside it,
+ * whose own ends are missing. 0, or -1 out of memory. */
+static int end_section(tbuild *tb, uint32_t id, int64_t t)
+{
+    bctx *b = tb->b;
+    size_t k = tb->depth;
+    if (id == 0) {
+        k = tb->depth ? tb->depth - 1 : tb->depth;
+    } else {
+        while (k > 0 && tb->stack[k - 1].site != id)
+            k--;
+        k = k ? k - 1 : tb->depth;
+    }
+    if (k >= tb->depth) {
+        b->n.unmatched_ends++;
+        return 0;
+    }
+    for (size_t j = tb->depth; j-- > k + 1;) /* their ends are missing: dropped or never */
+        if (close_span(b, tb->stack, j, t, SM_SPAN_CLOSED_BY_OUTER, tb->gaps > tb->stack[j].gaps))
+            return -1;
+    if (close_span(b, tb->stack, k, t, 0, 0))
+        return -1;
+    tb->depth = k;
+    return 0;
+}
+
 static int build_batch(void *ctx, const sb_batch *bt)
 {
     tbuild *tb = ctx;
@@ -516,6 +570,19 @@ static int build_batch(void *ctx, const sb_batch *bt)
     for (size_t i = 0; i < bt->n; i++)
         tb->t_ns[i] = rel(b, bt->ev[i].tick);
     for (size_t i = 0; i < bt->n; i++) {
+        if (bt->ev[i].kind <= SONDE_K_END) { /* a section's edge (most events): no values */
+            const sb_ev *e = &bt->ev[i];
+            uint32_t id = b->set.rank ? b->set.rank[e->id] : e->id; /* (build_sites) */
+            int64_t t = tb->t_ns[i];
+            if (tb->at_smp < tb->n_smp)
+                place_samples(tb, t, e->kind == SONDE_K_END);
+            tb->args_left = 0;
+            if (e->kind == SONDE_K_END ? end_section(tb, id, t)
+                                       : begin_section(tb, id, t, e->tick < b->set.cut_tick ||
+                                                                      !kept_at(b, t)))
+                return -1;
+            continue;
+        }
         sb_ev ev = bt->ev[i];
         const sb_ev *e = &ev;
         if (b->set.rank && e->kind != SONDE_K_MODE) { /* ids renumbered (build_sites) */
@@ -525,8 +592,6 @@ static int build_batch(void *ctx, const sb_batch *bt)
         }
         const double *v = e->vi ? bt->v[e->vi - 1] : none; /* its values */
         int64_t t = tb->t_ns[i];
-        if (tb->at_smp < tb->n_smp && (e->kind == SONDE_K_BEGIN || e->kind == SONDE_K_END))
-            place_samples(tb, t, e->kind == SONDE_K_END);
         if (tb->args_left && e->kind == SONDE_K_METADATA) {
             tb->args_left--;
             if (tb->args_of >= 0 && add_meta(b, &m->instants[tb->args_of].args, e->id, e->arg))
@@ -537,54 +602,6 @@ static int build_batch(void *ctx, const sb_batch *bt)
         /* before a clear, or outside the schedule's active windows: not kept */
         int before_cut = e->tick < b->set.cut_tick || (e->kind != SONDE_K_STEP && !kept_at(b, t));
         switch (e->kind) {
-        case SONDE_K_BEGIN: {
-            if (GROW(tb->stack, tb->depth, tb->cap))
-                return -1;
-            const sentry *up = built_below(tb->stack, tb->depth);
-            int32_t parent = up ? up->span : -1;
-            tb->stack[tb->depth] = (sentry){.span = -1, .site = e->id, .gaps = tb->gaps,
-                                            .run = -1, .group = b->sink.site_group[e->id]};
-            if (!before_cut) {
-                if (GROW(m->spans, m->n_spans, b->cap_spans))
-                    return -1;
-                sm_span *s = &m->spans[m->n_spans];
-                memset(s, 0, sizeof *s);
-                s->site = e->id;
-                s->thread = tindex;
-                s->parent = parent;
-                s->session = session_at(m, t);
-                s->x = -1;
-                s->depth = (uint16_t)(parent >= 0 ? m->spans[parent].depth + 1 : 0);
-                s->start_ns = s->end_ns = t;
-                tb->stack[tb->depth].span = (int32_t)m->n_spans++;
-                b->n.built++;
-                b->open_n[tb->stack[tb->depth].group]++;
-            }
-            tb->depth++;
-            break;
-        }
-        case SONDE_K_END: {
-            size_t k = tb->depth;
-            if (e->id == 0) {
-                k = tb->depth ? tb->depth - 1 : tb->depth;
-            } else {
-                while (k > 0 && tb->stack[k - 1].site != e->id)
-                    k--;
-                k = k ? k - 1 : tb->depth;
-            }
-            if (k >= tb->depth) {
-                b->n.unmatched_ends++;
-                break;
-            }
-            for (size_t j = tb->depth; j-- > k + 1;) /* their ends are missing: dropped or never */
-                if (close_span(b, tb->stack, j, t, SM_SPAN_CLOSED_BY_OUTER,
-                               tb->gaps > tb->stack[j].gaps))
-                    return -1;
-            if (close_span(b, tb->stack, k, t, 0, 0))
-                return -1;
-            tb->depth = k;
-            break;
-        }
         case SONDE_K_DSTEP:
         case SONDE_K_BLOCK: {
             if (before_cut)

@@ -20,6 +20,12 @@ static double ln_gamma(void)
 #define N_BOUNDS 2400 /* γ^2399 > 2^63 */
 static int32_t g_first[64 << SUB_BITS];
 static double g_bound[N_BOUNDS]; /* γ^i */
+/* The bucket of each duration under N_SMALL ns, found once: the sections that come by the
+ * billion are short, and a load is cheaper than the walk's chain of dependent loads. */
+#define N_SMALL 1024
+static int16_t g_small[N_SMALL];
+
+static int32_t walk_index(int64_t ns);
 static pthread_once_t g_tables_once = PTHREAD_ONCE_INIT;
 
 static void tables(void)
@@ -37,6 +43,8 @@ static void tables(void)
                 i++;
             g_first[e << SUB_BITS | k] = i;
         }
+    for (int ns = 1; ns < N_SMALL; ns++)
+        g_small[ns] = (int16_t)walk_index(ns);
 }
 
 /* 1 once the tables are built: the check on every call is a load, not a call into libc. */
@@ -62,8 +70,8 @@ void sm_sketch_init(sm_sketch *s)
     s->max_ns = INT64_MIN;
 }
 
-/* sm_sketch_index of ns > 0, the tables built. */
-static inline int32_t index_of(int64_t ns)
+/* sm_sketch_index of ns > 0, g_first and g_bound built. */
+static int32_t walk_index(int64_t ns)
 {
     /* the binade and the 64th of it from the integer's bits: what ilogb and ldexp give for
      * every duration a double holds exactly (< 2^53 ns); above, the rounding of x can only put
@@ -77,6 +85,12 @@ static inline int32_t index_of(int64_t ns)
     while (i < N_BOUNDS - 1 && g_bound[i] < x) /* the first bucket whose bound holds x */
         i++;
     return i;
+}
+
+/* sm_sketch_index of ns > 0, the tables built. */
+static inline int32_t index_of(int64_t ns)
+{
+    return ns < N_SMALL ? g_small[ns] : walk_index(ns);
 }
 
 int32_t sm_sketch_index(int64_t ns)

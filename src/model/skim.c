@@ -58,22 +58,24 @@ static void count_dur(uint64_t *hist, int64_t t0, int64_t t1)
     hist[sm__dur_bucket(d > 0 ? (uint64_t)d : 0)]++;
 }
 
-/* An END: closes the innermost, or the one it names and those open inside it. */
-static void end_of(skr *r, const sb_ev *e)
+/* An END: closes the innermost, or the one it names and those open inside it. 1 when it named
+ * one open (its BEGIN counted its id as used), else 0. */
+static int end_of(skr *r, const sb_ev *e)
 {
     if (!r->depth)
-        return;
+        return 0;
     size_t k = r->depth - 1;
     if (e->id) {
         while (k > 0 && r->stack[k].id != e->id)
             k--;
         if (r->stack[k].id != e->id)
-            return;
+            return 0;
     }
     int64_t t = sm__rel(r->cut_tick, r->ns_per_tick, e->tick);
     for (size_t j = r->depth; j-- > k;)
         count_dur(r->k.hist, r->stack[j].t, t);
     r->depth = k;
+    return e->id != 0;
 }
 
 static int skim_batch(void *ctx, const sb_batch *bt)
@@ -87,7 +89,8 @@ static int skim_batch(void *ctx, const sb_batch *bt)
             k->end_tick = e->tick;
         if (e->kind <= SONDE_K_END) { /* a section's edge (most events), of no shared kind */
             if (e->kind == SONDE_K_END) {
-                end_of(r, e);
+                if (end_of(r, e))
+                    continue;
             } else {
                 if (GROW(r->stack, r->depth, r->cap))
                     return -1;
