@@ -290,6 +290,8 @@ static int add_meta(bctx *b, int32_t *head, uint32_t key, uint32_t value)
 /* The nearest section below stack[k] that is built (not begun before a clear), or NULL. */
 static sentry *built_below(sentry *stack, size_t k)
 {
+    if (k && stack[k - 1].span >= 0) /* most: the one right below */
+        return &stack[k - 1];
     while (k-- > 0)
         if (stack[k].span >= 0)
             return &stack[k];

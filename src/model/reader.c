@@ -416,12 +416,15 @@ static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *c
             goto bad;
         while (p < end) {
             uint64_t tag, dz, arg = 0;
+            int no_id = 0; /* an id libsonde never writes: a malformed block */
             if (end - p >= 2 && !((p[0] | p[1]) & 0x80)) { /* most: a one-byte tag and delta */
                 tag = p[0];
                 dz = p[1];
                 p += 2;
             } else if (ev_var(&p, end, &tag) || ev_var(&p, end, &dz)) {
                 goto bad;
+            } else {
+                no_id = tag >= (uint64_t)SM_MAX_ID << 4;
             }
             unsigned kind = (unsigned)(tag & 15u), nv = 0, slots = 1;
             const uint8_t *vals = p;
@@ -437,13 +440,13 @@ static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *c
                 vals = p;
                 p += nv * 8u;
                 slots = sonde_kind_slots(kind);
+                no_id |= arg >= SM_MAX_ID && kind == SONDE_K_METADATA;
             }
             uint64_t tick = prev + (uint64_t)zigzag_dec(dz);
             prev = tick;
             if (slot >= covered) {
-                if (tag >= (uint64_t)SM_MAX_ID << 4 ||
-                    (arg >= SM_MAX_ID && kind == SONDE_K_METADATA))
-                    goto bad; /* no id libsonde writes */
+                if (no_id)
+                    goto bad;
                 if (n_ev == RBATCH) {
                     sb_batch bt = {evs, n_ev, (const double(*)[SONDE_MAX_VALUES])d->batch_v};
                     if (fn(ctx, &bt))
