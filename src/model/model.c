@@ -352,9 +352,9 @@ static inline __attribute__((always_inline)) int settle(bctx *b, sentry *stack, 
     }
     if (s->x >= 0)
         sm__fold_meta(m, &m->spans[idx]);
-    sm_span gone = *s;
+    const sm_span *gone = s; /* popped, its entry still there until the next is built */
     m->n_spans--;
-    if (gone.flags & SM_SPAN_SHORT) { /* not built, as far as the counts go */
+    if (gone->flags & SM_SPAN_SHORT) { /* not built, as far as the counts go */
         m->short_spans++;
         b->n.built--;
         return 0;
@@ -363,14 +363,14 @@ static inline __attribute__((always_inline)) int settle(bctx *b, sentry *stack, 
         if (GROW(m->folds, m->n_folds, b->cap_folds))
             return -1;
         *slot = (int32_t)m->n_folds++;
-        m->folds[*slot] = (sm_fold_run){.thread = gone.thread, .site = gone.site,
-                                        .start_ns = gone.start_ns, .end_ns = gone.start_ns,
-                                        .box = gone.parent, .closer = -1};
+        m->folds[*slot] = (sm_fold_run){.thread = gone->thread, .site = gone->site,
+                                        .start_ns = gone->start_ns, .end_ns = gone->start_ns,
+                                        .box = gone->parent, .closer = -1};
     }
     sm_fold_run *r = &m->folds[*slot];
-    r->mixed |= r->site != gone.site;
-    if (gone.end_ns > r->end_ns)
-        r->end_ns = gone.end_ns;
+    r->mixed |= r->site != gone->site;
+    if (gone->end_ns > r->end_ns)
+        r->end_ns = gone->end_ns;
     r->n++;
     r->sum_ns += (uint64_t)dur;
     r->folded += 1 + inside;
