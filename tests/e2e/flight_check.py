@@ -5,9 +5,9 @@ Usage: flight_check.py DIR STEM [--slow N] [--reason TEXT] [--took MS] [--before
 Exits 1 naming what is wrong: the dump's JSON report and trace must say why it was written
 (trigger.reason holds TEXT; with --took, its "took X ms" at least 99% of MS, a planted sleep's
 length, and under twice it: the recorder's clock rate, estimated as it runs, read a 300 ms
-sleep as 299.996 ms in a CI run under TSan), hold the slow step N's 100 ms section when asked, no section that
-began before the window ("serve"), the run's metadata, and the trace's first section must start
-between --before-min and --before-max seconds before the trigger's instant."""
+sleep as 299.996 ms in a CI run under TSan), hold the slow step N's 100 ms section when asked,
+no section that began before the window ("serve"), the run's metadata, and the trace's first
+section must start between --before-min and --before-max seconds before the trigger's instant."""
 import argparse
 import gzip
 import json
