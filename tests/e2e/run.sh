@@ -1486,11 +1486,16 @@ PY
     # (4early: the threads exist before sonde_create, so they are found, not inherited;
     # 1timer, 4timer: perf_event_open refused, as perf_event_paranoid 3 would, so timers on the
     # threads' CPU clocks take the samples)
+    # A timer's signal comes at the kernel's tick (250 Hz on Debian's kernels), standing for the
+    # 1/hz periods since the last (its weight): 1,500 samples at 999 Hz are about 375 draws, so
+    # the timers run twice the rounds, and each share is held to 5 points or 4 standard
+    # deviations of its draws (the distinct times of the samples in the Chrome trace), whichever
+    # is wider (a CI run under load had hot70 at 64.6% of 1,678 samples: 2.3 of them)
     for th in 1 4 4early 1timer 4timer; do
         case $th in 1*) set -- SONDE_WITH_STACK=1 ;; *) set -- SONDE_SAMPLE_HZ=499 ;; esac
         case $th in *early) mode=early ;; *) mode= ;; esac
-        case $th in *timer) set -- "$@" LD_PRELOAD="$build/tests/libnoperf.so" ;; esac
-        env "$@" "$build/tests/hotsections" lib lib$th ${th%%[a-z]*} 30 $mode ||
+        case $th in *timer) set -- "$@" LD_PRELOAD="$build/tests/libnoperf.so"; rounds=60 ;; *) rounds=30 ;; esac
+        env "$@" "$build/tests/hotsections" lib lib$th ${th%%[a-z]*} $rounds $mode ||
             fail "hotsections $th exited $?"
         # formats json,txt: sampling writes NAME.folded and NAME.pb.gz too, as sonde run does
         # (the text report points at NAME.folded), and sonde export of the file again
@@ -1499,24 +1504,29 @@ PY
         rm -rf again2
         "$sonde" export lib/lib$th.sonde -o again2 --quiet && cmp -s lib/lib$th.folded again2/lib$th.folded ||
             fail "sonde export lib$th.sonde (its own formats) wrote another lib$th.folded"
-        "$sonde" export lib/lib$th.sonde --format json,folded -o again --quiet ||
+        "$sonde" export lib/lib$th.sonde --format json,folded,trace -o again --quiet ||
             fail "sonde export lib$th.sonde"
-        python3 - lib/lib$th.json again/lib$th.json lib/lib$th.folded $th <<'PY' || fail "hotsections, $th thread(s)"
-import json, sys
+        python3 - lib/lib$th.json again/lib$th.json lib/lib$th.folded $th again/lib$th.trace.json.gz <<'PY' || fail "hotsections, $th thread(s)"
+import gzip, json, math, sys
 r = json.load(open(sys.argv[1]))
 p = r["profile"]
 n = p["samples"]
 assert p["hz"] == (999 if sys.argv[4].startswith("1") else 499) and n >= 300, (p["hz"], n)
 assert p["method"] == ("timer_signal" if sys.argv[4].endswith("timer") else "perf_event"), p["method"]
+ts = json.load(gzip.open(sys.argv[5], "rt"))["samples"]
+assert sum(s["weight"] for s in ts) == n, (len(ts), n)
+draws = len({(s["tid"], s["ts"]) for s in ts}) * ts[0]["weight"]
+def near(got, want):
+    return abs(got - want) <= max(5, 400 * math.sqrt(want / 100 * (1 - want / 100) / draws))
 f = {x["name"]: x for x in p["functions"]}
 got = {k: 100.0 * f[k]["self"] / n for k in ("hot70", "warm20", "cool10")}
 for k, want in (("hot70", 70), ("warm20", 20), ("cool10", 10)):
-    assert abs(got[k] - want) <= 5, (k, got)
+    assert near(got[k], want), (k, got, draws)
 sec = {s["name"]: s for s in p["sections"]}
 share = {k: 100.0 * s["samples"] / n for k, s in sec.items()}
-assert abs(share["decode"] - 70) <= 5 and abs(share["prefill"] - 20) <= 5, share
+assert near(share["decode"], 70) and near(share["prefill"], 20), (share, draws)
 assert share.get("step", 0) <= 1, share  # its time is its children's: they are innermost
-assert abs(100.0 * p["in_sections"] / n - 90) <= 5, (p["in_sections"], n)
+assert near(100.0 * p["in_sections"] / n, 90), (p["in_sections"], n, draws)
 for name, fn in (("decode", "hot70"), ("prefill", "warm20")):
     top = sec[name]["functions"][0]
     assert top["name"] == fn and top["self"] >= 0.97 * sec[name]["samples"], (name, top)
@@ -1527,8 +1537,8 @@ assert again["lines"] == p["lines"] and p["lines"][0]["function"] == "hot70", p[
 lines = [l.rsplit(" ", 1) for l in open(sys.argv[3]).read().splitlines()]
 assert sum(int(c) for _, c in lines) == n
 assert r["warnings"] == [], r["warnings"]
-print("libsonde sampler, %s thread(s): %d samples, self %s, by section %s" % (sys.argv[4], n,
-      {k: round(v, 1) for k, v in got.items()}, {k: round(v, 1) for k, v in share.items()}))
+print("libsonde sampler, %s thread(s): %d samples (%d draws), self %s, by section %s" % (sys.argv[4],
+      n, draws, {k: round(v, 1) for k, v in got.items()}, {k: round(v, 1) for k, v in share.items()}))
 PY
         grep -q "^  decode  .* in hot70 " lib/lib$th.txt || fail "text report: $(cat lib/lib$th.txt)"
     done
