@@ -941,6 +941,7 @@ static void json_profile(sbuf *b, const sm_model *m)
         key(b, "profile");
         sbuf_putc(b, '{');
         kv_num(b, "samples", (double)pr->samples, 1);
+        kv_num(b, "draws", (double)pr->draws, 1);
         kv_num(b, "lost", (double)pr->lost, 1);
         kv_num(b, "hz", pr->hz, 1);
         kv_str(b, "method", !pr->by_timer ? "perf_event"

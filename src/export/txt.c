@@ -424,6 +424,11 @@ static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,
                     : pr->cfi_unwound ? "by perf_event_open, along frame pointers, and the call "
                                         "frame information where those fell short"
                                       : "by perf_event_open, along frame pointers");
+        if (pr->draws < pr->samples) /* timers paced by the kernel's tick: fewer draws */
+            sbuf_printf(b, "  from %llu signals (a timer's signal comes at the kernel's tick "
+                           "and counts the periods since the last): the shares below have the "
+                           "precision of that many draws\n",
+                        (unsigned long long)pr->draws);
         sbuf_printf(b, "  %-40s %-20s %7s %7s  %s\n", "function", "object", "self", "total",
                     "defined at");
         for (size_t i = 0; i < pr->n_funcs && i < 15 && pr->funcs[i].total; i++) {

@@ -394,6 +394,11 @@ typedef struct sm_offperiod {
 
 typedef struct sm_profile {
     uint64_t samples, lost;    /* samples taken; samples the kernel dropped (ring full) */
+    uint64_t draws;            /* the distinct moments they were taken at (a thread and a time):
+                                  a timer's signal comes at the kernel's tick and stands for the
+                                  1/hz periods since the last, as that many samples of one
+                                  moment, so the shares are as precise as draws, not samples;
+                                  the samples where they carry no time */
     uint64_t unnamed;          /* samples left out: their stack is not in the file (the program
                                   ended before naming them) or names a function it lacks */
     unsigned hz;

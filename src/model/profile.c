@@ -983,13 +983,20 @@ int sm__profile_build(sb_raw *raw, sm_model *m)
         for (uint32_t k = 0; k < raw->pstacks[i].n; k++)
             bad[i] |= raw->pstacks[i].f[k] >= raw->n_pfuncs;
     size_t kept = 0;
+    uint64_t draws = 0, last_t = 0;
+    uint32_t last_tid = 0;
     for (size_t i = 0; i < raw->n_samples; i++) {
-        uint32_t s = raw->samples[i].stack;
-        if (s < raw->n_pstacks && !bad[s]) {
-            count[s]++;
+        const sm_sample_raw *r = &raw->samples[i];
+        if (r->stack < raw->n_pstacks && !bad[r->stack]) {
+            /* a timer's signal is written as its weight in samples of one thread and time */
+            draws += !kept || raw->samples_untimed || r->tid != last_tid || r->t_mono != last_t;
+            last_tid = r->tid;
+            last_t = r->t_mono;
+            count[r->stack]++;
             sample_keep(raw, i, &kept); /* the places found while building follow them */
         }
     }
+    pr->draws = draws;
     pr->unnamed = raw->samples_unnamed + (raw->n_samples - kept);
     raw->samples_unnamed = pr->unnamed; /* a build again (sm__profile_merge) counts them too */
     samples_kept(raw, kept);

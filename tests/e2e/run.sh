@@ -1489,8 +1489,9 @@ PY
     # A timer's signal comes at the kernel's tick (250 Hz on Debian's kernels), standing for the
     # 1/hz periods since the last (its weight): 1,500 samples at 999 Hz are about 375 draws, so
     # the timers run twice the rounds, and each share is held to 5 points or 4 standard
-    # deviations of its draws (the distinct times of the samples in the Chrome trace), whichever
-    # is wider (a CI run under load had hot70 at 64.6% of 1,678 samples: 2.3 of them)
+    # deviations of its draws (profile.draws, which the Chrome trace's distinct sample times
+    # confirm), whichever is wider (a CI run under load had hot70 at 64.6% of 1,678 samples: 2.3
+    # standard deviations)
     for th in 1 4 4early 1timer 4timer; do
         case $th in 1*) set -- SONDE_WITH_STACK=1 ;; *) set -- SONDE_SAMPLE_HZ=499 ;; esac
         case $th in *early) mode=early ;; *) mode= ;; esac
@@ -1514,8 +1515,14 @@ n = p["samples"]
 assert p["hz"] == (999 if sys.argv[4].startswith("1") else 499) and n >= 300, (p["hz"], n)
 assert p["method"] == ("timer_signal" if sys.argv[4].endswith("timer") else "perf_event"), p["method"]
 ts = json.load(gzip.open(sys.argv[5], "rt"))["samples"]
-assert sum(s["weight"] for s in ts) == n, (len(ts), n)
-draws = len({(s["tid"], s["ts"]) for s in ts}) * ts[0]["weight"]
+assert len(ts) == n and all(s["weight"] == 1 for s in ts), (len(ts), n)
+draws = p["draws"]
+assert draws == len({(s["tid"], s["ts"]) for s in ts}), (draws, len(ts))
+# perf_event: a sample a draw; the timers: 999 or 499 Hz on a tick of 100 to 1000 Hz
+assert n / 10 <= draws <= n and (draws == n or sys.argv[4].endswith("timer")), (draws, n)
+said = "the shares below have the precision of that many draws" in open(
+    sys.argv[1][:-len(".json")] + ".txt").read()
+assert said == (draws < n), ("the text report on the draws", said, draws, n)
 def near(got, want):
     return abs(got - want) <= max(5, 400 * math.sqrt(want / 100 * (1 - want / 100) / draws))
 f = {x["name"]: x for x in p["functions"]}
