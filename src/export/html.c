@@ -1172,12 +1172,16 @@ int sx_html_report(sx_report *r, sbuf *b)
                      "<div id=\"step-breakdown\" class=\"figure\"></div>\n");
     if (m->profile.samples) {
         snprintf(v, sizeof v, "%llu", (unsigned long long)m->profile.samples);
+        char drawn[96] = ""; /* a timer's signal at the kernel's tick counts as several */
+        if (m->profile.draws < m->profile.samples)
+            snprintf(drawn, sizeof drawn, " from %llu signals at the kernel's tick",
+                     (unsigned long long)m->profile.draws);
         sbuf_printf(b, "<h2 id=\"flame-title\">CPU samples</h2>\n<p class=\"note\">%s samples "
-                       "at %u Hz, as a flame graph (callers above callees; width: samples). "
+                       "at %u Hz%s, as a flame graph (callers above callees; width: samples). "
                        "Click a frame to zoom into it; select a section to see its own%s.</p>\n"
                        "<div class=\"toolbar\"><select id=\"flame-scope\" aria-label=\"samples "
                        "of\"></select></div>\n<div id=\"flame\" class=\"figure\"></div>\n",
-                    v, m->profile.hz,
+                    v, m->profile.hz, drawn,
                     m->profile.n_off ? ", or the off-CPU time (where the threads were blocked "
                                        "in the kernel; width: time)" : "");
     }

@@ -1505,7 +1505,7 @@ PY
         rm -rf again2
         "$sonde" export lib/lib$th.sonde -o again2 --quiet && cmp -s lib/lib$th.folded again2/lib$th.folded ||
             fail "sonde export lib$th.sonde (its own formats) wrote another lib$th.folded"
-        "$sonde" export lib/lib$th.sonde --format json,folded,trace -o again --quiet ||
+        "$sonde" export lib/lib$th.sonde --format json,folded,trace,html -o again --quiet ||
             fail "sonde export lib$th.sonde"
         python3 - lib/lib$th.json again/lib$th.json lib/lib$th.folded $th again/lib$th.trace.json.gz <<'PY' || fail "hotsections, $th thread(s)"
 import gzip, json, math, sys
@@ -1523,6 +1523,9 @@ assert n / 10 <= draws <= n and (draws == n or sys.argv[4].endswith("timer")), (
 said = "the shares below have the precision of that many draws" in open(
     sys.argv[1][:-len(".json")] + ".txt").read()
 assert said == (draws < n), ("the text report on the draws", said, draws, n)
+said = "%d samples at %d Hz from %d signals at the kernel's tick" % (n, p["hz"], draws) in open(
+    sys.argv[2][:-len(".json")] + ".html").read()
+assert said == (draws < n), ("the HTML report on the draws", said, draws, n)
 def near(got, want):
     return abs(got - want) <= max(5, 400 * math.sqrt(want / 100 * (1 - want / 100) / draws))
 f = {x["name"]: x for x in p["functions"]}
