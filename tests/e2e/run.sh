@@ -1490,12 +1490,13 @@ PY
     # 1/hz periods since the last (its weight): 1,500 samples at 999 Hz are about 375 draws, so
     # the timers run twice the rounds, and each share is held to 5 points or 4 standard
     # deviations of its draws (profile.draws, which the Chrome trace's distinct sample times
-    # confirm), whichever is wider (a CI run under load had hot70 at 64.6% of 1,678 samples: 2.3
-    # standard deviations)
+    # confirm), whichever is wider (a CI run under load had hot70 at 64.6% at 30 rounds: 2.3
+    # standard deviations of some 375 draws of 1,500 samples)
     for th in 1 4 4early 1timer 4timer; do
         case $th in 1*) set -- SONDE_WITH_STACK=1 ;; *) set -- SONDE_SAMPLE_HZ=499 ;; esac
         case $th in *early) mode=early ;; *) mode= ;; esac
-        case $th in *timer) set -- "$@" LD_PRELOAD="$build/tests/libnoperf.so"; rounds=60 ;; *) rounds=30 ;; esac
+        rounds=30
+        case $th in *timer) set -- "$@" LD_PRELOAD="$build/tests/libnoperf.so"; rounds=60 ;; esac
         env "$@" "$build/tests/hotsections" lib lib$th ${th%%[a-z]*} $rounds $mode ||
             fail "hotsections $th exited $?"
         # formats json,txt: sampling writes NAME.folded and NAME.pb.gz too, as sonde run does
@@ -1507,7 +1508,8 @@ PY
             fail "sonde export lib$th.sonde (its own formats) wrote another lib$th.folded"
         "$sonde" export lib/lib$th.sonde --format json,folded,trace,html -o again --quiet ||
             fail "sonde export lib$th.sonde"
-        python3 - lib/lib$th.json again/lib$th.json lib/lib$th.folded $th again/lib$th.trace.json.gz <<'PY' || fail "hotsections, $th thread(s)"
+        python3 - lib/lib$th.json again/lib$th.json lib/lib$th.folded $th \
+            again/lib$th.trace.json.gz <<'PY' || fail "hotsections, $th thread(s)"
 import gzip, json, math, sys
 r = json.load(open(sys.argv[1]))
 p = r["profile"]
@@ -1547,8 +1549,9 @@ assert again["lines"] == p["lines"] and p["lines"][0]["function"] == "hot70", p[
 lines = [l.rsplit(" ", 1) for l in open(sys.argv[3]).read().splitlines()]
 assert sum(int(c) for _, c in lines) == n
 assert r["warnings"] == [], r["warnings"]
-print("libsonde sampler, %s thread(s): %d samples (%d draws), self %s, by section %s" % (sys.argv[4],
-      n, draws, {k: round(v, 1) for k, v in got.items()}, {k: round(v, 1) for k, v in share.items()}))
+print("libsonde sampler, %s thread(s): %d samples (%d draws), self %s, by section %s" % (
+      sys.argv[4], n, draws, {k: round(v, 1) for k, v in got.items()},
+      {k: round(v, 1) for k, v in share.items()}))
 PY
         grep -q "^  decode  .* in hot70 " lib/lib$th.txt || fail "text report: $(cat lib/lib$th.txt)"
     done
