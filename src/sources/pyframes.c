@@ -298,6 +298,27 @@ static int qualname_like(const char *s)
     return 1;
 }
 
+/* Whether the code object at addr is still the one whose head was h: alive, with the same
+ * file, name, first line and location table. Its strings were read after h, and a code object
+ * freed meanwhile frees them with it (their memory another object's: the stress test in process
+ * on the counters, ASan, read a name of three Hangul and CJK characters for a frame of
+ * asyncio/locks.py); read again after them, an unchanged head says they were its own. */
+static int same_code(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
+{
+    const pylayout *l = py->l;
+    uint8_t now[sizeof py->heads[0]];
+    if (l->co_code > sizeof now || rd(py, addr, now, l->co_code))
+        return 0;
+    uint64_t refs = u64_at(now, 0);
+    uint32_t a, b;
+    memcpy(&a, h + l->co_firstlineno, 4);
+    memcpy(&b, now + l->co_firstlineno, 4);
+    return refs && refs <= 0xFFFFFFFFull && u64_at(now, 8) == u64_at(h, 8) && a == b &&
+           u64_at(now, l->co_filename) == u64_at(h, l->co_filename) &&
+           u64_at(now, l->co_qualname) == u64_at(h, l->co_qualname) &&
+           u64_at(now, l->co_linetable) == u64_at(h, l->co_linetable);
+}
+
 /* The code object at addr, whose first co_code bytes are h, as an id of the table, read when
  * new; -1 where it is not a code object (a torn or freed frame) or out of memory. */
 static int64_t code_id(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
@@ -345,9 +366,8 @@ static int64_t code_id(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
         rd(py, lt + 32, e.lines, (size_t)n_lt) == 0)
         e.n_lines = (size_t)n_lt;
     int64_t id = -1;
-    if (e.name && e.file && qualname_like(e.name) && e.file[0]) { /* else the code object was
-                                                                     freed while read (seen at
-                                                                     exit: an empty name) */
+    if (e.name && e.file && qualname_like(e.name) && e.file[0] && same_code(py, addr, h)) {
+        /* else the code object was freed while read (seen at exit: an empty name) */
         id = code_entry(py->tab, &e);
     } else {
         sonde__free(e.name);
