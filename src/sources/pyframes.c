@@ -298,25 +298,42 @@ static int qualname_like(const char *s)
     return 1;
 }
 
-/* Whether the code object at addr is still the one whose head was h: alive, with the same
- * file, name, first line and location table. Its strings were read after h, and a code object
- * freed meanwhile frees them with it (their memory another object's: the stress test in process
- * on the counters, ASan, read a name of three Hangul and CJK characters for a frame of
- * asyncio/locks.py); read again after them, an unchanged head says they were its own. */
-static int same_code(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
+/* Whether head h is a live code object's: its type, and a live object's reference count, 1 to
+ * 2^32 - 1 (3.12's immortal), where a freed block's first word is the allocator's link (an
+ * address, or 0 at the end of its list). */
+static int code_alive(const sonde_pyproc *py, const uint8_t *h)
+{
+    uint64_t refs = u64_at(h, 0);
+    return u64_at(h, 8) == py->code_type && refs && refs <= 0xFFFFFFFFull;
+}
+
+/* What a code object's head h says it is: its file, name and first line (the table's key). */
+static codekey key_of(const pylayout *l, uint64_t addr, const uint8_t *h)
+{
+    uint32_t first;
+    memcpy(&first, h + l->co_firstlineno, 4);
+    return (codekey){addr, u64_at(h, l->co_filename), u64_at(h, l->co_qualname), first, 0};
+}
+
+/* Whether a and b are the same code object's head: the same file, name and first line. */
+static int key_same(const codekey *a, const codekey *b)
+{
+    return a->file == b->file && a->qual == b->qual && a->first == b->first;
+}
+
+/* Whether the code object at k.addr is still the one read as k with location table lt. Its
+ * strings were read after its head, and a code object freed meanwhile frees them with it (their
+ * memory another object's: the stress test in process on the counters, ASan, read a name of
+ * three Hangul and CJK characters for a frame of asyncio/locks.py); its head read again after
+ * them, alive and unchanged, says they were its own. */
+static int same_code(sonde_pyproc *py, const codekey *k, uint64_t lt)
 {
     const pylayout *l = py->l;
     uint8_t now[sizeof py->heads[0]];
-    if (l->co_code > sizeof now || rd(py, addr, now, l->co_code))
+    if (l->co_code > sizeof now || rd(py, k->addr, now, l->co_code) || !code_alive(py, now))
         return 0;
-    uint64_t refs = u64_at(now, 0);
-    uint32_t a, b;
-    memcpy(&a, h + l->co_firstlineno, 4);
-    memcpy(&b, now + l->co_firstlineno, 4);
-    return refs && refs <= 0xFFFFFFFFull && u64_at(now, 8) == u64_at(h, 8) && a == b &&
-           u64_at(now, l->co_filename) == u64_at(h, l->co_filename) &&
-           u64_at(now, l->co_qualname) == u64_at(h, l->co_qualname) &&
-           u64_at(now, l->co_linetable) == u64_at(h, l->co_linetable);
+    codekey again = key_of(l, k->addr, now);
+    return key_same(&again, k) && u64_at(now, l->co_linetable) == lt;
 }
 
 /* The code object at addr, whose first co_code bytes are h, as an id of the table, read when
@@ -324,14 +341,9 @@ static int same_code(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
 static int64_t code_id(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
 {
     const pylayout *l = py->l;
-    /* a live object's reference count: 1 to 2^32 - 1 (3.12's immortal), where a freed block's
-     * first word is the allocator's link (an address, or 0 at the end of its list) */
-    uint64_t refs = u64_at(h, 0);
-    if (u64_at(h, 8) != py->code_type || !refs || refs > 0xFFFFFFFFull)
+    if (!code_alive(py, h))
         return -1;
-    uint32_t first;
-    memcpy(&first, h + l->co_firstlineno, 4);
-    codekey key = {addr, u64_at(h, l->co_filename), u64_at(h, l->co_qualname), first, 0};
+    codekey key = key_of(l, addr, h);
     if (py->n_map * 2 >= py->cap_map) { /* grow, keeping the table half empty */
         size_t cap = py->cap_map ? py->cap_map * 2 : 256;
         codekey *t = sonde__calloc(cap, sizeof *t);
@@ -353,7 +365,7 @@ static int64_t code_id(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
         if (py->codes[j].addr == addr)
             break;
     codekey *k = &py->codes[j];
-    if (k->addr && k->file == key.file && k->qual == key.qual && k->first == key.first)
+    if (k->addr && key_same(k, &key))
         return (int64_t)k->id - 1;
     uint8_t bh[32];
     uint64_t lt = u64_at(h, l->co_linetable);
@@ -361,12 +373,12 @@ static int64_t code_id(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
     if (rd(py, lt, bh, 32) == 0)
         memcpy(&n_lt, bh + 16, 8);
     pycode_e e = {read_str(py, key.qual), read_str(py, key.file),
-                  (int32_t)first > 0 ? first : 0, NULL, 0};
+                  (int32_t)key.first > 0 ? key.first : 0, NULL, 0};
     if (n_lt > 0 && (uint64_t)n_lt <= MAX_LINETABLE && (e.lines = sonde__malloc((size_t)n_lt)) &&
         rd(py, lt + 32, e.lines, (size_t)n_lt) == 0)
         e.n_lines = (size_t)n_lt;
     int64_t id = -1;
-    if (e.name && e.file && qualname_like(e.name) && e.file[0] && same_code(py, addr, h)) {
+    if (e.name && e.file && qualname_like(e.name) && e.file[0] && same_code(py, &key, lt)) {
         /* else the code object was freed while read (seen at exit: an empty name) */
         id = code_entry(py->tab, &e);
     } else {
