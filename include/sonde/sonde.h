@@ -298,9 +298,12 @@ typedef struct sonde_config {
                                 docs/flight-recorder.md) */
     int sample_python;       /* 1 (the default): a CPU sample of a thread running CPython 3.11,
                                 3.12 or 3.13 carries its Python frames (function, file, line),
-                                read from the sampler's thread at each sample; 0: native frames
-                                only, one wake-up of the sampler a sample less
-                                (docs/stacks.md, "Python frames") */
+                                read in the kernel at the sample by a BPF program where the
+                                kernel allows it (root, or CAP_BPF and CAP_PERFMON), else by the
+                                sampler's thread, woken at each sample; 2: the same, with a
+                                warning when the kernel refuses; 3: by the sampler's thread
+                                always; 0: native frames only (docs/stacks.md, "Python
+                                frames") */
     int sample_off_cpu;      /* 1 (the default): with CPU samples, the time each thread spends
                                 blocked in the kernel (a lock, a queue, I/O, a sleep), by the
                                 stack it blocked in, its Python frames too, where the kernel

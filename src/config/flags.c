@@ -36,8 +36,9 @@ static const flag g_flags[] = {
      "CPU samples: inlined functions as frames of their own (1, the default)"},
     {"profile-sample-cfi", F_SWITCH, "sample_cfi", NULL,
      "CPU samples: unwind code without frame pointers from its call frame information"},
-    {"profile-sample-python", F_VALUE, "sample_python", "0|1",
-     "CPU samples: the Python frames of CPython 3.11-3.13 threads (1, the default)"},
+    {"profile-sample-python", F_VALUE, "sample_python", "0|1|2|3",
+     "CPU samples: the Python frames of CPython 3.11-3.13 threads (1, the default: in the "
+     "kernel where allowed; 2: in the kernel; 3: by the sampler; 0: none)"},
     {"profile-sample-off-cpu", F_VALUE, "sample_off_cpu", "0|1",
      "CPU samples: threads' time blocked in the kernel, by stack (1, the default)"},
     {"profile-sample-in-thread", F_SWITCH, "sample_in_thread", NULL,

@@ -81,9 +81,10 @@ static const sonde_key g_keys[] = {
     {"sample_cfi", KEY_BOOL, OFF(sample_cfi), 0, 1, "0",
      "CPU samples: where frame pointers fall short, unwind the stack from the call frame "
      "information (.eh_frame; costs more)"},
-    {"sample_python", KEY_BOOL, OFF(sample_python), 0, 1, "1",
-     "CPU samples: the Python frames of a CPython 3.11-3.13 thread (a wake-up of the sampler "
-     "per sample)"},
+    {"sample_python", KEY_INT, OFF(sample_python), 0, 3, "1",
+     "CPU samples: the Python frames of a CPython 3.11-3.13 thread, read in the kernel at the "
+     "sample (BPF: root or CAP_BPF+CAP_PERFMON) where allowed, else by the sampler (a wake-up "
+     "a sample); 2: in the kernel, said when refused; 3: by the sampler; 0: none"},
     {"sample_off_cpu", KEY_BOOL, OFF(sample_off_cpu), 0, 1, "1",
      "CPU samples: the time threads spend blocked in the kernel, by stack (a record per "
      "context switch; root or perf_event_paranoid 1 or lower)"},

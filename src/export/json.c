@@ -948,6 +948,12 @@ static void json_profile(sbuf *b, const sm_model *m)
                             : pr->by_counter ? "counter_signal" : "timer_signal", 1);
         kv_num(b, "cfi_unwound", (double)pr->cfi_unwound, 1);
         kv_num(b, "sampler_cpu_s", (double)pr->cpu_ns / 1e9, 1);
+        static const char *const ways[] = {"none", "sampler", "kernel", "signal_handler"};
+        kv_str(b, "python_frames", ways[pr->py_way < 4 ? pr->py_way : 0], 1);
+        if (pr->py_kernel_runs) { /* the kernel's BPF statistics were on */
+            kv_num(b, "python_kernel_runs", (double)pr->py_kernel_runs, 1);
+            kv_num(b, "python_kernel_cpu_s", (double)pr->py_kernel_ns / 1e9, 1);
+        }
         kv_num(b, "stacks", (double)pr->n_stacks, 1);
         key(b, "functions");
         sbuf_putc(b, '[');

@@ -405,6 +405,11 @@ typedef struct sm_profile {
     uint64_t cpu_ns;           /* CPU time of the thread that took them */
     uint64_t cfi_unwound;      /* of them, unwound by the call frame information where the
                                   frame pointers gave fewer frames (perf_event_open's samples) */
+    unsigned py_way;           /* their Python frames read: 0 not at all, 1 by the sampler's
+                                  thread, 2 in the kernel at each sample (BPF), 3 in the
+                                  threads' signal handlers */
+    uint64_t py_kernel_runs, py_kernel_ns; /* the kernel's program's runs and their time (0
+                                  unless the kernel's BPF statistics were on) */
     int untimed;               /* the samples carry no time (a kernel before 4.1): no sections */
     int by_timer;              /* taken in the threads by SIGPROF, stacks unwound from .eh_frame
                                   (perf_event_open was refused, or sample_in_thread): from

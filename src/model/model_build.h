@@ -157,6 +157,8 @@ typedef struct sb_raw {
     uint64_t samples_lost, stacks_cpu_ns;
     uint64_t samples_unnamed;  /* samples left out by an earlier build (sm__profile_merge) */
     uint64_t stacks_cfi;       /* samples unwound by the call frame information (STATS) */
+    uint64_t stacks_py_way;    /* how the Python frames were read (STATS; sonde_pyway) */
+    uint64_t stacks_py_kernel_runs, stacks_py_kernel_ns; /* the kernel's program's (STATS) */
     unsigned sample_hz;
     int samples_untimed;
     int samples_by_timer;      /* flag 2: taken in the threads by SIGPROF (cputimer.c) */

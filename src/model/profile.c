@@ -965,6 +965,9 @@ int sm__profile_build(sb_raw *raw, sm_model *m)
     pr->lost = raw->samples_lost;
     pr->cpu_ns = raw->stacks_cpu_ns;
     pr->cfi_unwound = raw->stacks_cfi;
+    pr->py_way = (unsigned)raw->stacks_py_way;
+    pr->py_kernel_runs = raw->stacks_py_kernel_runs;
+    pr->py_kernel_ns = raw->stacks_py_kernel_ns;
     pr->untimed = raw->samples_untimed;
     pr->by_timer = raw->samples_by_timer;
     pr->by_counter = raw->samples_by_timer && raw->samples_by_counter;
@@ -1045,6 +1048,9 @@ int sm__profile_keep(sb_raw *raw, sm_model *m)
     k->samples_lost = raw->samples_lost;
     k->stacks_cpu_ns = raw->stacks_cpu_ns;
     k->stacks_cfi = raw->stacks_cfi;
+    k->stacks_py_way = raw->stacks_py_way;
+    k->stacks_py_kernel_runs = raw->stacks_py_kernel_runs;
+    k->stacks_py_kernel_ns = raw->stacks_py_kernel_ns;
     k->samples_unnamed = raw->samples_unnamed;
     k->sample_hz = raw->sample_hz;
     k->samples_untimed = raw->samples_untimed;
@@ -1244,6 +1250,10 @@ int sm__profile_merge(sm_model *d, sm_model *s, uint32_t site0)
     a->samples_lost += b->samples_lost;
     a->stacks_cpu_ns += b->stacks_cpu_ns;
     a->stacks_cfi += b->stacks_cfi;
+    if (b->stacks_py_way > a->stacks_py_way) /* one read in the kernel: the merge says so */
+        a->stacks_py_way = b->stacks_py_way;
+    a->stacks_py_kernel_runs += b->stacks_py_kernel_runs;
+    a->stacks_py_kernel_ns += b->stacks_py_kernel_ns;
     a->samples_unnamed += b->samples_unnamed;
     a->off_followed |= b->off_followed;
     a->samples_outside |= b->samples_outside;

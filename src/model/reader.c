@@ -506,6 +506,9 @@ static const struct {
     {"sampler_cpu_ns", offsetof(sb_raw, sampler_cpu_ns)},
     {"stacks_cpu_ns", offsetof(sb_raw, stacks_cpu_ns)},
     {"stacks_cfi_unwound", offsetof(sb_raw, stacks_cfi)},
+    {"stacks_py_way", offsetof(sb_raw, stacks_py_way)},
+    {"stacks_py_kernel_runs", offsetof(sb_raw, stacks_py_kernel_runs)},
+    {"stacks_py_kernel_ns", offsetof(sb_raw, stacks_py_kernel_ns)},
     {"backpressure_chunks", offsetof(sb_raw, bp_chunks)},
     {"backpressure_ns", offsetof(sb_raw, bp_ns)},
 };

@@ -859,7 +859,7 @@ void sonde__stacks_stop(sonde_profiler *p)
 {
     if (!p->stacks)
         return;
-    int rc = sonde__stacks_finish(p->stacks, &p->stacks_cpu_ns, &p->stacks_cfi);
+    int rc = sonde__stacks_finish(p->stacks, &p->stacks_cpu_ns, &p->stacks_cfi, &p->stacks_py);
     p->stacks = NULL;
     if (rc)
         sonde__warn(p, "CPU samples with call stacks: %s; the report's are incomplete",

@@ -11,6 +11,7 @@
 
 #include "../../include/sonde/sonde.h"
 #include "../format/format.h"
+#include "../sources/sources.h"
 #include "../util/buf.h"
 
 /* ---- errors (error.c) ---- */
@@ -217,6 +218,7 @@ struct sonde_profiler {
     struct sonde_stacks *stacks;
     uint64_t stacks_cpu_ns;        /* CPU time its thread used, set when it stops */
     uint64_t stacks_cfi;           /* its samples unwound by the call frame information */
+    sonde_pyway stacks_py;         /* how it read the Python frames */
     unsigned stacks_hz;            /* its rate; a forked child that records starts its own */
     /* the latest value of every sampled figure, for sonde_current_metrics and the display */
     pthread_mutex_t latest_lock;

@@ -770,6 +770,9 @@ size_t sonde__stats_payload(sonde_profiler *p, uint8_t *b)
     k += put_stat(b + k, "sampler_cpu_ns", atomic_load(&p->sampler_cpu_ns));
     k += put_stat(b + k, "stacks_cpu_ns", p->stacks_cpu_ns);
     k += put_stat(b + k, "stacks_cfi_unwound", p->stacks_cfi);
+    k += put_stat(b + k, "stacks_py_way", p->stacks_py.way);
+    k += put_stat(b + k, "stacks_py_kernel_runs", p->stacks_py.kernel_runs);
+    k += put_stat(b + k, "stacks_py_kernel_ns", p->stacks_py.kernel_ns);
     k += put_stat(b + k, "backpressure_chunks", atomic_load(&p->bp_chunks));
     k += put_stat(b + k, "backpressure_ns", atomic_load(&p->bp_ns));
     k += put_stat(b + k, "buffer_bytes", (uint64_t)p->n_chunks * p->chunk_slots * sizeof(sonde__ev));

@@ -599,6 +599,45 @@ int sonde__py_raw(const sonde_pyproc *py, int tid, uint64_t tstate, sonde_pyraw 
     return whole;
 }
 
+int sonde__py_from_kernel(const sonde_pyproc *py, const sonde_pykframe *f, int n,
+                          sonde_pyraw *raw, int cap)
+{
+    const pylayout *l = py->l;
+    int k = 0;
+    for (int i = 0; i < n && k < cap; i++) {
+        if (l->cstack_owner >= 0 && f[i].owner == (uint8_t)l->cstack_owner) {
+            if (k) /* as raw_walk: the frame inward of the C stack's entry began an activation */
+                raw[k - 1].instr |= SONDE_PYRAW_ENTRY;
+            continue;
+        }
+        if (!f[i].file && !f[i].qual)
+            break; /* its code object could not be read: freed */
+        unsigned c = code_check(f[i].file, f[i].qual);
+        uint64_t instr = (f[i].instr & ~SONDE_PYRAW_ENTRY) |
+                         (l->fr_is_entry >= 0 && f[i].is_entry ? SONDE_PYRAW_ENTRY : 0);
+        raw[k++] = (sonde_pyraw){(f[i].code & PYRAW_ADDR) | (uint64_t)(c >> 8) << 56,
+                                 (instr & PYRAW_ADDR) | (uint64_t)(c & 255) << 56};
+    }
+    return k;
+}
+
+int sonde__py_offsets(sonde_pyoffsets *o, int cap)
+{
+    int n = 0;
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0] && n < cap; i++) {
+        const pylayout *l = &layouts[i];
+        o[n++] = (sonde_pyoffsets){l->minor, l->ts_tid, l->ts_frame, l->cf_frame, l->fr_code,
+                                   l->fr_previous, l->fr_instr, l->fr_owner, l->fr_is_entry,
+                                   l->co_filename};
+    }
+    return n;
+}
+
+int sonde__py_layout(const sonde_pyproc *py)
+{
+    return (int)(py->l - layouts);
+}
+
 uint64_t sonde__py_tstate(sonde_pyproc *py, int tid)
 {
     uint8_t ts[512];

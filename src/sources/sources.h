@@ -110,13 +110,23 @@ int sonde__stk_open_event(struct perf_event_attr *a, pid_t pid, int cpu);
 typedef struct sonde_stacks sonde_stacks;
 /* Writes one record; 0, or nonzero when it could not. Called from the sampler's thread. */
 typedef int (*sonde_stacks_write)(void *ctx, unsigned type, const uint8_t *payload, size_t len);
+/* How the Python frames of the samples were read (sonde__stacks_finish): way 0 not at all (no
+ * CPython met, or sample_python 0), 1 by the sampler's thread, 2 in the kernel (pybpf.c): the
+ * kernel's program's runs and the time they took (0, 0 unless the kernel's BPF statistics were
+ * on), and its records lost (its ring was full); 3 in the threads' signal handlers (the timers:
+ * cputimer.c). */
+typedef struct sonde_pyway {
+    uint64_t way, kernel_runs, kernel_ns, kernel_lost;
+} sonde_pyway;
 /* pid > 0: a child that has not exec'd yet (it waits for its go), sampled from its exec with
  * its threads and its children. pid 0: this process from now on, every thread it has and
  * starts (its children's samples are left out). inline_frames: functions inlined at a sampled
  * address are frames of their own (config sample_inline). cfi: the samples carry the stack's
  * top, and where the kernel's frame-pointer walk falls short, the call frame information
  * unwinds it (config sample_cfi; unwind.c). python: a thread running CPython 3.11-3.13 has its
- * Python frames read at each sample (config sample_python; pyframes.c). off_cpu: the
+ * Python frames read at each sample (config sample_python; pyframes.c): 1 in the kernel where
+ * it allows (pybpf.c), else by the sampler's thread; 2 the same, a warning when refused; 3 by
+ * the sampler's thread; 0 not at all. off_cpu: the
  * context-switch event beside the samples, for the time threads spend blocked in the kernel
  * (OFFCPU records; config sample_off_cpu), where the kernel allows it (nothing otherwise).
  * Where the kernel refuses perf_event_open (perf_event_paranoid 3, seccomp), or timers asks
@@ -131,7 +141,8 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int
  * sampler's thread used, *cfi_unwound (when not NULL) the samples whose stack came from the
  * call frame information (unwind.c) rather than the frame pointers. 0, SONDE_ENOMEM (what could not be named is left out) or SONDE_EIO (a
  * record could not be written). */
-int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwound);
+int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwound,
+                         sonde_pyway *pyway);
 /* In a forked child, whose copy of the sampler has no thread while the parent's goes on:
  * closes the copy's descriptors and unmaps its buffers, and leaves its memory (the parent's
  * thread may have been changing it at the fork). NULL is ignored. */
@@ -211,6 +222,59 @@ int sonde__py_raw(const sonde_pyproc *py, int tid, uint64_t tstate, sonde_pyraw 
  * and head) into inner; how many (a code object no longer there ends them). */
 int sonde__py_resolve(sonde_pyproc *py, const sonde_pyraw *raw, int n, sonde_pyframe *inner);
 void sonde__py_detach(sonde_pyproc *py);
+/* Where a walk of the frames in the kernel (pybpf.c) finds what it reads, per version. */
+typedef struct sonde_pyoffsets {
+    unsigned minor;
+    uint32_t ts_tid, ts_frame;   /* PyThreadState.native_thread_id, .cframe or .current_frame */
+    uint32_t cf_frame;           /* _PyCFrame.current_frame; UINT32_MAX: ts_frame is the frame */
+    uint32_t fr_code, fr_previous, fr_instr, fr_owner; /* _PyInterpreterFrame */
+    int fr_is_entry;             /* 3.11's is_entry; -1: none */
+    uint32_t co_filename;        /* then co_name and co_qualname, 24 bytes in all */
+} sonde_pyoffsets;
+/* The versions read, at most cap of them, into o; how many. A process's is its layout
+ * (sonde__py_layout): its index there. */
+int sonde__py_offsets(sonde_pyoffsets *o, int cap);
+int sonde__py_layout(const sonde_pyproc *py);
+/* A frame as the kernel's walk wrote it: its code object, instruction, owner and 3.11's
+ * is_entry, and its code's co_filename and co_qualname then (0, 0: they could not be read). */
+typedef struct sonde_pykframe {
+    uint64_t code, instr, file, qual;
+    uint8_t owner, is_entry, pad[6];
+} sonde_pykframe;
+/* The kernel's frames (n, innermost first) as sonde__py_raw gives them (with their checks, the
+ * C stack's entry frames left out), at most cap; how many. */
+int sonde__py_from_kernel(const sonde_pyproc *py, const sonde_pykframe *f, int n,
+                          sonde_pyraw *raw, int cap);
+
+/* pybpf.c - the Python frames read in the kernel at each sample by a BPF program on the
+ * cpu-clock event (config sample_python 1 or 2), drained with the samples. */
+typedef struct sonde_pybpf sonde_pybpf;
+/* The maps, the program (loaded) and its ring; NULL with the reason in why (not allowed: it
+ * needs CAP_BPF and CAP_PERFMON, or root; a kernel before 5.8; out of memory). */
+sonde_pybpf *sonde__pybpf_open(char *why, size_t cap);
+/* The program run at each overflow of perf event perf_fd (and of the events it is inherited
+ * by). 0, or -1 (errno). */
+int sonde__pybpf_attach(sonde_pybpf *b, int perf_fd);
+/* Thread tid's thread state for the program (tstate 0: none), its version's layout index
+ * (sonde__py_layout). 0, or -1 (errno). */
+int sonde__pybpf_thread(sonde_pybpf *b, uint32_t tid, uint64_t tstate, int layout);
+/* The ring's records into the pending ones, those taken and those 20 ms older than done (the
+ * time up to which the samples were drained: theirs came, or never will) dropped first. 0, or
+ * -1 out of memory (records lost). */
+int sonde__pybpf_read(sonde_pybpf *b, uint64_t done);
+/* The record of thread tid's sample at time t (taken just before it): its frames into *f
+ * (valid until the next read), how many; -1: none (the thread not known to the program, or the
+ * ring was full), -2: the thread state given was not the thread's. */
+int sonde__pybpf_take(sonde_pybpf *b, uint32_t tid, uint64_t t, const sonde_pykframe **f);
+/* The program's runs so far and the time they took (counted while the kernel's BPF statistics
+ * are on: kernel.bpf_stats_enabled, or a BPF_ENABLE_STATS descriptor; else 0, 0). 0, or -1. */
+int sonde__pybpf_runs(const sonde_pybpf *b, uint64_t *ns, uint64_t *runs);
+/* The records the program could not write: its ring was full (their samples keep their native
+ * frames). */
+uint64_t sonde__pybpf_lost(const sonde_pybpf *b);
+void sonde__pybpf_close(sonde_pybpf *b);
+/* In a child forked while it was open: its descriptors closed, its memory left as it is. */
+void sonde__pybpf_forget(sonde_pybpf *b);
 
 /* unwind.c - a sample's stack unwound from the files' call frame information (libdwfl), from
  * the registers and the top of the user stack the kernel copied into it. */

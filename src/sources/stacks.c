@@ -12,6 +12,7 @@
 #include "sources.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -405,6 +406,30 @@ static uint32_t with_frames(sonde_stacks *s, sproc *p, uint32_t id, const sonde_
     return sonde__stk_stack_id(s, (uint32_t)(p - s->procs), fr, n);
 }
 
+/* Sample stack id of thread tid at time t with the Python frames the kernel read at the
+ * sample (pybpf.c). A thread the program does not know yet (its first samples), or knew by a
+ * thread state no longer its own, is given its state for the next samples; this one keeps its
+ * native frames. */
+static uint32_t with_kernel_python(sonde_stacks *s, sproc *p, uint32_t tid, uint64_t t,
+                                   uint32_t id)
+{
+    if (!py_of(s, p) || id == UINT32_MAX || tid == s->reader_tid)
+        return id;
+    const sonde_pykframe *kf = NULL;
+    int n = sonde__pybpf_take(s->bpf, tid, t, &kf);
+    if (n < 0) {
+        uint64_t ts = sonde__py_tstate(p->py, (int)tid);
+        if (ts || n == -2)
+            sonde__pybpf_thread(s->bpf, tid, ts, sonde__py_layout(p->py));
+        return id;
+    }
+    sonde_pyraw raw[SONDE_PYRAW_MAX];
+    sonde_pyframe py[SONDE_PYRAW_MAX];
+    int n_py = sonde__py_resolve(p->py, raw,
+                                 sonde__py_from_kernel(p->py, kf, n, raw, SONDE_PYRAW_MAX), py);
+    return n_py > 0 ? with_frames(s, p, id, py, n_py) : id;
+}
+
 /* Sample stack id of thread tid with its Python frames (pyframes.c), read now (with_frames). */
 uint32_t sonde__stk_with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t id)
 {
@@ -460,7 +485,9 @@ static void record(sonde_stacks *s, const struct perf_event_header *h, int off)
         uint32_t id = sonde__stk_stack_id(s, (uint32_t)(x.p - s->procs), x.fr, x.n);
         if (s->unwinder)
             id = unwind_sample(s, x.p, x.tid, x.rest, end, x.fr, x.n, id);
-        add_sample(s, x.tid, sonde__stk_with_python(s, x.p, x.tid, id), s->timed ? x.t : 0, 1);
+        id = s->bpf ? with_kernel_python(s, x.p, x.tid, x.t, id)
+                    : sonde__stk_with_python(s, x.p, x.tid, id);
+        add_sample(s, x.tid, id, s->timed ? x.t : 0, 1);
         break;
     }
     case PERF_RECORD_MMAP2: { /* pid, tid, addr, len, pgoff, maj, min, ino, ino_gen, prot,
@@ -578,6 +605,11 @@ static struct perf_event_mmap_page *ring_at(const sonde_stacks *s, int r)
 static void drain(sonde_stacks *s, uint64_t cut)
 {
     s->n_order = 0;
+    /* the kernel's Python frames first: a sample in the rings now had its record written
+     * before it */
+    if (s->bpf && sonde__pybpf_read(s->bpf, s->bpf_done))
+        s->oom = 1;
+    s->bpf_done = cut;
     int n_rings = s->n_cpus + s->n_off;
     for (int c = 0; c < n_rings; c++) {
         struct perf_event_mmap_page *pg = ring_at(s, c);
@@ -738,8 +770,9 @@ static void *reader(void *arg)
     s->reader_tid = (uint32_t)syscall(SYS_gettid);
     for (unsigned round = 1; !atomic_load(&s->stop); round++) {
         struct timespec now;
-        /* woken by each sample where its Python frames are to be read now, else every 10 ms */
-        wait_sample(s, s->py_any && !s->timer);
+        /* woken by each sample where its Python frames are to be read now (by this thread:
+         * not the kernel), else every 10 ms */
+        wait_sample(s, s->py_any && !s->timer && !s->bpf);
         if (s->timer) {
             drain_timer(s);
             int how = sonde__cputimer_displaced(s->timer); /* 2 at once, once stopped */
@@ -837,6 +870,10 @@ static int follow_task(sonde_stacks *s, struct perf_event_attr *a, pid_t tid, co
         s->task_fds[s->n_task_fds++] = fd;
         if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, fds[k]) != 0)
             return -1;
+        if (s->bpf && fds == s->fds && sonde__pybpf_attach(s->bpf, fd) != 0) {
+            s->bpf_refused = 1;
+            return -1;
+        }
     }
     return 0;
 }
@@ -863,7 +900,9 @@ static int perf_start(sonde_stacks *s, pid_t pid, char *why, size_t cap)
     a.inherit = 1;
     a.mmap = a.mmap2 = a.comm = a.task = 1;
     a.sample_id_all = 1; /* every record has a time: the rings are read in time order */
-    a.wakeup_events = 1; /* a poll wakes at each sample (only while Python is read, below) */
+    /* a poll wakes at each sample where this thread reads the Python frames (below); else the
+     * kernel's default (half the ring): a wake-up is a self-interrupt in the sampled thread */
+    a.wakeup_events = s->pytab && !s->bpf;
     a.use_clockid = 1;   /* the clock sonde's sections are anchored to */
     a.clockid = CLOCK_MONOTONIC;
     if (pid) { /* counting begins at the child's exec */
@@ -899,6 +938,11 @@ static int perf_start(sonde_stacks *s, pid_t pid, char *why, size_t cap)
         s->fds[s->n_cpus] = fd;
         s->cpus[s->n_cpus] = (int)c;
         s->rings[s->n_cpus++] = ring;
+        if (s->bpf && sonde__pybpf_attach(s->bpf, fd) != 0) {
+            snprintf(why, cap, "PERF_EVENT_IOC_SET_BPF: %s", strerror(errno));
+            s->bpf_refused = 1;
+            goto fail;
+        }
     }
     if (!s->n_cpus) {
         snprintf(why, cap, "perf_event_open: no CPU accepted the event");
@@ -933,6 +977,14 @@ fail:
     close_all(s);
     s->timed = 1;
     return -1;
+}
+
+/* sample_python 2 refused (why): said; the Python frames are read by the sampler's thread. */
+static void bpf_refused(sonde_stacks *s, const char *why)
+{
+    sonde__stk_warn(s, "sample_python 2 (the Python frames read in the kernel): %s; they are "
+                    "read by the sampler's thread at each sample instead (docs/stacks.md, "
+                    "\"Python frames read in the kernel\")", why);
 }
 
 sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int cfi,
@@ -970,7 +1022,24 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int
                            "process's threads (0 samples it with perf_event_open)");
         goto fail;
     }
+    /* read in the kernel: in a child (what it will run is not known yet), or in this process
+     * where it holds a CPython (a C program's samples need no program: its loading is about
+     * 10 ms of CPU) */
+    if ((python == 1 || python == 2) && s->pytab && !timers &&
+        (pid || python == 2 || dlsym(RTLD_DEFAULT, "Py_Version"))) {
+        char bpf_why[256];
+        if (!(s->bpf = sonde__pybpf_open(bpf_why, sizeof bpf_why)) && python == 2)
+            bpf_refused(s, bpf_why);
+    }
     int rc = timers ? -1 : perf_start(s, pid, why, cap);
+    if (rc != 0 && s->bpf_refused) { /* the program would not attach: read here instead */
+        if (python == 2)
+            bpf_refused(s, why);
+        sonde__pybpf_close(s->bpf);
+        s->bpf = NULL;
+        s->bpf_refused = 0;
+        rc = perf_start(s, pid, why, cap);
+    }
     if (timers)
         snprintf(why, cap, "sample_in_thread: 1 asks for samples taken in each thread");
     if (rc != 0 && !timers && s->unwinder) { /* the larger rings may pass the locked-memory
@@ -1165,7 +1234,8 @@ static int frame_chain(sonde_stacks *s, namer *nm, const sframe *fr, int pid)
     return c;
 }
 
-int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwound)
+int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwound,
+                         sonde_pyway *pyway)
 {
     atomic_store(&s->stop, 1);
     if (s->stop_fd >= 0) { /* where the write fails, the reader sees stop within 10 ms */
@@ -1183,6 +1253,16 @@ int sonde__stacks_finish(sonde_stacks *s, uint64_t *cpu_ns, uint64_t *cfi_unwoun
         *cpu_ns = s->cpu_ns;
     if (cfi_unwound)
         *cfi_unwound = s->cfi_unwound;
+    sonde_pyway way = {!s->py_any ? 0 : s->bpf ? 2 : s->timer ? 3 : 1, 0, 0, 0};
+    if (s->bpf) {
+        sonde__pybpf_runs(s->bpf, &way.kernel_ns, &way.kernel_runs);
+        if ((way.kernel_lost = sonde__pybpf_lost(s->bpf)))
+            sonde__stk_warn(s, "%llu CPU samples have no Python frames: the kernel's ring for "
+                            "them was full (docs/stacks.md, \"Python frames read in the "
+                            "kernel\")", (unsigned long long)way.kernel_lost);
+    }
+    if (pyway)
+        *pyway = way;
     flush_samples(s);
     struct timespec now; /* the threads still blocked: their periods end with the sampling */
     if (clock_gettime(CLOCK_MONOTONIC, &now) == 0)
@@ -1285,6 +1365,7 @@ void sonde__stacks_forget(sonde_stacks *s)
     /* Only the descriptors and the mappings: the parent's thread may have been growing a table
      * at the fork, so the child's copy of the memory is left as it is (one copy per fork). */
     sonde__cputimer_forget(s->timer);
+    sonde__pybpf_forget(s->bpf);
     if (s->stop_fd >= 0)
         close(s->stop_fd);
     for (size_t i = 0; i < s->n_task_fds && s->task_fds; i++)
@@ -1312,6 +1393,7 @@ static void free_all(sonde_stacks *s)
         sonde__py_detach(s->procs[i].py);
     }
     sonde__pytab_free(s->pytab);
+    sonde__pybpf_close(s->bpf);
     sonde__unwind_free(s->unwinder);
     sonde__free(s->fp_verdict);
     sonde__free(s->procs);

@@ -137,6 +137,10 @@ struct sonde_stacks {
                               first 4) */
     int py_any;            /* some process runs Python: each sample wakes the thread, which
                               reads the Python frames of its thread at once */
+    sonde_pybpf *bpf;      /* sample_python 2: the Python frames read in the kernel at each
+                              sample (pybpf.c), no wake-up a sample; NULL: read here */
+    uint64_t bpf_done;     /* the samples up to this time were drained: their records too */
+    int bpf_refused;       /* perf_start: the program would not attach to an event */
     sonde_unwinder *unwinder; /* the samples carry registers and the stack's top: code without
                                  frame pointers is unwound from its call frame information */
     uint64_t cfi_unwound;  /* samples whose stack came from the call frame information */

@@ -1766,6 +1766,19 @@ pyframes)
         grep -q '"method": *"perf_event"' py/run$ran.json || fail "--sample-outside $py: not perf"
         python3 "$src/tests/e2e/pyframes_check.py" py/run$ran.json py/run$ran.folded \
             py/measured$ran.txt "$label" || fail "Python frames of $py"
+        # read in the kernel at each sample where it allows (root: CI), else by the sampler's
+        # thread; and by the sampler's thread when asked (sample_python 3), with the same shares
+        way=sampler
+        [ "$(id -u)" = 0 ] && way=kernel
+        grep -q "\"python_frames\": *\"$way\"" py/run$ran.json ||
+            fail "$py: Python frames not read by the $way: $(grep -o '"python_frames":[^,]*' py/run$ran.json)"
+        SONDE_SAMPLE_PYTHON=3 "$sonde" run --quiet --sample-outside -o py --name smp$ran -- "$py" \
+            "$src/tests/e2e/pyshares.py" 2 > py/msmp$ran.txt || fail "sonde run $py exited $?"
+        grep -q '"python_frames": *"sampler"' py/smp$ran.json ||
+            fail "$py: sample_python 3 not read by the sampler"
+        python3 "$src/tests/e2e/pyframes_check.py" py/smp$ran.json py/smp$ran.folded \
+            py/msmp$ran.txt "$label, read by the sampler (sample_python 3)" ||
+            fail "Python frames of $py read by the sampler"
         # the same taken in the program's threads (--sample-python-in-thread: libsonde.so
         # preloaded samples each thread of a Python process on its own CPU-clock counter, no
         # sampler woken a sample), its file RUN.pidN.samples.sonde merged into the run's profile
@@ -1789,6 +1802,38 @@ pyframes)
         ran=$((ran + 1))
     done
     [ "$ran" -gt 0 ] || fail "no CPython 3.11-3.13 on this machine"
+    # where the kernel refuses the BPF program (an unprivileged user: nobody, through setpriv,
+    # with a copy of sonde it can reach): sample_python 1 reads the frames by the sampler's thread
+    # and says nothing, 2 says why; both runs have their Python frames
+    if [ "$(id -u)" = 0 ] && [ -x /usr/bin/python3 ] && command -v setpriv > /dev/null; then
+        nob=$(mktemp -d "${TMPDIR:-/tmp}/sonde-nobody-XXXXXX")
+        chmod 755 "$nob" && mkdir -m 777 "$nob/out" && cp "$sonde" "$src/tests/e2e/pyshares.py" "$nob/" &&
+            chmod 755 "$nob/sonde" && chmod 644 "$nob/pyshares.py" || fail "cannot set up $nob"
+        for m in 1 2; do
+            (cd "$nob/out" && setpriv --reuid=65534 --regid=65534 --clear-groups \
+                env SONDE_SAMPLE_PYTHON=$m "$nob/sonde" run --quiet --sample-outside -o . \
+                --name nobody$m -- /usr/bin/python3 "$nob/pyshares.py" 0.5 > measured$m.txt) ||
+                fail "sonde run as nobody, sample_python $m: exit $?"
+        done
+        python3 - "$nob/out" <<'PY' || fail "the kernel's refusal of the BPF program"
+import json, sys
+for m in (1, 2):
+    r = json.load(open("%s/nobody%d.json" % (sys.argv[1], m)))
+    p, w = r["profile"], [x for x in r.get("warnings", []) if "sample_python" in x]
+    assert p["python_frames"] == "sampler", (m, p["python_frames"])
+    if m == 1:
+        assert not w, w
+    else:
+        assert len(w) == 1 and "bpf(BPF_MAP_CREATE): Operation not permitted" in w[0] and \
+            "read by the sampler's thread at each sample instead" in w[0], w
+    py = [f for f in p["functions"] if f["name"] in ("hot70", "warm20", "cool10")]
+    assert len(py) == 3, [f["name"] for f in p["functions"]][:10]
+print("refused by the kernel (nobody): the Python frames read by the sampler, said with 2")
+PY
+        rm -rf "$nob"
+    else
+        echo "not run: the BPF program refused (needs root, /usr/bin/python3 and setpriv)"
+    fi
     # where sonde run takes a program's samples: from outside by default, Python's too (named
     # so, or a script whose #! line names it), and when asked (--sample-outside,
     # SONDE_SAMPLE_IN_THREAD=0); in the threads when asked (SONDE_SAMPLE_IN_THREAD=1), and

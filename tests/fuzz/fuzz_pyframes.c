@@ -7,7 +7,9 @@
  * The input: byte 0 picks the version, byte 1 the thread id asked for, the rest is the arena,
  * the fake memory, at a 64 KiB-aligned place. An 8-byte word of the arena whose top two bytes
  * are 0xA5A5 is a pointer into the arena (its low 16 bits the offset), so that the fuzzer can
- * build chains; _PyRuntime is at the arena's start, PyCode_Type at offset 0x100. */
+ * build chains; _PyRuntime is at the arena's start, PyCode_Type at offset 0x100. The arena's
+ * last 1 KiB is also taken as frames the kernel's walk wrote (sonde_pykframe, pybpf.c), turned
+ * into raw frames and named as the sampler does with them: the same rules hold. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +52,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             sonde_pycode c;
             if (sonde__pytab_code(t, f[i].code, &c) || !c.name || !c.file)
                 abort(); /* every frame given has its code read whole */
+        }
+        sonde_pykframe kf[1024 / sizeof(sonde_pykframe)];
+        memcpy(kf, base + ARENA - sizeof kf, sizeof kf);
+        sonde_pyraw raw[SONDE_PYRAW_MAX];
+        int n_kf = (int)(sizeof kf / sizeof kf[0]);
+        int m = sonde__py_from_kernel(py, kf, n_kf, raw, SONDE_PYRAW_MAX);
+        if (m < 0 || m > n_kf)
+            abort();
+        k = sonde__py_resolve(py, raw, m, f);
+        if (k < 0 || k > m)
+            abort();
+        for (int i = 0; i < k; i++) {
+            sonde_pycode c;
+            if (sonde__pytab_code(t, f[i].code, &c) || !c.name || !c.file)
+                abort();
         }
     }
     sonde__py_detach(py);

@@ -381,7 +381,7 @@ int cmd_run(int argc, char **argv)
     if (hz && in_thread != 1 && sonde_file_path(p)) { /* attached before the exec: sampled from its
                                                      start */
         char why[256];
-        if (sonde__stacks_attach(p, child, hz, c.sample_python && in_thread != 2, why,
+        if (sonde__stacks_attach(p, child, hz, in_thread != 2 ? c.sample_python : 0, why,
                                  sizeof why) != 0 && !quiet)
             fprintf(stderr, "sonde run: no CPU samples: %s\n", why);
     }
