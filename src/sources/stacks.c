@@ -1049,6 +1049,8 @@ sonde_stacks *sonde__stacks_start(pid_t pid, unsigned hz, int inline_frames, int
         rc = perf_start(s, pid, why, cap);
     }
     if (rc != 0) {
+        sonde__pybpf_close(s->bpf); /* no event to run it on */
+        s->bpf = NULL;
         if (pid)
             goto fail;
         /* refused here: timers on the threads' CPU clocks instead */
