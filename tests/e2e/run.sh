@@ -1812,10 +1812,11 @@ pyframes)
     done
     [ "$ran" -gt 0 ] || fail "no CPython 3.11-3.13 on this machine"
     # where the kernel refuses the BPF program (an unprivileged user: nobody, through setpriv,
-    # with a copy of sonde it can reach): sample_python 1 reads the frames by the sampler's thread
-    # and says nothing, 2 says why; both runs have their Python frames
+    # with a copy of sonde it can reach, in /tmp: TMPDIR, the build tree, may be a private
+    # directory's): sample_python 1 reads the frames by the sampler's thread and says nothing, 2
+    # says why; both runs have their Python frames
     if [ "$(id -u)" = 0 ] && [ -x /usr/bin/python3 ] && command -v setpriv > /dev/null; then
-        nob=$(mktemp -d "${TMPDIR:-/tmp}/sonde-nobody-XXXXXX")
+        nob=$(mktemp -d /tmp/sonde-nobody-XXXXXX)
         chmod 755 "$nob" && mkdir -m 777 "$nob/out" && cp "$sonde" "$src/tests/e2e/pyshares.py" "$nob/" &&
             chmod 755 "$nob/sonde" && chmod 644 "$nob/pyshares.py" || fail "cannot set up $nob"
         for m in 1 2; do
