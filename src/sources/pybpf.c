@@ -25,9 +25,7 @@
 
 #include <errno.h>
 #include <linux/bpf.h>
-#include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -58,11 +56,11 @@ typedef struct krec {
 } krec;
 _Static_assert(sizeof(krec) == KHEAD, "a record's head");
 
-/* A record taken out of the ring, until its sample comes. */
+/* A record taken out of the ring, until its sample comes: its frames are frames[at, at + n). */
 typedef struct pend {
     uint32_t tid, n, flags, used;
     uint64_t t;
-    sonde_pykframe *f;
+    size_t at;
 } pend;
 
 struct sonde_pybpf {
@@ -71,7 +69,8 @@ struct sonde_pybpf {
     size_t page;
     pend *pend;
     size_t n_pend, cap_pend;
-    uint64_t dropped;             /* records lost: the ring was full */
+    sonde_pykframe *frames;       /* the pending records' frames, in their order */
+    size_t n_frames, cap_frames;
 };
 
 /* --- an assembler for the program --- */
@@ -350,10 +349,38 @@ void sonde__pybpf_close(sonde_pybpf *b)
     if (!b)
         return;
     sonde__pybpf_forget(b);
-    for (size_t i = 0; i < b->n_pend; i++)
-        sonde__free(b->pend[i].f);
     sonde__free(b->pend);
+    sonde__free(b->frames);
     sonde__free(b);
+}
+
+/* Why the verifier refused the program: its log's last line, loading it again with the log
+ * (not asked the first time: writing it costs as much as the verifying), into why after what. */
+static void verifier_says(union bpf_attr *at, const char *what, char *why, size_t cap)
+{
+    size_t size = 1 << 16;
+    char *log = sonde__calloc(1, size);
+    if (!log) {
+        snprintf(why, cap, "%s", what);
+        return;
+    }
+    at->log_buf = (uint64_t)(uintptr_t)log;
+    at->log_size = (uint32_t)size;
+    at->log_level = 1;
+    int fd = sys_bpf(BPF_PROG_LOAD, at);
+    if (fd >= 0)
+        close(fd); /* loaded this time: nothing to say */
+    /* the last line that is not the verifier's counts ("processed N insns ...") */
+    char *last = log;
+    for (char *line = log; *line;) {
+        char *end = line + strcspn(line, "\n");
+        if (end > line && strncmp(line, "processed ", 10) && strncmp(line, "verification time", 17))
+            last = line;
+        line = *end ? end + 1 : end;
+    }
+    last[strcspn(last, "\n")] = 0;
+    snprintf(why, cap, "%s%s%s", what, *last ? ": " : "", last);
+    sonde__free(log);
 }
 
 sonde_pybpf *sonde__pybpf_open(char *why, size_t cap)
@@ -361,8 +388,7 @@ sonde_pybpf *sonde__pybpf_open(char *why, size_t cap)
     sonde_pybpf *b = sonde__calloc(1, sizeof *b);
     asm_ *a = sonde__calloc(1, sizeof *a);
     struct bpf_insn *in = sonde__malloc(MAX_INSNS * sizeof *in);
-    char *log = sonde__malloc(1 << 16);
-    if (!b || !a || !in || !log) {
+    if (!b || !a || !in) {
         snprintf(why, cap, "out of memory");
         goto fail;
     }
@@ -393,31 +419,15 @@ sonde_pybpf *sonde__pybpf_open(char *why, size_t cap)
     at.insns = (uint64_t)(uintptr_t)in;
     at.insn_cnt = (uint32_t)a->n;
     at.license = (uint64_t)(uintptr_t)"GPL"; /* bpf_probe_read_user is for GPL programs */
-    log[0] = 0;
     b->prog = sys_bpf(BPF_PROG_LOAD, &at);
-    int e = errno;
-    if (b->prog < 0 && e != EPERM) { /* again with the verifier's log (its last lines), to
-                                        say why: the log costs as much as the verifying */
-        at.log_buf = (uint64_t)(uintptr_t)log;
-        at.log_size = 1 << 16;
-        at.log_level = 1;
-        if ((b->prog = sys_bpf(BPF_PROG_LOAD, &at)) >= 0) {
-            close(b->prog);
-            b->prog = -1;
-        }
-    }
     if (b->prog < 0) {
-        char *last = strrchr(log, '\n'); /* the verifier's last words */
-        while (last && last > log && last[-1] != '\n' && last[1] == 0) {
-            *last = 0;
-            last = strrchr(log, '\n');
-        }
-        snprintf(why, cap, "bpf(BPF_PROG_LOAD): %s%s%s", strerror(e),
-                 e == EPERM ? " (CAP_BPF and CAP_PERFMON, or root, are needed)" : "",
-                 last && last[1] ? last : "");
-        for (char *c = why; *c; c++)
-            if (*c == '\n')
-                *c = ' ';
+        char what[128];
+        snprintf(what, sizeof what, "bpf(BPF_PROG_LOAD): %s%s", strerror(errno),
+                 errno == EPERM ? " (CAP_BPF and CAP_PERFMON, or root, are needed)" : "");
+        if (errno == EPERM)
+            snprintf(why, cap, "%s", what);
+        else
+            verifier_says(&at, what, why, cap);
         goto fail;
     }
     b->cons = mmap(NULL, b->page, PROT_READ | PROT_WRITE, MAP_SHARED, b->ring, 0);
@@ -431,12 +441,10 @@ sonde_pybpf *sonde__pybpf_open(char *why, size_t cap)
         snprintf(why, cap, "mmap of the BPF ring buffer: %s", strerror(errno));
         goto fail;
     }
-    sonde__free(log);
     sonde__free(in);
     sonde__free(a);
     return b;
 fail:
-    sonde__free(log);
     sonde__free(in);
     sonde__free(a);
     sonde__pybpf_close(b);
@@ -490,18 +498,23 @@ int sonde__pybpf_thread(sonde_pybpf *b, uint32_t tid, uint64_t tstate, int layou
     return sys_bpf(BPF_MAP_UPDATE_ELEM, &at);
 }
 
-/* Records taken, and those older than done by KEEP_NS, dropped; the rest kept in order. */
+/* Records taken, and those older than done by KEEP_NS, dropped; the rest kept in order, their
+ * frames moved down with them. */
 static void trim(sonde_pybpf *b, uint64_t done)
 {
-    size_t k = 0;
+    size_t k = 0, nf = 0;
     for (size_t i = 0; i < b->n_pend; i++) {
-        if (b->pend[i].used || b->pend[i].t + KEEP_NS < done) {
-            sonde__free(b->pend[i].f);
+        pend p = b->pend[i];
+        if (p.used || p.t + KEEP_NS < done)
             continue;
-        }
-        b->pend[k++] = b->pend[i];
+        if (p.n && p.at != nf)
+            memmove(b->frames + nf, b->frames + p.at, p.n * sizeof *b->frames);
+        p.at = nf;
+        nf += p.n;
+        b->pend[k++] = p;
     }
     b->n_pend = k;
+    b->n_frames = nf;
 }
 
 int sonde__pybpf_read(sonde_pybpf *b, uint64_t done)
@@ -523,14 +536,14 @@ int sonde__pybpf_read(sonde_pybpf *b, uint64_t done)
         if (!(len & BPF_RINGBUF_DISCARD_BIT) && size >= KHEAD) {
             memcpy(&h, r, KHEAD);
             uint32_t n = h.n <= (size - KHEAD) / KFRAME ? h.n : (size - KHEAD) / KFRAME;
-            sonde_pykframe *f = n ? sonde__malloc(n * sizeof *f) : NULL;
-            if ((n && !f) || SONDE_GROW(b->pend, b->n_pend, b->cap_pend)) {
-                sonde__free(f);
+            if (SONDE_RESERVE(b->frames, b->n_frames, n, b->cap_frames) ||
+                SONDE_GROW(b->pend, b->n_pend, b->cap_pend)) {
                 oom = 1;
             } else {
                 if (n)
-                    memcpy(f, r + KHEAD, n * sizeof *f);
-                b->pend[b->n_pend++] = (pend){h.tid, n, h.flags, 0, h.t, f};
+                    memcpy(b->frames + b->n_frames, r + KHEAD, n * sizeof *b->frames);
+                b->pend[b->n_pend++] = (pend){h.tid, n, h.flags, 0, h.t, b->n_frames};
+                b->n_frames += n;
             }
         }
         cons += (BPF_RINGBUF_HDR_SZ + size + 7) & ~7ull;
@@ -558,6 +571,6 @@ int sonde__pybpf_take(sonde_pybpf *b, uint32_t tid, uint64_t t, const sonde_pykf
     if (!hit || t - hit->t > KEEP_NS)
         return -1;
     hit->used = 1;
-    *f = hit->f;
+    *f = hit->n ? b->frames + hit->at : NULL;
     return hit->flags & STALE ? -2 : (int)hit->n;
 }

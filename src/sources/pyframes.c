@@ -512,6 +512,23 @@ static uint64_t tstate_of(sonde_pyproc *py, int tid, uint8_t *ts, size_t n)
     return 0;
 }
 
+/* One frame read (its code object, instruction, owner and is_entry bytes) onto raw[0..n): the
+ * C stack's entry into the interpreter (3.12, 3.13), which runs no code of ours, is left out
+ * and marks the frame inward of it as the first of an activation, as 3.11's is_entry does its
+ * own. The new count. raw_walk's and the kernel's walks (sonde__py_from_kernel) alike. */
+static int push_frame(const pylayout *l, sonde_pyraw *raw, int n, uint64_t code, uint64_t instr,
+                      uint8_t owner, uint8_t is_entry)
+{
+    if (l->cstack_owner >= 0 && owner == (uint8_t)l->cstack_owner) {
+        if (n)
+            raw[n - 1].instr |= SONDE_PYRAW_ENTRY;
+        return n;
+    }
+    raw[n] = (sonde_pyraw){code, (instr & ~SONDE_PYRAW_ENTRY) |
+                                     (l->fr_is_entry >= 0 && is_entry ? SONDE_PYRAW_ENTRY : 0)};
+    return n + 1;
+}
+
 /* The frames of the thread whose state is ts (read at its address): each frame's code object
  * and instruction addresses, innermost first, at most cap (SONDE_PYRAW_ENTRY set on the first
  * frame of an activation of the evaluation loop). The current frame (3.11, 3.12: in the cframe,
@@ -542,16 +559,9 @@ static int raw_walk(const pylayout *l, pywin *w, const uint8_t *ts, sonde_pyraw 
         uint8_t f[80];
         if (rd_win(w, frame, f, (size_t)l->fr_owner + 1))
             break;
-        uint64_t code = u64_at(f, l->fr_code), instr = u64_at(f, l->fr_instr);
+        n = push_frame(l, raw, n, u64_at(f, l->fr_code), u64_at(f, l->fr_instr),
+                       f[l->fr_owner], l->fr_is_entry >= 0 ? f[l->fr_is_entry] : 0);
         frame = u64_at(f, l->fr_previous);
-        if (l->cstack_owner >= 0 && f[l->fr_owner] == (uint8_t)l->cstack_owner) {
-            if (n) /* the C stack's entry into the interpreter, which runs no code of ours: the */
-                raw[n - 1].instr |= SONDE_PYRAW_ENTRY; /* frame inward of it began an activation */
-            continue;
-        }
-        raw[n++] = (sonde_pyraw){code, (instr & ~SONDE_PYRAW_ENTRY) |
-                                           (l->fr_is_entry >= 0 && f[l->fr_is_entry]
-                                                ? SONDE_PYRAW_ENTRY : 0)};
     }
     w->len = 0;
     return n;
@@ -568,6 +578,14 @@ static unsigned code_check(uint64_t file, uint64_t qual)
 {
     uint64_t h = (file ^ (qual * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
     return (unsigned)(h >> 48) ? (unsigned)(h >> 48) : 1u;
+}
+
+/* Frame r carries the check of its code object, whose file and qualified name were these. */
+static void put_check(sonde_pyraw *r, uint64_t file, uint64_t qual)
+{
+    unsigned c = code_check(file, qual);
+    r->code = (r->code & PYRAW_ADDR) | (uint64_t)(c >> 8) << 56;
+    r->instr = (r->instr & PYRAW_ADDR) | (uint64_t)(c & 255) << 56;
 }
 
 int sonde__py_raw(const sonde_pyproc *py, int tid, uint64_t tstate, sonde_pyraw *raw, int cap,
@@ -591,11 +609,8 @@ int sonde__py_raw(const sonde_pyproc *py, int tid, uint64_t tstate, sonde_pyraw 
     }
     ssize_t got = process_vm_readv(py->pid, sc->lv, (unsigned long)n, sc->rv, (unsigned long)n, 0);
     int whole = got > 0 ? (int)(got / CHECK_SPAN) : 0;
-    for (int i = 0; i < whole; i++) {
-        unsigned c = code_check(u64_at(sc->id[i], 0), u64_at(sc->id[i], 16));
-        raw[i].code = (raw[i].code & PYRAW_ADDR) | (uint64_t)(c >> 8) << 56;
-        raw[i].instr = (raw[i].instr & PYRAW_ADDR) | (uint64_t)(c & 255) << 56;
-    }
+    for (int i = 0; i < whole; i++)
+        put_check(&raw[i], u64_at(sc->id[i], 0), u64_at(sc->id[i], 16));
     return whole;
 }
 
@@ -605,18 +620,13 @@ int sonde__py_from_kernel(const sonde_pyproc *py, const sonde_pykframe *f, int n
     const pylayout *l = py->l;
     int k = 0;
     for (int i = 0; i < n && k < cap; i++) {
-        if (l->cstack_owner >= 0 && f[i].owner == (uint8_t)l->cstack_owner) {
-            if (k) /* as raw_walk: the frame inward of the C stack's entry began an activation */
-                raw[k - 1].instr |= SONDE_PYRAW_ENTRY;
-            continue;
-        }
+        int was = k;
+        k = push_frame(l, raw, k, f[i].code, f[i].instr, f[i].owner, f[i].is_entry);
+        if (k == was)
+            continue; /* the C stack's entry frame */
         if (!f[i].file && !f[i].qual)
-            break; /* its code object could not be read: freed */
-        unsigned c = code_check(f[i].file, f[i].qual);
-        uint64_t instr = (f[i].instr & ~SONDE_PYRAW_ENTRY) |
-                         (l->fr_is_entry >= 0 && f[i].is_entry ? SONDE_PYRAW_ENTRY : 0);
-        raw[k++] = (sonde_pyraw){(f[i].code & PYRAW_ADDR) | (uint64_t)(c >> 8) << 56,
-                                 (instr & PYRAW_ADDR) | (uint64_t)(c & 255) << 56};
+            return was; /* its code object could not be read: freed */
+        put_check(&raw[k - 1], f[i].file, f[i].qual);
     }
     return k;
 }
