@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench_python_versions.sh [N] - bench/bench_python.py (per call) and bench/bench_pyrun.py (a
-# whole program against cProfile) on every interpreter these machines have
+# bench_python_versions.sh [N] - bench/bench_python.py (per call), bench/bench_pyrun.py (a
+# whole program against cProfile) and bench/bench_pyshares.py (self-time shares at the defaults
+# against every call recorded and cProfile) on every interpreter these machines have
 # (Debian's /usr/bin/python3, the pyenv 3.11, 3.12 and 3.13): the extension and the benchmark's
 # C floors (bench/noop_cm.c) built for each by CMake, optimised, in build-bench/py-<tag>. A
 # missing interpreter is skipped with a line saying so. Run by `make bench`.
@@ -23,4 +24,5 @@ for entry in "debian:/usr/bin/python3" "pyenv-3.11:$(pyenv_py 3.11)" "pyenv-3.12
         > "$out.log" 2>&1 || { tail -30 "$out.log"; echo "bench: building for $py failed"; exit 1; }
     PYTHONPATH="$out/python" "$py" bench/bench_python.py "$@"
     PYTHONPATH="$out/python" "$py" bench/bench_pyrun.py
+    PYTHONPATH="$out/python" "$py" bench/bench_pyshares.py
 done

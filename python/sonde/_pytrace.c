@@ -57,6 +57,7 @@ typedef struct tstate {
     uint64_t gen;              /* the tracing session this stack belongs to */
     unsigned depth, cap;
     tframe *stack;
+    sonde__ft_opens opens;     /* its open frames by function */
 } tstate;
 
 static struct {
@@ -65,6 +66,7 @@ static struct {
     uint64_t gen;              /* bumped by every start */
     entry **slots;             /* open addressing by key */
     size_t cap, used;
+    uint32_t next_idx;         /* the next entry's sonde__ft_fn.idx (from 0 each session) */
     sonde_globs inc, exc;
     char *skip[MAX_PREFIXES], *keep[MAX_PREFIXES]; /* file prefixes left out / kept anyway */
     size_t n_skip, n_keep;
@@ -88,6 +90,7 @@ static void free_state(void *v)
         if (t_state == t)
             t_state = NULL;
         free(t->stack);
+        sonde__ft_opens_free(&t->opens);
         free(t);
     }
 }
@@ -118,6 +121,8 @@ static tstate *thread_state(void)
         t->cap = cap;
     }
     t->depth = 0;
+    if (t->opens.cap) /* the last session's functions are gone; this one's count from 0 */
+        memset(t->opens.n, 0, t->opens.cap * sizeof *t->opens.n);
     t->gen = g.gen;
     return t;
 }
@@ -203,6 +208,7 @@ static void table_clear(void)
     free(g.slots);
     g.slots = NULL;
     g.cap = g.used = 0;
+    g.next_idx = 0;
 }
 
 /* Room for one more entry: the table doubles at half full. -1 when out of memory. */
@@ -267,7 +273,7 @@ static entry *add(uintptr_t key, PyObject *code, const char *module, const char 
         atomic_store_explicit(&e->ft.mode, SONDE__FT_SKIP, memory_order_relaxed);
         g.excluded++;
     } else {
-        sonde__ft_init(&e->ft, &g.lim);
+        sonde__ft_init(&e->ft, &g.lim, g.next_idx++);
     }
     if (code) {
         Py_INCREF(code);
@@ -370,24 +376,24 @@ static void on_call(tstate *t, const void *key, entry *e)
         return;
     }
     tframe *f = &t->stack[d];
+    sonde__ft_frame *up = d ? &t->stack[d - 1].ft : NULL;
     f->key = key;
     f->e = e;
-    f->ft.sc.tb = NULL;
-    f->ft.how = SONDE__FF_NONE;
-    f->ft.hidden = 0;
+    sonde__ft_reset(&f->ft, up);
     if (!e || atomic_load_explicit(&e->ft.mode, memory_order_relaxed) == SONDE__FT_SKIP)
         return;
     if (d >= g.max_depth) {
         g.too_deep++;
         return;
     }
-    sonde__ft_enter(&f->ft, &e->ft, g.p, &e->site);
+    sonde__ft_enter(&f->ft, &e->ft, g.p, &e->site, &t->opens);
 }
 
 /* Closes the frame at depth d of t. */
 static void close_frame(tstate *t, unsigned d)
 {
-    sonde__ft_exit(&t->stack[d].ft, d ? &t->stack[d - 1].ft : NULL, &g.lim, &g.hot_functions, 0);
+    sonde__ft_exit(&t->stack[d].ft, d ? &t->stack[d - 1].ft : NULL, &g.lim, &g.hot_functions, 0,
+                   &t->opens);
 }
 
 static void on_return(tstate *t, const void *key)

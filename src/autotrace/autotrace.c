@@ -49,10 +49,14 @@ typedef struct frame {
 typedef struct tstate {
     unsigned depth, cap;
     frame *stack;
+    sonde__ft_opens opens;       /* its open frames by function */
 } tstate;
 
 static entry g_table[TABLE_SIZE];
 static unsigned g_used;          /* entries, under g_lock */
+static uint32_t g_next_idx;      /* the next traced function's sonde__ft_fn.idx, under g_lock;
+                                    never reset, so a frame open across a new attach keeps its
+                                    own slot */
 static func g_excluded;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -80,6 +84,7 @@ NOINSTR static void free_state(void *v)
         if (t_state == t)
             t_state = NULL;
         free(t->stack);
+        sonde__ft_opens_free(&t->opens);
         free(t);
     }
 }
@@ -145,7 +150,7 @@ NOINSTR static func *add(uintptr_t fn)
         site->site.func = sym.name;
         site->site.file = sym.source ? sym.source : sym.object ? sym.object : "";
         site->site.line = sym.line;
-        sonde__ft_init(&site->ft, &g_lim);
+        sonde__ft_init(&site->ft, &g_lim, g_next_idx++);
         if (sym.source)
             free(sym.object);
         else
@@ -334,10 +339,9 @@ NOINSTR void __cyg_profile_func_enter(void *fn, void *call_site)
         return;
     }
     frame *f = &t->stack[d];
+    sonde__ft_frame *up = d ? &t->stack[d - 1].ft : NULL;
     f->fn = fn;
-    f->ft.sc.tb = NULL;
-    f->ft.how = SONDE__FF_NONE;
-    f->ft.hidden = 0;
+    sonde__ft_reset(&f->ft, up);
     if (d >= atomic_load_explicit(&g_max_depth, memory_order_relaxed)) {
         atomic_fetch_add_explicit(&g_too_deep, 1, memory_order_relaxed);
         return;
@@ -354,7 +358,7 @@ NOINSTR void __cyg_profile_func_enter(void *fn, void *call_site)
             return;
     }
     if (s != &g_excluded)
-        sonde__ft_enter(&f->ft, &s->ft, p, &s->site);
+        sonde__ft_enter(&f->ft, &s->ft, p, &s->site, &t->opens);
 }
 
 NOINSTR void __cyg_profile_func_exit(void *fn, void *call_site)
@@ -377,9 +381,10 @@ NOINSTR void __cyg_profile_func_exit(void *fn, void *call_site)
         }
         atomic_fetch_add_explicit(&g_mismatch, 1, memory_order_relaxed);
         for (unsigned j = d; j >= k; j--)
-            sonde__ft_abandon(&t->stack[j].ft); /* their time is not counted: it is unknown */
+            sonde__ft_abandon(&t->stack[j].ft, &t->opens); /* their time is unknown */
         d = k - 1;
         t->depth = d;
     }
-    sonde__ft_exit(&t->stack[d].ft, d ? &t->stack[d - 1].ft : NULL, &g_lim, &g_hot_functions, 1);
+    sonde__ft_exit(&t->stack[d].ft, d ? &t->stack[d - 1].ft : NULL, &g_lim, &g_hot_functions, 1,
+                   &t->opens);
 }

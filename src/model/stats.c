@@ -168,7 +168,7 @@ static int cmp_stat(const void *a, const void *b)
 }
 
 typedef struct agg_args {
-    const char *section, *calls, *total_s, *hidden_s;
+    const char *section, *calls, *total_s, *sum_s, *hidden_s;
 } agg_args;
 
 static void agg_arg(const char *key, const char *value, void *ctx)
@@ -180,15 +180,26 @@ static void agg_arg(const char *key, const char *value, void *ctx)
         a->calls = value;
     else if (!strcmp(key, "total_s"))
         a->total_s = value;
+    else if (!strcmp(key, "sum_s"))
+        a->sum_s = value;
     else if (!strcmp(key, "hidden_s"))
         a->hidden_s = value;
 }
 
+/* s as a finite duration >= 0 into *v: 0, or -1 when it is not one. NULL gives dflt. */
+static int agg_seconds(const char *s, double dflt, double *v)
+{
+    char *e;
+    *v = s ? strtod(s, &e) : dflt;
+    return (s && (e == s || *e)) || !(*v >= 0) || !isfinite(*v) ? -1 : 0;
+}
+
 /* Folds the SM_AGGREGATED_EVENT instants into the run's statistics: their calls into count and
- * aggregated, their time into total, self and mean; a name with no recorded instance gets a
- * statistic of its own (its mean in every order statistic). hidden_s, the time of hot calls
- * inside the name's counted calls, is taken out of its self time (the hot function's own
- * statistics hold it). 0, or -1 when out of memory. An event with arguments that do not parse is
+ * aggregated, total_s (the outermost calls' time) into total, sum_s (every call's time; total_s
+ * when absent) into self and mean; a name with no recorded instance gets a statistic of its own
+ * (its mean in every order statistic). hidden_s, the time accounted inside the name's calls by
+ * other statistics, is taken out of its self time. 0, or -1 when out of memory. An event with
+ * arguments that do not parse is
  * left alone (it stays an event). */
 int sm__fold_aggregated(sm_model *m)
 {
@@ -207,12 +218,11 @@ int sm__fold_aggregated(sm_model *m)
         }
         agg_args a = {0};
         sm_each_meta(m, m->instants[i].args, agg_arg, &a);
-        char *e1, *e2, *e3 = (char *)"";
+        char *e1;
         unsigned long long calls = a.calls ? strtoull(a.calls, &e1, 10) : 0;
-        double total = a.total_s ? strtod(a.total_s, &e2) : -1;
-        double hidden = a.hidden_s ? strtod(a.hidden_s, &e3) : 0;
-        if (!a.section || !a.calls || *e1 || !a.total_s || *e2 || !(total >= 0) ||
-            !isfinite(total) || *e3 || !(hidden >= 0) || !isfinite(hidden) ||
+        double total, sum, hidden;
+        if (!a.section || !a.calls || *e1 || !a.total_s || agg_seconds(a.total_s, 0, &total) ||
+            agg_seconds(a.sum_s, total, &sum) || agg_seconds(a.hidden_s, 0, &hidden) ||
             (!calls && !(hidden > 0)))
             continue;
         int k = strmap_get(&by_name, a.section);
@@ -237,20 +247,20 @@ int sm__fold_aggregated(sm_model *m)
             x->unit = m->unit;
             x->threads = 1;
             m->n_stats++;
-            x->min_s = x->max_s = total / (double)calls;
-#define AT_MEAN(f, kind, label, table, q) if (q) x->f = (SONDE__STAT_##kind)(total / (double)calls);
+            x->min_s = x->max_s = sum / (double)calls;
+#define AT_MEAN(f, kind, label, table, q) if (q) x->f = (SONDE__STAT_##kind)(sum / (double)calls);
             SONDE_SECTION_STATS(AT_MEAN)
 #undef AT_MEAN
             x->res_cpu_mean = x->res_rss_begin = x->res_rss_end = x->res_rss_delta = NAN;
             x->res_gpu_util_mean = x->res_gpu_mem_peak = NAN;
         }
         if (calls) {
-            double sum = x->mean_s * (double)x->count + total;
+            double all = x->mean_s * (double)x->count + sum;
             x->count += calls;
             x->aggregated += calls;
             x->total_s += total;
-            x->self_s += total;
-            x->mean_s = sum / (double)x->count;
+            x->self_s += sum;
+            x->mean_s = all / (double)x->count;
         }
         x->self_s = x->self_s > hidden ? x->self_s - hidden : 0;
     }

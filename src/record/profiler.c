@@ -1348,16 +1348,25 @@ int sonde_event_args(sonde_profiler *p, const char *name, const char *const *key
 }
 
 int sonde__aggregated(sonde_profiler *p, const char *section, uint64_t calls, uint64_t ticks,
-                      uint64_t hidden_ticks)
+                      uint64_t sum_ticks, uint64_t hidden_ticks)
 {
-    char n[32], total[32], hidden[32];
+    char n[32], total[32], sum[32], hidden[32];
     double tps = sonde__clock()->ticks_per_s;
     snprintf(n, sizeof n, "%llu", (unsigned long long)calls);
     snprintf(total, sizeof total, "%.9g", (double)ticks / tps);
+    snprintf(sum, sizeof sum, "%.9g", (double)sum_ticks / tps);
     snprintf(hidden, sizeof hidden, "%.9g", (double)hidden_ticks / tps);
-    const char *keys[] = {"section", "calls", "total_s", "hidden_s"};
-    const char *values[] = {section, n, total, hidden};
-    return sonde_event_args(p, SONDE_AGGREGATED_EVENT, keys, values, hidden_ticks ? 4 : 3);
+    const char *keys[5] = {"section", "calls", "total_s"}, *values[5] = {section, n, total};
+    size_t k = 3;
+    if (sum_ticks != ticks) {
+        keys[k] = "sum_s";
+        values[k++] = sum;
+    }
+    if (hidden_ticks) {
+        keys[k] = "hidden_s";
+        values[k++] = hidden;
+    }
+    return sonde_event_args(p, SONDE_AGGREGATED_EVENT, keys, values, k);
 }
 
 int sonde_counter(sonde_profiler *p, const char *name, double value)

@@ -283,13 +283,15 @@ uint32_t sonde__tid_of_pthread(sonde_profiler *p, uint32_t pth);
  * Returns 0, or SONDE_EDROPPED when no buffer space was free. */
 int sonde__record(sonde_profiler *p, unsigned kind, uint32_t id, uint32_t arg, const double *v);
 /* Records calls a hot function made that were counted and summed, not recorded: the event
- * SONDE_AGGREGATED_EVENT with arguments section, calls and total_s, and hidden_s when
- * hidden_ticks > 0: the time of hot calls made inside the section's own counted calls, which
- * the reports take out of its self time (ticks on sonde__ticks' clock, written in seconds;
- * calls may be 0 when only hidden_s is news). For the function tracers (ftrace.h).
+ * SONDE_AGGREGATED_EVENT with arguments section, calls, total_s (the time of the outermost of
+ * them on their threads), sum_s when it differs (every call's time, for the mean: calls nested
+ * in a call of the same function), and hidden_s when hidden_ticks > 0: the time the reports take
+ * out of the section's self time (what was accounted inside its counted calls, and counted
+ * calls' time outside sections inside its recorded calls). Ticks on sonde__ticks' clock, written
+ * in seconds; calls may be 0 when only hidden_s is news. For the function tracers (ftrace.h).
  * sonde_event_args' code. */
 int sonde__aggregated(sonde_profiler *p, const char *section, uint64_t calls, uint64_t ticks,
-                      uint64_t hidden_ticks);
+                      uint64_t sum_ticks, uint64_t hidden_ticks);
 /* Frees the structs kept for destroyed profilers (for tests that count every allocation). */
 void sonde__tombstones_free(void);
 /* Adds a warning line to the report (copied; the first SONDE_MAX_WARNINGS are kept). */

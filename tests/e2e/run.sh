@@ -2427,6 +2427,45 @@ assert kept.get("fast_leaf", 0) + out == 1000 and out >= 980, (kept, out)' out/s
     # manual: no automatic profiler, no file
     mkdir manual && (cd manual && SONDE_AUTOTRACE=manual "$traced") && [ -z "$(ls manual)" ] \
         || fail "SONDE_AUTOTRACE=manual still wrote $(ls manual)"
+    # hot calls' accounting (src/record/ftrace.h) on recursion and on a mostly-tiny function that
+    # sometimes does deep work: at the defaults and with every call recorded, one thread's self
+    # times add up to its traced time, no total exceeds it, a recursive function's total is its
+    # outermost calls', and the deep work is deep's, not check's
+    for hot in default 0; do
+        calls=()
+        [ $hot = 0 ] && calls=(SONDE_AUTOTRACE_HOT_CALLS=0)
+        env SONDE_OUTPUT_DIR=out SONDE_NAME="shapes_$hot" SONDE_FORMATS=json SONDE_COLLECT_GPU=0 \
+            SONDE_COLLECT_CPU=0 SONDE_COLLECT_MEMORY=0 "${calls[@]}" "$build/tests/shapes" \
+            > /dev/null || fail "shapes $hot exited $?"
+    done
+    python3 - out/shapes_default.json out/shapes_0.json <<'PY' || fail "hot calls' accounting"
+import json, sys
+runs = [{s["name"]: s for s in json.load(open(f))["sections"]} for f in sys.argv[1:]]
+roots = ("fib_rounds", "parity_rounds", "check_rounds")
+for s, how in zip(runs, ("at the defaults", "every call recorded")):
+    traced = sum(s[r]["total_s"] for r in roots)
+    selfs = sum(x["self_s"] for x in s.values())
+    assert abs(selfs / traced - 1) < 0.01, (how, "self times sum to", selfs, "of", traced,
+                                          {k: x["self_s"] for k, x in s.items()})
+    for x in s.values():
+        assert x["total_s"] <= traced * (1 + 1e-6) and x["self_s"] >= 0, (how, x)
+    # a driver's children are its outermost calls: their totals and its self make its total
+    for root, kids in (("fib_rounds", ["fib"]), ("parity_rounds", ["is_even", "spin"]),
+                       ("check_rounds", ["check"])):
+        parts = sum(s[k]["total_s"] for k in kids) + s[root]["self_s"]
+        if root == "parity_rounds":  # spin is called from check's deep work too
+            parts -= s["deep_leaf"]["total_s"]
+        assert abs(parts / s[root]["total_s"] - 1) < 0.01, (how, root, parts, s[root])
+    print("autotrace shapes %s: self times %.4f of the traced time; fib %.1f ms of fib_rounds' "
+          "%.1f ms" % (how, selfs / traced, s["fib"]["total_s"] * 1e3,
+                       s["fib_rounds"]["total_s"] * 1e3))
+hot, every = runs
+assert hot["fib"].get("aggregated_calls", 0) > 0 and hot["check"].get("aggregated_calls", 0) > 0, hot
+share = lambda s, k: s[k]["self_s"] / s["check_rounds"]["total_s"]
+for k in ("check", "deep_leaf", "spin"):
+    if k in hot:
+        assert abs(share(hot, k) - share(every, k)) < 0.05, (k, share(hot, k), share(every, k))
+PY
     ;;
 hotfn)
     # issue 18: a comparator called 10^7 times under autotrace at its defaults (as llama2.c's

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 
 import sonde
@@ -29,6 +30,81 @@ def fib(n):
     return n if n < 2 else fib(n - 1) + fib(n - 2)
 
 
+def spin(n):
+    x = 0
+    for i in range(n):
+        x += i
+    return x
+
+
+def deep_leaf(n):
+    return spin(n)
+
+
+def deep(n):
+    return deep_leaf(n) + deep_leaf(n)
+
+
+def check(i):
+    """Mostly tiny; one call in 100 does deep work (PyYAML's Parser.check_event's shape)."""
+    if i % 100 == 0:
+        return deep(24000)
+    return i
+
+
+def check_driver(n):
+    for i in range(n):
+        check(i)
+
+
+def is_even(n):
+    return True if n == 0 else is_odd(n - 1)
+
+
+def is_odd(n):
+    return False if n == 0 else is_even(n - 1)
+
+
+def parity_driver(rounds):
+    for i in range(rounds):
+        is_even(30 + i % 7)
+        if i % 50 == 0:
+            spin(3000)
+
+
+def tokens(n):
+    """A generator, resumed n times: mostly tiny, sometimes deep work between yields."""
+    for i in range(n):
+        if i % 100 == 0:
+            deep(16000)
+        yield i
+
+
+def gen_driver(n):
+    return sum(tokens(n))
+
+
+def key_of(i):
+    """A sort key, called back through C (sorted): mostly tiny, sometimes deep."""
+    if i % 100 == 0:
+        deep(16000)
+    return -i
+
+
+def sort_driver(n):
+    return sorted(range(n), key=key_of)
+
+
+def fib_driver(rounds, n):
+    """rounds calls of fib(n); returns the time of each outermost call, measured here."""
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fib(n)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
 class Run:
     """A traced run's reports, read back."""
 
@@ -36,8 +112,10 @@ class Run:
         base = prof.file_path[:-len(".sonde")]
         with open(base + ".json") as f:
             self.report = json.load(f)
-        with open(base + ".instances.csv", newline="") as f:
-            self.rows = list(csv.DictReader(f))
+        self.rows = []  # no NAME.instances.csv past 100,000 sections
+        if os.path.exists(base + ".instances.csv"):
+            with open(base + ".instances.csv", newline="") as f:
+                self.rows = list(csv.DictReader(f))
         for r in self.rows:
             r["depth"] = int(r["depth"])
             r["start_s"] = float(r["start_s"])
@@ -97,6 +175,120 @@ class Traced(unittest.TestCase):
             self.assertGreaterEqual(float(r["duration_s"]) + 1e-9,
                                     sum(float(k["duration_s"]) for k in kids), r["name"])
 
+    def assert_self_adds_up(self, run, root, delta=0.01, also=()):
+        """The self times of the traced functions of this file (and those named in also) add
+        up to the traced root's total (one thread): nothing counted twice, nothing left out."""
+        ours = [s for s in run.report["sections"]
+                if s["name"].startswith(MOD + ".") or s["name"] in also]
+        total = run.stat(MOD + "." + root)["total_s"]
+        selfs = sum(s["self_s"] for s in ours)
+        self.assertAlmostEqual(selfs / total, 1.0, delta=delta,
+                               msg="self times %s sum to %.6f s of %s's %.6f s" % (
+                                   {s["name"]: s["self_s"] for s in ours}, selfs, root, total))
+        for s in ours:  # one thread: no function's total above the run's
+            self.assertLessEqual(s["total_s"], total * (1 + 1e-6), s["name"])
+            self.assertGreaterEqual(s["self_s"], 0, s["name"])
+
+    def shares(self, run, root):
+        """{function: self time / root's total}, for this file's functions."""
+        total = run.stat(MOD + "." + root)["total_s"]
+        return {s["name"][len(MOD) + 1:]: s["self_s"] / total for s in run.report["sections"]
+                if s["name"].startswith(MOD + ".")}
+
+    def hot_and_all(self, name, fn, *args, **kw):
+        """fn(*args) traced with hot functions (the first 300 calls probed, under 100 us
+        hot) and with every call recorded: the two runs."""
+        runs = []
+        for hot in (300, 0):
+            with self.profiler("%s%d" % (name, hot), trace_python_hot_calls=hot,
+                               trace_python_hot_s=1e-4, **kw) as prof:
+                with sonde.trace_python():
+                    fn(*args)
+            runs.append(Run(prof))
+        return runs
+
+    def assert_shares_agree(self, hot, every, root, tiny, points=0.05):
+        """Self shares with hot calls within points of the every-call run's; for the tiny
+        function, at most points above (recording its every call puts the recording's own cost
+        in its self time, so the every-call run's share of it is the larger)."""
+        a, b = self.shares(hot, root), self.shares(every, root)
+        for name in set(a) | set(b):
+            msg = "%s's self share: %.3f with hot calls, %.3f with every call recorded (%s / %s)" % (
+                name, a.get(name, 0), b.get(name, 0), a, b)
+            if name == tiny:
+                self.assertLessEqual(a.get(name, 0), b.get(name, 0) + points, msg)
+            else:
+                self.assertAlmostEqual(a.get(name, 0), b.get(name, 0), delta=points, msg=msg)
+
+    def test_mostly_tiny_sometimes_deep_keeps_its_own_time(self):
+        """A hot function that sometimes does deep work: its counted calls' self time is theirs
+        alone (the deep work is deep's), as with every call recorded and as cProfile says."""
+        hot, every = self.hot_and_all("tiny", check_driver, 10000)
+        s = hot.stat(MOD + ".check")
+        self.assertEqual(s["count"], 10000)
+        self.assertEqual(s["aggregated_calls"], 10000 - 300)
+        for run in (hot, every):
+            self.assert_self_adds_up(run, "check_driver")
+        self.assert_shares_agree(hot, every, "check_driver", "check")
+        self.assertLess(self.shares(hot, "check_driver")["check"], 0.5)
+        import cProfile
+        import pstats
+        pr = cProfile.Profile()
+        pr.enable()
+        check_driver(10000)
+        pr.disable()
+        st = pstats.Stats(pr).stats
+        tt = {k[2]: v[2] for k, v in st.items()}
+        cp_total = next(v[3] for k, v in st.items() if k[2] == "check_driver")
+        ours = self.shares(hot, "check_driver")
+        for name in ("check", "spin", "check_driver"):
+            self.assertAlmostEqual(ours[name], tt[name] / cp_total, delta=0.05,
+                                   msg="%s: sonde %.3f, cProfile %.3f" % (
+                                       name, ours[name], tt[name] / cp_total))
+
+    def test_recursive_hot_total_counts_outermost_calls(self):
+        """A recursive hot function: its total is its outermost calls' time, never above the
+        run's; its self times add up."""
+        with self.profiler("rec", trace_python_hot_calls=1000, trace_python_hot_s=1e-4) as prof:
+            with sonde.trace_python():
+                times = fib_driver(12, 16)
+        run = Run(prof)
+        f, d = run.stat(MOD + ".fib"), run.stat(MOD + ".fib_driver")
+        self.assertGreater(f["aggregated_calls"], 0)
+        self.assertLessEqual(f["total_s"], d["total_s"])
+        self.assertAlmostEqual(f["total_s"] / sum(times), 1.0, delta=0.01)
+        self.assertAlmostEqual((f["total_s"] + d["self_s"]) / d["total_s"], 1.0, delta=0.01)
+        self.assert_self_adds_up(run, "fib_driver")
+        # every call's time is in the mean: above the outermost calls' share of it
+        self.assertGreater(f["mean_s"] * f["count"], f["total_s"] * 2)
+
+    def test_mutual_recursion(self):
+        hot, every = self.hot_and_all("mutual", parity_driver, 3000)
+        for run in (hot, every):
+            self.assert_self_adds_up(run, "parity_driver")
+        self.assertGreater(hot.stat(MOD + ".is_even")["aggregated_calls"], 0)
+        # the driver's children are is_even's outermost calls and spin's: their totals and its
+        # self time make its total (is_odd's calls are all nested in is_even's)
+        for run in (hot, every):
+            d = run.stat(MOD + ".parity_driver")
+            parts = (run.stat(MOD + ".is_even")["total_s"] + run.stat(MOD + ".spin")["total_s"] +
+                     d["self_s"])
+            self.assertAlmostEqual(parts / d["total_s"], 1.0, delta=0.01)
+
+    def test_generator_mostly_tiny_sometimes_deep(self):
+        hot, every = self.hot_and_all("gen", gen_driver, 10000)
+        self.assertGreater(hot.stat(MOD + ".tokens")["aggregated_calls"], 0)
+        for run in (hot, every):
+            self.assert_self_adds_up(run, "gen_driver")
+        self.assert_shares_agree(hot, every, "gen_driver", "tokens")
+
+    def test_callback_through_c_mostly_tiny_sometimes_deep(self):
+        hot, every = self.hot_and_all("cb", sort_driver, 10000, trace_python_c_calls=True)
+        self.assertGreater(hot.stat(MOD + ".key_of")["aggregated_calls"], 0)
+        for run in (hot, every):
+            self.assert_self_adds_up(run, "sort_driver", also=("builtins.sorted",))
+        self.assert_shares_agree(hot, every, "sort_driver", "key_of")
+
     def test_fib_gives_every_call_nested(self):
         with self.profiler("fib", trace_python_hot_calls=0) as prof:
             with sonde.trace_python() as t:
@@ -114,6 +306,7 @@ class Traced(unittest.TestCase):
                                places=9)
         self.assertEqual(t.stats["mismatched"], 0)
         self.assert_balanced(run)
+        self.assert_self_adds_up(run, "fib")
 
     def test_user_sections_nest_with_traced_calls(self):
         def step(prof):
@@ -181,6 +374,7 @@ class Traced(unittest.TestCase):
         for r in run.named(pre + "numbers"):
             self.assertEqual(parents[id(r)]["name"], pre + "squares")
         self.assert_balanced(run)
+        self.assert_self_adds_up(run, "Traced.test_generator_pipeline.<locals>.total")
 
     def test_exception_ten_frames_deep(self):
         def dive(n):
