@@ -450,7 +450,7 @@ int sx_write_threads(unsigned formats)
 static int write_formats(const sm_model *m, const char *dir, const char *name, unsigned formats)
 {
     if (formats && mkdir_p(dir) != 0)
-        return sonde__fail(SONDE_EIO, "cannot create %s: %s", dir, strerror(errno));
+        return sonde__fail(SONDE_EIO, "cannot create %s: %s", dir, mkdir_p_error(errno));
     wfile files[N_FORMATS];
     wpool p = {.files = files};
     size_t n = 0, n_text = 0;

@@ -778,7 +778,8 @@ static int write_dump(sonde_profiler *p, sonde_flight *f, const fr_trigger *t, c
     int index;
     char pbuf[4096], stembuf[4096];
     if (mkdir_p(p->output_dir) != 0) {
-        sonde__warn(p, "flight recorder: cannot create %s: %s", p->output_dir, strerror(errno));
+        sonde__warn(p, "flight recorder: cannot create %s: %s", p->output_dir,
+                    mkdir_p_error(errno));
         return -1;
     }
     int fd = open_dump(p, f, pbuf, sizeof pbuf, &index);

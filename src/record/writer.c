@@ -620,7 +620,7 @@ int sonde__writer_open(sonde_profiler *p)
     char msg[600];
     if (mkdir_p(p->output_dir) != 0) {
         snprintf(msg, sizeof msg, "cannot create output directory %s: %s; profiling is off",
-                 p->output_dir, strerror(errno));
+                 p->output_dir, mkdir_p_error(errno));
         sonde__set_status(p, SONDE_EIO, msg);
         return sonde__fail(SONDE_EIO, "%s", msg);
     }

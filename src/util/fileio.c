@@ -15,40 +15,78 @@
 #include <unistd.h>
 #include "alloc.h"
 
+static _Thread_local char t_mkdir_why[600]; /* mkdir_p's refusal, said by mkdir_p_error */
+
+/* May the walk use entry st (named comp, a symlink or a directory) found in directory dir? Not
+ * when dir is sticky and world-writable (/tmp) and another user, neither the caller nor dir's
+ * owner, owns the entry: that user could swap it for a link to anywhere between this check and
+ * a write (the kernel's fs.protected_symlinks rule, which may be off). 0, or -1 with the reason
+ * in t_mkdir_why. */
+static int entry_trusted(const struct stat *dir, const struct stat *st, const char *path,
+                         size_t len)
+{
+    if (!(dir->st_mode & S_ISVTX) || !(dir->st_mode & S_IWOTH))
+        return 0;
+    if (st->st_uid == geteuid() || st->st_uid == dir->st_uid)
+        return 0;
+    snprintf(t_mkdir_why, sizeof t_mkdir_why,
+             "%.*s is a %s owned by uid %u in a sticky world-writable directory (another user "
+             "could have planted it); not used: choose another output directory",
+             (int)(len > 400 ? 400 : len), path, S_ISLNK(st->st_mode) ? "symlink" : "directory",
+             (unsigned)st->st_uid);
+    return -1;
+}
+
 int mkdir_p(const char *dir)
 {
+    t_mkdir_why[0] = 0;
     if (!dir || !*dir) {
         errno = EINVAL;
         return -1;
     }
-    size_t n = strlen(dir);
-    char *tmp = sonde__malloc(n + 1);
-    if (!tmp)
+    int fd = open(*dir == '/' ? "/" : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
         return -1;
-    memcpy(tmp, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (tmp[i] != '/' && tmp[i] != 0)
+    char comp[NAME_MAX + 1];
+    for (const char *s = dir; *s;) {
+        size_t l = strcspn(s, "/");
+        if (l == 0) {
+            s++;
             continue;
-        char saved = tmp[i];
-        tmp[i] = 0;
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
-            int e = errno;
-            sonde__free(tmp);
-            errno = e;
+        }
+        int err = 0, next = -1;
+        struct stat up, st;
+        if (l > NAME_MAX) {
+            err = ENAMETOOLONG;
+        } else {
+            memcpy(comp, s, l);
+            comp[l] = 0;
+            int made = mkdirat(fd, comp, 0755) == 0 ? 0 : errno;
+            if (made && made != EEXIST && made != EACCES && made != EROFS)
+                err = made; /* EACCES, EROFS: it may exist all the same */
+            else if (fstat(fd, &up) != 0 || fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) != 0)
+                err = made && made != EEXIST ? made : errno;
+            else if ((S_ISLNK(st.st_mode) || S_ISDIR(st.st_mode)) &&
+                     entry_trusted(&up, &st, dir, (size_t)(s - dir) + l) != 0)
+                err = EPERM;
+            else if ((next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+                err = errno;
+        }
+        close(fd);
+        if (err) {
+            errno = err;
             return -1;
         }
-        tmp[i] = saved;
+        fd = next;
+        s += l;
     }
-    struct stat st;
-    int rc = stat(tmp, &st);
-    sonde__free(tmp);
-    if (rc != 0)
-        return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
+    close(fd);
     return 0;
+}
+
+const char *mkdir_p_error(int e)
+{
+    return t_mkdir_why[0] ? t_mkdir_why : strerror(e);
 }
 
 /* Set in sonde's own threads, which block every signal for their whole life: their writes

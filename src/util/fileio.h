@@ -4,8 +4,15 @@
 
 #include <stddef.h>
 
-/* Creates dir and its parents (mode 0755, less the umask). 0, or -1 with errno set. */
+/* Creates dir and its parents (mode 0755, less the umask), walking it one component at a time.
+ * In a sticky world-writable directory (/tmp) a symlink or directory on the way is used only
+ * when the caller or that directory's owner owns it: another user's could be swapped for a link
+ * to anywhere before the files are written (EPERM; the kernel's fs.protected_symlinks rule,
+ * kept whether or not it is on). 0, or -1 with errno set. */
 int mkdir_p(const char *dir);
+/* What the calling thread's last mkdir_p failed on: its refusal of a planted entry, naming it,
+ * or strerror(e) (pass the errno it left). */
+const char *mkdir_p_error(int e);
 
 /* Creates the directories of rel ("a/b/c", relative) under base, which exists, never through a
  * symlink: one planted at any of them is refused (errno ELOOP), as is anything there that is
