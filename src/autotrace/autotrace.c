@@ -26,6 +26,7 @@
 #include "../record/record.h" /* sonde__fail: the message sonde_last_error() returns */
 #include "../util/globs.h"
 #include "symbols.h"
+#include "../util/env.h"
 
 #define NOINSTR __attribute__((no_instrument_function))
 #define TABLE_SIZE (1u << 16) /* functions; a program with more traces the first 49,152 */
@@ -243,7 +244,7 @@ NOINSTR static void create_auto(void)
     int expected = 0;
     if (!atomic_compare_exchange_strong(&g_auto_done, &expected, 1))
         return;
-    const char *mode = getenv("SONDE_AUTOTRACE");
+    const char *mode = sonde__getenv("SONDE_AUTOTRACE");
     if (mode && (!strcmp(mode, "manual") || !strcmp(mode, "off") || !strcmp(mode, "0")))
         return;
     sonde_config cfg = sonde_config_default();

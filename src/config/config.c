@@ -11,6 +11,7 @@
 #include "../util/alloc.h"
 #include "../util/suggest.h"
 #include "keys.h"
+#include "../util/env.h"
 
 extern char **environ;
 
@@ -139,7 +140,7 @@ int sonde_config_from_env(sonde_config *cfg)
         return sonde__fail(SONDE_EINVAL, "sonde_config_from_env: cfg is NULL");
     warn_unknown_vars();
     sonde_config c = *cfg; /* all or nothing */
-    const char *file = getenv("SONDE_CONFIG");
+    const char *file = sonde__getenv("SONDE_CONFIG");
     if (file && *file) {
         int rc = sonde_config_load_file(&c, file);
         if (rc) {
@@ -153,7 +154,7 @@ int sonde_config_from_env(sonde_config *cfg)
     for (size_t i = 0; i < n; i++) {
         char var[64];
         sonde__key_env(&k[i], var, sizeof var);
-        const char *v = getenv(var);
+        const char *v = sonde__getenv(var);
         if (!v || !*v)
             continue;
         int rc = sonde__key_set(&c, &k[i], v, var);

@@ -15,6 +15,7 @@
 
 #include "model_build.h"
 #include "../util/alloc.h"
+#include "../util/env.h"
 
 #define GROW SONDE_GROW
 #define BIT_SET(v, i) ((v)[(i) >> 6] |= 1ull << ((i) & 63))
@@ -281,7 +282,7 @@ static int merge(sm_skim *sk, skr *r, int n, const tseg *seg, size_t n_threads)
 
 int sm_report_threads(int *chosen)
 {
-    const char *env = getenv("SONDE_READ_THREADS");
+    const char *env = sonde__getenv("SONDE_READ_THREADS");
     long want = env && *env ? strtol(env, NULL, 10) : 0;
     if (chosen)
         *chosen = want >= 1;

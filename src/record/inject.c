@@ -26,6 +26,7 @@
 
 #include "record.h"
 #include "../util/sig.h"
+#include "../util/env.h"
 
 static sonde_profiler *_Atomic g_injected;
 static pid_t g_pid; /* the process whose profiler g_injected is (a forked child's, after it) */
@@ -163,8 +164,8 @@ static void injected_child(void)
 
 __attribute__((constructor)) static void injected_start(void)
 {
-    const char *hz = getenv("SONDE_RUN_SAMPLE_HZ"), *dir = getenv("SONDE_RUN_DIR");
-    const char *name = getenv("SONDE_RUN_NAME"), *py_only = getenv("SONDE_RUN_SAMPLE_PYTHON_ONLY");
+    const char *hz = sonde__getenv("SONDE_RUN_SAMPLE_HZ"), *dir = sonde__getenv("SONDE_RUN_DIR");
+    const char *name = sonde__getenv("SONDE_RUN_NAME"), *py_only = sonde__getenv("SONDE_RUN_SAMPLE_PYTHON_ONLY");
     if (!hz || !*hz || !dir || !*dir || !name || !*name)
         return; /* not under `sonde run` taking samples in the threads */
     /* sonde run's way with a Python program: the CPython processes of the tree (3.11 and later,

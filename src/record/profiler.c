@@ -18,6 +18,7 @@
 #include "../sources/sources.h"
 #include "schedule.h"
 #include "../util/alloc.h"
+#include "../util/env.h"
 
 _Thread_local sonde__tls sonde__tl SONDE__TLS_MODEL = {0, NULL};
 
@@ -692,7 +693,7 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch,
     /* Under `sonde run`, a program that links libsonde records into that run: its file goes
      * beside the run's as RUN.pidN.sonde, the run samples the machine and writes the reports. */
     char joined[512];
-    const char *run_dir = getenv("SONDE_RUN_DIR"), *run_name = getenv("SONDE_RUN_NAME");
+    const char *run_dir = sonde__getenv("SONDE_RUN_DIR"), *run_name = sonde__getenv("SONDE_RUN_NAME");
     if (!watch && cfg.enabled && run_dir && *run_dir && run_name && *run_name &&
         !strchr(run_name, '/')) {
         snprintf(joined, sizeof joined, "%s.pid%d%s", run_name, (int)getpid(), join_suffix);

@@ -3,12 +3,13 @@
 #include <stdlib.h>
 
 #include "record.h"
+#include "../util/env.h"
 
 static int env_int(const char *a, const char *b, const char *c, const char *d)
 {
     const char *names[] = {a, b, c, d};
     for (int i = 0; i < 4; i++) {
-        const char *v = names[i] ? getenv(names[i]) : NULL;
+        const char *v = names[i] ? sonde__getenv(names[i]) : NULL;
         if (v && *v) {
             char *end;
             long x = strtol(v, &end, 10);

@@ -6,11 +6,12 @@
 #include <stdlib.h>
 
 #include "sources.h"
+#include "../util/env.h"
 
 void *sonde__dlopen_any(const char *env, const char *const *names, size_t n, const char **tried,
                         char *why, size_t cap)
 {
-    const char *path = env ? getenv(env) : NULL;
+    const char *path = env ? sonde__getenv(env) : NULL;
     void *lib = NULL;
     *tried = path && *path ? path : names[0];
     if (path && *path) {

@@ -12,6 +12,7 @@
 
 #include "sources.h"
 #include "../util/alloc.h"
+#include "../util/env.h"
 
 /* ---- the NVML ABI, as documented in nvml.h ---- */
 typedef int nvmlReturn_t;
@@ -98,7 +99,7 @@ static void load_once(void)
     if (g_nvml.tried)
         return;
     g_nvml.tried = 1;
-    const char *path = getenv("SONDE_NVML_LIBRARY");
+    const char *path = sonde__getenv("SONDE_NVML_LIBRARY");
     if (!path || !*path)
         path = "libnvidia-ml.so.1";
     g_nvml.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
