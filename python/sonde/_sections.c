@@ -28,17 +28,27 @@ typedef struct {
 } SectionObject;
 
 
-/* A section's name as a new reference to bytes (UTF-8 for a str), or NULL with TypeError. */
+/* A section's name as a new reference to bytes (UTF-8 for a str), or NULL with TypeError (not
+ * text) or ValueError (a NUL in it, which would cut the name short and merge it with others, as
+ * CPython refuses a path with one). */
 static PyObject *name_bytes(PyObject *name)
 {
-    if (PyUnicode_Check(name))
-        return PyUnicode_AsUTF8String(name);
-    if (PyBytes_Check(name)) {
+    PyObject *b;
+    if (PyUnicode_Check(name)) {
+        b = PyUnicode_AsUTF8String(name);
+    } else if (PyBytes_Check(name)) {
         Py_INCREF(name);
-        return name;
+        b = name;
+    } else {
+        return PyErr_Format(PyExc_TypeError, "a section's name is str or bytes, not %.100s",
+                            Py_TYPE(name)->tp_name);
     }
-    return PyErr_Format(PyExc_TypeError, "a section's name is str or bytes, not %.100s",
-                        Py_TYPE(name)->tp_name);
+    if (b && memchr(PyBytes_AS_STRING(b), 0, (size_t)PyBytes_GET_SIZE(b))) {
+        Py_DECREF(b);
+        return PyErr_Format(PyExc_ValueError, "embedded null character in section name %R",
+                            name);
+    }
+    return b;
 }
 
 static int Section_init(SectionObject *self, PyObject *args, PyObject *kw)

@@ -68,20 +68,29 @@ static PyObject *rc_or_raise(int rc, const char *what)
 }
 
 /* A str or bytes argument as UTF-8 bytes that live as long as obj (str: its cached UTF-8);
- * None gives NULL when none_ok. -1 with an exception set when it is neither. */
+ * None gives NULL when none_ok. -1 with an exception set when it is neither (TypeError) or
+ * holds a NUL (ValueError, as CPython's own "s" converter: the C string would end there). */
 static int as_text(PyObject *obj, const char **out, int none_ok)
 {
     if (obj == Py_None && none_ok) {
         *out = NULL;
         return 0;
     }
+    Py_ssize_t n = 0;
+    *out = NULL;
     if (PyUnicode_Check(obj)) {
-        *out = PyUnicode_AsUTF8(obj);
-        return *out ? 0 : -1;
-    }
-    if (PyBytes_Check(obj)) {
+        *out = PyUnicode_AsUTF8AndSize(obj, &n);
+        if (!*out)
+            return -1;
+    } else if (PyBytes_Check(obj)) {
         *out = PyBytes_AS_STRING(obj);
-        return 0;
+        n = PyBytes_GET_SIZE(obj);
+    }
+    if (*out) {
+        if (!memchr(*out, 0, (size_t)n))
+            return 0;
+        PyErr_Format(PyExc_ValueError, "embedded null character in %R", obj);
+        return -1;
     }
     PyErr_Format(PyExc_TypeError, "expected str or bytes%s, got %.100s",
                  none_ok ? " or None" : "", Py_TYPE(obj)->tp_name);

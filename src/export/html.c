@@ -34,18 +34,7 @@ extern const char sx_report_css[];
 
 static void esc(sbuf *b, const char *s)
 {
-    if (!s)
-        return;
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': sbuf_puts(b, "&amp;"); break;
-        case '<': sbuf_puts(b, "&lt;"); break;
-        case '>': sbuf_puts(b, "&gt;"); break;
-        case '"': sbuf_puts(b, "&quot;"); break;
-        case '\'': sbuf_puts(b, "&#39;"); break;
-        default: sbuf_putc(b, *s);
-        }
-    }
+    sbuf_html_str(b, s); /* out of memory: b->oom, which the report's writing checks */
 }
 
 /* As sx_fmt_dur, with microseconds written µs. */

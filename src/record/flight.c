@@ -925,7 +925,7 @@ static void dump_first(sonde_profiler *p, sonde_flight *f, int sync)
         sonde__free(stem);
         return;
     }
-    fprintf(stderr, "sonde: flight recorder: %s; writing %s and its reports\n", t.reason, path);
+    sbuf_say(stderr, "sonde: flight recorder: %s; writing %s and its reports", t.reason, path);
     f->rpath = path;
     f->rstem = stem;
     atomic_store(&f->rdone, 0);

@@ -42,7 +42,7 @@ void sonde__set_status(sonde_profiler *p, int err, const char *msg)
     if (atomic_compare_exchange_strong(&p->status, &expected, err)) {
         snprintf(p->status_msg, sizeof p->status_msg, "%s", msg);
         /* Principle 4: reported once, on the log, and the host goes on. */
-        fprintf(stderr, "sonde: %s\n", msg);
+        sbuf_say(stderr, "sonde: %s", msg);
     }
 }
 

@@ -220,6 +220,33 @@ int sbuf_csv_str(sbuf *b, const char *str)
     return quote ? sbuf_putc(b, '"') : 0;
 }
 
+int sbuf_html_str(sbuf *b, const char *str)
+{
+    if (!str)
+        return 0;
+    for (const unsigned char *s = (const unsigned char *)str; *s;) {
+        unsigned c = *s;
+        size_t n = c >= 0x80 ? utf8_len(s) : 1;
+        int rc;
+        switch (c) {
+        case '&': rc = sbuf_puts(b, "&amp;"); break;
+        case '<': rc = sbuf_puts(b, "&lt;"); break;
+        case '>': rc = sbuf_puts(b, "&gt;"); break;
+        case '"': rc = sbuf_puts(b, "&quot;"); break;
+        case '\'': rc = sbuf_puts(b, "&#39;"); break;
+        default: /* invalid UTF-8 and the controls HTML does not allow: U+FFFD, as in JSON */
+            if (!n || (c < 0x20 && c != '\n' && c != '\t' && c != '\r') || c == 0x7f)
+                rc = sbuf_add(b, "\xef\xbf\xbd", 3);
+            else
+                rc = sbuf_add(b, s, n);
+        }
+        if (rc)
+            return -1;
+        s += n ? n : 1;
+    }
+    return 0;
+}
+
 int sbuf_text_safe(sbuf *b, size_t from)
 {
     if (b->oom || from >= b->len)
@@ -255,10 +282,11 @@ int sbuf_text_safe(sbuf *b, size_t from)
     return b->oom ? -1 : 0;
 }
 
-/* The length of the line break at s (LF, CR, U+2028, U+2029), 0 when none. */
+/* The length of what at s a name in a line of text may not hold as it is: a line break (LF, CR,
+ * U+2028, U+2029) or a TAB, which would move the columns after it; 0 when none. */
 static size_t line_break(const char *s)
 {
-    if (*s == '\n' || *s == '\r')
+    if (*s == '\n' || *s == '\r' || *s == '\t')
         return 1;
     return (unsigned char)s[0] == 0xe2 && (unsigned char)s[1] == 0x80 &&
                    ((unsigned char)s[2] == 0xa8 || (unsigned char)s[2] == 0xa9)
@@ -293,7 +321,7 @@ const char *sbuf_oneline(sbuf_pool *pool, const char *s)
     for (q = s; *q;) {
         size_t n = line_break(q);
         if (n == 1)
-            sbuf_puts(&o, *q == '\n' ? "\\n" : "\\r");
+            sbuf_puts(&o, *q == '\n' ? "\\n" : *q == '\r' ? "\\r" : "\\x09");
         else if (n == 3)
             sbuf_puts(&o, q[2] == (char)0xa8 ? "\\u2028" : "\\u2029");
         else
@@ -317,6 +345,29 @@ const char *sbuf_md_cell(sbuf_pool *pool, const char *s)
             sbuf_putc(&o, *s);
     }
     return pool_keep(pool, &o);
+}
+
+void sbuf_say(FILE *f, const char *fmt, ...)
+{
+    sbuf b;
+    sbuf_pool pool = {0};
+    sbuf_init(&b);
+    va_list ap;
+    va_start(ap, fmt);
+    char *line = NULL;
+    int n = vasprintf(&line, fmt, ap);
+    va_end(ap);
+    if (n >= 0) {
+        sbuf_puts(&b, sbuf_oneline(&pool, line));
+        sbuf_text_safe(&b, 0);
+    }
+    if (n >= 0 && !b.oom && !pool.oom)
+        fprintf(f, "%.*s\n", (int)b.len, b.data ? b.data : "");
+    else /* out of memory: the format alone, which is ours */
+        fprintf(f, "%s\n", fmt);
+    free(line);
+    sbuf_free(&b);
+    sbuf_pool_free(&pool);
 }
 
 void sbuf_pool_free(sbuf_pool *pool)

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 typedef struct sbuf {
@@ -38,6 +39,10 @@ int sbuf_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 
 int sbuf_json_str(sbuf *b, const char *s);
 /* A JSON number; NaN and infinities (not JSON) are written as null. */
 int sbuf_json_num(sbuf *b, double v);
+/* Text for an HTML page (an element's text or a quoted attribute): & < > " ' as entities,
+ * invalid UTF-8 and the control characters HTML does not allow (all C0 but TAB, LF and CR, and
+ * DEL) as U+FFFD, as sbuf_json_str does. NULL writes nothing. 0, or -1 out of memory. */
+int sbuf_html_str(sbuf *b, const char *s);
 /* A CSV field, quoted when it holds a comma, quote, CR or LF. */
 int sbuf_csv_str(sbuf *b, const char *s);
 /* Makes what b holds from byte `from` on safe to print on a terminal: control characters but
@@ -45,8 +50,9 @@ int sbuf_csv_str(sbuf *b, const char *s);
  * file can move the cursor, retitle the window or clear the screen. 0, or -1 out of memory. */
 int sbuf_text_safe(sbuf *b, size_t from);
 /* Names printed in a line of text (a table row, "Warning: ...") must not start lines of their
- * own: sbuf_oneline returns s itself, or, when s holds a line break (LF, CR, or a Unicode line or
- * paragraph separator), a copy with each written as \n, \r, \u2028 or \u2029, owned by the pool
+ * own, nor shift the columns after them: sbuf_oneline returns s itself, or, when s holds a line
+ * break (LF, CR, or a Unicode line or paragraph separator) or a TAB, a copy with each written as
+ * \n, \r, \u2028, \u2029 or \x09, owned by the pool
  * until sbuf_pool_free. Out of memory: "?" and pool->oom set. sbuf_text_safe does the rest. */
 typedef struct sbuf_pool {
     char **v;
@@ -58,6 +64,10 @@ const char *sbuf_oneline(sbuf_pool *pool, const char *s);
  * its row into more cells. */
 const char *sbuf_md_cell(sbuf_pool *pool, const char *s);
 void sbuf_pool_free(sbuf_pool *pool);
+/* Prints one line to f (the newline added): fmt's text with line breaks and TABs written as
+ * sbuf_oneline does and control characters as sbuf_text_safe does, so a name or reason in it
+ * can neither start a line of its own nor reach the terminal as an escape. */
+void sbuf_say(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* An unsigned decimal integer, without printf. */
 int sbuf_u64(sbuf *b, uint64_t v);
 /* ns as microseconds with three decimals ("12.345"), without printf. */

@@ -13,9 +13,11 @@
  *                  stack sonde gave the thread
  *   double_destroy two threads call sonde_destroy at the same moment: one destroys, the other
  *                  gets SONDE_ESTATE; nothing hangs
- *   names          sections named like spreadsheet formulas, invalid UTF-8, terminal escapes and
- *                  line breaks that would forge a report line,
- *                  written as CSV, text and JSON */
+ *   names          sections named like spreadsheet formulas, invalid UTF-8, terminal escapes, a
+ *                  TAB and line breaks that would forge a report line, written as CSV, text,
+ *                  JSON and HTML
+ *   trigger        a flight recorder dump whose reason holds terminal escapes and a line break
+ *                  (the line on stderr must carry neither) */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -95,7 +97,8 @@ static void *destroyer(void *arg)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: hostile paused_open|dropped_open|lost_end|overflow|double_destroy|names DIR\n");
+        fprintf(stderr, "usage: hostile paused_open|dropped_open|lost_end|overflow|double_destroy|names|"
+                        "trigger DIR\n");
         return 2;
     }
     const char *mode = argv[1], *dir = argv[2];
@@ -166,18 +169,28 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(mode, "names")) {
-        c.formats = SONDE_FORMAT_CSV | SONDE_FORMAT_TXT | SONDE_FORMAT_JSON;
+        c.formats = SONDE_FORMAT_CSV | SONDE_FORMAT_TXT | SONDE_FORMAT_JSON | SONDE_FORMAT_HTML;
         g_p = sonde_create(&c);
         static const char *const names[] = {"=HYPERLINK(\"http://x\")", "@SUM(1)", "-2+3",
                                             "bad\xff\xfeutf8", "\x1b]0;pwned\x07\x1b[2J",
                                             "\xc2\23331m", "ok\nWarning: forged line",
                                             "cr\rWarning: forged cr",
                                             "ls\xe2\x80\xa8Warning: forged separator",
-                                            "cell|split"};
+                                            "cell|split", "tab\tshift", "html<b>&\x01"};
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
             sonde_begin(g_p, names[i]);
             sonde_end(g_p);
         }
+        printf("destroy: %s\n", sonde_err_name(sonde_destroy(g_p)));
+        return 0;
+    }
+    if (!strcmp(mode, "trigger")) {
+        c.flight_recorder_s = 5;
+        g_p = sonde_create(&c);
+        sonde_begin(g_p, "work");
+        sonde_end(g_p);
+        printf("trigger: %s\n", sonde_err_name(sonde_trigger(g_p, "\x1b]0;pwned\x07\x1b[2J "
+                                                                  "reason\nsonde: forged line")));
         printf("destroy: %s\n", sonde_err_name(sonde_destroy(g_p)));
         return 0;
     }

@@ -387,6 +387,29 @@ assert "'=HYPERLINK(\"http://x\")" in cells and "'@SUM(1)" in cells and "'-2+3" 
 txt = open(sys.argv[2], "rb").read()
 assert b"\x1b" not in txt and b"\x07" not in txt and b"\xc2\x9b" not in txt, txt
 assert b"\\x1b]0;pwned" in txt, txt
+# a TAB in a name would shift the text table's columns: written \x09
+assert b"tab\tshift" not in txt and b"tab\\x09shift" in txt, txt
+PY
+    # the HTML report: valid UTF-8 (invalid bytes as U+FFFD, as in JSON and CSV), no control
+    # character, markup escaped
+    python3 - names/names.html <<'PY' || fail "names in the HTML report"
+import sys
+raw = open(sys.argv[1], "rb").read()
+text = raw.decode("utf-8")  # valid UTF-8, or this raises
+assert "bad\ufffd\ufffdutf8" in text, "no U+FFFD for the invalid bytes"
+assert not any(ord(c) < 32 and c not in "\t\n\r" for c in text), "a control character"
+assert "html<b>" not in text and "html&lt;b&gt;&amp;" in text, "markup not escaped"
+PY
+    # the flight recorder's line on stderr: a trigger's reason carries no terminal escape and
+    # cannot forge a line of its own
+    "$build/tests/hostile" trigger trig > out.txt 2> err.txt || fail "trigger: $(cat err.txt)"
+    grep -q "trigger: SONDE_OK" out.txt || fail "trigger: $(cat out.txt)"
+    python3 - err.txt <<'PY' || fail "the flight recorder's stderr line: $(cat err.txt)"
+import sys
+t = open(sys.argv[1], "rb").read()
+assert b"\x1b" not in t and b"\x07" not in t, t
+assert b"\\x1b]0;pwned" in t, t
+assert not any(l.startswith(b"sonde: forged") for l in t.splitlines()), t
 PY
     # 18.6: a report that cannot be written (here NAME.json is a directory) is named on stderr
     # with the reason and how to make it again; sonde_destroy returns the code; the .sonde stays

@@ -790,6 +790,24 @@ class Recording(Base):
         with self.assertRaises((AttributeError, pickle.PicklingError)):
             pickle.dumps(local)
 
+    def test_a_nul_in_a_name_is_refused(self):
+        """A NUL would end the C string: "a\\0left" and "a\\0right" would both be "a". Refused
+        as CPython refuses a path with one (ValueError), for sections, metadata and events."""
+        with self.make("nul") as prof:
+            for name in ("a\0left", b"a\0right"):
+                with self.assertRaises(ValueError) as e:
+                    with prof.profile(name):
+                        pass
+                self.assertIn("embedded null character", str(e.exception))
+            with self.assertRaises(ValueError):
+                prof.add_metadata("k\0ey", "v")
+            with self.assertRaises(ValueError):
+                prof.event("ev\0ent")
+            with prof.profile("a"):
+                pass
+        counts = {s["name"]: s["count"] for s in self.report("nul")["sections"]}
+        self.assertEqual(counts, {"a": 1})
+
     def test_profile_function_takes_a_positional_name(self):
         with self.make("positional") as prof:
             @prof.profile_function("load_batch")
