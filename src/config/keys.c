@@ -3,6 +3,7 @@
 #include "keys.h"
 
 #include <ctype.h>
+#include <signal.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -589,6 +590,16 @@ static int check_field(const sonde_config *c, const sonde_key *k)
         return sonde__fail(SONDE_EINVAL, "sonde_config.%s: %g is out of range: expected %s",
                            k->name, v, expect);
     }
+    /* A fault's signal as the trigger would be taken for a trigger when the fault comes, and the
+     * faulting instruction run again, forever; SIGKILL and SIGSTOP cannot be caught. */
+    static const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS,
+                                SIGKILL, SIGSTOP};
+    for (size_t i = 0; !strcmp(k->name, "trigger_signal") && i < sizeof fatal / sizeof *fatal; i++)
+        if ((int)v == fatal[i])
+            return sonde__fail(SONDE_EINVAL, "sonde_config.trigger_signal: %d (%s) is a fault's "
+                               "or an uncatchable signal: a trigger signal is one sent on "
+                               "purpose, such as 10 (SIGUSR1) or 12 (SIGUSR2)", (int)v,
+                               strsignal((int)v));
     return 0;
 }
 

@@ -972,7 +972,6 @@ void sonde__flight_finish(sonde_profiler *p, int status)
     sonde_flight *f = p->flight;
     if (!f)
         return;
-    sonde__control_release(p);
     join_reports(f);
     if (status && !atomic_load(&f->crashed)) {
         char why[64];
@@ -993,5 +992,7 @@ void sonde__flight_finish(sonde_profiler *p, int status)
         fprintf(stderr, "sonde: flight recorder: %llu trigger(s) wrote no dump of their own "
                         "(flight_recorder_max %u)\n",
                 (unsigned long long)(f->over_max + f->lost), p->cfg.flight_recorder_max);
+    /* Only now: a trigger while the dumps above were written (seconds) is taken, not fatal. */
+    sonde__control_release(p);
 }
 

@@ -1,10 +1,12 @@
 /* ondemand.c - the control signal and recording on demand.
  *
- * The control signal (trigger_signal, SIGUSR2 unless configured otherwise) is installed for a
- * flight recorder or an on_demand profiler. A plain signal (kill, `sonde trigger PID`) asks the
- * flight recorder for a dump; a signal sent with sigqueue carries a command in its value
- * (SONDE_CTL_*: `sonde trigger PID --start [--for S]`, `--stop`). The handler only stores what
- * came and wakes the writer thread, which does the rest outside the handler.
+ * The control signal (trigger_signal, SIGUSR2 unless configured otherwise) is installed for
+ * each flight recorder or on_demand profiler of the process (up to 16 share it; the program's
+ * own handler is put back when the last one ends, after its exit dumps). `sonde trigger PID`
+ * sends it with a command in sigqueue's value (SONDE_CTL_*: a dump, `--start [--for S]`,
+ * `--stop`); a plain signal (`kill -USR2`) asks for a dump too, unless the program had a handler
+ * of its own for the signal before sonde: then that handler gets every signal sonde did not
+ * send. The handler only stores what came and wakes the writer threads, which do the rest.
  *
  * on_demand: the profiler records nothing and writes nothing (each section costs the one branch
  * of a disabled profiler) until a start command; then it records everything into a run of its
@@ -20,9 +22,11 @@
 #include "../util/alloc.h"
 #include "record.h"
 
-static sonde_profiler *_Atomic g_owner; /* the profiler the signal is for */
-static int g_installed;                 /* the signal whose handler is ours, 0: none */
-static struct sigaction g_old;
+#define MAX_USERS 16                       /* profilers of one process on its control signal */
+static sonde_profiler *_Atomic g_users[MAX_USERS]; /* NULL: a free slot */
+static int g_installed;                    /* the signal whose handler is ours, 0: none */
+static struct sigaction g_old;             /* the program's before ours, put back at the end */
+static int g_chain;                        /* g_old is a handler of the program's */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Puts cmd in p's ring of commands, in the order they came (handlers on several threads may
@@ -40,14 +44,9 @@ static void ctl_put(sonde_profiler *p, int cmd)
     }
 }
 
-static void on_control_signal(int sig, siginfo_t *info, void *uctx)
+/* What a control signal asks of p: cmd from sigqueue's value (0: a plain signal, a dump). */
+static void deliver(sonde_profiler *p, int cmd)
 {
-    (void)sig;
-    (void)uctx;
-    sonde_profiler *p = atomic_load(&g_owner);
-    if (!p)
-        return;
-    int cmd = info && info->si_code == SI_QUEUE ? info->si_value.sival_int : 0;
     if (cmd && (cmd & 3) != SONDE_CTL_TRIGGER) {
         if (p->ondemand)
             ctl_put(p, cmd);
@@ -61,42 +60,82 @@ static void on_control_signal(int sig, siginfo_t *info, void *uctx)
     sem_post(&p->wake);
 }
 
+/* The control signal, for every profiler of the process that listens on it. One sonde did not
+ * send (not sigqueue'd with a SONDE_CTL_* command: `kill`, the program's own raise) goes to the
+ * program's handler when it had one before sonde's, and to sonde only when it had none. */
+static void on_control_signal(int sig, siginfo_t *info, void *uctx)
+{
+    int cmd = info && info->si_code == SI_QUEUE ? info->si_value.sival_int : 0;
+    if (!(cmd & 3) && g_chain) {
+        if (g_old.sa_flags & SA_SIGINFO)
+            g_old.sa_sigaction(sig, info, uctx);
+        else
+            g_old.sa_handler(sig);
+        return;
+    }
+    for (int i = 0; i < MAX_USERS; i++) {
+        sonde_profiler *p = atomic_load(&g_users[i]);
+        if (p)
+            deliver(p, cmd);
+    }
+}
+
 void sonde__control_install(sonde_profiler *p)
 {
     int sig = p->cfg.trigger_signal;
-    if (sig <= 0 || sig >= NSIG || sig == SIGKILL || sig == SIGSTOP) {
-        if (sig)
-            sonde__warn(p, "trigger_signal %d is not a signal that can be caught: no signal "
-                           "trigger", sig);
+    if (sig <= 0 || sig >= NSIG)
+        return; /* 0: none (the configuration refuses the signals that cannot be triggers) */
+    pthread_mutex_lock(&g_lock);
+    int slot = -1;
+    for (int i = 0; i < MAX_USERS && slot < 0; i++)
+        if (!atomic_load(&g_users[i]))
+            slot = i;
+    if (slot < 0) {
+        pthread_mutex_unlock(&g_lock);
+        sonde__warn(p, "trigger_signal %d: %d profilers of this process listen on it already; "
+                       "this one has no signal trigger", sig, MAX_USERS);
         return;
     }
-    pthread_mutex_lock(&g_lock);
-    atomic_store(&g_owner, p);
-    if (g_installed && g_installed != sig) { /* another profiler's signal: given back */
-        sigaction(g_installed, &g_old, NULL);
-        g_installed = 0;
-    }
+    if (g_installed && g_installed != sig)
+        sonde__warn(p, "trigger_signal %d: this process's control signal is %d already (another "
+                       "profiler's); this profiler listens on that one", sig, g_installed);
     if (!g_installed) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_sigaction = on_control_signal;
         sa.sa_flags = SA_SIGINFO | SA_RESTART;
         sigemptyset(&sa.sa_mask);
-        if (sigaction(sig, &sa, &g_old) == 0)
-            g_installed = sig;
-        else
+        if (sigaction(sig, NULL, &g_old) != 0 || sigaction(sig, &sa, NULL) != 0) {
+            pthread_mutex_unlock(&g_lock);
             sonde__warn(p, "trigger_signal %d: %m", sig);
+            return;
+        }
+        g_installed = sig;
+        g_chain = (g_old.sa_flags & SA_SIGINFO) ? g_old.sa_sigaction != NULL
+                                                : g_old.sa_handler != SIG_DFL &&
+                                                      g_old.sa_handler != SIG_IGN;
+        if (g_chain)
+            sonde__warn(p, "trigger_signal %d (%s) had a handler of the program's: sonde "
+                           "passes it every such signal but those `sonde trigger` sends",
+                        sig, strsignal(sig));
     }
+    atomic_store(&g_users[slot], p);
     pthread_mutex_unlock(&g_lock);
 }
 
 void sonde__control_release(sonde_profiler *p)
 {
     pthread_mutex_lock(&g_lock);
-    sonde_profiler *expected = p;
-    if (atomic_compare_exchange_strong(&g_owner, &expected, NULL) && g_installed) {
+    int left = 0;
+    for (int i = 0; i < MAX_USERS; i++) {
+        sonde_profiler *expected = p;
+        atomic_compare_exchange_strong(&g_users[i], &expected, NULL);
+        left += atomic_load(&g_users[i]) != NULL;
+    }
+    if (!left && g_installed) { /* the last one: the program's handler back */
         sigaction(g_installed, &g_old, NULL);
         g_installed = 0;
+        g_chain = 0;
     }
     pthread_mutex_unlock(&g_lock);
 }
@@ -188,6 +227,7 @@ void sonde__ondemand_poll(sonde_profiler *p)
 
 int sonde__ondemand_finish(sonde_profiler *p)
 {
-    sonde__control_release(p);
-    return p->fd >= 0 ? window_stop(p) : 0;
+    int rc = p->fd >= 0 ? window_stop(p) : 0;
+    sonde__control_release(p); /* after the reports: a signal until then is taken, not fatal */
+    return rc;
 }

@@ -12,6 +12,9 @@
  *           half second after "ready" (50 steps): two `sonde trigger`s sent then must both be
  *           acted on (each waits up to 2 s for the program to take its signal)
  *   exit    steps for 1 s, then exit(3) without sonde_destroy
+ *   exitsig as exit, 2,000 sections a step, and a thread that sends the process the trigger signal
+ *           once the exit's dump file is there, while its reports are written: the process must
+ *           still end with its own status 3 (the signal is taken, not fatal)
  *   section 2.5 s of steps; at 2 s a section "slow part" of 300 ms in one (for the rule
  *           trigger_section_over_s, set from the environment)
  *   counter 2.5 s of steps, each recording the counter "gpu util": 90, but 10 from 1.5 s to
@@ -23,7 +26,14 @@
  *   segv    steps for 1 s, then a write through a null pointer (inside a section)
  *   kill    a trigger, then steps until SIGKILL comes from outside (prints "dumped" once the
  *           dump's reports are there)
+ *   two     a second profiler with a flight recorder ("fl2"), destroyed after 0.5 s of steps;
+ *           then the process sends itself the trigger signal: the first profiler, still
+ *           recording, must write its dump, and the process must live
+ *   chain   the program's own SIGUSR2 handler, installed before sonde_create; it sends itself
+ *           SIGUSR2 (its handler's, not a dump), prints "ready PID" and steps until "DIR/stop"
+ *           exists (`sonde trigger PID` from outside: a dump); prints "own handler N" at the end
  * The configuration comes from the environment too (SONDE_*), over these settings. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +51,13 @@ static void sleep_ms(int ms)
 }
 
 static int g_inner;
+static volatile sig_atomic_t g_own; /* the program's own SIGUSR2 handler's calls (chain) */
+
+static void own_handler(int sig)
+{
+    (void)sig;
+    g_own++;
+}
 
 static void step(sonde_profiler *p, int ms)
 {
@@ -53,6 +70,17 @@ static void step(sonde_profiler *p, int ms)
     }
     sonde_counter(p, "queue depth", ms);
     sonde_step(p);
+}
+
+/* exitsig: waits (up to 30 s) for DIR/fl-trigger1.sonde, then signals the process. */
+static void *signal_at_dump(void *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/fl-trigger1.sonde", (const char *)dir);
+    for (int i = 0; i < 30000 && access(path, F_OK) != 0; i++)
+        sleep_ms(1);
+    kill(getpid(), SIGUSR2);
+    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -85,6 +113,8 @@ int main(int argc, char **argv)
     sigaddset(&usr2, SIGUSR2);
     if (!strcmp(mode, "blocked")) /* before sonde's threads begin: they inherit it */
         sigprocmask(SIG_BLOCK, &usr2, NULL);
+    if (!strcmp(mode, "chain"))
+        signal(SIGUSR2, own_handler);
     sonde_profiler *p = sonde_create(&c);
     if (!p) {
         fprintf(stderr, "flight: %s\n", sonde_last_error());
@@ -178,6 +208,36 @@ int main(int argc, char **argv)
         fflush(stdout);
         for (int i = 0; i < 3000; i++)
             step(p, 10);
+    } else if (!strcmp(mode, "two")) {
+        sonde_config c2 = c;
+        c2.name = "fl2";
+        sonde_profiler *p2 = sonde_create(&c2);
+        for (int i = 0; i < 50; i++)
+            step(p, 10);
+        if (sonde_destroy(p2) != 0)
+            fprintf(stderr, "flight: the second profiler: %s\n", sonde_last_error());
+        kill(getpid(), SIGUSR2); /* the first still records: a dump, not the end of the process */
+        for (int i = 0; i < 150; i++)
+            step(p, 10);
+    } else if (!strcmp(mode, "chain")) {
+        kill(getpid(), SIGUSR2); /* the program's own: its handler, no dump */
+        for (int i = 0; i < 20 && !g_own; i++)
+            step(p, 10);
+        printf("ready %d\n", (int)getpid());
+        fflush(stdout);
+        char stop[4096];
+        snprintf(stop, sizeof stop, "%s/stop", argv[2]);
+        for (int i = 0; i < 2000 && access(stop, F_OK) != 0; i++)
+            step(p, 10);
+        printf("own handler %d\n", (int)g_own);
+    } else if (!strcmp(mode, "exitsig")) {
+        g_inner = 2000;
+        for (int i = 0; i < 100; i++)
+            step(p, 10);
+        pthread_t t;
+        if (pthread_create(&t, NULL, signal_at_dump, argv[2]) == 0)
+            pthread_detach(t);
+        exit(3);
     } else if (!strcmp(mode, "exit")) {
         for (int i = 0; i < 100; i++)
             step(p, 10);

@@ -2764,6 +2764,28 @@ flight)
     grep -q "signal 12" b.err && grep -q "needs on_demand" b.err ||
         fail "two commands sent together: one was lost: $(cat b.err)"
     echo "two commands sent while the signal waited: both acted on"
+    # a second flight recorder destroyed leaves the signal with the first, which still records:
+    # the signal is a dump, not the end of the process (it was: status 140, the window lost)
+    expect 0 "" "$fr" two two
+    [ -f two/fl-trigger1.sonde ] || fail "two profilers: the first's dump is missing: $(ls two)"
+    # the program's own SIGUSR2 handler gets what sonde did not send, `sonde trigger` still
+    # reaches sonde, and the report says the handler was there
+    "$fr" chain ch > ch.out 2> ch.err &
+    cpid=$!
+    for i in $(seq 100); do grep -q ready ch.out && break; sleep 0.1; done
+    "$sonde" trigger "$cpid" > /dev/null || fail "sonde trigger (own handler) exited $?"
+    for i in $(seq 100); do [ -f ch/fl-trigger1.txt ] && break; sleep 0.1; done
+    touch ch/stop
+    wait $cpid || fail "flight chain exited $?: $(cat ch.err)"
+    grep -q "own handler 1" ch.out || fail "the program's own handler: $(cat ch.out)"
+    [ -f ch/fl-trigger1.sonde ] && [ ! -f ch/fl-trigger2.sonde ] ||
+        fail "own handler: one dump expected (sonde trigger's): $(ls ch)"
+    grep -q "had a handler of the program's" ch/fl-trigger1.json ||
+        fail "own handler: the report does not say it"
+    # a fault's signal is no trigger signal (a real SIGSEGV looped in the handler forever): the
+    # default is kept with the reason said, and the fault ends the program with its dump
+    expect 139 "trigger_signal: 11 (Segmentation fault) is a fault's" \
+        env SONDE_TRIGGER_SIGNAL=11 "$fr" segv v11
     # on_demand: nothing until `sonde trigger PID --start --for 1`, then one second recorded and
     # its reports written; again with --start and --stop; the step time after as before
     SONDE_ON_DEMAND=1 "$fr" ondemand od > od.out 2> od.err &
@@ -2828,6 +2850,10 @@ PY
     expect 3 "exit with status 3" "$fr" exit d
     python3 "$src/tests/e2e/flight_check.py" d fl-trigger1 --reason "exit with status 3" \
         --before-min 0.9 --before-max 2.05
+    # ... and a trigger signal while that dump is written is taken, not fatal: the handler is
+    # given back only after the dumps (it was before them: status 140, no reports)
+    expect 3 "exit with status 3" "$fr" exitsig xs
+    [ -f xs/fl-trigger1.json ] || fail "a signal during the exit's dump: no reports: $(ls xs)"
     # SIGSEGV writes the window from the signal handler; the process still dies of it, and
     # sonde export writes the reports (not under TSan, whose own handler takes SIGSEGV)
     if [ -n "${E2E_NO_CRASH:-}" ]; then echo "e2e flight: passed (no crash part)"; exit 0; fi

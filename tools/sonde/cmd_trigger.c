@@ -1,8 +1,10 @@
 /* cmd_trigger.c - `sonde trigger PID`: asks a running program's flight recorder for a dump, or
  * (--start [--for S], --stop) switches recording on and off in a program with on_demand, by the
- * signal it listens on (trigger_signal, SIGUSR2 unless configured otherwise): a plain signal for
- * a dump, a command in sigqueue's value for the others. The signal is sent only to a process
- * that runs sonde and catches it: one that does not would be ended by it. */
+ * signal it listens on (trigger_signal, SIGUSR2 unless configured otherwise), with the command
+ * in sigqueue's value (a dump too, so that a program's own handler of the signal does not take
+ * it). The signal is sent only to a process that runs sonde and catches it: one that does not
+ * would be ended by it; and through a pidfd opened before those checks, so a pid reused in the
+ * meantime never gets it. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -11,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "record/record.h"
@@ -113,6 +117,60 @@ static int runs_sonde(long pid)
     return found;
 }
 
+/* Sends sig to pid (held by pidfd pfd; -1: by pid) with a SONDE_CTL_* command in sigqueue's
+ * value, so the process tells it from a signal sonde did not send (a program with a handler of
+ * its own for the signal gets those; docs/flight-recorder.md). -1 with errno set. */
+static int send_command(long pid, int pfd, int sig, int cmd)
+{
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    info.si_signo = sig;
+    info.si_code = SI_QUEUE;
+    info.si_pid = getpid();
+    info.si_uid = getuid();
+    info.si_value.sival_int = cmd;
+    if (pfd >= 0)
+        return (int)syscall(SYS_pidfd_send_signal, pfd, sig, &info, 0);
+    return sigqueue((pid_t)pid, sig, info.si_value);
+}
+
+/* The checks that make the signal safe to send, then the command (a dump, --start, --stop). */
+static int check_and_send(long pid, int pfd, int sig, int start, int stop, long tenths)
+{
+    if (!runs_sonde(pid))
+        return cli_fail(CLI_USAGE, "trigger", "process %ld runs no sonde profiler (it has no "
+                        "sonde-writer thread); nothing sent", pid);
+    int c = catches(pid, sig);
+    if (c == 0)
+        return cli_fail(CLI_USAGE, "trigger", "process %ld does not catch signal %d (%s): it is "
+                        "not running sonde's flight recorder with trigger_signal %d, and the "
+                        "signal would end it; nothing sent", pid, sig, strsignal(sig), sig);
+    if (!wait_taken(pid, sig))
+        return cli_fail(CLI_USAGE, "trigger", "process %ld has not taken the signal %d sent to "
+                        "it before for 2 s (it blocks it?): one sent now would be merged into "
+                        "that one; nothing sent", pid, sig);
+    int cmd = stop ? SONDE_CTL_STOP : start ? (int)(SONDE_CTL_START | tenths << 2)
+                                            : SONDE_CTL_TRIGGER;
+    if (send_command(pid, pfd, sig, cmd) != 0)
+        return cli_fail(CLI_USAGE, "trigger", "process %ld: %s", pid,
+                        errno == ESRCH ? "it ended before the signal was sent; nothing sent"
+                                       : strerror(errno));
+    if (!start && !stop)
+        printf("sent signal %d (%s) to process %ld: its flight recorder writes NAME-triggerN.* "
+               "in its output directory after flight_recorder_after_s\n", sig, strsignal(sig),
+               pid);
+    else if (stop)
+        printf("asked process %ld to stop recording: it writes NAME-ondemandN.* in its output "
+               "directory\n", pid);
+    else if (tenths)
+        printf("asked process %ld to record for %.1f s (on_demand): NAME-ondemandN.* in its "
+               "output directory\n", pid, tenths / 10.0);
+    else
+        printf("asked process %ld to record (on_demand) until sonde trigger %ld --stop\n", pid,
+               pid);
+    return taken(pid, sig);
+}
+
 int cmd_trigger(int argc, char **argv)
 {
     static const char *const opts[] = {"--signal", "--start", "--stop", "--for", NULL};
@@ -162,41 +220,17 @@ int cmd_trigger(int argc, char **argv)
     if (sig < 0)
         return cli_fail(CLI_USAGE, "trigger", "--signal %s: expected a signal number or a name "
                                               "such as SIGUSR2 or RTMIN+1", sig_s);
-    if (kill((pid_t)pid, 0) != 0)
+    /* The process is held by a pidfd before it is looked at: if it ends and its pid is reused
+     * during the checks (they may wait 2 s), the signal goes nowhere, never to the newcomer. */
+    int pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+    if (pfd < 0 && errno != ENOSYS)
         return cli_fail(CLI_USAGE, "trigger", "process %ld: %s", pid,
                         errno == ESRCH ? "no such process" : strerror(errno));
-    if (!runs_sonde(pid))
-        return cli_fail(CLI_USAGE, "trigger", "process %ld runs no sonde profiler (it has no "
-                        "sonde-writer thread); nothing sent", pid);
-    int c = catches(pid, sig);
-    if (c == 0)
-        return cli_fail(CLI_USAGE, "trigger", "process %ld does not catch signal %d (%s): it is "
-                        "not running sonde's flight recorder with trigger_signal %d, and the "
-                        "signal would end it; nothing sent", pid, sig, strsignal(sig), sig);
-    if (!wait_taken(pid, sig))
-        return cli_fail(CLI_USAGE, "trigger", "process %ld has not taken the signal %d sent to "
-                        "it before for 2 s (it blocks it?): one sent now would be merged into "
-                        "that one; nothing sent", pid, sig);
-    if (!start && !stop) {
-        if (kill((pid_t)pid, sig) != 0)
-            return cli_fail(CLI_USAGE, "trigger", "process %ld: %s", pid, strerror(errno));
-        printf("sent signal %d (%s) to process %ld: its flight recorder writes NAME-triggerN.* "
-               "in its output directory after flight_recorder_after_s\n", sig, strsignal(sig),
-               pid);
-        return taken(pid, sig);
-    }
-    union sigval v;
-    v.sival_int = stop ? SONDE_CTL_STOP : (int)(SONDE_CTL_START | tenths << 2);
-    if (sigqueue((pid_t)pid, sig, v) != 0)
-        return cli_fail(CLI_USAGE, "trigger", "process %ld: %s", pid, strerror(errno));
-    if (stop)
-        printf("asked process %ld to stop recording: it writes NAME-ondemandN.* in its output "
-               "directory\n", pid);
-    else if (tenths)
-        printf("asked process %ld to record for %.1f s (on_demand): NAME-ondemandN.* in its "
-               "output directory\n", pid, tenths / 10.0);
-    else
-        printf("asked process %ld to record (on_demand) until sonde trigger %ld --stop\n", pid,
-               pid);
-    return taken(pid, sig);
+    if (pfd < 0 && kill((pid_t)pid, 0) != 0) /* a kernel before 5.3: by pid, as before */
+        return cli_fail(CLI_USAGE, "trigger", "process %ld: %s", pid,
+                        errno == ESRCH ? "no such process" : strerror(errno));
+    int rc = check_and_send(pid, pfd, sig, start, stop, tenths);
+    if (pfd >= 0)
+        close(pfd);
+    return rc;
 }
