@@ -1108,6 +1108,17 @@ PY
         echo "MPI part skipped: Open MPI is not installed (scripts/setup.sh test installs it)"
         [ -z "${CI:-}" ] || fail "CI must run the MPI part"
     fi
+    # ranks that disagree on the world size: said, with who says what (it said "world size 4"
+    # and two phantom missing ranks, no word of the disagreement)
+    mkdir -p ws && cd ws
+    for r in 0:2 1:4; do
+        RANK=${r%:*} WORLD_SIZE=${r#*:} "$build/examples/pipeline" --steps 2 --blocks 2 --frames 4 \
+            --dim 32 --quiet --name job
+    done
+    "$sonde" aggregate sonde-out > agg.txt 2>&1 || fail "aggregate of disagreeing ranks: $(cat agg.txt)"
+    grep -q "world size disagrees: sonde-out/job-rank0.json (rank 0) says 2, sonde-out/job-rank1.json (rank 1) says 4; the largest, 4, is used" agg.txt ||
+        fail "the world sizes' disagreement was not said: $(cat agg.txt)"
+    cd ..
     ;;
 fork)
     cd "$work"

@@ -154,9 +154,22 @@ static void agg_fit_notes(aggctx *a)
 {
     const rep *r = a->r;
     a->world = 1;
+    size_t says = 0; /* a file that says the largest world size */
     for (size_t i = 0; i < a->nf; i++)
-        if (r[i].m.world_size > a->world)
+        if (r[i].m.world_size > a->world) {
             a->world = r[i].m.world_size;
+            says = i;
+        }
+    /* Ranks that disagree on it: said, since the missing ranks below count against the largest */
+    for (size_t i = 0; i < a->nf; i++)
+        if (r[i].m.world_size != r[says].m.world_size) {
+            sbuf_printf(&a->notes, "world size disagrees: %s (rank %d) says %d, %s (rank %d) says "
+                                   "%d; the largest, %d, is used\n",
+                        sbuf_oneline(&a->pool, r[i].path), r[i].rank, r[i].m.world_size,
+                        sbuf_oneline(&a->pool, r[says].path), r[says].rank,
+                        r[says].m.world_size, a->world);
+            break;
+        }
     /* Missing ranks, between the ranks present (a->r is sorted by rank): the world size is what a
      * file says, so the first 16 are named and the rest counted, whatever it says. */
     long long n_missing = 0;
