@@ -694,8 +694,10 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch,
      * beside the run's as RUN.pidN.sonde, the run samples the machine and writes the reports. */
     char joined[512];
     const char *run_dir = sonde__getenv("SONDE_RUN_DIR"), *run_name = sonde__getenv("SONDE_RUN_NAME");
+    int joins = 0; /* records into a `sonde run` */
     if (!watch && cfg.enabled && run_dir && *run_dir && run_name && *run_name &&
         !strchr(run_name, '/')) {
+        joins = 1;
         snprintf(joined, sizeof joined, "%s.pid%d%s", run_name, (int)getpid(), join_suffix);
         cfg.name = joined;
         cfg.output_dir = run_dir;
@@ -730,6 +732,12 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch,
         (cfg.sample_hz > 0 || (cfg.sample_hz < 0 && cfg.with_stack)))
         cfg.formats |= SONDE_FORMAT_FOLDED | SONDE_FORMAT_PPROF | SONDE_FORMAT_OFFCPU;
     p->cfg = cfg;
+    /* The run's id, which `sonde export RUN.sonde` checks before it merges RUN.pidN.sonde: a
+     * file of another run of that name, or one planted there, is left out. */
+    const char *run_id = joins || watch ? sonde__getenv("SONDE_RUN_ID") : NULL;
+    if (run_id && *run_id && strlen(run_id) < sizeof p->run_id &&
+        strspn(run_id, "0123456789abcdef") == strlen(run_id))
+        memcpy(p->run_id, run_id, strlen(run_id) + 1);
     p->name = cfg.name ? xstrdup(cfg.name) : default_name();
     p->output_dir = xstrdup(cfg.output_dir ? cfg.output_dir : "./sonde-out");
     p->unit = xstrdup(cfg.unit ? cfg.unit : "tokens");

@@ -151,6 +151,8 @@ struct sonde_profiler {
     sonde__hot hot;                /* first member: the macros read it */
     sonde_config cfg;              /* strings below are owned copies */
     char *name, *output_dir, *unit, *path;
+    char run_id[40];               /* the `sonde run` this profiler records in or for
+                                      (SONDE_RUN_ID, INFO "run.id"); "": none */
     _Atomic int fd;                /* the .sonde file, -1 when none (atomic: recording on demand
                                     * opens and closes it while host threads look) */
     sonde_flight *flight;          /* the flight recorder's memory (flight.c), NULL when off:

@@ -593,6 +593,8 @@ static int write_info(sonde_profiler *p)
     k += kv_put(b + k, "unit", p->unit);
     snprintf(num, sizeof num, "%.6g", p->cfg.peak_flops);
     k += kv_put(b + k, "peak_flops", num);
+    if (p->run_id[0])
+        k += kv_put(b + k, "run.id", p->run_id);
     /* The whole configuration, so every report can show what the run was asked to do. */
     size_t nk;
     const sonde_key *keys = sonde__keys(&nk);

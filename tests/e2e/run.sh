@@ -868,6 +868,22 @@ PY
         set +e; wait $spid; st=$?; set -e
         [ $st = 143 ] || fail "SIGTERM $dly s after sonde run started: exited $st, expected 143"
     done
+    # sonde export RUN.sonde merges only the run's own RUN.pidN.sonde: not a file another run
+    # of that name left there, nor one another user planted (it merged any such file)
+    pipeline=("$build/examples/pipeline" --steps 2 --blocks 2 --frames 4 --dim 32 --quiet)
+    "$sonde" run --quiet -o own --name job -- "${pipeline[@]}" > /dev/null
+    "$sonde" run --quiet -o other --name job -- "${pipeline[@]}" > /dev/null
+    cp other/job.pid*.sonde own/job.pid999999.sonde
+    expect 0 "own/job.pid999999.sonde: of another run (run id" "$sonde" export own/job.sonde \
+        --format json -o ownx
+    check count ownx/job.json denoise_step 2
+    if [ "$(id -u)" = 0 ]; then
+        rm own/job.pid999999.sonde
+        cp own/job.pid[0-9]*.sonde own/job.pid999998.sonde && chown nobody own/job.pid999998.sonde
+        expect 0 "own/job.pid999998.sonde: owned by uid $(id -u nobody), not by the run's owner" \
+            "$sonde" export own/job.sonde --format json -o ownx
+        check count ownx/job.json denoise_step 2
+    fi
     ;;
 html)
     # The HTML report in a real browser: headless Chromium loads it from disk, the test reads

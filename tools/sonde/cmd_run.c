@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -265,6 +266,15 @@ int cmd_run(int argc, char **argv)
     sonde_config c = sonde_config_default();
     if (sonde_config_from_env(&c) != 0)
         return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
+    /* The run's id, in this process's INFO and, through the environment, in each program's that
+     * joins the run: `sonde export RUN.sonde` merges only RUN.pidN.sonde files that carry it. */
+    unsigned char rnd[16];
+    char run_id[2 * sizeof rnd + 1];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        return cli_fail(CLI_USAGE, "run", "cannot make the run's id: %s", strerror(errno));
+    for (size_t k = 0; k < sizeof rnd; k++)
+        snprintf(run_id + 2 * k, 3, "%02x", rnd[k]);
+    setenv("SONDE_RUN_ID", run_id, 1);
     const char *name = NULL, *preset = NULL, *interval = NULL, *format = NULL, *dir = NULL;
     const char *hz_text = NULL, *flight = NULL;
     int display = 0, quiet = 0, where = -1, i; /* where: choose_in_thread's */

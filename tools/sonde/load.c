@@ -587,12 +587,30 @@ int cli_join_programs(const char *cmd, const char *path, sm_model *m)
     if (d)
         closedir(d);
     sonde__sort(names, n, sizeof *names, cmp_path); /* the same order whatever readdir gives */
+    struct stat run_st;
+    const char *run_id = sm_info(m, "run.id");
+    int have_st = stat(path, &run_st) == 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         sm_model child;
+        struct stat st;
         if (!cli_regular_file(names[i]))
             continue;
+        /* Only the run's own files: its owner's (a shared directory may hold another user's,
+         * planted), and of its id (another run of that name left its files there too). */
+        if (have_st && stat(names[i], &st) == 0 && st.st_uid != run_st.st_uid) {
+            cli_fail(0, cmd, "%s: owned by uid %u, not by the run's owner (uid %u): not of this "
+                     "run, left out", names[i], (unsigned)st.st_uid, (unsigned)run_st.st_uid);
+            continue;
+        }
         if (sm_read_file(names[i], &child) != 0) {
             cli_fail(0, cmd, "%s (left out)", sonde_last_error());
+            continue;
+        }
+        const char *child_id = sm_info(&child, "run.id");
+        if (run_id && (!child_id || strcmp(child_id, run_id))) {
+            cli_fail(0, cmd, "%s: of another run (run id %s, this run's %s): left out", names[i],
+                     child_id ? child_id : "none", run_id);
+            sm_free(&child);
             continue;
         }
         if (sm_merge(m, &child) != 0)
