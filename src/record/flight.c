@@ -839,10 +839,18 @@ static int write_dump(sonde_profiler *p, sonde_flight *f, const fr_trigger *t, c
         k = varint_put(enc, tick);
         rc = put_rec(fd, SONDE_R_END, enc, k);
     }
-    if (close(fd) != 0)
+    int e = rc ? errno : 0;
+    if (close(fd) != 0 && !rc) {
         rc = -1;
-    if (rc) {
-        sonde__warn(p, "flight recorder: writing %s failed: %s", pbuf, strerror(errno));
+        e = errno;
+    }
+    if (rc) { /* said as the streaming writer says it: once on stderr, and sonde_destroy's code;
+                 a torn dump would read as a crashed run's, so it goes */
+        unlink(pbuf);
+        snprintf(msg, sizeof msg, "flight recorder: writing %.200s failed: %s; the partial dump "
+                 "is removed", pbuf, strerror(e ? e : EIO));
+        sonde__warn(p, "%s", msg);
+        sonde__set_status(p, SONDE_EIO, msg);
         return -1;
     }
     return 0;

@@ -2738,6 +2738,12 @@ flight)
         --before-min 0.9 --before-max 2.05
     grep -q "1 trigger(s) wrote no dump of their own (flight_recorder_max 1)" b.err ||
         fail "the trigger past flight_recorder_max is not counted: $(cat b.err)"
+    # a dump that does not fit (a file-size limit of 8 KiB here, as a full disk): said on stderr
+    # as the streaming writer says it, in sonde_destroy's code, and no torn file is left (it was
+    # silent, exit 0, and the torn dump read as a crashed run)
+    (ulimit -f 8; expect 1 "flight recorder: writing fz/fl-trigger1.sonde failed: File too large" \
+        "$fr" api fz) || exit 1
+    [ ! -e fz/fl-trigger1.sonde ] || fail "a dump that did not fit left a torn file: $(ls -l fz)"
     # a trigger while the first one's dump is being written waits for it: two dumps
     "$fr" queue q > /dev/null 2> q.err || fail "flight queue exited $?: $(cat q.err)"
     [ "$(ls q/*.sonde | tr '\n' ' ')" = "q/fl-trigger1.sonde q/fl-trigger2.sonde " ] || fail "queue: dumps $(ls q)"
