@@ -149,7 +149,9 @@ static void in_child(void)
     sonde__destroy_lock_child();
     for (int i = 0; i < REGISTRY_SLOTS; i++) {
         sonde_profiler *p = atomic_load(&sonde__registry[i]);
-        if (p && p->fd >= 0 && !atomic_load(&p->finalized) &&
+        /* a flight recorder has no file until a trigger: its copy starts over too (it keeps the
+         * parent's window otherwise, and an exit of the child with a status wrote it) */
+        if (p && (p->fd >= 0 || p->flight) && !atomic_load(&p->finalized) &&
             __atomic_load_n(&p->hot.recording, __ATOMIC_RELAXED)) {
             start_over(p);
         } else if (p && atomic_load(&p->finalized)) {

@@ -12,6 +12,8 @@
  *           half second after "ready" (50 steps): two `sonde trigger`s sent then must both be
  *           acted on (each waits up to 2 s for the program to take its signal)
  *   exit    steps for 1 s, then exit(3) without sonde_destroy
+ *   forkexit  steps for 0.5 s, then a forked child that exits with status 1 (it must write
+ *           nothing: a forked child records nothing), then 0.5 s more and a normal end
  *   exitsig as exit, 2,000 sections a step, and a thread that sends the process the trigger signal
  *           once the exit's dump file is there, while its reports are written: the process must
  *           still end with its own status 3 (the signal is taken, not fatal)
@@ -38,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -230,6 +233,17 @@ int main(int argc, char **argv)
         for (int i = 0; i < 2000 && access(stop, F_OK) != 0; i++)
             step(p, 10);
         printf("own handler %d\n", (int)g_own);
+    } else if (!strcmp(mode, "forkexit")) {
+        for (int i = 0; i < 50; i++)
+            step(p, 10);
+        pid_t child = fork();
+        if (child == 0)
+            exit(1);
+        int st = 0;
+        waitpid(child, &st, 0);
+        printf("child %d exited %d\n", (int)child, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        for (int i = 0; i < 50; i++)
+            step(p, 10);
     } else if (!strcmp(mode, "exitsig")) {
         g_inner = 2000;
         for (int i = 0; i < 100; i++)

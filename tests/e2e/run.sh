@@ -2889,6 +2889,11 @@ PY
     # given back only after the dumps (it was before them: status 140, no reports)
     expect 3 "exit with status 3" "$fr" exitsig xs
     [ -f xs/fl-trigger1.json ] || fail "a signal during the exit's dump: no reports: $(ls xs)"
+    # a forked child records nothing: its exit with status 1 writes no dump (it wrote the
+    # parent's window, "exit with status 1", under the parent's name)
+    expect 0 "" "$fr" forkexit fk
+    grep -q "exited 1" out.txt || fail "forkexit: $(cat out.txt)"
+    [ ! -e fk/fl-trigger1.sonde ] || fail "a forked child wrote a dump: $(ls fk)"
     # SIGSEGV writes the window from the signal handler; the process still dies of it, and
     # sonde export writes the reports (not under TSan, whose own handler takes SIGSEGV)
     if [ -n "${E2E_NO_CRASH:-}" ]; then echo "e2e flight: passed (no crash part)"; exit 0; fi
