@@ -278,12 +278,17 @@ static int64_t code_entry(sonde_pytab *t, pycode_e *e)
  * (names as read_str writes them, UTF-8), only the letters are: not U+0080-U+00BF but for
  * U+00AA, U+00B5 and U+00BA, nor U+00D7 and U+00F7 (the stress read "\u00c0c\u0095", a freed
  * code's name, from outside), nor U+FFFD (read once as a name of one character); nor ".0" (a
- * comprehension's argument's name, read in process as a freed code's name). */
+ * comprehension's argument's name, read in process as a freed code's name). A space only inside
+ * CPython's own <...> kinds: 3.12's "<generic parameters of f>". */
 static int qualname_like(const char *s)
 {
     if (!*s || (*s >= '0' && *s <= '9') || *s == '.' || strstr(s, "..") || s[strlen(s) - 1] == '.')
         return 0; /* no qualified name begins or ends with a dot, or has two together */
+    int angle = 0; /* inside <...> */
     for (; *s; s++) {
+        angle += *s == '<' ? 1 : *s == '>' ? -1 : 0;
+        if (*s == ' ' && angle > 0 && s[1] != ' ' && s[1] != '>')
+            continue;
         unsigned char c = (unsigned char)*s, next = (unsigned char)s[1];
         if (c == 0xC2 && next != 0xAA && next != 0xB5 && next != 0xBA)
             return 0; /* a C1 control or a sign */
@@ -337,7 +342,9 @@ static int same_code(sonde_pyproc *py, const codekey *k, uint64_t lt)
 }
 
 /* The code object at addr, whose first co_code bytes are h, as an id of the table, read when
- * new; -1 where it is not a code object (a torn or freed frame) or out of memory. */
+ * new; -1 where it is not a code object (a torn or freed frame) or out of memory; -2 where it is
+ * a live one whose name is no qualified name (code.replace(co_qualname="a b")): the caller
+ * leaves out that frame alone. */
 static int64_t code_id(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
 {
     const pylayout *l = py->l;
@@ -378,7 +385,9 @@ static int64_t code_id(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
         rd(py, lt + 32, e.lines, (size_t)n_lt) == 0)
         e.n_lines = (size_t)n_lt;
     int64_t id = -1;
-    if (e.name && e.file && qualname_like(e.name) && e.file[0] && same_code(py, &key, lt)) {
+    int live = e.name && e.file && e.file[0] && same_code(py, &key, lt);
+    int odd = live && e.name[0] && !qualname_like(e.name);
+    if (live && !odd) {
         /* else the code object was freed while read (seen at exit: an empty name) */
         id = code_entry(py->tab, &e);
     } else {
@@ -386,8 +395,8 @@ static int64_t code_id(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
         sonde__free(e.file);
         sonde__free(e.lines);
     }
-    if (id < 0)
-        return -1;
+    if (id < 0) /* a live code whose name is no qualified name (code.replace): that frame only */
+        return odd ? -2 : -1;
     py->n_map += !k->addr;
     key.id = (uint32_t)id + 1;
     *k = key; /* new, or the same address holding another code now */
@@ -707,7 +716,9 @@ int sonde__py_resolve(sonde_pyproc *py, const sonde_pyraw *raw, int n, sonde_pyf
                 break; /* its head cannot be read: freed */
             if (check && check != code_check(u64_at(h, l->co_filename), u64_at(h, l->co_qualname)))
                 break; /* another code object's now: the one sampled was freed since */
-            if ((id = code_id(py, code, h)) < 0)
+            if ((id = code_id(py, code, h)) == -2)
+                continue; /* a live code named oddly: only its frame is left out */
+            if (id < 0)
                 break; /* not a code object: the frame was torn or freed while read */
         }
         uint64_t instr = raw[i].instr & PYRAW_ADDR & ~SONDE_PYRAW_ENTRY;

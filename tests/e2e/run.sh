@@ -2029,6 +2029,20 @@ print("pymix: %d samples for %.2f s of CPU (x%.2f), sh %d, spin %d, killed child
       % (p["samples"], cpu, ratio, by.get("sh", 0), spin, killed))
 PY
     fi
+    # a code object whose name has a space (code.replace) loses only its own frame: the samples
+    # in it keep main and <module> (they kept no Python frame at all)
+    "$sonde" run --quiet -o py --name spacey -- /usr/bin/python3 "$src/tests/e2e/pyspacey.py" ||
+        fail "sonde run pyspacey exited $?"
+    python3 - py/spacey.folded <<'PY' || fail "a code named with a space took its sample's frames"
+import sys
+total = in_main = 0
+for line in open(sys.argv[1]):
+    stack, n = line.rsplit(" ", 1)
+    total += int(n)
+    in_main += int(n) if ";main" in stack else 0
+assert total >= 100 and in_main >= 0.8 * total, (in_main, total)
+print("pyspacey: %d of %d samples keep main's frame" % (in_main, total))
+PY
     # a program that gives SIGPROF a handler of its own (a profiler on setitimer) after its
     # sampling began: its handler gets its own timer's signals alone (about 100 in its second of
     # CPU, 103-120 by the kernel's tick; with sonde's counters still signalling it, 197), the
