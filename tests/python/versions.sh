@@ -121,10 +121,12 @@ PY
 home="$work/home" && mkdir -p "$home/app"
 if (cd "$src" && env -u PYTHONPATH HOME="$home" bash -euo pipefail -c "$(readme_block 0)") > "$work/readme.log" 2>&1 &&
    readme_block 1 > "$home/app/example.py" &&
-   printf 'def run_decode():\n    return 256\n' > "$home/app/stand_ins.py" &&
-   (cd "$home/app" && env -u PYTHONPATH HOME="$home" "$home/venv-sonde/bin/python" -c \
-        'import stand_ins, builtins; builtins.run_decode = stand_ins.run_decode; exec(open("example.py").read())' &&
-    cp example.py my_script.py && sed -i '1i from stand_ins import run_decode' my_script.py &&
+   (cd "$home/app" && env -u PYTHONPATH HOME="$home" "$home/venv-sonde/bin/python" example.py &&
+    python3 -c 'import json, sys
+r = json.load(open("sonde-out/inference.json"))
+d = [s for s in r["sections"] if s["name"] == "decode"]
+assert d and d[0]["count"] == 1, r["sections"]' &&
+    cp example.py my_script.py &&
     env -u PYTHONPATH HOME="$home" bash -euo pipefail -c "$(readme_block 2)") >> "$work/readme.log" 2>&1; then
     echo "  the commands and the example ran as printed"
     passed=$((passed + 1))
