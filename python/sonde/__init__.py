@@ -142,11 +142,23 @@ class Config:
     """A sonde_config: every key of docs/configuration.md, set by name.
 
     Config(name="run", gpu_interval_s=0.1, formats=["json", "trace"]) starts from the defaults,
-    then a preset and a YAML file when given, then the keyword arguments. A misspelt key or a
-    bad value raises SondeError (SONDE_ENOTFOUND with a suggestion, SONDE_EINVAL naming the key
-    and what was expected) at once, not when the profiler starts."""
+    then a preset and a YAML file when given, then the keyword arguments. values may also be a
+    path (str or os.PathLike) of a YAML file: Config("sonde.yaml") is
+    Config(config_file="sonde.yaml"). A misspelt key or a bad value raises SondeError
+    (SONDE_ENOTFOUND with a suggestion, SONDE_EINVAL naming the key and what was expected) at
+    once, not when the profiler starts; values of another type, TypeError."""
 
     def __init__(self, values=None, *, preset=None, config_file=None, **kwargs):
+        if isinstance(values, (str, bytes, os.PathLike)):  # a YAML file, as sonde.yaml
+            if config_file is not None:
+                raise TypeError("Config: a YAML file given twice (%r and config_file=%r)"
+                                % (values, config_file))
+            values, config_file = None, values
+        elif values is not None and not isinstance(values, (Config, dict)) and \
+                not hasattr(values, "__dict__"):
+            raise TypeError("Config: expected a dict of keys, a Config, an object with "
+                            "attributes (argparse's Namespace) or a YAML file's path, not %s"
+                            % type(values).__name__)
         self._c = _sonde.Config()
         if preset is not None:
             self._c.preset(_b(preset))

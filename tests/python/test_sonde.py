@@ -151,6 +151,25 @@ class Configuration(Base):
         cfg["name"] = None
         self.assertEqual(cfg["name"], "")
 
+    def test_a_yaml_path_is_a_configuration(self):
+        """sonde.Profiler("sonde.yaml") reads the file (it raised a TypeError about vars())."""
+        import pathlib
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "sonde.yaml")
+            with open(path, "w") as f:
+                f.write("name: fromyaml\ngpu_interval_s: 0.25\noutput_dir: %s\nformats: json\n"
+                        "collect_gpu: false\n" % d)
+            for given in (path, pathlib.Path(path)):
+                with sonde.Profiler(given, from_env=False) as prof:
+                    cfg = prof.config
+                self.assertEqual((cfg["name"], cfg["gpu_interval_s"]), ("fromyaml", "0.25"))
+            self.assertTrue(os.path.exists(os.path.join(d, "fromyaml.json")))
+            with self.assertRaises(TypeError):
+                sonde.Config(path, config_file=path)
+        with self.assertRaises(TypeError) as e:
+            sonde.Config(42)
+        self.assertIn("YAML file's path", str(e.exception))
+
     def test_a_misspelt_key_is_named_with_a_suggestion(self):
         with self.assertRaises(sonde.SondeError) as e:
             sonde.Config(gpu_intervl_s=1)
