@@ -80,6 +80,10 @@ def run(argv):
         return 0
     if not trace:
         cfg.set("trace_python", False)
+    if cfg.get("enabled") != "1":  # the program runs all the same; a run that writes nothing
+        sys.stderr.write("python -m sonde: profiling is off (SONDE_ENABLED=0, or enabled: false "
+                         "in SONDE_CONFIG or a flag): %s runs without it and nothing is written\n"
+                         % (module or prog[0]))
     prof = sonde.Profiler(cfg, from_env=False)
     sys.argv = list(prog)
     code = 0

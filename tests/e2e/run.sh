@@ -868,6 +868,9 @@ PY
         set +e; wait $spid; st=$?; set -e
         [ $st = 143 ] || fail "SIGTERM $dly s after sonde run started: exited $st, expected 143"
     done
+    # profiling off: sonde run runs the command, writes nothing, and says so (it was silent)
+    expect 0 "sonde run: profiling is off" env SONDE_ENABLED=0 "$sonde" run -o off -- true
+    [ ! -e off ] || fail "sonde run with profiling off wrote $(ls off)"
     # sonde export RUN.sonde merges only the run's own RUN.pidN.sonde: not a file another run
     # of that name left there, nor one another user planted (it merged any such file)
     pipeline=("$build/examples/pipeline" --steps 2 --blocks 2 --frames 4 --dim 32 --quiet)

@@ -572,6 +572,13 @@ class Traced(unittest.TestCase):
                             "--profile-name", "y"], env=env, capture_output=True, text=True)
         self.assertEqual(p.returncode, 3, p.stderr)
         self.assertIn("args ['x', '--profile-name', 'y']", p.stdout)
+        # profiling off: the script runs, nothing is written, and stderr says why (it was silent)
+        off = os.path.join(self.tmp.name, "off")
+        q = subprocess.run([sys.executable, "-m", "sonde", "--profile-dir", off, script],
+                           env=dict(env, SONDE_ENABLED="0"), capture_output=True, text=True)
+        self.assertEqual(q.returncode, 3, q.stderr)
+        self.assertIn("python -m sonde: profiling is off", q.stderr)
+        self.assertFalse(os.path.exists(off))
         with open(os.path.join(out, "deep_exit.json")) as f:
             rep = json.load(f)
         deep = [s for s in rep["sections"] if s["name"] == "__main__.deep"]

@@ -338,6 +338,9 @@ int cmd_run(int argc, char **argv)
         c.output_dir = dir;
     if (display)
         c.real_time_display = 1;
+    if (!c.enabled) /* the command runs all the same; a run that writes nothing is said */
+        fprintf(stderr, "sonde run: profiling is off (SONDE_ENABLED=0, or enabled: false in "
+                        "SONDE_CONFIG): %s runs without it and nothing is written\n", cmd[0]);
     /* looked for before anything is allocated or started */
     char lib[4200];
     int in_thread, bad = choose_in_thread(&c, where, hz, lib, sizeof lib, &in_thread);
