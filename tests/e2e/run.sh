@@ -707,7 +707,12 @@ PY
     expect 2 "nothere.sonde: No such file or directory" "$sonde" export nothere.sonde
     echo "just text" > notes.sonde
     expect 2 "notes.sonde: a text file; expected a .sonde file or a NAME.json report" "$sonde" summary notes.sonde
-    expect 2 "notes.sonde: not a .sonde file (bad magic)" "$sonde" export notes.sonde
+    expect 2 "notes.sonde: a text file; expected a .sonde file (the recording)" "$sonde" export notes.sonde
+    # export reads recordings only: a directory and a JSON report are named as what they are
+    # (they were "not a regular file" and "bad magic")
+    expect 2 "sonde-out is a directory; expected a .sonde file (the recording) (e.g. sonde-out/NAME.sonde)" \
+        "$sonde" export sonde-out
+    expect 2 "pipeline.json: a sonde JSON report, not a recording" "$sonde" export sonde-out/pipeline.json
     sed 's/"schema_version":1/"schema_version":2/' sonde-out/pipeline.json > v2.json
     expect 2 "v2.json: a sonde report of schema_version 2; this sonde reads version 1" "$sonde" summary v2.json
     size=$(stat -c %s sonde-out/pipeline.sonde)

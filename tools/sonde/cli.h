@@ -34,6 +34,10 @@ int cli_bad_option(const char *cmd, const char *opt, const char *const *opts);
 int cli_load(const char *cmd, const char *path, sm_model *m);
 /* cli_load with a sink of the reading for a .sonde file (sm_read_file_fed; NULL: none). */
 int cli_load_fed(const char *cmd, const char *path, const sm_feed *feed, sm_model *m);
+/* 0 when path is a .sonde recording; else CLI_USAGE with what it is printed (a directory, a
+ * JSON report, a CSV, a gzip'ed trace...) and what was expected. For the commands that read
+ * recordings only (export). */
+int cli_check_recording(const char *cmd, const char *path);
 /* Under `sonde run NAME`, programs that link libsonde write NAME.pidN.sonde beside NAME.sonde:
  * given NAME.sonde at path, merges each of them into m (the whole run, as `sonde run` reported
  * it). A file that cannot be read is named on stderr and left out. The number joined, or -1

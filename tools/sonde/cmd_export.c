@@ -126,6 +126,10 @@ int cmd_export(int argc, char **argv)
         if (big)
             fputc('\n', stderr);
         free(d);
+        /* not a recording: named as what it is (a directory, a JSON report...); only then, so
+         * that a recording is opened once */
+        if (cli_check_recording("export", file) != 0)
+            return CLI_USAGE;
         return cli_fail(CLI_USAGE, "export", "%s", sonde_last_error());
     }
     if (cli_join_programs("export", file, &m) < 0) { /* a `sonde run` recording: the whole run */

@@ -635,22 +635,71 @@ int cli_load(const char *cmd, const char *path, sm_model *m)
     return cli_load_fed(cmd, path, NULL, m);
 }
 
+/* Opens path, a regular file, and reads its first bytes into head (*got of them); the file, or
+ * NULL with the failure printed (a directory, not a regular file, unreadable) in the words of
+ * what was expected. */
+static FILE *open_input(const char *cmd, const char *path, const char *expected,
+                        unsigned char head[256], size_t *got)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        cli_fail(CLI_USAGE, cmd, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        cli_fail(CLI_USAGE, cmd, "%s is a directory; %s (e.g. %s%sNAME.sonde)", path, expected,
+                 path, path[strlen(path) - 1] == '/' ? "" : "/");
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        cli_fail(CLI_USAGE, cmd, "%s: not a regular file; %s", path, expected);
+        return NULL;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cli_fail(CLI_USAGE, cmd, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    memset(head, 0, 256);
+    *got = fread(head, 1, 256, f);
+    return f;
+}
+
+static int is_recording(const unsigned char *head, size_t got)
+{
+    return got >= SONDE_FILE_MAGIC_LEN && !memcmp(head, SONDE_FILE_MAGIC, SONDE_FILE_MAGIC_LEN);
+}
+
+int cli_check_recording(const char *cmd, const char *path)
+{
+    static const char expected[] = "expected a .sonde file (the recording)";
+    unsigned char head[256];
+    size_t got;
+    FILE *f = open_input(cmd, path, expected, head, &got);
+    if (!f)
+        return CLI_USAGE;
+    fclose(f);
+    if (is_recording(head, got))
+        return 0;
+    const char *kind = kind_of(head, got);
+    if (kind)
+        return cli_fail(CLI_USAGE, cmd, "%s: %s; %s", path, kind, expected);
+    if (strstr((const char *)head, "\"sonde-report\""))
+        return cli_fail(CLI_USAGE, cmd, "%s: a sonde JSON report, not a recording; %s: the .sonde "
+                        "file beside it (`sonde report` and `sonde summary` read reports)", path,
+                        expected);
+    return cli_fail(CLI_USAGE, cmd, "%s: not a .sonde file; %s", path, expected);
+}
+
 int cli_load_fed(const char *cmd, const char *path, const sm_feed *feed, sm_model *m)
 {
     struct stat st;
-    if (stat(path, &st) != 0)
-        return cli_fail(CLI_USAGE, cmd, "%s: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return cli_fail(CLI_USAGE, cmd, "%s is a directory; " EXPECTED " (e.g. %s%sNAME.sonde)",
-                        path, path, path[strlen(path) - 1] == '/' ? "" : "/");
-    if (!S_ISREG(st.st_mode))
-        return cli_fail(CLI_USAGE, cmd, "%s: not a regular file; " EXPECTED, path);
-    FILE *f = fopen(path, "rb");
+    unsigned char head[256];
+    size_t got;
+    FILE *f = open_input(cmd, path, EXPECTED, head, &got);
     if (!f)
-        return cli_fail(CLI_USAGE, cmd, "%s: %s", path, strerror(errno));
-    unsigned char head[256] = {0};
-    size_t got = fread(head, 1, sizeof head, f);
-    if (got >= SONDE_FILE_MAGIC_LEN && !memcmp(head, SONDE_FILE_MAGIC, SONDE_FILE_MAGIC_LEN)) {
+        return CLI_USAGE;
+    if (is_recording(head, got)) {
         fclose(f);
         if (sm_read_file_fed(path, NULL, 0, feed, m) != 0)
             return cli_fail(CLI_USAGE, cmd, "%s", sonde_last_error());
