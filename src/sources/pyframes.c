@@ -386,8 +386,9 @@ static int64_t code_id(sonde_pyproc *py, uint64_t addr, const uint8_t *h)
         e.n_lines = (size_t)n_lt;
     int64_t id = -1;
     int live = e.name && e.file && e.file[0] && same_code(py, &key, lt);
-    int odd = live && e.name[0] && !qualname_like(e.name);
-    if (live && !odd) {
+    int named = live && qualname_like(e.name);
+    int odd = live && e.name[0] && !named; /* an empty name is a freed code's, not odd */
+    if (named) {
         /* else the code object was freed while read (seen at exit: an empty name) */
         id = code_entry(py->tab, &e);
     } else {
