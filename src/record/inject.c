@@ -165,7 +165,8 @@ static void injected_child(void)
 __attribute__((constructor)) static void injected_start(void)
 {
     const char *hz = sonde__getenv("SONDE_RUN_SAMPLE_HZ"), *dir = sonde__getenv("SONDE_RUN_DIR");
-    const char *name = sonde__getenv("SONDE_RUN_NAME"), *py_only = sonde__getenv("SONDE_RUN_SAMPLE_PYTHON_ONLY");
+    const char *name = sonde__getenv("SONDE_RUN_NAME");
+    const char *py_only = sonde__getenv("SONDE_RUN_SAMPLE_PYTHON_ONLY");
     if (!hz || !*hz || !dir || !*dir || !name || !*name)
         return; /* not under `sonde run` taking samples in the threads */
     /* sonde run's way with a Python program: the CPython processes of the tree (3.11 and later,

@@ -693,7 +693,8 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch,
     /* Under `sonde run`, a program that links libsonde records into that run: its file goes
      * beside the run's as RUN.pidN.sonde, the run samples the machine and writes the reports. */
     char joined[512];
-    const char *run_dir = sonde__getenv("SONDE_RUN_DIR"), *run_name = sonde__getenv("SONDE_RUN_NAME");
+    const char *run_dir = sonde__getenv("SONDE_RUN_DIR");
+    const char *run_name = sonde__getenv("SONDE_RUN_NAME");
     int joins = 0; /* records into a `sonde run` */
     if (!watch && cfg.enabled && run_dir && *run_dir && run_name && *run_name &&
         !strchr(run_name, '/')) {

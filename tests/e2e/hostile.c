@@ -97,8 +97,8 @@ static void *destroyer(void *arg)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: hostile paused_open|dropped_open|lost_end|overflow|double_destroy|names|"
-                        "trigger DIR\n");
+        fprintf(stderr, "usage: hostile paused_open|dropped_open|lost_end|overflow|"
+                        "double_destroy|names|trigger DIR\n");
         return 2;
     }
     const char *mode = argv[1], *dir = argv[2];
