@@ -25,6 +25,7 @@ deps:
 	@bash scripts/setup.sh
 
 build: deps
+	@echo "sonde: building in ./build (a minute or two the first time on 2 cores; log: build.log)"
 	@cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) > build.log 2>&1 || (cat build.log; exit 1)
 	@cmake --build build -j $(JOBS) >> build.log 2>&1 || (grep -E "error|warning" -A5 build.log | head -60; exit 1)
 	@rm -f build.log
@@ -89,8 +90,17 @@ bench-scale: deps
 	@rm -f build-bench.log
 	@mkdir -p build-bench/out && ./build-bench/bench/bench_scale --edges 1e7 --dir build-bench/out && ./build-bench/bench/bench_scale --edges $(EDGES) --dir build-bench/out; rc=$$?; rm -rf build-bench/out; exit $$rc
 
+# As root, ldconfig makes the new libsonde.so.0 known where PREFIX/lib is in the loader's path
+# (/usr/local/lib on Debian); elsewhere the line says what a program needs to find it.
 install: build
 	@cmake --install build --prefix $(PREFIX)
+	@if [ "$$(id -u)" = 0 ] && command -v ldconfig > /dev/null; then ldconfig; fi; \
+	if ldconfig -p 2> /dev/null | grep -q "$(PREFIX)/lib/libsonde.so.0"; then \
+	    echo "sonde: installed in $(PREFIX); programs find libsonde.so.0 there"; \
+	else \
+	    echo "sonde: installed in $(PREFIX); $(PREFIX)/lib is not in the loader's path: add it to" \
+	         "/etc/ld.so.conf.d and run ldconfig as root, or set LD_LIBRARY_PATH=$(PREFIX)/lib"; \
+	fi
 
 # No network: CMake builds the extension against PYTHON's own headers, and the package is copied
 # into PYTHON's site-packages (platlib). A virtual environment's python installs into it.
