@@ -876,6 +876,31 @@ PY
         set +e; wait $spid; st=$?; set -e
         [ $st = 143 ] || fail "SIGTERM $dly s after sonde run started: exited $st, expected 143"
     done
+    # sonde diff: a time's change is -100% at the least, whatever the interval of noisy runs (a
+    # base side of 1x, 1x and 30x gave [-480.6%, +299.3%] with --test welch); a folder given
+    # with its trailing slash makes no "//" in the paths printed
+    python3 - sonde-out/pipeline.json <<'PY' || fail "planting the diff's runs"
+import copy, json, os, sys
+r = json.load(open(sys.argv[1]))
+for side, factors in (("base", (1, 1, 30)), ("new", (1, 1, 1))):
+    os.makedirs("dg/" + side, exist_ok=True)
+    for i, f in enumerate(factors):
+        x = copy.deepcopy(r)
+        for s in x["sections"]:
+            for k in ("mean_s", "total_s", "self_s", "min_s", "max_s", "p50_s", "p90_s", "p99_s"):
+                if isinstance(s.get(k), (int, float)):
+                    s[k] *= f
+            s.pop("sketch", None)
+        json.dump(x, open("dg/%s/run%d.json" % (side, i), "w"))
+PY
+    "$sonde" diff dg/base/ -- dg/new/ --test welch --format json > dg.json 2> dg.err ||
+        fail "sonde diff of planted runs: $(cat dg.err)"
+    python3 -c 'import json, sys
+rows = json.load(open(sys.argv[1]))["sections"]
+assert rows and all(r["ci"][0] >= -1 for r in rows if r.get("ci")), [(r["name"], r.get("ci")) for r in rows]' dg.json ||
+        fail "sonde diff: a change's interval below -100%"
+    "$sonde" diff dg/base/ -- dg/new/ --test welch > dg.txt 2>&1 || true
+    ! grep -q "//" dg.txt || fail "sonde diff printed a double slash: $(grep // dg.txt)"
     # profiling off: sonde run runs the command, writes nothing, and says so (it was silent)
     expect 0 "sonde run: profiling is off" env SONDE_ENABLED=0 "$sonde" run -o off -- true
     [ ! -e off ] || fail "sonde run with profiling off wrote $(ls off)"

@@ -519,6 +519,8 @@ static int judge(row *r, const opts *o, double threshold, int have_instances)
     r->change = nw / base - 1;
     r->r.lo /= base; /* the interval of new - base, as a change relative to base */
     r->r.hi /= base;
+    if (r->r.lo < -1) /* a time or a rate falls to zero at the most: -100% (Welch's normal */
+        r->r.lo = -1; /* interval went below it, "[-143.2%, +21.0%]", on two noisy runs) */
     r->tested = !isnan(r->r.p);
     int significant = r->tested ? r->r.p < ALPHA : 1; /* untested: the threshold decides */
     r->regression = r->change > threshold && significant;

@@ -436,6 +436,14 @@ static int is_sonde_report(const char *path)
     return strstr(head, "\"sonde-report\"") != NULL;
 }
 
+/* dir/name into *out (malloc'ed), one '/' between them whether or not dir ends with one (a
+ * folder given as "sonde-out/" made "sonde-out//NAME.json" in every line). asprintf's result. */
+static int join_dir(char **out, const char *dir, const char *name)
+{
+    size_t n = strlen(dir);
+    return asprintf(out, "%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", name);
+}
+
 /* dir's rank_* subdirectories' runs (their .sonde files, else their reports), in name order. */
 static int rank_dirs_runs(const char *dir, int sonde_only, char ***v, size_t *n, size_t *cap)
 {
@@ -449,7 +457,7 @@ static int rank_dirs_runs(const char *dir, int sonde_only, char ***v, size_t *n,
         if (strncmp(e->d_name, "rank_", 5))
             continue;
         char *p;
-        if (asprintf(&p, "%s/%s", dir, e->d_name) < 0) {
+        if (join_dir(&p, dir, e->d_name) < 0) {
             rc = -1;
             break;
         }
@@ -519,7 +527,7 @@ static int dir_runs(const char *dir, int sonde_only, char ***v, size_t *n, size_
                 *v = g;
                 *cap = nc;
             }
-            if (asprintf(&(*v)[*n], "%s/%s", dir, nm) < 0)
+            if (join_dir(&(*v)[*n], dir, nm) < 0)
                 goto oom;
             if (cli_regular_file((*v)[*n]) && /* a FIFO, a directory: not a run */
                 (pass == 1 || is_sonde_report((*v)[*n])))
