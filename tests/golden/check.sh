@@ -17,7 +17,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/sonde-golden-XXXXXX")
 keep=0
 trap '[ $keep = 1 ] || rm -rf "$work"' EXIT
 cd "$work"
-all=json,csv,txt,trace,html,samples,tensorboard,perfetto,folded,pprof
+all=all # every format of the one list (SONDE__FORMATS), offcpu and instances too
 for f in "$runs"/*.sonde; do
     n=$(basename "$f" .sonde)
     mkdir -p "$n" && cp "$f" "$n/" # reports go beside the file, as the library writes them
