@@ -360,9 +360,20 @@ int sonde__parse_formats(const char *where, const char *s, unsigned *out)
         for (i = 0; i < sizeof fmts / sizeof fmts[0]; i++)
             if (strlen(fmts[i].name) == n && strncasecmp(p, fmts[i].name, n) == 0)
                 break;
-        if (i == sizeof fmts / sizeof fmts[0])
-            return sonde__fail(SONDE_EINVAL, "%s: unknown format \"%.*s\" (expected "
-                               SONDE__FORMAT_WORDS ")", where, (int)n, p);
+        if (i == sizeof fmts / sizeof fmts[0]) {
+            char word[32];
+            const char *names[sizeof fmts / sizeof fmts[0]];
+            for (size_t k = 0; k < sizeof fmts / sizeof fmts[0]; k++)
+                names[k] = fmts[k].name;
+            snprintf(word, sizeof word, "%.*s", (int)(n < sizeof word ? n : sizeof word - 1), p);
+            for (char *c = word; *c; c++)
+                *c = (char)tolower((unsigned char)*c);
+            const char *near = suggest(word, names, sizeof names / sizeof names[0]);
+            return sonde__fail(SONDE_EINVAL, "%s: unknown format \"%.*s\"%s%s%s (expected "
+                               SONDE__FORMAT_WORDS ")", where, (int)n, p,
+                               near ? " (did you mean \"" : "", near ? near : "",
+                               near ? "\"?)" : "");
+        }
         bits |= fmts[i].bit;
         p += n;
         p += strspn(p, ", []");

@@ -773,6 +773,10 @@ PY
     expect 0 "" "$sonde" config --check ok.yaml
     printf 'profiling:\n  warmpu: 2\n' > bad.yaml
     expect 2 'bad.yaml:2:3: unknown key "warmpu" (did you mean "warmup"?)' "$sonde" config --check bad.yaml
+    # a misspelt format is suggested as a misspelt key is (it was not)
+    printf 'formats: jsn,html\n' > badfmt.yaml
+    expect 2 'badfmt.yaml:1:10: formats: unknown format "jsn" (did you mean "json"?)' \
+        "$sonde" config --check badfmt.yaml
     # demo
     expect 0 "" "$sonde" demo --steps 2 --blocks 2 --frames 4 --dim 32 --quiet --name clidemo
     [ -f sonde-out/clidemo.json ] || fail "sonde demo wrote no report"
