@@ -231,12 +231,18 @@ class Profiler:
     config: None (the defaults), a Config, a dict of keys, or an object whose attributes are
     keys (a dataclass). Keyword arguments are keys too. Unless from_env is False, the SONDE_*
     environment variables are applied last, as in a C program that calls
-    sonde_config_from_env."""
+    sonde_config_from_env; as there, a bad value is said on stderr (naming the variable) and
+    none of the environment is applied: the program runs with the configuration it gave, never
+    stopped by a variable in its environment. A bad value given in config or kwargs raises
+    SondeError. (Config.from_env(), called by the program itself, raises too.)"""
 
     def __init__(self, config=None, *, from_env=True, **kwargs):
         cfg = config if isinstance(config, Config) and not kwargs else Config(config, **kwargs)
         if from_env:
-            cfg = Config(cfg).from_env()
+            try:
+                cfg = Config(cfg).from_env()
+            except SondeError:
+                pass  # libsonde says it when the profiler is made (sonde__env_failure)
         self.config = cfg
         self._lock = threading.Lock()
         self._handle = _sonde.Handle(cfg._c)

@@ -151,6 +151,30 @@ class Configuration(Base):
         cfg["name"] = None
         self.assertEqual(cfg["name"], "")
 
+    def test_a_bad_environment_value_is_said_and_the_program_runs(self):
+        """One rule in C and Python: a bad SONDE_* value is said on stderr (naming the variable)
+        and none of the environment is applied; the program goes on (Python raised)."""
+        with tempfile.TemporaryDirectory() as d:
+            code = ("import sonde\n"
+                    "with sonde.Profiler({'name': 'envbad', 'output_dir': %r, 'formats': 'json',"
+                    " 'collect_gpu': False}) as p:\n"
+                    "    with p.profile('x'):\n"
+                    "        pass\n"
+                    "print('formats', p.config.get('formats'))\n" % d)
+            r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               env=dict(os.environ, SONDE_FORMATS="jsn", SONDE_NAME="fromenv"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("the environment was not applied", r.stderr)
+            self.assertIn('SONDE_FORMATS: unknown format "jsn" (did you mean "json"?)', r.stderr)
+            self.assertIn("formats json", r.stdout)  # the program's own, not the environment's
+            self.assertTrue(os.path.exists(os.path.join(d, "envbad.json")))  # SONDE_NAME: not applied
+        with self.assertRaises(sonde.SondeError):  # asked for by the program itself: raised
+            os.environ["SONDE_FORMATS"] = "jsn"
+            try:
+                sonde.Config().from_env()
+            finally:
+                del os.environ["SONDE_FORMATS"]
+
     def test_a_yaml_path_is_a_configuration(self):
         """sonde.Profiler("sonde.yaml") reads the file (it raised a TypeError about vars())."""
         import pathlib
