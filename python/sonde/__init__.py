@@ -254,6 +254,7 @@ class Profiler:
         self.output_dir = cfg.get("output_dir") or "./sonde-out"
         self.file_path = self._handle.file_path()
         self.closed_status = None
+        self._said = False  # close(): the failure was printed by libsonde when it came
         self._tracer = None
         self._attached = []  # what close() stops first (sonde.torch.profile_operators)
         self._after_step = []  # called after each step() (sonde.torch.track_cuda)
@@ -317,6 +318,7 @@ class Profiler:
         stack = getattr(_tls, "stack", None)
         if stack and self in stack:
             stack.remove(self)
+        self._said = h.status() != 0  # libsonde printed it on stderr when it came
         rc = h.destroy()
         self.closed_status = rc
         if raise_on_error:
@@ -333,9 +335,11 @@ class Profiler:
         # The end of a `with` block never ends the program (docs/reliability.md): reports that
         # could not be written, or sections another thread still has open, are a
         # RuntimeWarning, the recording kept; an explicit close() raises. With an exception in
-        # flight, open sections are expected: nothing is said, and nothing masks it.
+        # flight, open sections are expected: nothing is said, and nothing masks it. A failure
+        # libsonde already printed when it came (the profiler's status: an output directory it
+        # could not make) is not said a second time.
         rc = self.close(raise_on_error=False)
-        if rc < 0 and et is None:
+        if rc < 0 and et is None and not self._said:
             warnings.warn("sonde: closing the profiler at the end of its with block: %s"
                           % (_sonde.last_error() or _sonde.strerror(rc)), RuntimeWarning,
                           stacklevel=2)
