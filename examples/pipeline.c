@@ -361,6 +361,7 @@ int sonde_pipeline_main(int argc, char **argv)
     char *stem = malloc(strlen(dir) + strlen(name) + 2);
     if (stem)
         sprintf(stem, "%s/%s", dir, name);
+    int said = sonde_status(pl.p) != 0; /* libsonde printed its status on stderr when it came */
     int rc = sonde_destroy(pl.p);
     if (!o.quiet && stem) {
         FILE *f;
@@ -394,7 +395,7 @@ int sonde_pipeline_main(int argc, char **argv)
     free(pl.latent);
     free(pl.scratch);
     free(pl.cond);
-    if (rc)
+    if (rc && !said) /* a failure said already is not said again; the exit status still tells */
         fprintf(stderr, "pipeline: sonde_destroy: %s (%s)\n", sonde_strerror(rc), sonde_last_error());
     return rc == 0 ? 0 : 1;
 }
