@@ -185,6 +185,33 @@ class DecoratorDocument(InTempDir):
         self.assertEqual(steps(os.path.join("rep", wins[1])), ["ProfilerStep#4", "ProfilerStep#5"])
         self.assertEqual(steps("rep/trace_rank_0.json"), ["ProfilerStep#4", "ProfilerStep#5"])
 
+    def test_a_second_call_publishes_its_own_windows(self):
+        """Issue 61 #14: the decorator's second call published the first call's last window as
+        trace_rank_0.json and wrote the first call's windows again as new files (its run,
+        "train-2/", sorted before "train/")."""
+        @torch_decorator.profiler(output_dir="twice", skip_first=0, wait=0, warmup=0, active=2,
+                                  repeat=1)
+        def train(tag):
+            for i in range(3):
+                with torch_decorator.active_profiler().profile("%s%d" % (tag, i)):
+                    pass
+                torch_decorator.step_profiler()
+
+        def names(path):
+            return {e["name"] for e in trace(path) if e["name"][:5] in ("first", "secon")}
+        with contextlib.redirect_stdout(io.StringIO()):
+            train("first")
+        first = sorted(f for f in os.listdir("twice") if f.endswith(".pt.trace.json"))
+        self.assertEqual(len(first), 1, os.listdir("twice"))
+        self.assertEqual(names("twice/trace_rank_0.json"), {"first0", "first1"})
+        with contextlib.redirect_stdout(io.StringIO()):
+            train("second")
+        wins = sorted(f for f in os.listdir("twice") if f.endswith(".pt.trace.json"))
+        self.assertEqual(len(wins), 2, wins)  # one window a call, none written twice
+        self.assertEqual(names("twice/trace_rank_0.json"), {"second0", "second1"})
+        new = [f for f in wins if f not in first]
+        self.assertEqual(names(os.path.join("twice", new[0])), {"second0", "second1"})
+
     def test_options(self):
         if importlib.util.find_spec("torch") is None:  # else test_torch_profiler.py's
             with self.assertRaises(ImportError) as e:

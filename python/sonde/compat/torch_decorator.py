@@ -162,6 +162,7 @@ def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, w
                 print("🔍 NSight profiling enabled - output: %s" % nsight_output)
             _announce(output_dir, skip_first, wait, warmup, active, repeat, with_stack,
                       with_flops, with_modules, rank, world_size)
+            before = _windows(os.path.join(output_dir, "rank_%d" % rank))  # earlier calls'
             p = sonde.Profiler({
                 "name": f.__name__, "output_dir": os.path.join(output_dir, "rank_%d" % rank),
                 "formats": ["trace", "tensorboard"], "skip_first": skip_first, "wait": wait,
@@ -205,7 +206,7 @@ def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, w
                     if text is None:
                         text = _summary(p, rank, with_flops)
                 p.close(raise_on_error=ok)
-                last = _publish(p, output_dir, rank)
+                last = _publish(p, output_dir, rank, before)
             if last:
                 print("💾 Chrome trace saved to: %s" % last)
             if text is not None:
@@ -221,17 +222,31 @@ def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, w
     return wrap
 
 
-def _publish(p, output_dir, rank):
+def _windows(rank_dir):
+    """{path: mtime_ns} of the TensorBoard traces under rank_dir/plugins/profile/*/."""
+    out = {}
+    for path in glob.glob(os.path.join(rank_dir, "plugins", "profile", "*", "*.pt.trace.json.gz")):
+        try:
+            out[path] = os.stat(path).st_mtime_ns
+        except OSError:
+            pass
+    return out
+
+
+def _publish(p, output_dir, rank, before):
     """The original's files from sonde's TensorBoard traces (one per finished window, in
-    rank_{rank}/plugins/profile/NAME/HOST_PID.cycleK.pt.trace.json.gz): each window as
-    {output_dir}/rank_{rank}.{ns}.pt.trace.json, ns the time it was written, and the last one
-    as {output_dir}/trace_rank_{rank}.json. Returns the latter's path, or None without a
-    window."""
+    rank_{rank}/plugins/profile/NAME/HOST_PID.cycleK.pt.trace.json.gz): each window of this
+    call as {output_dir}/rank_{rank}.{ns}.pt.trace.json, ns the time it was written, and the
+    last one as {output_dir}/trace_rank_{rank}.json. before: the traces there before the call
+    ({path: mtime_ns}), which are earlier calls' (a second call's run is NAME-2, its folder
+    beside the first's; as a multi-rank job's, both may share one): only traces new or written
+    again since count. Returns the latter's path, or None without a window."""
     if p.file_path is None:
         return None
     cycles = []
-    for path in glob.glob(os.path.join(p.output_dir, "plugins", "profile", "*",
-                                       "*.pt.trace.json.gz")):
+    for path, mtime in _windows(p.output_dir).items():
+        if before.get(path) == mtime:
+            continue  # an earlier call's, untouched by this one
         m = re.search(r"\.cycle(\d+)\.pt\.trace\.json\.gz$", path)
         cycles.append((int(m.group(1)) if m else 0, path))
     if not cycles:
