@@ -7,7 +7,8 @@ pip, setuptools or not (the pyenv 3.12 and 3.13 builds have none).
 
 The extension (sonde._sonde, with libsonde and the `sonde` command's code inside) is built by
 CMake for the interpreter running pip (sys.executable), in build-pip/<python tag>/ of the
-source tree; the wheel holds the package, its metadata (the version from CMakeLists.txt's
+source tree, or, where the user cannot write the tree, in $XDG_CACHE_HOME (~/.cache)/sonde-build/
+(a temporary folder where neither can be written); the wheel holds the package, its metadata (the version from CMakeLists.txt's
 project()), and the `sonde` console script (sonde.__main__:entry). The C libraries sonde links
 (zlib, libyaml, libdw, libelf, jansson) must be installed where the wheel is (Debian:
 scripts/setup.sh names them). A build failure raises with the end of CMake's log.
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
+import tempfile
 import zipfile
 
 NAME = "sonde"
@@ -69,10 +71,37 @@ def _dist_info(files):
     return d
 
 
+def _writable(d):
+    """Whether this user can make a folder in d (os.access says yes to root on a read-only
+    mount; a try says it for everyone)."""
+    try:
+        os.makedirs(d, exist_ok=True)
+        probe = tempfile.mkdtemp(prefix=".sonde-probe-", dir=d)
+        os.rmdir(probe)
+        return True
+    except OSError:
+        return False
+
+
+def _build_root():
+    """Where CMake builds: build-pip/ in the source tree when this user can write it; else a
+    folder of the user's cache named after the tree (kept, so a second install builds only
+    what changed); else a temporary one."""
+    inside = os.path.join(_ROOT, "build-pip")
+    if _writable(inside):
+        return inside
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    tag = hashlib.sha256(_ROOT.encode()).hexdigest()[:12]
+    mine = os.path.join(cache, "sonde-build", tag)
+    if _writable(mine):
+        return mine
+    return tempfile.mkdtemp(prefix="sonde-build-")
+
+
 def _build_extension():
     """CMake's build of the package for sys.executable; returns the package's directory."""
     py = _tags()[0]
-    out = os.path.join(_ROOT, "build-pip", py)
+    out = os.path.join(_build_root(), py)
     log = out + ".log"
     os.makedirs(os.path.dirname(out), exist_ok=True)
     steps = [["cmake", "-S", _ROOT, "-B", out, "-DCMAKE_BUILD_TYPE=Release",

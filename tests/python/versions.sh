@@ -94,6 +94,32 @@ one pyenv-3.11 "$(pyenv_py 3.11)" ""
 one pyenv-3.12 "$(pyenv_py 3.12)" ""
 one pyenv-3.13 "$(pyenv_py 3.13)" --no-build-isolation
 
+# pip install from a checkout its user cannot write (it failed: build-pip/ was made inside it):
+# as nobody, a read-only copy of the tracked files, HOME a folder of nobody's; Debian's
+# interpreter (the pyenv ones are under /root, out of nobody's reach). Root only: root writes
+# anywhere, and only root can become nobody.
+if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null && [ -x /usr/bin/python3 ] &&
+   git -C "$src" rev-parse --git-dir > /dev/null 2>&1; then
+    echo "== pip install from a read-only checkout, as nobody: /usr/bin/python3"
+    ro=$(mktemp -d /tmp/sonde-ro-XXXXXX) # not under TMPDIR: CI's is in the clone, nobody's out
+    as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups env -u PYTHONPATH HOME="$ro/home")
+    if mkdir "$ro/src" "$ro/home" && chown nobody "$ro/home" && chmod 755 "$ro" &&
+       git -C "$src" ls-files -z | (cd "$src" && tar --null -T - -cf -) | tar -C "$ro/src" -xf - &&
+       chmod -R a-w "$ro/src" && /usr/bin/python3 -m venv "$ro/venv" && chown -R nobody "$ro/venv" &&
+       "${as_nobody[@]}" "$ro/venv/bin/pip" install --no-index --no-build-isolation "$ro/src" \
+           > "$work/ro-pip.log" 2>&1 &&
+       [ ! -e "$ro/src/build-pip" ] && [ -d "$ro/home/.cache/sonde-build" ] &&
+       "${as_nobody[@]}" "$ro/venv/bin/python" -c 'import sonde; assert sonde.Profiler' \
+           >> "$work/ro-pip.log" 2>&1; then
+        echo "  built in ~/.cache/sonde-build, the checkout untouched"
+        passed=$((passed + 1))
+    else
+        tail -30 "$work/ro-pip.log"; ls -la "$ro/src" | head -5
+        echo "FAIL: pip install from a read-only checkout"; failed=$((failed + 1))
+    fi
+    chmod -R u+w "$ro" 2> /dev/null; rm -rf "$ro"
+fi
+
 # a wheel, built once and installed into a second environment of the same interpreter
 wpy=$(pyenv_py 3.12)
 [ -n "$wpy" ] || wpy=/usr/bin/python3
