@@ -257,6 +257,45 @@ static int wait_child(pid_t child, struct rusage *ru, char *how, size_t cap)
     return 1;
 }
 
+/* --preset, --interval, --format, --name and --flight-recorder (each NULL when not given) into
+ * c. 0, or CLI_USAGE with the message printed. */
+static int apply_flags(sonde_config *c, const char *preset, const char *interval,
+                       const char *format, const char *name, const char *flight)
+{
+    if (preset && sonde_config_preset(c, preset) != 0)
+        return cli_fail(CLI_USAGE, "run", "--preset: %s", sonde_last_error());
+    if (interval) {
+        const sonde_key *k = sonde__key_find("cpu_interval_s");
+        if (sonde__key_set(c, k, interval, "--interval") ||
+            sonde__key_set(c, sonde__key_find("gpu_interval_s"), interval, "--interval"))
+            return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
+    }
+    if (format && sonde__key_set(c, sonde__key_find("formats"), format, "--format"))
+        return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
+    if (name && sonde__key_set(c, sonde__key_find("name"), name, "--name"))
+        return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
+    if (flight && sonde__key_set(c, sonde__key_find("flight_recorder_s"), flight,
+                                 "--flight-recorder"))
+        return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
+    if (flight && c->flight_recorder_s <= 0)
+        return cli_fail(CLI_USAGE, "run", "--flight-recorder %s: expected seconds > 0", flight);
+    return 0;
+}
+
+/* The run's id (128 random bits as hex) into SONDE_RUN_ID: this process's profiler writes it in
+ * its INFO and each program that joins the run in its own, so `sonde export RUN.sonde` merges
+ * only the RUN.pidN.sonde files that carry it. 0, or -1 with errno set. */
+static int set_run_id(void)
+{
+    unsigned char rnd[16];
+    char run_id[2 * sizeof rnd + 1];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        return -1;
+    for (size_t k = 0; k < sizeof rnd; k++)
+        snprintf(run_id + 2 * k, 3, "%02x", rnd[k]);
+    return setenv("SONDE_RUN_ID", run_id, 1);
+}
+
 int cmd_run(int argc, char **argv)
 {
     static const char *const opts[] = {"--name", "-o", "--interval", "--preset", "--format",
@@ -266,15 +305,8 @@ int cmd_run(int argc, char **argv)
     sonde_config c = sonde_config_default();
     if (sonde_config_from_env(&c) != 0)
         return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
-    /* The run's id, in this process's INFO and, through the environment, in each program's that
-     * joins the run: `sonde export RUN.sonde` merges only RUN.pidN.sonde files that carry it. */
-    unsigned char rnd[16];
-    char run_id[2 * sizeof rnd + 1];
-    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+    if (set_run_id() != 0)
         return cli_fail(CLI_USAGE, "run", "cannot make the run's id: %s", strerror(errno));
-    for (size_t k = 0; k < sizeof rnd; k++)
-        snprintf(run_id + 2 * k, 3, "%02x", rnd[k]);
-    setenv("SONDE_RUN_ID", run_id, 1);
     const char *name = NULL, *preset = NULL, *interval = NULL, *format = NULL, *dir = NULL;
     const char *hz_text = NULL, *flight = NULL;
     int display = 0, quiet = 0, where = -1, i; /* where: choose_in_thread's */
@@ -315,23 +347,9 @@ int cmd_run(int argc, char **argv)
                             hz_text);
         hz = (unsigned)v;
     }
-    if (preset && sonde_config_preset(&c, preset) != 0)
-        return cli_fail(CLI_USAGE, "run", "--preset: %s", sonde_last_error());
-    if (interval) {
-        const sonde_key *k = sonde__key_find("cpu_interval_s");
-        if (sonde__key_set(&c, k, interval, "--interval") ||
-            sonde__key_set(&c, sonde__key_find("gpu_interval_s"), interval, "--interval"))
-            return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
-    }
-    if (format && sonde__key_set(&c, sonde__key_find("formats"), format, "--format"))
-        return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
-    if (name && sonde__key_set(&c, sonde__key_find("name"), name, "--name"))
-        return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
-    if (flight && sonde__key_set(&c, sonde__key_find("flight_recorder_s"), flight,
-                                 "--flight-recorder"))
-        return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
-    if (flight && c.flight_recorder_s <= 0)
-        return cli_fail(CLI_USAGE, "run", "--flight-recorder %s: expected seconds > 0", flight);
+    int bad_flag = apply_flags(&c, preset, interval, format, name, flight);
+    if (bad_flag)
+        return bad_flag;
     if (c.flight_recorder_s > 0)
         hz = 0; /* the window keeps counters; CPU samples are not kept in it yet */
     if (dir)
