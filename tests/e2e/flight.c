@@ -8,6 +8,8 @@
  *           second trigger counted
  *   signal  1.5 s of steps, waiting for the trigger signal (sonde trigger PID) from outside;
  *           prints "ready PID" first, then runs until the file "DIR/stop" exists (at most 20 s)
+ *   held    prints "ready PID", then steps (at most 20 s) with the trigger signal (SIGUSR2)
+ *           blocked in every thread for good: a signal sent stays pending (pidreuse.c)
  *   blocked as signal, but the trigger signal (SIGUSR2) is blocked in every thread for the first
  *           half second after "ready" (50 steps): two `sonde trigger`s sent then must both be
  *           acted on (each waits up to 2 s for the program to take its signal)
@@ -114,7 +116,7 @@ int main(int argc, char **argv)
     sigset_t usr2;
     sigemptyset(&usr2);
     sigaddset(&usr2, SIGUSR2);
-    if (!strcmp(mode, "blocked")) /* before sonde's threads begin: they inherit it */
+    if (!strcmp(mode, "blocked") || !strcmp(mode, "held")) /* sonde's threads inherit it */
         sigprocmask(SIG_BLOCK, &usr2, NULL);
     if (!strcmp(mode, "chain"))
         signal(SIGUSR2, own_handler);
@@ -210,6 +212,11 @@ int main(int argc, char **argv)
         printf("dumped\n");
         fflush(stdout);
         for (int i = 0; i < 3000; i++)
+            step(p, 10);
+    } else if (!strcmp(mode, "held")) {
+        printf("ready %d\n", (int)getpid());
+        fflush(stdout);
+        for (int i = 0; i < 2000; i++)
             step(p, 10);
     } else if (!strcmp(mode, "two")) {
         sonde_config c2 = c;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh - end-to-end tests: the real binaries on real files. Usage: run.sh TEST BUILD_DIR SRC_DIR
 #   demo | crash | hostile | config | cli | html | ranks | limits | fork | cxx | compiled_out | install
-#   | diffgate | stacks | pyframes | flight | outdir | secure
+#   | diffgate | stacks | pyframes | flight | outdir | secure | pidreuse
 set -euo pipefail
 test=$1 build=$(cd "$2" && pwd) src=$(cd "$3" && pwd)
 sonde="$build/tools/sonde/sonde"
@@ -134,6 +134,27 @@ secure)
     # the same program run by root itself (not AT_SECURE) still reads the environment
     SONDE_OUTPUT_DIR="$d/chosen" "$d/pipeline" --steps 2 --blocks 2 --frames 4 --dim 32 --quiet
     [ -s "$d/chosen/pipeline.json" ] || fail "SONDE_OUTPUT_DIR ignored without AT_SECURE"
+    ;;
+pidreuse)
+    # `sonde trigger PID` checks the process, waits up to 2 s for a pending signal to be taken,
+    # then sends: a process that took PID meanwhile must not get it (it got it: SIGUSR2 ended it,
+    # 4 runs in 5 here). tests/e2e/pidreuse.c arranges the reuse in a PID namespace of its own;
+    # with the pidfd sonde trigger holds from before its checks, the newcomer always lives.
+    if [ "$(id -u)" != 0 ] || ! command -v unshare > /dev/null; then
+        [ "${CI:-}" = true ] && fail "pidreuse needs root and unshare (CI runs as root)"
+        echo "SKIP: pidreuse needs root and unshare(1) for a PID namespace of its own"
+        exit 77
+    fi
+    cd "$work"
+    for i in 1 2 3; do
+        set +e
+        unshare --pid --fork --mount-proc "$build/tests/pidreuse" "$sonde" "$build/tests/flight" \
+            "$work/pr$i" > pr.out 2> pr.err
+        st=$?
+        set -e
+        [ $st = 0 ] || fail "pid reuse, try $i (exit $st): $(cat pr.out pr.err)"
+        echo "try $i: $(cat pr.out)"
+    done
     ;;
 outdir)
     # In a sticky world-writable directory (/tmp) another user's symlink or directory on the way
