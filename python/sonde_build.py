@@ -5,12 +5,12 @@ pip, setuptools or not (the pyenv 3.12 and 3.13 builds have none).
     pip install .                  # from a clone: builds the extension for this interpreter
     pip wheel . -w dist/           # a wheel for this interpreter, to install elsewhere
 
-The extension (sonde._sonde, with libsonde and the `sonde` command's code inside) is built by
-CMake for the interpreter running pip (sys.executable), in build-pip/<python tag>/ of the
-source tree, or, where the user cannot write the tree, in $XDG_CACHE_HOME (~/.cache)/sonde-build/
-(a temporary folder where neither can be written); the wheel holds the package, its metadata (the version from CMakeLists.txt's
-project()), and the `sonde` console script (sonde.__main__:entry). The C libraries sonde links
-(zlib, libyaml, libdw, libelf, jansson) must be installed where the wheel is (Debian:
+The extension (sonde._sonde, with libsonde and the `sonde` command's code inside) is built by CMake
+for the interpreter running pip (sys.executable), in build-pip/<python tag>/ of the source tree, or,
+where the user cannot write the tree, in $XDG_CACHE_HOME (~/.cache)/sonde-build/ (a temporary folder
+where neither can be written); the wheel holds the package, its metadata (the version from
+CMakeLists.txt's project()), and the `sonde` console script (sonde.__main__:entry). The C libraries
+sonde links (zlib, libyaml, libdw, libelf, jansson) must be installed where the wheel is (Debian:
 scripts/setup.sh names them). A build failure raises with the end of CMake's log.
 """
 

@@ -605,7 +605,8 @@ static int check_field(const sonde_config *c, const sonde_key *k)
      * faulting instruction run again, forever; SIGKILL and SIGSTOP cannot be caught. */
     static const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS,
                                 SIGKILL, SIGSTOP};
-    for (size_t i = 0; !strcmp(k->name, "trigger_signal") && i < sizeof fatal / sizeof *fatal; i++)
+    int signal_key = !strcmp(k->name, "trigger_signal");
+    for (size_t i = 0; signal_key && i < sizeof fatal / sizeof *fatal; i++)
         if ((int)v == fatal[i])
             return sonde__fail(SONDE_EINVAL, "sonde_config.trigger_signal: %d (%s) is a fault's "
                                "or an uncatchable signal: a trigger signal is one sent on "

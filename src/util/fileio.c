@@ -37,18 +37,15 @@ static int entry_trusted(const struct stat *dir, const struct stat *st, const ch
     return -1;
 }
 
-int mkdir_p(const char *dir)
+/* Creates the directories of rel under the directory open as fd (closed here), one component at
+ * a time (mkdirat, then fstatat without following, then openat from the last one's descriptor):
+ * in a sticky world-writable directory another user's entry is refused (entry_trusted, EPERM);
+ * a symlink is followed where links is 1 and refused (ELOOP) where it is 0, the openat then
+ * O_NOFOLLOW so that one swapped in after the look is refused too. 0, or -1 with errno set. */
+static int make_dirs(int fd, const char *rel, int links)
 {
-    t_mkdir_why[0] = 0;
-    if (!dir || !*dir) {
-        errno = EINVAL;
-        return -1;
-    }
-    int fd = open(*dir == '/' ? "/" : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
     char comp[NAME_MAX + 1];
-    for (const char *s = dir; *s;) {
+    for (const char *s = rel; *s;) {
         size_t l = strcspn(s, "/");
         if (l == 0) {
             s++;
@@ -66,11 +63,18 @@ int mkdir_p(const char *dir)
                 err = made; /* EACCES, EROFS: it may exist all the same */
             else if (fstat(fd, &up) != 0 || fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) != 0)
                 err = made && made != EEXIST ? made : errno;
+            else if (S_ISLNK(st.st_mode) && !links)
+                err = ELOOP;
             else if ((S_ISLNK(st.st_mode) || S_ISDIR(st.st_mode)) &&
-                     entry_trusted(&up, &st, dir, (size_t)(s - dir) + l) != 0)
+                     entry_trusted(&up, &st, rel, (size_t)(s - rel) + l) != 0)
                 err = EPERM;
-            else if ((next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-                err = errno;
+            else if ((next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+                                                  (links ? 0 : O_NOFOLLOW))) < 0) {
+                err = errno; /* O_DIRECTORY makes a symlink swapped in ENOTDIR: say which */
+                if (!links && fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    S_ISLNK(st.st_mode))
+                    err = ELOOP;
+            }
         }
         close(fd);
         if (err) {
@@ -82,6 +86,17 @@ int mkdir_p(const char *dir)
     }
     close(fd);
     return 0;
+}
+
+int mkdir_p(const char *dir)
+{
+    t_mkdir_why[0] = 0;
+    if (!dir || !*dir) {
+        errno = EINVAL;
+        return -1;
+    }
+    int fd = open(*dir == '/' ? "/" : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return fd < 0 ? -1 : make_dirs(fd, dir, 1);
 }
 
 const char *mkdir_p_error(int e)
@@ -260,41 +275,9 @@ int write_file_atomic(const char *path, const void *data, size_t n)
 
 int mkdir_beneath(const char *base, const char *rel)
 {
+    t_mkdir_why[0] = 0;
     int fd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    char comp[NAME_MAX + 1];
-    for (const char *s = rel; *s;) {
-        size_t l = strcspn(s, "/");
-        if (l == 0) {
-            s++;
-            continue;
-        }
-        int err = 0, next = -1;
-        if (l > NAME_MAX) {
-            err = ENAMETOOLONG;
-        } else {
-            memcpy(comp, s, l);
-            comp[l] = 0;
-            if (mkdirat(fd, comp, 0755) != 0 && errno != EEXIST)
-                err = errno;
-            else if ((next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-                struct stat st; /* O_DIRECTORY makes a symlink ENOTDIR: say which it was */
-                err = errno;
-                if (fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
-                    err = ELOOP;
-            }
-        }
-        close(fd);
-        if (err) {
-            errno = err;
-            return -1;
-        }
-        fd = next;
-        s += l;
-    }
-    close(fd);
-    return 0;
+    return fd < 0 ? -1 : make_dirs(fd, rel, 0);
 }
 
 int read_file_all(const char *path, size_t max, char **out, size_t *len)
