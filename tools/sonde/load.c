@@ -643,7 +643,8 @@ int cli_load(const char *cmd, const char *path, sm_model *m)
     return cli_load_fed(cmd, path, NULL, m);
 }
 
-/* Opens path, a regular file, and reads its first bytes into head (*got of them); the file, or
+/* Opens path, a regular file, and reads its first bytes into head (*got of them, at most 255, a
+ * NUL after them); the file, or
  * NULL with the failure printed (a directory, not a regular file, unreadable) in the words of
  * what was expected. */
 static FILE *open_input(const char *cmd, const char *path, const char *expected,
@@ -669,7 +670,7 @@ static FILE *open_input(const char *cmd, const char *path, const char *expected,
         return NULL;
     }
     memset(head, 0, 256);
-    *got = fread(head, 1, 256, f);
+    *got = fread(head, 1, 255, f); /* the last byte stays 0: the head is a string to strstr */
     return f;
 }
 
