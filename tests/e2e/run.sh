@@ -734,6 +734,10 @@ PY
     expect 2 "sonde-out is a directory; expected a .sonde file (the recording) (e.g. sonde-out/NAME.sonde)" \
         "$sonde" export sonde-out
     expect 2 "pipeline.json: a sonde JSON report, not a recording" "$sonde" export sonde-out/pipeline.json
+    # ... and JSON of another kind, past the 256 bytes looked at (ASan: they were read past)
+    python3 -c 'import json; print(json.dumps({"data": "x" * 400}))' > other.json
+    expect 2 "other.json: not a .sonde file; expected a .sonde file (the recording)" \
+        "$sonde" export other.json
     sed 's/"schema_version":1/"schema_version":2/' sonde-out/pipeline.json > v2.json
     expect 2 "v2.json: a sonde report of schema_version 2; this sonde reads version 1" "$sonde" summary v2.json
     size=$(stat -c %s sonde-out/pipeline.sonde)
