@@ -76,6 +76,8 @@ bench: deps
 	@mkdir -p build-bench/out && PYTHONPATH=build-bench/python ./build-bench/bench/bench_sample build-bench/tools/sonde/sonde --dir build-bench/out --python "$$(python3 -c 'import sys; print(sys.executable)')" tests/e2e/pyshares.py && rm -rf build-bench/out
 	@bash bench/bench_python_versions.sh
 	@bash tests/python/run_torch.sh "$(CURDIR)" "$(CURDIR)/build-bench" "$$(command -v python3)" build-bench/python bench/bench_torch.py || [ $$? -eq 77 ]
+	@mkdir -p build-bench/out && ./build-bench/bench/bench_window --dir build-bench/out && rm -rf build-bench/out
+	@bash tests/python/run_torch.sh "$(CURDIR)" "$(CURDIR)/build-bench" "$$(command -v python3)" build-bench/python bench/bench_window_torch.py || [ $$? -eq 77 ]
 	@bash scripts/setup.sh browser
 	@mkdir -p build-bench/out && ./build-bench/bench/bench_manyspans build-bench/out many 1000000 && node bench/bench_html.js build-bench/out/many.html; rc=$$?; rm -rf build-bench/out; exit $$rc
 	@if [ -x build-bench/bench/bench_autotrace ]; then mkdir -p build-bench/out && ./build-bench/bench/bench_autotrace --dir build-bench/out && bench/uftrace_compare.sh build-bench/bench/bench_autotrace; rm -rf build-bench/out; fi

@@ -564,13 +564,144 @@ static int end_section(tbuild *tb, uint32_t id, int64_t t)
     return 0;
 }
 
+/* build_batch's handlers of the events that are not section edges, one a kind or kinds that
+ * go together: each 0, or -1 out of memory. A diffusion step or block record, bound to the
+ * section it was recorded in when it gives no duration of its own. */
+static int on_diffusion(tbuild *tb, const sb_ev *e, const double *v, int64_t t)
+{
+    sm_model *m = tb->b->m;
+    int32_t span = tb->depth ? tb->stack[tb->depth - 1].span : -1; /* -1: none kept */
+    if (span >= 0 && v[0] <= 0)
+        tb->stack[tb->depth - 1].referenced = 1;
+    if (e->kind == SONDE_K_DSTEP) {
+        if (GROW(m->dsteps, m->n_dsteps, tb->b->cap_dsteps))
+            return -1;
+        m->dsteps[m->n_dsteps++] = (sm_dstep){t, e->arg, v[0], v[1], v[2], v[3],
+                                              v[0] > 0 ? -1 : span};
+    } else {
+        if (GROW(m->blocks, m->n_blocks, tb->b->cap_blocks))
+            return -1;
+        m->blocks[m->n_blocks++] = (sm_block){t, e->arg, v[0], v[1], v[2],
+                                              v[0] > 0 ? -1 : span};
+    }
+    return 0;
+}
+
+/* A model's parameter count (the last one recorded for each model name). */
+static int on_params(sm_model *m, const sb_ev *e, const double *v)
+{
+    const char *model = sm_str(m, e->id);
+    size_t k;
+    for (k = 0; k < m->n_params && strcmp(m->params[k].model, model); k++) {
+    }
+    if (k == m->n_params) {
+        sm_params *np = sonde__realloc(m->params, (k + 1) * sizeof *np);
+        if (!np)
+            return -1;
+        m->params = np;
+        if (!(np[k].model = sonde__strdup(model)))
+            return -1;
+        m->n_params++;
+    }
+    m->params[k].count = v[0];
+    return 0;
+}
+
+/* An instant, held or thinned (sm__instant_held); its payload, the METADATA events right after
+ * it, goes with it (args_left), dropped with it when cut. */
+static int on_instant(tbuild *tb, const sb_ev *e, int64_t t, int before_cut)
+{
+    bctx *b = tb->b;
+    sm_model *m = b->m;
+    tb->args_left = e->arg;
+    tb->args_of = -1;
+    if (before_cut || !sm__instant_held(&b->rec, m, e->id))
+        return 0;
+    if (GROW(m->instants, m->n_instants, b->cap_inst))
+        return -1;
+    tb->args_of = (int32_t)m->n_instants;
+    m->instants[m->n_instants++] = (sm_instant){t, tb->tindex, e->id, -1};
+    return 0;
+}
+
+/* A metric, units, FLOPs or a metadata pair: attached to the innermost open section kept, else
+ * to the session, else to the run (target_of). */
+static int on_attached(tbuild *tb, const sb_ev *e, const double *v, int64_t t)
+{
+    bctx *b = tb->b;
+    sm_model *m = b->m;
+    char owner_buf[300];
+    target tg = target_of(b, tb->stack, tb->depth, t, owner_buf, sizeof owner_buf);
+    if (!tg.owner)
+        return 0;
+    sm_span_x *sx = NULL; /* the span's extras, the session's or the run's fields */
+    if (tg.span && e->kind != SONDE_K_METRIC && !(sx = span_x_of(b, tg.span)))
+        return -1;
+    if (e->kind == SONDE_K_METRIC)
+        return sm__add_metric(&b->rec, m, tg.owner, sm_str(m, e->id), v[0]) ? -1 : 0;
+    if (e->kind == SONDE_K_METADATA) {
+        int32_t *head = sx ? &sx->meta : tg.session ? &tg.session->meta : &m->run_meta;
+        return add_meta(b, head, e->id, e->arg) ? -1 : 0;
+    }
+    if (e->kind == SONDE_K_FLOPS) {
+        *(sx ? &sx->flops : tg.session ? &tg.session->flops : &m->run_flops) += v[0];
+        return 0;
+    }
+    *(sx ? &sx->unit : tg.session ? &tg.session->unit : &m->run_unit) = e->id;
+    *(sx ? &sx->units : tg.session ? &tg.session->units : &m->run_units) += v[0];
+    double *us = sx ? &sx->units_s : tg.session ? &tg.session->units_s : &m->run_units_s;
+    if (v[1] > 0)
+        *us += v[1];
+    else if (sx)
+        sx->own_dur_units = 1;
+    else if (tg.session)
+        tg.session->own_dur_units = 1;
+    else
+        *us += (double)m->duration_ns / 1e9;
+    return 0;
+}
+
+/* An event of one of the kinds above (or a gap, counter or step), ids already renumbered. */
+static int on_event(tbuild *tb, const sb_ev *e, const double *v, int64_t t)
+{
+    bctx *b = tb->b;
+    sm_model *m = b->m;
+    /* before a clear, or outside the schedule's active windows: not kept */
+    int before_cut = e->tick < b->set.cut_tick || (e->kind != SONDE_K_STEP && !kept_at(b, t));
+    switch (e->kind) {
+    case SONDE_K_DSTEP:
+    case SONDE_K_BLOCK:
+        return before_cut ? 0 : on_diffusion(tb, e, v, t);
+    case SONDE_K_PARAMS:
+        return before_cut ? 0 : on_params(m, e, v);
+    case SONDE_K_GAP:
+        tb->gaps++;
+        b->n.gaps++;
+        b->n.gap_events += e->arg;
+        return 0;
+    case SONDE_K_INSTANT:
+        return on_instant(tb, e, t, before_cut);
+    case SONDE_K_COUNTER:
+        return !before_cut &&
+                       sm__add_counter(&b->rec, m, sm_str(m, e->id), t, v[0], tb->sampler_thread)
+                   ? -1 : 0;
+    case SONDE_K_STEP:
+        return !before_cut && sm__add_step(&b->rec, m, t, tb->tindex, e->arg) ? -1 : 0;
+    case SONDE_K_METRIC:
+    case SONDE_K_THROUGHPUT:
+    case SONDE_K_FLOPS:
+    case SONDE_K_METADATA:
+        return before_cut ? 0 : on_attached(tb, e, v, t);
+    default:
+        return 0;
+    }
+}
+
 static int build_batch(void *ctx, const sb_batch *bt)
 {
     tbuild *tb = ctx;
     bctx *b = tb->b;
     sm_model *m = b->m;
-    uint32_t tindex = tb->tindex;
-    char owner_buf[300];
     static const double none[SONDE_MAX_VALUES];
     if (SONDE_RESERVE(tb->t_ns, 0, bt->n, tb->cap_t))
         return -1;
@@ -591,130 +722,21 @@ static int build_batch(void *ctx, const sb_batch *bt)
             continue;
         }
         sb_ev ev = bt->ev[i];
-        const sb_ev *e = &ev;
-        if (b->set.rank && e->kind != SONDE_K_MODE) { /* ids renumbered (build_sites) */
+        if (b->set.rank && ev.kind != SONDE_K_MODE) { /* ids renumbered (build_sites) */
             ev.id = b->set.rank[ev.id];
-            if (e->kind == SONDE_K_METADATA)
+            if (ev.kind == SONDE_K_METADATA)
                 ev.arg = b->set.rank[ev.arg];
         }
-        const double *v = e->vi ? bt->v[e->vi - 1] : none; /* its values */
-        int64_t t = tb->t_ns[i];
-        if (tb->args_left && e->kind == SONDE_K_METADATA) {
+        const double *v = ev.vi ? bt->v[ev.vi - 1] : none; /* its values */
+        if (tb->args_left && ev.kind == SONDE_K_METADATA) { /* an instant's payload */
             tb->args_left--;
-            if (tb->args_of >= 0 && add_meta(b, &m->instants[tb->args_of].args, e->id, e->arg))
+            if (tb->args_of >= 0 && add_meta(b, &m->instants[tb->args_of].args, ev.id, ev.arg))
                 return -1;
             continue;
         }
         tb->args_left = 0;
-        /* before a clear, or outside the schedule's active windows: not kept */
-        int before_cut = e->tick < b->set.cut_tick || (e->kind != SONDE_K_STEP && !kept_at(b, t));
-        switch (e->kind) {
-        case SONDE_K_DSTEP:
-        case SONDE_K_BLOCK: {
-            if (before_cut)
-                break;
-            int32_t span = tb->depth ? tb->stack[tb->depth - 1].span : -1; /* -1: none kept */
-            if (span >= 0 && v[0] <= 0)
-                tb->stack[tb->depth - 1].referenced = 1;
-            if (e->kind == SONDE_K_DSTEP) {
-                if (GROW(m->dsteps, m->n_dsteps, b->cap_dsteps))
-                    return -1;
-                m->dsteps[m->n_dsteps++] = (sm_dstep){t, e->arg, v[0], v[1], v[2], v[3],
-                                                      v[0] > 0 ? -1 : span};
-            } else {
-                if (GROW(m->blocks, m->n_blocks, b->cap_blocks))
-                    return -1;
-                m->blocks[m->n_blocks++] = (sm_block){t, e->arg, v[0], v[1], v[2],
-                                                      v[0] > 0 ? -1 : span};
-            }
-            break;
-        }
-        case SONDE_K_PARAMS: {
-            if (before_cut)
-                break;
-            const char *model = sm_str(m, e->id);
-            size_t k;
-            for (k = 0; k < m->n_params && strcmp(m->params[k].model, model); k++) {
-            }
-            if (k == m->n_params) {
-                sm_params *np = sonde__realloc(m->params, (k + 1) * sizeof *np);
-                if (!np)
-                    return -1;
-                m->params = np;
-                if (!(np[k].model = sonde__strdup(model)))
-                    return -1;
-                m->n_params++;
-            }
-            m->params[k].count = v[0];
-            break;
-        }
-        case SONDE_K_GAP:
-            tb->gaps++;
-            b->n.gaps++;
-            b->n.gap_events += e->arg;
-            break;
-        case SONDE_K_INSTANT:
-            /* its payload: the METADATA events right after it (dropped with it when cut) */
-            tb->args_left = e->arg;
-            tb->args_of = -1;
-            if (before_cut)
-                break;
-            if (!sm__instant_held(&b->rec, m, e->id))
-                break;
-            if (GROW(m->instants, m->n_instants, b->cap_inst))
-                return -1;
-            tb->args_of = (int32_t)m->n_instants;
-            m->instants[m->n_instants++] = (sm_instant){t, tindex, e->id, -1};
-            break;
-        case SONDE_K_COUNTER:
-            if (!before_cut &&
-                sm__add_counter(&b->rec, m, sm_str(m, e->id), t, v[0], tb->sampler_thread))
-                return -1;
-            break;
-        case SONDE_K_STEP:
-            if (!before_cut && sm__add_step(&b->rec, m, t, tindex, e->arg))
-                return -1;
-            break;
-        case SONDE_K_METRIC:
-        case SONDE_K_THROUGHPUT:
-        case SONDE_K_FLOPS:
-        case SONDE_K_METADATA: {
-            if (before_cut)
-                break;
-            target tg = target_of(b, tb->stack, tb->depth, t, owner_buf, sizeof owner_buf);
-            if (!tg.owner)
-                break;
-            sm_span_x *sx = NULL; /* the span's extras, the session's or the run's fields */
-            if (tg.span && e->kind != SONDE_K_METRIC && !(sx = span_x_of(b, tg.span)))
-                return -1;
-            if (e->kind == SONDE_K_METRIC) {
-                if (sm__add_metric(&b->rec, m, tg.owner, sm_str(m, e->id), v[0]))
-                    return -1;
-            } else if (e->kind == SONDE_K_METADATA) {
-                int32_t *head = sx ? &sx->meta : tg.session ? &tg.session->meta : &m->run_meta;
-                if (add_meta(b, head, e->id, e->arg))
-                    return -1;
-            } else if (e->kind == SONDE_K_FLOPS) {
-                *(sx ? &sx->flops : tg.session ? &tg.session->flops : &m->run_flops) += v[0];
-            } else {
-                *(sx ? &sx->unit : tg.session ? &tg.session->unit : &m->run_unit) = e->id;
-                *(sx ? &sx->units : tg.session ? &tg.session->units : &m->run_units) += v[0];
-                double *us = sx ? &sx->units_s : tg.session ? &tg.session->units_s
-                                                            : &m->run_units_s;
-                if (v[1] > 0)
-                    *us += v[1];
-                else if (sx)
-                    sx->own_dur_units = 1;
-                else if (tg.session)
-                    tg.session->own_dur_units = 1;
-                else
-                    *us += (double)m->duration_ns / 1e9;
-            }
-            break;
-        }
-        default:
-            break;
-        }
+        if (on_event(tb, &ev, v, tb->t_ns[i]))
+            return -1;
     }
     return 0;
 }
@@ -989,18 +1011,10 @@ static void bctx_free(bctx *b)
     sonde__free(b->ssink);
 }
 
-int sm__build(sb_raw *raw, sm_model *m, const char *fname)
+/* The build's phases (sm__build), each 0 or -1 out of memory. The run's facts from the
+ * records that describe it: name, host, information (with the facts set over it), counters. */
+static int take_run(bctx *b, sb_raw *raw, sm_model *m)
 {
-    bctx b;
-    memset(&b, 0, sizeof b);
-    sm_skim sk;
-    memset(&sk, 0, sizeof sk);
-    b.m = m;
-    b.set.raw = raw;
-    strmap_init(&b.rec.counters);
-    strmap_init(&b.rec.metrics);
-    int rc = SONDE_ENOMEM;
-
 #define TAKE(field) (m->field = raw->field, raw->field = NULL)
     TAKE(name);
     TAKE(host);
@@ -1025,53 +1039,62 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     raw->n_info = 0;
     for (size_t i = 0; i < raw->opts.n_set; i++)
         if (sm_set_info(m, raw->opts.set[i].key, raw->opts.set[i].value))
-            goto out;
+            return -1;
     m->run_meta = -1;
-    b.set.dump = sm_info(m, "trigger.reason") != NULL;
+    b->set.dump = sm_info(m, "trigger.reason") != NULL;
     if (!m->name && !(m->name = sonde__strdup("?")))
-        goto out;
+        return -1;
     if (sm_safe_name(&m->name))
-        goto out;
+        return -1;
     if (!m->unit && !(m->unit = sonde__strdup("units")))
-        goto out;
+        return -1;
+    return 0;
+}
 
-    /* Clock: a line through the first and last anchors; the start-up rate if only one. */
+/* The clock: a line through the first and last anchors (the start-up rate if only one), and
+ * where the run starts (its first anchor, or its last clear). */
+static void set_clock(bctx *b, const sb_raw *raw, sm_model *m)
+{
     const sb_anchor *a0 = &raw->anchors[0], *a1 = &raw->anchors[raw->n_anchors - 1];
-    b.set.ns_per_tick = raw->ticks_per_s > 0 ? 1e9 / raw->ticks_per_s : 1.0;
+    b->set.ns_per_tick = raw->ticks_per_s > 0 ? 1e9 / raw->ticks_per_s : 1.0;
     if (a1->tick > a0->tick + 1000 && a1->mono_ns > a0->mono_ns)
-        b.set.ns_per_tick = (double)(a1->mono_ns - a0->mono_ns) / (double)(a1->tick - a0->tick);
-    if (!(b.set.ns_per_tick > 1e-6 && b.set.ns_per_tick < 1e6)) /* anchors no clock gives */
-        b.set.ns_per_tick = 1.0;
-    b.set.cut_tick = raw->clear_tick > a0->tick ? raw->clear_tick : a0->tick;
-    m->start_real_ns = a0->real_ns + ticks_ns(&b, b.set.cut_tick - a0->tick);
-    m->start_mono_ns = a0->mono_ns + ticks_ns(&b, b.set.cut_tick - a0->tick);
+        b->set.ns_per_tick = (double)(a1->mono_ns - a0->mono_ns) / (double)(a1->tick - a0->tick);
+    if (!(b->set.ns_per_tick > 1e-6 && b->set.ns_per_tick < 1e6)) /* anchors no clock gives */
+        b->set.ns_per_tick = 1.0;
+    b->set.cut_tick = raw->clear_tick > a0->tick ? raw->clear_tick : a0->tick;
+    m->start_real_ns = a0->real_ns + ticks_ns(b, b->set.cut_tick - a0->tick);
+    m->start_mono_ns = a0->mono_ns + ticks_ns(b, b->set.cut_tick - a0->tick);
+}
 
-    /* The first pass over the events: what must be known before any section is built. */
-    sk.clean_end = raw->clean_end;
-    sk.end_tick = raw->end_tick;
+/* The first pass over the events: what must be known before any section is built (sk), the
+ * run's end (*end_tick) and duration. */
+static int first_pass(bctx *b, sb_raw *raw, sm_skim *sk, uint64_t *end_tick)
+{
+    sm_model *m = b->m;
+    sk->clean_end = raw->clean_end;
+    sk->end_tick = raw->end_tick;
     if (!raw->clean_end) {
         for (size_t i = 0; i < raw->n_anchors; i++)
-            if (raw->anchors[i].tick > sk.end_tick)
-                sk.end_tick = raw->anchors[i].tick;
+            if (raw->anchors[i].tick > sk->end_tick)
+                sk->end_tick = raw->anchors[i].tick;
     }
-    uint64_t step_from = sonde__mono_ns();
-    if (sm__skim(raw, b.set.cut_tick, b.set.ns_per_tick, &sk))
-        goto out;
-    m->read_times.first_pass_s = (double)(sonde__mono_ns() - step_from) / 1e9;
-    uint64_t end_tick = sk.end_tick;
-    if (end_tick < b.set.cut_tick)
-        end_tick = b.set.cut_tick;
-    b.set.lost_at_end = raw->dropped > sk.marked;
-    m->duration_ns = rel(&b, end_tick);
+    uint64_t from = sonde__mono_ns();
+    if (sm__skim(raw, b->set.cut_tick, b->set.ns_per_tick, sk) ||
+        sm__skim_open_session(sk, raw->opts.part, raw->n_threads))
+        return -1;
+    m->read_times.first_pass_s = (double)(sonde__mono_ns() - from) / 1e9;
+    *end_tick = sk->end_tick < b->set.cut_tick ? b->set.cut_tick : sk->end_tick;
+    b->set.lost_at_end = raw->dropped > sk->marked;
+    m->duration_ns = rel(b, *end_tick);
+    return 0;
+}
 
-    if (build_sites(&b, raw, sk.max_id, sk.used))
-        goto out;
-    sonde__free(sk.used);
-    sk.used = NULL;
-
+/* The threads (named "thread N" where the file names none) and the file's warnings. */
+static int take_threads(bctx *b, sb_raw *raw, sm_model *m)
+{
     m->threads = sonde__calloc(raw->n_threads ? raw->n_threads : 1, sizeof *m->threads);
     if (!m->threads)
-        goto out;
+        return -1;
     m->n_threads = raw->n_threads;
     for (size_t t = 0; t < raw->n_threads; t++) {
         m->threads[t].index = raw->threads[t].index;
@@ -1081,64 +1104,103 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         raw->threads[t].name = NULL;
         if (!m->threads[t].name && sonde__asprintf(&m->threads[t].name, "thread %u", (unsigned)t) < 0) {
             m->threads[t].name = NULL;
-            goto out;
+            return -1;
         }
     }
     m->warnings = raw->warnings;
     m->n_warnings = raw->n_warnings;
-    b.cap_warn = raw->n_warnings;
+    b->cap_warn = raw->n_warnings;
     raw->warnings = NULL;
     raw->n_warnings = 0;
+    return 0;
+}
 
+/* What the second pass needs set up: the configuration's bounds, the statistics' sinks, the
+ * sessions and windows, what the report holds of instants and steps, where held sections are
+ * cut, the sections' feed. */
+static int plan_second_pass(bctx *b, sb_raw *raw, sm_skim *sk, uint64_t end_tick)
+{
+    sm_model *m = b->m;
     sonde_config cfg;
     sm_config(m, &cfg);
     m->rank = cfg.rank;
     m->world_size = cfg.world_size > 0 ? cfg.world_size : 1;
-    b.set.min_ns = cfg.min_duration_s > 0 ? (int64_t)(cfg.min_duration_s * 1e9) : 0;
-    b.rec.max = cfg.report_max_records == 1 ? 2 : cfg.report_max_records; /* a pair at least */
-    if (sm__sink_init(&b.sink, m) ||
-        !(b.open_n = sonde__calloc(b.sink.n_groups ? b.sink.n_groups : 1, sizeof *b.open_n)))
-        goto out;
-    if (build_sessions(&b, sk.sess, sk.n_sess, end_tick) ||
-        build_modes(&b, sk.modes, sk.n_modes, end_tick, sk.last_step))
-        goto out;
-    sm_records_seen seen = {sk.instants, sk.step_ends, sk.last_step, &sk.inst, b.set.rank,
-                            sk.stepped && sk.step_thread != UINT32_MAX, b.set.dump};
-    if (sm__records_plan(&b.rec, m, &seen) || sm__granges(raw, m, &b.set.grad))
-        goto out;
-    b.set.held_min_ns = held_bound(&b, raw->n_threads, &sk);
-    if (raw->opts.feed && start_feeding(&b, raw->opts.feed))
-        goto out;
-    if (b.set.held_min_ns != INT64_MIN && m->n_sessions) { /* their spans will not all be there */
-        if (!(b.ssink = sonde__calloc(m->n_sessions, sizeof *b.ssink)))
-            goto out;
-        for (; b.n_ssink < m->n_sessions; b.n_ssink++)
-            if (sm__sink_init(&b.ssink[b.n_ssink], m))
-                goto out;
+    b->set.min_ns = cfg.min_duration_s > 0 ? (int64_t)(cfg.min_duration_s * 1e9) : 0;
+    b->rec.max = cfg.report_max_records == 1 ? 2 : cfg.report_max_records; /* a pair at least */
+    if (sm__sink_init(&b->sink, m) ||
+        !(b->open_n = sonde__calloc(b->sink.n_groups ? b->sink.n_groups : 1, sizeof *b->open_n)))
+        return -1;
+    if (build_sessions(b, sk->sess, sk->n_sess, end_tick) ||
+        build_modes(b, sk->modes, sk->n_modes, end_tick, sk->last_step))
+        return -1;
+    sm_records_seen seen = {sk->instants, sk->step_ends, sk->last_step, &sk->inst, b->set.rank,
+                            sk->stepped && sk->step_thread != UINT32_MAX, b->set.dump};
+    if (sm__records_plan(&b->rec, m, &seen) || sm__granges(raw, m, &b->set.grad))
+        return -1;
+    b->set.held_min_ns = held_bound(b, raw->n_threads, sk);
+    if (raw->opts.feed && start_feeding(b, raw->opts.feed))
+        return -1;
+    if (b->set.held_min_ns != INT64_MIN && m->n_sessions) { /* their spans will not all be there */
+        if (!(b->ssink = sonde__calloc(m->n_sessions, sizeof *b->ssink)))
+            return -1;
+        for (; b->n_ssink < m->n_sessions; b->n_ssink++)
+            if (sm__sink_init(&b->ssink[b->n_ssink], m))
+                return -1;
     }
-    if (b.set.held_min_ns != INT64_MIN && (raw->n_samples || raw->n_offs) && sort_samples(&b))
+    if (b->set.held_min_ns != INT64_MIN && (raw->n_samples || raw->n_offs) && sort_samples(b))
+        return -1;
+    return 0;
+}
+
+/* After the second pass: the statistics, then operators, GPU activity, CPU samples, rates and
+ * what derives from them. */
+static int finish(bctx *b, sb_raw *raw, sm_model *m)
+{
+    m->sections_folded = b->n.folded;
+    m->held_min_ns = b->set.held_min_ns;
+    for (size_t i = 0; i < b->n_ssink; i++) {
+        sm_session *se = &m->sessions[i];
+        if (sm__sink_finish(&b->ssink[i], m, (double)(se->end_ns - se->start_ns) / 1e9, &se->stats,
+                            &se->n_stats))
+            return -1;
+    }
+    if (sm__sink_finish(&b->sink, m, (double)m->duration_ns / 1e9, &m->stats, &m->n_stats) ||
+        sm__drop_short(m, b->set.min_ns) || sm__ops_build(raw, m) || sm__gpu_build(raw, m) ||
+        sm__profile_build(raw, m) || sm__profile_keep(raw, m))
+        return -1;
+    if (build_rates_warnings(b, m) != 0)
+        return -1;
+    return sm__derive(m, SM_STATS_FED) ? -1 : 0;
+}
+
+int sm__build(sb_raw *raw, sm_model *m, const char *fname)
+{
+    bctx b;
+    memset(&b, 0, sizeof b);
+    sm_skim sk;
+    memset(&sk, 0, sizeof sk);
+    b.m = m;
+    b.set.raw = raw;
+    strmap_init(&b.rec.counters);
+    strmap_init(&b.rec.metrics);
+    int rc = SONDE_ENOMEM;
+    uint64_t end_tick = 0;
+    if (take_run(&b, raw, m))
+        goto out;
+    set_clock(&b, raw, m);
+    if (first_pass(&b, raw, &sk, &end_tick) || build_sites(&b, raw, sk.max_id, sk.used))
+        goto out;
+    sonde__free(sk.used);
+    sk.used = NULL;
+    if (take_threads(&b, raw, m) || plan_second_pass(&b, raw, &sk, end_tick))
         goto out;
     /* The second pass: each thread's sections, its events decoded a batch at a time. */
-    step_from = sonde__mono_ns();
+    uint64_t from = sonde__mono_ns();
     if (sm__build_threads(&b, b.feeding || b.n_ssink > SM_OWN_MAX_SESSIONS ? NULL : sk.own,
                           end_tick))
         goto out;
-    m->read_times.build_s = (double)(sonde__mono_ns() - step_from) / 1e9;
-    m->sections_folded = b.n.folded;
-    m->held_min_ns = b.set.held_min_ns;
-    for (size_t i = 0; i < b.n_ssink; i++) {
-        sm_session *se = &m->sessions[i];
-        if (sm__sink_finish(&b.ssink[i], m, (double)(se->end_ns - se->start_ns) / 1e9, &se->stats,
-                            &se->n_stats))
-            goto out;
-    }
-    if (sm__sink_finish(&b.sink, m, (double)m->duration_ns / 1e9, &m->stats, &m->n_stats) ||
-        sm__drop_short(m, b.set.min_ns) || sm__ops_build(raw, m) || sm__gpu_build(raw, m) ||
-        sm__profile_build(raw, m) || sm__profile_keep(raw, m))
-        goto out;
-    if (build_rates_warnings(&b, m) != 0)
-        goto out;
-    if (sm__derive(m, SM_STATS_FED))
+    m->read_times.build_s = (double)(sonde__mono_ns() - from) / 1e9;
+    if (finish(&b, raw, m))
         goto out;
     rc = 0;
 out:

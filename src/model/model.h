@@ -604,6 +604,43 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *name, sm_model *m);
  * (`sonde export --set`: report_max_sections decides what is held): set[i].key as
  * "config.KEY". */
 int sm_read_file_set(const char *path, const sm_kv *set, size_t n_set, sm_model *m);
+/* sm_read_file of what a file holds from byte offset part->from on: the records that describe the
+ * run (information, sites, threads, its first clock anchor, stacks, warnings, ...) are read
+ * wherever they are, those of its events (EVENTS, CPU samples, off-CPU periods, GPU activity,
+ * operators) and the other clock anchors only from `from` (their headers alone before it: no
+ * byte of them is read or decoded). The model's clock is a line through the first and last
+ * anchors, so the times are those of the whole file's reading. A step schedule's window is read
+ * so from where the recorder's file ended before the step it began with (reports.c).
+ *
+ * rs, when not NULL, makes a series of such readings of one growing file cost what each part
+ * holds, not the file: a reading notes there where the records that describe the run lie before
+ * `from`, and up to where it walked, and the next reading (with a `from` as great) reads those
+ * places and walks on from there. Start it zeroed; sm_resume_free frees it. A `from` below an
+ * earlier one, past the file's end, or a noted place that no longer holds a whole record starts
+ * it again from the file's beginning. from 0, or past the file's end, reads the file whole. */
+typedef struct sm_resume_span {
+    uint64_t at, end;
+} sm_resume_span;
+typedef struct sm_resume {
+    uint64_t walked;        /* the records before this offset were walked: */
+    sm_resume_span *defs;   /* where those that describe the run are, adjacent ones joined */
+    size_t n_defs, cap_defs;
+} sm_resume;
+/* A part of a file to read (sm_read_file_from): from where, and the session that was open
+ * when the part began (open 1: begun at tick `tick` on thread index `thread`, named by site id
+ * `name`), whose begin lies before the part: the model has it begun then (once, where the part
+ * holds the same begin too). */
+typedef struct sm_part {
+    uint64_t from;
+    int open;
+    uint64_t tick;
+    uint32_t name, thread;
+} sm_part;
+int sm_read_file_from(const char *path, const sm_part *part, sm_resume *rs, sm_model *m);
+/* The same from memory (the fuzzer). */
+int sm_read_mem_from(const uint8_t *data, size_t n, const char *fname, const sm_part *part,
+                     sm_resume *rs, sm_model *m);
+void sm_resume_free(sm_resume *rs);
 /* A sink of the reading for every section of the run: fn is handed each as it closes, with the
  * model being built (its threads, sites, sessions and the section's metadata are in place; its
  * parent, when held, too), thread by thread, each thread's in the order they ended; those under

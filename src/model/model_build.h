@@ -87,6 +87,9 @@ typedef struct sb_opts {
     const sm_kv *set;  /* configuration facts set over the file's */
     size_t n_set;
     const sm_feed *feed; /* a sink fed every section as it closes (sm_read_file_fed), or NULL */
+    uint64_t from;       /* the events' records before this offset are skipped (sm_read_file_from) */
+    sm_resume *resume;   /* and where the records that describe the run are, or NULL */
+    const sm_part *part; /* the part's open session (sm__skim_open_session), or NULL */
 } sb_opts;
 
 #define SB_MAX_DECODERS SM_REPORT_THREADS_MAX /* decoders of one reading at once (dec_end) */
@@ -509,6 +512,9 @@ typedef struct sm_skim {
  * findings, merged after in the order of the file's threads: sk is the same either way, and so
  * are the reading's warnings. 0, or -1 out of memory. */
 int sm__skim(sb_raw *raw, uint64_t cut_tick, double ns_per_tick, sm_skim *sk);
+/* The begin of a session open when a part of a file began (sm_part) among the first pass's
+ * session events (its thread one of the n_threads read), unless they hold it already. 0, or -1 out of memory. */
+int sm__skim_open_session(sm_skim *sk, const sm_part *part, size_t n_threads);
 /* How many threads read raw's events at once, the first pass's (sm__skim) and the build's:
  * sm__threads_for the file's size, for a file of several threads; never more than the file has
  * threads. */

@@ -604,9 +604,136 @@ static int parse_record(rstate *s, unsigned type, const uint8_t *p, const uint8_
     return r;
 }
 
+/* Whether records of this type hold the run's events (as opposed to describing it): those
+ * sm_read_file_from leaves out before its offset. */
+static int events_record(unsigned type)
+{
+    return type == SONDE_R_EVENTS || type == SONDE_R_SAMPLES || type == SONDE_R_OFFCPU ||
+           type == SONDE_R_GPU || type == SONDE_R_OPS;
+}
+
 /* The bytes of an EVENTS record the walk reads where its checksum is summed later: its block's
  * header (at most 48 bytes) with room to spare. */
 #define EVENTS_HEAD 52
+
+/* A stretch of the file the walk reads (walk): [off, end); the records of events before from
+ * are passed over, and so are the clock anchors there but the file's first (the model's clock
+ * is a line through its first and last anchors); the others' places go to rs where not NULL
+ * (sm_read_file_from). *first: where the first record at or past from begins. */
+typedef struct walk_span {
+    size_t off, end;
+    uint64_t from;
+    sm_resume *rs;
+    size_t first;
+} walk_span;
+
+/* Notes that the record at [at, to) describes the run: a place the next reading reads again. */
+static int resume_add(sm_resume *rs, uint64_t at, uint64_t to)
+{
+    if (rs->n_defs && rs->defs[rs->n_defs - 1].end == at) {
+        rs->defs[rs->n_defs - 1].end = to;
+        return 0;
+    }
+    if (GROW(rs->defs, rs->n_defs, rs->cap_defs))
+        return -1;
+    rs->defs[rs->n_defs++] = (sm_resume_span){at, to};
+    return 0;
+}
+
+/* Walks the records of w (the reading's own, read_src_as). 0 when it reached w's end, 1 when a
+ * torn or unreadable record stopped it (said in a warning), -1 out of memory. w->off is where
+ * it stopped. */
+static int walk(rstate *s, walk_span *w, size_t *order)
+{
+    const char *fname = s->fname;
+    size_t n = w->end;
+    while (w->off < n) {
+        size_t off = w->off;
+        if (w->first == SIZE_MAX && off >= w->from)
+            w->first = off;
+        if (n - off < SONDE_RECORD_HEADER_LEN)
+            return rwarn(s, "%s: torn record header at offset %zu: read up to it", fname, off)
+                       ? -1 : 1;
+        const uint8_t *h;
+        size_t want = SONDE_RECORD_HEADER_LEN;
+        if (s->defer) /* with the block's header of an EVENTS record, in the same read */
+            want += n - off - want < EVENTS_HEAD ? n - off - want : EVENTS_HEAD;
+        int got = record_bytes(s, off, off, want, &h);
+        if (got)
+            return got;
+        unsigned type = h[0];
+        uint32_t len = sonde_get_u32le(h + 4), crc = sonde_get_u32le(h + 8);
+        if (len > SONDE_RECORD_MAX || len > n - off - SONDE_RECORD_HEADER_LEN)
+            return rwarn(s, "%s: torn last record at offset %zu (%u bytes announced, %zu "
+                            "present): read up to it", fname, off, len,
+                         n - off - SONDE_RECORD_HEADER_LEN) ? -1 : 1;
+        uint64_t at = off + SONDE_RECORD_HEADER_LEN;
+        if (off < w->from && (events_record(type) ||
+                              (type == SONDE_R_ANCHOR && s->raw.n_anchors))) {
+            w->off = at + len; /* before the part asked for */
+            continue;
+        }
+        const uint8_t *p, *end;
+        if (s->defer && type == SONDE_R_EVENTS) { /* summed later (sm__check_records) */
+            if (GROW(s->sums, s->n_sums, s->cap_sums))
+                return -1;
+            s->sums[s->n_sums++] = (sb_sum){at, len, crc};
+            p = h + SONDE_RECORD_HEADER_LEN;
+            end = p + (len < EVENTS_HEAD ? len : EVENTS_HEAD);
+        } else {
+            got = record_bytes(s, off, at, len, &p);
+            if (got)
+                return got;
+            end = p + len;
+            if ((uint32_t)crc32(0L, p, len) != crc)
+                return rwarn(s, "%s: record at offset %zu fails its checksum: read up to it",
+                             fname, off) ? -1 : 1;
+        }
+        w->off = at + len;
+        int r = parse_record(s, type, p, end, len, at, order);
+        if (r == -2)
+            return -1;
+        if (r && rwarn(s, "%s: malformed record of type %u at offset %zu was skipped", fname,
+                       type, off))
+            return -1;
+        if (!r && off < w->from && w->rs && resume_add(w->rs, off, w->off))
+            return -1;
+    }
+    if (w->first == SIZE_MAX)
+        w->first = w->off;
+    return 0;
+}
+
+/* sm_read_file_from's walk: the records that describe the run, those before rs->walked from
+ * the places an earlier reading noted (rs may be NULL: none), then the file from there, its
+ * events from `from` on. *off: where the first record at or past from begins, for rs. 0; 2
+ * when a noted place no longer holds what was walked there (rs emptied: read again); -1 out
+ * of memory. */
+static int resume_walk(rstate *s, sm_resume *rs, uint64_t from, size_t n, size_t *off,
+                       size_t *order)
+{
+    sm_resume none = {0};
+    if (!rs)
+        rs = &none;
+    if (from < rs->walked || rs->walked > n || rs->walked < SONDE_FILE_HEADER_LEN) {
+        sm_resume_free(rs); /* another file, or an earlier part of it: from the start */
+        rs->walked = SONDE_FILE_HEADER_LEN;
+    }
+    for (size_t i = 0; i < rs->n_defs; i++) {
+        walk_span w = {rs->defs[i].at, rs->defs[i].end, 0, NULL, SIZE_MAX};
+        int r = rs->defs[i].end <= n ? walk(s, &w, order) : 1;
+        if (r < 0)
+            return -1;
+        if (r) {
+            sm_resume_free(rs);
+            return 2;
+        }
+    }
+    walk_span w = {rs->walked, n, from, rs == &none ? NULL : rs, SIZE_MAX};
+    int r = walk(s, &w, order);
+    *off = w.first;
+    return r < 0 ? -1 : 0;
+}
 
 /* The file in memory (data), or n bytes read from fd as they are needed (data NULL). defer:
  * the EVENTS records' checksums summed after the walk on threads threads (sm__check_records),
@@ -643,60 +770,22 @@ static int read_src_as(const uint8_t *data, int fd, size_t n, const char *fname,
     s.fname = fname;
     s.max_threads = n / 12 + 64; /* each thread has a THREAD or EVENTS record, 12 bytes or more */
     s.version = version;
-    s.raw.bytes = n;
+    uint64_t from = o->from <= n ? o->from : 0; /* past the end: another file, read whole */
+    s.raw.bytes = n - from; /* what the reading has to decode (the first pass's threads) */
     uint64_t walk_from = sonde__mono_ns();
-    while (off < n) {
-        if (n - off < SONDE_RECORD_HEADER_LEN) {
-            if (rwarn(&s, "%s: torn record header at offset %zu: read up to it", fname, off))
-                goto oom;
-            break;
-        }
-        const uint8_t *h;
-        size_t want = SONDE_RECORD_HEADER_LEN;
-        if (s.defer) /* with the block's header of an EVENTS record, in the same read */
-            want += n - off - want < EVENTS_HEAD ? n - off - want : EVENTS_HEAD;
-        int got = record_bytes(&s, off, off, want, &h);
-        if (got < 0)
+    sm_resume *rs = from ? o->resume : NULL;
+    if (!from && o->resume)
+        sm_resume_free(o->resume);
+    if (from) { /* the run's description before it, then the events from it */
+        int r = resume_walk(&s, rs, from, n, &off, &order);
+        if (r < 0)
             goto oom;
-        if (got)
-            break;
-        unsigned type = h[0];
-        uint32_t len = sonde_get_u32le(h + 4), crc = sonde_get_u32le(h + 8);
-        if (len > SONDE_RECORD_MAX || len > n - off - SONDE_RECORD_HEADER_LEN) {
-            if (rwarn(&s, "%s: torn last record at offset %zu (%u bytes announced, %zu present): "
-                          "read up to it", fname, off, len, n - off - SONDE_RECORD_HEADER_LEN))
-                goto oom;
-            break;
+        if (r == 2) { /* the file changed where it was walked before: read it as it is now */
+            again = 1;
+            goto done;
         }
-        uint64_t at = off + SONDE_RECORD_HEADER_LEN;
-        const uint8_t *p, *end;
-        if (s.defer && type == SONDE_R_EVENTS) { /* summed later (sm__check_records) */
-            if (GROW(s.sums, s.n_sums, s.cap_sums))
-                goto oom;
-            s.sums[s.n_sums++] = (sb_sum){at, len, crc};
-            p = h + SONDE_RECORD_HEADER_LEN;
-            end = p + (len < EVENTS_HEAD ? len : EVENTS_HEAD);
-        } else {
-            got = record_bytes(&s, off, at, len, &p);
-            if (got < 0)
-                goto oom;
-            if (got)
-                break;
-            end = p + len;
-            if ((uint32_t)crc32(0L, p, len) != crc) {
-                if (rwarn(&s, "%s: record at offset %zu fails its checksum: read up to it", fname,
-                          off))
-                    goto oom;
-                break;
-            }
-        }
-        off += SONDE_RECORD_HEADER_LEN + len;
-        int r = parse_record(&s, type, p, end, len, at, &order);
-        if (r == -2)
-            goto oom;
-        if (r && rwarn(&s, "%s: malformed record of type %u at offset %zu was skipped", fname,
-                       type, off - SONDE_RECORD_HEADER_LEN - len))
-            goto oom;
+    } else if (walk(&s, &(walk_span){off, n, 0, NULL, SIZE_MAX}, &order) < 0) {
+        goto oom;
     }
     if (s.defer) { /* the checksums the walk left */
         int bad = sm__check_records(data, fd, s.sums, s.n_sums, threads);
@@ -735,9 +824,15 @@ static int read_src_as(const uint8_t *data, int fd, size_t n, const char *fname,
     rc = sm__build(&s.raw, m, fname);
     if (!rc)
         m->read_times.walk_s = walk_s;
+    if (rs && !rc)
+        rs->walked = off; /* the first record at or past from: the next reading walks from it */
+    else if (rs)
+        sm_resume_free(rs);
     goto done;
 oom:
     rc = sonde__fail(SONDE_ENOMEM, "%s: out of memory while reading", fname);
+    if (o->resume)
+        sm_resume_free(o->resume);
 done:
     for (size_t i = 0; i < s.n_th; i++) {
         sonde__free(s.th[i].name);
@@ -757,7 +852,9 @@ done:
 static int read_src(const uint8_t *data, int fd, size_t n, const char *fname, const sb_opts *o,
                     sm_model *m)
 {
-    return read_src_as(data, fd, n, fname, o, m, sm__threads_for(n));
+    /* a part of a file (sm_read_file_from) is summed as it is walked: it is small, and its
+     * walk notes places for the next one, which a second walk would note twice */
+    return read_src_as(data, fd, n, fname, o, m, o->from ? 1 : sm__threads_for(n));
 }
 
 int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
@@ -768,7 +865,7 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
 int sm_read_mem_fed(const uint8_t *data, size_t n, const char *fname, const sm_feed *feed,
                     sm_model *m)
 {
-    const sb_opts o = {NULL, 0, feed};
+    const sb_opts o = {NULL, 0, feed, 0, NULL, NULL};
     return read_src(data, -1, n, fname, &o, m);
 }
 
@@ -790,16 +887,15 @@ int sm_read_file_set(const char *path, const sm_kv *set, size_t n_set, sm_model 
     return sm_read_file_fed(path, set, n_set, NULL, m);
 }
 
-int sm_read_file_fed(const char *path, const sm_kv *set, size_t n_set, const sm_feed *feed,
-                     sm_model *m)
+/* A file read with o (sm_read_file_fed, sm_read_file_from). */
+static int read_path(const char *path, const sb_opts *o, sm_model *m)
 {
     memset(m, 0, sizeof *m);
-    const sb_opts o = {set, n_set, feed};
     int rc, fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block it */
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
         /* a record or a block at a time, as the passes need them: never the whole file */
-        rc = read_src(NULL, fd, (size_t)st.st_size, path, &o, m);
+        rc = read_src(NULL, fd, (size_t)st.st_size, path, o, m);
         close(fd);
     } else { /* the library's own reasons why it cannot be read (not found, not a file) */
         if (fd >= 0)
@@ -809,7 +905,7 @@ int sm_read_file_fed(const char *path, const sm_kv *set, size_t n_set, const sm_
         rc = sonde__read_input(path, SIZE_MAX - 1, &buf, &got);
         if (rc)
             return rc;
-        rc = read_src((const uint8_t *)buf, -1, got, path, &o, m);
+        rc = read_src((const uint8_t *)buf, -1, got, path, o, m);
         sonde__free(buf);
     }
     if (!rc) {
@@ -820,6 +916,32 @@ int sm_read_file_fed(const char *path, const sm_kv *set, size_t n_set, const sm_
         }
     }
     return rc;
+}
+
+int sm_read_file_fed(const char *path, const sm_kv *set, size_t n_set, const sm_feed *feed,
+                     sm_model *m)
+{
+    const sb_opts o = {set, n_set, feed, 0, NULL, NULL};
+    return read_path(path, &o, m);
+}
+
+int sm_read_file_from(const char *path, const sm_part *part, sm_resume *rs, sm_model *m)
+{
+    const sb_opts o = {NULL, 0, NULL, part->from, rs, part};
+    return read_path(path, &o, m);
+}
+
+int sm_read_mem_from(const uint8_t *data, size_t n, const char *fname, const sm_part *part,
+                     sm_resume *rs, sm_model *m)
+{
+    const sb_opts o = {NULL, 0, NULL, part->from, rs, part};
+    return read_src(data, -1, n, fname, &o, m);
+}
+
+void sm_resume_free(sm_resume *rs)
+{
+    sonde__free(rs->defs);
+    memset(rs, 0, sizeof *rs);
 }
 
 int sm_each_section(const sm_model *m, sm_section_fn fn, void *ctx)

@@ -375,3 +375,20 @@ out:
     sonde__free(own);
     return rc;
 }
+
+int sm__skim_open_session(sm_skim *sk, const sm_part *part, size_t n_threads)
+{
+    if (!part || !part->open || part->name >= SM_MAX_ID || part->thread >= n_threads)
+        return 0;
+    for (size_t i = 0; i < sk->n_sess; i++)
+        if (sk->sess[i].begin && sk->sess[i].tick == part->tick &&
+            sk->sess[i].name == part->name)
+            return 0; /* its begin is in the part */
+    if (GROW(sk->sess, sk->n_sess, sk->cap_sess))
+        return -1;
+    sk->sess[sk->n_sess++] = (sm_sess_ev){part->tick, part->name, part->thread, 1};
+    if (part->name > sk->max_id)
+        sk->max_id = part->name;
+    BIT_SET(sk->used, part->name);
+    return 0;
+}

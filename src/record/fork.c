@@ -90,6 +90,7 @@ static void start_over(sonde_profiler *p)
     }
     atomic_store(&p->sites_written, 1);
     atomic_store(&p->bytes_written, 0);
+    p->window_from = 0; /* a window open at the fork: its trace reads the child's file whole */
     atomic_store(&p->dropped_io, 0);
     atomic_store(&p->io_failed, 0);
     atomic_store(&p->full_errno, 0);

@@ -152,6 +152,9 @@ static void window_start(sonde_profiler *p, unsigned tenths)
     sonde__free(p->name);
     p->name = name;
     p->cfg.name = name;
+    pthread_mutex_lock(&p->step_lock); /* a schedule's window open now reads the new file whole */
+    p->window_from = 0;
+    pthread_mutex_unlock(&p->step_lock);
     sonde__wlock(p);
     sonde__writer_discard(p); /* what came between windows: the ends of sections begun before */
     sonde__free(p->path);

@@ -305,8 +305,9 @@ sonde_tbuf *sonde__thread_buf(sonde_profiler *p)
     return found;
 }
 
-/* Appends one event on the calling thread. */
-int sonde__record(sonde_profiler *p, unsigned kind, uint32_t id, uint32_t arg, const double *v)
+/* Appends one event on the calling thread; its tick in *tick when not NULL. */
+static int record_ev(sonde_profiler *p, unsigned kind, uint32_t id, uint32_t arg,
+                     const double *v, uint64_t *tick)
 {
     sonde_tbuf *tb = sonde__thread_buf(p);
     if (!tb)
@@ -331,8 +332,15 @@ int sonde__record(sonde_profiler *p, unsigned kind, uint32_t id, uint32_t arg, c
             s->arg = (uint32_t)(bits >> 32);
         }
     }
+    if (tick)
+        *tick = e->ts;
     sonde__publish(&tb->hot, e + n);
     return 0;
+}
+
+int sonde__record(sonde_profiler *p, unsigned kind, uint32_t id, uint32_t arg, const double *v)
+{
+    return record_ev(p, kind, id, arg, v, NULL);
 }
 
 /* Stack entry of a section whose begin was dropped: its sonde_end is dropped too, so it cannot
@@ -430,82 +438,6 @@ void sonde__scope_end_slow(sonde__tbuf *htb, uint32_t id)
 }
 
 /* ------------------------------------------------------------------------------------------
- * Step schedule
- * ---------------------------------------------------------------------------------------- */
-static void cuda_range(sonde_profiler *p, int start)
-{
-    if (!p->cfg.cuda_profiler_range || (start ? p->cuda_range_open : !p->cuda_range_open))
-        return;
-    char why[320];
-    if (cudart_profiler(start, why, sizeof why) == 0) {
-        p->cuda_range_open = start;
-    } else if (!p->cuda_noted) {
-        p->cuda_noted = 1;
-        sonde__warn(p, "%s", why);
-    }
-}
-
-/* The active window that covered steps up to `step` (excluded) has ended: its trace; the
- * callback is left to the caller, who calls it with step_lock released (take_ready), so that
- * it may call sonde_step or fork(). Caller holds step_lock. */
-static void end_window(sonde_profiler *p, uint64_t step)
-{
-    int cycle = p->sched_cycle;
-    uint32_t arg = (uint32_t)SCHED_NONE;
-    sonde__record(p, SONDE_K_MODE, (uint32_t)(step & 0x0fffffff), arg, NULL);
-    p->sched_action = SCHED_NONE;
-    p->sched_cycle = 0;
-    cuda_range(p, 0);
-    char name[600], *path;
-    snprintf(name, sizeof name, "%s-cycle%d.trace.json.gz", p->name, cycle);
-    path = path_join(p->output_dir, name);
-    if (!path)
-        return;
-    sonde__wlock(p);
-    sonde__writer_pass(p, 1);
-    sonde__wunlock(p);
-    if (sonde__write_cycle_trace(p, cycle, path) != 0) {
-        sonde__warn(p, "cycle %d trace: %s", cycle, sonde_last_error());
-    } else if (p->cfg.on_trace_ready && !p->ready_path) {
-        p->ready_path = path;
-        p->ready_cycle = cycle;
-        return;
-    }
-    sonde__free(path);
-}
-
-/* Releases step_lock, then calls on_trace_ready for a window that ended under it, if any. */
-static void unlock_and_ready(sonde_profiler *p)
-{
-    char *path = p->ready_path;
-    int cycle = p->ready_cycle;
-    p->ready_path = NULL;
-    pthread_mutex_unlock(&p->step_lock);
-    if (path) {
-        p->cfg.on_trace_ready(p, path, cycle, p->cfg.on_trace_ready_user);
-        sonde__free(path);
-    }
-}
-
-/* Applies what step number `step` does; caller holds step_lock. */
-static void schedule_step(sonde_profiler *p, uint64_t step)
-{
-    sched_action a = sonde__schedule_action(&p->cfg, step);
-    if (a.action == p->sched_action && (int)a.cycle == p->sched_cycle)
-        return;
-    if (p->sched_action == SCHED_ACTIVE)
-        end_window(p, step);
-    if (a.action != p->sched_action || (int)a.cycle != p->sched_cycle)
-        sonde__record(p, SONDE_K_MODE, (uint32_t)(step & 0x0fffffff),
-                      (uint32_t)a.action | (uint32_t)a.cycle << 2, NULL);
-    p->sched_action = a.action;
-    p->sched_cycle = (int)a.cycle;
-    __atomic_store_n(&p->hot.recording, a.action != SCHED_NONE, __ATOMIC_RELAXED);
-    if (a.action == SCHED_ACTIVE)
-        cuda_range(p, 1);
-}
-
-/* ------------------------------------------------------------------------------------------
  * Lifetime
  * ---------------------------------------------------------------------------------------- */
 static char *default_name(void)
@@ -553,6 +485,7 @@ static void free_contents(sonde_profiler *p, int keep_threads)
     sonde__free(p->path);
     sonde__free(p->od_base);
     sonde__free(p->ready_path);
+    sonde__window_read_free(p);
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->wlock);
     pthread_mutex_destroy(&p->step_lock);
@@ -819,7 +752,7 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch,
             p->schedule_on = 1;
             p->sched_action = -1;
             pthread_mutex_lock(&p->step_lock);
-            schedule_step(p, 0);
+            sonde__schedule_step(p, 0, 0);
             pthread_mutex_unlock(&p->step_lock);
         }
     }
@@ -891,8 +824,8 @@ static int finalize(sonde_profiler *p)
         /* An active window still open ends with the run: its trace and callback too. */
         pthread_mutex_lock(&p->step_lock);
         if (p->sched_action == SCHED_ACTIVE)
-            end_window(p, (uint64_t)atomic_load(&p->steps));
-        unlock_and_ready(p);
+            sonde__end_window(p, (uint64_t)atomic_load(&p->steps));
+        sonde__unlock_and_ready(p);
     }
     __atomic_store_n(&p->hot.recording, 0, __ATOMIC_RELAXED);
     if (p->ondemand) { /* a window still open ends with the run */
@@ -1092,9 +1025,11 @@ int sonde_session_begin(sonde_profiler *p, const char *name)
         sonde__record(p, SONDE_K_SESSION_END, 0, 0, NULL);
     if (p->nvtx)
         nvtx_session(p, name);
+    uint64_t tick = 0;
+    rc = record_ev(p, SONDE_K_SESSION_BEGIN, id, 0, NULL, &tick);
+    atomic_store(&p->session_tick, tick); /* before its name: a window's start reads in turn */
     atomic_store(&p->cur_session, id);
     atomic_store(&p->session_tb, sonde__thread_buf(p));
-    rc = sonde__record(p, SONDE_K_SESSION_BEGIN, id, 0, NULL);
     /* session_tags (checked key=value,... when set): the session's metadata */
     for (const char *t = p->cfg.session_tags; !rc && t && *t;) {
         size_t n = strcspn(t, ",");
@@ -1399,6 +1334,7 @@ int sonde_step(sonde_profiler *p)
     /* Steps count whatever the schedule says, so it knows where it is. */
     if (!sonde__has_sink(p) || atomic_load(&p->finalized))
         return 0;
+    uint64_t from = p->schedule_on ? sonde__file_end(p) : 0; /* before its step's end */
     uint64_t n = atomic_fetch_add(&p->steps, 1) + 1;
     int rc = sonde__record(p, SONDE_K_STEP, 0, (uint32_t)n, NULL);
     if (p->flight)
@@ -1411,7 +1347,7 @@ int sonde_step(sonde_profiler *p)
     if (p->schedule_on || (p->cfg.memory_every_n_steps && n % p->cfg.memory_every_n_steps == 0)) {
         pthread_mutex_lock(&p->step_lock);
         if (p->schedule_on)
-            schedule_step(p, n);
+            sonde__schedule_step(p, n, from);
         if (p->cfg.memory_every_n_steps && n % p->cfg.memory_every_n_steps == 0) {
             /* The sampler takes the snapshot and writes the file: no I/O on this thread. */
             if (p->snap_n < sizeof p->snap_queue / sizeof p->snap_queue[0])
@@ -1421,7 +1357,7 @@ int sonde_step(sonde_profiler *p)
             if (p->sampler_started)
                 sem_post(&p->sampler_wake);
         }
-        unlock_and_ready(p);
+        sonde__unlock_and_ready(p);
     }
     return rc;
 }

@@ -234,6 +234,13 @@ struct sonde_profiler {
     pthread_mutex_t step_lock;
     int schedule_on;
     int sched_action, sched_cycle;   /* what the current step does */
+    uint64_t window_from;            /* the file's length before the step the active window
+                                        began with: its trace reads the file from there on */
+    int window_session;              /* a session was open when it began: */
+    uint64_t window_session_tick;    /* begun then (session_tick), */
+    uint32_t window_session_name, window_session_thread; /* so named, on that thread index */
+    struct sm_resume *window_read;   /* where the earlier windows' readings left off
+                                        (reports.c, sm_read_file_from) */
     int cuda_range_open;             /* cudaProfilerStart was called and not yet stopped */
     char *ready_path;                /* a window's trace for on_trace_ready, called once
                                         step_lock is released (profiler.c, unlock_and_ready) */
@@ -253,6 +260,7 @@ struct sonde_profiler {
     _Atomic int session_open;
     _Atomic uint32_t cur_session;  /* name id of the open session, 0 when none */
     sonde_tbuf *_Atomic session_tb; /* the thread that opened it (the live display's stage) */
+    _Atomic uint64_t session_tick; /* when it was begun (a window's trace: reports.c) */
     _Atomic uint64_t misuse_unbalanced, misuse_nonfinite;
     char *warnings[SONDE_MAX_WARNINGS];
     int n_warnings;
@@ -499,11 +507,28 @@ void sonde__registry_remove(sonde_profiler *p);
 void sonde__altstack_ensure(void);
 void sonde__altstack_release(void);
 
+/* ---- the step schedule (schedule.c); callers hold step_lock ---- */
+/* Applies what step number `step` does; from: where the file ended (sonde__file_end) before
+ * the step that ended, where the events of a window that begins with this step start. */
+void sonde__schedule_step(sonde_profiler *p, uint64_t step, uint64_t from);
+/* The active window that covered steps up to `step` (excluded) has ended: its trace, the
+ * callback left to sonde__unlock_and_ready. */
+void sonde__end_window(sonde_profiler *p, uint64_t step);
+/* Releases step_lock, then calls on_trace_ready for a window that ended under it, if any. */
+void sonde__unlock_and_ready(sonde_profiler *p);
+
 /* ---- reports (export side) ---- */
 int sonde__write_reports(sonde_profiler *p, const char *path);
 /* A flight recorder dump's reports: path read back, the configured formats as OUTDIR/stem.*. */
 int sonde__write_dump_reports(sonde_profiler *p, const char *path, const char *stem);
-/* Writes the trace of active window `cycle` of the step schedule to path. */
+/* Writes the trace of active window `cycle` of the step schedule to path, reading the events
+ * of the file from p->window_from on (the window's part: sm_read_file_from), with the session
+ * open when it began (p->window_session*). */
 int sonde__write_cycle_trace(sonde_profiler *p, int cycle, const char *path);
+/* Frees what the windows' readings kept (p->window_read). */
+void sonde__window_read_free(sonde_profiler *p);
+/* Where the profiler's file ends now, records being written aside: every event recorded after
+ * this is read lands at or after it. */
+uint64_t sonde__file_end(sonde_profiler *p);
 
 #endif

@@ -16,12 +16,14 @@
  * the run has ended (sonde_export while recording) the file has no END record yet: the model
  * says the run is in progress, and the reader's "did not end cleanly" warning gives way to one
  * saying the report holds the run so far. */
-static int read_back(sonde_profiler *p, sx_early *e, sm_model *m)
+static int read_back(sonde_profiler *p, sx_early *e, const sm_part *part, sm_model *m)
 {
     if (!p->path)
         return sonde__fail(SONDE_ESTATE, "nothing was recorded: %s",
                            p->status_msg[0] ? p->status_msg : "the profiler is disabled");
-    int rc = e ? sx_read_file(p->path, NULL, 0, e, m) : sm_read_file(p->path, m);
+    int rc = e      ? sx_read_file(p->path, NULL, 0, e, m)
+             : part ? sm_read_file_from(p->path, part, p->window_read, m)
+                    : sm_read_file(p->path, m);
     if (rc || m->clean_end || atomic_load(&p->finalized))
         return rc;
     m->in_progress = 1;
@@ -55,7 +57,7 @@ int sonde__write_reports(sonde_profiler *p, const char *path)
 {
     sm_model m;
     sx_early early, *e = path ? NULL : early_for(&early, p->output_dir, p->name, p->cfg.formats);
-    int rc = read_back(p, e, &m);
+    int rc = read_back(p, e, NULL, &m);
     if (rc)
         return rc;
     if (path)
@@ -88,8 +90,12 @@ int sonde__write_dump_reports(sonde_profiler *p, const char *path, const char *s
 
 int sonde__write_cycle_trace(sonde_profiler *p, int cycle, const char *path)
 {
+    if (!p->window_read) /* else each window's reading walks the whole file again */
+        p->window_read = sonde__calloc(1, sizeof *p->window_read);
+    const sm_part part = {p->window_from, p->window_session, p->window_session_tick,
+                          p->window_session_name, p->window_session_thread};
     sm_model m;
-    int rc = read_back(p, NULL, &m);
+    int rc = read_back(p, NULL, &part, &m);
     if (rc)
         return rc;
     rc = sonde__fail(SONDE_ENOTFOUND, "no active window %d in %s", cycle, p->path);
@@ -98,6 +104,15 @@ int sonde__write_cycle_trace(sonde_profiler *p, int cycle, const char *path)
             rc = sx_write_trace_range(&m, path, m.windows[i].start_ns, m.windows[i].end_ns);
     sm_free(&m);
     return rc;
+}
+
+void sonde__window_read_free(sonde_profiler *p)
+{
+    if (!p->window_read)
+        return;
+    sm_resume_free(p->window_read);
+    sonde__free(p->window_read);
+    p->window_read = NULL;
 }
 
 /* Copies s to *np (room was counted) and moves *np past it; returns the copy. */
@@ -130,7 +145,7 @@ sonde_summary_t *sonde_summary(sonde_profiler *p)
                                "a trigger (sonde_trigger; docs/flight-recorder.md)"
               : p->status_msg[0] ? p->status_msg
                                : "profiling is disabled (sonde_config.enabled = 0, SONDE_ENABLED=0)";
-    } else if (read_back(p, NULL, &m)) {
+    } else if (read_back(p, NULL, NULL, &m)) {
         return NULL;
     }
     sonde_summary_t *s = sonde__calloc(1, sizeof *s);

@@ -417,6 +417,12 @@ void sonde__writer_pass(sonde_profiler *p, int flush_active)
         write_anchor(p);
 }
 
+uint64_t sonde__file_end(sonde_profiler *p)
+{
+    /* bytes_written grows once a record is written whole: records written since lie past it */
+    return SONDE_FILE_HEADER_LEN + atomic_load(&p->bytes_written);
+}
+
 void sonde__writer_discard(sonde_profiler *p)
 {
     for (uint32_t i = 0; i < p->n_chunks; i++) {

@@ -7,7 +7,8 @@
  * reports read them back) replaced by an extreme number or mutated bytes. The rest are plain
  * byte mutations. The reading feeds the instances CSV's rows as it goes, as sx_read_file does.
  * One input in two is read again with the first pass on two or three threads (skim.c), which
- * must give the model and the warnings one thread gives: a difference is a finding. */
+ * must give the model and the warnings one thread gives: a difference is a finding. One in
+ * three is also read in two parts, as a step schedule's windows are (read_parts). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -190,6 +191,28 @@ static void two_readers(const uint8_t *data, size_t size, int rc, const sm_model
     sm_free(&two);
 }
 
+/* The input read as a step schedule's windows are (sm_read_mem_from): from an offset its last
+ * bytes pick, then from a later one with what the first reading noted, with a session said to
+ * be open; each model exported as a window's trace is. */
+static void read_parts(const uint8_t *data, size_t size)
+{
+    if (size < 24)
+        return;
+    uint64_t pick = sonde_get_u64le(data + size - 8);
+    sm_resume rs = {0};
+    for (int i = 0; i < 2; i++) {
+        sm_part part = {SONDE_FILE_HEADER_LEN + (pick & 0xffff) * (uint64_t)(i + 1) % size,
+                        (int)(pick >> 16 & 1), pick >> 17 & 0xffff, (uint32_t)(pick >> 33 & 0xff),
+                        (uint32_t)(pick >> 41 & 3)};
+        sm_model m;
+        if (sm_read_mem_from(data, size, "part", &part, &rs, &m) == 0) {
+            sx_trace(&m, null_sink, NULL);
+            sm_free(&m);
+        }
+    }
+    sm_resume_free(&rs);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -197,6 +220,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = read_fed(data, size, "1", &m);
     if (size & 1)
         two_readers(data, size, rc, &m);
+    if (size % 3 == 0)
+        read_parts(data, size);
     if (rc != 0)
         return 0;
     sbuf b;

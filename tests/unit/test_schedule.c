@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "export/export.h"
 #include "record/schedule.h"
 
 static char g_build[1024];
@@ -325,6 +326,133 @@ static void window_and_paused_sections(void **state)
     tu_rmrf(dir);
 }
 
+/* A gzip'd file's bytes in *out (malloc'd), its length in *n. */
+static void gunzip(const char *path, char **out, size_t *n)
+{
+    gzFile gz = gzopen(path, "rb");
+    assert_non_null(gz);
+    size_t cap = 1 << 16, k = 0;
+    char *b = malloc(cap);
+    assert_non_null(b);
+    int got;
+    while ((got = gzread(gz, b + k, (unsigned)(cap - k))) > 0) {
+        k += (size_t)got;
+        if (k == cap) {
+            b = realloc(b, cap *= 2);
+            assert_non_null(b);
+        }
+    }
+    gzclose(gz);
+    *out = b;
+    *n = k;
+}
+
+typedef struct same {
+    int compared;
+    const char *dir;
+} same;
+
+/* on_trace_ready: the window's trace, written from the window's part of the file, is the one
+ * the whole file read back at that moment gives for the window's time range. */
+static void same_as_whole(sonde_profiler *p, const char *path, int cycle, void *user)
+{
+    same *w = user;
+    sm_model m;
+    assert_int_equal(sm_read_file(sonde_file_path(p), &m), 0);
+    char whole[600];
+    snprintf(whole, sizeof whole, "%s/whole-cycle%d.trace.json.gz", w->dir, cycle);
+    int found = 0;
+    for (size_t i = 0; i < m.n_windows; i++)
+        if (m.windows[i].cycle == cycle) {
+            found = 1;
+            assert_int_equal(sx_write_trace_range(&m, whole, m.windows[i].start_ns,
+                                                  m.windows[i].end_ns), 0);
+        }
+    assert_true(found);
+    sm_free(&m);
+    char *a, *b;
+    size_t na, nb;
+    gunzip(path, &a, &na);
+    gunzip(whole, &b, &nb);
+    if (na != nb || memcmp(a, b, na)) {
+        size_t at = 0;
+        while (at < na && at < nb && a[at] == b[at])
+            at++;
+        fail_msg("cycle %d: the window's trace differs from the whole file's at byte %zu:\n"
+                 "window: %.300s\nwhole:  %.300s", cycle, at, a + (at > 80 ? at - 80 : 0),
+                 b + (at > 80 ? at - 80 : 0));
+    }
+    free(a);
+    free(b);
+    w->compared++;
+}
+
+/* Each window's trace is read from the part of the file the window wrote (issue 59: the whole
+ * file read again at each window's end made a long run's steps ever slower), and holds what a
+ * reading of the whole file gives for it: sections (one begun in the step before the window and
+ * ended in it left out, as before), their metadata, instants with arguments, counters, steps, a
+ * name first seen late in the run, the sessions open across windows, one ending in one. */
+static void window_read_from_its_part(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "part");
+    c.wait = 0;
+    c.warmup = 1;
+    c.active = 2;
+    c.repeat = 0;
+    same w = {0, dir};
+    c.on_trace_ready = same_as_whole;
+    c.on_trace_ready_user = &w;
+    sonde_profiler *p = sonde_create(&c);
+    assert_non_null(p);
+    sonde_metadata(p, "model", "tiny");
+    sonde_session_begin(p, "train");
+    for (int step = 0; step < 48; step++) {
+        if (step % 4 == 1)
+            sonde_begin(p, "across"); /* begun before a window, ended in it */
+        for (int k = 0; k < 30; k++) {
+            SONDE_SCOPE(p, "layer");
+            char v[16];
+            snprintf(v, sizeof v, "%d", k);
+            sonde_metadata(p, "k", v);
+            sonde_begin(p, step >= 25 ? "late name" : "inner");
+            sonde_counter(p, "queue", (double)k);
+            sonde_end(p);
+        }
+        const char *key = "step", *val = step % 2 ? "odd" : "even";
+        sonde_event_args(p, "tick", &key, &val, 1);
+        if (step % 4 == 2)
+            sonde_end(p);
+        if (step == 31) { /* a session begun before this window ends in it, another begins */
+            sonde_session_end(p);
+            sonde_session_begin(p, "eval");
+        }
+        sonde_step(p);
+    }
+    sm_model m;
+    assert_int_equal(tu_finish(p, &m), 0);
+    assert_int_equal(w.compared, 16);
+    assert_int_equal((int)m.n_windows, 16);
+    /* the sessions begun windows before are there (the recorder says which was open) */
+    char path[600], *t;
+    size_t n;
+    const char *has[][2] = {{"5", "train"}, {"11", "train"}, {"11", "eval"}, {"16", "eval"}};
+    for (size_t i = 0; i < sizeof has / sizeof has[0]; i++) {
+        snprintf(path, sizeof path, "%s/part-cycle%s.trace.json.gz", dir, has[i][0]);
+        gunzip(path, &t, &n);
+        char want[64];
+        snprintf(want, sizeof want, "\"cat\":\"session\",\"name\":\"%s\"", has[i][1]);
+        t[n ? n - 1 : 0] = 0;
+        if (!strstr(t, want))
+            fail_msg("%s holds no %s session", path, has[i][1]);
+        free(t);
+    }
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
 static void cudart_missing(void **state)
 {
     (void)state;
@@ -365,6 +493,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(inconsistent), cmocka_unit_test(cycles_end_to_end),
         cmocka_unit_test(callback_steps_and_forks),
         cmocka_unit_test(window_and_paused_sections),
+        cmocka_unit_test(window_read_from_its_part),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
