@@ -1130,6 +1130,57 @@ static void html_findings(sbuf *b, const sa_report *an)
 
 int sx_html(const sm_model *m, sbuf *b) { return sx_alone(m, b, sx_html_report); }
 
+/* The charts of the active steps, the diffusion steps and the blocks (sx_html_report). */
+static void step_charts(sbuf *b, const sm_model *m, const sa_report *an)
+{
+    size_t nd = m->n_steps > m->n_blocks ? m->n_steps : m->n_blocks;
+    if (m->n_dsteps > nd)
+        nd = m->n_dsteps;
+    double *vals = sonde__malloc((nd ? nd : 1) * sizeof *vals);
+    uint64_t *ids = sonde__malloc((nd ? nd : 1) * sizeof *ids);
+    if (vals && ids) {
+        if (m->n_steps) {
+            size_t k = 0;
+            for (size_t i = 0; i < m->n_steps; i++) {
+                if (m->steps[i].active) {
+                    vals[k] = sm_step_s(&m->steps[i]);
+                    ids[k++] = m->steps[i].number;
+                }
+            }
+            sbuf_puts(b, "<h2 id=\"steps\">Steps</h2>\n");
+            bars(b, "step-chart", vals, ids, k, "step");
+        }
+        if (m->n_dsteps) {
+            for (size_t i = 0; i < m->n_dsteps; i++) {
+                vals[i] = m->dsteps[i].seconds;
+                ids[i] = m->dsteps[i].step;
+            }
+            sbuf_printf(b, "<h2 id=\"diffusion-steps\">Diffusion steps</h2>\n<p>%.2f steps/s, "
+                           "mean %.3f s, p50 %.3f s, p99 %.3f s, slowest step %llu (%.3f s)</p>\n",
+                        an->diffusion.steps_per_s, an->diffusion.steps.mean_s,
+                        an->diffusion.steps.p50_s, an->diffusion.steps.p99_s,
+                        (unsigned long long)an->diffusion.steps.slowest, an->diffusion.steps.max_s);
+            bars(b, "dstep-chart", vals, ids, m->n_dsteps, "diffusion step");
+        }
+        if (m->n_blocks) {
+            for (size_t i = 0; i < m->n_blocks; i++) {
+                vals[i] = m->blocks[i].seconds;
+                ids[i] = m->blocks[i].index;
+            }
+            sbuf_printf(b, "<h2 id=\"blocks\">Blocks</h2>\n<p>%.2f FPS, %.2f BPS, mean %.3f s, "
+                           "p50 %.3f s, p99 %.3f s, slowest block %llu (%.3f s)</p>\n",
+                        an->diffusion.fps, an->diffusion.bps, an->diffusion.blocks.mean_s,
+                        an->diffusion.blocks.p50_s, an->diffusion.blocks.p99_s,
+                        (unsigned long long)an->diffusion.blocks.slowest, an->diffusion.blocks.max_s);
+            bars(b, "block-chart", vals, ids, m->n_blocks, "block");
+        }
+    } else {
+        b->oom = 1;
+    }
+    sonde__free(vals);
+    sonde__free(ids);
+}
+
 int sx_html_report(sx_report *r, sbuf *b)
 {
     const sm_model *m = r->m;
@@ -1197,52 +1248,7 @@ int sx_html_report(sx_report *r, sbuf *b)
     }
     if (m->n_ops)
         ops_table(b, m);
-    size_t nd = m->n_steps > m->n_blocks ? m->n_steps : m->n_blocks;
-    if (m->n_dsteps > nd)
-        nd = m->n_dsteps;
-    double *vals = sonde__malloc((nd ? nd : 1) * sizeof *vals);
-    uint64_t *ids = sonde__malloc((nd ? nd : 1) * sizeof *ids);
-    if (vals && ids) {
-        if (m->n_steps) {
-            size_t k = 0;
-            for (size_t i = 0; i < m->n_steps; i++) {
-                if (m->steps[i].active) {
-                    vals[k] = sm_step_s(&m->steps[i]);
-                    ids[k++] = m->steps[i].number;
-                }
-            }
-            sbuf_puts(b, "<h2 id=\"steps\">Steps</h2>\n");
-            bars(b, "step-chart", vals, ids, k, "step");
-        }
-        if (m->n_dsteps) {
-            for (size_t i = 0; i < m->n_dsteps; i++) {
-                vals[i] = m->dsteps[i].seconds;
-                ids[i] = m->dsteps[i].step;
-            }
-            sbuf_printf(b, "<h2 id=\"diffusion-steps\">Diffusion steps</h2>\n<p>%.2f steps/s, "
-                           "mean %.3f s, p50 %.3f s, p99 %.3f s, slowest step %llu (%.3f s)</p>\n",
-                        an->diffusion.steps_per_s, an->diffusion.steps.mean_s,
-                        an->diffusion.steps.p50_s, an->diffusion.steps.p99_s,
-                        (unsigned long long)an->diffusion.steps.slowest, an->diffusion.steps.max_s);
-            bars(b, "dstep-chart", vals, ids, m->n_dsteps, "diffusion step");
-        }
-        if (m->n_blocks) {
-            for (size_t i = 0; i < m->n_blocks; i++) {
-                vals[i] = m->blocks[i].seconds;
-                ids[i] = m->blocks[i].index;
-            }
-            sbuf_printf(b, "<h2 id=\"blocks\">Blocks</h2>\n<p>%.2f FPS, %.2f BPS, mean %.3f s, "
-                           "p50 %.3f s, p99 %.3f s, slowest block %llu (%.3f s)</p>\n",
-                        an->diffusion.fps, an->diffusion.bps, an->diffusion.blocks.mean_s,
-                        an->diffusion.blocks.p50_s, an->diffusion.blocks.p99_s,
-                        (unsigned long long)an->diffusion.blocks.slowest, an->diffusion.blocks.max_s);
-            bars(b, "block-chart", vals, ids, m->n_blocks, "block");
-        }
-    } else {
-        b->oom = 1;
-    }
-    sonde__free(vals);
-    sonde__free(ids);
+    step_charts(b, m, an);
     if (m->n_params) {
         sbuf_puts(b, "<h2 id=\"models\">Models</h2>\n<table class=\"facts\"><tbody>\n");
         for (size_t i = 0; i < m->n_params; i++) {

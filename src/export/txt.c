@@ -365,6 +365,53 @@ static void txt_off_cpu(sbuf *b, const sm_profile *pr, sbuf_pool *pool)
     }
 }
 
+/* CUDA activity: kernels, copies and sets, the top kernels by time. */
+static void txt_gpu(const sm_model *m, sbuf *b, sbuf_pool *pool)
+{
+    sm_gpu_sum g;
+    if (!m->n_gpu || sm_gpu_summarize(m, &g) != 0)
+        return;
+    char t[32], bytes[32];
+    sx_fmt_dur(t, sizeof t, g.kernel_s);
+    sbuf_printf(b, "CUDA: %llu kernels (%s on the GPU)", (unsigned long long)g.kernels, t);
+    sx_fmt_dur(t, sizeof t, g.memcpy_s);
+    sx_fmt_si(bytes, sizeof bytes, (double)g.memcpy_bytes, "B");
+    sbuf_printf(b, ", %llu copies (%s, %s), %llu sets; %llu linked to their section\n",
+                (unsigned long long)g.memcpys, bytes, t, (unsigned long long)g.memsets,
+                (unsigned long long)g.linked);
+    for (size_t i = 0; i < g.n_by_kernel && i < 5; i++) {
+        sx_fmt_dur(t, sizeof t, g.by_kernel[i].total_s);
+        sbuf_printf(b, "  kernel %-40.40s %6llu x  %s\n", L(g.by_kernel[i].name),
+                    (unsigned long long)g.by_kernel[i].count, t);
+    }
+    sm_gpu_sum_free(&g);
+}
+
+/* The operators of another tracer (torch.profiler's), the top by self CPU time. */
+static void txt_ops(const sm_model *m, sbuf *b, sbuf_pool *pool)
+{
+    sm_op_row *ops;
+    size_t n_ops;
+    if (m->n_ops && sm_ops_table(m, 0, &ops, &n_ops) == 0) {
+        sbuf_printf(b, "Operators: %llu calls of %zu operators; the top by self CPU time:\n",
+                    (unsigned long long)sm_ops_calls(ops, n_ops), n_ops);
+        sbuf_printf(b, "  %-32s %8s %10s %10s %10s %10s %10s\n", "name", "calls", "self CPU",
+                    "CPU total", "self CUDA", "CUDA total", "FLOPs");
+        for (size_t i = 0; i < n_ops && i < 15; i++) {
+            char c0[32], c1[32], c2[32], c3[32], fl[32];
+            sx_fmt_dur(c0, sizeof c0, ops[i].self_cpu_s);
+            sx_fmt_dur(c1, sizeof c1, ops[i].cpu_total_s);
+            sx_fmt_dur(c2, sizeof c2, ops[i].self_device_s);
+            sx_fmt_dur(c3, sizeof c3, ops[i].device_total_s);
+            sx_fmt_si(fl, sizeof fl, ops[i].flops, "");
+            sbuf_printf(b, "  %-32.32s %8llu %10s %10s %10s %10s %10s\n", L(ops[i].name),
+                        (unsigned long long)ops[i].calls, c0, c1, c2, c3,
+                        ops[i].flops > 0 ? fl : "-");
+        }
+        sonde__free(ops);
+    }
+}
+
 static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,
                         sbuf_pool *pool)
 {
@@ -394,25 +441,7 @@ static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,
             return -1;
         sx_txt_analysis(an, b);
     }
-    if (m->n_gpu) {
-        sm_gpu_sum g;
-        if (sm_gpu_summarize(m, &g) == 0) {
-            char t[32], bytes[32];
-            sx_fmt_dur(t, sizeof t, g.kernel_s);
-            sbuf_printf(b, "CUDA: %llu kernels (%s on the GPU)", (unsigned long long)g.kernels, t);
-            sx_fmt_dur(t, sizeof t, g.memcpy_s);
-            sx_fmt_si(bytes, sizeof bytes, (double)g.memcpy_bytes, "B");
-            sbuf_printf(b, ", %llu copies (%s, %s), %llu sets; %llu linked to their section\n",
-                        (unsigned long long)g.memcpys, bytes, t, (unsigned long long)g.memsets,
-                        (unsigned long long)g.linked);
-            for (size_t i = 0; i < g.n_by_kernel && i < 5; i++) {
-                sx_fmt_dur(t, sizeof t, g.by_kernel[i].total_s);
-                sbuf_printf(b, "  kernel %-40.40s %6llu x  %s\n", L(g.by_kernel[i].name),
-                            (unsigned long long)g.by_kernel[i].count, t);
-            }
-            sm_gpu_sum_free(&g);
-        }
-    }
+    txt_gpu(m, b, pool);
     const sm_profile *pr = &m->profile;
     if (pr->samples) { /* where the CPU time went, from the samples with stacks */
         sbuf_printf(b, "CPU samples: %llu at %u Hz (%llu lost; %s); the top functions by self "
@@ -472,26 +501,7 @@ static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,
         }
     }
     txt_off_cpu(b, pr, pool); /* also for a program that only waited: no CPU sample */
-    sm_op_row *ops;
-    size_t n_ops;
-    if (m->n_ops && sm_ops_table(m, 0, &ops, &n_ops) == 0) {
-        sbuf_printf(b, "Operators: %llu calls of %zu operators; the top by self CPU time:\n",
-                    (unsigned long long)sm_ops_calls(ops, n_ops), n_ops);
-        sbuf_printf(b, "  %-32s %8s %10s %10s %10s %10s %10s\n", "name", "calls", "self CPU",
-                    "CPU total", "self CUDA", "CUDA total", "FLOPs");
-        for (size_t i = 0; i < n_ops && i < 15; i++) {
-            char c0[32], c1[32], c2[32], c3[32], fl[32];
-            sx_fmt_dur(c0, sizeof c0, ops[i].self_cpu_s);
-            sx_fmt_dur(c1, sizeof c1, ops[i].cpu_total_s);
-            sx_fmt_dur(c2, sizeof c2, ops[i].self_device_s);
-            sx_fmt_dur(c3, sizeof c3, ops[i].device_total_s);
-            sx_fmt_si(fl, sizeof fl, ops[i].flops, "");
-            sbuf_printf(b, "  %-32.32s %8llu %10s %10s %10s %10s %10s\n", L(ops[i].name),
-                        (unsigned long long)ops[i].calls, c0, c1, c2, c3,
-                        ops[i].flops > 0 ? fl : "-");
-        }
-        sonde__free(ops);
-    }
+    txt_ops(m, b, pool);
     if (m->short_spans)
         sbuf_printf(b, "Left out: %llu section instances shorter than min_duration_s\n",
                     (unsigned long long)m->short_spans);

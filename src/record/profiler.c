@@ -594,17 +594,144 @@ sonde_profiler *sonde_create(const sonde_config *cfg_in)
     return sonde__create_watching(cfg_in, 0, "");
 }
 
+/* sonde__create_watching's parts. The configuration as the profiler will run it: repaired (what
+ * was wrong said in bad), joined to a `sonde run` where one is recording (its file beside the
+ * run's, RUN.pidN.sonde; the run samples the machine and writes the reports), with the rank,
+ * the device's peak and the formats of CPU samples. Returns 1 when it joins a run. */
+static int settle_config(sonde_profiler *p, sonde_config *cfg, pid_t watch,
+                         const char *join_suffix, char *joined, size_t cap, char *bad,
+                         size_t bad_cap)
+{
+    sonde__config_repair(cfg, bad, bad_cap);
+    const char *run_dir = sonde__getenv("SONDE_RUN_DIR");
+    const char *run_name = sonde__getenv("SONDE_RUN_NAME");
+    int joins = 0;
+    if (!watch && cfg->enabled && run_dir && *run_dir && run_name && *run_name &&
+        !strchr(run_name, '/')) {
+        joins = 1;
+        snprintf(joined, cap, "%s.pid%d%s", run_name, (int)getpid(), join_suffix);
+        cfg->name = joined;
+        cfg->output_dir = run_dir;
+        cfg->formats = 0;
+        cfg->print_summary = 0;
+        cfg->collect_cpu = cfg->collect_memory = cfg->collect_gpu = 0;
+        cfg->real_time_display = 0;
+    }
+    sonde__detect_rank(cfg);
+    if (cfg->peak_flops <= 0 && cfg->peak_device) {
+        cfg->peak_flops = sonde__device_peak(cfg->peak_device);
+        if (!cfg->peak_flops)
+            snprintf(bad, bad_cap, "sonde_config.peak_device: unknown device \"%s\"; MFU is "
+                                   "not computed", cfg->peak_device);
+    }
+    if (cfg->unit && strlen(cfg->unit) > SONDE_MAX_NAME) { /* a name in every report; the
+                                                              file's header holds it whole */
+        char msg[200];
+        snprintf(msg, sizeof msg, "sonde_config.unit is longer than %d bytes (\"%.40s...\"); "
+                                  "the unit is \"tokens\"", SONDE_MAX_NAME, cfg->unit);
+        if (!bad[0])
+            snprintf(bad, bad_cap, "%s", msg);
+        else
+            sonde__warn(p, "%s", msg);
+        cfg->unit = NULL;
+    }
+    /* CPU samples with their stacks in process: NAME.folded, NAME.pb.gz and NAME.offcpu.folded
+     * too, as `sonde run` writes them (only when samples or off-CPU periods came; in the file's
+     * configuration, so that `sonde export` writes them again). Not in flight-recorder mode,
+     * which keeps no samples. */
+    if (!watch && cfg->formats && cfg->flight_recorder_s <= 0 &&
+        (cfg->sample_hz > 0 || (cfg->sample_hz < 0 && cfg->with_stack)))
+        cfg->formats |= SONDE_FORMAT_FOLDED | SONDE_FORMAT_PPROF | SONDE_FORMAT_OFFCPU;
+    return joins;
+}
+
+/* The profiler's run id (`sonde run`'s, which `sonde export RUN.sonde` checks before it merges
+ * RUN.pidN.sonde: a file of another run of that name, or one planted there, is left out), name
+ * (NAME-rankN in a distributed job), output folder and unit. 0, or -1 out of memory. */
+static int name_profiler(sonde_profiler *p, const sonde_config *cfg, int joins, pid_t watch)
+{
+    const char *run_id = joins || watch ? sonde__getenv("SONDE_RUN_ID") : NULL;
+    if (run_id && *run_id && strlen(run_id) < sizeof p->run_id &&
+        strspn(run_id, "0123456789abcdef") == strlen(run_id))
+        memcpy(p->run_id, run_id, strlen(run_id) + 1);
+    p->name = cfg->name ? xstrdup(cfg->name) : default_name();
+    p->output_dir = xstrdup(cfg->output_dir ? cfg->output_dir : "./sonde-out");
+    p->unit = xstrdup(cfg->unit ? cfg->unit : "tokens");
+    if (!p->name || !p->output_dir || !p->unit)
+        return -1;
+    if (cfg->world_size > 1 && cfg->rank >= 0) {
+        char *rn = NULL;
+        if (sonde__asprintf(&rn, "%s-rank%d", p->name, cfg->rank) < 0 || !rn)
+            return -1;
+        sonde__free(p->name);
+        p->name = rn;
+    }
+    p->cfg.name = p->name;
+    p->cfg.output_dir = p->output_dir;
+    p->cfg.unit = p->unit;
+    return 0;
+}
+
+/* With the file open: the fatal signals' flush, the writer thread, NVTX, the step schedule,
+ * the sampler, CPU samples with their stacks and CUDA activity, each said when it fails. */
+static void start_recording(sonde_profiler *p, const sonde_config *cfg, pid_t watch)
+{
+    if (sonde__registry_add(p) != 0)
+        sonde__warn(p, "more than 64 live profilers: this one is not flushed on fatal signals");
+    if (sonde__writer_start(p) != 0)
+        sonde__warn(p, "could not start the writer thread: events are written at export");
+    if (p->flight)
+        sonde__control_install(p);
+    if (cfg->nvtx) {
+        const char *why = sonde__nvtx_reason();
+        if (why)
+            sonde__warn(p, "nvtx: %s", why);
+        else
+            p->nvtx = 1;
+    }
+    __atomic_store_n(&p->hot.recording, 1, __ATOMIC_RELAXED);
+    if (sonde__schedule_on(&p->cfg)) {
+        if (sonde__schedule_check(&p->cfg) != 0) {
+            sonde__warn(p, "%s; recording every step", sonde_last_error());
+            sonde__set_status(p, SONDE_EINVAL, sonde_last_error());
+        } else {
+            p->schedule_on = 1;
+            p->sched_action = -1;
+            pthread_mutex_lock(&p->step_lock);
+            sonde__schedule_step(p, 0, 0);
+            pthread_mutex_unlock(&p->step_lock);
+        }
+    }
+    if (sonde__sampler_start(p) != 0)
+        sonde__warn(p, "could not start the sampler thread: no CPU, memory or GPU samples");
+    int hz = cfg->sample_hz < 0 ? (cfg->with_stack ? 999 : 0) : cfg->sample_hz;
+    if (hz > 0 && p->flight) {
+        sonde__warn(p, "flight recorder: CPU samples with call stacks are not kept in its "
+                       "window yet; sample_hz is off");
+        hz = 0;
+    }
+    if (!watch && hz > 0) {
+        char why[300];
+        if (sonde__stacks_attach(p, 0, (unsigned)hz, p->cfg.sample_python, why, sizeof why) != 0)
+            sonde__warn(p, "no CPU samples with call stacks: %s", why);
+    }
+    if (cfg->cuda_activity) {
+        char why[400];
+        if (sonde__cupti_start(p, why, sizeof why) != 0)
+            sonde__warn(p, "cuda activity: %s", why);
+    }
+}
+
 sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch,
                                        const char *join_suffix)
 {
     sonde_config cfg = cfg_in ? *cfg_in : sonde_config_default();
     sonde_profiler *p = sonde__calloc(1, sizeof *p);
-    if (p)
-        p->watch_pid = watch;
     if (!p) {
         sonde__fail(SONDE_ENOMEM, "sonde_create: out of memory");
         return NULL;
     }
+    p->watch_pid = watch;
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->wlock, NULL);
     pthread_mutex_init(&p->step_lock, NULL);
@@ -616,83 +743,18 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch,
     p->hot.serial = atomic_fetch_add(&g_serial, 1) + 1;
     p->hot.use_tsc = sonde__clock()->use_tsc;
 
-    char bad[600];
-    sonde__config_repair(&cfg, bad, sizeof bad);
-    char env_bad[600];
+    char bad[600], env_bad[600], joined[512];
     sonde__env_failure(env_bad, sizeof env_bad);
     if (env_bad[0]) /* said again: the program may have dropped sonde_config_from_env's code */
         fprintf(stderr, "sonde: the environment was not applied (sonde_config_from_env failed): %s\n",
                 env_bad);
-    /* Under `sonde run`, a program that links libsonde records into that run: its file goes
-     * beside the run's as RUN.pidN.sonde, the run samples the machine and writes the reports. */
-    char joined[512];
-    const char *run_dir = sonde__getenv("SONDE_RUN_DIR");
-    const char *run_name = sonde__getenv("SONDE_RUN_NAME");
-    int joins = 0; /* records into a `sonde run` */
-    if (!watch && cfg.enabled && run_dir && *run_dir && run_name && *run_name &&
-        !strchr(run_name, '/')) {
-        joins = 1;
-        snprintf(joined, sizeof joined, "%s.pid%d%s", run_name, (int)getpid(), join_suffix);
-        cfg.name = joined;
-        cfg.output_dir = run_dir;
-        cfg.formats = 0;
-        cfg.print_summary = 0;
-        cfg.collect_cpu = cfg.collect_memory = cfg.collect_gpu = 0;
-        cfg.real_time_display = 0;
-    }
-    sonde__detect_rank(&cfg);
-    if (cfg.peak_flops <= 0 && cfg.peak_device) {
-        cfg.peak_flops = sonde__device_peak(cfg.peak_device);
-        if (!cfg.peak_flops)
-            snprintf(bad, sizeof bad, "sonde_config.peak_device: unknown device \"%s\"; MFU is "
-                                      "not computed", cfg.peak_device);
-    }
-    if (cfg.unit && strlen(cfg.unit) > SONDE_MAX_NAME) { /* a name in every report; the file's
-                                                            header holds it whole */
-        char msg[200];
-        snprintf(msg, sizeof msg, "sonde_config.unit is longer than %d bytes (\"%.40s...\"); "
-                                  "the unit is \"tokens\"", SONDE_MAX_NAME, cfg.unit);
-        if (!bad[0])
-            snprintf(bad, sizeof bad, "%s", msg);
-        else
-            sonde__warn(p, "%s", msg);
-        cfg.unit = NULL;
-    }
-    /* CPU samples with their stacks in process: NAME.folded, NAME.pb.gz and NAME.offcpu.folded
-     * too, as `sonde run` writes them (only when samples or off-CPU periods came; in the file's
-     * configuration, so that `sonde export` writes them again). Not in flight-recorder mode,
-     * which keeps no samples. */
-    if (!watch && cfg.formats && cfg.flight_recorder_s <= 0 &&
-        (cfg.sample_hz > 0 || (cfg.sample_hz < 0 && cfg.with_stack)))
-        cfg.formats |= SONDE_FORMAT_FOLDED | SONDE_FORMAT_PPROF | SONDE_FORMAT_OFFCPU;
+    int joins = settle_config(p, &cfg, watch, join_suffix, joined, sizeof joined, bad, sizeof bad);
     p->cfg = cfg;
-    /* The run's id, which `sonde export RUN.sonde` checks before it merges RUN.pidN.sonde: a
-     * file of another run of that name, or one planted there, is left out. */
-    const char *run_id = joins || watch ? sonde__getenv("SONDE_RUN_ID") : NULL;
-    if (run_id && *run_id && strlen(run_id) < sizeof p->run_id &&
-        strspn(run_id, "0123456789abcdef") == strlen(run_id))
-        memcpy(p->run_id, run_id, strlen(run_id) + 1);
-    p->name = cfg.name ? xstrdup(cfg.name) : default_name();
-    p->output_dir = xstrdup(cfg.output_dir ? cfg.output_dir : "./sonde-out");
-    p->unit = xstrdup(cfg.unit ? cfg.unit : "tokens");
-    if (!p->name || !p->output_dir || !p->unit) {
+    if (name_profiler(p, &cfg, joins, watch) != 0) {
         free_profiler(p);
         sonde__fail(SONDE_ENOMEM, "sonde_create: out of memory");
         return NULL;
     }
-    if (cfg.world_size > 1 && cfg.rank >= 0) { /* NAME-rankN in a distributed job */
-        char *rn = NULL;
-        if (sonde__asprintf(&rn, "%s-rank%d", p->name, cfg.rank) < 0 || !rn) {
-            free_profiler(p);
-            sonde__fail(SONDE_ENOMEM, "sonde_create: out of memory");
-            return NULL;
-        }
-        sonde__free(p->name);
-        p->name = rn;
-    }
-    p->cfg.name = p->name;
-    p->cfg.output_dir = p->output_dir;
-    p->cfg.unit = p->unit;
     if (bad[0]) {
         sonde__set_status(p, SONDE_EINVAL, bad);
         sonde__warn(p, "%s", bad);
@@ -730,50 +792,7 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch,
     }
     if (sonde__writer_open(p) != 0)
         return p; /* status says why; recording stays off and the host goes on */
-    if (sonde__registry_add(p) != 0)
-        sonde__warn(p, "more than 64 live profilers: this one is not flushed on fatal signals");
-    if (sonde__writer_start(p) != 0)
-        sonde__warn(p, "could not start the writer thread: events are written at export");
-    if (p->flight)
-        sonde__control_install(p);
-    if (cfg.nvtx) {
-        const char *why = sonde__nvtx_reason();
-        if (why)
-            sonde__warn(p, "nvtx: %s", why);
-        else
-            p->nvtx = 1;
-    }
-    __atomic_store_n(&p->hot.recording, 1, __ATOMIC_RELAXED);
-    if (sonde__schedule_on(&p->cfg)) {
-        if (sonde__schedule_check(&p->cfg) != 0) {
-            sonde__warn(p, "%s; recording every step", sonde_last_error());
-            sonde__set_status(p, SONDE_EINVAL, sonde_last_error());
-        } else {
-            p->schedule_on = 1;
-            p->sched_action = -1;
-            pthread_mutex_lock(&p->step_lock);
-            sonde__schedule_step(p, 0, 0);
-            pthread_mutex_unlock(&p->step_lock);
-        }
-    }
-    if (sonde__sampler_start(p) != 0)
-        sonde__warn(p, "could not start the sampler thread: no CPU, memory or GPU samples");
-    int hz = cfg.sample_hz < 0 ? (cfg.with_stack ? 999 : 0) : cfg.sample_hz;
-    if (hz > 0 && p->flight) {
-        sonde__warn(p, "flight recorder: CPU samples with call stacks are not kept in its "
-                       "window yet; sample_hz is off");
-        hz = 0;
-    }
-    if (!watch && hz > 0) {
-        char why[300];
-        if (sonde__stacks_attach(p, 0, (unsigned)hz, p->cfg.sample_python, why, sizeof why) != 0)
-            sonde__warn(p, "no CPU samples with call stacks: %s", why);
-    }
-    if (cfg.cuda_activity) {
-        char why[400];
-        if (sonde__cupti_start(p, why, sizeof why) != 0)
-            sonde__warn(p, "cuda activity: %s", why);
-    }
+    start_recording(p, &cfg, watch);
     return p;
 }
 

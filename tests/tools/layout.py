@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""layout.py SRC - the code's shape as issue 38 fixed it: no C file over 1,500 lines and no C
-function over 200 lines in src/, tools/ and python/ (the project's style: a function's braces
+"""layout.py SRC - the code's shape as issues 38 and 59 fixed it: no C file over 1,500 lines and
+no C function over 150 lines in src/, tools/ and python/ (the project's style: a function's braces
 at the start of a line). Prints each offender with its length; exits 1 if there is one."""
 import os
 import re
 import sys
 
-MAX_FILE, MAX_FUNCTION = 1500, 200
+MAX_FILE, MAX_FUNCTION = 1500, 150
 
 
 def functions(lines):

@@ -58,6 +58,56 @@ typedef struct sec {
     double *v; /* the mean time per instance of each run (NAN where it did not run) */
 } sec;
 
+/* The table: the run's duration, then each section's mean per instance across the measured runs
+ * (dur: each run's duration; secs: n sections' figures, NaN in a run without them). CLI_OK, or
+ * CLI_USAGE out of memory. */
+static int print_table(const char *prog, const char *dir, const char *stem, long runs,
+                       long warmup, const double *dur, const sec *secs, size_t n)
+{
+    int rc = CLI_OK;
+    sbuf o;
+    sbuf_init(&o);
+    sbuf_pool pool = {0};
+    double mean, var;
+    st_mean_var(dur, (size_t)runs, &mean, &var);
+    char a[32], b[32], c[32];
+    sx_fmt_dur(a, sizeof a, mean);
+    sbuf_printf(&o, "sonde bench: %s, %ld run(s) after %ld warm-up run(s), in %s/%s-*\n"
+                    "run duration %s ±%.1f%%\n%-32s %5s %22s %11s %11s\n",
+                sbuf_oneline(&pool, prog), runs, warmup, dir, stem, a,
+                mean > 0 ? 100 * sqrt(var) / mean : 0, "section (mean per instance)", "runs",
+                "mean ± σ", "min", "max");
+    double *v = malloc((size_t)runs * sizeof *v);
+    for (size_t s = 0; v && s < n; s++) {
+        size_t got = 0;
+        double lo = INFINITY, hi = -INFINITY;
+        for (long k = 0; k < runs; k++)
+            if (!isnan(secs[s].v[k])) {
+                v[got++] = secs[s].v[k];
+                lo = fmin(lo, secs[s].v[k]);
+                hi = fmax(hi, secs[s].v[k]);
+            }
+        st_mean_var(v, got, &mean, &var);
+        char cell[64], nm[33];
+        sx_fmt_dur(a, sizeof a, mean);
+        sx_fmt_dur(b, sizeof b, lo);
+        sx_fmt_dur(c, sizeof c, hi);
+        snprintf(cell, sizeof cell, "%s ±%.1f%%", a, mean > 0 ? 100 * sqrt(var) / mean : 0);
+        snprintf(nm, sizeof nm, "%s", sbuf_oneline(&pool, secs[s].name));
+        sbuf_printf(&o, "%-32s %5zu %21s %11s %11s\n", nm, got, cell, b, c); /* ± is 2 bytes */
+    }
+    sbuf_printf(&o, "compare with another set of runs: sonde diff %s -- OTHER_DIR\n", dir);
+    sbuf_text_safe(&o, 0);
+    if (!v || o.oom || pool.oom)
+        rc = cli_fail(CLI_USAGE, "bench", "out of memory");
+    else
+        fputs(o.data, stdout);
+    free(v);
+    sbuf_free(&o);
+    sbuf_pool_free(&pool);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     static const char *const opts[] = {"--runs", "--warmup", "--name", "-o", NULL};
@@ -159,48 +209,8 @@ int cmd_bench(int argc, char **argv)
         }
         sm_free(&m);
     }
-    if (rc == CLI_OK) {
-        sbuf o;
-        sbuf_init(&o);
-        sbuf_pool pool = {0};
-        double mean, var;
-        st_mean_var(dur, (size_t)runs, &mean, &var);
-        char a[32], b[32], c[32];
-        sx_fmt_dur(a, sizeof a, mean);
-        sbuf_printf(&o, "sonde bench: %s, %ld run(s) after %ld warm-up run(s), in %s/%s-*\n"
-                        "run duration %s ±%.1f%%\n%-32s %5s %22s %11s %11s\n",
-                    sbuf_oneline(&pool, cmd[0]), runs, warmup, dir, stem, a,
-                    mean > 0 ? 100 * sqrt(var) / mean : 0, "section (mean per instance)", "runs",
-                    "mean ± σ", "min", "max");
-        double *v = malloc((size_t)runs * sizeof *v);
-        for (size_t s = 0; v && s < n; s++) {
-            size_t got = 0;
-            double lo = INFINITY, hi = -INFINITY;
-            for (long k = 0; k < runs; k++)
-                if (!isnan(secs[s].v[k])) {
-                    v[got++] = secs[s].v[k];
-                    lo = fmin(lo, secs[s].v[k]);
-                    hi = fmax(hi, secs[s].v[k]);
-                }
-            st_mean_var(v, got, &mean, &var);
-            char cell[64], nm[33];
-            sx_fmt_dur(a, sizeof a, mean);
-            sx_fmt_dur(b, sizeof b, lo);
-            sx_fmt_dur(c, sizeof c, hi);
-            snprintf(cell, sizeof cell, "%s ±%.1f%%", a, mean > 0 ? 100 * sqrt(var) / mean : 0);
-            snprintf(nm, sizeof nm, "%s", sbuf_oneline(&pool, secs[s].name));
-            sbuf_printf(&o, "%-32s %5zu %21s %11s %11s\n", nm, got, cell, b, c); /* ± is 2 bytes */
-        }
-        sbuf_printf(&o, "compare with another set of runs: sonde diff %s -- OTHER_DIR\n", dir);
-        sbuf_text_safe(&o, 0);
-        if (!v || o.oom || pool.oom)
-            rc = cli_fail(CLI_USAGE, "bench", "out of memory");
-        else
-            fputs(o.data, stdout);
-        free(v);
-        sbuf_free(&o);
-        sbuf_pool_free(&pool);
-    }
+    if (rc == CLI_OK)
+        rc = print_table(cmd[0], dir, stem, runs, warmup, dur, secs, n);
     for (size_t s = 0; s < n; s++) {
         free(secs[s].name);
         free(secs[s].v);

@@ -747,15 +747,149 @@ static void diff_text(sbuf *out, int md, const char *da, const char *db, const c
     sbuf_text_safe(out, 0); /* names from the files: no terminal escapes */
 }
 
-int cmd_diff(int argc, char **argv)
+/* What `sonde diff` was asked (parse_args). */
+typedef struct diff_args {
+    const char *format;
+    double threshold;
+    int fail, strict, min_runs;
+    int sep;          /* the runs before it are the base's: pos[0..sep) */
+    const char **pos; /* the runs named */
+    int npos;
+    opts o;
+} diff_args;
+
+/* The value of a flag that takes one (--threshold, --format, --stat, --test, --min-runs) into d.
+ * CLI_OK, or CLI_USAGE said. */
+static int parse_value(diff_args *d, const char *a, const char *v)
+{
+    char *end;
+    if (!strcmp(a, "--format")) {
+        d->format = v;
+    } else if (!strcmp(a, "--threshold")) {
+        double x = strtod(v, &end);
+        if (end == v || (*end && strcmp(end, "%")) || !(x >= 0 && x <= 1000)) /* NaN too */
+            return cli_fail(CLI_USAGE, "diff", "--threshold %s: expected a percentage such as "
+                                               "5%% or 12.5", v);
+        d->threshold = x / 100.0;
+    } else if (!strcmp(a, "--stat")) {
+        d->o.fig = -1;
+        for (int k = 0; k < 4; k++)
+            if (!strcmp(v, g_fig_names[k]))
+                d->o.fig = k;
+        if (d->o.fig < 0)
+            return cli_fail(CLI_USAGE, "diff", "--stat %s: expected mean, p50, p90 or p99", v);
+    } else if (!strcmp(a, "--test")) {
+        if (!strcmp(v, "welch"))
+            d->o.welch = 1;
+        else if (strcmp(v, "mann-whitney"))
+            return cli_fail(CLI_USAGE, "diff", "--test %s: expected mann-whitney or welch", v);
+    } else {
+        long x = strtol(v, &end, 10);
+        if (end == v || *end || x < 1 || x > 100000)
+            return cli_fail(CLI_USAGE, "diff", "--min-runs %s: expected a number of runs, 1 or "
+                                               "more", v);
+        d->min_runs = (int)x;
+    }
+    return CLI_OK;
+}
+
+/* The command line into d (d->pos allocated: the caller frees it). CLI_OK, or CLI_USAGE said. */
+static int parse_args(int argc, char **argv, diff_args *d)
 {
     static const char *const optnames[] = {"--threshold", "--fail-on-regression", "--format",
                                            "--stat", "--test", "--per-instance", "--min-runs",
                                            "--strict", NULL};
-    const char *format = "text";
-    double threshold = 0.05;
-    int fail = 0, strict = 0, min_runs = 1, sep = -1;
-    opts o = {FIG_MEAN, 0, 0};
+    *d = (diff_args){.format = "text", .threshold = 0.05, .min_runs = 1, .sep = -1,
+                     .o = {FIG_MEAN, 0, 0}};
+    if (!(d->pos = calloc((size_t)argc + 1, sizeof *d->pos)))
+        return cli_fail(CLI_USAGE, "diff", "out of memory");
+    int rc = CLI_OK;
+    for (int i = 1; i < argc && rc == CLI_OK; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--threshold") || !strcmp(a, "--format") || !strcmp(a, "--stat") ||
+            !strcmp(a, "--test") || !strcmp(a, "--min-runs")) {
+            if (i + 1 >= argc)
+                return cli_fail(CLI_USAGE, "diff", "%s needs a value", a);
+            rc = parse_value(d, a, argv[++i]);
+        } else if (!strcmp(a, "--fail-on-regression")) {
+            d->fail = 1;
+        } else if (!strcmp(a, "--strict")) {
+            d->strict = 1;
+        } else if (!strcmp(a, "--per-instance")) {
+            d->o.per_instance = 1;
+        } else if (!strcmp(a, "--")) {
+            if (d->sep >= 0)
+                rc = cli_fail(CLI_USAGE, "diff", "one -- between the base runs and the new runs");
+            d->sep = d->npos;
+        } else if (a[0] == '-' && a[1]) {
+            rc = cli_bad_option("diff", a, optnames);
+        } else {
+            d->pos[d->npos++] = a;
+        }
+    }
+    int json = !strcmp(d->format, "json"), md = !strcmp(d->format, "markdown");
+    if (rc == CLI_OK && !json && !md && strcmp(d->format, "text"))
+        rc = cli_fail(CLI_USAGE, "diff", "--format %s: expected text, json or markdown",
+                      d->format);
+    if (rc == CLI_OK && d->sep < 0) { /* BASE NEW */
+        if (d->npos == 2)
+            d->sep = 1;
+        else if (d->npos == 1)
+            rc = cli_fail(CLI_USAGE, "diff", "two runs are needed, BASE and NEW; got only %s",
+                          d->pos[0]);
+        else if (d->npos > 2)
+            rc = cli_fail(CLI_USAGE, "diff", "%d runs given: put -- between the base runs and "
+                                             "the new ones (sonde diff base/*.sonde -- new/*.sonde)",
+                          d->npos);
+        else
+            rc = cli_usage(cli_find("diff"), 1);
+    }
+    if (rc == CLI_OK && (d->sep == 0 || d->sep == d->npos))
+        rc = cli_fail(CLI_USAGE, "diff", "no %s runs: sonde diff BASE... -- NEW...",
+                      d->sep == 0 ? "base" : "new");
+    return rc;
+}
+
+/* What the reader should doubt, into warn: the sides sharing few names or being different
+ * programs (*alike 0: what --strict refuses), runs too few for the test. */
+static void warnings(const table *t, const side *sd, const opts *o, sbuf *warn, sbuf_pool *pool,
+                     int *alike)
+{
+    size_t common = 0, only[2] = {0, 0};
+    for (size_t i = 0; i < t->n; i++) {
+        int a = t->rows[i].s[0].runs.n > 0, b = t->rows[i].s[1].runs.n > 0;
+        common += a && b;
+        only[0] += a && !b;
+        only[1] += b && !a;
+    }
+    size_t fewer = only[0] + common < only[1] + common ? only[0] + common : only[1] + common;
+    *alike = 1;
+    if (fewer && common * 2 < fewer) {
+        *alike = 0;
+        sbuf_printf(warn, "the two sides share %zu of their section names (%zu only in base, "
+                          "%zu only in new): are they the same program?\n", common, only[0],
+                    only[1]);
+    }
+    if (sd[0].program && sd[1].program && *sd[0].program && *sd[1].program &&
+        strcmp(sd[0].program, sd[1].program)) {
+        *alike = 0;
+        sbuf_printf(warn, "different programs: %s (base) and %s (new)\n",
+                    sbuf_oneline(pool, sd[0].program), sbuf_oneline(pool, sd[1].program));
+    }
+    int untestable = 0;
+    for (size_t i = 0; i < t->n; i++)
+        untestable |= t->rows[i].tested && t->rows[i].r.min_p >= ALPHA;
+    if (untestable && !o->per_instance && !o->welch)
+        sbuf_printf(warn, "with %zu and %zu run(s), a Mann-Whitney test cannot reach p < 0.05 "
+                          "(5 runs a side can): run more, or --test welch\n", sd[0].n, sd[1].n);
+    if (!o->per_instance && sd[0].n == 1 && sd[1].n == 1)
+        sbuf_printf(warn, "one run a side: nothing to test; a change over the threshold counts "
+                          "as a regression (run each side 5 times for a test)\n");
+}
+
+int cmd_diff(int argc, char **argv)
+{
+    diff_args d;
     side sd[2];
     memset(sd, 0, sizeof sd);
     table t;
@@ -767,150 +901,50 @@ int cmd_diff(int argc, char **argv)
     sbuf_pool pool = {0};
     rate rates[16];
     size_t n_rates = 0;
-    int rc = CLI_OK;
-    const char **pos = calloc((size_t)argc + 1, sizeof *pos);
-    int npos = 0;
-    if (!pos)
-        return cli_fail(CLI_USAGE, "diff", "out of memory");
-    for (int i = 1; i < argc && rc == CLI_OK; i++) {
-        const char *a = argv[i];
-        int valued = !strcmp(a, "--threshold") || !strcmp(a, "--format") ||
-                     !strcmp(a, "--stat") || !strcmp(a, "--test") || !strcmp(a, "--min-runs");
-        if (valued) {
-            if (i + 1 >= argc) {
-                rc = cli_fail(CLI_USAGE, "diff", "%s needs a value", a);
-                break;
-            }
-            const char *v = argv[++i];
-            char *end;
-            if (!strcmp(a, "--format")) {
-                format = v;
-            } else if (!strcmp(a, "--threshold")) {
-                double x = strtod(v, &end);
-                if (end == v || (*end && strcmp(end, "%")) || !(x >= 0 && x <= 1000)) /* NaN too */
-                    rc = cli_fail(CLI_USAGE, "diff", "--threshold %s: expected a percentage such "
-                                                     "as 5%% or 12.5", v);
-                threshold = x / 100.0;
-            } else if (!strcmp(a, "--stat")) {
-                o.fig = -1;
-                for (int k = 0; k < 4; k++)
-                    if (!strcmp(v, g_fig_names[k]))
-                        o.fig = k;
-                if (o.fig < 0)
-                    rc = cli_fail(CLI_USAGE, "diff", "--stat %s: expected mean, p50, p90 or p99", v);
-            } else if (!strcmp(a, "--test")) {
-                if (!strcmp(v, "welch"))
-                    o.welch = 1;
-                else if (strcmp(v, "mann-whitney"))
-                    rc = cli_fail(CLI_USAGE, "diff", "--test %s: expected mann-whitney or welch", v);
-            } else {
-                long x = strtol(v, &end, 10);
-                if (end == v || *end || x < 1 || x > 100000)
-                    rc = cli_fail(CLI_USAGE, "diff", "--min-runs %s: expected a number of runs, "
-                                                     "1 or more", v);
-                min_runs = (int)x;
-            }
-        } else if (!strcmp(a, "--fail-on-regression")) {
-            fail = 1;
-        } else if (!strcmp(a, "--strict")) {
-            strict = 1;
-        } else if (!strcmp(a, "--per-instance")) {
-            o.per_instance = 1;
-        } else if (!strcmp(a, "--")) {
-            if (sep >= 0)
-                rc = cli_fail(CLI_USAGE, "diff", "one -- between the base runs and the new runs");
-            sep = npos;
-        } else if (a[0] == '-' && a[1]) {
-            rc = cli_bad_option("diff", a, optnames);
-        } else {
-            pos[npos++] = a;
-        }
-    }
-    int json = !strcmp(format, "json"), md = !strcmp(format, "markdown");
-    if (rc == CLI_OK && !json && !md && strcmp(format, "text"))
-        rc = cli_fail(CLI_USAGE, "diff", "--format %s: expected text, json or markdown", format);
-    if (rc == CLI_OK && sep < 0) { /* BASE NEW */
-        if (npos == 2)
-            sep = 1;
-        else if (npos == 1)
-            rc = cli_fail(CLI_USAGE, "diff", "two runs are needed, BASE and NEW; got only %s",
-                          pos[0]);
-        else if (npos > 2)
-            rc = cli_fail(CLI_USAGE, "diff", "%d runs given: put -- between the base runs and "
-                                             "the new ones (sonde diff base/*.sonde -- new/*.sonde)",
-                          npos);
-        else
-            rc = cli_usage(cli_find("diff"), 1);
-    }
-    if (rc == CLI_OK && (sep == 0 || sep == npos))
-        rc = cli_fail(CLI_USAGE, "diff", "no %s runs: sonde diff BASE... -- NEW...",
-                      sep == 0 ? "base" : "new");
-    for (int i = 0; i < npos && rc == CLI_OK; i++)
-        rc = add_arg(&sd[i >= sep], pos[i]);
+    int rc = parse_args(argc, argv, &d);
+    opts *o = &d.o;
+    for (int i = 0; i < d.npos && rc == CLI_OK; i++)
+        rc = add_arg(&sd[i >= d.sep], d.pos[i]);
     for (int s = 0; s < 2 && rc == CLI_OK; s++)
-        if ((int)sd[s].n < min_runs)
-            rc = cli_fail(CLI_USAGE, "diff", "--min-runs %d: the %s side has %zu run(s)", min_runs,
-                          s ? "new" : "base", sd[s].n);
+        if ((int)sd[s].n < d.min_runs)
+            rc = cli_fail(CLI_USAGE, "diff", "--min-runs %d: the %s side has %zu run(s)",
+                          d.min_runs, s ? "new" : "base", sd[s].n);
     for (int s = 0; s < 2 && rc == CLI_OK; s++)
-        rc = load_side(&t, &sd[s], s, &o, rates, &n_rates);
+        rc = load_side(&t, &sd[s], s, o, rates, &n_rates);
     if (rc != CLI_OK)
         goto out;
     int regressions = 0;
     for (size_t i = 0; i < t.n; i++) {
-        if (judge(&t.rows[i], &o, threshold, !t.no_instances[0] && !t.no_instances[1])) {
+        if (judge(&t.rows[i], o, d.threshold, !t.no_instances[0] && !t.no_instances[1])) {
             rc = cli_fail(CLI_USAGE, "diff", "out of memory");
             goto out;
         }
         regressions += t.rows[i].regression;
     }
-    /* Do the two sides look like the same program? */
-    size_t common = 0, only[2] = {0, 0};
-    for (size_t i = 0; i < t.n; i++) {
-        int a = t.rows[i].s[0].runs.n > 0, b = t.rows[i].s[1].runs.n > 0;
-        common += a && b;
-        only[0] += a && !b;
-        only[1] += b && !a;
-    }
-    size_t fewer = only[0] + common < only[1] + common ? only[0] + common : only[1] + common;
-    if (fewer && common * 2 < fewer)
-        sbuf_printf(&warn, "the two sides share %zu of their section names (%zu only in base, "
-                           "%zu only in new): are they the same program?\n", common, only[0],
-                    only[1]);
-    if (sd[0].program && sd[1].program && *sd[0].program && *sd[1].program &&
-        strcmp(sd[0].program, sd[1].program))
-        sbuf_printf(&warn, "different programs: %s (base) and %s (new)\n",
-                    sbuf_oneline(&pool, sd[0].program), sbuf_oneline(&pool, sd[1].program));
-    int untestable = 0;
-    for (size_t i = 0; i < t.n; i++)
-        untestable |= t.rows[i].tested && t.rows[i].r.min_p >= ALPHA;
-    if (untestable && !o.per_instance && !o.welch)
-        sbuf_printf(&warn, "with %zu and %zu run(s), a Mann-Whitney test cannot reach p < 0.05 "
-                           "(5 runs a side can): run more, or --test welch\n", sd[0].n, sd[1].n);
-    if (!o.per_instance && sd[0].n == 1 && sd[1].n == 1)
-        sbuf_printf(&warn, "one run a side: nothing to test; a change over the threshold counts "
-                           "as a regression (run each side 5 times for a test)\n");
+    int alike;
+    warnings(&t, sd, o, &warn, &pool, &alike);
     char test[200];
-    int by_summary = o.per_instance && (o.welch || t.no_instances[0] || t.no_instances[1]);
+    int by_summary = o->per_instance && (o->welch || t.no_instances[0] || t.no_instances[1]);
     snprintf(test, sizeof test, "%s%s, two-sided, p < 0.05",
-             o.welch || by_summary ? "Welch's t-test" : "Mann-Whitney U test",
-             !o.per_instance ? " across runs"
+             o->welch || by_summary ? "Welch's t-test" : "Mann-Whitney U test",
+             !o->per_instance ? " across runs"
              : by_summary ? " over the instances of all runs from their count, mean and variance "
                             "(assumes independent instances)"
                           : " over the instances of all runs (assumes independent instances)");
     char figure[128];
-    if (o.per_instance)
+    if (o->per_instance)
         snprintf(figure, sizeof figure, "mean time per instance");
     else
         snprintf(figure, sizeof figure, "each run's %s time per instance, the %s of the runs "
-                 "(±: their standard deviation)", g_fig_names[o.fig], o.welch ? "mean" : "median");
+                 "(±: their standard deviation)", g_fig_names[o->fig], o->welch ? "mean" : "median");
     char da[1200], db[1200];
     describe(da, sizeof da, &sd[0]);
     describe(db, sizeof db, &sd[1]);
-    if (json)
-        diff_json(&out, sd, &t, &o, threshold, test, regressions, &warn, rates, n_rates);
+    if (!strcmp(d.format, "json"))
+        diff_json(&out, sd, &t, o, d.threshold, test, regressions, &warn, rates, n_rates);
     else
-        diff_text(&out, md, da, db, figure, test, threshold, &t, &o, regressions, &warn, rates,
-                  n_rates, &pool);
+        diff_text(&out, !strcmp(d.format, "markdown"), da, db, figure, test, d.threshold, &t, o,
+                  regressions, &warn, rates, n_rates, &pool);
     if (out.oom || warn.oom || pool.oom) {
         rc = cli_fail(CLI_USAGE, "diff", "out of memory");
         goto out;
@@ -922,12 +956,12 @@ int cmd_diff(int argc, char **argv)
             fprintf(stderr, "sonde diff: warning: %.*s\n", (int)(nl ? nl - l : (long)strlen(l)), l);
             l = nl ? nl + 1 : NULL;
         }
-    if (strict && warn.len && (common * 2 < fewer || strstr(warn.data, "different programs")))
+    if (d.strict && !alike)
         rc = cli_fail(CLI_USAGE, "diff", "--strict: the two sides do not look like the same program");
     else
-        rc = fail && regressions ? CLI_FINDING : CLI_OK;
+        rc = d.fail && regressions ? CLI_FINDING : CLI_OK;
 out:
-    free(pos);
+    free(d.pos);
     table_free(&t);
     side_free(&sd[0]);
     side_free(&sd[1]);

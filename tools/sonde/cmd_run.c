@@ -296,38 +296,43 @@ static int set_run_id(void)
     return setenv("SONDE_RUN_ID", run_id, 1);
 }
 
-int cmd_run(int argc, char **argv)
+/* What `sonde run` was asked (parse_args). */
+typedef struct run_args {
+    const char *name, *preset, *interval, *format, *dir, *hz_text, *flight;
+    int display, quiet, where; /* where: choose_in_thread's */
+    char **cmd;                /* the program and its arguments, after -- */
+    unsigned hz;               /* CPU samples a second, with their stacks: 0 turns them off */
+} run_args;
+
+/* The command line into ra. 0, or CLI_USAGE said. */
+static int parse_args(int argc, char **argv, run_args *ra)
 {
     static const char *const opts[] = {"--name", "-o", "--interval", "--preset", "--format",
                                        "--sample-hz", "--display", "--quiet",
                                        "--flight-recorder", "--sample-in-thread",
                                        "--sample-python-in-thread", "--sample-outside", NULL};
-    sonde_config c = sonde_config_default();
-    if (sonde_config_from_env(&c) != 0)
-        return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
-    if (set_run_id() != 0)
-        return cli_fail(CLI_USAGE, "run", "cannot make the run's id: %s", strerror(errno));
-    const char *name = NULL, *preset = NULL, *interval = NULL, *format = NULL, *dir = NULL;
-    const char *hz_text = NULL, *flight = NULL;
-    int display = 0, quiet = 0, where = -1, i; /* where: choose_in_thread's */
+    *ra = (run_args){.where = -1, .hz = 999};
+    int i;
     for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
         const char *a = argv[i];
-        const char **slot = !strcmp(a, "--name") ? &name : !strcmp(a, "-o") ? &dir
-                          : !strcmp(a, "--interval") ? &interval : !strcmp(a, "--preset") ? &preset
-                          : !strcmp(a, "--format") ? &format
-                          : !strcmp(a, "--sample-hz") ? &hz_text
-                          : !strcmp(a, "--flight-recorder") ? &flight : NULL;
+        const char **slot = !strcmp(a, "--name") ? &ra->name : !strcmp(a, "-o") ? &ra->dir
+                          : !strcmp(a, "--interval") ? &ra->interval
+                          : !strcmp(a, "--preset") ? &ra->preset
+                          : !strcmp(a, "--format") ? &ra->format
+                          : !strcmp(a, "--sample-hz") ? &ra->hz_text
+                          : !strcmp(a, "--flight-recorder") ? &ra->flight : NULL;
         if (slot) {
             if (i + 1 >= argc || !strcmp(argv[i + 1], "--"))
                 return cli_fail(CLI_USAGE, "run", "%s needs a value", a);
             *slot = argv[++i];
         } else if (!strcmp(a, "--display")) {
-            display = 1;
+            ra->display = 1;
         } else if (!strcmp(a, "--sample-in-thread") || !strcmp(a, "--sample-outside") ||
                    !strcmp(a, "--sample-python-in-thread")) {
-            where = !strcmp(a, "--sample-in-thread") ? 1 : !strcmp(a, "--sample-outside") ? 0 : 2;
+            ra->where = !strcmp(a, "--sample-in-thread") ? 1
+                        : !strcmp(a, "--sample-outside") ? 0 : 2;
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-            quiet = 1;
+            ra->quiet = 1;
         } else if (a[0] == '-') {
             return cli_bad_option("run", a, opts);
         } else {
@@ -337,31 +342,62 @@ int cmd_run(int argc, char **argv)
     }
     if (i >= argc - 1)
         return cli_fail(CLI_USAGE, "run", "no command: sonde run [options] -- CMD [ARGS...]");
-    char **cmd = argv + i + 1;
-    unsigned hz = 999; /* CPU samples a second, with their stacks: 0 turns them off */
-    if (hz_text) {
+    ra->cmd = argv + i + 1;
+    if (ra->hz_text) {
         char *end = NULL;
-        unsigned long v = strtoul(hz_text, &end, 10);
-        if (!*hz_text || *end || v > 10000)
+        unsigned long v = strtoul(ra->hz_text, &end, 10);
+        if (!*ra->hz_text || *end || v > 10000)
             return cli_fail(CLI_USAGE, "run", "--sample-hz %s: expected 0 (off) to 10000",
-                            hz_text);
-        hz = (unsigned)v;
+                            ra->hz_text);
+        ra->hz = (unsigned)v;
     }
-    int bad_flag = apply_flags(&c, preset, interval, format, name, flight);
+    return 0;
+}
+
+/* What runs, where its reports go, and, with the flight recorder, how to have them written. */
+static void say_started(sonde_profiler *p, const sonde_config *c, const char *prog, pid_t child,
+                        int in_thread)
+{
+    const char *out = c->output_dir ? c->output_dir : "./sonde-out";
+    if (sonde_file_path(p)) /* a long run is not silent until its end */
+        fprintf(stderr, "sonde run: profiling %s (pid %d)%s; reports in %s/%s.* when it exits\n",
+                prog, (int)child, g_where_said[in_thread], out, sonde_name(p));
+    if (c->flight_recorder_s > 0)
+        fprintf(stderr, "sonde run: flight recorder on %s (pid %d): the last %g s are written to "
+                        "%s/%s-triggerN.* on `sonde trigger %d` or when it fails\n", prog,
+                (int)child, c->flight_recorder_s, out, sonde_name(p), (int)getpid());
+}
+
+int cmd_run(int argc, char **argv)
+{
+    sonde_config c = sonde_config_default();
+    if (sonde_config_from_env(&c) != 0)
+        return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
+    if (set_run_id() != 0)
+        return cli_fail(CLI_USAGE, "run", "cannot make the run's id: %s", strerror(errno));
+    run_args ra;
+    int bad_args = parse_args(argc, argv, &ra);
+    if (bad_args)
+        return bad_args;
+    char **cmd = ra.cmd;
+    unsigned hz = ra.hz;
+    int quiet = ra.quiet;
+    const char *dir = ra.dir;
+    int bad_flag = apply_flags(&c, ra.preset, ra.interval, ra.format, ra.name, ra.flight);
     if (bad_flag)
         return bad_flag;
     if (c.flight_recorder_s > 0)
         hz = 0; /* the window keeps counters; CPU samples are not kept in it yet */
     if (dir)
         c.output_dir = dir;
-    if (display)
+    if (ra.display)
         c.real_time_display = 1;
     if (!c.enabled) /* the command runs all the same; a run that writes nothing is said */
         fprintf(stderr, "sonde run: profiling is off (SONDE_ENABLED=0, or enabled: false in "
                         "SONDE_CONFIG): %s runs without it and nothing is written\n", cmd[0]);
     /* looked for before anything is allocated or started */
     char lib[4200];
-    int in_thread, bad = choose_in_thread(&c, where, hz, lib, sizeof lib, &in_thread);
+    int in_thread, bad = choose_in_thread(&c, ra.where, hz, lib, sizeof lib, &in_thread);
     if (bad)
         return bad;
     char *auto_name = NULL;
@@ -437,15 +473,8 @@ int cmd_run(int argc, char **argv)
     if (read(fail[0], &exec_errno, sizeof exec_errno) != (ssize_t)sizeof exec_errno)
         exec_errno = 0; /* closed by exec: the program runs */
     close(fail[0]);
-    if (!quiet && !exec_errno && sonde_file_path(p)) /* a long run is not silent until its end */
-        fprintf(stderr, "sonde run: profiling %s (pid %d)%s; reports in %s/%s.* when it exits\n",
-                cmd[0], (int)child, g_where_said[in_thread],
-                c.output_dir ? c.output_dir : "./sonde-out", sonde_name(p));
-    if (!quiet && !exec_errno && fr)
-        fprintf(stderr, "sonde run: flight recorder on %s (pid %d): the last %g s are written to "
-                        "%s/%s-triggerN.* on `sonde trigger %d` or when it fails\n", cmd[0],
-                (int)child, c.flight_recorder_s, c.output_dir ? c.output_dir : "./sonde-out",
-                sonde_name(p), (int)getpid());
+    if (!quiet && !exec_errno)
+        say_started(p, &c, cmd[0], child, in_thread);
 
     struct rusage ru;
     char how[64];

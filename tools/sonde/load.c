@@ -212,6 +212,110 @@ static int facts(sm_model *m, json_t *o, const char *prefix)
     return 0;
 }
 
+/* cli_read_report's parts, each 0 or -1 out of memory. The run's facts and summary figures. */
+static int read_run(json_t *root, const char *path, sm_model *m)
+{
+    json_t *run = json_object_get(root, "run"), *sum = json_object_get(root, "summary");
+    m->name = str(run, "name");
+    m->host = str(run, "host");
+    m->unit = str(run, "unit");
+    m->sonde_version = str(run, "sonde_version");
+    m->path = strdup(path);
+    if (!m->name || !m->host || !m->unit || !m->sonde_version || !m->path || sm_safe_name(&m->name))
+        return -1;
+    m->pid = I32(run, "pid");
+    m->rank = json_is_number(json_object_get(run, "rank")) ? I32(run, "rank") : -1;
+    m->world_size = I32(run, "world_size") > 0 ? I32(run, "world_size") : 1;
+    m->start_real_ns = U64(run, "start_unix_ns");
+    m->start_mono_ns = U64(run, "start_mono_ns");
+    m->peak_flops = num0(run, "peak_flops");
+    m->duration_ns = NS(run, "duration_s");
+    m->clean_end = json_is_true(json_object_get(run, "clean_end"));
+    m->total_sections = U64(sum, "sections");
+    m->total_steps = U64(sum, "steps");
+    m->total_flops = num0(sum, "flops");
+    double fps = num0(sum, "flops_per_s");
+    m->total_flops_s = fps > 0 ? m->total_flops / fps : 0;
+    m->dropped_events = U64(sum, "dropped_events");
+    m->sections_end_lost = U64(sum, "sections_end_lost");
+    m->backpressure_chunks = U64(sum, "backpressure_chunks");
+    m->backpressure_ns = NS(sum, "backpressure_wait_s");
+    m->short_spans = U64(sum, "short_sections_left_out");
+    m->trace.sections = U64(sum, "trace_sections");
+    m->trace.folded = U64(sum, "trace_sections_folded");
+    m->trace.min_ns = m->trace.folded ? llround(num0(sum, "trace_folded_under_s") * 1e9)
+                                      : INT64_MIN;
+    if (facts(m, json_object_get(run, "system") ? json_object_get(run, "system")
+                                                : json_object_get(root, "system"), "system.") ||
+        facts(m, json_object_get(root, "config"), "config.") ||
+        facts(m, json_object_get(run, "metadata"), "metadata."))
+        return -1;
+    return 0;
+}
+
+/* The counters, the sessions (their names the model's sites 1..n) and the threads. */
+static int read_lists(json_t *root, sm_model *m)
+{
+    json_t *a = json_object_get(root, "counters"), *e;
+    size_t i;
+    m->counters = calloc(json_array_size(a) + 1, sizeof *m->counters);
+    if (!m->counters)
+        return -1;
+    json_array_foreach(a, i, e)
+    {
+        sm_counter *c = &m->counters[m->n_counters++];
+        c->name = str(e, "name");
+        if (!c->name)
+            return -1;
+        json_t *src = json_object_get(e, "source");
+        c->system = json_is_string(src) && !strcmp(json_string_value(src), "sampler");
+        c->n = c->samples = U64(e, "samples"); /* figures alone: t_ns stays NULL */
+        c->stride = 1;
+        c->min = num0(e, "min");
+        c->max = num0(e, "max");
+        c->sum = num0(e, "mean") * (double)c->n;
+        c->last = num0(e, "last");
+    }
+    /* sessions: their names become the model's sites 1..n */
+    a = json_object_get(root, "sessions");
+    m->sites = calloc(json_array_size(a) + 1, sizeof *m->sites);
+    m->sessions = calloc(json_array_size(a) + 1, sizeof *m->sessions);
+    if (!m->sites || !m->sessions)
+        return -1;
+    m->n_sites = 1;
+    if (!(m->sites[0].name = strdup("?")))
+        return -1;
+    json_array_foreach(a, i, e)
+    {
+        sm_site *st2 = &m->sites[m->n_sites];
+        if (!(st2->name = str(e, "name")))
+            return -1;
+        st2->stat = -1;
+        sm_session *s = &m->sessions[m->n_sessions++];
+        s->name = (uint32_t)m->n_sites++;
+        s->start_ns = NS(e, "start_s");
+        s->end_ns = NS(e, "end_s");
+        s->meta = -1;
+        s->units = num0(e, "units");
+        s->flops = num0(e, "flops");
+    }
+    a = json_object_get(root, "threads");
+    m->threads = calloc(json_array_size(a) + 1, sizeof *m->threads);
+    if (!m->threads)
+        return -1;
+    json_array_foreach(a, i, e)
+    {
+        sm_thread *t = &m->threads[m->n_threads++];
+        t->index = U32(e, "index");
+        t->tid = U32(e, "tid");
+        t->spans = U64(e, "sections");
+        t->name = str(e, "name");
+        if (!t->name)
+            return -1;
+    }
+    return 0;
+}
+
 int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
 {
     memset(m, 0, sizeof *m);
@@ -241,40 +345,7 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
         goto out;
     }
     rc = SONDE_ENOMEM;
-    json_t *run = json_object_get(root, "run"), *sum = json_object_get(root, "summary");
-    m->name = str(run, "name");
-    m->host = str(run, "host");
-    m->unit = str(run, "unit");
-    m->sonde_version = str(run, "sonde_version");
-    m->path = strdup(path);
-    if (!m->name || !m->host || !m->unit || !m->sonde_version || !m->path || sm_safe_name(&m->name))
-        goto out;
-    m->pid = I32(run, "pid");
-    m->rank = json_is_number(json_object_get(run, "rank")) ? I32(run, "rank") : -1;
-    m->world_size = I32(run, "world_size") > 0 ? I32(run, "world_size") : 1;
-    m->start_real_ns = U64(run, "start_unix_ns");
-    m->start_mono_ns = U64(run, "start_mono_ns");
-    m->peak_flops = num0(run, "peak_flops");
-    m->duration_ns = NS(run, "duration_s");
-    m->clean_end = json_is_true(json_object_get(run, "clean_end"));
-    m->total_sections = U64(sum, "sections");
-    m->total_steps = U64(sum, "steps");
-    m->total_flops = num0(sum, "flops");
-    double fps = num0(sum, "flops_per_s");
-    m->total_flops_s = fps > 0 ? m->total_flops / fps : 0;
-    m->dropped_events = U64(sum, "dropped_events");
-    m->sections_end_lost = U64(sum, "sections_end_lost");
-    m->backpressure_chunks = U64(sum, "backpressure_chunks");
-    m->backpressure_ns = NS(sum, "backpressure_wait_s");
-    m->short_spans = U64(sum, "short_sections_left_out");
-    m->trace.sections = U64(sum, "trace_sections");
-    m->trace.folded = U64(sum, "trace_sections_folded");
-    m->trace.min_ns = m->trace.folded ? llround(num0(sum, "trace_folded_under_s") * 1e9)
-                                      : INT64_MIN;
-    if (facts(m, json_object_get(run, "system") ? json_object_get(run, "system")
-                                                : json_object_get(root, "system"), "system.") ||
-        facts(m, json_object_get(root, "config"), "config.") ||
-        facts(m, json_object_get(run, "metadata"), "metadata."))
+    if (read_run(root, path, m) != 0)
         goto out;
 
     json_t *a = json_object_get(root, "throughput"), *e;
@@ -311,62 +382,8 @@ int cli_read_report(const char *path, const char *text, size_t len, sm_model *m)
     m->steps_summary.p90_s = num0(st, "p90_s");
     m->steps_summary.p99_s = num0(st, "p99_s");
     m->steps_summary.first_s = num0(st, "first_s");
-    a = json_object_get(root, "counters");
-    m->counters = calloc(json_array_size(a) + 1, sizeof *m->counters);
-    if (!m->counters)
+    if (read_lists(root, m) != 0)
         goto out;
-    json_array_foreach(a, i, e)
-    {
-        sm_counter *c = &m->counters[m->n_counters++];
-        c->name = str(e, "name");
-        if (!c->name)
-            goto out;
-        json_t *src = json_object_get(e, "source");
-        c->system = json_is_string(src) && !strcmp(json_string_value(src), "sampler");
-        c->n = c->samples = U64(e, "samples"); /* figures alone: t_ns stays NULL */
-        c->stride = 1;
-        c->min = num0(e, "min");
-        c->max = num0(e, "max");
-        c->sum = num0(e, "mean") * (double)c->n;
-        c->last = num0(e, "last");
-    }
-    /* sessions: their names become the model's sites 1..n */
-    a = json_object_get(root, "sessions");
-    m->sites = calloc(json_array_size(a) + 1, sizeof *m->sites);
-    m->sessions = calloc(json_array_size(a) + 1, sizeof *m->sessions);
-    if (!m->sites || !m->sessions)
-        goto out;
-    m->n_sites = 1;
-    if (!(m->sites[0].name = strdup("?")))
-        goto out;
-    json_array_foreach(a, i, e)
-    {
-        sm_site *st2 = &m->sites[m->n_sites];
-        if (!(st2->name = str(e, "name")))
-            goto out;
-        st2->stat = -1;
-        sm_session *s = &m->sessions[m->n_sessions++];
-        s->name = (uint32_t)m->n_sites++;
-        s->start_ns = NS(e, "start_s");
-        s->end_ns = NS(e, "end_s");
-        s->meta = -1;
-        s->units = num0(e, "units");
-        s->flops = num0(e, "flops");
-    }
-    a = json_object_get(root, "threads");
-    m->threads = calloc(json_array_size(a) + 1, sizeof *m->threads);
-    if (!m->threads)
-        goto out;
-    json_array_foreach(a, i, e)
-    {
-        sm_thread *t = &m->threads[m->n_threads++];
-        t->index = U32(e, "index");
-        t->tid = U32(e, "tid");
-        t->spans = U64(e, "sections");
-        t->name = str(e, "name");
-        if (!t->name)
-            goto out;
-    }
     if (read_analysis(root, m) != 0)
         goto out;
     a = json_object_get(root, "warnings");
