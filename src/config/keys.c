@@ -344,7 +344,7 @@ void sonde__key_expect(const sonde_key *k, char *out, size_t cap)
 
 int sonde__parse_formats(const char *where, const char *s, unsigned *out)
 {
-#define FORMAT_ROW(name, bit) {#name, bit},
+#define FORMAT_ROW(name, bit, ext, kind, writer) {#name, bit},
     static const struct { const char *name; unsigned bit; } fmts[] = {
         SONDE__FORMATS(FORMAT_ROW)
         {"summary", SONDE_FORMAT_TXT}, /* the text report's other name */
@@ -544,7 +544,7 @@ void sonde__key_get(const sonde_config *c, const sonde_key *k, char *out, size_t
     }
     case KEY_FORMATS: {
         unsigned f = *(const unsigned *)(const void *)field;
-#define FORMAT_ROW(name, bit) {#name, bit},
+#define FORMAT_ROW(name, bit, ext, kind, writer) {#name, bit},
         static const struct { const char *name; unsigned bit; } names[] = {
             SONDE__FORMATS(FORMAT_ROW)};
 #undef FORMAT_ROW

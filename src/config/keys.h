@@ -9,30 +9,23 @@
 
 #include <sonde/sonde.h>
 
+#include "../format/formats.h"
+
 typedef enum { KEY_BOOL, KEY_UINT, KEY_DOUBLE, KEY_STRING, KEY_FORMATS, KEY_INT } sonde_key_type;
 
-/* The report formats, the one list of them (the values of the key `formats`): X(name, bit) in
- * the order they are named to users. The key's help and errors, `sonde export`'s usage and the
- * parser come from it; the files each format writes are export.c's table, by bit. */
-#define SONDE__FORMATS(X)                                                                      \
-    X(json, SONDE_FORMAT_JSON)                                                                 \
-    X(csv, SONDE_FORMAT_CSV)                                                                   \
-    X(txt, SONDE_FORMAT_TXT)                                                                   \
-    X(trace, SONDE_FORMAT_TRACE)                                                               \
-    X(html, SONDE_FORMAT_HTML)                                                                 \
-    X(samples, SONDE_FORMAT_SAMPLES)                                                           \
-    X(tensorboard, SONDE_FORMAT_TENSORBOARD)                                                   \
-    X(perfetto, SONDE_FORMAT_PERFETTO)                                                         \
-    X(folded, SONDE_FORMAT_FOLDED)                                                             \
-    X(pprof, SONDE_FORMAT_PPROF)                                                               \
-    X(offcpu, SONDE_FORMAT_OFFCPU)                                                             \
-    X(instances, SONDE_FORMAT_INSTANCES)
-#define SONDE__FORMAT_WORD(name, bit) #name ", "
-#define SONDE__FORMAT_ITEM(name, bit) #name ","
+/* The report formats (format/formats.h, the one list: X(name, bit, ext, kind, writer), in the
+ * order they are named to users): the key's help and errors, `sonde export`'s usage and the
+ * parser come from it. */
+#define SONDE__FORMATS(X) SONDE__FORMATS_ROWS(X)
+#define SONDE__FORMAT_WORD(name, bit, ext, kind, writer) #name ", "
+#define SONDE__FORMAT_ITEM(name, bit, ext, kind, writer) #name ","
 /* "json, csv, ..., pprof, all or none": what `formats` accepts, in words */
 #define SONDE__FORMAT_WORDS SONDE__FORMATS(SONDE__FORMAT_WORD) "all or none"
 /* "json,csv,...,pprof,all": the same as a --format value's syntax */
 #define SONDE__FORMAT_ITEMS SONDE__FORMATS(SONDE__FORMAT_ITEM) "all"
+/* "    json: NAME.json\n" and so on, a line a format: the files they write */
+#define SONDE__FORMAT_FILE(name, bit, ext, kind, writer) "    " #name ": NAME" ext "\n"
+#define SONDE__FORMAT_FILES SONDE__FORMATS(SONDE__FORMAT_FILE)
 /* The default formats (SONDE_FORMAT_REPORTS) as the key's text: the key table's default, the
  * presets and `sonde export`'s usage say it; test_config checks it names those bits. */
 #define SONDE__FORMATS_DEFAULT "json,csv,txt,trace,html"

@@ -15,6 +15,7 @@
 #include "../config/keys.h"
 #include "../record/record.h"
 #include "../util/fileio.h"
+#include "../format/formats.h"
 #include "export.h"
 #include "../util/alloc.h"
 
@@ -198,8 +199,10 @@ static int write_text(sx_report *r, const char *path, sx_text_fn fn)
     return rc;
 }
 
-/* One row per file a format writes: made in memory (text), written as it is made (stream), or
- * a gzip trace (neither), TensorBoard's in its own directory (sx_tensorboard_path). */
+/* One row per file a format writes, from the one list (format/formats.h): made in memory
+ * (text), written as it is made (stream), or a gzip trace (neither), TensorBoard's in its own
+ * directory (sx_tensorboard_path). */
+enum { FMT_TEXT, FMT_STREAM, FMT_TRACE, FMT_TENSORBOARD };
 static const struct {
     unsigned bit;
     const char *ext;
@@ -207,18 +210,14 @@ static const struct {
     sx_stream_fn stream;
     int tensorboard;
 } g_formats[] = {
-    {SONDE_FORMAT_JSON, ".json", sx_json_report, NULL, 0},
-    {SONDE_FORMAT_CSV, ".csv", csv_report, NULL, 0},
-    {SONDE_FORMAT_INSTANCES, ".instances.csv", NULL, sx_csv_instances_stream, 0},
-    {SONDE_FORMAT_TXT, ".txt", sx_txt_report, NULL, 0},
-    {SONDE_FORMAT_TRACE, ".trace.json.gz", NULL, NULL, 0},
-    {SONDE_FORMAT_SAMPLES, ".samples.csv", samples_report, NULL, 0},
-    {SONDE_FORMAT_HTML, ".html", sx_html_report, NULL, 0},
-    {SONDE_FORMAT_TENSORBOARD, ".pt.trace.json.gz", NULL, NULL, 1},
-    {SONDE_FORMAT_PERFETTO, ".pftrace", NULL, sx_perfetto, 0},
-    {SONDE_FORMAT_FOLDED, ".folded", NULL, sx_folded_stream, 0},
-    {SONDE_FORMAT_PPROF, ".pb.gz", NULL, sx_pprof_stream, 0},
-    {SONDE_FORMAT_OFFCPU, ".offcpu.folded", NULL, sx_offcpu_folded_stream, 0},
+#define FMT_WRITER_TEXT(w) w, NULL
+#define FMT_WRITER_STREAM(w) NULL, w
+#define FMT_WRITER_TRACE(w) NULL, NULL
+#define FMT_WRITER_TENSORBOARD(w) NULL, NULL
+#define FORMAT_ROW(name, bit, ext, kind, writer)                                               \
+    {bit, ext, FMT_WRITER_##kind(writer), FMT_##kind == FMT_TENSORBOARD},
+    SONDE__FORMATS_ROWS(FORMAT_ROW)
+#undef FORMAT_ROW
 };
 #define N_FORMATS (sizeof g_formats / sizeof g_formats[0])
 

@@ -17,7 +17,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/sonde-golden-XXXXXX")
 keep=0
 trap '[ $keep = 1 ] || rm -rf "$work"' EXIT
 cd "$work"
-all=all # every format of the one list (SONDE__FORMATS), offcpu and instances too
+all=all # every format of the one list (src/format/formats.h), offcpu and instances too
 for f in "$runs"/*.sonde; do
     n=$(basename "$f" .sonde)
     mkdir -p "$n" && cp "$f" "$n/" # reports go beside the file, as the library writes them
@@ -28,6 +28,22 @@ for f in "$runs"/*.sonde; do
     "$sonde" summary "$n/$n.json" > "$n/summary-from-json.out"
     "$sonde" report "$n/$n.json" -o "$n/from-json.html" > /dev/null
     rm "$n/$n.sonde"
+done
+# every format of the one list (src/format/formats.h) wrote its file for some run of the corpus:
+# a file whose name ends with the format's extension and with no longer one of the list
+exts=$(sed -n 's/^ *X([a-z]*, SONDE_FORMAT_[A-Z]*, "\([^"]*\)".*/\1/p' "$src/src/format/formats.h")
+[ "$(echo "$exts" | wc -l)" = "$(grep -c '^ *X([a-z]*, SONDE_FORMAT_' "$src/src/format/formats.h")" ] ||
+    { echo "golden: cannot read the formats' extensions from src/format/formats.h"; exit 1; }
+for ext in $exts; do
+    found=0
+    while IFS= read -r f; do
+        longer=0
+        for other in $exts; do
+            [ ${#other} -gt ${#ext} ] && [[ "$f" == *"$other" ]] && longer=1
+        done
+        [ $longer = 1 ] || { found=1; break; }
+    done < <(find . -type f -name "*$ext")
+    [ $found = 1 ] || { echo "golden: no run of the corpus wrote a $ext file (src/format/formats.h)"; exit 1; }
 done
 # sonde run's recording with the program's own run beside it: one report of both (sm_merge)
 mkdir -p joined && cp "$runs"/gpu.sonde "$runs"/gpu.pid*.sonde joined/

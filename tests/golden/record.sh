@@ -3,7 +3,7 @@
 # of sonde's own programs covering what the reports read (sessions, steps, diffusion records,
 # metrics and CPU/memory samples; held and folded sections; CPU samples with stacks; torch
 # operators with FLOPs; GPU records through the fake NVML and CUDA libraries; three ranks of one
-# job). Run by hand, only when the corpus itself must change (a new file-format feature); then
+# job; off-CPU periods). Run by hand, only when the corpus itself must change (a new file-format feature); then
 # `check.sh --update` writes the reports' hashes again. Recording is timing-dependent, so the
 # .sonde files are kept, not remade by the tests.
 set -euo pipefail
@@ -47,6 +47,10 @@ with sonde.Profiler({"name": "torch", "output_dir": "sonde-out", "collect_gpu": 
     ins.remove()
 PY
 fi
+# 7. off-CPU periods (NAME.offcpu.folded): a program that sleeps and waits, under `sonde run` as
+# root (where the periods are followed)
+SONDE_COLLECT_GPU=0 "$build/tools/sonde/sonde" run --quiet -o sonde-out --name blocked -- \
+    "$build/tests/stages" st
 rm -rf "$out" && mkdir -p "$out"
 cp sonde-out/*.sonde "$out/"
 ls -la "$out"

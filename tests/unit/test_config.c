@@ -364,7 +364,7 @@ static void activities(void **state)
 static void format_list(void **state)
 {
     (void)state;
-#define ROW(name, bit) {#name, bit},
+#define ROW(name, bit, ext, kind, writer) {#name, bit},
     static const struct { const char *name; unsigned bit; } rows[] = {SONDE__FORMATS(ROW)};
 #undef ROW
     unsigned seen = 0;

@@ -19,8 +19,8 @@ static const cli_cmd g_cmds[] = {
      "  Regenerates the reports the library wrote for the run, from its .sonde file: the same\n"
      "  files, byte for byte. Without --format, the formats the run was configured with (the\n"
      "  library's default: " SONDE__FORMATS_DEFAULT "). DIR defaults to the file's\n"
-     "  directory; tensorboard writes DIR/plugins/profile/RUN/HOST_PID.pt.trace.json.gz\n"
-     "  (tensorboard --logdir DIR), perfetto NAME.pftrace (Perfetto's protobuf trace).\n"
+     "  directory. The files, in DIR (tensorboard's in DIR/plugins/profile/RUN/, named\n"
+     "  HOST_PID.pt.trace.json.gz: tensorboard --logdir DIR):\n" SONDE__FORMAT_FILES
      "  --set KEY=VALUE changes a key the reports read as they are written: trace_max_events,\n"
      "  report_max_sections, report_max_records, html_max_spans, bottleneck_threshold,\n"
      "  max_data_points.\n"},
