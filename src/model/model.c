@@ -1040,6 +1040,7 @@ static int take_run(bctx *b, sb_raw *raw, sm_model *m)
     for (size_t i = 0; i < raw->opts.n_set; i++)
         if (sm_set_info(m, raw->opts.set[i].key, raw->opts.set[i].value))
             return -1;
+    sm_config_read(m); /* once: every step and report after reads m->cfg */
     m->run_meta = -1;
     b->set.dump = sm_info(m, "trigger.reason") != NULL;
     if (!m->name && !(m->name = sonde__strdup("?")))

@@ -508,6 +508,8 @@ typedef struct sm_model {
     uint64_t sampler_cpu_ns;   /* CPU time of the sampler thread (0: none ran) */
     sm_kv *info;               /* "system.*" and "config.*" facts, in file order */
     size_t n_info;
+    sonde_config cfg;          /* the "config.*" facts decoded once (sm_config_read), when */
+    int cfg_read;              /* set; sm_set_info keeps it so */
 
     sm_site *sites;
     size_t n_sites;
@@ -799,8 +801,13 @@ const char *sm_info(const sm_model *m, const char *key);
 /* The run's recorded configuration (runcfg.c): every numeric and boolean key decoded from its
  * "config.KEY" fact by the key table's parser, the key's default where the fact is missing or
  * its value out of the key's range; string keys are left at their defaults (read them with
- * sm_info). What every report and reading step reads a key through. */
+ * sm_info). What every report and reading step reads a key through: m->cfg where it was
+ * decoded (sm_config_read), else decoded now. */
 void sm_config(const sm_model *m, sonde_config *out);
+/* Decodes the run's configuration into m->cfg once (the build does, when it has the facts; so
+ * does the reading of a JSON report): sm_config then copies it, and sm_set_info of a "config.*"
+ * fact decodes it again. */
+void sm_config_read(sm_model *m);
 /* A statistic's rates (sm_rates), peak the run's peak FLOP/s. */
 sm_rates sm_stat_rates(const sm_stat *s, double peak);
 /* Sets an INFO fact (it wins over the file's: `sonde export --set`); 0, or -1 out of memory

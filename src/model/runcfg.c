@@ -9,6 +9,8 @@
 #include "../util/alloc.h"
 #include "model.h"
 
+static void decode(const sm_model *m, sonde_config *out);
+
 int sm_set_info(sm_model *m, const char *key, const char *value)
 {
     char *k = sonde__strdup(key), *v = sonde__strdup(value);
@@ -21,6 +23,8 @@ int sm_set_info(sm_model *m, const char *key, const char *value)
     m->info = grown;
     m->info[m->n_info].key = k;
     m->info[m->n_info++].value = v;
+    if (m->cfg_read && !strncmp(key, "config.", 7)) /* the decoded configuration follows */
+        sm_config_read(m);
     return 0;
 }
 
@@ -32,7 +36,7 @@ const char *sm_info(const sm_model *m, const char *key)
     return NULL;
 }
 
-void sm_config(const sm_model *m, sonde_config *out)
+static void decode(const sm_model *m, sonde_config *out)
 {
     *out = sonde_config_default();
     size_t n;
@@ -48,4 +52,18 @@ void sm_config(const sm_model *m, sonde_config *out)
         if (v) /* a value the key refuses (a damaged or hand-made file) leaves the default */
             (void)sonde__key_set(out, k, v, where);
     }
+}
+
+void sm_config(const sm_model *m, sonde_config *out)
+{
+    if (m->cfg_read)
+        *out = m->cfg;
+    else
+        decode(m, out);
+}
+
+void sm_config_read(sm_model *m)
+{
+    decode(m, &m->cfg);
+    m->cfg_read = 1;
 }

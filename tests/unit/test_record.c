@@ -1705,6 +1705,34 @@ static void overlapping_sections_count_wall_time_once(void **state)
     tu_rmrf(dir);
 }
 
+/* The run's configuration is decoded once, when the model is built, and follows a fact set
+ * over it afterwards (sonde export --set); sm_config copies it (issue 59). */
+static void config_decoded_once(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "cfg");
+    c.trace_max_events = 1234;
+    c.max_data_points = 77;
+    sonde_profiler *p = sonde_create(&c);
+    sonde_begin(p, "x");
+    sonde_end(p);
+    sm_model m;
+    assert_int_equal(tu_finish(p, &m), 0);
+    assert_true(m.cfg_read);
+    assert_int_equal((int)m.cfg.trace_max_events, 1234);
+    assert_int_equal((int)sm_trace_max_events(&m), 1234);
+    assert_int_equal((int)sm_max_data_points(&m), 77);
+    assert_int_equal(sm_set_info(&m, "config.trace_max_events", "99"), 0);
+    assert_int_equal((int)sm_trace_max_events(&m), 99);
+    assert_int_equal(sm_set_info(&m, "config.trace_max_events", "not a number"), 0);
+    assert_int_equal((int)sm_trace_max_events(&m), (int)sonde_config_default().trace_max_events);
+    assert_int_equal((int)sm_max_data_points(&m), 77); /* the others stay */
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1726,7 +1754,7 @@ int main(void)
         cmocka_unit_test(many_events_are_capped_and_counted),
         cmocka_unit_test(events_cross_the_reader_batches),
         cmocka_unit_test(unwritable_dir_degrades), cmocka_unit_test(overlong_unit_is_refused),
-        cmocka_unit_test(config_env),
+        cmocka_unit_test(config_env), cmocka_unit_test(config_decoded_once),
         cmocka_unit_test(full_buffers_drop_and_count),
         cmocka_unit_test(overlapping_sections_count_wall_time_once),
         cmocka_unit_test(dropped_begin_drops_its_end),

@@ -250,6 +250,7 @@ static int read_run(json_t *root, const char *path, sm_model *m)
         facts(m, json_object_get(root, "config"), "config.") ||
         facts(m, json_object_get(run, "metadata"), "metadata."))
         return -1;
+    sm_config_read(m);
     return 0;
 }
 
