@@ -947,9 +947,9 @@ static void dump_first(sonde_profiler *p, sonde_flight *f, int sync)
     f->rpath = f->rstem = NULL;
 }
 
-void sonde__flight_poll(sonde_profiler *p)
+/* A trigger signal's request (sonde__flight_signal), if one came, queued as a trigger. */
+static void take_signal(sonde_profiler *p, sonde_flight *f)
 {
-    sonde_flight *f = p->flight;
     uint64_t st = atomic_exchange(&f->sig_tick, 0);
     if (st) {
         char why[64];
@@ -958,6 +958,12 @@ void sonde__flight_poll(sonde_profiler *p)
         enqueue(p, f, st, why, intern_reason(why));
         pthread_mutex_unlock(&f->qlock);
     }
+}
+
+void sonde__flight_poll(sonde_profiler *p)
+{
+    sonde_flight *f = p->flight;
+    take_signal(p, f);
     if (f->rstarted && atomic_load(&f->rdone))
         join_reports(f);
     uint64_t now = sonde__ticks();
@@ -981,6 +987,7 @@ void sonde__flight_finish(sonde_profiler *p, int status)
     if (!f)
         return;
     join_reports(f);
+    take_signal(p, f); /* one the writer thread had not polled yet (a loaded machine) */
     if (status && !atomic_load(&f->crashed)) {
         char why[64];
         snprintf(why, sizeof why, "exit with status %d", status);

@@ -91,7 +91,7 @@ static void *signal_at_dump(void *dir)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: flight steps|api|signal|exit DIR [STEPS SLOW_AT]\n");
+        fprintf(stderr, "usage: flight steps|api|signal|exit|raiseend|... DIR [STEPS SLOW_AT]\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -259,6 +259,10 @@ int main(int argc, char **argv)
         if (pthread_create(&t, NULL, signal_at_dump, argv[2]) == 0)
             pthread_detach(t);
         exit(3);
+    } else if (!strcmp(mode, "raiseend")) { /* a trigger signal just before the run ends */
+        for (int i = 0; i < 20; i++)
+            step(p, 10);
+        raise(SIGUSR2);
     } else if (!strcmp(mode, "exit")) {
         for (int i = 0; i < 100; i++)
             step(p, 10);

@@ -2956,12 +2956,19 @@ assert r["run"]["metadata"]["command"].startswith("sh -c"), r["run"]["metadata"]
 assert any(c["name"].endswith("rss MiB") for c in r["counters"]), [c["name"] for c in r["counters"]]
 print("ok sonde run --flight-recorder: the failed program's window")
 PY
-    "$sonde" run --flight-recorder 5 -o st --name job2 --quiet -- sleep 2 2> st.err &
+    "$sonde" run --flight-recorder 5 -o st --name job2 --quiet -- sleep 3 2> st.err &
     spid=$!
     sleep 1
     "$sonde" trigger "$spid" > /dev/null || fail "sonde trigger on sonde run exited $?"
-    wait "$spid" || fail "sonde run --flight-recorder -- sleep 2 exited $?: $(cat st.err)"
+    wait "$spid" || fail "sonde run --flight-recorder -- sleep 3 exited $?: $(cat st.err)"
     [ -f st/job2-trigger1.json ] && [ ! -e st/job2.sonde ] || fail "sonde run + trigger: $(ls st)"
+    # a trigger signal right before sonde_destroy is written (one that came after the writer
+    # thread's last look, while the run ended, was lost: the dump above was once missing under
+    # TSan on a loaded machine, the trigger slower than the program)
+    expect 0 "" "$fr" raiseend re
+    [ -f re/fl-trigger1.json ] || fail "a signal just before the end: no dump: $(ls re)"
+    grep -q '"signal 12 (sonde trigger or kill)"' re/fl-trigger1.json ||
+        fail "raiseend: the dump's reason: $(grep -o '"reason": *"[^"]*"' re/fl-trigger1.json)"
     # an exit with a non-zero status writes the window (and its reports) at exit
     expect 3 "exit with status 3" "$fr" exit d
     python3 "$src/tests/e2e/flight_check.py" d fl-trigger1 --reason "exit with status 3" \
