@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../record/record.h"
+#include "../util/error.h"
 #include "../util/alloc.h"
 #include "../util/suggest.h"
 #include "keys.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../record/record.h"
+#include "../util/error.h"
 #include "../util/suggest.h"
 #include "keys.h"
 #include "../util/alloc.h"

@@ -11,7 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../record/record.h"
+#include "../util/error.h"
+#include "../util/sites.h"
 #include "../util/suggest.h"
 
 #define OFF(f) offsetof(sonde_config, f)

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../record/record.h"
+#include "../util/error.h"
 #include "keys.h"
 
 typedef struct preset {

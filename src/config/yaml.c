@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <yaml.h>
 
-#include "../record/record.h"
+#include "../util/error.h"
 #include "../util/buf.h"
 #include "keys.h"
 #include "../util/alloc.h"

@@ -13,7 +13,7 @@
 
 #include "../analyze/analyze.h"
 #include "../config/keys.h"
-#include "../record/record.h"
+#include "../util/error.h"
 #include "../util/fileio.h"
 #include "../format/formats.h"
 #include "export.h"

@@ -54,6 +54,12 @@ enum {
                                 each function of a stack written before was at (n its STACKS
                                 entry's count; 0: unknown), outermost first */
 };
+/* A GPU record's entry kinds (its u8 kind), and the bytes of a kernel name it keeps and of one
+ * entry at most. */
+enum { SONDE_GPU_KERNEL = 1, SONDE_GPU_MEMCPY = 2, SONDE_GPU_MEMSET = 3, SONDE_GPU_API = 4 };
+#define SONDE_GPU_NAME_MAX 4096
+#define SONDE_GPU_ENTRY_MAX (SONDE_GPU_NAME_MAX + 128)
+
 /* An OPS entry's kind byte with this bit: the tracer's own table's figures follow it (sonde_op
  * flags and table_child_ns). */
 #define SONDE_OPS_TABLE_BIT 0x80u

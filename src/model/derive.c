@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../record/record.h"
 #include "model_build.h"
 #include "../util/alloc.h"
 #include "../util/sort.h"

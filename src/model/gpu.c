@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../sources/sources.h"
+#include "../format/format.h"
 #include "../util/alloc.h"
 #include "../util/sort.h"
 #include "../util/buf.h"

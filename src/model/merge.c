@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../record/record.h"
+#include "../util/error.h"
 #include "model_build.h"
 #include "../util/alloc.h"
 

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../record/record.h"
+#include "../util/clock.h"
+#include "../util/error.h"
 #include "../util/strmap.h"
 #include "model_build.h"
 #include "../util/alloc.h"

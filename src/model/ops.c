@@ -10,7 +10,7 @@
 
 #include "../../include/sonde/sonde.h"
 #include "../format/format.h"
-#include "../sources/sources.h"
+#include "../format/format.h"
 #include "../util/alloc.h"
 #include "../util/sort.h"
 #include "../util/buf.h"

@@ -13,7 +13,8 @@
 #include <zlib.h>
 
 #include "../format/format.h"
-#include "../record/record.h"
+#include "../util/clock.h"
+#include "../util/error.h"
 #include "../util/buf.h"
 #include "model_build.h"
 #include "../util/alloc.h"

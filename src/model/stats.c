@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../record/record.h"
 #include "../util/strmap.h"
 #include "model_build.h"
 #include "../util/alloc.h"

@@ -101,3 +101,28 @@ int sonde_ops(sonde_profiler *p, const sonde_op *ops, size_t n)
     sonde__free(buf);
     return rc;
 }
+
+/* ---- CUDA activity's sink (sources.h, sonde_gpu_sink): the run's file, threads and report ---- */
+static int gpu_write(void *ctx, const uint8_t *payload, size_t n)
+{
+    sonde_profiler *p = ctx;
+    pthread_mutex_lock(&p->wlock);
+    int rc = sonde__has_sink(p) ? sonde__write_record(p, SONDE_R_GPU, payload, n) : -1;
+    pthread_mutex_unlock(&p->wlock);
+    return rc;
+}
+
+static uint32_t gpu_tid_of(void *ctx, uint32_t pthread_low)
+{
+    return sonde__tid_of_pthread(ctx, pthread_low);
+}
+
+static void gpu_warn(void *ctx, const char *msg)
+{
+    sonde__warn(ctx, "%s", msg);
+}
+
+sonde_gpu_sink sonde__gpu_sink(sonde_profiler *p)
+{
+    return (sonde_gpu_sink){p, p->name, gpu_write, gpu_tid_of, gpu_warn};
+}

@@ -717,7 +717,8 @@ static void start_recording(sonde_profiler *p, const sonde_config *cfg, pid_t wa
     }
     if (cfg->cuda_activity) {
         char why[400];
-        if (sonde__cupti_start(p, why, sizeof why) != 0)
+        sonde_gpu_sink sink = sonde__gpu_sink(p);
+        if (sonde__cupti_start(&sink, why, sizeof why) != 0)
             sonde__warn(p, "cuda activity: %s", why);
     }
 }

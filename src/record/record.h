@@ -14,40 +14,10 @@
 #include "../sources/sources.h"
 #include "../util/buf.h"
 
-/* ---- errors (error.c) ---- */
-/* Sets the calling thread's last-error message (printf-style) and returns err. */
-int sonde__fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void sonde__clear_error(void);
-/* Reads a whole input file (read_file_all) and turns its errno into a sonde code and a message
- * naming path: SONDE_ENOTFOUND, SONDE_ENOMEM or SONDE_EIO. */
-int sonde__read_input(const char *path, size_t max, char **out, size_t *len);
+#include "../util/clock.h"
+#include "../util/error.h"
+#include "../util/sites.h"
 
-/* ---- clock (clock.c) ---- */
-typedef struct sonde_clock_info {
-    int use_tsc;          /* 1: ticks are rdtsc, else CLOCK_MONOTONIC ns */
-    double ticks_per_s;   /* nominal rate measured at start-up */
-} sonde_clock_info;
-/* Calibrates once per process (about 2 ms the first time); thread-safe. */
-const sonde_clock_info *sonde__clock(void);
-uint64_t sonde__ticks(void);                 /* the profiler's timestamp source */
-uint64_t sonde__mono_ns(void);               /* CLOCK_MONOTONIC in ns; async-signal-safe */
-uint64_t sonde__real_ns(void);               /* CLOCK_REALTIME in ns; async-signal-safe */
-/* A tick and the monotonic clock at the same instant, as close as the machine allows (the
- * file's clock anchors); async-signal-safe. */
-void sonde__clock_pair(uint64_t *tick, uint64_t *mono);
-
-/* ---- call sites and interned names (sites.c): one table per process ---- */
-typedef struct sonde_site_rec {
-    const char *name;
-    const char *file;     /* NULL for run-time names */
-    const char *func;
-    int line;
-} sonde_site_rec;
-/* Registers a macro call site once; returns its id (> 0), or 0 when out of memory. */
-uint32_t sonde__site_register(sonde_site *s);
-/* Interns a run-time name; the same string always gives the same id. 0 with errno ENAMETOOLONG
- * for a name over SONDE_MAX_NAME bytes, ENOMEM when out of memory. */
-uint32_t sonde__intern(const char *name);
 /* sonde_begin with the name's interned id already known (id: sonde__intern(name), or 0 to
  * intern it here): what a caller that opens one name many times (the Python extension's
  * Section) calls, p checked by the caller. Same contract as sonde_begin. */
@@ -86,12 +56,6 @@ static inline int sonde__end_fast(sonde_profiler *p, uint32_t id)
     }
     return sonde_end(p);
 }
-/* Number of ids handed out + 1 (ids are 1..count-1). Acquire order. Async-signal-safe. */
-uint32_t sonde__site_count(void);
-/* The record of an id below sonde__site_count(); never NULL there. Async-signal-safe. */
-const sonde_site_rec *sonde__site_get(uint32_t id);
-/* Takes (lock=1) or releases the table's lock: held across fork() (fork.c). */
-void sonde__sites_lock(int lock);
 
 /* ---- per-thread buffers and chunks ---- */
 enum { CHUNK_FREE = 0, CHUNK_ACTIVE = 1, CHUNK_FULL = 2 };
@@ -289,6 +253,8 @@ sonde_tbuf *sonde__thread_buf(sonde_profiler *p);
 /* The kernel thread id of the thread of p whose pthread_t's low 32 bits are pth (CUPTI's
  * threadId of an API call), live or exited since; 0 when p has no such thread. Lock-free. */
 uint32_t sonde__tid_of_pthread(sonde_profiler *p, uint32_t pth);
+/* CUDA activity's sink into p (ops.c): its file under wlock, its threads, its warnings. */
+sonde_gpu_sink sonde__gpu_sink(sonde_profiler *p);
 /* Appends one event of kind with id/arg and n value doubles (0..2) on the calling thread.
  * Returns 0, or SONDE_EDROPPED when no buffer space was free. */
 int sonde__record(sonde_profiler *p, unsigned kind, uint32_t id, uint32_t arg, const double *v);

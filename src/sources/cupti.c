@@ -6,7 +6,7 @@
  * and its kin: cuBLAS's and Triton's kernels) are kept too: their thread and time tell the model
  * which section launched each kernel. CUPTI names their thread by the low 32 bits of its
  * pthread_t (as PyTorch's Kineto reads it), not its kernel thread id: each is turned into the
- * tid of the thread of the profiler it names (sonde__tid_of_pthread). Built when CUDA's cupti.h
+ * tid of the thread of the profiler it names (the sink's tid_of). Built when CUDA's cupti.h
  * was found (SONDE_HAVE_CUPTI); otherwise cuda_activity reports that it was not built in. CUPTI
  * has one set of activity callbacks per process, so one profiler at a time collects. */
 #define _GNU_SOURCE
@@ -18,7 +18,6 @@
 #include <time.h>
 
 #include "../format/format.h"
-#include "../record/record.h"
 #include "../util/alloc.h"
 #include "../util/buf.h"
 #include "sources.h"
@@ -156,7 +155,7 @@ static struct {
     CUptiResult (*timestamp)(uint64_t *);
     CUptiResult (*version)(uint32_t *);
     CUptiResult (*result_string)(CUptiResult, const char **);
-    sonde_profiler *owner;
+    sonde_gpu_sink owner;        /* the run that collects (owner.ctx NULL: none) */
     int64_t offset_ns;           /* CLOCK_MONOTONIC - CUPTI's clock */
 } g_cupti = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -240,19 +239,22 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 {
     (void)size;
     pthread_mutex_lock(&g_cupti.lock);
-    sonde_profiler *p = g_cupti.owner;
+    sonde_gpu_sink sink = g_cupti.owner;
     int64_t offset = g_cupti.offset_ns;
     pthread_mutex_unlock(&g_cupti.lock);
-    if (p)
-        sonde__gpu_write(p, buffer, valid, offset);
+    if (sink.ctx)
+        sonde__gpu_write(&sink, buffer, valid, offset);
     size_t dropped = 0;
-    if (p && g_cupti.dropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
-        sonde__warn(p, "cuda activity: CUPTI dropped %zu records (its buffers were full)",
-                    dropped);
+    if (sink.ctx && g_cupti.dropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "cuda activity: CUPTI dropped %zu records (its buffers were "
+                                  "full)", dropped);
+        sink.warn(sink.ctx, msg);
+    }
     free(buffer);
 }
 
-int sonde__gpu_write(sonde_profiler *p, uint8_t *buffer, size_t valid, int64_t offset_ns)
+int sonde__gpu_write(const sonde_gpu_sink *s, uint8_t *buffer, size_t valid, int64_t offset_ns)
 {
     uint8_t *payload = sonde__malloc(SONDE_GPU_RECORD_BYTES + SONDE_GPU_ENTRY_MAX);
     if (!payload)
@@ -268,19 +270,19 @@ int sonde__gpu_write(sonde_profiler *p, uint8_t *buffer, size_t valid, int64_t o
         if (r.kind == SONDE_GPU_API) { /* CUPTI names the thread by its pthread_t: its tid */
             if (r.tid != last_pth || !last_tid) {
                 last_pth = r.tid;
-                last_tid = sonde__tid_of_pthread(p, r.tid);
+                last_tid = s->tid_of(s->ctx, r.tid);
             }
             if (last_tid)
                 r.tid = last_tid;
         }
         n += sonde__gpu_encode(&r, payload + n);
         if (n >= SONDE_GPU_RECORD_BYTES) {
-            rc |= sonde__gpu_flush(p, payload, n);
+            rc |= s->write(s->ctx, payload, n);
             n = 0;
         }
     }
     if (n)
-        rc |= sonde__gpu_flush(p, payload, n);
+        rc |= s->write(s->ctx, payload, n);
     sonde__free(payload);
     return rc;
 }
@@ -292,13 +294,13 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int sonde__cupti_start(sonde_profiler *p, char *why, size_t cap)
+int sonde__cupti_start(const sonde_gpu_sink *s, char *why, size_t cap)
 {
     pthread_mutex_lock(&g_cupti.lock);
     int rc = -1;
-    if (g_cupti.owner) {
+    if (g_cupti.owner.ctx) {
         snprintf(why, cap, "another profiler (%s) collects CUDA activity in this process",
-                 sonde_name(g_cupti.owner));
+                 g_cupti.owner.name ? g_cupti.owner.name : "?");
         goto out;
     }
     if (load(why, cap) != 0)
@@ -331,17 +333,17 @@ int sonde__cupti_start(sonde_profiler *p, char *why, size_t cap)
             g_cupti.offset_ns = m0 + (m1 - m0) / 2 - (int64_t)ts;
         }
     }
-    g_cupti.owner = p;
+    g_cupti.owner = *s;
     rc = 0;
 out:
     pthread_mutex_unlock(&g_cupti.lock);
     return rc;
 }
 
-void sonde__cupti_stop(sonde_profiler *p)
+void sonde__cupti_stop(const void *ctx)
 {
     pthread_mutex_lock(&g_cupti.lock);
-    int mine = g_cupti.owner == p;
+    int mine = ctx && g_cupti.owner.ctx == ctx;
     pthread_mutex_unlock(&g_cupti.lock);
     if (!mine)
         return;
@@ -351,31 +353,24 @@ void sonde__cupti_stop(sonde_profiler *p)
         g_cupti.disable(g_kinds[i]);
     g_cupti.flush_all(1);
     pthread_mutex_lock(&g_cupti.lock);
-    g_cupti.owner = NULL;
+    memset(&g_cupti.owner, 0, sizeof g_cupti.owner);
     pthread_mutex_unlock(&g_cupti.lock);
 }
 
 #else /* built without cupti.h */
 
-int sonde__cupti_start(sonde_profiler *p, char *why, size_t cap)
+int sonde__cupti_start(const sonde_gpu_sink *s, char *why, size_t cap)
 {
-    (void)p;
+    (void)s;
     snprintf(why, cap, "this libsonde was built without CUDA's cupti.h (rebuild with the CUDA "
                        "toolkit installed, or -DSONDE_CUPTI_INCLUDE=DIR)");
     return -1;
 }
 
-void sonde__cupti_stop(sonde_profiler *p)
+void sonde__cupti_stop(const void *ctx)
 {
-    (void)p;
+    (void)ctx;
 }
 
 #endif
 
-int sonde__gpu_flush(sonde_profiler *p, const uint8_t *payload, size_t n)
-{
-    pthread_mutex_lock(&p->wlock);
-    int rc = sonde__has_sink(p) ? sonde__write_record(p, SONDE_R_GPU, payload, n) : -1;
-    pthread_mutex_unlock(&p->wlock);
-    return rc;
-}

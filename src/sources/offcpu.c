@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "../format/format.h"
-#include "../record/record.h"
+#include "../util/clock.h"
 #include "../util/alloc.h"
 #include "../util/pb.h"
 

@@ -63,9 +63,7 @@ void *sonde__dlopen_any(const char *env, const char *const *names, size_t n, con
 int cudart_profiler(int start, char *why, size_t cap);
 
 /* ---- CUDA activity (cupti.c) ---- */
-enum { SONDE_GPU_KERNEL = 1, SONDE_GPU_MEMCPY = 2, SONDE_GPU_MEMSET = 3, SONDE_GPU_API = 4 };
-#define SONDE_GPU_NAME_MAX 4096                  /* bytes of a kernel name kept */
-#define SONDE_GPU_ENTRY_MAX (SONDE_GPU_NAME_MAX + 128) /* bytes of one encoded entry, at most */
+/* The GPU record's entry kinds and bounds are the file format's (format/format.h). */
 #define SONDE_GPU_RECORD_BYTES (256u << 10)      /* a GPU record is written past this size */
 
 /* One activity record of CUPTI's, as sonde keeps it; times on CLOCK_MONOTONIC. */
@@ -83,19 +81,29 @@ typedef struct sonde_gpu_rec {
 /* Appends r's entry of a GPU record (docs/formats.md) to out (SONDE_GPU_ENTRY_MAX bytes free);
  * returns its length. */
 size_t sonde__gpu_encode(const sonde_gpu_rec *r, uint8_t *out);
-/* Writes one GPU record of n payload bytes into p's file. 0, or -1. */
-int sonde__gpu_flush(sonde_profiler *p, const uint8_t *payload, size_t n);
-/* Starts collecting kernels, memcpy, memset and runtime API calls into p (cuda_activity). 0,
+/* Where CUDA activity goes: the recorder's callbacks (record/ops.c, sonde__gpu_sink), ctx handed
+ * back to each. write puts one GPU record of n payload bytes into the run's file (0, or -1);
+ * tid_of turns the low 32 bits of a pthread_t into the kernel tid of that thread of the run (0:
+ * none of its threads); warn puts a line in the run's report; name is the run's, for the reason
+ * another run is refused. */
+typedef struct sonde_gpu_sink {
+    void *ctx;
+    const char *name;
+    int (*write)(void *ctx, const uint8_t *payload, size_t n);
+    uint32_t (*tid_of)(void *ctx, uint32_t pthread_low);
+    void (*warn)(void *ctx, const char *msg);
+} sonde_gpu_sink;
+/* Starts collecting kernels, memcpy, memset and runtime API calls into s (cuda_activity). 0,
  * or -1 with the reason in why (no libcupti, a CUPTI error, another profiler collects). */
-int sonde__cupti_start(sonde_profiler *p, char *why, size_t cap);
-/* Flushes CUPTI's buffers into p's file and stops, when p collects. */
-void sonde__cupti_stop(sonde_profiler *p);
+int sonde__cupti_start(const sonde_gpu_sink *s, char *why, size_t cap);
+/* Flushes CUPTI's buffers into the sink of ctx and stops, when that sink collects. */
+void sonde__cupti_stop(const void *ctx);
 /* CUPTI record -> sonde_gpu_rec, with offset_ns added to its times; 0 for a kind sonde does not
  * keep. Only where CUPTI's headers were found at build time. */
 int sonde__cupti_convert(const void *record, int64_t offset_ns, sonde_gpu_rec *out);
-/* Every record of a completed CUPTI buffer into p's file, an API call's thread as its kernel
- * thread id when it is one of p's threads (CUPTI gives the low 32 bits of its pthread_t). */
-int sonde__gpu_write(sonde_profiler *p, uint8_t *buffer, size_t valid, int64_t offset_ns);
+/* Every record of a completed CUPTI buffer into s, an API call's thread as its kernel thread id
+ * when it is one of the run's threads (CUPTI gives the low 32 bits of its pthread_t). */
+int sonde__gpu_write(const sonde_gpu_sink *s, uint8_t *buffer, size_t valid, int64_t offset_ns);
 
 /* ---- CPU samples with call stacks (stacks.c) ---- */
 struct perf_event_attr;

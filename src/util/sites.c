@@ -4,11 +4,12 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "record.h"
-#include "../util/alloc.h"
+#include "sites.h"
+#include "alloc.h"
 
 #define BLOCK_BITS 10
 #define BLOCK_SIZE (1u << BLOCK_BITS)

@@ -5,7 +5,7 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "record.h"
+#include "clock.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

@@ -5,8 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../util/fileio.h"
-#include "record.h"
+#include "error.h"
+#include "fileio.h"
+#include "../../include/sonde/sonde.h"
 
 static _Thread_local char last_error[512];
 
