@@ -907,7 +907,8 @@ static void *reports_main(void *arg)
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     pthread_setname_np(pthread_self(), "sonde-dump");
-    sonde__write_dump_reports(p, f->rpath, f->rstem);
+    if (p->reports)
+        p->reports->write_dump_reports(p, f->rpath, f->rstem);
     atomic_store(&f->rdone, 1);
     return NULL;
 }
@@ -941,7 +942,8 @@ static void dump_first(sonde_profiler *p, sonde_flight *f, int sync)
         f->rstarted = 1;
         return;
     }
-    sonde__write_dump_reports(p, path, stem);
+    if (p->reports)
+        p->reports->write_dump_reports(p, path, stem);
     sonde__free(f->rpath);
     sonde__free(f->rstem);
     f->rpath = f->rstem = NULL;

@@ -193,7 +193,7 @@ __attribute__((constructor)) static void injected_start(void)
     c.sample_in_thread = 1;
     c.signal_handlers = 0; /* the program's own: sonde run watches how it ends */
     c.flight_recorder_s = 0;
-    sonde_profiler *p = sonde__create_watching(&c, 0, ".samples");
+    sonde_profiler *p = sonde__create_watching(&c, 0, ".samples", NULL); /* the run reports */
     if (!p) {
         fprintf(stderr, "sonde run: %s; this process's CPU samples are not taken\n",
                 sonde_last_error());

@@ -183,8 +183,8 @@ static int window_stop(sonde_profiler *p)
     sonde__sampler_stop(p);
     int rc = sonde__writer_close(p) ? SONDE_EIO : 0;
     p->od_until_ns = 0;
-    if (p->cfg.formats || p->cfg.print_summary) {
-        int wr = sonde__write_reports(p, NULL);
+    if (p->reports && (p->cfg.formats || p->cfg.print_summary)) {
+        int wr = p->reports->write_reports(p, NULL);
         if (wr && !rc)
             rc = wr;
     }

@@ -485,7 +485,8 @@ static void free_contents(sonde_profiler *p, int keep_threads)
     sonde__free(p->path);
     sonde__free(p->od_base);
     sonde__free(p->ready_path);
-    sonde__window_read_free(p);
+    if (p->reports)
+        p->reports->release(p);
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->wlock);
     pthread_mutex_destroy(&p->step_lock);
@@ -587,11 +588,6 @@ static int setup_buffers(sonde_profiler *p)
         sonde__chunk_push(p, i);
     }
     return 0;
-}
-
-sonde_profiler *sonde_create(const sonde_config *cfg_in)
-{
-    return sonde__create_watching(cfg_in, 0, "");
 }
 
 /* sonde__create_watching's parts. The configuration as the profiler will run it: repaired (what
@@ -724,7 +720,8 @@ static void start_recording(sonde_profiler *p, const sonde_config *cfg, pid_t wa
 }
 
 sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch,
-                                       const char *join_suffix)
+                                       const char *join_suffix,
+                                       const struct sonde_reports *reports)
 {
     sonde_config cfg = cfg_in ? *cfg_in : sonde_config_default();
     sonde_profiler *p = sonde__calloc(1, sizeof *p);
@@ -733,6 +730,7 @@ sonde_profiler *sonde__create_watching(const sonde_config *cfg_in, pid_t watch,
         return NULL;
     }
     p->watch_pid = watch;
+    p->reports = reports;
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->wlock, NULL);
     pthread_mutex_init(&p->step_lock, NULL);
@@ -911,8 +909,8 @@ static int finalize(sonde_profiler *p)
         return rc; /* a forked child that recorded nothing has no file and no reports */
     /* (sonde run's profiler records the formats it will write, and writes them itself once the
      * program's own runs are joined in) */
-    if (!p->watch_pid && (p->cfg.formats || p->cfg.print_summary)) {
-        int wr = sonde__write_reports(p, NULL);
+    if (!p->watch_pid && p->reports && (p->cfg.formats || p->cfg.print_summary)) {
+        int wr = p->reports->write_reports(p, NULL);
         if (wr) {
             /* said where it is seen even when the host ignores the code (an exit() without
              * sonde_destroy cannot return one): the recording is whole, the reports can be made
@@ -1435,5 +1433,8 @@ int sonde_export(sonde_profiler *p, const char *path)
         sonde__writer_pass(p, 1);
         sonde__wunlock(p);
     }
-    return sonde__write_reports(p, path);
+    if (!p->reports)
+        return sonde__fail(SONDE_ESTATE, "sonde_export: this profiler writes no reports (it "
+                                         "records into a `sonde run`, which writes them)");
+    return p->reports->write_reports(p, path);
 }

@@ -205,6 +205,7 @@ struct sonde_profiler {
     uint32_t window_session_name, window_session_thread; /* so named, on that thread index */
     struct sm_resume *window_read;   /* where the earlier windows' readings left off
                                         (reports.c, sm_read_file_from) */
+    const struct sonde_reports *reports; /* the reports layer's hook (sonde_create), or NULL */
     int cuda_range_open;             /* cudaProfilerStart was called and not yet stopped */
     char *ready_path;                /* a window's trace for on_trace_ready, called once
                                         step_lock is released (profiler.c, unlock_and_ready) */
@@ -245,9 +246,11 @@ static inline int sonde__has_sink(const sonde_profiler *p) { return p->fd >= 0 |
 /* sonde_create for `sonde run`: the CPU and memory figures are those of the process tree rooted
  * at watch (summed over its descendants, and per process), not of this process (watch 0: as
  * sonde_create). join_suffix: under `sonde run`, a profiler that joins the run is named
- * RUN.pidN followed by it ("" for the program's own, ".samples" for inject.c's). */
+ * RUN.pidN followed by it ("" for the program's own, ".samples" for inject.c's). reports: the
+ * reports layer's hook (sonde__reports, src/reports/reports.h), or NULL to write none. */
 sonde_profiler *sonde__create_watching(const sonde_config *cfg, pid_t watch,
-                                       const char *join_suffix);
+                                       const char *join_suffix,
+                                       const struct sonde_reports *reports);
 /* The calling thread's buffer for p, creating it on first use; NULL when out of memory. */
 sonde_tbuf *sonde__thread_buf(sonde_profiler *p);
 /* The kernel thread id of the thread of p whose pthread_t's low 32 bits are pth (CUPTI's
@@ -483,16 +486,24 @@ void sonde__end_window(sonde_profiler *p, uint64_t step);
 /* Releases step_lock, then calls on_trace_ready for a window that ended under it, if any. */
 void sonde__unlock_and_ready(sonde_profiler *p);
 
-/* ---- reports (export side) ---- */
-int sonde__write_reports(sonde_profiler *p, const char *path);
-/* A flight recorder dump's reports: path read back, the configured formats as OUTDIR/stem.*. */
-int sonde__write_dump_reports(sonde_profiler *p, const char *path, const char *stem);
-/* Writes the trace of active window `cycle` of the step schedule to path, reading the events
- * of the file from p->window_from on (the window's part: sm_read_file_from), with the session
- * open when it began (p->window_session*). */
-int sonde__write_cycle_trace(sonde_profiler *p, int cycle, const char *path);
-/* Frees what the windows' readings kept (p->window_read). */
-void sonde__window_read_free(sonde_profiler *p);
+/* ---- the reports (src/reports/, the layer above the recorder and the reading) ---- */
+/* What the recorder asks of the reports layer, through the hook sonde_create gives the profiler
+ * (p->reports; NULL: none, as for the in-process sampler's profiler of `sonde run`, which joins
+ * the run's reports). Each returns 0 or a SONDE_E* code with the reason in sonde_last_error. */
+struct sonde_reports {
+    /* The run's reports in its formats to its output folder (path NULL: at its end, with the
+     * summary printed where asked), or the one report path names (sonde_export). */
+    int (*write_reports)(sonde_profiler *p, const char *path);
+    /* A flight recorder dump's reports: path read back, the configured formats as
+     * OUTDIR/stem.*. */
+    int (*write_dump_reports)(sonde_profiler *p, const char *path, const char *stem);
+    /* The trace of active window `cycle` of the step schedule to path, read from the file's
+     * part from p->window_from on (sm_read_file_from), with the session open when it began
+     * (p->window_session*). */
+    int (*write_cycle_trace)(sonde_profiler *p, int cycle, const char *path);
+    /* Frees what the reports kept in p (p->window_read). */
+    void (*release)(sonde_profiler *p);
+};
 /* Where the profiler's file ends now, records being written aside: every event recorded after
  * this is read lands at or after it. */
 uint64_t sonde__file_end(sonde_profiler *p);

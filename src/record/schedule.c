@@ -97,7 +97,11 @@ void sonde__end_window(sonde_profiler *p, uint64_t step)
     sonde__wlock(p);
     sonde__writer_pass(p, 1);
     sonde__wunlock(p);
-    if (sonde__write_cycle_trace(p, cycle, path) != 0) {
+    if (!p->reports) {
+        sonde__free(path);
+        return;
+    }
+    if (p->reports->write_cycle_trace(p, cycle, path) != 0) {
         sonde__warn(p, "cycle %d trace: %s", cycle, sonde_last_error());
     } else if (p->cfg.on_trace_ready && !p->ready_path) {
         p->ready_path = path;

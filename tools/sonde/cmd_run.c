@@ -21,6 +21,7 @@
 #include "config/keys.h"
 #include "export/export.h"
 #include "record/record.h"
+#include "reports/reports.h"
 #include "util/alloc.h"
 
 static volatile sig_atomic_t g_child;
@@ -434,7 +435,7 @@ int cmd_run(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    sonde_profiler *p = sonde__create_watching(&c, child, "");
+    sonde_profiler *p = sonde__create_watching(&c, child, "", &sonde__reports);
     if (!p) {
         kill(child, SIGKILL);
         free(auto_name);

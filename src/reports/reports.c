@@ -1,16 +1,18 @@
-/* reports.c - the recorder's end-of-run step and its summary: sonde_destroy and sonde_export
- * write the run's reports by reading its .sonde file back through the reader the CLI uses and
- * handing the model to the exporters (export/), and sonde_summary fills the public summary
- * struct from the same model. The one place where the recorder meets the report side: the
- * exporters never see a profiler. */
+/* reports.c - the layer above the recorder and the reading: what the library writes at a run's
+ * end (sonde_destroy, sonde_export), at a step schedule's window end and for a flight recorder's
+ * dump, by reading the run's .sonde file back through the reader the CLI uses and handing the
+ * model to the exporters (export/); and sonde_summary, filled from the same model. The recorder
+ * calls it through the hook sonde_create gives each profiler (sonde__reports), never through an
+ * include: the exporters never see a profiler, the recorder never sees a model. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../export/export.h"
-#include "record.h"
+#include "../record/record.h"
 #include "../util/alloc.h"
+#include "reports.h"
 
 /* The profiler's file read back, writing e's early reports as it is read (e NULL: none). Before
  * the run has ended (sonde_export while recording) the file has no END record yet: the model
@@ -53,7 +55,7 @@ static sx_early *early_for(sx_early *e, const char *dir, const char *name, unsig
     return e;
 }
 
-int sonde__write_reports(sonde_profiler *p, const char *path)
+static int write_reports(sonde_profiler *p, const char *path)
 {
     sm_model m;
     sx_early early, *e = path ? NULL : early_for(&early, p->output_dir, p->name, p->cfg.formats);
@@ -70,7 +72,7 @@ int sonde__write_reports(sonde_profiler *p, const char *path)
     return rc;
 }
 
-int sonde__write_dump_reports(sonde_profiler *p, const char *path, const char *stem)
+static int write_dump_reports(sonde_profiler *p, const char *path, const char *stem)
 {
     sm_model m;
     sx_early early, *e = early_for(&early, p->output_dir, stem, p->cfg.formats);
@@ -88,7 +90,7 @@ int sonde__write_dump_reports(sonde_profiler *p, const char *path, const char *s
     return rc;
 }
 
-int sonde__write_cycle_trace(sonde_profiler *p, int cycle, const char *path)
+static int write_cycle_trace(sonde_profiler *p, int cycle, const char *path)
 {
     if (!p->window_read) /* else each window's reading walks the whole file again */
         p->window_read = sonde__calloc(1, sizeof *p->window_read);
@@ -106,13 +108,21 @@ int sonde__write_cycle_trace(sonde_profiler *p, int cycle, const char *path)
     return rc;
 }
 
-void sonde__window_read_free(sonde_profiler *p)
+static void release(sonde_profiler *p)
 {
     if (!p->window_read)
         return;
     sm_resume_free(p->window_read);
     sonde__free(p->window_read);
     p->window_read = NULL;
+}
+
+const struct sonde_reports sonde__reports = {write_reports, write_dump_reports, write_cycle_trace,
+                                             release};
+
+sonde_profiler *sonde_create(const sonde_config *cfg_in)
+{
+    return sonde__create_watching(cfg_in, 0, "", &sonde__reports);
 }
 
 /* Copies s to *np (room was counted) and moves *np past it; returns the copy. */
