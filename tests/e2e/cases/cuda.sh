@@ -1,0 +1,119 @@
+# cuda.sh - the e2e case `cuda`, sourced by run.sh (index: README.md), which gives it
+# $work (its folder, removed at the end), $build, $src, $sonde, $asan and the helpers check,
+# fail and expect; it exits non-zero at the first failure, 77 when it cannot run here.
+# shellcheck shell=bash
+cd "$work"
+app="$build/tests/cuda_app"
+# The fake CUPTI makes 5 kernels, a copy and a set, each with its runtime call
+SONDE_CUDA_ACTIVITY=1 SONDE_CUPTI_LIBRARY="$build/tests/libfake_cupti_ok.so" "$app" out gpu \
+    || fail "cuda_app exited $?"
+check trace out/gpu.trace.json.gz
+python3 - out/gpu.json out/gpu.trace.json.gz <<'PY'
+import gzip, json, sys
+r = json.load(open(sys.argv[1]))
+g = r["gpu_activity"]
+assert (g["kernels"], g["memcpy"], g["memset"]) == (5, 1, 1), g
+assert g["memcpy_bytes"] == 1 << 20 and g["memset_bytes"] == 4096, g
+assert g["linked_to_sections"] == 6, g  # the set was launched outside every section
+by_sec = {s["name"]: s["count"] for s in g["kernels_by_section"]}
+assert by_sec == {"prefill": 2, "decode": 3}, by_sec
+top = {k["name"]: (k["count"], round(k["mean_s"] * 1e6)) for k in g["top_kernels"]}
+# the C++ kernel CUPTI names mangled (_Z11gemm_kernelPKfS0_Pfi), demangled as PyTorch shows it
+GEMM = "gemm_kernel(float const*, float const*, float*, int)"
+assert top == {GEMM: (2, 300), "attn_kernel": (3, 100)}, top
+assert r["warnings"] == [], r["warnings"]
+ev = json.load(gzip.open(sys.argv[2], "rt"))
+names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e.get("name") == "thread_name"}
+kern = [e for e in ev if e.get("cat") == "kernel"]
+assert len(kern) == 5 and all(names[(e["pid"], e["tid"])] == "GPU 0 stream 7" for e in kern), kern
+k0 = kern[0]
+assert k0["args"]["grid"] == [128, 2, 1] and k0["args"]["block"] == [256, 1, 1], k0
+assert k0["args"]["launched_by"] == "prefill" and k0["name"] == GEMM, k0
+copies = [e for e in ev if e.get("cat") == "gpu_memcpy"]
+assert [e["name"] for e in copies] == ["Memcpy HtoD"] and copies[0]["args"]["bytes"] == 1 << 20
+# each launch is a flow from the launching thread to the GPU work, 10 us or 5 us later
+starts = {e["id"]: e for e in ev if e.get("ph") == "s"}
+ends = {e["id"]: e for e in ev if e.get("ph") == "f"}
+assert len(starts) == 7 and starts.keys() == ends.keys(), (len(starts), len(ends))
+for i in starts:
+    lag = ends[i]["ts"] - starts[i]["ts"]
+    assert 4 < lag < 12, ("launch to start", lag)  # CUPTI's clock moved onto the run's
+prefill = [e for e in ev if e.get("name") == "prefill"][0]
+launch = starts[k0["args"]["correlation"]]
+assert prefill["ts"] <= launch["ts"] <= prefill["ts"] + prefill["dur"], (prefill, launch)
+assert launch["tid"] == prefill["tid"]
+print("cuda: 5 kernels, 1 copy, 1 set on GPU tracks, 7 launch flows, kernels by section")
+PY
+grep -q "^CUDA: 5 kernels" out/gpu.txt || fail "the text summary lacks the CUDA line: $(cat out/gpu.txt)"
+"$build/tools/sonde/sonde" export out/gpu.sonde --format tensorboard -o tb --quiet
+check tensorboard tb gpu out/gpu.json
+# the GPU tracks in Perfetto's protobuf trace, as in the JSON one
+"$build/tools/sonde/sonde" export out/gpu.sonde --format perfetto --quiet
+python3 "$src/tests/e2e/pftrace.py" compare out/gpu.pftrace out/gpu.trace.json.gz > pf.txt ||
+    fail "gpu.pftrace differs from the JSON trace"
+python3 "$src/tests/e2e/pftrace.py" out/gpu.pftrace | python3 -c 'import json, sys
+t = json.load(sys.stdin)
+k = [s for s in t["slices"] if s["cat"] == "kernel"]
+names = {t["tracks"][str(s["track"])]["name"] for s in k}
+assert len(k) == 5 and names == {"GPU 0 stream 7"}, (len(k), names)
+print("cuda: 5 kernels on GPU 0 stream 7 in gpu.pftrace")' || fail "gpu.pftrace GPU tracks"
+python3 - out/gpu.html <<'PY'
+import re, sys
+h = open(sys.argv[1]).read()
+assert "CUDA kernels (GPU time)" in h, "no CUDA card"
+rows = re.findall(r'<table id="cuda-kernels".*?</table>', h, re.S)[0]
+assert rows.index("gemm_kernel(float const*, float const*, float*, int)") < rows.index("attn_kernel"), \
+    "kernels not by GPU time, or the C++ name not demangled"
+sec = re.findall(r'<table id="cuda-sections".*?</table>', h, re.S)[0]
+assert "<td>prefill</td><td>2</td>" in sec and "<td>decode</td><td>3</td>" in sec, sec
+print("cuda: the HTML report has the CUDA card and tables")
+PY
+# under `sonde run`, the program's CUDA activity joins the run's report
+SONDE_CUDA_ACTIVITY=1 SONDE_CUPTI_LIBRARY="$build/tests/libfake_cupti_ok.so" \
+    "$build/tools/sonde/sonde" run --quiet --name watched -o runs -- "$app" ignored ignored \
+    || fail "sonde run cuda_app exited $?"
+python3 -c 'import json, sys
+g = json.load(open(sys.argv[1]))["gpu_activity"]
+assert (g["kernels"], g["linked_to_sections"]) == (5, 6), g
+print("cuda under sonde run: merged into the run report")' runs/watched.json || fail "sonde run lost the CUDA activity"
+# sonde diff compares kernels too: attn_kernel 50% slower is a regression, gemm_kernel is not
+for v in 100 150; do
+    CUDA_APP_DECODE=8 CUDA_APP_ATTN_US=$v SONDE_CUDA_ACTIVITY=1 \
+        SONDE_CUPTI_LIBRARY="$build/tests/libfake_cupti_ok.so" "$app" out "attn$v" || fail "cuda_app attn$v"
+done
+set +e
+"$build/tools/sonde/sonde" diff out/attn100.sonde out/attn150.sonde --per-instance --fail-on-regression --format json > diff.json
+st=$?
+set -e
+[ $st = 1 ] || fail "sonde diff exited $st on a kernel regression"
+python3 -c 'import json, sys
+rows = {r["name"]: r for r in json.load(open(sys.argv[1]))["sections"]}
+a = rows["cuda:attn_kernel"]
+assert a["status"] == "regression" and abs(a["change"] - 0.5) < 1e-6 and a["count"] == [8, 8], a
+g = rows["cuda:gemm_kernel(float const*, float const*, float*, int)"]
+assert g["status"] == "same", g
+print("cuda: sonde diff names the slower kernel, p=%.2g" % a["p"])' diff.json || fail "diff of kernels"
+# a missing or failing CUPTI leaves the run and its report intact, and says why
+cuda_fails() { # NAME LIBRARY EXPECTED-TEXT
+    SONDE_CUDA_ACTIVITY=1 SONDE_CUPTI_LIBRARY="$2" "$app" out "$1" || fail "cuda_app $1 exited $?"
+    python3 - "out/$1.json" "$3" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert {s["name"]: s["count"] for s in r["sections"]} == {"prefill": 1, "decode": 3}, r["sections"]
+assert "gpu_activity" not in r
+w = [x for x in r["warnings"] if x.startswith("cuda activity: ")]
+assert len(w) == 1 and sys.argv[2] in w[0], (w, sys.argv[2])
+print("cuda, failing: " + w[0])
+PY
+}
+cuda_fails missing "$work/nonexistent/libcupti.so" "cannot load $work/nonexistent/libcupti.so"
+cuda_fails broken "$build/tests/libfake_cupti_fail.so" \
+    "cuptiActivityEnable(CONCURRENT_KERNEL): CUPTI_ERROR_NOT_INITIALIZED (is there a GPU"
+cuda_fails old "$build/tests/libfake_cupti_old.so" "this libsonde was built against version"
+# this machine's own libcupti, when it has one (without a GPU it cannot enable activity)
+for real in /usr/local/cuda/lib64/libcupti.so /usr/local/cuda/lib/libcupti.so; do
+    if [ -e "$real" ] && ! ls /dev/nvidia0 > /dev/null 2>&1; then
+        cuda_fails real "$real" "cuptiActivityEnable"
+        break
+    fi
+done
