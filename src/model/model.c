@@ -698,6 +698,22 @@ static int on_event(tbuild *tb, const sb_ev *e, const double *v, int64_t t)
     }
 }
 
+/* Hands an event the model keeps to the reading's consumers (sm_read_file_ops), with the
+ * section open on its thread before it. 0, or -1 when one failed. */
+static int consume(tbuild *tb, unsigned kind, uint32_t id, uint32_t arg, const double *v,
+                   int64_t t)
+{
+    const sb_opts *o = &tb->b->set.raw->opts;
+    sm_event ev = {kind, tb->tindex, t, id, arg, v,
+                   tb->depth ? tb->stack[tb->depth - 1].site : 0};
+    for (size_t i = 0; i < o->n_ops; i++) {
+        int (*fn)(void *, const sm_model *, const sm_event *) = o->ops[i]->on[kind];
+        if (fn && fn(o->states[i], tb->b->m, &ev))
+            return -1;
+    }
+    return 0;
+}
+
 static int build_batch(void *ctx, const sb_batch *bt)
 {
     tbuild *tb = ctx;
@@ -716,9 +732,11 @@ static int build_batch(void *ctx, const sb_batch *bt)
             if (tb->at_smp < tb->n_smp)
                 place_samples(tb, t, e->kind == SONDE_K_END);
             tb->args_left = 0;
+            int cut = e->tick < b->set.cut_tick || !kept_at(b, t);
+            if (b->set.raw->opts.n_ops && !cut && consume(tb, e->kind, id, 0, none, t))
+                return -1;
             if (e->kind == SONDE_K_END ? end_section(tb, id, t)
-                                       : begin_section(tb, id, t, e->tick < b->set.cut_tick ||
-                                                                      !kept_at(b, t)))
+                                       : begin_section(tb, id, t, cut))
                 return -1;
             continue;
         }
@@ -736,6 +754,10 @@ static int build_batch(void *ctx, const sb_batch *bt)
             continue;
         }
         tb->args_left = 0;
+        if (b->set.raw->opts.n_ops && ev.tick >= b->set.cut_tick &&
+            (ev.kind == SONDE_K_STEP || kept_at(b, tb->t_ns[i])) &&
+            consume(tb, ev.kind, ev.id, ev.arg, v, tb->t_ns[i]))
+            return -1;
         if (on_event(tb, &ev, v, tb->t_ns[i]))
             return -1;
     }
@@ -1198,7 +1220,9 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
         goto out;
     /* The second pass: each thread's sections, its events decoded a batch at a time. */
     uint64_t from = sonde__mono_ns();
-    if (sm__build_threads(&b, b.feeding || b.n_ssink > SM_OWN_MAX_SESSIONS ? NULL : sk.own,
+    /* (threads built on helpers feed no consumer: with consumers, every one on this thread) */
+    if (sm__build_threads(&b, b.feeding || b.n_ssink > SM_OWN_MAX_SESSIONS || raw->opts.n_ops
+                                  ? NULL : sk.own,
                           end_tick))
         goto out;
     m->read_times.build_s = (double)(sonde__mono_ns() - from) / 1e9;

@@ -661,6 +661,38 @@ typedef struct sm_feed {
 } sm_feed;
 int sm_read_file_fed(const char *path, const sm_kv *set, size_t n_set, const sm_feed *feed,
                      sm_model *m);
+/* Consumers of the reading: what a report needs beyond the model adds a consumer, which the
+ * build hands each event it keeps as it decodes it (its second pass, every thread's events in
+ * order), one handler per event kind; a report never reads the file again for it. The
+ * consumers a user can name are sm_consumers' (consumers.c: adding one is its file and a row
+ * there). An event as a consumer sees it: */
+struct sbuf; /* util/buf.h */
+typedef struct sm_event {
+    unsigned kind;       /* SONDE_K_* */
+    uint32_t thread;     /* the model's thread index */
+    int64_t t_ns;        /* from the run's start */
+    uint32_t id, arg;    /* by kind (format.h): a site, a name, a key; ids are the model's */
+    const double *v;     /* its values (SONDE_MAX_VALUES) */
+    uint32_t open;       /* the site of the innermost section open on its thread before it, 0:
+                            none (for an END, the section it closes is still open) */
+} sm_event;
+typedef struct sm_consumer {
+    const char *name;    /* as `sonde summary --table NAME` names it */
+    const char *help;    /* a line: what its table shows */
+    void *(*start)(void); /* its state, NULL when out of memory */
+    int (*on[SONDE_K_COUNT])(void *st, const sm_model *m, const sm_event *e); /* NULL: not
+                            wanted; 0, or -1 out of memory (the reading stops) */
+    /* Its table, as text lines, once the model is built; 0, or -1 out of memory. */
+    int (*print)(void *st, const sm_model *m, struct sbuf *out);
+    void (*stop)(void *st);
+} sm_consumer;
+/* The consumers a user can name, NULL-terminated (consumers.c). */
+extern const sm_consumer *const sm_consumers[];
+/* The one of them named name, or NULL. */
+const sm_consumer *sm_consumer_find(const char *name);
+/* sm_read_file, feeding n consumers (states[i] from ops[i]->start(), which the caller stops). */
+int sm_read_file_ops(const char *path, const sm_consumer *const *ops, void *const *states,
+                     size_t n, sm_model *m);
 /* An sm_feed.want that is fed whenever the model folds sections (returns 1). */
 int sm_feed_whenever_folded(void *ctx, const sm_model *m, uint64_t sections);
 /* sm_read_mem with such a sink (the fuzzer feeds the instances CSV's rows from it). */

@@ -90,6 +90,9 @@ typedef struct sb_opts {
     uint64_t from;       /* the events' records before this offset are skipped (sm_read_file_from) */
     sm_resume *resume;   /* and where the records that describe the run are, or NULL */
     const sm_part *part; /* the part's open session (sm__skim_open_session), or NULL */
+    const sm_consumer *const *ops; /* consumers fed each event kept (sm_read_file_ops) */
+    void *const *states;
+    size_t n_ops;
 } sb_opts;
 
 #define SB_MAX_DECODERS SM_REPORT_THREADS_MAX /* decoders of one reading at once (dec_end) */

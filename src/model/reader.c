@@ -866,7 +866,7 @@ int sm_read_mem(const uint8_t *data, size_t n, const char *fname, sm_model *m)
 int sm_read_mem_fed(const uint8_t *data, size_t n, const char *fname, const sm_feed *feed,
                     sm_model *m)
 {
-    const sb_opts o = {NULL, 0, feed, 0, NULL, NULL};
+    const sb_opts o = {NULL, 0, feed, 0, NULL, NULL, NULL, NULL, 0};
     return read_src(data, -1, n, fname, &o, m);
 }
 
@@ -922,20 +922,27 @@ static int read_path(const char *path, const sb_opts *o, sm_model *m)
 int sm_read_file_fed(const char *path, const sm_kv *set, size_t n_set, const sm_feed *feed,
                      sm_model *m)
 {
-    const sb_opts o = {set, n_set, feed, 0, NULL, NULL};
+    const sb_opts o = {set, n_set, feed, 0, NULL, NULL, NULL, NULL, 0};
+    return read_path(path, &o, m);
+}
+
+int sm_read_file_ops(const char *path, const sm_consumer *const *ops, void *const *states,
+                     size_t n, sm_model *m)
+{
+    const sb_opts o = {NULL, 0, NULL, 0, NULL, NULL, ops, states, n};
     return read_path(path, &o, m);
 }
 
 int sm_read_file_from(const char *path, const sm_part *part, sm_resume *rs, sm_model *m)
 {
-    const sb_opts o = {NULL, 0, NULL, part->from, rs, part};
+    const sb_opts o = {NULL, 0, NULL, part->from, rs, part, NULL, NULL, 0};
     return read_path(path, &o, m);
 }
 
 int sm_read_mem_from(const uint8_t *data, size_t n, const char *fname, const sm_part *part,
                      sm_resume *rs, sm_model *m)
 {
-    const sb_opts o = {NULL, 0, NULL, part->from, rs, part};
+    const sb_opts o = {NULL, 0, NULL, part->from, rs, part, NULL, NULL, 0};
     return read_src(data, -1, n, fname, &o, m);
 }
 

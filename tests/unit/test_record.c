@@ -1733,6 +1733,53 @@ static void config_decoded_once(void **state)
     tu_rmrf(dir);
 }
 
+/* A consumer of the reading (issue 59): the per-section count of instants is fed each instant
+ * the reading keeps, with the section open on its thread; a name's sites count as one section
+ * and the instants outside every section as "(no section)". */
+static void instants_by_section_consumer(void **state)
+{
+    (void)state;
+    char dir[256];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = tu_config(dir, "cons");
+    sonde_profiler *p = sonde_create(&c);
+    sonde_event(p, "boot");
+    for (int i = 0; i < 3; i++) {
+        sonde_begin(p, "load");
+        sonde_event(p, "chunk");
+        sonde_event(p, "chunk");
+        sonde_begin(p, "parse"); /* the innermost open section takes the instant */
+        sonde_event(p, "token");
+        sonde_end(p);
+        sonde_end(p);
+    }
+    {
+        SONDE_SCOPE(p, "load"); /* a second site of the name "load" */
+        sonde_event(p, "retry");
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s", sonde_file_path(p));
+    assert_int_equal(sonde_destroy(p), 0);
+    const sm_consumer *cons = sm_consumer_find("instants-by-section");
+    assert_non_null(cons);
+    assert_null(sm_consumer_find("no-such-table"));
+    void *st = cons->start();
+    assert_non_null(st);
+    sm_model m;
+    assert_int_equal(sm_read_file_ops(path, &cons, &st, 1, &m), 0);
+    sbuf b;
+    sbuf_init(&b);
+    assert_int_equal(cons->print(st, &m, &b), 0);
+    assert_string_equal(b.data, "section                            instants  most frequent\n"
+                                "load                                      7  chunk x6, retry x1\n"
+                                "parse                                     3  token x3\n"
+                                "(no section)                              1  boot x1\n");
+    sbuf_free(&b);
+    cons->stop(st);
+    sm_free(&m);
+    tu_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1755,6 +1802,7 @@ int main(void)
         cmocka_unit_test(events_cross_the_reader_batches),
         cmocka_unit_test(unwritable_dir_degrades), cmocka_unit_test(overlong_unit_is_refused),
         cmocka_unit_test(config_env), cmocka_unit_test(config_decoded_once),
+        cmocka_unit_test(instants_by_section_consumer),
         cmocka_unit_test(full_buffers_drop_and_count),
         cmocka_unit_test(overlapping_sections_count_wall_time_once),
         cmocka_unit_test(dropped_begin_drops_its_end),

@@ -6,12 +6,59 @@
 
 #include "cli.h"
 #include "export/export.h"
+#include "model/model.h"
+#include "util/buf.h"
+#include "util/suggest.h"
+
+/* `--table NAME`: the reading of the recording at file fed to the consumer NAME, its table
+ * printed. */
+static int print_table(const char *file, const char *name)
+{
+    const sm_consumer *c = sm_consumer_find(name);
+    if (!c) {
+        const char *names[32];
+        char all[512] = "";
+        size_t n = 0;
+        for (; sm_consumers[n] && n < 32; n++) {
+            names[n] = sm_consumers[n]->name;
+            size_t l = strlen(all);
+            snprintf(all + l, sizeof all - l, "%s%s", n ? ", " : "", names[n]);
+        }
+        const char *close = suggest(name, names, n);
+        return cli_fail(CLI_USAGE, "summary", "--table %s: no such table%s%s%s; the tables: %s",
+                        name, close ? " (did you mean " : "", close ? close : "",
+                        close ? "?)" : "", all);
+    }
+    int rc = cli_check_recording("summary", file);
+    if (rc)
+        return rc;
+    void *st = c->start();
+    if (!st)
+        return cli_fail(CLI_USAGE, "summary", "out of memory");
+    sm_model m;
+    if (sm_read_file_ops(file, &c, &st, 1, &m) != 0) {
+        c->stop(st);
+        return cli_fail(CLI_USAGE, "summary", "%s", sonde_last_error());
+    }
+    sbuf b;
+    sbuf_init(&b);
+    rc = c->print(st, &m, &b);
+    sbuf_text_safe(&b, 0);
+    if (rc || b.oom)
+        rc = cli_fail(CLI_USAGE, "summary", "out of memory");
+    else
+        fputs(b.data ? b.data : "", stdout);
+    sbuf_free(&b);
+    sm_free(&m);
+    c->stop(st);
+    return rc;
+}
 
 int cmd_summary(int argc, char **argv)
 {
-    static const char *const opts[] = {"--sort", "--top", "--wide", NULL};
+    static const char *const opts[] = {"--sort", "--top", "--wide", "--table", NULL};
     static const char *const sorts[] = {"total", "self", "count", "mean", NULL};
-    const char *file = NULL;
+    const char *file = NULL, *table = NULL;
     int sort = SX_SORT_TOTAL;
     size_t top = 0;
     int wide = 0;
@@ -19,6 +66,15 @@ int cmd_summary(int argc, char **argv)
         const char *a = argv[i], *v = NULL;
         if (!strcmp(a, "--wide")) {
             wide = 1;
+            continue;
+        }
+        if (!strcmp(a, "--table") || !strncmp(a, "--table=", 8)) {
+            if (a[7] == '=')
+                table = a + 8;
+            else if (i + 1 < argc)
+                table = argv[++i];
+            else
+                return cli_fail(CLI_USAGE, "summary", "--table needs a value");
             continue;
         }
         if (!strncmp(a, "--sort=", 7) || !strncmp(a, "--top=", 6)) {
@@ -54,6 +110,8 @@ int cmd_summary(int argc, char **argv)
     }
     if (!file)
         return cli_usage(cli_find("summary"), 1);
+    if (table)
+        return print_table(file, table);
     sm_model m;
     int rc = cli_load("summary", file, &m);
     if (rc)

@@ -26,8 +26,11 @@ static const cli_cmd g_cmds[] = {
      "  max_data_points.\n"},
     {"summary", cmd_summary, "print the text summary of a run",
      "usage: sonde summary FILE(.sonde|.json) [--sort total|self|count|mean] [--top N] [--wide]\n"
+     "       sonde summary FILE.sonde --table NAME\n"
      "  The table of NAME.txt, from a .sonde file or a NAME.json report: 100 columns wide;\n"
-     "  --wide adds Min, Max and P90 and keeps names up to 40 characters.\n"},
+     "  --wide adds Min, Max and P90 and keeps names up to 40 characters. --table NAME prints\n"
+     "  instead the table of a consumer of the reading (docs/architecture.md):\n"
+     "    instants-by-section: how many instants (sonde_event) each section name had in it\n"},
     {"report", cmd_report, "write the HTML report of a run",
      "usage: sonde report FILE(.sonde|.json) [-o OUT.html]\n"
      "  The self-contained HTML report: from a .sonde file with the timeline and counter\n"

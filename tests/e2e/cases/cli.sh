@@ -436,3 +436,10 @@ if [ "$(id -u)" = 0 ]; then
         "$sonde" export own/job.sonde --format json -o ownx
     check count ownx/job.json denoise_step 2
 fi
+# a consumer of the reading named on the command line (docs/architecture.md): the pipeline's
+# "video ready" instants, each inside a decode section
+"$sonde" summary sonde-out/pipeline.sonde --table instants-by-section > tab.txt ||
+    fail "sonde summary --table exited $?"
+grep -q "^decode  *[1-9][0-9]*  video ready x[1-9]" tab.txt || fail "summary --table: $(cat tab.txt)"
+expect 2 "--table instants-by-sectoin: no such table (did you mean instants-by-section?); the tables: instants-by-section" \
+    "$sonde" summary sonde-out/pipeline.sonde --table instants-by-sectoin
