@@ -339,12 +339,15 @@ static int agg_row(aggctx *a, size_t j)
         sbuf_puts(&a->o, "],\"instances\":");
         if (row->sketched && row->sketch.count) {
             const sm_sketch *k = &row->sketch;
-            sbuf_printf(&a->o, "{\"count\":%llu,\"p50_s\":", (unsigned long long)k->count);
-            sbuf_json_num(&a->o, sm_sketch_quantile(k, 0.50) / 1e9);
-            sbuf_puts(&a->o, ",\"p90_s\":");
-            sbuf_json_num(&a->o, sm_sketch_quantile(k, 0.90) / 1e9);
-            sbuf_puts(&a->o, ",\"p99_s\":");
-            sbuf_json_num(&a->o, sm_sketch_quantile(k, 0.99) / 1e9);
+            sbuf_printf(&a->o, "{\"count\":%llu", (unsigned long long)k->count);
+            /* the percentiles of the statistics' list (SONDE_SECTION_STATS: p50, p90, p99) */
+#define PCT(f, kind, label, table, q)                                                           \
+    if (q) {                                                                                    \
+        sbuf_puts(&a->o, ",\"" #f "\":");                                                       \
+        sbuf_json_num(&a->o, sm_sketch_quantile(k, (q) / 100.0) / 1e9);                         \
+    }
+            SONDE_SECTION_STATS(PCT)
+#undef PCT
             sbuf_puts(&a->o, ",\"relative_error\":");
             sbuf_json_num(&a->o, SM_SKETCH_ALPHA);
             sbuf_puts(&a->o, "}}");

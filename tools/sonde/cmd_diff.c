@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <glob.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +33,32 @@
 #define KERNEL_PREFIX "cuda:"
 #define ALPHA 0.05
 
-enum { FIG_MEAN, FIG_P50, FIG_P90, FIG_P99 };
-static const char *const g_fig_names[] = {"mean", "p50", "p90", "p99"};
+/* The figures --stat compares: the mean, then the percentiles of the statistics' list
+ * (SONDE_SECTION_STATS, the fields with a quantile: p50, p90, p99), each by its field. */
+#define FIG_ROW(f, kind, label, table, q) {q ? #f : NULL, offsetof(sm_stat, f)},
+static const struct {
+    const char *field; /* "p50_s"; NULL: not a percentile */
+    size_t at;
+} g_stat_fields[] = {SONDE_SECTION_STATS(FIG_ROW)};
+#undef FIG_ROW
+#define N_FIGS 8
+enum { FIG_MEAN };
+static const char *g_fig_names[N_FIGS] = {"mean"}; /* then "p50", ... (fig_init) */
+static size_t g_fig_at[N_FIGS] = {offsetof(sm_stat, mean_s)};
+static int g_n_figs = 1;
+
+static void fig_init(void)
+{
+    static char names[N_FIGS][8];
+    for (size_t i = 0; i < sizeof g_stat_fields / sizeof *g_stat_fields && g_n_figs < N_FIGS; i++) {
+        if (!g_stat_fields[i].field)
+            continue;
+        snprintf(names[g_n_figs], sizeof names[0], "%.*s", (int)strcspn(g_stat_fields[i].field, "_"),
+                 g_stat_fields[i].field);
+        g_fig_names[g_n_figs] = names[g_n_figs];
+        g_fig_at[g_n_figs++] = g_stat_fields[i].at;
+    }
+}
 
 /* ---- the runs of a side ---- */
 
@@ -183,12 +208,7 @@ static void table_free(table *t)
 
 static double pick(const sm_stat *st, int fig)
 {
-    switch (fig) {
-    case FIG_P50: return st->p50_s;
-    case FIG_P90: return st->p90_s;
-    case FIG_P99: return st->p99_s;
-    default: return st->mean_s;
-    }
+    return *(const double *)(const void *)((const char *)st + g_fig_at[fig]);
 }
 
 static int cmp_dbl(const void *a, const void *b)
@@ -773,11 +793,16 @@ static int parse_value(diff_args *d, const char *a, const char *v)
         d->threshold = x / 100.0;
     } else if (!strcmp(a, "--stat")) {
         d->o.fig = -1;
-        for (int k = 0; k < 4; k++)
+        char all[96] = "";
+        for (int k = 0; k < g_n_figs; k++) {
             if (!strcmp(v, g_fig_names[k]))
                 d->o.fig = k;
+            size_t l = strlen(all);
+            snprintf(all + l, sizeof all - l, "%s%s", k ? (k + 1 < g_n_figs ? ", " : " or ") : "",
+                     g_fig_names[k]);
+        }
         if (d->o.fig < 0)
-            return cli_fail(CLI_USAGE, "diff", "--stat %s: expected mean, p50, p90 or p99", v);
+            return cli_fail(CLI_USAGE, "diff", "--stat %s: expected %s", v, all);
     } else if (!strcmp(a, "--test")) {
         if (!strcmp(v, "welch"))
             d->o.welch = 1;
@@ -799,6 +824,7 @@ static int parse_args(int argc, char **argv, diff_args *d)
     static const char *const optnames[] = {"--threshold", "--fail-on-regression", "--format",
                                            "--stat", "--test", "--per-instance", "--min-runs",
                                            "--strict", NULL};
+    fig_init();
     *d = (diff_args){.format = "text", .threshold = 0.05, .min_runs = 1, .sep = -1,
                      .o = {FIG_MEAN, 0, 0}};
     if (!(d->pos = calloc((size_t)argc + 1, sizeof *d->pos)))
