@@ -290,7 +290,7 @@ typedef struct sm_steps_summary {
     double per_s, mean_s, p50_s, p90_s, p99_s, min_s, max_s, first_s;
 } sm_steps_summary;
 
-/* CPU samples with call stacks (sample_hz, `sonde run`; src/sources/stacks.c, built by
+/* CPU samples with call stacks (sample_hz, `sonde run`; src/stacks/stacks.c, built by
  * profile.c): per function, the samples where it was running (self) and where it was on the
  * stack (total, once per sample); every distinct stack, "process;outermost;...;innermost",
  * with its count (NAME.folded); and per section, the samples taken while it was the innermost

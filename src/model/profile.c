@@ -1,5 +1,5 @@
 /* profile.c - CPU samples with call stacks in the model: the SAMPLES, STACKS and FUNCS records
- * (src/sources/stacks.c writes them) parsed, then built into sm_model.profile: the functions with
+ * (src/stacks/stacks.c writes them) parsed, then built into sm_model.profile: the functions with
  * their self and total samples, the folded stacks, and per section the samples taken while it
  * was the innermost section open on the sample's thread, with their functions. */
 #define _GNU_SOURCE

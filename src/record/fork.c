@@ -12,7 +12,8 @@
 #include <unistd.h>
 
 #include "record.h"
-#include "../sources/sources.h"
+#include "../monitor/monitor.h"
+#include "../stacks/stacks.h"
 #include "../util/alloc.h"
 
 #define REGISTRY_SLOTS 64

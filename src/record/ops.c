@@ -102,7 +102,7 @@ int sonde_ops(sonde_profiler *p, const sonde_op *ops, size_t n)
     return rc;
 }
 
-/* ---- CUDA activity's sink (sources.h, sonde_gpu_sink): the run's file, threads and report ---- */
+/* ---- CUDA activity's sink (monitor/monitor.h, sonde_gpu_sink): the run's file, threads and report ---- */
 static int gpu_write(void *ctx, const uint8_t *payload, size_t n)
 {
     sonde_profiler *p = ctx;

@@ -11,7 +11,8 @@
 
 #include "../../include/sonde/sonde.h"
 #include "../format/format.h"
-#include "../sources/sources.h"
+#include "../monitor/monitor.h"
+#include "../stacks/stacks.h"
 #include "../util/buf.h"
 
 #include "../util/clock.h"
@@ -180,7 +181,7 @@ struct sonde_profiler {
     _Atomic int sampler_stop;
     void *sampler_state;
     _Atomic uint64_t sampler_cpu_ns; /* CPU time the sampler used, set when it stops */
-    /* CPU samples with call stacks (sources/stacks.c: sample_hz, sonde run) */
+    /* CPU samples with call stacks (stacks/stacks.c: sample_hz, sonde run) */
     struct sonde_stacks *stacks;
     uint64_t stacks_cpu_ns;        /* CPU time its thread used, set when it stops */
     uint64_t stacks_cfi;           /* its samples unwound by the call frame information */

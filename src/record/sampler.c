@@ -13,7 +13,8 @@
 #include <unistd.h>
 
 #include "../config/keys.h"
-#include "../sources/sources.h"
+#include "../monitor/monitor.h"
+#include "../stacks/stacks.h"
 #include "../util/buf.h"
 #include "../util/fileio.h"
 #include "record.h"

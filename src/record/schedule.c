@@ -7,7 +7,8 @@
 #include "schedule.h"
 
 #include "record.h"
-#include "../sources/sources.h"
+#include "../monitor/monitor.h"
+#include "../stacks/stacks.h"
 #include "../util/alloc.h"
 #include "../util/fileio.h"
 

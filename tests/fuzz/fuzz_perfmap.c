@@ -8,7 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sources/sources.h"
+#include "monitor/monitor.h"
+#include "stacks/stacks.h"
 #include "util/alloc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

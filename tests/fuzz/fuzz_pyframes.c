@@ -15,7 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sources/sources.h"
+#include "monitor/monitor.h"
+#include "stacks/stacks.h"
 
 #define ARENA 65536
 

@@ -1,4 +1,4 @@
-/* test_cputimer.c - the timers on the threads' CPU clocks (sources/cputimer.c), the sampler's
+/* test_cputimer.c - the timers on the threads' CPU clocks (stacks/cputimer.c), the sampler's
  * way where perf_event_open is refused: every thread's CPU time is sampled (threads begun after
  * the start too, once follow_new has run), each sample's periods add up to the CPU the threads
  * used, its first frame is the interrupted function and the next ones its callers, a second
@@ -19,7 +19,8 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "sources/sources.h"
+#include "monitor/monitor.h"
+#include "stacks/stacks.h"
 
 #define THREADS 3
 

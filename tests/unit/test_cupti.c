@@ -7,7 +7,8 @@
 #include <cupti.h>
 
 #include "model/model_build.h"
-#include "sources/sources.h"
+#include "monitor/monitor.h"
+#include "stacks/stacks.h"
 
 static void convert_kernel_memcpy_memset_api(void **state)
 {

@@ -397,7 +397,7 @@ static void gpu_record_times_saturate(void **state)
     (void)state;
     sm_gpu_raw g[3];
     memset(g, 0, sizeof g);
-    g[0].kind = g[1].kind = g[2].kind = 1; /* kernels (SONDE_GPU_KERNEL, sources.h) */
+    g[0].kind = g[1].kind = g[2].kind = 1; /* kernels (SONDE_GPU_KERNEL, format.h) */
     g[0].start_mono = UINT64_MAX;          /* starts at the end of time, lasts forever */
     g[0].dur = UINT64_MAX;
     g[1].start_mono = 0;                   /* long before the run's origin */

@@ -1,4 +1,4 @@
-/* test_pybpf.c - the Python frames read in the kernel (sources/pybpf.c): the BPF program,
+/* test_pybpf.c - the Python frames read in the kernel (stacks/pybpf.c): the BPF program,
  * attached to a cpu-clock event of this thread, walks a thread state and frames planted in this
  * process's memory with each version's offsets (pyframes.c's), and its records give, for each
  * sample, every frame's code object, instruction, owner and entry flag and its code's file and
@@ -19,7 +19,8 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "sources/sources.h"
+#include "monitor/monitor.h"
+#include "stacks/stacks.h"
 
 #define FRAMES 5
 #define AREA (1 << 16)

@@ -1,11 +1,11 @@
-/* symbols.c - names for the CPU samples' addresses (sources.h): the function at an offset of a
+/* symbols.c - names for the CPU samples' addresses (stacks.h): the function at an offset of a
  * mapped file, from its ELF symbol table (.symtab, else the one of the debug file its build id
  * names under /usr/lib/debug/.build-id/, else .dynsym; read with libelf) and, where the file
  * has DWARF of its own, the functions inlined at that address (libdw's scopes) and where each
  * is defined (DW_AT_decl_file and DW_AT_decl_line). Used once per distinct address, after
  * sampling. */
 #define _GNU_SOURCE
-#include "sources.h"
+#include "stacks.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>

@@ -22,7 +22,7 @@
  * else the sample holds the interrupted instruction and the Python frames alone
  * (sonde__cputimer_shallow). */
 #define _GNU_SOURCE
-#include "sources.h"
+#include "stacks.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sources.h"
+#include "monitor.h"
+#include "../util/dlopen.h"
 
 static struct {
     pthread_mutex_t lock;

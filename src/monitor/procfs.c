@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sources.h"
+#include "monitor.h"
 #include "../util/alloc.h"
 
 #define MAX_CPUS 1024

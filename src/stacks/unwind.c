@@ -6,7 +6,7 @@
  * copy and the code's rules from the files. One Dwfl per process, its files reported as they
  * are mapped. x86-64 only (elsewhere sonde__unwind_new returns NULL and frame pointers serve). */
 #define _GNU_SOURCE
-#include "sources.h"
+#include "stacks.h"
 
 #include <elfutils/libdwfl.h>
 #include <string.h>

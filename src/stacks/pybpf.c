@@ -1,5 +1,5 @@
 /* pybpf.c - the Python frames of a CPU sample read in the kernel, at the sample, by a BPF
- * program run on the cpu-clock event's overflow (sources.h; config sample_python 1, 2).
+ * program run on the cpu-clock event's overflow (stacks.h; config sample_python 1, 2).
  *
  * Read from the sampler's thread (pyframes.c), each sample of a Python thread wakes that thread,
  * which then reads the frames: on the VMs measured the wake-up alone is 20-40 us of CPU a sample,
@@ -21,7 +21,7 @@
  * Loading needs CAP_BPF and CAP_PERFMON (or root): refused, the sampler reads the frames
  * itself as before, and says why. */
 #define _GNU_SOURCE
-#include "sources.h"
+#include "stacks.h"
 
 #include <errno.h>
 #include <linux/bpf.h>

@@ -5,7 +5,7 @@
  * written with its stack (and its Python frames, read while it is still blocked) in OFFCPU
  * records. */
 #define _GNU_SOURCE
-#include "stacks.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <stdio.h>

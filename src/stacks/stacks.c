@@ -1,4 +1,4 @@
-/* stacks.c - CPU samples with call stacks (sources.h): the kernel's cpu-clock event through
+/* stacks.c - CPU samples with call stacks (stacks.h): the kernel's cpu-clock event through
  * perf_event_open, one event per CPU (an inherited per-task event cannot be mapped, so perf
  * record does the same), following a program `sonde run` starts or this process's own threads.
  * A thread drains the ring buffers every 10 ms, merging them in time order. Each sample's
@@ -9,7 +9,7 @@
  * and STACKS records (docs/formats.md). The off-CPU periods beside them are offcpu.c's; what
  * both share is in stacks.h. */
 #define _GNU_SOURCE
-#include "sources.h"
+#include "stacks.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -39,7 +39,7 @@
 #include "../util/pb.h"
 #include "../util/strmap.h"
 
-#include "stacks.h"
+#include "internal.h"
 
 
 sproc *sonde__stk_proc_of(sonde_stacks *s, int pid, int make)

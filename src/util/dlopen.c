@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "sources.h"
-#include "../util/env.h"
+#include "dlopen.h"
+#include "env.h"
 
 void *sonde__dlopen_any(const char *env, const char *const *names, size_t n, const char **tried,
                         char *why, size_t cap)

@@ -19,8 +19,9 @@
 
 #include "../format/format.h"
 #include "../util/alloc.h"
+#include "../util/dlopen.h"
 #include "../util/buf.h"
-#include "sources.h"
+#include "monitor.h"
 
 size_t sonde__gpu_encode(const sonde_gpu_rec *r, uint8_t *out)
 {

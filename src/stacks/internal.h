@@ -1,8 +1,8 @@
-/* stacks.h - what the CPU samples' reading (stacks.c) and its off-CPU periods (offcpu.c) share:
+/* internal.h - what the CPU samples' reading (stacks.c) and its off-CPU periods (offcpu.c) share:
  * the sampler's state, the processes and mappings it follows, its stacks, and the functions
- * each side calls in the other. Internal to src/sources. */
-#ifndef SONDE_STACKS_H
-#define SONDE_STACKS_H
+ * each side calls in the other. Internal to src/stacks. */
+#ifndef SONDE_STACKS_INTERNAL_H
+#define SONDE_STACKS_INTERNAL_H
 
 #include <linux/perf_event.h>
 #include <pthread.h>
@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "sources.h"
+#include "stacks.h"
 #include "../util/buf.h"
 
 #define RING_PAGES 64        /* data pages per CPU: 256 KiB */

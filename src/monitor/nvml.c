@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sources.h"
+#include "monitor.h"
 #include "../util/alloc.h"
 #include "../util/env.h"
 

@@ -1,4 +1,4 @@
-/* pyframes.c - the Python frames of a thread of CPython 3.11, 3.12 or 3.13 (sources.h), read
+/* pyframes.c - the Python frames of a thread of CPython 3.11, 3.12 or 3.13 (stacks.h), read
  * while the program runs, from the sampler's thread, without stopping it or any of its threads.
  *
  * The interpreter is found in the process's mappings: the file (the python executable, or
@@ -15,7 +15,7 @@
  * are read once per process and address; a thread's frames mostly lie in its data stack, read
  * in one piece per sample. */
 #define _GNU_SOURCE
-#include "sources.h"
+#include "stacks.h"
 
 #include <errno.h>
 #include <fcntl.h>
