@@ -461,6 +461,9 @@ int sonde__stk_parse_sample(sonde_stacks *s, const uint8_t *b, const uint8_t *en
         memcpy(&ip, ips + 8 * i, 8);
         if (ip >= (uint64_t)PERF_CONTEXT_MAX) /* a context marker (user, kernel) */
             continue;
+        if (!ip) /* where a frame-pointer chain ends (no caller): no frame, and not the frame
+                    "0xffffffffffffffff" its byte back made of it (issue 61 #17) */
+            break;
         /* a return address points after its call: one byte back is inside the call */
         x->fr[x->n] = sonde__stk_place(x->p, x->n ? ip - 1 : ip);
         x->n++;

@@ -450,3 +450,15 @@ expect 2 "--sample-python-in-thread: SONDE_LIBRARY=/nonexistent/libsonde.so: No 
 expect 127 "cannot run /nonexistent/prog" "$sonde" run -o gone --name gone -- /nonexistent/prog
 [ "$(wc -l < err.txt)" = 1 ] && [ -z "$(ls gone 2> /dev/null)" ] ||
     fail "a command that cannot start: $(cat err.txt; ls gone)"
+# a frame-pointer chain that ends in a null return address made a frame "0xffffffffffffffff"
+# at the outermost of each stack (its byte back: issue 61 #17); where off-CPU periods are
+# followed (as root), a program that sleeps and waits has them
+"$sonde" run --quiet -o chain --name chain -- "$build/tests/stages" st > /dev/null ||
+    fail "sonde run of the stages program exited $?"
+if grep -l "0xffffffffffffffff" chain/chain.folded chain/chain.offcpu.folded 2> /dev/null; then
+    fail "a null return address became a frame: $(grep -h 0xffffffffffffffff chain/*.folded)"
+fi
+if [ "$(id -u)" = 0 ]; then
+    grep -q "clock_nanosleep" chain/chain.offcpu.folded ||
+        fail "no off-CPU period in clock_nanosleep: $(cat chain/chain.offcpu.folded)"
+fi
