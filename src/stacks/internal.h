@@ -182,7 +182,7 @@ typedef struct ssample_rec {
     const uint8_t *rest;       /* past the call chain: what sample_type adds after it */
 } ssample_rec;
 
-/* stacks.c */
+/* table.c: what the three drivers (stacks.c, cputimer.c, offcpu.c) share */
 /* The sample record's body [b, end) into x: 0, or -1 when malformed, of a process not followed,
  * or out of memory. */
 int sonde__stk_parse_sample(sonde_stacks *s, const uint8_t *b, const uint8_t *end,
@@ -198,6 +198,19 @@ uint32_t sonde__stk_stack_id(sonde_stacks *s, uint32_t proc, const sframe *inner
 uint32_t sonde__stk_with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t id);
 /* A warning in the file (a WARNING record, printf-style): the reports list it. */
 void sonde__stk_warn(sonde_stacks *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The index of a mapped file's path, added when new (UINT32_MAX out of memory). */
+uint32_t sonde__stk_file_id(sonde_stacks *s, const char *path);
+/* A mapping of process pid: [start, start + len) of the file at path from offset pgoff; it
+ * replaces the whole ones it overlaps. */
+void sonde__stk_add_map(sonde_stacks *s, int pid, uint64_t start, uint64_t len, uint64_t pgoff,
+                        const char *path);
+/* Process p's interpreter (NULL: none read), looked for when its mappings have grown; the
+ * reasons a CPython found is not read are warned of. */
+sonde_pyproc *sonde__stk_py_of(sonde_stacks *s, sproc *p);
+/* Stack id with the Python frames py (n_py, innermost first) in place of the interpreter's
+ * native frames (interleaved where the native stack is whole). */
+uint32_t sonde__stk_with_frames(sonde_stacks *s, sproc *p, uint32_t id, const sonde_pyframe *py,
+                                int n_py);
 
 /* offcpu.c: the off-CPU periods (docs/stacks.md, "Off-CPU time") */
 /* The context-switch event's attributes o, beside the cpu-clock event's a. */
