@@ -626,6 +626,8 @@ typedef struct walk_span {
     uint64_t from;
     sm_resume *rs;
     size_t first;
+    int notes;        /* places an earlier reading noted: a record of events there is not what
+                         was noted (the file changed), and stops the walk (1) */
 } walk_span;
 
 /* Notes that the record at [at, to) describes the run: a place the next reading reads again. */
@@ -669,6 +671,8 @@ static int walk(rstate *s, walk_span *w, size_t *order)
                             "present): read up to it", fname, off, len,
                          n - off - SONDE_RECORD_HEADER_LEN) ? -1 : 1;
         uint64_t at = off + SONDE_RECORD_HEADER_LEN;
+        if (w->notes && events_record(type))
+            return 1;
         if (off < w->from && (events_record(type) ||
                               (type == SONDE_R_ANCHOR && s->raw.n_anchors))) {
             w->off = at + len; /* before the part asked for */
@@ -721,7 +725,7 @@ static int resume_walk(rstate *s, sm_resume *rs, uint64_t from, size_t n, size_t
         rs->walked = SONDE_FILE_HEADER_LEN;
     }
     for (size_t i = 0; i < rs->n_defs; i++) {
-        walk_span w = {rs->defs[i].at, rs->defs[i].end, 0, NULL, SIZE_MAX};
+        walk_span w = {rs->defs[i].at, rs->defs[i].end, 0, NULL, SIZE_MAX, 1};
         int r = rs->defs[i].end <= n ? walk(s, &w, order) : 1;
         if (r < 0)
             return -1;
@@ -730,7 +734,7 @@ static int resume_walk(rstate *s, sm_resume *rs, uint64_t from, size_t n, size_t
             return 2;
         }
     }
-    walk_span w = {rs->walked, n, from, rs == &none ? NULL : rs, SIZE_MAX};
+    walk_span w = {rs->walked, n, from, rs == &none ? NULL : rs, SIZE_MAX, 0};
     int r = walk(s, &w, order);
     *off = w.first;
     return r < 0 ? -1 : 0;
@@ -785,7 +789,7 @@ static int read_src_as(const uint8_t *data, int fd, size_t n, const char *fname,
             again = 1;
             goto done;
         }
-    } else if (walk(&s, &(walk_span){off, n, 0, NULL, SIZE_MAX}, &order) < 0) {
+    } else if (walk(&s, &(walk_span){off, n, 0, NULL, SIZE_MAX, 0}, &order) < 0) {
         goto oom;
     }
     if (s.defer) { /* the checksums the walk left */

@@ -453,6 +453,68 @@ static void window_read_from_its_part(void **state)
     tu_rmrf(dir);
 }
 
+/* sm_read_file_from with what earlier readings noted (sm_resume): a part read from the file's
+ * start is the whole file's reading; a later part reads the run's description from the noted
+ * places; notes made on another file are found out (a noted place holds no whole record, or
+ * holds another one) and the reading starts over, giving what a fresh one gives. */
+static void resume_across_files(void **state)
+{
+    (void)state;
+    char dir[256], a[4096], b[4096];
+    tu_tmpdir(dir, sizeof dir);
+    for (int k = 0; k < 2; k++) {
+        sonde_config c = tu_config(dir, k ? "other" : "one");
+        sonde_profiler *p = sonde_create(&c);
+        for (int i = 0; i < 50 + 30 * k; i++) {
+            sonde_begin(p, k ? "b-section" : "a-section");
+            sonde_event(p, "tick");
+            sonde_end(p);
+            sonde_step(p);
+        }
+        snprintf(k ? b : a, sizeof a, "%s", sonde_file_path(p));
+        assert_int_equal(sonde_destroy(p), 0);
+    }
+    sm_model whole, m;
+    assert_int_equal(sm_read_file(a, &whole), 0);
+    sm_resume rs = {0};
+    sm_part all = {SONDE_FILE_HEADER_LEN, 0, 0, 0, 0};
+    assert_int_equal(sm_read_file_from(a, &all, &rs, &m), 0);
+    assert_int_equal((int)m.n_spans, (int)whole.n_spans);
+    assert_int_equal((int)m.n_spans, 50);
+    sm_free(&m);
+    struct stat st;
+    assert_int_equal(stat(a, &st), 0);
+    sm_part end = {(uint64_t)st.st_size, 0, 0, 0, 0}; /* no event past it: names, no sections */
+    assert_int_equal(sm_read_file_from(a, &end, &rs, &m), 0);
+    assert_int_equal((int)m.n_spans, 0);
+    int named = 0;
+    for (size_t i = 0; i < m.n_sites; i++)
+        named |= !strcmp(sm_str(&m, (uint32_t)i), "a-section");
+    assert_true(named);
+    sm_free(&m);
+    assert_true(rs.walked > SONDE_FILE_HEADER_LEN);
+    /* the notes of file a used on file b (b is longer: its end is past where a's walk
+     * stopped, so a's noted places are read in b): b's reading as a fresh one gives it */
+    sm_model fresh;
+    sm_resume none = {0};
+    assert_int_equal(stat(b, &st), 0);
+    assert_true((uint64_t)st.st_size > rs.walked);
+    sm_part tail = {(uint64_t)st.st_size - 200, 0, 0, 0, 0};
+    assert_true(tail.from >= rs.walked); /* a's places are walked in b, not started over */
+    assert_int_equal(sm_read_file_from(b, &tail, &none, &fresh), 0);
+    assert_int_equal(sm_read_file_from(b, &tail, &rs, &m), 0);
+    assert_int_equal((int)m.n_spans, (int)fresh.n_spans);
+    assert_int_equal((int)m.n_sites, (int)fresh.n_sites);
+    for (size_t i = 1; i < m.n_sites; i++)
+        assert_string_equal(sm_str(&m, (uint32_t)i), sm_str(&fresh, (uint32_t)i));
+    sm_free(&m);
+    sm_free(&fresh);
+    sm_free(&whole);
+    sm_resume_free(&rs);
+    sm_resume_free(&none);
+    tu_rmrf(dir);
+}
+
 static void cudart_missing(void **state)
 {
     (void)state;
@@ -494,6 +556,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(callback_steps_and_forks),
         cmocka_unit_test(window_and_paused_sections),
         cmocka_unit_test(window_read_from_its_part),
+        cmocka_unit_test(resume_across_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
