@@ -46,6 +46,13 @@ typedef struct sproc {
 /* A frame: an offset in a file (file UINT32_MAX: an address no mapping held), or a Python
  * frame: file PY_FRAME + its code in the sampler's table, off the line it was running. */
 #define PY_FRAME 0x80000000u
+/* A frame standing for frames a stack left out (off: how many), named "[truncated N frames]":
+ * a stack keeps at most MAX_FRAMES, its innermost TRUNC_INNER and its outermost, so that the
+ * flame graph's root stays the program's (issue 61 #11). */
+#define TRUNC_FRAME 0x7fffffffu
+#define TRUNC_INNER 32
+/* Python frames the sampler's way reads of a stack at most (pyframes.c reads up to 256). */
+#define PY_STACK_MAX 256
 typedef struct sframe {
     uint32_t file;
     uint64_t off;

@@ -903,7 +903,17 @@ static int frame_chain(sonde_stacks *s, namer *nm, const sframe *fr, int pid)
     sonde_symframe sf[8];
     int n = 1;
     sonde_pycode pc = {NULL, NULL, 0};
-    if (fr->file != UINT32_MAX && fr->file >= PY_FRAME) { /* Python: its code says it all */
+    char trunc[64];
+    if (fr->file == TRUNC_FRAME) { /* frames a stack left out (with_frames) */
+        snprintf(trunc, sizeof trunc, "[truncated %" PRIu64 " frames]", fr->off);
+        pc = (sonde_pycode){trunc, "[sonde]", 0};
+        sf[0] = (sonde_symframe){sonde__strdup(trunc), sonde__strdup("[sonde]"), 0};
+        if (!sf[0].name || !sf[0].file) {
+            sonde__free(sf[0].name);
+            sonde__free(sf[0].file);
+            return -1;
+        }
+    } else if (fr->file != UINT32_MAX && fr->file >= PY_FRAME) { /* Python: its code says all */
         if (sonde__pytab_code(s->pytab, fr->file - PY_FRAME, &pc))
             return -1;
         sf[0] = (sonde_symframe){sonde__strdup(pc.name), sonde__strdup(pc.file), pc.first_line};

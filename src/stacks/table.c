@@ -167,7 +167,7 @@ void sonde__stk_warn(sonde_stacks *s, const char *fmt, ...)
  * holds. Into fr (innermost first); 0 where the two do not pair up (the native stack stops
  * short, as the frame pointers do in libpython). */
 static uint32_t interleave(const sproc *p, const sstack *st, const sonde_pyframe *py, int n_py,
-                           sframe *fr)
+                           sframe *fr, uint32_t cap)
 {
     uint32_t evals = 0, runs = 0;
     for (uint32_t k = 0; k < st->n; k++)
@@ -178,13 +178,13 @@ static uint32_t interleave(const sproc *p, const sstack *st, const sonde_pyframe
         return 0;
     uint32_t n = 0;
     int i = 0;
-    for (uint32_t k = st->n; k-- > 0 && n < MAX_FRAMES;) {
+    for (uint32_t k = st->n; k-- > 0 && n < cap;) {
         const sframe *f = &st->f[k];
         if (f->file == p->py_file && sonde__py_is_eval(p->py, f->off)) {
             if (k == st->n - 1)
                 fr[n++] = *f; /* the loop itself running: the innermost frame */
             do /* the Python frames it ran, up to the entry frame */
-                if (n < MAX_FRAMES)
+                if (n < cap)
                     fr[n++] = (sframe){PY_FRAME + py[i].code, py[i].line};
             while (!py[i++].entry);
             evals--;
@@ -231,34 +231,42 @@ uint32_t sonde__stk_with_frames(sonde_stacks *s, sproc *p, uint32_t id, const so
                                 int n_py)
 {
     const sstack *st = &s->stacks[id];
-    sframe fr[MAX_FRAMES];
-    uint32_t n = interleave(p, st, py, n_py, fr);
-    if (n)
-        return sonde__stk_stack_id(s, (uint32_t)(p - s->procs), fr, n);
-    for (uint32_t k = st->n; k-- > 0 && n < MAX_FRAMES;) {
-        if (n && st->f[k].file == UINT32_MAX)
-            break; /* no mapping holds it: what a frame-pointer walk through code without frame
-                      pointers reads (or a JIT's code, which the Python frames stand for) */
-        if (st->f[k].file == p->py_file) {
-            if (!n)
-                fr[n++] = st->f[k];
-            break;
+    enum { CAP = MAX_FRAMES + PY_STACK_MAX };
+    sframe fr[CAP];
+    uint32_t n = interleave(p, st, py, n_py, fr, CAP);
+    if (!n) {
+        for (uint32_t k = st->n; k-- > 0 && n < CAP;) {
+            if (n && st->f[k].file == UINT32_MAX)
+                break; /* no mapping holds it: what a frame-pointer walk through code without
+                          frame pointers reads (or a JIT's code, which the Python frames stand
+                          for) */
+            if (st->f[k].file == p->py_file) {
+                if (!n)
+                    fr[n++] = st->f[k];
+                break;
+            }
+            fr[n++] = st->f[k];
         }
-        fr[n++] = st->f[k];
+        for (int i = 0; i < n_py && n < CAP; i++)
+            fr[n++] = (sframe){PY_FRAME + py[i].code, py[i].line};
     }
-    for (int i = 0; i < n_py && n < MAX_FRAMES; i++)
-        fr[n++] = (sframe){PY_FRAME + py[i].code, py[i].line};
+    if (n > MAX_FRAMES) { /* the innermost and the outermost kept, the cut marked between */
+        uint32_t outer = MAX_FRAMES - TRUNC_INNER - 1;
+        fr[TRUNC_INNER] = (sframe){TRUNC_FRAME, n - TRUNC_INNER - outer};
+        memmove(fr + TRUNC_INNER + 1, fr + n - outer, outer * sizeof *fr);
+        n = MAX_FRAMES;
+    }
     return sonde__stk_stack_id(s, (uint32_t)(p - s->procs), fr, n);
 }
 
 /* Sample stack id of thread tid with its Python frames (pyframes.c), read now (with_frames). */
 uint32_t sonde__stk_with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t id)
 {
-    if (!sonde__stk_py_of(s, p) || id == UINT32_MAX || tid == s->reader_tid) /* in process: this thread
-                                                                     runs no Python */
+    if (!sonde__stk_py_of(s, p) || id == UINT32_MAX ||
+        tid == s->reader_tid) /* in process: this thread runs no Python */
         return id;
-    sonde_pyframe py[MAX_FRAMES];
-    int n_py = sonde__py_stack(p->py, (int)tid, py, MAX_FRAMES);
+    sonde_pyframe py[PY_STACK_MAX];
+    int n_py = sonde__py_stack(p->py, (int)tid, py, PY_STACK_MAX);
     return n_py > 0 ? sonde__stk_with_frames(s, p, id, py, n_py) : id;
 }
 

@@ -45,6 +45,22 @@ for py in /usr/bin/python3.11 \
     python3 "$src/tests/e2e/pyframes_check.py" py/smp$ran.json py/smp$ran.folded \
         py/msmp$ran.txt "$label, read by the sampler (sample_python 3)" ||
         fail "Python frames of $py read by the sampler"
+    # a stack deeper than a sample keeps (issue 61 #11), read by the sampler: its outermost
+    # frames kept (<module>, main), its innermost (leaf) too, the cut marked between them
+    SONDE_SAMPLE_PYTHON=3 "$sonde" run --quiet --sample-outside -o py --name deep$ran -- "$py" \
+        "$src/tests/e2e/pydeep.py" 200 || fail "sonde run pydeep.py $py exited $?"
+    python3 - py/deep$ran.folded "$label" <<'PY' || fail "deep Python stacks of $py"
+import sys
+rows = [l.rsplit(" ", 1) for l in open(sys.argv[1])]
+leaf = [(s.split(";"), int(n)) for s, n in rows if ";leaf" in s]
+total = sum(n for _, n in leaf)
+kept = sum(n for f, n in leaf
+           if f[1:3] == ["<module>", "main"] and any(x.startswith("[truncated_") for x in f))
+assert total >= 50, (total, rows[:3])
+assert kept >= 0.9 * total, (kept, total, [r[0][:200] for r in rows[:3]])
+print("deep stacks (%s): %d of %d samples in leaf keep <module>;main and mark the cut"
+      % (sys.argv[2], kept, total))
+PY
     # the same taken in the program's threads (--sample-python-in-thread: libsonde.so
     # preloaded samples each thread of a Python process on its own CPU-clock counter, no
     # sampler woken a sample), its file RUN.pidN.samples.sonde merged into the run's profile
