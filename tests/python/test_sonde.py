@@ -255,6 +255,31 @@ class Recording(Base):
             best = t if best is None else min(best, t)
         return best
 
+    def test_cli_says_the_same_in_process_twice(self):
+        """sonde.cli runs a command in this process: a second `sonde diff --stat` with a figure
+        it does not know names the same figures as the first (its list, built at run time, once
+        grew at each call)."""
+        with sonde.Profiler(dict(QUIET, name="fig", output_dir=self.dir, formats=[]),
+                            from_env=False) as prof:
+            with prof.profile("work"):
+                pass
+        run = os.path.join(self.dir, "fig.sonde")
+        said = []
+        for _ in range(2):
+            with tempfile.TemporaryFile() as err:
+                saved = os.dup(2)
+                os.dup2(err.fileno(), 2)
+                try:
+                    rc = sonde.cli(["diff", run, run, "--stat", "p95"])
+                finally:
+                    os.dup2(saved, 2)
+                    os.close(saved)
+                err.seek(0)
+                said.append(err.read().decode())
+            self.assertEqual(rc, 2)
+        self.assertIn("--stat p95: expected mean, p50, p90 or p99\n", said[0])
+        self.assertEqual(said[0], said[1])
+
     def test_reports_are_linear_in_section_names(self):
         """Four times the names, about four times the CPU time: matching each site to its
         statistic by name compared every site with every name (20,000 names: 2.5 s for the text

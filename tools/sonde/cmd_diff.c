@@ -34,31 +34,18 @@
 #define ALPHA 0.05
 
 /* The figures --stat compares: the mean, then the percentiles of the statistics' list
- * (SONDE_SECTION_STATS, the fields with a quantile: p50, p90, p99), each by its field. */
-#define FIG_ROW(f, kind, label, table, q) {q ? #f : NULL, offsetof(sm_stat, f)},
+ * (SONDE_SECTION_STATS: the fields with a quantile q, named "pQ"), each by its field; the list's
+ * other fields have no name here and are not figures. */
+#define FIG_STR_(x) #x
+#define FIG_STR(x) FIG_STR_(x)
+#define FIG_ROW(f, kind, label, table, q) {(q) ? "p" FIG_STR(q) : NULL, offsetof(sm_stat, f)},
 static const struct {
-    const char *field; /* "p50_s"; NULL: not a percentile */
+    const char *name;
     size_t at;
-} g_stat_fields[] = {SONDE_SECTION_STATS(FIG_ROW)};
+} g_figs[] = {{"mean", offsetof(sm_stat, mean_s)}, SONDE_SECTION_STATS(FIG_ROW)};
 #undef FIG_ROW
-#define N_FIGS 8
+#define N_FIGS (int)(sizeof g_figs / sizeof *g_figs)
 enum { FIG_MEAN };
-static const char *g_fig_names[N_FIGS] = {"mean"}; /* then "p50", ... (fig_init) */
-static size_t g_fig_at[N_FIGS] = {offsetof(sm_stat, mean_s)};
-static int g_n_figs = 1;
-
-static void fig_init(void)
-{
-    static char names[N_FIGS][8];
-    for (size_t i = 0; i < sizeof g_stat_fields / sizeof *g_stat_fields && g_n_figs < N_FIGS; i++) {
-        if (!g_stat_fields[i].field)
-            continue;
-        snprintf(names[g_n_figs], sizeof names[0], "%.*s", (int)strcspn(g_stat_fields[i].field, "_"),
-                 g_stat_fields[i].field);
-        g_fig_names[g_n_figs] = names[g_n_figs];
-        g_fig_at[g_n_figs++] = g_stat_fields[i].at;
-    }
-}
 
 /* ---- the runs of a side ---- */
 
@@ -208,7 +195,7 @@ static void table_free(table *t)
 
 static double pick(const sm_stat *st, int fig)
 {
-    return *(const double *)(const void *)((const char *)st + g_fig_at[fig]);
+    return *(const double *)(const void *)((const char *)st + g_figs[fig].at);
 }
 
 static int cmp_dbl(const void *a, const void *b)
@@ -637,7 +624,7 @@ static void diff_json(sbuf *out, const side sd[2], const table *t, const opts *o
     sbuf_puts(out, ",\"new\":");
     json_paths(out, &sd[1]);
     sbuf_printf(out, ",\"threshold\":%g,\"alpha\":%g,\"figure\":", threshold, ALPHA);
-    sbuf_json_str(out, o->per_instance ? "instances" : g_fig_names[o->fig]);
+    sbuf_json_str(out, o->per_instance ? "instances" : g_figs[o->fig].name);
     sbuf_puts(out, ",\"test\":");
     sbuf_json_str(out, test);
     sbuf_printf(out, ",\"regressions\":%d,\"warnings\":[", regressions);
@@ -794,12 +781,17 @@ static int parse_value(diff_args *d, const char *a, const char *v)
     } else if (!strcmp(a, "--stat")) {
         d->o.fig = -1;
         char all[96] = "";
-        for (int k = 0; k < g_n_figs; k++) {
-            if (!strcmp(v, g_fig_names[k]))
+        for (int k = 0, said = 0; k < N_FIGS; k++) {
+            if (!g_figs[k].name)
+                continue;
+            if (!strcmp(v, g_figs[k].name))
                 d->o.fig = k;
+            int last = 1; /* the last named figure: "or" before it */
+            for (int j = k + 1; j < N_FIGS; j++)
+                last &= !g_figs[j].name;
             size_t l = strlen(all);
-            snprintf(all + l, sizeof all - l, "%s%s", k ? (k + 1 < g_n_figs ? ", " : " or ") : "",
-                     g_fig_names[k]);
+            snprintf(all + l, sizeof all - l, "%s%s", !said++ ? "" : last ? " or " : ", ",
+                     g_figs[k].name);
         }
         if (d->o.fig < 0)
             return cli_fail(CLI_USAGE, "diff", "--stat %s: expected %s", v, all);
@@ -824,7 +816,6 @@ static int parse_args(int argc, char **argv, diff_args *d)
     static const char *const optnames[] = {"--threshold", "--fail-on-regression", "--format",
                                            "--stat", "--test", "--per-instance", "--min-runs",
                                            "--strict", NULL};
-    fig_init();
     *d = (diff_args){.format = "text", .threshold = 0.05, .min_runs = 1, .sep = -1,
                      .o = {FIG_MEAN, 0, 0}};
     if (!(d->pos = calloc((size_t)argc + 1, sizeof *d->pos)))
@@ -962,7 +953,7 @@ int cmd_diff(int argc, char **argv)
         snprintf(figure, sizeof figure, "mean time per instance");
     else
         snprintf(figure, sizeof figure, "each run's %s time per instance, the %s of the runs "
-                 "(±: their standard deviation)", g_fig_names[o->fig], o->welch ? "mean" : "median");
+                 "(±: their standard deviation)", g_figs[o->fig].name, o->welch ? "mean" : "median");
     char da[1200], db[1200];
     describe(da, sizeof da, &sd[0]);
     describe(db, sizeof db, &sd[1]);
