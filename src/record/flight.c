@@ -435,7 +435,16 @@ static void sticky_remove(sonde_flight *f, uint32_t kind)
         }
 }
 
-void sonde__flight_event(sonde_profiler *p, const sonde__ev *e, unsigned nslots, int32_t depth)
+void sonde__flight_run_meta(sonde_profiler *p, uint32_t key, uint32_t value, uint64_t tick)
+{
+    sonde_flight *f = p->flight;
+    sonde__ev e = {tick, key << 4 | SONDE_K_METADATA, value};
+    pthread_mutex_lock(&f->lock);
+    sticky_set(f, SONDE_K_METADATA, key, &e, 1);
+    pthread_mutex_unlock(&f->lock);
+}
+
+void sonde__flight_event(sonde_profiler *p, const sonde__ev *e, unsigned nslots)
 {
     sonde_flight *f = p->flight;
     unsigned kind = e->tag & 15u;
@@ -445,8 +454,6 @@ void sonde__flight_event(sonde_profiler *p, const sonde__ev *e, unsigned nslots,
         f->payload_left = e->arg;
     } else if (kind == SONDE_K_METADATA && f->payload_left) {
         f->payload_left--;
-    } else if (kind == SONDE_K_METADATA && depth == 0) {
-        sticky_set(f, kind, id, e, nslots);
     } else if (kind == SONDE_K_PARAMS) {
         sticky_set(f, kind, id, e, nslots);
     } else if (kind == SONDE_K_SESSION_BEGIN) {

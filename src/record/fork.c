@@ -134,6 +134,11 @@ void sonde__child_start(sonde_profiler *p)
         sonde__free(p->name);
         p->name = name;
         p->cfg.name = name;
+        sonde__free(p->child_path); /* a forked child's child: its parent's, not made */
+        sonde__free(p->child_head);
+        p->child_path = NULL;
+        p->child_head = NULL;
+        sonde__child_prepare(p); /* else its first pass makes the file; a SIGTERM before loses it */
     }
     if (!name || sonde__writer_start(p) != 0) {
         /* Without its own name or writer the child records nothing rather than risk the
@@ -180,7 +185,7 @@ int sonde__child_open(sonde_profiler *p)
     if (!any)
         return -1;
     atomic_store(&p->child_pending, 0);
-    if (sonde__writer_open(p) != 0) {
+    if (sonde__child_create(p) != 0 && sonde__writer_open(p) != 0) {
         __atomic_store_n(&p->hot.recording, 0, __ATOMIC_RELAXED);
         sonde__warn(p, "%s", sonde_last_error());
         return -1;
@@ -192,4 +197,15 @@ int sonde__child_open(sonde_profiler *p)
         sonde__stacks_attach(p, 0, p->stacks_hz, p->cfg.sample_python, why, sizeof why) != 0)
         sonde__warn(p, "no CPU samples with call stacks in the forked child: %s", why);
     return 0;
+}
+
+int sonde__child_open_in_signal(sonde_profiler *p)
+{
+    int any = 0;
+    for (uint32_t i = 0; i < p->n_chunks && !any; i++)
+        any = atomic_load(&p->chunks[i].state) != CHUNK_FREE;
+    int one = 1;
+    if (!any || !p->child_path || !atomic_compare_exchange_strong(&p->child_pending, &one, 0))
+        return -1;
+    return sonde__child_create(p);
 }

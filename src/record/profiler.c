@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -484,6 +485,8 @@ static void free_contents(sonde_profiler *p, int keep_threads)
     sonde__free(p->output_dir);
     sonde__free(p->unit);
     sonde__free(p->path);
+    sonde__free(p->child_path);
+    sonde__free(p->child_head);
     sonde__free(p->od_base);
     sonde__free(p->ready_path);
     if (p->reports)
@@ -829,12 +832,31 @@ void sonde__stacks_stop(sonde_profiler *p)
                                        : "a record could not be written");
 }
 
-/* Stops recording, writes everything and the reports; everything except freeing. */
+static int finalize_run(sonde_profiler *p);
+
+/* Stops recording, writes everything and the reports; everything except freeing. SIGTERM waits
+ * on this thread until it is done, and a termination signal's default action on another thread
+ * waits for it too (signal.c): a pool's terminate() sends SIGTERM to workers that may be
+ * finishing their runs (issue 61 #10: a worker's sections were lost when the signal came
+ * first on a loaded machine). */
 static int finalize(sonde_profiler *p)
 {
     int expected = 0;
     if (!atomic_compare_exchange_strong(&p->finalized, &expected, 1))
         return 0;
+    sigset_t term, old;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &term, &old);
+    sonde__finishing(1);
+    int rc = finalize_run(p);
+    sonde__finishing(0);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+static int finalize_run(sonde_profiler *p)
+{
     int rc = 0;
     sonde__sampler_stop(p); /* its last samples are still recorded */
     sonde__stacks_stop(p);  /* its samples, stacks and functions too */
@@ -1155,7 +1177,14 @@ int sonde_metadata(sonde_profiler *p, const char *key, const char *value)
         rc = intern_arg(value, "sonde_metadata", "value", &v);
     if (rc)
         return rc;
-    return sonde__record(p, SONDE_K_METADATA, k, v, NULL);
+    uint64_t t0 = p->flight ? sonde__ticks() : 0;
+    rc = sonde__record(p, SONDE_K_METADATA, k, v, NULL);
+    if (p->flight) { /* outside any section of this thread: the run's, in every dump */
+        const sonde_tbuf *tb = sonde__thread_buf(p);
+        if (!tb || tb->hot.depth <= 0)
+            sonde__flight_run_meta(p, k, v, rc == SONDE_EDROPPED ? 0 : t0);
+    }
+    return rc;
 }
 
 int sonde_diffusion_step(sonde_profiler *p, int step, double timestep, int block_size,

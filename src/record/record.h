@@ -236,6 +236,9 @@ struct sonde_profiler {
     _Atomic int child_pending;
     int child_started;             /* its name and writer thread are set up (under lock) */
     int child_sampler;             /* the parent sampled: the child's file starts a sampler */
+    char *child_path;              /* its file, made ready at its first record (writer.c's */
+    uint8_t *child_head;           /* sonde__child_prepare): path, first bytes */
+    size_t child_head_len;
     uint64_t start_tick;           /* the run's start when not the file's creation (the fork), */
     uint64_t start_mono_ns, start_real_ns; /* with the clocks read at the same moment */
 };
@@ -326,10 +329,14 @@ void sonde__flight_forget(sonde_profiler *p);
  * out of memory for the records every dump keeps). */
 int sonde__flight_put(sonde_profiler *p, unsigned type, const uint8_t *payload, size_t len);
 /* For the writer as it encodes (under wlock): the newest tick of the EVENTS record it puts
- * next; the count of open sections it tracks for thread (NULL when out of memory); an event
- * other than a section edge, of nslots slots, seen at that depth (run-wide ones are kept). */
+ * next; an event other than a section edge, of nslots slots (run-wide ones are kept). */
 void sonde__flight_events_end(sonde_profiler *p, uint64_t tmax);
-void sonde__flight_event(sonde_profiler *p, const sonde__ev *e, unsigned nslots, int32_t depth);
+void sonde__flight_event(sonde_profiler *p, const sonde__ev *e, unsigned nslots);
+/* Run metadata (sonde_metadata outside any section of the calling thread), kept for every dump
+ * from the call itself: neither a dropped event nor an end dropped before it (which leaves the
+ * writer's count of the thread's open sections one too high) may lose it. tick: a tick at or
+ * before the event's, 0 when the event was dropped (every dump writes it then). */
+void sonde__flight_run_meta(sonde_profiler *p, uint32_t key, uint32_t value, uint64_t tick);
 /* A thread's open sections as the writer sees them encoded: their count, and with
  * trigger_section_over_s rules (watch) the innermost 64's ids and begin ticks. */
 #define SONDE_FR_DEPTH 64
@@ -435,7 +442,15 @@ void sonde__atfork_install(void);
 /* In a forked child whose file is not created yet: creates it once events were recorded.
  * 0 when the file is open (or p is not such a child), -1 when still pending or on error.
  * Caller holds p->wlock. */
+/* A run is being finished on this thread (1) or no longer (0): signal.c's handlers wait for it
+ * before a termination signal's default action on another thread. */
+void sonde__finishing(int on);
 int sonde__child_open(sonde_profiler *p);
+/* sonde__child_open in a signal handler (SIGTERM before the writer's first pass): only a file
+ * sonde__child_prepare made ready, no sampler. 0, or -1: no file. */
+int sonde__child_open_in_signal(sonde_profiler *p);
+int sonde__child_prepare(sonde_profiler *p);
+int sonde__child_create(sonde_profiler *p);
 /* In a forked child, on its first record: names it NAME-pidN and starts its writer thread
  * (not in the fork handler itself, where allocators and thread libraries may hold locks). */
 void sonde__child_start(sonde_profiler *p);

@@ -27,6 +27,25 @@ static int g_installed;
 static int g_atexit;
 static int g_atfork;
 static _Atomic int g_flusher; /* the thread flushing in a handler now, 0: none */
+static _Atomic int g_finishing; /* runs being finished (profiler.c's finalize) now */
+static _Thread_local int g_finishing_here;
+
+void sonde__finishing(int on)
+{
+    atomic_fetch_add(&g_finishing, on ? 1 : -1);
+    g_finishing_here += on ? 1 : -1;
+}
+
+/* Before a signal's default action ends the process: a run being finished on another thread
+ * (its reports being written) is waited for, at most 30 s, so that the process ends with it
+ * written, as a SIGTERM on that thread does (blocked there until it is done). */
+static void wait_for_finishing(void)
+{
+    for (int i = 0; i < 30000 && !g_finishing_here && atomic_load(&g_finishing); i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
 
 static int sig_index(int sig)
 {
@@ -83,6 +102,8 @@ static void on_signal(int sig, siginfo_t *info, void *uctx)
     }
     /* Default disposition: restore it and deliver again, so the exit status, the core dump and
      * the parent's view are what they would have been. */
+    if (sig == SIGTERM || sig == SIGINT)
+        wait_for_finishing();
     sonde__sig_plain(sig, SIG_DFL);
     sigset_t set;
     sigemptyset(&set);

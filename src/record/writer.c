@@ -319,7 +319,7 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
         if (i + n > to)
             break;
         if (fl)
-            sonde__flight_event(p, e, n, ft ? ft->depth : -1);
+            sonde__flight_event(p, e, n);
         k += sonde__put_event(enc + k, e, prev);
         prev = e->ts;
         i += n;
@@ -538,9 +538,17 @@ void sonde__signal_flush(sonde_profiler *p, int sig)
         p->fd = fd; /* what threads still hold goes there too, below */
         atomic_store(&p->flight_direct, 1);
     }
-    if (p->fd < 0 || atomic_load(&p->finalized))
+    if (atomic_load(&p->finalized))
+        return;
+    /* no file yet: a forked child's may be in the making, by its writer's first pass (wait for
+     * the pass) or by the handler (a SIGTERM before that pass: its own events only) */
+    if (p->fd < 0 && !atomic_load(&p->child_pending) && !atomic_load(&p->wpass))
         return;
     int taken = signal_pass_begin(p);
+    if (p->fd < 0 && sonde__child_open_in_signal(p) != 0) {
+        signal_pass_end(p, taken);
+        return;
+    }
     write_sites(p, p->sig_enc);
     write_threads(p, p->sig_enc, 0);
     for (uint32_t i = 0; i < p->n_chunks; i++) {
@@ -575,13 +583,13 @@ static void read_cmdline(char *out, size_t cap)
     out[n] = 0;
 }
 
-static int write_info(sonde_profiler *p)
+/* The INFO record's payload, in b (p->enc_cap bytes); its length. */
+static size_t info_payload(sonde_profiler *p, uint8_t *b)
 {
     const sonde_clock_info *ck = sonde__clock();
     char host[256] = "", num[64], cmd[1024];
     gethostname(host, sizeof host - 1);
     read_cmdline(cmd, sizeof cmd);
-    uint8_t *b = p->enc;
     size_t k = 0;
     k += kv_put(b + k, "name", p->name);
     k += kv_put(b + k, "sonde_version", SONDE_VERSION_STRING);
@@ -611,7 +619,12 @@ static int write_info(sonde_profiler *p)
         if (k + strlen(key) + strlen(val) + 20 < p->enc_cap)
             k += kv_put(b + k, key, val);
     }
-    return write_record_raw(p, SONDE_R_INFO, b, k);
+    return k;
+}
+
+static int write_info(sonde_profiler *p)
+{
+    return write_record_raw(p, SONDE_R_INFO, p->enc, info_payload(p, p->enc));
 }
 
 /* Out of memory while opening: recording stays off, and the status says so, so that
@@ -689,6 +702,73 @@ int sonde__writer_open(sonde_profiler *p)
              p->output_dir);
     sonde__set_status(p, SONDE_EIO, msg);
     return sonde__fail(SONDE_EIO, "%s", msg);
+}
+
+/* A forked child's file, made ready where allocating is allowed (sonde__child_start, on the
+ * thread of its first record) so that it can be created where it is not: its path
+ * (DIR/NAME.sonde) and its first bytes (the header, INFO and the first anchor, framed as
+ * write_rec frames them). 0, or -1 out of memory or when the directory cannot be made (the
+ * writer's first pass then opens the file as any run's, and says why it cannot). */
+int sonde__child_prepare(sonde_profiler *p)
+{
+    if (p->child_path || !p->start_tick || mkdir_p(p->output_dir) != 0)
+        return p->child_path ? 0 : -1;
+    char stem[512];
+    snprintf(stem, sizeof stem, "%s.sonde", p->name);
+    char *path = path_join(p->output_dir, stem);
+    uint8_t *head = sonde__malloc(SONDE_FILE_HEADER_LEN + 2 * SONDE_RECORD_HEADER_LEN + 32 +
+                                  p->enc_cap);
+    if (!path || !head) {
+        sonde__free(path);
+        sonde__free(head);
+        return -1;
+    }
+    memcpy(head, SONDE_FILE_MAGIC, SONDE_FILE_MAGIC_LEN);
+    sonde_put_u32le(head + 8, SONDE_FILE_VERSION);
+    sonde_put_u32le(head + 12, 0);
+    size_t k = SONDE_FILE_HEADER_LEN;
+    uint8_t *info = head + k + SONDE_RECORD_HEADER_LEN;
+    size_t n = info_payload(p, info);
+    sonde__record_frame(head + k, SONDE_R_INFO, info, n);
+    k += SONDE_RECORD_HEADER_LEN + n;
+    uint8_t *anchor = head + k + SONDE_RECORD_HEADER_LEN;
+    n = sonde__anchor_put(anchor, p->start_tick, p->start_mono_ns, p->start_real_ns);
+    sonde__record_frame(head + k, SONDE_R_ANCHOR, anchor, n);
+    p->child_head_len = k + SONDE_RECORD_HEADER_LEN + n;
+    p->child_head = head;
+    p->child_path = path;
+    return 0;
+}
+
+/* Creates the file sonde__child_prepare made ready and writes its first bytes. 0; -1 with
+ * errno (EEXIST: a file of that name is there; the caller may look for another). Async-signal-
+ * safe: a child ended by SIGTERM before its writer's first pass creates it in the handler. */
+int sonde__child_create(sonde_profiler *p)
+{
+    if (!p->child_path) {
+        errno = ENOENT;
+        return -1;
+    }
+    int fd = open(p->child_path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+                  0644);
+    if (fd < 0)
+        return -1;
+    xfsz_guard g;
+    xfsz_block(&g);
+    int rc = write_all(fd, p->child_head, p->child_head_len);
+    int e = errno;
+    xfsz_restore(&g);
+    if (rc != 0) {
+        unlink(p->child_path);
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    atomic_store(&p->bytes_written, p->child_head_len - SONDE_FILE_HEADER_LEN);
+    p->path = p->child_path;
+    p->child_path = NULL;
+    p->fd = fd;
+    return 0;
 }
 
 static void *writer_main(void *arg)

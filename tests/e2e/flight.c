@@ -33,6 +33,10 @@
  *   two     a second profiler with a flight recorder ("fl2"), destroyed after 0.5 s of steps;
  *           then the process sends itself the trigger signal: the first profiler, still
  *           recording, must write its dump, and the process must live
+ *   burst   8 threads open and close sections as fast as they can in a 1 MiB buffer (events
+ *           and section ends dropped), while the main thread records the run metadata
+ *           "key0".."key19" between sections of its own; then a trigger: the dump's
+ *           run.metadata must hold all 20
  *   chain   the program's own SIGUSR2 handler, installed before sonde_create; it sends itself
  *           SIGUSR2 (its handler's, not a dump), prints "ready PID" and steps until "DIR/stop"
  *           exists (`sonde trigger PID` from outside: a dump); prints "own handler N" at the end
@@ -62,6 +66,17 @@ static void own_handler(int sig)
 {
     (void)sig;
     g_own++;
+}
+
+static sonde_profiler *g_p; /* burst's threads record into it */
+
+static void *burst(void *unused)
+{
+    (void)unused;
+    for (int i = 0; i < 300000; i++) {
+        SONDE_SCOPE(g_p, "burst");
+    }
+    return NULL;
 }
 
 static void step(sonde_profiler *p, int ms)
@@ -107,6 +122,8 @@ int main(int argc, char **argv)
         c.trigger_step_over_median = 5;
     if (!strcmp(mode, "api"))
         c.flight_recorder_max = 1;
+    if (!strcmp(mode, "burst"))
+        c.buffer_mb = 1;
     if (!strcmp(mode, "ondemand")) /* recording on demand, not the flight recorder */
         c.flight_recorder_s = 0;
     if (sonde_config_from_env(&c) != 0) {
@@ -259,6 +276,26 @@ int main(int argc, char **argv)
         if (pthread_create(&t, NULL, signal_at_dump, argv[2]) == 0)
             pthread_detach(t);
         exit(3);
+    } else if (!strcmp(mode, "burst")) {
+        sonde_end(p); /* outside any section, the run's own */
+        g_p = p;
+        pthread_t t[8];
+        int n = 0;
+        while (n < 8 && pthread_create(&t[n], NULL, burst, NULL) == 0)
+            n++;
+        for (int i = 0; i < 20; i++) {
+            for (int j = 0; j < 20000; j++) {
+                SONDE_SCOPE(p, "mine");
+            }
+            char k[16], v[16];
+            snprintf(k, sizeof k, "key%d", i);
+            snprintf(v, sizeof v, "v%d", i);
+            sonde_metadata(p, k, v);
+        }
+        for (int i = 0; i < n; i++)
+            pthread_join(t[i], NULL);
+        sonde_trigger(p, "after the burst");
+        sonde_begin(p, "serve");
     } else if (!strcmp(mode, "raiseend")) { /* a trigger signal just before the run ends */
         for (int i = 0; i < 20; i++)
             step(p, 10);

@@ -477,6 +477,29 @@ class Recording(Base):
         self.assertEqual(n, 20)
         self.assertNotIn("pool work", [s["name"] for s in self.report("pool")["sections"]])
 
+    def test_fork_pool_workers_ended_by_sigterm_keep_their_sections(self):
+        """`with Pool(2) as pool: pool.map(...)` ends its workers with SIGTERM (terminate()) as
+        soon as the map returns, before a worker's writer thread may have had its first pass
+        (5 ms after its first record; later on a loaded machine): every section the workers
+        recorded is in their NAME-pidN.sonde files all the same (issue 61 #10; the workers'
+        files were missing, or held none of them, in every run of a quick map before)."""
+        import glob
+        import multiprocessing
+        global _POOL_PROF
+        with self.make("term") as prof:
+            _POOL_PROF = prof
+            with multiprocessing.get_context("fork").Pool(2) as pool:
+                self.assertEqual(len(pool.map(pool_work, range(4))), 4)
+            _POOL_PROF = None
+        runs = glob.glob(os.path.join(self.dir, "term-pid*.sonde"))
+        self.assertTrue(runs, os.listdir(self.dir))
+        n = 0
+        for f in runs:
+            self.assertEqual(sonde.cli(["export", f, "--format", "json", "--quiet"]), 0, f)
+            n += sum(s["count"] for s in self.report(os.path.basename(f)[:-len(".sonde")])
+                     ["sections"] if s["name"] == "pool work")
+        self.assertEqual(n, 4)
+
     def test_ctrl_c_still_interrupts_a_blocking_read(self):
         """sonde's SIGINT handler keeps Python's (no SA_RESTART): Ctrl-C during os.read on a pipe
         that never gets data raises KeyboardInterrupt at once (issue 36 #3; it hung before)."""
