@@ -165,6 +165,8 @@ struct sonde_stacks {
     void *off_rings[MAX_CPUS];
     int n_off;             /* n_cpus when the event was opened, else 0 */
     int off_on;            /* it was: an OFFCPU record is written at the end, even empty */
+    int off_bpf;           /* the BPF program (bpf) runs at each switch too: a period's Python
+                              frames are those the kernel read as the thread left its CPU */
     int want_off;          /* config sample_off_cpu: try it */
     uint64_t off_lost;     /* records the kernel dropped from those rings (full) */
     size_t off_ring_bytes;
@@ -201,6 +203,12 @@ sframe sonde__stk_place(const sproc *p, uint64_t ip);
 /* The id of the stack of process proc whose frames are inner[0..n) (innermost first), made
  * when new; UINT32_MAX out of memory. */
 uint32_t sonde__stk_stack_id(sonde_stacks *s, uint32_t proc, const sframe *inner, uint32_t n);
+/* Stack id of thread tid at time t with the Python frames the kernel read at that sample or
+ * switch (pybpf.c; the same id when it has none). A thread the program does not know yet (its
+ * first samples), or knew by a thread state no longer its own, is given its state for the next
+ * ones; this one keeps its native frames. */
+uint32_t sonde__stk_kernel_python(sonde_stacks *s, sproc *p, uint32_t tid, uint64_t t,
+                                  uint32_t id);
 /* Stack id of thread tid with its Python frames read now (the same id when it has none). */
 uint32_t sonde__stk_with_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t id);
 /* A warning in the file (a WARNING record, printf-style): the reports list it. */

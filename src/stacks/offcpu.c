@@ -68,6 +68,14 @@ void sonde__off_start(sonde_stacks *s, struct perf_event_attr *o, pid_t task)
         s->n_off = k + 1;
     }
     s->off_on = s->n_off > 0;
+    /* the program that reads the Python frames at each CPU sample reads them at each switch
+     * too: a period then has the frames of the moment the thread blocked, however short it is
+     * (read from outside, only a period still open at the next drain had them: issue 61 #17,
+     * 26 of 120 sleeps of 2 ms) */
+    s->off_bpf = s->off_on && s->bpf;
+    for (int k = 0; k < s->n_off && s->off_bpf; k++)
+        if (sonde__pybpf_attach(s->bpf, s->off_fds[k]) != 0)
+            s->off_bpf = 0;
 }
 
 /* ---- off-CPU periods ---- */
@@ -195,12 +203,17 @@ void sonde__off_record(sonde_stacks *s, const struct perf_event_header *h, const
     size_t i = off_find(s, tid);
     if (i != SIZE_MAX) /* a switch-in lost: the period before ends where this one begins */
         off_end(s, i, t, 1);
+    uint32_t with_py = s->off_bpf ? sonde__stk_kernel_python(s, p, tid, t, id) : id;
+    if (with_py == UINT32_MAX) {
+        s->oom = 1;
+        with_py = id;
+    }
     if (SONDE_GROW(s->off, s->n_off_open, s->cap_off_open)) {
         s->oom = 1;
         return;
     }
-    s->off[s->n_off_open++] =
-        (soff){.tid = tid, .proc = (uint32_t)(p - s->procs), .stack = id, .t = t};
+    s->off[s->n_off_open++] = (soff){.tid = tid, .proc = (uint32_t)(p - s->procs),
+                                     .stack = with_py, .t = t, .py_read = with_py != id};
 }
 
 /* How long a blocked thread's Python frames are looked for, at each drain, before it is taken

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <linux/bpf.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -44,7 +45,8 @@
 #define MAX_INSNS 16384
 #define THREADS 8192             /* threads the map holds (least recently used go first) */
 #define STALE 1u                 /* a record's flag: the thread state is not the thread's */
-#define KEEP_NS 20000000ull      /* a record is its sample's when it is at most this older */
+#define KEEP_NS 20000000ull      /* a record not taken is dropped when this much older */
+#define OWN_NS 100000ull         /* a record is its sample's when this near its time */
 
 _Static_assert(sizeof(sonde_pykframe) == KFRAME, "a record's frame");
 
@@ -552,23 +554,40 @@ int sonde__pybpf_read(sonde_pybpf *b, uint64_t done)
     return oom ? -1 : 0;
 }
 
+uint64_t sonde__pybpf_newest(const sonde_pybpf *b, uint32_t tid)
+{
+    uint64_t t = 0;
+    for (size_t i = 0; i < b->n_pend; i++)
+        if (b->pend[i].tid == tid && !b->pend[i].used && b->pend[i].t > t)
+            t = b->pend[i].t;
+    return t;
+}
+
 int sonde__pybpf_take(sonde_pybpf *b, uint32_t tid, uint64_t t, const sonde_pykframe **f)
 {
-    /* A thread's records come in its order; the sample's own was written just before its
-     * time was taken: the last of the thread's records at or before t, the earlier ones
-     * (samples lost, or not followed) dropped with it */
+    /* A thread's records come in its order. The sample's own is the one nearest its time,
+     * within OWN_NS either side: written just before the time was taken on some kernels, just
+     * after on others (6.x takes it before the program runs: 1-3.5 us after, measured here).
+     * Taking "the last at or before t" there gave each sample the previous one's frames (1 ms
+     * older at 999 Hz; a thread's first sleep of a run, the frames of an import 14 ms before:
+     * issue 61 #17). The earlier ones are dropped with it; none that near: no frames. */
     pend *hit = NULL;
+    uint64_t best = UINT64_MAX;
     for (size_t i = 0; i < b->n_pend; i++) {
         pend *p = &b->pend[i];
         if (p->tid != tid || p->used)
             continue;
-        if (p->t > t)
+        if (p->t > t && p->t - t > OWN_NS)
             break;
+        uint64_t d = p->t > t ? p->t - t : t - p->t;
+        if (d >= best)
+            break; /* further from t from here on */
         if (hit)
             hit->used = 1;
         hit = p;
+        best = d;
     }
-    if (!hit || t - hit->t > KEEP_NS)
+    if (!hit || best > OWN_NS)
         return -1;
     hit->used = 1;
     *f = hit->n ? b->frames + hit->at : NULL;

@@ -178,12 +178,8 @@ static uint32_t unwind_sample(sonde_stacks *s, sproc *p, uint32_t tid, const uin
     return sonde__stk_stack_id(s, (uint32_t)(p - s->procs), cfi, (uint32_t)k);
 }
 
-/* Sample stack id of thread tid at time t with the Python frames the kernel read at the
- * sample (pybpf.c). A thread the program does not know yet (its first samples), or knew by a
- * thread state no longer its own, is given its state for the next samples; this one keeps its
- * native frames. */
-static uint32_t with_kernel_python(sonde_stacks *s, sproc *p, uint32_t tid, uint64_t t,
-                                   uint32_t id)
+uint32_t sonde__stk_kernel_python(sonde_stacks *s, sproc *p, uint32_t tid, uint64_t t,
+                                  uint32_t id)
 {
     if (!sonde__stk_py_of(s, p) || id == UINT32_MAX || tid == s->reader_tid)
         return id;
@@ -218,7 +214,7 @@ static void record(sonde_stacks *s, const struct perf_event_header *h, int off)
         uint32_t id = sonde__stk_stack_id(s, (uint32_t)(x.p - s->procs), x.fr, x.n);
         if (s->unwinder)
             id = unwind_sample(s, x.p, x.tid, x.rest, end, x.fr, x.n, id);
-        id = s->bpf ? with_kernel_python(s, x.p, x.tid, x.t, id)
+        id = s->bpf ? sonde__stk_kernel_python(s, x.p, x.tid, x.t, id)
                     : sonde__stk_with_python(s, x.p, x.tid, id);
         add_sample(s, x.tid, id, s->timed ? x.t : 0, 1);
         break;
@@ -602,6 +598,8 @@ static int follow_task(sonde_stacks *s, struct perf_event_attr *a, pid_t tid, co
             s->bpf_refused = 1;
             return -1;
         }
+        if (s->off_bpf && fds == s->off_fds && sonde__pybpf_attach(s->bpf, fd) != 0)
+            s->off_bpf = 0; /* its periods' frames are read from outside (offcpu.c) */
     }
     return 0;
 }

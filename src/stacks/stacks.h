@@ -176,10 +176,13 @@ int sonde__pybpf_thread(sonde_pybpf *b, uint32_t tid, uint64_t tstate, int layou
  * time up to which the samples were drained: theirs came, or never will) dropped first. 0, or
  * -1 out of memory (records lost). */
 int sonde__pybpf_read(sonde_pybpf *b, uint64_t done);
-/* The record of thread tid's sample at time t (taken just before it): its frames into *f
- * (valid until the next read), how many; -1: none (the thread not known to the program, or the
- * ring was full), -2: the thread state given was not the thread's. */
+/* The record of thread tid's sample or switch at time t (the one nearest t, within 100 us):
+ * its frames into *f (valid until the next read), how many; -1: none (the thread not known to
+ * the program, the ring was full, or no record that near), -2: the thread state given was not
+ * the thread's. Its thread's earlier records are dropped with it. */
 int sonde__pybpf_take(sonde_pybpf *b, uint32_t tid, uint64_t t, const sonde_pykframe **f);
+/* The time of thread tid's newest record not taken yet (0: none). */
+uint64_t sonde__pybpf_newest(const sonde_pybpf *b, uint32_t tid);
 /* The program's runs so far and the time they took (counted while the kernel's BPF statistics
  * are on: kernel.bpf_stats_enabled, or a BPF_ENABLE_STATS descriptor; else 0, 0). 0, or -1. */
 int sonde__pybpf_runs(const sonde_pybpf *b, uint64_t *ns, uint64_t *runs);

@@ -81,6 +81,30 @@ PY
         fail "export perfetto of off$ran"
     python3 "$src/tests/e2e/pyoffcpu_check.py" py/off$ran.json "$label" ||
         fail "off-CPU time of $py"
+    # short waits, each under its own Python function: read in the kernel as the thread leaves
+    # its CPU (issue 61 #17: read from outside, only a period still open at the next drain had
+    # them, 26 of 120 sleeps of 2 ms; and the kernel's record of each sample was taken for the
+    # next one's: `long`'s waits showed `short`)
+    "$sonde" run --quiet --sample-outside -o py --name sw$ran -- "$py" \
+        "$src/tests/e2e/pyswitch.py" || fail "sonde run pyswitch $py exited $?"
+    if [ "$way" = kernel ]; then
+        python3 - py/sw$ran.json "$label" <<'PY' || fail "short waits' Python functions, $py"
+import json, sys
+off = json.load(open(sys.argv[1]))["profile"]["off_cpu"]
+by = {}
+for s in off["stacks"]:
+    if s["waits_in"].startswith("clock_nanosleep"):
+        f = s.get("python") or "(none)"
+        by.setdefault(f, [0, 0.0])
+        by[f][0] += s["periods"]
+        by[f][1] += s["seconds"]
+periods = {f: v[0] for f, v in by.items()}
+assert periods.get("short", 0) >= 25 and periods.get("long", 0) >= 25, by  # of 30 each
+assert set(by) <= {"short", "long", "warm", "(none)"}, by
+assert by["short"][1] < 0.5 * by["long"][1], by  # each wait under its own function
+print("short waits (%s): %s" % (sys.argv[2], {f: (n, round(t, 3)) for f, (n, t) in by.items()}))
+PY
+    fi
     ran=$((ran + 1))
 done
 [ "$ran" -gt 0 ] || fail "no CPython 3.11-3.13 on this machine"
