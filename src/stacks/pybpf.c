@@ -37,14 +37,22 @@
 
 #include "../util/alloc.h"
 
-#define HOPS 80                  /* frames walked at most (the C stack's entry frames too) */
+#define HOPS 256                 /* frames walked at most (the C stack's entry frames too) */
+/* Of a walk deeper than a record holds, the innermost KEEP_IN frames and the outermost KEEP_OUT
+ * (the last walked, kept in turn in the record's last KEEP_OUT places: hop i at
+ * KEEP_IN + (i - KEEP_IN) % KEEP_OUT), as a stack keeps them (stacks/table.c's with_frames:
+ * TRUNC_INNER and MAX_FRAMES - TRUNC_INNER - 1), so that a deep stack keeps its root */
+#define KEEP_IN 32
+#define KEEP_OUT 95
+#define SLOTS (KEEP_IN + KEEP_OUT)
 #define KFRAME 40                /* bytes of a frame in a record (sonde_pykframe) */
 #define KHEAD 16                 /* a record's head: tid, frames, flags, time */
-#define KREC (KHEAD + HOPS * KFRAME)
+#define KREC (KHEAD + SLOTS * KFRAME)
 #define RING_BYTES (2u << 20)    /* the ring buffer: 650 records of 80 frames, 20,000 of 10 */
-#define MAX_INSNS 16384
+#define MAX_INSNS 32768
 #define THREADS 8192             /* threads the map holds (least recently used go first) */
 #define STALE 1u                 /* a record's flag: the thread state is not the thread's */
+#define MORE 2u                  /* a record's flag: frames beyond the walk's HOPS */
 #define KEEP_NS 20000000ull      /* a record not taken is dropped when this much older */
 #define OWN_NS 100000ull         /* a record is its sample's when this near its time */
 
@@ -61,6 +69,7 @@ _Static_assert(sizeof(krec) == KHEAD, "a record's head");
 /* A record taken out of the ring, until its sample comes: its frames are frames[at, at + n). */
 typedef struct pend {
     uint32_t tid, n, flags, used;
+    uint32_t hops;               /* frames walked (n: those held, in order) */
     uint64_t t;
     size_t at;
 } pend;
@@ -216,7 +225,7 @@ static void walk(asm_ *a, const sonde_pyoffsets *o, int frames)
     }
     place(a, frames);
     for (int i = 0; i < HOPS; i++) {
-        int at = KHEAD + i * KFRAME;
+        int at = KHEAD + (i < KEEP_IN ? i : KEEP_IN + (i - KEEP_IN) % KEEP_OUT) * KFRAME;
         jump(a, BPF_JEQ, R7, -1, 0, L_EMIT, 0);
         read_user(a, FR, 80, R7, 0);
         jump(a, BPF_JNE, R0, -1, 0, L_EMIT, 0);
@@ -246,6 +255,8 @@ static void walk(asm_ *a, const sonde_pyoffsets *o, int frames)
         stx(a, BPF_DW, R9, at + 24, R1);
         place(a, next);
     }
+    jump(a, BPF_JEQ, R7, -1, 0, L_EMIT, 0); /* the last frame walked was the outermost */
+    st_imm(a, BPF_H, R9, 6, MORE);
     jump(a, BPF_JA, 0, -1, 0, L_EMIT, 0);
 }
 
@@ -292,6 +303,10 @@ static int assemble(asm_ *a, int threads, int scratch, int ring, int lost,
     place(a, L_EMIT);
     ldx(a, BPF_H, R3, R9, 4);
     jump(a, BPF_JGT, R3, -1, HOPS, L_KEEP, 0);
+    int held = new_label(a);
+    jump(a, BPF_JLE, R3, -1, SLOTS, held, 0);
+    mov_imm(a, R3, SLOTS); /* a deeper walk's frames fill every place */
+    place(a, held);
     mul_imm(a, R3, KFRAME);
     add_imm(a, R3, KHEAD);
     map_fd(a, R1, ring);
@@ -519,6 +534,23 @@ static void trim(sonde_pybpf *b, uint64_t done)
     b->n_frames = nf;
 }
 
+/* A record's n frames (of hops walked) from its places r into out, innermost first: a walk
+ * deeper than SLOTS left its outermost KEEP_OUT in turn in the last places (walk's slot rule),
+ * put back in order here. */
+static void put_frames(sonde_pykframe *out, const uint8_t *r, uint32_t n, uint32_t hops)
+{
+    if (hops <= SLOTS || n < SLOTS) {
+        memcpy(out, r, n * sizeof *out);
+        return;
+    }
+    memcpy(out, r, KEEP_IN * sizeof *out);
+    for (uint32_t j = 0; j < KEEP_OUT; j++) {
+        uint32_t hop = hops - KEEP_OUT + j;
+        memcpy(out + KEEP_IN + j, r + (KEEP_IN + (hop - KEEP_IN) % KEEP_OUT) * KFRAME,
+               sizeof *out);
+    }
+}
+
 int sonde__pybpf_read(sonde_pybpf *b, uint64_t done)
 {
     trim(b, done);
@@ -542,9 +574,8 @@ int sonde__pybpf_read(sonde_pybpf *b, uint64_t done)
                 SONDE_GROW(b->pend, b->n_pend, b->cap_pend)) {
                 oom = 1;
             } else {
-                if (n)
-                    memcpy(b->frames + b->n_frames, r + KHEAD, n * sizeof *b->frames);
-                b->pend[b->n_pend++] = (pend){h.tid, n, h.flags, 0, h.t, b->n_frames};
+                put_frames(b->frames + b->n_frames, r + KHEAD, n, h.n);
+                b->pend[b->n_pend++] = (pend){h.tid, n, h.flags, 0, h.n, h.t, b->n_frames};
                 b->n_frames += n;
             }
         }
@@ -563,7 +594,8 @@ uint64_t sonde__pybpf_newest(const sonde_pybpf *b, uint32_t tid)
     return t;
 }
 
-int sonde__pybpf_take(sonde_pybpf *b, uint32_t tid, uint64_t t, const sonde_pykframe **f)
+int sonde__pybpf_take(sonde_pybpf *b, uint32_t tid, uint64_t t, const sonde_pykframe **f,
+                      sonde_pycut *cut)
 {
     /* A thread's records come in its order. The sample's own is the one nearest its time,
      * within OWN_NS either side: written just before the time was taken on some kernels, just
@@ -591,5 +623,7 @@ int sonde__pybpf_take(sonde_pybpf *b, uint32_t tid, uint64_t t, const sonde_pykf
         return -1;
     hit->used = 1;
     *f = hit->n ? b->frames + hit->at : NULL;
+    cut->between = hit->hops > hit->n ? hit->hops - hit->n : 0;
+    cut->beyond = (hit->flags & MORE) != 0;
     return hit->flags & STALE ? -2 : (int)hit->n;
 }

@@ -184,17 +184,29 @@ uint32_t sonde__stk_kernel_python(sonde_stacks *s, sproc *p, uint32_t tid, uint6
     if (!sonde__stk_py_of(s, p) || id == UINT32_MAX || tid == s->reader_tid)
         return id;
     const sonde_pykframe *kf = NULL;
-    int n = sonde__pybpf_take(s->bpf, tid, t, &kf);
+    sonde_pycut cut = {0, 0};
+    int n = sonde__pybpf_take(s->bpf, tid, t, &kf, &cut);
     if (n < 0) {
         uint64_t ts = sonde__py_tstate(p->py, (int)tid);
         if (ts || n == -2)
             sonde__pybpf_thread(s->bpf, tid, ts, sonde__py_layout(p->py));
         return id;
     }
-    sonde_pyraw raw[SONDE_PYRAW_MAX];
-    sonde_pyframe py[SONDE_PYRAW_MAX];
-    int n_py = sonde__py_resolve(p->py, raw,
-                                 sonde__py_from_kernel(p->py, kf, n, raw, SONDE_PYRAW_MAX), py);
+    /* a deep walk's innermost and outermost frames, the count left out between (and a cut at
+     * the root when the walk stopped at its limit) as frames of their own */
+    enum { CAP = 128 };
+    sonde_pyraw raw[CAP];
+    sonde_pyframe py[2 * CAP + 2];
+    int n_in = cut.between && n > 32 ? 32 : n;
+    int k = sonde__py_from_kernel(p->py, kf, n_in, raw, CAP);
+    int n_py = sonde__py_resolve(p->py, raw, k, py);
+    if (cut.between && n_py == k) { /* the innermost all named: the outermost follow */
+        py[n_py++] = (sonde_pyframe){SONDE_PYFRAME_CUT, cut.between, 0};
+        k = sonde__py_from_kernel(p->py, kf + n_in, n - n_in, raw, CAP);
+        n_py += sonde__py_resolve(p->py, raw, k, py + n_py);
+        if (cut.beyond)
+            py[n_py++] = (sonde_pyframe){SONDE_PYFRAME_CUT, 0, 0};
+    }
     return n_py > 0 ? sonde__stk_with_frames(s, p, id, py, n_py) : id;
 }
 
@@ -903,7 +915,10 @@ static int frame_chain(sonde_stacks *s, namer *nm, const sframe *fr, int pid)
     sonde_pycode pc = {NULL, NULL, 0};
     char trunc[64];
     if (fr->file == TRUNC_FRAME) { /* frames a stack left out (with_frames) */
-        snprintf(trunc, sizeof trunc, "[truncated %" PRIu64 " frames]", fr->off);
+        if (fr->off)
+            snprintf(trunc, sizeof trunc, "[truncated %" PRIu64 " frames]", fr->off);
+        else /* the root: a walk in the kernel stopped at its limit */
+            snprintf(trunc, sizeof trunc, "[truncated: deeper than 256 frames]");
         pc = (sonde_pycode){trunc, "[sonde]", 0};
         sf[0] = (sonde_symframe){sonde__strdup(trunc), sonde__strdup("[sonde]"), 0};
         if (!sf[0].name || !sf[0].file) {

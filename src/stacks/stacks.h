@@ -73,6 +73,9 @@ typedef struct sonde_pycode {
     const char *file;    /* co_filename */
     unsigned first_line; /* where it is defined (co_firstlineno) */
 } sonde_pycode;
+/* sonde_pyframe.code of a frame standing for frames a walk left out (line: how many; 0: those
+ * beyond the walk's limit, at the root). */
+#define SONDE_PYFRAME_CUT UINT32_MAX
 typedef struct sonde_pyframe {
     uint32_t code;       /* its code in the table */
     uint32_t line;       /* the line it was running (0: unknown) */
@@ -177,10 +180,16 @@ int sonde__pybpf_thread(sonde_pybpf *b, uint32_t tid, uint64_t tstate, int layou
  * -1 out of memory (records lost). */
 int sonde__pybpf_read(sonde_pybpf *b, uint64_t done);
 /* The record of thread tid's sample or switch at time t (the one nearest t, within 100 us):
- * its frames into *f (valid until the next read), how many; -1: none (the thread not known to
+ * its frames into *f (valid until the next read), how many, and what a deep walk left out into
+ * *cut (its innermost 32 frames and outermost 95 held); -1: none (the thread not known to
  * the program, the ring was full, or no record that near), -2: the thread state given was not
  * the thread's. Its thread's earlier records are dropped with it. */
-int sonde__pybpf_take(sonde_pybpf *b, uint32_t tid, uint64_t t, const sonde_pykframe **f);
+typedef struct sonde_pycut {
+    uint32_t between;    /* frames walked and not held, after the innermost 32 (0: none) */
+    int beyond;          /* the walk stopped at its limit (256) with frames still beyond */
+} sonde_pycut;
+int sonde__pybpf_take(sonde_pybpf *b, uint32_t tid, uint64_t t, const sonde_pykframe **f,
+                      sonde_pycut *cut);
 /* The time of thread tid's newest record not taken yet (0: none). */
 uint64_t sonde__pybpf_newest(const sonde_pybpf *b, uint32_t tid);
 /* The program's runs so far and the time they took (counted while the kernel's BPF statistics

@@ -159,6 +159,14 @@ void sonde__stk_warn(sonde_stacks *s, const char *fmt, ...)
     sbuf_free(&b);
 }
 
+/* Python frame f as a stack's frame (a walk's cut, SONDE_PYFRAME_CUT, as the frame that names
+ * how many it left out). */
+static sframe py_frame(const sonde_pyframe *f)
+{
+    return f->code == SONDE_PYFRAME_CUT ? (sframe){TRUNC_FRAME, f->line}
+                                        : (sframe){PY_FRAME + f->code, f->line};
+}
+
 /* Stack st (a whole native stack, as the call frame information unwinds it: sample_cfi) with
  * the Python frames py (innermost first) in place of the evaluation loop's activations they ran
  * in: each _PyEval_EvalFrameDefault frame of st stands for one run of Python frames (from an
@@ -185,7 +193,7 @@ static uint32_t interleave(const sproc *p, const sstack *st, const sonde_pyframe
                 fr[n++] = *f; /* the loop itself running: the innermost frame */
             do /* the Python frames it ran, up to the entry frame */
                 if (n < cap)
-                    fr[n++] = (sframe){PY_FRAME + py[i].code, py[i].line};
+                    fr[n++] = py_frame(&py[i]);
             while (!py[i++].entry);
             evals--;
         } else if (!evals && f->file == UINT32_MAX) {
@@ -248,11 +256,23 @@ uint32_t sonde__stk_with_frames(sonde_stacks *s, sproc *p, uint32_t id, const so
             fr[n++] = st->f[k];
         }
         for (int i = 0; i < n_py && n < CAP; i++)
-            fr[n++] = (sframe){PY_FRAME + py[i].code, py[i].line};
+            fr[n++] = py_frame(&py[i]);
     }
-    if (n > MAX_FRAMES) { /* the innermost and the outermost kept, the cut marked between */
+    uint32_t cut = 0; /* a cut the Python frames came with (a walk in the kernel's) */
+    while (cut < n && fr[cut].file != TRUNC_FRAME)
+        cut++;
+    if (n > MAX_FRAMES && cut < n && cut >= n - MAX_FRAMES) {
+        /* one cut: the frames just inward of it join it, the outermost stay */
+        uint32_t d = n - MAX_FRAMES;
+        fr[cut - d] = (sframe){TRUNC_FRAME, fr[cut].off + d};
+        memmove(fr + cut - d + 1, fr + cut + 1, (n - cut - 1) * sizeof *fr);
+        n = MAX_FRAMES;
+    } else if (n > MAX_FRAMES) { /* the innermost and the outermost kept, the cut between */
         uint32_t outer = MAX_FRAMES - TRUNC_INNER - 1;
-        fr[TRUNC_INNER] = (sframe){TRUNC_FRAME, n - TRUNC_INNER - outer};
+        uint64_t left = 0; /* the frames cut, and those a cut among them stood for */
+        for (uint32_t k = TRUNC_INNER; k < n - outer; k++)
+            left += fr[k].file == TRUNC_FRAME ? fr[k].off : 1;
+        fr[TRUNC_INNER] = (sframe){TRUNC_FRAME, left};
         memmove(fr + TRUNC_INNER + 1, fr + n - outer, outer * sizeof *fr);
         n = MAX_FRAMES;
     }

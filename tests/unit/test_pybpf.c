@@ -112,10 +112,14 @@ static void sample_self(sonde_pybpf *b)
 static int take_last(sonde_pybpf *b, int tid, const sonde_pykframe **f)
 {
     uint64_t t = sonde__pybpf_newest(b, (uint32_t)tid);
+    sonde_pycut cut;
     if (!t)
-        return sonde__pybpf_take(b, (uint32_t)tid, now_ns(), f);
-    assert_int_equal(sonde__pybpf_take(b, (uint32_t)tid, t + 1000000, f), -1);
-    return sonde__pybpf_take(b, (uint32_t)tid, t + 2000, f);
+        return sonde__pybpf_take(b, (uint32_t)tid, now_ns(), f, &cut);
+    assert_int_equal(sonde__pybpf_take(b, (uint32_t)tid, t + 1000000, f, &cut), -1);
+    int n = sonde__pybpf_take(b, (uint32_t)tid, t + 2000, f, &cut);
+    assert_int_equal(cut.between, 0);
+    assert_int_equal(cut.beyond, 0);
+    return n;
 }
 
 /* The program, or NULL when this process may not load it (then said why, and skipped): not

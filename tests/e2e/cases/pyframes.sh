@@ -45,22 +45,40 @@ for py in /usr/bin/python3.11 \
     python3 "$src/tests/e2e/pyframes_check.py" py/smp$ran.json py/smp$ran.folded \
         py/msmp$ran.txt "$label, read by the sampler (sample_python 3)" ||
         fail "Python frames of $py read by the sampler"
-    # a stack deeper than a sample keeps (issue 61 #11), read by the sampler: its outermost
-    # frames kept (<module>, main), its innermost (leaf) too, the cut marked between them
-    SONDE_SAMPLE_PYTHON=3 "$sonde" run --quiet --sample-outside -o py --name deep$ran -- "$py" \
-        "$src/tests/e2e/pydeep.py" 200 || fail "sonde run pydeep.py $py exited $?"
-    python3 - py/deep$ran.folded "$label" <<'PY' || fail "deep Python stacks of $py"
+    # a stack deeper than a sample keeps (issue 61 #11), read by the sampler (sample_python 3)
+    # and in the kernel where it allows (walked to 256 frames, the outermost 95 kept in turn):
+    # its outermost frames kept (<module>, main), its innermost (leaf) too, the cut marked
+    # between them, one mark; 400 deep in the kernel, the root marked cut
+    for w in 3 1; do
+        [ "$w" = 3 ] || [ "$way" = kernel ] || continue
+        SONDE_SAMPLE_PYTHON=$w "$sonde" run --quiet --sample-outside -o py --name deep$w$ran -- \
+            "$py" "$src/tests/e2e/pydeep.py" 200 || fail "sonde run pydeep.py $py exited $?"
+        python3 - py/deep$w$ran.folded "$label, sample_python $w" <<'PY' ||
 import sys
 rows = [l.rsplit(" ", 1) for l in open(sys.argv[1])]
 leaf = [(s.split(";"), int(n)) for s, n in rows if ";leaf" in s]
 total = sum(n for _, n in leaf)
-kept = sum(n for f, n in leaf
-           if f[1:3] == ["<module>", "main"] and any(x.startswith("[truncated_") for x in f))
+kept = sum(n for f, n in leaf if f[1:3] == ["<module>", "main"] and
+           len([x for x in f if x.startswith("[truncated_")]) == 1)
 assert total >= 50, (total, rows[:3])
 assert kept >= 0.9 * total, (kept, total, [r[0][:200] for r in rows[:3]])
 print("deep stacks (%s): %d of %d samples in leaf keep <module>;main and mark the cut"
       % (sys.argv[2], kept, total))
 PY
+            fail "deep Python stacks of $py, sample_python $w"
+    done
+    if [ "$way" = kernel ]; then
+        "$sonde" run --quiet --sample-outside -o py --name deeper$ran -- "$py" \
+            "$src/tests/e2e/pydeep.py" 400 || fail "sonde run pydeep.py 400 $py exited $?"
+        python3 - py/deeper$ran.folded <<'PY' || fail "a stack deeper than the kernel's walk, $py"
+import sys
+rows = [l.rsplit(" ", 1) for l in open(sys.argv[1])]
+leaf = [(s.split(";"), int(n)) for s, n in rows if ";leaf" in s]
+total = sum(n for _, n in leaf)
+root = sum(n for f, n in leaf if f[1] == "[truncated:_deeper_than_256_frames]")
+assert total >= 50 and root >= 0.9 * total, (root, total, [r[0][:200] for r in rows[:3]])
+PY
+    fi
     # the same taken in the program's threads (--sample-python-in-thread: libsonde.so
     # preloaded samples each thread of a Python process on its own CPU-clock counter, no
     # sampler woken a sample), its file RUN.pidN.samples.sonde merged into the run's profile
