@@ -63,6 +63,7 @@ typedef struct tslot {
     uint32_t tid, n;
     uint32_t weight;           /* expirations it stands for: 1 + the timer's overrun */
     uint32_t n_py;             /* Python frames read (0: none, or no Python read) */
+    sonde_pycut cut;           /* what their walk left out (a deep stack's middle) */
     uint64_t t;
     uint64_t ip[SONDE_CPUTIMER_FRAMES];
     sonde_pyraw py[SONDE_CPUTIMER_PYFRAMES];
@@ -177,7 +178,8 @@ static void python_frames(sonde_cputimer *t, uint32_t tid, tslot *s)
     } while (!atomic_compare_exchange_weak_explicit(&t->scratch_used, &used,
                                                     used | (UINT64_C(1) << k),
                                                     memory_order_acquire, memory_order_relaxed));
-    int n = sonde__py_raw(py, (int)tid, tstate, s->py, SONDE_CPUTIMER_PYFRAMES, &t->scratch[k]);
+    int n = sonde__py_raw(py, (int)tid, tstate, s->py, SONDE_CPUTIMER_PYFRAMES, &t->scratch[k],
+                          &s->cut);
     atomic_fetch_and_explicit(&t->scratch_used, ~(UINT64_C(1) << k), memory_order_release);
     s->n_py = n > 0 ? (uint32_t)n : 0;
 }
@@ -590,7 +592,7 @@ size_t sonde__cputimer_drain(sonde_cputimer *t, sonde_cputimer_fn fn, void *ctx)
         tslot *s = &t->slots[t->tail & (SLOTS - 1)];
         if (atomic_load_explicit(&s->seq, memory_order_acquire) != t->tail + 1)
             return n;
-        fn(ctx, s->tid, s->t, s->ip, s->n, s->weight, s->py, s->n_py);
+        fn(ctx, s->tid, s->t, s->ip, s->n, s->weight, s->py, s->n_py, &s->cut);
         atomic_store_explicit(&s->seq, t->tail + SLOTS, memory_order_release);
         t->tail++;
         n++;

@@ -522,30 +522,71 @@ static uint64_t tstate_of(sonde_pyproc *py, int tid, uint8_t *ts, size_t n)
     return 0;
 }
 
-/* One frame read (its code object, instruction, owner and is_entry bytes) onto raw[0..n): the
- * C stack's entry into the interpreter (3.12, 3.13), which runs no code of ours, is left out
- * and marks the frame inward of it as the first of an activation, as 3.11's is_entry does its
- * own. The new count. raw_walk's and the kernel's walks (sonde__py_from_kernel) alike. */
-static int push_frame(const pylayout *l, sonde_pyraw *raw, int n, uint64_t code, uint64_t instr,
-                      uint8_t owner, uint8_t is_entry)
+/* Where frame i of a walk goes in raw (cap places): the innermost SONDE_PYCUT_IN in order, the
+ * rest in turn in the places after them, so that the outermost stay (walk_end puts them back in
+ * order). */
+static int slot_of(int i, int cap)
+{
+    return i < SONDE_PYCUT_IN || cap <= SONDE_PYCUT_IN
+               ? i
+               : SONDE_PYCUT_IN + (i - SONDE_PYCUT_IN) % (cap - SONDE_PYCUT_IN);
+}
+
+/* One frame read (its code object, instruction, owner and is_entry bytes) as frame n of raw
+ * (cap places, slot_of): the C stack's entry into the interpreter (3.12, 3.13), which runs no
+ * code of ours, is left out and marks the frame inward of it as the first of an activation, as
+ * 3.11's is_entry does its own. The new count. raw_walk's and the kernel's walks
+ * (sonde__py_from_kernel) alike. */
+static int push_frame(const pylayout *l, sonde_pyraw *raw, int n, int cap, uint64_t code,
+                      uint64_t instr, uint8_t owner, uint8_t is_entry)
 {
     if (l->cstack_owner >= 0 && owner == (uint8_t)l->cstack_owner) {
         if (n)
-            raw[n - 1].instr |= SONDE_PYRAW_ENTRY;
+            raw[slot_of(n - 1, cap)].instr |= SONDE_PYRAW_ENTRY;
         return n;
     }
-    raw[n] = (sonde_pyraw){code, (instr & ~SONDE_PYRAW_ENTRY) |
-                                     (l->fr_is_entry >= 0 && is_entry ? SONDE_PYRAW_ENTRY : 0)};
+    raw[slot_of(n, cap)] = (sonde_pyraw){code, (instr & ~SONDE_PYRAW_ENTRY) |
+                                                   (l->fr_is_entry >= 0 && is_entry
+                                                        ? SONDE_PYRAW_ENTRY : 0)};
     return n + 1;
 }
 
+static void reverse(sonde_pyraw *r, int n)
+{
+    for (int i = 0, j = n - 1; i < j; i++, j--) {
+        sonde_pyraw t = r[i];
+        r[i] = r[j];
+        r[j] = t;
+    }
+}
+
+/* A walk of n frames into cap places (slot_of) ended: its frames put in order, innermost first;
+ * how many it keeps, what it left out into cut (beyond: frames still followed it). No memory
+ * but raw's: a signal handler's walk ends here. */
+static int walk_end(sonde_pyraw *raw, int n, int cap, int beyond, sonde_pycut *cut)
+{
+    cut->between = 0;
+    cut->beyond = beyond;
+    if (n <= cap)
+        return n;
+    int ring = cap - SONDE_PYCUT_IN, r = (n - SONDE_PYCUT_IN) % ring;
+    sonde_pyraw *o = raw + SONDE_PYCUT_IN; /* frame n - ring is at o[r]: rotate left by r */
+    reverse(o, r);
+    reverse(o + r, ring - r);
+    reverse(o, ring);
+    cut->between = (uint32_t)(n - cap);
+    return cap;
+}
+
 /* The frames of the thread whose state is ts (read at its address): each frame's code object
- * and instruction addresses, innermost first, at most cap (SONDE_PYRAW_ENTRY set on the first
- * frame of an activation of the evaluation loop). The current frame (3.11, 3.12: in the cframe,
- * on the C stack) and the frames of the running code, below the data stack's top, are read in
- * one system call of two pieces into w's buffer; system calls and memcpy only, so that a signal
- * handler may call it. */
-static int raw_walk(const pylayout *l, pywin *w, const uint8_t *ts, sonde_pyraw *raw, int cap)
+ * and instruction addresses, innermost first, at most cap (deeper: the innermost
+ * SONDE_PYCUT_IN and the outermost, cut says what was left out; SONDE_PYRAW_ENTRY set on the
+ * first frame of an activation of the evaluation loop). The current frame (3.11, 3.12: in the
+ * cframe, on the C stack) and the frames of the running code, below the data stack's top, are
+ * read in one system call of two pieces into w's buffer; system calls and memcpy only, so that
+ * a signal handler may call it. */
+static int raw_walk(const pylayout *l, pywin *w, const uint8_t *ts, sonde_pyraw *raw, int cap,
+                    sonde_pycut *cut)
 {
     uint64_t frame = u64_at(ts, l->ts_frame), chunk = u64_at(ts, l->ts_chunk),
              top = u64_at(ts, l->ts_top);
@@ -555,6 +596,8 @@ static int raw_walk(const pylayout *l, pywin *w, const uint8_t *ts, sonde_pyraw 
                  rv[2] = {{(void *)(uintptr_t)(frame + (via_cframe ? l->cf_frame : 0)), 8},
                           {(void *)(uintptr_t)from, (size_t)(top - from)}};
     w->len = 0;
+    cut->between = 0;
+    cut->beyond = 0;
     ssize_t part = process_vm_readv(w->pid, lv + !via_cframe, 2 - (unsigned long)!via_cframe,
                                     rv + !via_cframe, 2 - (unsigned long)!via_cframe, 0);
     if (via_cframe && part < 8)
@@ -564,17 +607,21 @@ static int raw_walk(const pylayout *l, pywin *w, const uint8_t *ts, sonde_pyraw 
         w->at = from;
         w->len = (size_t)part;
     }
-    int n = 0;
-    for (int hop = 0; frame && hop < MAX_HOPS && n < cap; hop++) {
+    /* a deep stack is followed to its root, at most 4 x cap frames (a signal handler's walk
+     * reads the frames past its window one system call each) */
+    int n = 0, hops = 4 * cap < MAX_HOPS ? 4 * cap : MAX_HOPS;
+    for (int hop = 0; frame && hop < hops; hop++) {
         uint8_t f[80];
-        if (rd_win(w, frame, f, (size_t)l->fr_owner + 1))
+        if (rd_win(w, frame, f, (size_t)l->fr_owner + 1)) {
+            frame = 0; /* unreadable: the walk ends here, as at the outermost */
             break;
-        n = push_frame(l, raw, n, u64_at(f, l->fr_code), u64_at(f, l->fr_instr),
+        }
+        n = push_frame(l, raw, n, cap, u64_at(f, l->fr_code), u64_at(f, l->fr_instr),
                        f[l->fr_owner], l->fr_is_entry >= 0 ? f[l->fr_is_entry] : 0);
         frame = u64_at(f, l->fr_previous);
     }
     w->len = 0;
-    return n;
+    return walk_end(raw, n, cap, frame != 0, cut);
 }
 
 /* sonde_pyraw's check of a code object (sonde__py_raw): 16 bits of its file's and qualified
@@ -599,15 +646,17 @@ static void put_check(sonde_pyraw *r, uint64_t file, uint64_t qual)
 }
 
 int sonde__py_raw(const sonde_pyproc *py, int tid, uint64_t tstate, sonde_pyraw *raw, int cap,
-                  sonde_pyscratch *sc)
+                  sonde_pyscratch *sc, sonde_pycut *cut)
 {
+    cut->between = 0;
+    cut->beyond = 0;
     const pylayout *l = py->l;
     uint8_t *ts = sc->ts;
     pywin w = {py->pid, 0, 0, sizeof sc->win, sc->win};
     if (l->ts_top + 8 > sizeof sc->ts || rd_win(&w, tstate, ts, l->ts_top + 8) ||
         (int)u64_at(ts, l->ts_tid) != tid)
         return -1;
-    int n = raw_walk(l, &w, ts, raw, cap < SONDE_PYRAW_MAX ? cap : SONDE_PYRAW_MAX);
+    int n = raw_walk(l, &w, ts, raw, cap < SONDE_PYRAW_MAX ? cap : SONDE_PYRAW_MAX, cut);
     /* Named later (sonde__py_resolve), when a code object freed since may have left its memory
      * to another: each one's file and name as they are now go with it, in one read, and the
      * frames end at the first that cannot be read */
@@ -621,6 +670,8 @@ int sonde__py_raw(const sonde_pyproc *py, int tid, uint64_t tstate, sonde_pyraw 
     int whole = got > 0 ? (int)(got / CHECK_SPAN) : 0;
     for (int i = 0; i < whole; i++)
         put_check(&raw[i], u64_at(sc->id[i], 0), u64_at(sc->id[i], 16));
+    if (whole <= SONDE_PYCUT_IN && whole < n) /* the cut's frames with the ones not read */
+        cut->between = 0, cut->beyond = 0;
     return whole;
 }
 
@@ -631,7 +682,7 @@ int sonde__py_from_kernel(const sonde_pyproc *py, const sonde_pykframe *f, int n
     int k = 0;
     for (int i = 0; i < n && k < cap; i++) {
         int was = k;
-        k = push_frame(l, raw, k, f[i].code, f[i].instr, f[i].owner, f[i].is_entry);
+        k = push_frame(l, raw, k, cap, f[i].code, f[i].instr, f[i].owner, f[i].is_entry);
         if (k == was)
             continue; /* the C stack's entry frame */
         if (!f[i].file && !f[i].qual)
@@ -739,8 +790,28 @@ int sonde__py_stack(sonde_pyproc *py, int tid, sonde_pyframe *inner, int cap)
         return 0;
     sonde_pyraw raw[MAX_FRAMES_READ];
     pywin w = {py->pid, 0, 0, WINDOW, py->win};
-    int n = raw_walk(py->l, &w, ts, raw, cap < MAX_FRAMES_READ ? cap : MAX_FRAMES_READ);
-    return sonde__py_resolve(py, raw, n, inner);
+    sonde_pycut cut;
+    int room = cap - 2; /* the cut's frames too */
+    int n = raw_walk(py->l, &w, ts, raw, room < MAX_FRAMES_READ ? room : MAX_FRAMES_READ, &cut);
+    return sonde__py_resolve_cut(py, raw, n, n < SONDE_PYCUT_IN ? n : SONDE_PYCUT_IN, &cut,
+                                 inner);
+}
+
+int sonde__py_resolve_cut(sonde_pyproc *py, const sonde_pyraw *raw, int n, int n_in,
+                          const sonde_pycut *cut, sonde_pyframe *inner)
+{
+    if (!cut->between && !cut->beyond)
+        return sonde__py_resolve(py, raw, n, inner);
+    int k = sonde__py_resolve(py, raw, n_in, inner);
+    if (k < n_in)
+        return k; /* a code object gone: the stack ends there */
+    if (cut->between)
+        inner[k++] = (sonde_pyframe){SONDE_PYFRAME_CUT, cut->between, 0};
+    int out = sonde__py_resolve(py, raw + n_in, n - n_in, inner + k);
+    k += out;
+    if (cut->beyond && out == n - n_in)
+        inner[k++] = (sonde_pyframe){SONDE_PYFRAME_CUT, 0, 0};
+    return k;
 }
 
 

@@ -196,17 +196,12 @@ uint32_t sonde__stk_kernel_python(sonde_stacks *s, sproc *p, uint32_t tid, uint6
      * the root when the walk stopped at its limit) as frames of their own */
     enum { CAP = 128 };
     sonde_pyraw raw[CAP];
-    sonde_pyframe py[2 * CAP + 2];
-    int n_in = cut.between && n > 32 ? 32 : n;
-    int k = sonde__py_from_kernel(p->py, kf, n_in, raw, CAP);
-    int n_py = sonde__py_resolve(p->py, raw, k, py);
-    if (cut.between && n_py == k) { /* the innermost all named: the outermost follow */
-        py[n_py++] = (sonde_pyframe){SONDE_PYFRAME_CUT, cut.between, 0};
-        k = sonde__py_from_kernel(p->py, kf + n_in, n - n_in, raw, CAP);
-        n_py += sonde__py_resolve(p->py, raw, k, py + n_py);
-        if (cut.beyond)
-            py[n_py++] = (sonde_pyframe){SONDE_PYFRAME_CUT, 0, 0};
-    }
+    sonde_pyframe py[CAP + 2];
+    int held_in = cut.between && n > SONDE_PYCUT_IN ? SONDE_PYCUT_IN : n; /* the walk's */
+    int k_in = sonde__py_from_kernel(p->py, kf, held_in, raw, CAP);
+    int k = k_in + sonde__py_from_kernel(p->py, kf + held_in, n - held_in, raw + k_in,
+                                         CAP - k_in);
+    int n_py = sonde__py_resolve_cut(p->py, raw, k, k_in, &cut, py);
     return n_py > 0 ? sonde__stk_with_frames(s, p, id, py, n_py) : id;
 }
 
@@ -403,7 +398,7 @@ static void read_own_maps(sonde_stacks *s, int pid);
  * named now; the interpreter handed to the timers once read, and the thread's state published
  * for the next samples when this one has none (the thread's first, or its state changed). */
 static uint32_t timer_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t id,
-                             const sonde_pyraw *raw, uint32_t n_raw)
+                             const sonde_pyraw *raw, uint32_t n_raw, const sonde_pycut *cut)
 {
     if (!s->timer_py) {
         sonde__cputimer_python(s->timer, p->py);
@@ -413,15 +408,17 @@ static uint32_t timer_python(sonde_stacks *s, sproc *p, uint32_t tid, uint32_t i
         sonde__cputimer_tstate(s->timer, tid, sonde__py_tstate(p->py, (int)tid));
         return id;
     }
-    sonde_pyframe py[SONDE_CPUTIMER_PYFRAMES];
-    int n_py = sonde__py_resolve(p->py, raw, (int)n_raw, py);
+    sonde_pyframe py[SONDE_CPUTIMER_PYFRAMES + 2];
+    int n_in = n_raw < SONDE_PYCUT_IN ? (int)n_raw : SONDE_PYCUT_IN;
+    int n_py = sonde__py_resolve_cut(p->py, raw, (int)n_raw, n_in, cut, py);
     return n_py > 0 ? sonde__stk_with_frames(s, p, id, py, n_py) : id;
 }
 
 /* A sample of the timers (cputimer.c): placed in this process's mappings, read again once per
  * drain when a frame falls in none (a library loaded since). */
 static void timer_sample(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip, uint32_t n,
-                         uint32_t weight, const sonde_pyraw *raw, uint32_t n_raw)
+                         uint32_t weight, const sonde_pyraw *raw, uint32_t n_raw,
+                         const sonde_pycut *cut)
 {
     sonde_stacks *s = ctx;
     sproc *p = sonde__stk_proc_of(s, s->only_pid, 1);
@@ -443,7 +440,7 @@ static void timer_sample(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip
     }
     uint32_t id = sonde__stk_stack_id(s, (uint32_t)(p - s->procs), fr, k);
     if (id != UINT32_MAX && tid != s->reader_tid && sonde__stk_py_of(s, p))
-        id = timer_python(s, p, tid, id, raw, n_raw);
+        id = timer_python(s, p, tid, id, raw, n_raw, cut);
     add_sample(s, tid, id, t, weight);
 }
 

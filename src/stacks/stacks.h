@@ -105,6 +105,13 @@ const char *sonde__py_path(const sonde_pyproc *py);
  * no Python (or is no Python thread). sonde__py_tstate, sonde__py_raw and sonde__py_resolve
  * in one. */
 int sonde__py_stack(sonde_pyproc *py, int tid, sonde_pyframe *inner, int cap);
+/* What a walk of a deep stack left out: it keeps the innermost SONDE_PYCUT_IN frames and the
+ * outermost that fit (the root), as a stack keeps them (a sample's 128 frames). */
+#define SONDE_PYCUT_IN 32
+typedef struct sonde_pycut {
+    uint32_t between;    /* frames walked and not kept, after the innermost (0: none) */
+    int beyond;          /* the walk stopped at its limit with frames still beyond */
+} sonde_pycut;
 /* A frame as read, not yet named: its code object's and instruction's addresses. From
  * sonde__py_raw, the top byte of each holds half of a check of the code object as it was read
  * (its file's and name's addresses): sonde__py_resolve ends the frames at one whose code object
@@ -127,17 +134,24 @@ typedef struct sonde_pyscratch {
     uint8_t id[SONDE_PYRAW_MAX][24];
     struct iovec lv[SONDE_PYRAW_MAX], rv[SONDE_PYRAW_MAX];
 } sonde_pyscratch;
-/* Thread tid's frames now, innermost first, at most cap (and SONDE_PYRAW_MAX), from its thread
+/* Thread tid's frames now, innermost first, at most cap (and SONDE_PYRAW_MAX; deeper: the
+ * innermost SONDE_PYCUT_IN and the outermost, what was left out between in *cut), from its thread
  * state at tstate, read with process_vm_readv into w, each with its code object's check
  * (sonde_pyraw); -1 when tstate is not tid's (any more). Changes nothing of py, allocates
  * nothing and reads into w, not its stack: a signal handler of the sampled thread may call it
  * (cputimer.c, whose test_cputimer measures the handler's whole use of the stack), and its
  * frames are named later. */
 int sonde__py_raw(const sonde_pyproc *py, int tid, uint64_t tstate, sonde_pyraw *raw, int cap,
-                  sonde_pyscratch *w);
+                  sonde_pyscratch *w, sonde_pycut *cut);
 /* Frames as read (n of them, innermost first) named: their code objects read (cached by address
  * and head) into inner; how many (a code object no longer there ends them). */
 int sonde__py_resolve(sonde_pyproc *py, const sonde_pyraw *raw, int n, sonde_pyframe *inner);
+/* The same for a deep walk's frames (cut: what it left out after the first n_in of raw): the
+ * innermost named, then a SONDE_PYFRAME_CUT frame and the outermost (where every innermost one
+ * was named), and one more at the root when the walk stopped at its limit; into inner (room for
+ * n + 2); how many. */
+int sonde__py_resolve_cut(sonde_pyproc *py, const sonde_pyraw *raw, int n, int n_in,
+                          const sonde_pycut *cut, sonde_pyframe *inner);
 void sonde__py_detach(sonde_pyproc *py);
 /* Where a walk of the frames in the kernel (pybpf.c) finds what it reads, per version. */
 typedef struct sonde_pyoffsets {
@@ -184,10 +198,6 @@ int sonde__pybpf_read(sonde_pybpf *b, uint64_t done);
  * *cut (its innermost 32 frames and outermost 95 held); -1: none (the thread not known to
  * the program, the ring was full, or no record that near), -2: the thread state given was not
  * the thread's. Its thread's earlier records are dropped with it. */
-typedef struct sonde_pycut {
-    uint32_t between;    /* frames walked and not held, after the innermost 32 (0: none) */
-    int beyond;          /* the walk stopped at its limit (256) with frames still beyond */
-} sonde_pycut;
 int sonde__pybpf_take(sonde_pybpf *b, uint32_t tid, uint64_t t, const sonde_pykframe **f,
                       sonde_pycut *cut);
 /* The time of thread tid's newest record not taken yet (0: none). */
@@ -266,10 +276,10 @@ typedef struct sonde_cputimer sonde_cputimer;
 /* A sample: the thread, its time (CLOCK_MONOTONIC, ns), its frames innermost first (the
  * interrupted instruction, then return addresses), how many periods of 1/hz of CPU it stands
  * for (more than 1 past the kernel's tick rate), and its Python frames as read then (n_py of
- * them, innermost first; sonde__cputimer_python). */
+ * them, innermost first, what a deep stack's walk left out in cut; sonde__cputimer_python). */
 typedef void (*sonde_cputimer_fn)(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip,
                                   uint32_t n, uint32_t weight, const sonde_pyraw *py,
-                                  uint32_t n_py);
+                                  uint32_t n_py, const sonde_pycut *cut);
 /* Arms a timer at hz on every thread of this process; NULL with the reason in why. counters:
  * each thread's CPU time counted by a perf_event CPU-clock counter of its own instead, whose
  * overflows signal it (SIGPROF, F_SETOWN_EX to the thread), where the kernel allows them (the

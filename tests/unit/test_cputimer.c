@@ -67,11 +67,12 @@ typedef struct seen {
 static uintptr_t g_burn_lo, g_burn_hi, g_caller_lo, g_caller_hi;
 
 static void take(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip, uint32_t n,
-                 uint32_t weight, const sonde_pyraw *py, uint32_t n_py)
+                 uint32_t weight, const sonde_pyraw *py, uint32_t n_py,
+                 const sonde_pycut *cut)
 {
     seen *s = ctx;
     (void)t;
-    (void)py;
+    (void)py, (void)cut;
     assert_int_equal(n_py, 0); /* no interpreter was handed to the timers */
     s->periods += weight;
     if (n && ip[0] >= g_burn_lo && ip[0] < g_burn_hi) {
@@ -377,10 +378,11 @@ typedef struct deep_seen {
 } deep_seen;
 
 static void take_deep(void *ctx, uint32_t tid, uint64_t t, const uint64_t *ip, uint32_t n,
-                      uint32_t weight, const sonde_pyraw *py, uint32_t n_py)
+                      uint32_t weight, const sonde_pyraw *py, uint32_t n_py,
+                 const sonde_pycut *cut)
 {
     deep_seen *s = ctx;
-    (void)ip, (void)weight, (void)py, (void)n_py;
+    (void)ip, (void)weight, (void)py, (void)n_py, (void)cut;
     if (tid == s->tid && n && t >= s->t0 && t <= s->t1)
         *(n > 1 ? &s->whole : &s->alone) += 1;
 }

@@ -84,12 +84,29 @@ PY
     # sampler woken a sample), its file RUN.pidN.samples.sonde merged into the run's profile
     if [ -z "$asan" ]; then
         "$sonde" run --quiet --sample-python-in-thread -o py --name thr$ran -- "$py" \
-            "$src/tests/e2e/pyshares.py" 2 > py/mthr$ran.txt || fail "sonde run $py exited $?"
+            "$src/tests/e2e/pyshares.py" 2 > py/mthr$ran.txt 2> py/ethr$ran.txt ||
+            fail "sonde run $py exited $?: $(cat py/ethr$ran.txt)"
+        # sonde run's own variables are no news to the library preloaded in the program (it
+        # said "SONDE_RUN_ID is not a sonde variable")
+        [ ! -s py/ethr$ran.txt ] || fail "sonde run --sample-python-in-thread said: $(cat py/ethr$ran.txt)"
         grep -q '"method": *"counter_signal"' py/thr$ran.json && ls py/thr$ran.pid*.samples.sonde \
             > /dev/null || fail "sonde run $py: not taken in the threads"
         python3 "$src/tests/e2e/pyframes_check.py" py/thr$ran.json py/thr$ran.folded \
             py/mthr$ran.txt "$label, in the threads (--sample-python-in-thread)" ||
             fail "Python frames of $py in the threads"
+        # a deep stack read by the timers' handlers (64 frames kept of a walk of up to 256):
+        # the root kept (<module>;main under the native frames), the cut marked once
+        "$sonde" run --quiet --sample-python-in-thread -o py --name thrdeep$ran -- "$py" \
+            "$src/tests/e2e/pydeep.py" 200 || fail "sonde run pydeep.py in the threads, $py"
+        python3 - py/thrdeep$ran.folded <<'PY' || fail "deep Python stacks in the threads, $py"
+import sys
+rows = [l.rsplit(" ", 1) for l in open(sys.argv[1])]
+leaf = [(s.split(";"), int(n)) for s, n in rows if ";leaf" in s]
+total = sum(n for _, n in leaf)
+kept = sum(n for f, n in leaf if "<module>" in f and f[f.index("<module>") + 1] == "main" and
+           len([x for x in f if x.startswith("[truncated_")]) == 1)
+assert total >= 50 and kept >= 0.9 * total, (kept, total, [r[0][:300] for r in rows[:3]])
+PY
     fi
     # off-CPU time: threads blocked for planted times, under their Python functions
     "$sonde" run --quiet --sample-outside -o py --name off$ran -- "$py" \
