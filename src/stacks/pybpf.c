@@ -210,6 +210,13 @@ static void walk(asm_ *a, const sonde_pyoffsets *o, int frames)
     jump(a, BPF_JNE, R0, -1, 0, L_STALE, 0);
     ldx(a, BPF_W, R1, FP, TMP);
     jump(a, BPF_JNE, R1, R6, 0, L_STALE, 1); /* native_thread_id is not the sampled thread's */
+    if (o->ts_status != UINT32_MAX) { /* the thread is in another interpreter now */
+        read_user(a, TMP, 8, R7, (int32_t)o->ts_status);
+        jump(a, BPF_JNE, R0, -1, 0, L_STALE, 0);
+        ldx(a, BPF_W, R1, FP, TMP);
+        emit(a, BPF_ALU64 | BPF_AND | BPF_K, R1, 0, 0, 8);
+        jump(a, BPF_JEQ, R1, -1, 0, L_STALE, 0);
+    }
     read_user(a, TMP, 8, R7, (int32_t)o->ts_frame);
     jump(a, BPF_JNE, R0, -1, 0, L_EMIT, 0);
     ldx(a, BPF_DW, R7, FP, TMP);

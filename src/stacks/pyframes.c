@@ -57,15 +57,22 @@ typedef struct pylayout {
                                 program's): skipped; -1 where there are none */
     int fr_is_entry;         /* 3.11: _PyInterpreterFrame.is_entry, the first frame of an
                                 evaluation loop's activation (-1: the C stack's frames say) */
+    uint32_t ts_status;      /* PyThreadState._status (3.12, 3.13; NONE before), whose bit
+                                STATUS_BOUND (bound_gilstate) marks the state its thread entered
+                                last: the interpreter it is in, GIL held or not (read from a
+                                running 3.12.1 and 3.13.0: set, and still set asleep; clear while
+                                the thread runs in a sub-interpreter) */
 } pylayout;
+#define STATUS_BOUND 8u
 
 #define NONE UINT32_MAX
 static const pylayout layouts[] = {
     {11, 40, 0, 16, 8, 160, 56, 8, 296, 304, 32, 48, 56, 69, 112, 128, 72, 136, 184, 48, 72, -1,
-     68},
-    {12, 40, 0, 72, 8, 144, 56, 0, 232, 240, 0, 8, 56, 70, 112, 128, 68, 136, 192, 40, 56, 3, -1},
+     68, NONE},
+    {12, 40, 0, 72, 8, 144, 56, 0, 232, 240, 0, 8, 56, 70, 112, 128, 68, 136, 192, 40, 56, 3, -1,
+     24},
     {13, 632, 7264, 7344, 8, 160, 72, NONE, 232, 240, 0, 8, 56, 70, 112, 128, 68, 136, 200, 40,
-     56, 3, -1},
+     56, 3, -1, 32},
 };
 
 typedef struct pycode_e {
@@ -106,6 +113,8 @@ struct sonde_pyproc {
     tcache *threads;
     size_t n_threads, cap_threads;
     uint64_t rescanned;      /* when the thread states were last walked */
+    uint64_t interps;        /* the interpreters and their newest threads then (interps_sig) */
+    uint64_t looked;         /* when it was last compared with the process's */
     uint8_t win[WINDOW];     /* sonde__py_stack's window on a data stack */
     uint8_t heads[MAX_FRAMES_READ][256]; /* the code objects' heads of one stack */
 };
@@ -468,12 +477,31 @@ static uint64_t now_ns(void)
 }
 
 /* Walks every interpreter's thread states, remembering each thread's. */
+/* The interpreters and the newest thread state of each, as one number: it changes when either
+ * does (two reads an interpreter). */
+static uint64_t interps_sig(sonde_pyproc *py)
+{
+    const pylayout *l = py->l;
+    uint64_t interp, sig = 0;
+    if (rd(py, py->runtime + l->rt_interps, &interp, 8))
+        return 0;
+    for (int k = 0; interp && k < MAX_INTERPS; k++) {
+        uint64_t ts, next;
+        if (rd(py, interp + l->is_threads, &ts, 8) || rd(py, interp + l->is_next, &next, 8))
+            break;
+        sig = (sig ^ interp ^ (ts * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
+        interp = next;
+    }
+    return sig;
+}
+
 static void rescan(sonde_pyproc *py)
 {
     const pylayout *l = py->l;
     py->n_threads = 0;
     py->rescanned = now_ns();
     uint64_t interp;
+    py->interps = interps_sig(py);
     if (rd(py, py->runtime + l->rt_interps, &interp, 8))
         return;
     for (int k = 0; interp && k < MAX_INTERPS; k++) {
@@ -492,26 +520,73 @@ static void rescan(sonde_pyproc *py)
     }
 }
 
-/* The thread state of thread tid (0: none), from the last walk, walked again when it does not
- * hold tid or holds it no more, at most every RESCAN_NS for a thread that has none. */
-static uint64_t tstate_of(sonde_pyproc *py, int tid, uint8_t *ts, size_t n)
+/* Whether an interpreter or a thread state was made or ended since the last walk (a thread that
+ * enters a sub-interpreter gets a state there), asked of the process at most every RESCAN_NS. */
+static int interps_changed(sonde_pyproc *py)
 {
+    uint64_t t = now_ns();
+    if (t - py->looked < RESCAN_NS)
+        return 0;
+    py->looked = t;
+    return interps_sig(py) != py->interps;
+}
+
+#define MAX_STATES 4 /* a thread's states followed (the interpreters it is inside, nested) */
+
+/* Whether the state read in ts is the one its thread entered last (1), is not (0), or the
+ * version does not say (-1). */
+static int is_bound(const pylayout *l, const uint8_t *ts)
+{
+    if (l->ts_status == NONE)
+        return -1;
+    uint32_t st;
+    memcpy(&st, ts + l->ts_status, 4);
+    return (st & STATUS_BOUND) != 0;
+}
+
+/* The states of thread tid, one an interpreter it has run in, newest interpreter first (the
+ * walk's order: a sub-interpreter is entered from an older one), each read (n bytes) into ts[i];
+ * how many (0: none). From the last walk, walked again when one no longer holds tid, when the
+ * interpreters changed, and at most every RESCAN_NS for a thread that has none. */
+static int tstates_of(sonde_pyproc *py, int tid, uint64_t *addr, uint8_t (*ts)[512], size_t n)
+{
+    if (interps_changed(py))
+        rescan(py);
     for (int pass = 0; pass < 2; pass++) {
-        for (size_t i = 0; i < py->n_threads; i++) {
+        int k = 0, stale = 0;
+        for (size_t i = 0; i < py->n_threads && k < MAX_STATES; i++) {
             if (py->threads[i].tid != tid)
                 continue;
-            uint64_t a = py->threads[i].tstate;
+            uint64_t a = py->threads[i].tstate, got;
             if (!a)
-                break; /* no Python in it at the last walk */
-            uint64_t got;
-            if (rd(py, a, ts, n) == 0 && (memcpy(&got, ts + py->l->ts_tid, 8), (int)got == tid))
-                return a;
+                continue; /* no Python in it at the last walk */
+            if (rd(py, a, ts[k], n) == 0 &&
+                (memcpy(&got, ts[k] + py->l->ts_tid, 8), (int)got == tid)) {
+                addr[k++] = a;
+                continue;
+            }
             py->threads[i].tstate = 0; /* gone, or its state reused: walk again */
-            py->rescanned = 0;
-            break;
+            stale = 1;
         }
-        if (pass || now_ns() - py->rescanned < RESCAN_NS)
-            return 0;
+        int bound = k && is_bound(py->l, ts[0]) != 0;
+        for (int i = 1; i < k && !bound; i++) /* the state the thread is in first: innermost */
+            if (is_bound(py->l, ts[i]) == 1) {
+                bound = 1;
+                uint64_t a = addr[i];
+                uint8_t t[512];
+                memcpy(t, ts[i], n);
+                memmove(addr + 1, addr, (size_t)i * sizeof *addr);
+                memmove(ts + 1, ts, (size_t)i * sizeof *ts);
+                addr[0] = a;
+                memcpy(ts[0], t, n);
+                break;
+            }
+        /* none the thread is in: it entered an interpreter since the walk (walked again, at
+         * most every RESCAN_NS / 10: its samples meanwhile have no Python frames) */
+        if (k && !bound && !stale && !pass && now_ns() - py->rescanned >= RESCAN_NS / 10)
+            stale = 1;
+        if ((k && !stale) || pass || (!stale && now_ns() - py->rescanned < RESCAN_NS))
+            return k;
         rescan(py);
         int found = 0;
         for (size_t i = 0; i < py->n_threads; i++)
@@ -520,6 +595,17 @@ static uint64_t tstate_of(sonde_pyproc *py, int tid, uint8_t *ts, size_t n)
             py->threads[py->n_threads++] = (tcache){tid, 0};
     }
     return 0;
+}
+
+/* Whether the state read in ts runs Python now (its current frame is set; a state of a
+ * sub-interpreter the thread has left has none). */
+static int has_frame(sonde_pyproc *py, const uint8_t *ts)
+{
+    const pylayout *l = py->l;
+    uint64_t frame = u64_at(ts, l->ts_frame);
+    if (frame && l->cf_frame != NONE && rd(py, frame + l->cf_frame, &frame, 8))
+        return 0;
+    return frame != 0;
 }
 
 /* Where frame i of a walk goes in raw (cap places): the innermost SONDE_PYCUT_IN in order, the
@@ -654,8 +740,8 @@ int sonde__py_raw(const sonde_pyproc *py, int tid, uint64_t tstate, sonde_pyraw 
     uint8_t *ts = sc->ts;
     pywin w = {py->pid, 0, 0, sizeof sc->win, sc->win};
     if (l->ts_top + 8 > sizeof sc->ts || rd_win(&w, tstate, ts, l->ts_top + 8) ||
-        (int)u64_at(ts, l->ts_tid) != tid)
-        return -1;
+        (int)u64_at(ts, l->ts_tid) != tid || is_bound(l, ts) == 0)
+        return -1; /* another thread's, or the thread is in another interpreter now */
     int n = raw_walk(l, &w, ts, raw, cap < SONDE_PYRAW_MAX ? cap : SONDE_PYRAW_MAX, cut);
     /* Named later (sonde__py_resolve), when a code object freed since may have left its memory
      * to another: each one's file and name as they are now go with it, in one read, and the
@@ -699,7 +785,7 @@ int sonde__py_offsets(sonde_pyoffsets *o, int cap)
         const pylayout *l = &layouts[i];
         o[n++] = (sonde_pyoffsets){l->minor, l->ts_tid, l->ts_frame, l->cf_frame, l->fr_code,
                                    l->fr_previous, l->fr_instr, l->fr_owner, l->fr_is_entry,
-                                   l->co_filename};
+                                   l->co_filename, l->ts_status};
     }
     return n;
 }
@@ -711,8 +797,15 @@ int sonde__py_layout(const sonde_pyproc *py)
 
 uint64_t sonde__py_tstate(sonde_pyproc *py, int tid)
 {
-    uint8_t ts[512];
-    return tstate_of(py, tid, ts, py->l->ts_top + 8);
+    uint8_t ts[MAX_STATES][512];
+    uint64_t a[MAX_STATES];
+    int n = tstates_of(py, tid, a, ts, py->l->ts_top + 8);
+    if (n && is_bound(py->l, ts[0]) == 1)
+        return a[0]; /* the interpreter it is in */
+    for (int i = 0; i < n; i++) /* else the newest running Python */
+        if (has_frame(py, ts[i]))
+            return a[i];
+    return n ? a[0] : 0;
 }
 
 /* The check a raw frame carries (0: none, read outside a handler). */
@@ -785,16 +878,24 @@ int sonde__py_resolve(sonde_pyproc *py, const sonde_pyraw *raw, int n, sonde_pyf
 
 int sonde__py_stack(sonde_pyproc *py, int tid, sonde_pyframe *inner, int cap)
 {
-    uint8_t ts[512];
-    if (!tstate_of(py, tid, ts, py->l->ts_top + 8))
-        return 0;
+    uint8_t ts[MAX_STATES][512];
+    uint64_t a[MAX_STATES];
+    int states = tstates_of(py, tid, a, ts, py->l->ts_top + 8);
     sonde_pyraw raw[MAX_FRAMES_READ];
     pywin w = {py->pid, 0, 0, WINDOW, py->win};
-    sonde_pycut cut;
+    sonde_pycut cut = {0, 0};
     int room = cap - 2; /* the cut's frames too */
-    int n = raw_walk(py->l, &w, ts, raw, room < MAX_FRAMES_READ ? room : MAX_FRAMES_READ, &cut);
-    return sonde__py_resolve_cut(py, raw, n, n < SONDE_PYCUT_IN ? n : SONDE_PYCUT_IN, &cut,
-                                 inner);
+    if (room > MAX_FRAMES_READ)
+        room = MAX_FRAMES_READ;
+    /* a thread inside a sub-interpreter runs its frames there, called from the frames of the
+     * interpreter it entered it from (the next state with frames): those follow, outward */
+    int n = 0, n_in = 0;
+    for (int i = 0; i < states && n < room && !cut.between && !cut.beyond; i++) {
+        int got = raw_walk(py->l, &w, ts[i], raw + n, room - n, &cut);
+        n_in = n + (got < SONDE_PYCUT_IN ? got : SONDE_PYCUT_IN); /* where a cut would be */
+        n += got;
+    }
+    return sonde__py_resolve_cut(py, raw, n, n_in, &cut, inner);
 }
 
 int sonde__py_resolve_cut(sonde_pyproc *py, const sonde_pyraw *raw, int n, int n_in,

@@ -161,6 +161,8 @@ typedef struct sonde_pyoffsets {
     uint32_t fr_code, fr_previous, fr_instr, fr_owner; /* _PyInterpreterFrame */
     int fr_is_entry;             /* 3.11's is_entry; -1: none */
     uint32_t co_filename;        /* then co_name and co_qualname, 24 bytes in all */
+    uint32_t ts_status;          /* PyThreadState._status, its bit 8 set on the state its thread
+                                    entered last (UINT32_MAX: none to read, 3.11) */
 } sonde_pyoffsets;
 /* The versions read, at most cap of them, into o; how many. A process's is its layout
  * (sonde__py_layout): its index there. */

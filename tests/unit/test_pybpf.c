@@ -45,6 +45,8 @@ static uint64_t plant(const sonde_pyoffsets *o, int tid, uint64_t prev_last)
 {
     memset(g_mem, 0, AREA);
     put64(o->ts_tid, (uint64_t)tid);
+    if (o->ts_status != UINT32_MAX)
+        put64(o->ts_status, 0x1b); /* initialized, bound, bound_gilstate, active */
     uint64_t first = addr(0x2000);
     if (o->cf_frame != UINT32_MAX) {
         put64(o->ts_frame, addr(0x1000));
@@ -207,6 +209,14 @@ static void test_stale_torn_unknown(void **state)
     sample_self(b);
     assert_int_equal(sonde__pybpf_read(b, 0), 0);
     const sonde_pykframe *f;
+    assert_int_equal(take_last(b, tid, &f), -2);
+    /* the thread's own state, but the thread is in a sub-interpreter now (bound_gilstate
+     * clear, 3.12's layout): stale too, so that the sampler gives the program the one it is in */
+    ts = plant(&o[1], tid, 0);
+    put64(o[1].ts_status, 0x3);
+    assert_int_equal(sonde__pybpf_thread(b, (uint32_t)tid, ts, 1), 0);
+    sample_self(b);
+    assert_int_equal(sonde__pybpf_read(b, 0), 0);
     assert_int_equal(take_last(b, tid, &f), -2);
     /* the outermost frame's previous points at a page never mapped: the walk ends there */
     void *hole = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

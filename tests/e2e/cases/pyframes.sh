@@ -108,6 +108,35 @@ kept = sum(n for f, n in leaf if "<module>" in f and f[f.index("<module>") + 1] 
 assert total >= 50 and kept >= 0.9 * total, (kept, total, [r[0][:300] for r in rows[:3]])
 PY
     fi
+    # a sub-interpreter's frames (issue 61 #13, 3.12 and 3.13): named in every way, under the
+    # frames that entered it where read from outside (sample_python 3); the main thread's
+    # own after it. spin_sub and spin_main do the same work.
+    minor=${label#3.}
+    minor=${minor%%@*}
+    if [ "$minor" -ge 12 ]; then
+        for w in 3 1 thr; do
+            [ "$w" != 1 ] || [ "$way" = kernel ] || continue
+            if [ "$w" = thr ]; then
+                [ -z "$asan" ] || continue
+                set -- env "$sonde" run --quiet --sample-python-in-thread
+            else
+                set -- env SONDE_SAMPLE_PYTHON=$w "$sonde" run --quiet --sample-outside
+            fi
+            "$@" -o py --name sub$w$ran -- "$py" "$src/tests/e2e/pysubinterp.py" ||
+                fail "sonde run pysubinterp $py, $w exited $?"
+            python3 - py/sub$w$ran.folded "$w" "$label" <<'PY' || fail "sub-interpreter frames, $py, $w"
+import sys
+rows = [(s.split(";"), int(n)) for s, n in (l.rsplit(" ", 1) for l in open(sys.argv[1]))]
+sub = sum(n for f, n in rows if "spin_sub" in f)
+main = sum(n for f, n in rows if "spin_main" in f)
+assert main >= 50 and 0.6 * main <= sub <= 1.6 * main, (sub, main)
+if sys.argv[2] == "3":  # the whole chain: <module>;main, then the sub-interpreter's <module>
+    whole = sum(n for f, n in rows if f[1:5] == ["<module>", "main", "<module>", "spin_sub"])
+    assert whole >= 0.9 * sub, (whole, sub, [r for r in rows if "spin_sub" in r[0]][:3])
+print("sub-interpreter (%s, %s): spin_sub %d, spin_main %d" % (sys.argv[3], sys.argv[2], sub, main))
+PY
+        done
+    fi
     # off-CPU time: threads blocked for planted times, under their Python functions
     "$sonde" run --quiet --sample-outside -o py --name off$ran -- "$py" \
         "$src/tests/e2e/pyoffcpu.py" ||
