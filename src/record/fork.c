@@ -154,6 +154,7 @@ static void in_child(void)
 {
     unlock_all();
     sonde__destroy_lock_child();
+    sonde__finishing_forked();
     for (int i = 0; i < REGISTRY_SLOTS; i++) {
         sonde_profiler *p = atomic_load(&sonde__registry[i]);
         /* a flight recorder has no file until a trigger: its copy starts over too (it keeps the

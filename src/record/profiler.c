@@ -841,14 +841,18 @@ static int finalize_run(sonde_profiler *p);
  * first on a loaded machine). */
 static int finalize(sonde_profiler *p)
 {
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&p->finalized, &expected, 1))
-        return 0;
-    sigset_t term, old;
+    sigset_t term, old; /* blocked before the run is marked finalized: a handler that sees the
+                           mark writes nothing, so no SIGTERM may come on this thread after it */
     sigemptyset(&term);
     sigaddset(&term, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &term, &old);
-    sonde__finishing(1);
+    sonde__finishing(1); /* before the mark too, for a handler on another thread */
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&p->finalized, &expected, 1)) {
+        sonde__finishing(0);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        return 0;
+    }
     int rc = finalize_run(p);
     sonde__finishing(0);
     pthread_sigmask(SIG_SETMASK, &old, NULL);

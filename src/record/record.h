@@ -445,6 +445,8 @@ void sonde__atfork_install(void);
 /* A run is being finished on this thread (1) or no longer (0): signal.c's handlers wait for it
  * before a termination signal's default action on another thread. */
 void sonde__finishing(int on);
+/* In a forked child: only the forking thread came across, and its finishing with it. */
+void sonde__finishing_forked(void);
 int sonde__child_open(sonde_profiler *p);
 /* sonde__child_open in a signal handler (SIGTERM before the writer's first pass): only a file
  * sonde__child_prepare made ready, no sampler. 0, or -1: no file. */

@@ -36,6 +36,12 @@ void sonde__finishing(int on)
     g_finishing_here += on ? 1 : -1;
 }
 
+void sonde__finishing_forked(void)
+{
+    /* runs being finished on the parent's other threads are not the child's to wait for */
+    atomic_store(&g_finishing, g_finishing_here);
+}
+
 /* Before a signal's default action ends the process: a run being finished on another thread
  * (its reports being written) is waited for, at most 30 s, so that the process ends with it
  * written, as a SIGTERM on that thread does (blocked there until it is done). */

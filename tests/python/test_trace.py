@@ -256,7 +256,13 @@ class Traced(unittest.TestCase):
         f, d = run.stat(MOD + ".fib"), run.stat(MOD + ".fib_driver")
         self.assertGreater(f["aggregated_calls"], 0)
         self.assertLessEqual(f["total_s"], d["total_s"])
-        self.assertAlmostEqual(f["total_s"] / sum(times), 1.0, delta=0.01)
+        # the outermost calls' time as the driver measured it around each call: never less than
+        # sonde's, which leaves out the tracer's own work at the call's edges; more by what the
+        # thread waited there for a CPU on a loaded machine (0.93 once in a CI run that shared
+        # the cores; 1.00 alone). Counting every nested call would give several times as much.
+        ratio = f["total_s"] / sum(times)
+        self.assertLessEqual(ratio, 1.01)
+        self.assertGreater(ratio, 0.8)
         self.assertAlmostEqual((f["total_s"] + d["self_s"]) / d["total_s"], 1.0, delta=0.01)
         self.assert_self_adds_up(run, "fib_driver")
         # every call's time is in the mean: above the outermost calls' share of it
