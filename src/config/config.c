@@ -30,6 +30,14 @@ static const char *const g_other_vars[] = {
 static pthread_mutex_t g_env_lock = PTHREAD_MUTEX_INITIALIZER;
 static char g_env_failed[600];
 
+void sonde__env_fork(int take)
+{
+    if (take)
+        pthread_mutex_lock(&g_env_lock);
+    else
+        pthread_mutex_unlock(&g_env_lock);
+}
+
 void sonde__env_failure(char *out, size_t cap)
 {
     pthread_mutex_lock(&g_env_lock);

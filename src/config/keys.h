@@ -99,6 +99,9 @@ int sonde__config_validate(const sonde_config *c);
 int sonde__config_repair(sonde_config *c, char *msg, size_t cap);
 /* The longest key=value item of session_tags. */
 #define SONDE_TAG_MAX 511
+/* Around fork() (record/fork.c): take 1 takes the lock of that message, take 0 gives it back
+ * (a leaf: nothing else is taken under it). */
+void sonde__env_fork(int take);
 /* The message of the last sonde_config_from_env that failed, "" when the last one succeeded. */
 void sonde__env_failure(char *out, size_t cap);
 /* "json,csv,txt,trace" and the like; 0 or SONDE_EINVAL naming where. */

@@ -39,6 +39,14 @@ static void load(void)
     }
 }
 
+void cudart_fork(int take)
+{
+    if (take)
+        pthread_mutex_lock(&g_cudart.lock);
+    else
+        pthread_mutex_unlock(&g_cudart.lock);
+}
+
 int cudart_profiler(int start, char *why, size_t cap)
 {
     pthread_mutex_lock(&g_cudart.lock);

@@ -358,7 +358,20 @@ void sonde__cupti_stop(const void *ctx)
     pthread_mutex_unlock(&g_cupti.lock);
 }
 
+void sonde__cupti_fork(int take)
+{
+    if (take)
+        pthread_mutex_lock(&g_cupti.lock);
+    else
+        pthread_mutex_unlock(&g_cupti.lock);
+}
+
 #else /* built without cupti.h */
+
+void sonde__cupti_fork(int take)
+{
+    (void)take;
+}
 
 int sonde__cupti_start(const sonde_gpu_sink *s, char *why, size_t cap)
 {

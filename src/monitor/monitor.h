@@ -51,11 +51,17 @@ size_t nvml_device_count(const nvml_state *s);
 int nvml_memory(nvml_state *s, size_t i, unsigned *index, unsigned long long *used,
                 unsigned long long *total);
 void nvml_close(nvml_state *s);
+/* Around fork() (record/fork.c's handlers): take 1 takes the lock NVML's loading holds (the
+ * sampler may be inside nvmlInit, which can take seconds), take 0 gives it back, in the parent
+ * and in the child, so that the child never starts with it held by a thread it does not have.
+ * A leaf: nothing else is taken while it is held. cudart_fork and sonde__cupti_fork alike. */
+void nvml_fork(int take);
 
 /* ---- libcudart (cudart.c) ---- */
 /* cudaProfilerStart (start 1) or cudaProfilerStop, loading libcudart once per process
  * (SONDE_CUDART_LIBRARY, else libcudart.so and its versions). 0, or -1 with the reason. */
 int cudart_profiler(int start, char *why, size_t cap);
+void cudart_fork(int take);
 
 /* ---- CUDA activity (cupti.c) ---- */
 /* The GPU record's entry kinds and bounds are the file format's (format/format.h). */
@@ -93,6 +99,7 @@ typedef struct sonde_gpu_sink {
 int sonde__cupti_start(const sonde_gpu_sink *s, char *why, size_t cap);
 /* Flushes CUPTI's buffers into the sink of ctx and stops, when that sink collects. */
 void sonde__cupti_stop(const void *ctx);
+void sonde__cupti_fork(int take);
 /* CUPTI record -> sonde_gpu_rec, with offset_ns added to its times; 0 for a kind sonde does not
  * keep. Only where CUPTI's headers were found at build time. */
 int sonde__cupti_convert(const void *record, int64_t offset_ns, sonde_gpu_rec *out);

@@ -189,6 +189,14 @@ static int parse_devices(const char *spec, unsigned count, unsigned *out, size_t
     return 0;
 }
 
+void nvml_fork(int take)
+{
+    if (take)
+        pthread_mutex_lock(&g_nvml.lock);
+    else
+        pthread_mutex_unlock(&g_nvml.lock);
+}
+
 nvml_state *nvml_open(const sonde_config *cfg, char *why, size_t cap)
 {
     why[0] = 0;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "record.h"
+#include "../config/keys.h"
 #include "../monitor/monitor.h"
 #include "../stacks/stacks.h"
 #include "../util/alloc.h"
@@ -33,10 +34,22 @@ static void lock_all(void)
         pthread_mutex_lock(&p->lock);
     }
     sonde__sites_lock(1);
+    /* the sources' own (leaves: taken last, given back first): the sampler's thread may be
+     * loading NVML (issue 62: a DataLoader worker forked then hung at its exit in 5 runs of 70) */
+    nvml_fork(1);
+    cudart_fork(1);
+    sonde__cupti_fork(1);
+    sonde__env_fork(1);
+    sonde__tombs_fork(1);
 }
 
 static void unlock_all(void)
 {
+    sonde__tombs_fork(0);
+    sonde__env_fork(0);
+    sonde__cupti_fork(0);
+    cudart_fork(0);
+    nvml_fork(0);
     sonde__sites_lock(0);
     for (int i = REGISTRY_SLOTS; i-- > 0;) {
         sonde_profiler *p = atomic_load(&sonde__registry[i]);
@@ -154,6 +167,7 @@ static void in_child(void)
 {
     unlock_all();
     sonde__destroy_lock_child();
+    sonde__control_lock_child();
     sonde__finishing_forked();
     for (int i = 0; i < REGISTRY_SLOTS; i++) {
         sonde_profiler *p = atomic_load(&sonde__registry[i]);

@@ -123,6 +123,11 @@ void sonde__control_install(sonde_profiler *p)
     pthread_mutex_unlock(&g_lock);
 }
 
+void sonde__control_lock_child(void)
+{
+    pthread_mutex_init(&g_lock, NULL);
+}
+
 void sonde__control_release(sonde_profiler *p)
 {
     pthread_mutex_lock(&g_lock);

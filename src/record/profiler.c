@@ -550,6 +550,14 @@ static void bury(sonde_profiler *p)
     free_tomb(oldest);
 }
 
+void sonde__tombs_fork(int take)
+{
+    if (take)
+        pthread_mutex_lock(&g_tomb_lock);
+    else
+        pthread_mutex_unlock(&g_tomb_lock);
+}
+
 void sonde__tombstones_free(void)
 {
     pthread_mutex_lock(&g_tomb_lock);

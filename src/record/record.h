@@ -434,6 +434,11 @@ void sonde__nvtx_end(uint64_t id);
 /* In a forked child: sonde_destroy's lock made anew (a parent thread inside sonde_destroy at the
  * fork left it locked in the child, whose own sonde_destroy then waited forever). */
 void sonde__destroy_lock_child(void);
+/* Around fork(): the tombstones' lock (a leaf) taken (1) and given back (0). */
+void sonde__tombs_fork(int take);
+/* In a forked child: the control signal's lock made anew (ondemand.c; a parent thread may have
+ * held it, and it is taken before a profiler's own, so it is not held across the fork). */
+void sonde__control_lock_child(void);
 
 /* ---- fork.c ---- */
 /* pthread_atfork handlers: sonde's locks are held across fork(), and in the child every

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -36,6 +37,12 @@ EXPORT int fake_nvml_init_calls(void) { return g_init_calls; }
 static nvmlReturn_t do_init(void)
 {
     g_init_calls++;
+    const char *d = getenv("FAKE_NVML_INIT_DELAY_MS"); /* nvmlInit can take seconds */
+    if (d && atoi(d) > 0) {
+        struct timespec ts = {atoi(d) / 1000, (long)(atoi(d) % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0) {
+        }
+    }
     const char *f = getenv("FAKE_NVML_FAIL_INIT");
     if (f && *f == '1')
         return 9; /* NVML_ERROR_DRIVER_NOT_LOADED */

@@ -10,10 +10,13 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "export/export.h"
+#include "monitor/monitor.h"
 
 static char g_lib_dir[1024];
 
@@ -237,6 +240,47 @@ static void nvml_init_once(void **state)
     assert_non_null(calls);
     assert_int_equal(calls(), 1);
     dlclose(h);
+    tu_rmrf(dir);
+}
+
+/* fork() while the sampler's thread is inside nvmlInit (the fake's takes 400 ms here): the child
+ * must be able to open NVML itself (a DataLoader worker forked then hung at its exit: issue 62).
+ * The fork waits for the load to end; the child's nvml_open returns at once (alarm: 10 s). */
+static void nvml_fork_while_loading(void **state)
+{
+    (void)state;
+    use_lib("full");
+    setenv("FAKE_NVML_INIT_DELAY_MS", "400", 1);
+    char dir[256], path[1200];
+    tu_tmpdir(dir, sizeof dir);
+    sonde_config c = gpu_config(dir, "fork");
+    sonde_profiler *p = sonde_create(&c);
+    assert_non_null(p);
+    snprintf(path, sizeof path, "%s/libfake_nvml_full.so", g_lib_dir);
+    int (*calls)(void) = NULL;
+    for (int i = 0; i < 5000 && !(calls && calls()); i++) { /* until the sampler is in init */
+        void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+        if (h) {
+            calls = (int (*)(void))(uintptr_t)dlsym(h, "fake_nvml_init_calls");
+            dlclose(h); /* sonde's own reference keeps it loaded */
+        }
+        if (!(calls && calls()))
+            spin_s(0.001);
+    }
+    assert_true(calls && calls() == 1);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(10);
+        char why[300];
+        nvml_state *n = nvml_open(&c, why, sizeof why);
+        _exit(n ? 0 : 3);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* not SIGALRM: it did not hang */
+    unsetenv("FAKE_NVML_INIT_DELAY_MS");
+    sonde_destroy(p);
     tu_rmrf(dir);
 }
 
@@ -598,7 +642,7 @@ static void downsampling_keeps_spikes(void **state)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: test_monitor nvml|nvml_old|nvml_initfail|nvml_broken|"
+        fprintf(stderr, "usage: test_monitor nvml|nvml_fork|nvml_old|nvml_initfail|nvml_broken|"
                         "nvml_missing|procfs BUILD_DIR\n");
         return 2;
     }
@@ -610,6 +654,10 @@ int main(int argc, char **argv)
             cmocka_unit_test(nvml_init_once), cmocka_unit_test(sampler_with_threads_and_prompt_stop),
             cmocka_unit_test(memory_snapshots)};
         return cmocka_run_group_tests_name("nvml", t, NULL, NULL);
+    }
+    if (!strcmp(mode, "nvml_fork")) {
+        const struct CMUnitTest t[] = {cmocka_unit_test(nvml_fork_while_loading)};
+        return cmocka_run_group_tests_name("nvml_fork", t, NULL, NULL);
     }
     if (!strcmp(mode, "nvml_old")) {
         const struct CMUnitTest t[] = {cmocka_unit_test(nvml_old_names)};
