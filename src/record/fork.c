@@ -222,5 +222,8 @@ int sonde__child_open_in_signal(sonde_profiler *p)
     int one = 1;
     if (!any || !p->child_path || !atomic_compare_exchange_strong(&p->child_pending, &one, 0))
         return -1;
-    return sonde__child_create(p);
+    if (sonde__child_create(p) == 0)
+        return 0;
+    atomic_store(&p->child_pending, 1); /* a program that lives on: its writer tries again */
+    return -1;
 }
