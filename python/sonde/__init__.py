@@ -319,6 +319,7 @@ class Profiler:
         if stack and self in stack:
             stack.remove(self)
         self._said = h.status() != 0  # libsonde printed it on stderr when it came
+        _note_distributed(h)
         rc = h.destroy()
         self.closed_status = rc
         if raise_on_error:
@@ -675,6 +676,18 @@ def create_profiler_from_args(args, profile_name=None, config=None, **kwargs):
 
 from ._tracing import PythonTracer, trace_python  # noqa: E402 (needs the names above)
 
+
+
+def _note_distributed(h):
+    """torch.distributed's backend as the run's metadata "distributed.backend" (the TensorBoard
+    trace's distributedInfo says it), where the program initialized a process group; nothing is
+    imported for it."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            h.metadata("distributed.backend", str(dist.get_backend()))
+    except (RuntimeError, ValueError, AttributeError):
+        pass  # a group being torn down, or a torch without these: the trace says "unknown"
 
 
 class _ForkKey:

@@ -474,6 +474,33 @@ static int json_step(void *ctx, const sm_step *st, int first)
     return t->err;
 }
 
+static void backend_of(const char *key, const char *value, void *ctx)
+{
+    if (!strcmp(key, "distributed.backend"))
+        *(const char **)ctx = value;
+}
+
+/* The end of TensorBoard's trace: in a distributed job (a rank), PyTorch's distributedInfo, which
+ * TensorBoard's distributed view reads: the backend (the run's metadata "distributed.backend",
+ * which the Python package records from torch.distributed; "unknown" without), rank and world
+ * size. */
+static void tensorboard_close(tctx *t, const sm_model *m)
+{
+    sbuf_puts(&t->b, "\n]");
+    if (m->rank >= 0) {
+        const char *backend = "unknown";
+        sm_each_run_meta(m, backend_of, (void *)&backend);
+        sbuf_puts(&t->b, ",\"distributedInfo\":{\"backend\":");
+        sbuf_json_str(&t->b, backend);
+        sbuf_puts(&t->b, ",\"rank\":");
+        sbuf_u64(&t->b, (uint64_t)m->rank);
+        sbuf_puts(&t->b, ",\"world_size\":");
+        sbuf_u64(&t->b, (uint64_t)(m->world_size > 0 ? m->world_size : 1));
+        sbuf_puts(&t->b, "}");
+    }
+    sbuf_puts(&t->b, "}\n");
+}
+
 /* TensorBoard's trace of a run with no step: one ProfilerStep#0 over the run, as PyTorch's
  * plugin wants a step (without one it takes the extent of operators, which sonde's sections
  * are not). */
@@ -701,8 +728,10 @@ int sx_trace_part(const sm_model *m, const sx_trace_opts *o, sx_sink sink, void 
         sample_processes(&t, m, pid, t.named_pids, t.n_named);
         cpu_samples(&t, m, t0, t1, sh, pid);
     }
+    else if (o->close && o->tensorboard)
+        tensorboard_close(&t, m);
     else if (o->close)
-        sbuf_puts(&t.b, o->tensorboard ? "\n]}\n" : "\n]\n");
+        sbuf_puts(&t.b, "\n]\n");
     flush(&t, 1);
     for (size_t i = 0; i < m->n_sites; i++)
         sonde__free(esc[i]);

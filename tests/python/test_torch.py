@@ -283,6 +283,37 @@ class Instrument(unittest.TestCase):
         self.assertEqual(count_flops(aten.relu.default, (m1,), None, m1), 0)
 
 
+class Distributed(unittest.TestCase):
+    def test_tensorboard_trace_says_the_process_group(self):
+        """A rank's TensorBoard trace carries PyTorch's distributedInfo (backend, rank, world
+        size), which TensorBoard's distributed view reads (issue 62): the backend from the
+        process group the program made, the rank and size from the job."""
+        import socket
+        import torch.distributed as dist
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with tempfile.TemporaryDirectory() as d:
+            with mock.patch.dict(os.environ, {"MASTER_ADDR": "127.0.0.1",
+                                              "MASTER_PORT": str(port)}):
+                dist.init_process_group("gloo", rank=0, world_size=1)
+            try:
+                cfg = dict(QUIET, name="tb", output_dir=d, formats="tensorboard", rank=0,
+                           world_size=1)
+                with sonde.Profiler(cfg, from_env=False) as prof:
+                    with prof.profile("step"):
+                        dist.all_reduce(torch.ones(4))
+            finally:
+                dist.destroy_process_group()
+            traces = glob.glob(os.path.join(d, "**", "*.pt.trace.json.gz"), recursive=True)
+            self.assertEqual(len(traces), 1, traces)
+            import gzip
+            with gzip.open(traces[0], "rt") as f:
+                trace = json.load(f)
+        self.assertEqual(trace["distributedInfo"], {"backend": "gloo", "rank": 0,
+                                                    "world_size": 1})
+
+
 class FastPaths(unittest.TestCase):
     """issue 35 #1: with_flops must not change what torch runs. A TorchFunctionMode turned off
     the fused fast paths of nn.TransformerEncoderLayer and nn.MultiheadAttention (their slow
