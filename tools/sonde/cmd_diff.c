@@ -5,7 +5,8 @@
  * across runs: each run gives one figure per section (its mean time per instance, or a chosen
  * percentile), and a two-sided Mann-Whitney U test (or Welch's t with --test welch) compares the
  * base runs' figures with the new runs'. A row is a regression when it grew by more than the
- * threshold and p < 0.05. With one run a side there is nothing to test: a change over the
+ * threshold and p < 0.05, p adjusted for the rows tested together (Holm's by default,
+ * --correction); a row not found changed says the change its runs could have shown. With one run a side there is nothing to test: a change over the
  * threshold is then a regression "over threshold, not tested", never a silent pass.
  * --per-instance tests the instances of all runs instead, assuming they are independent (they are
  * not when the whole machine slows down: the old behaviour, kept as an option).
@@ -146,6 +147,9 @@ typedef struct row {
     } s[2];
     double change;     /* relative change of the centre (median of runs; pooled mean per instance) */
     st_result r;       /* p (NAN: not tested), the interval of the change (relative) */
+    double p_adj;      /* p adjusted for the rows tested together (--correction; NAN: untested) */
+    double mdc;        /* the smallest change the test would find with 80% power, relative
+                          (NAN: not computed; INFINITY: no p these runs can give passes) */
     int tested, regression, improvement;
 } row;
 
@@ -254,8 +258,11 @@ oom:
     return NULL;
 }
 
+/* The correction for testing many rows at once (--correction). */
+enum { CORR_NONE, CORR_HOLM, CORR_BH };
+
 typedef struct opts {
-    int fig, welch, per_instance;
+    int fig, welch, per_instance, correction;
 } opts;
 
 /* Adds one statistics row of one run to side s of its table row. */
@@ -476,6 +483,8 @@ static int load_side(table *t, side *sd, int s, const opts *o, rate *rates, size
 
 /* ---- the verdict of a row ---- */
 
+static const char *const g_corr[] = {"none", "holm", "bh"};
+
 static double centre(const values *x)
 {
     double *c = malloc((x->n ? x->n : 1) * sizeof *c);
@@ -529,13 +538,145 @@ static int judge(row *r, const opts *o, double threshold, int have_instances)
     if (r->r.lo < -1) /* a time or a rate falls to zero at the most: -100% (Welch's normal */
         r->r.lo = -1; /* interval went below it, "[-143.2%, +21.0%]", on two noisy runs) */
     r->tested = !isnan(r->r.p);
-    int significant = r->tested ? r->r.p < ALPHA : 1; /* untested: the threshold decides */
-    r->regression = r->change > threshold && significant;
-    r->improvement = r->change < -threshold && significant;
+    (void)threshold; /* decide() judges, once every row's p is known */
     return 0;
 }
 
-static const char *verdict(const row *r, double threshold)
+static int cmp_p(const void *a, const void *b)
+{
+    double x = (*(row *const *)a)->r.p, y = (*(row *const *)b)->r.p;
+    return (x > y) - (x < y);
+}
+
+/* The tested rows' p adjusted for their number m (Holm's step-down: the k-th smallest times
+ * m - k + 1, never below the one before; Benjamini-Hochberg's step-up: the k-th smallest times
+ * m / k, never above the one after), into p_adj. 0, or -1 out of memory. */
+static int adjust(table *t, int correction, size_t *m_out)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < t->n; i++)
+        m += t->rows[i].tested;
+    *m_out = m;
+    row **by = malloc((m ? m : 1) * sizeof *by);
+    if (!by)
+        return -1;
+    size_t k = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        t->rows[i].p_adj = NAN;
+        if (t->rows[i].tested)
+            by[k++] = &t->rows[i];
+    }
+    qsort(by, m, sizeof *by, cmp_p);
+    if (correction == CORR_HOLM) {
+        double run = 0;
+        for (size_t j = 0; j < m; j++) {
+            double q = by[j]->r.p * (double)(m - j);
+            run = q > run ? q : run;
+            by[j]->p_adj = run < 1 ? run : 1;
+        }
+    } else if (correction == CORR_BH) {
+        double run = 1;
+        for (size_t j = m; j-- > 0;) {
+            double q = by[j]->r.p * (double)m / (double)(j + 1);
+            run = q < run ? q : run;
+            by[j]->p_adj = run;
+        }
+    } else {
+        for (size_t j = 0; j < m; j++)
+            by[j]->p_adj = by[j]->r.p;
+    }
+    free(by);
+    return 0;
+}
+
+/* The sides' spread for the minimum detectable change: count, mean and sample variance of what
+ * the test compares (the runs' figures; the pooled instances with --per-instance). */
+static void spread(const row *r, int s, const opts *o, double *n, double *var)
+{
+    if (o->per_instance) {
+        *n = r->s[s].count;
+        *var = r->s[s].count >= 2 ? r->s[s].m2 / (r->s[s].count - 1) : 0;
+    } else {
+        double mean;
+        st_mean_var(r->s[s].runs.v, r->s[s].runs.n, &mean, var);
+        *n = (double)r->s[s].runs.n;
+    }
+}
+
+/* Mann-Whitney's smallest two-sided p for na and nb values without ties, 2 / C(na + nb, na):
+ * what the run counts allow (st_result's min_p counts the ties these values have). */
+static double mw_min_p(size_t na, size_t nb)
+{
+    double c = 1;
+    for (size_t k = 1; k <= na; k++)
+        c = c * (double)(nb + k) / (double)k;
+    return c > 2 ? 2 / c : 1;
+}
+
+/* The change the test would find in 80% of tries at level alpha (each row's, after the
+ * correction: alpha / m for the row tested first), relative to the base: (t at 1 - alpha / 2
+ * plus t at 0.8) standard errors of the difference, with Welch's degrees of freedom; the same
+ * normal theory stands in for Mann-Whitney (its efficiency against t is 0.95 for normal
+ * times), which cannot find anything where its smallest p does not pass (INFINITY). */
+static double min_detectable(const row *r, const opts *o, double alpha, double base)
+{
+    if (!r->tested || !(base > 0))
+        return NAN;
+    if (!o->welch && !o->per_instance && mw_min_p(r->s[0].runs.n, r->s[1].runs.n) >= alpha)
+        return INFINITY;
+    double na, va, nb, vb;
+    spread(r, 0, o, &na, &va);
+    spread(r, 1, o, &nb, &vb);
+    if (na < 2 || nb < 2)
+        return NAN;
+    double ea = va / na, eb = vb / nb, se = sqrt(ea + eb);
+    if (!(se > 0))
+        return 0;
+    double df = (ea + eb) * (ea + eb) /
+                (ea * ea / (na - 1) + eb * eb / (nb - 1) + 1e-300);
+    return (st_t_quantile(1 - alpha / 2, df) + st_t_quantile(0.8, df)) * se / base;
+}
+
+/* Every row's verdict once all are tested: significant where its adjusted p < 0.05 (untested:
+ * the threshold decides), a regression or an improvement past the threshold; and its minimum
+ * detectable change. The count of regressions, or -1 out of memory. */
+static int decide(table *t, const opts *o, double threshold, size_t *tested)
+{
+    if (adjust(t, o->correction, tested))
+        return -1;
+    double alpha = o->correction == CORR_NONE || *tested < 2 ? ALPHA : ALPHA / (double)*tested;
+    int regressions = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        row *r = &t->rows[i];
+        int significant = r->tested ? r->p_adj < ALPHA : 1;
+        r->regression = r->s[0].runs.n && r->s[1].runs.n && r->change > threshold && significant;
+        r->improvement = r->s[0].runs.n && r->s[1].runs.n && r->change < -threshold &&
+                         significant;
+        double base = o->per_instance || o->welch ? r->s[0].mean : NAN;
+        if (!o->per_instance && r->s[0].runs.n) {
+            double m, v;
+            st_mean_var(r->s[0].runs.v, r->s[0].runs.n, &m, &v);
+            base = o->welch ? m : centre(&r->s[0].runs);
+        }
+        r->mdc = min_detectable(r, o, alpha, base);
+        regressions += r->regression;
+    }
+    return regressions;
+}
+
+/* What the test could have seen, for a row it did not find changed: " (could have seen
+ * +-X%)", or that no p these runs can give passes. */
+static void could_see(char *out, size_t cap, const row *r)
+{
+    if (isinf(r->mdc))
+        snprintf(out, cap, " (could see none: run more)");
+    else if (!isnan(r->mdc))
+        snprintf(out, cap, " (could have seen %.1f%%)", 100 * r->mdc);
+    else
+        out[0] = 0;
+}
+
+static const char *verdict(const row *r, double threshold, char *buf, size_t cap)
 {
     if (!r->s[0].runs.n)
         return "new";
@@ -545,9 +686,11 @@ static const char *verdict(const row *r, double threshold)
         return r->tested ? "REGRESSION" : "REGRESSION (over threshold, not tested)";
     if (r->improvement)
         return r->tested ? "improvement" : "improvement (over threshold, not tested)";
-    if (fabs(r->change) > threshold)
-        return "changed, not significant";
-    return "same";
+    char seen[64];
+    could_see(seen, sizeof seen, r);
+    snprintf(buf, cap, "%s%s", fabs(r->change) > threshold ? "changed, not significant"
+                                                            : "no change detected", seen);
+    return buf;
 }
 
 /* ---- output ---- */
@@ -623,7 +766,8 @@ static void diff_json(sbuf *out, const side sd[2], const table *t, const opts *o
     json_paths(out, &sd[0]);
     sbuf_puts(out, ",\"new\":");
     json_paths(out, &sd[1]);
-    sbuf_printf(out, ",\"threshold\":%g,\"alpha\":%g,\"figure\":", threshold, ALPHA);
+    sbuf_printf(out, ",\"threshold\":%g,\"alpha\":%g,\"correction\":\"%s\",\"figure\":",
+                threshold, ALPHA, g_corr[o->correction]);
     sbuf_json_str(out, o->per_instance ? "instances" : g_figs[o->fig].name);
     sbuf_puts(out, ",\"test\":");
     sbuf_json_str(out, test);
@@ -667,6 +811,10 @@ static void diff_json(sbuf *out, const side sd[2], const table *t, const opts *o
         sbuf_json_num(out, r->r.hi);
         sbuf_puts(out, "],\"p\":");
         sbuf_json_num(out, r->r.p);
+        sbuf_puts(out, ",\"p_adjusted\":");
+        sbuf_json_num(out, r->p_adj);
+        sbuf_puts(out, ",\"mdc\":"); /* null: not computed, or no p these runs give passes */
+        sbuf_json_num(out, isinf(r->mdc) ? NAN : r->mdc);
         sbuf_putc(out, '}');
     }
     sbuf_puts(out, "],\"throughput\":[");
@@ -715,12 +863,13 @@ static void diff_text(sbuf *out, int md, const char *da, const char *db, const c
         if (r->s[0].runs.n && r->s[1].runs.n) {
             snprintf(ch, sizeof ch, "%+.1f%%", 100 * r->change);
             fmt_ci(ci, sizeof ci, r);
-            if (r->tested)
-                snprintf(pv, sizeof pv, "%.3g", r->r.p);
+            if (r->tested) /* adjusted (the header says how): what the verdict used */
+                snprintf(pv, sizeof pv, "%.3g", r->p_adj);
             else
                 snprintf(pv, sizeof pv, "-");
         }
-        const char *v = verdict(r, threshold);
+        char vb[128];
+        const char *v = verdict(r, threshold, vb, sizeof vb);
         if (md)
             sbuf_printf(out, "| %s | %s | %s | %s | %s | %s | %s | %s |\n",
                         sbuf_md_cell(pool, r->name), runs, a, b, ch, ci, pv,
@@ -795,6 +944,13 @@ static int parse_value(diff_args *d, const char *a, const char *v)
         }
         if (d->o.fig < 0)
             return cli_fail(CLI_USAGE, "diff", "--stat %s: expected %s", v, all);
+    } else if (!strcmp(a, "--correction")) {
+        int k = 0;
+        while (k < 3 && strcmp(v, g_corr[k]))
+            k++;
+        if (k == 3)
+            return cli_fail(CLI_USAGE, "diff", "--correction %s: expected holm, bh or none", v);
+        d->o.correction = k;
     } else if (!strcmp(a, "--test")) {
         if (!strcmp(v, "welch"))
             d->o.welch = 1;
@@ -815,16 +971,16 @@ static int parse_args(int argc, char **argv, diff_args *d)
 {
     static const char *const optnames[] = {"--threshold", "--fail-on-regression", "--format",
                                            "--stat", "--test", "--per-instance", "--min-runs",
-                                           "--strict", NULL};
+                                           "--strict", "--correction", NULL};
     *d = (diff_args){.format = "text", .threshold = 0.05, .min_runs = 1, .sep = -1,
-                     .o = {FIG_MEAN, 0, 0}};
+                     .o = {FIG_MEAN, 0, 0, CORR_HOLM}};
     if (!(d->pos = calloc((size_t)argc + 1, sizeof *d->pos)))
         return cli_fail(CLI_USAGE, "diff", "out of memory");
     int rc = CLI_OK;
     for (int i = 1; i < argc && rc == CLI_OK; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--threshold") || !strcmp(a, "--format") || !strcmp(a, "--stat") ||
-            !strcmp(a, "--test") || !strcmp(a, "--min-runs")) {
+            !strcmp(a, "--test") || !strcmp(a, "--min-runs") || !strcmp(a, "--correction")) {
             if (i + 1 >= argc)
                 return cli_fail(CLI_USAGE, "diff", "%s needs a value", a);
             rc = parse_value(d, a, argv[++i]);
@@ -869,8 +1025,21 @@ static int parse_args(int argc, char **argv, diff_args *d)
 
 /* What the reader should doubt, into warn: the sides sharing few names or being different
  * programs (*alike 0: what --strict refuses), runs too few for the test. */
-static void warnings(const table *t, const side *sd, const opts *o, sbuf *warn, sbuf_pool *pool,
-                     int *alike)
+/* The fewest runs a side (alike) for which Mann-Whitney's smallest p, 2 / C(2n, n), is below
+ * alpha. */
+static int runs_for(double alpha)
+{
+    double c = 2; /* C(2n, n) for n = 1 */
+    for (int n = 1; n < 64; n++) {
+        if (2 / c < alpha)
+            return n;
+        c = c * (2.0 * n + 1) * (2.0 * n + 2) / ((n + 1.0) * (n + 1.0)); /* C(2n+2, n+1) */
+    }
+    return 64;
+}
+
+static void warnings(const table *t, const side *sd, const opts *o, size_t n_tested,
+                     sbuf *warn, sbuf_pool *pool, int *alike)
 {
     size_t common = 0, only[2] = {0, 0};
     for (size_t i = 0; i < t->n; i++) {
@@ -893,12 +1062,21 @@ static void warnings(const table *t, const side *sd, const opts *o, sbuf *warn, 
         sbuf_printf(warn, "different programs: %s (base) and %s (new)\n",
                     sbuf_oneline(pool, sd[0].program), sbuf_oneline(pool, sd[1].program));
     }
-    int untestable = 0;
-    for (size_t i = 0; i < t->n; i++)
-        untestable |= t->rows[i].tested && t->rows[i].r.min_p >= ALPHA;
+    int untestable = 0, uncorrectable = 0;
+    double alpha = o->correction != CORR_NONE && n_tested > 1 ? ALPHA / (double)n_tested : ALPHA;
+    for (size_t i = 0; i < t->n; i++) {
+        double least = mw_min_p(t->rows[i].s[0].runs.n, t->rows[i].s[1].runs.n);
+        untestable |= t->rows[i].tested && least >= ALPHA;
+        uncorrectable |= t->rows[i].tested && least >= alpha;
+    }
     if (untestable && !o->per_instance && !o->welch)
         sbuf_printf(warn, "with %zu and %zu run(s), a Mann-Whitney test cannot reach p < 0.05 "
                           "(5 runs a side can): run more, or --test welch\n", sd[0].n, sd[1].n);
+    else if (uncorrectable && !o->per_instance && !o->welch)
+        sbuf_printf(warn, "with %zu and %zu run(s), a Mann-Whitney test cannot pass the "
+                          "correction for %zu sections tested together (p < %.2g): %d runs a "
+                          "side can (or --correction none)\n",
+                    sd[0].n, sd[1].n, n_tested, alpha, runs_for(alpha));
     if (!o->per_instance && sd[0].n == 1 && sd[1].n == 1)
         sbuf_printf(warn, "one run a side: nothing to test; a change over the threshold counts "
                           "as a regression (run each side 5 times for a test)\n");
@@ -930,24 +1108,34 @@ int cmd_diff(int argc, char **argv)
         rc = load_side(&t, &sd[s], s, o, rates, &n_rates);
     if (rc != CLI_OK)
         goto out;
-    int regressions = 0;
     for (size_t i = 0; i < t.n; i++) {
         if (judge(&t.rows[i], o, d.threshold, !t.no_instances[0] && !t.no_instances[1])) {
             rc = cli_fail(CLI_USAGE, "diff", "out of memory");
             goto out;
         }
-        regressions += t.rows[i].regression;
+    }
+    size_t n_tested = 0;
+    int regressions = decide(&t, o, d.threshold, &n_tested);
+    if (regressions < 0) {
+        rc = cli_fail(CLI_USAGE, "diff", "out of memory");
+        goto out;
     }
     int alike;
-    warnings(&t, sd, o, &warn, &pool, &alike);
+    warnings(&t, sd, o, n_tested, &warn, &pool, &alike);
     char test[200];
     int by_summary = o->per_instance && (o->welch || t.no_instances[0] || t.no_instances[1]);
-    snprintf(test, sizeof test, "%s%s, two-sided, p < 0.05",
+    char corr[96] = "";
+    if (o->correction != CORR_NONE && n_tested > 1)
+        snprintf(corr, sizeof corr, ", %s over the %zu sections tested",
+                 o->correction == CORR_HOLM ? "Holm-adjusted" : "Benjamini-Hochberg-adjusted",
+                 n_tested);
+    snprintf(test, sizeof test, "%s%s, two-sided, p < 0.05%s",
              o->welch || by_summary ? "Welch's t-test" : "Mann-Whitney U test",
              !o->per_instance ? " across runs"
              : by_summary ? " over the instances of all runs from their count, mean and variance "
                             "(assumes independent instances)"
-                          : " over the instances of all runs (assumes independent instances)");
+                          : " over the instances of all runs (assumes independent instances)",
+             corr);
     char figure[128];
     if (o->per_instance)
         snprintf(figure, sizeof figure, "mean time per instance");

@@ -58,11 +58,13 @@ static const cli_cmd g_cmds[] = {
      "       sonde diff BASE... -- NEW... [options]\n"
      "  --threshold 5%  --fail-on-regression  --format text|json|markdown\n"
      "  --stat mean|p50|p90|p99  --test mann-whitney|welch  --per-instance  --min-runs N\n"
-     "  --strict\n"
+     "  --correction holm|bh|none  --strict\n"
      "  Each side: .sonde files, JSON reports, directories or globs. Each run gives one figure\n"
      "  per section (its mean time per instance); a section regressed when the new runs'\n"
      "  median is over the threshold above the base runs' and a Mann-Whitney U test across\n"
-     "  runs gives p < 0.05. Run each side 5 times; with one run a side a change over the\n"
+     "  runs gives p < 0.05, Holm-adjusted for the sections tested together (--correction);\n"
+     "  a section not found changed says what change its runs could have shown. Run each\n"
+     "  side 5 times or more; with one run a side a change over the\n"
      "  threshold is a regression (not tested). --fail-on-regression exits 1 on one; 2 is\n"
      "  misuse (and, with --strict, two sides that do not look like the same program).\n"},
     {"demo", cmd_demo, "run the built-in demo pipeline (as make demo does)",
