@@ -295,6 +295,9 @@ class Profiler:
         """Stops recording, writes the configured reports and frees the profiler. Returns 0, or
         raises SondeError (SONDE_EOPEN when sections were still open: they are closed now and
         listed in the report; SONDE_EIO when a file could not be written). Idempotent."""
+        h = self._handle
+        if h is not None and self._attached:
+            h.mark_end()  # the run is the program's: folding torch's events is sonde's work
         try:
             self._stop_attached()
         except BaseException:

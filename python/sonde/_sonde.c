@@ -455,6 +455,15 @@ static PyObject *Handle_metadata(HandleObject *self, PyObject *args)
     return rc_or_raise(sonde_metadata(p, key, value), "metadata");
 }
 
+/* mark_end(): the program's own run ends now (close(), before sonde's own closing work). */
+static PyObject *Handle_mark_end(HandleObject *self, PyObject *unused)
+{
+    (void)unused;
+    HANDLE_P(self);
+    sonde__mark_end(p);
+    Py_RETURN_NONE;
+}
+
 /* event(name, args=None): args a dict of str to str (sonde_event_args). */
 static PyObject *Handle_event(HandleObject *self, PyObject *args)
 {
@@ -781,6 +790,7 @@ static PyMethodDef Handle_methods[] = {
     {"session_begin", (PyCFunction)Handle_session_begin, METH_O, "sonde_session_begin"},
     {"session_end", (PyCFunction)Handle_session_end, METH_NOARGS, "sonde_session_end"},
     {"metadata", (PyCFunction)Handle_metadata, METH_VARARGS, "sonde_metadata"},
+    {"mark_end", (PyCFunction)Handle_mark_end, METH_NOARGS, "sonde__mark_end"},
     {"metric", (PyCFunction)Handle_metric, METH_VARARGS, "sonde_metric"},
     {"throughput", (PyCFunction)Handle_throughput, METH_VARARGS, "sonde_throughput_unit"},
     {"shape", (PyCFunction)Handle_shape, METH_VARARGS, "sonde_shape"},

@@ -682,8 +682,9 @@ static int on_event(tbuild *tb, const sb_ev *e, const double *v, int64_t t)
         return 0;
     case SONDE_K_INSTANT:
         return on_instant(tb, e, t, before_cut);
-    case SONDE_K_COUNTER:
-        return !before_cut &&
+    case SONDE_K_COUNTER: /* the sampler's past the run's end: taken during sonde's closing
+                             work, after the program's own run ended (sonde__mark_end) */
+        return !before_cut && (t <= m->duration_ns || !tb->sampler_thread) &&
                        sm__add_counter(&b->rec, m, sm_str(m, e->id), t, v[0], tb->sampler_thread)
                    ? -1 : 0;
     case SONDE_K_STEP:

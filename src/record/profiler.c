@@ -550,6 +550,12 @@ static void bury(sonde_profiler *p)
     free_tomb(oldest);
 }
 
+void sonde__mark_end(sonde_profiler *p)
+{
+    uint64_t none = 0;
+    atomic_compare_exchange_strong(&p->user_end, &none, sonde__ticks());
+}
+
 void sonde__tombs_fork(int take)
 {
     if (take)

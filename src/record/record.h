@@ -233,6 +233,8 @@ struct sonde_profiler {
     _Atomic int finalized;
     int registry_slot;
     /* a forked child's copy (fork.c): its file is not created until it records */
+    _Atomic uint64_t user_end;     /* the tick the program's own run ended at (sonde__mark_end;
+                                      0: at the file's end): its END record's */
     _Atomic int child_pending;
     int child_started;             /* its name and writer thread are set up (under lock) */
     int child_sampler;             /* the parent sampled: the child's file starts a sampler */
@@ -447,6 +449,10 @@ void sonde__atfork_install(void);
 /* In a forked child whose file is not created yet: creates it once events were recorded.
  * 0 when the file is open (or p is not such a child), -1 when still pending or on error.
  * Caller holds p->wlock. */
+/* The program's own run ends now (the first call counts): the file's END says this tick, so the
+ * run's duration and every share of it leave out what sonde does after it (the Python package's
+ * close(): folding torch.profiler's events, issue 62). Recording goes on until the end. */
+void sonde__mark_end(sonde_profiler *p);
 /* A run is being finished on this thread (1) or no longer (0): signal.c's handlers wait for it
  * before a termination signal's default action on another thread. */
 void sonde__finishing(int on);

@@ -913,7 +913,8 @@ int sonde__writer_close(sonde_profiler *p)
     uint64_t tick, mono;
     sonde__clock_pair(&tick, &mono);
     write_anchor_at(p, tick, mono, sonde__real_ns(), 1);
-    k = varint_put(b, sonde__ticks());
+    uint64_t end = atomic_load(&p->user_end); /* the program's run, not sonde's closing work */
+    k = varint_put(b, end ? end : sonde__ticks());
     int rc = write_rec(p, SONDE_R_END, b, k, 1);
     /* give back the blocks reserved past the end (a truncate to the same size frees them) */
     uint64_t reserved = atomic_load(&p->reserved_to);

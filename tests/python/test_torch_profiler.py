@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import unittest
 
 import torch
@@ -360,6 +361,33 @@ class Backend(unittest.TestCase):
             tp.stop()
         self.assertEqual(got, [ref(s) for s in range(14)])
         self.assertIn(ProfilerAction.RECORD_AND_SAVE, got)
+
+    def test_the_run_is_the_programs_not_the_fold_at_close(self):
+        """close() folds torch's events into the run (seconds: torch's own stop is about 15
+        times this loop here); the run ends where close() was called, so the loop's share of it
+        is the loop's (issue 62: a 2.50 s loop in a 6.36 s run, its forward at 18%). The
+        sampler's counters end there too."""
+        model = nn.Sequential(*[nn.Linear(16, 16) for _ in range(8)])
+        x = torch.randn(4, 16)
+        with sonde.Profiler(QUIET, name="fold", output_dir=self.dir, formats=["json"],
+                            collect_cpu=True, cpu_interval_s=0.05) as p:
+            sonde.torch.profile_operators()
+            t0 = time.perf_counter()
+            for _ in range(1500):
+                with p.profile("forward"):
+                    model(x)
+            loop = time.perf_counter() - t0
+            closing = time.perf_counter()
+        fold = time.perf_counter() - closing
+        with open(os.path.join(self.dir, "fold.json")) as f:
+            rep = json.load(f)
+        run = rep["run"]["duration_s"]
+        self.assertGreater(fold, loop, "the fold is to be the longer part for this to test it")
+        self.assertLess(run, loop + 0.5 * fold, (run, loop, fold))
+        forward = [s for s in rep["sections"] if s["name"] == "forward"][0]
+        self.assertGreater(forward["total_s"] / run, 0.5, (forward["total_s"], run))
+        for c in rep["counters"]:  # sampled every 50 ms: none of the fold's
+            self.assertLessEqual(c["samples"], run / 0.05 + 3, c)
 
     def test_stop_restores_the_profiler(self):
         with sonde.Profiler(QUIET, name="restore", output_dir=self.dir, formats=["json"]) as p:
