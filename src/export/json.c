@@ -442,6 +442,10 @@ static int ops_obj(sbuf *b, const sm_model *m)
     key(b, "operators");
     sbuf_putc(b, '{');
     kv_num(b, "calls", (double)sm_ops_calls(byname, nn), 1);
+    char note[600];
+    sm_ops_flops_note(m, byname, nn, note, sizeof note);
+    if (note[0])
+        kv_str(b, "flops_note", note, 1);
     op_rows(b, "by_name", byname, nn);
     sbuf_putc(b, ',');
     op_rows(b, "by_input_shapes", byshape, ns);

@@ -408,6 +408,10 @@ static void txt_ops(const sm_model *m, sbuf *b, sbuf_pool *pool)
                         (unsigned long long)ops[i].calls, c0, c1, c2, c3,
                         ops[i].flops > 0 ? fl : "-");
         }
+        char note[600];
+        sm_ops_flops_note(m, ops, n_ops, note, sizeof note);
+        if (note[0])
+            sbuf_printf(b, "  Note: %s\n", L(note));
         sonde__free(ops);
     }
 }

@@ -797,6 +797,13 @@ typedef struct sm_op_row {
     int64_t host_bytes, device_bytes;
 } sm_op_row;
 int sm_ops_table(const sm_model *m, int by_shape, sm_op_row **rows, size_t *n);
+/* Why the operator table's FLOPs (the other tracer's counter: torch's, which counts a few
+ * operators only) and the run's (Compute: the program's own, sonde_flops) differ, when both are
+ * there and differ by over 5%: one line into out (cap bytes, "" otherwise) naming the operators
+ * of matrix and convolution work its counter gave none, largest self CPU time first. The rows
+ * are the by-name table's. */
+void sm_ops_flops_note(const sm_model *m, const sm_op_row *rows, size_t n, char *out,
+                       size_t cap);
 /* The calls the table's n rows count (calls folded into a parent of their name left out). */
 static inline uint64_t sm_ops_calls(const sm_op_row *rows, size_t n)
 {

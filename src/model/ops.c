@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "../../include/sonde/sonde.h"
@@ -528,6 +529,45 @@ static int fold_dups(const sm_model *m, op_fold *f)
     sonde__free(kids);
     sonde__free(keeper);
     return 0;
+}
+
+/* An operator of matrix or convolution work by its name (torch's aten:: names and the like). */
+static int heavy_op(const char *name)
+{
+    static const char *const kinds[] = {"mm", "matmul", "linear", "conv", "einsum", "bmm",
+                                        "addmm", "attention", NULL};
+    for (int i = 0; kinds[i]; i++)
+        if (strstr(name, kinds[i]))
+            return 1;
+    return 0;
+}
+
+void sm_ops_flops_note(const sm_model *m, const sm_op_row *rows, size_t n, char *out,
+                       size_t cap)
+{
+    out[0] = 0;
+    double ops = 0;
+    for (size_t i = 0; i < n; i++)
+        ops += rows[i].flops;
+    double run = m->total_flops;
+    if (!(ops > 0) || !(run > 0) || fabs(ops - run) <= 0.05 * run || cap < 64)
+        return;
+    int k = snprintf(out, cap, "the operators' FLOPs (their tracer's counter) sum to %.4g, "
+                               "%.1f%% %s the run's %.4g (the program's own count)",
+                     ops, 100 * fabs(ops - run) / run, ops < run ? "below" : "above", run);
+    const char *sep = ": the counter gives none for ";
+    int named = 0;
+    for (size_t i = 0; i < n && named < 3 && k > 0 && (size_t)k < cap; i++) { /* by self CPU */
+        if (rows[i].flops > 0 || !rows[i].name || !heavy_op(rows[i].name))
+            continue;
+        k += snprintf(out + k, cap - (size_t)k, "%s%s (%llu calls)", sep, rows[i].name,
+                      (unsigned long long)rows[i].calls);
+        sep = ", ";
+        named++;
+    }
+    if (k > 0 && (size_t)k < cap && !named)
+        snprintf(out + k, cap - (size_t)k, "; the counter counts only some operators "
+                                           "(docs/pytorch.md)");
 }
 
 int sm_ops_table(const sm_model *m, int by_shape, sm_op_row **rows, size_t *n)

@@ -389,6 +389,35 @@ class Backend(unittest.TestCase):
         for c in rep["counters"]:  # sampled every 50 ms: none of the fold's
             self.assertLessEqual(c["samples"], run / 0.05 + 3, c)
 
+    def test_two_flop_totals_are_explained(self):
+        """The analytic count (instrument's, Compute:) beside torch's counter (the operator
+        table): on an encoder layer's fast path torch 1.13 gives aten::_addmm_activation no
+        FLOPs, and the reports say so with the gap (issue 62: 1.678e10 against 1.141e10 without
+        a word). A Linear alone, counted alike both ways, gets no note."""
+        def run(name, model, x):
+            with sonde.Profiler(QUIET, name=name, output_dir=self.dir,
+                                formats=["json", "txt"]) as p:
+                h = sonde.torch.instrument(model, with_flops=True)
+                sonde.torch.profile_operators()
+                with torch.no_grad():
+                    for _ in range(3):
+                        model(x)
+                h.remove()
+            with open(os.path.join(self.dir, name + ".json")) as f:
+                rep = json.load(f)
+            with open(os.path.join(self.dir, name + ".txt")) as f:
+                return rep, f.read()
+        enc = nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=256,
+                                         batch_first=True).eval()
+        rep, txt = run("enc", enc, torch.randn(8, 16, 64))
+        note = rep["operators"].get("flops_note", "")
+        self.assertIn("below the run's", note)
+        self.assertIn("the counter gives none for aten::_addmm_activation", note)
+        self.assertIn("  Note: the operators' FLOPs", txt)
+        rep, txt = run("lin", nn.Linear(64, 64), torch.randn(8, 64))
+        self.assertNotIn("flops_note", rep["operators"])
+        self.assertNotIn("Note: the operators' FLOPs", txt)
+
     def test_stop_restores_the_profiler(self):
         with sonde.Profiler(QUIET, name="restore", output_dir=self.dir, formats=["json"]) as p:
             fast = p.profile  # the instance's own: the C way in (sonde._sonde.ProfileFn)
