@@ -581,7 +581,8 @@ int sonde__pybpf_read(sonde_pybpf *b, uint64_t done)
                 SONDE_GROW(b->pend, b->n_pend, b->cap_pend)) {
                 oom = 1;
             } else {
-                put_frames(b->frames + b->n_frames, r + KHEAD, n, h.n);
+                if (n) /* frames may be NULL yet (no record held any) */
+                    put_frames(b->frames + b->n_frames, r + KHEAD, n, h.n);
                 b->pend[b->n_pend++] = (pend){h.tid, n, h.flags, 0, h.n, h.t, b->n_frames};
                 b->n_frames += n;
             }

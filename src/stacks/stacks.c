@@ -198,9 +198,10 @@ uint32_t sonde__stk_kernel_python(sonde_stacks *s, sproc *p, uint32_t tid, uint6
     sonde_pyraw raw[CAP];
     sonde_pyframe py[CAP + 2];
     int held_in = cut.between && n > SONDE_PYCUT_IN ? SONDE_PYCUT_IN : n; /* the walk's */
-    int k_in = sonde__py_from_kernel(p->py, kf, held_in, raw, CAP);
-    int k = k_in + sonde__py_from_kernel(p->py, kf + held_in, n - held_in, raw + k_in,
-                                         CAP - k_in);
+    int k_in = n ? sonde__py_from_kernel(p->py, kf, held_in, raw, CAP) : 0; /* kf NULL: none */
+    int k = k_in + (n > held_in ? sonde__py_from_kernel(p->py, kf + held_in, n - held_in,
+                                                        raw + k_in, CAP - k_in)
+                                : 0);
     int n_py = sonde__py_resolve_cut(p->py, raw, k, k_in, &cut, py);
     return n_py > 0 ? sonde__stk_with_frames(s, p, id, py, n_py) : id;
 }
