@@ -215,6 +215,9 @@ static char *read_str(sonde_pyproc *py, uint64_t addr)
         return NULL;
     int64_t len;
     uint32_t state;
+    uint64_t refs = u64_at(h, 0);
+    if (!refs || refs > 0xFFFFFFFFull)
+        return NULL; /* a freed block's first word is its allocator's link (code_alive) */
     memcpy(&len, h + 16, 8);
     memcpy(&state, h + 32, 4);
     unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
