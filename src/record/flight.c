@@ -754,9 +754,7 @@ static int dump_body(int fd, sonde_profiler *p, sonde_flight *f, const fr_trigge
 {
     double tps = sonde__clock()->ticks_per_s;
     uint8_t hdr[SONDE_FILE_HEADER_LEN];
-    memcpy(hdr, SONDE_FILE_MAGIC, SONDE_FILE_MAGIC_LEN);
-    sonde_put_u32le(hdr + 8, SONDE_FILE_VERSION);
-    sonde_put_u32le(hdr + 12, 0);
+    sonde__file_header(hdr);
     int rc = write_all(fd, hdr, sizeof hdr) || write_all(fd, f->keep, f->keep_len);
     uint64_t now = sonde__ticks();
     double kept = t->tick > w ? (double)(t->tick - w) / tps : 0;

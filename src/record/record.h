@@ -316,6 +316,8 @@ static inline size_t sonde__anchor_put(uint8_t *out, uint64_t tick, uint64_t mon
     return n + varint_put(out + n, real);
 }
 /* A record's 12-byte header: type, length and the payload's CRC-32. Async-signal-safe. */
+/* A .sonde file's first SONDE_FILE_HEADER_LEN bytes: the magic, the version, 0. */
+void sonde__file_header(uint8_t *hdr);
 void sonde__record_frame(uint8_t *hdr, unsigned type, const uint8_t *payload, size_t len);
 /* The STATS record's payload (the recorder's counters) into out (p->enc_cap bytes); its length. */
 size_t sonde__stats_payload(sonde_profiler *p, uint8_t *out);

@@ -110,6 +110,13 @@ static int room_for(sonde_profiler *p, size_t len)
 
 static int out_of_room(int e) { return e == ENOSPC || e == EDQUOT || e == EFBIG; }
 
+void sonde__file_header(uint8_t *hdr)
+{
+    memcpy(hdr, SONDE_FILE_MAGIC, SONDE_FILE_MAGIC_LEN);
+    sonde_put_u32le(hdr + 8, SONDE_FILE_VERSION);
+    sonde_put_u32le(hdr + 12, 0);
+}
+
 void sonde__record_frame(uint8_t *hdr, unsigned type, const uint8_t *payload, size_t len)
 {
     hdr[0] = (uint8_t)type;
@@ -685,9 +692,7 @@ int sonde__writer_open(sonde_profiler *p)
         p->fd = fd;
         p->path = path;
         uint8_t hdr[SONDE_FILE_HEADER_LEN];
-        memcpy(hdr, SONDE_FILE_MAGIC, SONDE_FILE_MAGIC_LEN);
-        sonde_put_u32le(hdr + 8, SONDE_FILE_VERSION);
-        sonde_put_u32le(hdr + 12, 0);
+        sonde__file_header(hdr);
         if (write_all(fd, hdr, sizeof hdr) != 0 || write_info(p) != 0 || write_first_anchor(p) != 0) {
             snprintf(msg, sizeof msg, "cannot write %s: %s; profiling is off", path,
                      strerror(errno));
@@ -723,9 +728,7 @@ int sonde__child_prepare(sonde_profiler *p)
         sonde__free(head);
         return -1;
     }
-    memcpy(head, SONDE_FILE_MAGIC, SONDE_FILE_MAGIC_LEN);
-    sonde_put_u32le(head + 8, SONDE_FILE_VERSION);
-    sonde_put_u32le(head + 12, 0);
+    sonde__file_header(head);
     size_t k = SONDE_FILE_HEADER_LEN;
     uint8_t *info = head + k + SONDE_RECORD_HEADER_LEN;
     size_t n = info_payload(p, info);

@@ -26,7 +26,6 @@
 #include <errno.h>
 #include <linux/bpf.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -42,7 +41,7 @@
  * (the last walked, kept in turn in the record's last KEEP_OUT places: hop i at
  * KEEP_IN + (i - KEEP_IN) % KEEP_OUT), as a stack keeps them (stacks/table.c's with_frames:
  * TRUNC_INNER and MAX_FRAMES - TRUNC_INNER - 1), so that a deep stack keeps its root */
-#define KEEP_IN 32
+#define KEEP_IN SONDE_PYCUT_IN
 #define KEEP_OUT 95
 #define SLOTS (KEEP_IN + KEEP_OUT)
 #define KFRAME 40                /* bytes of a frame in a record (sonde_pykframe) */
@@ -632,6 +631,6 @@ int sonde__pybpf_take(sonde_pybpf *b, uint32_t tid, uint64_t t, const sonde_pykf
     hit->used = 1;
     *f = hit->n ? b->frames + hit->at : NULL;
     cut->between = hit->hops > hit->n ? hit->hops - hit->n : 0;
-    cut->beyond = (hit->flags & MORE) != 0;
+    cut->beyond = hit->flags & MORE ? HOPS : 0;
     return hit->flags & STALE ? -2 : (int)hit->n;
 }

@@ -650,7 +650,8 @@ static void reverse(sonde_pyraw *r, int n)
 }
 
 /* A walk of n frames into cap places (slot_of) ended: its frames put in order, innermost first;
- * how many it keeps, what it left out into cut (beyond: frames still followed it). No memory
+ * how many it keeps, what it left out into cut (beyond: the walk's limit, where frames still
+ * followed it). No memory
  * but raw's: a signal handler's walk ends here. */
 static int walk_end(sonde_pyraw *raw, int n, int cap, int beyond, sonde_pycut *cut)
 {
@@ -710,7 +711,7 @@ static int raw_walk(const pylayout *l, pywin *w, const uint8_t *ts, sonde_pyraw 
         frame = u64_at(f, l->fr_previous);
     }
     w->len = 0;
-    return walk_end(raw, n, cap, frame != 0, cut);
+    return walk_end(raw, n, cap, frame ? hops : 0, cut);
 }
 
 /* sonde_pyraw's check of a code object (sonde__py_raw): 16 bits of its file's and qualified
@@ -914,7 +915,8 @@ int sonde__py_resolve_cut(sonde_pyproc *py, const sonde_pyraw *raw, int n, int n
     int out = sonde__py_resolve(py, raw + n_in, n - n_in, inner + k);
     k += out;
     if (cut->beyond && out == n - n_in)
-        inner[k++] = (sonde_pyframe){SONDE_PYFRAME_CUT, 0, 0};
+        inner[k++] = (sonde_pyframe){SONDE_PYFRAME_CUT,
+                                     SONDE_PYCUT_BEYOND | (uint32_t)cut->beyond, 0};
     return k;
 }
 

@@ -913,10 +913,11 @@ static int frame_chain(sonde_stacks *s, namer *nm, const sframe *fr, int pid)
     sonde_pycode pc = {NULL, NULL, 0};
     char trunc[64];
     if (fr->file == TRUNC_FRAME) { /* frames a stack left out (with_frames) */
-        if (fr->off)
+        if (fr->off & SONDE_PYCUT_BEYOND) /* the root: a walk stopped at its limit */
+            snprintf(trunc, sizeof trunc, "[truncated: deeper than %" PRIu64 " frames]",
+                     fr->off & ~(uint64_t)SONDE_PYCUT_BEYOND);
+        else
             snprintf(trunc, sizeof trunc, "[truncated %" PRIu64 " frames]", fr->off);
-        else /* the root: a walk in the kernel stopped at its limit */
-            snprintf(trunc, sizeof trunc, "[truncated: deeper than 256 frames]");
         pc = (sonde_pycode){trunc, "[sonde]", 0};
         sf[0] = (sonde_symframe){sonde__strdup(trunc), sonde__strdup("[sonde]"), 0};
         if (!sf[0].name || !sf[0].file) {

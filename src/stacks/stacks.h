@@ -73,8 +73,8 @@ typedef struct sonde_pycode {
     const char *file;    /* co_filename */
     unsigned first_line; /* where it is defined (co_firstlineno) */
 } sonde_pycode;
-/* sonde_pyframe.code of a frame standing for frames a walk left out (line: how many; 0: those
- * beyond the walk's limit, at the root). */
+/* sonde_pyframe.code of a frame standing for frames a walk left out (line: how many, or
+ * SONDE_PYCUT_BEYOND and the walk's limit for those beyond it, at the root). */
 #define SONDE_PYFRAME_CUT UINT32_MAX
 typedef struct sonde_pyframe {
     uint32_t code;       /* its code in the table */
@@ -110,8 +110,12 @@ int sonde__py_stack(sonde_pyproc *py, int tid, sonde_pyframe *inner, int cap);
 #define SONDE_PYCUT_IN 32
 typedef struct sonde_pycut {
     uint32_t between;    /* frames walked and not kept, after the innermost (0: none) */
-    int beyond;          /* the walk stopped at its limit with frames still beyond */
+    int beyond;          /* the walk's limit, where it stopped there with frames still beyond
+                            (0: it reached the outermost) */
 } sonde_pycut;
+/* The line of the SONDE_PYFRAME_CUT frame at the root of a walk that stopped at its limit:
+ * this bit and the limit (a cut's between the innermost and the outermost: the count). */
+#define SONDE_PYCUT_BEYOND 0x80000000u
 /* A frame as read, not yet named: its code object's and instruction's addresses. From
  * sonde__py_raw, the top byte of each holds half of a check of the code object as it was read
  * (its file's and name's addresses): sonde__py_resolve ends the frames at one whose code object

@@ -258,8 +258,9 @@ uint32_t sonde__stk_with_frames(sonde_stacks *s, sproc *p, uint32_t id, const so
         for (int i = 0; i < n_py && n < CAP; i++)
             fr[n++] = py_frame(&py[i]);
     }
-    uint32_t cut = 0; /* a cut the Python frames came with (a walk in the kernel's) */
-    while (cut < n && fr[cut].file != TRUNC_FRAME)
+    uint32_t cut = 0; /* a cut the Python frames came with between their innermost and outermost
+                         (a walk's; not the one at the root of a walk that stopped at its limit) */
+    while (cut < n && (fr[cut].file != TRUNC_FRAME || (fr[cut].off & SONDE_PYCUT_BEYOND)))
         cut++;
     if (n > MAX_FRAMES && cut < n && cut >= n - MAX_FRAMES) {
         /* one cut: the frames just inward of it join it, the outermost stay */

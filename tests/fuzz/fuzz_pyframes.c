@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int i = 0; i < k; i++) {
             sonde_pycode c;
             if (f[i].code == SONDE_PYFRAME_CUT) { /* a deep stack's cut: after the innermost */
-                if (i < SONDE_PYCUT_IN && f[i].line)
+                if (i < SONDE_PYCUT_IN && f[i].line && !(f[i].line & SONDE_PYCUT_BEYOND))
                     abort();
                 continue;
             }

@@ -145,6 +145,7 @@ typedef struct row {
         double count, mean, m2; /* its instances pooled over runs: count, mean, sum of squares */
         values inst;            /* their durations (--per-instance, .sonde runs) */
     } s[2];
+    double base;       /* the base side's centre the change is relative to (judge) */
     double change;     /* relative change of the centre (median of runs; pooled mean per instance) */
     st_result r;       /* p (NAN: not tested), the interval of the change (relative) */
     double p_adj;      /* p adjusted for the rows tested together (--correction; NAN: untested) */
@@ -500,7 +501,7 @@ static double centre(const values *x)
 
 static int judge(row *r, const opts *o, double threshold, int have_instances)
 {
-    r->r.p = r->r.lo = r->r.hi = NAN;
+    r->r.p = r->r.lo = r->r.hi = r->base = NAN;
     r->r.min_p = 1;
     if (!r->s[0].runs.n || !r->s[1].runs.n)
         return 0;
@@ -530,6 +531,7 @@ static int judge(row *r, const opts *o, double threshold, int have_instances)
     }
     if (rc)
         return -1;
+    r->base = base;
     if (!(base > 0))
         return 0;
     r->change = nw / base - 1;
@@ -652,13 +654,7 @@ static int decide(table *t, const opts *o, double threshold, size_t *tested)
         r->regression = r->s[0].runs.n && r->s[1].runs.n && r->change > threshold && significant;
         r->improvement = r->s[0].runs.n && r->s[1].runs.n && r->change < -threshold &&
                          significant;
-        double base = o->per_instance || o->welch ? r->s[0].mean : NAN;
-        if (!o->per_instance && r->s[0].runs.n) {
-            double m, v;
-            st_mean_var(r->s[0].runs.v, r->s[0].runs.n, &m, &v);
-            base = o->welch ? m : centre(&r->s[0].runs);
-        }
-        r->mdc = min_detectable(r, o, alpha, base);
+        r->mdc = min_detectable(r, o, alpha, r->base);
         regressions += r->regression;
     }
     return regressions;
