@@ -45,16 +45,25 @@ static uint64_t ticks_ns(const bctx *b, uint64_t ticks)
     return v < 1.8e19 ? (uint64_t)v : UINT64_MAX;
 }
 
-/* The shortest duration held (INT64_MIN: every section is held), from the first pass's
- * histogram of sk's sections' durations. Durations bunch (a hot call's are alike), so the bucket
- * just under it may hold many times what is left of the number to hold: its sections are held
- * one in edge_every, counted on each thread (so a thread's are the same whichever thread builds
- * it: build_threads.c), spread over the run, filling the number with at most one a thread more
- * (b->set.edge_lo, b->set.edge_hi, b->set.edge_every). */
+/* The lowest duration of the histogram's bucket i (ticks) in ns. */
+static int64_t bucket_ns(const bctx *b, size_t i)
+{
+    double v = (double)sm__bucket_low(i) * b->set.ns_per_tick;
+    return v < 9.2e18 ? (int64_t)v : INT64_MAX;
+}
+
+/* The shortest duration held in ns (INT64_MIN: every section is held), from the first pass's
+ * histogram of sk's sections' durations in ticks, and in ticks (b->set.held_ticks: the held are
+ * those the histogram counted above the bound). Durations bunch (a hot call's are alike), so the
+ * bucket just under it may hold many times what is left of the number to hold: its sections are
+ * held one in edge_every, counted on each thread (so a thread's are the same whichever thread
+ * builds it: build_threads.c), spread over the run, filling the number with at most one a thread
+ * more (b->set.edge_lo, b->set.edge_hi, b->set.edge_every). */
 static int64_t held_bound(bctx *b, size_t n_threads, const sm_skim *sk)
 {
     uint64_t max = sm_report_max_sections(b->m), sections = 0;
     b->set.edge_lo = b->set.edge_hi = 0; /* none */
+    b->set.held_ticks = 0;
     for (size_t i = 0; i < SM_DUR_BUCKETS; i++) /* each closed once, at the latest at the run's end */
         sections += sk->hist[i];
     b->seen_sections = sections;
@@ -69,12 +78,16 @@ static int64_t held_bound(bctx *b, size_t n_threads, const sm_skim *sk)
     size_t i = SM_DUR_BUCKETS;
     while (i > 0 && above + sk->hist[i - 1] <= hold)
         above += sk->hist[--i];
-    int64_t bound = i == SM_DUR_BUCKETS ? INT64_MAX : (int64_t)sm__bucket_low(i);
-    if (bound < b->set.min_ns)
+    int64_t bound = i == SM_DUR_BUCKETS ? INT64_MAX : bucket_ns(b, i);
+    b->set.held_ticks = i == SM_DUR_BUCKETS ? UINT64_MAX : sm__bucket_low(i);
+    if (bound < b->set.min_ns) { /* the shorter are left out: held are those not left out */
+        double mt = ceil((double)b->set.min_ns / b->set.ns_per_tick);
+        b->set.held_ticks = mt < 1.8e19 ? (uint64_t)mt : UINT64_MAX;
         return b->set.min_ns;
+    }
     if (i > 0 && hold > above) {
-        b->set.edge_lo = (int64_t)sm__bucket_low(i - 1); /* the durations of bucket i - 1 */
-        b->set.edge_hi = bound;
+        b->set.edge_lo = sm__bucket_low(i - 1); /* the durations of bucket i - 1 */
+        b->set.edge_hi = b->set.held_ticks;
         b->set.edge_every = (sk->hist[i - 1] + (hold - above) - 1) / (hold - above);
     }
     return bound;
@@ -227,7 +240,8 @@ typedef struct sentry {
     int64_t sinner_ns; /* inner_ns for its session's statistics (when they are fed here) */
     int referenced; /* a diffusion record took its duration: kept however short */
     int held_child; /* a section nested in it is held (settle) */
-} sentry; /* 48 bytes: pushed and popped once a section */
+    uint64_t tick; /* its begin's */
+} sentry; /* 56 bytes: pushed and popped once a section */
 
 /* Where metadata, metrics, throughput and FLOPs go: the innermost section, else the session in
  * force, else the run. */
@@ -322,7 +336,7 @@ static ptrdiff_t open_of_name(const bctx *b, const sentry *stack, size_t k, int 
  * with it. A held section closes the run open in its box (the run lies before it) and its own
  * (the run after its last held child). A section shorter than min_duration_s is dropped, as
  * sm__drop_short drops it, and folded nowhere. 0, or -1 out of memory. */
-SM_INLINE int settle(bctx *b, sentry *stack, size_t k)
+SM_INLINE int settle(bctx *b, sentry *stack, size_t k, uint64_t tick)
 {
     if (b->set.held_min_ns == INT64_MIN)
         return 0;
@@ -330,16 +344,17 @@ SM_INLINE int settle(bctx *b, sentry *stack, size_t k)
     sentry *se = &stack[k], *up = built_below(stack, k);
     int32_t *slot = up ? &up->run : &b->top_run, idx = se->span;
     const sm_span *s = &m->spans[idx];
-    int64_t dur = s->end_ns - s->start_ns;
+    int64_t dt = (int64_t)(tick - se->tick); /* in ticks, as the histogram counted it */
+    uint64_t dur = dt > 0 ? (uint64_t)dt : 0;
     int last = (size_t)idx == m->n_spans - 1 && (se->run < 0 || (size_t)se->run == m->n_folds - 1);
-    int edge = dur < b->set.edge_hi && (dur > 0 ? dur : 0) >= b->set.edge_lo &&
+    int edge = dur < b->set.edge_hi && dur >= b->set.edge_lo &&
                b->edge_seen++ % b->set.edge_every == 0;
     int carries = s->x >= 0 && !sm__meta_only(m, s); /* metadata alone is folded (metasum) */
     int group = se->group;
     if (sm_span_extra(m, s)->meta >= 0 &&
         sm__sum_meta(&b->rec, m, &m->spans[idx], group, b->sink.n_groups))
         return -1;
-    if (dur >= b->set.held_min_ns || edge || se->referenced || se->held_child || carries || !last) {
+    if (dur >= b->set.held_ticks || edge || se->referenced || se->held_child || carries || !last) {
         if (se->run >= 0)
             m->folds[se->run].closer = -1;
         if (*slot >= 0)
@@ -444,11 +459,12 @@ static int feed_stats(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flag
     return sm__sink_add(ss, m, s, up < 0);
 }
 
-/* Ends the section at stack[k] at t (feed_stats), then holds or folds it (settle). 0, or -1
+/* Ends the section at stack[k] at t (tick: feed_stats), then holds or folds it (settle). 0, or -1
  * out of memory. Inlined, as settle is, into the loop over a thread's events: once a section,
  * the span's fields then stay in registers (docs/performance.md: 12% fewer instructions with the
  * edges' own path). */
-SM_INLINE int close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t flags, int lost)
+SM_INLINE int close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint64_t tick,
+                         uint16_t flags, int lost)
 {
     if (stack[k].span < 0)
         return 0;
@@ -463,7 +479,7 @@ SM_INLINE int close_span(bctx *b, sentry *stack, size_t k, int64_t t, uint16_t f
         b->each_stopped = 1;
         return -1;
     }
-    return settle(b, stack, k);
+    return settle(b, stack, k, tick);
 }
 
 /* One thread's sections being built, from its events a batch at a time. */
@@ -513,7 +529,7 @@ static void place_samples(tbuild *tb, int64_t t, int inclusive)
 
 /* A section's BEGIN (site id, at t): pushed on the thread's stack, and built unless it comes
  * before a clear or outside the schedule's active windows. 0, or -1 out of memory. */
-static int begin_section(tbuild *tb, uint32_t id, int64_t t, int before_cut)
+static int begin_section(tbuild *tb, uint32_t id, int64_t t, uint64_t tick, int before_cut)
 {
     bctx *b = tb->b;
     sm_model *m = b->m;
@@ -523,7 +539,7 @@ static int begin_section(tbuild *tb, uint32_t id, int64_t t, int before_cut)
     int32_t parent = up ? up->span : -1;
     sentry *se = &tb->stack[tb->depth++];
     *se = (sentry){.span = -1, .site = id, .gaps = tb->gaps, .run = -1,
-                   .group = b->sink.site_group[id]};
+                   .group = b->sink.site_group[id], .tick = tick};
     if (before_cut)
         return 0;
     if (GROW(m->spans, m->n_spans, b->cap_spans))
@@ -541,7 +557,7 @@ static int begin_section(tbuild *tb, uint32_t id, int64_t t, int before_cut)
 
 /* A section's END (site id, 0 for the innermost, at t): closes it and those open inside it,
  * whose own ends are missing. 0, or -1 out of memory. */
-static int end_section(tbuild *tb, uint32_t id, int64_t t)
+static int end_section(tbuild *tb, uint32_t id, int64_t t, uint64_t tick)
 {
     bctx *b = tb->b;
     size_t k = tb->depth;
@@ -557,9 +573,10 @@ static int end_section(tbuild *tb, uint32_t id, int64_t t)
         return 0;
     }
     for (size_t j = tb->depth; j-- > k + 1;) /* their ends are missing: dropped or never */
-        if (close_span(b, tb->stack, j, t, SM_SPAN_CLOSED_BY_OUTER, tb->gaps > tb->stack[j].gaps))
+        if (close_span(b, tb->stack, j, t, tick, SM_SPAN_CLOSED_BY_OUTER,
+                       tb->gaps > tb->stack[j].gaps))
             return -1;
-    if (close_span(b, tb->stack, k, t, 0, 0))
+    if (close_span(b, tb->stack, k, t, tick, 0, 0))
         return -1;
     tb->depth = k;
     return 0;
@@ -736,8 +753,8 @@ static int build_batch(void *ctx, const sb_batch *bt)
             int cut = e->tick < b->set.cut_tick || !kept_at(b, t);
             if (b->set.raw->opts.n_ops && !cut && consume(tb, e->kind, id, 0, none, t))
                 return -1;
-            if (e->kind == SONDE_K_END ? end_section(tb, id, t)
-                                       : begin_section(tb, id, t, cut))
+            if (e->kind == SONDE_K_END ? end_section(tb, id, t, e->tick)
+                                       : begin_section(tb, id, t, e->tick, cut))
                 return -1;
             continue;
         }
@@ -842,7 +859,7 @@ static int build_finish(tbuild *tb, uint64_t end_tick)
         int lost = tb->gaps > tb->stack[j].gaps || b->set.lost_at_end || b->set.dump;
         if (tb->stack[j].span >= 0 && !lost)
             b->n.unterminated++;
-        if (close_span(b, tb->stack, j, tend, SM_SPAN_UNTERMINATED, lost))
+        if (close_span(b, tb->stack, j, tend, end_tick, SM_SPAN_UNTERMINATED, lost))
             return -1;
     }
     tb->depth = 0;
@@ -1104,7 +1121,7 @@ static int first_pass(bctx *b, sb_raw *raw, sm_skim *sk, uint64_t *end_tick)
                 sk->end_tick = raw->anchors[i].tick;
     }
     uint64_t from = sonde__mono_ns();
-    if (sm__skim(raw, b->set.cut_tick, b->set.ns_per_tick, sk) ||
+    if (sm__skim(raw, b->set.cut_tick, sk) ||
         sm__skim_open_session(sk, raw->opts.part, raw->n_threads))
         return -1;
     m->read_times.first_pass_s = (double)(sonde__mono_ns() - from) / 1e9;

@@ -431,8 +431,10 @@ int sm__site_stats(const sm_model *m, const sm_stat *stats, size_t n_stats, sm_s
 
 /* skim.c - the first pass over every thread's events: what must be known before any section is
  * built (model.c's sm__build). Held sections: it matches each thread's begins and ends as the
- * build will and counts their durations in a log histogram (values under 64 ns exactly, then 64
- * buckets an octave: at most 1.6% wide), from which the build finds the shortest duration held.
+ * build will and counts their durations in ticks in a log histogram (values under 64 ticks
+ * exactly, then 64 buckets an octave: at most 1.6% wide), from which the build finds the
+ * shortest duration held (the bucket's edge in ns: a section within a nanosecond of it may fall
+ * on either side).
  * It counts sections the build will leave out (before a clear, outside the schedule's windows)
  * and closes a section whose end was lost where the build gives it none: both only raise the
  * bound, so no more are held than were meant to be. */
@@ -508,13 +510,13 @@ typedef struct sm_skim {
      1u << SONDE_K_THROUGHPUT | 1u << SONDE_K_FLOPS | 1u << SONDE_K_METADATA)
 #define SM_SHARED_KIND(k) ((SM_SHARED_KINDS >> (k)) & 1u) /* k < SONDE_K_COUNT (16 at most) */
 /* The first pass over raw's threads' events into sk (clean_end and end_tick set, the rest 0),
- * durations measured from cut_tick at ns_per_tick, the sections open at their thread's end
+ * durations in ticks, the sections open at their thread's end
  * closed at the run's (sk's end_tick, or cut_tick if later). Where the events are many and
  * spread over several threads, several threads of this process read them (one a CPU, at most
  * SB_MAX_DECODERS; SONDE_READ_THREADS chooses), each its own file threads into its own
  * findings, merged after in the order of the file's threads: sk is the same either way, and so
  * are the reading's warnings. 0, or -1 out of memory. */
-int sm__skim(sb_raw *raw, uint64_t cut_tick, double ns_per_tick, sm_skim *sk);
+int sm__skim(sb_raw *raw, uint64_t cut_tick, sm_skim *sk);
 /* The begin of a session open when a part of a file began (sm_part) among the first pass's
  * session events (its thread one of the n_threads read), unless they hold it already. 0, or -1 out of memory. */
 int sm__skim_open_session(sm_skim *sk, const sm_part *part, size_t n_threads);
@@ -548,8 +550,9 @@ typedef struct bset {
     sm_granges grad;         /* the hook ranges among the operators (ops.c) */
     /* held sections (report_max_sections, settle) */
     int64_t held_min_ns;     /* INT64_MIN: every section is held */
-    int64_t edge_lo, edge_hi; /* the durations of the histogram bucket just under
-                                held_min_ns (edge_hi), in [edge_lo, edge_hi); none: 0, 0 */
+    uint64_t held_ticks;     /* else those lasting at least this many ticks */
+    uint64_t edge_lo, edge_hi; /* the durations (ticks) of the histogram bucket just under
+                                held_ticks (edge_hi), in [edge_lo, edge_hi); none: 0, 0 */
     uint64_t edge_every;     /* of each thread's, every edge_every-th is held too */
     sb_raw *raw;
     uint32_t *smp;           /* held sections: CPU samples by thread and time (place_samples) */

@@ -34,15 +34,13 @@ typedef struct skr {
     sm_skim k;               /* its threads' findings */
     sb_raw *raw;
     void *dec;               /* its decoder */
-    uint64_t cut_tick;
-    double ns_per_tick;
     uint32_t thread;         /* the file thread being read */
     struct dopen {
         uint32_t id;
-        int64_t t;           /* its begin, ns from the cut (sm__rel: once, not at its end too) */
+        uint64_t tick;       /* its begin */
     } *stack;                /* the thread's sections open */
     size_t depth, cap;
-    int64_t *open_at;        /* the begins (ns) of the sections open at their thread's end
+    uint64_t *open_at;       /* the begins (ticks) of the sections open at their thread's end
                                 (closed at the run's end, known once every thread is read) */
     size_t n_open, cap_open;
     _Atomic size_t *next;    /* the next file thread to read, shared by the readers */
@@ -51,11 +49,10 @@ typedef struct skr {
     int index, rc;
 } skr;
 
-/* Counts a section from t0 to t1 (ns from the cut, sm__rel) in the histogram (0 when it ends
- * before it begins). */
-static void count_dur(uint64_t *hist, int64_t t0, int64_t t1)
+/* Counts a section from tick t0 to tick t1 in the histogram (0 when it ends before it begins). */
+static void count_dur(uint64_t *hist, uint64_t t0, uint64_t t1)
 {
-    int64_t d = t1 - t0;
+    int64_t d = (int64_t)(t1 - t0);
     hist[sm__dur_bucket(d > 0 ? (uint64_t)d : 0)]++;
 }
 
@@ -72,9 +69,8 @@ static int end_of(skr *r, const sb_ev *e)
         if (r->stack[k].id != e->id)
             return 0;
     }
-    int64_t t = sm__rel(r->cut_tick, r->ns_per_tick, e->tick);
     for (size_t j = r->depth; j-- > k;)
-        count_dur(r->k.hist, r->stack[j].t, t);
+        count_dur(r->k.hist, r->stack[j].tick, e->tick);
     r->depth = k;
     return e->id != 0;
 }
@@ -95,8 +91,7 @@ static int skim_batch(void *ctx, const sb_batch *bt)
             } else {
                 if (GROW(r->stack, r->depth, r->cap))
                     return -1;
-                r->stack[r->depth++] =
-                    (struct dopen){e->id, sm__rel(r->cut_tick, r->ns_per_tick, e->tick)};
+                r->stack[r->depth++] = (struct dopen){e->id, e->tick};
             }
             if (e->id > k->max_id)
                 k->max_id = e->id;
@@ -180,7 +175,7 @@ static void *reader_run(void *arg)
         for (size_t j = 0; j < r->depth; j++) {
             if (GROW(r->open_at, r->n_open, r->cap_open))
                 return reader_failed(r);
-            r->open_at[r->n_open++] = r->stack[j].t;
+            r->open_at[r->n_open++] = r->stack[j].tick;
         }
         g->sess[1] = r->k.n_sess;
         g->modes[1] = r->k.n_modes;
@@ -199,14 +194,12 @@ void sm__skim_free(sm_skim *sk)
     memset(sk, 0, sizeof *sk);
 }
 
-static int reader_init(skr *r, const sm_skim *sk, sb_raw *raw, uint64_t cut_tick, double npt)
+static int reader_init(skr *r, const sm_skim *sk, sb_raw *raw)
 {
     memset(r, 0, sizeof *r);
     r->k.clean_end = sk->clean_end;
     r->k.end_tick = sk->end_tick;
     r->raw = raw;
-    r->cut_tick = cut_tick;
-    r->ns_per_tick = npt;
     r->k.used = sonde__calloc(SM_MAX_ID / 64, sizeof *r->k.used);
     r->k.hist = sonde__calloc(SM_DUR_BUCKETS, sizeof *r->k.hist);
     return r->k.used && r->k.hist ? 0 : -1;
@@ -308,7 +301,7 @@ int sm__readers_for(const sb_raw *raw)
     return (size_t)want > raw->n_threads ? (int)raw->n_threads : want;
 }
 
-int sm__skim(sb_raw *raw, uint64_t cut_tick, double ns_per_tick, sm_skim *sk)
+int sm__skim(sb_raw *raw, uint64_t cut_tick, sm_skim *sk)
 {
     skr r[MAX_READERS];
     pthread_t th[MAX_READERS];
@@ -321,7 +314,7 @@ int sm__skim(sb_raw *raw, uint64_t cut_tick, double ns_per_tick, sm_skim *sk)
     if (!seg || !own)
         goto out;
     for (int i = 0; i < n; i++) {
-        if (reader_init(&r[i], sk, raw, cut_tick, ns_per_tick))
+        if (reader_init(&r[i], sk, raw))
             goto out;
         r[i].next = &next;
         r[i].seg = seg;
@@ -351,7 +344,7 @@ int sm__skim(sb_raw *raw, uint64_t cut_tick, double ns_per_tick, sm_skim *sk)
         goto out;
     }
     /* the sections open at their thread's end closed at the run's (in any order: a count) */
-    int64_t end = sm__rel(cut_tick, ns_per_tick, sk->end_tick > cut_tick ? sk->end_tick : cut_tick);
+    uint64_t end = sk->end_tick > cut_tick ? sk->end_tick : cut_tick;
     for (int i = 0; i < n; i++)
         for (size_t j = 0; j < r[i].n_open; j++)
             count_dur(sk->hist, r[i].open_at[j], end);
