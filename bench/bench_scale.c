@@ -198,13 +198,15 @@ int main(int argc, char **argv)
                (unsigned long long)m.dropped_events,
                (unsigned long long)(m.trace.sections - m.trace.folded),
                (unsigned long long)m.trace.folded);
-        /* where the reading's time went: the first pass decodes every event, the build
-         * decodes them again (issue 38's "each event decoded once" is what the first pass's
-         * share would save) */
-        printf("    of it: the walk over the records and their checksums %.2f s, the first pass "
-               "over the events %.2f s, the build (the events decoded again) %.2f s, the rest "
-               "%.2f s\n", m.read_times.walk_s, m.read_times.first_pass_s, m.read_times.build_s,
-               read_s - m.read_times.walk_s - m.read_times.first_pass_s - m.read_times.build_s);
+        /* where the reading's time went: with the writer's SUMMARY record the events are
+         * decoded once, by the build (issue 59); without it (SONDE_READ_SUMMARY=0), a first
+         * pass decodes them all before the build decodes them again */
+        printf("    of it: the walk over the records and their checksums %.2f s, %s %.2f s, the "
+               "build %.2f s, the rest %.2f s: each event decoded %s\n", m.read_times.walk_s,
+               m.read_times.one_pass ? "the SUMMARY record read" : "the first pass over the events",
+               m.read_times.first_pass_s, m.read_times.build_s,
+               read_s - m.read_times.walk_s - m.read_times.first_pass_s - m.read_times.build_s,
+               m.read_times.one_pass ? "once" : "twice");
         fflush(stdout);
         /* the four written as `sonde export` writes them: in one call, the trace and the
          * .pftrace on threads of their own where there are CPUs for them (export.c) */

@@ -53,6 +53,9 @@ enum {
     SONDE_R_FRAMELINES = 18, /* (varint stack id, varint n, n x varint line)*: the source line
                                 each function of a stack written before was at (n its STACKS
                                 entry's count; 0: unknown), outermost first */
+    SONDE_R_SUMMARY = 19, /* the tally of every event written before it (format/tally.h), by
+                             the recorder's writer just before END: a reading of a file that
+                             ended cleanly builds its model in one pass over the events */
 };
 /* A GPU record's entry kinds (its u8 kind), and the bytes of a kernel name it keeps and of one
  * entry at most. */

@@ -79,6 +79,7 @@ static frag *frag_new(const helpers *h)
     b->m = &f->m;
     b->set = run->set;
     b->top_run = -1;
+    b->fragment = 1;
     if (sm__sink_init(&b->sink, h->tmpl_m) ||
         !(b->open_n = sonde__calloc(b->sink.n_groups ? b->sink.n_groups : 1, sizeof *b->open_n)))
         goto fail;
@@ -270,6 +271,8 @@ static int build_own(helpers *h, size_t t)
     frag *f = h->done[t];
     h->done[t] = NULL;
     pthread_mutex_unlock(&h->mu);
+    if (f && f->b.summary_wrong)
+        b->summary_wrong = 1;
     int rc = !f || f->rc || merge_frag(b, f) ? -1 : 0; /* its threads[t].spans set by it */
     frag_free(f);
     return rc;

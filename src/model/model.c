@@ -65,7 +65,7 @@ static int64_t held_bound(bctx *b, size_t n_threads, const sm_skim *sk)
     b->set.edge_lo = b->set.edge_hi = 0; /* none */
     b->set.held_ticks = 0;
     for (size_t i = 0; i < SM_DUR_BUCKETS; i++) /* each closed once, at the latest at the run's end */
-        sections += sk->hist[i];
+        sections += sk->t.hist[i];
     b->seen_sections = sections;
     if (!max || sections <= max)
         return INT64_MIN;
@@ -76,8 +76,8 @@ static int64_t held_bound(bctx *b, size_t n_threads, const sm_skim *sk)
     }
     uint64_t above = 0;
     size_t i = SM_DUR_BUCKETS;
-    while (i > 0 && above + sk->hist[i - 1] <= hold)
-        above += sk->hist[--i];
+    while (i > 0 && above + sk->t.hist[i - 1] <= hold)
+        above += sk->t.hist[--i];
     int64_t bound = i == SM_DUR_BUCKETS ? INT64_MAX : bucket_ns(b, i);
     b->set.held_ticks = i == SM_DUR_BUCKETS ? UINT64_MAX : sm__bucket_low(i);
     if (bound < b->set.min_ns) { /* the shorter are left out: held are those not left out */
@@ -88,7 +88,7 @@ static int64_t held_bound(bctx *b, size_t n_threads, const sm_skim *sk)
     if (i > 0 && hold > above) {
         b->set.edge_lo = sm__bucket_low(i - 1); /* the durations of bucket i - 1 */
         b->set.edge_hi = b->set.held_ticks;
-        b->set.edge_every = (sk->hist[i - 1] + (hold - above) - 1) / (hold - above);
+        b->set.edge_every = (sk->t.hist[i - 1] + (hold - above) - 1) / (hold - above);
     }
     return bound;
 }
@@ -759,6 +759,10 @@ static int build_batch(void *ctx, const sb_batch *bt)
             continue;
         }
         sb_ev ev = bt->ev[i];
+        if (b->fragment && SONDE_SHARED_KIND(ev.kind)) { /* the SUMMARY said the thread had none */
+            b->summary_wrong = 1;
+            return -1;
+        }
         if (b->set.rank && ev.kind != SONDE_K_MODE) { /* ids renumbered (build_sites) */
             ev.id = b->set.rank[ev.id];
             if (ev.kind == SONDE_K_METADATA)
@@ -878,7 +882,7 @@ int sm__build_thread(bctx *b, void *src, size_t t, uint64_t end_tick)
                  .sampler_thread = tn && !strcmp(tn, "sonde-sampler")};
     if (b->set.smp)
         thread_samples(b, t, &tb.smp, &tb.n_smp);
-    int r = b->set.raw->events(src, t, 0, build_batch, &tb);
+    int r = b->set.raw->events(src, t, b->set.warn_events, build_batch, &tb);
     if (!r)
         r = build_finish(&tb, end_tick);
     sonde__free(tb.stack);
@@ -1108,8 +1112,23 @@ static void set_clock(bctx *b, const sb_raw *raw, sm_model *m)
     m->start_mono_ns = a0->mono_ns + ticks_ns(b, b->set.cut_tick - a0->tick);
 }
 
-/* The first pass over the events: what must be known before any section is built (sk), the
- * run's end (*end_tick) and duration. */
+/* Without a first pass, the site table is sized by the largest id the SUMMARY record and the
+ * SITE records name, where it is below this: ids as sparse as build_sites renumbers are found
+ * by the first pass. */
+#define SUMMARY_MAX_IDS 65536u
+
+/* The largest id the SITE records or max_id name. */
+static uint32_t top_id(const sb_raw *raw, uint32_t max_id)
+{
+    for (size_t i = 0; i < raw->n_sites; i++)
+        if (raw->sites[i].id > max_id)
+            max_id = raw->sites[i].id;
+    return max_id;
+}
+
+/* What must be known before any section is built (sk): from the file's SUMMARY record where
+ * it can be trusted, else from a first pass over the events; the run's end (*end_tick) and
+ * duration. */
 static int first_pass(bctx *b, sb_raw *raw, sm_skim *sk, uint64_t *end_tick)
 {
     sm_model *m = b->m;
@@ -1121,12 +1140,26 @@ static int first_pass(bctx *b, sb_raw *raw, sm_skim *sk, uint64_t *end_tick)
                 sk->end_tick = raw->anchors[i].tick;
     }
     uint64_t from = sonde__mono_ns();
-    if (sm__skim(raw, b->set.cut_tick, sk) ||
+    int r = sm__skim_summary(raw, b->set.cut_tick, sk);
+    b->summary_malformed = r == 2; /* said once the file's warnings are the model's */
+    uint32_t top = r ? 0 : top_id(raw, sk->t.max_id);
+    if (top >= SUMMARY_MAX_IDS) { /* ids the summary cannot size the site table for */
+        sm__skim_free(sk);
+        sk->clean_end = raw->clean_end;
+        sk->end_tick = raw->end_tick;
+        r = 1;
+    }
+    if (!r) {
+        raw->id_bound = top + 1; /* an event past the site table: a malformed block */
+        b->set.warn_events = 1;  /* the build is the only pass: it names malformed blocks */
+    }
+    if (r < 0 || (r && sm__skim(raw, b->set.cut_tick, sk)) ||
         sm__skim_open_session(sk, raw->opts.part, raw->n_threads))
         return -1;
     m->read_times.first_pass_s = (double)(sonde__mono_ns() - from) / 1e9;
+    m->read_times.one_pass = sk->summary;
     *end_tick = sk->end_tick < b->set.cut_tick ? b->set.cut_tick : sk->end_tick;
-    b->set.lost_at_end = raw->dropped > sk->marked;
+    b->set.lost_at_end = raw->dropped > sk->t.marked;
     m->duration_ns = rel(b, *end_tick);
     return 0;
 }
@@ -1173,10 +1206,11 @@ static int plan_second_pass(bctx *b, sb_raw *raw, sm_skim *sk, uint64_t end_tick
         !(b->open_n = sonde__calloc(b->sink.n_groups ? b->sink.n_groups : 1, sizeof *b->open_n)))
         return -1;
     if (build_sessions(b, sk->sess, sk->n_sess, end_tick) ||
-        build_modes(b, sk->modes, sk->n_modes, end_tick, sk->last_step))
+        build_modes(b, sk->modes, sk->n_modes, end_tick, sk->t.last_step))
         return -1;
-    sm_records_seen seen = {sk->instants, sk->step_ends, sk->last_step, &sk->inst, b->set.rank,
-                            sk->stepped && sk->step_thread != UINT32_MAX, b->set.dump};
+    sm_records_seen seen = {sk->t.instants, sk->t.step_ends, sk->t.last_step, &sk->t.inst,
+                            b->set.rank, sk->t.stepped && sk->t.step_thread != UINT32_MAX,
+                            b->set.dump};
     if (sm__records_plan(&b->rec, m, &seen) || sm__granges(raw, m, &b->set.grad))
         return -1;
     b->set.held_min_ns = held_bound(b, raw->n_threads, sk);
@@ -1215,6 +1249,16 @@ static int finish(bctx *b, sb_raw *raw, sm_model *m)
     return sm__derive(m, SM_STATS_FED) ? -1 : 0;
 }
 
+/* The warning that the SUMMARY record was malformed. 0, or -1 out of memory. */
+static int summary_malformed(bctx *b, const char *fname)
+{
+    char *w = NULL;
+    if (sonde__asprintf(&w, "%s: its SUMMARY record is malformed: its events were read twice, "
+                            "as those of a file without one are", fname) < 0)
+        return -1;
+    return add_warning(b, w);
+}
+
 int sm__build(sb_raw *raw, sm_model *m, const char *fname)
 {
     bctx b;
@@ -1230,11 +1274,12 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     if (take_run(&b, raw, m))
         goto out;
     set_clock(&b, raw, m);
-    if (first_pass(&b, raw, &sk, &end_tick) || build_sites(&b, raw, sk.max_id, sk.used))
+    if (first_pass(&b, raw, &sk, &end_tick) || build_sites(&b, raw, sk.t.max_id, sk.t.used))
         goto out;
-    sonde__free(sk.used);
-    sk.used = NULL;
-    if (take_threads(&b, raw, m) || plan_second_pass(&b, raw, &sk, end_tick))
+    sonde__free(sk.t.used);
+    sk.t.used = NULL;
+    if (take_threads(&b, raw, m) || (b.summary_malformed && summary_malformed(&b, fname)) ||
+        plan_second_pass(&b, raw, &sk, end_tick))
         goto out;
     /* The second pass: each thread's sections, its events decoded a batch at a time. */
     uint64_t from = sonde__mono_ns();
@@ -1244,6 +1289,12 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
                           end_tick))
         goto out;
     m->read_times.build_s = (double)(sonde__mono_ns() - from) / 1e9;
+    for (size_t i = 0; i < raw->n_warnings; i++) { /* the build's malformed blocks (warn_events) */
+        if (add_warning(&b, raw->warnings[i]))
+            goto out;
+        raw->warnings[i] = NULL;
+    }
+    raw->n_warnings = 0;
     if (finish(&b, raw, m))
         goto out;
     rc = 0;
@@ -1252,6 +1303,10 @@ out:
     sm__skim_free(&sk);
     if (b.each_stopped) /* the reason is the callback's */
         return SONDE_EIO;
+    if (b.summary_wrong)
+        return sonde__fail(SONDE_EFORMAT, "%s: its SUMMARY record does not say what its events "
+                           "hold (a thread it says has only sections has other events); "
+                           "SONDE_READ_SUMMARY=0 reads it without the record", fname);
     if (rc)
         sonde__fail(rc, "%s: out of memory while building the model", fname);
     return rc;
@@ -1259,6 +1314,7 @@ out:
 
 void sb_raw_free(sb_raw *raw)
 {
+    sonde__free(raw->summary);
     sonde__free(raw->sample_site);
     sonde__free(raw->name);
     sonde__free(raw->host);

@@ -585,6 +585,8 @@ typedef struct sm_model {
      * the whole took beyond them. 0 where the model was not read from a .sonde file. */
     struct {
         double walk_s, first_pass_s, build_s;
+        int one_pass;          /* the events were decoded once: the SUMMARY record told what a
+                                  first pass over them would have found */
     } read_times;
 } sm_model;
 

@@ -6,12 +6,13 @@
 #include <stddef.h>
 
 #include "model.h"
+#include "../format/tally.h"
 #include "../util/buf.h"
 #include "../util/strmap.h"
 
 /* Ids of sites and interned strings stay below this in any file libsonde writes (its table holds
  * 4 Mi); a reader refuses larger ones, so no id in a crafted file can size an array. */
-#define SM_MAX_ID (1u << 22)
+#define SM_MAX_ID SONDE_MAX_ID
 #define SM_UNPLACED INT32_MIN /* sb_raw.sample_site: not placed yet */
 
 /* One decoded event: 24 bytes. Its values, for the kinds that have them (a metric, a counter,
@@ -175,6 +176,12 @@ typedef struct sb_raw {
     sm_off_raw *offs;          /* off-CPU periods */
     size_t n_offs, cap_offs;
     int off_followed;          /* an OFFCPU record was read: they were followed */
+    uint8_t *summary;          /* the last SUMMARY record's payload (a copy), NULL none */
+    size_t summary_len;
+    int summary_stale;         /* events or skipped records came after it, or a record was
+                                  skipped anywhere: it may not say what the events do */
+    uint32_t id_bound;         /* events naming an id at or past it are a malformed block
+                                  (SM_MAX_ID; less where the SUMMARY sized the site table) */
 } sb_raw;
 
 /* reader.c: the varint at *pp (advanced past it); 0, or -1 when it runs past end. */
@@ -361,18 +368,8 @@ int sm__derive(sm_model *m, sm_stats_from from);
 
 /* records.c: instants, steps, counters and metrics as the build reads them, and what a report
  * holds of them past report_max_records (docs/formats.md, "Held records"). */
-/* Instants per name id, as the first pass counts them (an open-addressing table: memory follows
- * the names, not the ids). */
-typedef struct sm_idcount {
-    uint32_t *id1;           /* id + 1, 0: empty */
-    uint64_t *n;
-    size_t cap, used;        /* cap a power of two (0: none yet) */
-} sm_idcount;
-/* Counts one more instant of id. 0, or -1 out of memory. */
-int sm__idcount_add(sm_idcount *c, uint32_t id);
-/* from's counts added to into's. 0, or -1 out of memory. */
-int sm__idcount_merge(sm_idcount *into, const sm_idcount *from);
-void sm__idcount_free(sm_idcount *c);
+/* Instants per name id, as the first pass counts them (format/tally.h). */
+typedef sonde_idcount sm_idcount;
 
 /* What the first pass found that the plan needs. */
 typedef struct sm_records_seen {
@@ -438,23 +435,8 @@ int sm__site_stats(const sm_model *m, const sm_stat *stats, size_t n_stats, sm_s
  * It counts sections the build will leave out (before a clear, outside the schedule's windows)
  * and closes a section whose end was lost where the build gives it none: both only raise the
  * bound, so no more are held than were meant to be. */
-#define SM_DUR_BUCKETS (64 + 58 * 64)
-
-static inline size_t sm__dur_bucket(uint64_t d)
-{
-    if (d < 64)
-        return (size_t)d;
-    int e = 63 - __builtin_clzll(d); /* 6 .. 63 */
-    return 64 + (size_t)(e - 6) * 64 + (size_t)((d >> (e - 6)) & 63);
-}
-
-static inline uint64_t sm__bucket_low(size_t i)
-{
-    if (i < 64)
-        return i;
-    size_t e = (i - 64) / 64 + 6, f = (i - 64) % 64;
-    return (uint64_t)(64 + f) << (e - 6);
-}
+#define SM_DUR_BUCKETS SONDE_DUR_BUCKETS
+#define sm__bucket_low sonde_bucket_low
 
 /* A tick as ns since cut_tick, clamped to +-2^62 ns (146 years; only a crafted file's ticks reach
  * it), so that the difference of any two such times fits an int64_t. */
@@ -467,16 +449,8 @@ static inline int64_t sm__rel(uint64_t cut_tick, double ns_per_tick, uint64_t ti
                                      : SM_REL_MAX_NS;
 }
 
-typedef struct sm_mode_ev {   /* a step schedule's mode change (MODE) */
-    uint64_t tick;
-    uint32_t step, arg;
-} sm_mode_ev;
-
-typedef struct sm_sess_ev {   /* a session's begin or end */
-    uint64_t tick;
-    uint32_t name, thread;
-    int begin;
-} sm_sess_ev;
+typedef sonde_tally_mode sm_mode_ev; /* a step schedule's mode change (MODE) */
+typedef sonde_tally_sess sm_sess_ev; /* a session's begin or end */
 
 /* What the first pass finds: the run's end when it did not end cleanly, the ids named, the
  * dropped events GAP markers place, the sessions and the step schedule's mode changes (few, in
@@ -485,38 +459,31 @@ typedef struct sm_sess_ev {   /* a session's begin or end */
  * sections' durations. */
 typedef struct sm_skim {
     int clean_end;           /* set by the caller, with end_tick: the file's */
-    uint64_t end_tick, marked, last_step, step_ends, instants;
-    uint32_t step_thread;    /* the thread that marked steps, UINT32_MAX: several */
-    int stepped;             /* some thread marked a step */
-    sm_idcount inst;         /* instants per name id */
-    uint32_t max_id;
-    uint64_t *used;          /* bitmap of the ids events name (SM_MAX_ID bits) */
+    uint64_t end_tick;
+    sonde_tally t;           /* the counts, the ids named, the sections' durations in ticks
+                                (those open at their thread's end closed at the run's) */
     sm_sess_ev *sess;
     size_t n_sess, cap_sess;
     sm_mode_ev *modes;
     size_t n_modes, cap_modes;
-    uint64_t *hist;          /* the sections' durations: SM_DUR_BUCKETS counts (those open at
-                                their thread's end closed at the run's) */
     uint8_t *own;            /* per file thread: 1 when its events build nothing the threads
-                                share (no SM_SHARED_KIND): model.c may build it on a thread of
-                                its own */
+                                share (no SONDE_SHARED_KIND): model.c may build it on a thread
+                                of its own */
+    int summary;             /* from the file's SUMMARY record, not from a first pass */
 } sm_skim;
-/* The kinds of event whose building adds to what every thread's add to in turn (the records'
- * budgets, the extras of sections, metrics, parameters): a file thread with none of them builds
- * only its own sections, folds and statistics. */
-#define SM_SHARED_KINDS                                                                            \
-    (1u << SONDE_K_DSTEP | 1u << SONDE_K_BLOCK | 1u << SONDE_K_PARAMS | 1u << SONDE_K_INSTANT |    \
-     1u << SONDE_K_COUNTER | 1u << SONDE_K_STEP | 1u << SONDE_K_METRIC |                           \
-     1u << SONDE_K_THROUGHPUT | 1u << SONDE_K_FLOPS | 1u << SONDE_K_METADATA)
-#define SM_SHARED_KIND(k) ((SM_SHARED_KINDS >> (k)) & 1u) /* k < SONDE_K_COUNT (16 at most) */
-/* The first pass over raw's threads' events into sk (clean_end and end_tick set, the rest 0),
- * durations in ticks, the sections open at their thread's end
- * closed at the run's (sk's end_tick, or cut_tick if later). Where the events are many and
- * spread over several threads, several threads of this process read them (one a CPU, at most
- * SB_MAX_DECODERS; SONDE_READ_THREADS chooses), each its own file threads into its own
- * findings, merged after in the order of the file's threads: sk is the same either way, and so
- * are the reading's warnings. 0, or -1 out of memory. */
+/* The first pass over raw's threads' events into sk (clean_end and end_tick set, the rest 0):
+ * their tally (format/tally.h), the sections open at their thread's end closed at the run's
+ * (sk's end_tick, or cut_tick if later). Where the events are many and spread over several
+ * threads, several threads of this process read them (one a CPU, at most SB_MAX_DECODERS;
+ * SONDE_READ_THREADS chooses), each its own file threads into its own tally, merged after in
+ * the order of the file's threads: sk is the same either way, and so are the reading's
+ * warnings. 0, or -1 out of memory. */
 int sm__skim(sb_raw *raw, uint64_t cut_tick, sm_skim *sk);
+/* sk as sm__skim would find it, from the file's SUMMARY record (raw->summary) instead of a pass
+ * over the events: 0; 1 when there is none to trust (no record, a part of a file, a run that
+ * did not end cleanly, records skipped or events after it, SONDE_READ_SUMMARY=0); 2 when it is
+ * malformed (the caller says so): then sm__skim reads the events; -1 out of memory. */
+int sm__skim_summary(sb_raw *raw, uint64_t cut_tick, sm_skim *sk);
 /* The begin of a session open when a part of a file began (sm_part) among the first pass's
  * session events (its thread one of the n_threads read), unless they hold it already. 0, or -1 out of memory. */
 int sm__skim_open_session(sm_skim *sk, const sm_part *part, size_t n_threads);
@@ -539,6 +506,7 @@ typedef struct bset {
     uint64_t cut_tick;
     double ns_per_tick;
     int dump;                /* a flight recorder's window: what is open at its end ends past it */
+    int warn_events;         /* the build names malformed event blocks (no first pass did) */
     int lost_at_end;         /* the file dropped events no GAP marks (a thread's last ones, or
                                 writes that failed): a section open at the end lost its end */
     /* the step schedule's modes over time (MODE events): kept = ACTIVE */
@@ -593,6 +561,9 @@ typedef struct bctx {
     int feeding;             /* raw->opts.feed is handed every section as it closes */
     uint64_t seen_sections;  /* the sections the first pass counted (held_bound) */
     int each_stopped;        /* raw->opts.feed asked to stop */
+    int fragment;            /* a file thread's build on a helper (build_threads.c) */
+    int summary_wrong;       /* it met an event the SUMMARY record said its thread had none of */
+    int summary_malformed;   /* the SUMMARY record was malformed: the first pass read the events */
 } bctx;
 
 /* Builds file thread t's sections (its events decoded from src, raw's or a decoder of its own)

@@ -118,6 +118,8 @@ static int rwarn(rstate *s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    if (!s->raw.warnings) /* the model took them (sm__build): a build's are added anew */
+        s->cap_warn = 0;
     if (GROW(s->raw.warnings, s->raw.n_warnings, s->cap_warn))
         return -1;
     char *w = sonde__strdup(tmp);
@@ -425,7 +427,7 @@ static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *c
             } else if (ev_var(&p, end, &tag) || ev_var(&p, end, &dz)) {
                 goto bad;
             } else {
-                no_id = tag >= (uint64_t)SM_MAX_ID << 4;
+                no_id = tag >= (uint64_t)s->raw.id_bound << 4;
             }
             unsigned kind = (unsigned)(tag & 15u), nv = 0, slots = 1;
             const uint8_t *vals = p;
@@ -441,7 +443,7 @@ static int decode_thread(void *src, size_t ti, int warn, sb_batch_fn fn, void *c
                 vals = p;
                 p += nv * 8u;
                 slots = sonde_kind_slots(kind);
-                no_id |= arg >= SM_MAX_ID && kind == SONDE_K_METADATA;
+                no_id |= arg >= s->raw.id_bound && kind == SONDE_K_METADATA;
             }
             uint64_t tick = prev + (uint64_t)zigzag_dec(dz);
             prev = tick;
@@ -591,6 +593,16 @@ static int parse_record(rstate *s, unsigned type, const uint8_t *p, const uint8_
     case SONDE_R_OFFCPU:
         r = sm__profile_parse(&s->raw, type, p, end);
         break;
+    case SONDE_R_SUMMARY: { /* the last one counts; it is read only where the file ended */
+        uint8_t *copy = sonde__malloc(len ? len : 1);
+        if (!copy)
+            return -2;
+        memcpy(copy, p, len);
+        sonde__free(s->raw.summary);
+        s->raw.summary = copy;
+        s->raw.summary_len = len;
+        break;
+    }
     case SONDE_R_END:
         if (sm__get_var(&p, end, &v))
             r = -1;
@@ -695,9 +707,13 @@ static int walk(rstate *s, walk_span *w, size_t *order)
                              fname, off) ? -1 : 1;
         }
         w->off = at + len;
+        if (s->raw.summary && events_record(type)) /* it does not count these */
+            s->raw.summary_stale = 1;
         int r = parse_record(s, type, p, end, len, at, order);
         if (r == -2)
             return -1;
+        if (r) /* a record skipped: its events, if any, were counted where the reading has none */
+            s->raw.summary_stale = 1;
         if (r && rwarn(s, "%s: malformed record of type %u at offset %zu was skipped", fname,
                        type, off))
             return -1;
@@ -754,6 +770,7 @@ static int read_src_as(const uint8_t *data, int fd, size_t n, const char *fname,
     s.data = data;
     s.fd = fd;
     s.dec.s = &s;
+    s.raw.id_bound = SM_MAX_ID;
     s.defer = threads > 1;
     int again = 0;
     int rc = 0;

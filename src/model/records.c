@@ -14,57 +14,6 @@
 
 #define GROW SONDE_GROW
 
-/* n more instants of id. */
-static int idcount_add_n(sm_idcount *c, uint32_t id, uint64_t n)
-{
-    if (2 * (c->used + 1) > c->cap) { /* at most half full */
-        size_t nc = c->cap ? c->cap * 2 : 64;
-        uint32_t *ni = sonde__calloc(nc, sizeof *ni);
-        uint64_t *nn = sonde__calloc(nc, sizeof *nn);
-        if (!ni || !nn) {
-            sonde__free(ni);
-            sonde__free(nn);
-            return -1;
-        }
-        for (size_t i = 0; i < c->cap; i++) {
-            if (!c->id1[i])
-                continue;
-            size_t h = (c->id1[i] * 2654435761u) & (nc - 1);
-            while (ni[h])
-                h = (h + 1) & (nc - 1);
-            ni[h] = c->id1[i];
-            nn[h] = c->n[i];
-        }
-        sonde__free(c->id1);
-        sonde__free(c->n);
-        c->id1 = ni;
-        c->n = nn;
-        c->cap = nc;
-    }
-    size_t h = ((id + 1u) * 2654435761u) & (c->cap - 1);
-    while (c->id1[h] && c->id1[h] != id + 1u)
-        h = (h + 1) & (c->cap - 1);
-    if (!c->id1[h]) {
-        c->id1[h] = id + 1u;
-        c->used++;
-    }
-    c->n[h] += n;
-    return 0;
-}
-
-int sm__idcount_add(sm_idcount *c, uint32_t id)
-{
-    return idcount_add_n(c, id, 1);
-}
-
-int sm__idcount_merge(sm_idcount *into, const sm_idcount *from)
-{
-    for (size_t i = 0; i < from->cap; i++)
-        if (from->id1[i] && idcount_add_n(into, from->id1[i] - 1u, from->n[i]))
-            return -1;
-    return 0;
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -384,12 +333,6 @@ void sm__fold_meta(sm_model *m, sm_span *s)
     if ((size_t)s->x + 1 == m->n_span_x)
         m->n_span_x--;
     s->x = -1;
-}
-
-void sm__idcount_free(sm_idcount *c)
-{
-    sonde__free(c->id1);
-    sonde__free(c->n);
 }
 
 void sm__records_free(sm_records *b)

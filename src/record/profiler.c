@@ -477,6 +477,7 @@ static void free_contents(sonde_profiler *p, int keep_threads)
     if (!keep_threads)
         free_threads(atomic_load(&p->threads));
     sonde__flight_free(p);
+    sonde__tally_free(p);
     sonde__free(p->chunks);
     sonde__free(p->pool);
     sonde__free(p->enc);

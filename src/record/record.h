@@ -11,6 +11,7 @@
 
 #include "../../include/sonde/sonde.h"
 #include "../format/format.h"
+#include "../format/tally.h"
 #include "../monitor/monitor.h"
 #include "../stacks/stacks.h"
 #include "../util/buf.h"
@@ -163,6 +164,15 @@ struct sonde_profiler {
      * SONDE_WPASS_SIGNAL for a signal handler's flush, which keeps out of a pass and knows when
      * it interrupted the holder itself (sonde__wlock, sonde__signal_flush). */
     _Atomic int wpass;
+    /* The tally of the events written (format/tally.h), for the SUMMARY record before END: a
+     * writer pass's (under wlock). Off (tally_on 0) in a flight recorder's run, in a forked
+     * child, once a signal handler has written events, or out of memory: no SUMMARY then. */
+    sonde_tally *tally;
+    sonde_tally_thread *tally_th;
+    size_t n_tally_th, cap_tally_th; /* threads tallied (indices below n), room for cap */
+    struct sonde_pass_slot { uint32_t thread, idx; uint64_t base; } *pass_order; /* a writer
+                                      pass's chunks, sorted by thread and slot (n_chunks) */
+    _Atomic int tally_on;
     uint8_t *enc;                  /* writer's encode buffer */
     uint8_t *sig_enc;              /* the signal handler's own */
     size_t enc_cap;
@@ -287,6 +297,11 @@ void sonde__set_status(sonde_profiler *p, int err, const char *msg);
 /* ---- writer.c ---- */
 /* Opens the .sonde file (choosing a free name) and writes its header and INFO. */
 int sonde__writer_open(sonde_profiler *p);
+/* The tally of what the writer writes (p->tally): started anew for each file (writer_open),
+ * turned off where the file will not hold what it counted (sonde__tally_off: async-signal-
+ * safe), freed with p. */
+void sonde__tally_off(sonde_profiler *p);
+void sonde__tally_free(sonde_profiler *p);
 int sonde__writer_start(sonde_profiler *p);
 /* Stops and joins the writer thread (idempotent). */
 void sonde__writer_stop(sonde_profiler *p);

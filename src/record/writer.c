@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "../util/buf.h"
+#include "../util/sort.h"
 #include "../util/fileio.h"
 #include "record.h"
 #include "../config/keys.h"
@@ -61,7 +62,11 @@ void sonde__chunk_push(sonde_profiler *p, uint32_t idx)
  * ---------------------------------------------------------------------------------------- */
 /* After the first failed write nothing more is written: the file stays readable up to it.
  * Async-signal-safe; the status message is set by the caller outside a handler. */
-static void mark_failed(sonde_profiler *p) { atomic_store(&p->io_failed, 1); }
+static void mark_failed(sonde_profiler *p)
+{
+    atomic_store(&p->io_failed, 1);
+    atomic_store(&p->tally_on, 0); /* the file will not hold what it counts: no SUMMARY */
+}
 
 /* The disk is full or the file size limit is near: no more data is written, but the records
  * that end the file (statistics, warnings, END) still fit in the room kept for them, so the
@@ -288,6 +293,101 @@ size_t sonde__put_event(uint8_t *out, const sonde__ev *e, uint64_t prev)
     return k;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * The tally of the events written, for the SUMMARY record (format/tally.h)
+ * ---------------------------------------------------------------------------------------- */
+
+void sonde__tally_off(sonde_profiler *p) { atomic_store(&p->tally_on, 0); }
+
+void sonde__tally_free(sonde_profiler *p)
+{
+    atomic_store(&p->tally_on, 0);
+    if (p->tally)
+        sonde_tally_free(p->tally);
+    sonde__free(p->tally);
+    for (size_t i = 0; i < p->n_tally_th; i++)
+        sonde_tally_thread_free(&p->tally_th[i]);
+    sonde__free(p->tally_th);
+    sonde__free(p->pass_order);
+    p->pass_order = NULL;
+    p->tally = NULL;
+    p->tally_th = NULL;
+    p->n_tally_th = p->cap_tally_th = 0;
+}
+
+/* A new tally for a new file (none for a flight recorder's: its files are written from its
+ * ring). Out of memory: none, and the file has no SUMMARY. */
+static void tally_start(sonde_profiler *p)
+{
+    sonde__tally_free(p);
+    if (p->flight || !(p->tally = sonde__malloc(sizeof *p->tally)))
+        return;
+    p->pass_order = sonde__calloc(p->n_chunks ? p->n_chunks : 1, sizeof *p->pass_order);
+    if (!p->pass_order || sonde_tally_init(p->tally)) {
+        sonde__free(p->tally);
+        p->tally = NULL;
+        return;
+    }
+    atomic_store(&p->tally_on, 1);
+}
+
+/* File thread t's part of the tally, for its events from slot on: NULL when the tally is off,
+ * or now turned off (out of memory; the thread's events counted so far end before another
+ * slot, as they may when a pass finds a chunk full that another after it filled: the file is
+ * whole, but a reader decodes the events in another order than they were counted). */
+static sonde_tally_thread *tally_thread(sonde_profiler *p, uint32_t t, uint64_t slot)
+{
+    if (!atomic_load_explicit(&p->tally_on, memory_order_relaxed))
+        return NULL;
+    if (t >= p->cap_tally_th) {
+        size_t n = (size_t)t + 1 > 2 * p->cap_tally_th ? (size_t)t + 1 : 2 * p->cap_tally_th;
+        sonde_tally_thread *g = sonde__realloc(p->tally_th, n * sizeof *g);
+        if (!g) {
+            sonde__tally_off(p);
+            return NULL;
+        }
+        memset(g + p->cap_tally_th, 0, (n - p->cap_tally_th) * sizeof *g);
+        p->tally_th = g;
+        p->cap_tally_th = n;
+    }
+    if (t >= p->n_tally_th)
+        p->n_tally_th = (size_t)t + 1;
+    sonde_tally_thread *th = &p->tally_th[t];
+    if (th->seen && th->next_slot != slot) {
+        sonde__tally_off(p);
+        return NULL;
+    }
+    return th;
+}
+
+/* Event e of file thread t counted in the tally (th: t's part). 0, or -1 when the tally can no
+ * longer be kept (out of memory, an id past what a reader takes): it is then off. */
+static int tally_event(sonde_profiler *p, sonde_tally_thread *th, uint32_t t, const sonde__ev *e)
+{
+    unsigned kind = e->tag & 15u;
+    uint32_t id = e->tag >> 4;
+    if (id >= SONDE_MAX_ID || (kind == SONDE_K_METADATA && e->arg >= SONDE_MAX_ID) ||
+        sonde_tally_event(p->tally, th, t, kind, id, e->ts, e->arg)) {
+        sonde__tally_off(p);
+        return -1;
+    }
+    return 0;
+}
+
+/* The SUMMARY record, where the tally holds what the file does (written whole, nothing dropped
+ * on the way). */
+static void write_summary(sonde_profiler *p)
+{
+    if (!atomic_load(&p->tally_on) || atomic_load(&p->io_failed) || atomic_load(&p->full_errno))
+        return;
+    sbuf b;
+    sbuf_init(&b);
+    sonde_tally_encode(&b, p->tally, p->tally_th, p->n_tally_th);
+    if (!b.oom && b.len <= SONDE_RECORD_MAX)
+        write_rec(p, SONDE_R_SUMMARY, (const uint8_t *)b.data, b.len, 1);
+    sbuf_free(&b);
+}
+
 /* Encodes events [from, to) of chunk c (at most ENC slots) as one EVENTS record and writes it.
  * Returns the slot index reached, or UINT32_MAX on an I/O error. Async-signal-safe. */
 static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t from, uint32_t to,
@@ -307,6 +407,7 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
      * and to apply its trigger_section_over_s rules */
     sonde_flight *fl = sonde__flight_mem(p);
     sonde__fr_thread *ft = fl ? sonde__flight_thread(p, c->thread) : NULL;
+    sonde_tally_thread *tt = tally_thread(p, c->thread, c->base + from);
     uint32_t i = from;
     while (i < stop) {
         const sonde__ev *e = &c->data[i];
@@ -318,6 +419,8 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
             i++;
             if (ft)
                 sonde__flight_edge(p, ft, e);
+            if (tt && tally_event(p, tt, c->thread, e))
+                tt = NULL;
             continue;
         }
         if (kind >= SONDE_K_COUNT)
@@ -330,8 +433,12 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
         k += sonde__put_event(enc + k, e, prev);
         prev = e->ts;
         i += n;
+        if (tt && tally_event(p, tt, c->thread, e))
+            tt = NULL;
     }
     uint32_t nslots = i - from;
+    if (tt)
+        tt->next_slot = c->base + i;
     uint8_t *q = enc + nslots_at;
     for (int b = 0; b < 4; b++)
         q[b] = (uint8_t)(((nslots >> (7 * b)) & 0x7f) | 0x80);
@@ -390,6 +497,73 @@ static uint32_t committed(sonde_profiler *p, sonde_chunk *c)
     return atomic_load_explicit(&c->flushed, memory_order_relaxed);
 }
 
+static int cmp_pass_slot(const void *a, const void *b)
+{
+    const struct sonde_pass_slot *x = a, *y = b;
+    if (x->thread != y->thread)
+        return x->thread < y->thread ? -1 : 1;
+    return x->base < y->base ? -1 : x->base > y->base;
+}
+
+/* The n chunks of p->pass_order (sorted) less those a thread's events counted so far do not
+ * reach without a chunk left out (it was still being filled when the pass looked at it, and
+ * the one after it full when the pass came to it: the pass was held up between them): they
+ * wait for the next pass, once (a second time they are written as they are, and the tally,
+ * seeing the slots skipped, turns off). Their count. Only a pass that leaves the chunks being
+ * filled alone can leave one out: a flush, and the file's last pass, write every one. */
+static uint32_t keep_in_sequence(sonde_profiler *p, uint32_t n)
+{
+    uint32_t kept = 0;
+    for (uint32_t k = 0; k < n;) {
+        uint32_t t = p->pass_order[k].thread, end = k;
+        while (end < n && p->pass_order[end].thread == t)
+            end++;
+        sonde_tally_thread *th = t < p->cap_tally_th ? &p->tally_th[t] : NULL;
+        uint64_t next = th && th->seen ? th->next_slot : UINT64_MAX; /* (none yet: any) */
+        int held = 0;
+        for (; k < end; k++) {
+            const struct sonde_pass_slot *o = &p->pass_order[k];
+            uint64_t from = o->base + atomic_load_explicit(&p->chunks[o->idx].flushed,
+                                                           memory_order_relaxed);
+            if (!held && next != UINT64_MAX && from != next && th && !th->held_back) {
+                held = 1; /* this one and the thread's after it wait */
+                th->held_back = 1;
+            }
+            if (held)
+                continue;
+            if (th && from == next)
+                th->held_back = 0;
+            next = o->base + atomic_load_explicit(&p->chunks[o->idx].final_count,
+                                                  memory_order_relaxed);
+            p->pass_order[kept++] = *o;
+        }
+    }
+    return kept;
+}
+
+/* The chunks a pass writes, in p->pass_order by thread and slot (*order), so that each thread's
+ * events reach the file, and the tally, in their order (the chunk's index says nothing of it);
+ * their count. Without the tally: every chunk, in index order (n_chunks, *order NULL). */
+static uint32_t pass_order(sonde_profiler *p, int flush_active,
+                           const struct sonde_pass_slot **order)
+{
+    *order = NULL;
+    if (!p->pass_order || !atomic_load(&p->tally_on))
+        return p->n_chunks;
+    *order = p->pass_order;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->n_chunks; i++) {
+        sonde_chunk *c = &p->chunks[i];
+        int st = atomic_load_explicit(&c->state, memory_order_acquire);
+        if (st == CHUNK_FULL || (st == CHUNK_ACTIVE && flush_active))
+            p->pass_order[n++] = (struct sonde_pass_slot){c->thread, i, c->base};
+    }
+    sonde__sort(p->pass_order, n, sizeof *p->pass_order, cmp_pass_slot);
+    /* (a pass that writes what is being filled misses none: it takes each chunk it finds
+     * being filled, so a chunk after it cannot be full without it) */
+    return flush_active ? n : keep_in_sequence(p, n);
+}
+
 void sonde__writer_pass(sonde_profiler *p, int flush_active)
 {
     if (sonde__child_open(p) != 0)
@@ -398,7 +572,10 @@ void sonde__writer_pass(sonde_profiler *p, int flush_active)
         return; /* between windows: what comes is discarded at the next start */
     write_sites(p, p->enc);
     write_threads(p, p->enc, 1);
-    for (uint32_t i = 0; i < p->n_chunks; i++) {
+    const struct sonde_pass_slot *order;
+    uint32_t n = pass_order(p, flush_active, &order);
+    for (uint32_t at = 0; at < n; at++) {
+        uint32_t i = order ? order[at].idx : at;
         sonde_chunk *c = &p->chunks[i];
         int st = atomic_load_explicit(&c->state, memory_order_acquire);
         if (st == CHUNK_FULL) {
@@ -456,6 +633,20 @@ void sonde__writer_discard(sonde_profiler *p)
     atomic_store(&p->reserved_to, 0);
 }
 
+/* 1 when a chunk of c's thread with earlier events than c's is full and not yet written:
+ * written before c, by a pass, so that the thread's events reach the file in their order. */
+static int older_full(sonde_profiler *p, const sonde_chunk *c)
+{
+    for (uint32_t i = 0; i < p->n_chunks; i++) {
+        const sonde_chunk *o = &p->chunks[i];
+        /* (a full chunk's thread and base stay as they are while wlock is held) */
+        if (o != c && atomic_load_explicit(&o->state, memory_order_acquire) == CHUNK_FULL &&
+            o->thread == c->thread && o->base < c->base)
+            return 1;
+    }
+    return 0;
+}
+
 uint32_t sonde__chunk_back_pressure(sonde_profiler *p, uint32_t own)
 {
     uint64_t t0 = sonde__mono_ns();
@@ -463,7 +654,8 @@ uint32_t sonde__chunk_back_pressure(sonde_profiler *p, uint32_t own)
     uint32_t got = SONDE_NO_CHUNK;
     if (sonde__child_open(p) == 0) {
         sonde_chunk *c = own == SONDE_NO_CHUNK ? NULL : &p->chunks[own];
-        if (c && atomic_load_explicit(&c->state, memory_order_acquire) == CHUNK_FULL) {
+        if (c && atomic_load_explicit(&c->state, memory_order_acquire) == CHUNK_FULL &&
+            !older_full(p, c)) {
             /* still ours: the writer has not reached it. Write it here and keep it (FREE and
              * off the stack while wlock is held, so no pass pushes it; the caller makes it
              * ACTIVE again). */
@@ -538,6 +730,7 @@ static void signal_pass_end(sonde_profiler *p, int taken)
 
 void sonde__signal_flush(sonde_profiler *p, int sig)
 {
+    sonde__tally_off(p); /* what it writes is not counted: the file has no SUMMARY */
     if (p->flight && !atomic_load(&p->finalized)) {
         int fd = sonde__flight_crash_open(p, sig);
         if (fd < 0)
@@ -691,6 +884,7 @@ int sonde__writer_open(sonde_profiler *p)
         }
         p->fd = fd;
         p->path = path;
+        tally_start(p);
         uint8_t hdr[SONDE_FILE_HEADER_LEN];
         sonde__file_header(hdr);
         if (write_all(fd, hdr, sizeof hdr) != 0 || write_info(p) != 0 || write_first_anchor(p) != 0) {
@@ -880,6 +1074,7 @@ int sonde__writer_close(sonde_profiler *p)
     }
     /* Retire what every thread still holds, so its chunk is written whole. */
     sonde__writer_pass(p, 1);
+    write_summary(p);
     uint64_t dropped = atomic_load(&p->dropped_io);
     for (sonde_tbuf *tb = atomic_load(&p->threads); tb; tb = atomic_load(&tb->next))
         dropped += atomic_load(&tb->dropped);

@@ -158,24 +158,53 @@ static int read_fed(const uint8_t *data, size_t size, const char *readers, sm_mo
     return rc;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The warnings of x and y the same, in any order: where the SUMMARY record stood for the first
+ * pass, the build names malformed blocks, each file thread's on the thread that built it. */
+static int same_warnings_unordered(const sm_model *x, const sm_model *y)
+{
+    char **a = malloc((x->n_warnings + 1) * sizeof *a), **b = malloc((y->n_warnings + 1) * sizeof *b);
+    if (!a || !b)
+        abort();
+    memcpy(a, x->warnings, x->n_warnings * sizeof *a);
+    memcpy(b, y->warnings, y->n_warnings * sizeof *b);
+    qsort(a, x->n_warnings, sizeof *a, cmp_str);
+    qsort(b, y->n_warnings, sizeof *b, cmp_str);
+    int same = 1;
+    for (size_t i = 0; i < x->n_warnings; i++)
+        same &= !strcmp(a[i], b[i]);
+    free(a);
+    free(b);
+    return same;
+}
+
 /* data read with the first pass and the build on several threads: what one thread's reading gave
- * (m, rc). */
+ * (m, rc). A SUMMARY record that says a thread has sections alone when it has other events may
+ * fail the reading on several threads alone (a helper met one): the one thing that may differ. */
 static void two_readers(const uint8_t *data, size_t size, int rc, const sm_model *m)
 {
     sm_model two;
-    if (read_fed(data, size, size & 2 ? "3" : "2", &two) != rc)
+    int rc2 = read_fed(data, size, size & 2 ? "3" : "2", &two);
+    if (rc2 != rc && !(rc == 0 && m->read_times.one_pass && rc2 == SONDE_EFORMAT &&
+                       strstr(sonde_last_error(), "its SUMMARY record does not say")))
         abort();
-    if (rc)
+    if (rc || rc2)
         return;
     if (two.n_spans != m->n_spans || two.sections_folded != m->sections_folded ||
         two.held_min_ns != m->held_min_ns || two.duration_ns != m->duration_ns ||
         two.n_stats != m->n_stats || two.n_sessions != m->n_sessions ||
         two.n_instants != m->n_instants || two.n_steps != m->n_steps ||
-        two.n_warnings != m->n_warnings)
+        two.n_warnings != m->n_warnings || two.read_times.one_pass != m->read_times.one_pass)
         abort();
-    for (size_t i = 0; i < m->n_warnings; i++)
+    for (size_t i = 0; i < m->n_warnings && !m->read_times.one_pass; i++)
         if (strcmp(two.warnings[i], m->warnings[i]))
             abort();
+    if (m->read_times.one_pass && !same_warnings_unordered(m, &two))
+        abort();
     for (size_t i = 0; i < m->n_stats; i++) /* the build's merged statistics: the same bits */
         if (two.stats[i].count != m->stats[i].count || two.stats[i].threads != m->stats[i].threads ||
             memcmp(&two.stats[i].total_s, &m->stats[i].total_s, sizeof m->stats[i].total_s) ||

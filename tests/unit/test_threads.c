@@ -14,6 +14,8 @@
 
 #include "export/export.h"
 #include "format/format.h"
+#include "format/tally.h"
+#include "util/buf.h"
 
 enum { THREADS = 8, PER_THREAD = 100000 };
 
@@ -405,6 +407,142 @@ static void a_cut_file_on_several_threads(void **state)
     tu_rmrf(dir);
 }
 
+/* path read with SONDE_READ_SUMMARY set to how (NULL: unset) and SONDE_READ_THREADS to threads:
+ * the model into m, the reading's code returned. */
+static int read_summary_by(const char *path, const char *how, const char *threads, sm_model *m)
+{
+    if (how)
+        setenv("SONDE_READ_SUMMARY", how, 1);
+    setenv("SONDE_READ_THREADS", threads, 1);
+    int rc = sm_read_file(path, m);
+    unsetenv("SONDE_READ_SUMMARY");
+    unsetenv("SONDE_READ_THREADS");
+    return rc;
+}
+
+/* The file's SUMMARY record's payload replaced by what edit makes of it (it may change it in
+ * place, or return other bytes in *out with their length): the file rewritten around it, its
+ * checksum summed anew. */
+typedef size_t (*summary_edit)(uint8_t *payload, size_t len, uint8_t **out);
+static void edit_summary(const char *path, summary_edit edit)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static uint8_t buf[64 << 20];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    assert_true(n < sizeof buf);
+    size_t off = SONDE_FILE_HEADER_LEN;
+    while (off + SONDE_RECORD_HEADER_LEN <= n && buf[off] != SONDE_R_SUMMARY)
+        off += SONDE_RECORD_HEADER_LEN + sonde_get_u32le(buf + off + 4);
+    assert_true(off + SONDE_RECORD_HEADER_LEN <= n); /* the writer wrote one */
+    size_t len = sonde_get_u32le(buf + off + 4), rest = off + SONDE_RECORD_HEADER_LEN + len;
+    uint8_t *payload = buf + off + SONDE_RECORD_HEADER_LEN, *out = NULL;
+    size_t nl = edit(payload, len, &out);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    uint8_t h[SONDE_RECORD_HEADER_LEN] = {SONDE_R_SUMMARY};
+    const uint8_t *np = out ? out : payload;
+    sonde_put_u32le(h + 4, (uint32_t)nl);
+    sonde_put_u32le(h + 8, (uint32_t)crc32(0L, np, (uInt)nl));
+    assert_int_equal(fwrite(buf, 1, off, f), off);
+    assert_int_equal(fwrite(h, 1, sizeof h, f), sizeof h);
+    assert_int_equal(fwrite(np, 1, nl, f), nl);
+    assert_int_equal(fwrite(buf + rest, 1, n - rest, f), n - rest);
+    fclose(f);
+    free(out);
+}
+
+/* A payload that is not one: a later version's number. */
+static size_t summary_garbled(uint8_t *payload, size_t len, uint8_t **out)
+{
+    (void)out;
+    payload[0] = 0x7f;
+    return len;
+}
+
+/* The same payload saying that no thread has events of the kinds every thread's build shares. */
+static size_t summary_all_own(uint8_t *payload, size_t len, uint8_t **out)
+{
+    sonde_tally t;
+    sonde_tally_thread *th = NULL;
+    size_t n = 0;
+    assert_int_equal(sonde_tally_init(&t), 0);
+    assert_int_equal(sonde_tally_decode(payload, payload + len, 1000, &t, &th, &n), 0);
+    for (size_t i = 0; i < n; i++)
+        th[i].shared = 0;
+    sbuf b;
+    sbuf_init(&b);
+    sonde_tally_encode(&b, &t, th, n);
+    assert_false(b.oom);
+    for (size_t i = 0; i < n; i++)
+        sonde_tally_thread_free(&th[i]);
+    free(th);
+    sonde_tally_free(&t);
+    *out = (uint8_t *)b.data;
+    return b.len;
+}
+
+/* A run the recorder wrote ends with a SUMMARY record (format/tally.h): read with it, each event
+ * is decoded once, and the model is the one the first pass over the events gives, field for
+ * field (held sections, held instants, sessions, steps, threads built apart), on one thread and
+ * on several. A malformed record is said and the events are read twice; a record that says a
+ * thread has sections alone when it has instants fails the reading (a build on a helper would
+ * share what it may not) or, where no helper built that thread, gives the true model. */
+static void summary_reads_as_the_first_pass(void **state)
+{
+    (void)state;
+    char dir[256], path[4096], own_dir[256], own_path[4096];
+    record_threads(dir, path, "sum", 3000, 500, THREADS, 0, NULL);
+    record_threads(own_dir, own_path, "sumown", 2000, 0, 6, 5, sections_only);
+    const char *const paths[] = {path, own_path};
+    for (int k = 0; k < 2; k++) {
+        sm_model two;
+        assert_int_equal(read_summary_by(paths[k], "0", "1", &two), 0);
+        assert_false(two.read_times.one_pass);
+        assert_true(two.sections_folded > 0);
+        const char *const threads[] = {"1", "2", "5"};
+        for (int i = 0; i < 3; i++) {
+            sm_model one;
+            assert_int_equal(read_summary_by(paths[k], NULL, threads[i], &one), 0);
+            assert_true(one.read_times.one_pass);
+            same_model(&two, &one);
+            sm_free(&one);
+        }
+        sm_free(&two);
+    }
+    sm_model truth;
+    assert_int_equal(read_summary_by(path, "0", "1", &truth), 0);
+    sm_model m;
+    edit_summary(path, summary_all_own);
+    int failed = 0;
+    for (int i = 0; i < 4; i++) { /* which threads a helper builds is the helpers' race */
+        int rc = read_summary_by(path, NULL, "4", &m);
+        if (rc) {
+            assert_int_equal(rc, SONDE_EFORMAT);
+            assert_non_null(strstr(sonde_last_error(), "does not say what its events hold"));
+            failed++;
+        } else {
+            assert_true(m.read_times.one_pass);
+            same_model(&truth, &m);
+            sm_free(&m);
+        }
+    }
+    printf("a summary that lied about threads: %d readings of 4 refused\n", failed);
+    edit_summary(path, summary_garbled);
+    assert_int_equal(read_summary_by(path, NULL, "2", &m), 0);
+    assert_false(m.read_times.one_pass);
+    assert_int_equal(m.n_warnings, truth.n_warnings + 1);
+    int said = 0;
+    for (size_t i = 0; i < m.n_warnings; i++)
+        said += strstr(m.warnings[i], "its SUMMARY record is malformed") != NULL;
+    assert_int_equal(said, 1);
+    sm_free(&m);
+    sm_free(&truth);
+    tu_rmrf(dir);
+    tu_rmrf(own_dir);
+}
+
 /* Sections enough on each thread for a file of hundreds of EVENTS records. */
 static void *many_sections(void *arg)
 {
@@ -543,6 +681,7 @@ int main(void)
                                        cmocka_unit_test(build_on_several_threads),
                                        cmocka_unit_test(write_threads_rule),
                                        cmocka_unit_test(a_cut_file_on_several_threads),
-                                       cmocka_unit_test(checksums_on_several_threads)};
+                                       cmocka_unit_test(checksums_on_several_threads),
+                                       cmocka_unit_test(summary_reads_as_the_first_pass)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
