@@ -14,52 +14,66 @@
 #define SONDE_RECORD_HEADER_LEN 12 /* u8 type, u8 flags, u16 reserved, u32 length, u32 crc32 */
 #define SONDE_RECORD_MAX (64u << 20)
 
-/* Record types. */
+/* Record types: X(NAME, type) makes SONDE_R_NAME; the payloads are in docs/formats.md. A reader
+ * skips a type it does not know, so a type is added without a new version. */
+#define SONDE_RECORD_TYPES(X)                                                                      \
+    X(INFO, 1)       /* (str key, str value)* : run information */                                 \
+    X(SITE, 2)       /* varint id, str name, str file, str func, varint line */                    \
+    X(THREAD, 3)     /* varint index, varint tid, str name */                                      \
+    X(EVENTS, 4)     /* varint thread, varint tid, varint first_slot, varint nslots, u64           \
+                        base_tick, then events (see below) */                                      \
+    X(ANCHOR, 5)     /* varint tick, varint monotonic ns, varint realtime ns */                    \
+    X(WARNING, 6)    /* str text */                                                                \
+    X(STATS, 7)      /* (str key, varint value)* : counters of the recorder */                     \
+    X(CLEAR, 8)      /* varint tick: later readers ignore everything before it */                  \
+    X(END, 9)        /* varint tick: the run ended cleanly */                                      \
+    X(GPU, 10)       /* CUDA activity entries: u8 kind (SONDE_GPU_ENTRY_KINDS), varint device,     \
+                        stream, correlation, start (CLOCK_MONOTONIC ns), duration, then by kind:   \
+                        kernel str name, 6 zigzag grid/block; memcpy varint bytes, u8 copy kind;   \
+                        memset varint bytes; API varint tid, varint cbid */                        \
+    X(OPS, 11)       /* operators of another tracer (sonde_ops): u8 kind (| SONDE_OPS_TABLE_BIT:   \
+                        varint flags, varint table child ns follow), varint tid, zigzag device,    \
+                        varint stream, varint id, varint start (CLOCK_MONOTONIC ns), varint        \
+                        duration, zigzag bytes, f64 flops, str name, str shapes */                 \
+    X(SAMPLES, 12)   /* CPU samples: varint hz, varint flags (1: times on CLOCK_MONOTONIC; 2:      \
+                        taken in the threads by SIGPROF; 4: from per-thread counters), varint      \
+                        samples lost since the last record, then per sample varint tid, varint     \
+                        stack id, zigzag time - previous's */                                      \
+    X(STACKS, 13)    /* (varint id, varint pid, str process, varint n, n x varint function id,     \
+                        outermost first)*: the samples' distinct stacks, ids from 0 */             \
+    X(FUNCS, 14)     /* (varint id, str name, str object)*: the stacks' functions, from 0 */       \
+    X(FUNCLOC, 15)   /* (varint id, str file, varint line)*: where functions named before are      \
+                        defined, for those the DWARF says */                                       \
+    X(LINES, 16)     /* (varint stack id, str file, varint line)*: the source line of the          \
+                        innermost frame of stacks written before, where the DWARF says */          \
+    X(OFFCPU, 17)    /* off-CPU periods: (varint tid, varint stack id, varint zigzag(start ns -    \
+                        the previous period's start), varint ns)*; one record at least, maybe      \
+                        empty, when they were followed */                                          \
+    X(FRAMELINES, 18) /* (varint stack id, varint n, n x varint line)*: the source line each       \
+                        function of a stack written before was at (n its STACKS entry's count;     \
+                        0: unknown), outermost first */                                            \
+    X(SUMMARY, 19)   /* the tally of every event written before it (format/tally.h), by the        \
+                        recorder's writer just before END: a reading of a file that ended cleanly  \
+                        builds its model in one pass over the events */
+
 enum {
-    SONDE_R_INFO = 1,    /* (str key, str value)* : run information */
-    SONDE_R_SITE = 2,    /* varint id, str name, str file, str func, varint line */
-    SONDE_R_THREAD = 3,  /* varint index, varint tid, str name */
-    SONDE_R_EVENTS = 4,  /* varint thread, varint tid, varint first_slot, varint nslots,
-                            u64 base_tick, then events (see below) */
-    SONDE_R_ANCHOR = 5,  /* varint tick, varint monotonic ns, varint realtime ns */
-    SONDE_R_WARNING = 6, /* str text */
-    SONDE_R_STATS = 7,   /* (str key, varint value)* : counters of the recorder */
-    SONDE_R_CLEAR = 8,   /* varint tick: later readers ignore everything before it */
-    SONDE_R_END = 9,     /* varint tick: the run ended cleanly */
-    SONDE_R_GPU = 10,    /* CUDA activity entries (docs/formats.md): u8 kind, varint device,
-                            stream, correlation, start (CLOCK_MONOTONIC ns), duration, then by
-                            kind: kernel str name, 6 zigzag grid/block; memcpy varint bytes,
-                            u8 copy kind; memset varint bytes; API varint tid, varint cbid */
-    SONDE_R_OPS = 11,    /* operators of another tracer (sonde_ops; docs/formats.md): u8 kind
-                            (| SONDE_OPS_TABLE_BIT: varint flags, varint table child ns follow),
-                            varint tid, zigzag device, varint stream, varint id, varint start
-                            (CLOCK_MONOTONIC ns), varint duration, zigzag bytes, f64 flops,
-                            str name, str shapes */
-    SONDE_R_SAMPLES = 12, /* CPU samples (sample_hz, sonde run): varint hz, varint flags (1: times
-                            on CLOCK_MONOTONIC; 2: taken in the threads by SIGPROF; 4: from
-                            per-thread counters), varint samples lost since the last record, then
-                            per sample varint tid, varint stack id, zigzag time - previous's */
-    SONDE_R_STACKS = 13, /* (varint id, varint pid, str process, varint n, n x varint function
-                            id, outermost first)*: the samples' distinct stacks, ids from 0 */
-    SONDE_R_FUNCS = 14,  /* (varint id, str name, str object)*: the stacks' functions, from 0 */
-    SONDE_R_FUNCLOC = 15, /* (varint id, str file, varint line)*: where functions named before
-                             are defined, for those the DWARF says */
-    SONDE_R_LINES = 16,  /* (varint stack id, str file, varint line)*: the source line of the
-                            innermost frame of stacks written before, where the DWARF says */
-    SONDE_R_OFFCPU = 17, /* off-CPU periods (threads blocked in the kernel, docs/stacks.md):
-                            (varint tid, varint stack id, varint zigzag(start ns - the previous
-                            period's start), varint ns)*; one record at least, maybe empty,
-                            when they were followed */
-    SONDE_R_FRAMELINES = 18, /* (varint stack id, varint n, n x varint line)*: the source line
-                                each function of a stack written before was at (n its STACKS
-                                entry's count; 0: unknown), outermost first */
-    SONDE_R_SUMMARY = 19, /* the tally of every event written before it (format/tally.h), by
-                             the recorder's writer just before END: a reading of a file that
-                             ended cleanly builds its model in one pass over the events */
+#define SONDE_RECORD_TYPE_ENUM(name, type) SONDE_R_##name = type,
+    SONDE_RECORD_TYPES(SONDE_RECORD_TYPE_ENUM)
+#undef SONDE_RECORD_TYPE_ENUM
 };
+/* A record's type is its header's first byte. */
+#define SONDE_RECORD_TYPE_FITS(name, type) _Static_assert((type) > 0 && (type) < 256, #name);
+SONDE_RECORD_TYPES(SONDE_RECORD_TYPE_FITS)
+#undef SONDE_RECORD_TYPE_FITS
+
 /* A GPU record's entry kinds (its u8 kind), and the bytes of a kernel name it keeps and of one
  * entry at most. */
-enum { SONDE_GPU_KERNEL = 1, SONDE_GPU_MEMCPY = 2, SONDE_GPU_MEMSET = 3, SONDE_GPU_API = 4 };
+#define SONDE_GPU_ENTRY_KINDS(X) X(KERNEL, 1) X(MEMCPY, 2) X(MEMSET, 3) X(API, 4)
+enum {
+#define SONDE_GPU_KIND_ENUM(name, kind) SONDE_GPU_##name = kind,
+    SONDE_GPU_ENTRY_KINDS(SONDE_GPU_KIND_ENUM)
+#undef SONDE_GPU_KIND_ENUM
+};
 #define SONDE_GPU_NAME_MAX 4096
 #define SONDE_GPU_ENTRY_MAX (SONDE_GPU_NAME_MAX + 128)
 
@@ -69,48 +83,68 @@ enum { SONDE_GPU_KERNEL = 1, SONDE_GPU_MEMCPY = 2, SONDE_GPU_MEMSET = 3, SONDE_G
 
 /* Event kinds, the low 4 bits of an event's tag (the id above them). Each event in an EVENTS
  * record is: varint tag, varint zigzag(tick - previous tick), then varint arg for the kinds that
- * carry one, then raw little-endian doubles for the kinds that carry values. */
+ * carry one, then raw little-endian doubles for the kinds that carry values.
+ * X(NAME, kind, slots, values, arg): SONDE_K_NAME; the 16-byte slots of a thread buffer it takes
+ * in memory; the doubles it stores after it; whether it carries an arg. */
+#define SONDE_EVENT_KINDS(X)                                                                       \
+    X(BEGIN, 0, 1, 0, 0)         /* id: site */                                                    \
+    X(END, 1, 1, 0, 0)           /* id: site, 0 for "innermost" */                                 \
+    X(INSTANT, 2, 1, 0, 1)       /* id: name; arg (version 2): n, its payload: the n METADATA      \
+                                    events that follow it on its thread are its key/value          \
+                                    arguments (version 1 had no arg: sonde_kind_has_arg_v) */      \
+    X(COUNTER, 3, 2, 1, 0)       /* id: name; 1 double */                                          \
+    X(METRIC, 4, 2, 1, 0)        /* id: name; 1 double */                                          \
+    X(THROUGHPUT, 5, 2, 2, 0)    /* id: unit name, 0 for the run's unit; 2 doubles: units,         \
+                                    seconds (<= 0: the section's own duration) */                  \
+    X(FLOPS, 6, 2, 1, 0)         /* 1 double */                                                    \
+    X(METADATA, 7, 1, 0, 1)      /* id: key; arg: value string id */                               \
+    X(STEP, 8, 1, 0, 1)          /* arg: steps ended so far (n: step n-1 ends), or                 \
+                                    SONDE_STEP_BEGIN | n: step n begins (sonde_step_begin) */      \
+    X(SESSION_BEGIN, 9, 1, 0, 0) /* id: name */                                                    \
+    X(SESSION_END, 10, 1, 0, 0)                                                                    \
+    X(GAP, 11, 1, 0, 1)          /* arg: events dropped on this thread just before */              \
+    X(MODE, 12, 1, 0, 1)         /* arg: schedule action (0 off, 1 warmup, 2 active) | cycle << 2  \
+                                    (its id: the step) */                                          \
+    X(DSTEP, 13, 3, 4, 1)        /* arg: step; 4 doubles: seconds, timestep, block size,           \
+                                    guidance */                                                    \
+    X(BLOCK, 14, 3, 4, 1)        /* arg: block index; 4 doubles: seconds, frames, memory MiB, 0 */ \
+    X(PARAMS, 15, 2, 1, 0)       /* id: model name; 1 double: parameter count */
+
 enum {
-    SONDE_K_BEGIN = 0,      /* id: site */
-    SONDE_K_END = 1,        /* id: site, 0 for "innermost" */
-    SONDE_K_INSTANT = 2,    /* id: name; arg (version 2): n, its payload: the n METADATA events
-                               that follow it on its thread are its key/value arguments */
-    SONDE_K_COUNTER = 3,    /* id: name; 1 double */
-    SONDE_K_METRIC = 4,     /* id: name; 1 double */
-    SONDE_K_THROUGHPUT = 5, /* id: unit name, 0 for the run's unit; 2 doubles: units, seconds (<= 0: the section's own duration) */
-    SONDE_K_FLOPS = 6,      /* 1 double */
-    SONDE_K_METADATA = 7,   /* id: key; arg: value string id */
-    SONDE_K_STEP = 8,       /* arg: steps ended so far (n: step n-1 ends), or
-                               SONDE_STEP_BEGIN | n: step n begins (sonde_step_begin) */
-    SONDE_K_SESSION_BEGIN = 9, /* id: name */
-    SONDE_K_SESSION_END = 10,
-    SONDE_K_GAP = 11,       /* arg: events dropped on this thread just before */
-    SONDE_K_MODE = 12,      /* arg: schedule action (0 off, 1 warmup, 2 active) | cycle << 2 */
-    SONDE_K_DSTEP = 13,     /* arg: step; 4 doubles: seconds, timestep, block size, guidance */
-    SONDE_K_BLOCK = 14,     /* arg: block index; 4 doubles: seconds, frames, memory MiB, 0 */
-    SONDE_K_PARAMS = 15,    /* id: model name; 1 double: parameter count */
+#define SONDE_EVENT_KIND_ENUM(name, kind, slots, values, arg) SONDE_K_##name = kind,
+    SONDE_EVENT_KINDS(SONDE_EVENT_KIND_ENUM)
+#undef SONDE_EVENT_KIND_ENUM
     SONDE_K_COUNT
 };
+/* A kind fits the tag's 4 bits, its values fit the slots after its first (two doubles a
+ * slot), and the list counts up from 0 (the enum's last + 1 is the count). */
+#define SONDE_EVENT_KIND_FITS(name, kind, slots, values, arg)                                     \
+    _Static_assert((kind) < 16 && (kind) < SONDE_K_COUNT, #name " fits a tag's 4 bits");         \
+    _Static_assert((slots) >= 1 && (values) <= 2 * ((slots) - 1), #name "'s values fit its slots");
+SONDE_EVENT_KINDS(SONDE_EVENT_KIND_FITS)
+#undef SONDE_EVENT_KIND_FITS
+_Static_assert(SONDE_K_COUNT <= 16, "event kinds fit a tag's 4 bits");
 
 #define SONDE_STEP_BEGIN 0x80000000u /* STEP arg bit: a step begins */
 
 /* Slots (16-byte units of a thread buffer) an event of each kind takes in memory. */
 static inline unsigned sonde_kind_slots(unsigned kind)
 {
-    switch (kind) {
-    case SONDE_K_COUNTER: case SONDE_K_METRIC: case SONDE_K_THROUGHPUT: case SONDE_K_FLOPS:
-    case SONDE_K_PARAMS:
-        return 2;
-    case SONDE_K_DSTEP: case SONDE_K_BLOCK:
-        return 3;
-    default:
-        return 1;
-    }
+    static const unsigned char slots[SONDE_K_COUNT] = {
+#define SONDE_EVENT_KIND_SLOTS(name, k, n, values, arg) [k] = n,
+        SONDE_EVENT_KINDS(SONDE_EVENT_KIND_SLOTS)
+#undef SONDE_EVENT_KIND_SLOTS
+    };
+    return kind < SONDE_K_COUNT ? slots[kind] : 1;
 }
 static inline int sonde_kind_has_arg(unsigned kind)
 {
-    return kind == SONDE_K_METADATA || kind == SONDE_K_INSTANT || kind == SONDE_K_STEP || kind == SONDE_K_GAP ||
-           kind == SONDE_K_MODE || kind == SONDE_K_DSTEP || kind == SONDE_K_BLOCK;
+    static const unsigned char has[SONDE_K_COUNT] = {
+#define SONDE_EVENT_KIND_ARG(name, k, slots, values, a) [k] = a,
+        SONDE_EVENT_KINDS(SONDE_EVENT_KIND_ARG)
+#undef SONDE_EVENT_KIND_ARG
+    };
+    return kind < SONDE_K_COUNT && has[kind];
 }
 /* The same in a file of the given version (version 1 had no INSTANT arg). */
 static inline int sonde_kind_has_arg_v(unsigned kind, uint32_t version)
@@ -120,20 +154,20 @@ static inline int sonde_kind_has_arg_v(unsigned kind, uint32_t version)
 /* Doubles stored after the event. */
 static inline unsigned sonde_kind_values(unsigned kind)
 {
-    switch (kind) {
-    case SONDE_K_COUNTER: case SONDE_K_METRIC: case SONDE_K_FLOPS: case SONDE_K_PARAMS:
-        return 1;
-    case SONDE_K_THROUGHPUT:
-        return 2;
-    case SONDE_K_DSTEP: case SONDE_K_BLOCK:
-        return 4;
-    default:
-        return 0;
-    }
+    static const unsigned char values[SONDE_K_COUNT] = {
+#define SONDE_EVENT_KIND_VALUES(name, k, slots, n, arg) [k] = n,
+        SONDE_EVENT_KINDS(SONDE_EVENT_KIND_VALUES)
+#undef SONDE_EVENT_KIND_VALUES
+    };
+    return kind < SONDE_K_COUNT ? values[kind] : 0;
 }
 
 /* Value j of an event lives in slot 1 + j / 2: in ts for even j, in tag | arg << 32 for odd. */
 #define SONDE_MAX_VALUES 4
+#define SONDE_EVENT_KIND_MAX(name, kind, slots, values, arg)                                      \
+    _Static_assert((values) <= SONDE_MAX_VALUES, #name "'s values fit a decoded event");
+SONDE_EVENT_KINDS(SONDE_EVENT_KIND_MAX)
+#undef SONDE_EVENT_KIND_MAX
 
 static inline void sonde_put_u32le(uint8_t *p, uint32_t v)
 {

@@ -20,6 +20,10 @@
 #include "../util/error.h"
 #include "../util/sites.h"
 
+/* The hot path's own edge kinds (sonde.h) are the file format's. */
+_Static_assert((int)SONDE__K_BEGIN == (int)SONDE_K_BEGIN, "sonde.h's BEGIN is format.h's");
+_Static_assert((int)SONDE__K_END == (int)SONDE_K_END, "sonde.h's END is format.h's");
+
 /* sonde_begin with the name's interned id already known (id: sonde__intern(name), or 0 to
  * intern it here): what a caller that opens one name many times (the Python extension's
  * Section) calls, p checked by the caller. Same contract as sonde_begin. */

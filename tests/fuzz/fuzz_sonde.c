@@ -167,7 +167,8 @@ static int cmp_str(const void *a, const void *b)
  * pass, the build names malformed blocks, each file thread's on the thread that built it. */
 static int same_warnings_unordered(const sm_model *x, const sm_model *y)
 {
-    char **a = malloc((x->n_warnings + 1) * sizeof *a), **b = malloc((y->n_warnings + 1) * sizeof *b);
+    char **a = malloc((x->n_warnings + 1) * sizeof *a);
+    char **b = malloc((y->n_warnings + 1) * sizeof *b);
     if (!a || !b)
         abort();
     memcpy(a, x->warnings, x->n_warnings * sizeof *a);
