@@ -308,35 +308,40 @@ static int decode_run(dcur *c, sonde_tally *t)
     return c->bad;
 }
 
+/* A list's count (entries of per bytes at least), and room for it in *list (size bytes an
+ * entry; *cap its count). 0, or -1 out of memory. */
+static int list_room(dcur *c, size_t per, void **list, size_t size, size_t *cap)
+{
+    size_t n = get_count(c, per);
+    if (n && !(*list = sonde__calloc(n, size)))
+        return -1;
+    *cap = n;
+    return 0;
+}
+
 static int decode_thread(dcur *c, const sonde_tally *t, sonde_tally_thread *h, uint32_t index)
 {
     uint64_t flags = get_max(c, 3);
     h->seen = (int)(flags & 1);
     h->shared = (int)(flags >> 1 & 1);
-    size_t n = get_count(c, 2);
-    if (n && !(h->open = sonde__calloc(n, sizeof *h->open)))
+    if (list_room(c, 2, (void **)&h->open, sizeof *h->open, &h->cap_open))
         return -1;
-    h->cap_open = n;
-    for (; h->depth < n && !c->bad; h->depth++) {
+    for (; h->depth < h->cap_open && !c->bad; h->depth++) {
         h->open[h->depth].id = get_id(c, t);
         h->open[h->depth].tick = get(c);
     }
-    n = get_count(c, 3);
-    if (n && !(h->sess = sonde__calloc(n, sizeof *h->sess)))
+    if (list_room(c, 3, (void **)&h->sess, sizeof *h->sess, &h->cap_sess))
         return -1;
-    h->cap_sess = n;
-    for (; h->n_sess < n && !c->bad; h->n_sess++) {
+    for (; h->n_sess < h->cap_sess && !c->bad; h->n_sess++) {
         sonde_tally_sess *s = &h->sess[h->n_sess];
         s->tick = get(c);
         s->name = get_id(c, t);
         s->thread = index;
         s->begin = (int)get_max(c, 1);
     }
-    n = get_count(c, 3);
-    if (n && !(h->modes = sonde__calloc(n, sizeof *h->modes)))
+    if (list_room(c, 3, (void **)&h->modes, sizeof *h->modes, &h->cap_modes))
         return -1;
-    h->cap_modes = n;
-    for (; h->n_modes < n && !c->bad; h->n_modes++) {
+    for (; h->n_modes < h->cap_modes && !c->bad; h->n_modes++) {
         sonde_tally_mode *md = &h->modes[h->n_modes];
         md->tick = get(c);
         md->step = (uint32_t)get_max(c, UINT32_MAX);

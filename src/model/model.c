@@ -905,17 +905,12 @@ static void free_site(sm_site *s)
     sonde__free(s->func);
 }
 
-/* The model's site table, dense: every id a SITE record or an event names has an entry ("?"
- * when its record is missing). Ids are indices, as in the file, unless they are sparse (a
- * crafted file naming id 4,000,000 and nothing else, or a profiler whose process interned many
- * names before it): then they are renumbered by rank (b->set.rank, applied to each event as it is
- * built), so the table grows with what the file holds, never with the largest id in it (at most
- * 64 Ki gaps). used: the ids the events name, from the first pass. */
-static int build_sites(bctx *b, sb_raw *raw, uint32_t max_id, uint64_t *used)
+/* The file's SITE records sorted by id, each once (a site written twice, by the writer and a
+ * signal handler: one copy, both alike). */
+static void unique_sites(sb_raw *raw)
 {
-    sm_model *m = b->m;
     sonde__sort(raw->sites, raw->n_sites, sizeof *raw->sites, cmp_site_id);
-    size_t nu = 0; /* a site written twice (writer and signal handler): one copy, both alike */
+    size_t nu = 0;
     for (size_t i = 0; i < raw->n_sites; i++) {
         if (nu && raw->sites[nu - 1].id == raw->sites[i].id)
             free_site(&raw->sites[i]);
@@ -923,6 +918,19 @@ static int build_sites(bctx *b, sb_raw *raw, uint32_t max_id, uint64_t *used)
             raw->sites[nu++] = raw->sites[i];
     }
     raw->n_sites = nu;
+}
+
+/* The model's site table, dense: every id a SITE record or an event names has an entry ("?"
+ * when its record is missing). Ids are indices, as in the file, unless they are sparse (a
+ * crafted file naming id 4,000,000 and nothing else, or a profiler whose process interned many
+ * names before it): then they are renumbered by rank (b->set.rank, applied to each event as it is
+ * built), so the table grows with what the file holds, never with the largest id in it (at most
+ * 64 Ki gaps). used: the ids the events name, from the first pass; raw's SITE records sorted,
+ * each once (unique_sites). */
+static int build_sites(bctx *b, sb_raw *raw, uint32_t max_id, uint64_t *used)
+{
+    sm_model *m = b->m;
+    size_t nu = raw->n_sites;
     if (nu && raw->sites[nu - 1].id > max_id)
         max_id = raw->sites[nu - 1].id;
     uint32_t *rank = NULL;
@@ -1112,20 +1120,6 @@ static void set_clock(bctx *b, const sb_raw *raw, sm_model *m)
     m->start_mono_ns = a0->mono_ns + ticks_ns(b, b->set.cut_tick - a0->tick);
 }
 
-/* Without a first pass, the site table is sized by the largest id the SUMMARY record and the
- * SITE records name, where it is below this: ids as sparse as build_sites renumbers are found
- * by the first pass. */
-#define SUMMARY_MAX_IDS 65536u
-
-/* The largest id the SITE records or max_id name. */
-static uint32_t top_id(const sb_raw *raw, uint32_t max_id)
-{
-    for (size_t i = 0; i < raw->n_sites; i++)
-        if (raw->sites[i].id > max_id)
-            max_id = raw->sites[i].id;
-    return max_id;
-}
-
 /* What must be known before any section is built (sk): from the file's SUMMARY record where
  * it can be trusted, else from a first pass over the events; the run's end (*end_tick) and
  * duration. */
@@ -1142,17 +1136,7 @@ static int first_pass(bctx *b, sb_raw *raw, sm_skim *sk, uint64_t *end_tick)
     uint64_t from = sonde__mono_ns();
     int r = sm__skim_summary(raw, b->set.cut_tick, sk);
     b->summary_malformed = r == 2; /* said once the file's warnings are the model's */
-    uint32_t top = r ? 0 : top_id(raw, sk->t.max_id);
-    if (top >= SUMMARY_MAX_IDS) { /* ids the summary cannot size the site table for */
-        sm__skim_free(sk);
-        sk->clean_end = raw->clean_end;
-        sk->end_tick = raw->end_tick;
-        r = 1;
-    }
-    if (!r) {
-        raw->id_bound = top + 1; /* an event past the site table: a malformed block */
-        b->set.warn_events = 1;  /* the build is the only pass: it names malformed blocks */
-    }
+    b->set.warn_events = r == 0; /* the build is the only pass: it names malformed blocks */
     if (r < 0 || (r && sm__skim(raw, b->set.cut_tick, sk)) ||
         sm__skim_open_session(sk, raw->opts.part, raw->n_threads))
         return -1;
@@ -1274,6 +1258,7 @@ int sm__build(sb_raw *raw, sm_model *m, const char *fname)
     if (take_run(&b, raw, m))
         goto out;
     set_clock(&b, raw, m);
+    unique_sites(raw);
     if (first_pass(&b, raw, &sk, &end_tick) || build_sites(&b, raw, sk.t.max_id, sk.t.used))
         goto out;
     sonde__free(sk.t.used);

@@ -480,8 +480,10 @@ typedef struct sm_skim {
  * warnings. 0, or -1 out of memory. */
 int sm__skim(sb_raw *raw, uint64_t cut_tick, sm_skim *sk);
 /* sk as sm__skim would find it, from the file's SUMMARY record (raw->summary) instead of a pass
- * over the events: 0; 1 when there is none to trust (no record, a part of a file, a run that
- * did not end cleanly, records skipped or events after it, SONDE_READ_SUMMARY=0); 2 when it is
+ * over the events, with raw->id_bound the site table's size (raw->sites sorted by id, each once):
+ * 0; 1 when there is none to trust (no record, a part of a file, a run that did not end
+ * cleanly, records skipped or events after it, SONDE_READ_SUMMARY=0) or its ids are sparse
+ * enough to be renumbered (a first pass finds the ids the events name); 2 when it is
  * malformed (the caller says so): then sm__skim reads the events; -1 out of memory. */
 int sm__skim_summary(sb_raw *raw, uint64_t cut_tick, sm_skim *sk);
 /* The begin of a session open when a part of a file began (sm_part) among the first pass's

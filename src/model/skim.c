@@ -238,8 +238,23 @@ int sm__skim_summary(sb_raw *raw, uint64_t cut_tick, sm_skim *sk)
         sm__skim_free(sk);
         return 2;
     }
-    sk->summary = rc == 0;
-    return rc;
+    if (rc)
+        return rc;
+    /* the site table is sized by the largest id named (SITE records sorted and each once) */
+    uint32_t top = raw->n_sites && raw->sites[raw->n_sites - 1].id > sk->t.max_id
+                       ? raw->sites[raw->n_sites - 1].id
+                       : sk->t.max_id;
+    if ((size_t)top + 1 > 2 * raw->n_sites + 65536) {
+        /* ids build_sites renumbers: an event whose id the record left out would index past the
+         * table, so only the events' own ids, as a first pass finds them, may do it */
+        sm__skim_free(sk);
+        sk->clean_end = raw->clean_end;
+        sk->end_tick = raw->end_tick;
+        return 1;
+    }
+    raw->id_bound = top + 1; /* an event past the site table: a malformed block */
+    sk->summary = 1;
+    return 0;
 }
 
 int sm__skim_open_session(sm_skim *sk, const sm_part *part, size_t n_threads)

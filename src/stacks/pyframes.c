@@ -290,7 +290,8 @@ static int64_t code_entry(sonde_pytab *t, pycode_e *e)
  * (names as read_str writes them, UTF-8), only the letters are: not U+0080-U+00BF but for
  * U+00AA, U+00B5 and U+00BA, nor U+00D7 and U+00F7 (the stress read "\u00c0c\u0095", a freed
  * code's name, from outside), nor U+FFFD (read once as a name of one character); nor ".0" (a
- * comprehension's argument's name, read in process as a freed code's name). A space only inside
+ * comprehension's argument's name, read in process as a freed code's name), nor a character of
+ * the private use areas (read in process under ASan). A space only inside
  * CPython's own <...> kinds: 3.12's "<generic parameters of f>". */
 static int qualname_like(const char *s)
 {
@@ -308,6 +309,10 @@ static int qualname_like(const char *s)
             return 0; /* the multiplication and division signs */
         if (c == 0xEF && next == 0xBF && (unsigned char)s[2] == 0xBD)
             return 0; /* U+FFFD: what read_str writes for no character */
+        if (c == 0xEE || (c == 0xEF && next >= 0x80 && next <= 0xA3) ||
+            (c == 0xF3 && next >= 0xB0) || c == 0xF4)
+            return 0; /* the private use areas, no identifier's (U+E000-U+F8FF, planes 15 and
+                         16): the stress read "\uf710\u7935\u7f83", a freed code's name */
         if (!(c >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
               (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '<' || c == '>'))
             return 0;

@@ -94,6 +94,22 @@ for name, n in want.items():
     assert rows[name]["count"] == [n, n], (name, rows[name]["count"], n)
 print("held sections: sonde diff --per-instance compares all %d instances" % sum(want.values()))
 PY
+# issue 59: the recorder ends the file with its SUMMARY record, so the reading decodes each
+# event once; read twice instead (SONDE_READ_SUMMARY=0), every format is the same bytes
+python3 - held/held.sonde <<'PY' || fail "held sections: no SUMMARY record before END"
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+off, types = 16, []
+while off + 12 <= len(d):
+    types.append(d[off])
+    off += 12 + struct.unpack("<I", d[off + 4:off + 8])[0]
+assert 19 in types and types.index(19) < types.index(9), types[-6:]
+PY
+"$sonde" export held/held.sonde --format all -o held_once --quiet
+SONDE_READ_SUMMARY=0 "$sonde" export held/held.sonde --format all -o held_twice --quiet
+diff -r held_once held_twice > /dev/null ||
+    fail "held sections: read with its SUMMARY record and without, the reports differ: $(diff -rq held_once held_twice)"
+echo "held sections: read once (SUMMARY) and twice, the $(find held_once -type f | wc -l) files alike"
 # its instances CSV is written as the file is read (one reading, not two): sonde export's
 # is the library's byte for byte, and holds the rows of the run read with no limit
 "$sonde" export held/held.sonde --format instances -o held_exp --quiet
