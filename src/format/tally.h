@@ -107,6 +107,14 @@ int sonde_tally_init(sonde_tally *t);
 void sonde_tally_free(sonde_tally *t);
 void sonde_tally_thread_free(sonde_tally_thread *th);
 
+/* A section from tick begin to tick end counted in the histogram (0 when it ends before it
+ * begins). */
+static inline void sonde_tally_count(sonde_tally *t, uint64_t begin, uint64_t end)
+{
+    int64_t d = (int64_t)(end - begin);
+    t->hist[sonde_dur_bucket(d > 0 ? (uint64_t)d : 0)]++;
+}
+
 /* An END of id (0: the innermost) at tick: closes the innermost open section, or the one it
  * names and those open inside it, each counted in the histogram. 1 when it named one open. */
 static inline int sonde_tally_end(sonde_tally *t, sonde_tally_thread *th, uint32_t id,
@@ -121,10 +129,8 @@ static inline int sonde_tally_end(sonde_tally *t, sonde_tally_thread *th, uint32
         if (th->open[k].id != id)
             return 0;
     }
-    for (size_t j = th->depth; j-- > k;) {
-        int64_t d = (int64_t)(tick - th->open[j].tick);
-        t->hist[sonde_dur_bucket(d > 0 ? (uint64_t)d : 0)]++;
-    }
+    for (size_t j = th->depth; j-- > k;)
+        sonde_tally_count(t, th->open[j].tick, tick);
     th->depth = k;
     return id != 0;
 }

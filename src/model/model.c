@@ -30,8 +30,8 @@ const char *sm_str(const sm_model *m, uint32_t id)
  * Building
  * ---------------------------------------------------------------------------------------- */
 
-typedef sm_mode_ev mode_ev;
-typedef sm_sess_ev sess_ev;
+typedef sonde_tally_mode mode_ev;
+typedef sonde_tally_sess sess_ev;
 
 static int64_t rel(const bctx *b, uint64_t tick)
 {
@@ -48,7 +48,7 @@ static uint64_t ticks_ns(const bctx *b, uint64_t ticks)
 /* The lowest duration of the histogram's bucket i (ticks) in ns. */
 static int64_t bucket_ns(const bctx *b, size_t i)
 {
-    double v = (double)sm__bucket_low(i) * b->set.ns_per_tick;
+    double v = (double)sonde_bucket_low(i) * b->set.ns_per_tick;
     return v < 9.2e18 ? (int64_t)v : INT64_MAX;
 }
 
@@ -64,7 +64,7 @@ static int64_t held_bound(bctx *b, size_t n_threads, const sm_skim *sk)
     uint64_t max = sm_report_max_sections(b->m), sections = 0;
     b->set.edge_lo = b->set.edge_hi = 0; /* none */
     b->set.held_ticks = 0;
-    for (size_t i = 0; i < SM_DUR_BUCKETS; i++) /* each closed once, at the latest at the run's end */
+    for (size_t i = 0; i < SONDE_DUR_BUCKETS; i++) /* each closed once, at the latest at the run's end */
         sections += sk->t.hist[i];
     b->seen_sections = sections;
     if (!max || sections <= max)
@@ -75,18 +75,18 @@ static int64_t held_bound(bctx *b, size_t n_threads, const sm_skim *sk)
         hold = th < hold ? th : hold;
     }
     uint64_t above = 0;
-    size_t i = SM_DUR_BUCKETS;
+    size_t i = SONDE_DUR_BUCKETS;
     while (i > 0 && above + sk->t.hist[i - 1] <= hold)
         above += sk->t.hist[--i];
-    int64_t bound = i == SM_DUR_BUCKETS ? INT64_MAX : bucket_ns(b, i);
-    b->set.held_ticks = i == SM_DUR_BUCKETS ? UINT64_MAX : sm__bucket_low(i);
+    int64_t bound = i == SONDE_DUR_BUCKETS ? INT64_MAX : bucket_ns(b, i);
+    b->set.held_ticks = i == SONDE_DUR_BUCKETS ? UINT64_MAX : sonde_bucket_low(i);
     if (bound < b->set.min_ns) { /* the shorter are left out: held are those not left out */
         double mt = ceil((double)b->set.min_ns / b->set.ns_per_tick);
         b->set.held_ticks = mt < 1.8e19 ? (uint64_t)mt : UINT64_MAX;
         return b->set.min_ns;
     }
     if (i > 0 && hold > above) {
-        b->set.edge_lo = sm__bucket_low(i - 1); /* the durations of bucket i - 1 */
+        b->set.edge_lo = sonde_bucket_low(i - 1); /* the durations of bucket i - 1 */
         b->set.edge_hi = b->set.held_ticks;
         b->set.edge_every = (sk->t.hist[i - 1] + (hold - above) - 1) / (hold - above);
     }

@@ -368,13 +368,11 @@ int sm__derive(sm_model *m, sm_stats_from from);
 
 /* records.c: instants, steps, counters and metrics as the build reads them, and what a report
  * holds of them past report_max_records (docs/formats.md, "Held records"). */
-/* Instants per name id, as the first pass counts them (format/tally.h). */
-typedef sonde_idcount sm_idcount;
 
 /* What the first pass found that the plan needs. */
 typedef struct sm_records_seen {
     uint64_t instants, step_ends, last_step;
-    const sm_idcount *inst;
+    const sonde_idcount *inst; /* instants per name id (format/tally.h) */
     const uint32_t *rank;    /* file id -> site when renumbered, else NULL */
     int one_thread;          /* every step marked by one thread */
     int dump;                /* a flight recorder's window (sort_steps' first step) */
@@ -435,9 +433,6 @@ int sm__site_stats(const sm_model *m, const sm_stat *stats, size_t n_stats, sm_s
  * It counts sections the build will leave out (before a clear, outside the schedule's windows)
  * and closes a section whose end was lost where the build gives it none: both only raise the
  * bound, so no more are held than were meant to be. */
-#define SM_DUR_BUCKETS SONDE_DUR_BUCKETS
-#define sm__bucket_low sonde_bucket_low
-
 /* A tick as ns since cut_tick, clamped to +-2^62 ns (146 years; only a crafted file's ticks reach
  * it), so that the difference of any two such times fits an int64_t. */
 #define SM_REL_MAX_NS (((int64_t)1 << 62) - 1) /* a fuzzed file's ends at -2^62 and +2^62
@@ -449,8 +444,6 @@ static inline int64_t sm__rel(uint64_t cut_tick, double ns_per_tick, uint64_t ti
                                      : SM_REL_MAX_NS;
 }
 
-typedef sonde_tally_mode sm_mode_ev; /* a step schedule's mode change (MODE) */
-typedef sonde_tally_sess sm_sess_ev; /* a session's begin or end */
 
 /* What the first pass finds: the run's end when it did not end cleanly, the ids named, the
  * dropped events GAP markers place, the sessions and the step schedule's mode changes (few, in
@@ -462,9 +455,9 @@ typedef struct sm_skim {
     uint64_t end_tick;
     sonde_tally t;           /* the counts, the ids named, the sections' durations in ticks
                                 (those open at their thread's end closed at the run's) */
-    sm_sess_ev *sess;
+    sonde_tally_sess *sess;  /* the sessions' begins and ends */
     size_t n_sess, cap_sess;
-    sm_mode_ev *modes;
+    sonde_tally_mode *modes; /* the step schedule's mode changes */
     size_t n_modes, cap_modes;
     uint8_t *own;            /* per file thread: 1 when its events build nothing the threads
                                 share (no SONDE_SHARED_KIND): model.c may build it on a thread

@@ -121,10 +121,8 @@ static int skim_of(sm_skim *sk, sonde_tally *t, const sonde_tally_thread *th, si
         if (th[i].n_modes)
             memcpy(sk->modes + sk->n_modes, th[i].modes, th[i].n_modes * sizeof *sk->modes);
         sk->n_modes += th[i].n_modes;
-        for (size_t j = 0; j < th[i].depth; j++) { /* (in any order: a count) */
-            int64_t d = (int64_t)(end - th[i].open[j].tick);
-            sk->t.hist[sonde_dur_bucket(d > 0 ? (uint64_t)d : 0)]++;
-        }
+        for (size_t j = 0; j < th[i].depth; j++) /* (in any order: a count) */
+            sonde_tally_count(&sk->t, th[i].open[j].tick, end);
     }
     return 0;
 }
@@ -267,7 +265,7 @@ int sm__skim_open_session(sm_skim *sk, const sm_part *part, size_t n_threads)
             return 0; /* its begin is in the part */
     if (GROW(sk->sess, sk->n_sess, sk->cap_sess))
         return -1;
-    sk->sess[sk->n_sess++] = (sm_sess_ev){part->tick, part->name, part->thread, 1};
+    sk->sess[sk->n_sess++] = (sonde_tally_sess){part->tick, part->name, part->thread, 1};
     if (part->name > sk->t.max_id)
         sk->t.max_id = part->name;
     sk->t.used[part->name >> 6] |= 1ull << (part->name & 63);

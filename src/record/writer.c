@@ -373,11 +373,11 @@ static int tally_event(sonde_profiler *p, sonde_tally_thread *th, uint32_t t, co
     return 0;
 }
 
-/* The SUMMARY record, where the tally holds what the file does (written whole, nothing dropped
- * on the way). */
+/* The SUMMARY record, where the tally holds what the file does (on: no write failed, nothing
+ * dropped on the way, mark_failed). */
 static void write_summary(sonde_profiler *p)
 {
-    if (!atomic_load(&p->tally_on) || atomic_load(&p->io_failed) || atomic_load(&p->full_errno))
+    if (!atomic_load(&p->tally_on))
         return;
     sbuf b;
     sbuf_init(&b);
@@ -503,10 +503,9 @@ static int pass_before(const struct sonde_pass_slot *x, const struct sonde_pass_
     return x->thread != y->thread ? x->thread < y->thread : x->base < y->base;
 }
 
-/* Sorts the n entries of v in place by pass_before, allocating nothing (a heap sort): qsort
- * allocates past a kilobyte, on the writer's thread at each pass (under ASan the blocks freed
- * fill its quarantine: e2e limits' 64 MiB run peaked at 219 MiB), and an allocation there may
- * hold the allocator's lock when the program forks. */
+/* Sorts the n entries of v in place by pass_before, allocating nothing (a heap sort): glibc's
+ * qsort allocates past a kilobyte, which would be an allocation on the writer's thread at each
+ * pass. */
 static void sort_pass(struct sonde_pass_slot *v, uint32_t n)
 {
     for (uint32_t end = n, start = n / 2; end > 1;) {
@@ -664,7 +663,8 @@ void sonde__writer_discard(sonde_profiler *p)
 }
 
 /* 1 when a chunk of c's thread with earlier events than c's is full and not yet written:
- * written before c, by a pass, so that the thread's events reach the file in their order. */
+ * written before c, by a pass, so that the thread's events reach the file, and the tally, in
+ * their order (asked only while the tally is on: passes keep that order only then). */
 static int older_full(sonde_profiler *p, const sonde_chunk *c)
 {
     for (uint32_t i = 0; i < p->n_chunks; i++) {
@@ -685,7 +685,7 @@ uint32_t sonde__chunk_back_pressure(sonde_profiler *p, uint32_t own)
     if (sonde__child_open(p) == 0) {
         sonde_chunk *c = own == SONDE_NO_CHUNK ? NULL : &p->chunks[own];
         if (c && atomic_load_explicit(&c->state, memory_order_acquire) == CHUNK_FULL &&
-            !older_full(p, c)) {
+            !(atomic_load(&p->tally_on) && older_full(p, c))) {
             /* still ours: the writer has not reached it. Write it here and keep it (FREE and
              * off the stack while wlock is held, so no pass pushes it; the caller makes it
              * ACTIVE again). */
