@@ -639,6 +639,13 @@ static double min_detectable(const row *r, const opts *o, double alpha, double b
     return (st_t_quantile(1 - alpha / 2, df) + st_t_quantile(0.8, df)) * se / base;
 }
 
+/* The level the row tested first must pass, m rows tested together: alpha / m under a
+ * correction (Holm's and Benjamini-Hochberg's alike), else alpha. */
+static double first_alpha(const opts *o, size_t m)
+{
+    return o->correction == CORR_NONE || m < 2 ? ALPHA : ALPHA / (double)m;
+}
+
 /* Every row's verdict once all are tested: significant where its adjusted p < 0.05 (untested:
  * the threshold decides), a regression or an improvement past the threshold; and its minimum
  * detectable change. The count of regressions, or -1 out of memory. */
@@ -646,7 +653,7 @@ static int decide(table *t, const opts *o, double threshold, size_t *tested)
 {
     if (adjust(t, o->correction, tested))
         return -1;
-    double alpha = o->correction == CORR_NONE || *tested < 2 ? ALPHA : ALPHA / (double)*tested;
+    double alpha = first_alpha(o, *tested);
     int regressions = 0;
     for (size_t i = 0; i < t->n; i++) {
         row *r = &t->rows[i];
@@ -1025,12 +1032,9 @@ static int parse_args(int argc, char **argv, diff_args *d)
  * alpha. */
 static int runs_for(double alpha)
 {
-    double c = 2; /* C(2n, n) for n = 1 */
-    for (int n = 1; n < 64; n++) {
-        if (2 / c < alpha)
+    for (int n = 1; n < 64; n++)
+        if (mw_min_p((size_t)n, (size_t)n) < alpha)
             return n;
-        c = c * (2.0 * n + 1) * (2.0 * n + 2) / ((n + 1.0) * (n + 1.0)); /* C(2n+2, n+1) */
-    }
     return 64;
 }
 
@@ -1059,7 +1063,7 @@ static void warnings(const table *t, const side *sd, const opts *o, size_t n_tes
                     sbuf_oneline(pool, sd[0].program), sbuf_oneline(pool, sd[1].program));
     }
     int untestable = 0, uncorrectable = 0;
-    double alpha = o->correction != CORR_NONE && n_tested > 1 ? ALPHA / (double)n_tested : ALPHA;
+    double alpha = first_alpha(o, n_tested);
     for (size_t i = 0; i < t->n; i++) {
         double least = mw_min_p(t->rows[i].s[0].runs.n, t->rows[i].s[1].runs.n);
         untestable |= t->rows[i].tested && least >= ALPHA;
