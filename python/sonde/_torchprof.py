@@ -2,11 +2,13 @@
 torch.profiler.profile, and each window torch records is folded into sonde's recording through
 sonde_ops, on sonde's clock. docs/pytorch.md describes it; this module is the mechanism."""
 
+import atexit
 import bisect
 import json
 import sys
 import threading
 import time
+import weakref
 
 import torch
 from torch.profiler import ProfilerAction, ProfilerActivity
@@ -23,6 +25,23 @@ _MARK = "sonde.tid:"   # the marker ranges that tell torch's thread numbers from
 _HOOKED = ("step", "profile", "stage", "session")  # the profiler's methods it takes over
 
 _tls = threading.local()
+
+# The torch profilers running now. One still running when the interpreter exits hangs the exit:
+# torch's thread-local profiler state, destroyed after the interpreter is gone, waits for the GIL
+# for ever (PyTorch 1.13: "PythonTracer::stop() was not called", then no exit). A program that
+# never closes its sonde.Profiler (Diffulex's backend="pytorch" does not) would never end.
+_running = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_running():
+    """At the interpreter's exit, before its teardown: each torch profiler still running is
+    stopped, its open window folded into the run that sonde's own exit handler then writes."""
+    for tp in list(_running):
+        try:
+            tp.stop()
+        except Exception as e:  # one failing does not keep the others running
+            print("sonde.torch: stopping torch.profiler at exit: %s" % e, file=sys.stderr)
 
 # A record_function range without record_function's handle tensor (PyTorch 1.13's enter makes it
 # with aten::zeros, which would be traced as operators of sonde's own making).
@@ -300,6 +319,7 @@ class TorchProfiler:
             for k in _HOOKED[1:]:
                 setattr(prof, k, self._mirror_of(getattr(type(prof), k)))
         prof._attached.append(self)
+        _running.add(self)
         prof.torch_profiler = self  # the last one attached, also once stopped
         if self.note:
             print("sonde.torch: " + self.note, file=sys.stderr)
@@ -390,6 +410,7 @@ class TorchProfiler:
         if self._stopped:
             return
         self._stopped = self._ending = True
+        _running.discard(self)
         try:
             self._tp.stop()
         finally:

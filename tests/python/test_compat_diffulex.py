@@ -110,9 +110,9 @@ class DiffulexDocument(InTempDir):
                 if 'backend="pytorch"' in code:  # sonde.torch: needs PyTorch
                     p = self.run_block(code)[0]["profiler"]
                     if importlib.util.find_spec("torch") is None:  # the original's fallback
-                        self.assertEqual(type(p.backend).__name__, "_Simple")
+                        self.assertEqual(type(p.backend).__name__, "SimpleTimerBackend")
                     else:  # tests/python/test_torch_profiler.py checks what it records
-                        self.assertEqual(type(p.backend).__name__, "_Torch")
+                        self.assertEqual(type(p.backend).__name__, "PyTorchProfilerBackend")
                     p.profiler.close()
                     continue
                 if 'backend="viztracer"' in code:
@@ -301,6 +301,72 @@ class DiffulexDocument(InTempDir):
         self.assertEqual(p.metrics[0].custom_metrics, {"k": 1})
         self.assertGreaterEqual(p.metrics[1].duration, p.metrics[0].duration)
         p.profiler.close()
+
+    def test_second_round_facts(self):
+        """What the original does that users meet (issue 65): its backend classes, an abstract
+        exporter, profile() binding None, clear() inside a block, no time no throughput."""
+        import sonde.compat.diffulex as dx
+        for n in ("ProfilerBackend", "SimpleTimerBackend", "VizTracerBackend",
+                  "PyTorchProfilerBackend"):
+            self.assertIn(n, dx.__all__)
+            self.assertTrue(issubclass(getattr(dx, n), dx.ProfilerBackend), n)
+        for abstract in (dx.ProfilerBackend, dx.ProfilerExporter):
+            with self.assertRaises(TypeError):
+                abstract()
+        p = dx.DiffulexProfiler(dx.ProfilerConfig(output_dir="s", export_formats=[]))
+        self.assertEqual(type(p.backend).__name__, "SimpleTimerBackend")
+        with p.profile("a") as v:
+            p.record_throughput(100, duration=0)
+        self.assertIsNone(v)
+        self.assertEqual((p.metrics[0].total_tokens, p.metrics[0].throughput_tokens_per_sec),
+                         (0, 0.0))
+        self.assertEqual(set(p.metrics[0].backend_data), {"duration_sec", "name"})
+        with p.profile("dropped"):
+            p.record_metric("k", 1)
+            p.clear()
+            p.record_metric("k", 2)  # nothing open for the original now: nothing recorded
+        with p.profile("kept"):
+            pass
+        self.assertEqual([m.name for m in p.metrics], ["kept"])
+        self.assertIsNone(p.current_metrics)
+        p.profiler.close()
+        with contextlib.redirect_stdout(io.StringIO()):
+            q = dx.DiffulexProfiler(dx.ProfilerConfig(output_dir="s", backend="nvprof"))
+        self.assertEqual(type(q.backend).__name__, "SimpleTimerBackend")
+        q.profiler.close()
+
+    def test_backends_alone(self):
+        """The backends as a user of the original drives them without the profiler: the simple
+        timer's start/stop, and VizTracerBackend writing its trace (VizTracer not needed)."""
+        from sonde.compat.diffulex import SimpleTimerBackend, VizTracerBackend
+        b = SimpleTimerBackend()
+        self.assertIsNone(b.stop())
+        with b:
+            b.start("x")
+            self.assertEqual(b.current_name, "x")
+            d = b.stop()
+        self.assertEqual(d["name"], "x")
+        self.assertGreaterEqual(d["duration_sec"], 0)
+        self.assertIsNone(b.start_time)
+
+        def work():
+            return sum(range(10))
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            v = VizTracerBackend(output_dir="viz", max_stack_depth=-1)
+            v.start("step")
+            work()
+            d = v.stop()
+        self.assertEqual(d, {"backend": "viztracer",
+                             "output_file": os.path.join("viz", "viztracer_step.json")})
+        with open(d["output_file"]) as f:
+            names = {e.get("name") for e in json.load(f)}
+        self.assertTrue(any("work" in (n or "") for n in names), sorted(map(str, names))[:20])
+        self.assertIsNone(v.stop())
+        with self.assertRaises(TypeError):  # VizTracer's own error for an unknown option
+            VizTracerBackend(log_everything=True)
+        with self.assertRaises(ValueError):  # what sonde raised before: still caught
+            VizTracerBackend(log_everything=True)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import json
 import re
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -695,6 +696,44 @@ class Compat(unittest.TestCase):
             DiffulexProfiler(ProfilerConfig(backend="pytorch", output_dir=self.dir,
                                             pytorch_profiler_config={"with_modulez": True}))
         self.assertIn("'with_modulez'", str(e.exception))
+        from sonde.compat.diffulex import PyTorchProfilerBackend  # alone, as users drive it
+        alone = PyTorchProfilerBackend(output_dir=os.path.join(d, "alone"))
+        with alone:
+            alone.start("unet")
+            with torch.no_grad():
+                for i in range(STEPS):
+                    model(torch.randn(1, 3, 16, 16), torch.tensor([float(i)]))
+        self.assertIsNone(alone.stop())
+        names = [e["name"] for e in load_trace(os.path.join(d, "alone",
+                                                            "pytorch_trace_unet.json"))]
+        self.assertEqual(names.count("aten::conv2d"), 3 * STEPS)
+
+    def test_000_diffulex_pytorch_backend_program_exits(self):
+        """A Diffulex program with backend="pytorch" that never closes anything (as users write
+        it) exits: torch's profiler left running hung the interpreter's exit for ever in
+        PyTorch 1.13 ("PythonTracer::stop() was not called"); the original exits at once."""
+        code = ("import torch\n"
+                "from sonde.compat.diffulex import DiffulexProfiler, ProfilerConfig\n"
+                "p = DiffulexProfiler(ProfilerConfig(backend='pytorch', output_dir=%r,\n"
+                "    pytorch_profiler_config={'with_stack': %s}))\n"
+                "m = torch.nn.Linear(16, 16)\n"
+                "with p.profile('fwd'):\n"
+                "    m(torch.randn(4, 16))\n"
+                "p.export()\n"
+                "m(torch.randn(4, 16))\n"  # after the section: torch still profiling
+                "print('end of program', flush=True)\n")
+        for with_stack in (True, False):
+            d = os.path.join(self.dir, "exit%d" % with_stack)
+            with self.subTest(with_stack=with_stack):
+                try:
+                    r = subprocess.run([sys.executable, "-c", code % (d, with_stack)],
+                                       capture_output=True, text=True, timeout=120)
+                except subprocess.TimeoutExpired as e:
+                    self.fail("the program never exited: %s" % (e.stdout,))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn("end of program", r.stdout)
+                self.assertTrue(os.path.isfile(os.path.join(d, "pytorch_trace_fwd.json")))
+                self.assertTrue(os.path.isfile(os.path.join(d, "diffulex.sonde")))
 
     def test_002_cache_dit_profiler_context(self):
         from sonde.compat.cache_dit import ProfilerContext

@@ -30,13 +30,16 @@ holding the trace so far; "pytorch" is sonde's torch.profiler backend (sonde.tor
 section's files written as the original names them. docs/python.md lists the differences.
 """
 
+import abc
 import csv
 import dataclasses
 import json
 import logging
 import numbers
 import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -45,8 +48,9 @@ import sonde
 from sonde.compat import _unzip_to
 
 __all__ = ["DiffulexProfiler", "ProfilerConfig", "PerformanceMetrics", "collect_gpu_metrics",
-           "collect_cpu_metrics", "collect_memory_metrics", "ProfilerExporter", "JSONExporter",
-           "CSVExporter", "SummaryExporter"]
+           "collect_cpu_metrics", "collect_memory_metrics", "ProfilerBackend",
+           "SimpleTimerBackend", "VizTracerBackend", "PyTorchProfilerBackend", "ProfilerExporter",
+           "JSONExporter", "CSVExporter", "SummaryExporter"]
 
 
 def _logger(name):
@@ -98,7 +102,7 @@ def _viztracer_keys(vc):
         if k == "output_dir":
             continue
         if k not in _VIZ:
-            raise ValueError("ProfilerConfig.viztracer_config: unknown option %r (sonde maps %s)"
+            raise _OptionError("ProfilerConfig.viztracer_config: unknown option %r (sonde maps %s)"
                              % (k, ", ".join(sorted(_VIZ))))
         key = _VIZ[k]
         if key is None:
@@ -229,11 +233,13 @@ def collect_gpu_metrics() -> Dict[str, Any]:
 
 
 # -- the original's exporters ------------------------------------------------------------------
-class ProfilerExporter:
-    """An exporter: export(metrics, output_path) writes output_path with its own suffix."""
+class ProfilerExporter(abc.ABC):
+    """An exporter (the original's abstract base): export(metrics, output_path) writes
+    output_path with its own suffix."""
 
+    @abc.abstractmethod
     def export(self, metrics: List[PerformanceMetrics], output_path: Path) -> None:
-        raise NotImplementedError("ProfilerExporter.export: a subclass writes the file")
+        """Writes the metrics to output_path (the exporter gives the suffix)."""
 
 
 def _totals(metrics):
@@ -321,101 +327,241 @@ _EXPORTERS = {"json": JSONExporter, "csv": CSVExporter, "summary": SummaryExport
 
 
 # -- backends ------------------------------------------------------------------------------------
-class _Simple:
-    """The simple timer backend's data: the section's duration and name."""
-
-    def start(self, prof, name):
-        pass
-
-    def stop(self, prof, m):
-        return {"duration_sec": m.duration, "name": m.name}
+class _OptionError(TypeError, ValueError):
+    """An option a backend does not know. The original hands its backends' options to VizTracer
+    and torch.profiler.profile, which raise TypeError; sonde said ValueError before, so both
+    catch it."""
 
 
-class _Viz:
-    """sonde's Python function tracing in VizTracer's place: each section's output file
-    (viztracer_config's output_file, else viztracer_NAME.json, in output_dir) holds the trace
-    recorded so far, uncompressed Chrome JSON as VizTracer writes it."""
+class ProfilerBackend(abc.ABC):
+    """A backend (the original's abstract base): start(name) begins timing a section, stop()
+    ends it and returns the backend's data for it (None when nothing was started); as a context
+    manager, leaving the block stops what was started."""
+
+    @abc.abstractmethod
+    def start(self, name: str) -> None:
+        """Begins a section."""
+
+    @abc.abstractmethod
+    def stop(self) -> Optional[Dict[str, Any]]:
+        """Ends the section begun last and returns its data."""
+
+    @abc.abstractmethod
+    def __enter__(self):
+        """The backend itself."""
+
+    @abc.abstractmethod
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        """Stops a section still begun."""
+
+
+class SimpleTimerBackend(ProfilerBackend):
+    """Times sections with time.perf_counter: stop() returns {"duration_sec", "name"}.
+    start_time and current_name are the section begun last. Sections may nest here (the
+    original's second start() forgets the first): stop() ends the innermost."""
+
+    def __init__(self):
+        self.start_time: Optional[float] = None
+        self.current_name: Optional[str] = None
+        self._outer = []  # (name, start) of the sections begun before the current one
+
+    def start(self, name: str) -> None:
+        if self.start_time is not None:
+            self._outer.append((self.current_name, self.start_time))
+        self.current_name = name
+        self.start_time = time.perf_counter()
+
+    def stop(self) -> Optional[Dict[str, Any]]:
+        if self.start_time is None:
+            return None
+        out = {"duration_sec": time.perf_counter() - self.start_time, "name": self.current_name}
+        self.current_name, self.start_time = self._outer.pop() if self._outer else (None, None)
+        return out
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        if self.start_time is not None:
+            self.stop()
+
+
+class _OnSonde(ProfilerBackend):
+    """A backend that records through a sonde.Profiler: the DiffulexProfiler's (bound when it
+    makes the backend), else one of its own from start() to stop(), in a temporary folder."""
+
+    _prof = None
+    _own = None  # the folder of a profiler of the backend's own
+
+    def _bind(self, prof):
+        self._prof = prof
+
+    def _own_profiler(self, name):
+        self._own = tempfile.mkdtemp(prefix="sonde-diffulex-")
+        self._prof = sonde.Profiler(dict({"name": "backend", "output_dir": self._own,
+                                          "formats": ["trace"]}, **self._keys()))
+        self._bind(self._prof)
+
+    def _close_own(self):
+        """The trace of a profiler of the backend's own (None when bound)."""
+        if self._own is None:
+            return None
+        self._prof.close()
+        return os.path.join(self._own, "backend.trace.json.gz")
+
+    def _drop_own(self):
+        if self._own is not None:
+            shutil.rmtree(self._own, ignore_errors=True)
+            self._own = self._prof = None
+
+    def _keys(self):
+        return {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        if self.current_name is not None:
+            self.stop()
+
+
+class VizTracerBackend(_OnSonde):
+    """VizTracer's place taken by sonde's Python function tracing (VizTracer need not be
+    installed): every Python call is a section, and stop() writes the Chrome trace recorded so
+    far, uncompressed as VizTracer writes it, at output_file (else viztracer_NAME.json), in
+    output_dir when given. kwargs: VizTracer's options (tracer_entries, max_stack_depth,
+    include_files, ...); one sonde does not know raises TypeError (also a ValueError)."""
 
     log = _logger("diffulex_profiler.backends.viztracer")
 
-    def __init__(self, config, output_dir):
-        self.output_file = config.get("output_file")
-        self.output_dir = config.get("output_dir") or output_dir
+    def __init__(self, output_file: Optional[str] = None, output_dir: Optional[str] = None,
+                 **kwargs):
+        self.output_file = output_file
+        self.output_dir = output_dir
+        self.config = kwargs
+        self.current_name: Optional[str] = None
+        self._keys()  # an unknown option is refused now
+
+    def _keys(self):
+        return _viztracer_keys(self.config)
 
     def _path(self, name):
         f = self.output_file or "viztracer_%s.json" % name
         return str(Path(self.output_dir) / Path(f).name) if self.output_dir else f
 
-    def start(self, prof, name):
-        self.log.info("VizTracer output file: %s" % self._path(name))
+    def start(self, name: str) -> None:
+        if self.current_name is not None:
+            self.log.warning("VizTracer already started, stopping previous instance")
+            self.stop()
+        path = self._path(name)
+        if self.output_dir:
+            Path(self.output_dir).mkdir(parents=True, exist_ok=True)
+        self.log.info("VizTracer output file: %s" % path)
+        if self._prof is None:
+            self._own_profiler(name)
+        self.current_name = name
 
-    def stop(self, prof, m):
-        path = self._path(m.name)
-        prof.export()  # the trace so far
-        made = os.path.join(prof.output_dir, prof.name + ".trace.json.gz")
-        if os.path.exists(made):
-            _unzip_to(made, path)
-        return {"backend": "viztracer", "output_file": path}
+    def stop(self) -> Optional[Dict[str, Any]]:
+        if self.current_name is None:
+            return None
+        path = self._path(self.current_name)
+        self.current_name = None
+        made = self._close_own()
+        try:
+            if made is None:  # the DiffulexProfiler's run: its trace so far
+                self._prof.export()
+                made = os.path.join(self._prof.output_dir, self._prof.name + ".trace.json.gz")
+            if os.path.exists(made):
+                _unzip_to(made, path)
+        finally:
+            self._drop_own()
+        return {"backend": "viztracer", "output_file": str(path)}
 
 
-class _Torch:
-    """sonde's torch.profiler backend in the original's place: torch's operators are on sonde's
-    timeline, and each section's window is written as the original names its files:
-    pytorch_trace_NAME.json (Chrome trace), pytorch_stacks_NAME.stacks (flame graph input)
-    and pytorch_top_NAME.txt (key_averages' table)."""
+class PyTorchProfilerBackend(_OnSonde):
+    """torch.profiler in sonde's hands (sonde.torch.profile_operators): torch's operators are on
+    sonde's timeline, and stop() writes the section's window as the original names its files in
+    output_dir (default log/profiles): pytorch_trace_NAME.json (Chrome trace),
+    pytorch_stacks_NAME.stacks (flame graph input, export_stacks) and pytorch_top_NAME.txt
+    (key_averages' table, export_table), and returns them with a summary of the window.
+    ImportError without PyTorch, as the original. kwargs: torch.profiler.profile's options
+    (record_shapes, profile_memory and with_stack are always on, as the original sets them);
+    one sonde does not pass on raises TypeError (also a ValueError)."""
 
     log = _logger("diffulex_profiler.backends.pytorch")
-    _KEYS = ("activities", "record_shapes", "profile_memory", "with_stack", "with_flops")
+    _KEYS = ("record_shapes", "profile_memory", "with_stack", "with_flops")
 
-    def __init__(self, prof, config, output_dir):
-        from sonde import torch as sonde_torch
-        import torch
+    def __init__(self, output_dir: Optional[str] = None, activities: Optional[list] = None, *,
+                 export_stacks: bool = True, stacks_metric: str = "self_cuda_time_total",
+                 export_table: bool = True, table_sort_by: Optional[str] = None,
+                 table_row_limit: int = 50, **kwargs):
+        import torch  # ImportError: the caller falls back, as the original's
         self.torch = torch
-        cfg = dict(config)
-        self.output_dir = Path(cfg.pop("output_dir", None) or output_dir)
+        self.output_dir = Path(output_dir) if output_dir else Path("log/profiles")
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        self.export_stacks = cfg.pop("export_stacks", True)
-        self.stacks_metric = cfg.pop("stacks_metric", "self_cuda_time_total")
-        self.export_table = cfg.pop("export_table", True)
-        self.table_sort_by = cfg.pop("table_sort_by", None)
-        self.table_row_limit = cfg.pop("table_row_limit", 50)
-        kw = {"record_shapes": True, "profile_memory": True, "with_stack": True}
-        if cfg.get("activities") is not None:
-            kw["activities"] = cfg["activities"]
-        if "with_flops" in cfg:
-            kw["with_flops"] = cfg["with_flops"]
-        unknown = [k for k in cfg if k not in self._KEYS]
+        self.activities = activities
+        self.export_stacks = export_stacks
+        self.stacks_metric = stacks_metric
+        self.export_table = export_table
+        self.table_sort_by = table_sort_by
+        self.table_row_limit = table_row_limit
+        self.config = kwargs
+        self.current_name: Optional[str] = None
+        self.tp = None
+        unknown = [k for k in kwargs if k not in self._KEYS + ("activities",)]
         if unknown:
-            raise ValueError("ProfilerConfig.pytorch_profiler_config: unknown option %r; sonde "
-                             "knows %s" % (unknown[0], ", ".join(self._KEYS + (
-                                 "output_dir", "export_stacks", "stacks_metric", "export_table",
-                                 "table_sort_by", "table_row_limit"))))
+            raise _OptionError("PyTorchProfilerBackend: unknown option %r; sonde knows %s" % (
+                unknown[0], ", ".join(("output_dir", "activities") + self._KEYS + (
+                    "export_stacks", "stacks_metric", "export_table", "table_sort_by",
+                    "table_row_limit"))))
+
+    def _bind(self, prof):
+        from sonde import torch as sonde_torch
+        self._prof = prof
+        kw = {"record_shapes": True, "profile_memory": True, "with_stack": True}
+        if self.activities is not None:
+            kw["activities"] = self.activities
+        if "with_flops" in self.config:
+            kw["with_flops"] = self.config["with_flops"]
         self.tp = sonde_torch.profile_operators(prof, keep_last_profile=True, **kw)
 
-    def start(self, prof, name):
+    def start(self, name: str) -> None:
+        if self.current_name is not None:
+            self.log.warning("PyTorch Profiler already started, stopping previous instance")
+            self.stop()
+        if self._prof is None:
+            self._own_profiler(name)
         self.tp.flush()  # what ran before the section is a window of its own
+        self.current_name = name
 
-    def stop(self, prof, m):
+    def stop(self) -> Optional[Dict[str, Any]]:
+        if self.current_name is None:
+            return None
+        name, self.current_name = self.current_name, None
         self.tp.flush()  # the section's window
         tp = self.tp.last_profile
+        try:
+            return self._write(name, tp)
+        finally:
+            if self._own is not None:
+                self._close_own()
+                self._drop_own()
+                self.tp = None
+
+    def _write(self, name, tp):
         cuda = self.torch.cuda.is_available()
-        trace = self.output_dir / ("pytorch_trace_%s.json" % m.name)
-        stacks = self.output_dir / ("pytorch_stacks_%s.stacks" % m.name)
-        table = self.output_dir / ("pytorch_top_%s.txt" % m.name)
-        out = {"backend": "pytorch", "name": m.name}
+        trace = self.output_dir / ("pytorch_trace_%s.json" % name)
+        stacks = self.output_dir / ("pytorch_stacks_%s.stacks" % name)
+        table = self.output_dir / ("pytorch_top_%s.txt" % name)
+        out = {"backend": "pytorch", "name": name}
         if tp is None:
             self.log.warning("Failed to export PyTorch trace: no window was recorded")
             trace = stacks = table = None
         else:
             trace = self._try("trace", lambda: tp.export_chrome_trace(str(trace)), trace)
-            if self.export_stacks:
-                metric = self.stacks_metric
-                if not cuda and "cuda" in metric:
-                    metric = "self_cpu_time_total"
-                stacks = self._try("stacks", lambda: tp.export_stacks(str(stacks), metric),
-                                   stacks)
-            else:
-                stacks = None
+            stacks = None if not self.export_stacks else self._try(
+                "stacks", lambda: tp.export_stacks(str(stacks), "self_cpu_time_total" if (
+                    not cuda and "cuda" in self.stacks_metric) else self.stacks_metric), stacks)
             if self.export_table:
                 sort_by = self.table_sort_by or ("self_cuda_time_total" if cuda
                                                  else "self_cpu_time_total")
@@ -458,14 +604,11 @@ class DiffulexProfiler:
         self.exporters: List[ProfilerExporter] = []
         self.profiler = None
         self._open = []  # the PerformanceMetrics open, outermost first
+        self._cleared = 0  # how many of them (the outermost) clear() dropped
         c = self.config
         if not c.enabled:
             return
-        viz = {}
-        if c.backend == "viztracer":
-            viz = _viztracer_keys(c.viztracer_config)
-        elif c.backend not in ("simple", "pytorch"):
-            logger.warning("Unknown backend '%s', using simple timer" % c.backend)
+        self.backend = self._make_backend(c)
         for fmt in c.export_formats:
             if fmt in _EXPORTERS:
                 self.exporters.append(_EXPORTERS[fmt]())
@@ -476,20 +619,33 @@ class DiffulexProfiler:
         self.profiler = sonde.Profiler(dict({
             "name": name, "output_dir": c.output_dir, "formats": ["trace", "html"],
             "collect_gpu": c.collect_gpu_metrics, "collect_memory": c.collect_memory_metrics,
-            "unit": "tokens"}, **viz))
-        if c.backend == "viztracer":
-            self.backend = _Viz(c.viztracer_config or {}, c.output_dir)
-        elif c.backend == "pytorch":
+            "unit": "tokens"}, **(self.backend._keys() if isinstance(self.backend, _OnSonde)
+                                  else {})))
+        if isinstance(self.backend, _OnSonde):
             try:
-                self.backend = _Torch(self.profiler, c.pytorch_profiler_config or {},
-                                      c.output_dir)
-            except ImportError:
-                logger.warning("PyTorch Profiler not available, falling back to simple timer")
-            except BaseException:  # a bad option: nothing left recording
+                self.backend._bind(self.profiler)
+            except BaseException:  # nothing left recording
                 self.profiler.close(raise_on_error=False)
                 raise
-        if self.backend is None:
-            self.backend = _Simple()
+
+    @staticmethod
+    def _make_backend(c):
+        """The configured backend, as the original picks it (its options checked now; the
+        output_dir is ProfilerConfig's unless the backend's options give one)."""
+        if c.backend == "viztracer":
+            vc = c.viztracer_config or {}
+            vc.setdefault("output_dir", c.output_dir)  # into the caller's dict, as the original
+            return VizTracerBackend(**vc)
+        if c.backend == "pytorch":
+            pc = c.pytorch_profiler_config or {}
+            pc.setdefault("output_dir", c.output_dir)
+            try:
+                return PyTorchProfilerBackend(**pc)
+            except ImportError:
+                logger.warning("PyTorch Profiler not available, falling back to simple timer")
+        elif c.backend != "simple":
+            logger.warning("Unknown backend '%s', using simple timer" % c.backend)
+        return SimpleTimerBackend()
 
     # -- sections ---------------------------------------------------------------------------
     def profile(self, name: str, metadata: Optional[Dict[str, Any]] = None):
@@ -504,7 +660,7 @@ class DiffulexProfiler:
         self.profiler.start(name)
         for k, v in m.metadata.items():
             self.profiler.add_metadata(k, sonde.json_text(v))
-        self.backend.start(self.profiler, name)
+        self.backend.start(name)
         if self.config.collect_gpu_metrics:
             m.gpu_metrics_start = self._gpu()
         if self.config.collect_memory_metrics:
@@ -519,13 +675,18 @@ class DiffulexProfiler:
         if not self.config.enabled or not self._open:
             return
         m = self._open.pop()
+        if len(self._open) < self._cleared:  # clear() dropped it: its ends are closed only
+            self._cleared = len(self._open)
+            self.profiler.stop()
+            self.backend.stop()
+            return
         if self.config.collect_timing:
             m.end_time = time.perf_counter()
             m.duration = m.end_time - m.start_time
         self.profiler.stop()
         if m.total_tokens and not m.throughput_tokens_per_sec and m.duration > 0:
             m.throughput_tokens_per_sec = m.total_tokens / m.duration  # recorded inside
-        data = self.backend.stop(self.profiler, m)
+        data = self.backend.stop()
         if data:
             m.backend_data = data
         if self.config.collect_gpu_metrics and m.gpu_metrics_start:
@@ -538,7 +699,7 @@ class DiffulexProfiler:
                 m.memory_delta_mb = (m.memory_metrics_end.get("used_mb", 0) -
                                      m.memory_metrics_start.get("used_mb", 0))
         self.metrics.append(m)
-        self.current_metrics = self._open[-1] if self._open else None
+        self.current_metrics = self._open[-1] if len(self._open) > self._cleared else None
 
     def _gpu(self):
         """The GPU figures at a section's edge: torch's allocator (collect_gpu_metrics) and the
@@ -565,19 +726,20 @@ class DiffulexProfiler:
     def record_throughput(self, tokens: Optional[int] = None, duration: Optional[float] = None,
                           *, total_tokens: Optional[int] = None):
         """Tokens processed by the open section, over duration seconds, or (None) over the
-        section's own time when it ends. total_tokens= is the same as tokens (the document's
-        spelling)."""
+        section's own time when it ends (the original records nothing then); a duration of 0
+        or less records nothing, as the original. total_tokens= is the same as tokens (the
+        document's spelling)."""
         n = total_tokens if tokens is None else tokens
         if n is None:
             raise TypeError("record_throughput() needs tokens (or total_tokens=)")
         m = self.current_metrics
         if not self.config.enabled or m is None:
             return
-        if duration is None:
-            duration = m.duration  # 0 while the section is open: computed when it ends
-        m.total_tokens = n
-        m.throughput_tokens_per_sec = n / duration if duration and duration > 0 else 0.0
-        self.profiler.record_throughput(n, duration or None)
+        if duration is not None and not duration > 0:
+            return  # the original records nothing over no time
+        m.total_tokens = n  # without a duration: the rate is computed when the section ends
+        m.throughput_tokens_per_sec = n / duration if duration else 0.0
+        self.profiler.record_throughput(n, duration)
 
     # -- results ----------------------------------------------------------------------------
     def export(self, output_path: Optional[str] = None):
@@ -617,10 +779,12 @@ class DiffulexProfiler:
                           "total_tokens": m.total_tokens} for m in self.metrics]}
 
     def clear(self):
-        """Forgets the section runs collected so far (sonde's recording, and its files, keep
-        the whole run). A section open now still lands in metrics when it ends."""
+        """Forgets the section runs collected so far, and, as the original, the sections open
+        now: they never land in metrics (sonde's recording, and its files, keep the whole
+        run)."""
         self.metrics.clear()
         self.current_metrics = None
+        self._cleared = len(self._open)
 
 
 class _Scope:
@@ -629,9 +793,8 @@ class _Scope:
     def __init__(self, d, name, meta):
         self._d, self._name, self._meta = d, name, meta
 
-    def __enter__(self):
+    def __enter__(self):  # binds None, as the original's generator yields nothing
         self._d.start(self._name, self._meta)
-        return self._d
 
     def __exit__(self, et, ev, tb):
         self._d.stop()
