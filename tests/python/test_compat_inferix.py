@@ -366,6 +366,74 @@ class InferixDocument(InTempDir):
         self.assertEqual(session_report("r", "first")["session_info"]["id"], "first")
         self.assertFalse(glob.glob("r/*.html"))  # report_format json
 
+    def test_second_round_facts(self):
+        """What the original does that its users meet (issue 65): a profiler cleaned up after a
+        request serves the next one; a session that cannot start leaves no report; a report
+        has "cache_analysis": {} without cache events; an unknown configuration key is a
+        TypeError (dataclass keywords), also a ValueError."""
+        from sonde.compat.inferix import InferixProfiler, ProfilingConfig
+        from sonde.compat.inferix.integration import create_profiler_from_config
+        p = InferixProfiler(ProfilingConfig(enabled=True, output_dir="req", report_format="json",
+                                            real_time_display=False))
+        with contextlib.redirect_stdout(io.StringIO()):
+            for request in ("first", "second"):  # the pipeline's loop
+                p.start_session(request)
+                with p.stage("denoise"):
+                    pass
+                p.cleanup()
+            self.assertEqual(set(p.sessions), {"first", "second"})
+            for sid in ("first", "second"):
+                r = session_report("req", sid)
+                self.assertEqual(r["cache_analysis"], {})
+                self.assertIn("denoise", r["stage_analysis"]["stages"])
+            p.close()  # sonde's own end: the run's files written, then nothing more
+            with self.assertRaises(sonde.SondeError):
+                p.start_session("third")
+        self.assertIsNone(p.current_session)
+        self.assertEqual(set(p.sessions), {"first", "second"})
+        p.cleanup()  # nothing under way: no report of a session that never started
+        self.assertEqual(session_reports("req", "third"), [])
+        with self.assertRaises(TypeError) as e:
+            create_profiler_from_config({"profiling": {"enabled": True, "gpu_intervl": 1}})
+        self.assertIsInstance(e.exception, ValueError)
+        self.assertIn('unknown key "gpu_intervl"', str(e.exception))
+        with open("bad.yaml", "w") as f:
+            f.write("profiling:\n  enabled: true\n  report_formt: html\n")
+        with self.assertRaises(TypeError):
+            ProfilingConfig.from_yaml("bad.yaml")
+
+    def test_cpu_frequency_as_psutil_reads_it(self):
+        """CPUMonitor's cpu_freq_current_mhz and cpu_freq_max_mhz, read as psutil.cpu_freq()
+        reads them (the original's source), on planted /proc and /sys trees."""
+        from sonde.compat.inferix.monitors import cpu_freq_mhz, cpu_metrics
+
+        def plant(root, files):
+            for path, text in files.items():
+                os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
+                with open(os.path.join(root, path), "w") as f:
+                    f.write(text)
+
+        two = "processor\t: 0\ncpu MHz\t\t: 1000.000\n\nprocessor\t: 1\ncpu MHz\t\t: 3000.5\n"
+        plant("a", {"proc/cpuinfo": two})  # no cpufreq: cpuinfo's mean, max 0.0
+        self.assertEqual(cpu_freq_mhz("a/proc", "a/cpu"), (2000.25, 0.0))
+        plant("b", {"proc/cpuinfo": two,  # as many policies as cpuinfo's CPUs: cpuinfo's now
+                    "cpu/cpufreq/policy0/scaling_cur_freq": "800000\n",
+                    "cpu/cpufreq/policy0/scaling_max_freq": "3500000\n",
+                    "cpu/cpufreq/policy1/scaling_cur_freq": "900000\n",
+                    "cpu/cpufreq/policy1/scaling_max_freq": "4500000\n"})
+        self.assertEqual(cpu_freq_mhz("b/proc", "b/cpu"), (2000.25, 4000.0))
+        plant("c", {"proc/cpuinfo": "cpu MHz : 1.0\n",  # counts differ: sysfs's current
+                    "cpu/cpu0/cpufreq/scaling_cur_freq": "800000\n",
+                    "cpu/cpu0/cpufreq/scaling_max_freq": "3500000\n",
+                    "cpu/cpu1/cpufreq/cpuinfo_cur_freq": "1200000\n",
+                    "cpu/cpu1/cpufreq/scaling_max_freq": "3500000\n"})
+        self.assertEqual(cpu_freq_mhz("c/proc", "c/cpu"), (1000.0, 3500.0))
+        self.assertIsNone(cpu_freq_mhz("none/proc", "none/cpu"))
+        m = cpu_metrics({"cpu %": 5.0, "load 1m": 0.5}, freq=lambda: (2000.25, 0.0))
+        self.assertEqual(list(m), ["cpu_usage_percent", "cpu_freq_current_mhz",
+                                   "cpu_freq_max_mhz", "load_average_1min"])
+        self.assertNotIn("cpu_freq_current_mhz", cpu_metrics({}, freq=lambda: None))
+
     def test_decorators_with_extractors(self):
         from sonde.compat.inferix import (InferixProfiler, ProfilingConfig, add_profiling_event,
                                           profile_block_computation, profile_diffusion_step,

@@ -21,6 +21,13 @@ import shutil
 import threading
 
 
+class UnknownOption(TypeError, ValueError):
+    """An option or configuration key a compat module does not know. The originals pass their
+    options to a dataclass or a function (Inferix's ProfilingConfig(**d), VizTracer,
+    torch.profiler.profile), where an unknown keyword is a TypeError; sonde's message also
+    names the source and the nearest key. It is a ValueError too, what sonde raised before."""
+
+
 class ActiveStack:
     """What a compat module has entered on each thread, innermost last: the "current profiler"
     that its free functions (cache_dit.step, Inferix's decorators) find."""

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import sonde
-from sonde.compat import _unzip_to
+from sonde.compat import UnknownOption, _unzip_to
 
 __all__ = ["DiffulexProfiler", "ProfilerConfig", "PerformanceMetrics", "collect_gpu_metrics",
            "collect_cpu_metrics", "collect_memory_metrics", "ProfilerBackend",
@@ -102,7 +102,7 @@ def _viztracer_keys(vc):
         if k == "output_dir":
             continue
         if k not in _VIZ:
-            raise _OptionError("ProfilerConfig.viztracer_config: unknown option %r (sonde maps %s)"
+            raise UnknownOption("ProfilerConfig.viztracer_config: unknown option %r (sonde maps %s)"
                              % (k, ", ".join(sorted(_VIZ))))
         key = _VIZ[k]
         if key is None:
@@ -327,12 +327,6 @@ _EXPORTERS = {"json": JSONExporter, "csv": CSVExporter, "summary": SummaryExport
 
 
 # -- backends ------------------------------------------------------------------------------------
-class _OptionError(TypeError, ValueError):
-    """An option a backend does not know. The original hands its backends' options to VizTracer
-    and torch.profiler.profile, which raise TypeError; sonde said ValueError before, so both
-    catch it."""
-
-
 class ProfilerBackend(abc.ABC):
     """A backend (the original's abstract base): start(name) begins timing a section, stop()
     ends it and returns the backend's data for it (None when nothing was started); as a context
@@ -510,7 +504,7 @@ class PyTorchProfilerBackend(_OnSonde):
         self.tp = None
         unknown = [k for k in kwargs if k not in self._KEYS + ("activities",)]
         if unknown:
-            raise _OptionError("PyTorchProfilerBackend: unknown option %r; sonde knows %s" % (
+            raise UnknownOption("PyTorchProfilerBackend: unknown option %r; sonde knows %s" % (
                 unknown[0], ", ".join(("output_dir", "activities") + self._KEYS + (
                     "export_stacks", "stacks_metric", "export_table", "table_sort_by",
                     "table_row_limit"))))

@@ -9,6 +9,7 @@ import os
 from typing import Any, Dict, Optional
 
 from sonde import _sonde
+from sonde.compat import UnknownOption
 
 __all__ = ["ProfilingConfig", "REPORT_FORMATS"]
 
@@ -69,8 +70,10 @@ class ProfilingConfig:
     @classmethod
     def from_dict(cls, values, source="<dict>", lines=None):
         """A configuration from a mapping of its keys (or one holding them under `profiling:`).
-        Values may be text, as a YAML file has them ("true", "0.5"). An unknown key or a bad
-        value is a ValueError naming source, the line when known, and the key."""
+        Values may be text, as a YAML file has them ("true", "0.5"). An unknown key is a
+        TypeError, as the original's ProfilingConfig(**values) raises (sonde.compat.UnknownOption,
+        also a ValueError), a bad value a ValueError; both name source, the line when known,
+        and the key."""
         if isinstance(values, dict) and isinstance(values.get("profiling"), dict):
             values, prefix = values["profiling"], "profiling."
         else:
@@ -85,7 +88,7 @@ class ProfilingConfig:
                 where = "%s:%d" % (source, lines[prefix + key])
             if key not in fields:
                 near = difflib.get_close_matches(key, fields, 1)
-                raise ValueError('%s: unknown key "%s"%s' % (
+                raise UnknownOption('%s: unknown key "%s"%s' % (
                     where, key, ' (did you mean "%s"?)' % near[0] if near else ""))
             try:
                 kw[key] = _convert(fields[key], value)

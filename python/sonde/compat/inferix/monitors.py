@@ -10,6 +10,7 @@ InferixProfiler) runs a sonde profiler of its own that writes no file."""
 
 import collections
 import dataclasses
+import glob
 import os
 import re
 import tempfile
@@ -84,10 +85,51 @@ def gpu_metrics(live, device_ids=None):
     return out
 
 
-def cpu_metrics(live):
+def _read_number(path):
+    try:
+        with open(path) as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_freq_mhz(proc="/proc", cpu_dir="/sys/devices/system/cpu"):
+    """(current, max) CPU frequency in MHz, averaged over the CPUs, as psutil.cpu_freq() reads
+    them on Linux (the original's source): each CPU's cpufreq policy (its current frequency
+    from /proc/cpuinfo when that lists as many CPUs, else scaling_cur_freq or
+    cpuinfo_cur_freq; the max from scaling_max_freq); without cpufreq, /proc/cpuinfo's
+    "cpu MHz" lines and a max of 0.0. None where neither says (the original's keys are then
+    absent)."""
+    info = []
+    try:
+        with open(os.path.join(proc, "cpuinfo")) as f:
+            info = [float(ln.split(":", 1)[1]) for ln in f if ln.lower().startswith("cpu mhz")]
+    except (OSError, ValueError, IndexError):
+        info = []
+    pols = glob.glob(os.path.join(cpu_dir, "cpufreq", "policy[0-9]*")) or \
+        glob.glob(os.path.join(cpu_dir, "cpu[0-9]*", "cpufreq"))
+    if not pols:
+        return (sum(info) / len(info), 0.0) if info else None
+    pols.sort(key=lambda p: int(re.search(r"(\d+)(?:/cpufreq)?$", p).group(1)))
+    cur, top = [], []
+    for i, p in enumerate(pols):
+        c = info[i] * 1000 if len(info) == len(pols) else (
+            _read_number(os.path.join(p, "scaling_cur_freq")) or
+            _read_number(os.path.join(p, "cpuinfo_cur_freq")))
+        m = _read_number(os.path.join(p, "scaling_max_freq"))
+        if c is None or m is None:
+            return None  # psutil raises here; the original then leaves the keys out
+        cur.append(c / 1000)
+        top.append(m / 1000)
+    return sum(cur) / len(cur), sum(top) / len(top)
+
+
+def cpu_metrics(live, freq=cpu_freq_mhz):
     """The original's CPU figures from sonde's live query: cpu_usage_percent,
     cpu_per_core_percent, cpu_core_count, memory_total_mb, memory_used_mb, memory_available_mb,
-    memory_usage_percent, load_average_1min/5min/15min (those sampled)."""
+    memory_usage_percent, load_average_1min/5min/15min (those sampled), and
+    cpu_freq_current_mhz, cpu_freq_max_mhz where the machine reports a frequency (read now,
+    by freq())."""
     out = {}
     if live.get("cpu %") is not None:
         out["cpu_usage_percent"] = live["cpu %"]
@@ -104,6 +146,9 @@ def cpu_metrics(live):
         out["memory_available_mb"] = int(live["memory available MiB"])
     if total and used is not None:
         out["memory_usage_percent"] = round(100.0 * used / total, 1)
+    f = freq()
+    if f is not None:
+        out["cpu_freq_current_mhz"], out["cpu_freq_max_mhz"] = f
     for n in ("1", "5", "15"):
         if live.get("load %sm" % n) is not None:
             out["load_average_%smin" % n] = live["load %sm" % n]

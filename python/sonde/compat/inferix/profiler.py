@@ -133,10 +133,11 @@ class InferixProfiler:
         t = dict(self.config.session_tags)
         t.update(tags or {})
         s = ProfilingSession(session_id=session_id, start_time=time.time(), tags=t)
-        self.current_session = self.sessions[session_id] = s
         meta = {k: sonde.json_text(v) for k, v in t.items()}
-        self._sonde_session = self.profiler.session(session_id, meta)
-        self._sonde_session.__enter__()
+        sess = self.profiler.session(session_id, meta)
+        sess.__enter__()  # first: a session that cannot start leaves nothing to report
+        self._sonde_session = sess
+        self.current_session = self.sessions[session_id] = s
         _active.push(self)
         for m in (self.gpu_monitor, self.cpu_monitor):
             if m:
@@ -362,16 +363,23 @@ class InferixProfiler:
 
     # -- lifetime -------------------------------------------------------------------------------
     def cleanup(self):
-        """Ends the session under way, stops the monitors, and closes sonde's recording
-        (writing its trace)."""
+        """Ends the session under way and stops the monitors, as the original; the profiler
+        stays usable (a pipeline cleans up after each request and starts the next session on
+        the same profiler). sonde's trace of the run so far is written now; the run's files
+        are completed when the program ends, or by close()."""
         if self.current_session:
             self.end_session()
         for m in (self.gpu_monitor, self.cpu_monitor):
             if m:
                 m.stop_monitoring()
-        self.profiler.close(raise_on_error=False)
+        if self.config.enabled and self.profiler._handle is not None:
+            self.profiler.export()
 
-    close = cleanup
+    def close(self):
+        """cleanup(), then sonde's recording ends for good (its files written); what sonde
+        adds: the original has no end."""
+        self.cleanup()
+        self.profiler.close(raise_on_error=False)
 
     def __enter__(self):
         return self
