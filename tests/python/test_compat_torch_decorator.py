@@ -6,6 +6,7 @@ checked. Run by ctest with PYTHONPATH=BUILD/python."""
 
 import importlib.util
 import contextlib
+import glob
 import io
 import json
 import os
@@ -129,12 +130,11 @@ class DecoratorDocument(InTempDir):
                     row = [ln for ln in text.splitlines() if ln.strip().startswith("forward")]
                     self.assertEqual(row[0].split()[1:2], ["6.000G"])  # 3 active x 2 GFLOP
                     self.assertEqual(row[0].split()[-1], "3")
-                if "def distributed_train" in code:
-                    out = io.StringIO()
-                    with contextlib.redirect_stdout(out):
-                        ns["distributed_train"](None)
-                    self.assertTrue(os.path.isfile("profiles/trace_rank_0.json"))
-                    self.assertIn("Top sections", out.getvalue())
+                if "def distributed_train" in code:  # its body is `pass`: no step taken,
+                    with contextlib.redirect_stdout(io.StringIO()):  # the original's
+                        with self.assertRaises(AssertionError):  # export_chrome_trace fails
+                            ns["distributed_train"](None)
+                    self.assertFalse(os.path.exists("profiles/trace_rank_0.json"))
 
     def test_only_rank_0_prints_and_each_rank_has_its_files(self):
         code = ("from sonde.compat.torch_decorator import profiler, step_profiler\n"
@@ -217,9 +217,6 @@ class DecoratorDocument(InTempDir):
             with self.assertRaises(ImportError) as e:
                 torch_decorator.profiler(with_modules=True)
             self.assertIn("with_modules=True) needs PyTorch", str(e.exception))
-        with self.assertRaises(ValueError):
-            torch_decorator.profiler(active=-1)
-
         @torch_decorator.profiler(enabled=False, output_dir="off")
         def f():
             torch_decorator.step_profiler()  # nothing under way: nothing
@@ -231,11 +228,78 @@ class DecoratorDocument(InTempDir):
         @torch_decorator.profiler(output_dir="ns", nsight_enabled=True)
         def g():
             p = torch_decorator.active_profiler()
+            for _ in range(3):
+                torch_decorator.step_profiler()
             return p.config.get("nvtx"), p.config.get("cuda_profiler_range")
 
         with contextlib.redirect_stdout(io.StringIO()):
             self.assertEqual(g(), ("1", "1"))
         self.assertEqual(g.nsight_output, "nsight_profile")
+
+    def test_misuse_the_original_refuses(self):
+        """As torch's schedule and export refuse them in the original (issue 65): active=0 or
+        a negative count fails the call (AssertionError; also the ValueError sonde raised),
+        before anything is printed; a call that ends before the first window fails when it
+        returns, after the function ran; a call that raises leaves its windows but no
+        trace_rank_0.json."""
+        @torch_decorator.profiler(output_dir="bad", active=0)  # decorating is allowed
+        def bad():
+            raise RuntimeError("never runs")
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), self.assertRaises(AssertionError) as e:
+            bad()
+        self.assertIsInstance(e.exception, ValueError)
+        self.assertIn("Invalid profiler schedule arguments", str(e.exception))
+        self.assertEqual(out.getvalue(), "")
+        ran = []
+
+        @torch_decorator.profiler(output_dir="short")  # skip_first 1 + wait 1: step 2 first
+        def short():
+            torch_decorator.step_profiler()
+            ran.append(1)
+            return 1
+
+        with contextlib.redirect_stdout(io.StringIO()), self.assertRaises(AssertionError) as e:
+            short()
+        self.assertEqual(ran, [1])
+        self.assertIn("1 step_profiler() call(s)", str(e.exception))
+        self.assertFalse(os.path.exists("short/trace_rank_0.json"))
+
+        @torch_decorator.profiler(output_dir="boom", skip_first=0, wait=0, warmup=0, active=2,
+                                  repeat=0)
+        def boom():
+            for i in range(5):  # windows 0-1 and 2-3 end; the error comes in the third
+                torch_decorator.step_profiler()
+            raise KeyError("data loader")
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), self.assertRaises(KeyError):
+            boom()
+        self.assertNotIn("Chrome trace saved", out.getvalue())
+        self.assertNotIn("Profiling Summary", out.getvalue())
+        self.assertFalse(os.path.exists("boom/trace_rank_0.json"))
+        self.assertGreaterEqual(len([f for f in os.listdir("boom")
+                                     if f.endswith(".pt.trace.json")]), 2)
+
+    def test_tensorboard_lists_each_window_once(self):
+        """What `tensorboard --logdir DIR` lists: every *.pt.trace.json(.gz) under DIR, the
+        original's one file per window; sonde's own copies (its TensorBoard layout) no more."""
+        @torch_decorator.profiler(output_dir="tb", skip_first=0, wait=1, warmup=0, active=1,
+                                  repeat=5)
+        def train():
+            for _ in range(10):
+                torch_decorator.step_profiler()
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            train()
+        listed = [os.path.relpath(os.path.join(d, f), "tb") for d, _, fs in os.walk("tb")
+                  for f in fs if f.endswith((".pt.trace.json", ".pt.trace.json.gz"))]
+        self.assertEqual(len(listed), 5, listed)
+        self.assertTrue(all(re.fullmatch(r"rank_0\.\d+\.pt\.trace\.json", f) for f in listed),
+                        listed)
+        self.assertTrue(os.path.isfile("tb/trace_rank_0.json"))
+        self.assertTrue(glob.glob("tb/rank_0/*.sonde"))
 
 
 if __name__ == "__main__":

@@ -19,11 +19,16 @@ torch's tensorboard_trace_handler names it), and when the call returns the last 
 then prints "Profiling Summary:" and the table: torch's own key_averages() table of the last
 window (sorted by CUDA time, ten rows, with the memory and FLOP columns) when the program
 imported torch, else sonde's table of the top sections. While the call runs torch._current_profiler
-is an object whose step() is step_profiler(), as in the original.
+is an object whose step() is step_profiler(), as in the original. As there, a schedule torch
+refuses (active=0, a negative count) fails the call with an AssertionError (ScheduleError, also a
+ValueError), a call that ends before the first window (too few step_profiler() calls) fails
+with one when it returns (NoWindowRecorded), and a call that raises leaves the windows written
+so far but no trace_rank_{rank}.json.
 
 What sonde adds: {output_dir}/rank_{rank}/ holds the run's NAME.sonde (every `sonde` command
 reads it; `sonde aggregate` and `sonde merge` take the ranks' files), the whole run's trace and
-the TensorBoard layout. torch's operators (with shapes, memory and FLOPs) are on sonde's timeline
+each window's (NAME-cycleK.trace.json.gz; not *.pt.trace.json, so TensorBoard lists each window
+once, as the original's). torch's operators (with shapes, memory and FLOPs) are on sonde's timeline
 with the program's own sections; with_modules makes every nn.Module call a section
 ("nn.Module: Linear", sonde.torch.instrument_all); nsight_enabled turns on sonde's NVTX ranges
 and cudaProfilerStart/Stop around each active window (`nsys profile
@@ -145,10 +150,6 @@ def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, w
         except ImportError as e:
             raise ImportError("profiler(with_modules=True) needs PyTorch in this interpreter "
                               "(%s): %s" % (sys.executable, e)) from e
-    for k, v in (("skip_first", skip_first), ("wait", wait), ("warmup", warmup),
-                 ("active", active), ("repeat", repeat)):
-        if not isinstance(v, int) or v < 0:
-            raise ValueError("profiler(%s=%r): expected an integer >= 0" % (k, v))
 
     def wrap(f):
         @functools.wraps(f)
@@ -156,6 +157,7 @@ def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, w
             if not enabled:
                 return f(*a, **kw)
             os.makedirs(output_dir, exist_ok=True)
+            _check_schedule(skip_first, wait, warmup, active, repeat)
             rank = int(os.environ.get("LOCAL_RANK", 0))
             world_size = int(os.environ.get("WORLD_SIZE", 1))
             if nsight_enabled:
@@ -205,8 +207,18 @@ def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, w
                     text = _torch_table(tp) if tp is not None else None
                     if text is None:
                         text = _summary(p, rank, with_flops)
+                steps = p.get_summary()["steps"] if p.enabled else 0
                 p.close(raise_on_error=ok)
-                last = _publish(p, output_dir, rank, before)
+                # before the schedule's first window nothing was recorded (sonde's TensorBoard
+                # trace is then the whole run's: not a window)
+                last = _publish(p, output_dir, rank, before, ok,
+                                windows=steps >= skip_first + wait)
+            if p.enabled and steps < skip_first + wait:
+                raise NoWindowRecorded(
+                    "profiler: no step was recorded, so there is no trace to export (the "
+                    "original's export_chrome_trace fails here too): %d step_profiler() "
+                    "call(s), and the schedule's first window begins at step %d (skip_first=%d "
+                    "+ wait=%d)" % (steps, skip_first + wait, skip_first, wait))
             if last:
                 print("💾 Chrome trace saved to: %s" % last)
             if text is not None:
@@ -222,6 +234,27 @@ def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, w
     return wrap
 
 
+class ScheduleError(AssertionError, ValueError):
+    """A schedule the original's torch.profiler.schedule refuses (AssertionError "Invalid
+    profiler schedule arguments"); a ValueError too, what sonde raised before."""
+
+
+class NoWindowRecorded(AssertionError):
+    """The decorated call ended before the schedule's first window: the original's
+    export_chrome_trace fails the call with an AssertionError then."""
+
+
+def _check_schedule(skip_first, wait, warmup, active, repeat):
+    """Raises ScheduleError where torch.profiler.schedule asserts (when the decorated function
+    is called, as the original makes its schedule then)."""
+    for k, v in (("skip_first", skip_first), ("wait", wait), ("warmup", warmup),
+                 ("active", active), ("repeat", repeat)):
+        least = 1 if k == "active" else 0
+        if not isinstance(v, int) or v < least:
+            raise ScheduleError("Invalid profiler schedule arguments: %s=%r (expected an "
+                                "integer >= %d)" % (k, v, least))
+
+
 def _windows(rank_dir):
     """{path: mtime_ns} of the TensorBoard traces under rank_dir/plugins/profile/*/."""
     out = {}
@@ -233,14 +266,17 @@ def _windows(rank_dir):
     return out
 
 
-def _publish(p, output_dir, rank, before):
+def _publish(p, output_dir, rank, before, ok=True, windows=True):
     """The original's files from sonde's TensorBoard traces (one per finished window, in
     rank_{rank}/plugins/profile/NAME/HOST_PID.cycleK.pt.trace.json.gz): each window of this
-    call as {output_dir}/rank_{rank}.{ns}.pt.trace.json, ns the time it was written, and the
-    last one as {output_dir}/trace_rank_{rank}.json. before: the traces there before the call
-    ({path: mtime_ns}), which are earlier calls' (a second call's run is NAME-2, its folder
-    beside the first's; as a multi-rank job's, both may share one): only traces new or written
-    again since count. Returns the latter's path, or None without a window."""
+    call as {output_dir}/rank_{rank}.{ns}.pt.trace.json, ns the time it was written, and
+    (ok: the call returned) the last one as {output_dir}/trace_rank_{rank}.json. sonde's
+    copies are then removed: TensorBoard, pointed at output_dir, lists each window once, as
+    the original's. before: the traces there before the call ({path: mtime_ns}), which are
+    earlier calls' (a second call's run is NAME-2, its folder beside the first's; as a
+    multi-rank job's, both may share one): only traces new or written again since count.
+    windows False: the call had none, and sonde's traces are only removed. Returns the path of
+    trace_rank_{rank}.json, or None when not written."""
     if p.file_path is None:
         return None
     cycles = []
@@ -249,13 +285,19 @@ def _publish(p, output_dir, rank, before):
             continue  # an earlier call's, untouched by this one
         m = re.search(r"\.cycle(\d+)\.pt\.trace\.json\.gz$", path)
         cycles.append((int(m.group(1)) if m else 0, path))
-    if not cycles:
-        return None
     cycles.sort()
     ns = 0
-    for _, path in cycles:  # windows written in one go keep their order in distinct names
+    for _, path in cycles if windows else ():  # written in one go: distinct names, in order
         ns = max(os.stat(path).st_mtime_ns, ns + 1)
         _unzip_to(path, os.path.join(output_dir, "rank_%d.%d.pt.trace.json" % (rank, ns)))
-    last = os.path.join(output_dir, "trace_rank_%d.json" % rank)
-    _unzip_to(cycles[-1][1], last)
+    last = None
+    if ok and windows and cycles:  # exported after the call returns, never after an exception
+        last = os.path.join(output_dir, "trace_rank_%d.json" % rank)
+        _unzip_to(cycles[-1][1], last)
+    for _, path in cycles:
+        os.remove(path)
+        try:
+            os.removedirs(os.path.dirname(path))  # plugins/profile/NAME/, where now empty
+        except OSError:
+            pass
     return last
