@@ -105,6 +105,22 @@ def job_rank():
     return _sonde.job_rank()
 
 
+def _rank_world():
+    """(rank, world_size) of this process: the launcher's environment as libsonde reads it,
+    else torch.distributed's process group where the program initialized one (mp.spawn gives
+    the rank to init_process_group, not to the environment); None when neither says."""
+    rank, world, _ = _sonde.job_rank()
+    if rank >= 0:
+        return rank, max(world, 1)
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except (RuntimeError, ValueError, AttributeError):
+        pass  # a group being torn down
+    return None
+
+
 def json_text(value):
     """A value as the text sonde records for metadata and event arguments: a str (or bytes) as
     it is, anything else as its JSON text (0.5, true, [1, 2], {"k": "v"})."""
@@ -243,6 +259,12 @@ class Profiler:
                 cfg = Config(cfg).from_env()
             except SondeError:
                 pass  # libsonde says it when the profiler is made (sonde__env_failure)
+        if cfg.get("rank") == "-1" and _sonde.job_rank()[0] < 0:
+            rw = _rank_world()  # torch's process group, where the environment says nothing
+            if rw is not None:
+                cfg = Config(cfg)
+                cfg.set("rank", rw[0])
+                cfg.set("world_size", rw[1])
         self.config = cfg
         self._lock = threading.Lock()
         self._handle = _sonde.Handle(cfg._c)

@@ -745,6 +745,49 @@ class Compat(unittest.TestCase):
         ops = check_nesting(self, events)
         self.assertEqual(sum(1 for o in ops if o["name"] == "aten::conv2d"), 9)
 
+    def test_002_cache_dit_reads_and_ranks(self):
+        """As the original's ctx.profiler (a torch.profiler.profile): key_averages() and
+        export_chrome_trace() after the block. Ranks launched by mp.spawn (the rank given to
+        init_process_group, nothing in the environment) each write NAME-rankN, as the
+        original names them from torch.distributed."""
+        from sonde.compat.cache_dit import ProfilerContext
+        model = UNet()
+        with ProfilerContext(activities=["CPU"], output_dir=self.dir, profile_name="ka") as ctx:
+            denoise(model, ctx.profiler, step=ctx.step)
+        rows = {e.key: e for e in ctx.profiler.key_averages()}
+        self.assertEqual(rows["aten::conv2d"].count, 3 * STEPS)
+        ctx.profiler.export_chrome_trace(os.path.join(self.dir, "torch.json"))
+        self.assertIn("aten::conv2d", {e["name"] for e in load_trace(os.path.join(self.dir,
+                                                                              "torch.json"))})
+        with self.assertRaises(AttributeError):
+            ctx.profiler.no_such_method()
+        code = ("import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp\n"
+                "from sonde.compat.cache_dit import ProfilerContext\n"
+                "def run(rank, d):\n"
+                "    dist.init_process_group('gloo', init_method='file://' + d + '/rdv',\n"
+                "                            rank=rank, world_size=2)\n"
+                "    with ProfilerContext(activities=['CPU'], output_dir=d, profile_name='dit'):\n"
+                "        t = torch.ones(4) * rank\n"
+                "        dist.all_reduce(t)\n"
+                "    dist.destroy_process_group()\n"
+                "if __name__ == '__main__':\n"
+                "    mp.spawn(run, args=(sys.argv[1],), nprocs=2)\n")
+        d = os.path.join(self.dir, "spawn")
+        os.makedirs(d)
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK",
+                            "PMI_RANK", "SLURM_PROCID")}
+        with open(os.path.join(d, "job.py"), "w") as f:
+            f.write(code)
+        r = subprocess.run([sys.executable, os.path.join(d, "job.py"), d], capture_output=True,
+                           text=True, env=env, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        made = sorted(f for f in os.listdir(d) if f.endswith(".trace.json.gz"))
+        self.assertEqual(made, ["dit-rank0.trace.json.gz", "dit-rank1.trace.json.gz"])
+        for k in (0, 1):
+            self.assertTrue(os.path.isfile(os.path.join(d, "dit-rank%d.sonde" % k)),
+                            sorted(os.listdir(d)))
+
     def test_003_training_loop_schedule(self):
         """forward, backward, optimizer step under 003's decorator with skip_first=1, wait=1,
         warmup=1, active=2, repeat=2: the steps recorded are those torch's schedule picks, one

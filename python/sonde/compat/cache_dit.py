@@ -49,6 +49,31 @@ _active = ActiveStack()
 _SCHEDULE = ("wait", "warmup", "active", "repeat")
 
 
+# What the original's ctx.profiler (a torch.profiler.profile) is read with after the block.
+_TORCH_READS = ("key_averages", "events", "export_chrome_trace", "export_stacks",
+                "export_memory_timeline", "profiler")
+
+
+class _Profiler(sonde.Profiler):
+    """The context's sonde.Profiler, read also as the original's ctx.profiler is, a
+    torch.profiler.profile: key_averages(), events(), export_chrome_trace(), export_stacks()
+    are torch's own, over the operators torch recorded in the block (its last window with a
+    schedule)."""
+
+    _tp = None  # sonde.torch's TorchProfiler attached, when the program imported torch
+
+    def __getattr__(self, name):
+        if name not in _TORCH_READS:
+            raise AttributeError("%r object has no attribute %r" % (type(self).__name__, name))
+        last = self._tp.last_profile if self._tp is not None else None
+        if last is None:
+            raise AttributeError(
+                "ProfilerContext.profiler.%s: no torch profile to read %s" % (
+                    name, "yet: torch's is read once the block has ended"
+                    if self._tp is not None else "(torch was not imported when the block began)"))
+        return getattr(last, name)
+
+
 class ProfilerContext:
     """A profiling context: `with ProfilerContext(...):` records the block into
     output_dir/profile_name.trace.json.gz (see the module's documentation). wait, warmup, active
@@ -87,8 +112,7 @@ class ProfilerContext:
         if not self.enabled:
             return self
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        rank, world, _ = sonde.job_rank()
-        rank = max(rank, 0)
+        rank, world = sonde._rank_world() or (0, 1)  # torch's group, as the original asks it
         stem = self.profile_name + ("-rank%d" % rank if world > 1 else "")
         self.trace_path = self.output_dir / (stem + ".trace.json.gz")
         keys = {"name": self.profile_name, "output_dir": str(self.output_dir),
@@ -96,14 +120,15 @@ class ProfilerContext:
                 "record_shapes": self.record_shapes,
                 "collect_memory": "MEM" in self.activities}
         keys.update(self._schedule())
-        self.profiler = sonde.Profiler(keys)
+        self.profiler = _Profiler(keys)
         self.steps = 0
         if self.profiler.enabled and "torch" in sys.modules:  # the torch.profiler backend
             from sonde import torch as sonde_torch
             acts, mem = sonde_torch.parse_activities(self.activities)
-            sonde_torch.profile_operators(self.profiler, activities=acts, profile_memory=mem,
-                                          record_shapes=self.record_shapes,
-                                          with_stack=self.with_stack)
+            self.profiler._tp = sonde_torch.profile_operators(
+                self.profiler, activities=acts, profile_memory=mem,
+                record_shapes=self.record_shapes, with_stack=self.with_stack,
+                keep_last_profile=True)
             if mem:  # CUDA memory counters, and the snapshot when the block ends
                 self._cuda = sonde_torch.track_cuda(self.profiler, memory=True, snapshot=True)
         logger.info("Started profiling. Traces will be saved to: %s (activities: %s)"
@@ -143,7 +168,7 @@ class ProfilerContext:
         snap = getattr(self._cuda, "snapshot_path", None)
         if snap:
             import torch
-            rank = max(sonde.job_rank()[0], 0)
+            rank = (sonde._rank_world() or (0, 1))[0]
             stem = self.output_dir / ("%s-rank%d-memory-%d" % (self.profile_name, rank,
                                                                 int(time.time())))
             os.replace(snap, str(stem) + ".pickle")
