@@ -289,6 +289,37 @@ class ArtifexDocument(InTempDir):
         with open("h/memory_profile.json") as f:  # the original's: no device, no figure
             self.assertEqual(json.load(f), [{"step": 1, "memory": {}}, {"step": 2, "memory": {}}])
 
+    def test_second_round_facts(self):
+        """Artifex's own test calls the dispatch with keywords; a program may move log_dir
+        after making the callback (issue 65)."""
+        seen = []
+
+        class Recorder(artifex.BaseCallback):
+            def on_batch_end(self, trainer, batch, logs):
+                seen.append((trainer, batch, logs))
+
+            def on_epoch_end(self, trainer, epoch, logs):
+                seen.append((trainer, epoch, logs))
+
+        mine = [Recorder()]
+        cbs = artifex.CallbackList(mine)
+        cbs.on_batch_end(None, batch=100, logs={"loss": 1.0})
+        cbs.on_epoch_end(trainer="t", epoch=2, logs={})
+        self.assertEqual(seen, [(None, 100, {"loss": 1.0}), ("t", 2, {})])
+        cbs.add(artifex.BaseCallback())
+        self.assertIs(cbs.callbacks, mine)  # the list given is the one kept, as the original
+        with self.assertRaises(TypeError):  # the original's signature: batch is required
+            cbs.on_batch_begin(None)
+        mp = artifex.MemoryProfiler(artifex.MemoryProfileConfig(log_dir="old",
+                                                                profile_every_n_steps=1))
+        mp.config.log_dir = "new"
+        mp.on_train_begin(None)
+        mp.on_batch_end(None, 1, {})
+        mp.on_train_end(None)
+        self.assertEqual(mp.profile_path, os.path.join("new", "memory_profile.json"))
+        with open(mp.profile_path) as f:
+            self.assertEqual([e["step"] for e in json.load(f)], [1])
+
 
 if __name__ == "__main__":
     print("sonde.compat.artifex tests on %s (Python %s)" % (sys.executable,

@@ -97,10 +97,14 @@ class BaseCallback:
 
 
 class CallbackList:
-    """Artifex's CallbackList: each hook called on every callback, in order."""
+    """Artifex's CallbackList: each hook called on every callback, in order, with the
+    arguments given by position or by the original's names (trainer, epoch, batch, logs). The
+    list given is the one kept, as the original keeps it."""
+
+    __slots__ = ("callbacks",)
 
     def __init__(self, callbacks=None):
-        self.callbacks = list(callbacks) if callbacks else []
+        self.callbacks = callbacks or []
 
     def add(self, callback):
         self.callbacks.append(callback)
@@ -114,20 +118,38 @@ class CallbackList:
     def __iter__(self):
         return iter(self.callbacks)
 
-
-def _dispatch(hook):
-    def call(self, *args):
+    # Each callback gets the arguments by position, as the original passes them.
+    def on_train_begin(self, trainer):
         for cb in self.callbacks:
-            getattr(cb, hook)(*args)
+            cb.on_train_begin(trainer)
 
-    call.__name__ = hook
-    call.__doc__ = "Dispatches %s to every callback." % hook
-    return call
+    def on_train_end(self, trainer):
+        for cb in self.callbacks:
+            cb.on_train_end(trainer)
 
+    def on_epoch_begin(self, trainer, epoch):
+        for cb in self.callbacks:
+            cb.on_epoch_begin(trainer, epoch)
 
-for _hook in ("on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end",
-              "on_batch_begin", "on_batch_end", "on_validation_begin", "on_validation_end"):
-    setattr(CallbackList, _hook, _dispatch(_hook))
+    def on_epoch_end(self, trainer, epoch, logs):
+        for cb in self.callbacks:
+            cb.on_epoch_end(trainer, epoch, logs)
+
+    def on_batch_begin(self, trainer, batch):
+        for cb in self.callbacks:
+            cb.on_batch_begin(trainer, batch)
+
+    def on_batch_end(self, trainer, batch, logs):
+        for cb in self.callbacks:
+            cb.on_batch_end(trainer, batch, logs)
+
+    def on_validation_begin(self, trainer):
+        for cb in self.callbacks:
+            cb.on_validation_begin(trainer)
+
+    def on_validation_end(self, trainer, logs):
+        for cb in self.callbacks:
+            cb.on_validation_end(trainer, logs)
 
 
 def _torch():
@@ -192,14 +214,19 @@ class JAXProfiler(BaseCallback):
 
 class MemoryProfiler(BaseCallback):
     """Device memory every profile_every_n_steps batches into log_dir/memory_profile.json (see
-    the module's documentation). profile_path is that file."""
+    the module's documentation). profile_path is that file, in config.log_dir as it is when
+    training ends (a program may change it after making the callback, as the original reads
+    it then)."""
 
     def __init__(self, config=None):
         self.config = config if config is not None else MemoryProfileConfig()
-        self.profile_path = os.path.join(self.config.log_dir, "memory_profile.json")
         self.profiler = None
         self._base = 0
         self._memory_history = []
+
+    @property
+    def profile_path(self):
+        return os.path.join(self.config.log_dir, "memory_profile.json")
 
     def _sampler(self):
         """The sonde profiler whose sampler thread reads the devices: a snapshot at each of
@@ -244,11 +271,12 @@ class MemoryProfiler(BaseCallback):
                     if dev != "host" and dev not in mem:  # torch's allocator comes first
                         mem[dev] = {"bytes_in_use": m["bytes_in_use"],
                                     "peak_bytes_in_use": m["peak_bytes_in_use"]}
-        os.makedirs(self.config.log_dir, exist_ok=True)
-        tmp = self.profile_path + ".tmp"
+        path = self.profile_path
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".tmp"
         with open(tmp, "w") as f:
             json.dump(self._memory_history, f, indent=2)
-        os.replace(tmp, self.profile_path)
+        os.replace(tmp, path)
 
 
 def _torch_memory():
