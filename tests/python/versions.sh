@@ -76,7 +76,7 @@ one() { # LABEL PYTHON PIP_FLAGS [venv flags]
     fi
     echo "  pip install: $(grep -o 'Successfully installed.*' "$work/$label-pip.log")"
     local tests=(test_sonde test_trace test_compat_diffulex test_compat_inferix test_compat_cache_dit
-                 test_compat_torch_decorator test_compat_artifex)
+                 test_compat_torch_decorator test_compat_artifex test_parity_surface)
     if "$venv/bin/python" -c "import torch" > /dev/null 2>&1; then
         tests+=(test_torch test_torch_profiler)
     fi

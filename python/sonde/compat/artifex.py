@@ -38,13 +38,58 @@ memory is in sonde's own NAME.memory.json beside it, not in memory_profile.json.
 import dataclasses
 import json
 import os
+import platform
 import sys
 import types
+from typing import Any, Protocol, runtime_checkable
 
 import sonde
 
 __all__ = ["ProfilingConfig", "JAXProfiler", "MemoryProfileConfig", "MemoryProfiler",
-           "BaseCallback", "CallbackList"]
+           "BaseCallback", "CallbackList", "TrainerLike", "TrainingCallback", "IS_MACOS"]
+
+# The original's flag: JAX's trace is off on macOS there (TensorBoard's stack hangs on ARM64).
+# sonde's trace is not JAX's: JAXProfiler traces on every platform.
+IS_MACOS = platform.system() == "Darwin"
+
+
+@runtime_checkable
+class TrainerLike(Protocol):
+    """What a callback may use of the trainer (the original's protocol): its model."""
+
+    @property
+    def model(self) -> Any:
+        """The model being trained."""
+
+
+@runtime_checkable
+class TrainingCallback(Protocol):
+    """The eight hooks a trainer calls (the original's protocol): a class with them is a
+    callback without inheriting from BaseCallback."""
+
+    def on_train_begin(self, trainer) -> None:
+        """Training begins."""
+
+    def on_train_end(self, trainer) -> None:
+        """Training ends."""
+
+    def on_epoch_begin(self, trainer, epoch) -> None:
+        """An epoch begins."""
+
+    def on_epoch_end(self, trainer, epoch, logs) -> None:
+        """An epoch ends."""
+
+    def on_batch_begin(self, trainer, batch) -> None:
+        """A batch begins."""
+
+    def on_batch_end(self, trainer, batch, logs) -> None:
+        """A batch ends."""
+
+    def on_validation_begin(self, trainer) -> None:
+        """Validation begins."""
+
+    def on_validation_end(self, trainer, logs) -> None:
+        """Validation ends."""
 
 
 @dataclasses.dataclass

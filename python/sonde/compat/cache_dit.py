@@ -40,10 +40,13 @@ from sonde.compat import ActiveStack
 
 __all__ = ["ProfilerContext", "create_profiler_from_args", "create_profiler_context",
            "add_profiler_args", "profile_function", "step", "current", "get_profiler_output_dir",
-           "set_profiler_output_dir", "PROFILER_DIR"]
+           "set_profiler_output_dir", "PROFILER_DIR", "NPU_PROFILER_LEVEL_ENV"]
 
 # The original reads the variable once, when the module is imported.
 PROFILER_DIR = os.getenv("CACHE_DIT_TORCH_PROFILER_DIR", "/tmp/cache_dit_profiles")
+# The variable today's original reads for torch_npu's profiler level on Ascend NPUs. sonde
+# records no NPU activity (no NPU here to test one): the name is there for programs that set it.
+NPU_PROFILER_LEVEL_ENV = "CACHE_DIT_NPU_PROFILER_LEVEL"
 logger = logging.getLogger("cache_dit.profiler")
 _active = ActiveStack()
 _SCHEDULE = ("wait", "warmup", "active", "repeat")

@@ -13,9 +13,9 @@ function; the module is callable, so both spellings keep working.
 import sys
 import types
 
-from ._aggregate import aggregate_reports, main
+from ._aggregate import aggregate_metrics, aggregate_reports, load_json_report, main
 
-__all__ = ["aggregate_reports", "main"]
+__all__ = ["aggregate_reports", "aggregate_metrics", "load_json_report", "main"]
 
 
 class _CallableModule(types.ModuleType):

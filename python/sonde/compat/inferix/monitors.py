@@ -8,6 +8,7 @@ max_gpu_utilization, ...; cpu_usage_percent, memory_used_mb, ...), keeping at mo
 max_data_points, as the original's deque does. A monitor made alone (not by an
 InferixProfiler) runs a sonde profiler of its own that writes no file."""
 
+import abc
 import collections
 import dataclasses
 import glob
@@ -155,10 +156,11 @@ def cpu_metrics(live, freq=cpu_freq_mhz):
     return out
 
 
-class BaseMonitor:
-    """A monitor: start_monitoring() starts its thread, which takes a snapshot every interval
-    seconds; stop_monitoring() stops it. source: a function returning sonde's live figures
-    (None: a sonde profiler of the monitor's own, made at the first start)."""
+class BaseMonitor(abc.ABC):
+    """A monitor (abstract, as the original's: a subclass gives collect_metrics):
+    start_monitoring() starts its thread, which takes a snapshot every interval seconds;
+    stop_monitoring() stops it. source: a function returning sonde's live figures (None: a
+    sonde profiler of the monitor's own, made at the first start)."""
 
     _keys = {}
 
@@ -172,9 +174,9 @@ class BaseMonitor:
         self._source = source
         self._own = None
 
+    @abc.abstractmethod
     def collect_metrics(self):
         """The figures now, under the original's keys."""
-        raise NotImplementedError("BaseMonitor.collect_metrics: a monitor class gives them")
 
     def _live(self):
         if self._source is not None:
