@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run_torch.sh SRC BUILD OWN_PYTHON OWN_PYTHONPATH - sonde.torch's tests (test_torch.py,
-# test_torch_profiler.py) on the
+# test_torch_profiler.py) and the originals' users' programs (test_parity_behaviour.py) on the
 # interpreter that has PyTorch: Debian's python3-torch installs into /usr/bin/python3, which may
 # not be the python3 the build found (a pyenv one). The extension is then built for it in
 # BUILD/python-torch (a Release build of the module alone). SONDE_TORCH_PYTHON picks another
@@ -30,4 +30,5 @@ if [ $# -gt 0 ]; then
     exec "$py" "$@"
 fi
 "$py" "$src/tests/python/test_torch.py"
+"$py" "$src/tests/python/test_parity_behaviour.py"
 exec "$py" "$src/tests/python/test_torch_profiler.py"

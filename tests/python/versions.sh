@@ -78,7 +78,7 @@ one() { # LABEL PYTHON PIP_FLAGS [venv flags]
     local tests=(test_sonde test_trace test_compat_diffulex test_compat_inferix test_compat_cache_dit
                  test_compat_torch_decorator test_compat_artifex test_parity_surface)
     if "$venv/bin/python" -c "import torch" > /dev/null 2>&1; then
-        tests+=(test_torch test_torch_profiler)
+        tests+=(test_torch test_torch_profiler test_parity_behaviour)
     fi
     if first_steps "$venv" "$label" && run_suite "$venv/bin/python" "$label" "${tests[@]}"; then
         passed=$((passed + 1))
