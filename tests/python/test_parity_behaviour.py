@@ -24,7 +24,8 @@ _ARRAY = ("trace_rank_N.json is torch's export_chrome_trace in the original: a b
           "kineto's (pip's torch 1.13 and 2.x); sonde writes the object form, which Perfetto, "
           "chrome://tracing and TensorBoard read")
 KEPT = {("003", s, "%s/trace_rank_#.json/: a list in the original" % d): _ARRAY
-        for s, d in (("defaults", "logs"), ("repeat", "rep"), ("rank1_of_2", "dist"))}
+        for s, d in (("defaults", "logs"), ("repeat", "rep"), ("rank1_of_2", "dist"),
+                     ("nsight_without_cuda", "ns"))}
 
 
 class Behaviour(unittest.TestCase):

@@ -160,7 +160,10 @@ def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, w
             _check_schedule(skip_first, wait, warmup, active, repeat)
             rank = int(os.environ.get("LOCAL_RANK", 0))
             world_size = int(os.environ.get("WORLD_SIZE", 1))
-            if nsight_enabled:
+            nsight_error = _nsight_unavailable() if nsight_enabled else None
+            if nsight_error:
+                print("⚠️  NSight profiling failed to start: %s" % nsight_error)
+            elif nsight_enabled:
                 print("🔍 NSight profiling enabled - output: %s" % nsight_output)
             _announce(output_dir, skip_first, wait, warmup, active, repeat, with_stack,
                       with_flops, with_modules, rank, world_size)
@@ -224,7 +227,9 @@ def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, w
             if text is not None:
                 print("\n📈 Profiling Summary:")
                 print(text)
-            if nsight_enabled:
+            if nsight_error:
+                print("⚠️  NSight profiling failed to stop: %s" % nsight_error)
+            elif nsight_enabled:
                 print("✅ NSight profiling completed")
             return result
 
@@ -232,6 +237,20 @@ def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, w
         return run
 
     return wrap
+
+
+def _nsight_unavailable():
+    """Why the CUDA profiler range cannot be had, as the original finds out (torch.cuda.cudart()
+    raising: "Torch not compiled with CUDA enabled" on a CPU build), or None. sonde opens the
+    range itself (libcudart, in C); a program without torch is not asked."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        torch.cuda.cudart()
+    except Exception as e:  # what the original prints
+        return str(e) or type(e).__name__
+    return None
 
 
 class ScheduleError(AssertionError, ValueError):

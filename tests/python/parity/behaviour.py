@@ -104,6 +104,14 @@ SCENARIOS = {
             "    print('ran')\n"
             "    return 1\n"
             "train()\n")),
+        ("nsight_without_cuda", {}, TORCH_MODEL + (
+            "from {M} import profiler, step_profiler\n"
+            "@profiler(output_dir='ns', nsight_enabled=True, skip_first=0, wait=0, warmup=0,\n"
+            "          active=1)\n"
+            "def train():\n"
+            "    model(torch.randn(2, 8)).sum()\n"
+            "    step_profiler()\n"
+            "train()\n")),
         ("disabled", {}, (
             "from {M} import profiler, step_profiler\n"
             "@profiler(enabled=False, output_dir='off')\n"
