@@ -430,8 +430,11 @@ class InferixDocument(InTempDir):
         self.assertEqual(cpu_freq_mhz("c/proc", "c/cpu"), (1000.0, 3500.0))
         self.assertIsNone(cpu_freq_mhz("none/proc", "none/cpu"))
         m = cpu_metrics({"cpu %": 5.0, "load 1m": 0.5}, freq=lambda: (2000.25, 0.0))
-        self.assertEqual(list(m), ["cpu_usage_percent", "cpu_freq_current_mhz",
+        self.assertEqual(list(m), ["cpu_usage_percent", "cpu_per_core_percent",
+                                   "cpu_core_count", "cpu_freq_current_mhz",
                                    "cpu_freq_max_mhz", "load_average_1min"])
+        # no per-core reading yet: 0.0 for each CPU, as psutil's first call gives the original
+        self.assertEqual(m["cpu_per_core_percent"], [0.0] * (os.cpu_count() or 1))
         self.assertNotIn("cpu_freq_current_mhz", cpu_metrics({}, freq=lambda: None))
 
     def test_decorators_with_extractors(self):

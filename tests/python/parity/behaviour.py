@@ -104,6 +104,15 @@ SCENARIOS = {
             "    print('ran')\n"
             "    return 1\n"
             "train()\n")),
+        ("with_modules_and_stack", {}, TORCH_MODEL + (
+            "from {M} import profiler, step_profiler\n"
+            "@profiler(output_dir='mod', skip_first=0, wait=0, warmup=1, active=2,\n"
+            "          with_modules=True, with_stack=True)\n"
+            "def train():\n"
+            "    for _ in range(4):\n"
+            "        model(torch.randn(2, 8)).sum().backward()\n"
+            "        step_profiler()\n"
+            "train()\n")),
         ("nsight_without_cuda", {}, TORCH_MODEL + (
             "from {M} import profiler, step_profiler\n"
             "@profiler(output_dir='ns', nsight_enabled=True, skip_first=0, wait=0, warmup=0,\n"
@@ -150,6 +159,19 @@ SCENARIOS = {
             "def infer(x):\n"
             "    return model(x).shape[0]\n"
             "print(infer(torch.randn(5, 8)))\n")),
+        ("mem_without_cuda", {}, TORCH_MODEL + (
+            "from {M} import ProfilerContext\n"
+            "with ProfilerContext(output_dir='mem', profile_name='m',\n"
+            "                     activities=['CPU', 'MEM']) as ctx:\n"
+            "    model(torch.randn(2, 8))\n"
+            "print(ctx.memory_snapshot_path)\n")),
+        ("default_name", {}, (
+            "from {M} import ProfilerContext\n"
+            "ctx = ProfilerContext(output_dir='dn')\n"
+            "print(ctx.profile_name.split('_')[0], ctx.activities, ctx.trace_path)\n"
+            "with ctx:\n"
+            "    pass\n"
+            "print(ctx.trace_path.name.startswith('profile_'))\n")),
         ("output_dir_functions", {}, (
             "from {M} import get_profiler_output_dir, set_profiler_output_dir, PROFILER_DIR\n"
             "set_profiler_output_dir('elsewhere')\n"
@@ -169,6 +191,35 @@ SCENARIOS = {
             "s = p.get_summary()\n"
             "print(sorted(s), s['total_sections'], s['total_tokens'])\n"
             "print(type(p.backend).__name__, [type(e).__name__ for e in p.exporters])\n")),
+        ("default_export_path", {}, (
+            "from {M} import DiffulexProfiler, ProfilerConfig\n"
+            "p = DiffulexProfiler(ProfilerConfig(output_dir='o', output_file='named.json',\n"
+            "                     export_formats=['json', 'csv']))\n"
+            "p.start('a', {'k': 'v'})\n"
+            "p.record_metric('x', 1.5)\n"
+            "p.stop()\n"
+            "p.export()\n"
+            "q = DiffulexProfiler(ProfilerConfig(output_dir='t', export_formats=['json']))\n"
+            "with q.profile('b'):\n"
+            "    pass\n"
+            "q.export()\n")),
+        ("metrics_functions", {}, (
+            "from {M} import collect_memory_metrics, collect_cpu_metrics, collect_gpu_metrics\n"
+            "from {M} import PerformanceMetrics\n"
+            "print(sorted(collect_memory_metrics()))\n"
+            "print(sorted(collect_cpu_metrics()))\n"
+            "print(collect_gpu_metrics())\n"
+            "m = PerformanceMetrics(name='n')\n"
+            "print(sorted(m.to_dict()))\n")),
+        ("pytorch_backend", {}, TORCH_MODEL + (
+            "from {M} import DiffulexProfiler, ProfilerConfig\n"
+            "p = DiffulexProfiler(ProfilerConfig(backend='pytorch', output_dir='pt',\n"
+            "                     collect_gpu_metrics=False))\n"
+            "with p.profile('fwd'):\n"
+            "    model(torch.randn(2, 8))\n"
+            "bd = p.metrics[0].backend_data\n"
+            "print(sorted(k for k in bd if k != 'summary'), bd['backend'])\n"
+            "p.export('pt/res')\n")),
         ("warnings", {}, (
             "from {M} import DiffulexProfiler, ProfilerConfig\n"
             "p = DiffulexProfiler(ProfilerConfig(output_dir='w', backend='nvprof',\n"
@@ -245,6 +296,85 @@ SCENARIOS = {
             "print(p.start_session('x'), p.end_session(), p.get_current_metrics())\n"
             "with p.stage('a'):\n"
             "    pass\n")),
+        ("recorders_and_diffusion", {}, (
+            "from {M} import InferixProfiler, ProfilingConfig\n"
+            "p = InferixProfiler(ProfilingConfig(enabled=True, output_dir='rec',\n"
+            "                    real_time_display=False, report_format='json',\n"
+            "                    monitor_gpu_memory=False, monitor_gpu_utilization=False,\n"
+            "                    monitor_gpu_temperature=False, monitor_gpu_power=False))\n"
+            "p.start_session('gen')\n"
+            "for i in range(3):\n"
+            "    p.record_diffusion_step(i, 1.0 - i / 3, 4, 10.0 + i, 7.5)\n"
+            "    p.record_block_computation(i, 4, 20.0, 512.0)\n"
+            "    p.record_streaming_event(batch_size=4, encoding_time_ms=5.0 + i)\n"
+            "p.record_model_parameters('dit', 1200000, 'diffusion')\n"
+            "p.record_dropped_frames(2)\n"
+            "t0 = p.start_layer_computation('attn')\n"
+            "p.end_layer_computation('attn', t0, parameters_count=10)\n"
+            "p.record_memory_event('alloc', 4 << 20, allocator='cuda')\n"
+            "p.record_cache_event('hits', 3)\n"
+            "p.record_cache_event('misses', 1)\n"
+            "sid = p.end_session()\n"
+            "print(sid, sorted(p.sessions['gen'].cache_stats))\n")),
+        ("decorated_pipeline", {}, (
+            "from {M} import InferixProfiler, ProfilingConfig, profile_method, profile_session\n"
+            "from {M}.decorators import profile_diffusion_step\n"
+            "class Pipe:\n"
+            "    def __init__(self):\n"
+            "        self._profiling_enabled = True\n"
+            "        self._profiler = InferixProfiler(ProfilingConfig(enabled=True,\n"
+            "            output_dir='deco', real_time_display=False, report_format='json',\n"
+            "            monitor_gpu_memory=False, monitor_gpu_utilization=False,\n"
+            "            monitor_gpu_temperature=False, monitor_gpu_power=False))\n"
+            "    @profile_session('run1', {'mode': 't2v'})\n"
+            "    def run(self):\n"
+            "        for i in range(2):\n"
+            "            self.step(i, 0.5)\n"
+            "        return self.encode()\n"
+            "    @profile_diffusion_step(lambda a, k: {'step': a[0], 'timestep': a[1]})\n"
+            "    def step(self, i, t):\n"
+            "        return i\n"
+            "    @profile_method('text_encoding')\n"
+            "    def encode(self):\n"
+            "        return 'done'\n"
+            "print(Pipe().run())\n")),
+        ("html_and_raw", {}, (
+            "from {M} import InferixProfiler, ProfilingConfig\n"
+            "p = InferixProfiler(ProfilingConfig(enabled=True, output_dir='both',\n"
+            "                    real_time_display=False, report_format='both',\n"
+            "                    monitor_gpu_memory=False, monitor_gpu_utilization=False,\n"
+            "                    monitor_gpu_temperature=False, monitor_gpu_power=False, save_raw_data=True))\n"
+            "p.start_session('s')\n"
+            "with p.stage('vae_decode'):\n"
+            "    pass\n"
+            "p.end_session()\n")),
+        ("second_session_warns", {}, (
+            "from {M} import InferixProfiler, ProfilingConfig\n"
+            "p = InferixProfiler(ProfilingConfig(enabled=True, output_dir='two',\n"
+            "                    real_time_display=False, report_format='json',\n"
+            "                    monitor_gpu_memory=False, monitor_gpu_utilization=False,\n"
+            "                    monitor_gpu_temperature=False, monitor_gpu_power=False))\n"
+            "p.start_session('a')\n"
+            "p.start_session('b')\n"
+            "print(p.current_session.session_id, sorted(p.sessions))\n"
+            "p.end_session()\n"
+            "print(p.end_session())\n")),
+        ("integration_session", {}, (
+            "from {integration} import ProfilingIntegration, get_profiling_summary\n"
+            "from {M} import ProfilingConfig\n"
+            "pi = ProfilingIntegration(ProfilingConfig(enabled=True, output_dir='int',\n"
+            "    real_time_display=False, report_format='json', monitor_gpu_memory=False,\n"
+            "    monitor_gpu_utilization=False, monitor_gpu_temperature=False,\n"
+            "    monitor_gpu_power=False))\n"
+            "print(pi.enabled)\n"
+            "with pi.session(session_id='req1', tags={'user': 'u'}) as sid:\n"
+            "    with pi.stage('encode'):\n"
+            "        pass\n"
+            "    pi.add_event('note', {'k': 1})\n"
+            "print(sid)\n"
+            "print(sorted(get_profiling_summary(pi)))\n"
+            "print(get_profiling_summary(None))\n"
+            "pi.cleanup()\n")),
     ],
 }
 

@@ -127,17 +127,19 @@ def cpu_freq_mhz(proc="/proc", cpu_dir="/sys/devices/system/cpu"):
 
 def cpu_metrics(live, freq=cpu_freq_mhz):
     """The original's CPU figures from sonde's live query: cpu_usage_percent,
-    cpu_per_core_percent, cpu_core_count, memory_total_mb, memory_used_mb, memory_available_mb,
+    cpu_per_core_percent, cpu_core_count (0.0 for each CPU before a first reading, as psutil's
+    first call), memory_total_mb, memory_used_mb, memory_available_mb,
     memory_usage_percent, load_average_1min/5min/15min (those sampled), and
     cpu_freq_current_mhz, cpu_freq_max_mhz where the machine reports a frequency (read now,
     by freq())."""
     out = {}
-    if live.get("cpu %") is not None:
-        out["cpu_usage_percent"] = live["cpu %"]
+    # Before the sampler's second reading there is no use over an interval yet: 0.0, as
+    # psutil's first cpu_percent(interval=None) gives the original (a figure to ignore)
+    out["cpu_usage_percent"] = live.get("cpu %", 0.0)
     cores = sorted((int(k[3:-2]), v) for k, v in live.items() if re.fullmatch(r"cpu\d+ %", k))
-    if cores:
-        out["cpu_per_core_percent"] = [v for _, v in cores]
-        out["cpu_core_count"] = len(cores)
+    per_core = [v for _, v in cores] or [0.0] * (os.cpu_count() or 1)
+    out["cpu_per_core_percent"] = per_core
+    out["cpu_core_count"] = len(per_core)
     total, used = live.get("memory total MiB"), live.get("memory used MiB")
     if total is not None:
         out["memory_total_mb"] = int(total)
