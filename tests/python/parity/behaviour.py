@@ -44,10 +44,39 @@ ORIGINALS = {
     "003": ("33c61dc", {"M": ("parallelization.profiler.decorator",
                               "sonde.compat.torch_decorator")},
             ["parallelization/profiler/decorator.py"]),
+    # JAX and flax are not on any machine here: the runs use STUBS' (a CPU-only JAX, as the
+    # original's note says CPU devices report no memory_stats)
+    "004": ("HEAD", {"M": ("artifex.generative_models.training.callbacks.profiling",
+                           "sonde.compat.artifex"),
+                     "base": ("artifex.generative_models.training.callbacks.base",
+                              "sonde.compat.artifex")},
+            ["src/artifex/generative_models/training/callbacks/profiling.py",
+             "src/artifex/generative_models/training/callbacks/base.py"]),
 }
 
 # Modules made unimportable for an original's runs (see ORIGINALS).
 HIDDEN = {"000": ("rich", "colorama")}
+
+# Stand-ins for what an original needs and no machine here has: a CPU-only JAX whose devices
+# report no memory (as JAX's CPU devices do), whose trace calls record nothing; flax's nnx.
+STUBS = {"004": {
+    "jax/__init__.py": (
+        "from . import profiler\n"
+        "class _Cpu:\n"
+        "    id = 0\n"
+        "    def memory_stats(self):\n"
+        "        return None\n"
+        "    def __str__(self):\n"
+        "        return 'TFRT_CPU_0'\n"
+        "def devices():\n"
+        "    return [_Cpu()]\n"),
+    "jax/profiler.py": (
+        "def start_trace(log_dir, create_perfetto_link=False):\n"
+        "    pass\n"
+        "def stop_trace():\n"
+        "    pass\n"),
+    "flax/__init__.py": "from . import nnx\n",
+    "flax/nnx.py": "class Module:\n    pass\n"}}
 
 TORCH_MODEL = ("import torch\n"
                "torch.manual_seed(0)\n"
@@ -56,6 +85,61 @@ TORCH_MODEL = ("import torch\n"
 
 # key: [(scenario name, environment, source)]
 SCENARIOS = {
+    "004": [
+        ("callback_list", {}, (
+            "from {base} import BaseCallback, CallbackList\n"
+            "class Rec(BaseCallback):\n"
+            "    def on_batch_end(self, trainer, batch, logs):\n"
+            "        print('batch_end', batch, logs)\n"
+            "    def on_epoch_end(self, trainer, epoch, logs):\n"
+            "        print('epoch_end', epoch, logs)\n"
+            "r = Rec()\n"
+            "cbs = CallbackList([r, BaseCallback()])\n"
+            "cbs.on_train_begin(None)\n"
+            "cbs.on_batch_begin(None, 0)\n"
+            "cbs.on_batch_end(None, batch=100, logs={})\n"
+            "cbs.on_epoch_end(None, 1, {'loss': 0.5})\n"
+            "cbs.on_validation_begin(None)\n"
+            "cbs.on_validation_end(None, {})\n"
+            "cbs.remove(r)\n"
+            "print(len(cbs), [type(c).__name__ for c in cbs])\n"
+            "try:\n"
+            "    cbs.on_batch_begin(None)\n"
+            "except TypeError:\n"
+            "    print('TypeError')\n")),
+        ("memory_profile", {}, (
+            "from {M} import MemoryProfiler, MemoryProfileConfig\n"
+            "mp = MemoryProfiler(MemoryProfileConfig(log_dir='mem', profile_every_n_steps=2))\n"
+            "mp.on_train_begin(None)\n"
+            "for b in range(1, 7):\n"
+            "    mp.on_batch_begin(None, b - 1)\n"
+            "    mp.on_batch_end(None, b, {})\n"
+            "mp.on_train_end(None)\n"
+            "import json\n"
+            "print([e['step'] for e in json.load(open('mem/memory_profile.json'))])\n")),
+        ("memory_log_dir_moved", {}, (
+            "from {M} import MemoryProfiler, MemoryProfileConfig\n"
+            "mp = MemoryProfiler(MemoryProfileConfig(log_dir='old'))\n"
+            "mp.config.log_dir = 'new'\n"
+            "mp.on_batch_end(None, 100, {})\n"
+            "mp.on_train_end(None)\n")),
+        ("trace_window", {}, (
+            "from {M} import JAXProfiler, ProfilingConfig\n"
+            "from {base} import CallbackList\n"
+            "p = JAXProfiler(ProfilingConfig(log_dir='prof', start_step=2, end_step=4))\n"
+            "cbs = CallbackList([p])\n"
+            "cbs.on_train_begin(None)\n"
+            "for step in range(6):\n"
+            "    cbs.on_batch_begin(None, step)\n"
+            "    cbs.on_batch_end(None, step + 1, {})\n"
+            "cbs.on_train_end(None)\n"
+            "print(p._profiling)\n")),
+        ("defaults", {}, (
+            "from {M} import ProfilingConfig, MemoryProfileConfig, IS_MACOS\n"
+            "c, m = ProfilingConfig(), MemoryProfileConfig()\n"
+            "print(c.log_dir, c.start_step, c.end_step, IS_MACOS)\n"
+            "print(m.log_dir, m.profile_every_n_steps, m.log_device_memory)\n")),
+    ],
     "003": [
         ("defaults", {}, TORCH_MODEL + (
             "from {M} import profiler, step_profiler\n"
@@ -550,6 +634,10 @@ def _original_tree(key, git_dir):
     for d, _, names in os.walk(tree):  # packages without their own __init__: empty ones
         if d != tree and "__init__.py" not in names:
             open(os.path.join(d, "__init__.py"), "w").close()
+    for rel, text in STUBS.get(key, {}).items():
+        os.makedirs(os.path.dirname(os.path.join(tree, rel)), exist_ok=True)
+        with open(os.path.join(tree, rel), "w") as f:
+            f.write(text)
     for hidden in HIDDEN.get(key, ()):
         with open(os.path.join(tree, hidden + ".py"), "w") as f:
             f.write("raise ImportError('hidden for the recording')\n")
@@ -560,8 +648,12 @@ def record(key, git_dir):
     """Runs every scenario of original key on the original; writes behaviour/KEY.json."""
     tree = _original_tree(key, git_dir)
     mods = {k: v[0] for k, v in ORIGINALS[key][1].items()}
-    out = {"original": key, "commit": ORIGINALS[key][0], "python": sys.version.split()[0],
-           "hidden": list(HIDDEN.get(key, ())), "scenarios": {}}
+    commit = subprocess.run(["git", "-C", git_dir, "rev-parse", "--short=10",
+                             ORIGINALS[key][0]], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    out = {"original": key, "commit": commit, "python": sys.version.split()[0],
+           "hidden": list(HIDDEN.get(key, ())), "stubs": sorted(STUBS.get(key, {})),
+           "scenarios": {}}
     try:
         for name, env, code in SCENARIOS[key]:
             facts = run_scenario(code, mods, sys.executable, env, tree)
