@@ -165,6 +165,7 @@ class BaseMonitor(abc.ABC):
     sonde profiler of the monitor's own, made at the first start)."""
 
     _keys = {}
+    _first_keys = ()  # the sampler's figures the first snapshot waits for
 
     def __init__(self, interval=1.0, max_data_points=10000, source=None):
         self.interval = interval
@@ -214,13 +215,22 @@ class BaseMonitor(abc.ABC):
                     os.unlink(own.file_path)  # the figures are in the snapshots
 
     def _monitor_loop(self):
-        while not self._stop_event.is_set():
+        # The first snapshot waits (up to a second) for the sampler's first round, which a
+        # profiler made a moment ago has not published yet: the original's psutil figures are
+        # there at once. Every monitoring period has at least that snapshot, as the original's
+        # thread takes one when it starts.
+        ready_by = time.monotonic() + 1.0
+        while time.monotonic() < ready_by and not all(k in self._live()
+                                                      for k in self._first_keys):
+            time.sleep(0.005)
+        while True:
             try:
                 self.data_points.append(MetricSnapshot(time.time(), self.collect_metrics()))
             except (sonde.SondeError, ValueError) as e:  # closed under it: the loop ends
                 print("Error collecting metrics in %s: %s" % (type(self).__name__, e))
                 return
-            self._stop_event.wait(self.interval)
+            if self._stop_event.wait(self.interval):
+                return
 
     def get_latest_metrics(self) -> Optional[MetricSnapshot]:
         return self.data_points[-1] if self.data_points else None
@@ -254,6 +264,7 @@ class CPUMonitor(BaseMonitor):
     seconds."""
 
     _keys = {"collect_gpu": False, "collect_cpu": True, "collect_memory": True}
+    _first_keys = ("memory used MiB", "memory available MiB", "load 1m")
 
     def __init__(self, interval=1.0, max_data_points=10000, source=None):
         super().__init__(interval, max_data_points, source)
