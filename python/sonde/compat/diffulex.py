@@ -349,7 +349,21 @@ class ProfilerBackend(abc.ABC):
         """Stops a section still begun."""
 
 
-class SimpleTimerBackend(ProfilerBackend):
+class _Backend(ProfilerBackend):
+    """What sonde's backends share: `with backend:` stops a section still begun on leaving."""
+
+    def _begun(self):
+        return self.current_name is not None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        if self._begun():
+            self.stop()
+
+
+class SimpleTimerBackend(_Backend):
     """Times sections with time.perf_counter: stop() returns {"duration_sec", "name"}.
     start_time and current_name are the section begun last. Sections may nest here (the
     original's second start() forgets the first): stop() ends the innermost."""
@@ -372,15 +386,11 @@ class SimpleTimerBackend(ProfilerBackend):
         self.current_name, self.start_time = self._outer.pop() if self._outer else (None, None)
         return out
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc_val, exc_tb):
-        if self.start_time is not None:
-            self.stop()
+    def _begun(self):
+        return self.start_time is not None
 
 
-class _OnSonde(ProfilerBackend):
+class _OnSonde(_Backend):
     """A backend that records through a sonde.Profiler: the DiffulexProfiler's (bound when it
     makes the backend), else one of its own from start() to stop(), in a temporary folder."""
 
@@ -410,13 +420,6 @@ class _OnSonde(ProfilerBackend):
 
     def _keys(self):
         return {}
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc_val, exc_tb):
-        if self.current_name is not None:
-            self.stop()
 
 
 class VizTracerBackend(_OnSonde):
