@@ -20,7 +20,7 @@ static const char *const g_other_vars[] = {
     "SONDE_CONFIG",         "SONDE_NVML_LIBRARY", "SONDE_CUDART_LIBRARY", "SONDE_CUPTI_LIBRARY",
     "SONDE_RUN_DIR",        "SONDE_RUN_NAME",     "SONDE_AUTOTRACE",      "SONDE_RUN_SAMPLE_HZ",
     "SONDE_LIBRARY",        "SONDE_RUN_SAMPLE_PYTHON_ONLY", "SONDE_READ_THREADS",
-    "SONDE_RUN_ID",         "SONDE_READ_SUMMARY",
+    "SONDE_RUN_ID",         "SONDE_READ_SUMMARY",   "SONDE_BOOT_ID",
 };
 #define N_OTHER (sizeof g_other_vars / sizeof g_other_vars[0])
 

@@ -826,6 +826,10 @@ static size_t info_payload(sonde_profiler *p, uint8_t *b)
     snprintf(num, sizeof num, "%d", (int)getpid());
     k += kv_put(b + k, "pid", num);
     k += kv_put(b + k, "host", host);
+    char boot[64];
+    sonde__boot_id(boot, sizeof boot);
+    if (boot[0]) /* runs of one boot share CLOCK_MONOTONIC: sonde merge aligns them on it */
+        k += kv_put(b + k, "system.boot_id", boot);
     k += kv_put(b + k, "program", program_invocation_short_name);
     k += kv_put(b + k, "cmdline", cmd);
     k += kv_put(b + k, "clock", ck->use_tsc ? "tsc" : "monotonic");

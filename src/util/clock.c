@@ -3,9 +3,12 @@
  * realtime ns) and the reader converts with them. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "clock.h"
+#include "env.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -95,4 +98,21 @@ uint64_t sonde__ticks(void)
         return __rdtsc();
 #endif
     return sonde__mono_ns();
+}
+
+void sonde__boot_id(char *out, size_t cap)
+{
+    out[0] = 0;
+    const char *e = sonde__getenv("SONDE_BOOT_ID");
+    if (e && *e) {
+        snprintf(out, cap, "%s", e);
+        return;
+    }
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+    if (!f)
+        return;
+    if (!fgets(out, (int)cap, f))
+        out[0] = 0;
+    fclose(f);
+    out[strcspn(out, "\n")] = 0;
 }

@@ -4,6 +4,7 @@
 #ifndef SONDE_UTIL_CLOCK_H
 #define SONDE_UTIL_CLOCK_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct sonde_clock_info {
@@ -18,6 +19,10 @@ uint64_t sonde__real_ns(void);               /* CLOCK_REALTIME in ns; async-sign
 /* A tick and the monotonic clock at the same instant, as close as the machine allows (the
  * file's clock anchors); async-signal-safe. */
 void sonde__clock_pair(uint64_t *tick, uint64_t *mono);
+/* The boot this process runs in, whose CLOCK_MONOTONIC every process of it shares (and no
+ * other): /proc/sys/kernel/random/boot_id, or $SONDE_BOOT_ID where set (a test's stand-in for
+ * another machine). Writes "" where neither says. out: at least 64 bytes. */
+void sonde__boot_id(char *out, size_t cap);
 
 
 #endif

@@ -1,8 +1,11 @@
 /* cmd_merge.c - `sonde merge`: one Chrome trace of every rank of a job. A process per rank
- * ("rank N (host)", sorted by rank), all on one time axis: the wall-clock anchor each file took at
- * its start, tightened by the sonde_sync instants when every rank recorded the same number of
- * them (the k-th sync of every rank is made to coincide with rank 0's, on average). Ranks are
- * read one at a time, so memory holds one rank's run at once. */
+ * ("rank N (host)", sorted by rank), all on one time axis. Ranks of one boot of one machine (the
+ * same boot_id) share CLOCK_MONOTONIC: they are placed by it, exactly. Between machines, the
+ * wall-clock anchor each file took at its start, tightened by the sonde_sync instants when every
+ * rank recorded the same number of them (the k-th sync of every rank is made to coincide with
+ * rank 0's, on average; how far one rank's syncs disagree on its offset, the most of any rank,
+ * is printed as the alignment's uncertainty: the barrier's exits vary by that). Ranks are read
+ * one at a time, so memory holds one rank's run at once. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -22,6 +25,8 @@ typedef struct rank_file {
     char *path;
     int rank;
     uint64_t start_real_ns;
+    uint64_t start_mono_ns;
+    char boot[64];  /* boot_id ("" when the file does not say) */
     int64_t *syncs; /* the sonde_sync instants, ns from the run's start */
     size_t n_syncs;
 } rank_file;
@@ -99,6 +104,61 @@ static int collect(int argc, char **argv, const char **out, rank_file **rf, size
     return CLI_OK;
 }
 
+/* The rank whose boot rank i shares, the lowest such (i itself when none before it). */
+static size_t boot_leader(const rank_file *rf, size_t i)
+{
+    for (size_t j = 0; j < i; j++)
+        if (rf[i].boot[0] && !strcmp(rf[j].boot, rf[i].boot))
+            return j;
+    return i;
+}
+
+/* Each rank's shift onto one time axis (ns from the earliest start), and how in words. Ranks of
+ * one boot keep their CLOCK_MONOTONIC distances; each boot's first rank is placed by the wall
+ * clocks and, where every rank recorded the same number of syncs, by them. */
+static void align(const rank_file *rf, size_t n, int64_t *shift, char *how, size_t cap)
+{
+    uint64_t base = rf[0].start_real_ns;
+    for (size_t i = 1; i < n; i++)
+        if (rf[i].start_real_ns < base)
+            base = rf[i].start_real_ns;
+    size_t boots = 0;
+    for (size_t i = 0; i < n; i++) {
+        shift[i] = (int64_t)(rf[i].start_real_ns - base);
+        boots += boot_leader(rf, i) == i;
+    }
+    int synced = boots > 1 && rf[0].n_syncs > 0;
+    for (size_t i = 1; i < n; i++)
+        synced &= rf[i].n_syncs == rf[0].n_syncs;
+    double spread = 0; /* how far a rank's syncs disagree on its offset, the most of any, ns */
+    for (size_t i = 1; synced && i < n; i++) {
+        if (boot_leader(rf, i) != i || boot_leader(rf, 0) == boot_leader(rf, i))
+            continue;
+        double d = 0, lo = 0, hi = 0;
+        for (size_t k = 0; k < rf[0].n_syncs; k++) {
+            double dk = (double)(rf[0].syncs[k] + shift[0]) - (double)(rf[i].syncs[k] + shift[i]);
+            d += dk;
+            lo = k == 0 || dk < lo ? dk : lo;
+            hi = k == 0 || dk > hi ? dk : hi;
+        }
+        shift[i] += (int64_t)(d / (double)rf[0].n_syncs);
+        spread = hi - lo > spread ? hi - lo : spread;
+    }
+    for (size_t i = 0; i < n; i++) { /* one boot: its monotonic clock, from its first rank */
+        size_t l = boot_leader(rf, i);
+        if (l != i)
+            shift[i] = shift[l] + (int64_t)(rf[i].start_mono_ns - rf[l].start_mono_ns);
+    }
+    if (boots == 1 && rf[0].boot[0])
+        snprintf(how, cap, "aligned on one machine's monotonic clock");
+    else if (synced)
+        snprintf(how, cap, "aligned on sonde_sync (within %.0f us: the syncs disagree by that)%s",
+                 spread / 1e3, boots < n ? ", ranks of one machine on its monotonic clock" : "");
+    else
+        snprintf(how, cap, "aligned on wall clocks%s",
+                 boots < n ? ", ranks of one machine on its monotonic clock" : "");
+}
+
 /* Reads each rank's number, start and sync instants (one model at a time), then writes each
  * rank's part of the trace. CLI_OK, or CLI_USAGE with the message printed. */
 static int merge(const char *out, rank_file *rf, size_t n)
@@ -109,6 +169,9 @@ static int merge(const char *out, rank_file *rf, size_t n)
             return cli_fail(CLI_USAGE, "merge", "%s", sonde_last_error());
         rf[i].rank = m.rank >= 0 ? m.rank : (int)i;
         rf[i].start_real_ns = m.start_real_ns;
+        rf[i].start_mono_ns = m.start_mono_ns;
+        const char *boot = sm_info(&m, "system.boot_id");
+        snprintf(rf[i].boot, sizeof rf[i].boot, "%s", boot ? boot : "");
         rf[i].syncs = malloc((m.n_instants ? m.n_instants : 1) * sizeof *rf[i].syncs);
         for (size_t k = 0; rf[i].syncs && k < m.n_instants; k++)
             if (!strcmp(sm_str(&m, m.instants[k].name), "sonde.sync"))
@@ -118,26 +181,11 @@ static int merge(const char *out, rank_file *rf, size_t n)
             return cli_fail(CLI_USAGE, "merge", "out of memory");
     }
     sonde__sort(rf, n, sizeof *rf, cmp_rank);
-    uint64_t base = rf[0].start_real_ns;
-    for (size_t i = 1; i < n; i++)
-        if (rf[i].start_real_ns < base)
-            base = rf[i].start_real_ns;
-    /* shifts: wall clock first; then, when every rank has the same syncs, rank 0's syncs */
     int64_t *shift = calloc(n, sizeof *shift);
     if (!shift)
         return cli_fail(CLI_USAGE, "merge", "out of memory");
-    for (size_t i = 0; i < n; i++)
-        shift[i] = (int64_t)(rf[i].start_real_ns - base);
-    int synced = n > 1 && rf[0].n_syncs > 0;
-    for (size_t i = 1; i < n; i++)
-        synced &= rf[i].n_syncs == rf[0].n_syncs;
-    if (synced)
-        for (size_t i = 1; i < n; i++) {
-            double d = 0;
-            for (size_t k = 0; k < rf[0].n_syncs; k++)
-                d += (double)(rf[0].syncs[k] + shift[0]) - (double)(rf[i].syncs[k] + shift[i]);
-            shift[i] += (int64_t)(d / (double)rf[0].n_syncs);
-        }
+    char how[160];
+    align(rf, n, shift, how, sizeof how);
     afile af;
     if (afile_open(&af, out) != 0) {
         free(shift);
@@ -171,7 +219,7 @@ static int merge(const char *out, rank_file *rf, size_t n)
     else if (afile_commit(&af, 0) != 0)
         rc = cli_fail(CLI_USAGE, "merge", "cannot write %s: %s", out, strerror(errno));
     if (!rc)
-        printf("%s: %zu rank(s)%s\n", out, n, synced ? ", aligned on sonde_sync" : ", aligned on wall clocks");
+        printf("%s: %zu rank(s), %s\n", out, n, how);
     return rc ? CLI_USAGE : CLI_OK;
 }
 
