@@ -119,6 +119,7 @@ static void start_over(sonde_profiler *p)
     atomic_store(&p->misuse_unbalanced, 0);
     atomic_store(&p->misuse_nonfinite, 0);
     p->child_started = 0;
+    p->parent_pid = (int)getppid(); /* its file names it: merge labels it a worker of it */
     atomic_store(&p->child_pending, 1);
     if (p->flight) { /* the parent's window stays the parent's; the child records nothing */
         sonde__flight_forget(p);

@@ -251,6 +251,7 @@ struct sonde_profiler {
                                       0: at the file's end): its END record's */
     _Atomic int child_pending;
     int child_started;             /* its name and writer thread are set up (under lock) */
+    int parent_pid;                /* a forked child's copy: the process it was forked from */
     int child_sampler;             /* the parent sampled: the child's file starts a sampler */
     char *child_path;              /* its file, made ready at its first record (writer.c's */
     uint8_t *child_head;           /* sonde__child_prepare): path, first bytes */

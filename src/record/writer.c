@@ -843,6 +843,10 @@ static size_t info_payload(sonde_profiler *p, uint8_t *b)
     k += kv_put(b + k, "peak_flops", num);
     if (p->run_id[0])
         k += kv_put(b + k, "run.id", p->run_id);
+    if (p->parent_pid > 0) { /* a forked child's run (a DataLoader worker): its parent's pid */
+        snprintf(num, sizeof num, "%d", p->parent_pid);
+        k += kv_put(b + k, "system.parent_pid", num);
+    }
     /* The whole configuration, so every report can show what the run was asked to do. */
     size_t nk;
     const sonde_key *keys = sonde__keys(&nk);

@@ -149,6 +149,50 @@ static void agg_drop_duplicates(aggctx *a)
     a->nf = kept;
 }
 
+/* A forked child's report (a DataLoader worker: it names its parent's pid) is not a rank of the
+ * job: it is moved past a->nf (still owned by a->r) and named in a note as a worker of its
+ * parent's rank. The reports that say no rank are numbered in the order given. Every report a
+ * worker's: all are kept as ranks. */
+static void agg_set_workers_apart(aggctx *a)
+{
+    int next = 0;
+    size_t kept = 0;
+    for (size_t i = 0; i < a->nf; i++)
+        if (a->r[i].m.rank >= next)
+            next = a->r[i].m.rank + 1;
+    for (size_t i = 0; i < a->nf; i++) {
+        const char *pp = sm_info(&a->r[i].m, "system.parent_pid");
+        if (pp && atoi(pp) > 0)
+            continue;
+        if (kept != i) {
+            rep t = a->r[kept];
+            a->r[kept] = a->r[i];
+            a->r[i] = t;
+        }
+        kept++;
+    }
+    if (kept == 0)
+        kept = a->nf;
+    for (size_t i = 0; i < kept; i++)
+        a->r[i].rank = a->r[i].m.rank >= 0 ? a->r[i].m.rank : next++;
+    for (size_t i = kept; i < a->nf; i++) {
+        int ppid = atoi(sm_info(&a->r[i].m, "system.parent_pid"));
+        a->r[i].rank = a->r[i].m.rank;
+        for (size_t j = 0; j < kept; j++)
+            if (a->r[j].m.pid == ppid)
+                a->r[i].rank = a->r[j].rank;
+        if (a->r[i].rank >= 0)
+            sbuf_printf(&a->notes, "worker of rank %d: %s (pid %d), left out of the ranks' "
+                                   "figures\n",
+                        a->r[i].rank, sbuf_oneline(&a->pool, a->r[i].path), a->r[i].m.pid);
+        else
+            sbuf_printf(&a->notes, "worker of pid %d: %s (pid %d), left out of the ranks' "
+                                   "figures\n",
+                        ppid, sbuf_oneline(&a->pool, a->r[i].path), a->r[i].m.pid);
+    }
+    a->nf = kept;
+}
+
 /* What does not fit: missing ranks, other runs; the world size. */
 static void agg_fit_notes(aggctx *a)
 {
@@ -554,10 +598,10 @@ int cmd_aggregate(int argc, char **argv)
     for (size_t i = 0; i < nf; i++, loaded++) {
         if ((rc = cli_load("aggregate", a.r[i].path, &a.r[i].m)))
             goto out;
-        a.r[i].rank = a.r[i].m.rank >= 0 ? a.r[i].m.rank : (int)i;
         stem_of(a.r[i].m.name, a.r[i].stem, sizeof a.r[i].stem);
     }
-    sonde__sort(a.r, nf, sizeof *a.r, cmp_rep);
+    agg_set_workers_apart(&a);
+    sonde__sort(a.r, a.nf, sizeof *a.r, cmp_rep);
 
     a.sessions = sessions;
     a.json = json;

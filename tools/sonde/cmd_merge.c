@@ -4,8 +4,10 @@
  * wall-clock anchor each file took at its start, tightened by the sonde_sync instants when every
  * rank recorded the same number of them (the k-th sync of every rank is made to coincide with
  * rank 0's, on average; how far one rank's syncs disagree on its offset, the most of any rank,
- * is printed as the alignment's uncertainty: the barrier's exits vary by that). Ranks are read
- * one at a time, so memory holds one rank's run at once. */
+ * is printed as the alignment's uncertainty: the barrier's exits vary by that). A forked
+ * child's run (a DataLoader worker: its file names its parent's pid) is a worker of its parent's
+ * rank, "rank N worker pid P (host)", after that rank, and takes no rank number of its own.
+ * Ranks are read one at a time, so memory holds one rank's run at once. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -24,6 +26,7 @@
 typedef struct rank_file {
     char *path;
     int rank;
+    int pid, parent_pid; /* parent_pid > 0: a forked child's run, a worker */
     uint64_t start_real_ns;
     uint64_t start_mono_ns;
     char boot[64];  /* boot_id ("" when the file does not say) */
@@ -31,10 +34,37 @@ typedef struct rank_file {
     size_t n_syncs;
 } rank_file;
 
+/* By rank; a rank's own run before its workers, the workers by pid. */
 static int cmp_rank(const void *a, const void *b)
 {
     const rank_file *x = a, *y = b;
-    return x->rank < y->rank ? -1 : x->rank > y->rank;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    if ((x->parent_pid > 0) != (y->parent_pid > 0))
+        return x->parent_pid > 0 ? 1 : -1;
+    return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/* Ranks for the runs that say none (a job without a launcher's rank): the runs that are not
+ * workers numbered in the order given; a worker takes its parent's (found by pid), else the next
+ * number. Reads rank as each file said it (-1: none). */
+static void number_ranks(rank_file *rf, size_t n)
+{
+    int next = 0;
+    for (size_t i = 0; i < n; i++)
+        if (rf[i].rank >= next)
+            next = rf[i].rank + 1;
+    for (size_t i = 0; i < n; i++)
+        if (rf[i].rank < 0 && rf[i].parent_pid <= 0)
+            rf[i].rank = next++;
+    for (int pass = 0; pass < 8; pass++) /* a worker's worker: its parent's found first */
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; rf[i].parent_pid > 0 && j < n; j++)
+                if (j != i && rf[j].pid == rf[i].parent_pid && rf[j].rank >= 0)
+                    rf[i].rank = rf[j].rank;
+    for (size_t i = 0; i < n; i++)
+        if (rf[i].rank < 0)
+            rf[i].rank = next++;
 }
 
 static int gz_out(void *ctx, const char *d, size_t n)
@@ -122,26 +152,31 @@ static void align(const rank_file *rf, size_t n, int64_t *shift, char *how, size
     for (size_t i = 1; i < n; i++)
         if (rf[i].start_real_ns < base)
             base = rf[i].start_real_ns;
-    size_t boots = 0;
+    size_t boots = 0, ref = n; /* ref: the first run that is not a worker, the syncs' reference */
     for (size_t i = 0; i < n; i++) {
         shift[i] = (int64_t)(rf[i].start_real_ns - base);
         boots += boot_leader(rf, i) == i;
+        if (ref == n && rf[i].parent_pid <= 0)
+            ref = i;
     }
-    int synced = boots > 1 && rf[0].n_syncs > 0;
-    for (size_t i = 1; i < n; i++)
-        synced &= rf[i].n_syncs == rf[0].n_syncs;
+    /* the syncs, where every run but the workers (which take no part in barriers) has as many */
+    int synced = boots > 1 && ref < n && rf[ref].n_syncs > 0;
+    for (size_t i = 0; synced && i < n; i++)
+        synced &= rf[i].parent_pid > 0 || rf[i].n_syncs == rf[ref].n_syncs;
     double spread = 0; /* how far a rank's syncs disagree on its offset, the most of any, ns */
-    for (size_t i = 1; synced && i < n; i++) {
-        if (boot_leader(rf, i) != i || boot_leader(rf, 0) == boot_leader(rf, i))
+    for (size_t i = 0; synced && i < n; i++) {
+        if (rf[i].parent_pid > 0 || boot_leader(rf, i) != i ||
+            boot_leader(rf, ref) == boot_leader(rf, i))
             continue;
         double d = 0, lo = 0, hi = 0;
-        for (size_t k = 0; k < rf[0].n_syncs; k++) {
-            double dk = (double)(rf[0].syncs[k] + shift[0]) - (double)(rf[i].syncs[k] + shift[i]);
+        for (size_t k = 0; k < rf[ref].n_syncs; k++) {
+            double dk = (double)(rf[ref].syncs[k] + shift[ref]) -
+                        (double)(rf[i].syncs[k] + shift[i]);
             d += dk;
             lo = k == 0 || dk < lo ? dk : lo;
             hi = k == 0 || dk > hi ? dk : hi;
         }
-        shift[i] += (int64_t)(d / (double)rf[0].n_syncs);
+        shift[i] += (int64_t)(d / (double)rf[ref].n_syncs);
         spread = hi - lo > spread ? hi - lo : spread;
     }
     for (size_t i = 0; i < n; i++) { /* one boot: its monotonic clock, from its first rank */
@@ -167,7 +202,10 @@ static int merge(const char *out, rank_file *rf, size_t n)
         sm_model m;
         if (sm_read_file(rf[i].path, &m) != 0)
             return cli_fail(CLI_USAGE, "merge", "%s", sonde_last_error());
-        rf[i].rank = m.rank >= 0 ? m.rank : (int)i;
+        rf[i].rank = m.rank;
+        rf[i].pid = m.pid;
+        const char *parent = sm_info(&m, "system.parent_pid");
+        rf[i].parent_pid = parent ? atoi(parent) : 0;
         rf[i].start_real_ns = m.start_real_ns;
         rf[i].start_mono_ns = m.start_mono_ns;
         const char *boot = sm_info(&m, "system.boot_id");
@@ -180,6 +218,7 @@ static int merge(const char *out, rank_file *rf, size_t n)
         if (!rf[i].syncs)
             return cli_fail(CLI_USAGE, "merge", "out of memory");
     }
+    number_ranks(rf, n);
     sonde__sort(rf, n, sizeof *rf, cmp_rank);
     int64_t *shift = calloc(n, sizeof *shift);
     if (!shift)
@@ -204,8 +243,15 @@ static int merge(const char *out, rank_file *rf, size_t n)
         }
         char label[512];
         const char *host = sm_info(&m, "system.hostname") ? sm_info(&m, "system.hostname") : m.host;
-        snprintf(label, sizeof label, "rank %d (%s)", rf[i].rank, host ? host : "?");
-        sx_trace_opts o = {INT64_MIN, INT64_MAX, shift[i], rf[i].rank + 1, label, rf[i].rank,
+        int worker = rf[i].parent_pid > 0;
+        if (worker)
+            snprintf(label, sizeof label, "rank %d worker pid %d (%s)", rf[i].rank, rf[i].pid,
+                     host ? host : "?");
+        else
+            snprintf(label, sizeof label, "rank %d (%s)", rf[i].rank, host ? host : "?");
+        /* a worker's trace pid after every rank's (rank + 1): its own, its rank's sort index */
+        sx_trace_opts o = {INT64_MIN, INT64_MAX, shift[i],
+                           worker ? (int)(1000000 + i) : rf[i].rank + 1, label, rf[i].rank,
                            i == 0, i == n - 1, i > 0, 0, 0};
         if (sx_trace_part(&m, &o, gz_out, gz) != 0)
             rc = cli_fail(CLI_USAGE, "merge", "cannot write %s", out);
@@ -218,8 +264,14 @@ static int merge(const char *out, rank_file *rf, size_t n)
         afile_abort(&af);
     else if (afile_commit(&af, 0) != 0)
         rc = cli_fail(CLI_USAGE, "merge", "cannot write %s: %s", out, strerror(errno));
+    size_t workers = 0;
+    for (size_t i = 0; i < n; i++)
+        workers += rf[i].parent_pid > 0;
+    char workers_text[48] = "";
+    if (workers)
+        snprintf(workers_text, sizeof workers_text, " and %zu worker(s)", workers);
     if (!rc)
-        printf("%s: %zu rank(s), %s\n", out, n, how);
+        printf("%s: %zu rank(s)%s, %s\n", out, n - workers, workers_text, how);
     return rc ? CLI_USAGE : CLI_OK;
 }
 

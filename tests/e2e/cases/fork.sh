@@ -15,6 +15,28 @@ n=$(ls out/*.sonde | wc -l)
 [ "$n" = 11 ] || fail "expected the parent's file and 10 children's, found: $(ls out)"
 check count out/fork.json outer 1
 check absent out/fork.json child_work
+# issue 62: merge labels the children workers of the parent's rank (their files name the
+# parent's pid), after it, rather than ranks of their own
+"$sonde" merge out -o out.trace.json.gz > merge.txt || fail "merge of a forking run: $(cat merge.txt)"
+grep -q "1 rank(s) and 10 worker(s)" merge.txt || fail "merge: $(cat merge.txt)"
+python3 - out.trace.json.gz pids.txt <<'PY' || fail "merge's worker labels"
+import gzip, json, sys
+ev = json.load(gzip.open(sys.argv[1], "rt"))
+names = {e["pid"]: e["args"]["name"] for e in ev if e.get("name") == "process_name"}
+pids = [ln.strip() for ln in open(sys.argv[2])]
+ranks = [n for n in names.values() if " worker " not in n]
+workers = sorted(n.split(" worker pid ")[1].split(" ")[0] for n in names.values() if " worker " in n)
+assert len(ranks) == 1 and ranks[0].startswith("rank 0 ("), names
+assert workers == sorted(pids), (workers, pids)
+assert all(n.startswith("rank 0 worker pid ") for n in names.values() if " worker " in n), names
+order = {e["pid"]: e["args"]["sort_index"] for e in ev if e.get("name") == "process_sort_index"}
+print("merge: rank 0 and its 10 workers,", "sort indexes", sorted(set(order.values())))
+PY
+"$sonde" aggregate out > agg.txt || fail "aggregate of a forking run: $(cat agg.txt)"
+grep -q "1 report(s), run \"fork\", world size 1" agg.txt || fail "aggregate: $(cat agg.txt)"
+[ "$(grep -c "worker of rank 0: out/fork-pid[0-9]*.json (pid [0-9]*), left out" agg.txt)" = 10 ] ||
+    fail "aggregate did not name the 10 workers of rank 0: $(cat agg.txt)"
+! grep -q "^  rank 1 " agg.txt || fail "aggregate counted a worker as a rank: $(cat agg.txt)"
 # a fork while another thread is inside sonde_destroy: the child's sonde_destroy returns
 # (it waited forever on the lock the parent's thread held); the parent's run is whole
 "$build/tests/forky" d destroy || fail "forky destroy: the child hung or failed"
