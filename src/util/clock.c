@@ -2,10 +2,12 @@
  * Ticks are never converted on the hot path; the file stores anchors (tick, monotonic ns,
  * realtime ns) and the reader converts with them. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "env.h"
@@ -108,11 +110,11 @@ void sonde__boot_id(char *out, size_t cap)
         snprintf(out, cap, "%s", e);
         return;
     }
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
-    if (!f)
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
         return;
-    if (!fgets(out, (int)cap, f))
-        out[0] = 0;
-    fclose(f);
+    ssize_t n = read(fd, out, cap - 1); /* no stdio: a forked child's file head is made here */
+    close(fd);
+    out[n > 0 ? n : 0] = 0;
     out[strcspn(out, "\n")] = 0;
 }

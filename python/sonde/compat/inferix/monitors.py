@@ -196,6 +196,7 @@ class BaseMonitor(abc.ABC):
                                        from_env=False)
         self.is_monitoring = True
         self._stop_event.clear()
+        self._first_snapshot()
         self.monitor_thread = threading.Thread(target=self._monitor_loop, daemon=True,
                                                name="inferix-" + type(self).__name__)
         self.monitor_thread.start()
@@ -214,22 +215,29 @@ class BaseMonitor(abc.ABC):
                 if os.path.exists(own.file_path):
                     os.unlink(own.file_path)  # the figures are in the snapshots
 
-    def _monitor_loop(self):
-        # The first snapshot waits (up to a second) for the sampler's first round, which a
-        # profiler made a moment ago has not published yet: the original's psutil figures are
-        # there at once. Every monitoring period has at least that snapshot, as the original's
-        # thread takes one when it starts.
+    def _snapshot(self):
+        """Appends the figures now; False (said on stdout) when they cannot be read."""
+        try:
+            self.data_points.append(MetricSnapshot(time.time(), self.collect_metrics()))
+            return True
+        except (sonde.SondeError, ValueError) as e:  # closed under it
+            print("Error collecting metrics in %s: %s" % (type(self).__name__, e))
+            return False
+
+    def _first_snapshot(self):
+        """The snapshot start_monitoring() takes before it returns, as the original's thread
+        takes one at once (psutil's figures are there at once): it waits, up to a second, for
+        the sampler's first round, which a profiler made a moment ago has not published yet.
+        Every monitoring period has it, and a live display started after sees it."""
         ready_by = time.monotonic() + 1.0
         while time.monotonic() < ready_by and not all(k in self._live()
                                                       for k in self._first_keys):
             time.sleep(0.005)
-        while True:
-            try:
-                self.data_points.append(MetricSnapshot(time.time(), self.collect_metrics()))
-            except (sonde.SondeError, ValueError) as e:  # closed under it: the loop ends
-                print("Error collecting metrics in %s: %s" % (type(self).__name__, e))
-                return
-            if self._stop_event.wait(self.interval):
+        return self._snapshot()
+
+    def _monitor_loop(self):
+        while not self._stop_event.wait(self.interval):
+            if not self._snapshot():
                 return
 
     def get_latest_metrics(self) -> Optional[MetricSnapshot]:
