@@ -317,7 +317,7 @@ class MemoryProfiler(BaseCallback):
                         mem[dev] = {"bytes_in_use": m["bytes_in_use"],
                                     "peak_bytes_in_use": m["peak_bytes_in_use"]}
         path = self.profile_path
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.makedirs(self.config.log_dir or ".", exist_ok=True)
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
             json.dump(self._memory_history, f, indent=2)
