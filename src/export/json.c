@@ -492,6 +492,21 @@ static void json_run(sbuf *b, const sm_model *m)
     /* the file's name alone: the library and `sonde export` write the same report */
     const char *base = m->path ? strrchr(m->path, '/') : NULL;
     kv_str(b, "file", base ? base + 1 : m->path, 1);
+    char **workers = NULL; /* its forked children's runs beside it (DataLoader workers) */
+    size_t n_workers = 0;
+    if (sm_worker_runs(m, &workers, &n_workers) != 0)
+        b->oom = 1;
+    if (n_workers) {
+        key(b, "workers");
+        sbuf_putc(b, '[');
+        for (size_t i = 0; i < n_workers; i++) {
+            if (i)
+                sbuf_putc(b, ',');
+            sbuf_json_str(b, workers[i]);
+        }
+        sbuf_puts(b, "],");
+    }
+    sm_worker_runs_free(workers, n_workers);
     key(b, "metadata");
     meta_obj(b, m, m->run_meta);
     if (sm_info(m, "trigger.reason")) { /* a flight recorder's dump: why and what it holds */

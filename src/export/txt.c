@@ -242,6 +242,14 @@ static void txt_run_lines(const sm_model *m, sbuf *b, sbuf_pool *pool)
     char d[32], x[64];
     sx_fmt_dur(d, sizeof d, (double)m->duration_ns / 1e9);
     sbuf_printf(b, "Run duration: %s\n", d);
+    char **workers = NULL; /* its forked children's runs beside it (DataLoader workers) */
+    size_t n_workers = 0;
+    if (sm_worker_runs(m, &workers, &n_workers) != 0)
+        b->oom = 1;
+    for (size_t i = 0; i < n_workers; i++)
+        sbuf_printf(b, "%s%s%s", i ? ", " : "Workers (forked, their own runs): ", L(workers[i]),
+                    i + 1 == n_workers ? "\n" : "");
+    sm_worker_runs_free(workers, n_workers);
     sbuf meta;
     sbuf_init(&meta);
     sbuf_puts(&meta, "Run metadata: ");

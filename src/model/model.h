@@ -839,6 +839,12 @@ const char *sm_str(const sm_model *m, uint32_t id);
 
 /* The value of an INFO fact ("system.cpu_model", "config.max_data_points"), or NULL. */
 const char *sm_info(const sm_model *m, const char *key);
+/* The files of the run's forked children (its DataLoader workers, which name their runs
+ * NAME-pidN: record/fork.c) beside the run's own .sonde file, their names sorted: *out and *n
+ * (free with sm_worker_runs_free); none for a run read from a JSON report or from memory. 0, or
+ * SONDE_ENOMEM. */
+int sm_worker_runs(const sm_model *m, char ***out, size_t *n);
+void sm_worker_runs_free(char **v, size_t n);
 /* The run's recorded configuration (runcfg.c): every numeric and boolean key decoded from its
  * "config.KEY" fact by the key table's parser, the key's default where the fact is missing or
  * its value out of the key's range; string keys are left at their defaults (read them with

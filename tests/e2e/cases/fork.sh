@@ -15,6 +15,15 @@ n=$(ls out/*.sonde | wc -l)
 [ "$n" = 11 ] || fail "expected the parent's file and 10 children's, found: $(ls out)"
 check count out/fork.json outer 1
 check absent out/fork.json child_work
+# issue 62: the parent's report names its workers' files (JSON run.workers, the text report)
+python3 - out/fork.json pids.txt <<'PY' || fail "the parent's report does not list its workers"
+import json, sys
+run = json.load(open(sys.argv[1]))["run"]
+want = sorted("fork-pid%s.sonde" % ln.strip() for ln in open(sys.argv[2]))
+assert run["workers"] == want, (run.get("workers"), want)
+PY
+"$sonde" summary out/fork.sonde | grep -q "^Workers (forked, their own runs): fork-pid" ||
+    fail "sonde summary does not name the workers: $("$sonde" summary out/fork.sonde)"
 # issue 62: merge labels the children workers of the parent's rank (their files name the
 # parent's pid), after it, rather than ranks of their own
 "$sonde" merge out -o out.trace.json.gz > merge.txt || fail "merge of a forking run: $(cat merge.txt)"
