@@ -1,9 +1,11 @@
 /* marks.c - one rank of a job whose true timeline is known, for `sonde merge`'s alignment (the
  * e2e case `ranks`). Usage: marks RANK WORLD DIR T0_MONO_NS LATE_SYNC_US
  *
- * Records run "marks" (DIR/marks-rankRANK.sonde) with two sonde_sync instants and five "mark"
- * events. Every rank takes each at the same CLOCK_MONOTONIC instant (T0 + 100 ms * k, k = 0..6,
- * spinning until then), the true common moments a merge should line up; for each mark it prints
+ * Records run "marks" (DIR/marks-rankRANK.sonde) with five sonde_sync instants (T0 + 20 ms * k,
+ * k = 0..4) and five "mark" events (T0 + 100 ms * k, k = 2..6). Every rank takes each at the same
+ * CLOCK_MONOTONIC instant, spinning until then: the true common moments a merge should line up
+ * (five syncs, so that one taken late by a preemption shows as their disagreement, which the
+ * merge states, rather than as a bias it cannot see); for each mark it prints
  * the monotonic times just before and just after it ("BEFORE AFTER" in ns, a line a mark): the
  * mark's own time lies between. LATE_SYNC_US delays this rank's first sync by that much, as a
  * rank that leaves a barrier late would. Exit 0, or 1 with a message. */
@@ -50,10 +52,10 @@ int main(int argc, char **argv)
         return 1;
     }
     uint64_t t0 = strtoull(argv[4], NULL, 10), late = strtoull(argv[5], NULL, 10) * 1000;
-    spin_until(t0 + late);
-    sonde_sync(p);
-    spin_until(t0 + 100000000ull);
-    sonde_sync(p);
+    for (uint64_t k = 0; k < 5; k++) {
+        spin_until(t0 + 20000000ull * k + (k == 0 ? late : 0));
+        sonde_sync(p);
+    }
     for (int k = 2; k < 7; k++) {
         spin_until(t0 + 100000000ull * (uint64_t)k);
         uint64_t before = mono_ns();
