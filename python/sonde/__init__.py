@@ -110,8 +110,12 @@ def _rank_world():
     else torch.distributed's process group where the program initialized one (mp.spawn gives
     the rank to init_process_group, not to the environment); None when neither says."""
     rank, world, _ = _sonde.job_rank()
-    if rank >= 0:
-        return rank, max(world, 1)
+    return (rank, max(world, 1)) if rank >= 0 else _torch_group()
+
+
+def _torch_group():
+    """(rank, world_size) of the torch.distributed process group the program initialized, or
+    None (nothing is imported for it)."""
     dist = sys.modules.get("torch.distributed")
     try:
         if dist is not None and dist.is_available() and dist.is_initialized():
@@ -260,7 +264,7 @@ class Profiler:
             except SondeError:
                 pass  # libsonde says it when the profiler is made (sonde__env_failure)
         if cfg.get("rank") == "-1" and _sonde.job_rank()[0] < 0:
-            rw = _rank_world()  # torch's process group, where the environment says nothing
+            rw = _torch_group()  # where the environment says nothing
             if rw is not None:
                 cfg = Config(cfg)
                 cfg.set("rank", rw[0])

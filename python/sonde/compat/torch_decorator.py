@@ -36,6 +36,7 @@ and cudaProfilerStart/Stop around each active window (`nsys profile
 """
 
 import functools
+import itertools
 import glob
 import os
 import re
@@ -175,8 +176,8 @@ def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, w
                 "record_shapes": record_shapes, "nvtx": nsight_enabled,
                 "cuda_profiler_range": nsight_enabled})
             tp = hooks = None
-            taken = []  # one entry a step, however the program steps (reading the run back to
-            p._after_step.append(lambda: taken.append(1))  # count them costs a whole read)
+            taken = itertools.count()  # the steps, however the program steps (reading the
+            p._after_step.append(taken.__next__)  # run back to count them costs a whole read)
             torch = sys.modules.get("torch")
             if p.enabled and (torch is not None or with_modules):  # torch.profiler backend
                 from sonde import torch as sonde_torch
@@ -212,7 +213,7 @@ def profiler(enabled=True, output_dir="./profiler_logs", skip_first=1, wait=1, w
                     text = _torch_table(tp) if tp is not None else None
                     if text is None:
                         text = _summary(p, rank, with_flops)
-                steps = len(taken)
+                steps = next(taken)
                 p.close(raise_on_error=ok)
                 # before the schedule's first window nothing was recorded (sonde's TensorBoard
                 # trace is then the whole run's: not a window)
