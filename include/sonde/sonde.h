@@ -125,9 +125,13 @@ const char *sonde_last_error(void);
                                       the microseconds blocked there (an off-CPU flame graph's
                                       input); written when they were followed (docs/stacks.md,
                                       "Off-CPU time") */
+#define SONDE_FORMAT_SQLITE 0x1000u /* NAME.sqlite: the run as SQL tables (sections, steps,
+                                       counters, operators, GPU work, CPU samples) in one
+                                       SQLite database, libsqlite3 loaded at run time
+                                       (docs/formats.md: its schema and example queries) */
 #define SONDE_INSTANCES_CSV_AUTO 100000u
 #define SONDE_FORMAT_REPORTS 0x2fu /* json, csv, txt, trace, html: the default */
-#define SONDE_FORMAT_ALL 0xfffu
+#define SONDE_FORMAT_ALL 0x1fffu
 
 typedef struct sonde_profiler sonde_profiler;
 

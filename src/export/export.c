@@ -202,18 +202,20 @@ static int write_text(sx_report *r, const char *path, sx_text_fn fn)
 /* One row per file a format writes, from the one list (format/formats.h): made in memory
  * (text), written as it is made (stream), or a gzip trace (neither), TensorBoard's in its own
  * directory (sx_tensorboard_path). */
-enum { FMT_TEXT, FMT_STREAM, FMT_TRACE, FMT_TENSORBOARD };
+enum { FMT_TEXT, FMT_STREAM, FMT_FILE, FMT_TRACE, FMT_TENSORBOARD };
 static const struct {
     unsigned bit;
     const char *ext;
     sx_text_fn text;
     sx_stream_fn stream;
+    int (*file)(const sm_model *m, const char *path); /* 0 or a SONDE_E* code, said */
     int tensorboard;
 } g_formats[] = {
-#define FMT_WRITER_TEXT(w) w, NULL
-#define FMT_WRITER_STREAM(w) NULL, w
-#define FMT_WRITER_TRACE(w) NULL, NULL
-#define FMT_WRITER_TENSORBOARD(w) NULL, NULL
+#define FMT_WRITER_TEXT(w) w, NULL, NULL
+#define FMT_WRITER_STREAM(w) NULL, w, NULL
+#define FMT_WRITER_FILE(w) NULL, NULL, w
+#define FMT_WRITER_TRACE(w) NULL, NULL, NULL
+#define FMT_WRITER_TENSORBOARD(w) NULL, NULL, NULL
 #define FORMAT_ROW(name, bit, ext, kind, writer)                                               \
     {bit, ext, FMT_WRITER_##kind(writer), FMT_##kind == FMT_TENSORBOARD},
     SONDE__FORMATS_ROWS(FORMAT_ROW)
@@ -224,6 +226,8 @@ static const struct {
 static int write_one(sx_report *rep, const char *path, size_t f)
 {
     const sm_model *m = rep->m;
+    if (g_formats[f].file)
+        return g_formats[f].file(m, path);
     int rc = g_formats[f].text          ? write_text(rep, path, g_formats[f].text)
              : g_formats[f].stream      ? write_stream(m, path, g_formats[f].stream)
              : g_formats[f].tensorboard ? write_tensorboard_gz(m, path)

@@ -73,6 +73,24 @@ int sx_folded_stream(const sm_model *m, sx_sink sink, void *ctx);
 int sx_offcpu_folded_stream(const sm_model *m, sx_sink sink, void *ctx);
 /* NAME.pb.gz (pprof.c): the CPU samples as pprof's profile, gzip-compressed. 0, or -1. */
 int sx_pprof_stream(const sm_model *m, sx_sink sink, void *ctx);
+/* NAME.sqlite (sqlite.c): runs as SQL tables in one SQLite database (docs/formats.md), through
+ * libsqlite3 loaded at run time. sx_db_open makes the tables in file, a new file (path names it
+ * in errors: the file may be its temporary); sx_db_add puts a run in, every section of it
+ * (sm_each_section), with its rank (-1: the run's own), a label (NULL: none) and the shift that
+ * puts it on a merged timeline (runs.align_ns); sx_db_close makes the indexes and commits
+ * (commit 0: leaves it, after a failure) and frees d. Each returns 0 or a SONDE_E* code with
+ * sonde_last_error() naming path; after a failure only sx_db_close is left to call. */
+typedef struct sx_db sx_db;
+typedef struct sx_db_run {
+    int rank;
+    const char *label;
+    int64_t align_ns;
+} sx_db_run;
+int sx_db_open(sx_db **d, const char *file, const char *path);
+int sx_db_add(sx_db *d, const sm_model *m, const sx_db_run *r);
+int sx_db_close(sx_db *d, int commit);
+/* One run's database at path, through a temporary name. 0, or a SONDE_E* code. */
+int sx_sqlite_file(const sm_model *m, const char *path);
 /* The walk both traces are encoders of (walk.c). Each callback returns 0 to go on, else the
  * walk stops and returns what it returned; a callback left NULL is skipped. */
 typedef struct sx_walker {

@@ -6,9 +6,10 @@
  * bit    its SONDE_FORMAT_* bit (include/sonde/sonde.h, the public API)
  * ext    the file it writes, NAME + ext
  * kind   how export/ writes it: TEXT (made in memory by a text writer over the report), STREAM
- *        (written as it is made by a stream writer over the model), TRACE (the gzip'd Chrome
- *        trace), TENSORBOARD (that trace where TensorBoard looks for it); the last two have no
- *        writer of their own in the table (NULL)
+ *        (written as it is made by a stream writer over the model), FILE (a writer that makes
+ *        the file at a path itself: the SQLite database), TRACE (the gzip'd Chrome trace),
+ *        TENSORBOARD (that trace where TensorBoard looks for it); the last two have no writer of
+ *        their own in the table (NULL)
  * writer the export/ function that writes it (a name that only export.c's expansion uses)
  *
  * in the order users are told them. The key table's help and errors, the parser of `formats`,
@@ -30,6 +31,7 @@
     X(folded, SONDE_FORMAT_FOLDED, ".folded", STREAM, sx_folded_stream)                       \
     X(pprof, SONDE_FORMAT_PPROF, ".pb.gz", STREAM, sx_pprof_stream)                           \
     X(offcpu, SONDE_FORMAT_OFFCPU, ".offcpu.folded", STREAM, sx_offcpu_folded_stream)         \
-    X(instances, SONDE_FORMAT_INSTANCES, ".instances.csv", STREAM, sx_csv_instances_stream)
+    X(instances, SONDE_FORMAT_INSTANCES, ".instances.csv", STREAM, sx_csv_instances_stream) \
+    X(sqlite, SONDE_FORMAT_SQLITE, ".sqlite", FILE, sx_sqlite_file)
 
 #endif

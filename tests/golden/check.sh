@@ -55,6 +55,7 @@ for fmt in text json csv markdown; do
     "$sonde" aggregate job --format $fmt --by session -o "aggregate-sessions.$fmt"
 done
 "$sonde" merge job -o merged.trace.json.gz > merge.out
+"$sonde" merge job -o merged.sqlite >> merge.out
 mkdir -p jobjson && cp job-rank*/job-rank*.json jobjson/
 "$sonde" aggregate jobjson --format json -o aggregate-from-json.json
 rm -r jobjson
@@ -66,6 +67,10 @@ set +e # diff exits 1 on a regression: its exit status is part of what is checke
     > diff-instances.out 2>&1; echo "exit $?" >> diff-instances.out
 set -e
 rm -r job
+# a SQLite database's bytes carry the library's version: each is compared as its SQL dump
+find . -type f -name "*.sqlite" | while IFS= read -r db; do
+    sqlite3 "$db" .dump > "$db.sql" && rm "$db"
+done
 find . -type f | LC_ALL=C sort | sed 's|^\./||' | xargs sha256sum > got.sha256
 sed -i '/ got.sha256$/d' got.sha256
 if [ $update = 1 ]; then

@@ -359,7 +359,7 @@ static void activities(void **state)
 }
 
 /* The format list (SONDE__FORMATS) is the only one: every name parses to its bit, the bits are
- * SONDE_FORMAT_ALL exactly, each prints back as its name (all twelve: the printer once knew 7), and
+ * SONDE_FORMAT_ALL exactly, each prints back as its name (all thirteen: the printer once knew 7), and
  * "all" round-trips through the key. */
 static void format_list(void **state)
 {
@@ -383,7 +383,7 @@ static void format_list(void **state)
     assert_int_equal(sonde_config_set(&c, "formats", "all"), 0);
     sonde_config_get(&c, "formats", v, sizeof v);
     assert_string_equal(v, "json,csv,txt,trace,samples,html,tensorboard,perfetto,folded,pprof,"
-                           "instances,offcpu");
+                           "instances,offcpu,sqlite");
     assert_int_equal(sonde_config_set(&c, "formats", "pdf"), SONDE_EINVAL);
     assert_non_null(strstr(sonde_last_error(), "(expected " SONDE__FORMAT_WORDS ")"));
 }

@@ -7,7 +7,9 @@
  * is printed as the alignment's uncertainty: the barrier's exits vary by that). A forked
  * child's run (a DataLoader worker: its file names its parent's pid) is a worker of its parent's
  * rank, "rank N worker pid P (host)", after that rank, and takes no rank number of its own.
- * Ranks are read one at a time, so memory holds one rank's run at once. */
+ * Ranks are read one at a time, so memory holds one rank's run at once. With --format sqlite
+ * (or -o *.sqlite, *.db) the ranks go into one SQLite database instead (export/sqlite.c), each
+ * run a row of `runs` with its rank, its label and its shift onto that time axis. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -33,6 +35,12 @@ typedef struct rank_file {
     int64_t *syncs; /* the sonde_sync instants, ns from the run's start */
     size_t n_syncs;
 } rank_file;
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
 
 /* By rank; a rank's own run before its workers, the workers by pid. */
 static int cmp_rank(const void *a, const void *b)
@@ -97,14 +105,17 @@ static int add_rank(rank_file **rf, size_t *n, char *path)
 
 /* The files to merge: FILES as given, and in a DIR its .sonde files (not the RUN.pidN.sonde of
  * programs under `sonde run`, nor FIFOs). CLI_OK, or CLI_USAGE with the message printed. */
-static int collect(int argc, char **argv, const char **out, rank_file **rf, size_t *n)
+static int collect(int argc, char **argv, const char **out, const char **fmt, rank_file **rf,
+                   size_t *n)
 {
-    static const char *const opts[] = {"-o", NULL};
+    static const char *const opts[] = {"-o", "--format", NULL};
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-o")) {
+        if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--format")) {
             if (i + 1 >= argc)
-                return cli_fail(CLI_USAGE, "merge", "-o needs a file name");
-            *out = argv[++i];
+                return cli_fail(CLI_USAGE, "merge", "%s needs %s", argv[i],
+                                argv[i][1] == 'o' ? "a file name" : "trace or sqlite");
+            *(argv[i][1] == 'o' ? out : fmt) = argv[i + 1];
+            i++;
             continue;
         }
         if (argv[i][0] == '-' && argv[i][1])
@@ -196,7 +207,7 @@ static void align(const rank_file *rf, size_t n, int64_t *shift, char *how, size
 
 /* Reads each rank's number, start and sync instants (one model at a time), then writes each
  * rank's part of the trace. CLI_OK, or CLI_USAGE with the message printed. */
-static int merge(const char *out, rank_file *rf, size_t n)
+static int merge(const char *out, int sqlite, rank_file *rf, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         sm_model m;
@@ -230,11 +241,20 @@ static int merge(const char *out, rank_file *rf, size_t n)
         free(shift);
         return cli_fail(CLI_USAGE, "merge", "cannot create %s: %s", out, strerror(errno));
     }
-    int fd2 = dup(af.fd);
-    gzFile gz = fd2 >= 0 ? gzdopen(fd2, "wb1") : NULL;
-    int rc = gz ? 0 : -1;
-    if (!gz && fd2 >= 0)
-        close(fd2);
+    gzFile gz = NULL;
+    sx_db *db = NULL;
+    int rc = 0;
+    if (sqlite) {
+        rc = sx_db_open(&db, af.tmp, out) ? cli_fail(CLI_USAGE, "merge", "%s",
+                                                     sonde_last_error())
+                                          : 0;
+    } else {
+        int fd2 = dup(af.fd);
+        gz = fd2 >= 0 ? gzdopen(fd2, "wb1") : NULL;
+        rc = gz ? 0 : -1;
+        if (!gz && fd2 >= 0)
+            close(fd2);
+    }
     for (size_t i = 0; i < n && !rc; i++) {
         sm_model m;
         if (sm_read_file(rf[i].path, &m) != 0) {
@@ -253,10 +273,14 @@ static int merge(const char *out, rank_file *rf, size_t n)
         sx_trace_opts o = {INT64_MIN, INT64_MAX, shift[i],
                            worker ? (int)(1000000 + i) : rf[i].rank + 1, label, rf[i].rank,
                            i == 0, i == n - 1, i > 0, 0, 0};
-        if (sx_trace_part(&m, &o, gz_out, gz) != 0)
-            rc = cli_fail(CLI_USAGE, "merge", "cannot write %s", out);
+        sx_db_run run = {rf[i].rank, label, shift[i]};
+        if (db ? sx_db_add(db, &m, &run) != 0 : sx_trace_part(&m, &o, gz_out, gz) != 0)
+            rc = db ? cli_fail(CLI_USAGE, "merge", "%s", sonde_last_error())
+                    : cli_fail(CLI_USAGE, "merge", "cannot write %s", out);
         sm_free(&m);
     }
+    if (sqlite && sx_db_close(db, !rc) != 0 && !rc)
+        rc = cli_fail(CLI_USAGE, "merge", "%s", sonde_last_error());
     free(shift);
     if (gz && gzclose(gz) != Z_OK && !rc)
         rc = cli_fail(CLI_USAGE, "merge", "cannot write %s", out);
@@ -277,13 +301,13 @@ static int merge(const char *out, rank_file *rf, size_t n)
 
 int cmd_merge(int argc, char **argv)
 {
-    const char *out = NULL;
+    const char *out = NULL, *fmt = NULL;
     rank_file *rf = NULL;
     size_t n = 0;
-    int rc = collect(argc, argv, &out, &rf, &n);
+    int rc = collect(argc, argv, &out, &fmt, &rf, &n);
     const char *given = NULL; /* the first DIR or FILE named */
     for (int i = 1; i < argc && !given; i++)
-        if (!strcmp(argv[i], "-o"))
+        if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--format"))
             i++;
         else if (argv[i][0] != '-' || !argv[i][1])
             given = argv[i];
@@ -295,8 +319,13 @@ int cmd_merge(int argc, char **argv)
                        : cli_usage(cli_find("merge"), 1);
     for (size_t i = 0; i < n && rc == CLI_OK; i++)
         rc = cli_output_check("merge", out, rf[i].path);
+    int sqlite = out && (ends_with(out, ".sqlite") || ends_with(out, ".db"));
+    if (rc == CLI_OK && fmt && strcmp(fmt, "trace") && strcmp(fmt, "sqlite"))
+        rc = cli_fail(CLI_USAGE, "merge", "--format %s: unknown (trace or sqlite)", fmt);
+    else if (fmt)
+        sqlite = !strcmp(fmt, "sqlite");
     if (rc == CLI_OK)
-        rc = merge(out, rf, n);
+        rc = merge(out, sqlite, rf, n);
     free_ranks(rf, n);
     return rc;
 }

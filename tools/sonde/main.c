@@ -50,9 +50,12 @@ static const cli_cmd g_cmds[] = {
      "  of different runs and sections some ranks lack are named.\n"},
     {"merge", cmd_merge, "one trace of every rank on one time axis",
      "usage: sonde merge DIR|FILES... -o merged.trace.json.gz\n"
+     "       sonde merge DIR|FILES... -o job.sqlite [--format sqlite]\n"
      "  A process per rank (\"rank N (host)\", in rank order), every rank on one time axis from\n"
      "  its clock anchors, tightened by sonde_sync instants when every rank has them; counters\n"
-     "  kept per rank. Reads one rank at a time.\n"},
+     "  kept per rank. Reads one rank at a time. --format sqlite (the default for -o *.sqlite or\n"
+     "  *.db): every rank's run in one SQLite database, a row of runs each (rank, label, align_ns:\n"
+     "  its shift onto the one time axis; docs/formats.md).\n"},
     {"diff", cmd_diff, "compare runs section by section; gate CI on regressions",
      "usage: sonde diff BASE NEW [options]\n"
      "       sonde diff BASE... -- NEW... [options]\n"
