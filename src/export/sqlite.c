@@ -2,9 +2,9 @@
  * version and example queries), and `sonde merge --format sqlite`'s one database of many runs.
  * libsqlite3 is loaded when a database is first written (libsqlite3.so.0, or the library at
  * SONDE_SQLITE_LIBRARY), so that neither libsonde nor the Python extension needs its headers or
- * links it. Every section goes in, held or folded (sm_each_section: the file read again where
- * the model holds only some), through prepared statements in one transaction: memory stays
- * SQLite's page cache and this file's per-thread nesting stack, whatever the run's size. */
+ * links it. Every section goes in, held or folded (the file read again where the model holds
+ * only some), through prepared statements in one transaction: memory beyond the model stays
+ * SQLite's page cache and this file's nesting stack, whatever the run's size. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -25,7 +25,14 @@
 /* ---- libsqlite3, loaded at run time ---------------------------------------------------- */
 typedef struct sqlite3 sqlite3;
 typedef struct sqlite3_stmt sqlite3_stmt;
-enum { SQ_OK = 0, SQ_ROW = 100, SQ_DONE = 101, SQ_OPEN_READWRITE = 2, SQ_OPEN_CREATE = 4 };
+enum {
+    SQ_OK = 0,
+    SQ_ROW = 100,
+    SQ_DONE = 101,
+    SQ_OPEN_READWRITE = 2,
+    SQ_OPEN_CREATE = 4,
+    SQ_OPEN_NOMUTEX = 0x8000 /* a connection of one thread: no lock per call */
+};
 #define SQ_TRANSIENT ((void (*)(void *))-1)
 
 static struct {
@@ -390,6 +397,23 @@ static int add_section(void *ctx, const sm_model *m, const sm_span *s)
     return d->by_end ? link_by_end(d, m->threads[s->thread].index, s->depth, id) : 0;
 }
 
+/* Every section of the run to add_section: the model's own where it holds every one, else the
+ * file read again as they close, holding as few as the reading can (one section, one record of
+ * each kind), so that this second model costs next to nothing beside the one in memory (with
+ * the model's own limits, sm_each_section's, it doubled the export's peak RSS). */
+static int each_section(sx_db *d, const sm_model *m)
+{
+    if (!d->by_end)
+        return sm_each_section(m, add_section, d);
+    const sm_kv few[] = {{"config.report_max_sections", "1"}, {"config.report_max_records", "1"}};
+    const sm_feed every = {NULL, add_section, d};
+    sm_model again;
+    int rc = sm_read_file_fed(m->path, few, 2, &every, &again);
+    if (!rc)
+        sm_free(&again);
+    return rc;
+}
+
 /* The database id of span i of the run's model: by its place where every section is held (and
  * went in in the model's order), else found by its thread, start and depth. -1: none. */
 static int64_t section_id(sx_db *d, int32_t i)
@@ -620,7 +644,8 @@ static int add_gpu(sx_db *d)
         bind_s(d, k, c++, kernel ? grid : NULL);
         bind_s(d, k, c++, kernel ? block : NULL);
         bind_ref(d, k, c++, g->launch_ns);
-        bind_ref(d, k, c++, g->launch_thread >= 0 ? (int64_t)m->threads[g->launch_thread].index : -1);
+        int32_t lt = g->launch_thread;
+        bind_ref(d, k, c++, lt >= 0 ? (int64_t)m->threads[lt].index : -1);
         bind_ref(d, k, c++, section_id(d, g->span));
         if (run_stmt(d, k))
             return -1;
@@ -713,10 +738,12 @@ int sx_db_open(sx_db **out, const char *file, const char *path)
     sbuf_init(&d->json);
     d->next_section = d->next_op = d->next_gpu = 1;
     *out = d;
-    if (sq.open_v2(file, &d->db, SQ_OPEN_READWRITE | SQ_OPEN_CREATE, NULL) != SQ_OK)
+    const int flags = SQ_OPEN_READWRITE | SQ_OPEN_CREATE | SQ_OPEN_NOMUTEX;
+    if (sq.open_v2(file, &d->db, flags, NULL) != SQ_OK)
         return db_fail(d, "cannot open it"), d->failed;
     /* a new file, put in place whole by its caller: no journal, no syncs */
-    if (exec(d, "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; BEGIN;") ||
+    if (exec(d, "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = "
+                "EXCLUSIVE; BEGIN;") ||
         exec(d, g_schema))
         return d->failed;
     static const char *const sql[ST_COUNT] = {
@@ -745,7 +772,7 @@ int sx_db_add(sx_db *d, const sm_model *m, const sx_db_run *r)
     d->nest_thread = UINT32_MAX;
     d->sites_of = NULL;
     int rc = add_run_row(d, r) || add_threads_sessions_steps(d) || index_steps(d) ? -1 : 0;
-    if (!rc && sm_each_section(m, add_section, d) != 0 && !d->failed)
+    if (!rc && each_section(d, m) != 0 && !d->failed)
         d->failed = SONDE_EIO; /* the file could not be read again: sonde_last_error says why */
     if (!d->failed)
         rc = exec(d, g_section_index) || add_instants_counters(d) || add_ops(d) || add_gpu(d) ||

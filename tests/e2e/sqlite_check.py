@@ -24,7 +24,8 @@ import sys
 
 def queries(docs):
     """{N: sql} of the page's ```sql blocks, by their "-- QN:" line."""
-    text = open(docs).read()
+    with open(docs) as f:
+        text = f.read()
     out = {}
     for block in re.findall(r"```sql\n(.*?)```", text, re.S):
         m = re.match(r"-- Q(\d+):", block)

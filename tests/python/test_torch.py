@@ -11,6 +11,7 @@ import glob
 import io
 import json
 import os
+import sqlite3
 import sys
 import tempfile
 import time
@@ -559,6 +560,57 @@ class PythonFrames(unittest.TestCase):
                             "caller_stands_above_the_operator" for fr, _ in mm), mm[:3])
         print("python frames: %d of %d samples under heavy_matmul, inward of it %s" % (
             under, total, sorted(inner.items(), key=lambda x: -x[1])[:3]), file=sys.stderr)
+
+
+def slow_collate(seconds):
+    """Python work of its own (no native call to speak of) for the CPU samples to find."""
+    x, t0 = 0, time.thread_time()
+    while time.thread_time() - t0 < seconds:
+        for i in range(2000):
+            x += i * i
+    return x
+
+
+class SqlExport(unittest.TestCase):
+    def test_documented_queries_on_a_torch_run(self):
+        # issue 64: docs/formats.md's queries on a real PyTorch run written with
+        # formats="sqlite": Q7 names the Python function planted in steps 4 and 5, Q9 the
+        # operators under forward (two linears and a relu a step), Q3 the report's table
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "e2e"))
+        import sqlite_check
+        q = sqlite_check.queries(os.path.join(os.path.dirname(__file__), "..", "..", "docs",
+                                              "formats.md"))
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        self.addCleanup(torch.set_num_threads, threads)
+        with tempfile.TemporaryDirectory() as d:
+            cfg = dict(QUIET, name="sql", output_dir=d, formats="json,sqlite", sample_hz=999)
+            with sonde.Profiler(cfg, from_env=False) as prof:
+                sonde.torch.profile_operators(prof)
+                for step in range(8):
+                    x = torch.randn(32, 64)
+                    if step in (4, 5):
+                        slow_collate(0.15)
+                    with prof.profile("forward"):
+                        y = model(x)
+                    with prof.profile("backward"):
+                        y.sum().backward()
+                    prof.step()
+            db = sqlite3.connect(os.path.join(d, "sql.sqlite"))
+            with open(os.path.join(d, "sql.json")) as f:
+                rep = json.load(f)
+            hot = db.execute(q[7]).fetchall()
+            ops = {r[0]: r[1] for r in db.execute(q[9])}
+            sqlite_check.check_report(q, db, rep)
+            db.close()
+        self.assertTrue(hot, "Q7: no samples in steps 4 and 5")
+        self.assertEqual((hot[0][0], hot[0][2]), ("slow_collate", 1), hot[:3])
+        self.assertTrue(hot[0][1].endswith("test_torch.py"), hot[0])
+        self.assertEqual((ops.get("aten::linear"), ops.get("aten::relu")), (16, 8), ops)
+        print("sqlite: Q7 %s (%d samples), Q9 %s" % (hot[0][0], hot[0][3], sorted(ops.items())[:4]),
+              file=sys.stderr)
 
 
 @unittest.skipIf(torch.cuda.is_available(), "a GPU is present")
