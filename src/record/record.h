@@ -513,6 +513,11 @@ void sonde__stacks_stop(sonde_profiler *p);
 
 /* ---- signal.c: the process-wide registry of live profilers ---- */
 int sonde__registry_add(sonde_profiler *p);
+/* Where the host has put a handler of its own for SIGTERM or SIGINT in place of sonde's since
+ * (a PyTorch DataLoader worker's SIGTERM handler, which calls _exit), sonde's goes in front of
+ * it again, chaining to it. The writer calls it at each pass; nothing when sonde installed no
+ * handlers. */
+void sonde__signals_guard(void);
 /* What exit() does for every live profiler: each finishes its run and writes its reports. For
  * a process that ends without exit() but gives notice (a multiprocessing worker's finalizers,
  * before its os._exit). */

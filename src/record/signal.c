@@ -1,7 +1,9 @@
 /* signal.c - the registry of live profilers, the flush on fatal signals, SIGTERM and SIGINT,
  * and the flush at normal exit. After flushing, the host's own handler runs; where the host had
  * the default disposition it is restored and the signal raised again, so the process ends
- * exactly as it would have without sonde. */
+ * exactly as it would have without sonde. A host handler for SIGTERM or SIGINT installed after
+ * sonde's (a PyTorch DataLoader worker's, which calls _exit) finds sonde's put in front of it
+ * again at the writer's next pass (sonde__signals_guard). */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdlib.h>
@@ -22,8 +24,12 @@ void sonde__finalize_at_exit(sonde_profiler *p);
 
 static const int g_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGINT};
 #define NSIG_HANDLED (int)(sizeof g_signals / sizeof g_signals[0])
-static struct sigaction g_old[NSIG_HANDLED];
-static int g_installed;
+/* The host's action each signal chains to: two copies, so that the guard writes one while a
+ * handler may be reading the other, and makes it the one read (g_old_at) once it is whole. */
+static struct sigaction g_old[2][NSIG_HANDLED];
+static _Atomic int g_old_at[NSIG_HANDLED];
+static _Atomic int g_installed;
+static pthread_mutex_t g_guard_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_atexit;
 static int g_atfork;
 static _Atomic int g_flusher; /* the thread flushing in a handler now, 0: none */
@@ -88,7 +94,7 @@ static void on_signal(int sig, siginfo_t *info, void *uctx)
     }
     if (idx < 0)
         return;
-    struct sigaction *old = &g_old[idx];
+    struct sigaction *old = &g_old[atomic_load(&g_old_at[idx])][idx];
     int host = (old->sa_flags & SA_SIGINFO) ? old->sa_sigaction != NULL
                                             : old->sa_handler != SIG_IGN && old->sa_handler != SIG_DFL;
     if (host && (old->sa_flags & SA_RESETHAND)) {
@@ -140,30 +146,73 @@ static void at_exit(int status, void *unused)
     sonde__finish_all();
 }
 
-/* sonde's handler goes in front of the host's with the host's own restart behaviour, mask and
- * NODEFER, so that a system call the signal interrupts returns EINTR (or restarts) exactly as it
- * did: Python's SIGINT handler has no SA_RESTART, and Ctrl-C must still end an os.read. A signal
- * the host ignores is left ignored. */
+/* Whether action a is a handler of the host's own (not an ignore, not the default). */
+static int host_handler(const struct sigaction *a)
+{
+    return (a->sa_flags & SA_SIGINFO) ? a->sa_sigaction != NULL
+                                      : a->sa_handler != SIG_IGN && a->sa_handler != SIG_DFL;
+}
+
+/* Whether two actions run the same handler the same way. */
+static int same_action(const struct sigaction *a, const struct sigaction *b)
+{
+    return a->sa_flags == b->sa_flags && ((a->sa_flags & SA_SIGINFO)
+                                              ? a->sa_sigaction == b->sa_sigaction
+                                              : a->sa_handler == b->sa_handler);
+}
+
+/* sonde's action in front of the host's action old: with the host's own restart behaviour,
+ * mask and NODEFER, so that a system call the signal interrupts returns EINTR (or restarts)
+ * exactly as it did: Python's SIGINT handler has no SA_RESTART, and Ctrl-C must still end an
+ * os.read. */
+static void ours_over(const struct sigaction *old, struct sigaction *sa)
+{
+    memset(sa, 0, sizeof *sa);
+    sa->sa_sigaction = on_signal;
+    sa->sa_flags = SA_SIGINFO | SA_ONSTACK | (old->sa_flags & (SA_RESTART | SA_NODEFER));
+    if (host_handler(old))
+        sa->sa_mask = old->sa_mask;
+    else
+        sigemptyset(&sa->sa_mask);
+}
+
+/* A signal the host ignores is left ignored: it interrupts nothing and ends nothing. */
 static void install_handlers(void)
 {
     for (int i = 0; i < NSIG_HANDLED; i++) {
         struct sigaction old, sa;
         if (sigaction(g_signals[i], NULL, &old) != 0)
             continue;
-        g_old[i] = old;
+        g_old[0][i] = old;
         if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN)
-            continue; /* ignored: it interrupts nothing and ends nothing; it stays so */
-        memset(&sa, 0, sizeof sa);
-        sa.sa_sigaction = on_signal;
-        sa.sa_flags = SA_SIGINFO | SA_ONSTACK | (old.sa_flags & (SA_RESTART | SA_NODEFER));
-        int host = (old.sa_flags & SA_SIGINFO) ? old.sa_sigaction != NULL
-                                               : old.sa_handler != SIG_IGN && old.sa_handler != SIG_DFL;
-        if (host)
-            sa.sa_mask = old.sa_mask;
-        else
-            sigemptyset(&sa.sa_mask);
-        sigaction(g_signals[i], &sa, &g_old[i]);
+            continue;
+        ours_over(&old, &sa);
+        sigaction(g_signals[i], &sa, &g_old[0][i]);
     }
+}
+
+void sonde__signals_guard(void)
+{
+    if (!atomic_load(&g_installed) || pthread_mutex_trylock(&g_guard_lock) != 0)
+        return; /* another profiler's writer is at it */
+    for (int i = 0; i < NSIG_HANDLED; i++) {
+        if (g_signals[i] != SIGTERM && g_signals[i] != SIGINT)
+            continue;
+        struct sigaction cur, sa, prev;
+        if (sigaction(g_signals[i], NULL, &cur) != 0 || !host_handler(&cur) ||
+            ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_signal))
+            continue; /* ours still, or the host ignores it now, or gave it its default */
+        int next = 1 - atomic_load(&g_old_at[i]);
+        g_old[next][i] = cur;
+        atomic_store(&g_old_at[i], next);
+        ours_over(&cur, &sa);
+        if (sigaction(g_signals[i], &sa, &prev) == 0 && !same_action(&prev, &cur)) {
+            next = 1 - next; /* changed again in between: chain to what was replaced */
+            g_old[next][i] = prev;
+            atomic_store(&g_old_at[i], next);
+        }
+    }
+    pthread_mutex_unlock(&g_guard_lock);
 }
 
 /* The alternate stack this thread got from sonde (its mapping, guard page included), if any. */
@@ -232,9 +281,9 @@ int sonde__registry_add(sonde_profiler *p)
 {
     int rc = -1;
     pthread_mutex_lock(&sonde__registry_lock);
-    if (p->cfg.signal_handlers && !g_installed) {
+    if (p->cfg.signal_handlers && !atomic_load(&g_installed)) {
         install_handlers();
-        g_installed = 1;
+        atomic_store(&g_installed, 1);
     }
     if (!g_atexit && on_exit(at_exit, NULL) == 0)
         g_atexit = 1;

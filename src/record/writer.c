@@ -1046,6 +1046,7 @@ static void *writer_main(void *arg)
         sonde__wunlock(p);
         if (p->ondemand || p->flight)
             sonde__ondemand_poll(p);
+        sonde__signals_guard();
     }
     struct timespec cpu;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)

@@ -5,7 +5,11 @@
  * after 20 s is a deadlock: it is killed and the test fails. Prints each child's pid. With
  * FORKY_BURN_MS set, each child's "child_work" sections burn that many ms of CPU in all (for the
  * CPU sampler across a fork: sample_hz comes from the environment). FORKS "destroy": a fork while
- * another thread is inside sonde_destroy; the child's own sonde_destroy must return. */
+ * another thread is inside sonde_destroy; the child's own sonde_destroy must return. FORKS
+ * "sigterm": one child that installs its own SIGTERM handler after sonde's, one that calls
+ * _exit(0) when its parent sends it (as a PyTorch DataLoader worker's does), records 100
+ * "child_work" sections and waits; the parent sends it SIGTERM 300 ms later: its
+ * fork-pidN.sonde must hold the 100 sections (prints its pid). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -54,6 +58,16 @@ static void *destroyer(void *arg)
     (void)arg;
     sonde_destroy(g_p);
     return NULL;
+}
+
+/* A DataLoader worker's SIGTERM handler: its parent's SIGTERM ends it at once. */
+static void exit_on_parents_term(int sig, siginfo_t *info, void *uctx)
+{
+    (void)uctx;
+    if (info->si_pid == getppid())
+        _exit(0);
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 /* 0 when the child exited with status 0 within 20 s. */
@@ -112,6 +126,37 @@ int main(int argc, char **argv)
         int failed = pid < 0 || reap(pid, "destroying");
         pthread_join(d, NULL);
         return failed;
+    }
+    if (!strcmp(argv[2], "sigterm")) {
+        int ready[2];
+        if (pipe(ready) != 0)
+            return 4;
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_sigaction = exit_on_parents_term;
+            sa.sa_flags = SA_SIGINFO;
+            sigaction(SIGTERM, &sa, NULL);
+            for (int k = 0; k < 100; k++) {
+                sonde_begin(g_p, "child_work");
+                sonde_end(g_p);
+            }
+            if (write(ready[1], "r", 1) != 1)
+                _exit(6);
+            for (;;)
+                pause();
+        }
+        char r;
+        if (pid < 0 || read(ready[0], &r, 1) != 1)
+            return 4;
+        printf("%d\n", (int)pid);
+        struct timespec ts = {0, 300000000};
+        nanosleep(&ts, NULL);
+        kill(pid, SIGTERM);
+        int failed = reap(pid, "SIGTERMed");
+        return (sonde_destroy(g_p) != 0) | failed;
     }
     pthread_t th[4];
     for (int i = 0; i < 4; i++)

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -560,6 +561,32 @@ class PythonFrames(unittest.TestCase):
                             "caller_stands_above_the_operator" for fr, _ in mm), mm[:3])
         print("python frames: %d of %d samples under heavy_matmul, inward of it %s" % (
             under, total, sorted(inner.items(), key=lambda x: -x[1])[:3]), file=sys.stderr)
+
+
+class DataLoaderWorkers(unittest.TestCase):
+    def test_every_worker_keeps_its_sections(self):
+        # issue 62: persistent workers are ended by torch's SIGTERM, whose handler (installed in
+        # the worker after sonde's) calls _exit: every worker's sections were lost (0 of 128);
+        # sonde's handler is put in front of it again and flushes them. Not persistent: the
+        # workers end each epoch and finish their runs
+        prog = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataloader_workers.py")
+        for persistent in ("1", "0"):
+            with tempfile.TemporaryDirectory() as d:
+                out = subprocess.run([sys.executable, prog, d, persistent], capture_output=True,
+                                     text=True, timeout=120)
+                self.assertEqual((out.returncode, out.stdout), (0, "done\n"), out.stderr)
+                workers = sorted(glob.glob(os.path.join(d, "dl-pid*.sonde")))
+                self.assertEqual(len(workers), 2 if persistent == "1" else 4, workers)
+                sections = 0
+                for w in workers:
+                    rep = os.path.join(d, "r", os.path.basename(w)[:-len(".sonde")] + ".json")
+                    self.assertEqual(sonde.cli(["export", w, "--format", "json", "-o",
+                                                os.path.join(d, "r"), "--quiet"]), 0, w)
+                    with open(rep) as f:
+                        st = {s["name"]: s["count"] for s in json.load(f)["sections"]}
+                    self.assertEqual(set(st), {"load_item"}, (w, st))
+                    sections += st["load_item"]
+                self.assertEqual(sections, 128, (persistent, workers))
 
 
 def slow_collate(seconds):

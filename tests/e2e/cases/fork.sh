@@ -50,6 +50,13 @@ grep -q "1 report(s), run \"fork\", world size 1" agg.txt || fail "aggregate: $(
 # (it waited forever on the lock the parent's thread held); the parent's run is whole
 "$build/tests/forky" d destroy || fail "forky destroy: the child hung or failed"
 check count d/fork.json work 1000000
+# issue 62: a worker whose own SIGTERM handler, installed after sonde's, calls _exit when its
+# parent sends it (a PyTorch DataLoader worker's): sonde's handler is put in front of it again
+# at the writer's next pass, so the worker's 100 sections are in its file (0 before)
+"$build/tests/forky" term sigterm > pid.txt || fail "forky sigterm: the child hung or failed"
+"$sonde" export "term/fork-pid$(cat pid.txt).sonde" --format json -o term --quiet ||
+    fail "the SIGTERMed worker's file: $(ls term)"
+check count "term/fork-pid$(cat pid.txt).json" child_work 100
 # with CPU samples: each child samples itself (its sampler started again after the fork),
 # its burning in child_work; the parent's samples hold none of the children's. Through
 # perf_event_open, then through the timers on the threads' CPU clocks (perf refused)
