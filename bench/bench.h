@@ -1,9 +1,11 @@
-/* bench.h - what the benchmarks share: a monotonic clock in seconds, and the floor of a report
- * pass. */
+/* bench.h - what the benchmarks share: a monotonic clock in seconds, the floor of a report
+ * pass, and a free TCP port on loopback. */
 #ifndef SONDE_BENCH_H
 #define SONDE_BENCH_H
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +31,21 @@ static inline double bench_read_s(const char *path)
     double s = bench_now_s() - t0;
     close(fd);
     return s;
+}
+
+/* A TCP port no one listens on at 127.0.0.1 now (the kernel's pick), or 0. */
+static inline unsigned bench_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    unsigned port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
 }
 
 #endif

@@ -6,11 +6,12 @@ pkgs=(cmake make gcc g++ clang libclang-rt-14-dev pkg-config zlib1g-dev libcmock
 # `setup.sh test`: also what the tests use (a headless browser for the HTML report, Open MPI,
 # PyTorch for Debian's python3, for sonde.torch's tests, protoc to decode .pftrace, perf and xz
 # to compare sonde run's CPU samples with, strace to count how often a file is opened, and the
-# sqlite3 shell for the SQL export's queries and golden dumps)
+# sqlite3 shell for the SQL export's queries and golden dumps, and a Prometheus server and
+# promtool for the metrics endpoint's)
 # `setup.sh browser`: only what make bench's HTML benchmark adds (Chromium, puppeteer-core).
 [ "${1:-}" = browser ] && pkgs+=(chromium)
 [ "${1:-}" = test ] && pkgs+=(chromium openmpi-bin libopenmpi-dev python3-venv python3-torch protobuf-compiler linux-perf
-    xz-utils strace sqlite3)
+    xz-utils strace sqlite3 prometheus)
 # the browser test's driver, puppeteer-core, from the npm registry (the version
 # tests/browser/package-lock.json pins), with the machine's Node.js, else Debian's
 browser_deps() {

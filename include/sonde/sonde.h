@@ -321,6 +321,14 @@ typedef struct sonde_config {
                                 the sampler a sample, but no off-CPU periods, and threads
                                 followed every 100 ms; refused under sonde run. 0 (the default):
                                 the process's perf_event sampling where allowed (docs/stacks.md) */
+    unsigned metrics_port;   /* serve live metrics (OpenMetrics and Prometheus text: sections'
+                                calls and seconds, a step-time histogram, throughput, FLOPs, the
+                                sampler's CPU, memory and GPU figures, dropped events) at
+                                http://metrics_address:PORT/metrics from a thread of its own;
+                                0 (the default): none. A port that cannot be had is a warning
+                                and the run goes on (docs/monitoring.md, "Live metrics") */
+    const char *metrics_address; /* the address it listens on (default "127.0.0.1": this
+                                    machine only; "0.0.0.0" or "::" to be scraped from others) */
 } sonde_config;
 
 /* The defaults documented on each field. */

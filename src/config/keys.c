@@ -139,6 +139,10 @@ static const sonde_key g_keys[] = {
     {"report_max_records", KEY_UINT, OFF(report_max_records), 0, 1e9, "1000000",
      "instants, steps and each counter's samples a report holds in memory: past it, every 2nd, "
      "4th, ... (0: no limit)"},
+    {"metrics_port", KEY_UINT, OFF(metrics_port), 0, 65535, "0",
+     "serve live metrics for Prometheus at http://metrics_address:PORT/metrics (0: off)"},
+    {"metrics_address", KEY_STRING, OFF(metrics_address), 0, 0, "127.0.0.1",
+     "the address the metrics endpoint listens on (0.0.0.0 or :: for other machines)"},
     {"flight_recorder_s", KEY_DOUBLE, OFF(flight_recorder_s), 0, 86400, "0",
      "flight recorder: keep the last S seconds in memory and write them only on a trigger "
      "(0: off; docs/flight-recorder.md)"},

@@ -78,6 +78,7 @@ static void start_over(sonde_profiler *p)
     close(p->fd); /* the parent's file stays the parent's */
     p->fd = -1;
     sonde__tally_off(p); /* the parent's count: the child's file has no SUMMARY */
+    sonde__metrics_forget(p); /* the port is the parent's */
 
     /* Every chunk is free again: what the parent had not written yet, the parent writes. */
     atomic_store(&p->free_head, (uint64_t)SONDE_NO_CHUNK);

@@ -719,6 +719,13 @@ static void start_recording(sonde_profiler *p, const sonde_config *cfg, pid_t wa
     }
     if (sonde__sampler_start(p) != 0)
         sonde__warn(p, "could not start the sampler thread: no CPU, memory or GPU samples");
+    if (cfg->metrics_port && !p->flight) {
+        char why[320];
+        if (sonde__metrics_start(p, why, sizeof why) != 0) {
+            sonde__warn(p, "%s; the run goes on without live metrics", why);
+            fprintf(stderr, "sonde: %s; the run goes on without live metrics\n", why);
+        }
+    }
     int hz = cfg->sample_hz < 0 ? (cfg->with_stack ? 999 : 0) : cfg->sample_hz;
     if (hz > 0 && p->flight) {
         sonde__warn(p, "flight recorder: CPU samples with call stacks are not kept in its "
@@ -877,6 +884,7 @@ static int finalize(sonde_profiler *p)
 static int finalize_run(sonde_profiler *p)
 {
     int rc = 0;
+    sonde__metrics_stop(p); /* scraped no more: the run ends */
     sonde__sampler_stop(p); /* its last samples are still recorded */
     sonde__stacks_stop(p);  /* its samples, stacks and functions too */
     sonde__cupti_stop(p);   /* CUPTI's last buffers too */

@@ -258,6 +258,9 @@ struct sonde_profiler {
     size_t child_head_len;
     uint64_t start_tick;           /* the run's start when not the file's creation (the fork), */
     uint64_t start_mono_ns, start_real_ns; /* with the clocks read at the same moment */
+    struct sonde_live *live;       /* the live metrics (metrics.c; metrics_port), NULL: none;
+                                      set and cleared under wlock */
+    _Atomic int live_off;          /* a signal handler writes: the writer follows no event */
 };
 
 /* Events have somewhere to go: the .sonde file or the flight recorder's memory. */
@@ -510,6 +513,21 @@ int sonde__stacks_attach(sonde_profiler *p, pid_t pid, unsigned hz, int python, 
                          size_t cap);
 /* Stops them and writes what they hold; a warning says what could not be written. */
 void sonde__stacks_stop(sonde_profiler *p);
+
+/* ---- metrics.c: live metrics for Prometheus (metrics_port) ---- */
+/* Listens on metrics_address:metrics_port and starts the thread that serves /metrics; the
+ * writer follows its events from then on. 0, or -1 with why (the run goes on without it). */
+int sonde__metrics_start(sonde_profiler *p, char *why, size_t cap);
+/* Stops the thread, closes the socket and frees it all (the writer no longer follows). */
+void sonde__metrics_stop(sonde_profiler *p);
+/* In a forked child: the parent's socket closed, nothing served (the thread did not come). */
+void sonde__metrics_forget(sonde_profiler *p);
+/* For the writer as it encodes (under wlock): file thread thread's follower for its events from
+ * slot on (NULL: none followed), and each event in turn with the slot after it. */
+void *sonde__live_thread(sonde_profiler *p, uint32_t thread, uint64_t slot);
+void sonde__live_event(sonde_profiler *p, void *thread, const sonde__ev *e, uint64_t slot_after);
+/* A signal handler writes: the events are no longer followed (async-signal-safe). */
+void sonde__live_off(sonde_profiler *p);
 
 /* ---- signal.c: the process-wide registry of live profilers ---- */
 int sonde__registry_add(sonde_profiler *p);

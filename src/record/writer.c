@@ -408,6 +408,7 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
     sonde_flight *fl = sonde__flight_mem(p);
     sonde__fr_thread *ft = fl ? sonde__flight_thread(p, c->thread) : NULL;
     sonde_tally_thread *tt = tally_thread(p, c->thread, c->base + from);
+    void *lt = p->live ? sonde__live_thread(p, c->thread, c->base + from) : NULL;
     uint32_t i = from;
     while (i < stop) {
         const sonde__ev *e = &c->data[i];
@@ -421,6 +422,8 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
                 sonde__flight_edge(p, ft, e);
             if (tt && tally_event(p, tt, c->thread, e))
                 tt = NULL;
+            if (lt)
+                sonde__live_event(p, lt, e, c->base + i);
             continue;
         }
         if (kind >= SONDE_K_COUNT)
@@ -435,6 +438,8 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
         i += n;
         if (tt && tally_event(p, tt, c->thread, e))
             tt = NULL;
+        if (lt)
+            sonde__live_event(p, lt, e, c->base + i);
     }
     uint32_t nslots = i - from;
     if (tt)
@@ -761,6 +766,7 @@ static void signal_pass_end(sonde_profiler *p, int taken)
 void sonde__signal_flush(sonde_profiler *p, int sig)
 {
     sonde__tally_off(p); /* what it writes is not counted: the file has no SUMMARY */
+    sonde__live_off(p);  /* nor followed by the live metrics */
     if (p->flight && !atomic_load(&p->finalized)) {
         int fd = sonde__flight_crash_open(p, sig);
         if (fd < 0)

@@ -1173,6 +1173,34 @@ class Recording(Base):
         p.close()
 
 
+class LiveMetrics(Base):
+    def test_metrics_port_serves_the_sections_and_steps(self):
+        # issue 64: metrics_port as a keyword argument; the page holds what was recorded,
+        # at most one writer pass (flush_interval_s) later
+        import socket
+        import urllib.request
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        cfg = dict(QUIET, name="live", output_dir=self.dir, formats=["json"],
+                   flush_interval_s=0.05)
+        with sonde.Profiler(cfg, from_env=False, metrics_port=port) as prof:
+            for _ in range(10):
+                with prof.profile("work"):
+                    pass
+                prof.step()
+            want = {'sonde_section_calls_total{run="live",rank="",section="work"} 10',
+                    'sonde_step_seconds_count{run="live",rank=""} 10'}
+            for _ in range(100):
+                url = "http://127.0.0.1:%d/metrics" % port
+                with urllib.request.urlopen(url, timeout=5) as r:
+                    lines = set(r.read().decode().splitlines())
+                if want <= lines:
+                    break
+                time.sleep(0.05)
+        self.assertLessEqual(want, lines)
+
+
 class Loading(Base):
     def test_an_unbuilt_checkout_says_how_to_build(self):
         # the source tree's package has no extension: the error names this interpreter and the

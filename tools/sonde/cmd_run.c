@@ -258,11 +258,15 @@ static int wait_child(pid_t child, struct rusage *ru, char *how, size_t cap)
     return 1;
 }
 
-/* --preset, --interval, --format, --name and --flight-recorder (each NULL when not given) into
- * c. 0, or CLI_USAGE with the message printed. */
+/* --preset, --interval, --format, --name, --flight-recorder and --metrics-port (each NULL when
+ * not given) into c. 0, or CLI_USAGE with the message printed. */
 static int apply_flags(sonde_config *c, const char *preset, const char *interval,
-                       const char *format, const char *name, const char *flight)
+                       const char *format, const char *name, const char *flight,
+                       const char *metrics_port)
 {
+    if (metrics_port &&
+        sonde__key_set(c, sonde__key_find("metrics_port"), metrics_port, "--metrics-port"))
+        return cli_fail(CLI_USAGE, "run", "%s", sonde_last_error());
     if (preset && sonde_config_preset(c, preset) != 0)
         return cli_fail(CLI_USAGE, "run", "--preset: %s", sonde_last_error());
     if (interval) {
@@ -299,7 +303,7 @@ static int set_run_id(void)
 
 /* What `sonde run` was asked (parse_args). */
 typedef struct run_args {
-    const char *name, *preset, *interval, *format, *dir, *hz_text, *flight;
+    const char *name, *preset, *interval, *format, *dir, *hz_text, *flight, *metrics_port;
     int display, quiet, where; /* where: choose_in_thread's */
     char **cmd;                /* the program and its arguments, after -- */
     unsigned hz;               /* CPU samples a second, with their stacks: 0 turns them off */
@@ -311,7 +315,8 @@ static int parse_args(int argc, char **argv, run_args *ra)
     static const char *const opts[] = {"--name", "-o", "--interval", "--preset", "--format",
                                        "--sample-hz", "--display", "--quiet",
                                        "--flight-recorder", "--sample-in-thread",
-                                       "--sample-python-in-thread", "--sample-outside", NULL};
+                                       "--sample-python-in-thread", "--sample-outside",
+                                       "--metrics-port", NULL};
     *ra = (run_args){.where = -1, .hz = 999};
     int i;
     for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
@@ -321,7 +326,8 @@ static int parse_args(int argc, char **argv, run_args *ra)
                           : !strcmp(a, "--preset") ? &ra->preset
                           : !strcmp(a, "--format") ? &ra->format
                           : !strcmp(a, "--sample-hz") ? &ra->hz_text
-                          : !strcmp(a, "--flight-recorder") ? &ra->flight : NULL;
+                          : !strcmp(a, "--flight-recorder") ? &ra->flight
+                          : !strcmp(a, "--metrics-port") ? &ra->metrics_port : NULL;
         if (slot) {
             if (i + 1 >= argc || !strcmp(argv[i + 1], "--"))
                 return cli_fail(CLI_USAGE, "run", "%s needs a value", a);
@@ -384,9 +390,11 @@ int cmd_run(int argc, char **argv)
     unsigned hz = ra.hz;
     int quiet = ra.quiet;
     const char *dir = ra.dir;
-    int bad_flag = apply_flags(&c, ra.preset, ra.interval, ra.format, ra.name, ra.flight);
+    int bad_flag = apply_flags(&c, ra.preset, ra.interval, ra.format, ra.name, ra.flight,
+                               ra.metrics_port);
     if (bad_flag)
         return bad_flag;
+    unsetenv("SONDE_METRICS_PORT"); /* the endpoint is this process's: the program's is not */
     if (c.flight_recorder_s > 0)
         hz = 0; /* the window keeps counters; CPU samples are not kept in it yet */
     if (dir)

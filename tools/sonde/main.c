@@ -92,7 +92,8 @@ static const cli_cmd g_cmds[] = {
      "usage: sonde run [--name NAME] [-o DIR] [--interval S] [--preset NAME]\n"
      "                 [--format LIST] [--sample-hz N]\n"
      "                 [--sample-outside | --sample-in-thread | --sample-python-in-thread]\n"
-     "                 [--display] [--quiet] [--flight-recorder S] -- CMD [ARGS...]\n"
+     "                 [--display] [--quiet] [--flight-recorder S] [--metrics-port P]\n"
+     "                 -- CMD [ARGS...]\n"
      "  Starts CMD without a shell, samples its whole process tree and the GPUs, forwards\n"
      "  SIGINT and SIGTERM to it, writes the reports when it exits, and exits with its status\n"
      "  (128+N when it died of signal N). A child that links libsonde records into the same\n"
@@ -106,7 +107,10 @@ static const cli_cmd g_cmds[] = {
      "  cost more than outside where signals are dear (docs/stacks.md, \"What it costs\").\n"
      "  --flight-recorder S: keep the last S seconds of its figures and write them only on\n"
      "  `sonde trigger PID-OF-SONDE-RUN` or when CMD fails, as NAME-triggerN.*\n"
-     "  (docs/flight-recorder.md).\n"},
+     "  (docs/flight-recorder.md). --metrics-port P: the process tree's CPU, memory and GPU\n"
+     "  figures for Prometheus at http://127.0.0.1:P/metrics while it runs (SONDE_METRICS_PORT\n"
+     "  is not passed on: a program's own profiler does not compete for the port;\n"
+     "  docs/monitoring.md, \"Live metrics\").\n"},
 };
 #define N_CMDS (sizeof g_cmds / sizeof g_cmds[0])
 
