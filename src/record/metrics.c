@@ -169,9 +169,12 @@ void sonde__live_event(sonde_profiler *p, void *thread, const sonde__ev *e, uint
         t->depth++;
     } else if (kind == SONDE_K_END) {
         int32_t k = t->depth - 1;
-        if (id) /* it names the section it ends: those inside it end with it */
+        if (id) { /* it names the section it ends: those inside it end with it */
             while (k > 0 && (k >= DEPTH || t->id[k] != id))
                 k--;
+            if (k >= 0 && k < DEPTH && t->id[k] != id)
+                return; /* not one open here (as the reader takes it): nothing ends */
+        }
         if (k < 0)
             return;
         for (int32_t j = t->depth; j-- > k;)
@@ -409,9 +412,8 @@ static void sampled(page *g, sonde_profiler *p)
 }
 
 /* The page of every metric, in the OpenMetrics format (om) or Prometheus's text format. */
-static void make_page(sonde_profiler *p, int om, sbuf *b)
+static void make_page(sonde_profiler *p, struct sonde_live *l, int om, sbuf *b)
 {
-    struct sonde_live *l = p->live;
     char rank[16] = "";
     if (p->cfg.rank >= 0)
         snprintf(rank, sizeof rank, "%d", p->cfg.rank);
@@ -460,7 +462,7 @@ static void reply(int fd, const char *status, const char *type, const char *body
 }
 
 /* One request on fd: GET or HEAD /metrics, read within 2 s and 8 KiB. */
-static void serve_one(sonde_profiler *p, int fd)
+static void serve_one(sonde_profiler *p, struct sonde_live *l, int fd)
 {
     struct timeval tv = {2, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -504,7 +506,7 @@ static void serve_one(sonde_profiler *p, int fd)
     int om = strcasestr(req, "application/openmetrics-text") != NULL;
     sbuf b;
     sbuf_init(&b);
-    make_page(p, om, &b);
+    make_page(p, l, om, &b);
     if (b.oom) {
         static const char e[] = "out of memory\n";
         reply(fd, "500 Internal Server Error", text, e, sizeof e - 1, head);
@@ -539,7 +541,7 @@ static void *serve(void *arg)
         int c = accept4(l->listen_fd, NULL, NULL, SOCK_CLOEXEC);
         if (c < 0)
             continue;
-        serve_one(p, c);
+        serve_one(p, l, c);
         close(c);
     }
     return NULL;
@@ -619,14 +621,15 @@ void sonde__metrics_stop(sonde_profiler *p)
     struct sonde_live *l = p->live;
     if (!l)
         return;
-    if (l->started) {
-        uint64_t one = 1;
-        if (write(l->wake_fd, &one, sizeof one) == (ssize_t)sizeof one)
-            pthread_join(l->thread, NULL);
-    }
+    uint64_t one = 1;
+    int woke = !l->started || write(l->wake_fd, &one, sizeof one) == (ssize_t)sizeof one;
+    if (l->started && woke)
+        pthread_join(l->thread, NULL);
     sonde__wlock(p);
     p->live = NULL;
     sonde__wunlock(p);
+    if (!woke)
+        return; /* its thread could not be told to stop: it keeps what it reads */
     close(l->listen_fd);
     close(l->wake_fd);
     for (size_t i = 0; i < PAGES; i++)
