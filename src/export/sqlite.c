@@ -272,7 +272,8 @@ static int64_t name_id(sx_db *d, const char *text)
 static int64_t site_name(sx_db *d, const sm_model *m, uint32_t site)
 {
     if (d->sites_of != m) {
-        memset(d->name_of_site, 0, d->n_name_of_site * sizeof *d->name_of_site);
+        if (d->n_name_of_site) /* (never memset's NULL: none allocated yet) */
+            memset(d->name_of_site, 0, d->n_name_of_site * sizeof *d->name_of_site);
         d->sites_of = m;
     }
     if (site >= d->n_name_of_site) {
