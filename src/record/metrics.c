@@ -154,11 +154,9 @@ void *sonde__live_thread(sonde_profiler *p, uint32_t thread, uint64_t slot)
     return t;
 }
 
-void sonde__live_event(sonde_profiler *p, void *thread, const sonde__ev *e, uint64_t slot_after)
+/* One event of thread t. */
+static inline void live_event(struct sonde_live *l, live_thread *t, const sonde__ev *e)
 {
-    struct sonde_live *l = p->live;
-    live_thread *t = thread;
-    t->next_slot = slot_after;
     unsigned kind = e->tag & 15u;
     uint32_t id = e->tag >> 4;
     if (kind == SONDE_K_BEGIN) {
@@ -210,6 +208,19 @@ void sonde__live_event(sonde_profiler *p, void *thread, const sonde__ev *e, uint
         if (v[1] > 0)
             sum_add(&l->units_s[u], v[1]);
     }
+}
+
+void sonde__live_events(sonde_profiler *p, void *thread, const sonde__ev *ev, uint32_t n,
+                        uint64_t slot_after)
+{
+    struct sonde_live *l = p->live;
+    live_thread *t = thread;
+    for (uint32_t i = 0; i < n;) {
+        unsigned kind = ev[i].tag & 15u;
+        live_event(l, t, &ev[i]);
+        i += kind <= SONDE_K_END ? 1 : sonde_kind_slots(kind);
+    }
+    t->next_slot = slot_after;
 }
 
 void sonde__live_off(sonde_profiler *p) { atomic_store(&p->live_off, 1); }

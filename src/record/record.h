@@ -523,9 +523,11 @@ void sonde__metrics_stop(sonde_profiler *p);
 /* In a forked child: the parent's socket closed, nothing served (the thread did not come). */
 void sonde__metrics_forget(sonde_profiler *p);
 /* For the writer as it encodes (under wlock): file thread thread's follower for its events from
- * slot on (NULL: none followed), and each event in turn with the slot after it. */
+ * slot on (NULL: none followed), and the n slots of events it wrote in one record, slot_after
+ * the slot after them. */
 void *sonde__live_thread(sonde_profiler *p, uint32_t thread, uint64_t slot);
-void sonde__live_event(sonde_profiler *p, void *thread, const sonde__ev *e, uint64_t slot_after);
+void sonde__live_events(sonde_profiler *p, void *thread, const sonde__ev *ev, uint32_t n,
+                        uint64_t slot_after);
 /* A signal handler writes: the events are no longer followed (async-signal-safe). */
 void sonde__live_off(sonde_profiler *p);
 
