@@ -104,16 +104,38 @@ static live_site *site_of(struct sonde_live *l, uint32_t id)
     return &pg[id % PAGE];
 }
 
-static void section_done(struct sonde_live *l, uint32_t id, uint64_t begin, uint64_t end)
+/* calls sections of site id, ticks long in all, added to its published totals. */
+static void site_add(struct sonde_live *l, uint32_t id, uint64_t calls, uint64_t ticks)
 {
     live_site *s = site_of(l, id);
     if (!s)
         return;
-    atomic_store_explicit(&s->calls, atomic_load_explicit(&s->calls, memory_order_relaxed) + 1,
+    atomic_store_explicit(&s->calls, atomic_load_explicit(&s->calls, memory_order_relaxed) + calls,
                           memory_order_relaxed);
-    atomic_store_explicit(&s->ticks, atomic_load_explicit(&s->ticks, memory_order_relaxed) +
-                                         (end > begin ? end - begin : 0),
+    atomic_store_explicit(&s->ticks, atomic_load_explicit(&s->ticks, memory_order_relaxed) + ticks,
                           memory_order_relaxed);
+}
+
+/* The sections that end in one record, summed by site before they are published (a loop's
+ * few names: most ends add to a slot already theirs): direct-mapped by id. */
+#define ENDS 16
+typedef struct ends {
+    uint32_t id[ENDS];         /* 0: empty */
+    uint64_t calls[ENDS], ticks[ENDS];
+} ends;
+
+static void section_done(struct sonde_live *l, ends *x, uint32_t id, uint64_t begin,
+                         uint64_t end)
+{
+    unsigned k = id % ENDS;
+    if (x->id[k] != id) {
+        if (x->id[k])
+            site_add(l, x->id[k], x->calls[k], x->ticks[k]);
+        x->id[k] = id;
+        x->calls[k] = x->ticks[k] = 0;
+    }
+    x->calls[k]++;
+    x->ticks[k] += end > begin ? end - begin : 0;
 }
 
 static void step_done(struct sonde_live *l, uint64_t begin, uint64_t end)
@@ -155,7 +177,7 @@ void *sonde__live_thread(sonde_profiler *p, uint32_t thread, uint64_t slot)
 }
 
 /* One event of thread t. */
-static inline void live_event(struct sonde_live *l, live_thread *t, const sonde__ev *e)
+static inline void live_event(struct sonde_live *l, live_thread *t, ends *x, const sonde__ev *e)
 {
     unsigned kind = e->tag & 15u;
     uint32_t id = e->tag >> 4;
@@ -177,7 +199,7 @@ static inline void live_event(struct sonde_live *l, live_thread *t, const sonde_
             return;
         for (int32_t j = t->depth; j-- > k;)
             if (j < DEPTH)
-                section_done(l, t->id[j], t->ts[j], e->ts);
+                section_done(l, x, t->id[j], t->ts[j], e->ts);
         t->depth = k;
     } else if (kind == SONDE_K_STEP) {
         if (e->arg & SONDE_STEP_BEGIN) {
@@ -215,11 +237,16 @@ void sonde__live_events(sonde_profiler *p, void *thread, const sonde__ev *ev, ui
 {
     struct sonde_live *l = p->live;
     live_thread *t = thread;
+    ends x;
+    memset(x.id, 0, sizeof x.id);
     for (uint32_t i = 0; i < n;) {
         unsigned kind = ev[i].tag & 15u;
-        live_event(l, t, &ev[i]);
+        live_event(l, t, &x, &ev[i]);
         i += kind <= SONDE_K_END ? 1 : sonde_kind_slots(kind);
     }
+    for (unsigned k = 0; k < ENDS; k++)
+        if (x.id[k])
+            site_add(l, x.id[k], x.calls[k], x.ticks[k]);
     t->next_slot = slot_after;
 }
 
