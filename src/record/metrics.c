@@ -250,7 +250,6 @@ void sonde__live_events(sonde_profiler *p, void *thread, const sonde__ev *ev, ui
     t->next_slot = slot_after;
 }
 
-void sonde__live_off(sonde_profiler *p) { atomic_store(&p->live_off, 1); }
 
 /* ---- the page ---------------------------------------------------------------------------- */
 /* A label value: backslash, quote and line feed escaped. */

@@ -260,7 +260,8 @@ struct sonde_profiler {
     uint64_t start_mono_ns, start_real_ns; /* with the clocks read at the same moment */
     struct sonde_live *live;       /* the live metrics (metrics.c; metrics_port), NULL: none;
                                       set and cleared under wlock */
-    _Atomic int live_off;          /* a signal handler writes: the writer follows no event */
+    _Atomic int live_off;          /* a signal handler writes (sonde__signal_flush): no event is
+                                      followed until it is done */
 };
 
 /* Events have somewhere to go: the .sonde file or the flight recorder's memory. */
@@ -528,8 +529,6 @@ void sonde__metrics_forget(sonde_profiler *p);
 void *sonde__live_thread(sonde_profiler *p, uint32_t thread, uint64_t slot);
 void sonde__live_events(sonde_profiler *p, void *thread, const sonde__ev *ev, uint32_t n,
                         uint64_t slot_after);
-/* A signal handler writes: the events are no longer followed (async-signal-safe). */
-void sonde__live_off(sonde_profiler *p);
 
 /* ---- signal.c: the process-wide registry of live profilers ---- */
 int sonde__registry_add(sonde_profiler *p);

@@ -791,10 +791,20 @@ static void signal_pass_end(sonde_profiler *p, int taken)
         atomic_store(&p->wpass, 0);
 }
 
+static void signal_flush(sonde_profiler *p, int sig);
+
 void sonde__signal_flush(sonde_profiler *p, int sig)
 {
+    /* what it writes is not followed by the live metrics; a process that goes on (a SIGINT the
+     * program catches) has them follow again, each thread from its next record in order */
+    atomic_store(&p->live_off, 1);
+    signal_flush(p, sig);
+    atomic_store(&p->live_off, 0);
+}
+
+static void signal_flush(sonde_profiler *p, int sig)
+{
     sonde__tally_off(p); /* what it writes is not counted: the file has no SUMMARY */
-    sonde__live_off(p);  /* nor followed by the live metrics */
     if (p->flight && !atomic_load(&p->finalized)) {
         int fd = sonde__flight_crash_open(p, sig);
         if (fd < 0)
