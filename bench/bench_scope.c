@@ -156,6 +156,33 @@ static int count_sink(void *ctx, const char *data, size_t n)
     return 0;
 }
 
+/* What the recorder says of a run: events dropped, chunks written by recording threads, its
+ * writer's CPU seconds, and whether the metrics endpoint was up. */
+typedef struct run_account {
+    uint64_t dropped, bp_chunks;
+    double writer_cpu;
+    int served;
+} run_account;
+
+/* SONDE_SCOPE's best ns per pair in a run of its own under cfg named name, its file removed;
+ * the recorder's account of it into a (internal fields: the library is linked statically). */
+static double scope_run(sonde_config *cfg, const char *name, long n, run_account *a)
+{
+    cfg->name = name;
+    g_p = sonde_create(cfg);
+    char path[4096];
+    snprintf(path, sizeof path, "%s", sonde_file_path(g_p) ? sonde_file_path(g_p) : "");
+    double ns = best_ns(scope_loop, n);
+    sonde__writer_stop(g_p);
+    *a = (run_account){0, atomic_load(&g_p->bp_chunks),
+                       (double)atomic_load(&g_p->writer_cpu_ns) / 1e9, g_p->live != NULL};
+    for (sonde_tbuf *tb = atomic_load(&g_p->threads); tb; tb = atomic_load(&tb->next))
+        a->dropped += atomic_load(&tb->dropped);
+    sonde_destroy(g_p);
+    unlink(path);
+    return ns;
+}
+
 int main(int argc, char **argv)
 {
     long n = 10000000;
@@ -265,40 +292,21 @@ int main(int argc, char **argv)
     /* The live metrics endpoint (metrics_port): the hot path is the same; the writer follows
      * every event it writes into the totals the endpoint serves (a slower writer would show
      * here as back-pressure and dropped events) */
-    on.name = "bench-metrics";
     on.metrics_port = bench_free_port();
-    g_p = sonde_create(&on);
-    char mpath[4096];
-    snprintf(mpath, sizeof mpath, "%s", sonde_file_path(g_p) ? sonde_file_path(g_p) : "");
-    double metrics1 = best_ns(scope_loop, n);
-    sonde__writer_stop(g_p);
-    uint64_t mdropped = 0;
-    for (sonde_tbuf *tb = atomic_load(&g_p->threads); tb; tb = atomic_load(&tb->next))
-        mdropped += atomic_load(&tb->dropped);
-    double mwriter_cpu = (double)atomic_load(&g_p->writer_cpu_ns) / 1e9;
-    uint64_t mbp = atomic_load(&g_p->bp_chunks);
-    int served = g_p->live != NULL;
-    sonde_destroy(g_p);
-    unlink(mpath);
+    run_account met, ctl;
+    double metrics1 = scope_run(&on, "bench-metrics", n, &met);
     on.metrics_port = 0;
     /* the same run again at once without it: its control (the runs above left the machine
      * warmer, the disk busier) */
-    on.name = "bench-control";
-    g_p = sonde_create(&on);
-    snprintf(mpath, sizeof mpath, "%s", sonde_file_path(g_p) ? sonde_file_path(g_p) : "");
-    double control1 = best_ns(scope_loop, n);
-    sonde__writer_stop(g_p);
-    double cwriter_cpu = (double)atomic_load(&g_p->writer_cpu_ns) / 1e9;
-    sonde_destroy(g_p);
-    unlink(mpath);
+    double control1 = scope_run(&on, "bench-control", n, &ctl);
     printf("%-44s %9.2f %9.2f %7.2fx\n", "SONDE_SCOPE, metrics_port on, 1 thread", metrics1,
            floor1, metrics1 / floor1);
     printf("%-44s %9.2f %9.2f %7.2fx\n", "  the same run without it, right after", control1,
            floor1, control1 / floor1);
     printf("  (metrics %s: %llu events dropped, %llu chunks by back-pressure; writer %.2f s CPU "
-           "with it, %.2f s without, for %.0f edges)\n", served ? "served" : "NOT served",
-           (unsigned long long)mdropped, (unsigned long long)mbp, mwriter_cpu, cwriter_cpu,
-           2.0 * (double)n * RUNS);
+           "with it, %.2f s without, for %.0f edges)\n", met.served ? "served" : "NOT served",
+           (unsigned long long)met.dropped, (unsigned long long)met.bp_chunks, met.writer_cpu,
+           ctl.writer_cpu, 2.0 * (double)n * RUNS);
     printf("%-44s %9.2f %9s %8s\n", "empty loop", empty, "", "");
     printf("%-44s %9.2f %9.2f %+7.2f ns\n", "SONDE_SCOPE run-time disabled", disabled, empty,
            disabled - empty);
