@@ -2,9 +2,9 @@
  * version and example queries), and `sonde merge --format sqlite`'s one database of many runs.
  * libsqlite3 is loaded when a database is first written (libsqlite3.so.0, or the library at
  * SONDE_SQLITE_LIBRARY), so that neither libsonde nor the Python extension needs its headers or
- * links it. Every section goes in, held or folded (the file read again where the model holds
- * only some), through prepared statements in one transaction: memory beyond the model stays
- * SQLite's page cache and this file's nesting stack, whatever the run's size. */
+ * links it. Every section goes in, held or folded (sm_each_section: the file read again where the
+ * model holds only some), through prepared statements in one transaction: memory beyond the
+ * model stays SQLite's page cache and this file's nesting stack, whatever the run's size. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -50,6 +50,7 @@ static struct {
     int (*finalize)(sqlite3_stmt *);
     const char *(*errmsg)(sqlite3 *);
     long long (*column_int64)(sqlite3_stmt *, int);
+    long long (*last_insert_rowid)(sqlite3 *);
     const char *(*libversion)(void);
 } sq;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -71,6 +72,7 @@ static void load(void)
         SYM(open_v2),    SYM(close),  SYM(exec),  SYM(free),       SYM(prepare_v2),
         SYM(bind_int64), SYM(bind_double), SYM(bind_text), SYM(bind_null), SYM(step),
         SYM(reset),      SYM(finalize), SYM(errmsg), SYM(column_int64), SYM(libversion),
+        SYM(last_insert_rowid),
 #undef SYM
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
@@ -398,23 +400,6 @@ static int add_section(void *ctx, const sm_model *m, const sm_span *s)
     return d->by_end ? link_by_end(d, m->threads[s->thread].index, s->depth, id) : 0;
 }
 
-/* Every section of the run to add_section: the model's own where it holds every one, else the
- * file read again as they close, holding as few as the reading can (one section, one record of
- * each kind), so that this second model costs next to nothing beside the one in memory (with
- * the model's own limits, sm_each_section's, it doubled the export's peak RSS). */
-static int each_section(sx_db *d, const sm_model *m)
-{
-    if (!d->by_end)
-        return sm_each_section(m, add_section, d);
-    const sm_kv few[] = {{"config.report_max_sections", "1"}, {"config.report_max_records", "1"}};
-    const sm_feed every = {NULL, add_section, d};
-    sm_model again;
-    int rc = sm_read_file_fed(m->path, few, 2, &every, &again);
-    if (!rc)
-        sm_free(&again);
-    return rc;
-}
-
 /* The database id of span i of the run's model: by its place where every section is held (and
  * went in in the model's order), else found by its thread, start and depth. -1: none. */
 static int64_t section_id(sx_db *d, int32_t i)
@@ -463,11 +448,7 @@ static int add_run_row(sx_db *d, const sx_db_run *r)
     bind_s(d, k, c++, file);
     if (run_stmt(d, k))
         return -1;
-    sqlite3_stmt *q = NULL;
-    if (sq.prepare_v2(d->db, "SELECT max(run_id) FROM runs", -1, &q, NULL) != SQ_OK)
-        return db_fail(d, "the runs");
-    d->run_id = sq.step(q) == SQ_ROW ? sq.column_int64(q, 0) : 0;
-    sq.finalize(q);
+    d->run_id = sq.last_insert_rowid(d->db);
     for (size_t i = 0; i < m->n_info; i++) {
         bind_i(d, ST_INFO, 1, d->run_id);
         bind_s(d, ST_INFO, 2, m->info[i].key);
@@ -767,13 +748,13 @@ int sx_db_add(sx_db *d, const sm_model *m, const sx_db_run *r)
         return d->failed;
     d->run = m;
     d->first_section = d->next_section;
-    d->by_end = m->sections_folded && m->path && !m->merged; /* as sm_each_section hands them */
+    d->by_end = sm_each_section_by_end(m);
     d->sections_in = 0;
     d->n_nest = 0;
     d->nest_thread = UINT32_MAX;
     d->sites_of = NULL;
     int rc = add_run_row(d, r) || add_threads_sessions_steps(d) || index_steps(d) ? -1 : 0;
-    if (!rc && each_section(d, m) != 0 && !d->failed)
+    if (!rc && sm_each_section(m, add_section, d) != 0 && !d->failed)
         d->failed = SONDE_EIO; /* the file could not be read again: sonde_last_error says why */
     if (!d->failed)
         rc = exec(d, g_section_index) || add_instants_counters(d) || add_ops(d) || add_gpu(d) ||

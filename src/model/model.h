@@ -706,6 +706,9 @@ int sm_read_mem_fed(const uint8_t *data, size_t n, const char *fname, const sm_f
  * files, or read from memory, hands the spans it holds. 0, or not 0 when fn stopped or the file
  * could not be read again (sonde_last_error says why). */
 int sm_each_section(const sm_model *m, sm_section_fn fn, void *ctx);
+/* 1 when sm_each_section hands m's sections from the file read again, thread by thread, each
+ * thread's in the order they ended (their parents not held); 0: m's spans, in m's order. */
+int sm_each_section_by_end(const sm_model *m);
 void sm_free(sm_model *m);
 /* A run name read from a file made into what the library itself allows as a name, a single path
  * component, since the CLI names its outputs after it: '/', '\\' and control characters become

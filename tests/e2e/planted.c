@@ -3,9 +3,10 @@
  *
  * Session "train" (metadata model=tiny), 10 steps (each begun by sonde_step_begin) of "step"
  * holding "forward" (metadata batch=STEP; inside it "attention") and "backward". Planted:
- * - step 6 also waits in "data_wait" for 500 ms: the slowest step;
- * - "forward" sleeps 2 + 15 * RANK ms: its p99 grows with the rank, each step's slowest rank is
- *   the last;
+ * - step 6 also waits in "data_wait" for 1 s: the slowest step (steps 4 and 5 burn 0.1 s of
+ *   CPU, which a loaded machine may stretch, but not past a second);
+ * - "forward" sleeps 2 + 40 * RANK ms: its p99 grows with the rank, each step's slowest rank is
+ *   the last (by 40 ms a step: more than a loaded machine's late wake-ups);
  * - counter "loss" = 1 / (STEP + 1) at each step's end; instant "checkpoint" in steps 3 and 7;
  * - under the fake CUPTI (SONDE_CUPTI_LIBRARY, SONDE_CUDA_ACTIVITY=1): in every "attention" a
  *   gemm_kernel of 300 us and an attn_kernel of 100 us, in every "backward" a bwd_kernel of
@@ -83,12 +84,12 @@ int main(int argc, char **argv)
         sonde_begin(p, "step");
         if (step == 6) {
             sonde_begin(p, "data_wait");
-            nap_ms(500);
+            nap_ms(1000);
             sonde_end(p);
         }
         sonde_begin(p, "forward");
         sonde_metadata(p, "batch", batch);
-        nap_ms(2 + 15 * rank);
+        nap_ms(2 + 40 * rank);
         sonde_begin(p, "attention");
         if (launch)
             launch("gemm_kernel", 128, 256, 300);

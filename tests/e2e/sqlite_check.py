@@ -62,8 +62,8 @@ def check_report(q, db, report):
 
 def planted(q, db, report, instances, gpu, samples):
     top = run(db, q[1])
-    assert len(top) == 5 and top[0][1] == 6 and top[0][2] >= 500, ("Q1", top)
-    print("Q1: the slowest step is step 6 (%.1f ms; 500 ms planted)" % top[0][2])
+    assert len(top) == 5 and top[0][1] == 6 and top[0][2] >= 1000, ("Q1", top)
+    print("Q1: the slowest step is step 6 (%.1f ms; 1 s planted)" % top[0][2])
     p99 = run(db, q[2])
     want = nearest_rank_p99(durations_ns(instances, "forward")) / 1e6
     assert len(p99) == 1 and abs(p99[0][1] - want) < 1e-9 and p99[0][1] >= 2, ("Q2", p99, want)
@@ -102,13 +102,13 @@ def ranks(q, db, instances):
     assert [(r[0], r[2]) for r in runs] == [(r, 4) for r in range(4)], ("runs", runs)
     assert all(r[1].startswith("rank %d (" % r[0]) for r in runs), ("labels", runs)
     top = run(db, q[1])
-    assert top[0][1] == 6 and top[0][2] >= 500, ("Q1 merged", top)
+    assert top[0][1] == 6 and top[0][2] >= 1000, ("Q1 merged", top)
     print("Q1: the slowest step is step 6 (rank %d's, %.1f ms)" % (top[0][0], top[0][2]))
     p99 = run(db, q[2])
     assert [r[0] for r in p99] == [0, 1, 2, 3], ("Q2 ranks", p99)
     for (rank, ms), path in zip(p99, instances):
         want = nearest_rank_p99(durations_ns(path, "forward")) / 1e6
-        assert abs(ms - want) < 1e-9 and ms >= 2 + 15 * rank, ("Q2", rank, ms, want)
+        assert abs(ms - want) < 1e-9 and ms >= 2 + 40 * rank, ("Q2", rank, ms, want)
     assert [r[1] for r in p99] == sorted(r[1] for r in p99), ("Q2 not by rank", p99)
     print("Q2: forward's p99 per rank " + ", ".join("%.1f ms" % r[1] for r in p99) +
           ", each its instances CSV's")
