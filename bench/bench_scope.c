@@ -9,6 +9,7 @@
  * the best of several runs (the least disturbed by the shared machine); ratios carry the verdict.
  * Usage: bench_scope [--pairs N] [--dir DIR] */
 #define _GNU_SOURCE
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -291,22 +292,27 @@ int main(int argc, char **argv)
            (unsigned long long)fdropped, fwriter_cpu);
     /* The live metrics endpoint (metrics_port): the hot path is the same; the writer follows
      * every event it writes into the totals the endpoint serves (a slower writer would show
-     * here as back-pressure and dropped events) */
+     * here as back-pressure and dropped events). Its control runs the same without it just
+     * before and just after: the first run after others pays for what they left (the disk
+     * busier, the caches colder), 1-2 ns a pair, which a control on one side alone would
+     * charge to one of the two. */
+    run_account met, ctl[2];
+    double before1 = scope_run(&on, "bench-control", n, &ctl[0]);
     on.metrics_port = bench_free_port();
-    run_account met, ctl;
     double metrics1 = scope_run(&on, "bench-metrics", n, &met);
     on.metrics_port = 0;
-    /* the same run again at once without it: its control (the runs above left the machine
-     * warmer, the disk busier) */
-    double control1 = scope_run(&on, "bench-control", n, &ctl);
+    double after1 = scope_run(&on, "bench-control", n, &ctl[1]);
+    double control1 = (before1 + after1) / 2;
     printf("%-44s %9.2f %9.2f %7.2fx\n", "SONDE_SCOPE, metrics_port on, 1 thread", metrics1,
            floor1, metrics1 / floor1);
-    printf("%-44s %9.2f %9.2f %7.2fx\n", "  the same run without it, right after", control1,
+    printf("%-44s %9.2f %9.2f %7.2fx\n", "  the same without it, before and after", control1,
            floor1, control1 / floor1);
-    printf("  (metrics %s: %llu events dropped, %llu chunks by back-pressure; writer %.2f s CPU "
-           "with it, %.2f s without, for %.0f edges)\n", met.served ? "served" : "NOT served",
-           (unsigned long long)met.dropped, (unsigned long long)met.bp_chunks, met.writer_cpu,
-           ctl.writer_cpu, 2.0 * (double)n * RUNS);
+    printf("  (metrics %s: %+.2f ns a pair against the runs without it, which differ by %.2f ns; "
+           "%llu events dropped, %llu chunks by back-pressure; writer %.2f s CPU with it, %.2f s "
+           "without, for %.0f edges)\n", met.served ? "served" : "NOT served",
+           metrics1 - control1, fabs(after1 - before1), (unsigned long long)met.dropped,
+           (unsigned long long)met.bp_chunks, met.writer_cpu,
+           (ctl[0].writer_cpu + ctl[1].writer_cpu) / 2, 2.0 * (double)n * RUNS);
     printf("%-44s %9.2f %9s %8s\n", "empty loop", empty, "", "");
     printf("%-44s %9.2f %9.2f %+7.2f ns\n", "SONDE_SCOPE run-time disabled", disabled, empty,
            disabled - empty);

@@ -1,6 +1,6 @@
 /* metrics.c - live metrics for Prometheus (metrics_port): the writer follows the events it
- * writes (sonde__live_event, under wlock: each section's calls and duration, the steps' times,
- * throughput and FLOPs) into counters a thread of its own serves at /metrics, with the
+ * writes (under wlock: each section's calls and duration as its tally closes them, or by a walk
+ * of the events where the tally is off; the steps' times, throughput and FLOPs) into counters a thread of its own serves at /metrics, with the
  * sampler's latest figures and the dropped events, in the OpenMetrics text format or
  * Prometheus's 0.0.4 (by the request's Accept header). Nothing runs on the recording threads:
  * the totals are what the writer sees, at its passes (flush_interval_s), so a scrape is at most
@@ -40,13 +40,25 @@ typedef struct live_site {
     _Atomic uint64_t calls, ticks;
 } live_site;
 
+/* A file thread's sections as its own walk follows them (sonde__live_events), where the tally
+ * does not (it is off). */
 typedef struct live_thread {
     int32_t depth;
     int seen;
+    int in_order;              /* this record's events come after the last one's */
+    int via_tally;             /* its sections were followed through the tally up to now */
     uint64_t next_slot;
     uint32_t id[DEPTH];
     uint64_t ts[DEPTH];
 } live_thread;
+
+/* The sections that end in one record, summed by site before they are published (a loop's
+ * few names: most ends add to a slot already theirs): direct-mapped by id. */
+#define ENDS 16
+typedef struct ends {
+    uint32_t id[ENDS];         /* 0: empty */
+    uint64_t calls[ENDS], ticks[ENDS];
+} ends;
 
 /* A double the writer sums and the server reads: its bits, stored whole. */
 typedef struct live_sum {
@@ -58,6 +70,7 @@ struct sonde_live {
     live_site *_Atomic pages[PAGES];
     _Atomic uint32_t top;      /* ids below it may have totals */
     live_thread **th;          /* the writer's, by file thread */
+    ends x;                    /* the writer's: the record's ends, published at its end */
     size_t n_th;
     double tick_s;             /* seconds a tick (the clock's nominal rate) */
     uint64_t origin, last_end, begin;
@@ -116,16 +129,8 @@ static void site_add(struct sonde_live *l, uint32_t id, uint64_t calls, uint64_t
                           memory_order_relaxed);
 }
 
-/* The sections that end in one record, summed by site before they are published (a loop's
- * few names: most ends add to a slot already theirs): direct-mapped by id. */
-#define ENDS 16
-typedef struct ends {
-    uint32_t id[ENDS];         /* 0: empty */
-    uint64_t calls[ENDS], ticks[ENDS];
-} ends;
-
-static void section_done(struct sonde_live *l, ends *x, uint32_t id, uint64_t begin,
-                         uint64_t end)
+static inline void section_done(struct sonde_live *l, ends *x, uint32_t id, uint64_t begin,
+                                uint64_t end)
 {
     unsigned k = id % ENDS;
     if (x->id[k] != id) {
@@ -149,7 +154,7 @@ static void step_done(struct sonde_live *l, uint64_t begin, uint64_t end)
     atomic_fetch_add_explicit(&l->steps, 1, memory_order_relaxed);
 }
 
-void *sonde__live_thread(sonde_profiler *p, uint32_t thread, uint64_t slot)
+void *sonde__live_thread(sonde_profiler *p, uint32_t thread, uint64_t slot, int via_tally)
 {
     if (atomic_load_explicit(&p->live_off, memory_order_relaxed))
         return NULL; /* before p->live is looked at: a handler does not hold wlock */
@@ -170,10 +175,16 @@ void *sonde__live_thread(sonde_profiler *p, uint32_t thread, uint64_t slot)
     if (!l->th[thread] && !(l->th[thread] = sonde__calloc(1, sizeof **l->th)))
         return NULL;
     live_thread *t = l->th[thread];
-    if (t->seen && t->next_slot != slot)
-        t->depth = 0; /* its events out of their order: what was open is not followed */
+    t->in_order = !t->seen || t->next_slot == slot;
     t->seen = 1;
+    if (via_tally)
+        t->via_tally = 1;
     return t;
+}
+
+void sonde__live_section(sonde_profiler *p, uint32_t id, uint64_t begin, uint64_t end)
+{
+    section_done(p->live, &p->live->x, id, begin, end);
 }
 
 /* One event of thread t. */
@@ -232,22 +243,45 @@ static inline void live_event(struct sonde_live *l, live_thread *t, ends *x, con
     }
 }
 
+void sonde__live_other(sonde_profiler *p, const sonde__ev *e)
+{
+    live_event(p->live, NULL, &p->live->x, e); /* not an edge: no thread's sections touched */
+}
+
+void sonde__live_done(sonde_profiler *p, void *thread, uint64_t slot_after)
+{
+    struct sonde_live *l = p->live;
+    for (unsigned k = 0; k < ENDS; k++)
+        if (l->x.id[k]) {
+            site_add(l, l->x.id[k], l->x.calls[k], l->x.ticks[k]);
+            l->x.id[k] = 0;
+        }
+    ((live_thread *)thread)->next_slot = slot_after;
+}
+
 void sonde__live_events(sonde_profiler *p, void *thread, const sonde__ev *ev, uint32_t n,
-                        uint64_t slot_after)
+                        const sonde_tally_thread *counted)
 {
     struct sonde_live *l = p->live;
     live_thread *t = thread;
-    ends x;
-    memset(x.id, 0, sizeof x.id);
+    if (t->via_tally) { /* the tally went off: its open sections are this walk's to close */
+        t->via_tally = 0;
+        t->depth = 0;
+        if (counted && t->in_order) {
+            for (size_t j = 0; j < counted->depth && j < DEPTH; j++) {
+                t->id[j] = counted->open[j].id;
+                t->ts[j] = counted->open[j].tick;
+            }
+            t->depth = counted->depth > INT32_MAX ? INT32_MAX : (int32_t)counted->depth;
+        }
+    } else if (!t->in_order) {
+        t->depth = 0; /* its events out of their order: what was open is not followed */
+    }
     for (uint32_t i = 0; i < n;) {
         unsigned kind = ev[i].tag & 15u;
-        live_event(l, t, &x, &ev[i]);
+        live_event(l, t, &l->x, &ev[i]);
         i += kind <= SONDE_K_END ? 1 : sonde_kind_slots(kind);
     }
-    for (unsigned k = 0; k < ENDS; k++)
-        if (x.id[k])
-            site_add(l, x.id[k], x.calls[k], x.ticks[k]);
-    t->next_slot = slot_after;
 }
 
 

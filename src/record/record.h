@@ -523,12 +523,24 @@ int sonde__metrics_start(sonde_profiler *p, char *why, size_t cap);
 void sonde__metrics_stop(sonde_profiler *p);
 /* In a forked child: the parent's socket closed, nothing served (the thread did not come). */
 void sonde__metrics_forget(sonde_profiler *p);
-/* For the writer as it encodes (under wlock): file thread thread's follower for its events from
- * slot on (NULL: none followed), and the n slots of events it wrote in one record, slot_after
- * the slot after them. */
-void *sonde__live_thread(sonde_profiler *p, uint32_t thread, uint64_t slot);
+/* For the writer as it encodes one record of a file thread's events (under wlock). Its sections
+ * are followed through the tally while it is on (the writer counts them there anyway: one walk),
+ * by a walk of the follower's own once it is off:
+ * - sonde__live_thread: file thread thread's follower for its events from slot on (NULL: none
+ *   followed); via_tally: the tally counts them (it may go off within the record);
+ * - sonde__live_section: a section of site id the tally closed, from tick begin to end;
+ * - sonde__live_other: an event not a section's edge, followed through the tally;
+ * - sonde__live_events: the n slots of events from ev on followed by the follower's own walk
+ *   (the tally off at their start, or before this record); counted: the tally's part of that
+ *   thread, whose open sections the walk takes where the tally followed them until then;
+ * - sonde__live_done: the record's end, slot_after the slot after its events: its sections'
+ *   totals published. */
+void *sonde__live_thread(sonde_profiler *p, uint32_t thread, uint64_t slot, int via_tally);
+void sonde__live_section(sonde_profiler *p, uint32_t id, uint64_t begin, uint64_t end);
+void sonde__live_other(sonde_profiler *p, const sonde__ev *e);
 void sonde__live_events(sonde_profiler *p, void *thread, const sonde__ev *ev, uint32_t n,
-                        uint64_t slot_after);
+                        const sonde_tally_thread *counted);
+void sonde__live_done(sonde_profiler *p, void *thread, uint64_t slot_after);
 
 /* ---- signal.c: the process-wide registry of live profilers ---- */
 int sonde__registry_add(sonde_profiler *p);

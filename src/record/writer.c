@@ -411,7 +411,10 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
     sonde_flight *fl = sonde__flight_mem(p);
     sonde__fr_thread *ft = fl ? sonde__flight_thread(p, c->thread) : NULL;
     sonde_tally_thread *tt = tally_thread(p, c->thread, c->base + from);
-    void *lt = p->live ? sonde__live_thread(p, c->thread, c->base + from) : NULL;
+    /* the live metrics follow the sections the tally closes; from live_from on (the tally off),
+     * by a walk of their own */
+    void *lt = p->live ? sonde__live_thread(p, c->thread, c->base + from, tt != NULL) : NULL;
+    uint32_t live_from = lt && !tt ? from : UINT32_MAX;
     uint32_t i = from;
     while (i < stop) {
         const sonde__ev *e = &c->data[i];
@@ -423,8 +426,18 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
             i++;
             if (ft)
                 sonde__flight_edge(p, ft, e);
-            if (tt && tally_event(p, tt, c->thread, e))
+            if (!tt)
+                continue;
+            size_t open = tt->depth;
+            if (tally_event(p, tt, c->thread, e)) {
                 tt = NULL;
+                live_from = lt ? i - 1 : UINT32_MAX;
+            } else if (lt) { /* an END's closed sections lie above the depth it left */
+                while (open > tt->depth) {
+                    open--;
+                    sonde__live_section(p, tt->open[open].id, tt->open[open].tick, e->ts);
+                }
+            }
             continue;
         }
         if (kind >= SONDE_K_COUNT)
@@ -436,12 +449,20 @@ static uint32_t write_events(sonde_profiler *p, const sonde_chunk *c, uint32_t f
             sonde__flight_event(p, e, n);
         k += sonde__put_event(enc + k, e, prev);
         prev = e->ts;
-        i += n;
-        if (tt && tally_event(p, tt, c->thread, e))
+        if (tt && tally_event(p, tt, c->thread, e)) {
             tt = NULL;
+            live_from = lt ? i : UINT32_MAX;
+        } else if (lt && live_from == UINT32_MAX) {
+            sonde__live_other(p, e);
+        }
+        i += n;
     }
-    if (lt) /* the live metrics follow what this record holds, in one walk */
-        sonde__live_events(p, lt, c->data + from, i - from, c->base + i);
+    if (lt) {
+        if (live_from != UINT32_MAX)
+            sonde__live_events(p, lt, c->data + live_from, i - live_from,
+                               c->thread < p->n_tally_th ? &p->tally_th[c->thread] : NULL);
+        sonde__live_done(p, lt, c->base + i);
+    }
     uint32_t nslots = i - from;
     if (tt)
         tt->next_slot = c->base + i;

@@ -4,13 +4,17 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
+#include <arpa/inet.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../../bench/bench.h" /* bench_free_port */
 #include "export/export.h"
 #include "record/record.h"
 #include "util/alloc.h"
@@ -1781,6 +1785,79 @@ static void instants_by_section_consumer(void **state)
     tu_rmrf(dir);
 }
 
+/* The page the profiler on port serves at /metrics, read whole into page (NUL-ended). */
+static void scrape(unsigned port, char *page, size_t cap)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    const char *ask = "GET /metrics HTTP/1.0\r\n\r\n";
+    assert_int_equal(write(fd, ask, strlen(ask)), (ssize_t)strlen(ask));
+    size_t n = 0;
+    ssize_t got;
+    while (n + 1 < cap && (got = read(fd, page + n, cap - 1 - n)) > 0)
+        n += (size_t)got;
+    page[n] = 0;
+    close(fd);
+}
+
+/* The live metrics (metrics_port) count every section once, whether they follow it through the
+ * writer's tally or, once the tally is off (a signal handler's flush, memory refused), by a walk
+ * of their own: a section open when the tally goes off is counted as it ends, with its whole
+ * duration. Mode 0: off in the middle, between two writer passes; 1: off from the start. */
+static void live_metrics_outlive_the_tally(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        char dir[256];
+        tu_tmpdir(dir, sizeof dir);
+        sonde_config c = tu_config(dir, "live");
+        unsigned port = bench_free_port();
+        assert_true(port > 0);
+        c.metrics_port = (int)port;
+        c.flush_interval_s = 60; /* the passes are the test's */
+        sonde_profiler *p = sonde_create(&c);
+        assert_non_null(p);
+        assert_non_null(p->live);
+        if (mode)
+            sonde__tally_off(p);
+        assert_int_equal(sonde_begin(p, "outer"), 0);
+        for (int i = 0; i < 10; i++) {
+            assert_int_equal(sonde_begin(p, "inner"), 0);
+            assert_int_equal(sonde_end(p), 0);
+        }
+        sonde__wlock(p);
+        sonde__writer_pass(p, 1);
+        sonde__wunlock(p);
+        assert_int_equal(atomic_load(&p->tally_on), !mode);
+        sonde__tally_off(p);
+        tu_spin_ms(5);
+        for (int i = 0; i < 10; i++) {
+            assert_int_equal(sonde_begin(p, "inner"), 0);
+            assert_int_equal(sonde_end(p), 0);
+        }
+        assert_int_equal(sonde_end(p), 0);
+        sonde__wlock(p);
+        sonde__writer_pass(p, 1);
+        sonde__wunlock(p);
+        char page[1 << 16];
+        scrape(port, page, sizeof page);
+        assert_non_null(strstr(page, "sonde_section_calls_total{run=\"live\",rank=\"\","
+                                     "section=\"inner\"} 20\n"));
+        assert_non_null(strstr(page, "sonde_section_calls_total{run=\"live\",rank=\"\","
+                                     "section=\"outer\"} 1\n"));
+        const char *key = "sonde_section_seconds_total{run=\"live\",rank=\"\",section=\"outer\"} ";
+        const char *at = strstr(page, key);
+        assert_non_null(at);
+        double outer_s = strtod(at + strlen(key), NULL);
+        assert_true(outer_s >= 0.005); /* from its begin, before the tally went off */
+        assert_int_equal(sonde_destroy(p), 0);
+        tu_rmrf(dir);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1811,6 +1888,7 @@ int main(void)
         cmocka_unit_test(trace_budget_holds),
         cmocka_unit_test(held_records_count_every_one),
         cmocka_unit_test(merged_runs_keep_their_steps),
+        cmocka_unit_test(live_metrics_outlive_the_tally),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
