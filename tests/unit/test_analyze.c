@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "analyze/analyze.h"
+#include "analyze/ranks.h"
 #include "config/keys.h"
 #include "export/export.h"
 
@@ -556,10 +557,87 @@ static void many_sessions_stay_linear(void **state)
     tu_rmrf(dir);
 }
 
+/* Names of collectives are told from the rest. */
+static void comm_names(void **state)
+{
+    (void)state;
+    const char *yes[] = {"c10d::allreduce_", "gloo:all_reduce", "nccl:all_gather",
+                         "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "all-reduce", "Barrier",
+                         "record_param_comms", "reduce_scatter_tensor", "dist.broadcast"};
+    const char *no[] = {"forward", "aten::linear", "reduce_mean", "gather_inputs", "send_batch",
+                        "backward", "optimizer.step"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
+        assert_true(sa_is_comm_name(yes[i]));
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+        assert_false(sa_is_comm_name(no[i]));
+}
+
+#define MS 1000000LL
+/* Two ranks, two steps of 30 ms, planted to the nanosecond: rank 0 is in "allreduce" (a section
+ * inside "backward") from 10 ms into each step to its end, rank 1 (the straggler) only its last
+ * 5 ms, in an operator "gloo:all_reduce" (no section); rank 0 waited 15 ms a step, from 10 to
+ * 25 ms, for rank 1. */
+static void ranks_wait_for_the_straggler(void **state)
+{
+    (void)state;
+    sm_site sites[2] = {{.name = "backward", .stat = 0}, {.name = "allreduce", .stat = 1}};
+    sm_span s0[4] = {
+        {.site = 0, .parent = -1, .x = -1, .start_ns = 5 * MS, .end_ns = 30 * MS},
+        {.site = 1, .parent = 0, .x = -1, .depth = 1, .start_ns = 10 * MS, .end_ns = 30 * MS},
+        {.site = 0, .parent = -1, .x = -1, .start_ns = 35 * MS, .end_ns = 60 * MS},
+        {.site = 1, .parent = 2, .x = -1, .depth = 1, .start_ns = 40 * MS, .end_ns = 60 * MS}};
+    sm_step steps[2] = {{.number = 0, .start_ns = 0, .t_ns = 30 * MS, .active = 1},
+                        {.number = 1, .start_ns = 30 * MS, .t_ns = 60 * MS, .active = 1}};
+    char *ops_names[1] = {"gloo:all_reduce"};
+    sm_op ops[2] = {{.name = 0, .parent = -1, .span = -1, .start_ns = 25 * MS, .end_ns = 30 * MS},
+                    {.name = 0, .parent = -1, .span = -1, .start_ns = 55 * MS, .end_ns = 60 * MS}};
+    sm_model m[2];
+    memset(m, 0, sizeof m);
+    for (int r = 0; r < 2; r++) {
+        m[r].sites = sites;
+        m[r].n_sites = 2;
+        m[r].steps = steps;
+        m[r].n_steps = 2;
+    }
+    m[0].spans = s0;
+    m[0].n_spans = 4;
+    m[1].ops = ops;
+    m[1].n_ops = 2;
+    m[1].op_names = ops_names;
+    m[1].n_op_names = 1;
+    const sm_model *ms[2] = {&m[0], &m[1]};
+    sa_ranks r;
+    assert_int_equal(sa_ranks_of(ms, 2, &r), 0);
+    assert_int_equal((int)r.n_steps, 2);
+    assert_true(r.has_comm);
+    assert_int_equal((int)r.straggler, 1);
+    assert_true(fabs(r.rank[0].wait_s - 0.030) < 1e-12);
+    assert_true(fabs(r.rank[0].comm_s - 0.040) < 1e-12);
+    assert_true(fabs(r.rank[1].comm_s - 0.010) < 1e-12);
+    assert_true(r.rank[1].wait_s == 0);
+    assert_true(fabs(r.rank[1].caused_s - 0.030) < 1e-12);
+    assert_int_equal((int)r.rank[1].straggler_steps, 2);
+    assert_int_equal((int)r.rank[0].cause, 1);
+    /* the wait lies in the first 15 ms of each allreduce: backward and allreduce hold it all */
+    assert_true(fabs(sa_ranks_wait_in(&r, 0, &s0[0]) - 0.015) < 1e-12);
+    assert_true(fabs(sa_ranks_wait_in(&r, 0, &s0[3]) - 0.015) < 1e-12);
+    sa_ranks_free(&r);
+    /* balanced: the two spend alike (within 2% of a step) in their collectives */
+    ops[0].start_ns = 10 * MS + MS / 2;
+    ops[1].start_ns = 40 * MS + MS / 2;
+    assert_int_equal(sa_ranks_of(ms, 2, &r), 0);
+    assert_true(r.has_comm);
+    assert_true(r.straggler == SIZE_MAX);
+    assert_true(r.rank[0].wait_s == 0 && r.rank[1].wait_s == 0);
+    sa_ranks_free(&r);
+}
+#undef MS
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(counter_rules), cmocka_unit_test(run_rules),
+        cmocka_unit_test(comm_names), cmocka_unit_test(ranks_wait_for_the_straggler),
         cmocka_unit_test(advice_points_at_self_time),
         cmocka_unit_test(diffusion_figures), cmocka_unit_test(html_escapes_and_sections),
         cmocka_unit_test(mfu_from_a_device), cmocka_unit_test(html_stays_light),

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "analyze/ranks.h"
 #include "cli.h"
 #include "export/export.h"
 #include "util/buf.h"
@@ -110,6 +111,7 @@ static double gpu_peak(const sm_model *m, double *util_mean)
 typedef struct agg {
     char *name;
     double *per_rank; /* NAN where a rank does not have it */
+    double *less_wait; /* per_rank less the time that rank waited in it for another (ranks.h) */
     uint64_t count;
     sm_sketch sketch;  /* the instances of every rank (their reports' sketches merged) */
     int sketched;      /* every rank's report had a sketch for it */
@@ -124,6 +126,8 @@ typedef struct aggctx {
     int sessions, json, csv, md, world;
     sbuf notes, o;
     sbuf_pool pool; /* names printed on one line each */
+    sa_ranks ranks; /* who waited for whom (by section, two ranks or more) */
+    double **wait_by_stat; /* per rank, per statistic of its model: the time it waited in it */
 } aggctx;
 
 /* One report per rank: of reports naming the same rank (a run written twice into one
@@ -264,13 +268,17 @@ static int agg_collect_rows(aggctx *a)
                 row->sketched = !a->sessions;
                 row->name = strdup(name);
                 row->per_rank = malloc(a->nf * sizeof(double));
+                row->less_wait = malloc(a->nf * sizeof(double));
                 row->count = 0;
-                if (!row->name || !row->per_rank)
+                if (!row->name || !row->per_rank || !row->less_wait)
                     return -1;
                 for (size_t q = 0; q < a->nf; q++)
-                    row->per_rank[q] = NAN;
+                    row->per_rank[q] = row->less_wait[q] = NAN;
             }
+            double waited = !a->sessions && a->wait_by_stat ? a->wait_by_stat[i][k] : 0;
             a->rows[j].per_rank[i] = isnan(a->rows[j].per_rank[i]) ? t : a->rows[j].per_rank[i] + t;
+            a->rows[j].less_wait[i] =
+                isnan(a->rows[j].less_wait[i]) ? t - waited : a->rows[j].less_wait[i] + t - waited;
             a->rows[j].count += c;
             if (a->sessions || !a->rows[j].sketched)
                 continue;
@@ -323,21 +331,38 @@ static void agg_header(aggctx *a)
                     "slowest rank (over median)");
 }
 
+static void sort_doubles(double *v, size_t n)
+{
+    for (size_t x = 1; x < n; x++)
+        for (size_t b = x; b > 0 && v[b - 1] > v[b]; b--) {
+            double t = v[b];
+            v[b] = v[b - 1];
+            v[b - 1] = t;
+        }
+}
+
 /* Row j: count, min, mean, max and stddev over the ranks, the slowest and how far over the
  * median; in JSON each rank's total and the instances' percentiles. 0, or -1 out of memory. */
 static int agg_row(aggctx *a, size_t j)
 {
     const agg *row = &a->rows[j];
-    double *v = malloc(a->nf * sizeof *v);
-    if (!v)
+    double *v = malloc(a->nf * sizeof *v), *w = malloc(a->nf * sizeof *w);
+    if (!v || !w) {
+        free(v);
+        free(w);
         return -1;
+    }
+    /* the slowest rank and its lead over the median by the time each rank spent in it less
+     * what it waited there for another (the same where no rank waited) */
+    const double *by = a->ranks.straggler != SIZE_MAX ? row->less_wait : row->per_rank;
     size_t n = 0, slow = 0;
     double sum = 0;
     for (size_t i = 0; i < a->nf; i++)
         if (!isnan(row->per_rank[i])) {
+            w[n] = by[i];
             v[n++] = row->per_rank[i];
             sum += row->per_rank[i];
-            if (isnan(row->per_rank[slow]) || row->per_rank[i] > row->per_rank[slow])
+            if (isnan(by[slow]) || by[i] > by[slow])
                 slow = i;
         }
     double mean = n ? sum / (double)n : 0, var = 0;
@@ -349,15 +374,11 @@ static int agg_row(aggctx *a, size_t j)
         mn = fmin(mn, v[i]);
         mx = fmax(mx, v[i]);
     }
-    for (size_t x = 1; x < n; x++)
-        for (size_t b = x; b > 0 && v[b - 1] > v[b]; b--) {
-            double t = v[b];
-            v[b] = v[b - 1];
-            v[b - 1] = t;
-        }
-    double med = n ? sm_percentile(v, n, 50) : 0;
-    double over = med > 0 ? row->per_rank[slow] / med - 1 : 0;
+    sort_doubles(w, n);
+    double med = n ? sm_percentile(w, n, 50) : 0;
+    double over = med > 0 ? by[slow] / med - 1 : 0;
     free(v);
+    free(w);
     int rank = a->r[slow].rank;
     if (a->json) {
         sbuf_puts(&a->o, j ? ",{\"name\":" : "{\"name\":");
@@ -490,13 +511,154 @@ static void agg_per_rank(aggctx *a)
                         sbuf_oneline(&a->pool, units[u]));
         }
     }
+    if (a->json)
+        sbuf_putc(&a->o, ']');
+}
+
+/* The model the rank analysis reads for rank i: its own, or where it is a report's (which
+ * holds no sections' instances, no operators), the .sonde file beside the report, read into
+ * *own (owned[i] set). NULL when that cannot be read (said). */
+static const sm_model *agg_wait_model(aggctx *a, size_t i, sm_model *own, int *owned)
+{
+    const sm_model *m = &a->r[i].m;
+    size_t n = strlen(a->r[i].path);
+    if (m->n_spans || m->n_ops || n < 5 || strcmp(a->r[i].path + n - 5, ".json"))
+        return m;
+    char *path;
+    struct stat st;
+    if (asprintf(&path, "%.*s.sonde", (int)(n - 5), a->r[i].path) < 0)
+        return NULL;
+    int ok = stat(path, &st) == 0 && S_ISREG(st.st_mode) && cli_load("aggregate", path, own) == 0;
+    free(path);
+    if (!ok)
+        return m; /* no .sonde beside it: the report's steps alone */
+    owned[i] = 1;
+    return own;
+}
+
+/* The time rank i waited in each statistic of a->r[i].m, from those of model w (another model of
+ * the same run when it was read for the analysis: matched by name). */
+static void agg_wait_stats(aggctx *a, size_t i, const sm_model *w, const double *by_w_stat)
+{
+    const sm_model *m = &a->r[i].m;
+    for (size_t k = 0; k < m->n_stats; k++) {
+        if (w == m) {
+            a->wait_by_stat[i][k] = by_w_stat[k];
+            continue;
+        }
+        for (size_t q = 0; q < w->n_stats; q++)
+            if (!strcmp(w->stats[q].name, m->stats[k].name))
+                a->wait_by_stat[i][k] += by_w_stat[q];
+    }
+}
+
+/* Who waited for whom (ranks.h), and per rank and statistic the time it waited in that
+ * statistic's sections. 0, or -1 out of memory. */
+static int agg_wait_prepare(aggctx *a)
+{
+    if (a->sessions || a->nf < 2)
+        return 0;
+    const sm_model **ms = calloc(a->nf, sizeof *ms);
+    sm_model *own = calloc(a->nf, sizeof *own);
+    int *owned = calloc(a->nf, sizeof *owned);
+    int rc = ms && own && owned ? 0 : -1;
+    for (size_t i = 0; i < a->nf && !rc; i++)
+        if (!(ms[i] = agg_wait_model(a, i, &own[i], owned)))
+            rc = -1;
+    if (!rc)
+        rc = sa_ranks_of(ms, a->nf, &a->ranks);
+    if (!rc && a->ranks.straggler != SIZE_MAX) {
+        if (!(a->wait_by_stat = calloc(a->nf, sizeof *a->wait_by_stat)))
+            rc = -1;
+        for (size_t i = 0; i < a->nf && !rc; i++) {
+            const sm_model *w = ms[i];
+            double *by = calloc(w->n_stats + 1, sizeof *by);
+            if (!by || !(a->wait_by_stat[i] = calloc(a->r[i].m.n_stats + 1, sizeof *by))) {
+                free(by);
+                rc = -1;
+                break;
+            }
+            for (size_t k = 0; k < w->n_spans; k++) {
+                int stat = w->sites[w->spans[k].site].stat;
+                if (stat >= 0)
+                    by[stat] += sa_ranks_wait_in(&a->ranks, i, &w->spans[k]);
+            }
+            agg_wait_stats(a, i, w, by);
+            free(by);
+        }
+    }
+    for (size_t i = 0; owned && i < a->nf; i++)
+        if (owned[i])
+            sm_free(&own[i]);
+    free(ms);
+    free(own);
+    free(owned);
+    return rc;
+}
+
+/* The ranks' communication and wait, where some rank recorded communication in the steps they
+ * all have: a JSON member, or a block of lines (not in CSV). */
+static void agg_waiting(aggctx *a)
+{
+    const sa_ranks *w = &a->ranks;
+    if (a->csv || !w->has_comm)
+        return;
+    if (a->json) {
+        sbuf_printf(&a->o, ",\"waiting\":{\"steps\":%zu,\"straggler\":", w->n_steps);
+        if (w->straggler == SIZE_MAX)
+            sbuf_puts(&a->o, "null");
+        else
+            sbuf_printf(&a->o, "%d", a->r[w->straggler].rank);
+        sbuf_puts(&a->o, ",\"per_rank\":[");
+    } else {
+        sbuf_printf(&a->o, "%swaiting (communication: collectives by name, docs/distributed.md; %zu "
+                           "step(s) on every rank):\n", a->md ? "\n" : "", w->n_steps);
+    }
+    for (size_t i = 0; i < a->nf; i++) {
+        const sa_rank_totals *t = &w->rank[i];
+        int cause = t->cause == SIZE_MAX ? -1 : a->r[t->cause].rank;
+        if (a->json) {
+            sbuf_printf(&a->o, "%s{\"rank\":%d,\"steps_s\":", i ? "," : "", a->r[i].rank);
+            sbuf_json_num(&a->o, t->step_s);
+            sbuf_puts(&a->o, ",\"communication_s\":");
+            sbuf_json_num(&a->o, t->comm_s);
+            sbuf_puts(&a->o, ",\"wait_s\":");
+            sbuf_json_num(&a->o, t->wait_s);
+            sbuf_printf(&a->o, ",\"waited_most_for\":%d,\"straggler_steps\":%zu,"
+                               "\"caused_wait_s\":", cause, t->straggler_steps);
+            sbuf_json_num(&a->o, t->caused_s);
+            sbuf_putc(&a->o, '}');
+            continue;
+        }
+        sbuf_printf(&a->o, "  rank %d: steps %.3f s, compute and the rest %.3f s, communication "
+                           "%.3f s, of it waiting %.3f s (%.1f%% of its steps)", a->r[i].rank,
+                    t->step_s, t->step_s - t->comm_s, t->comm_s, t->wait_s,
+                    t->step_s > 0 ? 100 * t->wait_s / t->step_s : 0);
+        if (cause >= 0)
+            sbuf_printf(&a->o, ", most for rank %d (%.3f s)", cause, t->cause_s);
+        sbuf_putc(&a->o, '\n');
+    }
+    if (a->json) {
+        sbuf_puts(&a->o, "]}");
+        return;
+    }
+    if (w->straggler == SIZE_MAX) {
+        sbuf_puts(&a->o, "  no rank waited for another (their communication differs by less than "
+                         "2% of a step)\n");
+        return;
+    }
+    const sa_rank_totals *t = &w->rank[w->straggler];
+    sbuf_printf(&a->o, "  straggler: rank %d, the last into the collectives in %zu of %zu steps: "
+                       "the others waited %.3f s for it\n  (each section's slowest rank above "
+                       "leaves out the time a rank waited in it)\n", a->r[w->straggler].rank,
+                t->straggler_steps, w->n_steps, t->caused_s);
 }
 
 /* The notes: a JSON array, or lines under "notes:". */
 static void agg_notes_out(aggctx *a)
 {
     if (a->json) {
-        sbuf_puts(&a->o, "],\"notes\":[");
+        sbuf_puts(&a->o, ",\"notes\":[");
         int first = 1;
         for (char *line = a->notes.data; line && *line;) {
             char *nl = strchr(line, '\n');
@@ -609,7 +771,7 @@ int cmd_aggregate(int argc, char **argv)
     a.md = md;
     agg_drop_duplicates(&a);
     agg_fit_notes(&a);
-    if (agg_collect_rows(&a) != 0)
+    if (agg_wait_prepare(&a) != 0 || agg_collect_rows(&a) != 0)
         OOM();
     agg_missing_notes(&a);
     agg_header(&a);
@@ -617,6 +779,7 @@ int cmd_aggregate(int argc, char **argv)
         if (agg_row(&a, j) != 0)
             OOM();
     agg_per_rank(&a);
+    agg_waiting(&a);
     agg_notes_out(&a);
     if (!json && !csv)
         sbuf_text_safe(&a.o, 0); /* names from the files: no terminal escapes */
@@ -639,9 +802,14 @@ out:
     for (size_t j = 0; j < a.nr; j++) {
         free(a.rows[j].name);
         free(a.rows[j].per_rank);
+        free(a.rows[j].less_wait);
         sm_sketch_free(&a.rows[j].sketch);
     }
     free(a.rows);
+    for (size_t i = 0; a.wait_by_stat && i < nf; i++)
+        free(a.wait_by_stat[i]);
+    free(a.wait_by_stat);
+    sa_ranks_free(&a.ranks);
     for (size_t i = 0; i < nf; i++) {
         free(a.r[i].path);
         if (i < loaded)

@@ -231,3 +231,34 @@ done
 grep -q "world size disagrees: sonde-out/job-rank0.json (rank 0) says 2, sonde-out/job-rank1.json (rank 1) says 4; the largest, 4, is used" agg.txt ||
     fail "the world sizes' disagreement was not said: $(cat agg.txt)"
 cd ..
+# issue 62: who waits for whom. tests/e2e/collective.c forks 3 ranks meeting in an "allreduce"
+# (a barrier of the three) each step; rank 1's forward is 20 ms longer, so ranks 0 and 2 wait
+# about 20 ms a step in it (0.2 s over 10 steps). Before, `backward`'s slowest rank was the
+# waiting rank 0 (+200%); now the waiting is told apart: rank 1 is the straggler and the cause,
+# and no row names another rank as slower
+timeout 120 "$build/tests/collective" coll job 3 1 10 || fail "collective exited $?"
+for what in coll "coll/job-rank0.sonde coll/job-rank1.sonde coll/job-rank2.sonde"; do
+    # shellcheck disable=SC2086
+    "$sonde" aggregate $what --format json -o coll.json || fail "aggregate $what exited $?"
+    # shellcheck disable=SC2086
+    "$sonde" aggregate $what > coll.txt || fail "aggregate $what exited $?"
+    python3 - coll.json coll.txt "$what" <<'PY' || fail "the straggler told from its victims ($what): $(cat coll.txt)"
+import json, sys
+a = json.load(open(sys.argv[1]))
+w = a["waiting"]
+by = {r["rank"]: r for r in w["per_rank"]}
+assert w["straggler"] == 1 and w["steps"] == 10, w
+for r in (0, 2):  # planted 0.2 s each; late wake-ups on a loaded machine move it, not halve it
+    assert 0.12 <= by[r]["wait_s"] <= 0.45 and by[r]["waited_most_for"] == 1, by[r]
+assert by[1]["wait_s"] < 0.3 * min(by[0]["wait_s"], by[2]["wait_s"]), by
+assert by[1]["caused_wait_s"] >= by[0]["wait_s"] + by[2]["wait_s"] - 1e-9, by
+rows = {r["name"]: r for r in a["rows"]}
+assert rows["forward"]["slowest_rank"] == 1 and rows["forward"]["over_median"] > 1, rows["forward"]
+for name, r in rows.items():
+    assert r["slowest_rank"] == 1 or r["over_median"] < 0.25, ("another rank named slower", r)
+text = open(sys.argv[2]).read()
+assert "straggler: rank 1, the last into the collectives in" in text, text
+print("waiting (%s): rank 1 the straggler; ranks 0 and 2 waited %.3f and %.3f s for it"
+      % (sys.argv[3].split()[0], by[0]["wait_s"], by[2]["wait_s"]))
+PY
+done
