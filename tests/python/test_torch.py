@@ -315,6 +315,45 @@ class Distributed(unittest.TestCase):
         self.assertEqual(trace["distributedInfo"], {"backend": "gloo", "rank": 0,
                                                     "world_size": 1})
 
+    def test_ddp_straggler_is_the_cause(self):
+        """issue 62: a real DDP job (2 ranks, gloo on CPU, started as torchrun starts them: RANK,
+        WORLD_SIZE, MASTER_ADDR/PORT) whose rank 1 is 30 ms slower a step in forward: rank 0
+        waits for it in the gradients' allreduce inside its backward, which made `sonde
+        aggregate` name rank 0 the slowest in backward. Now rank 1 is the straggler and the
+        cause of rank 0's wait (12 steps x 30 ms planted), and no row names rank 0 slower."""
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        prog = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_straggler.py")
+        with tempfile.TemporaryDirectory() as d:
+            env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=str(port))
+            ranks = [subprocess.Popen([sys.executable, prog, d],
+                                      env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
+                                      stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+            for p in ranks:
+                _, err = p.communicate(timeout=240)
+                self.assertEqual(p.returncode, 0, err[-2000:])
+            out = subprocess.run([sys.executable, "-m", "sonde", "aggregate", d, "--format",
+                                  "json"], check=True, capture_output=True, text=True).stdout
+            text = subprocess.run([sys.executable, "-m", "sonde", "aggregate", d], check=True,
+                                  capture_output=True, text=True).stdout
+        a = json.loads(out)
+        w = a["waiting"]
+        by = {r["rank"]: r for r in w["per_rank"]}
+        self.assertEqual((w["straggler"], w["steps"]), (1, 12), text)
+        self.assertEqual(by[0]["waited_most_for"], 1, text)
+        self.assertTrue(0.25 <= by[0]["wait_s"] <= 0.8, text)  # planted 0.36 s
+        self.assertLess(by[1]["wait_s"], 0.2 * by[0]["wait_s"], text)
+        rows = {r["name"]: r for r in a["rows"]}
+        self.assertEqual(rows["forward"]["slowest_rank"], 1, text)
+        for name, r in rows.items():
+            self.assertTrue(r["slowest_rank"] == 1 or r["over_median"] < 0.25, (name, text))
+        self.assertIn("straggler: rank 1, the last into the collectives", text)
+        print("ddp: rank 0 waited %.3f s for rank 1 (planted 0.36 s); backward's slowest rank %d"
+              % (by[0]["wait_s"], rows["backward"]["slowest_rank"]), file=sys.stderr)
+
 
 class FastPaths(unittest.TestCase):
     """issue 35 #1: with_flops must not change what torch runs. A TorchFunctionMode turned off
