@@ -123,7 +123,7 @@ typedef struct aggctx {
     size_t nf;
     agg *rows;
     size_t nr;
-    int sessions, json, csv, md, world;
+    int sessions, json, csv, md, html, world;
     sbuf notes, o;
     sbuf_pool pool; /* names printed on one line each */
     sa_ranks ranks; /* who waited for whom (by section, two ranks or more) */
@@ -430,7 +430,14 @@ static int agg_row(aggctx *a, size_t j)
         sx_fmt_dur(b2, sizeof b2, mean);
         sx_fmt_dur(c, sizeof c, mx);
         sx_fmt_dur(d, sizeof d, sd);
-        if (a->md)
+        if (a->html) {
+            sbuf_puts(&a->o, "<tr><td class=\"name\">");
+            sbuf_html_str(&a->o, row->name);
+            sbuf_printf(&a->o, "</td><td>%llu</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
+                               "<td class=\"slowest\" data-rank=\"%d\">rank %d</td><td>%+.1f%%"
+                               "</td></tr>\n", (unsigned long long)row->count, lo, b2, c, d, rank,
+                        rank, 100 * over);
+        } else if (a->md)
             sbuf_printf(&a->o, "| %s | %llu | %s | %s | %s | %s | %d | %+.1f%% |\n",
                         sbuf_md_cell(&a->pool, row->name),
                         (unsigned long long)row->count, lo, b2, c, d, rank, 100 * over);
@@ -682,6 +689,108 @@ static void agg_notes_out(aggctx *a)
     }
 }
 
+#define AGG_HTML_STYLE                                                                          \
+    "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}"           \
+    "h1{font-size:20px}h2{font-size:16px;margin-top:28px}"                                      \
+    "table{border-collapse:collapse;width:100%}td,th{padding:3px 8px;text-align:right;"          \
+    "border-bottom:1px solid #ddd;white-space:nowrap}td.name,th.name{text-align:left;"          \
+    "white-space:normal;word-break:break-all}.verdict{font-weight:600}"                         \
+    ".rank{display:grid;grid-template-columns:7em 1fr;gap:8px;align-items:center;margin:4px 0}" \
+    ".bar{display:flex;height:18px;background:#f3f3f3}.bar span{display:block;height:100%}"     \
+    ".compute{background:#4c78a8}.comm{background:#72b7b2}.wait{background:#e45756}"            \
+    ".figs{grid-column:2;font-size:12px;color:#555}.key span{display:inline-block;width:12px;"  \
+    "height:12px;margin:0 4px 0 12px;vertical-align:middle}pre{white-space:pre-wrap;"          \
+    "word-break:break-all;background:#fafafa;padding:8px}.scroll{overflow-x:auto}"
+
+/* The rank view of the HTML page: a bar a rank, its steps' time as compute (and the rest),
+ * communication and wait, and the straggler named. */
+static void agg_waiting_html(aggctx *a)
+{
+    const sa_ranks *w = &a->ranks;
+    sbuf_puts(&a->o, "<section id=\"waiting\"><h2>Who waits for whom</h2>\n");
+    if (!w->has_comm) {
+        sbuf_printf(&a->o, "<p class=\"verdict\">No communication recorded in the %zu step(s) "
+                           "every rank has: no rank's wait can be told from its work (sections "
+                           "or operators named as collectives, docs/distributed.md).</p></section>"
+                           "\n", w->n_steps);
+        return;
+    }
+    if (w->straggler == SIZE_MAX)
+        sbuf_puts(&a->o, "<p class=\"verdict\" data-straggler=\"\">No rank waited for another "
+                         "(their communication differs by less than 2% of a step).</p>\n");
+    else
+        sbuf_printf(&a->o, "<p class=\"verdict\" data-straggler=\"%d\">Rank %d is the straggler: "
+                           "the last into the collectives in %zu of %zu steps; the others waited "
+                           "%.3f s for it.</p>\n", a->r[w->straggler].rank,
+                    a->r[w->straggler].rank, w->rank[w->straggler].straggler_steps, w->n_steps,
+                    w->rank[w->straggler].caused_s);
+    double most = 0;
+    for (size_t i = 0; i < a->nf; i++)
+        most = w->rank[i].step_s > most ? w->rank[i].step_s : most;
+    sbuf_puts(&a->o, "<p class=\"key\"><span class=\"compute\"></span>compute and the rest"
+                     "<span class=\"comm\"></span>communication<span class=\"wait\"></span>"
+                     "waiting in it</p>\n");
+    for (size_t i = 0; i < a->nf; i++) {
+        const sa_rank_totals *t = &w->rank[i];
+        double pct = most > 0 ? 100 / most : 0, compute = t->step_s - t->comm_s;
+        int cause = t->cause == SIZE_MAX ? -1 : a->r[t->cause].rank;
+        sbuf_printf(&a->o, "<div class=\"rank\" data-rank=\"%d\" data-wait=\"%.6f\" "
+                           "data-cause=\"%d\"><span>rank %d</span><div class=\"bar\">"
+                           "<span class=\"compute\" style=\"width:%.2f%%\"></span>"
+                           "<span class=\"comm\" style=\"width:%.2f%%\"></span>"
+                           "<span class=\"wait\" style=\"width:%.2f%%\"></span></div>"
+                           "<span class=\"figs\">steps %.3f s: compute and the rest %.3f s, "
+                           "communication %.3f s, of it waiting %.3f s", a->r[i].rank, t->wait_s,
+                    cause, a->r[i].rank, compute > 0 ? compute * pct : 0,
+                    (t->comm_s - t->wait_s) * pct, t->wait_s * pct, t->step_s, compute,
+                    t->comm_s, t->wait_s);
+        if (cause >= 0)
+            sbuf_printf(&a->o, ", most for rank %d (%.3f s)", cause, t->cause_s);
+        sbuf_puts(&a->o, "</span></div>\n");
+    }
+    sbuf_puts(&a->o, "<p>Each section's slowest rank below leaves out the time a rank waited in "
+                     "it.</p></section>\n");
+}
+
+/* The HTML page (--format html): the rank view, the sections' table, and the per-rank lines
+ * and notes as the text report has them. */
+static int agg_html(aggctx *a)
+{
+    sbuf_puts(&a->o, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                     "<title>sonde aggregate: ");
+    sbuf_html_str(&a->o, a->r[0].stem);
+    sbuf_puts(&a->o, "</title><style>" AGG_HTML_STYLE "</style></head>\n"
+                     "<body data-ready=\"1\"><h1>sonde aggregate: run &ldquo;");
+    sbuf_html_str(&a->o, a->r[0].stem);
+    sbuf_printf(&a->o, "&rdquo;, %zu rank(s), world size %d</h1>\n", a->nf, a->world);
+    if (!a->sessions)
+        agg_waiting_html(a);
+    sbuf_printf(&a->o, "<section id=\"sections\"><h2>By %s</h2><div class=\"scroll\"><table>"
+                       "<thead><tr>"
+                       "<th class=\"name\">%s</th><th>count</th><th>min</th><th>mean</th>"
+                       "<th>max</th><th>stddev</th><th>slowest rank</th><th>over median</th>"
+                       "</tr></thead><tbody>\n", a->sessions ? "session" : "section",
+                a->sessions ? "session" : "section");
+    for (size_t j = 0; j < a->nr; j++)
+        if (agg_row(a, j) != 0)
+            return -1;
+    sbuf_puts(&a->o, "</tbody></table></div></section>\n");
+    sbuf page = a->o; /* the per-rank lines and notes as text, then into the page */
+    sbuf_init(&a->o);
+    a->html = 0;
+    agg_per_rank(a);
+    agg_notes_out(a);
+    a->html = 1;
+    sbuf text = a->o;
+    a->o = page;
+    sbuf_puts(&a->o, "<section id=\"per-rank\"><h2>Per rank</h2><pre>");
+    sbuf_html_str(&a->o, text.data ? text.data : "");
+    sbuf_puts(&a->o, "</pre></section>\n</body></html>\n");
+    a->o.oom |= text.oom;
+    sbuf_free(&text);
+    return 0;
+}
+
 int cmd_aggregate(int argc, char **argv)
 {
     static const char *const opts[] = {"--format", "-o", "--by", NULL};
@@ -712,11 +821,11 @@ int cmd_aggregate(int argc, char **argv)
         }
     }
     int json = !strcmp(format, "json"), csv = !strcmp(format, "csv");
-    int md = !strcmp(format, "markdown");
-    if (!json && !csv && !md && strcmp(format, "text")) {
+    int md = !strcmp(format, "markdown"), html = !strcmp(format, "html");
+    if (!json && !csv && !md && !html && strcmp(format, "text")) {
         free(args);
-        return cli_fail(CLI_USAGE, "aggregate", "--format %s: expected text, json, csv or markdown",
-                        format);
+        return cli_fail(CLI_USAGE, "aggregate",
+                        "--format %s: expected text, json, csv, markdown or html", format);
     }
     int sessions = !strcmp(by, "session");
     if (!sessions && strcmp(by, "section")) {
@@ -769,18 +878,24 @@ int cmd_aggregate(int argc, char **argv)
     a.json = json;
     a.csv = csv;
     a.md = md;
+    a.html = html;
     agg_drop_duplicates(&a);
     agg_fit_notes(&a);
     if (agg_wait_prepare(&a) != 0 || agg_collect_rows(&a) != 0)
         OOM();
     agg_missing_notes(&a);
-    agg_header(&a);
-    for (size_t j = 0; j < a.nr; j++)
-        if (agg_row(&a, j) != 0)
+    if (html) {
+        if (agg_html(&a) != 0)
             OOM();
-    agg_per_rank(&a);
-    agg_waiting(&a);
-    agg_notes_out(&a);
+    } else {
+        agg_header(&a);
+        for (size_t j = 0; j < a.nr; j++)
+            if (agg_row(&a, j) != 0)
+                OOM();
+        agg_per_rank(&a);
+        agg_waiting(&a);
+        agg_notes_out(&a);
+    }
     if (!json && !csv)
         sbuf_text_safe(&a.o, 0); /* names from the files: no terminal escapes */
     if (a.o.oom || a.notes.oom || a.pool.oom)

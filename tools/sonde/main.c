@@ -42,12 +42,15 @@ static const cli_cmd g_cmds[] = {
      "  --list prints every key: type, default, range, environment variable and flag.\n"
      "  --check validates a file; errors name the file, line, column and key.\n"},
     {"aggregate", cmd_aggregate, "one report from every rank of a distributed job",
-     "usage: sonde aggregate DIR|FILES... [--format text|json|csv|markdown] [-o FILE]\n"
+     "usage: sonde aggregate DIR|FILES... [--format text|json|csv|markdown|html] [-o FILE]\n"
      "                       [--by section|session]\n"
      "  Per section (or session) name across ranks: count, min / mean / max / stddev of its\n"
      "  total time, the slowest rank and how far over the median it is; per-rank totals,\n"
      "  throughput summed over ranks, GPU figures per rank. Missing or duplicate ranks, reports\n"
-     "  of different runs and sections some ranks lack are named.\n"},
+     "  of different runs and sections some ranks lack are named. Where the ranks recorded\n"
+     "  communication (collectives by name), who waited for whom step by step: each rank's\n"
+     "  wait, the straggler that caused it, and the slowest rank judged without the wait.\n"
+     "  --format html: a page with the ranks' compute, communication and wait as bars.\n"},
     {"merge", cmd_merge, "one trace of every rank on one time axis",
      "usage: sonde merge DIR|FILES... -o merged.trace.json.gz\n"
      "       sonde merge DIR|FILES... -o job.sqlite [--format sqlite]\n"

@@ -61,6 +61,22 @@ cmp -s again.html sonde-out/pipeline.html || fail "sonde report differs from the
     fail "puppeteer-core is not installed (scripts/setup.sh test installs it)"
 node "$src/tests/browser/report.test.js" sonde-out/pipeline.html sonde-out/escape.html "$build/tests" ||
     fail "the HTML report in the browser (screenshots in $build/tests)"
+# issue 62: sonde aggregate's page, the rank view of who waits for whom, on three forked ranks
+# whose rank 1 is 20 ms late into every allreduce (tests/e2e/collective.c)
+timeout 120 "$build/tests/collective" coll job 3 1 10 || fail "collective exited $?"
+"$build/tools/sonde/sonde" aggregate coll --format html -o coll.html || fail "aggregate --format html exited $?"
+node "$src/tests/browser/aggregate.test.js" coll.html 1 "$build/tests" ||
+    fail "sonde aggregate's page in the browser (screenshots in $build/tests)"
+# the page of a run with hostile names holds them as text only
+"$build/tools/sonde/sonde" aggregate sonde-out/escape.sonde sonde-out/escape.sonde --format html \
+    -o escagg.html 2> /dev/null || fail "aggregate --format html of hostile names exited $?"
+python3 - escagg.html <<'PY' || fail "aggregate --format html: a hostile name became markup"
+import re, sys
+page = open(sys.argv[1]).read()
+assert page.count("<script") == 0 and "<img" not in page, re.findall(r"<(?:script|img)[^>]*>", page)
+assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page, "the hostile name is not shown as text"
+print("aggregate --format html: hostile names shown as text")
+PY
 # a run of 10^6 sections: the page carries every one, in at most 30 MB (make bench times how
 # soon Chromium paints it: bench/bench_html.js)
 "$build/tests/manyspans" big many 1000000 || fail "manyspans exited $?"
