@@ -41,6 +41,22 @@ static void spin_s(double s)
     }
 }
 
+/* Waits (asleep, up to 10 s: a loaded machine may hold the sampler back) until the live query
+ * has the figure name, and returns its count of figures (those up to cap copied into cur). */
+static int sampled(sonde_profiler *p, const char *name, sonde_current_metric *cur, size_t cap)
+{
+    int n = 0;
+    for (int tries = 0; tries < 1000; tries++) {
+        n = sonde_current_metrics(p, cur, cap);
+        for (int i = 0; i < n && (size_t)i < cap; i++)
+            if (!strcmp(cur[i].name, name))
+                return n;
+        struct timespec nap = {0, 10000000};
+        nanosleep(&nap, NULL);
+    }
+    return n;
+}
+
 static void use_lib(const char *variant)
 {
     char path[1200];
@@ -101,17 +117,7 @@ static void nvml_exact_readings(void **state)
     /* the live query: the latest figures, as the fake reports them (waits, asleep, for the
      * sampler's first GPU pass on a loaded machine) */
     sonde_current_metric cur[64];
-    int n = 0;
-    for (int tries = 0; tries < 1000; tries++) {
-        n = sonde_current_metrics(p, cur, 64);
-        int util = 0;
-        for (int i = 0; i < n && i < 64; i++)
-            util |= !strcmp(cur[i].name, "gpu1 util %");
-        if (util)
-            break;
-        struct timespec nap = {0, 10000000};
-        nanosleep(&nap, NULL);
-    }
+    int n = sampled(p, "gpu1 util %", cur, 64);
     assert_true(n > 4 && n <= 64);
     int seen = 0;
     for (int i = 0; i < n; i++) {
@@ -388,6 +394,8 @@ static void gpu_off_with_reason(const char *expect)
         SONDE_SCOPE(p, "still recorded");
         spin_s(0.1);
     }
+    sonde_current_metric cur[64]; /* the CPU share takes two of the sampler's rounds */
+    sampled(p, "cpu %", cur, 64);
     sm_model m;
     assert_int_equal(tu_finish(p, &m), 0);
     const char *why = sm_info(&m, "system.gpu_status");
