@@ -320,6 +320,55 @@ static void txt_system(const sm_model *m, sbuf *b, sbuf_pool *pool)
     }
 }
 
+/* The samples' share by process (the folded stacks' first frame: "python3 (rank 0)" for a rank
+ * under `sonde run`), where they come from more than one: a line, the 8 largest. */
+static void txt_processes(sbuf *b, const sm_profile *pr, sbuf_pool *pool)
+{
+    enum { MAXP = 64 };
+    const char *name[MAXP];
+    size_t len[MAXP], n = 0;
+    uint64_t count[MAXP], other = 0;
+    for (size_t i = 0; i < pr->n_stacks; i++) {
+        const char *s = pr->stacks[i], *semi = strchr(s, ';');
+        size_t l = semi ? (size_t)(semi - s) : strlen(s), k = 0;
+        while (k < n && (len[k] != l || strncmp(name[k], s, l)))
+            k++;
+        if (k == n && n == MAXP) {
+            other += pr->counts[i];
+            continue;
+        }
+        if (k == n) {
+            name[n] = s;
+            len[n] = l;
+            count[n++] = 0;
+        }
+        count[k] += pr->counts[i];
+    }
+    if (n < 2 || !pr->samples)
+        return;
+    sbuf_puts(b, "  by process:");
+    for (size_t shown = 0; shown < 8 && shown < n; shown++) {
+        size_t top = shown;
+        for (size_t k = shown + 1; k < n; k++)
+            if (count[k] > count[top])
+                top = k;
+        const char *tn = name[top];
+        size_t tl = len[top];
+        uint64_t tc = count[top];
+        name[top] = name[shown], len[top] = len[shown], count[top] = count[shown];
+        name[shown] = tn, len[shown] = tl, count[shown] = tc;
+        char one[128];
+        snprintf(one, sizeof one, "%.*s", (int)(tl < 100 ? tl : 100), tn);
+        sbuf_printf(b, "%s %s %.1f%%", shown ? "," : "", L(one),
+                    100.0 * (double)tc / (double)pr->samples);
+    }
+    for (size_t k = 8; k < n; k++)
+        other += count[k];
+    if (other)
+        sbuf_printf(b, ", the rest %.1f%%", 100.0 * (double)other / (double)pr->samples);
+    sbuf_putc(b, '\n');
+}
+
 /* The Python functions by own samples (the innermost Python frame of each: docs/stacks.md),
  * up to 15; nothing when the samples have no Python frames. */
 static void txt_python(sbuf *b, const sm_profile *pr, sbuf_pool *pool)
@@ -470,6 +519,7 @@ static int sx_txt_lines(sx_report *r, sbuf *b, int sort, size_t top, int wide,
                            "and counts the periods since the last): the shares below have the "
                            "precision of that many draws\n",
                         (unsigned long long)pr->draws);
+        txt_processes(b, pr, pool);
         sbuf_printf(b, "  %-40s %-20s %7s %7s  %s\n", "function", "object", "self", "total",
                     "defined at");
         for (size_t i = 0; i < pr->n_funcs && i < 15 && pr->funcs[i].total; i++) {

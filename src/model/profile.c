@@ -1197,10 +1197,40 @@ static int pf_drop_taken_inside(sb_raw *a, const sb_raw *b)
     return 0;
 }
 
+/* The stacks of process pid, a rank of a job, named with its rank: "python3 (rank 0)", so that
+ * the ranks a launcher started under `sonde run` stand apart in the folded stacks, the flame
+ * graphs and pprof's process label, where all were "python3". 0, or -1 out of memory. */
+static int label_rank(sb_raw *a, int pid, int rank, int *changed)
+{
+    if (rank < 0 || pid <= 0)
+        return 0;
+    for (size_t i = 0; i < a->n_pstacks; i++) {
+        sm_pstack_raw *st = &a->pstacks[i];
+        if (st->pid != (uint32_t)pid || strstr(st->process, " (rank "))
+            continue;
+        char *l;
+        if (sonde__asprintf(&l, "%s (rank %d)", st->process[0] ? st->process : "?", rank) < 0)
+            return -1;
+        sonde__free(st->process);
+        st->process = l;
+        *changed = 1;
+    }
+    return 0;
+}
+
 int sm__profile_merge(sm_model *d, sm_model *s, uint32_t site0)
 {
     sb_raw *b = s->praw;
     const sm_profile *dp = &d->profile;
+    int changed = 0;
+    if (!b && d->praw) { /* no samples of its own: d's of its process named by its rank */
+        if (label_rank(d->praw, s->pid, s->rank, &changed))
+            return -1;
+        if (!changed)
+            return 0;
+        sm_profile_free(&d->profile);
+        return sm__profile_build(d->praw, d);
+    }
     if (!b || (!d->praw && (dp->samples || dp->n_stacks || dp->n_off)))
         return 0; /* nothing to add, or d's profile was read back from a JSON report */
     if (!d->praw && !(d->praw = sonde__calloc(1, sizeof *d->praw)))
@@ -1257,6 +1287,8 @@ int sm__profile_merge(sm_model *d, sm_model *s, uint32_t site0)
     a->samples_unnamed += b->samples_unnamed;
     a->off_followed |= b->off_followed;
     a->samples_outside |= b->samples_outside;
+    if (label_rank(a, d->pid, d->rank, &changed) || label_rank(a, s->pid, s->rank, &changed))
+        return -1;
     sm_profile_free(&d->profile);
     return sm__profile_build(a, d);
 }

@@ -1,5 +1,7 @@
 """A DDP job with one slow rank, for sonde aggregate's rank analysis on real PyTorch (issue 62):
-run by torch.distributed.run with 2 processes, gloo on CPU. Usage: ddp_straggler.py OUTDIR
+run by torch.distributed.run with 2 processes, gloo on CPU. Usage: ddp_straggler.py OUTDIR, or
+ddp_straggler.py --launch OUTDIR, which starts the two ranks itself as torchrun would (RANK,
+LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and exits with the worst of their statuses.
 
 Each rank trains a small MLP under DistributedDataParallel for 12 steps, with sonde.Profiler
 (name "ddp", torch's operators folded in by sonde.torch.profile_operators, so that gloo's
@@ -44,5 +46,19 @@ def main(out):
     dist.destroy_process_group()
 
 
+def launch(out):
+    import socket
+    import subprocess
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    ranks = [subprocess.Popen([sys.executable, os.path.abspath(__file__), out],
+                              env=dict(env, RANK=str(r), LOCAL_RANK=str(r))) for r in (0, 1)]
+    return max(p.wait() for p in ranks)
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--launch":
+        sys.exit(launch(sys.argv[2]))
     main(sys.argv[1])

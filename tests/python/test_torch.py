@@ -322,19 +322,10 @@ class Distributed(unittest.TestCase):
         aggregate` name rank 0 the slowest in backward. Now rank 1 is the straggler and the
         cause of rank 0's wait (12 steps x 30 ms planted), and no row names rank 0 slower."""
         import socket
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
         prog = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_straggler.py")
         with tempfile.TemporaryDirectory() as d:
-            env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=str(port))
-            ranks = [subprocess.Popen([sys.executable, prog, d],
-                                      env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
-                                      stderr=subprocess.PIPE, text=True) for r in (0, 1)]
-            for p in ranks:
-                _, err = p.communicate(timeout=240)
-                self.assertEqual(p.returncode, 0, err[-2000:])
+            subprocess.run([sys.executable, prog, "--launch", d], check=True, timeout=240,
+                           capture_output=True)
             out = subprocess.run([sys.executable, "-m", "sonde", "aggregate", d, "--format",
                                   "json"], check=True, capture_output=True, text=True).stdout
             text = subprocess.run([sys.executable, "-m", "sonde", "aggregate", d], check=True,
@@ -353,6 +344,52 @@ class Distributed(unittest.TestCase):
         self.assertIn("straggler: rank 1, the last into the collectives", text)
         print("ddp: rank 0 waited %.3f s for rank 1 (planted 0.36 s); backward's slowest rank %d"
               % (by[0]["wait_s"], rows["backward"]["slowest_rank"]), file=sys.stderr)
+
+    def test_sonde_run_of_a_ddp_job_tells_the_ranks_apart(self):
+        """issue 62: `sonde run` of a launcher and its two ranks: the folded stacks, pprof's
+        process label and the text summary named every process "python3" (launcher and ranks
+        in one root); `sonde aggregate` of the folder said "world size 1" and summed the ranks;
+        `sonde merge` kept only the run's own section. Now each rank's stacks are
+        "python3 (rank N)", the summary gives the samples by process, and aggregate and merge
+        of the folder take the ranks' own files (RUN.pidN-rankR.sonde)."""
+        prog = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_straggler.py")
+        with tempfile.TemporaryDirectory() as d:
+            sr = os.path.join(d, "sr")
+            subprocess.run([sys.executable, "-m", "sonde", "run", "--quiet", "-o", sr, "--name",
+                            "job", "--", sys.executable, prog, "--launch",
+                            os.path.join(d, "unused")], check=True, timeout=300,
+                           capture_output=True)
+            roots = {}
+            with open(os.path.join(sr, "job.folded")) as f:
+                for line in f:
+                    stack, n = line.rsplit(" ", 1)
+                    root = stack.split(";", 1)[0]
+                    roots[root] = roots.get(root, 0) + int(n)
+            with open(os.path.join(sr, "job.txt")) as f:
+                text = f.read()
+            agg = json.loads(subprocess.run([sys.executable, "-m", "sonde", "aggregate", sr,
+                                             "--format", "json"], check=True,
+                                            capture_output=True, text=True).stdout)
+            merged = os.path.join(d, "m.trace.json.gz")
+            subprocess.run([sys.executable, "-m", "sonde", "merge", sr, "-o", merged],
+                           check=True, capture_output=True)
+            import gzip
+            with gzip.open(merged, "rt") as f:
+                trace = json.load(f)
+        total = sum(roots.values())
+        by_rank = {r: sum(n for k, n in roots.items() if k.endswith(" (rank %d)" % r))
+                   for r in (0, 1)}
+        self.assertTrue(all(n >= 0.25 * total for n in by_rank.values()), roots)
+        self.assertIn("  by process: ", text)
+        self.assertEqual((agg["ranks"], agg["world_size"]), (2, 2), agg["notes"])
+        self.assertEqual(agg["waiting"]["straggler"], 1, agg["waiting"])
+        ev = trace["traceEvents"] if isinstance(trace, dict) else trace
+        procs = sorted(e["args"]["name"] for e in ev
+                       if e.get("ph") == "M" and e.get("name") == "process_name")
+        self.assertEqual([p.split(" (")[0] for p in procs], ["rank 0", "rank 1"], procs)
+        self.assertEqual(sum(1 for e in ev if e.get("cat") == "section"), 48)
+        print("sonde run of a DDP job: samples by root %s; aggregate world size 2, straggler 1"
+              % sorted(roots.items()), file=sys.stderr)
 
 
 class FastPaths(unittest.TestCase):

@@ -52,6 +52,12 @@ int cli_join_programs(const char *cmd, const char *path, sm_model *m);
  * layout of the profiler decorator and Inferix: OUT/rank_N/), each as above, .sonde files
  * first. 0, or -1 with errno (ENOMEM, or why dir could not be read). */
 int cli_dir_runs(const char *dir, int sonde_only, char ***v, size_t *n, size_t *cap);
+/* The entries of (*v, *n, *cap) from from on that are `sonde run` recordings (RUN.json or
+ * RUN.sonde) whose programs were ranks of a job (their profilers wrote RUN.pidN-rankR.sonde
+ * beside it) replaced by those rank files, in name order: for aggregate and merge, the ranks of
+ * a job run under `sonde run` (the whole run, launcher and ranks in one, is one run of "world
+ * size 1" otherwise). 0, or -1 out of memory (errno ENOMEM). */
+int cli_run_ranks(char ***v, size_t *n, size_t *cap, size_t from);
 /* A JSON report of schema sonde-report v1 into a model that holds what it says: statistics,
  * throughput, steps, counters, warnings, facts; no instances. 0, or a SONDE_E* code with the
  * message (naming file, line and column) in sonde_last_error(). */

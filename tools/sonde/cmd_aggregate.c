@@ -52,8 +52,12 @@ static int collect(char **args, int n, char ***out, size_t *count)
     for (int i = 0; i < n; i++) {
         struct stat st;
         if (stat(args[i], &st) == 0 && S_ISDIR(st.st_mode)) {
-            if (cli_dir_runs(args[i], 0, &v, count, &cap) == 0)
+            size_t before = *count;
+            if (cli_dir_runs(args[i], 0, &v, count, &cap) == 0) {
+                if (cli_run_ranks(&v, count, &cap, before) != 0)
+                    goto oom;
                 continue;
+            }
             if (errno == ENOMEM)
                 goto oom;
             cli_fail(0, "aggregate", "%s: %s (left out)", args[i], strerror(errno));
@@ -79,12 +83,17 @@ oom:
     return -1;
 }
 
+/* The run's name without -rankN, and without .pidN where it is a program's run under `sonde
+ * run` (RUN.pidN-rankR: its ranks are of one run). */
 static void stem_of(const char *name, char *out, size_t cap)
 {
     snprintf(out, cap, "%s", name);
     char *r = strstr(out, "-rank");
     if (r)
         *r = 0;
+    char *p = strrchr(out, '.');
+    if (p && !strncmp(p, ".pid", 4) && p[4] && strspn(p + 4, "0123456789") == strlen(p + 4))
+        *p = 0;
 }
 
 static double gpu_peak(const sm_model *m, double *util_mean)

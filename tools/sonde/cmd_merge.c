@@ -104,7 +104,7 @@ static int add_rank(rank_file **rf, size_t *n, char *path)
 }
 
 /* The files to merge: FILES as given, and in a DIR its .sonde files (not the RUN.pidN.sonde of
- * programs under `sonde run`, nor FIFOs). CLI_OK, or CLI_USAGE with the message printed. */
+ * programs under `sonde run`, nor FIFOs; a run whose programs were ranks: those ranks). CLI_OK, or CLI_USAGE with the message printed. */
 static int collect(int argc, char **argv, const char **out, const char **fmt, rank_file **rf,
                    size_t *n)
 {
@@ -129,6 +129,8 @@ static int collect(int argc, char **argv, const char **out, const char **fmt, ra
         char **runs = NULL; /* its .sonde files (cli_dir_runs): a trace needs the instances */
         size_t nr = 0, cap = 0;
         int rc = cli_dir_runs(argv[i], 1, &runs, &nr, &cap);
+        if (!rc && cli_run_ranks(&runs, &nr, &cap, 0) != 0)
+            rc = -1, errno = ENOMEM;
         int oom = rc && errno == ENOMEM;
         if (rc && !oom)
             cli_fail(0, "merge", "%s: %s (left out)", argv[i], strerror(errno));

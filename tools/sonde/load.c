@@ -654,6 +654,83 @@ int cli_join_programs(const char *cmd, const char *path, sm_model *m)
     return rc ? -1 : joined;
 }
 
+/* 1 when name is STEM.pidN-rankR.sonde: a rank's run, the program of a `sonde run STEM`. */
+static int rank_program_of(const char *name, const char *stem, size_t stem_len)
+{
+    size_t n = strlen(name), digits;
+    if (n <= stem_len + 4 || strncmp(name, stem, stem_len) || strncmp(name + stem_len, ".pid", 4))
+        return 0;
+    const char *q = name + stem_len + 4;
+    if (!(digits = strspn(q, "0123456789")) || strncmp(q + digits, "-rank", 5))
+        return 0;
+    q += digits + 5;
+    digits = strspn(q, "0123456789");
+    return digits && !strcmp(q + digits, ".sonde");
+}
+
+/* v[i] replaced by the ranks of its `sonde run` recording (cli_run_ranks). */
+static int ranks_of_run(char ***v, size_t *count, size_t *cap, size_t i)
+{
+    char *path = (*v)[i];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t bl = strlen(base), ext = bl > 5 && !strcmp(base + bl - 5, ".json") ? 5
+                                  : bl > 6 && !strcmp(base + bl - 6, ".sonde") ? 6 : 0;
+    if (!ext)
+        return 0;
+    char *dir = slash ? strndup(path, (size_t)(slash - path) + 1) : strdup("./");
+    DIR *d = dir ? opendir(dir) : NULL;
+    char **found = NULL;
+    size_t n = 0;
+    int rc = dir ? 0 : -1;
+    for (struct dirent *e; d && !rc && (e = readdir(d));) {
+        if (!rank_program_of(e->d_name, base, bl - ext))
+            continue;
+        char **g = realloc(found, (n + 1) * sizeof *g);
+        if (!g || asprintf(&g[n], "%s%s", slash ? dir : "", e->d_name) < 0)
+            rc = -1;
+        else
+            n++;
+        if (g)
+            found = g;
+    }
+    if (d)
+        closedir(d);
+    free(dir);
+    if (!rc && n) {
+        sonde__sort(found, n, sizeof *found, cmp_path);
+        if (*count + n - 1 > *cap) {
+            char **g = realloc(*v, (*count + n) * sizeof *g);
+            if (!g)
+                rc = -1;
+            else
+                *v = g, *cap = *count + n;
+        }
+    }
+    if (!rc && n) {
+        free((*v)[i]);
+        memmove(*v + i + n, *v + i + 1, (*count - i - 1) * sizeof **v);
+        memcpy(*v + i, found, n * sizeof *found);
+        *count += n - 1;
+        n = 0;
+    }
+    for (size_t k = 0; k < n; k++)
+        free(found[k]);
+    free(found);
+    return rc;
+}
+
+int cli_run_ranks(char ***v, size_t *n, size_t *cap, size_t from)
+{
+    for (size_t k = from; k < *n; k++) {
+        size_t had = *n;
+        if (ranks_of_run(v, n, cap, k) != 0)
+            return -1;
+        k += *n - had; /* past the ranks put in its place */
+    }
+    return 0;
+}
+
 #define EXPECTED "expected a .sonde file or a NAME.json report"
 
 int cli_load(const char *cmd, const char *path, sm_model *m)
