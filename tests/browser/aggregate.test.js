@@ -16,15 +16,7 @@ if (!page_path || straggler === undefined || !shots) {
   console.error('usage: node aggregate.test.js PAGE.html STRAGGLER SHOTS_DIR');
   process.exit(2);
 }
-let failures = 0;
-function check(ok, what, detail) {
-  if (ok) {
-    console.log('ok   ' + what);
-  } else {
-    failures++;
-    console.log('FAIL ' + what + (detail !== undefined ? ': ' + JSON.stringify(detail) : ''));
-  }
-}
+const check = chromium.check;
 
 async function at(browser, width) {
   const page = await browser.newPage();
@@ -73,8 +65,7 @@ async function at(browser, width) {
   } finally {
     await browser.close();
   }
-  console.log(failures ? failures + ' check(s) failed' : 'all checks passed');
-  process.exit(failures ? 1 : 0);
+  chromium.done();
 })().catch((e) => {
   console.error(e);
   process.exit(1);
