@@ -5,6 +5,7 @@
 #   make bench    the overhead and throughput benchmarks (optimised build in ./build-bench), and
 #                 the HTML report of 10^6 sections in headless Chromium
 #   make fuzz     every libFuzzer target for FUZZ_SECONDS each (make test runs them 5 s each)
+#   make soak     100 DataLoader runs with forked workers beside two busy loops (issue 62)
 #   make install PREFIX=/some/dir
 #   make python-install [PYTHON=python3]   the Python package and its C extension, built for
 #                                          PYTHON and installed into its site-packages
@@ -17,7 +18,7 @@ CMAKE_FLAGS ?=
 PYTHON ?= python3
 PYBUILD ?= build-python
 
-.PHONY: all build deps demo test bench bench-scale fuzz fuzz-run install python-install clean
+.PHONY: all build deps demo test bench bench-scale soak fuzz fuzz-run install python-install clean
 
 all: build
 
@@ -94,6 +95,13 @@ bench-scale: deps
 	@cmake --build build-bench -j $(JOBS) --target bench_scale >> build-bench.log 2>&1 || (cat build-bench.log; exit 1)
 	@rm -f build-bench.log
 	@mkdir -p build-bench/out && ./build-bench/bench/bench_scale --edges 1e7 --dir build-bench/out --sqlite && { [ "$(SQLITE_EDGES)" = 0 ] || ./build-bench/bench/bench_scale --edges $(SQLITE_EDGES) --dir build-bench/out --sqlite; } && ./build-bench/bench/bench_scale --edges $(EDGES) --dir build-bench/out; rc=$$?; rm -rf build-bench/out; exit $$rc
+
+# Issue 62's soak: SOAK_RUNS (default 100) DataLoader runs with forked workers, persistent and
+# not, beside two busy loops (bench/soak_dataloader.py; about 6 minutes here), on the
+# interpreter that has torch; a hang, a lost worker file or section fails it.
+SOAK_RUNS ?= 100
+soak: build
+	@bash tests/python/run_torch.sh "$(CURDIR)" "$(CURDIR)/build" "$$(command -v python3)" build/python bench/soak_dataloader.py $(SOAK_RUNS)
 
 # As root, ldconfig makes the new libsonde.so.0 known where PREFIX/lib is in the loader's path
 # (/usr/local/lib on Debian); elsewhere the line says what a program needs to find it.

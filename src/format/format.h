@@ -54,7 +54,10 @@
                         0: unknown), outermost first */                                            \
     X(SUMMARY, 19)   /* the tally of every event written before it (format/tally.h), by the        \
                         recorder's writer just before END: a reading of a file that ended cleanly  \
-                        builds its model in one pass over the events */
+                        builds its model in one pass over the events */                           \
+    X(SIGNAL, 20)    /* varint signal, varint tick: a signal handler wrote every event recorded    \
+                        before tick (the flush on SIGTERM, SIGINT or a fatal signal); a file that  \
+                        ends there without END was ended by that signal, or soon after */
 
 enum {
 #define SONDE_RECORD_TYPE_ENUM(name, type) SONDE_R_##name = type,

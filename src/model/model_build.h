@@ -128,6 +128,7 @@ typedef struct sb_raw {
     sm_kv *info;
     size_t n_info, cap_info;
     int clean_end;
+    int flushed_on_signal;     /* the last SIGNAL record's signal (0: none) */
     sm_site *sites;    /* as the file gives them (by id, some twice, gaps between): sm__build
                           makes them the model's dense table */
     size_t n_sites, cap_sites;

@@ -611,6 +611,14 @@ static int parse_record(rstate *s, unsigned type, const uint8_t *p, const uint8_
             s->raw.clean_end = 1;
         }
         break;
+    case SONDE_R_SIGNAL: { /* the last one counts */
+        uint64_t tick;
+        if (sm__get_var(&p, end, &v) || sm__get_var(&p, end, &tick) || v > 64)
+            r = -1;
+        else
+            s->raw.flushed_on_signal = (int)v;
+        break;
+    }
     default:
         break; /* a later version's record: skipped */
     }
@@ -819,10 +827,17 @@ static int read_src_as(const uint8_t *data, int fd, size_t n, const char *fname,
         }
     }
     double walk_s = (double)(sonde__mono_ns() - walk_from) / 1e9;
-    if (!s.raw.clean_end &&
-        rwarn(&s, "%s: the run did not end cleanly (no END record): the process crashed, was "
-                  "killed, or is still running", fname))
+    if (!s.raw.clean_end && s.raw.flushed_on_signal) {
+        const char *sig = sigabbrev_np(s.raw.flushed_on_signal);
+        if (rwarn(&s, "%s: the run ended by SIG%s (signal %d), or soon after it: sonde's handler "
+                      "wrote every event recorded until the signal; no END record follows",
+                  fname, sig ? sig : "?", s.raw.flushed_on_signal))
+            goto oom;
+    } else if (!s.raw.clean_end &&
+               rwarn(&s, "%s: the run did not end cleanly (no END record): the process crashed, "
+                         "was killed, or is still running", fname)) {
         goto oom;
+    }
     if (!s.raw.n_anchors) {
         rc = sonde__fail(SONDE_EFORMAT, "%s: no clock anchor in the file", fname);
         goto done;

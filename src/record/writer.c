@@ -856,6 +856,10 @@ static void signal_flush(sonde_profiler *p, int sig)
             write_range(p, c, committed(p, c), p->sig_enc);
     }
     write_anchor(p);
+    uint8_t rec[24]; /* the reader then says the run ended by this signal, not how it crashed */
+    size_t n = varint_put(rec, (uint64_t)(sig > 0 ? sig : 0));
+    n += varint_put(rec + n, sonde__ticks());
+    write_rec(p, SONDE_R_SIGNAL, rec, n, 0);
     signal_pass_end(p, taken);
 }
 

@@ -2,7 +2,8 @@
 """check.py - end-to-end checks of sonde's report files, as a user would read them.
 
   check.py demo DIR NAME STEPS BLOCKS      the demo's JSON, CSVs, text and trace
-  check.py count JSON SECTION N [--unclean] a report holds N instances of SECTION
+  check.py count JSON SECTION N [--unclean] [--signal NAME] a report holds N instances of
+      SECTION (--signal: its warnings say the run ended by SIGNAME at sonde's flush)
   check.py trace FILE.trace.json.gz        the trace parses, and events balance and nest per thread
   check.py tensorboard LOGDIR RUN JSON...   LOGDIR/plugins/profile/RUN holds one worker trace per
                                            report, as TensorBoard's profile plugins find them
@@ -203,7 +204,12 @@ def main(argv):
         expect(got == int(argv[4]), "%s: %d instances of %s, expected %s" % (argv[2], got, argv[3], argv[4]))
         if "--unclean" in argv:
             expect(r["run"]["clean_end"] is False, "an unclean end is reported")
-            expect(any("did not end cleanly" in w for w in r["warnings"]), "a warning says so")
+            expect(any("did not end cleanly" in w or "the run ended by SIG" in w
+                       for w in r["warnings"]), "a warning says so")
+        if "--signal" in argv:  # the signal whose flush it ended at, named (SIGNAL record)
+            sig = argv[argv.index("--signal") + 1]
+            expect(any("the run ended by SIG%s " % sig in w for w in r["warnings"]),
+                   "%s: the warnings name SIG%s: %s" % (argv[2], sig, r["warnings"]))
         print("%s: %d x %s OK" % (argv[2], got, argv[3]))
     elif cmd == "absent":
         r = load_json(argv[2])

@@ -5,9 +5,10 @@
  * k = 0..4) and five "mark" events (T0 + 100 ms * k, k = 2..6). Every rank takes each at the same
  * CLOCK_MONOTONIC instant, spinning until then: the true common moments a merge should line up
  * (five syncs, so that one taken late by a preemption shows as their disagreement, which the
- * merge states, rather than as a bias it cannot see); for each mark it prints
- * the monotonic times just before and just after it ("BEFORE AFTER" in ns, a line a mark): the
- * mark's own time lies between. LATE_SYNC_US delays this rank's first sync by that much, as a
+ * merge states, rather than as a bias it cannot see); for each sync and each mark it prints
+ * the monotonic times just before and just after it ("sync BEFORE AFTER", "mark BEFORE AFTER"
+ * in ns, a line each): its own time lies between (a loaded machine may take a rank's sync late
+ * whatever LATE_SYNC_US says: what the merge should state is what these times say). LATE_SYNC_US delays this rank's first sync by that much, as a
  * rank that leaves a barrier late would. Exit 0, or 1 with a message. */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -54,7 +55,10 @@ int main(int argc, char **argv)
     uint64_t t0 = strtoull(argv[4], NULL, 10), late = strtoull(argv[5], NULL, 10) * 1000;
     for (uint64_t k = 0; k < 5; k++) {
         spin_until(t0 + 20000000ull * k + (k == 0 ? late : 0));
+        uint64_t before = mono_ns();
         sonde_sync(p);
+        uint64_t after = mono_ns();
+        printf("sync %llu %llu\n", (unsigned long long)before, (unsigned long long)after);
     }
     for (int k = 2; k < 7; k++) {
         spin_until(t0 + 100000000ull * (uint64_t)k);
@@ -65,7 +69,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "marks: %s\n", sonde_last_error());
             return 1;
         }
-        printf("%llu %llu\n", (unsigned long long)before, (unsigned long long)after);
+        printf("mark %llu %llu\n", (unsigned long long)before, (unsigned long long)after);
     }
     return sonde_destroy(p) == 0 ? 0 : 1;
 }

@@ -12,15 +12,15 @@ expect_status() { # want cmd...
 # 1,000 sections recorded before it are in the file.
 expect_status 139 "$build/tests/crashy" segv 1000 out
 "$build/tests/readback" out/segv.sonde out/segv.json
-check count out/segv.json work 1000 --unclean
+check count out/segv.json work 1000 --unclean --signal SEGV
 expect_status 134 "$build/tests/crashy" abort 500 out
 "$build/tests/readback" out/abort.sonde out/abort.json
-check count out/abort.json work 500 --unclean
+check count out/abort.json work 500 --unclean --signal ABRT
 # the host's own SIGTERM handler still runs (it exits 3), after sonde flushed
 expect_status 3 "$build/tests/crashy" term 250 out
 grep -q "host handler ran" err.txt || fail "the host's SIGTERM handler did not run"
 "$build/tests/readback" out/term.sonde out/term.json
-check count out/term.json work 250 --unclean
+check count out/term.json work 250 --unclean --signal TERM
 # the host's handler as it was installed: no SA_RESTART (read fails with EINTR), and
 # SA_RESETHAND (the second SIGTERM is the default action: the process ends, after a flush)
 set +e; timeout -k 5 60 "$build/tests/crashy" eintr 100 out > eintr.txt 2> err.txt; got=$?; set -e

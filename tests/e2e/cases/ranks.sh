@@ -161,19 +161,26 @@ bounds = []
 for r in (0, 1):
     pid = [p for p, n in names.items() if n.startswith("rank %d " % r)][0]
     ts = sorted(e["ts"] for e in ev if e.get("name") == "mark" and e["pid"] == pid)
-    win = [tuple(map(int, ln.split())) for ln in open("%s.%d.txt" % (sys.argv[1], r))]
+    win = [tuple(map(int, ln.split()[1:])) for ln in open("%s.%d.txt" % (sys.argv[1], r))
+           if ln.startswith("mark ")]
     assert len(ts) == len(win) == 5, (ts, win)
     lo = max(t - a / 1e3 for t, (b, a) in zip(ts, win))
     hi = min(t - b / 1e3 for t, (b, a) in zip(ts, win))
     bounds.append((min(lo, hi), max(lo, hi)))
 (lo0, hi0), (lo1, hi1) = bounds
-print("%.1f" % max(0.0, lo1 - hi0, lo0 - hi1))
+# how far the syncs truly disagree on rank 1's offset (each taken within its printed window),
+# less what the windows leave unknown: the least spread the merge may state
+syncs = [[tuple(map(int, ln.split()[1:])) for ln in open("%s.%d.txt" % (sys.argv[1], r))
+          if ln.startswith("sync ")] for r in (0, 1)]
+offs = [(b1 + a1 - b0 - a0) / 2e3 for (b0, a0), (b1, a1) in zip(*syncs)]
+slack = sum((a - b) / 1e3 for w in syncs for b, a in w)
+print("%.1f %.1f" % (max(0.0, lo1 - hi0, lo0 - hi1), max(offs) - min(offs) - slack))
 PY
 }
 boot=$(cat /proc/sys/kernel/random/boot_id)
 out=$(aligned same 3000 "$boot" "$boot") || fail "merge of one machine's ranks: $out"
 echo "$out" | head -1 | grep -q "aligned on one machine's monotonic clock" || fail "one machine: $out"
-err=$(echo "$out" | tail -1)
+err=$(echo "$out" | tail -1 | cut -d' ' -f1)
 python3 -c "import sys; sys.exit(float(sys.argv[1]) > 50)" "$err" ||
     fail "one machine: ranks $err us apart (a 3 ms late sync must not move them)"
 echo "merge, one machine: ranks within $err us (rank 1's first sync 3 ms late)"
@@ -181,11 +188,13 @@ for late in 0 3000; do
     out=$(aligned "hosts$late" $late host-a host-b) || fail "merge of two machines' ranks: $out"
     said=$(echo "$out" | head -1 | sed -n 's/.*aligned on sonde_sync (within \([0-9]*\) us.*/\1/p')
     [ -n "$said" ] || fail "two machines: not aligned on sonde_sync: $out"
-    err=$(echo "$out" | tail -1)
+    err=$(echo "$out" | tail -1 | cut -d' ' -f1) truth=$(echo "$out" | tail -1 | cut -d' ' -f2)
     python3 -c "import sys; e, s = map(float, sys.argv[1:]); sys.exit(e > max(50, s + 50))" "$err" "$said" ||
         fail "two machines, a sync ${late} us late: ranks $err us apart, the merge said within $said us"
-    [ $late = 0 ] || python3 -c "import sys; sys.exit(float(sys.argv[1]) < 2000)" "$said" ||
-        fail "two machines: a sync 3 ms late, yet the merge said within $said us"
+    # the syncs disagree by at least $truth us by their own times (3 ms on an idle machine; a
+    # loaded one may take rank 0's first sync late too): the merge must say no less
+    [ $late = 0 ] || python3 -c "import sys; s, t = map(float, sys.argv[1:]); sys.exit(s < min(t, 2000))" "$said" "$truth" ||
+        fail "two machines: a sync 3 ms late (truly $truth us apart), yet the merge said within $said us"
     echo "merge, two machines, a sync $late us late: ranks within $err us, stated within $said us"
 done
 # MPI: 4 ranks, rank 2 slower in "compute"; ranks line up on sonde_sync
