@@ -97,7 +97,7 @@ bench-scale: deps
 	@mkdir -p build-bench/out && ./build-bench/bench/bench_scale --edges 1e7 --dir build-bench/out --sqlite && { [ "$(SQLITE_EDGES)" = 0 ] || ./build-bench/bench/bench_scale --edges $(SQLITE_EDGES) --dir build-bench/out --sqlite; } && ./build-bench/bench/bench_scale --edges $(EDGES) --dir build-bench/out; rc=$$?; rm -rf build-bench/out; exit $$rc
 
 # Issue 62's soak: SOAK_RUNS (default 100) DataLoader runs with forked workers, persistent and
-# not, beside two busy loops (bench/soak_dataloader.py; about 6 minutes here), on the
+# not, beside two busy loops (bench/soak_dataloader.py; about 3.5 minutes here), on the
 # interpreter that has torch; a hang, a lost worker file or section fails it.
 SOAK_RUNS ?= 100
 soak: build
