@@ -1,11 +1,12 @@
-"""soak_dataloader.py [RUNS] - issue 62's soak: RUNS (100) runs of tests/python/dataloader_workers.py
-(a DataLoader with two forked workers, each item in a "load_item" section, 2 epochs of 64 items),
+"""soak_dataloader.py [RUNS] - issue 62's soak: RUNS (100) runs of
+tests/python/dataloader_workers.py (a DataLoader with two forked workers, each item in a
+"load_item" section, 2 epochs of 64 items),
 persistent_workers alternately on and off, beside two busy loops, on the interpreter that has
 torch (make soak runs it through tests/python/run_torch.sh). A run counts as hung past 120 s. It
 checks each run: exit 0 and "done" printed, every worker's file there (2 persistent workers, 4
 otherwise) ended cleanly or by the SIGTERM torch sends persistent workers (its SIGNAL record:
-every event until the signal written), and the 128 items' sections in them all. Prints a line per failure
-and the totals; exit 1 when any run failed."""
+every event until the signal written), and the 128 items' sections in them all. Prints a line
+per failure and the totals; exit 1 when any run failed."""
 import glob
 import json
 import os

@@ -303,8 +303,9 @@ int sa_ranks_of(const sm_model *const *m, size_t n, sa_ranks *out)
         out->wait_iv[i] = w[i].v;
         out->n_wait_iv[i] = w[i].n;
         w[i].v = NULL;
-        if (out->rank[i].caused_s > 0 &&
-            (out->straggler == SIZE_MAX || out->rank[i].caused_s > out->rank[out->straggler].caused_s))
+        double caused = out->rank[i].caused_s;
+        if (caused > 0 && (out->straggler == SIZE_MAX ||
+                           caused > out->rank[out->straggler].caused_s))
             out->straggler = i;
     }
     for (size_t i = 0; i < n; i++) {

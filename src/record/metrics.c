@@ -1,7 +1,8 @@
 /* metrics.c - live metrics for Prometheus (metrics_port): the writer follows the events it
  * writes (under wlock: each section's calls and duration as its tally closes them, or by a walk
- * of the events where the tally is off; the steps' times, throughput and FLOPs) into counters a thread of its own serves at /metrics, with the
- * sampler's latest figures and the dropped events, in the OpenMetrics text format or
+ * of the events where the tally is off; the steps' times, throughput and FLOPs) into counters
+ * a thread of its own serves at /metrics, with the sampler's latest figures and the dropped
+ * events, in the OpenMetrics text format or
  * Prometheus's 0.0.4 (by the request's Accept header). Nothing runs on the recording threads:
  * the totals are what the writer sees, at its passes (flush_interval_s), so a scrape is at most
  * one pass behind. docs/monitoring.md, "Live metrics". */

@@ -8,8 +8,9 @@
  * merge states, rather than as a bias it cannot see); for each sync and each mark it prints
  * the monotonic times just before and just after it ("sync BEFORE AFTER", "mark BEFORE AFTER"
  * in ns, a line each): its own time lies between (a loaded machine may take a rank's sync late
- * whatever LATE_SYNC_US says: what the merge should state is what these times say). LATE_SYNC_US delays this rank's first sync by that much, as a
- * rank that leaves a barrier late would. Exit 0, or 1 with a message. */
+ * whatever LATE_SYNC_US says: what the merge should state is what these times say).
+ * LATE_SYNC_US delays this rank's first sync by that much, as a rank that leaves a barrier late
+ * would. Exit 0, or 1 with a message. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>

@@ -627,8 +627,8 @@ static void agg_waiting(aggctx *a)
             sbuf_printf(&a->o, "%d", a->r[w->straggler].rank);
         sbuf_puts(&a->o, ",\"per_rank\":[");
     } else {
-        sbuf_printf(&a->o, "%swaiting (communication: collectives by name, docs/distributed.md; %zu "
-                           "step(s) on every rank):\n", a->md ? "\n" : "", w->n_steps);
+        sbuf_printf(&a->o, "%swaiting (communication: collectives by name, docs/distributed.md; "
+                           "%zu step(s) on every rank):\n", a->md ? "\n" : "", w->n_steps);
     }
     for (size_t i = 0; i < a->nf; i++) {
         const sa_rank_totals *t = &w->rank[i];

@@ -104,7 +104,8 @@ static int add_rank(rank_file **rf, size_t *n, char *path)
 }
 
 /* The files to merge: FILES as given, and in a DIR its .sonde files (not the RUN.pidN.sonde of
- * programs under `sonde run`, nor FIFOs; a run whose programs were ranks: those ranks). CLI_OK, or CLI_USAGE with the message printed. */
+ * programs under `sonde run`, nor FIFOs; a run whose programs were ranks: those ranks). CLI_OK,
+ * or CLI_USAGE with the message printed. */
 static int collect(int argc, char **argv, const char **out, const char **fmt, rank_file **rf,
                    size_t *n)
 {
