@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../util/alloc.h"
+#include "intervals.h"
 
 int sa_is_comm_name(const char *name)
 {
@@ -22,82 +23,6 @@ int sa_is_comm_name(const char *name)
         if (strstr(flat, words[i]))
             return 1;
     return 0;
-}
-
-/* Intervals [start, end) in ns, grown as they come. */
-typedef struct ivs {
-    int64_t *v; /* pairs */
-    size_t n, cap;
-} ivs;
-
-static int iv_add(ivs *s, int64_t a, int64_t b)
-{
-    if (b <= a)
-        return 0;
-    if (s->n == s->cap) {
-        size_t nc = s->cap ? 2 * s->cap : 64;
-        int64_t *g = sonde__realloc(s->v, nc * 2 * sizeof *g);
-        if (!g)
-            return -1;
-        s->v = g;
-        s->cap = nc;
-    }
-    s->v[2 * s->n] = a;
-    s->v[2 * s->n + 1] = b;
-    s->n++;
-    return 0;
-}
-
-static int cmp_iv(const void *x, const void *y)
-{
-    const int64_t *a = x, *b = y;
-    return a[0] < b[0] ? -1 : a[0] > b[0];
-}
-
-/* Sorted and merged into disjoint intervals. */
-static void iv_union(ivs *s)
-{
-    if (!s->n)
-        return;
-    qsort(s->v, s->n, 2 * sizeof *s->v, cmp_iv);
-    size_t k = 0;
-    for (size_t i = 1; i < s->n; i++) {
-        if (s->v[2 * i] <= s->v[2 * k + 1]) {
-            if (s->v[2 * i + 1] > s->v[2 * k + 1])
-                s->v[2 * k + 1] = s->v[2 * i + 1];
-        } else {
-            k++;
-            s->v[2 * k] = s->v[2 * i];
-            s->v[2 * k + 1] = s->v[2 * i + 1];
-        }
-    }
-    s->n = k + 1;
-}
-
-/* The first of n disjoint sorted intervals that ends after a. */
-static size_t iv_first(const int64_t *v, size_t n, int64_t a)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (v[2 * mid + 1] <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* How much of [a, b) the intervals cover, in ns. */
-static int64_t iv_overlap(const int64_t *v, size_t n, int64_t a, int64_t b)
-{
-    int64_t sum = 0;
-    for (size_t i = iv_first(v, n, a); i < n && v[2 * i] < b; i++) {
-        int64_t lo = v[2 * i] > a ? v[2 * i] : a, hi = v[2 * i + 1] < b ? v[2 * i + 1] : b;
-        if (hi > lo)
-            sum += hi - lo;
-    }
-    return sum;
 }
 
 /* Whether span s carries the metadata key "communication". */
@@ -123,16 +48,16 @@ static int comm_of(const sm_model *m, ivs *out)
         if (!is[s->site])
             is[s->site] = sa_is_comm_name(m->sites[s->site].name) ? 1 : 2;
         if (is[s->site] == 1 || marked_comm(m, s))
-            rc = iv_add(out, s->start_ns, s->end_ns);
+            rc = sa_iv_add(out, s->start_ns, s->end_ns);
     }
     sonde__free(is);
     for (size_t i = 0; i < m->n_ops && !rc; i++)
         if (sa_is_comm_name(m->op_names[m->ops[i].name]))
-            rc = iv_add(out, m->ops[i].start_ns, m->ops[i].end_ns);
+            rc = sa_iv_add(out, m->ops[i].start_ns, m->ops[i].end_ns);
     for (size_t i = 0; i < m->n_gpu && !rc; i++)
         if (m->gpu[i].kind == SM_GPU_KERNEL && m->gpu[i].name && sa_is_comm_name(m->gpu[i].name))
-            rc = iv_add(out, m->gpu[i].start_ns, m->gpu[i].end_ns);
-    iv_union(out);
+            rc = sa_iv_add(out, m->gpu[i].start_ns, m->gpu[i].end_ns);
+    sa_iv_union(out);
     return rc;
 }
 
@@ -191,7 +116,7 @@ void sa_ranks_free(sa_ranks *r)
 /* The first wait_ns of rank i's communication in [a, b) added to its wait intervals. */
 static int take_wait(const ivs *comm, int64_t a, int64_t b, int64_t wait_ns, ivs *out)
 {
-    for (size_t k = iv_first(comm->v, comm->n, a); k < comm->n && wait_ns > 0; k++) {
+    for (size_t k = sa_iv_first(comm->v, comm->n, a); k < comm->n && wait_ns > 0; k++) {
         int64_t lo = comm->v[2 * k] > a ? comm->v[2 * k] : a;
         int64_t hi = comm->v[2 * k + 1] < b ? comm->v[2 * k + 1] : b;
         if (lo >= b)
@@ -199,7 +124,7 @@ static int take_wait(const ivs *comm, int64_t a, int64_t b, int64_t wait_ns, ivs
         if (hi - lo > wait_ns)
             hi = lo + wait_ns;
         if (hi > lo) {
-            if (iv_add(out, lo, hi))
+            if (sa_iv_add(out, lo, hi))
                 return -1;
             wait_ns -= hi - lo;
         }
@@ -231,7 +156,7 @@ static int compare_steps(const sm_model *const *m, size_t n, numbered **st, cons
         for (size_t i = 0; i < n; i++) {
             const sm_step *s = &m[i]->steps[st[i][at[i]].index];
             d[i] = (double)(s->t_ns - s->start_ns);
-            c[i] = (double)iv_overlap(comm[i].v, comm[i].n, s->start_ns, s->t_ns);
+            c[i] = (double)sa_iv_overlap(comm[i].v, comm[i].n, s->start_ns, s->t_ns);
             sorted[i] = d[i];
             if (c[i] < c[least])
                 least = i;
@@ -299,7 +224,7 @@ int sa_ranks_of(const sm_model *const *m, size_t n, sa_ranks *out)
     if (!rc && n >= 2)
         rc = compare_steps(m, n, st, n_st, comm, w, out);
     for (size_t i = 0; i < n && !rc; i++) {
-        iv_union(&w[i]);
+        sa_iv_union(&w[i]);
         out->wait_iv[i] = w[i].v;
         out->n_wait_iv[i] = w[i].n;
         w[i].v = NULL;
@@ -329,5 +254,5 @@ double sa_ranks_wait_in(const sa_ranks *r, size_t i, const sm_span *s)
 {
     if (i >= r->n_ranks || !r->n_wait_iv[i] || s->thread != r->step_thread[i])
         return 0;
-    return (double)iv_overlap(r->wait_iv[i], r->n_wait_iv[i], s->start_ns, s->end_ns) / 1e9;
+    return (double)sa_iv_overlap(r->wait_iv[i], r->n_wait_iv[i], s->start_ns, s->end_ns) / 1e9;
 }

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "analyze/analyze.h"
+#include "analyze/gpu.h"
 #include "analyze/ranks.h"
 #include "config/keys.h"
 #include "export/export.h"
@@ -633,11 +634,97 @@ static void ranks_wait_for_the_straggler(void **state)
 }
 #undef MS
 
+#define US 1000LL
+/* A device's time planted to the nanosecond: on stream 7 gemm [0, 100) us, relu [110, 150)
+ * launched before gemm ended (a 10 us gap: kernel wait), an NCCL allreduce [200, 300) launched
+ * early too (a 50 us gap: other), gemm [400, 500) launched at 350 (after the allreduce ended:
+ * a 100 us host wait, in which the launching thread was in "data_wait" from 280 to 380 and took
+ * two samples in load_batch); on stream 9 a copy [50, 250). */
+static void gpu_time_and_its_waits(void **state)
+{
+    (void)state;
+    sm_gpu g[5] = {
+        {.kind = SM_GPU_KERNEL, .stream = 7, .start_ns = 0, .end_ns = 100 * US, .name = "gemm",
+         .launch_ns = -50 * US, .launch_thread = 0, .span = -1},
+        {.kind = SM_GPU_MEMCPY, .stream = 9, .start_ns = 50 * US, .end_ns = 250 * US,
+         .launch_ns = 0, .launch_thread = 0, .span = -1},
+        {.kind = SM_GPU_KERNEL, .stream = 7, .start_ns = 110 * US, .end_ns = 150 * US,
+         .name = "relu", .launch_ns = 20 * US, .launch_thread = 0, .span = -1},
+        {.kind = SM_GPU_KERNEL, .stream = 7, .start_ns = 200 * US, .end_ns = 300 * US,
+         .name = "ncclKernel_AllReduce_RING", .launch_ns = 40 * US, .launch_thread = 0,
+         .span = -1},
+        {.kind = SM_GPU_KERNEL, .stream = 7, .start_ns = 400 * US, .end_ns = 500 * US,
+         .name = "gemm", .launch_ns = 350 * US, .launch_thread = 0, .span = -1}};
+    sm_site sites[1] = {{.name = "data_wait", .stat = 0}};
+    sm_span spans[1] = {{.site = 0, .parent = -1, .x = -1, .start_ns = 280 * US,
+                         .end_ns = 380 * US}};
+    sm_thread threads[1] = {{.index = 0, .tid = 42, .name = "main"}};
+    sm_func funcs[2] = {{.name = "main", .object = "app"},
+                        {.name = "load_batch", .object = "data.py", .python = 1}};
+    uint32_t frames[2] = {0, 1};
+    size_t first[2] = {0, 2};
+    sm_psample timed[3] = {{310 * US, 42, 1, 0}, {320 * US, 42, 1, 0}, {390 * US, 43, 1, 0}};
+    sm_model m;
+    memset(&m, 0, sizeof m);
+    m.gpu = g;
+    m.n_gpu = 5;
+    m.sites = sites;
+    m.n_sites = 1;
+    m.spans = spans;
+    m.n_spans = 1;
+    m.threads = threads;
+    m.n_threads = 1;
+    m.profile.funcs = funcs;
+    m.profile.n_funcs = 2;
+    m.profile.frames = frames;
+    m.profile.first = first;
+    m.profile.n_stacks = 1;
+    m.profile.timed = timed;
+    m.profile.n_timed = 3;
+    m.profile.hz = 100;
+    sa_gpu a;
+    assert_int_equal(sa_gpu_of(&m, SA_GPU_KERNEL_DELAY_NS, 50 * US, &a), 0);
+    assert_int_equal((int)a.n_dev, 1);
+    const sa_gpu_device *d = &a.dev[0];
+#define NS(x) llround((x) * 1e9)
+    assert_int_equal(d->entries, 5);
+    assert_int_equal(NS(d->span_s), 500 * US);
+    assert_int_equal(NS(d->idle_s), 100 * US);        /* [300, 400) */
+    assert_int_equal(NS(d->compute_s), 240 * US);     /* gemm, relu, gemm */
+    assert_int_equal(NS(d->non_compute_s), 160 * US); /* the rest of [0, 300) */
+    assert_int_equal(NS(d->comm_s), 100 * US);
+    assert_int_equal(NS(d->memory_s), 200 * US);
+    assert_int_equal(NS(d->host_wait_s), 100 * US);
+    assert_int_equal(NS(d->kernel_wait_s), 10 * US);
+    assert_int_equal(NS(d->other_wait_s), 50 * US);
+    assert_int_equal((int)a.waits, 1);
+    /* the host wait's 100 us: 80 in data_wait, 20 in no section; load_batch's two samples (the
+     * third is another thread's) */
+    assert_int_equal((int)a.n_causes, 3);
+    assert_string_equal(a.causes[0].what, "data_wait");
+    assert_int_equal(NS(a.causes[0].idle_s), 80 * US);
+    assert_string_equal(a.causes[1].what, "(no section)");
+    assert_int_equal(NS(a.causes[1].idle_s), 20 * US);
+    assert_string_equal(a.causes[2].what, "load_batch (data.py)");
+    assert_true(a.causes[2].sample && a.causes[2].samples == 2);
+    /* the kernels by total: gemm 2 x 100 us, the allreduce, relu */
+    assert_int_equal((int)a.n_kernels, 3);
+    assert_string_equal(a.kernels[0].name, "gemm");
+    assert_int_equal((int)a.kernels[0].calls, 2);
+    assert_int_equal(NS(a.kernels[0].p50_s), 100 * US);
+    assert_int_equal(a.kernels[1].kind, SA_GPU_COMM);
+    assert_string_equal(a.kernels[2].name, "relu");
+#undef NS
+    sa_gpu_free(&a);
+}
+#undef US
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(counter_rules), cmocka_unit_test(run_rules),
         cmocka_unit_test(comm_names), cmocka_unit_test(ranks_wait_for_the_straggler),
+        cmocka_unit_test(gpu_time_and_its_waits),
         cmocka_unit_test(advice_points_at_self_time),
         cmocka_unit_test(diffusion_figures), cmocka_unit_test(html_escapes_and_sections),
         cmocka_unit_test(mfu_from_a_device), cmocka_unit_test(html_stays_light),

@@ -84,5 +84,6 @@ int cmd_diff(int argc, char **argv);
 int cmd_aggregate(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_trigger(int argc, char **argv);
+int cmd_analyze(int argc, char **argv);
 
 #endif

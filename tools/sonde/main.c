@@ -51,6 +51,13 @@ static const cli_cmd g_cmds[] = {
      "  communication (collectives by name), who waited for whom step by step: each rank's\n"
      "  wait, the straggler that caused it, and the slowest rank judged without the wait.\n"
      "  --format html: a page with the ranks' compute, communication and wait as bars.\n"},
+    {"analyze", cmd_analyze, "where the GPU time went and why the GPU waited",
+     "usage: sonde analyze gpu RUN [--format text|json] [-o FILE] [--kernel-delay-us 30]\n"
+     "                         [--min-idle-us 50] [--top 15]\n"
+     "  Each GPU's time as idle, compute and non-compute (Holistic Trace Analysis's temporal\n"
+     "  breakdown), its streams' idle time as host wait, kernel wait and other, what the CPU was\n"
+     "  doing in the host waits of --min-idle-us or more (the launching thread's sections and\n"
+     "  CPU samples), and the kernels by total time (docs/analysis.md).\n"},
     {"merge", cmd_merge, "one trace of every rank on one time axis",
      "usage: sonde merge DIR|FILES... -o merged.trace.json.gz\n"
      "       sonde merge DIR|FILES... -o job.sqlite [--format sqlite]\n"

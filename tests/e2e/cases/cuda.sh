@@ -117,3 +117,54 @@ for real in /usr/local/cuda/lib64/libcupti.so /usr/local/cuda/lib/libcupti.so; d
         break
     fi
 done
+# issue 63: sonde analyze gpu on tests/e2e/planted.c's run, whose GPU figures are known by
+# construction: 10 steps of gemm 300 us, attn 100 us and bwd 200 us on one stream, each
+# launched after the one before ended (so every gap is the CPU's: host wait), step 6 waiting
+# 1 s in "data_wait", hot_spin burning 0.1 s of CPU in "backward" of steps 4 and 5
+SONDE_SAMPLE_HZ=499 SONDE_CUDA_ACTIVITY=1 SONDE_CUPTI_LIBRARY="$build/tests/libfake_cupti_ok.so" \
+    "$build/tests/planted" gp run || fail "planted exited $?"
+"$sonde" analyze gpu gp/run.sonde --format json -o gp.json || fail "sonde analyze gpu exited $?"
+"$sonde" analyze gpu gp/run.sonde > gp.txt || fail "sonde analyze gpu (text) exited $?"
+python3 - gp.json gp/run.folded gp/run.sqlite <<'PY' || fail "sonde analyze gpu's figures: $(cat gp.txt)"
+import json, sqlite3, sys
+a = json.load(open(sys.argv[1]))
+(d,) = a["devices"]
+ns = lambda s: round(s * 1e9)
+assert d["entries"] == 30 and ns(d["compute_s"]) == 6000000, d  # 10 x 600 us, exactly
+assert ns(d["non_compute_s"]) == 0 and ns(d["communication_s"]) == ns(d["memory_s"]) == 0, d
+assert ns(d["idle_s"]) == ns(d["span_s"]) - 6000000, d
+assert ns(d["host_wait_s"]) == ns(d["idle_s"]) and d["kernel_wait_s"] == d["other_wait_s"] == 0, d
+k = {x["name"]: (x["calls"], ns(x["total_s"]), ns(x["p50_s"]), ns(x["max_s"])) for x in a["kernels"]}
+assert k == {"gemm_kernel": (10, 3000000, 300000, 300000), "bwd_kernel": (10, 2000000, 200000, 200000),
+             "attn_kernel": (10, 1000000, 100000, 100000)}, k
+assert a["host_waits"] == 29 and ns(a["host_waits_s"]) == ns(d["host_wait_s"]), a["host_waits"]
+secs = [c for c in a["causes"] if c["from"] == "section"]
+assert secs[0]["what"] == "data_wait" and secs[0]["waits"] == 1, secs[:2]
+assert 1.0 <= secs[0]["idle_s"] < 1.2, secs[0]  # its 1 s sleep
+assert secs[1]["what"] == "backward" and secs[1]["idle_s"] >= 0.2, secs[1]  # hot_spin's 0.2 s
+# the sections' own parts of the host waits add up to them, to the nanosecond or so
+assert abs(sum(c["idle_s"] for c in secs) - a["host_waits_s"]) < 1e-6, secs
+# hot_spin's samples in the host waits, counted apart from the run's SQL tables (the waits as
+# HTA defines them, the samples whose innermost frame is hot_spin): the same, +-1 sample; most
+# of its samples (the rest fell while its step's bwd_kernel ran)
+spin = [c for c in a["causes"] if c["from"] == "samples" and c["what"].startswith("hot_spin")]
+folded = sum(int(l.rsplit(" ", 1)[1]) for l in open(sys.argv[2]) if ";hot_spin" in l)
+sql = sqlite3.connect(sys.argv[3]).execute("""
+WITH g AS (SELECT start_ns, launch_ns, LAG(end_ns) OVER (ORDER BY start_ns) AS prev_end
+           FROM gpu WHERE stream = 7),
+     w AS (SELECT prev_end AS a, start_ns AS b FROM g
+           WHERE prev_end IS NOT NULL AND launch_ns > prev_end AND start_ns - prev_end >= 50000)
+SELECT count(*) FROM samples s
+JOIN stacks st ON st.stack = s.stack AND st.run_id = s.run_id
+JOIN frames f ON f.frame = st.frame AND f.run_id = st.run_id
+JOIN w ON s.t_ns >= w.a AND s.t_ns < w.b WHERE f.name LIKE 'hot_spin%'""").fetchone()[0]
+assert spin and abs(spin[0]["samples"] - sql) <= 1 and spin[0]["waits"] == 2, (spin, sql)
+assert sql >= 0.8 * folded > 0, (sql, folded)
+print("analyze gpu: idle %.3f s all host wait; data_wait %.3f s; hot_spin %d samples (SQL: %d, "
+      "of %d)" % (d["idle_s"], secs[0]["idle_s"], spin[0]["samples"], sql, folded))
+PY
+grep -q "^    data_wait  .* in 1 wait(s)$" gp.txt || fail "the text names data_wait: $(cat gp.txt)"
+"$app" nogpu plain || fail "cuda_app without CUDA activity exited $?"
+expect 2 "nogpu/plain.sonde: no CUDA activity in the run" "$sonde" analyze gpu nogpu/plain.sonde
+expect 2 "--min-idle-us x: expected microseconds" "$sonde" analyze gpu gp/run.sonde --min-idle-us x
+expect 2 "dma: unknown analysis (gpu)" "$sonde" analyze dma gp/run.sonde

@@ -1,0 +1,399 @@
+/* gpu.c - where the GPU time goes and why it waits (gpu.h). */
+#include "gpu.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/alloc.h"
+#include "../util/sort.h"
+#include "../util/strmap.h"
+#include "intervals.h"
+
+int sa_gpu_kind(const sm_gpu *g)
+{
+    if (g->kind != SM_GPU_KERNEL)
+        return SA_GPU_MEMORY;
+    for (const char *c = g->name ? g->name : ""; *c; c++)
+        if ((c[0] | 32) == 'n' && (c[1] | 32) == 'c' && (c[2] | 32) == 'c' && (c[3] | 32) == 'l')
+            return SA_GPU_COMM;
+    return SA_GPU_COMPUTE;
+}
+
+void sa_gpu_free(sa_gpu *g)
+{
+    for (size_t i = 0; i < g->n_causes; i++)
+        sonde__free(g->causes[i].what);
+    sonde__free(g->causes);
+    sonde__free(g->dev);
+    sonde__free(g->kernels);
+    memset(g, 0, sizeof *g);
+}
+
+/* Causes by name, grown as they come. */
+typedef struct causes {
+    strmap at;
+    sa_gpu_cause *v;
+    size_t n, cap;
+    size_t interval;       /* the host wait being explained (1-based) */
+    size_t *last;          /* per cause: the last interval it had a part in */
+} causes;
+
+static int cause_add(causes *c, const char *what, int sample, double s, uint64_t samples)
+{
+    int k = strmap_get(&c->at, what);
+    if (k < 0) {
+        if (c->n == c->cap) {
+            size_t nc = c->cap ? 2 * c->cap : 16;
+            sa_gpu_cause *g = sonde__realloc(c->v, nc * sizeof *g);
+            size_t *l = sonde__realloc(c->last, nc * sizeof *l);
+            if (g)
+                c->v = g;
+            if (l)
+                c->last = l;
+            if (!g || !l)
+                return -1;
+            c->cap = nc;
+        }
+        char *copy = sonde__strdup(what);
+        if (!copy || strmap_put(&c->at, what, (int)c->n)) {
+            sonde__free(copy);
+            return -1;
+        }
+        c->v[c->n] = (sa_gpu_cause){copy, sample, 0, 0, 0};
+        c->last[c->n] = 0;
+        k = (int)c->n++;
+    }
+    c->v[k].idle_s += s;
+    c->v[k].samples += samples;
+    if (c->last[k] != c->interval) {
+        c->last[k] = c->interval;
+        c->v[k].intervals++;
+    }
+    return 0;
+}
+
+/* The first span of thread th (spans are grouped by thread, in start order: [lo, hi) are th's)
+ * that starts at or after t. */
+static size_t span_at(const sm_model *m, size_t lo, size_t hi, int64_t t)
+{
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->spans[mid].start_ns < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int64_t overlap(int64_t a, int64_t b, int64_t lo, int64_t hi)
+{
+    int64_t x = a > lo ? a : lo, y = b < hi ? b : hi;
+    return y > x ? y - x : 0;
+}
+
+/* A thread's sections (spans [lo, hi)) in [a, b), each credited with its own part of it (its overlap less its
+ * children's: the innermost open explains each moment), the rest "(no section)". The spans
+ * that overlap are those open at a (the span open last before a and its ancestors) and those
+ * that start in [a, b). */
+static int sections_in(const sm_model *m, size_t lo, size_t hi, int64_t a, int64_t b, causes *c)
+{
+    size_t first = span_at(m, lo, hi, a), last = span_at(m, lo, hi, b);
+    int64_t covered = 0;
+    for (size_t i = first; i < last; i++) { /* starting within: credited, their parents debited */
+        const sm_span *s = &m->spans[i];
+        int64_t o = overlap(a, b, s->start_ns, s->end_ns);
+        if (cause_add(c, m->sites[s->site].name, 0, (double)o / 1e9, 0))
+            return -1;
+        if (s->parent >= 0) {
+            const sm_span *p = &m->spans[s->parent];
+            if (cause_add(c, m->sites[p->site].name, 0, -(double)o / 1e9, 0))
+                return -1;
+        } else {
+            covered += o;
+        }
+    }
+    /* open at a: the last span started before it, and its ancestors, where still open */
+    int64_t chain = first > lo ? (int64_t)first - 1 : -1;
+    for (int64_t j = chain; j >= 0; j = m->spans[j].parent) {
+        const sm_span *s = &m->spans[j];
+        int64_t o = overlap(a, b, s->start_ns, s->end_ns);
+        if (!o)
+            continue;
+        if (cause_add(c, m->sites[s->site].name, 0, (double)o / 1e9, 0))
+            return -1;
+        if (s->parent >= 0 && overlap(a, b, m->spans[s->parent].start_ns,
+                                       m->spans[s->parent].end_ns)) {
+            if (cause_add(c, m->sites[m->spans[s->parent].site].name, 0, -(double)o / 1e9, 0))
+                return -1;
+        } else {
+            covered += o;
+        }
+    }
+    return b - a > covered ? cause_add(c, "(no section)", 0, (double)(b - a - covered) / 1e9, 0)
+                           : 0;
+}
+
+/* The samples of thread tid in [a, b) (the timed samples are in time order), each credited to
+ * its innermost Python frame, else its innermost function. */
+static int samples_in(const sm_profile *p, uint32_t tid, int64_t a, int64_t b, causes *c)
+{
+    size_t lo = 0, hi = p->n_timed;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->timed[mid].t_ns < a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    double period = p->hz ? 1.0 / p->hz : 0;
+    char what[512];
+    for (size_t i = lo; i < p->n_timed && p->timed[i].t_ns < b; i++) {
+        const sm_psample *x = &p->timed[i];
+        if (x->tid != tid || x->stack >= p->n_stacks || !p->first)
+            continue;
+        size_t f0 = p->first[x->stack], f1 = p->first[x->stack + 1], at = f1;
+        for (size_t k = f1; k-- > f0 && at == f1;)
+            if (p->funcs[p->frames[k]].python)
+                at = k;
+        if (f1 == f0)
+            continue;
+        const sm_func *fn = &p->funcs[p->frames[at == f1 ? f1 - 1 : at]];
+        if (fn->python)
+            snprintf(what, sizeof what, "%s (%s)", fn->name, fn->object ? fn->object : "?");
+        else
+            snprintf(what, sizeof what, "%s", fn->name);
+        if (cause_add(c, what, 1, period, 1))
+            return -1;
+    }
+    return 0;
+}
+
+typedef struct entry_ref {
+    uint32_t device, stream;
+    int64_t start, end;
+    size_t index;
+} entry_ref;
+
+static int cmp_entry(const void *x, const void *y)
+{
+    const entry_ref *a = x, *b = y;
+    if (a->device != b->device)
+        return a->device < b->device ? -1 : 1;
+    if (a->stream != b->stream)
+        return a->stream < b->stream ? -1 : 1;
+    if (a->start != b->start)
+        return a->start < b->start ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* Device d's temporal breakdown, from its entries [i0, i1) of v (sorted by stream, start). */
+static int device_breakdown(const sm_model *m, const entry_ref *v, size_t i0, size_t i1,
+                            sa_gpu_device *d)
+{
+    ivs all = {0}, comp = {0}, comm = {0}, mem = {0};
+    int64_t first = INT64_MAX, last = INT64_MIN;
+    int rc = 0;
+    for (size_t i = i0; i < i1 && !rc; i++) {
+        int kind = sa_gpu_kind(&m->gpu[v[i].index]);
+        first = v[i].start < first ? v[i].start : first;
+        last = v[i].end > last ? v[i].end : last;
+        rc = sa_iv_add(&all, v[i].start, v[i].end) ||
+             sa_iv_add(kind == SA_GPU_COMPUTE ? &comp : kind == SA_GPU_COMM ? &comm : &mem,
+                       v[i].start, v[i].end);
+    }
+    if (!rc) {
+        sa_iv_union(&all);
+        sa_iv_union(&comp);
+        sa_iv_union(&comm);
+        sa_iv_union(&mem);
+        int64_t span = last > first ? last - first : 0, busy = sa_iv_total(&all);
+        d->entries = i1 - i0;
+        d->span_s = (double)span / 1e9;
+        d->idle_s = (double)(span - busy) / 1e9;
+        d->compute_s = (double)sa_iv_total(&comp) / 1e9;
+        d->non_compute_s = (double)(busy - sa_iv_total(&comp)) / 1e9;
+        d->comm_s = (double)sa_iv_total(&comm) / 1e9;
+        d->memory_s = (double)sa_iv_total(&mem) / 1e9;
+    }
+    sonde__free(all.v);
+    sonde__free(comp.v);
+    sonde__free(comm.v);
+    sonde__free(mem.v);
+    return rc ? -1 : 0;
+}
+
+/* The idle gaps of the streams of device d (entries [i0, i1) of v), classified as HTA does;
+ * the host waits at least g->min_idle_ns explained by the launching thread's sections and
+ * samples. */
+static int device_idle(const sm_model *m, const entry_ref *v, size_t i0, size_t i1,
+                       const size_t *th_lo, const size_t *th_hi, sa_gpu *g, sa_gpu_device *d,
+                       causes *c)
+{
+    for (size_t i = i0 + 1; i < i1; i++) {
+        if (v[i].stream != v[i - 1].stream)
+            continue; /* a stream's first entry: no gap before it */
+        int64_t prev_end = v[i - 1].end, gap = v[i].start - prev_end; /* HTA: the entry before */
+        if (gap <= 0)
+            continue;
+        const sm_gpu *e = &m->gpu[v[i].index];
+        int host = e->launch_ns >= 0 && e->launch_ns > prev_end;
+        if (!host) {
+            *(gap < g->kernel_delay_ns ? &d->kernel_wait_s : &d->other_wait_s) +=
+                (double)gap / 1e9;
+            continue;
+        }
+        d->host_wait_s += (double)gap / 1e9;
+        if (gap < g->min_idle_ns || e->launch_thread < 0 ||
+            (size_t)e->launch_thread >= m->n_threads)
+            continue;
+        g->waits++;
+        g->waits_s += (double)gap / 1e9;
+        c->interval = g->waits;
+        uint32_t th = (uint32_t)e->launch_thread;
+        if (sections_in(m, th_lo[th], th_hi[th], prev_end, v[i].start, c) ||
+            samples_in(&m->profile, m->threads[th].tid, prev_end, v[i].start, c))
+            return -1;
+    }
+    return 0;
+}
+
+typedef struct kref {
+    const char *name;
+    int64_t dur;
+    int kind;
+} kref;
+
+static int cmp_kref(const void *x, const void *y)
+{
+    const kref *a = x, *b = y;
+    int c = strcmp(a->name, b->name);
+    return c ? c : a->dur < b->dur ? -1 : a->dur > b->dur;
+}
+
+static int cmp_kernel_total(const void *x, const void *y)
+{
+    const sa_gpu_kernel *a = x, *b = y;
+    if (a->total_s != b->total_s)
+        return a->total_s > b->total_s ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+/* The kernels by name: calls, total, mean, median, longest; by total, most first. */
+static int kernels_of(const sm_model *m, sa_gpu *g)
+{
+    kref *v = sonde__malloc((m->n_gpu + 1) * sizeof *v);
+    if (!v)
+        return -1;
+    size_t n = 0, groups = 0;
+    for (size_t i = 0; i < m->n_gpu; i++)
+        if (m->gpu[i].kind == SM_GPU_KERNEL && m->gpu[i].name)
+            v[n++] = (kref){m->gpu[i].name, m->gpu[i].end_ns - m->gpu[i].start_ns,
+                            sa_gpu_kind(&m->gpu[i])};
+    sonde__sort(v, n, sizeof *v, cmp_kref);
+    for (size_t i = 0; i < n; i++)
+        groups += !i || strcmp(v[i].name, v[i - 1].name);
+    g->kernels = sonde__calloc(groups + 1, sizeof *g->kernels);
+    if (!g->kernels) {
+        sonde__free(v);
+        return -1;
+    }
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        double total = 0;
+        while (j < n && !strcmp(v[j].name, v[i].name))
+            total += (double)v[j++].dur / 1e9;
+        size_t c = j - i;
+        double mid = c % 2 ? (double)v[i + c / 2].dur
+                           : ((double)v[i + c / 2 - 1].dur + (double)v[i + c / 2].dur) / 2;
+        g->kernels[g->n_kernels++] = (sa_gpu_kernel){v[i].name, v[i].kind, c, total,
+                                                     total / (double)c, mid / 1e9,
+                                                     (double)v[j - 1].dur / 1e9};
+        i = j;
+    }
+    sonde__free(v);
+    sonde__sort(g->kernels, g->n_kernels, sizeof *g->kernels, cmp_kernel_total);
+    return 0;
+}
+
+static int cmp_cause(const void *x, const void *y)
+{
+    const sa_gpu_cause *a = x, *b = y;
+    if (a->sample != b->sample)
+        return a->sample - b->sample;
+    if (a->idle_s != b->idle_s)
+        return a->idle_s > b->idle_s ? -1 : 1;
+    return strcmp(a->what, b->what);
+}
+
+int sa_gpu_of(const sm_model *m, int64_t kernel_delay_ns, int64_t min_idle_ns, sa_gpu *out)
+{
+    memset(out, 0, sizeof *out);
+    out->kernel_delay_ns = kernel_delay_ns;
+    out->min_idle_ns = min_idle_ns;
+    if (!m->n_gpu)
+        return 0;
+    entry_ref *v = sonde__malloc(m->n_gpu * sizeof *v);
+    size_t *th_lo = sonde__calloc(m->n_threads + 1, sizeof *th_lo);
+    size_t *th_hi = sonde__calloc(m->n_threads + 1, sizeof *th_hi);
+    causes c;
+    memset(&c, 0, sizeof c);
+    strmap_init(&c.at);
+    int rc = v && th_lo && th_hi ? 0 : -1;
+    for (size_t i = 0; i < m->n_spans && !rc; i++) { /* each thread's run of spans */
+        uint32_t t = m->spans[i].thread;
+        if (t < m->n_threads && th_hi[t] == 0)
+            th_lo[t] = i;
+        if (t < m->n_threads)
+            th_hi[t] = i + 1;
+    }
+    for (size_t i = 0; i < m->n_gpu && !rc; i++)
+        v[i] = (entry_ref){m->gpu[i].device, m->gpu[i].stream, m->gpu[i].start_ns,
+                           m->gpu[i].end_ns, i};
+    if (!rc)
+        sonde__sort(v, m->n_gpu, sizeof *v, cmp_entry);
+    for (size_t i = 0; i < m->n_gpu && !rc;) {
+        size_t j = i;
+        while (j < m->n_gpu && v[j].device == v[i].device)
+            j++;
+        sa_gpu_device *g = sonde__realloc(out->dev, (out->n_dev + 1) * sizeof *g);
+        if (!g) {
+            rc = -1;
+            break;
+        }
+        out->dev = g;
+        sa_gpu_device *d = &out->dev[out->n_dev++];
+        memset(d, 0, sizeof *d);
+        d->device = v[i].device;
+        rc = device_breakdown(m, v, i, j, d) || device_idle(m, v, i, j, th_lo, th_hi, out, d, &c);
+        i = j;
+    }
+    if (!rc)
+        rc = kernels_of(m, out);
+    if (!rc) { /* a section debited by its children to nothing explains nothing */
+        size_t k = 0;
+        for (size_t i = 0; i < c.n; i++) {
+            if (c.v[i].sample || c.v[i].idle_s > 1e-12)
+                c.v[k++] = c.v[i];
+            else
+                sonde__free(c.v[i].what);
+        }
+        c.n = k;
+        sonde__sort(c.v, c.n, sizeof *c.v, cmp_cause);
+        out->causes = c.v;
+        out->n_causes = c.n;
+        c.v = NULL;
+    }
+    for (size_t i = 0; c.v && i < c.n; i++)
+        sonde__free(c.v[i].what);
+    sonde__free(c.v);
+    sonde__free(c.last);
+    strmap_free(&c.at);
+    sonde__free(v);
+    sonde__free(th_lo);
+    sonde__free(th_hi);
+    if (rc)
+        sa_gpu_free(out);
+    return rc;
+}
