@@ -58,15 +58,6 @@ async function at(browser, width) {
   await page.close();
 }
 
-(async () => {
-  const browser = await chromium.launch();
-  try {
-    for (const width of [700, 1300]) await at(browser, width);
-  } finally {
-    await browser.close();
-  }
-  chromium.done();
-})().catch((e) => {
-  console.error(e);
-  process.exit(1);
+chromium.run(async (browser) => {
+  for (const width of [700, 1300]) await at(browser, width);
 });

@@ -28,3 +28,18 @@ exports.done = () => {
   console.log(failures ? failures + ' check(s) failed' : 'all checks passed');
   process.exit(failures ? 1 : 0);
 };
+
+// A test's body run with a browser of its own, closed after it, then the verdict (done); an
+// exception fails the test.
+exports.run = (body) => (async () => {
+  const browser = await exports.launch();
+  try {
+    await body(browser);
+  } finally {
+    await browser.close();
+  }
+  exports.done();
+})().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

@@ -146,27 +146,18 @@ async function demoAt(browser, width) {
   await page.close();
 }
 
-(async () => {
-  const browser = await chromium.launch();
-  try {
-    for (const width of [900, 1400]) await demoAt(browser, width);
-    const { page, errors } = await open(browser, hostile, 1200);
-    const h = await page.evaluate(() => [window.__alerts, document.querySelectorAll('img').length,
-      document.querySelectorAll('script').length, document.body.textContent.includes('<script>alert(1)</script>')]);
-    check(h[0] === 0 && h[1] === 0 && h[2] === 2, 'hostile names: no alert, no element made from them', h);
-    check(h[3], 'hostile names: shown as text', h);
-    const at = await page.evaluate(() => window.sondeReport.locate(null));
-    if (at) {
-      await page.mouse.move(at.x, at.y);
-      const tip = await page.$eval('.tip', (e) => e.innerHTML);
-      check(!/<img|<script/.test(tip), 'hostile names: the tooltip holds text only', tip);
-    }
-    check(errors.length === 0, 'hostile names: no console error', errors);
-  } finally {
-    await browser.close();
+chromium.run(async (browser) => {
+  for (const width of [900, 1400]) await demoAt(browser, width);
+  const { page, errors } = await open(browser, hostile, 1200);
+  const h = await page.evaluate(() => [window.__alerts, document.querySelectorAll('img').length,
+    document.querySelectorAll('script').length, document.body.textContent.includes('<script>alert(1)</script>')]);
+  check(h[0] === 0 && h[1] === 0 && h[2] === 2, 'hostile names: no alert, no element made from them', h);
+  check(h[3], 'hostile names: shown as text', h);
+  const at = await page.evaluate(() => window.sondeReport.locate(null));
+  if (at) {
+    await page.mouse.move(at.x, at.y);
+    const tip = await page.$eval('.tip', (e) => e.innerHTML);
+    check(!/<img|<script/.test(tip), 'hostile names: the tooltip holds text only', tip);
   }
-  chromium.done();
-})().catch((e) => {
-  console.error(e);
-  process.exit(1);
+  check(errors.length === 0, 'hostile names: no console error', errors);
 });
