@@ -29,6 +29,8 @@ int sa_gpu_kind(const sm_gpu *g);
 /* HTA's default consecutive_kernel_delay: gaps under it between an entry and one launched
  * before it ended are the launch's own delay (kernel wait). */
 #define SA_GPU_KERNEL_DELAY_NS 30000
+/* The shortest host wait whose CPU activity is looked at, by default. */
+#define SA_GPU_MIN_IDLE_NS 50000
 
 typedef struct sa_gpu_device {
     uint32_t device;

@@ -246,6 +246,14 @@ double sx_stat_col_s(const sm_stat *s, const sx_stat_col *c);
 
 /* Human-readable durations and rates ("12.3 ms", "4.56 GFLOP/s"). */
 void sx_fmt_dur(char *out, size_t cap, double s);
+
+/* sonde analyze gpu's figures (analyze/gpu.h) appended to o: as text (each device's breakdown,
+ * what the CPU did in the host waits, the kernels; the top of each list; run: a title line
+ * naming it, NULL: neither title nor kernels, for NAME.txt) or as a JSON object (run: the command's document with its schema, a
+ * line; NULL: the object alone, for NAME.json's gpu_activity.analysis). */
+struct sa_gpu;
+void sx_gpu_analysis_txt(sbuf *o, const char *run, const struct sa_gpu *g, size_t top);
+void sx_gpu_analysis_json(sbuf *o, const char *run, const struct sa_gpu *g, size_t top);
 void sx_fmt_si(char *out, size_t cap, double v, const char *unit);
 /* One "key":"value" member of the JSON object being written into the sbuf ctx, preceded by a
  * comma unless the object was just opened: sm_each_meta's callback for every JSON writer. */

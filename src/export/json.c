@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "../analyze/analyze.h"
+#include "../analyze/gpu.h"
 #include "../util/alloc.h"
 #include "../util/sort.h"
 #include "export.h"
@@ -400,8 +401,17 @@ static int gpu_obj(sbuf *b, const sm_model *m)
     gpu_names(b, "top_kernels", g.by_kernel, g.n_by_kernel, 50);
     sbuf_putc(b, ',');
     gpu_names(b, "kernels_by_section", g.by_section, g.n_by_section, (size_t)-1);
-    sbuf_puts(b, "},");
     sm_gpu_sum_free(&g);
+    /* where the GPU time went and what the CPU did in its waits (sonde analyze gpu), the top
+     * ten of each list */
+    sa_gpu a;
+    if (sa_gpu_of(m, SA_GPU_KERNEL_DELAY_NS, SA_GPU_MIN_IDLE_NS, &a) != 0)
+        return -1;
+    sbuf_putc(b, ',');
+    key(b, "analysis");
+    sx_gpu_analysis_json(b, NULL, &a, 10);
+    sa_gpu_free(&a);
+    sbuf_puts(b, "},");
     return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../analyze/analyze.h"
+#include "../analyze/gpu.h"
 #include "export.h"
 #include "../util/alloc.h"
 #include "../util/sort.h"
@@ -442,6 +443,11 @@ static void txt_gpu(const sm_model *m, sbuf *b, sbuf_pool *pool)
                     (unsigned long long)g.by_kernel[i].count, t);
     }
     sm_gpu_sum_free(&g);
+    sa_gpu a; /* where the GPU time went, what the CPU did in its waits (sonde analyze gpu) */
+    if (sa_gpu_of(m, SA_GPU_KERNEL_DELAY_NS, SA_GPU_MIN_IDLE_NS, &a) == 0) {
+        sx_gpu_analysis_txt(b, NULL, &a, 5);
+        sa_gpu_free(&a);
+    }
 }
 
 /* The operators of another tracer (torch.profiler's), the top by self CPU time. */

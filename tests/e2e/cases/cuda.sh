@@ -164,6 +164,15 @@ print("analyze gpu: idle %.3f s all host wait; data_wait %.3f s; hot_spin %d sam
       "of %d)" % (d["idle_s"], secs[0]["idle_s"], spin[0]["samples"], sql, folded))
 PY
 grep -q "^    data_wait  .* in 1 wait(s)$" gp.txt || fail "the text names data_wait: $(cat gp.txt)"
+# the run's own reports carry the same (NAME.json gpu_activity.analysis, NAME.txt's CUDA part)
+"$sonde" export gp/run.sonde --format json,txt -o gprep --quiet || fail "sonde export exited $?"
+python3 - gp.json gprep/run.json <<'PY' || fail "NAME.json's gpu_activity.analysis"
+import json, sys
+a, r = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["gpu_activity"]["analysis"]
+assert r["devices"] == a["devices"] and r["host_waits_s"] == a["host_waits_s"], (r, a)
+assert r["causes"][0] == a["causes"][0] and len(r["kernels"]) == 3, r
+PY
+grep -q "^    data_wait  .* in 1 wait(s)$" gprep/run.txt || fail "NAME.txt lacks the host waits' causes"
 "$app" nogpu plain || fail "cuda_app without CUDA activity exited $?"
 expect 2 "nogpu/plain.sonde: no CUDA activity in the run" "$sonde" analyze gpu nogpu/plain.sonde
 expect 2 "--min-idle-us x: expected microseconds" "$sonde" analyze gpu gp/run.sonde --min-idle-us x
