@@ -330,6 +330,15 @@ class Distributed(unittest.TestCase):
                                   "json"], check=True, capture_output=True, text=True).stdout
             text = subprocess.run([sys.executable, "-m", "sonde", "aggregate", d], check=True,
                                   capture_output=True, text=True).stdout
+            page = os.path.join(d, "job.html")
+            subprocess.run([sys.executable, "-m", "sonde", "aggregate", d, "--format", "html",
+                            "-o", page], check=True, capture_output=True)
+            with open(page) as f:
+                html = f.read()
+        # the page's rank view names rank 1 and has rank 0 wait for it (drawn in a browser by
+        # e2e html's aggregate.test.js)
+        self.assertIn('data-straggler="1">Rank 1 is the straggler', html)
+        self.assertRegex(html, r'data-rank="0" data-wait="0\.[1-9][0-9]*" data-cause="1"')
         a = json.loads(out)
         w = a["waiting"]
         by = {r["rank"]: r for r in w["per_rank"]}
