@@ -26,8 +26,9 @@
 enum { SA_GPU_COMPUTE, SA_GPU_COMM, SA_GPU_MEMORY };
 int sa_gpu_kind(const sm_gpu *g);
 
-/* HTA's default consecutive_kernel_delay: gaps under it between an entry and one launched
- * before it ended are the launch's own delay (kernel wait). */
+/* Gaps under it between an entry and one launched before it ended are the launch's own delay
+ * (kernel wait): HTA's consecutive_kernel_delay, whose default is 30 in its trace's unit (30 us
+ * where it read traces in microseconds; its current API says 30 ns, under any launch's delay). */
 #define SA_GPU_KERNEL_DELAY_NS 30000
 /* The shortest host wait whose CPU activity is looked at, by default. */
 #define SA_GPU_MIN_IDLE_NS 50000
