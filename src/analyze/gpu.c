@@ -22,6 +22,8 @@ int sa_gpu_kind(const sm_gpu *g)
 
 void sa_gpu_free(sa_gpu *g)
 {
+    for (size_t i = 0; i < g->n_dev; i++)
+        sonde__free(g->dev[i].steps);
     for (size_t i = 0; i < g->n_causes; i++)
         sonde__free(g->causes[i].what);
     sonde__free(g->causes);
@@ -188,6 +190,61 @@ static int cmp_entry(const void *x, const void *y)
     return a->index < b->index ? -1 : a->index > b->index;
 }
 
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* The launch delays of device d's entries [i0, i1) of v whose runtime call was seen. */
+static int launch_delays(const sm_model *m, const entry_ref *v, size_t i0, size_t i1,
+                         sa_gpu_device *d)
+{
+    int64_t *x = sonde__malloc((i1 - i0 + 1) * sizeof *x);
+    if (!x)
+        return -1;
+    size_t n = 0;
+    double sum = 0;
+    for (size_t i = i0; i < i1; i++) {
+        const sm_gpu *e = &m->gpu[v[i].index];
+        if (e->launch_ns < 0 || e->start_ns < e->launch_ns)
+            continue;
+        x[n] = e->start_ns - e->launch_ns;
+        sum += (double)x[n];
+        d->slow_launches += x[n] > SA_GPU_LAUNCH_DELAY_NS;
+        n++;
+    }
+    sonde__sort(x, n, sizeof *x, cmp_i64);
+    d->launches = n;
+    if (n) {
+        d->launch_mean_s = sum / (double)n / 1e9;
+        d->launch_p50_s = (double)(n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2) / 1e9;
+        d->launch_p99_s = (double)x[(size_t)((double)(n - 1) * 0.99)] / 1e9;
+        d->launch_max_s = (double)x[n - 1] / 1e9;
+    }
+    sonde__free(x);
+    return 0;
+}
+
+/* Each step's breakdown of device d from its busy and compute unions (the run's steps). */
+static int device_steps(const sm_model *m, const ivs *all, const ivs *comp, sa_gpu_device *d)
+{
+    if (!m->n_steps)
+        return 0;
+    if (!(d->steps = sonde__calloc(m->n_steps, sizeof *d->steps)))
+        return -1;
+    for (size_t i = 0; i < m->n_steps; i++) {
+        const sm_step *s = &m->steps[i];
+        int64_t span = s->t_ns > s->start_ns ? s->t_ns - s->start_ns : 0;
+        int64_t busy = sa_iv_overlap(all->v, all->n, s->start_ns, s->t_ns);
+        int64_t c = sa_iv_overlap(comp->v, comp->n, s->start_ns, s->t_ns);
+        d->steps[d->n_steps++] = (sa_gpu_step){s->number, (double)span / 1e9,
+                                               (double)(span - busy) / 1e9, (double)c / 1e9,
+                                               (double)(busy - c) / 1e9};
+    }
+    return 0;
+}
+
 /* Device d's temporal breakdown, from its entries [i0, i1) of v (sorted by stream, start). */
 static int device_breakdown(const sm_model *m, const entry_ref *v, size_t i0, size_t i1,
                             sa_gpu_device *d)
@@ -216,6 +273,8 @@ static int device_breakdown(const sm_model *m, const entry_ref *v, size_t i0, si
         d->non_compute_s = (double)(busy - sa_iv_total(&comp)) / 1e9;
         d->comm_s = (double)sa_iv_total(&comm) / 1e9;
         d->memory_s = (double)sa_iv_total(&mem) / 1e9;
+        d->comm_overlap_s = (double)sa_iv_meet(&comm, &comp) / 1e9;
+        rc = device_steps(m, &all, &comp, d) || launch_delays(m, v, i0, i1, d);
     }
     sonde__free(all.v);
     sonde__free(comp.v);

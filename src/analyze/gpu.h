@@ -12,6 +12,9 @@
  *   launched the entry after it, the innermost sections open then (each section's own part of
  *   the interval) and the CPU samples taken then (their innermost Python frame, else their
  *   innermost function), ranked by the idle time they explain. No peer does this part;
+ * - communication overlapped by compute (HTA's communication/computation overlap), the launch
+ *   delays (runtime call to start: mean, median, p99, longest, outliers), and each step's
+ *   breakdown (the run's steps, within each);
  * - the kernels by name: calls, total, mean, median and longest. */
 #ifndef SONDE_ANALYZE_GPU_H
 #define SONDE_ANALYZE_GPU_H
@@ -30,6 +33,8 @@ int sa_gpu_kind(const sm_gpu *g);
  * (kernel wait): HTA's consecutive_kernel_delay, whose default is 30 in its trace's unit (30 us
  * where it read traces in microseconds; its current API says 30 ns, under any launch's delay). */
 #define SA_GPU_KERNEL_DELAY_NS 30000
+/* A launch delay past it is an outlier (HTA's launch_delay_cutoff default, 100 us). */
+#define SA_GPU_LAUNCH_DELAY_NS 100000
 /* The shortest host wait whose CPU activity is looked at, by default. */
 #define SA_GPU_MIN_IDLE_NS 50000
 
@@ -40,7 +45,21 @@ typedef struct sa_gpu_device {
     double idle_s, compute_s, non_compute_s; /* HTA's temporal breakdown: they add to span_s */
     double comm_s, memory_s;         /* NCCL kernels, copies and sets running (unions) */
     double host_wait_s, kernel_wait_s, other_wait_s; /* its streams' idle, HTA's classes */
+    double comm_overlap_s;           /* communication while compute ran: HTA's overlap is
+                                        comm_overlap_s / comm_s */
+    /* launch delays: from the runtime call's start to the entry's start, of the entries whose
+     * call was seen; those over SA_GPU_LAUNCH_DELAY_NS counted apart (HTA's outliers) */
+    size_t launches, slow_launches;
+    double launch_mean_s, launch_p50_s, launch_p99_s, launch_max_s;
+    struct sa_gpu_step *steps;       /* per step of the run, in order (none without steps) */
+    size_t n_steps;
 } sa_gpu_device;
+
+/* A step's part of a device's time: the same breakdown, within the step. */
+typedef struct sa_gpu_step {
+    uint64_t number;
+    double span_s, idle_s, compute_s, non_compute_s;
+} sa_gpu_step;
 
 typedef struct sa_gpu_kernel {
     const char *name;                /* the model's */

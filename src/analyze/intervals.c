@@ -82,3 +82,19 @@ int64_t sa_iv_total(const ivs *s)
         t += s->v[2 * i + 1] - s->v[2 * i];
     return t;
 }
+
+int64_t sa_iv_meet(const ivs *a, const ivs *b)
+{
+    int64_t sum = 0;
+    for (size_t i = 0, j = 0; i < a->n && j < b->n;) {
+        int64_t lo = a->v[2 * i] > b->v[2 * j] ? a->v[2 * i] : b->v[2 * j];
+        int64_t hi = a->v[2 * i + 1] < b->v[2 * j + 1] ? a->v[2 * i + 1] : b->v[2 * j + 1];
+        if (hi > lo)
+            sum += hi - lo;
+        if (a->v[2 * i + 1] < b->v[2 * j + 1])
+            i++;
+        else
+            j++;
+    }
+    return sum;
+}

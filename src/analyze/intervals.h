@@ -22,5 +22,7 @@ size_t sa_iv_first(const int64_t *v, size_t n, int64_t a);
 int64_t sa_iv_overlap(const int64_t *v, size_t n, int64_t a, int64_t b);
 /* Their total length, in ns. */
 int64_t sa_iv_total(const ivs *s);
+/* How long two sets of disjoint sorted intervals both cover, in ns. */
+int64_t sa_iv_meet(const ivs *a, const ivs *b);
 
 #endif

@@ -11,6 +11,52 @@ static void pct(sbuf *o, double part, double whole)
     sbuf_printf(o, "%.1f%%", whole > 0 ? 100 * part / whole : 0);
 }
 
+/* The steps of device d with the most idle time, the k first (k at most 16), into at. */
+static size_t idlest_steps(const sa_gpu_device *d, size_t k, size_t *at)
+{
+    size_t n = 0;
+    k = k > 16 ? 16 : k;
+    for (size_t i = 0; i < d->n_steps; i++) {
+        size_t j = n < k ? n++ : k;
+        if (j == k && d->steps[i].idle_s <= d->steps[at[k - 1]].idle_s)
+            continue;
+        if (j == k)
+            j = k - 1;
+        while (j > 0 && d->steps[at[j - 1]].idle_s < d->steps[i].idle_s) {
+            at[j] = at[j - 1];
+            j--;
+        }
+        at[j] = i;
+    }
+    return n;
+}
+
+/* Device d's overlap, launch delays and its idlest steps, as lines. */
+static void device_more_txt(sbuf *o, const sa_gpu_device *d, size_t top)
+{
+    if (d->comm_s > 0) {
+        sbuf_printf(o, "  communication overlapped by compute: %.6f s of %.6f s (", d->comm_overlap_s,
+                    d->comm_s);
+        pct(o, d->comm_overlap_s, d->comm_s);
+        sbuf_puts(o, ")\n");
+    }
+    if (d->launches)
+        sbuf_printf(o, "  launch delay (runtime call to start) of %zu: mean %.1f us, p50 %.1f us, "
+                       "p99 %.1f us, max %.1f us; %zu over %d us\n", d->launches,
+                    d->launch_mean_s * 1e6, d->launch_p50_s * 1e6, d->launch_p99_s * 1e6,
+                    d->launch_max_s * 1e6, d->slow_launches, SA_GPU_LAUNCH_DELAY_NS / 1000);
+    size_t at[16], n = idlest_steps(d, top < 5 ? top : 5, at);
+    if (n && d->steps[at[0]].idle_s > 0) {
+        sbuf_puts(o, "  the steps with the most idle:");
+        for (size_t i = 0; i < n && d->steps[at[i]].idle_s > 0; i++) {
+            const sa_gpu_step *s = &d->steps[at[i]];
+            sbuf_printf(o, "%s step %llu %.6f s of %.6f s", i ? "," : "",
+                        (unsigned long long)s->number, s->idle_s, s->span_s);
+        }
+        sbuf_putc(o, '\n');
+    }
+}
+
 void sx_gpu_analysis_txt(sbuf *o, const char *run, const sa_gpu *g, size_t top)
 {
     sbuf_pool pool = {0};
@@ -35,6 +81,7 @@ void sx_gpu_analysis_txt(sbuf *o, const char *run, const sa_gpu *g, size_t top)
         sbuf_printf(o, "), other %.6f s (", d->other_wait_s);
         pct(o, d->other_wait_s, idle);
         sbuf_puts(o, ")\n");
+        device_more_txt(o, d, top);
     }
     sbuf_printf(o, "What the CPU was doing in the %zu host wait(s) of %.0f us or more (%.6f s), "
                    "on the thread that launched the work after each:\n", g->waits,
@@ -110,6 +157,25 @@ void sx_gpu_analysis_json(sbuf *o, const char *run, const sa_gpu *g, size_t top)
         num(o, "host_wait_s", d->host_wait_s);
         num(o, "kernel_wait_s", d->kernel_wait_s);
         num(o, "other_wait_s", d->other_wait_s);
+        num(o, "communication_overlapped_s", d->comm_overlap_s);
+        sbuf_printf(o, ",\"launches\":{\"count\":%zu,\"over_cutoff\":%zu,\"cutoff_ns\":%d",
+                    d->launches, d->slow_launches, SA_GPU_LAUNCH_DELAY_NS);
+        num(o, "mean_s", d->launch_mean_s);
+        num(o, "p50_s", d->launch_p50_s);
+        num(o, "p99_s", d->launch_p99_s);
+        num(o, "max_s", d->launch_max_s);
+        sbuf_puts(o, "},\"steps\":[");
+        size_t at[16], n = top < d->n_steps ? idlest_steps(d, top, at) : d->n_steps;
+        for (size_t k = 0; k < n; k++) { /* every step, or the idlest (top of them) */
+            const sa_gpu_step *s = &d->steps[top < d->n_steps ? at[k] : k];
+            sbuf_printf(o, "%s{\"number\":%llu", k ? "," : "", (unsigned long long)s->number);
+            num(o, "span_s", s->span_s);
+            num(o, "idle_s", s->idle_s);
+            num(o, "compute_s", s->compute_s);
+            num(o, "non_compute_s", s->non_compute_s);
+            sbuf_putc(o, '}');
+        }
+        sbuf_putc(o, ']');
         sbuf_putc(o, '}');
     }
     sbuf_printf(o, "],\"host_waits\":%zu", g->waits);

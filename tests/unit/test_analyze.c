@@ -639,11 +639,12 @@ static void ranks_wait_for_the_straggler(void **state)
  * launched before gemm ended (a 10 us gap: kernel wait), an NCCL allreduce [200, 300) launched
  * early too (a 50 us gap: other), gemm [400, 500) launched at 350 (after the allreduce ended:
  * a 100 us host wait, in which the launching thread was in "data_wait" from 280 to 380 and took
- * two samples in load_batch); on stream 9 a copy [50, 250). */
+ * two samples in load_batch); on stream 9 a copy [50, 250); on stream 8 a compute kernel
+ * [250, 270) under the allreduce. Two steps: [0, 250) and [250, 500) us. */
 static void gpu_time_and_its_waits(void **state)
 {
     (void)state;
-    sm_gpu g[5] = {
+    sm_gpu g[6] = {
         {.kind = SM_GPU_KERNEL, .stream = 7, .start_ns = 0, .end_ns = 100 * US, .name = "gemm",
          .launch_ns = -50 * US, .launch_thread = 0, .span = -1},
         {.kind = SM_GPU_MEMCPY, .stream = 9, .start_ns = 50 * US, .end_ns = 250 * US,
@@ -654,7 +655,11 @@ static void gpu_time_and_its_waits(void **state)
          .name = "ncclKernel_AllReduce_RING", .launch_ns = 40 * US, .launch_thread = 0,
          .span = -1},
         {.kind = SM_GPU_KERNEL, .stream = 7, .start_ns = 400 * US, .end_ns = 500 * US,
-         .name = "gemm", .launch_ns = 350 * US, .launch_thread = 0, .span = -1}};
+         .name = "gemm", .launch_ns = 350 * US, .launch_thread = 0, .span = -1},
+        {.kind = SM_GPU_KERNEL, .stream = 8, .start_ns = 250 * US, .end_ns = 270 * US,
+         .name = "add", .launch_ns = 240 * US, .launch_thread = 0, .span = -1}};
+    sm_step steps[2] = {{.number = 0, .start_ns = 0, .t_ns = 250 * US},
+                        {.number = 1, .start_ns = 250 * US, .t_ns = 500 * US}};
     sm_site sites[1] = {{.name = "data_wait", .stat = 0}};
     sm_span spans[1] = {{.site = 0, .parent = -1, .x = -1, .start_ns = 280 * US,
                          .end_ns = 380 * US}};
@@ -667,7 +672,9 @@ static void gpu_time_and_its_waits(void **state)
     sm_model m;
     memset(&m, 0, sizeof m);
     m.gpu = g;
-    m.n_gpu = 5;
+    m.n_gpu = 6;
+    m.steps = steps;
+    m.n_steps = 2;
     m.sites = sites;
     m.n_sites = 1;
     m.spans = spans;
@@ -687,11 +694,26 @@ static void gpu_time_and_its_waits(void **state)
     assert_int_equal((int)a.n_dev, 1);
     const sa_gpu_device *d = &a.dev[0];
 #define NS(x) llround((x) * 1e9)
-    assert_int_equal(d->entries, 5);
+    assert_int_equal(d->entries, 6);
     assert_int_equal(NS(d->span_s), 500 * US);
     assert_int_equal(NS(d->idle_s), 100 * US);        /* [300, 400) */
-    assert_int_equal(NS(d->compute_s), 240 * US);     /* gemm, relu, gemm */
-    assert_int_equal(NS(d->non_compute_s), 160 * US); /* the rest of [0, 300) */
+    assert_int_equal(NS(d->compute_s), 260 * US);     /* gemm, relu, add, gemm */
+    assert_int_equal(NS(d->non_compute_s), 140 * US); /* the rest of [0, 300) */
+    assert_int_equal(NS(d->comm_overlap_s), 20 * US); /* add under the allreduce */
+    /* launch delays (the first gemm's call, before the run, is not seen: a negative time is
+     * none): the copy 50, relu 90, the allreduce 160, gemm 50, add 10 us; one over 100 */
+    assert_int_equal((int)d->launches, 5);
+    assert_int_equal((int)d->slow_launches, 1);
+    assert_int_equal(NS(d->launch_mean_s), 72 * US);
+    assert_int_equal(NS(d->launch_p50_s), 50 * US);
+    assert_int_equal(NS(d->launch_max_s), 160 * US);
+    /* step 0 all busy, 140 us of compute; step 1 idle 100 us, compute 120 us */
+    assert_int_equal((int)d->n_steps, 2);
+    assert_int_equal(NS(d->steps[0].idle_s), 0);
+    assert_int_equal(NS(d->steps[0].compute_s), 140 * US);
+    assert_int_equal(NS(d->steps[0].non_compute_s), 110 * US);
+    assert_int_equal(NS(d->steps[1].idle_s), 100 * US);
+    assert_int_equal(NS(d->steps[1].compute_s), 120 * US);
     assert_int_equal(NS(d->comm_s), 100 * US);
     assert_int_equal(NS(d->memory_s), 200 * US);
     assert_int_equal(NS(d->host_wait_s), 100 * US);
@@ -707,14 +729,21 @@ static void gpu_time_and_its_waits(void **state)
     assert_int_equal(NS(a.causes[1].idle_s), 20 * US);
     assert_string_equal(a.causes[2].what, "load_batch (data.py)");
     assert_true(a.causes[2].sample && a.causes[2].samples == 2);
-    /* the kernels by total: gemm 2 x 100 us, the allreduce, relu */
-    assert_int_equal((int)a.n_kernels, 3);
+    /* the kernels by total: gemm 2 x 100 us, the allreduce, relu, add */
+    assert_int_equal((int)a.n_kernels, 4);
     assert_string_equal(a.kernels[0].name, "gemm");
     assert_int_equal((int)a.kernels[0].calls, 2);
     assert_int_equal(NS(a.kernels[0].p50_s), 100 * US);
     assert_int_equal(a.kernels[1].kind, SA_GPU_COMM);
     assert_string_equal(a.kernels[2].name, "relu");
 #undef NS
+    /* the JSON with the top one of each list: the idlest step alone, step 1 */
+    sbuf b;
+    sbuf_init(&b);
+    sx_gpu_analysis_json(&b, NULL, &a, 1);
+    assert_non_null(strstr(b.data, "\"steps\":[{\"number\":1,"));
+    assert_null(strstr(b.data, "\"number\":0"));
+    sbuf_free(&b);
     sa_gpu_free(&a);
 }
 #undef US

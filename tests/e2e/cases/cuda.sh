@@ -134,6 +134,14 @@ assert d["entries"] == 30 and ns(d["compute_s"]) == 6000000, d  # 10 x 600 us, e
 assert ns(d["non_compute_s"]) == 0 and ns(d["communication_s"]) == ns(d["memory_s"]) == 0, d
 assert ns(d["idle_s"]) == ns(d["span_s"]) - 6000000, d
 assert ns(d["host_wait_s"]) == ns(d["idle_s"]) and d["kernel_wait_s"] == d["other_wait_s"] == 0, d
+# each step's 600 us of kernels, exactly, and the fake's launch delay, 10 us, every time
+steps = d["steps"]
+assert [s["number"] for s in steps] == list(range(10)), steps
+assert all(ns(s["compute_s"]) == 600000 and ns(s["span_s"]) - ns(s["idle_s"]) == 600000
+           for s in steps), steps
+assert max(steps, key=lambda s: s["idle_s"])["number"] == 6, steps  # its 1 s data_wait
+L = d["launches"]
+assert L["count"] == 30 and L["over_cutoff"] == 0 and ns(L["p50_s"]) == ns(L["max_s"]) == 10000, L
 k = {x["name"]: (x["calls"], ns(x["total_s"]), ns(x["p50_s"]), ns(x["max_s"])) for x in a["kernels"]}
 assert k == {"gemm_kernel": (10, 3000000, 300000, 300000), "bwd_kernel": (10, 2000000, 200000, 200000),
              "attn_kernel": (10, 1000000, 100000, 100000)}, k
@@ -169,8 +177,12 @@ grep -q "^    data_wait  .* in 1 wait(s)$" gp.txt || fail "the text names data_w
 python3 - gp.json gprep/run.json <<'PY' || fail "NAME.json's gpu_activity.analysis"
 import json, sys
 a, r = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["gpu_activity"]["analysis"]
-assert r["devices"] == a["devices"] and r["host_waits_s"] == a["host_waits_s"], (r, a)
+strip = lambda d: {k: v for k, v in d.items() if k != "steps"}
+assert [strip(x) for x in r["devices"]] == [strip(x) for x in a["devices"]], (r, a)
+assert r["host_waits_s"] == a["host_waits_s"], (r, a)
 assert r["causes"][0] == a["causes"][0] and len(r["kernels"]) == 3, r
+# the report keeps every step where there are ten or fewer (else the ten idlest, idlest first)
+assert r["devices"][0]["steps"] == a["devices"][0]["steps"], r["devices"][0]["steps"]
 PY
 grep -q "^    data_wait  .* in 1 wait(s)$" gprep/run.txt || fail "NAME.txt lacks the host waits' causes"
 "$app" nogpu plain || fail "cuda_app without CUDA activity exited $?"
