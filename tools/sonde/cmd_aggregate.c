@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "analyze/gpu.h"
 #include "analyze/ranks.h"
 #include "cli.h"
 #include "export/export.h"
@@ -136,6 +137,8 @@ typedef struct aggctx {
     sbuf notes, o;
     sbuf_pool pool; /* names printed on one line each */
     sa_ranks ranks; /* who waited for whom (by section, two ranks or more) */
+    sa_gpu_device *gpu; /* per rank: its devices' figures summed (analyze/gpu.h), NULL: no rank
+                           had CUDA activity */
     double **wait_by_stat; /* per rank, per statistic of its model: the time it waited in it */
 } aggctx;
 
@@ -568,6 +571,85 @@ static void agg_wait_stats(aggctx *a, size_t i, const sm_model *w, const double 
     }
 }
 
+/* Each rank's GPU figures (sonde analyze gpu's, its devices summed) from models ms, where some
+ * rank had CUDA activity. 0, or -1 out of memory. */
+static int agg_gpu_prepare(aggctx *a, const sm_model *const *ms)
+{
+    size_t with = 0;
+    for (size_t i = 0; i < a->nf; i++)
+        with += ms[i]->n_gpu > 0;
+    if (!with)
+        return 0;
+    if (!(a->gpu = calloc(a->nf, sizeof *a->gpu)))
+        return -1;
+    for (size_t i = 0; i < a->nf; i++) {
+        sa_gpu g;
+        if (sa_gpu_of(ms[i], SA_GPU_KERNEL_DELAY_NS, SA_GPU_MIN_IDLE_NS, &g) != 0)
+            return -1;
+        sa_gpu_device *t = &a->gpu[i];
+        for (size_t k = 0; k < g.n_dev; k++) {
+            const sa_gpu_device *d = &g.dev[k];
+            t->entries += d->entries;
+            t->span_s += d->span_s;
+            t->idle_s += d->idle_s;
+            t->compute_s += d->compute_s;
+            t->non_compute_s += d->non_compute_s;
+            t->host_wait_s += d->host_wait_s;
+        }
+        sa_gpu_free(&g);
+    }
+    return 0;
+}
+
+/* The ranks' GPU figures side by side, the rank whose GPUs idled most named: a JSON member or
+ * a block of lines (not in CSV). */
+static void agg_gpu(aggctx *a)
+{
+    if (a->csv || !a->gpu)
+        return;
+    size_t most = 0, least = 0;
+    for (size_t i = 0; i < a->nf; i++) {
+        most = a->gpu[i].idle_s > a->gpu[most].idle_s ? i : most;
+        least = a->gpu[i].idle_s < a->gpu[least].idle_s ? i : least;
+    }
+    if (a->json)
+        sbuf_puts(&a->o, ",\"gpu\":[");
+    else
+        sbuf_printf(&a->o, "%sGPU per rank (its devices summed; sonde analyze gpu, "
+                           "docs/analysis.md):\n", a->md ? "\n" : "");
+    for (size_t i = 0; i < a->nf; i++) {
+        const sa_gpu_device *t = &a->gpu[i];
+        if (a->json) {
+            sbuf_printf(&a->o, "%s{\"rank\":%d,\"entries\":%zu,\"span_s\":", i ? "," : "",
+                        a->r[i].rank, t->entries);
+            sbuf_json_num(&a->o, t->span_s);
+            sbuf_puts(&a->o, ",\"idle_s\":");
+            sbuf_json_num(&a->o, t->idle_s);
+            sbuf_puts(&a->o, ",\"compute_s\":");
+            sbuf_json_num(&a->o, t->compute_s);
+            sbuf_puts(&a->o, ",\"non_compute_s\":");
+            sbuf_json_num(&a->o, t->non_compute_s);
+            sbuf_puts(&a->o, ",\"host_wait_s\":");
+            sbuf_json_num(&a->o, t->host_wait_s);
+            sbuf_putc(&a->o, '}');
+            continue;
+        }
+        double span = t->span_s > 0 ? t->span_s : 1;
+        sbuf_printf(&a->o, "  rank %d: %zu entries over %.3f s: idle %.3f s (%.1f%%; host wait "
+                           "%.3f s), compute %.3f s (%.1f%%), non-compute %.3f s\n", a->r[i].rank,
+                    t->entries, t->span_s, t->idle_s, 100 * t->idle_s / span, t->host_wait_s,
+                    t->compute_s, 100 * t->compute_s / span, t->non_compute_s);
+    }
+    if (a->json) {
+        sbuf_putc(&a->o, ']');
+        return;
+    }
+    if (most != least)
+        sbuf_printf(&a->o, "  the most idle: rank %d, %.3f s more than rank %d's\n",
+                    a->r[most].rank, a->gpu[most].idle_s - a->gpu[least].idle_s,
+                    a->r[least].rank);
+}
+
 /* Who waited for whom (ranks.h), and per rank and statistic the time it waited in that
  * statistic's sections. 0, or -1 out of memory. */
 static int agg_wait_prepare(aggctx *a)
@@ -581,6 +663,8 @@ static int agg_wait_prepare(aggctx *a)
     for (size_t i = 0; i < a->nf && !rc; i++)
         if (!(ms[i] = agg_wait_model(a, i, &own[i], owned)))
             rc = -1;
+    if (!rc)
+        rc = agg_gpu_prepare(a, ms);
     if (!rc)
         rc = sa_ranks_of(ms, a->nf, &a->ranks);
     if (!rc && a->ranks.straggler != SIZE_MAX) {
@@ -788,6 +872,7 @@ static int agg_html(aggctx *a)
     sbuf_init(&a->o);
     a->html = 0;
     agg_per_rank(a);
+    agg_gpu(a);
     agg_notes_out(a);
     a->html = 1;
     sbuf text = a->o;
@@ -903,6 +988,7 @@ int cmd_aggregate(int argc, char **argv)
                 OOM();
         agg_per_rank(&a);
         agg_waiting(&a);
+        agg_gpu(&a);
         agg_notes_out(&a);
     }
     if (!json && !csv)
@@ -933,6 +1019,7 @@ out:
     for (size_t i = 0; a.wait_by_stat && i < nf; i++)
         free(a.wait_by_stat[i]);
     free(a.wait_by_stat);
+    free(a.gpu);
     sa_ranks_free(&a.ranks);
     for (size_t i = 0; i < nf; i++) {
         free(a.r[i].path);

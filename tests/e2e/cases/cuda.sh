@@ -189,3 +189,20 @@ grep -q "^    data_wait  .* in 1 wait(s)$" gprep/run.txt || fail "NAME.txt lacks
 expect 2 "nogpu/plain.sonde: no CUDA activity in the run" "$sonde" analyze gpu nogpu/plain.sonde
 expect 2 "--min-idle-us x: expected microseconds" "$sonde" analyze gpu gp/run.sonde --min-idle-us x
 expect 2 "dma: unknown analysis (gpu)" "$sonde" analyze dma gp/run.sonde
+# the ranks' GPUs side by side in sonde aggregate: three ranks of planted.c through the fake
+# CUPTI, whose forward sleeps 2 + 40 * RANK ms a step: the same 6 ms of kernels on each, the GPU
+# idle the longer the higher the rank (by 0.4 s a rank over 10 steps), rank 2 named
+for r in 0 1 2; do
+    SONDE_CUDA_ACTIVITY=1 SONDE_CUPTI_LIBRARY="$build/tests/libfake_cupti_ok.so" \
+        SONDE_FORMATS=json "$build/tests/planted" gpr job $r 3 || fail "planted rank $r exited $?"
+done
+"$sonde" aggregate gpr --format json -o gpr.json || fail "sonde aggregate of GPU ranks exited $?"
+"$sonde" aggregate gpr > gpr.txt || fail "sonde aggregate (text) exited $?"
+python3 - gpr.json <<'PY' || fail "the ranks' GPU figures: $(cat gpr.txt)"
+import json, sys
+g = {x["rank"]: x for x in json.load(open(sys.argv[1]))["gpu"]}
+assert sorted(g) == [0, 1, 2] and all(round(x["compute_s"] * 1e9) == 6000000 for x in g.values()), g
+assert g[1]["idle_s"] - g[0]["idle_s"] > 0.3 and g[2]["idle_s"] - g[1]["idle_s"] > 0.3, g
+print("aggregate: GPU idle by rank %s" % ["%.3f" % g[r]["idle_s"] for r in (0, 1, 2)])
+PY
+grep -q "^  the most idle: rank 2, " gpr.txt || fail "the text names rank 2: $(cat gpr.txt)"
