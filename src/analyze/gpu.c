@@ -1,4 +1,5 @@
 /* gpu.c - where the GPU time goes and why it waits (gpu.h). */
+#define _GNU_SOURCE /* strcasestr */
 #include "gpu.h"
 
 #include <stdio.h>
@@ -14,10 +15,7 @@ int sa_gpu_kind(const sm_gpu *g)
 {
     if (g->kind != SM_GPU_KERNEL)
         return SA_GPU_MEMORY;
-    for (const char *c = g->name ? g->name : ""; *c; c++)
-        if ((c[0] | 32) == 'n' && (c[1] | 32) == 'c' && (c[2] | 32) == 'c' && (c[3] | 32) == 'l')
-            return SA_GPU_COMM;
-    return SA_GPU_COMPUTE;
+    return g->name && strcasestr(g->name, "nccl") ? SA_GPU_COMM : SA_GPU_COMPUTE;
 }
 
 void sa_gpu_free(sa_gpu *g)
@@ -36,27 +34,19 @@ void sa_gpu_free(sa_gpu *g)
 typedef struct causes {
     strmap at;
     sa_gpu_cause *v;
-    size_t n, cap;
+    size_t n, cap, cap_last;
     size_t interval;       /* the host wait being explained (1-based) */
     size_t *last;          /* per cause: the last interval it had a part in */
 } causes;
 
+/* s seconds (samples samples) more for what in the host wait being explained; a section's debit
+ * (s < 0: its children's part) is no part of its own in it. 0, or -1 out of memory. */
 static int cause_add(causes *c, const char *what, int sample, double s, uint64_t samples)
 {
     int k = strmap_get(&c->at, what);
     if (k < 0) {
-        if (c->n == c->cap) {
-            size_t nc = c->cap ? 2 * c->cap : 16;
-            sa_gpu_cause *g = sonde__realloc(c->v, nc * sizeof *g);
-            size_t *l = sonde__realloc(c->last, nc * sizeof *l);
-            if (g)
-                c->v = g;
-            if (l)
-                c->last = l;
-            if (!g || !l)
-                return -1;
-            c->cap = nc;
-        }
+        if (SONDE_GROW(c->v, c->n, c->cap) || SONDE_GROW(c->last, c->n, c->cap_last))
+            return -1;
         char *copy = sonde__strdup(what);
         if (!copy || strmap_put(&c->at, what, (int)c->n)) {
             sonde__free(copy);
@@ -68,25 +58,34 @@ static int cause_add(causes *c, const char *what, int sample, double s, uint64_t
     }
     c->v[k].idle_s += s;
     c->v[k].samples += samples;
-    if (c->last[k] != c->interval) {
+    if ((s > 0 || samples) && c->last[k] != c->interval) {
         c->last[k] = c->interval;
         c->v[k].intervals++;
     }
     return 0;
 }
 
-/* The first span of thread th (spans are grouped by thread, in start order: [lo, hi) are th's)
- * that starts at or after t. */
-static size_t span_at(const sm_model *m, size_t lo, size_t hi, int64_t t)
+/* The first of elements [lo, hi) of an array (each size bytes from base, in the order of the
+ * int64_t time at offset off in each) whose time is at or after t. */
+static size_t first_at(const void *base, size_t size, size_t off, size_t lo, size_t hi, int64_t t)
 {
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (m->spans[mid].start_ns < t)
+        int64_t at;
+        memcpy(&at, (const char *)base + mid * size + off, sizeof at);
+        if (at < t)
             lo = mid + 1;
         else
             hi = mid;
     }
     return lo;
+}
+
+/* The first span of [lo, hi) (one thread's: spans are grouped by thread, in start order) that
+ * starts at or after t. */
+static size_t span_at(const sm_model *m, size_t lo, size_t hi, int64_t t)
+{
+    return first_at(m->spans, sizeof *m->spans, offsetof(sm_span, start_ns), lo, hi, t);
 }
 
 static int64_t overlap(int64_t a, int64_t b, int64_t lo, int64_t hi)
@@ -95,8 +94,9 @@ static int64_t overlap(int64_t a, int64_t b, int64_t lo, int64_t hi)
     return y > x ? y - x : 0;
 }
 
-/* A thread's sections (spans [lo, hi)) in [a, b), each credited with its own part of it (its overlap less its
- * children's: the innermost open explains each moment), the rest "(no section)". The spans
+/* A thread's sections (spans [lo, hi)) in [a, b), each credited with its own part of it (its
+ * overlap less its children's: the innermost open explains each moment), the rest "(no
+ * section)". The spans
  * that overlap are those open at a (the span open last before a and its ancestors) and those
  * that start in [a, b). */
 static int sections_in(const sm_model *m, size_t lo, size_t hi, int64_t a, int64_t b, causes *c)
@@ -141,14 +141,8 @@ static int sections_in(const sm_model *m, size_t lo, size_t hi, int64_t a, int64
  * its innermost Python frame, else its innermost function. */
 static int samples_in(const sm_profile *p, uint32_t tid, int64_t a, int64_t b, causes *c)
 {
-    size_t lo = 0, hi = p->n_timed;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (p->timed[mid].t_ns < a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = first_at(p->timed, sizeof *p->timed, offsetof(sm_psample, t_ns), 0,
+                         p->n_timed, a);
     double period = p->hz ? 1.0 / p->hz : 0;
     char what[512];
     for (size_t i = lo; i < p->n_timed && p->timed[i].t_ns < b; i++) {
@@ -190,17 +184,11 @@ static int cmp_entry(const void *x, const void *y)
     return a->index < b->index ? -1 : a->index > b->index;
 }
 
-static int cmp_i64(const void *x, const void *y)
-{
-    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-    return a < b ? -1 : a > b;
-}
-
 /* The launch delays of device d's entries [i0, i1) of v whose runtime call was seen. */
 static int launch_delays(const sm_model *m, const entry_ref *v, size_t i0, size_t i1,
                          sa_gpu_device *d)
 {
-    int64_t *x = sonde__malloc((i1 - i0 + 1) * sizeof *x);
+    double *x = sonde__malloc((i1 - i0 + 1) * sizeof *x); /* seconds */
     if (!x)
         return -1;
     size_t n = 0;
@@ -209,19 +197,15 @@ static int launch_delays(const sm_model *m, const entry_ref *v, size_t i0, size_
         const sm_gpu *e = &m->gpu[v[i].index];
         if (e->launch_ns < 0 || e->start_ns < e->launch_ns)
             continue;
-        x[n] = e->start_ns - e->launch_ns;
-        sum += (double)x[n];
-        d->slow_launches += x[n] > SA_GPU_LAUNCH_DELAY_NS;
-        n++;
+        d->slow_launches += e->start_ns - e->launch_ns > SA_GPU_LAUNCH_DELAY_NS;
+        sum += x[n++] = (double)(e->start_ns - e->launch_ns) / 1e9;
     }
-    sonde__sort(x, n, sizeof *x, cmp_i64);
+    sonde__sort_doubles(x, n); /* percentiles as every report takes them (sm_percentile) */
     d->launches = n;
-    if (n) {
-        d->launch_mean_s = sum / (double)n / 1e9;
-        d->launch_p50_s = (double)(n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2) / 1e9;
-        d->launch_p99_s = (double)x[(size_t)((double)(n - 1) * 0.99)] / 1e9;
-        d->launch_max_s = (double)x[n - 1] / 1e9;
-    }
+    d->launch_mean_s = n ? sum / (double)n : 0;
+    d->launch_p50_s = sm_percentile(x, n, 50);
+    d->launch_p99_s = sm_percentile(x, n, 99);
+    d->launch_max_s = n ? x[n - 1] : 0;
     sonde__free(x);
     return 0;
 }
@@ -320,7 +304,7 @@ static int device_idle(const sm_model *m, const entry_ref *v, size_t i0, size_t 
 
 typedef struct kref {
     const char *name;
-    int64_t dur;
+    double dur;                /* seconds */
     int kind;
 } kref;
 
@@ -328,7 +312,7 @@ static int cmp_kref(const void *x, const void *y)
 {
     const kref *a = x, *b = y;
     int c = strcmp(a->name, b->name);
-    return c ? c : a->dur < b->dur ? -1 : a->dur > b->dur;
+    return c ? c : sonde__cmp_double(&a->dur, &b->dur);
 }
 
 static int cmp_kernel_total(const void *x, const void *y)
@@ -343,35 +327,38 @@ static int cmp_kernel_total(const void *x, const void *y)
 static int kernels_of(const sm_model *m, sa_gpu *g)
 {
     kref *v = sonde__malloc((m->n_gpu + 1) * sizeof *v);
-    if (!v)
+    double *dur = sonde__malloc((m->n_gpu + 1) * sizeof *dur); /* v's, in v's order */
+    if (!v || !dur) {
+        sonde__free(v);
+        sonde__free(dur);
         return -1;
+    }
     size_t n = 0, groups = 0;
     for (size_t i = 0; i < m->n_gpu; i++)
         if (m->gpu[i].kind == SM_GPU_KERNEL && m->gpu[i].name)
-            v[n++] = (kref){m->gpu[i].name, m->gpu[i].end_ns - m->gpu[i].start_ns,
+            v[n++] = (kref){m->gpu[i].name, (double)(m->gpu[i].end_ns - m->gpu[i].start_ns) / 1e9,
                             sa_gpu_kind(&m->gpu[i])};
     sonde__sort(v, n, sizeof *v, cmp_kref);
     for (size_t i = 0; i < n; i++)
+        dur[i] = v[i].dur;
+    for (size_t i = 0; i < n; i++)
         groups += !i || strcmp(v[i].name, v[i - 1].name);
     g->kernels = sonde__calloc(groups + 1, sizeof *g->kernels);
-    if (!g->kernels) {
-        sonde__free(v);
-        return -1;
-    }
-    for (size_t i = 0; i < n;) {
+    for (size_t i = 0; g->kernels && i < n;) {
         size_t j = i;
         double total = 0;
         while (j < n && !strcmp(v[j].name, v[i].name))
-            total += (double)v[j++].dur / 1e9;
+            total += v[j++].dur;
         size_t c = j - i;
-        double mid = c % 2 ? (double)v[i + c / 2].dur
-                           : ((double)v[i + c / 2 - 1].dur + (double)v[i + c / 2].dur) / 2;
         g->kernels[g->n_kernels++] = (sa_gpu_kernel){v[i].name, v[i].kind, c, total,
-                                                     total / (double)c, mid / 1e9,
-                                                     (double)v[j - 1].dur / 1e9};
+                                                     total / (double)c,
+                                                     sm_percentile(dur + i, c, 50), dur[j - 1]};
         i = j;
     }
     sonde__free(v);
+    sonde__free(dur);
+    if (!g->kernels)
+        return -1;
     sonde__sort(g->kernels, g->n_kernels, sizeof *g->kernels, cmp_kernel_total);
     return 0;
 }

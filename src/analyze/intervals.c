@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "../util/alloc.h"
+#include "../util/sort.h"
 
 int sa_iv_add(ivs *s, int64_t a, int64_t b)
 {
@@ -34,7 +35,7 @@ void sa_iv_union(ivs *s)
 {
     if (!s->n)
         return;
-    qsort(s->v, s->n, 2 * sizeof *s->v, cmp_iv);
+    sonde__sort(s->v, s->n, 2 * sizeof *s->v, cmp_iv);
     size_t k = 0;
     for (size_t i = 1; i < s->n; i++) {
         if (s->v[2 * i] <= s->v[2 * k + 1]) {

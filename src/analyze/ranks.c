@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../util/alloc.h"
+#include "../util/sort.h"
 #include "intervals.h"
 
 int sa_is_comm_name(const char *name)
@@ -88,17 +89,11 @@ static int steps_of(const sm_model *m, numbered **out, size_t *n, uint32_t *thre
         if (m->steps[i].thread != *thread)
             *thread = UINT32_MAX;
     }
-    qsort(*out, m->n_steps, sizeof **out, cmp_numbered);
+    sonde__sort(*out, m->n_steps, sizeof **out, cmp_numbered);
     for (size_t i = 0; i < m->n_steps; i++)
         if (!*n || (*out)[*n - 1].number != (*out)[i].number)
             (*out)[(*n)++] = (*out)[i];
     return 0;
-}
-
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
 }
 
 void sa_ranks_free(sa_ranks *r)
@@ -166,8 +161,8 @@ static int compare_steps(const sm_model *const *m, size_t n, numbered **st, cons
                 out->has_comm = 1;
         }
         out->n_steps++;
-        qsort(sorted, n, sizeof *sorted, cmp_double);
-        double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+        sonde__sort_doubles(sorted, n);
+        double median = sm_percentile(sorted, n, 50);
         double most = 0;
         for (size_t i = 0; i < n; i++)
             most = c[i] - c[least] > most ? c[i] - c[least] : most;

@@ -115,10 +115,11 @@ static inline void sonde_tally_count(sonde_tally *t, uint64_t begin, uint64_t en
     t->hist[sonde_dur_bucket(d > 0 ? (uint64_t)d : 0)]++;
 }
 
-/* An END of id (0: the innermost) at tick: closes the innermost open section, or the one it
- * names and those open inside it, each counted in the histogram. 1 when it named one open. */
-static inline int sonde_tally_end(sonde_tally *t, sonde_tally_thread *th, uint32_t id,
-                                  uint64_t tick)
+/* The depth an END of id (0: the innermost) leaves th at, as a reader takes it: the innermost
+ * open section closes, or the one id names and those open inside it (th->open[k .. depth) are
+ * the sections it closes); th->depth itself when it closes none (nothing open, or id names no
+ * open section). */
+static inline size_t sonde_tally_closes(const sonde_tally_thread *th, uint32_t id)
 {
     if (!th->depth)
         return 0;
@@ -127,8 +128,19 @@ static inline int sonde_tally_end(sonde_tally *t, sonde_tally_thread *th, uint32
         while (k > 0 && th->open[k].id != id)
             k--;
         if (th->open[k].id != id)
-            return 0;
+            return th->depth;
     }
+    return k;
+}
+
+/* An END of id (0: the innermost) at tick: the sections it closes (sonde_tally_closes) each
+ * counted in the histogram. 1 when it named one open. */
+static inline int sonde_tally_end(sonde_tally *t, sonde_tally_thread *th, uint32_t id,
+                                  uint64_t tick)
+{
+    size_t k = sonde_tally_closes(th, id);
+    if (k == th->depth)
+        return 0;
     for (size_t j = th->depth; j-- > k;)
         sonde_tally_count(t, th->open[j].tick, tick);
     th->depth = k;

@@ -314,20 +314,11 @@ void sonde__flight_events_end(sonde_profiler *p, uint64_t tmax) { p->flight->ev_
 sonde__fr_thread *sonde__flight_thread(sonde_profiler *p, uint32_t thread)
 {
     sonde_flight *f = p->flight;
-    if (thread >= f->n_th) {
-        size_t n = f->n_th ? f->n_th : 16;
-        while (n <= thread)
-            n *= 2;
-        sonde__fr_thread **nt = sonde__realloc(f->th, n * sizeof *nt);
-        if (!nt)
-            return NULL;
-        memset(nt + f->n_th, 0, (n - f->n_th) * sizeof *nt);
-        f->th = nt;
-        f->n_th = n;
-    }
-    if (!f->th[thread] && (f->th[thread] = sonde__calloc(1, sizeof **f->th)))
-        f->th[thread]->watch = f->n_srule > 0;
-    return f->th[thread];
+    int made;
+    sonde__fr_thread *t = SONDE_TABLE_AT(f->th, f->n_th, thread, &made);
+    if (made)
+        t->watch = f->n_srule > 0;
+    return t;
 }
 
 /* ---- rules ---- */

@@ -31,7 +31,6 @@
 
 #define PAGE 256                               /* sites a page of totals */
 #define PAGES (SONDE_MAX_ID / PAGE)
-#define DEPTH 64                               /* open sections followed a thread */
 #define UNITS 16                               /* throughput units kept apart */
 static const double g_le[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                               0.25,  0.5,    1,     2.5,  5,     10,   30};
@@ -42,15 +41,14 @@ typedef struct live_site {
 } live_site;
 
 /* A file thread's sections as its own walk follows them (sonde__live_events), where the tally
- * does not (it is off). */
+ * does not (it is off): open, the tally's kind of stack (its open, depth and cap_open only),
+ * closed by the tally's rule (sonde_tally_closes). */
 typedef struct live_thread {
-    int32_t depth;
+    sonde_tally_thread open;
     int seen;
     int in_order;              /* this record's events come after the last one's */
     int via_tally;             /* its sections were followed through the tally up to now */
     uint64_t next_slot;
-    uint32_t id[DEPTH];
-    uint64_t ts[DEPTH];
 } live_thread;
 
 /* The sections that end in one record, summed by site before they are published (a loop's
@@ -70,7 +68,7 @@ typedef struct live_sum {
 struct sonde_live {
     live_site *_Atomic pages[PAGES];
     _Atomic uint32_t top;      /* ids below it may have totals */
-    live_thread **th;          /* the writer's, by file thread */
+    live_thread **th;          /* the writer's, by file thread (n_th entries) */
     ends x;                    /* the writer's: the record's ends, published at its end */
     size_t n_th;
     double tick_s;             /* seconds a tick (the clock's nominal rate) */
@@ -83,7 +81,6 @@ struct sonde_live {
     int listen_fd, wake_fd;
     pthread_t thread;
     int started;
-    char where[96];            /* address:port, for messages */
 };
 
 static void sum_add(live_sum *s, double v)
@@ -160,22 +157,9 @@ void *sonde__live_thread(sonde_profiler *p, uint32_t thread, uint64_t slot, int 
     if (atomic_load_explicit(&p->live_off, memory_order_relaxed))
         return NULL; /* before p->live is looked at: a handler does not hold wlock */
     struct sonde_live *l = p->live;
-    if (!l)
+    live_thread *t = l ? SONDE_TABLE_AT(l->th, l->n_th, thread, NULL) : NULL;
+    if (!t)
         return NULL;
-    if (thread >= l->n_th) {
-        size_t n = l->n_th ? l->n_th : 16;
-        while (n <= thread)
-            n *= 2;
-        live_thread **g = sonde__realloc(l->th, n * sizeof *g);
-        if (!g)
-            return NULL;
-        memset(g + l->n_th, 0, (n - l->n_th) * sizeof *g);
-        l->th = g;
-        l->n_th = n;
-    }
-    if (!l->th[thread] && !(l->th[thread] = sonde__calloc(1, sizeof **l->th)))
-        return NULL;
-    live_thread *t = l->th[thread];
     t->in_order = !t->seen || t->next_slot == slot;
     t->seen = 1;
     if (via_tally)
@@ -188,31 +172,30 @@ void sonde__live_section(sonde_profiler *p, uint32_t id, uint64_t begin, uint64_
     section_done(p->live, &p->live->x, id, begin, end);
 }
 
-/* One event of thread t. */
+/* A section open on thread t from now on: 0, or -1 out of memory (what t had open is then no
+ * longer followed: its stack is emptied, as for events out of their order). */
+static int live_push(live_thread *t, uint32_t id, uint64_t tick)
+{
+    if (t->open.depth == t->open.cap_open && sonde_tally_begin_grow(&t->open)) {
+        t->open.depth = 0;
+        return -1;
+    }
+    t->open.open[t->open.depth++] = (sonde_tally_open){id, tick};
+    return 0;
+}
+
+/* One event of thread t (NULL: an event not a section's edge). */
 static inline void live_event(struct sonde_live *l, live_thread *t, ends *x, const sonde__ev *e)
 {
     unsigned kind = e->tag & 15u;
     uint32_t id = e->tag >> 4;
     if (kind == SONDE_K_BEGIN) {
-        if (t->depth >= 0 && t->depth < DEPTH) {
-            t->id[t->depth] = id;
-            t->ts[t->depth] = e->ts;
-        }
-        t->depth++;
-    } else if (kind == SONDE_K_END) {
-        int32_t k = t->depth - 1;
-        if (id) { /* it names the section it ends: those inside it end with it */
-            while (k > 0 && (k >= DEPTH || t->id[k] != id))
-                k--;
-            if (k >= 0 && k < DEPTH && t->id[k] != id)
-                return; /* not one open here (as the reader takes it): nothing ends */
-        }
-        if (k < 0)
-            return;
-        for (int32_t j = t->depth; j-- > k;)
-            if (j < DEPTH)
-                section_done(l, x, t->id[j], t->ts[j], e->ts);
-        t->depth = k;
+        live_push(t, id, e->ts);
+    } else if (kind == SONDE_K_END) { /* as the tally, and a reader, take it */
+        size_t k = sonde_tally_closes(&t->open, id);
+        for (size_t j = t->open.depth; j-- > k;)
+            section_done(l, x, t->open.open[j].id, t->open.open[j].tick, e->ts);
+        t->open.depth = k;
     } else if (kind == SONDE_K_STEP) {
         if (e->arg & SONDE_STEP_BEGIN) {
             l->begin = e->ts;
@@ -267,16 +250,12 @@ void sonde__live_events(sonde_profiler *p, void *thread, const sonde__ev *ev, ui
     live_thread *t = thread;
     if (t->via_tally) { /* the tally went off: its open sections are this walk's to close */
         t->via_tally = 0;
-        t->depth = 0;
-        if (counted && t->in_order) {
-            for (size_t j = 0; j < counted->depth && j < DEPTH; j++) {
-                t->id[j] = counted->open[j].id;
-                t->ts[j] = counted->open[j].tick;
-            }
-            t->depth = counted->depth > INT32_MAX ? INT32_MAX : (int32_t)counted->depth;
-        }
+        t->open.depth = 0;
+        for (size_t j = 0; counted && t->in_order && j < counted->depth; j++)
+            if (live_push(t, counted->open[j].id, counted->open[j].tick))
+                break;
     } else if (!t->in_order) {
-        t->depth = 0; /* its events out of their order: what was open is not followed */
+        t->open.depth = 0; /* its events out of their order: what was open is not followed */
     }
     for (uint32_t i = 0; i < n;) {
         unsigned kind = ev[i].tag & 15u;
@@ -339,8 +318,10 @@ static void sections(page *g, struct sonde_live *l)
     uint32_t named = sonde__site_count();
     strmap idx;
     strmap_init(&idx);
-    const char **names = NULL;
-    uint64_t *calls = NULL, *ticks = NULL;
+    struct row {
+        const char *name;
+        uint64_t calls, ticks;
+    } *rows = NULL;
     size_t n = 0, cap = 0;
     for (uint32_t id = 1; id < top && id < named; id++) {
         live_site *pg = atomic_load_explicit(&l->pages[id / PAGE], memory_order_acquire);
@@ -350,45 +331,28 @@ static void sections(page *g, struct sonde_live *l)
         const char *name = sonde__site_get(id)->name;
         int k = strmap_get(&idx, name);
         if (k < 0) {
-            if (n == cap) {
-                size_t nc = cap ? 2 * cap : 64;
-                const char **gn = sonde__realloc(names, nc * sizeof *gn);
-                names = gn ? gn : names;
-                uint64_t *gc = gn ? sonde__realloc(calls, nc * sizeof *gc) : NULL;
-                calls = gc ? gc : calls;
-                uint64_t *gt = gc ? sonde__realloc(ticks, nc * sizeof *gt) : NULL;
-                ticks = gt ? gt : ticks;
-                if (!gt) {
-                    g->b->oom = 1;
-                    break;
-                }
-                cap = nc;
-            }
-            if (strmap_put(&idx, name, (int)n)) {
+            if (SONDE_GROW(rows, n, cap) || strmap_put(&idx, name, (int)n)) {
                 g->b->oom = 1;
                 break;
             }
-            names[n] = name;
-            calls[n] = ticks[n] = 0;
+            rows[n] = (struct row){name, 0, 0};
             k = (int)n++;
         }
-        calls[k] += c;
-        ticks[k] += atomic_load_explicit(&pg[id % PAGE].ticks, memory_order_relaxed);
+        rows[k].calls += c;
+        rows[k].ticks += atomic_load_explicit(&pg[id % PAGE].ticks, memory_order_relaxed);
     }
     family(g, "sonde_section_calls_total", "counter", "Sections that ended, by name.");
     for (size_t k = 0; k < n; k++) {
-        sample(g, "sonde_section_calls_total", "section", names[k]);
-        value(g, (double)calls[k]);
+        sample(g, "sonde_section_calls_total", "section", rows[k].name);
+        value(g, (double)rows[k].calls);
     }
     family(g, "sonde_section_seconds_total", "counter", "Seconds in sections that ended, by name.");
     for (size_t k = 0; k < n; k++) {
-        sample(g, "sonde_section_seconds_total", "section", names[k]);
-        value(g, (double)ticks[k] * l->tick_s);
+        sample(g, "sonde_section_seconds_total", "section", rows[k].name);
+        value(g, (double)rows[k].ticks * l->tick_s);
     }
     strmap_free(&idx);
-    sonde__free(names);
-    sonde__free(calls);
-    sonde__free(ticks);
+    sonde__free(rows);
 }
 
 static void steps(page *g, struct sonde_live *l)
@@ -675,7 +639,6 @@ int sonde__metrics_start(sonde_profiler *p, char *why, size_t cap)
     const sonde_clock_info *ci = sonde__clock();
     l->tick_s = ci->ticks_per_s > 0 ? 1.0 / ci->ticks_per_s : 1e-9;
     l->origin = sonde__ticks();
-    snprintf(l->where, sizeof l->where, "%s:%u", address, p->cfg.metrics_port);
     sonde__wlock(p); /* the writer follows its events from its next pass */
     p->live = l;
     sonde__wunlock(p);
@@ -706,8 +669,11 @@ void sonde__metrics_stop(sonde_profiler *p)
     close(l->wake_fd);
     for (size_t i = 0; i < PAGES; i++)
         sonde__free(atomic_load(&l->pages[i]));
-    for (size_t i = 0; i < l->n_th; i++)
+    for (size_t i = 0; i < l->n_th; i++) {
+        if (l->th[i])
+            sonde_tally_thread_free(&l->th[i]->open);
         sonde__free(l->th[i]);
+    }
     sonde__free(l->th);
     sonde__free(l);
 }

@@ -48,6 +48,13 @@ void sonde__finishing_forked(void)
     atomic_store(&g_finishing, g_finishing_here);
 }
 
+/* Whether action a is a handler of the host's own (not an ignore, not the default). */
+static int host_handler(const struct sigaction *a)
+{
+    return (a->sa_flags & SA_SIGINFO) ? a->sa_sigaction != NULL
+                                      : a->sa_handler != SIG_IGN && a->sa_handler != SIG_DFL;
+}
+
 /* Before a signal's default action ends the process: a run being finished on another thread
  * (its reports being written) is waited for, at most 30 s, so that the process ends with it
  * written, as a SIGTERM on that thread does (blocked there until it is done). */
@@ -95,9 +102,7 @@ static void on_signal(int sig, siginfo_t *info, void *uctx)
     if (idx < 0)
         return;
     struct sigaction *old = &g_old[atomic_load(&g_old_at[idx])][idx];
-    int host = (old->sa_flags & SA_SIGINFO) ? old->sa_sigaction != NULL
-                                            : old->sa_handler != SIG_IGN && old->sa_handler != SIG_DFL;
-    if (host && (old->sa_flags & SA_RESETHAND)) {
+    if (host_handler(old) && (old->sa_flags & SA_RESETHAND)) {
         /* the kernel would have reset the action as it called the host's handler, once */
         sonde__sig_plain(sig, SIG_DFL);
     }
@@ -144,13 +149,6 @@ static void at_exit(int status, void *unused)
     (void)unused;
     atomic_store(&g_exit_status, status);
     sonde__finish_all();
-}
-
-/* Whether action a is a handler of the host's own (not an ignore, not the default). */
-static int host_handler(const struct sigaction *a)
-{
-    return (a->sa_flags & SA_SIGINFO) ? a->sa_sigaction != NULL
-                                      : a->sa_handler != SIG_IGN && a->sa_handler != SIG_DFL;
 }
 
 /* Whether two actions run the same handler the same way. */

@@ -115,6 +115,30 @@ int sonde__grow(void **arr, size_t *cap, size_t elem)
     return 0;
 }
 
+void *sonde__table_at(void ***tab, size_t *n, size_t i, size_t size, int *made)
+{
+    if (made)
+        *made = 0;
+    if (i >= *n) {
+        size_t nn = *n ? *n : 16;
+        while (nn <= i)
+            nn *= 2;
+        void **g = sonde__realloc(*tab, nn * sizeof *g);
+        if (!g)
+            return NULL;
+        memset(g + *n, 0, (nn - *n) * sizeof *g);
+        *tab = g;
+        *n = nn;
+    }
+    if (!(*tab)[i]) {
+        if (!((*tab)[i] = sonde__calloc(1, size)))
+            return NULL;
+        if (made)
+            *made = 1;
+    }
+    return (*tab)[i];
+}
+
 int sonde__reserve(void **arr, size_t *cap, size_t n, size_t more, size_t elem)
 {
     if (more > SIZE_MAX - n)

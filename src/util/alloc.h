@@ -28,6 +28,13 @@ static inline int sonde__has_room(size_t n, size_t more, size_t cap)
     (sonde__has_room((n), (more), (cap))                                                           \
          ? 0                                                                                       \
          : sonde__reserve((void **)&(arr), &(cap), (n), (more), sizeof *(arr)))
+/* Entry i of a table of *n pointers to objects of size bytes (a thread's state by its index):
+ * the table grown where i is past it (doubling from 16, the new entries NULL), the entry made
+ * zeroed where it is NULL (*made set to 1 then, else 0; made may be NULL). The entry, or NULL
+ * out of memory. SONDE_TABLE_AT(tab, n, i, made) passes the entries' size. */
+void *sonde__table_at(void ***tab, size_t *n, size_t i, size_t size, int *made);
+#define SONDE_TABLE_AT(tab, n, i, made)                                                            \
+    sonde__table_at((void ***)&(tab), &(n), (i), sizeof **(tab), (made))
 /* Like asprintf: the length, or -1 (and *out unset) when out of memory. */
 int sonde__asprintf(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

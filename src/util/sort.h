@@ -14,4 +14,16 @@ static inline void sonde__sort(void *base, size_t n, size_t size,
         qsort(base, n, size, cmp);
 }
 
+static inline int sonde__cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* n doubles in ascending order (none of them NaN). */
+static inline void sonde__sort_doubles(double *v, size_t n)
+{
+    sonde__sort(v, n, sizeof *v, sonde__cmp_double);
+}
+
 #endif

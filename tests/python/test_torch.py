@@ -347,6 +347,10 @@ class Distributed(unittest.TestCase):
         self.assertTrue(0.25 <= by[0]["wait_s"] <= 0.8, text)  # planted 0.36 s
         self.assertLess(by[1]["wait_s"], 0.2 * by[0]["wait_s"], text)
         rows = {r["name"]: r for r in a["rows"]}
+        # by the raw totals rank 0's backward (its wait in the allreduce inside) is several
+        # times rank 1's: what made the old column name rank 0
+        bw = rows["backward"]["per_rank_s"]
+        self.assertGreater(bw[0], 3 * bw[1], text)
         self.assertEqual(rows["forward"]["slowest_rank"], 1, text)
         for name, r in rows.items():
             self.assertTrue(r["slowest_rank"] == 1 or r["over_median"] < 0.25, (name, text))

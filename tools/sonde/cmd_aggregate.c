@@ -343,16 +343,6 @@ static void agg_header(aggctx *a)
                     "slowest rank (over median)");
 }
 
-static void sort_doubles(double *v, size_t n)
-{
-    for (size_t x = 1; x < n; x++)
-        for (size_t b = x; b > 0 && v[b - 1] > v[b]; b--) {
-            double t = v[b];
-            v[b] = v[b - 1];
-            v[b - 1] = t;
-        }
-}
-
 /* Row j: count, min, mean, max and stddev over the ranks, the slowest and how far over the
  * median; in JSON each rank's total and the instances' percentiles. 0, or -1 out of memory. */
 static int agg_row(aggctx *a, size_t j)
@@ -386,7 +376,7 @@ static int agg_row(aggctx *a, size_t j)
         mn = fmin(mn, v[i]);
         mx = fmax(mx, v[i]);
     }
-    sort_doubles(w, n);
+    sonde__sort_doubles(w, n);
     double med = n ? sm_percentile(w, n, 50) : 0;
     double over = med > 0 ? by[slow] / med - 1 : 0;
     free(v);
@@ -536,7 +526,8 @@ static void agg_per_rank(aggctx *a)
 
 /* The model the rank analysis reads for rank i: its own, or where it is a report's (which
  * holds no sections' instances, no operators), the .sonde file beside the report, read into
- * *own (owned[i] set). NULL when that cannot be read (said). */
+ * *own (owned[i] set); the report's own where there is none or it cannot be read (said). NULL
+ * only out of memory. */
 static const sm_model *agg_wait_model(aggctx *a, size_t i, sm_model *own, int *owned)
 {
     const sm_model *m = &a->r[i].m;
@@ -696,6 +687,17 @@ static int agg_wait_prepare(aggctx *a)
     return rc;
 }
 
+/* Rank i's steps, communication and wait in words (the text's line, the page's figures). */
+static void rank_wait_figures(aggctx *a, size_t i)
+{
+    const sa_rank_totals *t = &a->ranks.rank[i];
+    sbuf_printf(&a->o, "steps %.3f s, compute and the rest %.3f s, communication %.3f s, of it "
+                       "waiting %.3f s (%.1f%% of its steps)", t->step_s, t->step_s - t->comm_s,
+                t->comm_s, t->wait_s, t->step_s > 0 ? 100 * t->wait_s / t->step_s : 0);
+    if (t->cause != SIZE_MAX)
+        sbuf_printf(&a->o, ", most for rank %d (%.3f s)", a->r[t->cause].rank, t->cause_s);
+}
+
 /* The ranks' communication and wait, where some rank recorded communication in the steps they
  * all have: a JSON member, or a block of lines (not in CSV). */
 static void agg_waiting(aggctx *a)
@@ -730,12 +732,8 @@ static void agg_waiting(aggctx *a)
             sbuf_putc(&a->o, '}');
             continue;
         }
-        sbuf_printf(&a->o, "  rank %d: steps %.3f s, compute and the rest %.3f s, communication "
-                           "%.3f s, of it waiting %.3f s (%.1f%% of its steps)", a->r[i].rank,
-                    t->step_s, t->step_s - t->comm_s, t->comm_s, t->wait_s,
-                    t->step_s > 0 ? 100 * t->wait_s / t->step_s : 0);
-        if (cause >= 0)
-            sbuf_printf(&a->o, ", most for rank %d (%.3f s)", cause, t->cause_s);
+        sbuf_printf(&a->o, "  rank %d: ", a->r[i].rank);
+        rank_wait_figures(a, i);
         sbuf_putc(&a->o, '\n');
     }
     if (a->json) {
@@ -743,8 +741,8 @@ static void agg_waiting(aggctx *a)
         return;
     }
     if (w->straggler == SIZE_MAX) {
-        sbuf_puts(&a->o, "  no rank waited for another (their communication differs by less than "
-                         "2% of a step)\n");
+        sbuf_printf(&a->o, "  no rank waited for another (their communication differs by less "
+                           "than %.0f%% of a step)\n", 100 * SA_WAIT_MIN_SHARE);
         return;
     }
     const sa_rank_totals *t = &w->rank[w->straggler];
@@ -809,8 +807,9 @@ static void agg_waiting_html(aggctx *a)
         return;
     }
     if (w->straggler == SIZE_MAX)
-        sbuf_puts(&a->o, "<p class=\"verdict\" data-straggler=\"\">No rank waited for another "
-                         "(their communication differs by less than 2% of a step).</p>\n");
+        sbuf_printf(&a->o, "<p class=\"verdict\" data-straggler=\"\">No rank waited for another "
+                           "(their communication differs by less than %.0f%% of a step).</p>\n",
+                    100 * SA_WAIT_MIN_SHARE);
     else
         sbuf_printf(&a->o, "<p class=\"verdict\" data-straggler=\"%d\">Rank %d is the straggler: "
                            "the last into the collectives in %zu of %zu steps; the others waited "
@@ -832,13 +831,10 @@ static void agg_waiting_html(aggctx *a)
                            "<span class=\"compute\" style=\"width:%.2f%%\"></span>"
                            "<span class=\"comm\" style=\"width:%.2f%%\"></span>"
                            "<span class=\"wait\" style=\"width:%.2f%%\"></span></div>"
-                           "<span class=\"figs\">steps %.3f s: compute and the rest %.3f s, "
-                           "communication %.3f s, of it waiting %.3f s", a->r[i].rank, t->wait_s,
-                    cause, a->r[i].rank, compute > 0 ? compute * pct : 0,
-                    (t->comm_s - t->wait_s) * pct, t->wait_s * pct, t->step_s, compute,
-                    t->comm_s, t->wait_s);
-        if (cause >= 0)
-            sbuf_printf(&a->o, ", most for rank %d (%.3f s)", cause, t->cause_s);
+                           "<span class=\"figs\">", a->r[i].rank, t->wait_s, cause, a->r[i].rank,
+                    compute > 0 ? compute * pct : 0, (t->comm_s - t->wait_s) * pct,
+                    t->wait_s * pct);
+        rank_wait_figures(a, i); /* numbers and words only: nothing to escape */
         sbuf_puts(&a->o, "</span></div>\n");
     }
     sbuf_puts(&a->o, "<p>Each section's slowest rank below leaves out the time a rank waited in "
